@@ -1,0 +1,35 @@
+//! floe-storage: Floe's log on object storage.
+//!
+//! Everything that touches bytes at rest lives here and depends on nothing
+//! else of Floe's:
+//!
+//! - [`pool`]: a pool of object-store endpoints (`file://`, `s3://`,
+//!   `memory://`, `hdfs://` behind a feature) where a failed or slow write
+//!   goes to a new object at once, on another endpoint when there is one.
+//! - [`batch`]: a zero-copy view of a Kafka RecordBatch v2 header, and
+//!   [`records`] to decode (and, for tests and tools, build) the records in it.
+//! - [`wal`]: one object holding batches of many partitions, with a footer
+//!   index, readable by byte range.
+//! - [`segment`]: per-partition `.log`, `.index` and `.timeindex` objects and
+//!   the readers that binary-search them.
+//! - [`cache`]: a bounded block cache for object reads.
+//!
+//! The byte layouts are specified in `docs/storage.md`.
+
+pub mod backend;
+pub mod batch;
+pub mod cache;
+pub mod error;
+pub mod fault;
+pub mod ids;
+pub mod pool;
+pub mod records;
+pub mod segment;
+pub mod wal;
+
+mod bytes_ext;
+
+pub use cache::{BlockCache, CachedReader};
+pub use error::{ErrorKind, StorageError};
+pub use ids::{EndpointId, ObjectKey, ObjectRef, Offset, PartitionKey, TopicId};
+pub use pool::{PoolOptions, RangeRead, StorePool, WriteToken};

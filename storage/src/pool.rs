@@ -1,0 +1,453 @@
+//! A pool of object-store endpoints with failover to a new object.
+//!
+//! A write goes to a healthy endpoint under a key that embeds a fresh
+//! [`WriteToken`]. If it errors or passes its deadline it is abandoned: its key
+//! is never used again, the endpoint is benched for a cooldown, and the same
+//! bytes are written as a new object, on another endpoint when there is one.
+//! The caller gets back the [`ObjectRef`] of the object that really landed.
+//! Reads go to the endpoint that holds the object.
+
+use std::fmt;
+use std::future::Future;
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::{ObjectStore, ObjectStoreExt, PutOptions, PutPayload};
+
+use crate::error::{ErrorKind, Result, StorageError};
+use crate::ids::{EndpointId, ObjectKey, ObjectRef};
+
+/// Timeouts and retry limits of a pool.
+#[derive(Debug, Clone)]
+pub struct PoolOptions {
+    /// Deadline of one write attempt; past it the attempt is abandoned.
+    pub write_timeout: Duration,
+    /// Deadline of one read attempt.
+    pub read_timeout: Duration,
+    /// How long an endpoint that failed a write is skipped by new writes.
+    pub bench_cooldown: Duration,
+    /// Attempts per write before giving up (each one a new object).
+    pub max_write_attempts: u32,
+    /// Attempts per read (same object, same endpoint) for retryable errors.
+    pub read_attempts: u32,
+    /// Pause before retrying on an endpoint that already failed this write.
+    pub retry_backoff: Duration,
+}
+
+impl Default for PoolOptions {
+    fn default() -> Self {
+        Self {
+            write_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(10),
+            bench_cooldown: Duration::from_secs(30),
+            max_write_attempts: 6,
+            read_attempts: 3,
+            retry_backoff: Duration::from_millis(50),
+        }
+    }
+}
+
+impl PoolOptions {
+    pub fn validate(&self) -> Result<()> {
+        if self.write_timeout.is_zero() || self.read_timeout.is_zero() {
+            return Err(StorageError::config("storage timeouts must be above zero"));
+        }
+        if self.max_write_attempts == 0 || self.read_attempts == 0 {
+            return Err(StorageError::config(
+                "storage attempt counts must be at least 1",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A unique name for one write attempt. Keys built from it are never reused.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WriteToken(String);
+
+impl WriteToken {
+    fn fresh() -> Self {
+        Self(uuid::Uuid::new_v4().simple().to_string())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for WriteToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Reading a byte range of an object, through the pool or a cache in front of it.
+pub trait RangeRead: Send + Sync {
+    fn read_range(
+        &self,
+        obj: &ObjectRef,
+        range: Range<u64>,
+    ) -> impl Future<Output = Result<Bytes>> + Send;
+}
+
+impl<T: RangeRead> RangeRead for Arc<T> {
+    fn read_range(
+        &self,
+        obj: &ObjectRef,
+        range: Range<u64>,
+    ) -> impl Future<Output = Result<Bytes>> + Send {
+        (**self).read_range(obj, range)
+    }
+}
+
+impl<T: RangeRead> RangeRead for &T {
+    fn read_range(
+        &self,
+        obj: &ObjectRef,
+        range: Range<u64>,
+    ) -> impl Future<Output = Result<Bytes>> + Send {
+        (**self).read_range(obj, range)
+    }
+}
+
+struct Endpoint {
+    id: EndpointId,
+    store: Arc<dyn ObjectStore>,
+    benched_until: Mutex<Option<Instant>>,
+}
+
+impl Endpoint {
+    fn benched_until(&self) -> Option<Instant> {
+        *self
+            .benched_until
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn set_benched(&self, until: Option<Instant>) {
+        *self
+            .benched_until
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = until;
+    }
+
+    fn is_healthy(&self, now: Instant) -> bool {
+        self.benched_until().is_none_or(|t| t <= now)
+    }
+}
+
+/// One or more object-store endpoints used as one.
+pub struct StorePool {
+    endpoints: Vec<Endpoint>,
+    opts: PoolOptions,
+    cursor: AtomicUsize,
+}
+
+impl fmt::Debug for StorePool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ids: Vec<_> = self.endpoints.iter().map(|e| e.id.as_str()).collect();
+        f.debug_struct("StorePool")
+            .field("endpoints", &ids)
+            .field("opts", &self.opts)
+            .finish()
+    }
+}
+
+impl StorePool {
+    /// A pool over stores that are already built (see [`crate::backend`] to
+    /// build them from URLs). Endpoint ids must be distinct.
+    pub fn new(stores: Vec<(EndpointId, Arc<dyn ObjectStore>)>, opts: PoolOptions) -> Result<Self> {
+        opts.validate()?;
+        if stores.is_empty() {
+            return Err(StorageError::config(
+                "a store pool needs at least one endpoint",
+            ));
+        }
+        let mut endpoints: Vec<Endpoint> = Vec::with_capacity(stores.len());
+        for (id, store) in stores {
+            if endpoints.iter().any(|e| e.id == id) {
+                return Err(StorageError::config(format!("duplicate endpoint id {id}")));
+            }
+            endpoints.push(Endpoint {
+                id,
+                store,
+                benched_until: Mutex::new(None),
+            });
+        }
+        Ok(Self {
+            endpoints,
+            opts,
+            cursor: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn options(&self) -> &PoolOptions {
+        &self.opts
+    }
+
+    pub fn endpoint_ids(&self) -> impl Iterator<Item = &EndpointId> {
+        self.endpoints.iter().map(|e| &e.id)
+    }
+
+    /// Whether the endpoint is currently benched after a failed write.
+    pub fn is_benched(&self, id: &EndpointId) -> bool {
+        self.endpoints
+            .iter()
+            .find(|e| &e.id == id)
+            .is_some_and(|e| !e.is_healthy(Instant::now()))
+    }
+
+    fn endpoint(&self, id: &EndpointId) -> Result<&Endpoint> {
+        self.endpoints
+            .iter()
+            .find(|e| &e.id == id)
+            .ok_or_else(|| StorageError::config(format!("object refers to unknown endpoint {id}")))
+    }
+
+    /// Picks the endpoint for the next attempt: a healthy one this write has not
+    /// tried, else an untried benched one, else the one benched the shortest.
+    fn choose(&self, tried: &[usize]) -> usize {
+        let n = self.endpoints.len();
+        let start = self.cursor.fetch_add(1, Ordering::Relaxed) % n;
+        let now = Instant::now();
+        let order = (0..n).map(|i| (start + i) % n);
+        if let Some(i) = order
+            .clone()
+            .find(|&i| !tried.contains(&i) && self.endpoints[i].is_healthy(now))
+        {
+            return i;
+        }
+        let soonest = |candidates: &mut dyn Iterator<Item = usize>| {
+            candidates.min_by_key(|&i| self.endpoints[i].benched_until().unwrap_or(now))
+        };
+        soonest(&mut order.clone().filter(|i| !tried.contains(i)))
+            .or_else(|| soonest(&mut order.clone()))
+            .unwrap_or(start)
+    }
+
+    /// Writes `payload` as a new object whose key `key_for` builds from a fresh
+    /// token; on failure, as another new object. Returns where it landed.
+    pub async fn put_new<F>(&self, key_for: F, payload: PutPayload) -> Result<ObjectRef>
+    where
+        F: Fn(&WriteToken) -> ObjectKey,
+    {
+        let mut refs = self
+            .put_group_new(|token| vec![(key_for(token), payload.clone())])
+            .await?;
+        refs.pop()
+            .ok_or_else(|| StorageError::new(ErrorKind::InvalidInput, "empty write group"))
+    }
+
+    /// Writes several objects that belong together (a segment's `.log`,
+    /// `.index` and `.timeindex`) to one endpoint. If any of them fails, the
+    /// whole group is written again under a new token.
+    pub async fn put_group_new<F>(&self, parts_for: F) -> Result<Vec<ObjectRef>>
+    where
+        F: Fn(&WriteToken) -> Vec<(ObjectKey, PutPayload)>,
+    {
+        let mut tried: Vec<usize> = Vec::new();
+        let mut last_err = None;
+        for attempt in 1..=self.opts.max_write_attempts {
+            let idx = self.choose(&tried);
+            if tried.contains(&idx) {
+                let exp = (attempt.saturating_sub(2)).min(5);
+                let pause = self.opts.retry_backoff.saturating_mul(1 << exp);
+                tokio::time::sleep(pause.min(Duration::from_secs(2))).await;
+            } else {
+                tried.push(idx);
+            }
+            let ep = &self.endpoints[idx];
+            let token = WriteToken::fresh();
+            let parts = parts_for(&token);
+            if parts.is_empty() {
+                return Err(StorageError::invalid("empty write group"));
+            }
+            match self.write_parts(ep, &parts).await {
+                Ok(()) => {
+                    if ep.benched_until().is_some() {
+                        ep.set_benched(None);
+                        tracing::info!(endpoint = %ep.id, "endpoint healthy again");
+                    }
+                    return Ok(parts
+                        .into_iter()
+                        .map(|(key, payload)| ObjectRef {
+                            endpoint: ep.id.clone(),
+                            key,
+                            size: payload.content_length() as u64,
+                        })
+                        .collect());
+                }
+                Err(err) => {
+                    ep.set_benched(Some(Instant::now() + self.opts.bench_cooldown));
+                    tracing::warn!(
+                        endpoint = %ep.id,
+                        token = %token,
+                        attempt,
+                        error = %err,
+                        "write abandoned; writing the bytes again as a new object"
+                    );
+                    last_err = Some(err);
+                }
+            }
+        }
+        let err =
+            last_err.unwrap_or_else(|| StorageError::new(ErrorKind::Unavailable, "no attempt"));
+        Err(StorageError::with_source(
+            ErrorKind::Unavailable,
+            format!(
+                "write failed on every attempt ({} attempts)",
+                self.opts.max_write_attempts
+            ),
+            err,
+        ))
+    }
+
+    async fn write_parts(&self, ep: &Endpoint, parts: &[(ObjectKey, PutPayload)]) -> Result<()> {
+        let writes = parts.iter().map(|(key, payload)| {
+            let path = key.to_path();
+            let store = ep.store.clone();
+            let payload = payload.clone();
+            async move {
+                store
+                    .put_opts(&path, payload, PutOptions::default())
+                    .await
+                    .map_err(|e| {
+                        StorageError::from_object_store(format!("put {}:{path}", ep.id), e)
+                    })
+            }
+        });
+        match tokio::time::timeout(
+            self.opts.write_timeout,
+            futures::future::try_join_all(writes),
+        )
+        .await
+        {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(StorageError::with_source(
+                ErrorKind::Unavailable,
+                format!("write to endpoint {} failed", ep.id),
+                e,
+            )),
+            Err(_) => Err(StorageError::new(
+                ErrorKind::Timeout,
+                format!(
+                    "write to endpoint {} passed its {:?} deadline",
+                    ep.id, self.opts.write_timeout
+                ),
+            )),
+        }
+    }
+
+    /// Reads a byte range of an object from the endpoint that holds it.
+    pub async fn get_range(&self, obj: &ObjectRef, range: Range<u64>) -> Result<Bytes> {
+        if range.start > range.end || range.end > obj.size {
+            return Err(StorageError::invalid(format!(
+                "range {range:?} is outside {obj}"
+            )));
+        }
+        if range.is_empty() {
+            return Ok(Bytes::new());
+        }
+        let ep = self.endpoint(&obj.endpoint)?;
+        let path = obj.key.to_path();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let res = tokio::time::timeout(
+                self.opts.read_timeout,
+                ep.store.get_range(&path, range.clone()),
+            )
+            .await;
+            let err = match res {
+                Ok(Ok(bytes)) if bytes.len() as u64 == range.end - range.start => return Ok(bytes),
+                Ok(Ok(bytes)) => StorageError::new(
+                    ErrorKind::Unavailable,
+                    format!("read of {obj} {range:?} returned {} bytes", bytes.len()),
+                ),
+                Ok(Err(e)) => StorageError::from_object_store(format!("read {obj}"), e),
+                Err(_) => StorageError::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "read of {obj} passed its {:?} deadline",
+                        self.opts.read_timeout
+                    ),
+                ),
+            };
+            if !err.is_retryable() || attempt >= self.opts.read_attempts {
+                return Err(err);
+            }
+            tracing::debug!(object = %obj, attempt, error = %err, "read failed, retrying");
+            tokio::time::sleep(self.opts.retry_backoff).await;
+        }
+    }
+
+    /// Reads a whole object.
+    pub async fn get(&self, obj: &ObjectRef) -> Result<Bytes> {
+        self.get_range(obj, 0..obj.size).await
+    }
+
+    /// The size of an object, from the endpoint (for objects known only by key).
+    pub async fn head(&self, endpoint: &EndpointId, key: &ObjectKey) -> Result<ObjectRef> {
+        let ep = self.endpoint(endpoint)?;
+        let meta = tokio::time::timeout(self.opts.read_timeout, ep.store.head(&key.to_path()))
+            .await
+            .map_err(|_| StorageError::new(ErrorKind::Timeout, format!("head {endpoint}:{key}")))?
+            .map_err(|e| StorageError::from_object_store(format!("head {endpoint}:{key}"), e))?;
+        Ok(ObjectRef {
+            endpoint: endpoint.clone(),
+            key: key.clone(),
+            size: meta.size,
+        })
+    }
+
+    /// Deletes an object. Deleting one that is already gone succeeds.
+    pub async fn delete(&self, obj: &ObjectRef) -> Result<()> {
+        let ep = self.endpoint(&obj.endpoint)?;
+        let res =
+            tokio::time::timeout(self.opts.write_timeout, ep.store.delete(&obj.key.to_path()))
+                .await
+                .map_err(|_| StorageError::new(ErrorKind::Timeout, format!("delete {obj}")))?;
+        match res {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(StorageError::from_object_store(format!("delete {obj}"), e)),
+        }
+    }
+
+    /// Lists the objects under `prefix` on one endpoint (for sweepers and tools).
+    pub async fn list(&self, endpoint: &EndpointId, prefix: &str) -> Result<Vec<ObjectRef>> {
+        let ep = self.endpoint(endpoint)?;
+        let prefix = object_store::path::Path::from(prefix);
+        let metas: Vec<_> = tokio::time::timeout(
+            self.opts.read_timeout,
+            ep.store.list(Some(&prefix)).try_collect::<Vec<_>>(),
+        )
+        .await
+        .map_err(|_| StorageError::new(ErrorKind::Timeout, format!("list {endpoint}:{prefix}")))?
+        .map_err(|e| StorageError::from_object_store(format!("list {endpoint}:{prefix}"), e))?;
+        let mut out: Vec<ObjectRef> = metas
+            .into_iter()
+            .map(|m| ObjectRef {
+                endpoint: endpoint.clone(),
+                key: ObjectKey::new(m.location.as_ref()),
+                size: m.size,
+            })
+            .collect();
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+}
+
+impl RangeRead for StorePool {
+    fn read_range(
+        &self,
+        obj: &ObjectRef,
+        range: Range<u64>,
+    ) -> impl Future<Output = Result<Bytes>> + Send {
+        self.get_range(obj, range)
+    }
+}

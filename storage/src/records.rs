@@ -1,0 +1,492 @@
+//! The records inside a batch: decoding (with decompression, bounded) and a
+//! builder that encodes batches for tests, benchmarks and tools.
+//!
+//! Record layout (Kafka magic 2), varints zig-zag encoded:
+//! `length varint, attributes i8, timestampDelta varlong, offsetDelta varint,
+//!  keyLength varint, key, valueLength varint, value,
+//!  headerCount varint, [headerKeyLength varint, headerKey, headerValueLength varint, headerValue]*`
+
+use std::io::{Read, Write};
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::batch::{BatchError, BatchView, Compression, HEADER_LEN, MAGIC_V2, TimestampType};
+
+/// Default bound on the decompressed size of one batch's records.
+pub const DEFAULT_MAX_DECOMPRESSED: usize = 64 * 1024 * 1024;
+
+/// The smallest possible encoded record: length, attributes, and five one-byte varints.
+const MIN_RECORD_LEN: usize = 7;
+
+/// One decoded record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub offset: i64,
+    pub timestamp: i64,
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
+    pub headers: Vec<RecordHeader>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordHeader {
+    pub key: Bytes,
+    pub value: Option<Bytes>,
+}
+
+fn malformed(msg: impl Into<String>) -> BatchError {
+    BatchError::Records(msg.into())
+}
+
+/// Decompresses a batch's records section, refusing to produce more than `max` bytes.
+pub fn decompress(codec: Compression, data: &[u8], max: usize) -> Result<Vec<u8>, BatchError> {
+    fn bounded(mut r: impl Read, max: usize) -> Result<Vec<u8>, BatchError> {
+        let mut out = Vec::new();
+        let limit = (max as u64).saturating_add(1);
+        r.by_ref()
+            .take(limit)
+            .read_to_end(&mut out)
+            .map_err(|e| malformed(format!("decompression failed: {e}")))?;
+        if out.len() > max {
+            return Err(malformed(format!(
+                "decompressed records exceed {max} bytes"
+            )));
+        }
+        Ok(out)
+    }
+    match codec {
+        Compression::None => {
+            if data.len() > max {
+                return Err(malformed(format!("records exceed {max} bytes")));
+            }
+            Ok(data.to_vec())
+        }
+        Compression::Gzip => bounded(flate2::read::GzDecoder::new(data), max),
+        Compression::Snappy => snappy_decompress(data, max),
+        Compression::Lz4 => bounded(lz4_flex::frame::FrameDecoder::new(data), max),
+        Compression::Zstd => {
+            let dec = zstd::stream::read::Decoder::new(data)
+                .map_err(|e| malformed(format!("zstd: {e}")))?;
+            bounded(dec, max)
+        }
+    }
+}
+
+/// The framing snappy-java (Kafka's Java client) writes around snappy blocks.
+const XERIAL_MAGIC: &[u8] = b"\x82SNAPPY\x00";
+const XERIAL_HEADER_LEN: usize = 16;
+
+fn snappy_decompress(data: &[u8], max: usize) -> Result<Vec<u8>, BatchError> {
+    fn block(b: &[u8], max: usize, out: &mut Vec<u8>) -> Result<(), BatchError> {
+        let len = snap::raw::decompress_len(b).map_err(|e| malformed(format!("snappy: {e}")))?;
+        if out.len().saturating_add(len) > max {
+            return Err(malformed(format!(
+                "decompressed records exceed {max} bytes"
+            )));
+        }
+        let start = out.len();
+        out.resize(start + len, 0);
+        snap::raw::Decoder::new()
+            .decompress(b, &mut out[start..])
+            .map_err(|e| malformed(format!("snappy: {e}")))?;
+        Ok(())
+    }
+    let mut out = Vec::new();
+    if data.starts_with(XERIAL_MAGIC) {
+        let mut pos = XERIAL_HEADER_LEN.min(data.len());
+        while pos < data.len() {
+            let len = crate::bytes_ext::be_u32(data, pos)
+                .ok_or_else(|| malformed("snappy: truncated xerial block length"))?
+                as usize;
+            pos += 4;
+            let chunk = data
+                .get(pos..pos.saturating_add(len))
+                .ok_or_else(|| malformed("snappy: truncated xerial block"))?;
+            block(chunk, max, &mut out)?;
+            pos += len;
+        }
+    } else {
+        block(data, max, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// Compresses a records section with `codec`, as Kafka clients do.
+pub fn compress(codec: Compression, data: &[u8]) -> Result<Vec<u8>, BatchError> {
+    let io = |e: std::io::Error| malformed(format!("compression failed: {e}"));
+    match codec {
+        Compression::None => Ok(data.to_vec()),
+        Compression::Gzip => {
+            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            enc.write_all(data).map_err(io)?;
+            enc.finish().map_err(io)
+        }
+        Compression::Snappy => snap::raw::Encoder::new()
+            .compress_vec(data)
+            .map_err(|e| malformed(format!("snappy: {e}"))),
+        Compression::Lz4 => {
+            let mut enc = lz4_flex::frame::FrameEncoder::new(Vec::new());
+            enc.write_all(data).map_err(io)?;
+            enc.finish().map_err(|e| malformed(format!("lz4: {e}")))
+        }
+        Compression::Zstd => zstd::bulk::compress(data, 3).map_err(io),
+    }
+}
+
+/// A cursor over varint-encoded fields with bounds checks on every read.
+struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn varlong(&mut self) -> Result<i64, BatchError> {
+        let mut raw: u64 = 0;
+        for i in 0..10 {
+            let b = *self
+                .buf
+                .get(self.pos)
+                .ok_or_else(|| malformed("truncated varint"))?;
+            self.pos += 1;
+            raw |= ((b & 0x7f) as u64) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64));
+            }
+        }
+        Err(malformed("varint longer than 10 bytes"))
+    }
+
+    fn varint(&mut self) -> Result<i32, BatchError> {
+        let v = self.varlong()?;
+        i32::try_from(v).map_err(|_| malformed("varint out of 32-bit range"))
+    }
+
+    fn take(&mut self, n: usize) -> Result<std::ops::Range<usize>, BatchError> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or_else(|| malformed("field runs past the end of the record"))?;
+        let r = self.pos..end;
+        self.pos = end;
+        Ok(r)
+    }
+
+    fn nullable(&mut self, base: &Bytes) -> Result<Option<Bytes>, BatchError> {
+        let len = self.varint()?;
+        match len {
+            -1 => Ok(None),
+            n if n < -1 => Err(malformed("negative length")),
+            n => Ok(Some(base.slice(self.take(n as usize)?))),
+        }
+    }
+}
+
+/// Decodes every record of the batch at the start of `batch`.
+pub fn decode_records(batch: &Bytes, max_decompressed: usize) -> Result<Vec<Record>, BatchError> {
+    let view = BatchView::parse(batch, usize::MAX)?;
+    let raw = view.records_bytes();
+    let body: Bytes = match view.compression() {
+        Compression::None => batch.slice(HEADER_LEN..view.size()),
+        codec => Bytes::from(decompress(codec, raw, max_decompressed)?),
+    };
+    let count = view.record_count() as usize;
+    let mut out = Vec::with_capacity(count.min(body.len() / MIN_RECORD_LEN + 1));
+    let log_append = view.timestamp_type() == TimestampType::LogAppendTime;
+    let mut cur = Cursor { buf: &body, pos: 0 };
+    for _ in 0..count {
+        let len = cur.varint()?;
+        if len < 0 {
+            return Err(malformed("negative record length"));
+        }
+        let range = cur.take(len as usize)?;
+        let mut rec = Cursor {
+            buf: &body[..range.end],
+            pos: range.start,
+        };
+        rec.take(1)?; // attributes, unused
+        let ts_delta = rec.varlong()?;
+        let offset_delta = rec.varint()?;
+        let key = rec.nullable(&body)?;
+        let value = rec.nullable(&body)?;
+        let header_count = rec.varint()?;
+        if header_count < 0 {
+            return Err(malformed("negative header count"));
+        }
+        let mut headers = Vec::with_capacity((header_count as usize).min(len as usize / 2));
+        for _ in 0..header_count {
+            let klen = rec.varint()?;
+            if klen < 0 {
+                return Err(malformed("null header key"));
+            }
+            let key = body.slice(rec.take(klen as usize)?);
+            let value = rec.nullable(&body)?;
+            headers.push(RecordHeader { key, value });
+        }
+        if rec.pos != range.end {
+            return Err(malformed("record length does not match its fields"));
+        }
+        out.push(Record {
+            offset: view.base_offset().saturating_add(offset_delta as i64),
+            timestamp: if log_append {
+                view.max_timestamp()
+            } else {
+                view.first_timestamp().saturating_add(ts_delta)
+            },
+            key,
+            value,
+            headers,
+        });
+    }
+    Ok(out)
+}
+
+/// A record to encode with [`BatchBuilder`].
+#[derive(Debug, Clone, Default)]
+pub struct RecordSpec {
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub timestamp_delta: i64,
+    pub headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+impl RecordSpec {
+    pub fn new(key: Option<Vec<u8>>, value: Option<Vec<u8>>, timestamp_delta: i64) -> Self {
+        Self {
+            key,
+            value,
+            timestamp_delta,
+            headers: Vec::new(),
+        }
+    }
+}
+
+/// Encodes one record batch (magic 2) the way a Kafka producer does.
+#[derive(Debug, Clone)]
+pub struct BatchBuilder {
+    base_offset: i64,
+    base_timestamp: i64,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    transactional: bool,
+    records: Vec<RecordSpec>,
+}
+
+fn put_varlong(buf: &mut BytesMut, v: i64) {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    while z >= 0x80 {
+        buf.put_u8((z as u8) | 0x80);
+        z >>= 7;
+    }
+    buf.put_u8(z as u8);
+}
+
+fn put_nullable(buf: &mut BytesMut, b: &Option<Vec<u8>>) {
+    match b {
+        None => put_varlong(buf, -1),
+        Some(b) => {
+            put_varlong(buf, b.len() as i64);
+            buf.put_slice(b);
+        }
+    }
+}
+
+impl BatchBuilder {
+    pub fn new(base_offset: i64, base_timestamp: i64) -> Self {
+        Self {
+            base_offset,
+            base_timestamp,
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: -1,
+            transactional: false,
+            records: Vec::new(),
+        }
+    }
+
+    /// Marks the batch as sent by an idempotent (or transactional) producer.
+    pub fn producer(
+        mut self,
+        id: i64,
+        epoch: i16,
+        base_sequence: i32,
+        transactional: bool,
+    ) -> Self {
+        self.producer_id = id;
+        self.producer_epoch = epoch;
+        self.base_sequence = base_sequence;
+        self.transactional = transactional;
+        self
+    }
+
+    pub fn push(&mut self, record: RecordSpec) -> &mut Self {
+        self.records.push(record);
+        self
+    }
+
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Encodes the batch. Fails only if the codec fails.
+    pub fn build(&self, codec: Compression) -> Result<Bytes, BatchError> {
+        let mut body = BytesMut::new();
+        let mut rec = BytesMut::new();
+        for (i, r) in self.records.iter().enumerate() {
+            rec.clear();
+            rec.put_i8(0);
+            put_varlong(&mut rec, r.timestamp_delta);
+            put_varlong(&mut rec, i as i64);
+            put_nullable(&mut rec, &r.key);
+            put_nullable(&mut rec, &r.value);
+            put_varlong(&mut rec, r.headers.len() as i64);
+            for (k, v) in &r.headers {
+                put_varlong(&mut rec, k.len() as i64);
+                rec.put_slice(k);
+                put_nullable(&mut rec, v);
+            }
+            put_varlong(&mut body, rec.len() as i64);
+            body.put_slice(&rec);
+        }
+        let records = compress(codec, &body)?;
+        let max_delta = self
+            .records
+            .iter()
+            .map(|r| r.timestamp_delta)
+            .max()
+            .unwrap_or(0);
+        let mut attributes = codec.id() as u16;
+        if self.transactional {
+            attributes |= 0x10;
+        }
+        let mut out = BytesMut::with_capacity(HEADER_LEN + records.len());
+        out.put_i64(self.base_offset);
+        out.put_i32((HEADER_LEN - 12 + records.len()) as i32);
+        out.put_i32(-1); // partition leader epoch
+        out.put_u8(MAGIC_V2);
+        out.put_u32(0); // CRC, filled below
+        out.put_u16(attributes);
+        out.put_i32(self.records.len().saturating_sub(1) as i32);
+        out.put_i64(self.base_timestamp);
+        out.put_i64(self.base_timestamp + max_delta);
+        out.put_i64(self.producer_id);
+        out.put_i16(self.producer_epoch);
+        out.put_i32(self.base_sequence);
+        out.put_i32(self.records.len() as i32);
+        out.put_slice(&records);
+        let crc = crc32c::crc32c(&out[21..]);
+        out[17..21].copy_from_slice(&crc.to_be_bytes());
+        Ok(out.freeze())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn builder() -> BatchBuilder {
+        let mut b = BatchBuilder::new(40, 1_000);
+        b.push(RecordSpec::new(
+            Some(b"a".to_vec()),
+            Some(b"one".to_vec()),
+            0,
+        ));
+        b.push(RecordSpec::new(None, None, 5));
+        let mut with_headers = RecordSpec::new(Some(b"c".to_vec()), Some(vec![7u8; 3000]), 2);
+        with_headers.headers = vec![
+            (b"h1".to_vec(), Some(b"x".to_vec())),
+            (b"h2".to_vec(), None),
+        ];
+        b.push(with_headers);
+        b
+    }
+
+    #[test]
+    fn every_codec_round_trips() {
+        for codec in [
+            Compression::None,
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let batch = builder().build(codec).unwrap();
+            let view = BatchView::parse(&batch, usize::MAX).unwrap();
+            view.verify_crc().unwrap();
+            assert_eq!(view.compression(), codec);
+            let recs = decode_records(&batch, DEFAULT_MAX_DECOMPRESSED).unwrap();
+            assert_eq!(recs.len(), 3, "{codec:?}");
+            assert_eq!(recs[0].offset, 40);
+            assert_eq!(recs[0].key.as_deref(), Some(&b"a"[..]));
+            assert_eq!(recs[1].key, None);
+            assert_eq!(recs[1].value, None);
+            assert_eq!(recs[1].timestamp, 1_005);
+            assert_eq!(recs[2].offset, 42);
+            assert_eq!(recs[2].value.as_ref().map(|v| v.len()), Some(3000));
+            assert_eq!(recs[2].headers.len(), 2);
+            assert_eq!(recs[2].headers[1].value, None);
+            assert_eq!(view.max_timestamp(), 1_005);
+        }
+    }
+
+    #[test]
+    fn xerial_framed_snappy_is_decoded() {
+        let plain = b"hello hello hello hello".repeat(50);
+        let block = snap::raw::Encoder::new().compress_vec(&plain).unwrap();
+        let mut framed = XERIAL_MAGIC.to_vec();
+        framed.extend_from_slice(&1u32.to_be_bytes());
+        framed.extend_from_slice(&1u32.to_be_bytes());
+        for half in [&block[..], &block[..]] {
+            framed.extend_from_slice(&(half.len() as u32).to_be_bytes());
+            framed.extend_from_slice(half);
+        }
+        let out = decompress(Compression::Snappy, &framed, 1 << 20).unwrap();
+        assert_eq!(out.len(), plain.len() * 2);
+    }
+
+    #[test]
+    fn decompression_bomb_is_refused() {
+        let zeros = vec![0u8; 4 << 20];
+        for codec in [
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let packed = compress(codec, &zeros).unwrap();
+            let err = decompress(codec, &packed, 1 << 20).unwrap_err();
+            assert!(err.to_string().contains("exceed"), "{codec:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn corrupt_records_give_errors_not_panics() {
+        let batch = builder().build(Compression::None).unwrap();
+        for cut in HEADER_LEN..batch.len() {
+            let mut b = batch[..cut].to_vec();
+            let len = (b.len() - 12) as i32;
+            b[8..12].copy_from_slice(&len.to_be_bytes());
+            assert!(
+                decode_records(&Bytes::from(b), 1 << 20).is_err(),
+                "cut {cut}"
+            );
+        }
+        // A record count far beyond the bytes present.
+        let mut b = batch.to_vec();
+        b[57..61].copy_from_slice(&i32::MAX.to_be_bytes());
+        assert!(decode_records(&Bytes::from(b), 1 << 20).is_err());
+    }
+
+    #[test]
+    fn log_append_time_applies_max_timestamp_to_all_records() {
+        let mut b = builder().build(Compression::None).unwrap().to_vec();
+        b[22] |= 0x08;
+        let recs = decode_records(&Bytes::from(b), 1 << 20).unwrap();
+        assert!(recs.iter().all(|r| r.timestamp == 1_005));
+    }
+}
