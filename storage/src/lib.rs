@@ -32,4 +32,4 @@ mod bytes_ext;
 pub use cache::{BlockCache, CachedReader};
 pub use error::{ErrorKind, StorageError};
 pub use ids::{EndpointId, ObjectKey, ObjectRef, Offset, PartitionKey, TopicId};
-pub use pool::{PoolOptions, RangeRead, StorePool, WriteToken};
+pub use pool::{EndpointStats, PoolOptions, RangeRead, StorePool, WriteToken};

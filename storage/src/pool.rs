@@ -12,7 +12,7 @@ use std::future::Future;
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -119,6 +119,19 @@ struct Endpoint {
     id: EndpointId,
     store: Arc<dyn ObjectStore>,
     benched_until: Mutex<Option<Instant>>,
+    written: AtomicU64,
+    abandoned: AtomicU64,
+}
+
+/// Write counts of one endpoint since the pool was built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointStats {
+    pub id: EndpointId,
+    /// Write attempts (objects or groups) that succeeded here.
+    pub written: u64,
+    /// Write attempts abandoned here (error or deadline).
+    pub abandoned: u64,
+    pub benched: bool,
 }
 
 impl Endpoint {
@@ -177,6 +190,8 @@ impl StorePool {
                 id,
                 store,
                 benched_until: Mutex::new(None),
+                written: AtomicU64::new(0),
+                abandoned: AtomicU64::new(0),
             });
         }
         Ok(Self {
@@ -192,6 +207,20 @@ impl StorePool {
 
     pub fn endpoint_ids(&self) -> impl Iterator<Item = &EndpointId> {
         self.endpoints.iter().map(|e| &e.id)
+    }
+
+    /// Per-endpoint write counts.
+    pub fn stats(&self) -> Vec<EndpointStats> {
+        let now = Instant::now();
+        self.endpoints
+            .iter()
+            .map(|e| EndpointStats {
+                id: e.id.clone(),
+                written: e.written.load(Ordering::Relaxed),
+                abandoned: e.abandoned.load(Ordering::Relaxed),
+                benched: !e.is_healthy(now),
+            })
+            .collect()
     }
 
     /// Whether the endpoint is currently benched after a failed write.
@@ -269,6 +298,7 @@ impl StorePool {
             }
             match self.write_parts(ep, &parts).await {
                 Ok(()) => {
+                    ep.written.fetch_add(1, Ordering::Relaxed);
                     if ep.benched_until().is_some() {
                         ep.set_benched(None);
                         tracing::info!(endpoint = %ep.id, "endpoint healthy again");
@@ -283,6 +313,7 @@ impl StorePool {
                         .collect());
                 }
                 Err(err) => {
+                    ep.abandoned.fetch_add(1, Ordering::Relaxed);
                     ep.set_benched(Some(Instant::now() + self.opts.bench_cooldown));
                     tracing::warn!(
                         endpoint = %ep.id,

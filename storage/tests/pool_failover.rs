@@ -1,0 +1,280 @@
+//! Store pool failover against in-process stores with injected faults.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use floe_storage::fault::{Fault, FaultHandle, FaultOps, FaultyStore};
+use floe_storage::{EndpointId, ErrorKind, ObjectKey, PoolOptions, StorePool};
+use object_store::memory::InMemory;
+use object_store::{ObjectStore, ObjectStoreExt};
+
+struct Fixture {
+    pool: StorePool,
+    raw: Vec<Arc<InMemory>>,
+    faults: Vec<FaultHandle>,
+}
+
+fn opts() -> PoolOptions {
+    PoolOptions {
+        write_timeout: Duration::from_millis(300),
+        read_timeout: Duration::from_millis(300),
+        bench_cooldown: Duration::from_millis(400),
+        max_write_attempts: 4,
+        read_attempts: 3,
+        retry_backoff: Duration::from_millis(5),
+    }
+}
+
+fn fixture(n: usize, opts: PoolOptions) -> Fixture {
+    let mut stores = Vec::new();
+    let mut raw = Vec::new();
+    let mut faults = Vec::new();
+    for i in 0..n {
+        let mem = Arc::new(InMemory::new());
+        let (faulty, handle) = FaultyStore::wrap(mem.clone());
+        stores.push((
+            EndpointId::new(format!("e{i}")),
+            faulty as Arc<dyn ObjectStore>,
+        ));
+        raw.push(mem);
+        faults.push(handle);
+    }
+    Fixture {
+        pool: StorePool::new(stores, opts).unwrap(),
+        raw,
+        faults,
+    }
+}
+
+fn payload(i: u32) -> Bytes {
+    Bytes::from(format!("payload-{i}-").repeat(100))
+}
+
+async fn keys_in(store: &InMemory) -> Vec<String> {
+    use futures::TryStreamExt;
+    let mut keys: Vec<String> = store
+        .list(None)
+        .map_ok(|m| m.location.to_string())
+        .try_collect()
+        .await
+        .unwrap();
+    keys.sort();
+    keys
+}
+
+#[tokio::test]
+async fn failed_write_lands_on_the_other_endpoint_and_benches_the_first() {
+    let f = fixture(2, opts());
+    f.faults[0].set(Fault::Error, FaultOps::Writes);
+    for i in 0..6 {
+        let obj = f
+            .pool
+            .put_new(
+                |t| ObjectKey::new(format!("wal/{t}.wal")),
+                payload(i).into(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(obj.endpoint.as_str(), "e1");
+        assert_eq!(f.pool.get(&obj).await.unwrap(), payload(i));
+    }
+    assert!(f.pool.is_benched(&EndpointId::new("e0")));
+    // While benched, e0 is not even tried: one failed attempt, then none.
+    assert_eq!(f.faults[0].puts(), 1);
+    f.faults[0].clear();
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    let mut on_e0 = 0;
+    for i in 0..4 {
+        let obj = f
+            .pool
+            .put_new(
+                |t| ObjectKey::new(format!("wal/{t}.wal")),
+                payload(i).into(),
+            )
+            .await
+            .unwrap();
+        on_e0 += (obj.endpoint.as_str() == "e0") as usize;
+    }
+    assert!(on_e0 > 0, "e0 takes writes again after its cooldown");
+    assert!(!f.pool.is_benched(&EndpointId::new("e0")));
+}
+
+#[tokio::test]
+async fn hung_endpoint_costs_at_most_the_write_deadline() {
+    let f = fixture(2, opts());
+    f.faults[0].set(Fault::Hang, FaultOps::Writes);
+    let started = Instant::now();
+    // Round-robin starts at e0 for the first write.
+    let obj = f
+        .pool
+        .put_new(|t| ObjectKey::new(format!("x/{t}")), payload(1).into())
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(obj.endpoint.as_str(), "e1");
+    assert_eq!(f.faults[0].puts(), 1, "the hung endpoint was tried once");
+    // One abandoned attempt (300 ms deadline) plus the good write; the bound
+    // is loose because CI machines are noisy, but far below a hang.
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+}
+
+#[tokio::test]
+async fn torn_write_is_abandoned_and_its_key_never_reused() {
+    let f = fixture(2, opts());
+    f.faults[0].set_times(Fault::FailAfterBytes(10), FaultOps::Writes, 1);
+    let obj = f
+        .pool
+        .put_new(
+            |t| ObjectKey::new(format!("seg/{t}.log")),
+            payload(7).into(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(obj.endpoint.as_str(), "e1");
+    assert_eq!(f.pool.get(&obj).await.unwrap(), payload(7));
+    let torn = keys_in(&f.raw[0]).await;
+    assert_eq!(torn.len(), 1, "the torn attempt left a partial object");
+    assert_ne!(torn[0], obj.key.as_str(), "the retry used a new key");
+    let torn_size = f.raw[0]
+        .head(&object_store::path::Path::from(torn[0].as_str()))
+        .await
+        .unwrap()
+        .size;
+    assert_eq!(torn_size, 10);
+}
+
+#[tokio::test]
+async fn single_endpoint_retries_as_new_objects() {
+    let f = fixture(1, opts());
+    f.faults[0].set_times(Fault::Error, FaultOps::Writes, 2);
+    let mut tokens = std::sync::Mutex::new(Vec::new());
+    let obj = f
+        .pool
+        .put_new(
+            |t| {
+                tokens.lock().unwrap().push(t.to_string());
+                ObjectKey::new(format!("wal/{t}.wal"))
+            },
+            payload(3).into(),
+        )
+        .await
+        .unwrap();
+    let tokens = tokens.get_mut().unwrap();
+    assert_eq!(tokens.len(), 3);
+    let distinct: std::collections::HashSet<_> = tokens.iter().collect();
+    assert_eq!(distinct.len(), 3, "every attempt has its own key");
+    assert!(obj.key.as_str().contains(&tokens[2]));
+    assert_eq!(f.faults[0].puts(), 3);
+    assert_eq!(keys_in(&f.raw[0]).await, vec![obj.key.to_string()]);
+}
+
+#[tokio::test]
+async fn write_fails_cleanly_when_every_attempt_fails() {
+    let f = fixture(2, opts());
+    f.faults[0].set(Fault::Error, FaultOps::Writes);
+    f.faults[1].set(Fault::Error, FaultOps::Writes);
+    let err = f
+        .pool
+        .put_new(|t| ObjectKey::new(format!("x/{t}")), payload(0).into())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable);
+    assert_eq!(f.faults[0].puts() + f.faults[1].puts(), 4);
+}
+
+#[tokio::test]
+async fn reads_go_to_the_endpoint_that_holds_the_object() {
+    let f = fixture(2, opts());
+    f.faults[0].set(Fault::Error, FaultOps::Writes);
+    let obj = f
+        .pool
+        .put_new(|t| ObjectKey::new(format!("x/{t}")), payload(9).into())
+        .await
+        .unwrap();
+    assert_eq!(obj.endpoint.as_str(), "e1");
+    f.faults[0].set(Fault::Error, FaultOps::All);
+    assert_eq!(f.pool.get(&obj).await.unwrap(), payload(9));
+    assert_eq!(f.faults[0].gets(), 0);
+    // A read that breaks mid-transfer is retried on the same endpoint.
+    f.faults[1].set_times(Fault::FailAfterBytes(5), FaultOps::Reads, 1);
+    assert_eq!(
+        f.pool.get_range(&obj, 10..500).await.unwrap(),
+        payload(9).slice(10..500)
+    );
+    assert_eq!(
+        f.faults[1].gets(),
+        3,
+        "one earlier read, the broken one, its retry"
+    );
+    // A missing object is NotFound, not retried.
+    let missing = floe_storage::ObjectRef {
+        key: ObjectKey::new("nope"),
+        ..obj.clone()
+    };
+    assert_eq!(
+        f.pool.get(&missing).await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    // Out-of-range reads are refused before any request.
+    assert_eq!(
+        f.pool
+            .get_range(&obj, 0..obj.size + 1)
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::InvalidInput
+    );
+}
+
+#[tokio::test]
+async fn a_write_group_lands_whole_on_one_endpoint() {
+    let f = fixture(2, opts());
+    // The second part of the first attempt fails: the whole group moves.
+    f.faults[0].set(Fault::Error, FaultOps::Writes);
+    let refs = f
+        .pool
+        .put_group_new(|t| {
+            vec![
+                (ObjectKey::new(format!("s/0.{t}.log")), payload(1).into()),
+                (ObjectKey::new(format!("s/0.{t}.index")), payload(2).into()),
+                (
+                    ObjectKey::new(format!("s/0.{t}.timeindex")),
+                    payload(3).into(),
+                ),
+            ]
+        })
+        .await
+        .unwrap();
+    assert_eq!(refs.len(), 3);
+    assert!(refs.iter().all(|r| r.endpoint.as_str() == "e1"));
+    for (r, i) in refs.iter().zip(1..) {
+        assert_eq!(f.pool.get(r).await.unwrap(), payload(i));
+    }
+}
+
+#[tokio::test]
+async fn bad_pool_configs_are_refused() {
+    let err = StorePool::new(vec![], opts()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config);
+    let m: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let err = StorePool::new(
+        vec![
+            (EndpointId::new("a"), m.clone()),
+            (EndpointId::new("a"), m.clone()),
+        ],
+        opts(),
+    )
+    .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config);
+    let zero = PoolOptions {
+        write_timeout: Duration::ZERO,
+        ..opts()
+    };
+    assert_eq!(
+        StorePool::new(vec![(EndpointId::new("a"), m)], zero)
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Config
+    );
+}
