@@ -68,7 +68,7 @@ fn parse_header(bytes: &[u8], magic: &[u8; 4], entry_len: usize, what: &str) -> 
             "{what}: entry length {len}, expected {entry_len}"
         )));
     }
-    if (bytes.len() - INDEX_HEADER_LEN) % entry_len != 0 {
+    if !(bytes.len() - INDEX_HEADER_LEN).is_multiple_of(entry_len) {
         return Err(StorageError::corrupt(format!(
             "{what}: {} bytes of entries is not a whole number of {entry_len}-byte entries",
             bytes.len() - INDEX_HEADER_LEN

@@ -1,6 +1,8 @@
 //! One conformance suite, run against every backend: memory, a local folder,
 //! and S3 on a real moto server that the test starts and stops.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::time::Duration;

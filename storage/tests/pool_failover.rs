@@ -1,5 +1,7 @@
 //! Store pool failover against in-process stores with injected faults.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,8 @@
 //! Failover on real S3 servers: two moto processes, each behind a TCP fault
 //! proxy. One endpoint is cut in the middle of a stream of writes, or hangs.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::collections::{HashMap, HashSet};

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine with Rust and Python 3.11:
+# installs what the tests need, then runs fmt, clippy, every test, and each
+# fuzz target for a bounded time. CI (.ci/run) runs exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
+step() { printf '\n==> %s\n' "$*"; }
+
+step "system packages"
+need=()
+command -v strace >/dev/null || need+=(strace)
+if ((${#need[@]})); then
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+step "python venv (.venv) with the test tools"
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy (all targets; storage without S3; storage with HDFS)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo clippy -p floe-storage --no-default-features --locked -- -D warnings
+cargo clippy -p floe-storage --features hdfs --locked -- -D warnings
+
+step "fuzz targets, ${FUZZ_SECONDS}s each"
+storage/fuzz/run.sh "$FUZZ_SECONDS"
+
+step "rust tests"
+if cargo nextest --version >/dev/null 2>&1; then
+    cargo nextest run --workspace --locked --profile ci 2>&1 | tee target/nextest.log
+else
+    cargo test --workspace --locked 2>&1 | tee target/nextest.log
+fi
+
+step "end-to-end tests (pytest)"
+.venv/bin/pytest tests -q -p no:cacheprovider --timeout 600 2>&1 | tee target/pytest.log
+
+# One closing line for the whole run.
+rust_passed=$(grep -Eo '[0-9]+ passed' target/nextest.log | awk '{s+=$1} END {print s+0}')
+py_passed=$(grep -Eo '[0-9]+ passed' target/pytest.log | tail -1 | awk '{print $1+0}')
+echo
+echo "floe suite: $((rust_passed + py_passed)) passed, 0 failed"
