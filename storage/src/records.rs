@@ -15,6 +15,9 @@ use crate::batch::{BatchError, BatchView, Compression, HEADER_LEN, MAGIC_V2, Tim
 /// Default bound on the decompressed size of one batch's records.
 pub const DEFAULT_MAX_DECOMPRESSED: usize = 64 * 1024 * 1024;
 
+/// Largest zstd window a batch may need (32 MiB), bounding the decoder's memory.
+const ZSTD_WINDOW_LOG_MAX: u32 = 25;
+
 /// The smallest possible encoded record: length, attributes, and five one-byte varints.
 const MIN_RECORD_LEN: usize = 7;
 
@@ -65,7 +68,10 @@ pub fn decompress(codec: Compression, data: &[u8], max: usize) -> Result<Vec<u8>
         Compression::Snappy => snappy_decompress(data, max),
         Compression::Lz4 => bounded(lz4_flex::frame::FrameDecoder::new(data), max),
         Compression::Zstd => {
-            let dec = zstd::stream::read::Decoder::new(data)
+            let mut dec = zstd::stream::read::Decoder::new(data)
+                .map_err(|e| malformed(format!("zstd: {e}")))?;
+            // A frame may ask for a window of up to 2 GiB; producers use a few MiB.
+            dec.window_log_max(ZSTD_WINDOW_LOG_MAX)
                 .map_err(|e| malformed(format!("zstd: {e}")))?;
             bounded(dec, max)
         }

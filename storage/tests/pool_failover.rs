@@ -280,3 +280,35 @@ async fn bad_pool_configs_are_refused() {
         ErrorKind::Config
     );
 }
+
+#[tokio::test]
+async fn slow_write_within_the_deadline_stays_put_and_one_past_it_moves() {
+    let f = fixture(2, opts());
+    // 100 ms is inside the 300 ms deadline: the write succeeds where it started.
+    f.faults[0].set(Fault::Delay(Duration::from_millis(100)), FaultOps::Writes);
+    f.faults[1].set(Fault::Delay(Duration::from_millis(100)), FaultOps::Writes);
+    for i in 0..4 {
+        f.pool
+            .put_new(|t| ObjectKey::new(format!("slow/{t}")), payload(i).into())
+            .await
+            .unwrap();
+    }
+    let stats = f.pool.stats();
+    assert_eq!(stats.iter().map(|s| s.abandoned).sum::<u64>(), 0, "{stats:?}");
+    assert_eq!(stats.iter().map(|s| s.written).sum::<u64>(), 4);
+    // 2 s is past it: the attempt is abandoned and the bytes land on e1.
+    f.faults[0].set(Fault::Delay(Duration::from_secs(2)), FaultOps::Writes);
+    f.faults[1].clear();
+    let mut moved = 0;
+    for i in 0..2 {
+        let obj = f
+            .pool
+            .put_new(|t| ObjectKey::new(format!("slow/{t}")), payload(i).into())
+            .await
+            .unwrap();
+        assert_eq!(obj.endpoint.as_str(), "e1");
+        moved += 1;
+    }
+    assert_eq!(moved, 2);
+    assert!(f.pool.stats()[0].abandoned >= 1);
+}
