@@ -74,7 +74,12 @@ fn parse_header(bytes: &[u8], magic: &[u8; 4], entry_len: usize, what: &str) -> 
             bytes.len() - INDEX_HEADER_LEN
         )));
     }
-    Ok(be_i64(bytes, 8).unwrap_or_default())
+    let base = be_i64(bytes, 8).unwrap_or_default();
+    // Offsets are never negative, and base + any u32 delta must fit an i64.
+    if !(0..=i64::MAX - u32::MAX as i64).contains(&base) {
+        return Err(StorageError::corrupt(format!("{what}: impossible base offset {base}")));
+    }
+    Ok(base)
 }
 
 /// A parsed `.index`: binary search over the raw bytes, no per-entry allocation.
@@ -105,10 +110,13 @@ impl OffsetIndex {
 
     /// Entry `i` as (absolute offset, position).
     pub fn entry(&self, i: usize) -> Option<(i64, u32)> {
-        let at = INDEX_HEADER_LEN + i.checked_mul(OFFSET_ENTRY_LEN)?;
+        if i >= self.len() {
+            return None;
+        }
+        let at = INDEX_HEADER_LEN + i * OFFSET_ENTRY_LEN;
         let rel = be_u32(&self.bytes, at)?;
         let pos = be_u32(&self.bytes, at + 4)?;
-        Some((self.base_offset + rel as i64, pos))
+        Some((self.base_offset.saturating_add(rel as i64), pos))
     }
 
     /// Checks every entry: offsets and positions strictly increase and stay
@@ -176,11 +184,14 @@ impl TimeIndex {
 
     /// Entry `i` as (largest timestamp before it, absolute offset, position).
     pub fn entry(&self, i: usize) -> Option<(i64, i64, u32)> {
-        let at = INDEX_HEADER_LEN + i.checked_mul(TIME_ENTRY_LEN)?;
+        if i >= self.len() {
+            return None;
+        }
+        let at = INDEX_HEADER_LEN + i * TIME_ENTRY_LEN;
         let ts = be_i64(&self.bytes, at)?;
         let rel = be_u32(&self.bytes, at + 8)?;
         let pos = be_u32(&self.bytes, at + 12)?;
-        Some((ts, self.base_offset + rel as i64, pos))
+        Some((ts, self.base_offset.saturating_add(rel as i64), pos))
     }
 
     pub fn validate(&self, log_size: u64) -> Result<()> {
@@ -615,7 +626,7 @@ impl<R: RangeRead> SegmentReader<R> {
             return Ok(None);
         };
         let mut end = first.pos + first.size;
-        let mut next = first.last_offset + 1;
+        let mut next = first.last_offset.saturating_add(1);
         if end - first.pos < max_bytes {
             let budget_end = first.pos.saturating_add(max_bytes);
             if let Some(stop) = self
@@ -624,7 +635,7 @@ impl<R: RangeRead> SegmentReader<R> {
                     let fits = end + v.size() as u64 <= budget_end;
                     if fits {
                         end += v.size() as u64;
-                        next = v.last_offset() + 1;
+                        next = v.next_offset();
                     }
                     !fits
                 })
@@ -829,6 +840,12 @@ mod tests {
         assert!(OffsetIndex::parse(Bytes::from(bad)).is_err());
         let mut bad = good.clone();
         bad[5] = 9; // version
+        assert!(OffsetIndex::parse(Bytes::from(bad)).is_err());
+        let mut bad = good.clone();
+        bad[8..16].copy_from_slice(&(i64::MAX - 1).to_be_bytes()); // base + delta overflows
+        assert!(OffsetIndex::parse(Bytes::from(bad)).is_err());
+        let mut bad = good.clone();
+        bad[8..16].copy_from_slice(&(-1i64).to_be_bytes());
         assert!(OffsetIndex::parse(Bytes::from(bad)).is_err());
         let mut bad = good.clone();
         bad.push(0); // ragged entries
