@@ -77,160 +77,201 @@ fn parse_header(bytes: &[u8], magic: &[u8; 4], entry_len: usize, what: &str) -> 
     let base = be_i64(bytes, 8).unwrap_or_default();
     // Offsets are never negative, and base + any u32 delta must fit an i64.
     if !(0..=i64::MAX - u32::MAX as i64).contains(&base) {
-        return Err(StorageError::corrupt(format!("{what}: impossible base offset {base}")));
+        return Err(StorageError::corrupt(format!(
+            "{what}: impossible base offset {base}"
+        )));
     }
     Ok(base)
 }
 
-/// A parsed `.index`: binary search over the raw bytes, no per-entry allocation.
+/// The entries of an index file, read in place: binary search over the raw
+/// bytes, no per-entry allocation.
 #[derive(Debug, Clone)]
-pub struct OffsetIndex {
+struct RawIndex {
     bytes: Bytes,
     base_offset: i64,
+    entry_len: usize,
+}
+
+impl RawIndex {
+    fn parse(bytes: Bytes, magic: &[u8; 4], entry_len: usize, what: &str) -> Result<Self> {
+        let base_offset = parse_header(&bytes, magic, entry_len, what)?;
+        Ok(Self {
+            bytes,
+            base_offset,
+            entry_len,
+        })
+    }
+
+    fn len(&self) -> usize {
+        (self.bytes.len() - INDEX_HEADER_LEN) / self.entry_len
+    }
+
+    fn entry(&self, i: usize) -> Option<&[u8]> {
+        if i >= self.len() {
+            return None;
+        }
+        let at = INDEX_HEADER_LEN + i * self.entry_len;
+        self.bytes.get(at..at + self.entry_len)
+    }
+
+    /// The number of leading entries for which `before` holds (entries are
+    /// sorted so that it holds for a prefix).
+    fn partition_point(&self, before: impl Fn(&[u8]) -> bool) -> usize {
+        let (mut lo, mut hi) = (0usize, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.entry(mid).is_some_and(&before) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// Checks every entry against the one before it (`increases`) and that
+    /// every position (`pos`) is inside a log of `log_size` bytes.
+    fn validate(
+        &self,
+        log_size: u64,
+        what: &str,
+        pos: impl Fn(&[u8]) -> u32,
+        increases: impl Fn(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        let mut prev: Option<&[u8]> = None;
+        for i in 0..self.len() {
+            let e = self
+                .entry(i)
+                .ok_or_else(|| StorageError::corrupt(format!("{what}: entry {i} is missing")))?;
+            let p = pos(e);
+            if p as u64 >= log_size.max(1) {
+                return Err(StorageError::corrupt(format!(
+                    "{what} entry {i} points past the log ({p} ≥ {log_size})"
+                )));
+            }
+            if prev.is_some_and(|before| !increases(before, e)) {
+                return Err(StorageError::corrupt(format!(
+                    "{what} entry {i} does not increase"
+                )));
+            }
+            prev = Some(e);
+        }
+        Ok(())
+    }
+}
+
+/// A parsed `.index`.
+#[derive(Debug, Clone)]
+pub struct OffsetIndex {
+    raw: RawIndex,
 }
 
 impl OffsetIndex {
     /// Checks the header and size; entries are read lazily.
     pub fn parse(bytes: Bytes) -> Result<Self> {
-        let base_offset = parse_header(&bytes, INDEX_MAGIC, OFFSET_ENTRY_LEN, "offset index")?;
-        Ok(Self { bytes, base_offset })
+        let raw = RawIndex::parse(bytes, INDEX_MAGIC, OFFSET_ENTRY_LEN, "offset index")?;
+        Ok(Self { raw })
     }
 
     pub fn base_offset(&self) -> i64 {
-        self.base_offset
+        self.raw.base_offset
     }
 
     pub fn len(&self) -> usize {
-        (self.bytes.len() - INDEX_HEADER_LEN) / OFFSET_ENTRY_LEN
+        self.raw.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    fn decode(&self, e: &[u8]) -> (i64, u32) {
+        let rel = be_u32(e, 0).unwrap_or_default();
+        let pos = be_u32(e, 4).unwrap_or_default();
+        (self.raw.base_offset.saturating_add(rel as i64), pos)
+    }
+
     /// Entry `i` as (absolute offset, position).
     pub fn entry(&self, i: usize) -> Option<(i64, u32)> {
-        if i >= self.len() {
-            return None;
-        }
-        let at = INDEX_HEADER_LEN + i * OFFSET_ENTRY_LEN;
-        let rel = be_u32(&self.bytes, at)?;
-        let pos = be_u32(&self.bytes, at + 4)?;
-        Some((self.base_offset.saturating_add(rel as i64), pos))
+        self.raw.entry(i).map(|e| self.decode(e))
     }
 
     /// Checks every entry: offsets and positions strictly increase and stay
     /// inside a log of `log_size` bytes.
     pub fn validate(&self, log_size: u64) -> Result<()> {
-        let mut prev: Option<(i64, u32)> = None;
-        for i in 0..self.len() {
-            let (off, pos) = self.entry(i).unwrap_or_default();
-            if pos as u64 >= log_size.max(1) {
-                return Err(StorageError::corrupt(format!(
-                    "offset index entry {i} points past the log ({pos} ≥ {log_size})"
-                )));
-            }
-            if let Some((po, pp)) = prev
-                && (off <= po || pos <= pp)
-            {
-                return Err(StorageError::corrupt(format!(
-                    "offset index entry {i} does not increase"
-                )));
-            }
-            prev = Some((off, pos));
-        }
-        Ok(())
+        self.raw.validate(
+            log_size,
+            "offset index",
+            |e| self.decode(e).1,
+            |a, b| {
+                let (a, b) = (self.decode(a), self.decode(b));
+                b.0 > a.0 && b.1 > a.1
+            },
+        )
     }
 
     /// Position of the indexed batch with the largest offset ≤ `target`
     /// (0 when the target is before every entry).
     pub fn lookup(&self, target: i64) -> u32 {
-        let (mut lo, mut hi) = (0usize, self.len());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            match self.entry(mid) {
-                Some((off, _)) if off <= target => lo = mid + 1,
-                _ => hi = mid,
-            }
-        }
-        if lo == 0 {
-            0
-        } else {
-            self.entry(lo - 1).map(|(_, p)| p).unwrap_or(0)
-        }
+        let n = self.raw.partition_point(|e| self.decode(e).0 <= target);
+        n.checked_sub(1)
+            .and_then(|i| self.entry(i))
+            .map_or(0, |(_, pos)| pos)
     }
 }
 
 /// A parsed `.timeindex`.
 #[derive(Debug, Clone)]
 pub struct TimeIndex {
-    bytes: Bytes,
-    base_offset: i64,
+    raw: RawIndex,
 }
 
 impl TimeIndex {
     pub fn parse(bytes: Bytes) -> Result<Self> {
-        let base_offset = parse_header(&bytes, TIME_INDEX_MAGIC, TIME_ENTRY_LEN, "time index")?;
-        Ok(Self { bytes, base_offset })
+        let raw = RawIndex::parse(bytes, TIME_INDEX_MAGIC, TIME_ENTRY_LEN, "time index")?;
+        Ok(Self { raw })
     }
 
     pub fn len(&self) -> usize {
-        (self.bytes.len() - INDEX_HEADER_LEN) / TIME_ENTRY_LEN
+        self.raw.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    fn decode(&self, e: &[u8]) -> (i64, i64, u32) {
+        let ts = be_i64(e, 0).unwrap_or_default();
+        let rel = be_u32(e, 8).unwrap_or_default();
+        let pos = be_u32(e, 12).unwrap_or_default();
+        (ts, self.raw.base_offset.saturating_add(rel as i64), pos)
+    }
+
     /// Entry `i` as (largest timestamp before it, absolute offset, position).
     pub fn entry(&self, i: usize) -> Option<(i64, i64, u32)> {
-        if i >= self.len() {
-            return None;
-        }
-        let at = INDEX_HEADER_LEN + i * TIME_ENTRY_LEN;
-        let ts = be_i64(&self.bytes, at)?;
-        let rel = be_u32(&self.bytes, at + 8)?;
-        let pos = be_u32(&self.bytes, at + 12)?;
-        Some((ts, self.base_offset.saturating_add(rel as i64), pos))
+        self.raw.entry(i).map(|e| self.decode(e))
     }
 
     pub fn validate(&self, log_size: u64) -> Result<()> {
-        let mut prev: Option<(i64, i64, u32)> = None;
-        for i in 0..self.len() {
-            let (ts, off, pos) = self.entry(i).unwrap_or_default();
-            if pos as u64 >= log_size.max(1) {
-                return Err(StorageError::corrupt(format!(
-                    "time index entry {i} points past the log"
-                )));
-            }
-            if let Some((pt, po, pp)) = prev
-                && (ts <= pt || off <= po || pos <= pp)
-            {
-                return Err(StorageError::corrupt(format!(
-                    "time index entry {i} does not increase"
-                )));
-            }
-            prev = Some((ts, off, pos));
-        }
-        Ok(())
+        self.raw.validate(
+            log_size,
+            "time index",
+            |e| self.decode(e).2,
+            |a, b| {
+                let (a, b) = (self.decode(a), self.decode(b));
+                b.0 > a.0 && b.1 > a.1 && b.2 > a.2
+            },
+        )
     }
 
     /// Position from which to scan for the first record with timestamp ≥
     /// `target`: the last entry whose "largest timestamp before" is < target.
     pub fn lookup(&self, target: i64) -> u32 {
-        let (mut lo, mut hi) = (0usize, self.len());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            match self.entry(mid) {
-                Some((ts, _, _)) if ts < target => lo = mid + 1,
-                _ => hi = mid,
-            }
-        }
-        if lo == 0 {
-            0
-        } else {
-            self.entry(lo - 1).map(|(_, _, p)| p).unwrap_or(0)
-        }
+        let n = self.raw.partition_point(|e| self.decode(e).0 < target);
+        n.checked_sub(1)
+            .and_then(|i| self.entry(i))
+            .map_or(0, |(_, _, pos)| pos)
     }
 }
 
@@ -492,7 +533,7 @@ impl<R: RangeRead> SegmentReader<R> {
             moka::future::Cache::builder()
                 .max_capacity(index_cache_bytes)
                 .weigher(|_: &ObjectKey, v: &Arc<OffsetIndex>| {
-                    v.bytes.len().min(u32::MAX as usize) as u32
+                    v.raw.bytes.len().min(u32::MAX as usize) as u32
                 })
                 .build()
         };
@@ -502,7 +543,7 @@ impl<R: RangeRead> SegmentReader<R> {
             timeindexes: moka::future::Cache::builder()
                 .max_capacity(index_cache_bytes)
                 .weigher(|_: &ObjectKey, v: &Arc<TimeIndex>| {
-                    v.bytes.len().min(u32::MAX as usize) as u32
+                    v.raw.bytes.len().min(u32::MAX as usize) as u32
                 })
                 .build(),
         }
@@ -855,9 +896,18 @@ mod tests {
         bad[at..at + 4].copy_from_slice(&u32::MAX.to_be_bytes()); // position past log
         let idx = OffsetIndex::parse(Bytes::from(bad)).unwrap();
         assert!(idx.validate(built.log_size).is_err());
-        let mut bad = good;
+        let mut bad = good.clone();
         let at = INDEX_HEADER_LEN + 5 * OFFSET_ENTRY_LEN;
         bad[at..at + 4].copy_from_slice(&0u32.to_be_bytes()); // offsets go backwards
+        assert!(
+            OffsetIndex::parse(Bytes::from(bad))
+                .unwrap()
+                .validate(built.log_size)
+                .is_err()
+        );
+        let mut bad = good.clone();
+        let at = INDEX_HEADER_LEN + 5 * OFFSET_ENTRY_LEN + 4;
+        bad[at..at + 4].copy_from_slice(&1u32.to_be_bytes()); // offsets rise, position falls
         assert!(
             OffsetIndex::parse(Bytes::from(bad))
                 .unwrap()
