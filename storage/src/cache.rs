@@ -93,7 +93,14 @@ impl BlockCache {
         self.blocks
             .try_get_with(key, async {
                 self.stats.misses.fetch_add(1, Relaxed);
-                inner.read_range(obj, start..end).await
+                let bytes = inner.read_range(obj, start..end).await?;
+                if bytes.len() as u64 != end - start {
+                    return Err(StorageError::new(
+                        crate::ErrorKind::Unavailable,
+                        format!("{obj}: block {block} came back with {} bytes", bytes.len()),
+                    ));
+                }
+                Ok(bytes)
             })
             .await
             .map_err(|e: Arc<StorageError>| (*e).clone())

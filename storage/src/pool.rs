@@ -87,6 +87,9 @@ impl fmt::Display for WriteToken {
 }
 
 /// Reading a byte range of an object, through the pool or a cache in front of it.
+///
+/// An implementation returns exactly `range.end - range.start` bytes or an
+/// error; callers still check, and treat a short read as an error.
 pub trait RangeRead: Send + Sync {
     fn read_range(
         &self,

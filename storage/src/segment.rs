@@ -233,6 +233,10 @@ impl TimeIndex {
         Ok(Self { raw })
     }
 
+    pub fn base_offset(&self) -> i64 {
+        self.raw.base_offset
+    }
+
     pub fn len(&self) -> usize {
         self.raw.len()
     }

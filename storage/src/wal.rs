@@ -51,7 +51,7 @@ pub struct WalEntry {
 
 impl WalEntry {
     pub fn byte_range(&self) -> std::ops::Range<u64> {
-        self.data_offset..self.data_offset + self.data_len
+        self.data_offset..self.data_offset.saturating_add(self.data_len)
     }
 }
 
@@ -350,20 +350,26 @@ impl<R: RangeRead> WalReader<R> {
             )));
         }
         let first = obj.size.min(TAIL_PREFETCH);
-        let tail = self
-            .reader
-            .read_range(obj, obj.size - first..obj.size)
-            .await?;
+        let tail = self.read_exact(obj, obj.size - first..obj.size).await?;
         let trailer = WalTrailer::parse(&tail[tail.len() - TRAILER_LEN..], obj.size)?;
         let need = trailer.tail_len();
         if need <= tail.len() as u64 {
             return WalFooter::parse(&tail, obj.size);
         }
-        let tail = self
-            .reader
-            .read_range(obj, obj.size - need..obj.size)
-            .await?;
+        let tail = self.read_exact(obj, obj.size - need..obj.size).await?;
         WalFooter::parse(&tail, obj.size)
+    }
+
+    async fn read_exact(&self, obj: &ObjectRef, range: std::ops::Range<u64>) -> Result<Bytes> {
+        let want = range.end - range.start;
+        let bytes = self.reader.read_range(obj, range).await?;
+        if bytes.len() as u64 != want {
+            return Err(StorageError::new(
+                crate::ErrorKind::Unavailable,
+                format!("{obj}: asked for {want} bytes, got {}", bytes.len()),
+            ));
+        }
+        Ok(bytes)
     }
 
     /// Reads one partition's batches, checking the range's CRC.

@@ -294,7 +294,11 @@ async fn slow_write_within_the_deadline_stays_put_and_one_past_it_moves() {
             .unwrap();
     }
     let stats = f.pool.stats();
-    assert_eq!(stats.iter().map(|s| s.abandoned).sum::<u64>(), 0, "{stats:?}");
+    assert_eq!(
+        stats.iter().map(|s| s.abandoned).sum::<u64>(),
+        0,
+        "{stats:?}"
+    );
     assert_eq!(stats.iter().map(|s| s.written).sum::<u64>(), 4);
     // 2 s is past it: the attempt is abandoned and the bytes land on e1.
     f.faults[0].set(Fault::Delay(Duration::from_secs(2)), FaultOps::Writes);

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Runs every fuzz target of floe-storage for a while, on a scratch copy of
+# the committed seed corpus (so runs never add files to corpus/).
+#
+#   storage/fuzz/run.sh [seconds-per-target]   (default 20)
+#
+# Needs cargo-fuzz (installed here if missing) and uses RUSTC_BOOTSTRAP=1 so
+# the stable toolchain accepts the sanitizer flags. Crashing inputs land in
+# storage/fuzz/artifacts/<target>/. Exits non-zero if any target crashes.
+set -euo pipefail
+
+SECS="${1:-20}"
+CARGO_FUZZ_VERSION="0.13.2"
+
+cd "$(dirname "${BASH_SOURCE[0]}")"
+
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    cargo install cargo-fuzz --locked --version "$CARGO_FUZZ_VERSION"
+fi
+
+export RUSTC_BOOTSTRAP=1
+
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+
+mapfile -t targets < <(cargo fuzz list)
+
+failed=0
+for t in "${targets[@]}"; do
+    mkdir -p "$scratch/corpus/$t"
+    if [[ -d "corpus/$t" ]]; then
+        cp -R "corpus/$t/." "$scratch/corpus/$t/"
+    fi
+    log="$scratch/$t.log"
+    # Build first so the time limit is all fuzzing.
+    if ! cargo fuzz build "$t" >"$log" 2>&1; then
+        cat "$log" >&2
+        echo "fuzz $t: build failed" >&2
+        failed=1
+        continue
+    fi
+    if cargo fuzz run "$t" "$scratch/corpus/$t" -- \
+        -max_total_time="$SECS" -rss_limit_mb=2048 -max_len=65536 \
+        >>"$log" 2>&1; then
+        runs="$(sed -n 's/^Done \([0-9][0-9]*\) runs in \([0-9][0-9]*\) second.*/\1 runs in \2s/p' "$log" | tail -n 1)"
+        echo "fuzz $t: ${runs:-? runs}, no crash"
+    else
+        tail -n 60 "$log" >&2
+        why="$(grep -m 1 -A 1 -E 'panicked at|ERROR: (AddressSanitizer|libFuzzer)' "$log" | tr '\n' ' ' || true)"
+        echo "fuzz $t: CRASH: ${why:-see log above} (input saved under artifacts/$t/)" >&2
+        failed=1
+    fi
+done
+exit "$failed"
