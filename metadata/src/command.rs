@@ -1,0 +1,153 @@
+//! The commands of the Raft log and their results.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::MetaError;
+use crate::ids::{BrokerId, Epoch, ObjectId, PartitionRef, ShardId, TopicId};
+
+/// What kind of process registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NodeKind {
+    Broker,
+    Proxy,
+}
+
+/// A store object that a commit introduces.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewObject {
+    pub endpoint: String,
+    pub key: String,
+    pub size: u64,
+}
+
+/// Where a committed range's bytes are.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ObjectSel {
+    /// The object this commit introduces.
+    New,
+    /// An object already known.
+    Existing(ObjectId),
+}
+
+/// One partition's part of a commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitRange {
+    pub partition: PartitionRef,
+    pub epoch: Epoch,
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub max_timestamp: i64,
+    pub object: ObjectSel,
+    pub byte_start: u64,
+    pub byte_len: u64,
+}
+
+/// A consumer group's committed offset of one partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommittedOffset {
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: String,
+}
+
+/// A change the controller decides: a new owner (or none) at the next epoch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OwnershipChange {
+    Partition {
+        partition: PartitionRef,
+        owner: Option<BrokerId>,
+    },
+    Shard {
+        shard: ShardId,
+        owner: Option<BrokerId>,
+    },
+}
+
+/// Every change to the model goes through one of these, in the Raft log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    RegisterNode {
+        id: BrokerId,
+        kind: NodeKind,
+        addr: String,
+        now_ms: u64,
+        lease_ms: u64,
+    },
+    Heartbeat {
+        id: BrokerId,
+        now_ms: u64,
+    },
+    /// Marks a node as draining: the controller moves its partitions away.
+    Drain {
+        id: BrokerId,
+    },
+    /// Marks every live node whose lease ended before `now_ms` as dead and
+    /// takes its partitions and shards away (epoch bumped).
+    ExpireLeases {
+        now_ms: u64,
+    },
+    Reassign {
+        changes: Vec<OwnershipChange>,
+    },
+    CreateTopic {
+        name: String,
+        id: TopicId,
+        partitions: u32,
+        config: BTreeMap<String, String>,
+    },
+    DeleteTopic {
+        name: String,
+    },
+    AlterTopicConfig {
+        name: String,
+        set: BTreeMap<String, String>,
+        delete: Vec<String>,
+    },
+    CreatePartitions {
+        name: String,
+        total: u32,
+    },
+    /// Appends ranges to partitions' committed log index, all or nothing.
+    Commit {
+        broker: BrokerId,
+        object: Option<NewObject>,
+        ranges: Vec<CommitRange>,
+    },
+    CommitOffsets {
+        group: String,
+        offsets: Vec<(String, u32, CommittedOffset)>,
+    },
+    DeleteGroups {
+        groups: Vec<String>,
+    },
+    AllocateProducerIds {
+        count: u32,
+    },
+    /// Forgets objects that nothing references any more (after the sweeper deleted them).
+    ForgetObjects {
+        ids: Vec<ObjectId>,
+    },
+}
+
+/// The result of applying one command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    Ok,
+    TopicCreated {
+        id: TopicId,
+    },
+    Committed {
+        object: Option<ObjectId>,
+        high_watermarks: Vec<(PartitionRef, i64)>,
+    },
+    ProducerIds {
+        first: i64,
+        count: u32,
+    },
+    Expired {
+        nodes: Vec<BrokerId>,
+    },
+    Error(MetaError),
+}

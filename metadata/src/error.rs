@@ -1,0 +1,95 @@
+//! Errors of the metadata service. Those a command can produce when applied
+//! are deterministic and travel in the Raft log's responses; the others come
+//! from the service around it (Raft, storage, network).
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{BrokerId, Epoch, PartitionRef};
+
+/// What went wrong, in terms callers branch on (and the proxy maps to Kafka codes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ErrorKind {
+    TopicExists,
+    UnknownTopic,
+    UnknownPartition,
+    InvalidConfig,
+    InvalidRequest,
+    /// A commit or ownership action at an epoch that is no longer current.
+    StaleEpoch,
+    /// The broker does not own the partition or shard.
+    NotOwner,
+    /// The commit does not start at the partition's committed end.
+    OffsetMismatch,
+    UnknownBroker,
+    /// This node is not the Raft leader; the error carries the leader's address if known.
+    NotLeader,
+    /// Raft could not serve (no quorum, shutting down, timed out).
+    Unavailable,
+    /// Local storage failed.
+    Storage,
+}
+
+impl ErrorKind {
+    pub fn is_retryable(self) -> bool {
+        matches!(self, ErrorKind::NotLeader | ErrorKind::Unavailable)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+pub enum MetaError {
+    #[error("topic {0:?} already exists")]
+    TopicExists(String),
+    #[error("unknown topic {0:?}")]
+    UnknownTopic(String),
+    #[error("unknown partition {0}")]
+    UnknownPartition(PartitionRef),
+    #[error("invalid config: {0}")]
+    InvalidConfig(String),
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    #[error("stale epoch for {partition}: current {current}, given {given}")]
+    StaleEpoch {
+        partition: PartitionRef,
+        current: Epoch,
+        given: Epoch,
+    },
+    #[error("broker {broker} does not own {what} (owner: {owner:?})")]
+    NotOwner {
+        what: String,
+        broker: BrokerId,
+        owner: Option<BrokerId>,
+    },
+    #[error("commit for {partition} starts at offset {given}, committed end is {expected}")]
+    OffsetMismatch {
+        partition: PartitionRef,
+        expected: i64,
+        given: i64,
+    },
+    #[error("unknown broker {0}")]
+    UnknownBroker(BrokerId),
+    #[error("not the leader (leader: {leader:?})")]
+    NotLeader { leader: Option<String> },
+    #[error("metadata unavailable: {0}")]
+    Unavailable(String),
+    #[error("metadata storage error: {0}")]
+    Storage(String),
+}
+
+impl MetaError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            MetaError::TopicExists(_) => ErrorKind::TopicExists,
+            MetaError::UnknownTopic(_) => ErrorKind::UnknownTopic,
+            MetaError::UnknownPartition(_) => ErrorKind::UnknownPartition,
+            MetaError::InvalidConfig(_) => ErrorKind::InvalidConfig,
+            MetaError::InvalidRequest(_) => ErrorKind::InvalidRequest,
+            MetaError::StaleEpoch { .. } => ErrorKind::StaleEpoch,
+            MetaError::NotOwner { .. } => ErrorKind::NotOwner,
+            MetaError::OffsetMismatch { .. } => ErrorKind::OffsetMismatch,
+            MetaError::UnknownBroker(_) => ErrorKind::UnknownBroker,
+            MetaError::NotLeader { .. } => ErrorKind::NotLeader,
+            MetaError::Unavailable(_) => ErrorKind::Unavailable,
+            MetaError::Storage(_) => ErrorKind::Storage,
+        }
+    }
+}

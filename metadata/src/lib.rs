@@ -1,0 +1,19 @@
+//! floe-metadata: the single source of truth of a Floe cluster.
+//!
+//! - [`state`]: the cluster model (nodes with leases, topics, partitions with
+//!   owners, epochs and the committed log index, objects, group offsets,
+//!   producer ids, coordinator shards) and the deterministic `apply` of
+//!   [`command::Command`]s to it.
+//! - [`controller`]: ownership decisions on the Raft leader.
+//! - [`topic_config`]: topic settings with defaults and validation.
+//!
+//! The model and its rules are described in `docs/metadata.md`.
+
+pub mod command;
+pub mod controller;
+pub mod error;
+pub mod ids;
+pub mod state;
+pub mod topic_config;
+
+pub use error::{ErrorKind, MetaError};

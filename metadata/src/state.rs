@@ -1,0 +1,921 @@
+//! The cluster model and the deterministic `apply` of commands to it. This is
+//! the Raft state machine's content: every node applies the same log to it
+//! and ends in the same state.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::command::{
+    Command, CommitRange, CommittedOffset, NewObject, NodeKind, ObjectSel, OwnershipChange,
+    Response,
+};
+use crate::error::MetaError;
+use crate::ids::{BrokerId, Epoch, ObjectId, PartitionRef, Revision, ShardId, TopicId};
+use crate::topic_config::TopicConfig;
+
+/// Coordinator shards of a new cluster.
+pub const DEFAULT_SHARDS: u32 = 16;
+/// Most partitions a topic may have.
+pub const MAX_PARTITIONS: u32 = 10_000;
+/// Most producer ids one allocation hands out.
+pub const MAX_PRODUCER_ID_BLOCK: u32 = 100_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NodeState {
+    Live,
+    Draining,
+    Dead,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub id: BrokerId,
+    pub kind: NodeKind,
+    pub addr: String,
+    pub lease_ms: u64,
+    pub lease_until_ms: u64,
+    pub state: NodeState,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Topic {
+    pub name: String,
+    pub id: TopicId,
+    pub partitions: u32,
+    pub config: TopicConfig,
+}
+
+/// Who owns a partition or shard, and since which epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Ownership {
+    pub owner: Option<BrokerId>,
+    pub epoch: Epoch,
+}
+
+/// One entry of a partition's committed log index.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexEntry {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub max_timestamp: i64,
+    pub object: ObjectId,
+    pub byte_start: u64,
+    pub byte_len: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct PartitionState {
+    pub ownership: Ownership,
+    pub log_start_offset: i64,
+    /// Committed end: the offset after the last committed record.
+    pub high_watermark: i64,
+    pub index: Vec<IndexEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectInfo {
+    pub endpoint: String,
+    pub key: String,
+    pub size: u64,
+    /// Index entries that point into this object.
+    pub refs: u64,
+}
+
+/// The whole model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterState {
+    pub revision: Revision,
+    pub nodes: BTreeMap<BrokerId, NodeInfo>,
+    pub topics: BTreeMap<String, Topic>,
+    pub partitions: BTreeMap<PartitionRef, PartitionState>,
+    pub objects: BTreeMap<ObjectId, ObjectInfo>,
+    pub next_object_id: u64,
+    pub groups: BTreeMap<String, BTreeMap<(String, u32), CommittedOffset>>,
+    pub next_producer_id: i64,
+    pub shards: BTreeMap<ShardId, Ownership>,
+}
+
+impl Default for ClusterState {
+    fn default() -> Self {
+        Self {
+            revision: Revision(0),
+            nodes: BTreeMap::new(),
+            topics: BTreeMap::new(),
+            partitions: BTreeMap::new(),
+            objects: BTreeMap::new(),
+            next_object_id: 1,
+            groups: BTreeMap::new(),
+            next_producer_id: 1000,
+            shards: (0..DEFAULT_SHARDS)
+                .map(|i| (ShardId(i), Ownership::default()))
+                .collect(),
+        }
+    }
+}
+
+fn err(e: MetaError) -> Response {
+    Response::Error(e)
+}
+
+/// Kafka's rule for topic names.
+pub fn validate_topic_name(name: &str) -> Result<(), MetaError> {
+    let ok_chars = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if name.is_empty() || name.len() > 249 || name == "." || name == ".." || !ok_chars {
+        return Err(MetaError::InvalidRequest(format!(
+            "invalid topic name {name:?}: 1 to 249 characters of [a-zA-Z0-9._-], not . or .."
+        )));
+    }
+    Ok(())
+}
+
+impl ClusterState {
+    /// Applies one command at Raft log index `revision`.
+    pub fn apply(&mut self, revision: Revision, cmd: &Command) -> Response {
+        self.revision = revision;
+        match cmd {
+            Command::RegisterNode {
+                id,
+                kind,
+                addr,
+                now_ms,
+                lease_ms,
+            } => {
+                self.nodes.insert(
+                    *id,
+                    NodeInfo {
+                        id: *id,
+                        kind: *kind,
+                        addr: addr.clone(),
+                        lease_ms: *lease_ms,
+                        lease_until_ms: now_ms.saturating_add(*lease_ms),
+                        state: NodeState::Live,
+                    },
+                );
+                Response::Ok
+            }
+            Command::Heartbeat { id, now_ms } => match self.nodes.get_mut(id) {
+                Some(n) if n.state != NodeState::Dead => {
+                    n.lease_until_ms = now_ms.saturating_add(n.lease_ms);
+                    Response::Ok
+                }
+                _ => err(MetaError::UnknownBroker(*id)),
+            },
+            Command::Drain { id } => match self.nodes.get_mut(id) {
+                Some(n) if n.state == NodeState::Live => {
+                    n.state = NodeState::Draining;
+                    Response::Ok
+                }
+                Some(_) => Response::Ok,
+                None => err(MetaError::UnknownBroker(*id)),
+            },
+            Command::ExpireLeases { now_ms } => self.expire(*now_ms),
+            Command::Reassign { changes } => self.reassign(changes),
+            Command::CreateTopic {
+                name,
+                id,
+                partitions,
+                config,
+            } => self.create_topic(name, *id, *partitions, config),
+            Command::DeleteTopic { name } => self.delete_topic(name),
+            Command::AlterTopicConfig { name, set, delete } => match self.topics.get_mut(name) {
+                None => err(MetaError::UnknownTopic(name.clone())),
+                Some(t) => match t.config.alter(set, delete) {
+                    Ok(()) => Response::Ok,
+                    Err(e) => err(e),
+                },
+            },
+            Command::CreatePartitions { name, total } => self.create_partitions(name, *total),
+            Command::Commit {
+                broker,
+                object,
+                ranges,
+            } => self.commit(*broker, object.as_ref(), ranges),
+            Command::CommitOffsets { group, offsets } => {
+                if group.is_empty() {
+                    return err(MetaError::InvalidRequest("empty group id".into()));
+                }
+                let g = self.groups.entry(group.clone()).or_default();
+                for (topic, partition, off) in offsets {
+                    g.insert((topic.clone(), *partition), off.clone());
+                }
+                Response::Ok
+            }
+            Command::DeleteGroups { groups } => {
+                for g in groups {
+                    self.groups.remove(g);
+                }
+                Response::Ok
+            }
+            Command::AllocateProducerIds { count } => {
+                if *count == 0 || *count > MAX_PRODUCER_ID_BLOCK {
+                    return err(MetaError::InvalidRequest(format!(
+                        "producer id block of {count} (1 to {MAX_PRODUCER_ID_BLOCK})"
+                    )));
+                }
+                let first = self.next_producer_id;
+                self.next_producer_id += *count as i64;
+                Response::ProducerIds {
+                    first,
+                    count: *count,
+                }
+            }
+            Command::ForgetObjects { ids } => {
+                for id in ids {
+                    if self.objects.get(id).is_some_and(|o| o.refs == 0) {
+                        self.objects.remove(id);
+                    }
+                }
+                Response::Ok
+            }
+        }
+    }
+
+    fn expire(&mut self, now_ms: u64) -> Response {
+        let expired: Vec<BrokerId> = self
+            .nodes
+            .values()
+            .filter(|n| n.state != NodeState::Dead && n.lease_until_ms < now_ms)
+            .map(|n| n.id)
+            .collect();
+        for id in &expired {
+            if let Some(n) = self.nodes.get_mut(id) {
+                n.state = NodeState::Dead;
+            }
+            for p in self.partitions.values_mut() {
+                if p.ownership.owner == Some(*id) {
+                    p.ownership = Ownership {
+                        owner: None,
+                        epoch: Epoch(p.ownership.epoch.0 + 1),
+                    };
+                }
+            }
+            for s in self.shards.values_mut() {
+                if s.owner == Some(*id) {
+                    *s = Ownership {
+                        owner: None,
+                        epoch: Epoch(s.epoch.0 + 1),
+                    };
+                }
+            }
+        }
+        Response::Expired { nodes: expired }
+    }
+
+    fn reassign(&mut self, changes: &[OwnershipChange]) -> Response {
+        // Validate everything first: all or nothing.
+        for c in changes {
+            let owner = match c {
+                OwnershipChange::Partition { partition, owner } => {
+                    if !self.partitions.contains_key(partition) {
+                        return err(MetaError::UnknownPartition(*partition));
+                    }
+                    owner
+                }
+                OwnershipChange::Shard { shard, owner } => {
+                    if !self.shards.contains_key(shard) {
+                        return err(MetaError::InvalidRequest(format!("unknown shard {shard}")));
+                    }
+                    owner
+                }
+            };
+            if let Some(o) = owner {
+                match self.nodes.get(o) {
+                    Some(n) if n.kind == NodeKind::Broker && n.state != NodeState::Dead => {}
+                    _ => return err(MetaError::UnknownBroker(*o)),
+                }
+            }
+        }
+        for c in changes {
+            let (slot, owner) = match c {
+                OwnershipChange::Partition { partition, owner } => (
+                    self.partitions.get_mut(partition).map(|p| &mut p.ownership),
+                    owner,
+                ),
+                OwnershipChange::Shard { shard, owner } => (self.shards.get_mut(shard), owner),
+            };
+            if let Some(slot) = slot {
+                *slot = Ownership {
+                    owner: *owner,
+                    epoch: Epoch(slot.epoch.0 + 1),
+                };
+            }
+        }
+        Response::Ok
+    }
+
+    fn create_topic(
+        &mut self,
+        name: &str,
+        id: TopicId,
+        partitions: u32,
+        config: &BTreeMap<String, String>,
+    ) -> Response {
+        if let Err(e) = validate_topic_name(name) {
+            return err(e);
+        }
+        if self.topics.contains_key(name) {
+            return err(MetaError::TopicExists(name.to_string()));
+        }
+        if partitions == 0 || partitions > MAX_PARTITIONS {
+            return err(MetaError::InvalidRequest(format!(
+                "{partitions} partitions (1 to {MAX_PARTITIONS})"
+            )));
+        }
+        if self.topics.values().any(|t| t.id == id) {
+            return err(MetaError::InvalidRequest(format!("topic id {id} in use")));
+        }
+        let config = match TopicConfig::from_settings(config) {
+            Ok(c) => c,
+            Err(e) => return err(e),
+        };
+        for p in 0..partitions {
+            self.partitions.insert(
+                PartitionRef {
+                    topic: id,
+                    partition: p,
+                },
+                PartitionState::default(),
+            );
+        }
+        self.topics.insert(
+            name.to_string(),
+            Topic {
+                name: name.to_string(),
+                id,
+                partitions,
+                config,
+            },
+        );
+        Response::TopicCreated { id }
+    }
+
+    fn delete_topic(&mut self, name: &str) -> Response {
+        let Some(topic) = self.topics.remove(name) else {
+            return err(MetaError::UnknownTopic(name.to_string()));
+        };
+        for p in 0..topic.partitions {
+            let key = PartitionRef {
+                topic: topic.id,
+                partition: p,
+            };
+            if let Some(state) = self.partitions.remove(&key) {
+                for e in state.index {
+                    if let Some(o) = self.objects.get_mut(&e.object) {
+                        o.refs = o.refs.saturating_sub(1);
+                    }
+                }
+            }
+        }
+        for offsets in self.groups.values_mut() {
+            offsets.retain(|(t, _), _| t != name);
+        }
+        Response::Ok
+    }
+
+    fn create_partitions(&mut self, name: &str, total: u32) -> Response {
+        let Some(topic) = self.topics.get_mut(name) else {
+            return err(MetaError::UnknownTopic(name.to_string()));
+        };
+        if total <= topic.partitions || total > MAX_PARTITIONS {
+            return err(MetaError::InvalidRequest(format!(
+                "topic {name} has {} partitions; the new count must be larger (and at most {MAX_PARTITIONS}), not {total}",
+                topic.partitions
+            )));
+        }
+        for p in topic.partitions..total {
+            self.partitions.insert(
+                PartitionRef {
+                    topic: topic.id,
+                    partition: p,
+                },
+                PartitionState::default(),
+            );
+        }
+        topic.partitions = total;
+        Response::Ok
+    }
+
+    fn check_range(
+        &self,
+        broker: BrokerId,
+        r: &CommitRange,
+        new_object: bool,
+    ) -> Result<(), MetaError> {
+        let p = self
+            .partitions
+            .get(&r.partition)
+            .ok_or(MetaError::UnknownPartition(r.partition))?;
+        if r.epoch != p.ownership.epoch {
+            return Err(MetaError::StaleEpoch {
+                partition: r.partition,
+                current: p.ownership.epoch,
+                given: r.epoch,
+            });
+        }
+        if p.ownership.owner != Some(broker) {
+            return Err(MetaError::NotOwner {
+                what: r.partition.to_string(),
+                broker,
+                owner: p.ownership.owner,
+            });
+        }
+        if r.first_offset != p.high_watermark {
+            return Err(MetaError::OffsetMismatch {
+                partition: r.partition,
+                expected: p.high_watermark,
+                given: r.first_offset,
+            });
+        }
+        if r.last_offset < r.first_offset {
+            return Err(MetaError::InvalidRequest(format!(
+                "{}: last offset {} before first {}",
+                r.partition, r.last_offset, r.first_offset
+            )));
+        }
+        match &r.object {
+            ObjectSel::New if !new_object => Err(MetaError::InvalidRequest(
+                "range refers to a new object but the commit has none".into(),
+            )),
+            ObjectSel::Existing(id) if !self.objects.contains_key(id) => {
+                Err(MetaError::InvalidRequest(format!("unknown object {id}")))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn commit(
+        &mut self,
+        broker: BrokerId,
+        object: Option<&NewObject>,
+        ranges: &[CommitRange],
+    ) -> Response {
+        if ranges.is_empty() {
+            return err(MetaError::InvalidRequest("commit without ranges".into()));
+        }
+        let mut seen = BTreeSet::new();
+        for r in ranges {
+            if !seen.insert(r.partition) {
+                return err(MetaError::InvalidRequest(format!(
+                    "{} appears twice in one commit",
+                    r.partition
+                )));
+            }
+            if let Err(e) = self.check_range(broker, r, object.is_some()) {
+                return err(e);
+            }
+        }
+        let new_id = object.map(|o| {
+            let id = ObjectId(self.next_object_id);
+            self.next_object_id += 1;
+            self.objects.insert(
+                id,
+                ObjectInfo {
+                    endpoint: o.endpoint.clone(),
+                    key: o.key.clone(),
+                    size: o.size,
+                    refs: 0,
+                },
+            );
+            id
+        });
+        let mut hws = Vec::with_capacity(ranges.len());
+        for r in ranges {
+            let obj = match (&r.object, new_id) {
+                (ObjectSel::Existing(id), _) => *id,
+                (ObjectSel::New, Some(id)) => id,
+                (ObjectSel::New, None) => continue, // refused by check_range
+            };
+            if let Some(o) = self.objects.get_mut(&obj) {
+                o.refs += 1;
+            }
+            if let Some(p) = self.partitions.get_mut(&r.partition) {
+                p.index.push(IndexEntry {
+                    first_offset: r.first_offset,
+                    last_offset: r.last_offset,
+                    max_timestamp: r.max_timestamp,
+                    object: obj,
+                    byte_start: r.byte_start,
+                    byte_len: r.byte_len,
+                });
+                p.high_watermark = r.last_offset + 1;
+                hws.push((r.partition, p.high_watermark));
+            }
+        }
+        Response::Committed {
+            object: new_id,
+            high_watermarks: hws,
+        }
+    }
+
+    pub fn topic_by_id(&self, id: TopicId) -> Option<&Topic> {
+        self.topics.values().find(|t| t.id == id)
+    }
+
+    /// Objects that no index entry references any more.
+    pub fn unreferenced_objects(&self) -> Vec<(ObjectId, &ObjectInfo)> {
+        self.objects
+            .iter()
+            .filter(|(_, o)| o.refs == 0)
+            .map(|(id, o)| (*id, o))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller;
+
+    fn tid(n: u8) -> TopicId {
+        TopicId(uuid::Uuid::from_bytes([n; 16]))
+    }
+
+    struct Sm {
+        state: ClusterState,
+        rev: u64,
+    }
+
+    impl Sm {
+        fn new() -> Self {
+            Self {
+                state: ClusterState::default(),
+                rev: 0,
+            }
+        }
+        fn apply(&mut self, c: Command) -> Response {
+            self.rev += 1;
+            self.state.apply(Revision(self.rev), &c)
+        }
+        fn ok(&mut self, c: Command) {
+            let r = self.apply(c.clone());
+            assert!(!matches!(r, Response::Error(_)), "{c:?} -> {r:?}");
+        }
+        fn error(&mut self, c: Command) -> MetaError {
+            let before = self.state.clone();
+            match self.apply(c) {
+                Response::Error(e) => {
+                    let mut after = self.state.clone();
+                    after.revision = before.revision;
+                    assert_eq!(after, before, "a refused command changed nothing");
+                    e
+                }
+                other => panic!("expected an error, got {other:?}"),
+            }
+        }
+    }
+
+    fn register(sm: &mut Sm, id: u32, now: u64) {
+        sm.ok(Command::RegisterNode {
+            id: BrokerId(id),
+            kind: NodeKind::Broker,
+            addr: format!("127.0.0.1:{}", 9000 + id),
+            now_ms: now,
+            lease_ms: 1000,
+        });
+    }
+
+    fn topic(sm: &mut Sm, name: &str, id: TopicId, partitions: u32) {
+        sm.ok(Command::CreateTopic {
+            name: name.into(),
+            id,
+            partitions,
+            config: BTreeMap::new(),
+        });
+    }
+
+    fn range(t: TopicId, p: u32, epoch: u64, first: i64, last: i64) -> CommitRange {
+        CommitRange {
+            partition: PartitionRef {
+                topic: t,
+                partition: p,
+            },
+            epoch: Epoch(epoch),
+            first_offset: first,
+            last_offset: last,
+            max_timestamp: 1,
+            object: ObjectSel::New,
+            byte_start: 0,
+            byte_len: 10,
+        }
+    }
+
+    fn obj() -> Option<NewObject> {
+        Some(NewObject {
+            endpoint: "default".into(),
+            key: "wal/x.wal".into(),
+            size: 100,
+        })
+    }
+
+    /// A cluster with broker 1 owning both partitions of topic "t" at epoch 1.
+    fn owned() -> Sm {
+        let mut sm = Sm::new();
+        register(&mut sm, 1, 0);
+        topic(&mut sm, "t", tid(1), 2);
+        let changes = controller::assign(&sm.state);
+        sm.ok(Command::Reassign { changes });
+        sm
+    }
+
+    #[test]
+    fn topics_are_created_validated_and_deleted() {
+        let mut sm = Sm::new();
+        topic(&mut sm, "orders", tid(1), 3);
+        assert_eq!(sm.state.partitions.len(), 3);
+        assert!(matches!(
+            sm.error(Command::CreateTopic {
+                name: "orders".into(),
+                id: tid(2),
+                partitions: 1,
+                config: BTreeMap::new()
+            }),
+            MetaError::TopicExists(_)
+        ));
+        for bad in ["", ".", "..", "a b", "x/y", &"n".repeat(250)] {
+            sm.error(Command::CreateTopic {
+                name: bad.into(),
+                id: tid(3),
+                partitions: 1,
+                config: BTreeMap::new(),
+            });
+        }
+        sm.error(Command::CreateTopic {
+            name: "zero".into(),
+            id: tid(3),
+            partitions: 0,
+            config: BTreeMap::new(),
+        });
+        let bad_config = [("retention.ms".to_string(), "x".to_string())].into();
+        assert!(matches!(
+            sm.error(Command::CreateTopic {
+                name: "cfg".into(),
+                id: tid(3),
+                partitions: 1,
+                config: bad_config
+            }),
+            MetaError::InvalidConfig(_)
+        ));
+        sm.ok(Command::CreatePartitions {
+            name: "orders".into(),
+            total: 5,
+        });
+        sm.error(Command::CreatePartitions {
+            name: "orders".into(),
+            total: 4,
+        });
+        assert_eq!(sm.state.partitions.len(), 5);
+        sm.ok(Command::DeleteTopic {
+            name: "orders".into(),
+        });
+        assert!(sm.state.partitions.is_empty());
+        assert!(matches!(
+            sm.error(Command::DeleteTopic {
+                name: "orders".into()
+            }),
+            MetaError::UnknownTopic(_)
+        ));
+        // Re-created under the same name, it is a new topic id.
+        topic(&mut sm, "orders", tid(9), 1);
+        assert_eq!(sm.state.topics["orders"].id, tid(9));
+    }
+
+    #[test]
+    fn commit_appends_to_the_index_and_moves_the_high_watermark() {
+        let mut sm = owned();
+        let r = sm.apply(Command::Commit {
+            broker: BrokerId(1),
+            object: obj(),
+            ranges: vec![range(tid(1), 0, 1, 0, 9), range(tid(1), 1, 1, 0, 4)],
+        });
+        let Response::Committed {
+            object: Some(id),
+            high_watermarks,
+        } = r
+        else {
+            panic!("{r:?}")
+        };
+        assert_eq!(high_watermarks.len(), 2);
+        assert_eq!(sm.state.objects[&id].refs, 2);
+        let p0 = &sm.state.partitions[&PartitionRef {
+            topic: tid(1),
+            partition: 0,
+        }];
+        assert_eq!(p0.high_watermark, 10);
+        assert_eq!(p0.index.len(), 1);
+        // The next commit must start where the last ended.
+        let e = sm.error(Command::Commit {
+            broker: BrokerId(1),
+            object: obj(),
+            ranges: vec![range(tid(1), 0, 1, 0, 9)],
+        });
+        assert!(matches!(e, MetaError::OffsetMismatch { expected: 10, .. }));
+        let mut again = range(tid(1), 0, 1, 10, 19);
+        again.object = ObjectSel::Existing(id);
+        sm.ok(Command::Commit {
+            broker: BrokerId(1),
+            object: None,
+            ranges: vec![again],
+        });
+        assert_eq!(sm.state.objects[&id].refs, 3);
+    }
+
+    #[test]
+    fn stale_epoch_fences_the_whole_commit() {
+        let mut sm = owned();
+        register(&mut sm, 2, 0);
+        // Partition 1 moves to broker 2 (epoch 2); broker 1 still thinks it owns both.
+        sm.ok(Command::Reassign {
+            changes: vec![OwnershipChange::Partition {
+                partition: PartitionRef {
+                    topic: tid(1),
+                    partition: 1,
+                },
+                owner: Some(BrokerId(2)),
+            }],
+        });
+        let e = sm.error(Command::Commit {
+            broker: BrokerId(1),
+            object: obj(),
+            ranges: vec![range(tid(1), 0, 1, 0, 9), range(tid(1), 1, 1, 0, 9)],
+        });
+        assert!(
+            matches!(
+                e,
+                MetaError::StaleEpoch {
+                    current: Epoch(2),
+                    given: Epoch(1),
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        // Right epoch, wrong broker.
+        let e = sm.error(Command::Commit {
+            broker: BrokerId(1),
+            object: obj(),
+            ranges: vec![range(tid(1), 1, 2, 0, 9)],
+        });
+        assert!(matches!(e, MetaError::NotOwner { .. }));
+        sm.ok(Command::Commit {
+            broker: BrokerId(2),
+            object: obj(),
+            ranges: vec![range(tid(1), 1, 2, 0, 9)],
+        });
+    }
+
+    #[test]
+    fn expired_lease_takes_ownership_away_and_controller_reassigns() {
+        let mut sm = owned();
+        register(&mut sm, 2, 0);
+        sm.ok(Command::Heartbeat {
+            id: BrokerId(2),
+            now_ms: 5_000,
+        });
+        assert_eq!(
+            controller::plan(&sm.state, 2_000),
+            vec![Command::ExpireLeases { now_ms: 2_000 }]
+        );
+        let r = sm.apply(Command::ExpireLeases { now_ms: 2_000 });
+        assert_eq!(
+            r,
+            Response::Expired {
+                nodes: vec![BrokerId(1)]
+            }
+        );
+        assert!(
+            sm.state
+                .partitions
+                .values()
+                .all(|p| p.ownership.owner.is_none() && p.ownership.epoch == Epoch(2))
+        );
+        let plan = controller::plan(&sm.state, 2_000);
+        for c in plan {
+            sm.ok(c);
+        }
+        assert!(
+            sm.state
+                .partitions
+                .values()
+                .all(|p| p.ownership.owner == Some(BrokerId(2)) && p.ownership.epoch == Epoch(3))
+        );
+        assert!(
+            sm.state
+                .shards
+                .values()
+                .all(|s| s.owner == Some(BrokerId(2)))
+        );
+        // A dead broker's heartbeat is refused: it must register again.
+        assert!(matches!(
+            sm.error(Command::Heartbeat {
+                id: BrokerId(1),
+                now_ms: 2_100
+            }),
+            MetaError::UnknownBroker(_)
+        ));
+    }
+
+    #[test]
+    fn assignment_is_balanced_and_deterministic() {
+        let mut sm = Sm::new();
+        for b in 1..=3 {
+            register(&mut sm, b, 0);
+        }
+        topic(&mut sm, "a", tid(1), 10);
+        topic(&mut sm, "b", tid(2), 7);
+        let first = controller::assign(&sm.state);
+        assert_eq!(first, controller::assign(&sm.state.clone()));
+        sm.ok(Command::Reassign { changes: first });
+        let count = |sm: &Sm, b: u32| {
+            sm.state
+                .partitions
+                .values()
+                .filter(|p| p.ownership.owner == Some(BrokerId(b)))
+                .count()
+                + sm.state
+                    .shards
+                    .values()
+                    .filter(|s| s.owner == Some(BrokerId(b)))
+                    .count()
+        };
+        let total = 17 + DEFAULT_SHARDS as usize;
+        let counts: Vec<usize> = (1..=3).map(|b| count(&sm, b)).collect();
+        assert_eq!(counts.iter().sum::<usize>(), total);
+        assert!(
+            counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1,
+            "{counts:?}"
+        );
+        assert!(
+            controller::assign(&sm.state).is_empty(),
+            "stable once balanced"
+        );
+        // A new broker gets a fair share.
+        register(&mut sm, 4, 0);
+        let moves = controller::assign(&sm.state);
+        sm.ok(Command::Reassign { changes: moves });
+        let counts: Vec<usize> = (1..=4).map(|b| count(&sm, b)).collect();
+        assert!(
+            counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1,
+            "{counts:?}"
+        );
+    }
+
+    #[test]
+    fn group_offsets_and_producer_ids() {
+        let mut sm = owned();
+        let off = CommittedOffset {
+            offset: 42,
+            leader_epoch: 3,
+            metadata: "m".into(),
+        };
+        sm.ok(Command::CommitOffsets {
+            group: "g".into(),
+            offsets: vec![("t".into(), 0, off.clone())],
+        });
+        assert_eq!(sm.state.groups["g"][&("t".to_string(), 0)], off);
+        sm.ok(Command::DeleteTopic { name: "t".into() });
+        assert!(
+            sm.state.groups["g"].is_empty(),
+            "offsets of a deleted topic go"
+        );
+        let a = sm.apply(Command::AllocateProducerIds { count: 10 });
+        let b = sm.apply(Command::AllocateProducerIds { count: 5 });
+        assert_eq!(
+            a,
+            Response::ProducerIds {
+                first: 1000,
+                count: 10
+            }
+        );
+        assert_eq!(
+            b,
+            Response::ProducerIds {
+                first: 1010,
+                count: 5
+            }
+        );
+        sm.error(Command::AllocateProducerIds { count: 0 });
+    }
+
+    #[test]
+    fn deleting_a_topic_releases_its_objects() {
+        let mut sm = owned();
+        let Response::Committed {
+            object: Some(id), ..
+        } = sm.apply(Command::Commit {
+            broker: BrokerId(1),
+            object: obj(),
+            ranges: vec![range(tid(1), 0, 1, 0, 9)],
+        })
+        else {
+            panic!()
+        };
+        assert!(sm.state.unreferenced_objects().is_empty());
+        sm.ok(Command::DeleteTopic { name: "t".into() });
+        assert_eq!(sm.state.unreferenced_objects().len(), 1);
+        sm.ok(Command::ForgetObjects { ids: vec![id] });
+        assert!(sm.state.objects.is_empty());
+    }
+}

@@ -1,0 +1,250 @@
+//! Topic configuration: the Kafka keys Floe honours, their defaults, and validation.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::MetaError;
+
+/// One known configuration key.
+struct Key {
+    name: &'static str,
+    default: &'static str,
+    check: fn(&str) -> Result<(), String>,
+    doc: &'static str,
+}
+
+fn at_least(v: &str, min: i64) -> Result<(), String> {
+    match v.parse::<i64>() {
+        Ok(n) if n >= min => Ok(()),
+        Ok(n) => Err(format!("{n} is below the minimum {min}")),
+        Err(_) => Err(format!("{v:?} is not an integer")),
+    }
+}
+
+fn fits_i32(v: &str) -> Result<(), String> {
+    match v.parse::<i64>() {
+        Ok(n) if n <= i32::MAX as i64 => Ok(()),
+        _ => Err(format!("{v} does not fit a 32-bit integer")),
+    }
+}
+
+fn one_of(v: &str, allowed: &[&str]) -> Result<(), String> {
+    if allowed.contains(&v) {
+        Ok(())
+    } else {
+        Err(format!("{v:?} is not one of {allowed:?}"))
+    }
+}
+
+const KEYS: &[Key] = &[
+    Key {
+        name: "retention.ms",
+        default: "604800000",
+        check: |v| at_least(v, -1),
+        doc: "delete data older than this (-1: keep forever)",
+    },
+    Key {
+        name: "retention.bytes",
+        default: "-1",
+        check: |v| at_least(v, -1),
+        doc: "delete the oldest data beyond this size per partition (-1: no limit)",
+    },
+    Key {
+        name: "max.message.bytes",
+        default: "1048588",
+        check: |v| at_least(v, 0).and_then(|()| fits_i32(v)),
+        doc: "largest record batch accepted",
+    },
+    Key {
+        name: "cleanup.policy",
+        default: "delete",
+        check: |v| {
+            v.split(',')
+                .try_for_each(|p| one_of(p.trim(), &["delete", "compact"]))
+        },
+        doc: "delete (by retention) and/or compact",
+    },
+    Key {
+        name: "message.timestamp.type",
+        default: "CreateTime",
+        check: |v| one_of(v, &["CreateTime", "LogAppendTime"]),
+        doc: "whose clock sets record timestamps",
+    },
+    Key {
+        name: "segment.bytes",
+        default: "1073741824",
+        check: |v| at_least(v, 14).and_then(|()| fits_i32(v)),
+        doc: "target size of a compacted segment",
+    },
+    Key {
+        name: "segment.ms",
+        default: "604800000",
+        check: |v| at_least(v, 1),
+        doc: "roll a segment after this long",
+    },
+    Key {
+        name: "min.compaction.lag.ms",
+        default: "0",
+        check: |v| at_least(v, 0),
+        doc: "minimum age before a record may be compacted",
+    },
+    Key {
+        name: "delete.retention.ms",
+        default: "86400000",
+        check: |v| at_least(v, 0),
+        doc: "how long delete tombstones are kept",
+    },
+];
+
+/// A topic's explicit settings (keys not set take their defaults).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicConfig {
+    overrides: BTreeMap<String, String>,
+}
+
+/// One entry of a described configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigEntry {
+    pub name: &'static str,
+    pub value: String,
+    pub is_default: bool,
+    pub doc: &'static str,
+}
+
+impl TopicConfig {
+    /// Validates `settings` and builds a config from them.
+    pub fn from_settings(settings: &BTreeMap<String, String>) -> Result<Self, MetaError> {
+        let mut c = TopicConfig::default();
+        c.alter(settings, &[])?;
+        Ok(c)
+    }
+
+    /// Sets and removes keys; all-or-nothing.
+    pub fn alter(
+        &mut self,
+        set: &BTreeMap<String, String>,
+        delete: &[String],
+    ) -> Result<(), MetaError> {
+        for (k, v) in set {
+            let key = find(k)?;
+            (key.check)(v).map_err(|why| MetaError::InvalidConfig(format!("{k}: {why}")))?;
+        }
+        for k in delete {
+            find(k)?;
+        }
+        for k in delete {
+            self.overrides.remove(k);
+        }
+        for (k, v) in set {
+            self.overrides.insert(k.clone(), v.clone());
+        }
+        Ok(())
+    }
+
+    /// The value in force for `name`, or `None` for an unknown key.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        let key = KEYS.iter().find(|k| k.name == name)?;
+        Some(self.overrides.get(name).map_or(key.default, |v| v.as_str()))
+    }
+
+    fn get_i64(&self, name: &str) -> i64 {
+        self.get(name).and_then(|v| v.parse().ok()).unwrap_or(-1)
+    }
+
+    pub fn retention_ms(&self) -> i64 {
+        self.get_i64("retention.ms")
+    }
+
+    pub fn retention_bytes(&self) -> i64 {
+        self.get_i64("retention.bytes")
+    }
+
+    pub fn max_message_bytes(&self) -> i64 {
+        self.get_i64("max.message.bytes")
+    }
+
+    pub fn log_append_time(&self) -> bool {
+        self.get("message.timestamp.type") == Some("LogAppendTime")
+    }
+
+    /// Every known key with its value and whether it is the default.
+    pub fn describe(&self) -> Vec<ConfigEntry> {
+        KEYS.iter()
+            .map(|k| ConfigEntry {
+                name: k.name,
+                value: self
+                    .overrides
+                    .get(k.name)
+                    .cloned()
+                    .unwrap_or_else(|| k.default.to_string()),
+                is_default: !self.overrides.contains_key(k.name),
+                doc: k.doc,
+            })
+            .collect()
+    }
+
+    /// The explicitly set keys.
+    pub fn overrides(&self) -> &BTreeMap<String, String> {
+        &self.overrides
+    }
+}
+
+fn find(name: &str) -> Result<&'static Key, MetaError> {
+    KEYS.iter()
+        .find(|k| k.name == name)
+        .ok_or_else(|| MetaError::InvalidConfig(format!("unknown topic config {name:?}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_and_overrides() {
+        let c = TopicConfig::from_settings(&m(&[("retention.ms", "1000")])).unwrap();
+        assert_eq!(c.retention_ms(), 1000);
+        assert_eq!(c.retention_bytes(), -1);
+        assert_eq!(c.max_message_bytes(), 1_048_588);
+        assert!(!c.log_append_time());
+        let d = c.describe();
+        let r = d.iter().find(|e| e.name == "retention.ms").unwrap();
+        assert!(!r.is_default);
+        assert!(
+            d.iter()
+                .find(|e| e.name == "cleanup.policy")
+                .unwrap()
+                .is_default
+        );
+    }
+
+    #[test]
+    fn invalid_values_and_unknown_keys_are_refused_whole() {
+        let mut c = TopicConfig::default();
+        for bad in [
+            m(&[("retention.ms", "-2")]),
+            m(&[("retention.ms", "soon")]),
+            m(&[("cleanup.policy", "shred")]),
+            m(&[("message.timestamp.type", "Whenever")]),
+            m(&[("max.message.bytes", "99999999999")]),
+            m(&[("no.such.key", "1")]),
+            m(&[("retention.ms", "5"), ("segment.bytes", "1")]),
+        ] {
+            let err = c.alter(&bad, &[]).unwrap_err();
+            assert!(matches!(err, MetaError::InvalidConfig(_)), "{bad:?}");
+        }
+        assert_eq!(c.retention_ms(), 604_800_000, "nothing applied");
+        c.alter(&m(&[("cleanup.policy", "compact,delete")]), &[])
+            .unwrap();
+        c.alter(&BTreeMap::new(), &["cleanup.policy".into()])
+            .unwrap();
+        assert_eq!(c.get("cleanup.policy"), Some("delete"));
+    }
+}
