@@ -12,7 +12,9 @@
 pub mod command;
 pub mod controller;
 pub mod error;
+pub mod http;
 pub mod ids;
+pub mod raft;
 pub mod state;
 pub mod topic_config;
 

@@ -1,0 +1,202 @@
+//! The Raft log on local disk, in a `redb` database. Every append, vote and
+//! truncation is committed with fsync before openraft is told it is done.
+
+use std::fmt::Debug;
+use std::ops::RangeBounds;
+use std::path::Path;
+use std::sync::Arc;
+
+use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
+use openraft::{RaftLogReader, StorageIOError, Vote};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+
+use super::{Entry, LogId, NodeId, StorageError, TypeConfig};
+
+const LOGS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("logs");
+const META: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("meta");
+const VOTE: &str = "vote";
+const COMMITTED: &str = "committed";
+const LAST_PURGED: &str = "last_purged";
+
+/// The log store; clones share one database.
+#[derive(Clone)]
+pub struct LogStore {
+    db: Arc<Database>,
+}
+
+impl Debug for LogStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LogStore")
+    }
+}
+
+fn io_read(e: impl std::error::Error + 'static) -> StorageError {
+    StorageIOError::read_logs(&e).into()
+}
+
+fn io_write(e: impl std::error::Error + 'static) -> StorageError {
+    StorageIOError::write_logs(&e).into()
+}
+
+impl LogStore {
+    /// Opens (or creates) the log database at `path`.
+    pub fn open(path: &Path) -> Result<Self, StorageError> {
+        let db = Database::create(path).map_err(io_write)?;
+        let txn = db.begin_write().map_err(io_write)?;
+        txn.open_table(LOGS).map_err(io_write)?;
+        txn.open_table(META).map_err(io_write)?;
+        txn.commit().map_err(io_write)?;
+        Ok(Self { db: Arc::new(db) })
+    }
+
+    fn get_meta<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &str,
+    ) -> Result<Option<T>, StorageError> {
+        let txn = self.db.begin_read().map_err(io_read)?;
+        let table = txn.open_table(META).map_err(io_read)?;
+        match table.get(key).map_err(io_read)? {
+            None => Ok(None),
+            Some(v) => serde_json::from_slice(v.value()).map(Some).map_err(io_read),
+        }
+    }
+
+    /// Runs a write transaction off the async runtime and commits it (fsync).
+    async fn write<F>(&self, f: F) -> Result<(), StorageError>
+    where
+        F: FnOnce(&redb::WriteTransaction) -> Result<(), StorageError> + Send + 'static,
+    {
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || {
+            let txn = db.begin_write().map_err(io_write)?;
+            f(&txn)?;
+            txn.commit().map_err(io_write)
+        })
+        .await
+        .map_err(io_write)?
+    }
+
+    async fn put_meta<T: serde::Serialize>(
+        &self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), StorageError> {
+        let bytes = serde_json::to_vec(value).map_err(io_write)?;
+        self.write(move |txn| {
+            let mut t = txn.open_table(META).map_err(io_write)?;
+            t.insert(key, bytes.as_slice()).map_err(io_write)?;
+            Ok(())
+        })
+        .await
+    }
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, StorageError> {
+        let txn = self.db.begin_read().map_err(io_read)?;
+        let table = txn.open_table(LOGS).map_err(io_read)?;
+        let mut out = Vec::new();
+        for item in table.range(range).map_err(io_read)? {
+            let (_, v) = item.map_err(io_read)?;
+            out.push(serde_json::from_slice(v.value()).map_err(io_read)?);
+        }
+        Ok(out)
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = Self;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
+        let last_purged: Option<LogId> = self.get_meta(LAST_PURGED)?;
+        let txn = self.db.begin_read().map_err(io_read)?;
+        let table = txn.open_table(LOGS).map_err(io_read)?;
+        let last = match table.last().map_err(io_read)? {
+            Some((_, v)) => {
+                let e: Entry = serde_json::from_slice(v.value()).map_err(io_read)?;
+                Some(e.log_id)
+            }
+            None => last_purged,
+        };
+        Ok(LogState {
+            last_purged_log_id: last_purged,
+            last_log_id: last,
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError> {
+        self.put_meta(VOTE, vote).await
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError> {
+        self.get_meta(VOTE)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
+        self.put_meta(COMMITTED, &committed).await
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
+        Ok(self.get_meta::<Option<LogId>>(COMMITTED)?.flatten())
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let encoded: Vec<(u64, Vec<u8>)> = entries
+            .into_iter()
+            .map(|e| serde_json::to_vec(&e).map(|b| (e.log_id.index, b)))
+            .collect::<Result<_, _>>()
+            .map_err(io_write)?;
+        let res = self
+            .write(move |txn| {
+                let mut t = txn.open_table(LOGS).map_err(io_write)?;
+                for (index, bytes) in &encoded {
+                    t.insert(*index, bytes.as_slice()).map_err(io_write)?;
+                }
+                Ok(())
+            })
+            .await;
+        match &res {
+            Ok(()) => callback.log_io_completed(Ok(())),
+            Err(e) => callback.log_io_completed(Err(std::io::Error::other(e.to_string()))),
+        }
+        res
+    }
+
+    async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        self.write(move |txn| {
+            let mut t = txn.open_table(LOGS).map_err(io_write)?;
+            t.retain_in(log_id.index.., |_, _| false)
+                .map_err(io_write)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        let bytes = serde_json::to_vec(&log_id).map_err(io_write)?;
+        self.write(move |txn| {
+            let mut m = txn.open_table(META).map_err(io_write)?;
+            m.insert(LAST_PURGED, bytes.as_slice()).map_err(io_write)?;
+            let mut t = txn.open_table(LOGS).map_err(io_write)?;
+            t.retain_in(..=log_id.index, |_, _| false)
+                .map_err(io_write)?;
+            Ok(())
+        })
+        .await
+    }
+}

@@ -1,0 +1,264 @@
+//! The Raft state machine: the [`ClusterState`] in memory, persisted as
+//! snapshots on local disk (written to a temporary file, fsynced, renamed,
+//! directory fsynced). After a restart the last snapshot is loaded and openraft
+//! re-applies the committed log entries that follow it.
+
+use std::io::{Cursor, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use super::{Entry, LogId, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
+use crate::command::Response;
+use crate::ids::Revision;
+use crate::state::ClusterState;
+
+const SNAPSHOT_FILE: &str = "snapshot.json";
+
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+struct Applied {
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+    state: ClusterState,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct SnapshotFile {
+    meta: SnapshotMeta,
+    /// The serialized [`Applied`], as sent to nodes that are behind.
+    data: Vec<u8>,
+}
+
+/// Read access to the applied model, shared with the API and the controller.
+#[derive(Debug, Clone)]
+pub struct SharedState {
+    inner: Arc<RwLock<Applied>>,
+    revision_rx: watch::Receiver<Revision>,
+}
+
+impl SharedState {
+    /// Runs `f` on the current model.
+    pub fn read<T>(&self, f: impl FnOnce(&ClusterState) -> T) -> T {
+        let guard = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        f(&guard.state)
+    }
+
+    /// A clone of the current model.
+    pub fn snapshot(&self) -> ClusterState {
+        self.read(|s| s.clone())
+    }
+
+    /// The last applied revision.
+    pub fn revision(&self) -> Revision {
+        *self.revision_rx.borrow()
+    }
+
+    /// Waits until the applied revision is above `since` (or `timeout` passes)
+    /// and returns the revision then.
+    pub async fn wait_beyond(&self, since: Revision, timeout: std::time::Duration) -> Revision {
+        let mut rx = self.revision_rx.clone();
+        let _ = tokio::time::timeout(timeout, rx.wait_for(|r| *r > since)).await;
+        let r = *rx.borrow();
+        r
+    }
+}
+
+/// The state machine store.
+#[derive(Debug)]
+pub struct StateMachine {
+    dir: PathBuf,
+    inner: Arc<RwLock<Applied>>,
+    revision_tx: watch::Sender<Revision>,
+    snapshot_seq: u64,
+}
+
+fn sm_err(e: impl std::error::Error + 'static) -> StorageError {
+    StorageIOError::write_state_machine(&e).into()
+}
+
+fn snap_err(e: impl std::error::Error + 'static) -> StorageError {
+    StorageIOError::write_snapshot(None, &e).into()
+}
+
+/// Writes `bytes` to `dir/name` durably: temp file, fsync, rename, fsync dir.
+fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, dir.join(name))?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+impl StateMachine {
+    /// Opens the state machine in `dir`, loading the last snapshot if there is one.
+    pub fn open(dir: &Path) -> Result<(Self, SharedState), StorageError> {
+        std::fs::create_dir_all(dir).map_err(sm_err)?;
+        let applied = match std::fs::read(dir.join(SNAPSHOT_FILE)) {
+            Ok(bytes) => {
+                let file: SnapshotFile = serde_json::from_slice(&bytes).map_err(sm_err)?;
+                serde_json::from_slice::<Applied>(&file.data).map_err(sm_err)?
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Applied::default(),
+            Err(e) => return Err(sm_err(e)),
+        };
+        let (revision_tx, revision_rx) = watch::channel(applied.state.revision);
+        let inner = Arc::new(RwLock::new(applied));
+        Ok((
+            Self {
+                dir: dir.to_path_buf(),
+                inner: inner.clone(),
+                revision_tx,
+                snapshot_seq: 0,
+            },
+            SharedState { inner, revision_rx },
+        ))
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Applied> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Applied> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn load_file(&self) -> Result<Option<SnapshotFile>, StorageError> {
+        match std::fs::read(self.dir.join(SNAPSHOT_FILE)) {
+            Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes).map_err(snap_err)?)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(snap_err(e)),
+        }
+    }
+
+    async fn save_file(&self, file: &SnapshotFile) -> Result<(), StorageError> {
+        let bytes = serde_json::to_vec(file).map_err(snap_err)?;
+        let dir = self.dir.clone();
+        tokio::task::spawn_blocking(move || write_durably(&dir, SNAPSHOT_FILE, &bytes))
+            .await
+            .map_err(snap_err)?
+            .map_err(snap_err)
+    }
+}
+
+/// Builds snapshots from a copy of the applied state.
+#[derive(Debug)]
+pub struct SnapshotBuilder {
+    dir: PathBuf,
+    applied: Applied,
+    id: String,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
+        let data = serde_json::to_vec(&self.applied).map_err(snap_err)?;
+        let meta = SnapshotMeta {
+            last_log_id: self.applied.last_applied,
+            last_membership: self.applied.membership.clone(),
+            snapshot_id: self.id.clone(),
+        };
+        let file = SnapshotFile {
+            meta: meta.clone(),
+            data,
+        };
+        let bytes = serde_json::to_vec(&file).map_err(snap_err)?;
+        let dir = self.dir.clone();
+        tokio::task::spawn_blocking(move || write_durably(&dir, SNAPSHOT_FILE, &bytes))
+            .await
+            .map_err(snap_err)?
+            .map_err(snap_err)?;
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(file.data)),
+        })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), StorageError> {
+        let a = self.read();
+        Ok((a.last_applied, a.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Response>, StorageError>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let mut out = Vec::new();
+        let revision = {
+            let mut a = self.write();
+            for e in entries {
+                a.last_applied = Some(e.log_id);
+                let rev = Revision(e.log_id.index);
+                match e.payload {
+                    EntryPayload::Blank => {
+                        a.state.revision = rev;
+                        out.push(Response::Ok);
+                    }
+                    EntryPayload::Normal(cmd) => out.push(a.state.apply(rev, &cmd)),
+                    EntryPayload::Membership(m) => {
+                        a.state.revision = rev;
+                        a.membership = StoredMembership::new(Some(e.log_id), m);
+                        out.push(Response::Ok);
+                    }
+                }
+            }
+            a.state.revision
+        };
+        self.revision_tx.send_replace(revision);
+        Ok(out)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.snapshot_seq += 1;
+        let applied = self.read().clone();
+        let id = match applied.last_applied {
+            Some(l) => format!("{}-{}-{}", l.leader_id.term, l.index, self.snapshot_seq),
+            None => format!("0-0-{}", self.snapshot_seq),
+        };
+        SnapshotBuilder {
+            dir: self.dir.clone(),
+            applied,
+            id,
+        }
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError> {
+        let data = snapshot.into_inner();
+        let mut applied: Applied = serde_json::from_slice(&data).map_err(snap_err)?;
+        applied.last_applied = meta.last_log_id;
+        applied.membership = meta.last_membership.clone();
+        self.save_file(&SnapshotFile {
+            meta: meta.clone(),
+            data,
+        })
+        .await?;
+        let revision = applied.state.revision;
+        *self.write() = applied;
+        self.revision_tx.send_replace(revision);
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
+        Ok(self.load_file()?.map(|f| Snapshot {
+            meta: f.meta,
+            snapshot: Box::new(Cursor::new(f.data)),
+        }))
+    }
+}
