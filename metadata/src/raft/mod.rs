@@ -1,6 +1,9 @@
 //! The Raft side of the metadata service (openraft 0.9): type config, the
 //! log store on disk, the state machine, and the network between nodes.
 
+// openraft's traits dictate `StorageError` (over 200 bytes) as the error type.
+#![allow(clippy::result_large_err)]
+
 pub mod log_store;
 pub mod network;
 pub mod state_machine;

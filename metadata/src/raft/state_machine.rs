@@ -62,8 +62,7 @@ impl SharedState {
     pub async fn wait_beyond(&self, since: Revision, timeout: std::time::Duration) -> Revision {
         let mut rx = self.revision_rx.clone();
         let _ = tokio::time::timeout(timeout, rx.wait_for(|r| *r > since)).await;
-        let r = *rx.borrow();
-        r
+        *rx.borrow()
     }
 }
 
