@@ -9,12 +9,15 @@
 //!
 //! The model and its rules are described in `docs/metadata.md`.
 
+pub mod api;
 pub mod command;
 pub mod controller;
 pub mod error;
 pub mod http;
 pub mod ids;
+pub mod node;
 pub mod raft;
+mod serde_pairs;
 pub mod state;
 pub mod topic_config;
 

@@ -82,16 +82,37 @@ pub struct ObjectInfo {
     pub refs: u64,
 }
 
+/// A group's committed offsets by (topic name, partition).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct GroupOffsets(
+    #[serde(with = "crate::serde_pairs")] pub BTreeMap<(String, u32), CommittedOffset>,
+);
+
+impl std::ops::Deref for GroupOffsets {
+    type Target = BTreeMap<(String, u32), CommittedOffset>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for GroupOffsets {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
 /// The whole model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterState {
     pub revision: Revision,
     pub nodes: BTreeMap<BrokerId, NodeInfo>,
     pub topics: BTreeMap<String, Topic>,
+    #[serde(with = "crate::serde_pairs")]
     pub partitions: BTreeMap<PartitionRef, PartitionState>,
     pub objects: BTreeMap<ObjectId, ObjectInfo>,
     pub next_object_id: u64,
-    pub groups: BTreeMap<String, BTreeMap<(String, u32), CommittedOffset>>,
+    pub groups: BTreeMap<String, GroupOffsets>,
     pub next_producer_id: i64,
     pub shards: BTreeMap<ShardId, Ownership>,
 }
@@ -917,5 +938,30 @@ mod tests {
         assert_eq!(sm.state.unreferenced_objects().len(), 1);
         sm.ok(Command::ForgetObjects { ids: vec![id] });
         assert!(sm.state.objects.is_empty());
+    }
+
+    #[test]
+    fn state_round_trips_through_json() {
+        let mut sm = owned();
+        sm.ok(Command::Commit {
+            broker: BrokerId(1),
+            object: obj(),
+            ranges: vec![range(tid(1), 0, 1, 0, 9)],
+        });
+        sm.ok(Command::CommitOffsets {
+            group: "g".into(),
+            offsets: vec![(
+                "t".into(),
+                1,
+                CommittedOffset {
+                    offset: 5,
+                    leader_epoch: 0,
+                    metadata: String::new(),
+                },
+            )],
+        });
+        let json = serde_json::to_vec(&sm.state).unwrap();
+        let back: ClusterState = serde_json::from_slice(&json).unwrap();
+        assert_eq!(back, sm.state);
     }
 }

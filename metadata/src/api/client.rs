@@ -1,0 +1,135 @@
+//! A client of the metadata API that finds and follows the leader.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use prost::Message;
+
+use crate::api::{PROTOBUF, proto};
+use crate::error::MetaError;
+use crate::http::{HttpClient, HttpError};
+
+/// Talks to a metadata cluster given some of its node addresses.
+#[derive(Debug)]
+pub struct MetaClient {
+    addrs: Vec<String>,
+    leader: Mutex<Option<String>>,
+    http: HttpClient,
+    /// How long one call may keep trying (leader changes, unreachable nodes).
+    pub deadline: Duration,
+    /// Per-request timeout.
+    pub request_timeout: Duration,
+}
+
+fn error_from(e: HttpError) -> MetaError {
+    match e {
+        HttpError::Status { status, body, .. } => match proto::ErrorBody::decode(body.as_ref()) {
+            Ok(b) => match b.kind.as_str() {
+                "NotLeader" => MetaError::NotLeader {
+                    leader: Some(b.leader_addr).filter(|a| !a.is_empty()),
+                },
+                "TopicExists" => MetaError::TopicExists(b.message),
+                "UnknownTopic" => MetaError::UnknownTopic(b.message),
+                "InvalidConfig" => MetaError::InvalidConfig(b.message),
+                "Unavailable" => MetaError::Unavailable(b.message),
+                _ if status == 409 || status == 404 || status == 400 => {
+                    MetaError::InvalidRequest(format!("{}: {}", b.kind, b.message))
+                }
+                _ => MetaError::Unavailable(format!("{}: {}", b.kind, b.message)),
+            },
+            Err(_) => MetaError::Unavailable(format!("status {status}")),
+        },
+        other => MetaError::Unavailable(other.to_string()),
+    }
+}
+
+impl MetaClient {
+    pub fn new(addrs: Vec<String>) -> Result<Self, MetaError> {
+        if addrs.is_empty() {
+            return Err(MetaError::InvalidRequest(
+                "no metadata address given".into(),
+            ));
+        }
+        Ok(Self {
+            addrs,
+            leader: Mutex::new(None),
+            http: HttpClient::default(),
+            deadline: Duration::from_secs(15),
+            request_timeout: Duration::from_secs(5),
+        })
+    }
+
+    fn leader(&self) -> Option<String> {
+        self.leader
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn set_leader(&self, addr: Option<String>) {
+        *self.leader.lock().unwrap_or_else(|p| p.into_inner()) = addr;
+    }
+
+    /// Calls `path` on one node only (for `status` of a given node).
+    pub async fn call_node<Req: Message, Resp: Message + Default>(
+        &self,
+        addr: &str,
+        path: &str,
+        req: &Req,
+    ) -> Result<Resp, MetaError> {
+        let body = self
+            .http
+            .post(
+                addr,
+                path,
+                PROTOBUF,
+                req.encode_to_vec().into(),
+                self.request_timeout,
+            )
+            .await
+            .map_err(error_from)?;
+        Resp::decode(body.as_ref()).map_err(|e| MetaError::Unavailable(format!("bad reply: {e}")))
+    }
+
+    /// Calls `path` on the leader, following redirects and trying other nodes
+    /// while the cluster elects one, until `deadline`.
+    pub async fn call<Req: Message, Resp: Message + Default>(
+        &self,
+        path: &str,
+        req: &Req,
+    ) -> Result<Resp, MetaError> {
+        let started = Instant::now();
+        let mut next = 0usize;
+        let mut pause = Duration::from_millis(20);
+        loop {
+            let addr = self.leader().unwrap_or_else(|| {
+                let a = self.addrs[next % self.addrs.len()].clone();
+                next += 1;
+                a
+            });
+            match self.call_node(&addr, path, req).await {
+                Ok(r) => {
+                    self.set_leader(Some(addr));
+                    return Ok(r);
+                }
+                Err(MetaError::NotLeader { leader }) => {
+                    self.set_leader(leader.filter(|l| *l != addr));
+                }
+                Err(MetaError::Unavailable(why)) => {
+                    self.set_leader(None);
+                    if started.elapsed() >= self.deadline {
+                        return Err(MetaError::Unavailable(why));
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(500));
+                }
+                Err(other) => return Err(other),
+            }
+            if started.elapsed() >= self.deadline {
+                return Err(MetaError::Unavailable(
+                    "no leader found before the deadline".into(),
+                ));
+            }
+        }
+    }
+}

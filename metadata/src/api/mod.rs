@@ -1,0 +1,10 @@
+//! The metadata service's HTTP API: protobuf messages, the axum server, and a
+//! client that follows the leader.
+
+pub mod client;
+pub mod convert;
+pub mod proto;
+pub mod server;
+
+/// Content type of every API body.
+pub const PROTOBUF: &str = "application/x-protobuf";

@@ -1,0 +1,367 @@
+//! Protobuf messages of the metadata HTTP API (prost). Every route takes and
+//! returns one of these with `Content-Type: application/x-protobuf`; errors
+//! come back as [`ErrorBody`] with a 4xx/5xx status.
+
+use std::collections::HashMap;
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Empty {}
+
+/// Any failed call.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ErrorBody {
+    /// `crate::ErrorKind` as text (`NotLeader`, `StaleEpoch`, …).
+    #[prost(string, tag = "1")]
+    pub kind: String,
+    #[prost(string, tag = "2")]
+    pub message: String,
+    /// For `NotLeader`: the leader's API address, when known.
+    #[prost(string, tag = "3")]
+    pub leader_addr: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CreateTopicRequest {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(uint32, tag = "2")]
+    pub partitions: u32,
+    #[prost(map = "string, string", tag = "3")]
+    pub configs: HashMap<String, String>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CreateTopicResponse {
+    #[prost(string, tag = "1")]
+    pub topic_id: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TopicName {
+    #[prost(string, tag = "1")]
+    pub name: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AlterTopicConfigRequest {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(map = "string, string", tag = "2")]
+    pub set: HashMap<String, String>,
+    #[prost(string, repeated, tag = "3")]
+    pub delete: Vec<String>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CreatePartitionsRequest {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(uint32, tag = "2")]
+    pub total: u32,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ConfigEntry {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(string, tag = "2")]
+    pub value: String,
+    #[prost(bool, tag = "3")]
+    pub is_default: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PartitionInfo {
+    #[prost(uint32, tag = "1")]
+    pub partition: u32,
+    /// 0 when unowned (broker ids start at 1).
+    #[prost(uint32, tag = "2")]
+    pub owner: u32,
+    #[prost(uint64, tag = "3")]
+    pub epoch: u64,
+    #[prost(int64, tag = "4")]
+    pub log_start_offset: i64,
+    #[prost(int64, tag = "5")]
+    pub high_watermark: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TopicInfo {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(string, tag = "2")]
+    pub topic_id: String,
+    #[prost(uint32, tag = "3")]
+    pub partition_count: u32,
+    #[prost(message, repeated, tag = "4")]
+    pub configs: Vec<ConfigEntry>,
+    #[prost(message, repeated, tag = "5")]
+    pub partitions: Vec<PartitionInfo>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ListTopicsResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub topics: Vec<TopicInfo>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RegisterRequest {
+    #[prost(uint32, tag = "1")]
+    pub id: u32,
+    /// "broker" or "proxy".
+    #[prost(string, tag = "2")]
+    pub kind: String,
+    #[prost(string, tag = "3")]
+    pub addr: String,
+    #[prost(uint64, tag = "4")]
+    pub lease_ms: u64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct HeartbeatRequest {
+    #[prost(uint32, tag = "1")]
+    pub id: u32,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Partition {
+    #[prost(string, tag = "1")]
+    pub topic_id: String,
+    #[prost(uint32, tag = "2")]
+    pub partition: u32,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CommitRange {
+    #[prost(message, optional, tag = "1")]
+    pub partition: Option<Partition>,
+    #[prost(uint64, tag = "2")]
+    pub epoch: u64,
+    #[prost(int64, tag = "3")]
+    pub first_offset: i64,
+    #[prost(int64, tag = "4")]
+    pub last_offset: i64,
+    #[prost(int64, tag = "5")]
+    pub max_timestamp: i64,
+    /// 0: the object this commit introduces; otherwise an existing object id.
+    #[prost(uint64, tag = "6")]
+    pub object_id: u64,
+    #[prost(uint64, tag = "7")]
+    pub byte_start: u64,
+    #[prost(uint64, tag = "8")]
+    pub byte_len: u64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct StoreObject {
+    #[prost(string, tag = "1")]
+    pub endpoint: String,
+    #[prost(string, tag = "2")]
+    pub key: String,
+    #[prost(uint64, tag = "3")]
+    pub size: u64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CommitRequest {
+    #[prost(uint32, tag = "1")]
+    pub broker: u32,
+    #[prost(message, optional, tag = "2")]
+    pub object: Option<StoreObject>,
+    #[prost(message, repeated, tag = "3")]
+    pub ranges: Vec<CommitRange>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct HighWatermark {
+    #[prost(message, optional, tag = "1")]
+    pub partition: Option<Partition>,
+    #[prost(int64, tag = "2")]
+    pub high_watermark: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CommitResponse {
+    #[prost(uint64, tag = "1")]
+    pub object_id: u64,
+    #[prost(message, repeated, tag = "2")]
+    pub high_watermarks: Vec<HighWatermark>,
+    /// The Raft log index of the commit.
+    #[prost(uint64, tag = "3")]
+    pub revision: u64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct IndexRequest {
+    #[prost(message, optional, tag = "1")]
+    pub partition: Option<Partition>,
+    /// Only entries whose last offset is at or after this.
+    #[prost(int64, tag = "2")]
+    pub from_offset: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct IndexEntry {
+    #[prost(int64, tag = "1")]
+    pub first_offset: i64,
+    #[prost(int64, tag = "2")]
+    pub last_offset: i64,
+    #[prost(int64, tag = "3")]
+    pub max_timestamp: i64,
+    #[prost(uint64, tag = "4")]
+    pub object_id: u64,
+    #[prost(message, optional, tag = "5")]
+    pub object: Option<StoreObject>,
+    #[prost(uint64, tag = "6")]
+    pub byte_start: u64,
+    #[prost(uint64, tag = "7")]
+    pub byte_len: u64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct IndexResponse {
+    #[prost(message, optional, tag = "1")]
+    pub info: Option<PartitionInfo>,
+    #[prost(message, repeated, tag = "2")]
+    pub entries: Vec<IndexEntry>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GroupOffset {
+    #[prost(string, tag = "1")]
+    pub topic: String,
+    #[prost(uint32, tag = "2")]
+    pub partition: u32,
+    #[prost(int64, tag = "3")]
+    pub offset: i64,
+    #[prost(int32, tag = "4")]
+    pub leader_epoch: i32,
+    #[prost(string, tag = "5")]
+    pub metadata: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CommitOffsetsRequest {
+    #[prost(string, tag = "1")]
+    pub group: String,
+    #[prost(message, repeated, tag = "2")]
+    pub offsets: Vec<GroupOffset>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct FetchOffsetsRequest {
+    #[prost(string, tag = "1")]
+    pub group: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct FetchOffsetsResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub offsets: Vec<GroupOffset>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ProducerIdsRequest {
+    #[prost(uint32, tag = "1")]
+    pub count: u32,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ProducerIdsResponse {
+    #[prost(int64, tag = "1")]
+    pub first: i64,
+    #[prost(uint32, tag = "2")]
+    pub count: u32,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct WatchRequest {
+    #[prost(uint64, tag = "1")]
+    pub since_revision: u64,
+    #[prost(uint64, tag = "2")]
+    pub timeout_ms: u64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NodeInfo {
+    #[prost(uint32, tag = "1")]
+    pub id: u32,
+    #[prost(string, tag = "2")]
+    pub kind: String,
+    #[prost(string, tag = "3")]
+    pub addr: String,
+    /// "live", "draining" or "dead".
+    #[prost(string, tag = "4")]
+    pub state: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ShardInfo {
+    #[prost(uint32, tag = "1")]
+    pub shard: u32,
+    #[prost(uint32, tag = "2")]
+    pub owner: u32,
+    #[prost(uint64, tag = "3")]
+    pub epoch: u64,
+}
+
+/// The cluster as brokers and proxies need it: who is where and who owns what.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ClusterView {
+    #[prost(uint64, tag = "1")]
+    pub revision: u64,
+    #[prost(message, repeated, tag = "2")]
+    pub nodes: Vec<NodeInfo>,
+    #[prost(message, repeated, tag = "3")]
+    pub topics: Vec<TopicInfo>,
+    #[prost(message, repeated, tag = "4")]
+    pub shards: Vec<ShardInfo>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Member {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(string, tag = "2")]
+    pub addr: String,
+    #[prost(bool, tag = "3")]
+    pub voter: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct StatusResponse {
+    #[prost(uint64, tag = "1")]
+    pub node_id: u64,
+    /// 0 when no leader is known.
+    #[prost(uint64, tag = "2")]
+    pub leader_id: u64,
+    #[prost(string, tag = "3")]
+    pub leader_addr: String,
+    #[prost(uint64, tag = "4")]
+    pub term: u64,
+    #[prost(message, repeated, tag = "5")]
+    pub members: Vec<Member>,
+    #[prost(uint64, tag = "6")]
+    pub last_applied: u64,
+    #[prost(uint64, tag = "7")]
+    pub last_log_index: u64,
+    #[prost(uint64, tag = "8")]
+    pub snapshot_index: u64,
+    #[prost(string, tag = "9")]
+    pub state: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AddMemberRequest {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(string, tag = "2")]
+    pub addr: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RemoveMemberRequest {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+}

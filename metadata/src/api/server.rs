@@ -1,0 +1,530 @@
+//! The metadata node's HTTP server (axum): Raft RPCs between nodes under
+//! `/raft/*` (JSON), and the protobuf API under `/v1/*`.
+//!
+//! Writes go through the Raft leader; a follower answers `421 Misdirected`
+//! with the leader's address in [`proto::ErrorBody`], and the client follows.
+//! Reads that must be current (`describe`, `index`, group offsets, `watch`)
+//! first confirm leadership with a quorum (`ensure_linearizable`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response as HttpResponse};
+use axum::routing::post;
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{BasicNode, ChangeMembers};
+use prost::Message;
+
+use crate::api::{PROTOBUF, convert, proto};
+use crate::command::{
+    Command, CommitRange, CommittedOffset, NewObject, NodeKind, ObjectSel, Response,
+};
+use crate::error::{ErrorKind, MetaError};
+use crate::ids::{BrokerId, Epoch, ObjectId};
+use crate::raft::state_machine::SharedState;
+use crate::raft::{NodeId, Raft};
+
+/// Largest request body (Raft appends and snapshots included).
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
+/// Longest a watch may wait.
+pub const MAX_WATCH: Duration = Duration::from_secs(60);
+
+#[derive(Clone)]
+pub struct AppState {
+    pub id: NodeId,
+    pub raft: Raft,
+    pub shared: SharedState,
+}
+
+/// An API failure, sent as a protobuf [`proto::ErrorBody`].
+#[derive(Debug)]
+pub struct ApiError(pub MetaError);
+
+impl From<MetaError> for ApiError {
+    fn from(e: MetaError) -> Self {
+        ApiError(e)
+    }
+}
+
+pub fn status_of(kind: ErrorKind) -> StatusCode {
+    match kind {
+        ErrorKind::NotLeader => StatusCode::MISDIRECTED_REQUEST,
+        ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorKind::Storage => StatusCode::INTERNAL_SERVER_ERROR,
+        ErrorKind::UnknownTopic | ErrorKind::UnknownPartition | ErrorKind::UnknownBroker => {
+            StatusCode::NOT_FOUND
+        }
+        ErrorKind::TopicExists
+        | ErrorKind::StaleEpoch
+        | ErrorKind::NotOwner
+        | ErrorKind::OffsetMismatch => StatusCode::CONFLICT,
+        ErrorKind::InvalidConfig | ErrorKind::InvalidRequest => StatusCode::BAD_REQUEST,
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> HttpResponse {
+        let leader_addr = match &self.0 {
+            MetaError::NotLeader { leader } => leader.clone().unwrap_or_default(),
+            _ => String::new(),
+        };
+        let body = proto::ErrorBody {
+            kind: format!("{:?}", self.0.kind()),
+            message: self.0.to_string(),
+            leader_addr,
+        };
+        (
+            status_of(self.0.kind()),
+            [(header::CONTENT_TYPE, PROTOBUF)],
+            body.encode_to_vec(),
+        )
+            .into_response()
+    }
+}
+
+fn ok<M: Message>(m: M) -> HttpResponse {
+    ([(header::CONTENT_TYPE, PROTOBUF)], m.encode_to_vec()).into_response()
+}
+
+fn decode<M: Message + Default>(body: &Bytes) -> Result<M, ApiError> {
+    M::decode(body.as_ref()).map_err(|e| {
+        ApiError(MetaError::InvalidRequest(format!(
+            "malformed request body: {e}"
+        )))
+    })
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn not_leader<E>(e: &RaftError<NodeId, E>) -> Option<MetaError>
+where
+    E: std::fmt::Debug + openraft::TryAsRef<openraft::error::ForwardToLeader<NodeId, BasicNode>>,
+{
+    e.forward_to_leader().map(|f| MetaError::NotLeader {
+        leader: f.leader_node.as_ref().map(|n| n.addr.clone()),
+    })
+}
+
+impl AppState {
+    /// Proposes a command and waits until it is committed and applied.
+    pub async fn write(&self, cmd: Command) -> Result<(Response, u64), MetaError> {
+        match self.raft.client_write(cmd).await {
+            Ok(resp) => match resp.data {
+                Response::Error(e) => Err(e),
+                r => Ok((r, resp.log_id.index)),
+            },
+            Err(e) => Err(not_leader(&e).unwrap_or_else(|| match e {
+                RaftError::APIError(ClientWriteError::ChangeMembershipError(c)) => {
+                    MetaError::InvalidRequest(c.to_string())
+                }
+                other => MetaError::Unavailable(other.to_string()),
+            })),
+        }
+    }
+
+    /// Confirms with a quorum that this node is still the leader and has
+    /// applied everything committed before the call.
+    pub async fn linearizable(&self) -> Result<(), MetaError> {
+        self.raft
+            .ensure_linearizable()
+            .await
+            .map(|_| ())
+            .map_err(|e| not_leader(&e).unwrap_or_else(|| MetaError::Unavailable(e.to_string())))
+    }
+}
+
+/// Routes of one metadata node.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/raft/append", post(raft_append))
+        .route("/raft/vote", post(raft_vote))
+        .route("/raft/snapshot", post(raft_snapshot))
+        .route("/v1/status", post(status))
+        .route("/v1/members/add", post(add_member))
+        .route("/v1/members/remove", post(remove_member))
+        .route("/v1/topics/create", post(create_topic))
+        .route("/v1/topics/delete", post(delete_topic))
+        .route("/v1/topics/alter", post(alter_topic))
+        .route("/v1/topics/partitions", post(create_partitions))
+        .route("/v1/topics/list", post(list_topics))
+        .route("/v1/topics/describe", post(describe_topic))
+        .route("/v1/nodes/register", post(register))
+        .route("/v1/nodes/heartbeat", post(heartbeat))
+        .route("/v1/commit", post(commit))
+        .route("/v1/partitions/index", post(partition_index))
+        .route("/v1/groups/commit", post(commit_offsets))
+        .route("/v1/groups/fetch", post(fetch_offsets))
+        .route("/v1/producer-ids", post(producer_ids))
+        .route("/v1/watch", post(watch))
+        .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
+        .with_state(state)
+}
+
+type ApiResult = Result<HttpResponse, ApiError>;
+
+fn json_reply<T: serde::Serialize>(v: &T) -> HttpResponse {
+    match serde_json::to_vec(v) {
+        Ok(b) => ([(header::CONTENT_TYPE, "application/json")], b).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+fn json_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, String> {
+    serde_json::from_slice(body).map_err(|e| e.to_string())
+}
+
+fn bad_json(why: String) -> HttpResponse {
+    (StatusCode::BAD_REQUEST, why).into_response()
+}
+
+async fn raft_append(State(s): State<AppState>, body: Bytes) -> HttpResponse {
+    match json_body(&body) {
+        Ok(req) => json_reply(&s.raft.append_entries(req).await),
+        Err(why) => bad_json(why),
+    }
+}
+
+async fn raft_vote(State(s): State<AppState>, body: Bytes) -> HttpResponse {
+    match json_body(&body) {
+        Ok(req) => json_reply(&s.raft.vote(req).await),
+        Err(why) => bad_json(why),
+    }
+}
+
+async fn raft_snapshot(State(s): State<AppState>, body: Bytes) -> HttpResponse {
+    match json_body(&body) {
+        Ok(req) => json_reply(&s.raft.install_snapshot(req).await),
+        Err(why) => bad_json(why),
+    }
+}
+
+async fn status(State(s): State<AppState>) -> ApiResult {
+    let m = s.raft.metrics().borrow().clone();
+    let membership = m.membership_config.membership();
+    let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
+    let leader_addr = m
+        .current_leader
+        .and_then(|l| membership.get_node(&l).map(|n| n.addr.clone()))
+        .unwrap_or_default();
+    Ok(ok(proto::StatusResponse {
+        node_id: s.id,
+        leader_id: m.current_leader.unwrap_or(0),
+        leader_addr,
+        term: m.current_term,
+        members: membership
+            .nodes()
+            .map(|(id, n)| proto::Member {
+                id: *id,
+                addr: n.addr.clone(),
+                voter: voters.contains(id),
+            })
+            .collect(),
+        last_applied: m.last_applied.map_or(0, |l| l.index),
+        last_log_index: m.last_log_index.unwrap_or(0),
+        snapshot_index: m.snapshot.map_or(0, |l| l.index),
+        state: format!("{:?}", m.state),
+    }))
+}
+
+async fn add_member(State(s): State<AppState>, body: Bytes) -> ApiResult {
+    let req: proto::AddMemberRequest = decode(&body)?;
+    if req.id == 0 || req.addr.is_empty() {
+        return Err(
+            MetaError::InvalidRequest("member needs an id above 0 and an address".into()).into(),
+        );
+    }
+    let map = |e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>| {
+        not_leader(&e).unwrap_or_else(|| MetaError::Unavailable(e.to_string()))
+    };
+    s.raft
+        .add_learner(req.id, BasicNode::new(req.addr.clone()), true)
+        .await
+        .map_err(map)?;
+    s.raft
+        .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([req.id])), false)
+        .await
+        .map_err(map)?;
+    tracing::info!(member = req.id, addr = %req.addr, "member added");
+    Ok(ok(proto::Empty {}))
+}
+
+async fn remove_member(State(s): State<AppState>, body: Bytes) -> ApiResult {
+    let req: proto::RemoveMemberRequest = decode(&body)?;
+    s.raft
+        .change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([req.id])), false)
+        .await
+        .map_err(|e| not_leader(&e).unwrap_or_else(|| MetaError::Unavailable(e.to_string())))?;
+    tracing::info!(member = req.id, "member removed");
+    Ok(ok(proto::Empty {}))
+}
+
+fn map_of(m: std::collections::HashMap<String, String>) -> BTreeMap<String, String> {
+    m.into_iter().collect()
+}
+
+async fn create_topic(State(s): State<AppState>, body: Bytes) -> ApiResult {
+    let req: proto::CreateTopicRequest = decode(&body)?;
+    let id = crate::ids::TopicId(uuid::Uuid::new_v4());
+    let (resp, _) = s
+        .write(Command::CreateTopic {
+            name: req.name,
+            id,
+            partitions: req.partitions,
+            config: map_of(req.configs),
+        })
+        .await?;
+    match resp {
+        Response::TopicCreated { id } => Ok(ok(proto::CreateTopicResponse {
+            topic_id: id.to_string(),
+        })),
+        other => Err(MetaError::Storage(format!("unexpected response {other:?}")).into()),
+    }
+}
+
+async fn delete_topic(State(s): State<AppState>, body: Bytes) -> ApiResult {
+    let req: proto::TopicName = decode(&body)?;
+    s.write(Command::DeleteTopic { name: req.name }).await?;
+    Ok(ok(proto::Empty {}))
+}
+
+async fn alter_topic(State(s): State<AppState>, body: Bytes) -> ApiResult {
+    let req: proto::AlterTopicConfigRequest = decode(&body)?;
+    s.write(Command::AlterTopicConfig {
+        name: req.name,
+        set: map_of(req.set),
+        delete: req.delete,
+    })
+    .await?;
+    Ok(ok(proto::Empty {}))
+}
+
+async fn create_partitions(State(s): State<AppState>, body: Bytes) -> ApiResult {
+    let req: proto::CreatePartitionsRequest = decode(&body)?;
+    s.write(Command::CreatePartitions {
+        name: req.name,
+        total: req.total,
+    })
+    .await?;
+    Ok(ok(proto::Empty {}))
+}
+
+async fn list_topics(State(s): State<AppState>) -> ApiResult {
+    s.linearizable().await?;
+    Ok(ok(s.shared.read(|st| proto::ListTopicsResponse {
+        topics: st
+            .topics
+            .values()
+            .map(|t| convert::topic_info(st, t, false))
+            .collect(),
+    })))
+}
+
+async fn describe_topic(State(s): State<AppState>, body: Bytes) -> ApiResult {
+    let req: proto::TopicName = decode(&body)?;
+    s.linearizable().await?;
+    s.shared
+        .read(|st| {
+            st.topics
+                .get(&req.name)
+                .map(|t| convert::topic_info(st, t, true))
+        })
+        .map(ok)
+        .ok_or(ApiError(MetaError::UnknownTopic(req.name)))
+}
+
+async fn register(State(s): State<AppState>, body: Bytes) -> ApiResult {
+    let req: proto::RegisterRequest = decode(&body)?;
+    let kind = match req.kind.as_str() {
+        "broker" => NodeKind::Broker,
+        "proxy" => NodeKind::Proxy,
+        other => {
+            return Err(
+                MetaError::InvalidRequest(format!("node kind {other:?}: broker or proxy")).into(),
+            );
+        }
+    };
+    if req.id == 0 || req.lease_ms == 0 {
+        return Err(MetaError::InvalidRequest("node id and lease must be above 0".into()).into());
+    }
+    s.write(Command::RegisterNode {
+        id: BrokerId(req.id),
+        kind,
+        addr: req.addr,
+        now_ms: now_ms(),
+        lease_ms: req.lease_ms,
+    })
+    .await?;
+    Ok(ok(proto::Empty {}))
+}
+
+async fn heartbeat(State(s): State<AppState>, body: Bytes) -> ApiResult {
+    let req: proto::HeartbeatRequest = decode(&body)?;
+    s.write(Command::Heartbeat {
+        id: BrokerId(req.id),
+        now_ms: now_ms(),
+    })
+    .await?;
+    Ok(ok(proto::Empty {}))
+}
+
+async fn commit(State(s): State<AppState>, body: Bytes) -> ApiResult {
+    let req: proto::CommitRequest = decode(&body)?;
+    let ranges = req
+        .ranges
+        .iter()
+        .map(|r| {
+            Ok(CommitRange {
+                partition: convert::partition(r.partition.as_ref())?,
+                epoch: Epoch(r.epoch),
+                first_offset: r.first_offset,
+                last_offset: r.last_offset,
+                max_timestamp: r.max_timestamp,
+                object: if r.object_id == 0 {
+                    ObjectSel::New
+                } else {
+                    ObjectSel::Existing(ObjectId(r.object_id))
+                },
+                byte_start: r.byte_start,
+                byte_len: r.byte_len,
+            })
+        })
+        .collect::<Result<Vec<_>, MetaError>>()?;
+    let (resp, index) = s
+        .write(Command::Commit {
+            broker: BrokerId(req.broker),
+            object: req.object.map(|o| NewObject {
+                endpoint: o.endpoint,
+                key: o.key,
+                size: o.size,
+            }),
+            ranges,
+        })
+        .await?;
+    match resp {
+        Response::Committed {
+            object,
+            high_watermarks,
+        } => Ok(ok(proto::CommitResponse {
+            object_id: object.map_or(0, |o| o.0),
+            high_watermarks: high_watermarks
+                .iter()
+                .map(|(p, hw)| proto::HighWatermark {
+                    partition: Some(convert::partition_msg(p)),
+                    high_watermark: *hw,
+                })
+                .collect(),
+            revision: index,
+        })),
+        other => Err(MetaError::Storage(format!("unexpected response {other:?}")).into()),
+    }
+}
+
+async fn partition_index(State(s): State<AppState>, body: Bytes) -> ApiResult {
+    let req: proto::IndexRequest = decode(&body)?;
+    let p = convert::partition(req.partition.as_ref())?;
+    s.linearizable().await?;
+    s.shared
+        .read(|st| {
+            let ps = st.partitions.get(&p)?;
+            Some(proto::IndexResponse {
+                info: Some(convert::partition_info(p.partition, ps)),
+                entries: ps
+                    .index
+                    .iter()
+                    .filter(|e| e.last_offset >= req.from_offset)
+                    .map(|e| proto::IndexEntry {
+                        first_offset: e.first_offset,
+                        last_offset: e.last_offset,
+                        max_timestamp: e.max_timestamp,
+                        object_id: e.object.0,
+                        object: st.objects.get(&e.object).map(|o| proto::StoreObject {
+                            endpoint: o.endpoint.clone(),
+                            key: o.key.clone(),
+                            size: o.size,
+                        }),
+                        byte_start: e.byte_start,
+                        byte_len: e.byte_len,
+                    })
+                    .collect(),
+            })
+        })
+        .map(ok)
+        .ok_or(ApiError(MetaError::UnknownPartition(p)))
+}
+
+async fn commit_offsets(State(s): State<AppState>, body: Bytes) -> ApiResult {
+    let req: proto::CommitOffsetsRequest = decode(&body)?;
+    s.write(Command::CommitOffsets {
+        group: req.group,
+        offsets: req
+            .offsets
+            .into_iter()
+            .map(|o| {
+                (
+                    o.topic,
+                    o.partition,
+                    CommittedOffset {
+                        offset: o.offset,
+                        leader_epoch: o.leader_epoch,
+                        metadata: o.metadata,
+                    },
+                )
+            })
+            .collect(),
+    })
+    .await?;
+    Ok(ok(proto::Empty {}))
+}
+
+async fn fetch_offsets(State(s): State<AppState>, body: Bytes) -> ApiResult {
+    let req: proto::FetchOffsetsRequest = decode(&body)?;
+    s.linearizable().await?;
+    Ok(ok(s.shared.read(|st| proto::FetchOffsetsResponse {
+        offsets: st
+            .groups
+            .get(&req.group)
+            .map(|g| {
+                g.iter()
+                    .map(|((topic, partition), o)| proto::GroupOffset {
+                        topic: topic.clone(),
+                        partition: *partition,
+                        offset: o.offset,
+                        leader_epoch: o.leader_epoch,
+                        metadata: o.metadata.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    })))
+}
+
+async fn producer_ids(State(s): State<AppState>, body: Bytes) -> ApiResult {
+    let req: proto::ProducerIdsRequest = decode(&body)?;
+    match s
+        .write(Command::AllocateProducerIds { count: req.count })
+        .await?
+    {
+        (Response::ProducerIds { first, count }, _) => {
+            Ok(ok(proto::ProducerIdsResponse { first, count }))
+        }
+        (other, _) => Err(MetaError::Storage(format!("unexpected response {other:?}")).into()),
+    }
+}
+
+async fn watch(State(s): State<AppState>, body: Bytes) -> ApiResult {
+    let req: proto::WatchRequest = decode(&body)?;
+    s.linearizable().await?;
+    let timeout = Duration::from_millis(req.timeout_ms).min(MAX_WATCH);
+    s.shared
+        .wait_beyond(crate::ids::Revision(req.since_revision), timeout)
+        .await;
+    Ok(ok(s.shared.read(convert::cluster_view)))
+}

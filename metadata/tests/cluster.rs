@@ -1,0 +1,411 @@
+//! Metadata nodes in one process, talking real HTTP on 127.0.0.1: a single
+//! node, a 3-node cluster with leader failover, fencing, and a node rebuilt
+//! from a snapshot.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use floe_metadata::api::client::MetaClient;
+use floe_metadata::api::proto;
+use floe_metadata::node::{MetaConfig, MetaNode};
+use floe_metadata::{ErrorKind, MetaError};
+
+fn free_addr() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+fn config(id: u64, addr: SocketAddr, dir: &std::path::Path) -> MetaConfig {
+    let mut c = MetaConfig::new(id, addr, dir.join(format!("node-{id}")));
+    c.controller_interval = Duration::from_millis(100);
+    c
+}
+
+async fn wait_for_leader(client: &MetaClient, addrs: &[String]) -> u64 {
+    let started = Instant::now();
+    loop {
+        for a in addrs {
+            if let Ok(s) = client
+                .call_node::<_, proto::StatusResponse>(a, "/v1/status", &proto::Empty {})
+                .await
+                && s.leader_id != 0
+            {
+                return s.leader_id;
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "no leader");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn create_topic(c: &MetaClient, name: &str, partitions: u32) -> String {
+    let r: proto::CreateTopicResponse = c
+        .call(
+            "/v1/topics/create",
+            &proto::CreateTopicRequest {
+                name: name.into(),
+                partitions,
+                configs: HashMap::new(),
+            },
+        )
+        .await
+        .unwrap();
+    r.topic_id
+}
+
+async fn register_broker(c: &MetaClient, id: u32, lease_ms: u64) {
+    let _: proto::Empty = c
+        .call(
+            "/v1/nodes/register",
+            &proto::RegisterRequest {
+                id,
+                kind: "broker".into(),
+                addr: format!("127.0.0.1:{}", 19000 + id),
+                lease_ms,
+            },
+        )
+        .await
+        .unwrap();
+}
+
+async fn describe(c: &MetaClient, name: &str) -> proto::TopicInfo {
+    c.call(
+        "/v1/topics/describe",
+        &proto::TopicName { name: name.into() },
+    )
+    .await
+    .unwrap()
+}
+
+/// Waits until the controller gave every partition of `topic` an owner.
+async fn owned(c: &MetaClient, topic: &str) -> proto::TopicInfo {
+    let started = Instant::now();
+    loop {
+        let t = describe(c, topic).await;
+        if t.partitions.iter().all(|p| p.owner != 0) {
+            return t;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "partitions not assigned"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn commit_req(
+    topic_id: &str,
+    p: &proto::PartitionInfo,
+    first: i64,
+    n: i64,
+    key: &str,
+) -> proto::CommitRequest {
+    proto::CommitRequest {
+        broker: p.owner,
+        object: Some(proto::StoreObject {
+            endpoint: "default".into(),
+            key: key.into(),
+            size: 100,
+        }),
+        ranges: vec![proto::CommitRange {
+            partition: Some(proto::Partition {
+                topic_id: topic_id.into(),
+                partition: p.partition,
+            }),
+            epoch: p.epoch,
+            first_offset: first,
+            last_offset: first + n - 1,
+            max_timestamp: 1,
+            object_id: 0,
+            byte_start: 0,
+            byte_len: 100,
+        }],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_node_serves_the_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let addr = free_addr();
+    let node = MetaNode::start(config(1, addr, dir.path())).await.unwrap();
+    let c = MetaClient::new(vec![addr.to_string()]).unwrap();
+    wait_for_leader(&c, &[addr.to_string()]).await;
+
+    let id = create_topic(&c, "orders", 3).await;
+    let dup = c
+        .call::<_, proto::CreateTopicResponse>(
+            "/v1/topics/create",
+            &proto::CreateTopicRequest {
+                name: "orders".into(),
+                partitions: 1,
+                configs: HashMap::new(),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(dup.kind(), ErrorKind::TopicExists);
+    let bad = c
+        .call::<_, proto::CreateTopicResponse>(
+            "/v1/topics/create",
+            &proto::CreateTopicRequest {
+                name: "cfg".into(),
+                partitions: 1,
+                configs: HashMap::from([("retention.ms".into(), "soon".into())]),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(bad.kind(), ErrorKind::InvalidConfig, "{bad}");
+
+    register_broker(&c, 7, 10_000).await;
+    let t = owned(&c, "orders").await;
+    assert_eq!(t.topic_id, id);
+    assert!(t.partitions.iter().all(|p| p.owner == 7 && p.epoch == 1));
+    let p0 = &t.partitions[0];
+
+    // A commit moves the high watermark; a stale epoch is refused whole.
+    let r: proto::CommitResponse = c
+        .call("/v1/commit", &commit_req(&id, p0, 0, 10, "wal/a"))
+        .await
+        .unwrap();
+    assert_eq!(r.high_watermarks[0].high_watermark, 10);
+    let mut stale = commit_req(&id, p0, 10, 5, "wal/b");
+    stale.ranges[0].epoch = 0;
+    let e = c
+        .call::<_, proto::CommitResponse>("/v1/commit", &stale)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("StaleEpoch"), "{e}");
+    let idx: proto::IndexResponse = c
+        .call(
+            "/v1/partitions/index",
+            &proto::IndexRequest {
+                partition: Some(proto::Partition {
+                    topic_id: id.clone(),
+                    partition: 0,
+                }),
+                from_offset: 0,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(idx.entries.len(), 1);
+    assert_eq!(idx.info.unwrap().high_watermark, 10);
+    assert_eq!(idx.entries[0].object.as_ref().unwrap().key, "wal/a");
+
+    // Group offsets and producer ids.
+    let _: proto::Empty = c
+        .call(
+            "/v1/groups/commit",
+            &proto::CommitOffsetsRequest {
+                group: "g1".into(),
+                offsets: vec![proto::GroupOffset {
+                    topic: "orders".into(),
+                    partition: 2,
+                    offset: 99,
+                    leader_epoch: 4,
+                    metadata: "meta".into(),
+                }],
+            },
+        )
+        .await
+        .unwrap();
+    let f: proto::FetchOffsetsResponse = c
+        .call(
+            "/v1/groups/fetch",
+            &proto::FetchOffsetsRequest { group: "g1".into() },
+        )
+        .await
+        .unwrap();
+    assert_eq!(f.offsets.len(), 1);
+    assert_eq!((f.offsets[0].offset, f.offsets[0].leader_epoch), (99, 4));
+    assert_eq!(f.offsets[0].metadata, "meta");
+    let a: proto::ProducerIdsResponse = c
+        .call(
+            "/v1/producer-ids",
+            &proto::ProducerIdsRequest { count: 100 },
+        )
+        .await
+        .unwrap();
+    let b: proto::ProducerIdsResponse = c
+        .call(
+            "/v1/producer-ids",
+            &proto::ProducerIdsRequest { count: 100 },
+        )
+        .await
+        .unwrap();
+    assert_eq!(b.first, a.first + 100);
+
+    // Malformed bodies and unknown topics are clear errors.
+    let raw = floe_metadata::http::HttpClient::default()
+        .post(
+            &addr.to_string(),
+            "/v1/topics/create",
+            "application/x-protobuf",
+            bytes::Bytes::from_static(&[0xff, 0xff, 0xff, 0xff, 0x0f]),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            raw,
+            floe_metadata::http::HttpError::Status { status: 400, .. }
+        ),
+        "{raw}"
+    );
+    let e = c
+        .call::<_, proto::TopicInfo>(
+            "/v1/topics/describe",
+            &proto::TopicName {
+                name: "nope".into(),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, MetaError::UnknownTopic(_)), "{e}");
+
+    // Watch returns at once when the revision moved, and waits otherwise.
+    let v: proto::ClusterView = c
+        .call(
+            "/v1/watch",
+            &proto::WatchRequest {
+                since_revision: 0,
+                timeout_ms: 5000,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(v.topics.len(), 1);
+    let started = Instant::now();
+    let v2: proto::ClusterView = c
+        .call(
+            "/v1/watch",
+            &proto::WatchRequest {
+                since_revision: v.revision + 1000,
+                timeout_ms: 300,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(250));
+    assert_eq!(v2.revision, v.revision);
+
+    node.shutdown().await;
+
+    // Restarted on its data dir, everything is still there.
+    let node = MetaNode::start(config(1, addr, dir.path())).await.unwrap();
+    let c = MetaClient::new(vec![addr.to_string()]).unwrap();
+    wait_for_leader(&c, &[addr.to_string()]).await;
+    let t = describe(&c, "orders").await;
+    assert_eq!(t.partitions[0].high_watermark, 10);
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_survive_the_leader_and_rebuild_a_wiped_node() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let dir = tempfile::tempdir().unwrap();
+    let addrs: Vec<SocketAddr> = (0..3).map(|_| free_addr()).collect();
+    let peers: BTreeMap<u64, String> = (1..=3u64)
+        .zip(addrs.iter().map(|a| a.to_string()))
+        .collect();
+    let mk = |id: u64| {
+        let mut c = config(id, addrs[id as usize - 1], dir.path());
+        c.peers = peers.clone();
+        c.init = id == 1;
+        c.snapshot_every = 50;
+        c.keep_logs = 10;
+        c
+    };
+    let mut nodes: BTreeMap<u64, MetaNode> = BTreeMap::new();
+    for id in 1..=3 {
+        nodes.insert(id, MetaNode::start(mk(id)).await.unwrap());
+    }
+    let addr_strs: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+    let c = MetaClient::new(addr_strs.clone()).unwrap();
+    let leader = wait_for_leader(&c, &addr_strs).await;
+
+    let id = create_topic(&c, "events", 2).await;
+    register_broker(&c, 1, 60_000).await;
+    let t = owned(&c, "events").await;
+    let p0 = t.partitions[0].clone();
+    let mut hw = 0;
+    for i in 0..100 {
+        let r: proto::CommitResponse = c
+            .call(
+                "/v1/commit",
+                &commit_req(&id, &p0, hw, 3, &format!("wal/{i}")),
+            )
+            .await
+            .unwrap();
+        hw = r.high_watermarks[0].high_watermark;
+    }
+    assert_eq!(hw, 300);
+
+    // The leader goes away; the others elect a new one and keep everything.
+    nodes.remove(&leader).unwrap().shutdown().await;
+    let started = Instant::now();
+    let r: proto::CommitResponse = c
+        .call("/v1/commit", &commit_req(&id, &p0, hw, 3, "wal/after"))
+        .await
+        .unwrap();
+    eprintln!(
+        "writes accepted again {:?} after the leader stopped",
+        started.elapsed()
+    );
+    assert_eq!(r.high_watermarks[0].high_watermark, 303);
+    let idx: proto::IndexResponse = c
+        .call(
+            "/v1/partitions/index",
+            &proto::IndexRequest {
+                partition: Some(proto::Partition {
+                    topic_id: id.clone(),
+                    partition: 0,
+                }),
+                from_offset: 0,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        idx.entries.len(),
+        101,
+        "every acknowledged commit, none twice"
+    );
+
+    // The old leader comes back wiped: it is rebuilt from a snapshot.
+    std::fs::remove_dir_all(dir.path().join(format!("node-{leader}"))).unwrap();
+    let mut cfg = mk(leader);
+    cfg.init = false;
+    nodes.insert(leader, MetaNode::start(cfg).await.unwrap());
+    let rebuilt = nodes[&leader].shared.clone();
+    let started = Instant::now();
+    while rebuilt.read(|s| {
+        s.partitions
+            .values()
+            .map(|p| p.high_watermark)
+            .max()
+            .unwrap_or(0)
+    }) < 303
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "wiped node not rebuilt"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let m = nodes[&leader].raft.metrics().borrow().clone();
+    assert!(m.snapshot.is_some(), "caught up through a snapshot");
+    for (_, n) in nodes {
+        n.shutdown().await;
+    }
+}
