@@ -3,6 +3,7 @@
 //! Today it carries the storage tools; the broker, proxy, metadata and
 //! standalone roles come with their crates (see README.md for what works).
 
+mod meta_cmd;
 mod storage_cmd;
 
 use clap::{Parser, Subcommand};
@@ -23,6 +24,8 @@ enum Command {
     /// Work with the object store that holds Floe's log.
     #[command(subcommand)]
     Storage(storage_cmd::StorageCommand),
+    /// Run a metadata node (Raft), or query and manage a metadata cluster.
+    Meta(meta_cmd::MetaArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -47,6 +50,7 @@ fn main() -> std::process::ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Storage(cmd) => storage_cmd::run(cmd).await,
+            Command::Meta(args) => meta_cmd::run(args).await,
         }
     });
     match result {
@@ -55,5 +59,33 @@ fn main() -> std::process::ExitCode {
             eprintln!("floe: {e:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::warn!(error = %e, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
     }
 }
