@@ -52,17 +52,27 @@ pub struct CommittedOffset {
     pub metadata: String,
 }
 
-/// A change the controller decides: a new owner (or none) at the next epoch.
+/// What brokers own: partitions and coordinator shards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum OwnedItem {
+    Partition(PartitionRef),
+    Shard(ShardId),
+}
+
+impl std::fmt::Display for OwnedItem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OwnedItem::Partition(p) => write!(f, "partition {p}"),
+            OwnedItem::Shard(s) => write!(f, "shard {s}"),
+        }
+    }
+}
+
+/// A change the controller decides: a new owner (or none).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum OwnershipChange {
-    Partition {
-        partition: PartitionRef,
-        owner: Option<BrokerId>,
-    },
-    Shard {
-        shard: ShardId,
-        owner: Option<BrokerId>,
-    },
+pub struct OwnershipChange {
+    pub item: OwnedItem,
+    pub owner: Option<BrokerId>,
 }
 
 /// Every change to the model goes through one of these, in the Raft log.
@@ -88,8 +98,20 @@ pub enum Command {
     ExpireLeases {
         now_ms: u64,
     },
+    /// Moves items at once, at the next epoch (for items whose owner is gone).
     Reassign {
         changes: Vec<OwnershipChange>,
+    },
+    /// Asks the owners of these items to hand them over to the new owners.
+    BeginHandover {
+        changes: Vec<OwnershipChange>,
+        now_ms: u64,
+    },
+    /// The owner gives items up (at the epochs it holds them): to the pending
+    /// hand-over target if there is one, else to nobody.
+    Release {
+        broker: BrokerId,
+        items: Vec<(OwnedItem, Epoch)>,
     },
     CreateTopic {
         name: String,

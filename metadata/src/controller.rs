@@ -1,17 +1,31 @@
 //! The controller: runs on the Raft leader, turns lease expiry and load into
-//! ownership changes. `plan` is a pure function of the model and the clock,
+//! ownership changes. [`plan`] is a pure function of the model and the clock,
 //! so its decisions are deterministic and testable; the loop that proposes
 //! them lives in `node`.
+//!
+//! Rules, in order:
+//! 1. A node whose lease ended is marked dead; what it owned is taken away
+//!    at the next epoch (which fences it).
+//! 2. Items with no owner go at once to the live broker with the fewest.
+//! 3. A hand-over that the owner did not complete within
+//!    [`HANDOVER_TIMEOUT_MS`] is forced: the target owns it at the next epoch.
+//! 4. Items of a draining broker, and items that even out the load (until
+//!    counts differ by at most one), are handed over: the owner is asked to
+//!    finish and release, and the target takes them at the next epoch.
+//!
+//! Ties break by broker id, then by item order.
 
 use std::collections::BTreeMap;
 
-use crate::command::{Command, NodeKind, OwnershipChange};
+use crate::command::{Command, NodeKind, OwnedItem, OwnershipChange};
 use crate::ids::BrokerId;
-use crate::state::{ClusterState, NodeState};
+use crate::state::{ClusterState, NodeState, Ownership};
 
-/// Most ownership moves made to even out load in one round, so a new broker
-/// takes its share over a few rounds rather than in one burst.
-pub const MAX_BALANCE_MOVES_PER_ROUND: usize = 32;
+/// Most hand-overs started in one round, so a new broker takes its share
+/// over a few rounds rather than in one burst.
+pub const MAX_HANDOVERS_PER_ROUND: usize = 32;
+/// How long an owner has to release an item it is asked to hand over.
+pub const HANDOVER_TIMEOUT_MS: u64 = 10_000;
 
 /// What the controller proposes next, given the model at the leader's clock.
 pub fn plan(state: &ClusterState, now_ms: u64) -> Vec<Command> {
@@ -22,66 +36,114 @@ pub fn plan(state: &ClusterState, now_ms: u64) -> Vec<Command> {
     if expired {
         return vec![Command::ExpireLeases { now_ms }];
     }
-    let changes = assign(state);
-    if changes.is_empty() {
-        Vec::new()
-    } else {
-        vec![Command::Reassign { changes }]
+    let Decisions { direct, handovers } = decide(state, now_ms);
+    let mut out = Vec::new();
+    if !direct.is_empty() {
+        out.push(Command::Reassign { changes: direct });
     }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
-enum Item {
-    Partition(crate::ids::PartitionRef),
-    Shard(crate::ids::ShardId),
-}
-
-fn change(item: Item, owner: Option<BrokerId>) -> OwnershipChange {
-    match item {
-        Item::Partition(partition) => OwnershipChange::Partition { partition, owner },
-        Item::Shard(shard) => OwnershipChange::Shard { shard, owner },
+    if !handovers.is_empty() {
+        out.push(Command::BeginHandover {
+            changes: handovers,
+            now_ms,
+        });
     }
+    out
 }
 
-/// Gives every unowned (or draining-owned) partition and shard to the live
-/// broker with the fewest, then moves items from the most to the least loaded
-/// broker until counts differ by at most one. Ties break by broker id.
-pub fn assign(state: &ClusterState) -> Vec<OwnershipChange> {
+/// The controller's decisions of one round.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Decisions {
+    /// Moves at once (the owner is gone, or did not release in time).
+    pub direct: Vec<OwnershipChange>,
+    /// Hand-overs to start.
+    pub handovers: Vec<OwnershipChange>,
+}
+
+fn items(state: &ClusterState) -> impl Iterator<Item = (OwnedItem, &Ownership)> {
+    state
+        .partitions
+        .iter()
+        .map(|(p, s)| (OwnedItem::Partition(*p), &s.ownership))
+        .chain(state.shards.iter().map(|(s, o)| (OwnedItem::Shard(*s), o)))
+}
+
+pub fn decide(state: &ClusterState, now_ms: u64) -> Decisions {
     let live: Vec<BrokerId> = state
         .nodes
         .values()
         .filter(|n| n.kind == NodeKind::Broker && n.state == NodeState::Live)
         .map(|n| n.id)
         .collect();
+    let mut d = Decisions::default();
     if live.is_empty() {
-        return Vec::new();
+        return d;
     }
-    let items = state
-        .partitions
-        .iter()
-        .map(|(p, s)| (Item::Partition(*p), s.ownership.owner))
-        .chain(state.shards.iter().map(|(s, o)| (Item::Shard(*s), o.owner)));
-    let mut load: BTreeMap<BrokerId, Vec<Item>> = live.iter().map(|b| (*b, Vec::new())).collect();
+    let draining = |b: &BrokerId| {
+        state
+            .nodes
+            .get(b)
+            .is_some_and(|n| n.state == NodeState::Draining)
+    };
+    // Load counts what each live broker owns or is about to receive.
+    let mut load: BTreeMap<BrokerId, Vec<OwnedItem>> =
+        live.iter().map(|b| (*b, Vec::new())).collect();
     let mut orphans = Vec::new();
-    for (item, owner) in items {
-        match owner.and_then(|o| load.get_mut(&o)) {
-            Some(v) => v.push(item),
-            None => orphans.push(item),
+    let mut from_draining = Vec::new();
+    for (item, o) in items(state) {
+        if let Some(h) = o.handover {
+            if now_ms.saturating_sub(h.since_ms) > HANDOVER_TIMEOUT_MS && load.contains_key(&h.to) {
+                d.direct.push(OwnershipChange {
+                    item,
+                    owner: Some(h.to),
+                });
+            }
+            if let Some(v) = load.get_mut(&h.to) {
+                v.push(item);
+                continue;
+            }
+        }
+        match o.owner {
+            Some(b) if load.contains_key(&b) => load.entry(b).or_default().push(item),
+            Some(b) if draining(&b) => from_draining.push(item),
+            _ => orphans.push(item),
         }
     }
-    let least = |load: &BTreeMap<BrokerId, Vec<Item>>| {
+    let least = |load: &BTreeMap<BrokerId, Vec<OwnedItem>>| {
         load.iter()
             .min_by_key(|(b, v)| (v.len(), **b))
             .map(|(b, _)| *b)
     };
-    let mut changes = Vec::new();
     for item in orphans {
         if let Some(b) = least(&load) {
             load.entry(b).or_default().push(item);
-            changes.push(change(item, Some(b)));
+            d.direct.push(OwnershipChange {
+                item,
+                owner: Some(b),
+            });
         }
     }
-    for _ in 0..MAX_BALANCE_MOVES_PER_ROUND {
+    for item in from_draining {
+        if let Some(b) = least(&load) {
+            load.entry(b).or_default().push(item);
+            d.handovers.push(OwnershipChange {
+                item,
+                owner: Some(b),
+            });
+        }
+    }
+    // Items already moving, or assigned this round, are not moved again.
+    let assigned: std::collections::BTreeSet<OwnedItem> = d.direct.iter().map(|c| c.item).collect();
+    let moving = |state: &ClusterState, item: &OwnedItem| {
+        assigned.contains(item)
+            || match item {
+                OwnedItem::Partition(p) => state
+                    .partitions
+                    .get(p)
+                    .is_some_and(|s| s.ownership.handover.is_some()),
+                OwnedItem::Shard(s) => state.shards.get(s).is_some_and(|o| o.handover.is_some()),
+            }
+    };
+    while d.handovers.len() < MAX_HANDOVERS_PER_ROUND {
         let Some((most, most_n)) = load
             .iter()
             .max_by_key(|(b, v)| (v.len(), std::cmp::Reverse(**b)))
@@ -93,11 +155,19 @@ pub fn assign(state: &ClusterState) -> Vec<OwnershipChange> {
         if most_n <= load.get(&to).map_or(0, |v| v.len()) + 1 {
             break;
         }
-        let Some(item) = load.get_mut(&most).and_then(|v| v.pop()) else {
+        let candidates = load.get(&most).cloned().unwrap_or_default();
+        let Some(pos) = candidates.iter().rposition(|i| !moving(state, i)) else {
             break;
         };
+        let item = candidates[pos];
+        if let Some(v) = load.get_mut(&most) {
+            v.remove(pos);
+        }
         load.entry(to).or_default().push(item);
-        changes.push(change(item, Some(to)));
+        d.handovers.push(OwnershipChange {
+            item,
+            owner: Some(to),
+        });
     }
-    changes
+    d
 }

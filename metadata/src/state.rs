@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::command::{
-    Command, CommitRange, CommittedOffset, NewObject, NodeKind, ObjectSel, OwnershipChange,
-    Response,
+    Command, CommitRange, CommittedOffset, NewObject, NodeKind, ObjectSel, OwnedItem,
+    OwnershipChange, Response,
 };
 use crate::error::MetaError;
 use crate::ids::{BrokerId, Epoch, ObjectId, PartitionRef, Revision, ShardId, TopicId};
@@ -51,6 +51,27 @@ pub struct Topic {
 pub struct Ownership {
     pub owner: Option<BrokerId>,
     pub epoch: Epoch,
+    /// A hand-over in progress: the owner is asked to finish what it has in
+    /// flight and release, after which `to` owns it at the next epoch.
+    #[serde(default)]
+    pub handover: Option<Handover>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Handover {
+    pub to: BrokerId,
+    pub since_ms: u64,
+}
+
+impl Ownership {
+    /// A new owner (or none) at the next epoch, with no hand-over pending.
+    pub fn moved_to(self, owner: Option<BrokerId>) -> Ownership {
+        Ownership {
+            owner,
+            epoch: Epoch(self.epoch.0 + 1),
+            handover: None,
+        }
+    }
 }
 
 /// One entry of a partition's committed log index.
@@ -194,6 +215,8 @@ impl ClusterState {
             },
             Command::ExpireLeases { now_ms } => self.expire(*now_ms),
             Command::Reassign { changes } => self.reassign(changes),
+            Command::BeginHandover { changes, now_ms } => self.begin_handover(changes, *now_ms),
+            Command::Release { broker, items } => self.release(*broker, items),
             Command::CreateTopic {
                 name,
                 id,
@@ -265,63 +288,122 @@ impl ClusterState {
             if let Some(n) = self.nodes.get_mut(id) {
                 n.state = NodeState::Dead;
             }
-            for p in self.partitions.values_mut() {
-                if p.ownership.owner == Some(*id) {
-                    p.ownership = Ownership {
-                        owner: None,
-                        epoch: Epoch(p.ownership.epoch.0 + 1),
-                    };
-                }
-            }
-            for s in self.shards.values_mut() {
-                if s.owner == Some(*id) {
-                    *s = Ownership {
-                        owner: None,
-                        epoch: Epoch(s.epoch.0 + 1),
-                    };
+            let slots = self
+                .partitions
+                .values_mut()
+                .map(|p| &mut p.ownership)
+                .chain(self.shards.values_mut());
+            for o in slots {
+                if o.owner == Some(*id) {
+                    *o = o.moved_to(None);
+                } else if o.handover.is_some_and(|h| h.to == *id) {
+                    o.handover = None;
                 }
             }
         }
         Response::Expired { nodes: expired }
     }
 
-    fn reassign(&mut self, changes: &[OwnershipChange]) -> Response {
-        // Validate everything first: all or nothing.
+    fn slot(&self, item: &OwnedItem) -> Option<&Ownership> {
+        match item {
+            OwnedItem::Partition(p) => self.partitions.get(p).map(|p| &p.ownership),
+            OwnedItem::Shard(s) => self.shards.get(s),
+        }
+    }
+
+    fn slot_mut(&mut self, item: &OwnedItem) -> Option<&mut Ownership> {
+        match item {
+            OwnedItem::Partition(p) => self.partitions.get_mut(p).map(|p| &mut p.ownership),
+            OwnedItem::Shard(s) => self.shards.get_mut(s),
+        }
+    }
+
+    /// Checks that every item exists and every new owner is a live broker.
+    fn check_changes(&self, changes: &[OwnershipChange]) -> Result<(), MetaError> {
         for c in changes {
-            let owner = match c {
-                OwnershipChange::Partition { partition, owner } => {
-                    if !self.partitions.contains_key(partition) {
-                        return err(MetaError::UnknownPartition(*partition));
-                    }
-                    owner
-                }
-                OwnershipChange::Shard { shard, owner } => {
-                    if !self.shards.contains_key(shard) {
-                        return err(MetaError::InvalidRequest(format!("unknown shard {shard}")));
-                    }
-                    owner
-                }
-            };
-            if let Some(o) = owner {
-                match self.nodes.get(o) {
-                    Some(n) if n.kind == NodeKind::Broker && n.state != NodeState::Dead => {}
-                    _ => return err(MetaError::UnknownBroker(*o)),
+            if self.slot(&c.item).is_none() {
+                return Err(match c.item {
+                    OwnedItem::Partition(p) => MetaError::UnknownPartition(p),
+                    OwnedItem::Shard(s) => MetaError::InvalidRequest(format!("unknown shard {s}")),
+                });
+            }
+            if let Some(o) = c.owner {
+                match self.nodes.get(&o) {
+                    Some(n) if n.kind == NodeKind::Broker && n.state == NodeState::Live => {}
+                    _ => return Err(MetaError::UnknownBroker(o)),
                 }
             }
         }
+        Ok(())
+    }
+
+    fn reassign(&mut self, changes: &[OwnershipChange]) -> Response {
+        if let Err(e) = self.check_changes(changes) {
+            return err(e);
+        }
         for c in changes {
-            let (slot, owner) = match c {
-                OwnershipChange::Partition { partition, owner } => (
-                    self.partitions.get_mut(partition).map(|p| &mut p.ownership),
-                    owner,
-                ),
-                OwnershipChange::Shard { shard, owner } => (self.shards.get_mut(shard), owner),
+            if let Some(slot) = self.slot_mut(&c.item) {
+                *slot = slot.moved_to(c.owner);
+            }
+        }
+        Response::Ok
+    }
+
+    fn begin_handover(&mut self, changes: &[OwnershipChange], now_ms: u64) -> Response {
+        if let Err(e) = self.check_changes(changes) {
+            return err(e);
+        }
+        if let Some(c) = changes.iter().find(|c| c.owner.is_none()) {
+            return err(MetaError::InvalidRequest(format!(
+                "hand-over of {} to nobody",
+                c.item
+            )));
+        }
+        for c in changes {
+            if let (Some(slot), Some(to)) = (self.slot_mut(&c.item), c.owner) {
+                if slot.owner.is_none() {
+                    *slot = slot.moved_to(Some(to));
+                } else if slot.owner != Some(to) {
+                    slot.handover = Some(Handover {
+                        to,
+                        since_ms: now_ms,
+                    });
+                }
+            }
+        }
+        Response::Ok
+    }
+
+    fn release(&mut self, broker: BrokerId, items: &[(OwnedItem, Epoch)]) -> Response {
+        for (item, epoch) in items {
+            let Some(slot) = self.slot(item) else {
+                return err(MetaError::InvalidRequest(format!("unknown {item}")));
             };
-            if let Some(slot) = slot {
-                *slot = Ownership {
-                    owner: *owner,
-                    epoch: Epoch(slot.epoch.0 + 1),
-                };
+            if slot.owner != Some(broker) {
+                return err(MetaError::NotOwner {
+                    what: item.to_string(),
+                    broker,
+                    owner: slot.owner,
+                });
+            }
+            if slot.epoch != *epoch {
+                if let OwnedItem::Partition(partition) = item {
+                    return err(MetaError::StaleEpoch {
+                        partition: *partition,
+                        current: slot.epoch,
+                        given: *epoch,
+                    });
+                }
+                return err(MetaError::InvalidRequest(format!(
+                    "{item}: epoch {epoch} is not current ({})",
+                    slot.epoch
+                )));
+            }
+        }
+        for (item, _) in items {
+            if let Some(slot) = self.slot_mut(item) {
+                let next = slot.handover.map(|h| h.to);
+                *slot = slot.moved_to(next);
             }
         }
         Response::Ok
@@ -548,6 +630,7 @@ impl ClusterState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::command::OwnedItem;
     use crate::controller;
 
     fn tid(n: u8) -> TopicId {
@@ -636,9 +719,17 @@ mod tests {
         let mut sm = Sm::new();
         register(&mut sm, 1, 0);
         topic(&mut sm, "t", tid(1), 2);
-        let changes = controller::assign(&sm.state);
-        sm.ok(Command::Reassign { changes });
+        for c in controller::plan(&sm.state, 0) {
+            sm.ok(c);
+        }
         sm
+    }
+
+    fn pt(t: TopicId, p: u32) -> OwnedItem {
+        OwnedItem::Partition(PartitionRef {
+            topic: t,
+            partition: p,
+        })
     }
 
     #[test]
@@ -749,11 +840,8 @@ mod tests {
         register(&mut sm, 2, 0);
         // Partition 1 moves to broker 2 (epoch 2); broker 1 still thinks it owns both.
         sm.ok(Command::Reassign {
-            changes: vec![OwnershipChange::Partition {
-                partition: PartitionRef {
-                    topic: tid(1),
-                    partition: 1,
-                },
+            changes: vec![OwnershipChange {
+                item: pt(tid(1), 1),
                 owner: Some(BrokerId(2)),
             }],
         });
@@ -812,8 +900,7 @@ mod tests {
                 .values()
                 .all(|p| p.ownership.owner.is_none() && p.ownership.epoch == Epoch(2))
         );
-        let plan = controller::plan(&sm.state, 2_000);
-        for c in plan {
+        for c in controller::plan(&sm.state, 2_000) {
             sm.ok(c);
         }
         assert!(
@@ -838,6 +925,44 @@ mod tests {
         ));
     }
 
+    fn count(sm: &Sm, b: u32) -> usize {
+        sm.state
+            .partitions
+            .values()
+            .map(|p| p.ownership)
+            .chain(sm.state.shards.values().copied())
+            .filter(|o| o.owner == Some(BrokerId(b)))
+            .count()
+    }
+
+    fn spread(sm: &Sm, brokers: std::ops::RangeInclusive<u32>) -> usize {
+        let counts: Vec<usize> = brokers.map(|b| count(sm, b)).collect();
+        counts.iter().max().unwrap() - counts.iter().min().unwrap()
+    }
+
+    /// Every owner releases what it is asked to hand over, as a broker would.
+    fn release_all(sm: &mut Sm) {
+        let mut by_owner: BTreeMap<BrokerId, Vec<(OwnedItem, Epoch)>> = BTreeMap::new();
+        let partitions = sm
+            .state
+            .partitions
+            .iter()
+            .map(|(p, s)| (OwnedItem::Partition(*p), s.ownership));
+        let shards = sm
+            .state
+            .shards
+            .iter()
+            .map(|(s, o)| (OwnedItem::Shard(*s), *o));
+        for (item, o) in partitions.chain(shards) {
+            if let (Some(owner), Some(_)) = (o.owner, o.handover) {
+                by_owner.entry(owner).or_default().push((item, o.epoch));
+            }
+        }
+        for (broker, items) in by_owner {
+            sm.ok(Command::Release { broker, items });
+        }
+    }
+
     #[test]
     fn assignment_is_balanced_and_deterministic() {
         let mut sm = Sm::new();
@@ -846,41 +971,121 @@ mod tests {
         }
         topic(&mut sm, "a", tid(1), 10);
         topic(&mut sm, "b", tid(2), 7);
-        let first = controller::assign(&sm.state);
-        assert_eq!(first, controller::assign(&sm.state.clone()));
-        sm.ok(Command::Reassign { changes: first });
-        let count = |sm: &Sm, b: u32| {
-            sm.state
-                .partitions
-                .values()
-                .filter(|p| p.ownership.owner == Some(BrokerId(b)))
-                .count()
-                + sm.state
-                    .shards
-                    .values()
-                    .filter(|s| s.owner == Some(BrokerId(b)))
-                    .count()
-        };
-        let total = 17 + DEFAULT_SHARDS as usize;
-        let counts: Vec<usize> = (1..=3).map(|b| count(&sm, b)).collect();
-        assert_eq!(counts.iter().sum::<usize>(), total);
-        assert!(
-            counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1,
-            "{counts:?}"
+        let first = controller::plan(&sm.state, 0);
+        assert_eq!(
+            first,
+            controller::plan(&sm.state.clone(), 0),
+            "deterministic"
         );
+        for c in first {
+            sm.ok(c);
+        }
+        let total = 17 + DEFAULT_SHARDS as usize;
+        assert_eq!((1..=3).map(|b| count(&sm, b)).sum::<usize>(), total);
+        assert!(spread(&sm, 1..=3) <= 1);
         assert!(
-            controller::assign(&sm.state).is_empty(),
+            controller::plan(&sm.state, 0).is_empty(),
             "stable once balanced"
         );
-        // A new broker gets a fair share.
+
+        // A new broker gets a fair share through hand-overs: nothing moves
+        // until the owners release, then the new owner has it at epoch + 1.
         register(&mut sm, 4, 0);
-        let moves = controller::assign(&sm.state);
-        sm.ok(Command::Reassign { changes: moves });
-        let counts: Vec<usize> = (1..=4).map(|b| count(&sm, b)).collect();
+        let plan = controller::plan(&sm.state, 500);
         assert!(
-            counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1,
-            "{counts:?}"
+            matches!(plan.as_slice(), [Command::BeginHandover { .. }]),
+            "{plan:?}"
         );
+        for c in plan {
+            sm.ok(c);
+        }
+        assert_eq!(
+            count(&sm, 4),
+            0,
+            "owners keep their items until they release"
+        );
+        let again = controller::plan(&sm.state, 600);
+        assert!(again.is_empty(), "no second hand-over: {again:?}");
+        let before: BTreeMap<PartitionRef, Epoch> = sm
+            .state
+            .partitions
+            .iter()
+            .map(|(p, s)| (*p, s.ownership.epoch))
+            .collect();
+        release_all(&mut sm);
+        assert!(spread(&sm, 1..=4) <= 1);
+        for (p, s) in &sm.state.partitions {
+            if s.ownership.owner == Some(BrokerId(4)) {
+                assert_eq!(s.ownership.epoch.0, before[p].0 + 1);
+            }
+        }
+    }
+
+    #[test]
+    fn unreleased_handover_is_forced_after_the_timeout() {
+        let mut sm = owned();
+        register(&mut sm, 2, 0);
+        for c in controller::plan(&sm.state, 100) {
+            sm.ok(c);
+        }
+        let pending = sm
+            .state
+            .partitions
+            .values()
+            .chain(std::iter::empty())
+            .filter(|p| p.ownership.handover.is_some())
+            .count()
+            + sm.state
+                .shards
+                .values()
+                .filter(|o| o.handover.is_some())
+                .count();
+        assert!(pending > 0);
+        // The owner never releases (stuck or partitioned away), but stays alive.
+        let later = 100 + controller::HANDOVER_TIMEOUT_MS + 1;
+        for b in [1, 2] {
+            sm.ok(Command::Heartbeat {
+                id: BrokerId(b),
+                now_ms: later,
+            });
+        }
+        let plan = controller::plan(&sm.state, later);
+        let Some(Command::Reassign { changes }) = plan.first() else {
+            panic!("{plan:?}")
+        };
+        assert_eq!(changes.len(), pending);
+        for c in plan {
+            sm.ok(c);
+        }
+        assert!(spread(&sm, 1..=2) <= 1);
+    }
+
+    #[test]
+    fn release_checks_owner_and_epoch_and_draining_moves_everything() {
+        let mut sm = owned();
+        register(&mut sm, 2, 0);
+        let p0 = pt(tid(1), 0);
+        assert!(matches!(
+            sm.error(Command::Release {
+                broker: BrokerId(2),
+                items: vec![(p0, Epoch(1))]
+            }),
+            MetaError::NotOwner { .. }
+        ));
+        assert!(matches!(
+            sm.error(Command::Release {
+                broker: BrokerId(1),
+                items: vec![(p0, Epoch(7))]
+            }),
+            MetaError::StaleEpoch { .. }
+        ));
+        sm.ok(Command::Drain { id: BrokerId(1) });
+        for c in controller::plan(&sm.state, 0) {
+            sm.ok(c);
+        }
+        release_all(&mut sm);
+        assert_eq!(count(&sm, 1), 0, "a draining broker ends up owning nothing");
+        assert_eq!(count(&sm, 2), 2 + DEFAULT_SHARDS as usize);
     }
 
     #[test]

@@ -409,3 +409,68 @@ async fn three_nodes_survive_the_leader_and_rebuild_a_wiped_node() {
         n.shutdown().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_broker_takes_its_share_through_release() {
+    let dir = tempfile::tempdir().unwrap();
+    let addr = free_addr();
+    let node = MetaNode::start(config(1, addr, dir.path())).await.unwrap();
+    let c = MetaClient::new(vec![addr.to_string()]).unwrap();
+    wait_for_leader(&c, &[addr.to_string()]).await;
+    // More partitions than coordinator shards, so some partitions move too.
+    let id = create_topic(&c, "shared", 40).await;
+    register_broker(&c, 1, 60_000).await;
+    owned(&c, "shared").await;
+    register_broker(&c, 2, 60_000).await;
+
+    // The controller asks broker 1 to hand some partitions to broker 2.
+    let started = Instant::now();
+    let asked = loop {
+        let t = describe(&c, "shared").await;
+        let asked: Vec<proto::PartitionInfo> = t
+            .partitions
+            .into_iter()
+            .filter(|p| p.handover_to == 2)
+            .collect();
+        if !asked.is_empty() {
+            break asked;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no hand-over started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        asked.iter().all(|p| p.owner == 1),
+        "broker 1 keeps them until it releases"
+    );
+
+    // Releasing at a stale epoch is refused; at the current one it moves them.
+    let release = |epoch_bump: u64| proto::ReleaseRequest {
+        broker: 1,
+        partitions: asked
+            .iter()
+            .map(|p| proto::PartitionEpoch {
+                partition: Some(proto::Partition {
+                    topic_id: id.clone(),
+                    partition: p.partition,
+                }),
+                epoch: p.epoch + epoch_bump,
+            })
+            .collect(),
+        shards: vec![],
+    };
+    let e = c
+        .call::<_, proto::Empty>("/v1/release", &release(5))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("StaleEpoch"), "{e}");
+    let _: proto::Empty = c.call("/v1/release", &release(0)).await.unwrap();
+    let t = describe(&c, "shared").await;
+    for a in &asked {
+        let now = &t.partitions[a.partition as usize];
+        assert_eq!((now.owner, now.epoch, now.handover_to), (2, a.epoch + 1, 0));
+    }
+    node.shutdown().await;
+}

@@ -33,6 +33,7 @@ pub fn partition_info(index: u32, p: &PartitionState) -> proto::PartitionInfo {
         epoch: p.ownership.epoch.0,
         log_start_offset: p.log_start_offset,
         high_watermark: p.high_watermark,
+        handover_to: p.ownership.handover.map_or(0, |h| h.to.0),
     }
 }
 
@@ -107,6 +108,7 @@ pub fn cluster_view(state: &ClusterState) -> proto::ClusterView {
                 shard: s.0,
                 owner: o.owner.map_or(0, |b| b.0),
                 epoch: o.epoch.0,
+                handover_to: o.handover.map_or(0, |h| h.to.0),
             })
             .collect(),
     }

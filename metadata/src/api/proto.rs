@@ -83,6 +83,10 @@ pub struct PartitionInfo {
     pub log_start_offset: i64,
     #[prost(int64, tag = "5")]
     pub high_watermark: i64,
+    /// A hand-over in progress to this broker (0: none): the owner should
+    /// finish what it has in flight and release.
+    #[prost(uint32, tag = "6")]
+    pub handover_to: u32,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -304,6 +308,35 @@ pub struct ShardInfo {
     pub owner: u32,
     #[prost(uint64, tag = "3")]
     pub epoch: u64,
+    #[prost(uint32, tag = "4")]
+    pub handover_to: u32,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PartitionEpoch {
+    #[prost(message, optional, tag = "1")]
+    pub partition: Option<Partition>,
+    #[prost(uint64, tag = "2")]
+    pub epoch: u64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ShardEpoch {
+    #[prost(uint32, tag = "1")]
+    pub shard: u32,
+    #[prost(uint64, tag = "2")]
+    pub epoch: u64,
+}
+
+/// An owner gives up partitions and shards it holds at these epochs.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ReleaseRequest {
+    #[prost(uint32, tag = "1")]
+    pub broker: u32,
+    #[prost(message, repeated, tag = "2")]
+    pub partitions: Vec<PartitionEpoch>,
+    #[prost(message, repeated, tag = "3")]
+    pub shards: Vec<ShardEpoch>,
 }
 
 /// The cluster as brokers and proxies need it: who is where and who owns what.

@@ -21,7 +21,7 @@ use prost::Message;
 
 use crate::api::{PROTOBUF, convert, proto};
 use crate::command::{
-    Command, CommitRange, CommittedOffset, NewObject, NodeKind, ObjectSel, Response,
+    Command, CommitRange, CommittedOffset, NewObject, NodeKind, ObjectSel, OwnedItem, Response,
 };
 use crate::error::{ErrorKind, MetaError};
 use crate::ids::{BrokerId, Epoch, ObjectId};
@@ -158,6 +158,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/topics/describe", post(describe_topic))
         .route("/v1/nodes/register", post(register))
         .route("/v1/nodes/heartbeat", post(heartbeat))
+        .route("/v1/nodes/drain", post(drain))
+        .route("/v1/release", post(release))
         .route("/v1/commit", post(commit))
         .route("/v1/partitions/index", post(partition_index))
         .route("/v1/groups/commit", post(commit_offsets))
@@ -370,6 +372,41 @@ async fn heartbeat(State(s): State<AppState>, body: Bytes) -> ApiResult {
     s.write(Command::Heartbeat {
         id: BrokerId(req.id),
         now_ms: now_ms(),
+    })
+    .await?;
+    Ok(ok(proto::Empty {}))
+}
+
+async fn drain(State(s): State<AppState>, body: Bytes) -> ApiResult {
+    let req: proto::HeartbeatRequest = decode(&body)?;
+    s.write(Command::Drain {
+        id: BrokerId(req.id),
+    })
+    .await?;
+    Ok(ok(proto::Empty {}))
+}
+
+async fn release(State(s): State<AppState>, body: Bytes) -> ApiResult {
+    let req: proto::ReleaseRequest = decode(&body)?;
+    let mut items = Vec::with_capacity(req.partitions.len() + req.shards.len());
+    for p in &req.partitions {
+        items.push((
+            OwnedItem::Partition(convert::partition(p.partition.as_ref())?),
+            Epoch(p.epoch),
+        ));
+    }
+    for sh in &req.shards {
+        items.push((
+            OwnedItem::Shard(crate::ids::ShardId(sh.shard)),
+            Epoch(sh.epoch),
+        ));
+    }
+    if items.is_empty() {
+        return Err(MetaError::InvalidRequest("nothing to release".into()).into());
+    }
+    s.write(Command::Release {
+        broker: BrokerId(req.broker),
+        items,
     })
     .await?;
     Ok(ok(proto::Empty {}))

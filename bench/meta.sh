@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Benchmark (not a test) of the metadata service: commits per second and
+# p50/p99 commit latency through the HTTP API, on 1 and 3 nodes, with 1 and
+# 100 partitions per commit. Real processes on 127.0.0.1-3; everything it
+# starts, it stops.
+#
+#   bench/meta.sh [seconds-per-run]     (default 10)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECS="${1:-10}"
+CONCURRENCY="${CONCURRENCY:-8}"
+cargo build --release --quiet --bin floe
+BIN=target/release/floe
+WORK="$(mktemp -d)"
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+port() { python3 -c 'import socket,sys; s=socket.socket(); s.bind((sys.argv[1],0)); print(s.getsockname()[1])' "$1"; }
+
+run_cluster() {
+    local n=$1
+    local peers="" addrs=""
+    declare -A addr
+    for i in $(seq 1 "$n"); do
+        addr[$i]="127.0.0.$i:$(port 127.0.0.$i)"
+        peers+="${peers:+,}$i=${addr[$i]}"
+        addrs+="${addrs:+,}${addr[$i]}"
+    done
+    PIDS=()
+    for i in $(seq 1 "$n"); do
+        local init=""
+        [ "$i" = 1 ] && init="--init"
+        "$BIN" meta --id "$i" --listen "${addr[$i]}" --peers "$peers" \
+            --data-dir "$WORK/n$n-$i" $init >"$WORK/n$n-$i.log" 2>&1 &
+        PIDS+=($!)
+    done
+    for _ in $(seq 1 100); do
+        "$BIN" meta status --addrs "$addrs" 2>/dev/null | grep -q "leader [1-9]" && break
+        sleep 0.2
+    done
+    for per in 1 100; do
+        printf 'nodes=%s ' "$n"
+        "$BIN" meta bench --addrs "$addrs" --partitions-per-commit "$per" \
+            --concurrency "$CONCURRENCY" --seconds "$SECS"
+    done
+    for p in "${PIDS[@]}"; do kill "$p"; done
+    wait 2>/dev/null || true
+}
+
+run_cluster 1
+run_cluster 3
