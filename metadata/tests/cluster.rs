@@ -474,3 +474,54 @@ async fn a_new_broker_takes_its_share_through_release() {
     }
     node.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_are_added_and_removed_at_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a1, a2) = (free_addr(), free_addr());
+    let n1 = MetaNode::start(config(1, a1, dir.path())).await.unwrap();
+    let c = MetaClient::new(vec![a1.to_string()]).unwrap();
+    wait_for_leader(&c, &[a1.to_string()]).await;
+    create_topic(&c, "before", 1).await;
+
+    // Node 2 starts knowing the cluster but does not form one of its own.
+    let mut cfg2 = config(2, a2, dir.path());
+    cfg2.peers = BTreeMap::from([(1, a1.to_string()), (2, a2.to_string())]);
+    let n2 = MetaNode::start(cfg2).await.unwrap();
+    let _: proto::Empty = c
+        .call(
+            "/v1/members/add",
+            &proto::AddMemberRequest {
+                id: 2,
+                addr: a2.to_string(),
+            },
+        )
+        .await
+        .unwrap();
+    let st: proto::StatusResponse = c
+        .call_node(&a1.to_string(), "/v1/status", &proto::Empty {})
+        .await
+        .unwrap();
+    let voters: Vec<u64> = st.members.iter().filter(|m| m.voter).map(|m| m.id).collect();
+    assert_eq!(voters, vec![1, 2]);
+    create_topic(&c, "after", 1).await;
+    let started = Instant::now();
+    while n2.shared.read(|s| s.topics.len()) < 2 {
+        assert!(started.elapsed() < Duration::from_secs(10), "node 2 did not catch up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let _: proto::Empty = c
+        .call("/v1/members/remove", &proto::RemoveMemberRequest { id: 2 })
+        .await
+        .unwrap();
+    let st: proto::StatusResponse = c
+        .call_node(&a1.to_string(), "/v1/status", &proto::Empty {})
+        .await
+        .unwrap();
+    assert!(st.members.iter().all(|m| m.id != 2 || !m.voter), "{:?}", st.members);
+    n2.shutdown().await;
+    // The remaining single voter still commits.
+    create_topic(&c, "alone-again", 1).await;
+    n1.shutdown().await;
+}
