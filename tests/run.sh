@@ -30,7 +30,7 @@ cargo clippy -p floe-storage --no-default-features --locked -- -D warnings
 cargo clippy -p floe-storage --features hdfs --locked -- -D warnings
 
 step "fuzz targets, ${FUZZ_SECONDS}s each"
-storage/fuzz/run.sh "$FUZZ_SECONDS"
+fuzz/run.sh "$FUZZ_SECONDS"
 
 step "rust tests"
 if cargo nextest --version >/dev/null 2>&1; then

@@ -68,7 +68,7 @@ impl Ownership {
     pub fn moved_to(self, owner: Option<BrokerId>) -> Ownership {
         Ownership {
             owner,
-            epoch: Epoch(self.epoch.0 + 1),
+            epoch: Epoch(self.epoch.0.saturating_add(1)),
             handover: None,
         }
     }
@@ -260,7 +260,10 @@ impl ClusterState {
                     )));
                 }
                 let first = self.next_producer_id;
-                self.next_producer_id += *count as i64;
+                let Some(next) = first.checked_add(*count as i64) else {
+                    return err(MetaError::InvalidRequest("producer ids exhausted".into()));
+                };
+                self.next_producer_id = next;
                 Response::ProducerIds {
                     first,
                     count: *count,
@@ -532,7 +535,7 @@ impl ClusterState {
                 given: r.first_offset,
             });
         }
-        if r.last_offset < r.first_offset {
+        if r.last_offset < r.first_offset || r.last_offset == i64::MAX {
             return Err(MetaError::InvalidRequest(format!(
                 "{}: last offset {} before first {}",
                 r.partition, r.last_offset, r.first_offset
@@ -572,7 +575,7 @@ impl ClusterState {
         }
         let new_id = object.map(|o| {
             let id = ObjectId(self.next_object_id);
-            self.next_object_id += 1;
+            self.next_object_id = self.next_object_id.saturating_add(1);
             self.objects.insert(
                 id,
                 ObjectInfo {
@@ -824,6 +827,12 @@ mod tests {
             ranges: vec![range(tid(1), 0, 1, 0, 9)],
         });
         assert!(matches!(e, MetaError::OffsetMismatch { expected: 10, .. }));
+        // A range ending at the largest offset would overflow the high watermark.
+        sm.error(Command::Commit {
+            broker: BrokerId(1),
+            object: obj(),
+            ranges: vec![range(tid(1), 0, 1, 10, i64::MAX)],
+        });
         let mut again = range(tid(1), 0, 1, 10, 19);
         again.object = ObjectSel::Existing(id);
         sm.ok(Command::Commit {

@@ -502,12 +502,20 @@ async fn members_are_added_and_removed_at_runtime() {
         .call_node(&a1.to_string(), "/v1/status", &proto::Empty {})
         .await
         .unwrap();
-    let voters: Vec<u64> = st.members.iter().filter(|m| m.voter).map(|m| m.id).collect();
+    let voters: Vec<u64> = st
+        .members
+        .iter()
+        .filter(|m| m.voter)
+        .map(|m| m.id)
+        .collect();
     assert_eq!(voters, vec![1, 2]);
     create_topic(&c, "after", 1).await;
     let started = Instant::now();
     while n2.shared.read(|s| s.topics.len()) < 2 {
-        assert!(started.elapsed() < Duration::from_secs(10), "node 2 did not catch up");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "node 2 did not catch up"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
@@ -519,7 +527,11 @@ async fn members_are_added_and_removed_at_runtime() {
         .call_node(&a1.to_string(), "/v1/status", &proto::Empty {})
         .await
         .unwrap();
-    assert!(st.members.iter().all(|m| m.id != 2 || !m.voter), "{:?}", st.members);
+    assert!(
+        st.members.iter().all(|m| m.id != 2 || !m.voter),
+        "{:?}",
+        st.members
+    );
     n2.shutdown().await;
     // The remaining single voter still commits.
     create_topic(&c, "alone-again", 1).await;

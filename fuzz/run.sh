@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Runs every fuzz target of floe-storage for a while, on a scratch copy of
+# Runs every fuzz target of Floe for a while, on a scratch copy of
 # the committed seed corpus (so runs never add files to corpus/).
 #
-#   storage/fuzz/run.sh [seconds-per-target]   (default 20)
+#   fuzz/run.sh [seconds-per-target]   (default 20)
 #
 # Needs cargo-fuzz (installed here if missing) and uses RUSTC_BOOTSTRAP=1 so
 # the stable toolchain accepts the sanitizer flags. Crashing inputs land in
-# storage/fuzz/artifacts/<target>/. Exits non-zero if any target crashes.
+# fuzz/artifacts/<target>/. Exits non-zero if any target crashes.
 set -euo pipefail
 
 SECS="${1:-20}"

@@ -1,6 +1,6 @@
 //! Writes the seed corpora of the fuzz targets into `corpus/<target>/`.
 //!
-//! Run from `storage/fuzz`: `cargo run --example seed_corpus`. The output is
+//! Run from `fuzz`: `cargo run --example seed_corpus`. The output is
 //! deterministic, so re-running it rewrites the same files.
 
 use std::fs;

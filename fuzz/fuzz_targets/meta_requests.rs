@@ -1,0 +1,91 @@
+//! Fuzzes the metadata service's decoders and its state machine: the first
+//! byte picks what the rest is decoded as (API protobuf requests with their
+//! conversions, Raft JSON bodies, JSON commands applied to a model, a JSON
+//! snapshot of the model). Nothing may panic.
+
+#![no_main]
+
+use floe_metadata::api::{convert, proto};
+use floe_metadata::command::Command;
+use floe_metadata::ids::Revision;
+use floe_metadata::raft::TypeConfig;
+use floe_metadata::state::{ClusterState, validate_topic_name};
+use floe_metadata::topic_config::TopicConfig;
+use libfuzzer_sys::fuzz_target;
+use prost::Message;
+
+fn apply_all(state: &mut ClusterState, cmds: &[Command]) {
+    for (i, c) in cmds.iter().enumerate() {
+        let _ = state.apply(Revision(i as u64 + 1), c);
+        let _ = floe_metadata::controller::plan(state, i as u64 * 1000);
+    }
+    let _ = convert::cluster_view(state);
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&sel, body)) = data.split_first() else {
+        return;
+    };
+    match sel % 9 {
+        0 => {
+            if let Ok(r) = proto::CommitRequest::decode(body) {
+                for range in &r.ranges {
+                    let _ = convert::partition(range.partition.as_ref());
+                }
+            }
+        }
+        1 => {
+            if let Ok(r) = proto::CreateTopicRequest::decode(body) {
+                let _ = validate_topic_name(&r.name);
+                let _ = TopicConfig::from_settings(&r.configs.into_iter().collect());
+            }
+        }
+        2 => {
+            if let Ok(r) = proto::ReleaseRequest::decode(body) {
+                for p in &r.partitions {
+                    let _ = convert::partition(p.partition.as_ref());
+                }
+            }
+        }
+        3 => {
+            let _ =
+                proto::IndexRequest::decode(body).map(|r| convert::partition(r.partition.as_ref()));
+            let _ = proto::WatchRequest::decode(body);
+            let _ = proto::ErrorBody::decode(body);
+        }
+        4 => {
+            if let Ok(cmds) = serde_json::from_slice::<Vec<Command>>(body) {
+                apply_all(&mut ClusterState::default(), &cmds);
+            }
+        }
+        5 => {
+            let _ =
+                serde_json::from_slice::<openraft::raft::AppendEntriesRequest<TypeConfig>>(body);
+            let _ = serde_json::from_slice::<openraft::raft::VoteRequest<u64>>(body);
+        }
+        6 => {
+            let _ =
+                serde_json::from_slice::<openraft::raft::InstallSnapshotRequest<TypeConfig>>(body);
+        }
+        7 => {
+            // A snapshot from a peer, then more commands on top of it.
+            let mut de =
+                serde_json::Deserializer::from_slice(body).into_iter::<serde_json::Value>();
+            let state = de
+                .next()
+                .and_then(|v| v.ok())
+                .and_then(|v| serde_json::from_value::<ClusterState>(v).ok());
+            let cmds = de
+                .next()
+                .and_then(|v| v.ok())
+                .and_then(|v| serde_json::from_value::<Vec<Command>>(v).ok());
+            if let (Some(mut state), Some(cmds)) = (state, cmds) {
+                apply_all(&mut state, &cmds);
+            }
+        }
+        _ => {
+            let _ = proto::StatusResponse::decode(body);
+            let _ = proto::ClusterView::decode(body);
+        }
+    }
+});
