@@ -217,10 +217,7 @@ async fn status(c: &ClusterArgs) -> anyhow::Result<()> {
     let client = c.client()?;
     let mut any = false;
     for addr in &c.addrs {
-        match client
-            .call_node::<_, proto::StatusResponse>(addr, "/v1/status", &proto::Empty {})
-            .await
-        {
+        match client.status_of(addr).await {
             Ok(s) => {
                 any = true;
                 let members: Vec<String> = s
@@ -264,41 +261,16 @@ async fn prepare(
     topic: &str,
     partitions: u32,
 ) -> anyhow::Result<proto::TopicInfo> {
-    match client
-        .call::<_, proto::CreateTopicResponse>(
-            "/v1/topics/create",
-            &proto::CreateTopicRequest {
-                name: topic.to_string(),
-                partitions,
-                configs: HashMap::new(),
-            },
-        )
-        .await
-    {
+    match client.create_topic(topic, partitions, HashMap::new()).await {
         Ok(_) | Err(MetaError::TopicExists(_)) => {}
         Err(e) => return Err(e.into()),
     }
-    let _: proto::Empty = client
-        .call(
-            "/v1/nodes/register",
-            &proto::RegisterRequest {
-                id: 1,
-                kind: "broker".into(),
-                addr: "127.0.0.1:9092".into(),
-                lease_ms: 3_600_000,
-            },
-        )
+    client
+        .register(1, "broker", "127.0.0.1:9092", 3_600_000)
         .await?;
     let started = Instant::now();
     loop {
-        let t: proto::TopicInfo = client
-            .call(
-                "/v1/topics/describe",
-                &proto::TopicName {
-                    name: topic.to_string(),
-                },
-            )
-            .await?;
+        let t = client.describe_topic(topic).await?;
         if t.partitions.iter().all(|p| p.owner == 1) {
             return Ok(t);
         }
@@ -323,25 +295,6 @@ fn range(topic_id: &str, p: &proto::PartitionInfo, first: i64, last: i64) -> pro
         byte_start: 0,
         byte_len: 1,
     }
-}
-
-async fn partition_index(
-    client: &MetaClient,
-    topic_id: &str,
-    partition: u32,
-) -> Result<proto::IndexResponse, MetaError> {
-    client
-        .call(
-            "/v1/partitions/index",
-            &proto::IndexRequest {
-                partition: Some(proto::Partition {
-                    topic_id: topic_id.to_string(),
-                    partition,
-                }),
-                from_offset: 0,
-            },
-        )
-        .await
 }
 
 async fn commit_stream(client: &MetaClient, topic: &str, count: u64) -> anyhow::Result<()> {
@@ -384,7 +337,7 @@ async fn commit_stream(client: &MetaClient, topic: &str, count: u64) -> anyhow::
                 // The outcome is unknown (the leader may have committed it and
                 // died): read the committed end and go on from there.
                 eprintln!("commit at {hw} failed ({e}); re-reading the committed end");
-                let idx = partition_index(client, &t.topic_id, p.partition).await?;
+                let idx = client.partition_index(&t.topic_id, p.partition, 0).await?;
                 let new_hw = idx.info.map_or(hw, |i| i.high_watermark);
                 if new_hw > hw {
                     eprintln!("commit at {hw} had landed (unacknowledged)");
@@ -399,15 +352,8 @@ async fn commit_stream(client: &MetaClient, topic: &str, count: u64) -> anyhow::
 }
 
 async fn index(client: &MetaClient, topic: &str, partition: u32) -> anyhow::Result<()> {
-    let t: proto::TopicInfo = client
-        .call(
-            "/v1/topics/describe",
-            &proto::TopicName {
-                name: topic.to_string(),
-            },
-        )
-        .await?;
-    let idx = partition_index(client, &t.topic_id, partition).await?;
+    let t = client.describe_topic(topic).await?;
+    let idx = client.partition_index(&t.topic_id, partition, 0).await?;
     for e in &idx.entries {
         let key = e.object.as_ref().map_or("", |o| o.key.as_str());
         println!("entry {} {} {key}", e.first_offset, e.last_offset);

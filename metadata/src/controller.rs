@@ -14,6 +14,11 @@
 //!    finish and release, and the target takes them at the next epoch.
 //!
 //! Ties break by broker id, then by item order.
+//!
+//! Leases are measured on the leader's wall clock (`now_ms` travels in the
+//! commands). After a leader change, a new leader whose clock runs ahead can
+//! expire a lease early; the broker then re-registers and gets a fair share
+//! again, and nothing it committed is lost (its stale epoch is refused).
 
 use std::collections::BTreeMap;
 

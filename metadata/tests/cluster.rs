@@ -30,9 +30,7 @@ async fn wait_for_leader(client: &MetaClient, addrs: &[String]) -> u64 {
     let started = Instant::now();
     loop {
         for a in addrs {
-            if let Ok(s) = client
-                .call_node::<_, proto::StatusResponse>(a, "/v1/status", &proto::Empty {})
-                .await
+            if let Ok(s) = client.status_of(a).await
                 && s.leader_id != 0
             {
                 return s.leader_id;
@@ -44,42 +42,19 @@ async fn wait_for_leader(client: &MetaClient, addrs: &[String]) -> u64 {
 }
 
 async fn create_topic(c: &MetaClient, name: &str, partitions: u32) -> String {
-    let r: proto::CreateTopicResponse = c
-        .call(
-            "/v1/topics/create",
-            &proto::CreateTopicRequest {
-                name: name.into(),
-                partitions,
-                configs: HashMap::new(),
-            },
-        )
+    c.create_topic(name, partitions, HashMap::new())
         .await
-        .unwrap();
-    r.topic_id
+        .unwrap()
 }
 
 async fn register_broker(c: &MetaClient, id: u32, lease_ms: u64) {
-    let _: proto::Empty = c
-        .call(
-            "/v1/nodes/register",
-            &proto::RegisterRequest {
-                id,
-                kind: "broker".into(),
-                addr: format!("127.0.0.1:{}", 19000 + id),
-                lease_ms,
-            },
-        )
+    c.register(id, "broker", &format!("127.0.0.1:{}", 19000 + id), lease_ms)
         .await
         .unwrap();
 }
 
 async fn describe(c: &MetaClient, name: &str) -> proto::TopicInfo {
-    c.call(
-        "/v1/topics/describe",
-        &proto::TopicName { name: name.into() },
-    )
-    .await
-    .unwrap()
+    c.describe_topic(name).await.unwrap()
 }
 
 /// Waits until the controller gave every partition of `topic` an owner.
@@ -181,19 +156,7 @@ async fn single_node_serves_the_api() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("StaleEpoch"), "{e}");
-    let idx: proto::IndexResponse = c
-        .call(
-            "/v1/partitions/index",
-            &proto::IndexRequest {
-                partition: Some(proto::Partition {
-                    topic_id: id.clone(),
-                    partition: 0,
-                }),
-                from_offset: 0,
-            },
-        )
-        .await
-        .unwrap();
+    let idx = c.partition_index(&id, 0, 0).await.unwrap();
     assert_eq!(idx.entries.len(), 1);
     assert_eq!(idx.info.unwrap().high_watermark, 10);
     assert_eq!(idx.entries[0].object.as_ref().unwrap().key, "wal/a");
@@ -363,19 +326,7 @@ async fn three_nodes_survive_the_leader_and_rebuild_a_wiped_node() {
         started.elapsed()
     );
     assert_eq!(r.high_watermarks[0].high_watermark, 303);
-    let idx: proto::IndexResponse = c
-        .call(
-            "/v1/partitions/index",
-            &proto::IndexRequest {
-                partition: Some(proto::Partition {
-                    topic_id: id.clone(),
-                    partition: 0,
-                }),
-                from_offset: 0,
-            },
-        )
-        .await
-        .unwrap();
+    let idx = c.partition_index(&id, 0, 0).await.unwrap();
     assert_eq!(
         idx.entries.len(),
         101,
@@ -498,10 +449,7 @@ async fn members_are_added_and_removed_at_runtime() {
         )
         .await
         .unwrap();
-    let st: proto::StatusResponse = c
-        .call_node(&a1.to_string(), "/v1/status", &proto::Empty {})
-        .await
-        .unwrap();
+    let st = c.status_of(&a1.to_string()).await.unwrap();
     let voters: Vec<u64> = st
         .members
         .iter()
@@ -523,10 +471,7 @@ async fn members_are_added_and_removed_at_runtime() {
         .call("/v1/members/remove", &proto::RemoveMemberRequest { id: 2 })
         .await
         .unwrap();
-    let st: proto::StatusResponse = c
-        .call_node(&a1.to_string(), "/v1/status", &proto::Empty {})
-        .await
-        .unwrap();
+    let st = c.status_of(&a1.to_string()).await.unwrap();
     assert!(
         st.members.iter().all(|m| m.id != 2 || !m.voter),
         "{:?}",

@@ -133,3 +133,87 @@ impl MetaClient {
         }
     }
 }
+
+/// Typed calls for the routes Floe's own processes and tools use most.
+impl MetaClient {
+    pub async fn status_of(&self, addr: &str) -> Result<proto::StatusResponse, MetaError> {
+        self.call_node(addr, "/v1/status", &proto::Empty {}).await
+    }
+
+    pub async fn create_topic(
+        &self,
+        name: &str,
+        partitions: u32,
+        configs: std::collections::HashMap<String, String>,
+    ) -> Result<String, MetaError> {
+        let r: proto::CreateTopicResponse = self
+            .call(
+                "/v1/topics/create",
+                &proto::CreateTopicRequest {
+                    name: name.to_string(),
+                    partitions,
+                    configs,
+                },
+            )
+            .await?;
+        Ok(r.topic_id)
+    }
+
+    pub async fn describe_topic(&self, name: &str) -> Result<proto::TopicInfo, MetaError> {
+        self.call(
+            "/v1/topics/describe",
+            &proto::TopicName {
+                name: name.to_string(),
+            },
+        )
+        .await
+    }
+
+    pub async fn register(
+        &self,
+        id: u32,
+        kind: &str,
+        addr: &str,
+        lease_ms: u64,
+    ) -> Result<(), MetaError> {
+        let _: proto::Empty = self
+            .call(
+                "/v1/nodes/register",
+                &proto::RegisterRequest {
+                    id,
+                    kind: kind.to_string(),
+                    addr: addr.to_string(),
+                    lease_ms,
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    pub async fn commit(
+        &self,
+        req: &proto::CommitRequest,
+    ) -> Result<proto::CommitResponse, MetaError> {
+        self.call("/v1/commit", req).await
+    }
+
+    /// The committed index of one partition, from `from_offset` on.
+    pub async fn partition_index(
+        &self,
+        topic_id: &str,
+        partition: u32,
+        from_offset: i64,
+    ) -> Result<proto::IndexResponse, MetaError> {
+        self.call(
+            "/v1/partitions/index",
+            &proto::IndexRequest {
+                partition: Some(proto::Partition {
+                    topic_id: topic_id.to_string(),
+                    partition,
+                }),
+                from_offset,
+            },
+        )
+        .await
+    }
+}
