@@ -118,22 +118,16 @@ pub fn decide(state: &ClusterState, now_ms: u64) -> Decisions {
             .min_by_key(|(b, v)| (v.len(), **b))
             .map(|(b, _)| *b)
     };
-    for item in orphans {
-        if let Some(b) = least(&load) {
-            load.entry(b).or_default().push(item);
-            d.direct.push(OwnershipChange {
-                item,
-                owner: Some(b),
-            });
-        }
-    }
-    for item in from_draining {
-        if let Some(b) = least(&load) {
-            load.entry(b).or_default().push(item);
-            d.handovers.push(OwnershipChange {
-                item,
-                owner: Some(b),
-            });
+    // Orphans move at once; a draining broker's items are handed over.
+    for (items, out) in [(orphans, &mut d.direct), (from_draining, &mut d.handovers)] {
+        for item in items {
+            if let Some(b) = least(&load) {
+                load.entry(b).or_default().push(item);
+                out.push(OwnershipChange {
+                    item,
+                    owner: Some(b),
+                });
+            }
         }
     }
     // Items already moving, or assigned this round, are not moved again.

@@ -10,6 +10,7 @@
 //! The model and its rules are described in `docs/metadata.md`.
 
 pub mod api;
+pub mod clock;
 pub mod command;
 pub mod controller;
 pub mod error;

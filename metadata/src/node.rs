@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use openraft::BasicNode;
 
 use crate::api::server::{AppState, router};
+use crate::clock::now_ms;
 use crate::controller;
 use crate::error::MetaError;
 use crate::raft::log_store::LogStore;
@@ -169,12 +170,6 @@ impl MetaNode {
             tracing::warn!(error = %e, "raft shutdown");
         }
     }
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// While this node leads, proposes what [`controller::plan`] decides.

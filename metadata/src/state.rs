@@ -616,10 +616,6 @@ impl ClusterState {
         }
     }
 
-    pub fn topic_by_id(&self, id: TopicId) -> Option<&Topic> {
-        self.topics.values().find(|t| t.id == id)
-    }
-
     /// Objects that no index entry references any more.
     pub fn unreferenced_objects(&self) -> Vec<(ObjectId, &ObjectInfo)> {
         self.objects

@@ -522,6 +522,17 @@ fn corrupt_log(obj: &ObjectRef, e: BatchError) -> StorageError {
     StorageError::with_source(crate::ErrorKind::Corrupt, format!("{obj}: bad batch"), e)
 }
 
+/// A bounded cache of parsed indexes, weighed by their bytes.
+fn index_cache<V: Send + Sync + 'static>(
+    budget: u64,
+    len: fn(&V) -> usize,
+) -> moka::future::Cache<ObjectKey, Arc<V>> {
+    moka::future::Cache::builder()
+        .max_capacity(budget)
+        .weigher(move |_: &ObjectKey, v: &Arc<V>| len(v).min(u32::MAX as usize) as u32)
+        .build()
+}
+
 /// Reads segments through any [`RangeRead`], keeping parsed indexes.
 #[derive(Debug, Clone)]
 pub struct SegmentReader<R> {
@@ -533,23 +544,10 @@ pub struct SegmentReader<R> {
 impl<R: RangeRead> SegmentReader<R> {
     /// `index_cache_bytes` bounds the parsed indexes kept in memory.
     pub fn new(reader: R, index_cache_bytes: u64) -> Self {
-        let build = || {
-            moka::future::Cache::builder()
-                .max_capacity(index_cache_bytes)
-                .weigher(|_: &ObjectKey, v: &Arc<OffsetIndex>| {
-                    v.raw.bytes.len().min(u32::MAX as usize) as u32
-                })
-                .build()
-        };
         Self {
             reader,
-            indexes: build(),
-            timeindexes: moka::future::Cache::builder()
-                .max_capacity(index_cache_bytes)
-                .weigher(|_: &ObjectKey, v: &Arc<TimeIndex>| {
-                    v.raw.bytes.len().min(u32::MAX as usize) as u32
-                })
-                .build(),
+            indexes: index_cache(index_cache_bytes, |i: &OffsetIndex| i.raw.bytes.len()),
+            timeindexes: index_cache(index_cache_bytes, |i: &TimeIndex| i.raw.bytes.len()),
         }
     }
 
@@ -657,47 +655,39 @@ impl<R: RangeRead> SegmentReader<R> {
         }
         let index = self.offset_index(seg).await?;
         let start_pos = index.lookup(offset.0) as u64;
-        let mut first_base = None;
         let Some(first) = self
-            .scan(&seg.log, start_pos, |v| {
-                let hit = v.last_offset() >= offset.0;
-                if hit {
-                    first_base = Some(v.base_offset());
-                }
-                hit
-            })
+            .scan(&seg.log, start_pos, |v| v.last_offset() >= offset.0)
             .await?
         else {
             return Ok(None);
         };
-        let mut end = first.pos + first.size;
+        // One read from the batch that holds the target up to the budget; the
+        // whole batches inside it are the answer (the first one always).
+        let budget = max_bytes.max(first.size);
+        let read_end = first.pos.saturating_add(budget).min(seg.log.size);
+        let bytes = self
+            .reader
+            .read_range(&seg.log, first.pos..read_end)
+            .await?;
+        let mut end = 0usize;
+        let mut first_offset = None;
         let mut next = first.last_offset.saturating_add(1);
-        if end - first.pos < max_bytes {
-            let budget_end = first.pos.saturating_add(max_bytes);
-            if let Some(stop) = self
-                .scan(&seg.log, end, |v| {
-                    // Stop at the first batch that no longer fits.
-                    let fits = end + v.size() as u64 <= budget_end;
-                    if fits {
-                        end += v.size() as u64;
-                        next = v.next_offset();
-                    }
-                    !fits
-                })
-                .await?
-            {
-                debug_assert!(stop.pos == end);
-            }
-        }
-        let bytes = self.reader.read_range(&seg.log, first.pos..end).await?;
-        // Segments carry no checksum of their own: every batch's CRC is checked.
         for item in BatchIter::new(&bytes, usize::MAX) {
-            let (_, v) = item.map_err(|e| corrupt_log(&seg.log, e))?;
+            let v = match item {
+                Ok((_, v)) => v,
+                // A batch cut by the budget ends the answer.
+                Err(BatchError::Truncated { .. }) if end > 0 => break,
+                Err(e) => return Err(corrupt_log(&seg.log, e)),
+            };
+            // Segments carry no checksum of their own: every batch's CRC is checked.
             v.verify_crc().map_err(|e| corrupt_log(&seg.log, e))?;
+            first_offset.get_or_insert(v.base_offset());
+            end += v.size();
+            next = v.next_offset();
         }
         Ok(Some(SegmentRead {
-            bytes,
-            first_offset: Offset(first_base.unwrap_or(offset.0)),
+            bytes: bytes.slice(..end),
+            first_offset: Offset(first_offset.unwrap_or(offset.0)),
             next_offset: Offset(next),
         }))
     }

@@ -7,7 +7,7 @@
 //! first confirm leadership with a quorum (`ensure_linearizable`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -20,6 +20,7 @@ use openraft::{BasicNode, ChangeMembers};
 use prost::Message;
 
 use crate::api::{PROTOBUF, convert, proto};
+use crate::clock::now_ms;
 use crate::command::{
     Command, CommitRange, CommittedOffset, NewObject, NodeKind, ObjectSel, OwnedItem, Response,
 };
@@ -96,12 +97,6 @@ fn decode<M: Message + Default>(body: &Bytes) -> Result<M, ApiError> {
             "malformed request body: {e}"
         )))
     })
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 fn not_leader<E>(e: &RaftError<NodeId, E>) -> Option<MetaError>

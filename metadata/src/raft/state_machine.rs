@@ -47,11 +47,6 @@ impl SharedState {
         f(&guard.state)
     }
 
-    /// A clone of the current model.
-    pub fn snapshot(&self) -> ClusterState {
-        self.read(|s| s.clone())
-    }
-
     /// The last applied revision.
     pub fn revision(&self) -> Revision {
         *self.revision_rx.borrow()
@@ -94,17 +89,32 @@ fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
+/// The snapshot file in `dir`, if there is one.
+fn read_snapshot_file(dir: &Path) -> Result<Option<SnapshotFile>, StorageError> {
+    match std::fs::read(dir.join(SNAPSHOT_FILE)) {
+        Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes).map_err(snap_err)?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(snap_err(e)),
+    }
+}
+
+/// Replaces the snapshot file in `dir` durably, off the async runtime.
+async fn save_snapshot_file(dir: &Path, file: &SnapshotFile) -> Result<(), StorageError> {
+    let bytes = serde_json::to_vec(file).map_err(snap_err)?;
+    let dir = dir.to_path_buf();
+    tokio::task::spawn_blocking(move || write_durably(&dir, SNAPSHOT_FILE, &bytes))
+        .await
+        .map_err(snap_err)?
+        .map_err(snap_err)
+}
+
 impl StateMachine {
     /// Opens the state machine in `dir`, loading the last snapshot if there is one.
     pub fn open(dir: &Path) -> Result<(Self, SharedState), StorageError> {
         std::fs::create_dir_all(dir).map_err(sm_err)?;
-        let applied = match std::fs::read(dir.join(SNAPSHOT_FILE)) {
-            Ok(bytes) => {
-                let file: SnapshotFile = serde_json::from_slice(&bytes).map_err(sm_err)?;
-                serde_json::from_slice::<Applied>(&file.data).map_err(sm_err)?
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Applied::default(),
-            Err(e) => return Err(sm_err(e)),
+        let applied = match read_snapshot_file(dir)? {
+            Some(file) => serde_json::from_slice::<Applied>(&file.data).map_err(sm_err)?,
+            None => Applied::default(),
         };
         let (revision_tx, revision_rx) = watch::channel(applied.state.revision);
         let inner = Arc::new(RwLock::new(applied));
@@ -125,23 +135,6 @@ impl StateMachine {
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Applied> {
         self.inner.write().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn load_file(&self) -> Result<Option<SnapshotFile>, StorageError> {
-        match std::fs::read(self.dir.join(SNAPSHOT_FILE)) {
-            Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes).map_err(snap_err)?)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(snap_err(e)),
-        }
-    }
-
-    async fn save_file(&self, file: &SnapshotFile) -> Result<(), StorageError> {
-        let bytes = serde_json::to_vec(file).map_err(snap_err)?;
-        let dir = self.dir.clone();
-        tokio::task::spawn_blocking(move || write_durably(&dir, SNAPSHOT_FILE, &bytes))
-            .await
-            .map_err(snap_err)?
-            .map_err(snap_err)
     }
 }
 
@@ -165,12 +158,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             meta: meta.clone(),
             data,
         };
-        let bytes = serde_json::to_vec(&file).map_err(snap_err)?;
-        let dir = self.dir.clone();
-        tokio::task::spawn_blocking(move || write_durably(&dir, SNAPSHOT_FILE, &bytes))
-            .await
-            .map_err(snap_err)?
-            .map_err(snap_err)?;
+        save_snapshot_file(&self.dir, &file).await?;
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(file.data)),
@@ -243,10 +231,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let mut applied: Applied = serde_json::from_slice(&data).map_err(snap_err)?;
         applied.last_applied = meta.last_log_id;
         applied.membership = meta.last_membership.clone();
-        self.save_file(&SnapshotFile {
-            meta: meta.clone(),
-            data,
-        })
+        save_snapshot_file(
+            &self.dir,
+            &SnapshotFile {
+                meta: meta.clone(),
+                data,
+            },
+        )
         .await?;
         let revision = applied.state.revision;
         *self.write() = applied;
@@ -255,7 +246,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
-        Ok(self.load_file()?.map(|f| Snapshot {
+        Ok(read_snapshot_file(&self.dir)?.map(|f| Snapshot {
             meta: f.meta,
             snapshot: Box::new(Cursor::new(f.data)),
         }))
