@@ -1,0 +1,1 @@
+//! floe-broker: partition logs on the object store.
