@@ -1,1 +1,21 @@
 //! floe-broker: partition logs on the object store.
+//!
+//! - [`broker`]: the broker and its produce / fetch / list-offsets calls.
+//! - [`log`]: one partition's log (sequencing, queue, tail, committed index).
+//! - [`view`]: the cluster view from the metadata service.
+//! - [`config`]: broker and per-topic settings.
+
+pub mod broker;
+pub mod config;
+pub mod error;
+pub mod log;
+mod maintenance;
+mod tasks;
+pub mod view;
+
+pub use broker::{
+    Acks, Broker, BrokerStats, FetchData, OffsetAnswer, OffsetSpec, PendingProduce, ProduceOk,
+};
+pub use config::{BrokerConfig, LogConfig};
+pub use error::{BrokerError, ErrorKind};
+pub use view::{ClusterSnapshot, ClusterWatch, TopicView};

@@ -151,6 +151,26 @@ pub enum Command {
     ForgetObjects {
         ids: Vec<ObjectId>,
     },
+    /// Moves a partition's log start forward (DeleteRecords, retention):
+    /// index entries wholly below it are dropped. Only the owner, at its epoch.
+    TruncateLog {
+        broker: BrokerId,
+        partition: PartitionRef,
+        epoch: Epoch,
+        log_start_offset: i64,
+    },
+    /// Replaces the committed index entries that exactly cover
+    /// `first_offset..=last_offset` by one entry in `object` (a segment that
+    /// compaction wrote). Only the owner, at its epoch.
+    ReplaceRanges {
+        broker: BrokerId,
+        partition: PartitionRef,
+        epoch: Epoch,
+        first_offset: i64,
+        last_offset: i64,
+        max_timestamp: i64,
+        object: NewObject,
+    },
 }
 
 /// The result of applying one command.
@@ -170,6 +190,9 @@ pub enum Response {
     },
     Expired {
         nodes: Vec<BrokerId>,
+    },
+    LogStart {
+        log_start_offset: i64,
     },
     Error(MetaError),
 }

@@ -30,6 +30,25 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// The kind named as `{:?}` prints it (the API's error bodies carry that name).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "TopicExists" => Self::TopicExists,
+            "UnknownTopic" => Self::UnknownTopic,
+            "UnknownPartition" => Self::UnknownPartition,
+            "InvalidConfig" => Self::InvalidConfig,
+            "InvalidRequest" => Self::InvalidRequest,
+            "StaleEpoch" => Self::StaleEpoch,
+            "NotOwner" => Self::NotOwner,
+            "OffsetMismatch" => Self::OffsetMismatch,
+            "UnknownBroker" => Self::UnknownBroker,
+            "NotLeader" => Self::NotLeader,
+            "Unavailable" => Self::Unavailable,
+            "Storage" => Self::Storage,
+            _ => return None,
+        })
+    }
+
     pub fn is_retryable(self) -> bool {
         matches!(self, ErrorKind::NotLeader | ErrorKind::Unavailable)
     }
@@ -73,6 +92,10 @@ pub enum MetaError {
     Unavailable(String),
     #[error("metadata storage error: {0}")]
     Storage(String),
+    /// An error the service answered, as the client receives it: the kind
+    /// and the message (the structured fields stay on the server).
+    #[error("{message}")]
+    Remote { kind: ErrorKind, message: String },
 }
 
 impl MetaError {
@@ -90,6 +113,7 @@ impl MetaError {
             MetaError::NotLeader { .. } => ErrorKind::NotLeader,
             MetaError::Unavailable(_) => ErrorKind::Unavailable,
             MetaError::Storage(_) => ErrorKind::Storage,
+            MetaError::Remote { kind, .. } => *kind,
         }
     }
 }

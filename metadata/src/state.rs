@@ -217,6 +217,27 @@ impl ClusterState {
             Command::Reassign { changes } => self.reassign(changes),
             Command::BeginHandover { changes, now_ms } => self.begin_handover(changes, *now_ms),
             Command::Release { broker, items } => self.release(*broker, items),
+            Command::TruncateLog {
+                broker,
+                partition,
+                epoch,
+                log_start_offset,
+            } => self.truncate_log(*broker, *partition, *epoch, *log_start_offset),
+            Command::ReplaceRanges {
+                broker,
+                partition,
+                epoch,
+                first_offset,
+                last_offset,
+                max_timestamp,
+                object,
+            } => self.replace_ranges(
+                *broker,
+                *partition,
+                *epoch,
+                (*first_offset, *last_offset, *max_timestamp),
+                object,
+            ),
             Command::CreateTopic {
                 name,
                 id,
@@ -613,6 +634,136 @@ impl ClusterState {
         Response::Committed {
             object: new_id,
             high_watermarks: hws,
+        }
+    }
+
+    fn owned_partition(
+        &mut self,
+        broker: BrokerId,
+        partition: PartitionRef,
+        epoch: Epoch,
+    ) -> Result<&mut PartitionState, MetaError> {
+        let p = self
+            .partitions
+            .get_mut(&partition)
+            .ok_or(MetaError::UnknownPartition(partition))?;
+        if p.ownership.epoch != epoch {
+            return Err(MetaError::StaleEpoch {
+                partition,
+                current: p.ownership.epoch,
+                given: epoch,
+            });
+        }
+        if p.ownership.owner != Some(broker) {
+            return Err(MetaError::NotOwner {
+                what: partition.to_string(),
+                broker,
+                owner: p.ownership.owner,
+            });
+        }
+        Ok(p)
+    }
+
+    fn truncate_log(
+        &mut self,
+        broker: BrokerId,
+        partition: PartitionRef,
+        epoch: Epoch,
+        log_start_offset: i64,
+    ) -> Response {
+        let p = match self.owned_partition(broker, partition, epoch) {
+            Ok(p) => p,
+            Err(e) => return err(e),
+        };
+        if log_start_offset > p.high_watermark || log_start_offset < 0 {
+            return err(MetaError::InvalidRequest(format!(
+                "log start {log_start_offset} outside [0, {}] of {partition}",
+                p.high_watermark
+            )));
+        }
+        // Never backwards: a late retention pass changes nothing.
+        if log_start_offset <= p.log_start_offset {
+            return Response::LogStart {
+                log_start_offset: p.log_start_offset,
+            };
+        }
+        p.log_start_offset = log_start_offset;
+        let mut dropped = Vec::new();
+        p.index.retain(|e| {
+            let keep = e.last_offset >= log_start_offset;
+            if !keep {
+                dropped.push(e.object);
+            }
+            keep
+        });
+        for id in dropped {
+            if let Some(o) = self.objects.get_mut(&id) {
+                o.refs = o.refs.saturating_sub(1);
+            }
+        }
+        Response::LogStart { log_start_offset }
+    }
+
+    fn replace_ranges(
+        &mut self,
+        broker: BrokerId,
+        partition: PartitionRef,
+        epoch: Epoch,
+        (first, last, max_ts): (i64, i64, i64),
+        object: &NewObject,
+    ) -> Response {
+        let next_id = ObjectId(self.next_object_id);
+        let p = match self.owned_partition(broker, partition, epoch) {
+            Ok(p) => p,
+            Err(e) => return err(e),
+        };
+        // The entries to replace must cover exactly first..=last, contiguously.
+        let Some(i) = p.index.iter().position(|e| e.first_offset == first) else {
+            return err(MetaError::InvalidRequest(format!(
+                "{partition}: no committed range starts at {first}"
+            )));
+        };
+        let Some(j) = p.index[i..]
+            .iter()
+            .position(|e| e.last_offset == last)
+            .map(|k| i + k)
+        else {
+            return err(MetaError::InvalidRequest(format!(
+                "{partition}: no committed range ends at {last}"
+            )));
+        };
+        let removed: Vec<IndexEntry> = p
+            .index
+            .splice(
+                i..=j,
+                [IndexEntry {
+                    first_offset: first,
+                    last_offset: last,
+                    max_timestamp: max_ts,
+                    object: next_id,
+                    byte_start: 0,
+                    byte_len: object.size,
+                }],
+            )
+            .collect();
+        self.next_object_id = self.next_object_id.saturating_add(1);
+        self.objects.insert(
+            next_id,
+            ObjectInfo {
+                endpoint: object.endpoint.clone(),
+                key: object.key.clone(),
+                size: object.size,
+                refs: 1,
+            },
+        );
+        for e in removed {
+            if let Some(o) = self.objects.get_mut(&e.object) {
+                o.refs = o.refs.saturating_sub(1);
+            }
+        }
+        Response::Committed {
+            object: Some(next_id),
+            high_watermarks: vec![],
         }
     }
 
@@ -1173,5 +1324,110 @@ mod tests {
         let json = serde_json::to_vec(&sm.state).unwrap();
         let back: ClusterState = serde_json::from_slice(&json).unwrap();
         assert_eq!(back, sm.state);
+    }
+
+    #[test]
+    fn truncate_moves_the_log_start_forward_only_and_releases_objects() {
+        let mut sm = owned();
+        let p0 = PartitionRef {
+            topic: tid(1),
+            partition: 0,
+        };
+        for (first, last) in [(0, 9), (10, 19), (20, 29)] {
+            sm.ok(Command::Commit {
+                broker: BrokerId(1),
+                object: obj(),
+                ranges: vec![range(tid(1), 0, 1, first, last)],
+            });
+        }
+        assert_eq!(sm.state.unreferenced_objects().len(), 0);
+        let truncate = |o: i64, epoch: u64, broker: u32| Command::TruncateLog {
+            broker: BrokerId(broker),
+            partition: p0,
+            epoch: Epoch(epoch),
+            log_start_offset: o,
+        };
+        assert!(matches!(
+            sm.error(truncate(15, 2, 1)),
+            MetaError::StaleEpoch { .. }
+        ));
+        assert!(matches!(
+            sm.error(truncate(15, 1, 2)),
+            MetaError::NotOwner { .. }
+        ));
+        assert!(matches!(
+            sm.error(truncate(31, 1, 1)),
+            MetaError::InvalidRequest(_)
+        ));
+        assert_eq!(
+            sm.apply(truncate(15, 1, 1)),
+            Response::LogStart {
+                log_start_offset: 15
+            }
+        );
+        let ps = &sm.state.partitions[&p0];
+        assert_eq!(ps.log_start_offset, 15);
+        assert_eq!(ps.index.first().map(|e| e.first_offset), Some(10));
+        assert_eq!(
+            sm.state.unreferenced_objects().len(),
+            1,
+            "the first WAL object"
+        );
+        // Backwards is a no-op that reports the current start.
+        assert_eq!(
+            sm.apply(truncate(5, 1, 1)),
+            Response::LogStart {
+                log_start_offset: 15
+            }
+        );
+    }
+
+    #[test]
+    fn replace_ranges_swaps_exact_runs_for_a_segment() {
+        let mut sm = owned();
+        let p0 = PartitionRef {
+            topic: tid(1),
+            partition: 0,
+        };
+        for (first, last) in [(0, 9), (10, 19), (20, 29)] {
+            sm.ok(Command::Commit {
+                broker: BrokerId(1),
+                object: obj(),
+                ranges: vec![range(tid(1), 0, 1, first, last)],
+            });
+        }
+        let seg = NewObject {
+            endpoint: "default".into(),
+            key: "segments/x/0/00000000000000000000.t.log".into(),
+            size: 30,
+        };
+        let replace = |first: i64, last: i64, epoch: u64| Command::ReplaceRanges {
+            broker: BrokerId(1),
+            partition: p0,
+            epoch: Epoch(epoch),
+            first_offset: first,
+            last_offset: last,
+            max_timestamp: 7,
+            object: seg.clone(),
+        };
+        assert!(matches!(
+            sm.error(replace(0, 19, 3)),
+            MetaError::StaleEpoch { .. }
+        ));
+        assert!(matches!(
+            sm.error(replace(1, 19, 1)),
+            MetaError::InvalidRequest(_)
+        ));
+        assert!(matches!(
+            sm.error(replace(0, 18, 1)),
+            MetaError::InvalidRequest(_)
+        ));
+        sm.ok(replace(0, 19, 1));
+        let ps = &sm.state.partitions[&p0];
+        assert_eq!(ps.index.len(), 2);
+        assert_eq!((ps.index[0].first_offset, ps.index[0].last_offset), (0, 19));
+        assert_eq!(ps.index[0].byte_len, 30);
+        assert_eq!(ps.high_watermark, 30, "the committed end does not move");
+        assert_eq!(sm.state.unreferenced_objects().len(), 2, "both WAL objects");
     }
 }

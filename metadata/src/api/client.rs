@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use prost::Message;
 
 use crate::api::{PROTOBUF, proto};
-use crate::error::MetaError;
+use crate::error::{ErrorKind, MetaError};
 use crate::http::{HttpClient, HttpError};
 
 /// Talks to a metadata cluster given some of its node addresses.
@@ -32,6 +32,11 @@ fn error_from(e: HttpError) -> MetaError {
                 "UnknownTopic" => MetaError::UnknownTopic(b.message),
                 "InvalidConfig" => MetaError::InvalidConfig(b.message),
                 "Unavailable" => MetaError::Unavailable(b.message),
+                "StaleEpoch" | "NotOwner" | "OffsetMismatch" | "UnknownPartition"
+                | "UnknownBroker" => MetaError::Remote {
+                    kind: ErrorKind::from_name(&b.kind).unwrap_or(ErrorKind::InvalidRequest),
+                    message: b.message,
+                },
                 _ if status == 409 || status == 404 || status == 400 => {
                     MetaError::InvalidRequest(format!("{}: {}", b.kind, b.message))
                 }

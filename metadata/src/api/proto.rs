@@ -398,3 +398,59 @@ pub struct RemoveMemberRequest {
     #[prost(uint64, tag = "1")]
     pub id: u64,
 }
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TruncateRequest {
+    #[prost(uint32, tag = "1")]
+    pub broker: u32,
+    #[prost(message, optional, tag = "2")]
+    pub partition: Option<Partition>,
+    #[prost(uint64, tag = "3")]
+    pub epoch: u64,
+    #[prost(int64, tag = "4")]
+    pub log_start_offset: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TruncateResponse {
+    #[prost(int64, tag = "1")]
+    pub log_start_offset: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ReplaceRangesRequest {
+    #[prost(uint32, tag = "1")]
+    pub broker: u32,
+    #[prost(message, optional, tag = "2")]
+    pub partition: Option<Partition>,
+    #[prost(uint64, tag = "3")]
+    pub epoch: u64,
+    #[prost(int64, tag = "4")]
+    pub first_offset: i64,
+    #[prost(int64, tag = "5")]
+    pub last_offset: i64,
+    #[prost(int64, tag = "6")]
+    pub max_timestamp: i64,
+    #[prost(message, optional, tag = "7")]
+    pub object: Option<StoreObject>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ObjectEntry {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(message, optional, tag = "2")]
+    pub object: Option<StoreObject>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ObjectList {
+    #[prost(message, repeated, tag = "1")]
+    pub objects: Vec<ObjectEntry>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ForgetObjectsRequest {
+    #[prost(uint64, repeated, tag = "1")]
+    pub ids: Vec<u64>,
+}

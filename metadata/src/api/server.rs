@@ -161,6 +161,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/groups/fetch", post(fetch_offsets))
         .route("/v1/producer-ids", post(producer_ids))
         .route("/v1/watch", post(watch))
+        .route("/v1/partitions/truncate", post(truncate_log))
+        .route("/v1/partitions/replace", post(replace_ranges))
+        .route("/v1/objects/unreferenced", post(unreferenced_objects))
+        .route("/v1/objects/forget", post(forget_objects))
         .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
         .with_state(state)
 }
@@ -559,4 +563,82 @@ async fn watch(State(s): State<AppState>, body: Bytes) -> ApiResult {
         .wait_beyond(crate::ids::Revision(req.since_revision), timeout)
         .await;
     Ok(ok(s.shared.read(convert::cluster_view)))
+}
+
+async fn truncate_log(State(s): State<AppState>, body: Bytes) -> ApiResult {
+    let req: proto::TruncateRequest = decode(&body)?;
+    let partition = convert::partition(req.partition.as_ref())?;
+    let (resp, _) = s
+        .write(Command::TruncateLog {
+            broker: BrokerId(req.broker),
+            partition,
+            epoch: Epoch(req.epoch),
+            log_start_offset: req.log_start_offset,
+        })
+        .await?;
+    match resp {
+        Response::LogStart { log_start_offset } => {
+            Ok(ok(proto::TruncateResponse { log_start_offset }))
+        }
+        other => Err(MetaError::Storage(format!("unexpected response {other:?}")).into()),
+    }
+}
+
+async fn replace_ranges(State(s): State<AppState>, body: Bytes) -> ApiResult {
+    let req: proto::ReplaceRangesRequest = decode(&body)?;
+    let partition = convert::partition(req.partition.as_ref())?;
+    let Some(o) = req.object else {
+        return Err(MetaError::InvalidRequest("replace without an object".into()).into());
+    };
+    let (resp, index) = s
+        .write(Command::ReplaceRanges {
+            broker: BrokerId(req.broker),
+            partition,
+            epoch: Epoch(req.epoch),
+            first_offset: req.first_offset,
+            last_offset: req.last_offset,
+            max_timestamp: req.max_timestamp,
+            object: NewObject {
+                endpoint: o.endpoint,
+                key: o.key,
+                size: o.size,
+            },
+        })
+        .await?;
+    match resp {
+        Response::Committed { object, .. } => Ok(ok(proto::CommitResponse {
+            object_id: object.map_or(0, |o| o.0),
+            high_watermarks: vec![],
+            revision: index,
+        })),
+        other => Err(MetaError::Storage(format!("unexpected response {other:?}")).into()),
+    }
+}
+
+async fn unreferenced_objects(State(s): State<AppState>, body: Bytes) -> ApiResult {
+    let _: proto::Empty = decode(&body)?;
+    s.linearizable().await?;
+    let objects = s.shared.read(|st| {
+        st.unreferenced_objects()
+            .into_iter()
+            .map(|(id, o)| proto::ObjectEntry {
+                id: id.0,
+                object: Some(proto::StoreObject {
+                    endpoint: o.endpoint.clone(),
+                    key: o.key.clone(),
+                    size: o.size,
+                }),
+            })
+            .collect()
+    });
+    Ok(ok(proto::ObjectList { objects }))
+}
+
+async fn forget_objects(State(s): State<AppState>, body: Bytes) -> ApiResult {
+    let req: proto::ForgetObjectsRequest = decode(&body)?;
+    s.write(Command::ForgetObjects {
+        ids: req.ids.into_iter().map(ObjectId).collect(),
+    })
+    .await?;
+    Ok(ok(proto::Empty {}))
 }

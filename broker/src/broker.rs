@@ -1,0 +1,921 @@
+//! The broker: owns partitions as the metadata says, sequences produced
+//! batches, flushes them as WAL objects with one metadata commit per flush,
+//! and serves fetches and offset lookups.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use floe_metadata::api::client::MetaClient;
+use floe_metadata::api::proto;
+use floe_metadata::error::ErrorKind as MetaKind;
+use floe_storage::batch::BatchIter;
+use floe_storage::records::decode_records;
+use floe_storage::segment::{SegmentMeta, SegmentReader};
+use floe_storage::wal::WalBuilder;
+use floe_storage::{
+    BlockCache, CachedReader, EndpointId, ObjectKey, ObjectRef, Offset, PartitionKey, RangeRead,
+    StorePool, TopicId,
+};
+use tokio::sync::Notify;
+use tokio_util_shim::CancelFlag;
+
+use crate::config::{BrokerConfig, LogConfig};
+use crate::error::{BrokerError, ErrorKind, Result};
+use crate::log::{PartitionLog, ReadPlan, Status, StoredRange};
+use crate::view::{ClusterSnapshot, ClusterWatch};
+
+/// Records decompressed at most while looking up a timestamp.
+const MAX_DECOMPRESSED: usize = 64 * 1024 * 1024;
+
+/// `acks` of a produce request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acks {
+    None,
+    Leader,
+    All,
+}
+
+impl Acks {
+    pub fn from_kafka(acks: i16) -> Option<Self> {
+        match acks {
+            0 => Some(Acks::None),
+            1 => Some(Acks::Leader),
+            -1 => Some(Acks::All),
+            _ => None,
+        }
+    }
+}
+
+/// The answer to a produce of one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProduceOk {
+    pub base_offset: i64,
+    pub log_start_offset: i64,
+    /// `-1` unless the topic uses `LogAppendTime`.
+    pub log_append_time: i64,
+}
+
+/// The answer to a fetch of one partition.
+#[derive(Debug, Clone, Default)]
+pub struct FetchData {
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    /// Whole batches, in offset order, the first holding the fetch offset.
+    pub batches: Vec<Bytes>,
+}
+
+impl FetchData {
+    pub fn bytes(&self) -> usize {
+        self.batches.iter().map(Bytes::len).sum()
+    }
+}
+
+/// Which offset a ListOffsets asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetSpec {
+    Earliest,
+    Latest,
+    MaxTimestamp,
+    /// The first record with a timestamp at or after this (ms).
+    Timestamp(i64),
+}
+
+/// (offset, timestamp) as ListOffsets answers; offset −1 when nothing matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetAnswer {
+    pub offset: i64,
+    pub timestamp: i64,
+}
+
+/// A sequenced produce waiting for its acknowledgement level.
+#[derive(Debug)]
+pub struct PendingProduce {
+    log: Arc<PartitionLog>,
+    rx: Option<tokio::sync::oneshot::Receiver<Result<()>>>,
+    ok: ProduceOk,
+}
+
+impl PendingProduce {
+    pub async fn wait(self) -> Result<ProduceOk> {
+        if let Some(rx) = self.rx {
+            match rx.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(e),
+                Err(_) => {
+                    return Err(BrokerError::new(
+                        ErrorKind::ShuttingDown,
+                        "the flush was dropped (broker stopping)",
+                    ));
+                }
+            }
+        }
+        let (log_start, _, _) = self.log.offsets();
+        Ok(ProduceOk {
+            log_start_offset: log_start,
+            ..self.ok
+        })
+    }
+}
+
+mod tokio_util_shim {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A flag every background loop checks to stop.
+    #[derive(Debug, Default)]
+    pub struct CancelFlag(AtomicBool);
+
+    impl CancelFlag {
+        pub fn cancel(&self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+        pub fn is_cancelled(&self) -> bool {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+}
+
+pub(crate) struct Inner {
+    pub cfg: BrokerConfig,
+    pub meta: Arc<MetaClient>,
+    pub pool: Arc<StorePool>,
+    pub reader: Arc<CachedReader<Arc<StorePool>>>,
+    pub segments: SegmentReader<Arc<CachedReader<Arc<StorePool>>>>,
+    pub logs: RwLock<HashMap<PartitionKey, Arc<PartitionLog>>>,
+    pub view: ClusterWatch,
+    pub flush_now: Notify,
+    pub flushed: Notify,
+    pub stop: CancelFlag,
+    pub stopped: Notify,
+    pub flushes: std::sync::atomic::AtomicU64,
+    pub flushed_bytes: std::sync::atomic::AtomicU64,
+}
+
+/// Counters for `/metrics`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BrokerStats {
+    pub flushes: u64,
+    pub flushed_bytes: u64,
+}
+
+/// A running broker. Cheap to clone.
+#[derive(Clone)]
+pub struct Broker {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Broker")
+            .field("id", &self.inner.cfg.id)
+            .finish()
+    }
+}
+
+fn meta_to_object(o: &proto::StoreObject) -> ObjectRef {
+    ObjectRef {
+        endpoint: EndpointId::new(&o.endpoint),
+        key: ObjectKey::new(&o.key),
+        size: o.size,
+    }
+}
+
+fn pref(key: &PartitionKey) -> proto::Partition {
+    proto::Partition {
+        topic_id: key.topic.0.to_string(),
+        partition: key.partition,
+    }
+}
+
+impl Broker {
+    /// Registers with the metadata service and starts the background loops
+    /// (heartbeat, ownership, flusher, compaction, retention).
+    pub async fn start(
+        cfg: BrokerConfig,
+        meta: Arc<MetaClient>,
+        pool: Arc<StorePool>,
+        view: ClusterWatch,
+    ) -> Result<Broker> {
+        let cache = BlockCache::new(cfg.cache_bytes, 1024 * 1024)?;
+        let reader = Arc::new(CachedReader::new(pool.clone(), cache));
+        let segments = SegmentReader::new(reader.clone(), 64 * 1024 * 1024);
+        meta.register(
+            cfg.id,
+            "broker",
+            &cfg.advertise,
+            cfg.lease.as_millis() as u64,
+        )
+        .await?;
+        let inner = Arc::new(Inner {
+            cfg,
+            meta,
+            pool,
+            reader,
+            segments,
+            logs: RwLock::new(HashMap::new()),
+            view,
+            flush_now: Notify::new(),
+            flushed: Notify::new(),
+            stop: CancelFlag::default(),
+            stopped: Notify::new(),
+            flushes: Default::default(),
+            flushed_bytes: Default::default(),
+        });
+        let b = Broker { inner };
+        tokio::spawn(crate::tasks::heartbeat(b.clone()));
+        tokio::spawn(crate::tasks::ownership(b.clone()));
+        tokio::spawn(crate::tasks::flusher(b.clone()));
+        tokio::spawn(crate::maintenance::run(b.clone()));
+        Ok(b)
+    }
+
+    pub fn id(&self) -> u32 {
+        self.inner.cfg.id
+    }
+
+    pub fn stats(&self) -> BrokerStats {
+        use std::sync::atomic::Ordering::Relaxed;
+        BrokerStats {
+            flushes: self.inner.flushes.load(Relaxed),
+            flushed_bytes: self.inner.flushed_bytes.load(Relaxed),
+        }
+    }
+
+    pub fn view(&self) -> &ClusterWatch {
+        &self.inner.view
+    }
+
+    pub fn meta(&self) -> &Arc<MetaClient> {
+        &self.inner.meta
+    }
+
+    pub fn pool(&self) -> &Arc<StorePool> {
+        &self.inner.pool
+    }
+
+    /// The partition's log if this broker owns it.
+    pub fn log(&self, key: &PartitionKey) -> Option<Arc<PartitionLog>> {
+        self.inner
+            .logs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    pub(crate) fn logs(&self) -> Vec<Arc<PartitionLog>> {
+        self.inner
+            .logs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// The partitions this broker serves right now.
+    pub fn owned(&self) -> Vec<PartitionKey> {
+        let mut v: Vec<_> = self
+            .logs()
+            .into_iter()
+            .filter(|l| l.status() == Status::Active)
+            .map(|l| l.key)
+            .collect();
+        v.sort_by_key(|k| (k.topic.0, k.partition));
+        v
+    }
+
+    fn active_log(&self, key: &PartitionKey) -> Result<Arc<PartitionLog>> {
+        match self.log(key) {
+            Some(l) if l.status() != Status::Gone => Ok(l),
+            _ => Err(BrokerError::not_owner(key)),
+        }
+    }
+
+    /// Validates and sequences produced batches (synchronously, so that a
+    /// connection's requests are applied in the order they came). The
+    /// returned [`PendingProduce`] resolves once the `acks` level is met:
+    /// `acks=all` when the batches are in the object store and committed in
+    /// metadata; `acks=1`/`0` at once.
+    pub fn append(&self, key: &PartitionKey, records: &[u8], acks: Acks) -> Result<PendingProduce> {
+        if self.inner.stop.is_cancelled() {
+            return Err(BrokerError::new(
+                ErrorKind::ShuttingDown,
+                "the broker is stopping",
+            ));
+        }
+        let log = self.active_log(key)?;
+        let now = floe_metadata::clock::now_ms() as i64;
+        let (batches, rx, queued) = log.append(records, acks == Acks::All, now)?;
+        if queued >= self.inner.cfg.flush_bytes {
+            self.inner.flush_now.notify_one();
+        }
+        let log_append_time = match log.lock().config.timestamp_type {
+            crate::config::TimestampType::LogAppendTime => now,
+            crate::config::TimestampType::CreateTime => -1,
+        };
+        Ok(PendingProduce {
+            log,
+            rx,
+            ok: ProduceOk {
+                base_offset: batches.first_offset,
+                log_start_offset: 0,
+                log_append_time,
+            },
+        })
+    }
+
+    /// [`Broker::append`] and wait.
+    pub async fn produce(
+        &self,
+        key: &PartitionKey,
+        records: &[u8],
+        acks: Acks,
+    ) -> Result<ProduceOk> {
+        self.append(key, records, acks)?.wait().await
+    }
+
+    /// Whole batches from the one holding `offset`, up to `max_bytes` (at
+    /// least one batch). With `max_wait`, waits for data beyond the high
+    /// watermark until `min_bytes` are there or the time is up.
+    pub async fn fetch(
+        &self,
+        key: &PartitionKey,
+        offset: i64,
+        max_bytes: usize,
+    ) -> Result<FetchData> {
+        let log = self.active_log(key)?;
+        let (plan, log_start, hw) = log.plan_read(offset, max_bytes)?;
+        let batches = match plan {
+            ReadPlan::Empty => Vec::new(),
+            ReadPlan::Memory(b) => b,
+            ReadPlan::Store(ranges) => self.read_ranges(&ranges, offset, max_bytes, hw).await?,
+        };
+        Ok(FetchData {
+            high_watermark: hw,
+            log_start_offset: log_start,
+            batches,
+        })
+    }
+
+    /// Waits until the partition's high watermark passes `offset` or `until`.
+    pub async fn wait_for_data(
+        &self,
+        key: &PartitionKey,
+        offset: i64,
+        until: tokio::time::Instant,
+    ) {
+        let Some(log) = self.log(key) else { return };
+        let mut rx = log.subscribe_hw();
+        loop {
+            if *rx.borrow_and_update() > offset || log.status() == Status::Gone {
+                return;
+            }
+            if tokio::time::timeout_at(until, rx.changed()).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    async fn read_ranges(
+        &self,
+        ranges: &[StoredRange],
+        offset: i64,
+        max_bytes: usize,
+        hw: i64,
+    ) -> Result<Vec<Bytes>> {
+        let mut out = Vec::new();
+        let mut total = 0usize;
+        for r in ranges {
+            if let Some(seg) = &r.segment {
+                let from = offset.max(r.first_offset);
+                let budget = max_bytes.saturating_sub(total).max(1) as u64;
+                if let Some(read) = self.inner.segments.read(seg, Offset(from), budget).await? {
+                    for item in BatchIter::new(&read.bytes, usize::MAX) {
+                        let Ok((pos, v)) = item else { break };
+                        if v.base_offset() >= hw {
+                            break;
+                        }
+                        if !out.is_empty() && total + v.size() > max_bytes {
+                            return Ok(out);
+                        }
+                        total += v.size();
+                        out.push(read.bytes.slice(pos..pos + v.size()));
+                    }
+                }
+                if total >= max_bytes {
+                    break;
+                }
+                continue;
+            }
+            let end = r.byte_start + r.byte_len;
+            let bytes = self
+                .inner
+                .reader
+                .read_range(&r.object, r.byte_start..end)
+                .await?;
+            for item in BatchIter::new(&bytes, usize::MAX) {
+                let (pos, v) = item.map_err(|e| {
+                    BrokerError::new(ErrorKind::CorruptMessage, format!("{}: {e}", r.object))
+                })?;
+                if v.last_offset() < offset {
+                    continue;
+                }
+                if !out.is_empty() && total + v.size() > max_bytes {
+                    return Ok(out);
+                }
+                total += v.size();
+                out.push(bytes.slice(pos..pos + v.size()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// ListOffsets for one partition.
+    pub async fn list_offset(&self, key: &PartitionKey, spec: OffsetSpec) -> Result<OffsetAnswer> {
+        let log = self.active_log(key)?;
+        let (log_start, hw, _) = log.offsets();
+        match spec {
+            OffsetSpec::Earliest => Ok(OffsetAnswer {
+                offset: log_start,
+                timestamp: -1,
+            }),
+            OffsetSpec::Latest => Ok(OffsetAnswer {
+                offset: hw,
+                timestamp: -1,
+            }),
+            OffsetSpec::MaxTimestamp => {
+                let ranges: Vec<StoredRange> = log.lock().index.clone();
+                let best = ranges
+                    .iter()
+                    .filter(|r| r.last_offset >= log_start)
+                    .max_by_key(|r| (r.max_timestamp, std::cmp::Reverse(r.first_offset)));
+                let Some(r) = best else {
+                    return Ok(OffsetAnswer {
+                        offset: -1,
+                        timestamp: -1,
+                    });
+                };
+                let target = r.max_timestamp;
+                let mut found = None;
+                self.scan_records(std::slice::from_ref(r), log_start, hw, |off, ts| {
+                    if ts == target && found.is_none() {
+                        found = Some(off);
+                    }
+                    false
+                })
+                .await?;
+                Ok(OffsetAnswer {
+                    offset: found.unwrap_or(r.last_offset),
+                    timestamp: target,
+                })
+            }
+            OffsetSpec::Timestamp(t) => {
+                let ranges: Vec<StoredRange> = log
+                    .lock()
+                    .index
+                    .iter()
+                    .filter(|r| r.last_offset >= log_start && r.max_timestamp >= t)
+                    .cloned()
+                    .collect();
+                let mut found = None;
+                self.scan_records(&ranges, log_start, hw, |off, ts| {
+                    if ts >= t {
+                        found = Some((off, ts));
+                        true
+                    } else {
+                        false
+                    }
+                })
+                .await?;
+                Ok(match found {
+                    Some((offset, timestamp)) => OffsetAnswer { offset, timestamp },
+                    None => OffsetAnswer {
+                        offset: -1,
+                        timestamp: -1,
+                    },
+                })
+            }
+        }
+    }
+
+    /// Calls `f(offset, timestamp)` for the records of `ranges` in order until it returns true.
+    async fn scan_records(
+        &self,
+        ranges: &[StoredRange],
+        log_start: i64,
+        hw: i64,
+        mut f: impl FnMut(i64, i64) -> bool,
+    ) -> Result<()> {
+        for r in ranges {
+            let mut offset = r.first_offset.max(log_start);
+            while offset <= r.last_offset && offset < hw {
+                let batches = self
+                    .read_ranges(std::slice::from_ref(r), offset, 1024 * 1024, hw)
+                    .await?;
+                if batches.is_empty() {
+                    break;
+                }
+                for b in &batches {
+                    let recs = decode_records(b, MAX_DECOMPRESSED)
+                        .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, e.to_string()))?;
+                    for rec in recs {
+                        if rec.offset >= log_start && f(rec.offset, rec.timestamp) {
+                            return Ok(());
+                        }
+                        offset = offset.max(rec.offset + 1);
+                    }
+                    if let Some(Ok((_, v))) = BatchIter::new(b, usize::MAX).next() {
+                        offset = offset.max(v.next_offset());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// DeleteRecords: moves the log start to `offset` (`-1`: the high
+    /// watermark). Returns the new log start (the low watermark).
+    pub async fn delete_records(&self, key: &PartitionKey, offset: i64) -> Result<i64> {
+        let log = self.active_log(key)?;
+        let (start, hw, _) = log.offsets();
+        let target = if offset == -1 { hw } else { offset };
+        if target < 0 || target > hw {
+            return Err(BrokerError::new(
+                ErrorKind::OffsetOutOfRange,
+                format!("cannot delete records up to {offset}: the log ends at {hw}"),
+            ));
+        }
+        if target <= start {
+            return Ok(start);
+        }
+        crate::maintenance::truncate(self, &log, log.epoch(), target).await
+    }
+
+    /// Compacts every owned partition now (tests and tools).
+    pub async fn compact_now(&self) -> Result<usize> {
+        let mut n = 0;
+        for log in self.logs() {
+            n += crate::maintenance::compact(self, &log).await?;
+        }
+        Ok(n)
+    }
+
+    /// Flushes everything queued now and waits for it (used at shutdown and hand-over).
+    pub async fn flush_all(&self, timeout: Duration) {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let busy = self.logs().iter().any(|l| {
+                let s = l.lock();
+                s.status != Status::Gone && (!s.unflushed.is_empty() || s.in_flight)
+            });
+            if !busy {
+                return;
+            }
+            self.inner.flush_now.notify_one();
+            let wait = self.inner.flushed.notified();
+            if tokio::time::timeout_at(deadline, wait).await.is_err() {
+                tracing::warn!("flush at shutdown did not finish in time");
+                return;
+            }
+        }
+    }
+
+    /// Stops accepting writes, flushes what was accepted, and stops the loops.
+    pub async fn shutdown(&self) {
+        self.inner.stop.cancel();
+        self.flush_all(Duration::from_secs(20)).await;
+        let why = BrokerError::new(ErrorKind::ShuttingDown, "the broker stopped");
+        for l in self.logs() {
+            l.close(&why);
+        }
+        self.inner.stopped.notify_waiters();
+        self.inner.flush_now.notify_one();
+    }
+
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.inner.stop.is_cancelled()
+    }
+
+    /// Topic name → key for a partition, from the cluster view.
+    pub fn partition_key(
+        snapshot: &ClusterSnapshot,
+        topic: &str,
+        partition: i32,
+    ) -> Option<PartitionKey> {
+        let t = snapshot.topics.get(topic)?;
+        let p = u32::try_from(partition).ok()?;
+        (p < t.info.partition_count).then(|| PartitionKey::new(TopicId(t.id), p))
+    }
+
+    /// Takes a partition over at `epoch`: loads its committed index from metadata.
+    pub(crate) async fn take_over(
+        &self,
+        key: PartitionKey,
+        topic: String,
+        epoch: u64,
+        config: LogConfig,
+    ) -> Result<()> {
+        let idx = self
+            .inner
+            .meta
+            .partition_index(&key.topic.0.to_string(), key.partition, 0)
+            .await?;
+        let info = idx.info.unwrap_or_default();
+        if u64::from(info.owner) != u64::from(self.id()) || info.epoch != epoch {
+            return Err(BrokerError::not_owner(key));
+        }
+        let ranges = idx
+            .entries
+            .iter()
+            .filter_map(|e| {
+                let o = e.object.as_ref()?;
+                Some(StoredRange {
+                    first_offset: e.first_offset,
+                    last_offset: e.last_offset,
+                    max_timestamp: e.max_timestamp,
+                    object: meta_to_object(o),
+                    object_id: e.object_id,
+                    byte_start: e.byte_start,
+                    byte_len: e.byte_len,
+                    segment: None,
+                    committed_ms: 0,
+                })
+            })
+            .collect::<Vec<_>>();
+        let mut ranges = ranges;
+        for r in ranges.iter_mut().filter(|r| r.is_segment()) {
+            r.segment = Some(Arc::new(self.segment_objects(&r.object, r).await?));
+        }
+        let log = Arc::new(PartitionLog::new(
+            key,
+            topic,
+            epoch,
+            config,
+            info.log_start_offset,
+            info.high_watermark,
+            ranges,
+        ));
+        tracing::info!(partition = %key, epoch, hw = info.high_watermark, "took partition over");
+        let old = self
+            .inner
+            .logs
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, log);
+        if let Some(old) = old {
+            old.close(&BrokerError::not_owner(key));
+        }
+        Ok(())
+    }
+
+    /// Forgets a partition this broker no longer owns.
+    pub(crate) fn drop_partition(&self, key: &PartitionKey) {
+        let old = self
+            .inner
+            .logs
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+        if let Some(old) = old {
+            tracing::info!(partition = %key, "partition no longer owned");
+            old.close(&BrokerError::not_owner(key));
+        }
+    }
+
+    /// One flush: every queued batch of every partition in one WAL object,
+    /// then one metadata commit. Returns whether anything was flushed.
+    pub(crate) async fn flush_once(&self) -> bool {
+        let mut taken = Vec::new();
+        for log in self.logs() {
+            if let Some((epoch, pending)) = log.take_unflushed() {
+                taken.push((log, epoch, pending));
+            }
+        }
+        if taken.is_empty() {
+            return false;
+        }
+        let mut wal = WalBuilder::new();
+        for (log, _, pending) in &taken {
+            let mut buf = bytes::BytesMut::new();
+            for p in pending {
+                buf.extend_from_slice(&p.batches.bytes);
+            }
+            if let Err(e) = wal.append(log.key, buf.freeze()) {
+                tracing::error!(error = %e, "cannot build a WAL object");
+            }
+        }
+        let obj = wal.finish();
+        let broker = self.id();
+        // The pool moves a failed write to a new object (and endpoint); keep
+        // trying until it lands: nothing is acknowledged before.
+        let mut pause = Duration::from_millis(50);
+        let stored = loop {
+            match self
+                .inner
+                .pool
+                .put_new(
+                    |t| ObjectKey::new(format!("wal/{broker}/{}.wal", t.as_str())),
+                    obj.payload(),
+                )
+                .await
+            {
+                Ok(r) => break r,
+                Err(e) => {
+                    tracing::warn!(error = %e, "WAL write failed; retrying as a new object");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+            }
+        };
+        let mut parts: Vec<_> = taken
+            .into_iter()
+            .filter_map(|(log, epoch, pending)| {
+                let entry = obj.entries.iter().find(|e| e.partition == log.key)?.clone();
+                Some((log, epoch, pending, entry))
+            })
+            .collect();
+        let mut attempts_unavailable = false;
+        loop {
+            if parts.is_empty() {
+                break;
+            }
+            let req = proto::CommitRequest {
+                broker,
+                object: Some(proto::StoreObject {
+                    endpoint: stored.endpoint.as_str().to_string(),
+                    key: stored.key.as_str().to_string(),
+                    size: stored.size,
+                }),
+                ranges: parts
+                    .iter()
+                    .map(|(log, epoch, pending, entry)| proto::CommitRange {
+                        partition: Some(pref(&log.key)),
+                        epoch: *epoch,
+                        first_offset: pending.first().map(|p| p.batches.first_offset).unwrap_or(0),
+                        last_offset: pending.last().map(|p| p.batches.last_offset).unwrap_or(0),
+                        max_timestamp: pending
+                            .iter()
+                            .map(|p| p.batches.max_timestamp)
+                            .max()
+                            .unwrap_or(-1),
+                        object_id: 0,
+                        byte_start: entry.data_offset,
+                        byte_len: entry.data_len,
+                    })
+                    .collect(),
+            };
+            match self.inner.meta.commit(&req).await {
+                Ok(resp) => {
+                    use std::sync::atomic::Ordering::Relaxed;
+                    self.inner.flushes.fetch_add(1, Relaxed);
+                    self.inner.flushed_bytes.fetch_add(stored.size, Relaxed);
+                    self.finish_commit(parts, &stored, resp.object_id);
+                    break;
+                }
+                Err(e) if e.kind() == MetaKind::Unavailable || e.kind() == MetaKind::NotLeader => {
+                    tracing::warn!(error = %e, "commit failed; retrying");
+                    attempts_unavailable = true;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => {
+                    // Find out, partition by partition, what metadata holds now.
+                    tracing::info!(error = %e, "commit refused; checking ownership and the committed ends");
+                    let mut keep = Vec::new();
+                    let mut landed = None;
+                    for (log, epoch, pending, entry) in parts {
+                        let first = pending.first().map(|p| p.batches.first_offset).unwrap_or(0);
+                        let last = pending.last().map(|p| p.batches.last_offset).unwrap_or(0);
+                        match self
+                            .inner
+                            .meta
+                            .partition_index(&log.key.topic.0.to_string(), log.key.partition, first)
+                            .await
+                        {
+                            Ok(idx) => {
+                                let info = idx.info.unwrap_or_default();
+                                let ours = idx.entries.iter().find(|x| {
+                                    x.first_offset == first
+                                        && x.last_offset == last
+                                        && x.object
+                                            .as_ref()
+                                            .is_some_and(|o| o.key == stored.key.as_str())
+                                });
+                                if let Some(x) = ours {
+                                    // An earlier attempt landed (its answer was lost).
+                                    landed = Some(x.object_id);
+                                    keep.push((log, epoch, pending, entry));
+                                } else if info.owner == broker
+                                    && info.epoch == epoch
+                                    && info.high_watermark == first
+                                {
+                                    keep.push((log, epoch, pending, entry));
+                                } else {
+                                    let why = BrokerError::not_owner(log.key);
+                                    tracing::warn!(partition = %log.key, epoch, owner = info.owner, now_epoch = info.epoch, "lost the partition during a flush; failing its queued writes");
+                                    log.abandon(pending, &why);
+                                }
+                            }
+                            Err(e2) => {
+                                tracing::warn!(error = %e2, "cannot read the partition index; retrying");
+                                keep.push((log, epoch, pending, entry));
+                            }
+                        }
+                    }
+                    if let Some(object_id) = landed.filter(|_| attempts_unavailable) {
+                        self.finish_commit(keep, &stored, object_id);
+                        break;
+                    }
+                    parts = keep;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+        self.inner.flushed.notify_waiters();
+        true
+    }
+
+    fn finish_commit(
+        &self,
+        parts: Vec<(
+            Arc<PartitionLog>,
+            u64,
+            Vec<crate::log::Pending>,
+            floe_storage::wal::WalEntry,
+        )>,
+        stored: &ObjectRef,
+        object_id: u64,
+    ) {
+        let budget = self.inner.cfg.tail_bytes_per_partition;
+        for (log, _, pending, entry) in parts {
+            let range = StoredRange {
+                first_offset: pending.first().map(|p| p.batches.first_offset).unwrap_or(0),
+                last_offset: pending.last().map(|p| p.batches.last_offset).unwrap_or(0),
+                max_timestamp: pending
+                    .iter()
+                    .map(|p| p.batches.max_timestamp)
+                    .max()
+                    .unwrap_or(-1),
+                object: stored.clone(),
+                object_id,
+                byte_start: entry.data_offset,
+                byte_len: entry.data_len,
+                segment: None,
+                committed_ms: floe_metadata::clock::now_ms() as i64,
+            };
+            log.committed(pending, range, budget);
+        }
+    }
+}
+
+/// The segment a `.log` range refers to (its index objects' sizes included).
+fn sibling(log: &ObjectRef, ext: &str) -> ObjectKey {
+    let key = log.key.as_str();
+    let stem = key.strip_suffix(".log").unwrap_or(key);
+    ObjectKey::new(format!("{stem}.{ext}"))
+}
+
+impl Broker {
+    /// Looks up a segment's index objects next to its `.log`.
+    pub(crate) async fn segment_objects(
+        &self,
+        log: &ObjectRef,
+        r: &StoredRange,
+    ) -> Result<SegmentMeta> {
+        let index = self
+            .inner
+            .pool
+            .head(&log.endpoint, &sibling(log, "index"))
+            .await?;
+        let timeindex = self
+            .inner
+            .pool
+            .head(&log.endpoint, &sibling(log, "timeindex"))
+            .await?;
+        Ok(SegmentMeta {
+            base_offset: Offset(r.first_offset),
+            last_offset: Offset(r.last_offset),
+            max_timestamp: r.max_timestamp,
+            log: log.clone(),
+            index,
+            timeindex,
+        })
+    }
+
+    /// The objects of a segment, for deletion.
+    pub(crate) fn segment_siblings(log: &ObjectRef) -> [ObjectRef; 2] {
+        [
+            ObjectRef {
+                endpoint: log.endpoint.clone(),
+                key: sibling(log, "index"),
+                size: 0,
+            },
+            ObjectRef {
+                endpoint: log.endpoint.clone(),
+                key: sibling(log, "timeindex"),
+                size: 0,
+            },
+        ]
+    }
+}

@@ -1,0 +1,82 @@
+//! Broker errors, with kinds the proxy maps to Kafka error codes.
+
+use floe_metadata::error::{ErrorKind as MetaKind, MetaError};
+use floe_storage::StorageError;
+
+/// What went wrong, in terms a caller branches on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// This broker does not own the partition (or is handing it over).
+    NotOwner,
+    UnknownTopicOrPartition,
+    /// The fetch or list offset is outside `[log start, high watermark]`.
+    OffsetOutOfRange,
+    /// A batch is larger than the topic's `max.message.bytes`.
+    MessageTooLarge,
+    /// A batch failed its CRC or its framing.
+    CorruptMessage,
+    /// A well-formed batch Floe refuses (old magic, control batch from a client…).
+    InvalidRecord,
+    /// A feature a batch needs that Floe does not have yet (transactions).
+    Unsupported,
+    /// The object store failed and the write could not be completed.
+    Storage,
+    /// The metadata service could not be reached or refused.
+    Metadata,
+    /// The broker is stopping.
+    ShuttingDown,
+    InvalidRequest,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct BrokerError {
+    kind: ErrorKind,
+    message: String,
+}
+
+impl BrokerError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    pub fn not_owner(what: impl std::fmt::Display) -> Self {
+        Self::new(
+            ErrorKind::NotOwner,
+            format!("this broker does not own {what}"),
+        )
+    }
+}
+
+impl From<StorageError> for BrokerError {
+    fn from(e: StorageError) -> Self {
+        let kind = match e.kind() {
+            floe_storage::ErrorKind::Corrupt => ErrorKind::CorruptMessage,
+            _ => ErrorKind::Storage,
+        };
+        Self::new(kind, e.to_string())
+    }
+}
+
+impl From<MetaError> for BrokerError {
+    fn from(e: MetaError) -> Self {
+        let kind = match e.kind() {
+            MetaKind::UnknownTopic | MetaKind::UnknownPartition => {
+                ErrorKind::UnknownTopicOrPartition
+            }
+            MetaKind::StaleEpoch | MetaKind::NotOwner => ErrorKind::NotOwner,
+            MetaKind::InvalidConfig | MetaKind::InvalidRequest => ErrorKind::InvalidRequest,
+            _ => ErrorKind::Metadata,
+        };
+        Self::new(kind, e.to_string())
+    }
+}
+
+pub type Result<T, E = BrokerError> = std::result::Result<T, E>;

@@ -1,0 +1,379 @@
+//! One partition's log on its owner: sequencing, the unflushed queue, the
+//! committed tail kept in memory, and the committed index (where every
+//! committed range lives in the object store).
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use bytes::{Bytes, BytesMut};
+use floe_storage::batch::{self, BatchIter, BatchView};
+use floe_storage::{ObjectRef, PartitionKey};
+use tokio::sync::{oneshot, watch};
+
+use crate::config::{LogConfig, TimestampType};
+use crate::error::{BrokerError, ErrorKind, Result};
+
+/// Batches with their offsets assigned.
+#[derive(Debug, Clone)]
+pub struct Batches {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub max_timestamp: i64,
+    pub bytes: Bytes,
+}
+
+/// A committed range of the log and where its bytes are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredRange {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub max_timestamp: i64,
+    pub object: ObjectRef,
+    pub object_id: u64,
+    pub byte_start: u64,
+    pub byte_len: u64,
+    /// For a segment: its three objects (with the index sizes).
+    pub segment: Option<std::sync::Arc<floe_storage::segment::SegmentMeta>>,
+    /// When this broker committed it (ms; 0 when loaded at take-over).
+    pub committed_ms: i64,
+}
+
+impl StoredRange {
+    /// Segments are named `….log`; anything else is a WAL object.
+    pub fn is_segment(&self) -> bool {
+        self.segment.is_some() || self.object.key.as_str().ends_with(".log")
+    }
+}
+
+/// What a produce waits on (acks=all): the flush that carries its batches.
+pub(crate) type Waiter = oneshot::Sender<Result<()>>;
+
+/// What [`PartitionLog::append`] gives back: the batches as stored, the
+/// receiver for `acks=all`, and the bytes now waiting for a flush.
+pub(crate) type Appended = (Batches, Option<oneshot::Receiver<Result<()>>>, usize);
+
+#[derive(Debug)]
+pub(crate) struct Pending {
+    pub batches: Batches,
+    pub waiter: Option<Waiter>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Owned and accepting writes.
+    Active,
+    /// Being handed over: no new writes, the queue drains.
+    Releasing,
+    /// No longer owned.
+    Gone,
+}
+
+#[derive(Debug)]
+pub(crate) struct LogState {
+    pub epoch: u64,
+    pub status: Status,
+    pub config: LogConfig,
+    pub log_start: i64,
+    /// Next offset to assign.
+    pub leo: i64,
+    /// Committed end: everything below it is durable and readable.
+    pub hw: i64,
+    pub unflushed: Vec<Pending>,
+    pub unflushed_bytes: usize,
+    /// Batches handed to the flusher and not yet committed.
+    pub in_flight: bool,
+    pub tail: VecDeque<Batches>,
+    pub tail_bytes: usize,
+    pub index: Vec<StoredRange>,
+}
+
+/// Where a fetch finds its data, decided under the lock, read outside it.
+#[derive(Debug)]
+pub(crate) enum ReadPlan {
+    Empty,
+    Memory(Vec<Bytes>),
+    Store(Vec<StoredRange>),
+}
+
+/// One owned partition.
+#[derive(Debug)]
+pub struct PartitionLog {
+    pub key: PartitionKey,
+    pub topic: String,
+    pub(crate) state: Mutex<LogState>,
+    hw_tx: watch::Sender<i64>,
+}
+
+impl PartitionLog {
+    pub(crate) fn new(
+        key: PartitionKey,
+        topic: String,
+        epoch: u64,
+        config: LogConfig,
+        log_start: i64,
+        hw: i64,
+        index: Vec<StoredRange>,
+    ) -> Self {
+        let (hw_tx, _) = watch::channel(hw);
+        Self {
+            key,
+            topic,
+            state: Mutex::new(LogState {
+                epoch,
+                status: Status::Active,
+                config,
+                log_start,
+                leo: hw,
+                hw,
+                unflushed: Vec::new(),
+                unflushed_bytes: 0,
+                in_flight: false,
+                tail: VecDeque::new(),
+                tail_bytes: 0,
+                index,
+            }),
+            hw_tx,
+        }
+    }
+
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, LogState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.lock().epoch
+    }
+
+    pub fn status(&self) -> Status {
+        self.lock().status
+    }
+
+    /// (log start, high watermark, log end).
+    pub fn offsets(&self) -> (i64, i64, i64) {
+        let s = self.lock();
+        (s.log_start, s.hw, s.leo)
+    }
+
+    pub fn subscribe_hw(&self) -> watch::Receiver<i64> {
+        self.hw_tx.subscribe()
+    }
+
+    pub(crate) fn publish_hw(&self, hw: i64) {
+        self.hw_tx.send_replace(hw);
+    }
+
+    /// Validates the produced batches, assigns their offsets and queues them
+    /// for the flusher. Returns the batches as stored and, for `acks=all`, the
+    /// receiver that resolves once they are committed.
+    pub(crate) fn append(&self, records: &[u8], wait: bool, now_ms: i64) -> Result<Appended> {
+        let mut st = self.lock();
+        if st.status != Status::Active {
+            return Err(BrokerError::not_owner(self.key));
+        }
+        let max = st.config.max_message_bytes;
+        // Check every batch before anything is assigned: all or nothing.
+        let mut sizes = Vec::new();
+        let mut pos = 0usize;
+        while pos < records.len() {
+            let rest = &records[pos..];
+            let size = BatchView::peek_size(rest)
+                .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, e.to_string()))?;
+            if size > max {
+                return Err(BrokerError::new(
+                    ErrorKind::MessageTooLarge,
+                    format!(
+                        "a batch of {size} bytes is over the topic's max.message.bytes ({max})"
+                    ),
+                ));
+            }
+            let view = BatchView::parse(rest, usize::MAX)
+                .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, e.to_string()))?;
+            view.verify_crc()
+                .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, e.to_string()))?;
+            if view.is_control() {
+                return Err(BrokerError::new(
+                    ErrorKind::InvalidRecord,
+                    "clients may not produce control batches",
+                ));
+            }
+            if view.is_transactional() {
+                return Err(BrokerError::new(
+                    ErrorKind::Unsupported,
+                    "transactional batches are not supported yet",
+                ));
+            }
+            sizes.push(view.size());
+            pos += view.size();
+        }
+        if sizes.is_empty() {
+            return Err(BrokerError::new(
+                ErrorKind::CorruptMessage,
+                "a produce carried no record batch",
+            ));
+        }
+        let mut out = BytesMut::from(records);
+        let first_offset = st.leo;
+        let mut next = st.leo;
+        let mut max_ts = -1i64;
+        let epoch = i32::try_from(st.epoch).unwrap_or(i32::MAX);
+        let mut at = 0usize;
+        for size in sizes {
+            let b = &mut out[at..at + size];
+            let count = {
+                let v = BatchView::parse(b, usize::MAX)
+                    .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, e.to_string()))?;
+                i64::from(v.last_offset_delta()) + 1
+            };
+            batch::set_base_offset(b, next)
+                .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, e.to_string()))?;
+            batch::set_partition_leader_epoch(b, epoch)
+                .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, e.to_string()))?;
+            if st.config.timestamp_type == TimestampType::LogAppendTime {
+                batch::set_log_append_time(b, now_ms)
+                    .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, e.to_string()))?;
+            }
+            let v = BatchView::parse(b, usize::MAX)
+                .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, e.to_string()))?;
+            max_ts = max_ts.max(v.max_timestamp());
+            next = next.checked_add(count).ok_or_else(|| {
+                BrokerError::new(ErrorKind::InvalidRecord, "offsets would overflow")
+            })?;
+            at += size;
+        }
+        let batches = Batches {
+            first_offset,
+            last_offset: next - 1,
+            max_timestamp: max_ts,
+            bytes: out.freeze(),
+        };
+        st.leo = next;
+        let (waiter, rx) = if wait {
+            let (tx, rx) = oneshot::channel();
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
+        st.unflushed_bytes += batches.bytes.len();
+        let queued = st.unflushed_bytes;
+        st.unflushed.push(Pending {
+            batches: batches.clone(),
+            waiter,
+        });
+        Ok((batches, rx, queued))
+    }
+
+    /// Takes the queue for a flush (at the epoch it was sequenced under).
+    pub(crate) fn take_unflushed(&self) -> Option<(u64, Vec<Pending>)> {
+        let mut st = self.lock();
+        if st.unflushed.is_empty() || st.in_flight || st.status == Status::Gone {
+            return None;
+        }
+        st.in_flight = true;
+        st.unflushed_bytes = 0;
+        Some((st.epoch, std::mem::take(&mut st.unflushed)))
+    }
+
+    /// The flush committed these batches at `range`.
+    pub(crate) fn committed(&self, pending: Vec<Pending>, range: StoredRange, tail_budget: usize) {
+        let hw = range.last_offset + 1;
+        let mut waiters = Vec::new();
+        {
+            let mut st = self.lock();
+            st.in_flight = false;
+            st.hw = st.hw.max(hw);
+            st.index.push(range);
+            for p in pending {
+                st.tail_bytes += p.batches.bytes.len();
+                st.tail.push_back(p.batches);
+                waiters.extend(p.waiter);
+            }
+            while st.tail_bytes > tail_budget && st.tail.len() > 1 {
+                if let Some(b) = st.tail.pop_front() {
+                    st.tail_bytes -= b.bytes.len();
+                }
+            }
+        }
+        self.publish_hw(hw);
+        for w in waiters {
+            let _ = w.send(Ok(()));
+        }
+    }
+
+    /// The flush failed for good for this partition: the log is no longer
+    /// ours; everything queued fails.
+    pub(crate) fn abandon(&self, pending: Vec<Pending>, why: &BrokerError) {
+        let mut waiters: Vec<Waiter> = pending.into_iter().filter_map(|p| p.waiter).collect();
+        {
+            let mut st = self.lock();
+            st.in_flight = false;
+            st.status = Status::Gone;
+            waiters.extend(st.unflushed.drain(..).filter_map(|p| p.waiter));
+            st.unflushed_bytes = 0;
+        }
+        for w in waiters {
+            let _ = w.send(Err(why.clone()));
+        }
+        // Wake long polls so that they see the partition is gone.
+        self.hw_tx.send_modify(|_| {});
+    }
+
+    /// Stops the log (ownership lost or broker stopping).
+    pub(crate) fn close(&self, why: &BrokerError) {
+        self.abandon(Vec::new(), why);
+    }
+
+    /// Decides where a fetch at `offset` reads from.
+    pub(crate) fn plan_read(&self, offset: i64, max_bytes: usize) -> Result<(ReadPlan, i64, i64)> {
+        let st = self.lock();
+        if st.status == Status::Gone {
+            return Err(BrokerError::not_owner(self.key));
+        }
+        let (start, hw) = (st.log_start, st.hw);
+        if offset < start || offset > hw {
+            return Err(BrokerError::new(
+                ErrorKind::OffsetOutOfRange,
+                format!("offset {offset} is outside [{start}, {hw}] of {}", self.key),
+            ));
+        }
+        if offset == hw {
+            return Ok((ReadPlan::Empty, start, hw));
+        }
+        if let Some(front) = st.tail.front()
+            && front.first_offset <= offset
+        {
+            let mut out = Vec::new();
+            let mut total = 0usize;
+            for b in st.tail.iter().filter(|b| b.last_offset >= offset) {
+                // Whole produce requests are kept together; split them
+                // into batches so the budget is honoured per batch.
+                for item in BatchIter::new(&b.bytes, usize::MAX) {
+                    let Ok((pos, v)) = item else { break };
+                    if v.last_offset() < offset {
+                        continue;
+                    }
+                    if total > 0 && total + v.size() > max_bytes {
+                        return Ok((ReadPlan::Memory(out), start, hw));
+                    }
+                    total += v.size();
+                    out.push(b.bytes.slice(pos..pos + v.size()));
+                }
+            }
+            return Ok((ReadPlan::Memory(out), start, hw));
+        }
+        // The ranges from the one holding `offset`, up to the budget.
+        let i = st.index.partition_point(|r| r.last_offset < offset);
+        let mut ranges = Vec::new();
+        let mut total = 0u64;
+        for r in &st.index[i..] {
+            if !ranges.is_empty() && total + r.byte_len > max_bytes as u64 {
+                break;
+            }
+            total += r.byte_len;
+            ranges.push(r.clone());
+            if r.is_segment() {
+                break; // a segment read brings its own budget
+            }
+        }
+        Ok((ReadPlan::Store(ranges), start, hw))
+    }
+}

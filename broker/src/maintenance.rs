@@ -1,0 +1,314 @@
+//! Background upkeep of the logs this broker owns:
+//!
+//! - compaction: committed WAL ranges are rewritten into per-partition
+//!   segments (`.log`, `.index`, `.timeindex`) and swapped in with one
+//!   metadata command per segment;
+//! - retention: whole segments older than `retention.ms`, or beyond
+//!   `retention.bytes`, leave the log (the log start moves);
+//! - the sweeper: objects no index entry references any more are deleted
+//!   from the store after a grace period, then forgotten by the metadata.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use floe_metadata::api::proto;
+use floe_storage::segment::{SegmentBuilder, write_segment};
+use floe_storage::{EndpointId, ObjectKey, ObjectRef, RangeRead};
+
+use crate::broker::Broker;
+use crate::error::{BrokerError, Result};
+use crate::log::{PartitionLog, Status, StoredRange};
+
+/// Index entry every this many bytes of a segment.
+const INDEX_INTERVAL_BYTES: u64 = 4096;
+
+pub(crate) async fn run(b: Broker) {
+    let cfg = b.inner.cfg.clone();
+    let mut next_compaction = tokio::time::Instant::now() + cfg.compaction_interval;
+    let mut next_retention = tokio::time::Instant::now() + cfg.retention_check_interval;
+    let mut seen_unreferenced: HashMap<u64, Instant> = HashMap::new();
+    loop {
+        let next = next_compaction.min(next_retention);
+        tokio::select! {
+            _ = tokio::time::sleep_until(next) => {}
+            _ = b.inner.stopped.notified() => return,
+        }
+        if b.is_stopping() {
+            return;
+        }
+        let now = tokio::time::Instant::now();
+        if now >= next_compaction {
+            for log in b.logs() {
+                if let Err(e) = compact(&b, &log).await {
+                    tracing::warn!(partition = %log.key, error = %e, "compaction failed; will retry");
+                }
+            }
+            next_compaction = now + cfg.compaction_interval;
+        }
+        if now >= next_retention {
+            for log in b.logs() {
+                if let Err(e) = apply_retention(&b, &log).await {
+                    tracing::warn!(partition = %log.key, error = %e, "retention failed; will retry");
+                }
+            }
+            if let Err(e) = sweep(&b, &mut seen_unreferenced).await {
+                tracing::warn!(error = %e, "sweeping unreferenced objects failed");
+            }
+            next_retention = now + cfg.retention_check_interval;
+        }
+    }
+}
+
+/// Rewrites the partition's committed WAL ranges into segments of up to
+/// `segment.bytes`. A run shorter than that waits until its oldest range is
+/// `segment.ms` old.
+pub(crate) async fn compact(b: &Broker, log: &Arc<PartitionLog>) -> Result<usize> {
+    let (epoch, ranges, seg_bytes, seg_ms) = {
+        let st = log.lock();
+        if st.status != Status::Active {
+            return Ok(0);
+        }
+        let wal: Vec<StoredRange> = st
+            .index
+            .iter()
+            .filter(|r| !r.is_segment() && r.last_offset >= st.log_start)
+            .cloned()
+            .collect();
+        (st.epoch, wal, st.config.segment_bytes, st.config.segment_ms)
+    };
+    if ranges.is_empty() {
+        return Ok(0);
+    }
+    let total: u64 = ranges.iter().map(|r| r.byte_len).sum();
+    let now = floe_metadata::clock::now_ms() as i64;
+    let oldest = ranges.iter().map(|r| r.committed_ms).min().unwrap_or(now);
+    if total < seg_bytes && now.saturating_sub(oldest) < seg_ms {
+        return Ok(0);
+    }
+    // Group consecutive ranges into segments (a run must be contiguous in the index).
+    let mut made = 0;
+    let mut group: Vec<StoredRange> = Vec::new();
+    let mut group_bytes = 0u64;
+    let mut groups = Vec::new();
+    for r in ranges {
+        if let Some(prev) = group.last()
+            && (prev.last_offset + 1 != r.first_offset || group_bytes + r.byte_len > seg_bytes)
+        {
+            groups.push(std::mem::take(&mut group));
+            group_bytes = 0;
+        }
+        group_bytes += r.byte_len;
+        group.push(r);
+    }
+    if !group.is_empty() {
+        groups.push(group);
+    }
+    for g in groups {
+        let (Some(first), Some(last)) = (g.first(), g.last()) else {
+            continue;
+        };
+        let (first_offset, last_offset) = (first.first_offset, last.last_offset);
+        let mut builder = SegmentBuilder::new(INDEX_INTERVAL_BYTES);
+        for r in &g {
+            let bytes = b
+                .inner
+                .reader
+                .read_range(&r.object, r.byte_start..r.byte_start + r.byte_len)
+                .await?;
+            builder.append(bytes)?;
+        }
+        let built = builder.finish()?;
+        let prefix = format!("segments/{}/{}", log.key.topic.0, log.key.partition);
+        let seg = write_segment(&b.inner.pool, &prefix, built).await?;
+        let max_ts = g.iter().map(|r| r.max_timestamp).max().unwrap_or(-1);
+        let req = proto::ReplaceRangesRequest {
+            broker: b.id(),
+            partition: Some(proto::Partition {
+                topic_id: log.key.topic.0.to_string(),
+                partition: log.key.partition,
+            }),
+            epoch,
+            first_offset,
+            last_offset,
+            max_timestamp: max_ts,
+            object: Some(proto::StoreObject {
+                endpoint: seg.log.endpoint.as_str().to_string(),
+                key: seg.log.key.as_str().to_string(),
+                size: seg.log.size,
+            }),
+        };
+        let resp: proto::CommitResponse =
+            match b.inner.meta.call("/v1/partitions/replace", &req).await {
+                Ok(r) => r,
+                Err(e) => {
+                    // The segment is not referenced: delete it now.
+                    for o in [&seg.log, &seg.index, &seg.timeindex] {
+                        let _ = b.inner.pool.delete(o).await;
+                    }
+                    return Err(e.into());
+                }
+            };
+        let range = StoredRange {
+            first_offset,
+            last_offset,
+            max_timestamp: max_ts,
+            object: seg.log.clone(),
+            object_id: resp.object_id,
+            byte_start: 0,
+            byte_len: seg.log.size,
+            segment: Some(Arc::new(seg)),
+            committed_ms: now,
+        };
+        {
+            let mut st = log.lock();
+            if let (Some(i), Some(j)) = (
+                st.index.iter().position(|r| r.first_offset == first_offset),
+                st.index.iter().position(|r| r.last_offset == last_offset),
+            ) && i <= j
+            {
+                st.index.splice(i..=j, [range]);
+            }
+        }
+        tracing::info!(partition = %log.key, first_offset, last_offset, "compacted WAL ranges into a segment");
+        made += 1;
+    }
+    Ok(made)
+}
+
+/// Deletes whole segments by `retention.ms` and `retention.bytes` (never the
+/// newest entry of the log).
+pub(crate) async fn apply_retention(b: &Broker, log: &Arc<PartitionLog>) -> Result<Option<i64>> {
+    let (epoch, start, new_start) = {
+        let st = log.lock();
+        if st.status != Status::Active || st.index.len() < 2 {
+            return Ok(None);
+        }
+        let now = floe_metadata::clock::now_ms() as i64;
+        let live: Vec<&StoredRange> = st
+            .index
+            .iter()
+            .filter(|r| r.last_offset >= st.log_start)
+            .collect();
+        let mut total: i64 = live.iter().map(|r| r.byte_len as i64).sum();
+        let mut new_start = None;
+        for (i, r) in live.iter().enumerate() {
+            if i + 1 == live.len() || !r.is_segment() {
+                break;
+            }
+            let too_old = st
+                .config
+                .retention_ms
+                .is_some_and(|ms| r.max_timestamp < now.saturating_sub(ms));
+            let too_big = st
+                .config
+                .retention_bytes
+                .is_some_and(|max| total - r.byte_len as i64 >= max);
+            if !(too_old || too_big) {
+                break;
+            }
+            total -= r.byte_len as i64;
+            new_start = Some(r.last_offset + 1);
+        }
+        (st.epoch, st.log_start, new_start)
+    };
+    match new_start {
+        Some(s) if s > start => truncate(b, log, epoch, s).await.map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// Moves the log start to `offset` in metadata, then in memory.
+pub(crate) async fn truncate(
+    b: &Broker,
+    log: &Arc<PartitionLog>,
+    epoch: u64,
+    offset: i64,
+) -> Result<i64> {
+    let req = proto::TruncateRequest {
+        broker: b.id(),
+        partition: Some(proto::Partition {
+            topic_id: log.key.topic.0.to_string(),
+            partition: log.key.partition,
+        }),
+        epoch,
+        log_start_offset: offset,
+    };
+    let resp: proto::TruncateResponse = b
+        .inner
+        .meta
+        .call("/v1/partitions/truncate", &req)
+        .await
+        .map_err(BrokerError::from)?;
+    let start = resp.log_start_offset;
+    {
+        let mut st = log.lock();
+        st.log_start = st.log_start.max(start);
+        let ls = st.log_start;
+        st.index.retain(|r| r.last_offset >= ls);
+        while st.tail.front().is_some_and(|t| t.last_offset < ls) {
+            if let Some(t) = st.tail.pop_front() {
+                st.tail_bytes -= t.bytes.len();
+            }
+        }
+    }
+    tracing::info!(partition = %log.key, log_start = start, "log start moved");
+    Ok(start)
+}
+
+/// Deletes objects that no index entry has referenced for the grace period.
+async fn sweep(b: &Broker, seen: &mut HashMap<u64, Instant>) -> Result<()> {
+    let list: proto::ObjectList = b
+        .inner
+        .meta
+        .call("/v1/objects/unreferenced", &proto::Empty {})
+        .await
+        .map_err(BrokerError::from)?;
+    let now = Instant::now();
+    let grace = b.inner.cfg.orphan_grace;
+    let current: std::collections::HashSet<u64> = list.objects.iter().map(|o| o.id).collect();
+    seen.retain(|id, _| current.contains(id));
+    let mut forget = Vec::new();
+    for o in &list.objects {
+        let first = *seen.entry(o.id).or_insert(now);
+        if now.duration_since(first) < grace {
+            continue;
+        }
+        let Some(so) = &o.object else { continue };
+        let obj = ObjectRef {
+            endpoint: EndpointId::new(&so.endpoint),
+            key: ObjectKey::new(&so.key),
+            size: so.size,
+        };
+        let mut all = vec![obj.clone()];
+        if so.key.ends_with(".log") {
+            all.extend(Broker::segment_siblings(&obj));
+        }
+        let mut ok = true;
+        for x in &all {
+            if let Err(e) = b.inner.pool.delete(x).await
+                && e.kind() != floe_storage::ErrorKind::NotFound
+            {
+                tracing::warn!(object = %x, error = %e, "cannot delete an unreferenced object");
+                ok = false;
+            }
+        }
+        if ok {
+            forget.push(o.id);
+        }
+    }
+    if !forget.is_empty() {
+        let n = forget.len();
+        let _: proto::Empty = b
+            .inner
+            .meta
+            .call(
+                "/v1/objects/forget",
+                &proto::ForgetObjectsRequest { ids: forget },
+            )
+            .await
+            .map_err(BrokerError::from)?;
+        tracing::info!(objects = n, "deleted unreferenced objects");
+    }
+    Ok(())
+}

@@ -1,0 +1,166 @@
+//! The broker's background loops: lease heartbeats, following ownership
+//! from the cluster view, and the flusher.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use floe_metadata::api::proto;
+use floe_metadata::error::ErrorKind as MetaKind;
+use floe_storage::{PartitionKey, TopicId};
+
+use crate::broker::Broker;
+use crate::config::LogConfig;
+use crate::log::Status;
+
+/// Renews the lease; registers again if the metadata forgot this broker.
+pub(crate) async fn heartbeat(b: Broker) {
+    let every = b.inner.cfg.lease / 3;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = b.inner.stopped.notified() => return,
+        }
+        if b.is_stopping() {
+            return;
+        }
+        let req = proto::HeartbeatRequest { id: b.id() };
+        let r: Result<proto::Empty, _> = b.inner.meta.call("/v1/nodes/heartbeat", &req).await;
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "heartbeat failed");
+            if matches!(e.kind(), MetaKind::UnknownBroker | MetaKind::InvalidRequest) {
+                let c = &b.inner.cfg;
+                if let Err(e) = b
+                    .inner
+                    .meta
+                    .register(c.id, "broker", &c.advertise, c.lease.as_millis() as u64)
+                    .await
+                {
+                    tracing::warn!(error = %e, "registering again failed");
+                }
+            }
+        }
+    }
+}
+
+/// Follows the cluster view: takes over partitions assigned to this broker,
+/// hands over those the controller moves away, drops those it lost.
+pub(crate) async fn ownership(b: Broker) {
+    let mut rx = b.inner.view.subscribe();
+    loop {
+        if b.is_stopping() {
+            return;
+        }
+        let snap = rx.borrow_and_update().clone();
+        let mut wanted = HashSet::new();
+        for t in snap.topics.values() {
+            let config = LogConfig::from_entries(&t.info.configs);
+            for p in &t.info.partitions {
+                let key = PartitionKey::new(TopicId(t.id), p.partition);
+                if p.owner != b.id() {
+                    continue;
+                }
+                wanted.insert(key);
+                match b.log(&key) {
+                    Some(log) if log.epoch() == p.epoch && log.status() != Status::Gone => {
+                        {
+                            let mut st = log.lock();
+                            if st.config != config {
+                                st.config = config.clone();
+                            }
+                        }
+                        if p.handover_to != 0 && log.status() == Status::Active {
+                            log.lock().status = Status::Releasing;
+                            tokio::spawn(release(b.clone(), key, p.epoch));
+                        }
+                    }
+                    _ => {
+                        if p.handover_to != 0 {
+                            // Being moved away: give it up at once.
+                            tokio::spawn(release(b.clone(), key, p.epoch));
+                            continue;
+                        }
+                        if let Err(e) = b
+                            .take_over(key, t.name.clone(), p.epoch, config.clone())
+                            .await
+                        {
+                            tracing::warn!(partition = %key, error = %e, "take-over failed; will retry");
+                        }
+                    }
+                }
+            }
+        }
+        for log in b.logs() {
+            if !wanted.contains(&log.key) {
+                b.drop_partition(&log.key);
+            }
+        }
+        tokio::select! {
+            r = rx.changed() => if r.is_err() { return },
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = b.inner.stopped.notified() => return,
+        }
+    }
+}
+
+/// Drains a partition's queue, then tells metadata it is released.
+async fn release(b: Broker, key: PartitionKey, epoch: u64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
+    if let Some(log) = b.log(&key) {
+        loop {
+            let busy = {
+                let s = log.lock();
+                !s.unflushed.is_empty() || s.in_flight
+            };
+            if !busy || tokio::time::Instant::now() > deadline {
+                break;
+            }
+            b.inner.flush_now.notify_one();
+            let _ =
+                tokio::time::timeout(Duration::from_millis(50), b.inner.flushed.notified()).await;
+        }
+    }
+    let req = proto::ReleaseRequest {
+        broker: b.id(),
+        partitions: vec![proto::PartitionEpoch {
+            partition: Some(proto::Partition {
+                topic_id: key.topic.0.to_string(),
+                partition: key.partition,
+            }),
+            epoch,
+        }],
+        shards: vec![],
+    };
+    let r: Result<proto::Empty, _> = b.inner.meta.call("/v1/release", &req).await;
+    match r {
+        Ok(_) => tracing::info!(partition = %key, epoch, "released for hand-over"),
+        Err(e) => tracing::warn!(partition = %key, error = %e, "release failed"),
+    }
+    b.drop_partition(&key);
+}
+
+/// Flushes every `flush_interval`, or at once when enough bytes wait.
+pub(crate) async fn flusher(b: Broker) {
+    let every = b.inner.cfg.flush_interval;
+    loop {
+        let flushed = b.flush_once().await;
+        if b.is_stopping() && !flushed {
+            // Keep serving flush requests made during shutdown.
+            let idle = b.logs().iter().all(|l| {
+                let s = l.lock();
+                s.unflushed.is_empty() && !s.in_flight
+            });
+            if idle {
+                b.inner.flushed.notify_waiters();
+                return;
+            }
+        }
+        if !flushed {
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = b.inner.flush_now.notified() => {}
+            }
+        } else {
+            b.inner.flushed.notify_waiters();
+        }
+    }
+}

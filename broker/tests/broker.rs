@@ -1,0 +1,391 @@
+//! A broker against a real metadata node (HTTP on 127.0.0.1) and a local
+//! object store: produce with acks=all, fetch from the tail and from the
+//! store, a restart that reads back what was acknowledged, offsets by
+//! timestamp, compaction into segments, retention and the sweeper.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use floe_broker::{Acks, Broker, BrokerConfig, ClusterWatch, ErrorKind, OffsetSpec};
+use floe_metadata::api::client::MetaClient;
+use floe_metadata::node::{MetaConfig, MetaNode};
+use floe_storage::backend::EndpointConfig;
+use floe_storage::batch::{BatchIter, Compression};
+use floe_storage::records::{BatchBuilder, RecordSpec, decode_records};
+use floe_storage::{PartitionKey, PoolOptions, StorePool, TopicId};
+
+fn free_addr() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+struct Env {
+    _dir: tempfile::TempDir,
+    store: std::path::PathBuf,
+    meta_node: Option<MetaNode>,
+    meta: Arc<MetaClient>,
+}
+
+impl Env {
+    async fn new() -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = MetaConfig::new(1, free_addr(), dir.path().join("meta"));
+        c.init = true;
+        c.controller_interval = Duration::from_millis(100);
+        let node = MetaNode::start(c).await.unwrap();
+        let meta = Arc::new(MetaClient::new(vec![node.addr.to_string()]).unwrap());
+        let store = dir.path().join("store");
+        std::fs::create_dir_all(&store).unwrap();
+        Env {
+            _dir: dir,
+            store,
+            meta_node: Some(node),
+            meta,
+        }
+    }
+
+    async fn broker(&self, tune: impl FnOnce(&mut BrokerConfig)) -> Broker {
+        let endpoints =
+            EndpointConfig::parse_list(&[format!("local=file://{}", self.store.display())])
+                .unwrap();
+        let pool = Arc::new(
+            StorePool::open(&endpoints, PoolOptions::default())
+                .await
+                .unwrap(),
+        );
+        let mut cfg = BrokerConfig::new(1, "127.0.0.1:1");
+        cfg.lease = Duration::from_secs(3);
+        cfg.compaction_interval = Duration::from_secs(3600);
+        cfg.retention_check_interval = Duration::from_secs(3600);
+        tune(&mut cfg);
+        let view = ClusterWatch::start(self.meta.clone());
+        Broker::start(cfg, self.meta.clone(), pool, view)
+            .await
+            .unwrap()
+    }
+
+    async fn topic(&self, name: &str, partitions: u32, configs: &[(&str, &str)]) -> TopicId {
+        let cfg: HashMap<String, String> = configs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let id = self.meta.create_topic(name, partitions, cfg).await.unwrap();
+        TopicId(uuid::Uuid::parse_str(&id).unwrap())
+    }
+}
+
+async fn wait_owned(b: &Broker, key: PartitionKey) {
+    let started = Instant::now();
+    while !b.owned().contains(&key) {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{key} never owned"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn batch(values: &[&str], ts: i64, codec: Compression) -> Bytes {
+    let mut b = BatchBuilder::new(0, ts);
+    for (i, v) in values.iter().enumerate() {
+        b.push(RecordSpec::new(
+            Some(format!("k{i}").into_bytes()),
+            Some(v.as_bytes().to_vec()),
+            i as i64,
+        ));
+    }
+    b.build(codec).unwrap()
+}
+
+/// All records (offset, value) from `offset` to the high watermark.
+async fn read_all(b: &Broker, key: &PartitionKey, mut offset: i64) -> Vec<(i64, String)> {
+    let mut out = Vec::new();
+    loop {
+        let d = b.fetch(key, offset, 64 * 1024).await.unwrap();
+        if d.batches.is_empty() {
+            return out;
+        }
+        for raw in &d.batches {
+            for r in decode_records(raw, 1 << 20).unwrap() {
+                if r.offset >= offset {
+                    out.push((
+                        r.offset,
+                        String::from_utf8(r.value.unwrap().to_vec()).unwrap(),
+                    ));
+                }
+            }
+            let (_, v) = BatchIter::new(raw, usize::MAX).next().unwrap().unwrap();
+            offset = v.next_offset();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_batches_survive_a_restart_and_are_served_from_the_store() {
+    let env = Env::new().await;
+    let t = env.topic("orders", 2, &[]).await;
+    let key = PartitionKey::new(t, 1);
+    let b = env.broker(|_| {}).await;
+    wait_owned(&b, key).await;
+
+    let mut expected = Vec::new();
+    for i in 0..20 {
+        let vals: Vec<String> = (0..5).map(|j| format!("v{i}-{j}")).collect();
+        let refs: Vec<&str> = vals.iter().map(String::as_str).collect();
+        let codec = [
+            Compression::None,
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ][i % 5];
+        let ok = b
+            .produce(&key, &batch(&refs, 1_000 + i as i64 * 10, codec), Acks::All)
+            .await
+            .unwrap();
+        assert_eq!(ok.base_offset, i as i64 * 5);
+        for (j, v) in vals.into_iter().enumerate() {
+            expected.push((ok.base_offset + j as i64, v));
+        }
+    }
+    let (start, hw, leo) = b.log(&key).unwrap().offsets();
+    assert_eq!((start, hw, leo), (0, 100, 100));
+    assert_eq!(read_all(&b, &key, 0).await, expected);
+    // From the middle of a batch: the batch holding it comes back whole.
+    let d = b.fetch(&key, 7, 1).await.unwrap();
+    assert_eq!(d.batches.len(), 1, "at least one batch even over max_bytes");
+    let (_, v) = BatchIter::new(&d.batches[0], usize::MAX)
+        .next()
+        .unwrap()
+        .unwrap();
+    assert_eq!(v.base_offset(), 5);
+    // Out of range.
+    assert_eq!(
+        b.fetch(&key, 101, 1024).await.unwrap_err().kind(),
+        ErrorKind::OffsetOutOfRange
+    );
+    // Not owned.
+    let other = PartitionKey::new(TopicId(uuid::Uuid::new_v4()), 0);
+    assert_eq!(
+        b.fetch(&other, 0, 1024).await.unwrap_err().kind(),
+        ErrorKind::NotOwner
+    );
+
+    b.shutdown().await;
+    drop(b);
+    // A new broker process (same id): nothing in memory, everything from the store.
+    let b2 = env.broker(|_| {}).await;
+    wait_owned(&b2, key).await;
+    assert_eq!(b2.log(&key).unwrap().offsets().1, 100);
+    assert_eq!(read_all(&b2, &key, 0).await, expected);
+    let ok = b2
+        .produce(
+            &key,
+            &batch(&["after"], 5_000, Compression::None),
+            Acks::All,
+        )
+        .await
+        .unwrap();
+    assert_eq!(ok.base_offset, 100);
+    b2.shutdown().await;
+    if let Some(n) = env.meta_node {
+        n.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offsets_by_time_validation_and_acks() {
+    let env = Env::new().await;
+    let t = env
+        .topic("times", 1, &[("max.message.bytes", "2000")])
+        .await;
+    let key = PartitionKey::new(t, 0);
+    let b = env.broker(|_| {}).await;
+    wait_owned(&b, key).await;
+    // Timestamps not monotonic across batches: 100.., 300.., 200..
+    for base in [100, 300, 200] {
+        b.produce(
+            &key,
+            &batch(&["a", "b", "c"], base, Compression::None),
+            Acks::All,
+        )
+        .await
+        .unwrap();
+    }
+    let at = |t| b.list_offset(&key, OffsetSpec::Timestamp(t));
+    assert_eq!(at(0).await.unwrap().offset, 0);
+    assert_eq!(at(101).await.unwrap().offset, 1);
+    assert_eq!(at(102).await.unwrap().offset, 2);
+    assert_eq!(
+        at(103).await.unwrap().offset,
+        3,
+        "first record with ts >= 103 is offset 3 (ts 300)"
+    );
+    assert_eq!(at(250).await.unwrap().offset, 3);
+    assert_eq!(at(303).await.unwrap().offset, -1);
+    let max = b.list_offset(&key, OffsetSpec::MaxTimestamp).await.unwrap();
+    assert_eq!((max.offset, max.timestamp), (5, 302));
+    assert_eq!(
+        b.list_offset(&key, OffsetSpec::Latest)
+            .await
+            .unwrap()
+            .offset,
+        9
+    );
+    assert_eq!(
+        b.list_offset(&key, OffsetSpec::Earliest)
+            .await
+            .unwrap()
+            .offset,
+        0
+    );
+
+    // Too large for max.message.bytes.
+    let big = "x".repeat(3000);
+    let e = b
+        .produce(&key, &batch(&[&big], 1, Compression::None), Acks::All)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::MessageTooLarge);
+    // A flipped byte fails the CRC; nothing is assigned.
+    let mut bad = batch(&["a"], 1, Compression::None).to_vec();
+    let n = bad.len();
+    bad[n - 2] ^= 0xff;
+    assert_eq!(
+        b.produce(&key, &bad, Acks::All).await.unwrap_err().kind(),
+        ErrorKind::CorruptMessage
+    );
+    assert_eq!(
+        b.produce(&key, &bad[..30], Acks::All)
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::CorruptMessage
+    );
+    assert_eq!(b.log(&key).unwrap().offsets().2, 9);
+    // acks=1 answers at sequencing; the data still becomes durable.
+    let ok = b
+        .produce(&key, &batch(&["one"], 400, Compression::None), Acks::Leader)
+        .await
+        .unwrap();
+    assert_eq!(ok.base_offset, 9);
+    b.flush_all(Duration::from_secs(5)).await;
+    assert_eq!(b.log(&key).unwrap().offsets().1, 10);
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_retention_and_the_sweeper() {
+    let env = Env::new().await;
+    let t = env
+        .topic(
+            "logs",
+            1,
+            &[("segment.bytes", "2000"), ("retention.bytes", "3000")],
+        )
+        .await;
+    let key = PartitionKey::new(t, 0);
+    let b = env
+        .broker(|c| {
+            c.orphan_grace = Duration::from_millis(0);
+            c.retention_check_interval = Duration::from_millis(200);
+        })
+        .await;
+    wait_owned(&b, key).await;
+    let mut expected = Vec::new();
+    for i in 0..30 {
+        let v = format!("{i:04}-{}", "p".repeat(100));
+        let ok = b
+            .produce(&key, &batch(&[&v], 1_000 + i, Compression::None), Acks::All)
+            .await
+            .unwrap();
+        expected.push((ok.base_offset, v));
+    }
+    let wal_files = || {
+        walk(&env.store)
+            .into_iter()
+            .filter(|p| p.ends_with(".wal"))
+            .count()
+    };
+    let before = wal_files();
+    assert!(before >= 1);
+    let made = b.compact_now().await.unwrap();
+    assert!(
+        made >= 2,
+        "30 × ~190 bytes in segments of 2000 bytes: {made}"
+    );
+    // Fetches now come from segments and return the same records.
+    assert_eq!(read_all(&b, &key, 0).await, expected);
+    assert_eq!(
+        b.list_offset(&key, OffsetSpec::Timestamp(1_010))
+            .await
+            .unwrap()
+            .offset,
+        10
+    );
+    let segs = walk(&env.store)
+        .into_iter()
+        .filter(|p| p.ends_with(".log"))
+        .count();
+    assert_eq!(segs, made);
+    // Retention by bytes (3000) drops the oldest segments, never the newest.
+    let started = Instant::now();
+    loop {
+        let (start, _, _) = b.log(&key).unwrap().offsets();
+        if start > 0 && wal_files() == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "retention and sweeping did not happen (start {start}, wal files {})",
+            wal_files()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (start, hw, _) = b.log(&key).unwrap().offsets();
+    assert!(start > 0 && start < hw);
+    assert_eq!(
+        b.fetch(&key, 0, 1024).await.unwrap_err().kind(),
+        ErrorKind::OffsetOutOfRange
+    );
+    assert_eq!(
+        read_all(&b, &key, start).await,
+        expected[start as usize..].to_vec()
+    );
+    // DeleteRecords moves it further, to the exact offset asked.
+    assert_eq!(b.delete_records(&key, 25).await.unwrap(), 25);
+    assert_eq!(
+        b.list_offset(&key, OffsetSpec::Earliest)
+            .await
+            .unwrap()
+            .offset,
+        25
+    );
+    assert_eq!(
+        b.delete_records(&key, 99).await.unwrap_err().kind(),
+        ErrorKind::OffsetOutOfRange
+    );
+    b.shutdown().await;
+}
+
+fn walk(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p.display().to_string());
+            }
+        }
+    }
+    out
+}
