@@ -4,6 +4,7 @@
 //! standalone roles come with their crates (see README.md for what works).
 
 mod meta_cmd;
+mod standalone;
 mod storage_cmd;
 
 use clap::{Parser, Subcommand};
@@ -26,6 +27,8 @@ enum Command {
     Storage(storage_cmd::StorageCommand),
     /// Run a metadata node (Raft), or query and manage a metadata cluster.
     Meta(meta_cmd::MetaArgs),
+    /// Run every role in one process on a local folder (Kafka on 127.0.0.1:9092).
+    Standalone(standalone::StandaloneArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -51,6 +54,7 @@ fn main() -> std::process::ExitCode {
         match cli.command {
             Command::Storage(cmd) => storage_cmd::run(cmd).await,
             Command::Meta(args) => meta_cmd::run(args).await,
+            Command::Standalone(args) => standalone::run(args).await,
         }
     });
     match result {

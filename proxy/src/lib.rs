@@ -1,7 +1,15 @@
 //! floe-proxy: the Kafka wire protocol in front of Floe's brokers.
 //!
 //! - [`codec`]: frames and guarded request decoding, response encoding.
+//! - [`server`]: the listener and connections (pipelining, responses in order).
+//! - [`handlers`]: the data-plane requests (ApiVersions, Metadata, Produce,
+//!   Fetch, ListOffsets, DeleteRecords), routed to the partition's broker.
 //! - [`admin`]: topic and config administration answered from the metadata service.
 
 pub mod admin;
 pub mod codec;
+mod errors;
+pub mod handlers;
+pub mod server;
+
+pub use server::{Proxy, ProxyConfig};

@@ -1,0 +1,531 @@
+//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
+//!
+//! Topic configs live in the metadata service (`TopicInfo.configs`: every
+//! known key with its value and whether it is the default). Broker configs
+//! are the proxy's own static settings: a few are described, none altered.
+
+use std::collections::BTreeMap;
+
+use floe_metadata::api::client::MetaClient;
+use floe_metadata::api::proto;
+use floe_metadata::error::MetaError;
+use floe_metadata::topic_config::TopicConfig;
+use futures::future::join_all;
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
+use kafka_protocol::messages::{
+    AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, alter_configs_request,
+    alter_configs_response, incremental_alter_configs_request, incremental_alter_configs_response,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{AdminConfig, Refusal, check_topic_name, repeated, str_bytes};
+
+/// Kafka's config resource types.
+const RESOURCE_TOPIC: i8 = 2;
+const RESOURCE_BROKER: i8 = 4;
+
+/// Kafka's config sources.
+const SOURCE_DYNAMIC_TOPIC: i8 = 1;
+const SOURCE_STATIC_BROKER: i8 = 4;
+const SOURCE_DEFAULT: i8 = 5;
+
+/// Kafka's config types (DescribeConfigs v3+).
+const TYPE_UNKNOWN: i8 = 0;
+const TYPE_BOOLEAN: i8 = 1;
+const TYPE_STRING: i8 = 2;
+const TYPE_INT: i8 = 3;
+const TYPE_SHORT: i8 = 4;
+const TYPE_LONG: i8 = 5;
+const TYPE_LIST: i8 = 7;
+
+/// IncrementalAlterConfigs operations.
+const OP_SET: i8 = 0;
+const OP_DELETE: i8 = 1;
+const OP_APPEND: i8 = 2;
+const OP_SUBTRACT: i8 = 3;
+
+/// The Kafka type of each topic config `floe_metadata::topic_config` knows
+/// (that module validates values but does not name types).
+const TOPIC_CONFIG_TYPES: &[(&str, i8)] = &[
+    ("retention.ms", TYPE_LONG),
+    ("retention.bytes", TYPE_LONG),
+    ("max.message.bytes", TYPE_INT),
+    ("cleanup.policy", TYPE_LIST),
+    ("message.timestamp.type", TYPE_STRING),
+    ("segment.bytes", TYPE_INT),
+    ("segment.ms", TYPE_LONG),
+    ("min.compaction.lag.ms", TYPE_LONG),
+    ("delete.retention.ms", TYPE_LONG),
+];
+
+fn topic_config_type(name: &str) -> i8 {
+    TOPIC_CONFIG_TYPES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(TYPE_UNKNOWN, |(_, t)| *t)
+}
+
+/// The Kafka config source of a topic config.
+pub(super) fn config_source(is_default: bool) -> i8 {
+    if is_default {
+        SOURCE_DEFAULT
+    } else {
+        SOURCE_DYNAMIC_TOPIC
+    }
+}
+
+/// One described config, before it is shaped for a request version.
+struct Setting {
+    name: String,
+    value: String,
+    source: i8,
+    read_only: bool,
+    config_type: i8,
+    doc: Option<&'static str>,
+    /// The default, listed as a synonym below a set value.
+    default: Option<String>,
+}
+
+impl Setting {
+    fn to_kafka(&self, version: i16, synonyms: bool, docs: bool) -> DescribeConfigsResourceResult {
+        let mut r = DescribeConfigsResourceResult::default()
+            .with_name(str_bytes(self.name.clone()))
+            .with_value(Some(str_bytes(self.value.clone())))
+            .with_read_only(self.read_only)
+            .with_config_source(self.source)
+            .with_is_sensitive(false);
+        if synonyms {
+            // Highest precedence first, as Kafka lists them.
+            let mut list = vec![synonym(&self.name, &self.value, self.source)];
+            if let Some(default) = &self.default
+                && self.source != SOURCE_DEFAULT
+            {
+                list.push(synonym(&self.name, default, SOURCE_DEFAULT));
+            }
+            r = r.with_synonyms(list);
+        }
+        if version >= 3 {
+            let doc = self.doc.filter(|_| docs).map(str_bytes);
+            r = r.with_config_type(self.config_type).with_documentation(doc);
+        }
+        r
+    }
+}
+
+fn synonym(name: &str, value: &str, source: i8) -> DescribeConfigsSynonym {
+    DescribeConfigsSynonym::default()
+        .with_name(str_bytes(name))
+        .with_value(Some(str_bytes(value)))
+        .with_source(source)
+}
+
+pub(super) async fn describe_configs(
+    meta: &MetaClient,
+    cfg: &AdminConfig,
+    version: i16,
+    req: &DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
+    let synonyms = req.include_synonyms;
+    let docs = version >= 3 && req.include_documentation;
+    let results = join_all(req.resources.iter().map(|r| async move {
+        let result = DescribeConfigsResult::default()
+            .with_resource_type(r.resource_type)
+            .with_resource_name(r.resource_name.clone());
+        let settings = match r.resource_type {
+            RESOURCE_TOPIC => topic_settings(meta, r.resource_name.as_str()).await,
+            RESOURCE_BROKER => broker_settings(cfg, r.resource_name.as_str()),
+            other => Err(unsupported_resource(other)),
+        };
+        match settings {
+            Ok(settings) => result.with_error_message(None).with_configs(
+                settings
+                    .iter()
+                    .filter(|s| asked_for(r, &s.name))
+                    .map(|s| s.to_kafka(version, synonyms, docs))
+                    .collect(),
+            ),
+            Err(refusal) => result
+                .with_error_code(refusal.code())
+                .with_error_message(refusal.message()),
+        }
+    }))
+    .await;
+    DescribeConfigsResponse::default()
+        .with_throttle_time_ms(0)
+        .with_results(results)
+}
+
+/// Whether the request asked for `name` (no keys, or an empty list: all).
+fn asked_for(r: &DescribeConfigsResource, name: &str) -> bool {
+    match &r.configuration_keys {
+        None => true,
+        Some(keys) => keys.is_empty() || keys.iter().any(|k| k.as_str() == name),
+    }
+}
+
+fn unsupported_resource(resource_type: i8) -> Refusal {
+    Refusal::new(
+        ResponseError::InvalidRequest,
+        format!("config resource type {resource_type} is not supported (topics: 2, brokers: 4)"),
+    )
+}
+
+async fn topic_settings(meta: &MetaClient, name: &str) -> Result<Vec<Setting>, Refusal> {
+    check_topic_name(name)?;
+    let info = meta
+        .describe_topic(name)
+        .await
+        .map_err(|e| Refusal::from_meta(&e, name))?;
+    let known = TopicConfig::default().describe();
+    Ok(info
+        .configs
+        .into_iter()
+        .map(|c| {
+            let key = known.iter().find(|k| k.name == c.name);
+            Setting {
+                source: config_source(c.is_default),
+                read_only: false,
+                config_type: topic_config_type(&c.name),
+                doc: key.map(|k| k.doc),
+                default: key.map(|k| k.value.clone()),
+                name: c.name,
+                value: c.value,
+            }
+        })
+        .collect())
+}
+
+/// The broker settings that hold for the proxy, the only broker clients see.
+/// An empty name is the cluster-wide default resource: Floe has no dynamic
+/// broker defaults, so it is empty.
+fn broker_settings(cfg: &AdminConfig, name: &str) -> Result<Vec<Setting>, Refusal> {
+    if name.is_empty() {
+        return Ok(Vec::new());
+    }
+    let node_id = cfg.identity.node_id;
+    if name.parse::<i32>().ok() != Some(node_id) {
+        return Err(Refusal::new(
+            ResponseError::InvalidRequest,
+            format!("unexpected broker id {name:?}: expected {node_id} or an empty name"),
+        ));
+    }
+    let setting = |name: &str, value: String, config_type: i8, doc: &'static str| Setting {
+        name: name.to_string(),
+        value,
+        source: SOURCE_STATIC_BROKER,
+        read_only: true,
+        config_type,
+        doc: Some(doc),
+        default: None,
+    };
+    Ok(vec![
+        setting(
+            "broker.id",
+            node_id.to_string(),
+            TYPE_INT,
+            "the id this proxy advertises as the cluster's only broker",
+        ),
+        setting(
+            "num.partitions",
+            cfg.default_partitions.to_string(),
+            TYPE_INT,
+            "partitions of a topic created without a partition count",
+        ),
+        setting(
+            "default.replication.factor",
+            "1".to_string(),
+            TYPE_SHORT,
+            "the replication factor every topic reports; the object store keeps the data durable",
+        ),
+        setting(
+            "delete.topic.enable",
+            "true".to_string(),
+            TYPE_BOOLEAN,
+            "topics can be deleted",
+        ),
+    ])
+}
+
+/// Checks that a resource of an alter request is a topic config resource
+/// that can be altered.
+fn alterable(resource_type: i8, name: &str, duplicate: bool) -> Result<(), Refusal> {
+    if duplicate {
+        return Err(Refusal::new(
+            ResponseError::InvalidRequest,
+            format!("resource {name:?} appears more than once in the request"),
+        ));
+    }
+    match resource_type {
+        RESOURCE_TOPIC => check_topic_name(name),
+        RESOURCE_BROKER => Err(Refusal::new(
+            ResponseError::InvalidRequest,
+            "broker configs cannot be altered: they are the proxy's static settings",
+        )),
+        other => Err(unsupported_resource(other)),
+    }
+}
+
+fn refuse_repeated_keys<'a>(keys: impl IntoIterator<Item = &'a str>) -> Result<(), Refusal> {
+    let twice = repeated(keys);
+    let mut twice: Vec<&str> = twice.into_iter().collect();
+    twice.sort_unstable();
+    match twice.first() {
+        None => Ok(()),
+        Some(_) => Err(Refusal::new(
+            ResponseError::InvalidRequest,
+            format!("configs given more than once: {}", twice.join(", ")),
+        )),
+    }
+}
+
+/// The topic's set (non-default) configs.
+fn overrides(info: &proto::TopicInfo) -> BTreeMap<String, String> {
+    info.configs
+        .iter()
+        .filter(|c| !c.is_default)
+        .map(|c| (c.name.clone(), c.value.clone()))
+        .collect()
+}
+
+async fn alter_topic(
+    meta: &MetaClient,
+    name: &str,
+    set: BTreeMap<String, String>,
+    delete: Vec<String>,
+) -> Result<(), Refusal> {
+    let altered: Result<proto::Empty, MetaError> = meta
+        .call(
+            "/v1/topics/alter",
+            &proto::AlterTopicConfigRequest {
+                name: name.to_string(),
+                set: set.into_iter().collect(),
+                delete,
+            },
+        )
+        .await;
+    match altered {
+        Ok(_) => {
+            tracing::info!(topic = %name, "topic configs altered");
+            Ok(())
+        }
+        Err(e) => Err(Refusal::from_meta(&e, name)),
+    }
+}
+
+pub(super) async fn alter_configs(
+    meta: &MetaClient,
+    req: &AlterConfigsRequest,
+) -> AlterConfigsResponse {
+    let twice = repeated(
+        req.resources
+            .iter()
+            .map(|r| (r.resource_type, r.resource_name.as_str())),
+    );
+    let results = join_all(req.resources.iter().map(|r| {
+        let duplicate = twice.contains(&(r.resource_type, r.resource_name.as_str()));
+        async move {
+            let result = alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone());
+            match replace_configs(meta, req.validate_only, r, duplicate).await {
+                Ok(()) => result.with_error_message(None),
+                Err(refusal) => result
+                    .with_error_code(refusal.code())
+                    .with_error_message(refusal.message()),
+            }
+        }
+    }))
+    .await;
+    AlterConfigsResponse::default()
+        .with_throttle_time_ms(0)
+        .with_responses(results)
+}
+
+/// AlterConfigs: the given configs become the topic's whole set; keys not
+/// given go back to their defaults. A null value is the same as not giving
+/// the key.
+async fn replace_configs(
+    meta: &MetaClient,
+    validate_only: bool,
+    r: &alter_configs_request::AlterConfigsResource,
+    duplicate: bool,
+) -> Result<(), Refusal> {
+    let name = r.resource_name.as_str();
+    alterable(r.resource_type, name, duplicate)?;
+    refuse_repeated_keys(r.configs.iter().map(|c| c.name.as_str()))?;
+    let wanted: BTreeMap<String, String> = r
+        .configs
+        .iter()
+        .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
+        .collect();
+    let info = meta
+        .describe_topic(name)
+        .await
+        .map_err(|e| Refusal::from_meta(&e, name))?;
+    TopicConfig::from_settings(&wanted).map_err(|e| Refusal::from_meta(&e, name))?;
+    let delete: Vec<String> = overrides(&info)
+        .into_keys()
+        .filter(|k| !wanted.contains_key(k))
+        .collect();
+    if validate_only {
+        return Ok(());
+    }
+    alter_topic(meta, name, wanted, delete).await
+}
+
+pub(super) async fn incremental_alter_configs(
+    meta: &MetaClient,
+    req: &IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let twice = repeated(
+        req.resources
+            .iter()
+            .map(|r| (r.resource_type, r.resource_name.as_str())),
+    );
+    let results = join_all(req.resources.iter().map(|r| {
+        let duplicate = twice.contains(&(r.resource_type, r.resource_name.as_str()));
+        async move {
+            let result =
+                incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                    .with_resource_type(r.resource_type)
+                    .with_resource_name(r.resource_name.clone());
+            match change_configs(meta, req.validate_only, r, duplicate).await {
+                Ok(()) => result.with_error_message(None),
+                Err(refusal) => result
+                    .with_error_code(refusal.code())
+                    .with_error_message(refusal.message()),
+            }
+        }
+    }))
+    .await;
+    IncrementalAlterConfigsResponse::default()
+        .with_throttle_time_ms(0)
+        .with_responses(results)
+}
+
+/// IncrementalAlterConfigs: SET and DELETE keys; APPEND to and SUBTRACT
+/// from list configs (starting from the value in force, the default
+/// included). Keys not named keep their values.
+async fn change_configs(
+    meta: &MetaClient,
+    validate_only: bool,
+    r: &incremental_alter_configs_request::AlterConfigsResource,
+    duplicate: bool,
+) -> Result<(), Refusal> {
+    let name = r.resource_name.as_str();
+    alterable(r.resource_type, name, duplicate)?;
+    refuse_repeated_keys(r.configs.iter().map(|c| c.name.as_str()))?;
+    let info = meta
+        .describe_topic(name)
+        .await
+        .map_err(|e| Refusal::from_meta(&e, name))?;
+    let mut set = BTreeMap::new();
+    let mut delete = Vec::new();
+    for c in &r.configs {
+        let key = c.name.as_str();
+        match c.config_operation {
+            OP_SET => {
+                set.insert(key.to_string(), value_of(c)?.to_string());
+            }
+            OP_DELETE => delete.push(key.to_string()),
+            op @ (OP_APPEND | OP_SUBTRACT) => {
+                let current = info
+                    .configs
+                    .iter()
+                    .find(|e| e.name == key)
+                    .map(|e| e.value.as_str())
+                    .ok_or_else(|| {
+                        Refusal::new(
+                            ResponseError::InvalidConfig,
+                            format!("unknown topic config {key:?}"),
+                        )
+                    })?;
+                if topic_config_type(key) != TYPE_LIST {
+                    return Err(Refusal::new(
+                        ResponseError::InvalidConfig,
+                        format!(
+                            "config {key:?} is not a list: \
+                             values cannot be appended to or subtracted from it"
+                        ),
+                    ));
+                }
+                let given = list_items(value_of(c)?);
+                let mut items = list_items(current);
+                if op == OP_APPEND {
+                    for item in given {
+                        if !items.contains(&item) {
+                            items.push(item);
+                        }
+                    }
+                } else {
+                    items.retain(|i| !given.contains(i));
+                }
+                set.insert(key.to_string(), items.join(","));
+            }
+            other => {
+                return Err(Refusal::new(
+                    ResponseError::InvalidRequest,
+                    format!("unknown config operation {other} for {key:?}"),
+                ));
+            }
+        }
+    }
+    // The same checks the metadata service applies, so that validate_only
+    // answers what the change would.
+    let mut config =
+        TopicConfig::from_settings(&overrides(&info)).map_err(|e| Refusal::from_meta(&e, name))?;
+    config
+        .alter(&set, &delete)
+        .map_err(|e| Refusal::from_meta(&e, name))?;
+    if validate_only {
+        return Ok(());
+    }
+    alter_topic(meta, name, set, delete).await
+}
+
+fn value_of(c: &incremental_alter_configs_request::AlterableConfig) -> Result<&StrBytes, Refusal> {
+    c.value.as_ref().ok_or_else(|| {
+        Refusal::new(
+            ResponseError::InvalidRequest,
+            format!("null value for config {:?}", c.name.as_str()),
+        )
+    })
+}
+
+/// The items of a comma-separated list value.
+fn list_items(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_topic_config_has_a_kafka_type() {
+        for key in TopicConfig::default().describe() {
+            assert_ne!(
+                topic_config_type(key.name),
+                TYPE_UNKNOWN,
+                "{} has no type in TOPIC_CONFIG_TYPES",
+                key.name
+            );
+        }
+    }
+
+    #[test]
+    fn list_items_ignore_blanks_and_spaces() {
+        assert_eq!(list_items(" delete, compact,,"), vec!["delete", "compact"]);
+        assert!(list_items("").is_empty());
+    }
+}

@@ -1,0 +1,61 @@
+//! Reading size-prefixed frames off a connection.
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use super::CodecError;
+
+/// The buffer grows by at most this much per read, so a peer that announces
+/// a large frame and sends nothing holds little memory.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Reads one frame: a big-endian `i32` length, then that many bytes.
+///
+/// Returns `Ok(None)` on a clean end of stream before the length, and
+/// [`CodecError::FrameTooLarge`] if the length is negative or larger than
+/// `max` (before reading the body). An end of stream anywhere inside the
+/// frame is [`CodecError::Io`] (`UnexpectedEof`). The body buffer grows as
+/// bytes arrive rather than being reserved from the announced length.
+pub async fn read_frame<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max: usize,
+) -> Result<Option<Bytes>, CodecError> {
+    let mut prefix = [0u8; 4];
+    let mut filled = 0;
+    while filled < prefix.len() {
+        let n = r.read(&mut prefix[filled..]).await?;
+        if n == 0 {
+            if filled == 0 {
+                return Ok(None);
+            }
+            return Err(eof("inside a frame length"));
+        }
+        filled += n;
+    }
+    let announced = i32::from_be_bytes(prefix);
+    let len = match usize::try_from(announced) {
+        Ok(len) if len <= max => len,
+        _ => {
+            return Err(CodecError::FrameTooLarge {
+                len: i64::from(announced),
+                max,
+            });
+        }
+    };
+    let mut body = BytesMut::new();
+    let mut limited = r.take(len as u64);
+    while body.len() < len {
+        body.reserve((len - body.len()).min(READ_CHUNK));
+        if limited.read_buf(&mut body).await? == 0 {
+            return Err(eof("inside a frame body"));
+        }
+    }
+    Ok(Some(body.freeze()))
+}
+
+fn eof(where_: &str) -> CodecError {
+    CodecError::Io(std::io::Error::new(
+        std::io::ErrorKind::UnexpectedEof,
+        format!("connection closed {where_}"),
+    ))
+}

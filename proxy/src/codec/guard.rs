@@ -1,0 +1,508 @@
+//! The allocation guard around kafka-protocol's decoders.
+//!
+//! kafka-protocol 0.18 reserves `Vec::with_capacity(n)` for every array,
+//! with `n` taken from the wire before a single element is read: an `Int32`
+//! count in non-flexible versions, an unsigned varint minus one in flexible
+//! (compact) ones. A few bytes claiming 2^31 elements make it ask for
+//! hundreds of GiB, and an allocation failure aborts the process: there is
+//! no panic to catch. The crate decodes from any [`ByteBuf`], so instead of
+//! changing it we feed it a [`GuardBuf`] that lies about no byte but refuses
+//! (or clamps) any count that cannot fit in what is left of the frame.
+//!
+//! # Varints
+//!
+//! The crate reads every unsigned varint byte by byte with `try_get_u8`,
+//! and the only other `try_get_u8` caller is `Boolean` (one byte). In request
+//! and response schemas no scalar field is a varint (`VarInt`/`VarLong`
+//! only occur inside record batches, which the crate hands over as opaque
+//! `Bytes`): a varint is always a compact array count, a compact
+//! string/bytes length, a tagged-field count, a tag or a tagged-field size.
+//! For all of those except the tag, a value `v >= 2` with `v - 1` larger than
+//! the bytes left after the varint cannot be valid (each element, byte or
+//! tagged field takes at least one byte).
+//!
+//! The guard does not know where a varint starts, so it checks every
+//! candidate: it keeps the last four bytes of the current run of consecutive
+//! `try_get_u8` calls (any other read ends the run) and, on each byte, looks
+//! at every window of 1..=5 bytes ending with it whose earlier bytes all
+//! have the continuation bit set and that is complete (the byte has no
+//! continuation bit, or the window is five bytes long, where the crate stops).
+//! It computes the value as the crate does (7-bit groups, little end first,
+//! truncated to `u32`) and fails the read if any candidate is too big. The
+//! real varint is always one of the windows, and it is checked when its last
+//! byte is read, before the crate can use the value.
+//!
+//! Extra windows only make the check stricter. For well-formed input they
+//! never reject anything: booleans are 0 or 1 and canonical varints end with
+//! a byte below 0x80, so the only windows are suffixes of the real varint,
+//! whose values are at most the real value. The one false positive is an
+//! *unknown tag* `t >= 2` with `t - 1` larger than the rest of the frame
+//! (e.g. a future tag 5 with an empty value as the last bytes). The largest
+//! tag kafka-protocol 0.18 knows is 1 in requests and 3 in responses, and a
+//! known tag is followed by its size and a value, so known tags always pass.
+//!
+//! # Int32 counts: two passes
+//!
+//! An `Int32` count looks exactly like an `Int32` scalar (`max_bytes`,
+//! timeouts, correlation ids), and scalars legitimately exceed the bytes
+//! left. So [`decode_two_pass`] decodes twice:
+//!
+//! 1. Pass 1 replaces every `Int32` `v` larger than the `r` bytes left after
+//!    it with `r + 1` and records where it did. `r + 1` still exceeds what is
+//!    left, but reserving `r + 1` elements is bounded by the frame. If the
+//!    value was an array count, `r + 1` elements of at least one byte each
+//!    cannot fit in `r` bytes, so the pass fails, which is right, because the
+//!    real count `v > r` could not fit either. A `Bytes` length fails the same
+//!    way. A scalar's value steers nothing: the crate's decoders branch only
+//!    on the version, counts, lengths, null markers (`-1`, never clamped)
+//!    and `Int8` presence flags. So pass 1 succeeds exactly when the real
+//!    decode would, and if it clamped nothing its result is the answer.
+//! 2. If pass 1 succeeded after clamping, every clamped value was a scalar.
+//!    Pass 2 decodes again with the real values. The control flow is the
+//!    same as in pass 1, so every count is one pass 1 already bounded. Pass 2
+//!    does not take that on trust: a too-big `Int32` at an offset where pass
+//!    1 did not clamp, in another order, or a different number of them fails
+//!    the decode.
+//!
+//! Both passes keep the varint check. The second pass costs as much as the
+//! first; in Produce the records are zero-copy `Bytes` slices, so a pass is
+//! a walk over the structure, not over the data.
+//!
+//! ## Assumption: array elements are at least one byte
+//!
+//! The argument needs every element of an `Int32`-counted array to take at
+//! least one byte at the version it is decoded at. A zero-byte element (a
+//! struct whose fields all belong to other versions) would let a huge count
+//! pass pass 1 unnoticed, and pass 2 would reserve it. In kafka-protocol
+//! 0.18.0 the non-compact arrays hold `Int32` (4 bytes), `String` (at least
+//! 2) or structs. For the structs we decoded every request and response type at
+//! every version from a synthetic buffer that makes each array one element
+//! long, and checked that no array element is a struct that decodes from
+//! zero bytes at that version. None is. (Some nested structs do decode
+//! from zero bytes at early versions, e.g. `OffsetFetchRequestTopics` at v5,
+//! but only in fields absent at those versions.) Compact arrays don't need
+//! the assumption: the varint check bounds their counts by the bytes left,
+//! whatever the element size. Re-check this when upgrading the crate.
+//!
+//! # What remains
+//!
+//! Every reservation is at most `(bytes left + 1) * size_of::<T>()`, so it is
+//! bounded by the frame size times the element size. Frames are limited
+//! before decoding (see [`super::MAX_NON_PRODUCE_FRAME`]). Other allocations
+//! (the tagged-field maps, `Bytes` slices) grow only with bytes actually read.
+
+use std::ops::Range;
+
+use bytes::{Buf, Bytes, TryGetError};
+use kafka_protocol::protocol::buf::{ByteBuf, NotEnoughBytesError};
+
+/// The error type the decoders are reduced to (kafka-protocol returns
+/// `anyhow::Error`, which converts into this).
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Longest unsigned varint kafka-protocol reads: five 7-bit groups.
+const MAX_VARINT_LEN: usize = 5;
+
+/// A decode that failed, with the guard's reason if the guard refused a read.
+#[derive(Debug)]
+pub(crate) struct DecodeFailure {
+    /// What the decoder reported.
+    pub(crate) source: BoxError,
+    /// Why the guard refused a read, if it did (the decoder's own error
+    /// then only says that bytes were missing).
+    pub(crate) guard: Option<String>,
+}
+
+impl std::fmt::Display for DecodeFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.guard {
+            Some(why) => write!(f, "{why}"),
+            None => {
+                write!(f, "{}", self.source)?;
+                let mut cause = self.source.source();
+                while let Some(c) = cause {
+                    write!(f, ": {c}")?;
+                    cause = c.source();
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// How a pass treats an `Int32` larger than the bytes left after it.
+#[derive(Debug)]
+enum Int32Pass {
+    /// Pass 1: return the bytes left plus one.
+    Clamp,
+    /// Pass 2: return the real value, but only at the offsets pass 1
+    /// clamped, in the same order.
+    Replay { expected: Vec<usize> },
+}
+
+/// A [`Buf`] over a frame that refuses varint lengths and clamps (or
+/// replays) `Int32` values that cannot fit in the bytes left. See the
+/// module docs.
+#[derive(Debug)]
+pub(crate) struct GuardBuf {
+    buf: Bytes,
+    /// Length of the buffer at the start, to turn `remaining` into offsets.
+    start_len: usize,
+    pass: Int32Pass,
+    /// Offsets of the `Int32` reads whose value exceeded the bytes left.
+    big_i32_at: Vec<usize>,
+    /// The bytes of the current `try_get_u8` run before the latest, oldest
+    /// first (only the last `MAX_VARINT_LEN - 1` matter).
+    run: [u8; MAX_VARINT_LEN - 1],
+    run_len: usize,
+    /// Set when the guard refuses a read.
+    refused: Option<String>,
+}
+
+impl GuardBuf {
+    fn new(buf: Bytes, pass: Int32Pass) -> Self {
+        Self {
+            start_len: buf.len(),
+            buf,
+            pass,
+            big_i32_at: Vec::new(),
+            run: [0; MAX_VARINT_LEN - 1],
+            run_len: 0,
+            refused: None,
+        }
+    }
+
+    /// Offset of the next unread byte from the start of the buffer.
+    fn offset(&self) -> usize {
+        self.start_len - self.buf.len()
+    }
+
+    /// Any read other than `try_get_u8` ends the run of single bytes.
+    fn end_run(&mut self) {
+        self.run_len = 0;
+    }
+
+    fn push_run(&mut self, byte: u8) {
+        if self.run_len < self.run.len() {
+            self.run[self.run_len] = byte;
+            self.run_len += 1;
+        } else {
+            self.run.rotate_left(1);
+            if let Some(last) = self.run.last_mut() {
+                *last = byte;
+            }
+        }
+    }
+
+    /// The largest too-big value among the varint windows ending with
+    /// `last` (just read), if any.
+    fn oversized_varint(&self, last: u8) -> Option<u32> {
+        let before = &self.run[..self.run_len];
+        // Bytes right before `last` with the continuation bit set: windows
+        // may reach back over those only.
+        let continued = before.iter().rev().take_while(|b| **b & 0x80 != 0).count();
+        let lens = if last & 0x80 == 0 {
+            1..=continued + 1
+        } else if continued + 1 >= MAX_VARINT_LEN {
+            MAX_VARINT_LEN..=MAX_VARINT_LEN
+        } else {
+            return None;
+        };
+        let left = self.buf.remaining();
+        lens.filter_map(|len| {
+            let earlier = before.iter().skip(before.len() + 1 - len);
+            let value = varint_value(earlier.chain(std::iter::once(&last)));
+            length_exceeds(value, left).then_some(value)
+        })
+        .max()
+    }
+
+    fn refuse(&mut self, why: String, requested: usize) -> TryGetError {
+        let available = self.buf.remaining();
+        self.refused = Some(why);
+        TryGetError {
+            requested,
+            available,
+        }
+    }
+}
+
+/// The value of a varint given its bytes, as kafka-protocol computes it.
+fn varint_value<'a>(bytes: impl Iterator<Item = &'a u8>) -> u32 {
+    let wide = bytes
+        .enumerate()
+        .fold(0u64, |acc, (i, b)| acc | (u64::from(b & 0x7f) << (7 * i)));
+    // The crate accumulates in a u32: high bits of the fifth group are lost.
+    (wide & u64::from(u32::MAX)) as u32
+}
+
+/// Whether a varint `value`, read as "length + 1", claims more than `left`
+/// bytes (0 is null and 1 is empty; both are always fine).
+fn length_exceeds(value: u32, left: usize) -> bool {
+    value >= 2 && (value - 1) as usize > left
+}
+
+impl Buf for GuardBuf {
+    fn remaining(&self) -> usize {
+        self.buf.remaining()
+    }
+
+    fn chunk(&self) -> &[u8] {
+        self.buf.chunk()
+    }
+
+    fn advance(&mut self, cnt: usize) {
+        self.end_run();
+        let cnt = cnt.min(self.buf.len());
+        self.buf.advance(cnt);
+    }
+
+    fn try_get_u8(&mut self) -> Result<u8, TryGetError> {
+        let byte = self.buf.try_get_u8()?;
+        if let Some(value) = self.oversized_varint(byte) {
+            let left = self.buf.remaining();
+            let why = format!(
+                "varint length or count {value} at offset {} exceeds the {left} bytes left",
+                self.offset()
+            );
+            return Err(self.refuse(why, value as usize));
+        }
+        self.push_run(byte);
+        Ok(byte)
+    }
+
+    fn try_get_i8(&mut self) -> Result<i8, TryGetError> {
+        self.end_run();
+        self.buf.try_get_i8()
+    }
+
+    fn try_get_i32(&mut self) -> Result<i32, TryGetError> {
+        self.end_run();
+        let at = self.offset();
+        let value = self.buf.try_get_i32()?;
+        let left = self.buf.remaining();
+        let Ok(wide) = usize::try_from(value) else {
+            return Ok(value); // negative: null marker, error or scalar
+        };
+        if wide <= left {
+            return Ok(value);
+        }
+        let seen = self.big_i32_at.len();
+        self.big_i32_at.push(at);
+        match &self.pass {
+            Int32Pass::Clamp => Ok(i32::try_from(left + 1).unwrap_or(i32::MAX)),
+            Int32Pass::Replay { expected } if expected.get(seen) == Some(&at) => Ok(value),
+            Int32Pass::Replay { .. } => {
+                let why = format!(
+                    "int32 {value} at offset {at} exceeds the {left} bytes left \
+                     and was not seen there by the first pass"
+                );
+                Err(self.refuse(why, wide))
+            }
+        }
+    }
+}
+
+impl ByteBuf for GuardBuf {
+    fn peek_bytes(&mut self, r: Range<usize>) -> Bytes {
+        if r.start <= r.end && r.end <= self.buf.len() {
+            self.buf.slice(r)
+        } else {
+            Bytes::new()
+        }
+    }
+
+    fn get_bytes(&mut self, size: usize) -> Bytes {
+        self.end_run();
+        let size = size.min(self.buf.len());
+        self.buf.split_to(size)
+    }
+
+    fn try_get_bytes(&mut self, size: usize) -> Result<Bytes, NotEnoughBytesError> {
+        self.end_run();
+        if size > self.buf.len() {
+            return Err(NotEnoughBytesError);
+        }
+        Ok(self.buf.split_to(size))
+    }
+}
+
+/// Runs one pass; returns the value, the unread bytes and where big `Int32`s
+/// were read.
+fn run_pass<T>(
+    input: &Bytes,
+    pass: Int32Pass,
+    decode: &impl Fn(&mut GuardBuf) -> Result<T, BoxError>,
+) -> Result<(T, Bytes, Vec<usize>), DecodeFailure> {
+    let mut buf = GuardBuf::new(input.clone(), pass);
+    match decode(&mut buf) {
+        Ok(value) => Ok((value, buf.buf, buf.big_i32_at)),
+        Err(source) => Err(DecodeFailure {
+            source,
+            guard: buf.refused,
+        }),
+    }
+}
+
+/// Decodes `input` with `decode` through the guard (see the module docs).
+/// Returns the value and the bytes `decode` left unread.
+pub(crate) fn decode_two_pass<T>(
+    input: &Bytes,
+    decode: impl Fn(&mut GuardBuf) -> Result<T, BoxError>,
+) -> Result<(T, Bytes), DecodeFailure> {
+    let (value, rest, clamped_at) = run_pass(input, Int32Pass::Clamp, &decode)?;
+    if clamped_at.is_empty() {
+        return Ok((value, rest));
+    }
+    drop(value);
+    let expected = clamped_at.clone();
+    let (value, rest, replayed_at) = run_pass(input, Int32Pass::Replay { expected }, &decode)?;
+    if replayed_at != clamped_at {
+        return Err(DecodeFailure {
+            source: "the second decoding pass read fewer large int32 values than the first".into(),
+            guard: None,
+        });
+    }
+    Ok((value, rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::{MetadataRequest, RequestHeader};
+    use kafka_protocol::protocol::{Decodable, StrBytes};
+
+    use super::*;
+
+    fn decode<T: Decodable>(bytes: &'static [u8], version: i16) -> Result<T, DecodeFailure> {
+        let input = Bytes::from_static(bytes);
+        decode_two_pass(&input, |b| T::decode(b, version).map_err(BoxError::from)).map(|(v, _)| v)
+    }
+
+    /// Reads the first `n` bytes with `try_get_u8` (as the crate reads a
+    /// varint or booleans); the rest stands for the bytes after them.
+    fn read_u8s(bytes: &[u8], n: usize) -> Result<(), String> {
+        let mut g = GuardBuf::new(Bytes::copy_from_slice(bytes), Int32Pass::Clamp);
+        for _ in 0..n {
+            if g.try_get_u8().is_err() {
+                return Err(g.refused.unwrap_or_default());
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn varint_value_matches_the_crate_including_truncation() {
+        assert_eq!(varint_value([0x05].iter()), 5);
+        assert_eq!(varint_value([0xac, 0x02].iter()), 300);
+        assert_eq!(
+            varint_value([0xff, 0xff, 0xff, 0xff, 0x0f].iter()),
+            u32::MAX
+        );
+        // Bits past 32 in the fifth group are dropped, as in the crate.
+        assert_eq!(
+            varint_value([0x80, 0x80, 0x80, 0x80, 0x7f].iter()),
+            0xf000_0000
+        );
+    }
+
+    #[test]
+    fn varint_that_fits_is_allowed() {
+        // Length 3 (value 4) with exactly 3 bytes after it.
+        assert!(read_u8s(&[0x04, 1, 2, 3], 1).is_ok());
+        // 0 (null) and 1 (empty) with nothing after them.
+        assert!(read_u8s(&[0x00], 1).is_ok());
+        assert!(read_u8s(&[0x01], 1).is_ok());
+    }
+
+    #[test]
+    fn multi_byte_varint_that_exactly_fits_is_allowed() {
+        // 300 (0xac 0x02) is length 299: allowed with 299 bytes after it,
+        // and its one-byte suffix (2) is checked too but fits as well.
+        let mut input = vec![0xac, 0x02];
+        input.resize(2 + 299, 0);
+        assert!(read_u8s(&input, 2).is_ok());
+        input.pop();
+        assert!(read_u8s(&input, 2).is_err());
+    }
+
+    #[test]
+    fn varint_longer_than_the_rest_is_refused_at_its_last_byte() {
+        let why = read_u8s(&[0x05, 1, 2, 3], 1).unwrap_err();
+        assert!(why.contains("varint length or count 5"), "{why}");
+        let why = read_u8s(&[0xff, 0xff, 0xff, 0xff, 0x0f], 5).unwrap_err();
+        assert!(why.contains(&u32::MAX.to_string()), "{why}");
+    }
+
+    #[test]
+    fn five_byte_window_is_complete_even_with_the_continuation_bit() {
+        assert!(read_u8s(&[0xff, 0xff, 0xff, 0xff, 0xff], 5).is_err());
+    }
+
+    #[test]
+    fn boolean_before_a_varint_does_not_hide_it() {
+        // A boolean 1 then a varint 3 with two bytes after it: fine.
+        assert!(read_u8s(&[0x01, 0x03, 9, 9], 2).is_ok());
+        // A boolean 1 then a varint claiming too much: refused.
+        assert!(read_u8s(&[0x01, 0x09, 9, 9], 2).is_err());
+    }
+
+    #[test]
+    fn other_reads_end_the_run() {
+        let mut g = GuardBuf::new(
+            Bytes::from_static(&[0x80, 0, 0x00, 0x02, 7]),
+            Int32Pass::Clamp,
+        );
+        assert_eq!(g.try_get_u8().unwrap(), 0x80);
+        assert_eq!(g.try_get_i8().unwrap(), 0);
+        // Had the run continued, [0x80, 0x00, ...] windows would be checked;
+        // the run restarted, so 0x00 and 0x02 stand alone.
+        assert_eq!(g.try_get_u8().unwrap(), 0x00);
+        assert_eq!(g.try_get_u8().unwrap(), 0x02);
+    }
+
+    #[test]
+    fn first_pass_clamps_big_int32_and_records_where() {
+        let mut g = GuardBuf::new(
+            Bytes::from_static(&[0x7f, 0xff, 0xff, 0xff, 1, 2]),
+            Int32Pass::Clamp,
+        );
+        assert_eq!(g.try_get_i32().unwrap(), 3);
+        assert_eq!(g.big_i32_at, vec![0]);
+    }
+
+    #[test]
+    fn second_pass_refuses_a_big_int32_the_first_did_not_see() {
+        let mut g = GuardBuf::new(
+            Bytes::from_static(&[0, 0, 0, 1, 0x7f, 0xff, 0xff, 0xff]),
+            Int32Pass::Replay { expected: vec![0] },
+        );
+        assert_eq!(g.try_get_i32().unwrap(), 1);
+        assert!(g.try_get_i32().is_err());
+        assert!(g.refused.is_some());
+    }
+
+    #[test]
+    fn big_scalar_survives_through_the_second_pass() {
+        // Header v1: api key 3, version 1, correlation id i32::MAX, client "c".
+        let h: RequestHeader =
+            decode(&[0, 3, 0, 1, 0x7f, 0xff, 0xff, 0xff, 0, 1, b'c'], 1).unwrap();
+        assert_eq!(h.correlation_id, i32::MAX);
+        assert_eq!(h.client_id, Some(StrBytes::from_static_str("c")));
+    }
+
+    #[test]
+    fn huge_int32_count_is_refused_without_reserving_it() {
+        let err = decode::<MetadataRequest>(&[0x7f, 0xff, 0xff, 0xff], 1).unwrap_err();
+        assert!(err.guard.is_none(), "the clamped count fails on its own");
+        let err = decode::<MetadataRequest>(&[0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0], 9).unwrap_err();
+        assert!(err.guard.is_some());
+    }
+
+    #[test]
+    fn peek_out_of_range_is_empty_not_a_panic() {
+        let mut g = GuardBuf::new(Bytes::from_static(&[1, 2]), Int32Pass::Clamp);
+        assert!(g.peek_bytes(1..5).is_empty());
+        assert!(g.try_peek_bytes(0..5).is_err());
+        assert_eq!(g.peek_bytes(0..2).as_ref(), &[1, 2]);
+    }
+}

@@ -1,0 +1,482 @@
+//! The data-plane requests: ApiVersions, Metadata, Produce, Fetch,
+//! ListOffsets, DeleteRecords, FindCoordinator. Each partition's part goes to
+//! the broker that owns it; this process's broker is called directly.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use floe_broker::{Acks, Broker, ClusterSnapshot, OffsetSpec, PendingProduce};
+use floe_metadata::api::client::MetaClient;
+use floe_storage::PartitionKey;
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+use crate::admin::AdminConfig;
+use crate::errors::code_for;
+
+/// The API keys and versions this proxy answers, as ApiVersions lists them.
+///
+/// Produce starts at 0 although requests below v3 (the message formats
+/// before record batches) are refused: librdkafka up to 2.11 enables gzip,
+/// snappy and lz4 only if the broker's Produce range reaches down to v0.
+pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 0, 11),
+    (ApiKey::Fetch, 4, 12),
+    (ApiKey::ListOffsets, 1, 8),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::FindCoordinator, 0, 4),
+    (ApiKey::ApiVersions, 0, 3),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DescribeCluster, 0, 1),
+];
+
+/// The lowest version of each key this proxy can decode (Produce: 3).
+pub fn decodable(key: ApiKey, version: i16) -> bool {
+    SUPPORTED.iter().any(|(k, min, max)| {
+        *k == key && version <= *max && version >= (*min).max(key.valid_versions().min)
+    })
+}
+
+/// What every handler needs.
+#[derive(Debug)]
+pub struct Context {
+    pub broker: Broker,
+    pub meta: Arc<MetaClient>,
+    pub admin: AdminConfig,
+    pub auto_create_topics: bool,
+    /// Upper bound on a fetch's wait, whatever the client asks.
+    pub max_fetch_wait: Duration,
+}
+
+fn s(v: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(v.into())
+}
+
+fn topic_name(v: &str) -> TopicName {
+    TopicName(s(v))
+}
+
+pub fn api_versions(error: i16) -> ApiVersionsResponse {
+    let mut r = ApiVersionsResponse::default();
+    r.error_code = error;
+    r.api_keys = SUPPORTED
+        .iter()
+        .map(|(k, min, max)| {
+            let mut v = ApiVersion::default();
+            v.api_key = *k as i16;
+            v.min_version = *min;
+            v.max_version = *max;
+            v
+        })
+        .collect();
+    r
+}
+
+impl Context {
+    fn node_id(&self) -> i32 {
+        self.admin.identity.node_id
+    }
+
+    fn key_of(snap: &ClusterSnapshot, topic: &str, partition: i32) -> Option<PartitionKey> {
+        Broker::partition_key(snap, topic, partition)
+    }
+
+    /// Metadata: every topic (or the ones asked for), the proxy as the leader
+    /// of every partition that has an owner.
+    pub async fn metadata(&self, version: i16, req: &MetadataRequest) -> MetadataResponse {
+        let view = self.broker.view();
+        let mut snap = view.current();
+        let wanted: Option<Vec<String>> = req.topics.as_ref().map(|ts| {
+            ts.iter()
+                .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
+                .collect()
+        });
+        // Auto-create topics that do not exist (Kafka's auto.create.topics.enable).
+        let allow = version < 4 || req.allow_auto_topic_creation;
+        if let (Some(names), true, true) = (&wanted, allow, self.auto_create_topics) {
+            let missing: Vec<&String> = names
+                .iter()
+                .filter(|n| !snap.topics.contains_key(n.as_str()))
+                .collect();
+            for n in &missing {
+                match self
+                    .meta
+                    .create_topic(n, self.admin.default_partitions, HashMap::new())
+                    .await
+                {
+                    Ok(_) => tracing::info!(topic = %n, "auto-created topic"),
+                    Err(e) => tracing::debug!(topic = %n, error = %e, "auto-create failed"),
+                }
+            }
+            if !missing.is_empty() {
+                snap = view
+                    .wait_for(Duration::from_secs(3), |s| {
+                        missing.iter().all(|n| {
+                            s.topics
+                                .get(n.as_str())
+                                .is_some_and(|t| t.info.partitions.iter().all(|p| p.owner != 0))
+                        })
+                    })
+                    .await;
+            }
+        }
+        let mut resp = MetadataResponse::default();
+        let mut b = MetadataResponseBroker::default();
+        b.node_id = BrokerId(self.node_id());
+        b.host = s(self.admin.identity.host.clone());
+        b.port = self.admin.identity.port;
+        resp.brokers = vec![b];
+        if version >= 2 {
+            resp.cluster_id = Some(s(self.admin.identity.cluster_id.clone()));
+        }
+        if version >= 1 {
+            resp.controller_id = BrokerId(self.node_id());
+        }
+        resp.cluster_authorized_operations = i32::MIN;
+        let names: Vec<String> = match wanted {
+            Some(n) => n,
+            None => {
+                let mut all: Vec<String> = snap.topics.keys().cloned().collect();
+                all.sort();
+                all
+            }
+        };
+        for name in names {
+            let mut t = MetadataResponseTopic::default();
+            t.name = Some(topic_name(&name));
+            t.topic_authorized_operations = i32::MIN;
+            match snap.topics.get(&name) {
+                None => {
+                    t.error_code = if floe_metadata::state::validate_topic_name(&name).is_err() {
+                        ResponseError::InvalidTopicException.code()
+                    } else {
+                        ResponseError::UnknownTopicOrPartition.code()
+                    };
+                }
+                Some(tv) => {
+                    if version >= 10 {
+                        t.topic_id = tv.id;
+                    }
+                    for p in &tv.info.partitions {
+                        let mut mp = MetadataResponsePartition::default();
+                        mp.partition_index = p.partition as i32;
+                        if version >= 7 {
+                            mp.leader_epoch = i32::try_from(p.epoch).unwrap_or(i32::MAX);
+                        }
+                        if p.owner == 0 {
+                            mp.error_code = ResponseError::LeaderNotAvailable.code();
+                            mp.leader_id = BrokerId(-1);
+                        } else {
+                            mp.leader_id = BrokerId(self.node_id());
+                            mp.replica_nodes = vec![BrokerId(self.node_id())];
+                            mp.isr_nodes = vec![BrokerId(self.node_id())];
+                        }
+                        t.partitions.push(mp);
+                    }
+                }
+            }
+            resp.topics.push(t);
+        }
+        resp
+    }
+
+    /// Sequences a produce request's partitions in request order (synchronously)
+    /// and returns a future that waits for the acknowledgements.
+    pub fn produce_start(
+        &self,
+        version: i16,
+        req: ProduceRequest,
+    ) -> impl std::future::Future<Output = ProduceResponse> + Send + 'static {
+        enum Part {
+            Done(i32, i16, Option<String>),
+            Waiting(i32, PendingProduce),
+        }
+        let snap = self.broker.view().current();
+        let acks = Acks::from_kafka(req.acks);
+        let mut topics: Vec<(TopicName, Vec<Part>)> = Vec::new();
+        for t in req.topic_data {
+            let mut parts = Vec::new();
+            for p in t.partition_data {
+                let part = match (acks, Self::key_of(&snap, &t.name.0, p.index)) {
+                    (None, _) => {
+                        Part::Done(p.index, ResponseError::InvalidRequiredAcks.code(), None)
+                    }
+                    (_, None) => {
+                        Part::Done(p.index, ResponseError::UnknownTopicOrPartition.code(), None)
+                    }
+                    (Some(acks), Some(key)) => {
+                        let records = p.records.unwrap_or_default();
+                        match self.broker.append(&key, &records, acks) {
+                            Ok(pending) => Part::Waiting(p.index, pending),
+                            Err(e) => {
+                                tracing::debug!(topic = %t.name.0.as_str(), partition = p.index, error = %e, "produce refused");
+                                Part::Done(p.index, code_for(&e), Some(e.to_string()))
+                            }
+                        }
+                    }
+                };
+                parts.push(part);
+            }
+            topics.push((t.name, parts));
+        }
+        async move {
+            let mut resp = ProduceResponse::default();
+            for (name, parts) in topics {
+                let mut tr = TopicProduceResponse::default();
+                tr.name = name;
+                for part in parts {
+                    let mut pr = PartitionProduceResponse::default();
+                    pr.base_offset = -1;
+                    pr.log_append_time_ms = -1;
+                    pr.log_start_offset = -1;
+                    match part {
+                        Part::Done(index, code, msg) => {
+                            pr.index = index;
+                            pr.error_code = code;
+                            if version >= 8 {
+                                pr.error_message = msg.map(s);
+                            }
+                        }
+                        Part::Waiting(index, pending) => {
+                            pr.index = index;
+                            match pending.wait().await {
+                                Ok(ok) => {
+                                    pr.base_offset = ok.base_offset;
+                                    pr.log_append_time_ms = ok.log_append_time;
+                                    if version >= 5 {
+                                        pr.log_start_offset = ok.log_start_offset;
+                                    }
+                                }
+                                Err(e) => {
+                                    pr.error_code = code_for(&e);
+                                    if version >= 8 {
+                                        pr.error_message = Some(s(e.to_string()));
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    tr.partition_responses.push(pr);
+                }
+                resp.responses.push(tr);
+            }
+            resp
+        }
+    }
+
+    /// Fetch: whole batches per partition; waits up to `max_wait_ms` (capped)
+    /// until `min_bytes` are available.
+    pub async fn fetch(&self, version: i16, req: &FetchRequest) -> FetchResponse {
+        let snap = self.broker.view().current();
+        let wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(self.max_fetch_wait);
+        let deadline = tokio::time::Instant::now() + wait;
+        let min_bytes = req.min_bytes.max(0) as usize;
+        let total_max = if req.max_bytes <= 0 {
+            usize::MAX
+        } else {
+            req.max_bytes as usize
+        };
+        loop {
+            let mut resp = FetchResponse::default();
+            let mut total = 0usize;
+            let mut waits = Vec::new();
+            for t in &req.topics {
+                let mut tr = FetchableTopicResponse::default();
+                tr.topic = t.topic.clone();
+                tr.topic_id = t.topic_id;
+                for p in &t.partitions {
+                    let mut pd = PartitionData::default();
+                    pd.partition_index = p.partition;
+                    pd.high_watermark = -1;
+                    pd.last_stable_offset = -1;
+                    pd.log_start_offset = -1;
+                    pd.preferred_read_replica = BrokerId(-1);
+                    match Self::key_of(&snap, &t.topic.0, p.partition) {
+                        None => pd.error_code = ResponseError::UnknownTopicOrPartition.code(),
+                        Some(key) => {
+                            // The first partition with data always gets at least one batch.
+                            let budget = if total == 0 {
+                                (p.partition_max_bytes.max(1) as usize).min(total_max)
+                            } else {
+                                (p.partition_max_bytes.max(0) as usize)
+                                    .min(total_max.saturating_sub(total))
+                            };
+                            if budget == 0 {
+                                pd.high_watermark = -1;
+                            } else {
+                                match self.broker.fetch(&key, p.fetch_offset, budget).await {
+                                    Ok(d) => {
+                                        pd.high_watermark = d.high_watermark;
+                                        pd.last_stable_offset = d.high_watermark;
+                                        if version >= 5 {
+                                            pd.log_start_offset = d.log_start_offset;
+                                        }
+                                        let n = d.bytes();
+                                        total += n;
+                                        if n == 0 {
+                                            waits.push((key, p.fetch_offset));
+                                        }
+                                        pd.records = Some(concat(d.batches));
+                                    }
+                                    Err(e) => pd.error_code = code_for(&e),
+                                }
+                            }
+                        }
+                    }
+                    tr.partitions.push(pd);
+                }
+                resp.responses.push(tr);
+            }
+            let now = tokio::time::Instant::now();
+            if total >= min_bytes.max(1) || now >= deadline || waits.is_empty() {
+                return resp;
+            }
+            // Wait for any of the empty partitions to get data, then fetch again.
+            let futs = waits
+                .iter()
+                .map(|(k, off)| Box::pin(self.broker.wait_for_data(k, *off, deadline)));
+            futures::future::select_all(futs).await;
+        }
+    }
+
+    pub async fn list_offsets(
+        &self,
+        version: i16,
+        req: &ListOffsetsRequest,
+    ) -> ListOffsetsResponse {
+        let snap = self.broker.view().current();
+        let mut resp = ListOffsetsResponse::default();
+        for t in &req.topics {
+            let mut tr = ListOffsetsTopicResponse::default();
+            tr.name = t.name.clone();
+            for p in &t.partitions {
+                let mut pr = ListOffsetsPartitionResponse::default();
+                pr.partition_index = p.partition_index;
+                pr.timestamp = -1;
+                pr.offset = -1;
+                pr.leader_epoch = -1;
+                let spec = match p.timestamp {
+                    -1 => Some(OffsetSpec::Latest),
+                    // -4: earliest local (tiered storage): all of Floe's log is local.
+                    -2 | -4 => Some(OffsetSpec::Earliest),
+                    -3 => Some(OffsetSpec::MaxTimestamp),
+                    t if t >= 0 => Some(OffsetSpec::Timestamp(t)),
+                    _ => None,
+                };
+                match (spec, Self::key_of(&snap, &t.name.0, p.partition_index)) {
+                    (None, _) => pr.error_code = ResponseError::InvalidRequest.code(),
+                    (_, None) => pr.error_code = ResponseError::UnknownTopicOrPartition.code(),
+                    (Some(spec), Some(key)) => match self.broker.list_offset(&key, spec).await {
+                        Ok(a) => {
+                            pr.offset = a.offset;
+                            pr.timestamp = a.timestamp;
+                            if let Some(log) = self.broker.log(&key).filter(|_| version >= 4) {
+                                pr.leader_epoch = i32::try_from(log.epoch()).unwrap_or(i32::MAX);
+                            }
+                        }
+                        Err(e) => pr.error_code = code_for(&e),
+                    },
+                }
+                tr.partitions.push(pr);
+            }
+            resp.topics.push(tr);
+        }
+        resp
+    }
+
+    pub async fn delete_records(
+        &self,
+        _version: i16,
+        req: &DeleteRecordsRequest,
+    ) -> DeleteRecordsResponse {
+        let snap = self.broker.view().current();
+        let mut resp = DeleteRecordsResponse::default();
+        for t in &req.topics {
+            let mut tr = DeleteRecordsTopicResult::default();
+            tr.name = t.name.clone();
+            for p in &t.partitions {
+                let mut pr = DeleteRecordsPartitionResult::default();
+                pr.partition_index = p.partition_index;
+                pr.low_watermark = -1;
+                match Self::key_of(&snap, &t.name.0, p.partition_index) {
+                    None => pr.error_code = ResponseError::UnknownTopicOrPartition.code(),
+                    Some(key) => match self.broker.delete_records(&key, p.offset).await {
+                        Ok(low) => pr.low_watermark = low,
+                        Err(e) => pr.error_code = code_for(&e),
+                    },
+                }
+                tr.partitions.push(pr);
+            }
+            resp.topics.push(tr);
+        }
+        resp
+    }
+
+    /// Consumer groups and transactions are not implemented yet: say so with
+    /// a retryable error rather than pretending.
+    pub fn find_coordinator(
+        &self,
+        version: i16,
+        req: &FindCoordinatorRequest,
+    ) -> FindCoordinatorResponse {
+        let msg = "Floe has no group or transaction coordinator yet";
+        let mut resp = FindCoordinatorResponse::default();
+        resp.node_id = BrokerId(-1);
+        resp.port = -1;
+        if version >= 4 {
+            resp.coordinators = req
+                .coordinator_keys
+                .iter()
+                .map(|k| {
+                    let mut c = Coordinator::default();
+                    c.key = k.clone();
+                    c.node_id = BrokerId(-1);
+                    c.port = -1;
+                    c.error_code = ResponseError::CoordinatorNotAvailable.code();
+                    c.error_message = Some(s(msg));
+                    c
+                })
+                .collect();
+        } else {
+            resp.error_code = ResponseError::CoordinatorNotAvailable.code();
+            resp.error_message = Some(s(msg));
+        }
+        resp
+    }
+}
+
+fn concat(batches: Vec<Bytes>) -> Bytes {
+    match batches.len() {
+        0 => Bytes::new(),
+        1 => batches.into_iter().next().unwrap_or_default(),
+        _ => {
+            let mut b = BytesMut::with_capacity(batches.iter().map(Bytes::len).sum());
+            for x in batches {
+                b.extend_from_slice(&x);
+            }
+            b.freeze()
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! The Kafka listener. Each connection reads frames in a loop; requests are
+//! decoded and handled concurrently (pipelining) but produce requests are
+//! sequenced in arrival order, and responses go back in request order.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::BytesMut;
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::admin::handle_admin;
+use crate::codec::{self, CodecErrorKind};
+use crate::handlers::{self, Context};
+
+/// Requests read ahead of their responses on one connection.
+const MAX_IN_FLIGHT: usize = 64;
+
+/// Proxy settings.
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    pub listen: SocketAddr,
+    /// Largest request frame accepted (Kafka's `socket.request.max.bytes`).
+    pub max_frame: usize,
+}
+
+/// Counters the admin endpoint exports.
+#[derive(Debug, Default)]
+pub struct ProxyStats {
+    pub connections: AtomicU64,
+    pub requests: AtomicU64,
+    pub bad_requests: AtomicU64,
+}
+
+/// A running Kafka listener.
+#[derive(Debug)]
+pub struct Proxy {
+    pub local_addr: SocketAddr,
+    pub stats: Arc<ProxyStats>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    pub async fn start(cfg: ProxyConfig, ctx: Arc<Context>) -> std::io::Result<Proxy> {
+        let listener = TcpListener::bind(cfg.listen).await?;
+        let local_addr = listener.local_addr()?;
+        let stats = Arc::new(ProxyStats::default());
+        let st = stats.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                match listener.accept().await {
+                    Ok((sock, peer)) => {
+                        let _ = sock.set_nodelay(true);
+                        st.connections.fetch_add(1, Ordering::Relaxed);
+                        let ctx = ctx.clone();
+                        let st = st.clone();
+                        let max = cfg.max_frame;
+                        tokio::spawn(async move {
+                            if let Err(e) = serve(sock, ctx, st, max).await {
+                                tracing::debug!(%peer, error = %e, "connection ended");
+                            }
+                        });
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    }
+                }
+            }
+        });
+        Ok(Proxy {
+            local_addr,
+            stats,
+            task,
+        })
+    }
+
+    /// Stops accepting connections.
+    pub fn stop(&self) {
+        self.task.abort();
+    }
+}
+
+type Reply = oneshot::Receiver<Option<BytesMut>>;
+
+async fn serve(
+    sock: TcpStream,
+    ctx: Arc<Context>,
+    stats: Arc<ProxyStats>,
+    max_frame: usize,
+) -> Result<(), codec::CodecError> {
+    let (mut rd, mut wr) = sock.into_split();
+    let (tx, mut rx) = mpsc::channel::<Reply>(MAX_IN_FLIGHT);
+    // Writer: answers in request order.
+    let writer = tokio::spawn(async move {
+        while let Some(reply) = rx.recv().await {
+            match reply.await {
+                Ok(Some(bytes)) => {
+                    if wr.write_all(&bytes).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => {}    // acks=0: no response
+                Err(_) => return, // the handler gave up: close
+            }
+        }
+        let _ = wr.shutdown().await;
+    });
+    let result = async {
+        loop {
+            let Some(frame) = codec::read_frame(&mut rd, max_frame).await? else {
+                return Ok(());
+            };
+            stats.requests.fetch_add(1, Ordering::Relaxed);
+            let prefix = match codec::peek_prefix(&frame) {
+                Ok(p) => p,
+                Err(e) => {
+                    stats.bad_requests.fetch_add(1, Ordering::Relaxed);
+                    return Err(e);
+                }
+            };
+            let (otx, orx) = oneshot::channel();
+            if tx.send(orx).await.is_err() {
+                return Ok(());
+            }
+            let key = ApiKey::try_from(prefix.api_key).ok();
+            // ApiVersions is answered at any version (KIP-511): an unknown
+            // version gets the v0 answer with UNSUPPORTED_VERSION.
+            if key == Some(ApiKey::ApiVersions) && !handlers::decodable(ApiKey::ApiVersions, prefix.api_version) {
+                let body = ResponseKind::ApiVersions(handlers::api_versions(ResponseError::UnsupportedVersion.code()));
+                let out = codec::encode_response(ApiKey::ApiVersions, 0, prefix.correlation_id, &body)?;
+                let _ = otx.send(Some(out));
+                continue;
+            }
+            let Some(key) = key.filter(|k| handlers::decodable(*k, prefix.api_version)) else {
+                stats.bad_requests.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(api_key = prefix.api_key, version = prefix.api_version, "unsupported API key or version; closing the connection");
+                // Kafka closes the connection for versions it cannot parse.
+                drop(otx);
+                return Ok(());
+            };
+            let req = match codec::decode_request(frame) {
+                Ok(r) => r,
+                Err(e) => {
+                    stats.bad_requests.fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(api_key = prefix.api_key, version = prefix.api_version, error = %e, "malformed request; closing the connection");
+                    drop(otx);
+                    if e.kind() == CodecErrorKind::Io {
+                        return Err(e);
+                    }
+                    return Ok(());
+                }
+            };
+            let version = req.version;
+            let corr = prefix.correlation_id;
+            match req.body {
+                RequestKind::Produce(p) => {
+                    // Sequenced here, in order; the wait runs on its own.
+                    let no_response = p.acks == 0;
+                    let fut = ctx.produce_start(version, p);
+                    tokio::spawn(async move {
+                        let resp = fut.await;
+                        if no_response {
+                            let _ = otx.send(None);
+                            return;
+                        }
+                        let out = codec::encode_response(key, version, corr, &ResponseKind::Produce(resp));
+                        let _ = otx.send(out.ok());
+                    });
+                }
+                body => {
+                    let ctx = ctx.clone();
+                    tokio::spawn(async move {
+                        let resp = handle(&ctx, version, body).await;
+                        let out = resp.and_then(|r| {
+                            codec::encode_response(key, version, corr, &r)
+                                .map_err(|e| tracing::warn!(?key, version, error = %e, "cannot encode a response"))
+                                .ok()
+                        });
+                        // No answer: the connection closes (as Kafka does), never hangs.
+                        if let Some(out) = out {
+                            let _ = otx.send(Some(out));
+                        }
+                    });
+                }
+            }
+        }
+    }
+    .await;
+    drop(tx);
+    let _ = writer.await;
+    result
+}
+
+async fn handle(ctx: &Context, version: i16, body: RequestKind) -> Option<ResponseKind> {
+    Some(match &body {
+        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(handlers::api_versions(0)),
+        RequestKind::Metadata(r) => ResponseKind::Metadata(ctx.metadata(version, r).await),
+        RequestKind::Fetch(r) => ResponseKind::Fetch(ctx.fetch(version, r).await),
+        RequestKind::ListOffsets(r) => {
+            ResponseKind::ListOffsets(ctx.list_offsets(version, r).await)
+        }
+        RequestKind::DeleteRecords(r) => {
+            ResponseKind::DeleteRecords(ctx.delete_records(version, r).await)
+        }
+        RequestKind::FindCoordinator(r) => {
+            ResponseKind::FindCoordinator(ctx.find_coordinator(version, r))
+        }
+        _ => return handle_admin(&ctx.meta, &ctx.admin, version, &body).await,
+    })
+}
