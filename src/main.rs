@@ -3,9 +3,15 @@
 //! Today it carries the storage tools; the broker, proxy, metadata and
 //! standalone roles come with their crates (see README.md for what works).
 
+mod client_cmd;
+mod kafka_client;
+mod admin_http;
+mod cluster_cmd;
 mod meta_cmd;
+mod roles;
 mod standalone;
 mod storage_cmd;
+mod topic_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -29,6 +35,17 @@ enum Command {
     Meta(meta_cmd::MetaArgs),
     /// Run every role in one process on a local folder (Kafka on 127.0.0.1:9092).
     Standalone(standalone::StandaloneArgs),
+    /// Run a broker (partition owner; internal RPC for proxies).
+    Broker(cluster_cmd::BrokerArgs),
+    /// Run a Kafka protocol proxy in front of the brokers.
+    Proxy(cluster_cmd::ProxyArgs),
+    /// Create, list, describe, alter and delete topics (Kafka protocol).
+    #[command(subcommand)]
+    Topic(topic_cmd::TopicCommand),
+    /// Write stdin lines to a topic as records (Kafka protocol).
+    Produce(client_cmd::ProduceArgs),
+    /// Print a topic's records to stdout, one per line (Kafka protocol).
+    Consume(client_cmd::ConsumeArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -55,6 +72,11 @@ fn main() -> std::process::ExitCode {
             Command::Storage(cmd) => storage_cmd::run(cmd).await,
             Command::Meta(args) => meta_cmd::run(args).await,
             Command::Standalone(args) => standalone::run(args).await,
+            Command::Broker(args) => cluster_cmd::run_broker(args).await,
+            Command::Proxy(args) => cluster_cmd::run_proxy(args).await,
+            Command::Topic(cmd) => topic_cmd::run(cmd).await,
+            Command::Produce(args) => client_cmd::produce(args).await,
+            Command::Consume(args) => client_cmd::consume(args).await,
         }
     });
     match result {

@@ -90,16 +90,40 @@ pub struct OffsetAnswer {
 }
 
 /// A sequenced produce waiting for its acknowledgement level.
-#[derive(Debug)]
-pub struct PendingProduce {
-    log: Arc<PartitionLog>,
-    rx: Option<tokio::sync::oneshot::Receiver<Result<()>>>,
-    ok: ProduceOk,
+pub struct PendingProduce(Pending);
+
+enum Pending {
+    Local {
+        log: Arc<PartitionLog>,
+        rx: Option<tokio::sync::oneshot::Receiver<Result<()>>>,
+        ok: ProduceOk,
+    },
+    Remote(std::pin::Pin<Box<dyn std::future::Future<Output = Result<ProduceOk>> + Send>>),
+}
+
+impl std::fmt::Debug for PendingProduce {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Pending::Local { log, .. } => write!(f, "PendingProduce({})", log.key),
+            Pending::Remote(_) => write!(f, "PendingProduce(remote)"),
+        }
+    }
 }
 
 impl PendingProduce {
+    /// A produce sequenced by a broker in another process.
+    pub fn remote(
+        fut: impl std::future::Future<Output = Result<ProduceOk>> + Send + 'static,
+    ) -> Self {
+        PendingProduce(Pending::Remote(Box::pin(fut)))
+    }
+
     pub async fn wait(self) -> Result<ProduceOk> {
-        if let Some(rx) = self.rx {
+        let (log, rx, ok) = match self.0 {
+            Pending::Remote(f) => return f.await,
+            Pending::Local { log, rx, ok } => (log, rx, ok),
+        };
+        if let Some(rx) = rx {
             match rx.await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => return Err(e),
@@ -111,10 +135,10 @@ impl PendingProduce {
                 }
             }
         }
-        let (log_start, _, _) = self.log.offsets();
+        let (log_start, _, _) = log.offsets();
         Ok(ProduceOk {
             log_start_offset: log_start,
-            ..self.ok
+            ..ok
         })
     }
 }
@@ -315,7 +339,7 @@ impl Broker {
             crate::config::TimestampType::LogAppendTime => now,
             crate::config::TimestampType::CreateTime => -1,
         };
-        Ok(PendingProduce {
+        Ok(PendingProduce(Pending::Local {
             log,
             rx,
             ok: ProduceOk {
@@ -323,7 +347,7 @@ impl Broker {
                 log_start_offset: 0,
                 log_append_time,
             },
-        })
+        }))
     }
 
     /// [`Broker::append`] and wait.

@@ -10,6 +10,7 @@ pub mod config;
 pub mod error;
 pub mod log;
 mod maintenance;
+pub mod rpc;
 mod tasks;
 pub mod view;
 
@@ -18,4 +19,5 @@ pub use broker::{
 };
 pub use config::{BrokerConfig, LogConfig};
 pub use error::{BrokerError, ErrorKind};
+pub use rpc::{BrokerHandle, RemoteBroker};
 pub use view::{ClusterSnapshot, ClusterWatch, TopicView};

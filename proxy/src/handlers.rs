@@ -7,7 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use floe_broker::{Acks, Broker, ClusterSnapshot, OffsetSpec, PendingProduce};
+use floe_broker::{
+    Acks, Broker, BrokerHandle, ClusterSnapshot, ClusterWatch, OffsetSpec, PendingProduce,
+    RemoteBroker,
+};
 use floe_metadata::api::client::MetaClient;
 use floe_storage::PartitionKey;
 use kafka_protocol::ResponseError;
@@ -62,7 +65,11 @@ pub fn decodable(key: ApiKey, version: i16) -> bool {
 /// What every handler needs.
 #[derive(Debug)]
 pub struct Context {
-    pub broker: Broker,
+    /// The broker in this process, if any (`floe standalone`).
+    pub local: Option<Broker>,
+    pub view: ClusterWatch,
+    /// Clients of brokers in other processes, by address.
+    pub remotes: std::sync::Mutex<HashMap<String, Arc<RemoteBroker>>>,
     pub meta: Arc<MetaClient>,
     pub admin: AdminConfig,
     pub auto_create_topics: bool,
@@ -95,6 +102,43 @@ pub fn api_versions(error: i16) -> ApiVersionsResponse {
 }
 
 impl Context {
+    /// Where a partition's requests go: its owner, in this process or another.
+    fn route(
+        &self,
+        snap: &ClusterSnapshot,
+        key: &PartitionKey,
+    ) -> Result<BrokerHandle, ResponseError> {
+        let owner = snap
+            .by_id
+            .get(&key.topic.0)
+            .and_then(|t| {
+                t.info
+                    .partitions
+                    .iter()
+                    .find(|p| p.partition == key.partition)
+            })
+            .map(|p| p.owner)
+            .ok_or(ResponseError::UnknownTopicOrPartition)?;
+        if owner == 0 {
+            return Err(ResponseError::LeaderNotAvailable);
+        }
+        if let Some(b) = self.local.as_ref().filter(|b| b.id() == owner) {
+            return Ok(BrokerHandle::Local(b.clone()));
+        }
+        let addr = snap
+            .nodes
+            .iter()
+            .find(|n| n.id == owner && n.kind == "broker")
+            .map(|n| n.addr.clone())
+            .ok_or(ResponseError::NotLeaderOrFollower)?;
+        let mut remotes = self.remotes.lock().unwrap_or_else(|p| p.into_inner());
+        let r = remotes
+            .entry(addr.clone())
+            .or_insert_with(|| Arc::new(RemoteBroker::new(addr)))
+            .clone();
+        Ok(BrokerHandle::Remote(r))
+    }
+
     fn node_id(&self) -> i32 {
         self.admin.identity.node_id
     }
@@ -106,7 +150,7 @@ impl Context {
     /// Metadata: every topic (or the ones asked for), the proxy as the leader
     /// of every partition that has an owner.
     pub async fn metadata(&self, version: i16, req: &MetadataRequest) -> MetadataResponse {
-        let view = self.broker.view();
+        let view = &self.view;
         let mut snap = view.current();
         let wanted: Option<Vec<String>> = req.topics.as_ref().map(|ts| {
             ts.iter()
@@ -204,7 +248,7 @@ impl Context {
 
     /// Sequences a produce request's partitions in request order (synchronously)
     /// and returns a future that waits for the acknowledgements.
-    pub fn produce_start(
+    pub async fn produce_start(
         &self,
         version: i16,
         req: ProduceRequest,
@@ -213,7 +257,7 @@ impl Context {
             Done(i32, i16, Option<String>),
             Waiting(i32, PendingProduce),
         }
-        let snap = self.broker.view().current();
+        let snap = self.view.current();
         let acks = Acks::from_kafka(req.acks);
         let mut topics: Vec<(TopicName, Vec<Part>)> = Vec::new();
         for t in req.topic_data {
@@ -228,7 +272,15 @@ impl Context {
                     }
                     (Some(acks), Some(key)) => {
                         let records = p.records.unwrap_or_default();
-                        match self.broker.append(&key, &records, acks) {
+                        let sequenced = match self.route(&snap, &key) {
+                            Ok(h) => h.append(&key, records, acks).await,
+                            // Retryable either way: the client refreshes metadata.
+                            Err(code) => Err(floe_broker::BrokerError::new(
+                                floe_broker::ErrorKind::NotOwner,
+                                format!("cannot route to the partition's owner: {code}"),
+                            )),
+                        };
+                        match sequenced {
                             Ok(pending) => Part::Waiting(p.index, pending),
                             Err(e) => {
                                 tracing::debug!(topic = %t.name.0.as_str(), partition = p.index, error = %e, "produce refused");
@@ -289,7 +341,7 @@ impl Context {
     /// Fetch: whole batches per partition; waits up to `max_wait_ms` (capped)
     /// until `min_bytes` are available.
     pub async fn fetch(&self, version: i16, req: &FetchRequest) -> FetchResponse {
-        let snap = self.broker.view().current();
+        let snap = self.view.current();
         let wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(self.max_fetch_wait);
         let deadline = tokio::time::Instant::now() + wait;
         let min_bytes = req.min_bytes.max(0) as usize;
@@ -326,18 +378,27 @@ impl Context {
                             if budget == 0 {
                                 pd.high_watermark = -1;
                             } else {
-                                match self.broker.fetch(&key, p.fetch_offset, budget).await {
+                                let r = match self.route(&snap, &key) {
+                                    Ok(h) => {
+                                        let r = h.fetch(&key, p.fetch_offset, budget).await;
+                                        if r.as_ref().is_ok_and(|d| d.batches.is_empty()) {
+                                            waits.push((h, key, p.fetch_offset));
+                                        }
+                                        r
+                                    }
+                                    Err(code) => Err(floe_broker::BrokerError::new(
+                                        floe_broker::ErrorKind::NotOwner,
+                                        code.to_string(),
+                                    )),
+                                };
+                                match r {
                                     Ok(d) => {
                                         pd.high_watermark = d.high_watermark;
                                         pd.last_stable_offset = d.high_watermark;
                                         if version >= 5 {
                                             pd.log_start_offset = d.log_start_offset;
                                         }
-                                        let n = d.bytes();
-                                        total += n;
-                                        if n == 0 {
-                                            waits.push((key, p.fetch_offset));
-                                        }
+                                        total += d.bytes();
                                         pd.records = Some(concat(d.batches));
                                     }
                                     Err(e) => pd.error_code = code_for(&e),
@@ -356,7 +417,7 @@ impl Context {
             // Wait for any of the empty partitions to get data, then fetch again.
             let futs = waits
                 .iter()
-                .map(|(k, off)| Box::pin(self.broker.wait_for_data(k, *off, deadline)));
+                .map(|(h, k, off)| Box::pin(h.wait_for_data(k, *off, deadline)));
             futures::future::select_all(futs).await;
         }
     }
@@ -366,7 +427,7 @@ impl Context {
         version: i16,
         req: &ListOffsetsRequest,
     ) -> ListOffsetsResponse {
-        let snap = self.broker.view().current();
+        let snap = self.view.current();
         let mut resp = ListOffsetsResponse::default();
         for t in &req.topics {
             let mut tr = ListOffsetsTopicResponse::default();
@@ -388,15 +449,18 @@ impl Context {
                 match (spec, Self::key_of(&snap, &t.name.0, p.partition_index)) {
                     (None, _) => pr.error_code = ResponseError::InvalidRequest.code(),
                     (_, None) => pr.error_code = ResponseError::UnknownTopicOrPartition.code(),
-                    (Some(spec), Some(key)) => match self.broker.list_offset(&key, spec).await {
-                        Ok(a) => {
-                            pr.offset = a.offset;
-                            pr.timestamp = a.timestamp;
-                            if let Some(log) = self.broker.log(&key).filter(|_| version >= 4) {
-                                pr.leader_epoch = i32::try_from(log.epoch()).unwrap_or(i32::MAX);
+                    (Some(spec), Some(key)) => match self.route(&snap, &key) {
+                        Err(code) => pr.error_code = code.code(),
+                        Ok(h) => match h.list_offset(&key, spec).await {
+                            Ok((a, epoch)) => {
+                                pr.offset = a.offset;
+                                pr.timestamp = a.timestamp;
+                                if version >= 4 {
+                                    pr.leader_epoch = i32::try_from(epoch).unwrap_or(-1);
+                                }
                             }
-                        }
-                        Err(e) => pr.error_code = code_for(&e),
+                            Err(e) => pr.error_code = code_for(&e),
+                        },
                     },
                 }
                 tr.partitions.push(pr);
@@ -411,7 +475,7 @@ impl Context {
         _version: i16,
         req: &DeleteRecordsRequest,
     ) -> DeleteRecordsResponse {
-        let snap = self.broker.view().current();
+        let snap = self.view.current();
         let mut resp = DeleteRecordsResponse::default();
         for t in &req.topics {
             let mut tr = DeleteRecordsTopicResult::default();
@@ -422,9 +486,12 @@ impl Context {
                 pr.low_watermark = -1;
                 match Self::key_of(&snap, &t.name.0, p.partition_index) {
                     None => pr.error_code = ResponseError::UnknownTopicOrPartition.code(),
-                    Some(key) => match self.broker.delete_records(&key, p.offset).await {
-                        Ok(low) => pr.low_watermark = low,
-                        Err(e) => pr.error_code = code_for(&e),
+                    Some(key) => match self.route(&snap, &key) {
+                        Err(code) => pr.error_code = code.code(),
+                        Ok(h) => match h.delete_records(&key, p.offset).await {
+                            Ok(low) => pr.low_watermark = low,
+                            Err(e) => pr.error_code = code_for(&e),
+                        },
                     },
                 }
                 tr.partitions.push(pr);

@@ -161,7 +161,7 @@ async fn serve(
                 RequestKind::Produce(p) => {
                     // Sequenced here, in order; the wait runs on its own.
                     let no_response = p.acks == 0;
-                    let fut = ctx.produce_start(version, p);
+                    let fut = ctx.produce_start(version, p).await;
                     tokio::spawn(async move {
                         let resp = fut.await;
                         if no_response {

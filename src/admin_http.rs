@@ -1,0 +1,108 @@
+//! The HTTP admin port every Floe process serves: `/livez`, `/readyz` and
+//! Prometheus `/metrics`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use floe_broker::Broker;
+use floe_proxy::server::ProxyStats;
+use floe_storage::StorePool;
+
+/// What the admin port reports on.
+pub struct AdminState {
+    pub ready: AtomicBool,
+    pub proxy: Option<Arc<ProxyStats>>,
+    pub broker: Option<Broker>,
+    pub pool: Option<Arc<StorePool>>,
+}
+
+/// Starts the admin server on `listen`.
+pub async fn serve(
+    listen: SocketAddr,
+    state: Arc<AdminState>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let app = Router::new()
+        .route("/livez", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(state);
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    Ok(tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "admin server stopped");
+        }
+    }))
+}
+
+async fn readyz(State(s): State<Arc<AdminState>>) -> (StatusCode, &'static str) {
+    if s.ready.load(Ordering::SeqCst) {
+        (StatusCode::OK, "ready\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "starting\n")
+    }
+}
+
+async fn metrics(State(s): State<Arc<AdminState>>) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let mut metric = |name: &str, kind: &str, value: u64| {
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        let _ = writeln!(out, "{name} {value}");
+    };
+    if let Some(p) = &s.proxy {
+        metric(
+            "floe_proxy_connections_total",
+            "counter",
+            p.connections.load(Ordering::Relaxed),
+        );
+        metric(
+            "floe_proxy_requests_total",
+            "counter",
+            p.requests.load(Ordering::Relaxed),
+        );
+        metric(
+            "floe_proxy_bad_requests_total",
+            "counter",
+            p.bad_requests.load(Ordering::Relaxed),
+        );
+    }
+    if let Some(b) = &s.broker {
+        let st = b.stats();
+        metric(
+            "floe_broker_owned_partitions",
+            "gauge",
+            b.owned().len() as u64,
+        );
+        metric("floe_broker_flushes_total", "counter", st.flushes);
+        metric(
+            "floe_broker_flushed_bytes_total",
+            "counter",
+            st.flushed_bytes,
+        );
+    }
+    if let Some(pool) = &s.pool {
+        let _ = writeln!(out, "# TYPE floe_store_writes_total counter");
+        let _ = writeln!(out, "# TYPE floe_store_abandoned_writes_total counter");
+        for e in pool.stats() {
+            let _ = writeln!(
+                out,
+                "floe_store_writes_total{{endpoint=\"{}\"}} {}",
+                e.id, e.written
+            );
+            let _ = writeln!(
+                out,
+                "floe_store_abandoned_writes_total{{endpoint=\"{}\"}} {}",
+                e.id, e.abandoned
+            );
+        }
+    }
+    out
+}

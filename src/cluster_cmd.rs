@@ -1,0 +1,156 @@
+//! `floe broker` and `floe proxy`: the roles of a cluster, each its own
+//! process. Brokers serve the internal RPC (protobuf over HTTP/2); proxies
+//! speak Kafka and route every partition to its owner.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Args;
+use floe_broker::{Broker, ClusterWatch};
+use floe_metadata::api::client::MetaClient;
+use floe_proxy::{Proxy, ProxyConfig};
+use floe_storage::backend::EndpointConfig;
+use floe_storage::{PoolOptions, StorePool};
+
+use crate::admin_http::{self, AdminState};
+use crate::roles::{BrokerTuning, ProxyTuning};
+
+#[derive(Debug, Args)]
+pub struct BrokerArgs {
+    /// This broker's id (unique in the cluster, above 0).
+    #[arg(long, env = "FLOE_BROKER_ID")]
+    pub id: u32,
+    /// Where the internal RPC listens.
+    #[arg(long, env = "FLOE_RPC_LISTEN", default_value = "127.0.0.1:9192")]
+    pub listen: SocketAddr,
+    /// The address proxies reach the RPC at (default: the listener).
+    #[arg(long, env = "FLOE_RPC_ADVERTISE")]
+    pub advertise: Option<String>,
+    /// Metadata node addresses (comma-separated).
+    #[arg(long, env = "FLOE_META", value_delimiter = ',', required = true)]
+    pub meta: Vec<String>,
+    /// Store endpoints, `id=URL` (repeat for a pool): file://DIR, s3://BUCKET/PREFIX?…
+    #[arg(
+        long = "store",
+        env = "FLOE_STORE",
+        value_delimiter = ',',
+        required = true
+    )]
+    pub stores: Vec<String>,
+    /// HTTP admin port: /livez, /readyz, /metrics.
+    #[arg(long, env = "FLOE_ADMIN_LISTEN", default_value = "127.0.0.1:9645")]
+    pub admin_listen: SocketAddr,
+    #[command(flatten)]
+    pub tuning: BrokerTuning,
+}
+
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    /// The node id this proxy gives itself in Metadata answers.
+    #[arg(long, env = "FLOE_PROXY_ID", default_value_t = 1)]
+    pub id: i32,
+    /// The Kafka protocol listener.
+    #[arg(long, env = "FLOE_KAFKA_LISTEN", default_value = "127.0.0.1:9092")]
+    pub listen: SocketAddr,
+    /// The HOST:PORT clients are told to connect to (default: the listener).
+    #[arg(long, env = "FLOE_KAFKA_ADVERTISE")]
+    pub advertise: Option<String>,
+    /// Metadata node addresses (comma-separated).
+    #[arg(long, env = "FLOE_META", value_delimiter = ',', required = true)]
+    pub meta: Vec<String>,
+    /// The cluster id reported to clients.
+    #[arg(long, env = "FLOE_CLUSTER_ID", default_value = "floe")]
+    pub cluster_id: String,
+    /// HTTP admin port: /livez, /readyz, /metrics.
+    #[arg(long, env = "FLOE_ADMIN_LISTEN", default_value = "127.0.0.1:9646")]
+    pub admin_listen: SocketAddr,
+    #[command(flatten)]
+    pub tuning: ProxyTuning,
+}
+
+pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
+    let meta = Arc::new(MetaClient::new(args.meta.clone())?);
+    let endpoints = EndpointConfig::parse_list(&args.stores)?;
+    let pool = Arc::new(StorePool::open(&endpoints, PoolOptions::default()).await?);
+    let rpc = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let advertise = args
+        .advertise
+        .clone()
+        .unwrap_or_else(|| args.listen.to_string());
+    let view = ClusterWatch::start(meta.clone());
+    let broker = Broker::start(
+        args.tuning.config(args.id, advertise),
+        meta,
+        pool.clone(),
+        view,
+    )
+    .await
+    .context("broker")?;
+    let b = broker.clone();
+    let rpc_task = tokio::spawn(async move {
+        if let Err(e) = floe_broker::rpc::serve(rpc, b).await {
+            tracing::error!(error = %e, "RPC server stopped");
+        }
+    });
+    let state = Arc::new(AdminState {
+        ready: AtomicBool::new(true),
+        proxy: None,
+        broker: Some(broker.clone()),
+        pool: Some(pool),
+    });
+    let admin_task = admin_http::serve(args.admin_listen, state.clone()).await?;
+    eprintln!("floe broker {} ready: RPC on {}", args.id, args.listen);
+    crate::shutdown_signal().await;
+    state.ready.store(false, Ordering::SeqCst);
+    broker.shutdown().await;
+    rpc_task.abort();
+    admin_task.abort();
+    Ok(())
+}
+
+pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
+    let meta = Arc::new(MetaClient::new(args.meta.clone())?);
+    let view = ClusterWatch::start(meta.clone());
+    let advertise = args
+        .advertise
+        .clone()
+        .unwrap_or_else(|| args.listen.to_string());
+    let ctx = args.tuning.context(
+        args.id,
+        &advertise,
+        args.cluster_id.clone(),
+        meta,
+        view.clone(),
+        None,
+    )?;
+    let proxy = Proxy::start(
+        ProxyConfig {
+            listen: args.listen,
+            max_frame: args.tuning.max_request_bytes,
+        },
+        ctx,
+    )
+    .await
+    .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let state = Arc::new(AdminState {
+        ready: AtomicBool::new(false),
+        proxy: Some(proxy.stats.clone()),
+        broker: None,
+        pool: None,
+    });
+    let admin_task = admin_http::serve(args.admin_listen, state.clone()).await?;
+    let v = view
+        .wait_for(Duration::from_secs(30), |s| s.revision > 0)
+        .await;
+    state.ready.store(v.revision > 0, Ordering::SeqCst);
+    eprintln!("floe proxy ready: Kafka on {}", proxy.local_addr);
+    crate::shutdown_signal().await;
+    proxy.stop();
+    admin_task.abort();
+    Ok(())
+}

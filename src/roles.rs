@@ -1,0 +1,107 @@
+//! Settings shared by the commands that run a broker or a proxy
+//! (`floe standalone`, `floe broker`, `floe proxy`), and their wiring.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Args;
+use floe_broker::{Broker, BrokerConfig, ClusterWatch};
+use floe_metadata::api::client::MetaClient;
+use floe_proxy::admin::{AdminConfig, ClusterIdentity};
+use floe_proxy::handlers::Context;
+
+/// How a broker flushes, compacts and cleans up.
+#[derive(Debug, Clone, Args)]
+pub struct BrokerTuning {
+    /// A flush (WAL object + metadata commit) at least this often while data waits.
+    #[arg(long, env = "FLOE_FLUSH_INTERVAL_MS", default_value_t = 5)]
+    pub flush_interval_ms: u64,
+    /// Start a flush early once this many bytes wait.
+    #[arg(long, env = "FLOE_FLUSH_BYTES", default_value_t = 4 * 1024 * 1024)]
+    pub flush_bytes: usize,
+    /// The broker's lease with the metadata service; a broker silent this long loses its partitions.
+    #[arg(long, env = "FLOE_LEASE_MS", default_value_t = 10_000)]
+    pub lease_ms: u64,
+    /// How often committed WAL ranges are compacted into segments.
+    #[arg(long, env = "FLOE_COMPACTION_INTERVAL_MS", default_value_t = 30_000)]
+    pub compaction_interval_ms: u64,
+    /// How often retention and the unreferenced-object sweeper run.
+    #[arg(
+        long,
+        env = "FLOE_RETENTION_CHECK_INTERVAL_MS",
+        default_value_t = 30_000
+    )]
+    pub retention_check_interval_ms: u64,
+    /// How long an unreferenced object stays before it is deleted.
+    #[arg(long, env = "FLOE_ORPHAN_GRACE_MS", default_value_t = 60_000)]
+    pub orphan_grace_ms: u64,
+    /// Block cache for reads from the object store (bytes).
+    #[arg(long, env = "FLOE_CACHE_BYTES", default_value_t = 256 * 1024 * 1024)]
+    pub cache_bytes: u64,
+}
+
+impl BrokerTuning {
+    pub fn config(&self, id: u32, advertise: String) -> BrokerConfig {
+        let mut c = BrokerConfig::new(id, advertise);
+        c.flush_interval = Duration::from_millis(self.flush_interval_ms.max(1));
+        c.flush_bytes = self.flush_bytes;
+        c.lease = Duration::from_millis(self.lease_ms.max(300));
+        c.compaction_interval = Duration::from_millis(self.compaction_interval_ms.max(10));
+        c.retention_check_interval =
+            Duration::from_millis(self.retention_check_interval_ms.max(10));
+        c.orphan_grace = Duration::from_millis(self.orphan_grace_ms);
+        c.cache_bytes = self.cache_bytes;
+        c
+    }
+}
+
+/// How the Kafka listener behaves.
+#[derive(Debug, Clone, Args)]
+pub struct ProxyTuning {
+    /// Create topics on first use (Kafka's auto.create.topics.enable).
+    #[arg(long, env = "FLOE_AUTO_CREATE_TOPICS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub auto_create_topics: bool,
+    /// Partitions of a topic created without a count (Kafka's num.partitions).
+    #[arg(long, env = "FLOE_DEFAULT_PARTITIONS", default_value_t = 1)]
+    pub default_partitions: u32,
+    /// Largest request accepted (socket.request.max.bytes).
+    #[arg(long, env = "FLOE_MAX_REQUEST_BYTES", default_value_t = 100 * 1024 * 1024)]
+    pub max_request_bytes: usize,
+}
+
+impl ProxyTuning {
+    /// The proxy's request context. `advertise` is the HOST:PORT clients are
+    /// given as the one broker; `cluster_id` identifies the cluster.
+    pub fn context(
+        &self,
+        node_id: i32,
+        advertise: &str,
+        cluster_id: String,
+        meta: Arc<MetaClient>,
+        view: ClusterWatch,
+        local: Option<Broker>,
+    ) -> anyhow::Result<Arc<Context>> {
+        let (host, port) = advertise
+            .rsplit_once(':')
+            .and_then(|(h, p)| Some((h.to_string(), p.parse::<i32>().ok()?)))
+            .with_context(|| format!("the advertised address {advertise:?} must be HOST:PORT"))?;
+        Ok(Arc::new(Context {
+            local,
+            view,
+            remotes: Default::default(),
+            meta,
+            admin: AdminConfig {
+                default_partitions: self.default_partitions.max(1),
+                identity: ClusterIdentity {
+                    cluster_id,
+                    node_id,
+                    host,
+                    port,
+                },
+            },
+            auto_create_topics: self.auto_create_topics,
+            max_fetch_wait: Duration::from_secs(30),
+        }))
+    }
+}
