@@ -1,11 +1,12 @@
 //! `floe produce` and `floe consume`: records between stdin/stdout and a
 //! topic over the Kafka protocol, like a small kcat.
 //!
-//! `produce` reads lines (optionally `key SEP value`), groups them into
-//! record batches (magic 2) of at most `--batch-records` records or
-//! `--batch-bytes` bytes, and sends one Produce request per group. Keyed
-//! records go to the partition Kafka's default partitioner picks
-//! (murmur2 of the key); unkeyed ones to one partition per group, in turn.
+//! `produce` reads lines (optionally `key SEP value`), groups them (at most
+//! `--batch-records` records or `--batch-bytes` bytes, or what was read when
+//! stdin paused for `--linger-ms`), and sends one Produce request per group,
+//! with one record batch (magic 2) per partition. Keyed records go to the
+//! partition Kafka's default partitioner picks (murmur2 of the key);
+//! unkeyed ones to one partition per group, in turn.
 //!
 //! `consume` looks the partitions up (Metadata), finds where to start
 //! (ListOffsets), and fetches until `--max-messages` records were printed or
@@ -107,9 +108,14 @@ pub struct ProduceArgs {
     /// Most records per Produce request.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
     batch_records: u32,
-    /// Most key and value bytes per Produce request (a larger line goes alone).
-    #[arg(long, default_value_t = 1024 * 1024)]
+    /// Most key and value bytes per Produce request (a larger line goes
+    /// alone). The default keeps a batch under Kafka's default
+    /// `max.message.bytes` (1 MiB).
+    #[arg(long, default_value_t = 1_000_000)]
     batch_bytes: usize,
+    /// Send what was read once no new line came for this long, in ms.
+    #[arg(long, default_value_t = 100)]
+    linger_ms: u64,
 }
 
 #[derive(Debug, Args)]
@@ -247,14 +253,22 @@ struct Pending {
     bytes: usize,
 }
 
+impl InputRecord {
+    fn size(&self) -> usize {
+        self.key.as_ref().map_or(0, Vec::len) + self.value.len()
+    }
+}
+
 impl Pending {
-    fn push(&mut self, key: Option<Vec<u8>>, value: Vec<u8>) {
-        self.bytes += key.as_ref().map_or(0, Vec::len) + value.len();
-        self.records.push(InputRecord {
-            key,
-            value,
-            timestamp_ms: now_ms(),
-        });
+    /// Whether `record` must wait for the next group: it would take this one
+    /// over `max_bytes` (a record alone always fits).
+    fn overflows_with(&self, record: &InputRecord, max_bytes: usize) -> bool {
+        !self.records.is_empty() && self.bytes.saturating_add(record.size()) > max_bytes
+    }
+
+    fn push(&mut self, record: InputRecord) {
+        self.bytes += record.size();
+        self.records.push(record);
     }
 }
 
@@ -273,7 +287,7 @@ struct PartitionStats {
     last_offset: Option<i64>,
 }
 
-/// A batch ready to send: its bytes and how many records it holds.
+/// Record batches ready to send, by partition: the bytes and the record count.
 type Batches = BTreeMap<i32, (Bytes, i64)>;
 
 #[derive(Debug)]
@@ -322,35 +336,58 @@ pub async fn produce(args: ProduceArgs) -> anyhow::Result<()> {
         requests: 0,
         stats: BTreeMap::new(),
     };
-    let result = producer
-        .run(
-            separator,
-            args.batch_records as usize,
-            args.batch_bytes.max(1),
-        )
-        .await;
+    let limits = GroupLimits {
+        max_records: args.batch_records as usize,
+        max_bytes: args.batch_bytes,
+        linger: Duration::from_millis(args.linger_ms),
+    };
+    let result = producer.run(separator, limits).await;
     eprint!("{}", producer.summary());
     result
 }
 
 impl Producer {
-    async fn run(
-        &mut self,
-        separator: Option<Vec<u8>>,
-        max_records: usize,
-        max_bytes: usize,
-    ) -> anyhow::Result<()> {
-        // A thread reads and groups the lines (tokio's stdin needs a feature
-        // this crate does not enable) and hands the groups over a channel.
-        let (groups_tx, mut groups_rx) = tokio::sync::mpsc::channel(2);
-        let limits = GroupLimits {
-            separator,
-            max_records,
-            max_bytes,
-        };
-        std::thread::spawn(move || read_groups(std::io::stdin().lock(), &limits, &groups_tx));
-        while let Some(group) = groups_rx.recv().await {
-            self.send(group?).await?;
+    async fn run(&mut self, separator: Option<Vec<u8>>, limits: GroupLimits) -> anyhow::Result<()> {
+        // A thread reads and parses the lines (tokio's stdin needs a feature
+        // this crate does not enable) and hands them over a channel.
+        let (lines_tx, mut lines_rx) = tokio::sync::mpsc::channel(4096);
+        std::thread::spawn(move || {
+            read_lines(std::io::stdin().lock(), separator.as_deref(), &lines_tx);
+        });
+        let mut pending = Pending::default();
+        loop {
+            let next = if pending.records.is_empty() {
+                lines_rx.recv().await
+            } else {
+                match tokio::time::timeout(limits.linger, lines_rx.recv()).await {
+                    Ok(next) => next,
+                    Err(_idle) => {
+                        self.send(std::mem::take(&mut pending)).await?;
+                        continue;
+                    }
+                }
+            };
+            let record = match next {
+                None => break,
+                Some(Ok(record)) => record,
+                Some(Err(e)) => {
+                    // What was read before the bad line is still sent.
+                    if !pending.records.is_empty() {
+                        self.send(std::mem::take(&mut pending)).await?;
+                    }
+                    return Err(e);
+                }
+            };
+            if pending.overflows_with(&record, limits.max_bytes) {
+                self.send(std::mem::take(&mut pending)).await?;
+            }
+            pending.push(record);
+            if pending.records.len() >= limits.max_records {
+                self.send(std::mem::take(&mut pending)).await?;
+            }
+        }
+        if !pending.records.is_empty() {
+            self.send(pending).await?;
         }
         if self.acks == 0 {
             // Nothing is answered with acks=0; a Metadata round trip makes
@@ -482,51 +519,44 @@ impl Producer {
     }
 }
 
-/// How input lines become groups of records.
-#[derive(Debug)]
+/// When a group of records is sent.
+#[derive(Debug, Clone, Copy)]
 struct GroupLimits {
-    separator: Option<Vec<u8>>,
     max_records: usize,
     max_bytes: usize,
+    linger: Duration,
 }
 
-/// Reads lines until the end of `input`, sending a group whenever it is full.
-/// A line that cannot be parsed ends the reading: the group before it is
-/// sent, then the error.
-fn read_groups(
+/// Reads lines until the end of `input` and sends them as records; a line
+/// that cannot be parsed is sent as an error and ends the reading.
+fn read_lines(
     mut input: impl std::io::BufRead,
-    limits: &GroupLimits,
-    groups_tx: &tokio::sync::mpsc::Sender<anyhow::Result<Pending>>,
+    separator: Option<&[u8]>,
+    lines_tx: &tokio::sync::mpsc::Sender<anyhow::Result<InputRecord>>,
 ) {
-    let mut pending = Pending::default();
     let mut line = Vec::new();
     let mut line_no = 0u64;
-    let failure = loop {
+    loop {
         line.clear();
-        match input.read_until(b'\n', &mut line) {
-            Ok(0) => break None,
-            Ok(_) => line_no += 1,
-            Err(e) => break Some(anyhow::Error::new(e).context("reading stdin")),
-        }
-        match split_line(trim_line_end(&line), limits.separator.as_deref()) {
-            Ok((key, value)) => pending.push(key, value),
-            Err(e) => break Some(anyhow::Error::new(e).context(format!("stdin line {line_no}"))),
-        }
-        if (pending.records.len() >= limits.max_records || pending.bytes >= limits.max_bytes)
-            && groups_tx
-                .blocking_send(Ok(std::mem::take(&mut pending)))
-                .is_err()
-        {
-            // The receiver is gone: producing failed.
+        let item = match input.read_until(b'\n', &mut line) {
+            Ok(0) => return,
+            Ok(_) => {
+                line_no += 1;
+                split_line(trim_line_end(&line), separator)
+                    .map(|(key, value)| InputRecord {
+                        key,
+                        value,
+                        timestamp_ms: now_ms(),
+                    })
+                    .map_err(|e| anyhow::Error::new(e).context(format!("stdin line {line_no}")))
+            }
+            Err(e) => Err(anyhow::Error::new(e).context("reading stdin")),
+        };
+        let failed = item.is_err();
+        // A closed channel means producing stopped: nothing left to do.
+        if lines_tx.blocking_send(item).is_err() || failed {
             return;
         }
-    };
-    if !pending.records.is_empty() && groups_tx.blocking_send(Ok(pending)).is_err() {
-        return;
-    }
-    if let Some(e) = failure {
-        // Nothing left to do if the receiver is gone.
-        let _ = groups_tx.blocking_send(Err(e));
     }
 }
 
@@ -1007,46 +1037,64 @@ mod tests {
         assert_eq!(next, 10);
     }
 
-    fn groups_of(
-        input: &str,
-        separator: Option<&str>,
-        max_records: usize,
-    ) -> Vec<Result<Vec<(Option<Vec<u8>>, Vec<u8>)>, String>> {
-        let (groups_tx, mut groups_rx) = tokio::sync::mpsc::channel(100);
-        let limits = GroupLimits {
-            separator: separator.map(|s| s.as_bytes().to_vec()),
-            max_records,
-            max_bytes: usize::MAX,
-        };
-        read_groups(std::io::Cursor::new(input.as_bytes()), &limits, &groups_tx);
-        drop(groups_tx);
+    type KeyValue = (Option<Vec<u8>>, Vec<u8>);
+
+    fn lines_of(input: &str, separator: Option<&str>) -> Vec<Result<KeyValue, String>> {
+        let (lines_tx, mut lines_rx) = tokio::sync::mpsc::channel(100);
+        read_lines(
+            std::io::Cursor::new(input.as_bytes()),
+            separator.map(str::as_bytes),
+            &lines_tx,
+        );
+        drop(lines_tx);
         let mut out = Vec::new();
-        while let Some(g) = groups_rx.blocking_recv() {
-            out.push(
-                g.map(|p| p.records.into_iter().map(|r| (r.key, r.value)).collect())
-                    .map_err(|e| format!("{e:#}")),
-            );
+        while let Some(line) = lines_rx.blocking_recv() {
+            out.push(line.map(|r| (r.key, r.value)).map_err(|e| format!("{e:#}")));
         }
         out
     }
 
     #[test]
-    fn input_lines_are_grouped_and_split() {
-        let groups = groups_of("a:1\nb:2\r\nc:3", Some(":"), 2);
-        let kv = |k: &str, v: &str| (Some(k.as_bytes().to_vec()), v.as_bytes().to_vec());
+    fn input_lines_become_records() {
+        let kv = |k: &str, v: &str| Ok((Some(k.as_bytes().to_vec()), v.as_bytes().to_vec()));
         assert_eq!(
-            groups,
-            vec![Ok(vec![kv("a", "1"), kv("b", "2")]), Ok(vec![kv("c", "3")])]
+            lines_of("a:1\nb:2\r\nc:3", Some(":")),
+            vec![kv("a", "1"), kv("b", "2"), kv("c", "3")]
+        );
+        assert_eq!(
+            lines_of("x\n\ny\n", None),
+            vec![
+                Ok((None, b"x".to_vec())),
+                Ok((None, Vec::new())),
+                Ok((None, b"y".to_vec()))
+            ]
         );
     }
 
     #[test]
-    fn a_line_without_separator_stops_after_sending_the_lines_before_it() {
-        let groups = groups_of("a:1\nbad\nc:3\n", Some(":"), 10);
-        assert_eq!(groups.len(), 2);
-        assert_eq!(groups[0], Ok(vec![(Some(b"a".to_vec()), b"1".to_vec())]));
-        let err = groups[1].clone().expect_err("line 2 has no separator");
+    fn a_line_without_separator_ends_the_input_with_its_line_number() {
+        let lines = lines_of("a:1\nbad\nc:3\n", Some(":"));
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0], Ok((Some(b"a".to_vec()), b"1".to_vec())));
+        let err = lines[1].clone().expect_err("line 2 has no separator");
         assert!(err.contains("stdin line 2"), "{err}");
+    }
+
+    #[test]
+    fn a_group_stops_before_the_record_that_would_cross_the_byte_limit() {
+        let record = |n: usize| InputRecord {
+            key: None,
+            value: vec![b'x'; n],
+            timestamp_ms: 0,
+        };
+        let mut pending = Pending::default();
+        assert!(
+            !pending.overflows_with(&record(500), 100),
+            "a lone record always fits"
+        );
+        pending.push(record(60));
+        assert!(!pending.overflows_with(&record(40), 100));
+        assert!(pending.overflows_with(&record(41), 100));
     }
 
     #[test]

@@ -521,4 +521,109 @@ mod tests {
             assert!(*lo >= valid.min && *hi <= valid.max, "{api:?} {lo}..={hi}");
         }
     }
+
+    /// A fake broker: answers each request with `answer(request)`, until the
+    /// client hangs up. `answer` returns the response, the correlation id to
+    /// put in it and the version to encode it at.
+    async fn fake_broker(
+        answer: impl Fn(&codec::DecodedRequest) -> (kafka_protocol::messages::ResponseKind, i32, i16)
+        + Send
+        + 'static,
+    ) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binding a port");
+        let addr = listener.local_addr().expect("a local address").to_string();
+        tokio::spawn(async move {
+            let Ok((mut conn, _)) = listener.accept().await else {
+                return;
+            };
+            while let Ok(Some(frame)) = codec::read_frame(&mut conn, codec::DEFAULT_MAX_FRAME).await
+            {
+                let req = codec::decode_request(frame).expect("a valid request");
+                let (body, correlation_id, version) = answer(&req);
+                let out = codec::encode_response(req.api_key, version, correlation_id, &body)
+                    .expect("encoding the answer");
+                if conn.write_all(&out).await.is_err() {
+                    return;
+                }
+            }
+        });
+        addr
+    }
+
+    fn versions(error_code: i16, keys: &[(ApiKey, i16, i16)]) -> ApiVersionsResponse {
+        let mut r = ApiVersionsResponse::default();
+        r.error_code = error_code;
+        r.api_keys = keys
+            .iter()
+            .map(|(k, lo, hi)| {
+                kafka_protocol::messages::api_versions_response::ApiVersion::default()
+                    .with_api_key(*k as i16)
+                    .with_min_version(*lo)
+                    .with_max_version(*hi)
+            })
+            .collect();
+        r
+    }
+
+    #[tokio::test]
+    async fn falls_back_to_api_versions_v0_and_picks_the_highest_common_version() {
+        use kafka_protocol::messages::{FetchRequest, ProduceRequest, ResponseKind};
+        let addr = fake_broker(|req| {
+            let id = req.header.correlation_id;
+            if req.version >= 3 {
+                // An old broker: refuses v3, answering in v0 what it knows.
+                let body = versions(
+                    ResponseError::UnsupportedVersion.code(),
+                    &[(ApiKey::ApiVersions, 0, 2)],
+                );
+                return (ResponseKind::ApiVersions(body), id, 0);
+            }
+            let body = versions(
+                0,
+                &[
+                    (ApiKey::ApiVersions, 0, 2),
+                    (ApiKey::Metadata, 0, 9),
+                    (ApiKey::Produce, 0, 2),
+                ],
+            );
+            (ResponseKind::ApiVersions(body), id, req.version)
+        })
+        .await;
+        let client = KafkaClient::connect(&addr, Duration::from_secs(5))
+            .await
+            .expect("negotiates");
+        assert_eq!(client.version::<MetadataRequest>().ok(), Some(9));
+        // The broker's Produce stops below the record batch format.
+        let err = client
+            .version::<ProduceRequest>()
+            .expect_err("no common Produce version");
+        assert!(err.to_string().contains("versions 0..=2"), "{err}");
+        let err = client
+            .version::<FetchRequest>()
+            .expect_err("no Fetch at all");
+        assert_eq!(err.to_string(), "the broker does not support Fetch");
+    }
+
+    #[tokio::test]
+    async fn an_answer_to_another_request_is_an_error() {
+        use kafka_protocol::messages::ResponseKind;
+        let addr = fake_broker(|req| {
+            let body = versions(0, &[(ApiKey::ApiVersions, 0, 3)]);
+            (
+                ResponseKind::ApiVersions(body),
+                req.header.correlation_id + 100,
+                req.version,
+            )
+        })
+        .await;
+        let err = KafkaClient::connect(&addr, Duration::from_secs(5))
+            .await
+            .expect_err("the correlation id is wrong");
+        assert!(
+            matches!(err, ClientError::CorrelationMismatch { .. }),
+            "{err}"
+        );
+    }
 }

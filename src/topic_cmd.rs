@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
+use kafka_protocol::ResponseError;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
@@ -15,12 +16,12 @@ use kafka_protocol::messages::incremental_alter_configs_request::{
 };
 use kafka_protocol::messages::metadata_response::MetadataResponseTopic;
 use kafka_protocol::messages::{
-    CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
+    BrokerId, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
     IncrementalAlterConfigsRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::kafka_client::{BootstrapArgs, KafkaClient, check_code, topic_name};
+use crate::kafka_client::{BootstrapArgs, KafkaClient, check_code, kafka_error_name, topic_name};
 
 /// Kafka's resource type for topics (DescribeConfigs, IncrementalAlterConfigs).
 const RESOURCE_TOPIC: i8 = 2;
@@ -203,7 +204,7 @@ async fn describe(client: &mut KafkaClient, name: &str) -> anyhow::Result<()> {
         partitions.len()
     );
     for p in partitions {
-        let ids = |v: &[kafka_protocol::messages::BrokerId]| {
+        let ids = |v: &[BrokerId]| {
             v.iter()
                 .map(|b| b.0.to_string())
                 .collect::<Vec<_>>()
@@ -216,11 +217,8 @@ async fn describe(client: &mut KafkaClient, name: &str) -> anyhow::Result<()> {
             ids(&p.replica_nodes),
             ids(&p.isr_nodes)
         );
-        if let Some(e) = kafka_protocol::ResponseError::try_from_code(p.error_code) {
-            line.push_str(&format!(
-                "\terror {}",
-                crate::kafka_client::kafka_error_name(e)
-            ));
+        if let Some(e) = ResponseError::try_from_code(p.error_code) {
+            line.push_str(&format!("\terror {}", kafka_error_name(e)));
         }
         println!("{line}");
     }
