@@ -372,6 +372,30 @@ async fn compaction_retention_and_the_sweeper() {
         b.delete_records(&key, 99).await.unwrap_err().kind(),
         ErrorKind::OffsetOutOfRange
     );
+    // Deleting the topic removes its data: the broker drops the partition
+    // and the sweeper deletes every object of it.
+    let _: floe_metadata::api::proto::Empty = env
+        .meta
+        .call(
+            "/v1/topics/delete",
+            &floe_metadata::api::proto::TopicName {
+                name: "logs".into(),
+            },
+        )
+        .await
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        let left = walk(&env.store);
+        if left.is_empty() && b.log(&key).is_none() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "objects left after the topic was deleted: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     b.shutdown().await;
 }
 
