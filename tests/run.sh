@@ -8,8 +8,13 @@ FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
 step() { printf '\n==> %s\n' "$*"; }
 
 step "system packages"
+# strace; kcat (Debian bookworm: 1.7.1 on librdkafka 2.0.2) for the Kafka client
+# tests; Node.js and npm for the kafkajs tests (already on the usual image).
 need=()
 command -v strace >/dev/null || need+=(strace)
+command -v kcat >/dev/null || need+=(kcat)
+command -v node >/dev/null || need+=(nodejs)
+command -v npm >/dev/null || need+=(npm)
 if ((${#need[@]})); then
     sudo=""
     [ "$(id -u)" = 0 ] || sudo="sudo"
@@ -20,6 +25,9 @@ fi
 step "python venv (.venv) with the test tools"
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
+
+step "node packages for the kafkajs tests (tests/js, from package-lock.json)"
+(cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
