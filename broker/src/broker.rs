@@ -841,6 +841,21 @@ impl Broker {
                                     log.abandon(pending, &why);
                                 }
                             }
+                            Err(e2)
+                                if matches!(
+                                    e2.kind(),
+                                    MetaKind::UnknownTopic
+                                        | MetaKind::UnknownPartition
+                                        | MetaKind::InvalidRequest
+                                ) =>
+                            {
+                                // The topic was deleted while its data waited.
+                                let why = BrokerError::new(
+                                    ErrorKind::UnknownTopicOrPartition,
+                                    e2.to_string(),
+                                );
+                                log.abandon(pending, &why);
+                            }
                             Err(e2) => {
                                 tracing::warn!(error = %e2, "cannot read the partition index; retrying");
                                 keep.push((log, epoch, pending, entry));
