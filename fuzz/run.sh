@@ -40,7 +40,7 @@ for t in "${targets[@]}"; do
         continue
     fi
     if cargo fuzz run "$t" "$scratch/corpus/$t" -- \
-        -max_total_time="$SECS" -rss_limit_mb=2048 -max_len=65536 \
+        -max_total_time="$SECS" -malloc_limit_mb=512 -rss_limit_mb=2048 -max_len=65536 \
         >>"$log" 2>&1; then
         runs="$(sed -n 's/^Done \([0-9][0-9]*\) runs in \([0-9][0-9]*\) second.*/\1 runs in \2s/p' "$log" | tail -n 1)"
         echo "fuzz $t: ${runs:-? runs}, no crash"

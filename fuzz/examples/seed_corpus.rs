@@ -12,6 +12,34 @@ use floe_storage::ids::{PartitionKey, TopicId};
 use floe_storage::records::{BatchBuilder, RecordSpec};
 use floe_storage::segment::SegmentBuilder;
 use floe_storage::wal::WalBuilder;
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::create_topics_request::{
+    CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
+};
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
+};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, CreateTopicsRequest,
+    DeleteRecordsRequest, DeleteTopicsRequest, DescribeConfigsRequest, FetchRequest,
+    FindCoordinatorRequest, GroupId, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest,
+    ListOffsetsRequest, MetadataRequest, MetadataResponse, ProduceRequest, RequestHeader,
+    RequestKind, ResponseKind, TopicName, TransactionalId,
+};
+use kafka_protocol::protocol::StrBytes;
 
 type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -158,10 +186,338 @@ fn segment_index(root: &Path) -> AnyResult<()> {
     Ok(())
 }
 
+fn name(s: &'static str) -> TopicName {
+    TopicName(StrBytes::from_static_str(s))
+}
+
+fn text(s: &'static str) -> StrBytes {
+    StrBytes::from_static_str(s)
+}
+
+/// A request body of `api_key` for `version`, with the fields that version
+/// has filled in.
+fn request_body(api_key: ApiKey, version: i16, records: &Bytes) -> Option<RequestKind> {
+    let uuid = |n: u128| uuid::Uuid::from_u128(n);
+    Some(match api_key {
+        ApiKey::ApiVersions => RequestKind::ApiVersions(if version >= 3 {
+            ApiVersionsRequest::default()
+                .with_client_software_name(text("floe-seed"))
+                .with_client_software_version(text("0.1.0"))
+        } else {
+            ApiVersionsRequest::default()
+        }),
+        ApiKey::Metadata => {
+            let mut t = MetadataRequestTopic::default().with_name(Some(name("orders")));
+            if version >= 10 {
+                t = t.with_topic_id(uuid(7));
+            }
+            let mut m = MetadataRequest::default().with_topics(Some(vec![
+                t,
+                MetadataRequestTopic::default().with_name(Some(name("payments"))),
+            ]));
+            if version >= 4 {
+                m = m.with_allow_auto_topic_creation(false);
+            }
+            RequestKind::Metadata(m)
+        }
+        ApiKey::Produce => {
+            let mut t = TopicProduceData::default().with_partition_data(vec![
+                PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(records.clone())),
+                PartitionProduceData::default()
+                    .with_index(1)
+                    .with_records(None),
+            ]);
+            t = if version >= 13 {
+                t.with_topic_id(uuid(9))
+            } else {
+                t.with_name(name("orders"))
+            };
+            RequestKind::Produce(
+                ProduceRequest::default()
+                    .with_transactional_id(Some(TransactionalId(text("txn-1"))))
+                    .with_acks(-1)
+                    .with_timeout_ms(30_000)
+                    .with_topic_data(vec![t]),
+            )
+        }
+        ApiKey::Fetch => {
+            let mut p = FetchPartition::default()
+                .with_partition(2)
+                .with_fetch_offset(1_234_567)
+                .with_partition_max_bytes(1 << 20);
+            if version >= 5 {
+                p = p.with_log_start_offset(10);
+            }
+            if version >= 9 {
+                p = p.with_current_leader_epoch(4);
+            }
+            if version >= 12 {
+                p = p.with_last_fetched_epoch(3);
+            }
+            let mut t = FetchTopic::default().with_partitions(vec![p]);
+            t = if version >= 13 {
+                t.with_topic_id(uuid(5))
+            } else {
+                t.with_topic(name("orders"))
+            };
+            let mut f = FetchRequest::default()
+                .with_max_wait_ms(500)
+                .with_min_bytes(1)
+                .with_max_bytes(50 << 20)
+                .with_isolation_level(1)
+                .with_topics(vec![t]);
+            if version <= 14 {
+                f = f.with_replica_id(BrokerId(-1));
+            }
+            if version >= 7 {
+                f = f.with_session_id(99).with_session_epoch(1);
+            }
+            if version >= 11 {
+                f = f.with_rack_id(text("rack-a"));
+            }
+            RequestKind::Fetch(f)
+        }
+        ApiKey::ListOffsets => {
+            let mut p = ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_timestamp(-1);
+            if version >= 4 {
+                p = p.with_current_leader_epoch(2);
+            }
+            let mut l = ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(vec![
+                    ListOffsetsTopic::default()
+                        .with_name(name("orders"))
+                        .with_partitions(vec![p]),
+                ]);
+            if version >= 2 {
+                l = l.with_isolation_level(1);
+            }
+            RequestKind::ListOffsets(l)
+        }
+        ApiKey::FindCoordinator => {
+            let mut f = FindCoordinatorRequest::default();
+            if version >= 4 {
+                f = f.with_coordinator_keys(vec![text("group-a"), text("group-b")]);
+            } else {
+                f = f.with_key(text("group-a"));
+            }
+            if version >= 1 {
+                f = f.with_key_type(0);
+            }
+            RequestKind::FindCoordinator(f)
+        }
+        ApiKey::CreateTopics => RequestKind::CreateTopics(
+            CreateTopicsRequest::default()
+                .with_topics(vec![
+                    CreatableTopic::default()
+                        .with_name(name("orders"))
+                        .with_num_partitions(-1)
+                        .with_replication_factor(-1)
+                        .with_assignments(vec![
+                            CreatableReplicaAssignment::default()
+                                .with_partition_index(0)
+                                .with_broker_ids(vec![BrokerId(1), BrokerId(2)]),
+                        ])
+                        .with_configs(vec![
+                            CreatableTopicConfig::default()
+                                .with_name(text("cleanup.policy"))
+                                .with_value(Some(text("compact"))),
+                        ]),
+                ])
+                .with_timeout_ms(30_000)
+                .with_validate_only(true),
+        ),
+        ApiKey::DeleteTopics => RequestKind::DeleteTopics(if version >= 6 {
+            DeleteTopicsRequest::default()
+                .with_topics(vec![
+                    DeleteTopicState::default().with_name(Some(name("orders"))),
+                    DeleteTopicState::default().with_topic_id(uuid(3)),
+                ])
+                .with_timeout_ms(30_000)
+        } else {
+            DeleteTopicsRequest::default()
+                .with_topic_names(vec![name("orders")])
+                .with_timeout_ms(30_000)
+        }),
+        ApiKey::DeleteRecords => RequestKind::DeleteRecords(
+            DeleteRecordsRequest::default()
+                .with_topics(vec![
+                    DeleteRecordsTopic::default()
+                        .with_name(name("orders"))
+                        .with_partitions(vec![
+                            DeleteRecordsPartition::default()
+                                .with_partition_index(0)
+                                .with_offset(100),
+                        ]),
+                ])
+                .with_timeout_ms(30_000),
+        ),
+        ApiKey::OffsetFetch => RequestKind::OffsetFetch(if version >= 8 {
+            let mut t = OffsetFetchRequestTopics::default().with_partition_indexes(vec![0, 1]);
+            t = if version >= 10 {
+                t.with_topic_id(uuid(4))
+            } else {
+                t.with_name(name("orders"))
+            };
+            kafka_protocol::messages::OffsetFetchRequest::default()
+                .with_groups(vec![
+                    OffsetFetchRequestGroup::default()
+                        .with_group_id(GroupId(text("group-a")))
+                        .with_topics(Some(vec![t])),
+                ])
+                .with_require_stable(true)
+        } else {
+            kafka_protocol::messages::OffsetFetchRequest::default()
+                .with_group_id(GroupId(text("group-a")))
+                .with_topics(Some(vec![
+                    OffsetFetchRequestTopic::default()
+                        .with_name(name("orders"))
+                        .with_partition_indexes(vec![0, 1]),
+                ]))
+        }),
+        ApiKey::Heartbeat => RequestKind::Heartbeat(
+            HeartbeatRequest::default()
+                .with_group_id(GroupId(text("group-a")))
+                .with_generation_id(3)
+                .with_member_id(text("member-1")),
+        ),
+        ApiKey::InitProducerId => RequestKind::InitProducerId(
+            InitProducerIdRequest::default()
+                .with_transactional_id(Some(TransactionalId(text("txn-1"))))
+                .with_transaction_timeout_ms(60_000),
+        ),
+        ApiKey::DescribeConfigs => {
+            RequestKind::DescribeConfigs(DescribeConfigsRequest::default().with_resources(vec![
+                DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(text("orders"))
+                    .with_configuration_keys(Some(vec![text("retention.ms")])),
+            ]))
+        }
+        ApiKey::JoinGroup => RequestKind::JoinGroup(
+            JoinGroupRequest::default()
+                .with_group_id(GroupId(text("group-a")))
+                .with_session_timeout_ms(45_000)
+                .with_protocol_type(text("consumer"))
+                .with_protocols(vec![
+                    JoinGroupRequestProtocol::default()
+                        .with_name(text("range"))
+                        .with_metadata(Bytes::from_static(&[0, 3, 0, 0, 0, 0])),
+                ]),
+        ),
+        _ => return None,
+    })
+}
+
+/// Encoded requests (frames without the length prefix), then responses
+/// (api key and version, then the response frame without its length
+/// prefix), for the main APIs over their version ranges.
+fn kafka_requests(root: &Path) -> AnyResult<()> {
+    let d = dir(root, "kafka_requests")?;
+    let records = batch(0, 3, 1_700_000_000_000, Compression::None)?;
+    let apis = [
+        ApiKey::ApiVersions,
+        ApiKey::Metadata,
+        ApiKey::Produce,
+        ApiKey::Fetch,
+        ApiKey::ListOffsets,
+        ApiKey::FindCoordinator,
+        ApiKey::CreateTopics,
+        ApiKey::DeleteTopics,
+        ApiKey::DeleteRecords,
+        ApiKey::OffsetFetch,
+        ApiKey::Heartbeat,
+        ApiKey::InitProducerId,
+        ApiKey::DescribeConfigs,
+        ApiKey::JoinGroup,
+    ];
+    for api_key in apis {
+        let range = api_key.valid_versions();
+        for version in range.min..=range.max {
+            let Some(body) = request_body(api_key, version, &records) else {
+                continue;
+            };
+            let header = RequestHeader::default()
+                .with_request_api_key(api_key as i16)
+                .with_request_api_version(version)
+                .with_correlation_id(1_000 + i32::from(version))
+                .with_client_id(Some(text("floe-seed")));
+            let frame = match floe_proxy::codec::encode_request(&header, &body) {
+                Ok(f) => f,
+                Err(e) => {
+                    println!("skip {api_key:?} v{version}: {e}");
+                    continue;
+                }
+            };
+            let name = format!("{api_key:?}_v{version}").to_lowercase();
+            write(&d, &name, &frame[4..])?;
+        }
+    }
+    let responses = [
+        (
+            ApiKey::ApiVersions,
+            3,
+            ResponseKind::ApiVersions(ApiVersionsResponse::default().with_api_keys(vec![
+                ApiVersion::default()
+                    .with_api_key(3)
+                    .with_min_version(0)
+                    .with_max_version(12),
+            ])),
+        ),
+        (
+            ApiKey::Metadata,
+            1,
+            ResponseKind::Metadata(metadata_response(1)),
+        ),
+        (
+            ApiKey::Metadata,
+            12,
+            ResponseKind::Metadata(metadata_response(12)),
+        ),
+    ];
+    for (api_key, version, body) in responses {
+        let frame = floe_proxy::codec::encode_response(api_key, version, 7, &body)?;
+        let mut input = (api_key as i16).to_be_bytes().to_vec();
+        input.extend_from_slice(&version.to_be_bytes());
+        input.extend_from_slice(&frame[4..]);
+        let name = format!("response_{api_key:?}_v{version}").to_lowercase();
+        write(&d, &name, &input)?;
+    }
+    Ok(())
+}
+
+fn metadata_response(version: i16) -> MetadataResponse {
+    let mut topic = MetadataResponseTopic::default()
+        .with_name(Some(name("orders")))
+        .with_partitions(vec![
+            MetadataResponsePartition::default()
+                .with_partition_index(0)
+                .with_leader_id(BrokerId(1))
+                .with_replica_nodes(vec![BrokerId(1), BrokerId(2)])
+                .with_isr_nodes(vec![BrokerId(1)]),
+        ]);
+    if version >= 10 {
+        topic = topic.with_topic_id(uuid::Uuid::from_u128(7));
+    }
+    MetadataResponse::default()
+        .with_brokers(vec![
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(1))
+                .with_host(text("localhost"))
+                .with_port(9092),
+        ])
+        .with_topics(vec![topic])
+}
+
 fn main() -> AnyResult<()> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
     batch_view(&root)?;
     wal_footer(&root)?;
     segment_index(&root)?;
+    kafka_requests(&root)?;
     Ok(())
 }

@@ -4,15 +4,15 @@
 //!
 //! Message types come from kafka-protocol. Its decoders trust array counts
 //! from the wire when they reserve memory, so every decode here goes through
-//! [`guard`] (see its docs for the argument and the assumptions it makes
-//! about the crate's schemas). Frames are size-limited before decoding:
+//! the allocation guard in `codec/guard.rs` (its docs give the argument and
+//! the one assumption it makes about the crate's schemas). Frames are size-limited before decoding:
 //! [`DEFAULT_MAX_FRAME`] when reading, [`MAX_NON_PRODUCE_FRAME`] for every
 //! request but Produce.
 //!
-//! Trailing bytes after a request body are ignored, as Kafka's broker does:
-//! it parses the body from the frame and does not require the frame to be
-//! used up. The guard does not depend on it: it bounds reservations by the
-//! bytes left, trailing or not.
+//! Trailing bytes after a body are ignored. Kafka's broker does the same: it
+//! parses the body from the frame's buffer and does not check that the buffer
+//! was used up. Rejecting them would buy nothing here, since the guard
+//! bounds reservations by the bytes left, trailing or not.
 
 mod frame;
 mod guard;
@@ -22,7 +22,7 @@ mod tests;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
-use kafka_protocol::protocol::{Decodable, Encodable};
+use kafka_protocol::protocol::{Decodable, Encodable, VersionRange};
 
 pub use frame::read_frame;
 use guard::{BoxError, DecodeFailure};
@@ -116,9 +116,9 @@ fn malformed(what: impl Into<String>, failure: DecodeFailure) -> CodecError {
     }
 }
 
-fn encode_failed(what: impl Into<String>, reason: impl std::fmt::Display) -> CodecError {
+fn encode_failed(what: impl std::fmt::Display, reason: impl std::fmt::Display) -> CodecError {
     CodecError::Encode {
-        what: what.into(),
+        what: what.to_string(),
         reason: format!("{reason:#}"),
     }
 }
@@ -156,12 +156,54 @@ pub fn peek_prefix(frame: &[u8]) -> Result<RequestPrefix, CodecError> {
     })
 }
 
-/// The api key, if kafka-protocol knows it and supports `version` for it.
-fn supported_api(api_key: i16, api_version: i16) -> Result<ApiKey, CodecError> {
+/// Which side of an exchange a version check or a message is.
+#[derive(Clone, Copy)]
+enum Side {
+    Request,
+    Response,
+}
+
+/// A message named in errors, e.g. `Fetch v12 request` (formatted only
+/// when an error happens).
+#[derive(Clone, Copy)]
+struct Subject {
+    api_key: ApiKey,
+    version: i16,
+    side: Side,
+}
+
+impl std::fmt::Display for Subject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let side = match self.side {
+            Side::Request => "request",
+            Side::Response => "response",
+        };
+        write!(f, "{:?} v{} {side}", self.api_key, self.version)
+    }
+}
+
+/// The request versions this codec decodes and encodes for `api_key`: those
+/// in `ApiKey::valid_versions` that the request type also supports (for a few
+/// apis kafka-protocol 0.18's key table lists a version its message type
+/// cannot decode, e.g. OffsetFetch v10).
+pub fn supported_versions(api_key: ApiKey) -> VersionRange {
+    api_key
+        .valid_versions()
+        .intersect(&kinds::request_type_range(api_key))
+}
+
+/// The api key, if kafka-protocol knows it and supports `version` for it on
+/// that `side`.
+fn supported_api(api_key: i16, api_version: i16, side: Side) -> Result<ApiKey, CodecError> {
     ApiKey::try_from(api_key)
         .ok()
         .filter(|k| {
-            let range = k.valid_versions();
+            let range = match side {
+                Side::Request => supported_versions(*k),
+                Side::Response => k
+                    .valid_versions()
+                    .intersect(&kinds::response_type_range(*k)),
+            };
             (range.min..=range.max).contains(&api_version)
         })
         .ok_or(CodecError::UnsupportedApi {
@@ -187,13 +229,13 @@ pub struct DecodedRequest {
 /// at the header version kafka-protocol gives for the api key and version,
 /// then the body, both through the guard.
 ///
-/// An unknown api key or a version kafka-protocol does not support is
+/// An unknown api key or a version outside [`supported_versions`] is
 /// [`CodecError::UnsupportedApi`]; a frame over [`MAX_NON_PRODUCE_FRAME`] for
 /// anything but Produce is [`CodecError::FrameTooLarge`]. Trailing bytes are
 /// ignored (see the module docs).
 pub fn decode_request(frame: Bytes) -> Result<DecodedRequest, CodecError> {
     let prefix = peek_prefix(&frame)?;
-    let api_key = supported_api(prefix.api_key, prefix.api_version)?;
+    let api_key = supported_api(prefix.api_key, prefix.api_version, Side::Request)?;
     let version = prefix.api_version;
     if api_key != ApiKey::Produce && frame.len() > MAX_NON_PRODUCE_FRAME {
         return Err(CodecError::FrameTooLarge {
@@ -244,7 +286,7 @@ pub fn decode_response(
     version: i16,
     frame: Bytes,
 ) -> Result<DecodedResponse, CodecError> {
-    supported_api(api_key as i16, version)?;
+    supported_api(api_key as i16, version, Side::Response)?;
     let header_version = response_header_version(api_key, version);
     let (header, body) = guard::decode_two_pass(&frame, |b| {
         ResponseHeader::decode(b, header_version).map_err(BoxError::from)
@@ -275,7 +317,7 @@ fn start_frame() -> BytesMut {
     out
 }
 
-fn finish_frame(mut out: BytesMut, what: &str) -> Result<BytesMut, CodecError> {
+fn finish_frame(mut out: BytesMut, what: Subject) -> Result<BytesMut, CodecError> {
     let len = out.len() - 4;
     let len = i32::try_from(len)
         .map_err(|_| encode_failed(what, format_args!("{len} bytes do not fit a frame")))?;
@@ -292,7 +334,11 @@ pub fn encode_response(
     correlation_id: i32,
     body: &ResponseKind,
 ) -> Result<BytesMut, CodecError> {
-    let what = format!("{api_key:?} v{version} response");
+    let what = Subject {
+        api_key,
+        version,
+        side: Side::Response,
+    };
     match kinds::response_api_key(body) {
         Some(k) if k == api_key => {}
         other => {
@@ -302,24 +348,32 @@ pub fn encode_response(
             ));
         }
     }
-    supported_api(api_key as i16, version)?;
+    supported_api(api_key as i16, version, Side::Response)?;
     let mut out = start_frame();
     ResponseHeader::default()
         .with_correlation_id(correlation_id)
         .encode(&mut out, response_header_version(api_key, version))
-        .map_err(|e| encode_failed(&what, e))?;
+        .map_err(|e| encode_failed(what, e))?;
     body.encode(&mut out, version)
-        .map_err(|e| encode_failed(&what, e))?;
-    finish_frame(out, &what)
+        .map_err(|e| encode_failed(what, e))?;
+    finish_frame(out, what)
 }
 
 /// Encodes a whole request frame: the length prefix, the header (at the
 /// header version for its api key and version) and the body, whose kind
 /// must match the header's api key.
 pub fn encode_request(header: &RequestHeader, body: &RequestKind) -> Result<BytesMut, CodecError> {
-    let api_key = supported_api(header.request_api_key, header.request_api_version)?;
+    let api_key = supported_api(
+        header.request_api_key,
+        header.request_api_version,
+        Side::Request,
+    )?;
     let version = header.request_api_version;
-    let what = format!("{api_key:?} v{version} request");
+    let what = Subject {
+        api_key,
+        version,
+        side: Side::Request,
+    };
     match kinds::request_api_key(body) {
         Some(k) if k == api_key => {}
         other => {
@@ -332,8 +386,8 @@ pub fn encode_request(header: &RequestHeader, body: &RequestKind) -> Result<Byte
     let mut out = start_frame();
     header
         .encode(&mut out, api_key.request_header_version(version))
-        .map_err(|e| encode_failed(&what, e))?;
+        .map_err(|e| encode_failed(what, e))?;
     body.encode(&mut out, version)
-        .map_err(|e| encode_failed(&what, e))?;
-    finish_frame(out, &what)
+        .map_err(|e| encode_failed(what, e))?;
+    finish_frame(out, what)
 }

@@ -19,7 +19,10 @@
 //! string/bytes length, a tagged-field count, a tag or a tagged-field size.
 //! For all of those except the tag, a value `v >= 2` with `v - 1` larger than
 //! the bytes left after the varint cannot be valid (each element, byte or
-//! tagged field takes at least one byte).
+//! tagged field takes at least one byte). The guard refuses such a value
+//! unless it fits in two bytes (`v <= 16383`): a reservation of 16383
+//! elements is cheap whatever the frame, and the slack keeps tags legal (see
+//! below).
 //!
 //! The guard does not know where a varint starts, so it checks every
 //! candidate: it keeps the last four bytes of the current run of consecutive
@@ -36,10 +39,11 @@
 //! never reject anything: booleans are 0 or 1 and canonical varints end with
 //! a byte below 0x80, so the only windows are suffixes of the real varint,
 //! whose values are at most the real value. The one false positive is an
-//! *unknown tag* `t >= 2` with `t - 1` larger than the rest of the frame
-//! (e.g. a future tag 5 with an empty value as the last bytes). The largest
-//! tag kafka-protocol 0.18 knows is 1 in requests and 3 in responses, and a
-//! known tag is followed by its size and a value, so known tags always pass.
+//! *unknown tag* above 16383 that is larger than the rest of the frame plus
+//! one. Kafka numbers tags from 0 in each struct (the largest kafka-protocol
+//! 0.18 knows is 1 in requests and 3 in responses), so no real client sends
+//! one; without the two-byte slack, a future tag 5 with an empty value at
+//! the end of a request would have been refused.
 //!
 //! # Int32 counts: two passes
 //!
@@ -73,23 +77,28 @@
 //! The argument needs every element of an `Int32`-counted array to take at
 //! least one byte at the version it is decoded at. A zero-byte element (a
 //! struct whose fields all belong to other versions) would let a huge count
-//! pass pass 1 unnoticed, and pass 2 would reserve it. In kafka-protocol
+//! through pass 1 unnoticed, and pass 2 would reserve it. In kafka-protocol
 //! 0.18.0 the non-compact arrays hold `Int32` (4 bytes), `String` (at least
-//! 2) or structs. For the structs we decoded every request and response type at
-//! every version from a synthetic buffer that makes each array one element
-//! long, and checked that no array element is a struct that decodes from
-//! zero bytes at that version. None is. (Some nested structs do decode
-//! from zero bytes at early versions, e.g. `OffsetFetchRequestTopics` at v5,
-//! but only in fields absent at those versions.) Compact arrays don't need
-//! the assumption: the varint check bounds their counts by the bytes left,
-//! whatever the element size. Re-check this when upgrading the crate.
+//! 2) or structs. Some nested structs do decode from zero bytes at early
+//! versions (e.g. `OffsetFetchRequestTopics` at v5), but only in fields
+//! those versions don't have. The test
+//! `kinds::tests::no_int32_counted_array_has_zero_byte_elements` checks every
+//! non-flexible version of every request and response (250 of them): it
+//! decodes each from a synthetic buffer and looks for an `Int32` that changes
+//! the decoded value's size without changing the bytes read. It finds none,
+//! and it will fail if a crate upgrade adds one. Compact arrays don't need
+//! the assumption, because the varint check bounds their counts whatever
+//! the element size.
 //!
 //! # What remains
 //!
-//! Every reservation is at most `(bytes left + 1) * size_of::<T>()`, so it is
-//! bounded by the frame size times the element size. Frames are limited
-//! before decoding (see [`super::MAX_NON_PRODUCE_FRAME`]). Other allocations
-//! (the tagged-field maps, `Bytes` slices) grow only with bytes actually read.
+//! Every reservation is at most `max(bytes left + 1, 16383)` elements, so it
+//! is bounded by the frame size (or 16383) times the element size. Frames are limited
+//! before decoding (see [`super::MAX_NON_PRODUCE_FRAME`]). A reservation for
+//! a count that turns out false lives only until the decode fails, and only
+//! the arrays being decoded at that moment (one per nesting level) hold one.
+//! Other allocations (the tagged-field maps, `Bytes` slices) grow only with
+//! the bytes actually read.
 
 use std::ops::Range;
 
@@ -102,6 +111,9 @@ pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Longest unsigned varint kafka-protocol reads: five 7-bit groups.
 const MAX_VARINT_LEN: usize = 5;
+
+/// Varints up to this value (any one or two-byte varint) are never refused.
+const ALWAYS_ALLOWED_VARINT: u32 = (1 << 14) - 1;
 
 /// A decode that failed, with the guard's reason if the guard refused a read.
 #[derive(Debug)]
@@ -237,9 +249,9 @@ fn varint_value<'a>(bytes: impl Iterator<Item = &'a u8>) -> u32 {
 }
 
 /// Whether a varint `value`, read as "length + 1", claims more than `left`
-/// bytes (0 is null and 1 is empty; both are always fine).
+/// bytes and is not small enough to let through anyway.
 fn length_exceeds(value: u32, left: usize) -> bool {
-    value >= 2 && (value - 1) as usize > left
+    value > ALWAYS_ALLOWED_VARINT && (value - 1) as usize > left
 }
 
 impl Buf for GuardBuf {
@@ -407,29 +419,40 @@ mod tests {
 
     #[test]
     fn varint_that_fits_is_allowed() {
-        // Length 3 (value 4) with exactly 3 bytes after it.
-        assert!(read_u8s(&[0x04, 1, 2, 3], 1).is_ok());
+        // 16385 (0x81 0x80 0x01) is length 16384: allowed with 16384 bytes
+        // after it, refused with one fewer. Its one-byte suffix (1) and
+        // two-byte suffix (0x80 0x01 = 128) are checked too and fit.
+        let mut input = vec![0x81, 0x80, 0x01];
+        input.resize(3 + 16384, 0);
+        assert!(read_u8s(&input, 3).is_ok());
+        input.pop();
+        let why = read_u8s(&input, 3).unwrap_err();
+        assert!(why.contains("varint length or count 16385"), "{why}");
         // 0 (null) and 1 (empty) with nothing after them.
         assert!(read_u8s(&[0x00], 1).is_ok());
         assert!(read_u8s(&[0x01], 1).is_ok());
     }
 
     #[test]
-    fn multi_byte_varint_that_exactly_fits_is_allowed() {
-        // 300 (0xac 0x02) is length 299: allowed with 299 bytes after it,
-        // and its one-byte suffix (2) is checked too but fits as well.
-        let mut input = vec![0xac, 0x02];
-        input.resize(2 + 299, 0);
-        assert!(read_u8s(&input, 2).is_ok());
-        input.pop();
-        assert!(read_u8s(&input, 2).is_err());
+    fn two_byte_varints_are_always_allowed() {
+        // Tags are varints but not lengths: a tag 110 near the end of a
+        // frame is legal, as is anything up to 16383.
+        assert!(read_u8s(&[0x6e, 0x00], 1).is_ok());
+        assert!(read_u8s(&[0xff, 0x7f], 2).is_ok());
+        assert!(read_u8s(&[0x80, 0x80, 0x01], 3).is_err());
     }
 
     #[test]
     fn varint_longer_than_the_rest_is_refused_at_its_last_byte() {
-        let why = read_u8s(&[0x05, 1, 2, 3], 1).unwrap_err();
-        assert!(why.contains("varint length or count 5"), "{why}");
-        let why = read_u8s(&[0xff, 0xff, 0xff, 0xff, 0x0f], 5).unwrap_err();
+        let mut g = GuardBuf::new(
+            Bytes::from_static(&[0xff, 0xff, 0xff, 0xff, 0x0f, 1, 2]),
+            Int32Pass::Clamp,
+        );
+        for _ in 0..4 {
+            assert!(g.try_get_u8().is_ok());
+        }
+        assert!(g.try_get_u8().is_err());
+        let why = g.refused.unwrap_or_default();
         assert!(why.contains(&u32::MAX.to_string()), "{why}");
     }
 
@@ -440,10 +463,12 @@ mod tests {
 
     #[test]
     fn boolean_before_a_varint_does_not_hide_it() {
-        // A boolean 1 then a varint 3 with two bytes after it: fine.
-        assert!(read_u8s(&[0x01, 0x03, 9, 9], 2).is_ok());
-        // A boolean 1 then a varint claiming too much: refused.
-        assert!(read_u8s(&[0x01, 0x09, 9, 9], 2).is_err());
+        // A boolean 1 then a three-byte varint: the windows starting at the
+        // boolean are skipped (no continuation bit), the varint is checked.
+        assert!(read_u8s(&[0x01, 0x80, 0x80, 0x01], 4).is_err());
+        // A hostile boolean 0x80 glued to the varint only adds candidates.
+        assert!(read_u8s(&[0x80, 0x80, 0x80, 0x01], 4).is_err());
+        assert!(read_u8s(&[0x01, 0x05, 9, 9], 2).is_ok());
     }
 
     #[test]

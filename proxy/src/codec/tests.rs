@@ -308,6 +308,25 @@ fn unknown_api_keys_and_versions_are_unsupported() {
 }
 
 #[test]
+fn versions_the_message_types_cannot_decode_are_unsupported() {
+    // kafka-protocol 0.18 lists these in ApiKey::valid_versions, but the
+    // request types stop one version earlier.
+    for (key, version) in [
+        (ApiKey::OffsetCommit, 10),
+        (ApiKey::OffsetFetch, 10),
+        (ApiKey::InitProducerId, 6),
+    ] {
+        assert!(supported_versions(key).max < version);
+        let mut f = header_bytes(key, version);
+        f.put_slice(&[0; 32]);
+        let err = decode_request(f.freeze()).unwrap_err();
+        assert_eq!(err.kind(), CodecErrorKind::UnsupportedApi, "{key:?}: {err}");
+    }
+    assert_eq!(supported_versions(ApiKey::Fetch).min, 4);
+    assert_eq!(supported_versions(ApiKey::Metadata).max, 13);
+}
+
+#[test]
 fn peek_prefix_reads_the_first_eight_bytes_only() {
     let f = frame(
         &header(ApiKey::Fetch, 12, -7),
