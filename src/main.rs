@@ -3,10 +3,10 @@
 //! Today it carries the storage tools; the broker, proxy, metadata and
 //! standalone roles come with their crates (see README.md for what works).
 
-mod client_cmd;
-mod kafka_client;
 mod admin_http;
+mod client_cmd;
 mod cluster_cmd;
+mod kafka_client;
 mod meta_cmd;
 mod roles;
 mod standalone;

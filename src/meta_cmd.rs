@@ -294,6 +294,7 @@ fn range(topic_id: &str, p: &proto::PartitionInfo, first: i64, last: i64) -> pro
         object_id: 0,
         byte_start: 0,
         byte_len: 1,
+        producers: vec![],
     }
 }
 

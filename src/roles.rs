@@ -102,6 +102,7 @@ impl ProxyTuning {
             },
             auto_create_topics: self.auto_create_topics,
             max_fetch_wait: Duration::from_secs(30),
+            producer_ids: Default::default(),
         }))
     }
 }

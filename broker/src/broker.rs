@@ -99,6 +99,11 @@ enum Pending {
         ok: ProduceOk,
     },
     Remote(std::pin::Pin<Box<dyn std::future::Future<Output = Result<ProduceOk>> + Send>>),
+    Duplicate {
+        log: Arc<PartitionLog>,
+        first_offset: i64,
+        last_offset: i64,
+    },
 }
 
 impl std::fmt::Debug for PendingProduce {
@@ -106,6 +111,7 @@ impl std::fmt::Debug for PendingProduce {
         match &self.0 {
             Pending::Local { log, .. } => write!(f, "PendingProduce({})", log.key),
             Pending::Remote(_) => write!(f, "PendingProduce(remote)"),
+            Pending::Duplicate { log, .. } => write!(f, "PendingProduce({}, duplicate)", log.key),
         }
     }
 }
@@ -122,6 +128,27 @@ impl PendingProduce {
         let (log, rx, ok) = match self.0 {
             Pending::Remote(f) => return f.await,
             Pending::Local { log, rx, ok } => (log, rx, ok),
+            Pending::Duplicate {
+                log,
+                first_offset,
+                last_offset,
+            } => {
+                let mut hw = log.subscribe_hw();
+                loop {
+                    if *hw.borrow_and_update() > last_offset {
+                        break;
+                    }
+                    if log.status() == Status::Gone || hw.changed().await.is_err() {
+                        return Err(BrokerError::not_owner(log.key));
+                    }
+                }
+                let (log_start, _, _) = log.offsets();
+                return Ok(ProduceOk {
+                    base_offset: first_offset,
+                    log_start_offset: log_start,
+                    log_append_time: -1,
+                });
+            }
         };
         if let Some(rx) = rx {
             match rx.await {
@@ -331,7 +358,20 @@ impl Broker {
         }
         let log = self.active_log(key)?;
         let now = floe_metadata::clock::now_ms() as i64;
-        let (batches, rx, queued) = log.append(records, acks == Acks::All, now)?;
+        let (batches, rx, queued) = match log.append(records, acks == Acks::All, now)? {
+            crate::log::Appended::New(b, rx, queued) => (b, rx, queued),
+            crate::log::Appended::Duplicate {
+                first_offset,
+                last_offset,
+            } => {
+                // Answer once the original is committed, with its offsets.
+                return Ok(PendingProduce(Pending::Duplicate {
+                    log,
+                    first_offset,
+                    last_offset,
+                }));
+            }
+        };
         if queued >= self.inner.cfg.flush_bytes {
             self.inner.flush_now.notify_one();
         }
@@ -672,14 +712,22 @@ impl Broker {
         for r in ranges.iter_mut().filter(|r| r.is_segment()) {
             r.segment = Some(Arc::new(self.segment_objects(&r.object, r).await?));
         }
+        let producers = crate::producer::Producers::from_batches(
+            idx.producers
+                .iter()
+                .map(crate::producer::ProducerBatch::from_proto),
+        );
         let log = Arc::new(PartitionLog::new(
             key,
             topic,
             epoch,
             config,
-            info.log_start_offset,
-            info.high_watermark,
-            ranges,
+            crate::log::Committed {
+                log_start: info.log_start_offset,
+                hw: info.high_watermark,
+                index: ranges,
+                producers,
+            },
         ));
         tracing::info!(partition = %key, epoch, hw = info.high_watermark, "took partition over");
         let old = self
@@ -787,6 +835,10 @@ impl Broker {
                         object_id: 0,
                         byte_start: entry.data_offset,
                         byte_len: entry.data_len,
+                        producers: pending
+                            .iter()
+                            .flat_map(|p| p.batches.producers.iter().map(|b| b.to_proto()))
+                            .collect(),
                     })
                     .collect(),
             };

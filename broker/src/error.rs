@@ -25,6 +25,10 @@ pub enum ErrorKind {
     Metadata,
     /// The broker is stopping.
     ShuttingDown,
+    /// An idempotent batch whose sequence does not follow the last one.
+    OutOfOrderSequence,
+    /// An idempotent batch from an older producer epoch.
+    InvalidProducerEpoch,
     InvalidRequest,
 }
 

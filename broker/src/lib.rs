@@ -10,6 +10,7 @@ pub mod config;
 pub mod error;
 pub mod log;
 mod maintenance;
+pub mod producer;
 pub mod rpc;
 mod tasks;
 pub mod view;

@@ -12,6 +12,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::config::{LogConfig, TimestampType};
 use crate::error::{BrokerError, ErrorKind, Result};
+use crate::producer::{self, Check, ProducerBatch, Producers};
 
 /// Batches with their offsets assigned.
 #[derive(Debug, Clone)]
@@ -20,6 +21,8 @@ pub struct Batches {
     pub last_offset: i64,
     pub max_timestamp: i64,
     pub bytes: Bytes,
+    /// The idempotent batches among them.
+    pub producers: Vec<ProducerBatch>,
 }
 
 /// A committed range of the log and where its bytes are.
@@ -48,9 +51,15 @@ impl StoredRange {
 /// What a produce waits on (acks=all): the flush that carries its batches.
 pub(crate) type Waiter = oneshot::Sender<Result<()>>;
 
-/// What [`PartitionLog::append`] gives back: the batches as stored, the
-/// receiver for `acks=all`, and the bytes now waiting for a flush.
-pub(crate) type Appended = (Batches, Option<oneshot::Receiver<Result<()>>>, usize);
+/// What [`PartitionLog::append`] gives back.
+#[derive(Debug)]
+pub(crate) enum Appended {
+    /// The batches as stored, the receiver for `acks=all`, and the bytes now
+    /// waiting for a flush.
+    New(Batches, Option<oneshot::Receiver<Result<()>>>, usize),
+    /// A retried idempotent batch that is already in the log, at these offsets.
+    Duplicate { first_offset: i64, last_offset: i64 },
+}
 
 #[derive(Debug)]
 pub(crate) struct Pending {
@@ -85,6 +94,7 @@ pub(crate) struct LogState {
     pub tail: VecDeque<Batches>,
     pub tail_bytes: usize,
     pub index: Vec<StoredRange>,
+    pub producers: Producers,
 }
 
 /// Where a fetch finds its data, decided under the lock, read outside it.
@@ -104,16 +114,29 @@ pub struct PartitionLog {
     hw_tx: watch::Sender<i64>,
 }
 
+/// What the metadata holds of a partition when a broker takes it over.
+#[derive(Debug, Default)]
+pub(crate) struct Committed {
+    pub log_start: i64,
+    pub hw: i64,
+    pub index: Vec<StoredRange>,
+    pub producers: Producers,
+}
+
 impl PartitionLog {
     pub(crate) fn new(
         key: PartitionKey,
         topic: String,
         epoch: u64,
         config: LogConfig,
-        log_start: i64,
-        hw: i64,
-        index: Vec<StoredRange>,
+        committed: Committed,
     ) -> Self {
+        let Committed {
+            log_start,
+            hw,
+            index,
+            producers,
+        } = committed;
         let (hw_tx, _) = watch::channel(hw);
         Self {
             key,
@@ -131,6 +154,7 @@ impl PartitionLog {
                 tail: VecDeque::new(),
                 tail_bytes: 0,
                 index,
+                producers,
             }),
             hw_tx,
         }
@@ -173,6 +197,8 @@ impl PartitionLog {
         let max = st.config.max_message_bytes;
         // Check every batch before anything is assigned: all or nothing.
         let mut sizes = Vec::new();
+        // (producer id, epoch, first sequence, last sequence, record count) of idempotent batches.
+        let mut idempotent = Vec::new();
         let mut pos = 0usize;
         while pos < records.len() {
             let rest = &records[pos..];
@@ -202,6 +228,16 @@ impl PartitionLog {
                     "transactional batches are not supported yet",
                 ));
             }
+            if view.producer_id() >= 0 {
+                let count = view.last_offset_delta().saturating_add(1);
+                idempotent.push((
+                    sizes.len(),
+                    view.producer_id(),
+                    view.producer_epoch(),
+                    view.base_sequence(),
+                    producer::last_seq(view.base_sequence(), count),
+                ));
+            }
             sizes.push(view.size());
             pos += view.size();
         }
@@ -211,8 +247,40 @@ impl PartitionLog {
                 "a produce carried no record batch",
             ));
         }
+        // Idempotence: every batch checked against the producers' state (as
+        // if the earlier batches of this request were in already).
+        if !idempotent.is_empty() {
+            let mut sim = st.producers.clone();
+            let mut duplicates = Vec::new();
+            for &(i, pid, epoch, first, last) in &idempotent {
+                match sim.check(pid, epoch, first, last)? {
+                    Check::Duplicate(d) => duplicates.push(d),
+                    Check::Append => sim.record(ProducerBatch {
+                        producer_id: pid,
+                        epoch,
+                        first_sequence: first,
+                        last_sequence: last,
+                        first_offset: i as i64,
+                        last_offset: i as i64,
+                    }),
+                }
+            }
+            if !duplicates.is_empty() {
+                if duplicates.len() != sizes.len() {
+                    return Err(BrokerError::new(
+                        ErrorKind::OutOfOrderSequence,
+                        "a request mixes already-stored and new idempotent batches",
+                    ));
+                }
+                return Ok(Appended::Duplicate {
+                    first_offset: duplicates.iter().map(|d| d.first_offset).min().unwrap_or(0),
+                    last_offset: duplicates.iter().map(|d| d.last_offset).max().unwrap_or(0),
+                });
+            }
+        }
         let mut out = BytesMut::from(records);
         let first_offset = st.leo;
+        let mut producers = Vec::new();
         let mut next = st.leo;
         let mut max_ts = -1i64;
         let epoch = i32::try_from(st.epoch).unwrap_or(i32::MAX);
@@ -235,16 +303,33 @@ impl PartitionLog {
             let v = BatchView::parse(b, usize::MAX)
                 .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, e.to_string()))?;
             max_ts = max_ts.max(v.max_timestamp());
+            if v.producer_id() >= 0 {
+                producers.push(ProducerBatch {
+                    producer_id: v.producer_id(),
+                    epoch: v.producer_epoch(),
+                    first_sequence: v.base_sequence(),
+                    last_sequence: producer::last_seq(
+                        v.base_sequence(),
+                        v.last_offset_delta().saturating_add(1),
+                    ),
+                    first_offset: next,
+                    last_offset: next + count - 1,
+                });
+            }
             next = next.checked_add(count).ok_or_else(|| {
                 BrokerError::new(ErrorKind::InvalidRecord, "offsets would overflow")
             })?;
             at += size;
+        }
+        for p in &producers {
+            st.producers.record(*p);
         }
         let batches = Batches {
             first_offset,
             last_offset: next - 1,
             max_timestamp: max_ts,
             bytes: out.freeze(),
+            producers,
         };
         st.leo = next;
         let (waiter, rx) = if wait {
@@ -259,7 +344,7 @@ impl PartitionLog {
             batches: batches.clone(),
             waiter,
         });
-        Ok((batches, rx, queued))
+        Ok(Appended::New(batches, rx, queued))
     }
 
     /// Takes the queue for a flush (at the epoch it was sequenced under).

@@ -156,6 +156,8 @@ fn kind_name(k: ErrorKind) -> &'static str {
         ErrorKind::Metadata => "Metadata",
         ErrorKind::ShuttingDown => "ShuttingDown",
         ErrorKind::InvalidRequest => "InvalidRequest",
+        ErrorKind::OutOfOrderSequence => "OutOfOrderSequence",
+        ErrorKind::InvalidProducerEpoch => "InvalidProducerEpoch",
     }
 }
 
@@ -172,6 +174,8 @@ fn kind_from(name: &str) -> ErrorKind {
         ErrorKind::Metadata,
         ErrorKind::ShuttingDown,
         ErrorKind::InvalidRequest,
+        ErrorKind::OutOfOrderSequence,
+        ErrorKind::InvalidProducerEpoch,
     ]
     .into_iter()
     .find(|k| kind_name(*k) == name)

@@ -413,3 +413,76 @@ fn walk(dir: &std::path::Path) -> Vec<String> {
     }
     out
 }
+
+fn idempotent(pid: i64, epoch: i16, seq: i32, values: &[&str]) -> Bytes {
+    let mut b = BatchBuilder::new(0, 1_000).producer(pid, epoch, seq, false);
+    for v in values {
+        b.push(RecordSpec::new(None, Some(v.as_bytes().to_vec()), 0));
+    }
+    b.build(Compression::None).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotent_batches_are_stored_once_across_a_change_of_owner() {
+    let env = Env::new().await;
+    let t = env.topic("idem", 1, &[]).await;
+    let key = PartitionKey::new(t, 0);
+    let b = env.broker(|_| {}).await;
+    wait_owned(&b, key).await;
+    let first = b
+        .produce(&key, &idempotent(7, 0, 0, &["a", "b"]), Acks::All)
+        .await
+        .unwrap();
+    assert_eq!(first.base_offset, 0);
+    // The same batch again (a client retry): acknowledged with the original offset.
+    let again = b
+        .produce(&key, &idempotent(7, 0, 0, &["a", "b"]), Acks::All)
+        .await
+        .unwrap();
+    assert_eq!(again.base_offset, 0);
+    assert_eq!(b.log(&key).unwrap().offsets().2, 2, "nothing appended");
+    // A gap in the sequence, an old epoch.
+    let e = b
+        .produce(&key, &idempotent(7, 0, 5, &["x"]), Acks::All)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::OutOfOrderSequence);
+    let next = b
+        .produce(&key, &idempotent(7, 0, 2, &["c"]), Acks::All)
+        .await
+        .unwrap();
+    assert_eq!(next.base_offset, 2);
+    // Plain batches are not affected.
+    b.produce(&key, &batch(&["plain"], 1, Compression::None), Acks::All)
+        .await
+        .unwrap();
+    b.shutdown().await;
+    drop(b);
+
+    // A new owner knows the producer from the metadata.
+    let b2 = env.broker(|_| {}).await;
+    wait_owned(&b2, key).await;
+    let dup = b2
+        .produce(&key, &idempotent(7, 0, 2, &["c"]), Acks::All)
+        .await
+        .unwrap();
+    assert_eq!(
+        dup.base_offset, 2,
+        "a retry after the change of owner is a duplicate"
+    );
+    assert_eq!(b2.log(&key).unwrap().offsets().2, 4);
+    let e = b2
+        .produce(&key, &idempotent(7, 0, 9, &["d"]), Acks::All)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::OutOfOrderSequence);
+    b2.produce(&key, &idempotent(7, 1, 0, &["new epoch"]), Acks::All)
+        .await
+        .unwrap();
+    let e = b2
+        .produce(&key, &idempotent(7, 0, 3, &["fenced"]), Acks::All)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidProducerEpoch);
+    b2.shutdown().await;
+}

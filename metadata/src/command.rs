@@ -31,6 +31,18 @@ pub enum ObjectSel {
     Existing(ObjectId),
 }
 
+/// An idempotent producer's batch in a commit: what the partition's owner
+/// needs to recognise a retried batch, after a change of owner too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProducerBatch {
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub first_sequence: i32,
+    pub last_sequence: i32,
+    pub first_offset: i64,
+    pub last_offset: i64,
+}
+
 /// One partition's part of a commit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommitRange {
@@ -42,6 +54,9 @@ pub struct CommitRange {
     pub object: ObjectSel,
     pub byte_start: u64,
     pub byte_len: u64,
+    /// Idempotent batches in the range, in offset order.
+    #[serde(default)]
+    pub producers: Vec<ProducerBatch>,
 }
 
 /// A consumer group's committed offset of one partition.

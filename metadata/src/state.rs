@@ -6,6 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(test)]
+use crate::command::ProducerBatch;
 use crate::command::{
     Command, CommitRange, CommittedOffset, NewObject, NodeKind, ObjectSel, OwnedItem,
     OwnershipChange, Response,
@@ -92,6 +94,34 @@ pub struct PartitionState {
     /// Committed end: the offset after the last committed record.
     pub high_watermark: i64,
     pub index: Vec<IndexEntry>,
+    /// Idempotent producers that wrote here: their epoch and last batches.
+    #[serde(default)]
+    pub producers: BTreeMap<i64, ProducerState>,
+}
+
+/// Batches an idempotent producer's partition log remembers (as Kafka: five).
+pub const PRODUCER_BATCHES_KEPT: usize = 5;
+
+/// What a partition remembers of one idempotent producer.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ProducerState {
+    pub epoch: i16,
+    /// The last batches at `epoch`, oldest first, at most [`PRODUCER_BATCHES_KEPT`].
+    pub batches: Vec<crate::command::ProducerBatch>,
+}
+
+impl ProducerState {
+    /// Records a committed batch (a newer epoch starts over).
+    pub fn record(&mut self, b: crate::command::ProducerBatch) {
+        if b.epoch != self.epoch {
+            self.epoch = b.epoch;
+            self.batches.clear();
+        }
+        self.batches.push(b);
+        if self.batches.len() > PRODUCER_BATCHES_KEPT {
+            self.batches.remove(0);
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -628,6 +658,9 @@ impl ClusterState {
                     byte_len: r.byte_len,
                 });
                 p.high_watermark = r.last_offset + 1;
+                for b in &r.producers {
+                    p.producers.entry(b.producer_id).or_default().record(*b);
+                }
                 hws.push((r.partition, p.high_watermark));
             }
         }
@@ -853,6 +886,7 @@ mod tests {
             object: ObjectSel::New,
             byte_start: 0,
             byte_len: 10,
+            producers: vec![],
         }
     }
 
@@ -1429,5 +1463,58 @@ mod tests {
         assert_eq!(ps.index[0].byte_len, 30);
         assert_eq!(ps.high_watermark, 30, "the committed end does not move");
         assert_eq!(sm.state.unreferenced_objects().len(), 2, "both WAL objects");
+    }
+
+    #[test]
+    fn committed_producer_batches_are_remembered_five_per_producer() {
+        let mut sm = owned();
+        let p0 = PartitionRef {
+            topic: tid(1),
+            partition: 0,
+        };
+        for i in 0..7i64 {
+            let mut r = range(tid(1), 0, 1, i * 10, i * 10 + 9);
+            let epoch = if i < 6 { 0 } else { 1 };
+            r.producers = vec![ProducerBatch {
+                producer_id: 42,
+                epoch,
+                first_sequence: (i * 10) as i32,
+                last_sequence: (i * 10 + 9) as i32,
+                first_offset: i * 10,
+                last_offset: i * 10 + 9,
+            }];
+            sm.ok(Command::Commit {
+                broker: BrokerId(1),
+                object: obj(),
+                ranges: vec![r],
+            });
+            let st = &sm.state.partitions[&p0].producers[&42];
+            if i == 5 {
+                assert_eq!(st.batches.len(), 5, "only the last five are kept");
+                assert_eq!(st.batches[0].first_offset, 10);
+            }
+        }
+        let st = &sm.state.partitions[&p0].producers[&42];
+        assert_eq!(
+            (st.epoch, st.batches.len()),
+            (1, 1),
+            "a new epoch starts over"
+        );
+        // A refused commit records nothing.
+        let mut stale = range(tid(1), 0, 0, 70, 79);
+        stale.producers = vec![ProducerBatch {
+            producer_id: 7,
+            epoch: 0,
+            first_sequence: 0,
+            last_sequence: 9,
+            first_offset: 70,
+            last_offset: 79,
+        }];
+        sm.error(Command::Commit {
+            broker: BrokerId(1),
+            object: obj(),
+            ranges: vec![stale],
+        });
+        assert!(!sm.state.partitions[&p0].producers.contains_key(&7));
     }
 }

@@ -99,6 +99,7 @@ fn commit_req(
             object_id: 0,
             byte_start: 0,
             byte_len: 100,
+            producers: vec![],
         }],
     }
 }

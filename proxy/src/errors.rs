@@ -16,6 +16,8 @@ pub fn code_for(e: &BrokerError) -> i16 {
         // Retryable: the client tries again (a new owner, a restart).
         ErrorKind::Metadata | ErrorKind::ShuttingDown => ResponseError::NotLeaderOrFollower,
         ErrorKind::InvalidRequest => ResponseError::InvalidRequest,
+        ErrorKind::OutOfOrderSequence => ResponseError::OutOfOrderSequenceNumber,
+        ErrorKind::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch,
     };
     r.code()
 }

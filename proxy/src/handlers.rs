@@ -44,6 +44,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListOffsets, 1, 8),
     (ApiKey::Metadata, 0, 12),
     (ApiKey::FindCoordinator, 0, 4),
+    (ApiKey::InitProducerId, 0, 4),
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
@@ -75,6 +76,37 @@ pub struct Context {
     pub auto_create_topics: bool,
     /// Upper bound on a fetch's wait, whatever the client asks.
     pub max_fetch_wait: Duration,
+    /// Producer ids this proxy hands out, taken from metadata in blocks.
+    pub producer_ids: ProducerIdBlock,
+}
+
+/// Producer ids reserved from the metadata service, handed out one by one.
+#[derive(Debug, Default)]
+pub struct ProducerIdBlock {
+    next: tokio::sync::Mutex<(i64, i64)>,
+}
+
+/// Ids taken from the metadata service at a time.
+const PRODUCER_ID_BLOCK: u32 = 1000;
+
+impl ProducerIdBlock {
+    async fn take(&self, meta: &MetaClient) -> Result<i64, floe_metadata::MetaError> {
+        let mut g = self.next.lock().await;
+        if g.0 >= g.1 {
+            let r: floe_metadata::api::proto::ProducerIdsResponse = meta
+                .call(
+                    "/v1/producer-ids",
+                    &floe_metadata::api::proto::ProducerIdsRequest {
+                        count: PRODUCER_ID_BLOCK,
+                    },
+                )
+                .await?;
+            *g = (r.first, r.first.saturating_add(i64::from(r.count)));
+        }
+        let id = g.0;
+        g.0 += 1;
+        Ok(id)
+    }
 }
 
 fn s(v: impl Into<String>) -> StrBytes {
@@ -497,6 +529,40 @@ impl Context {
                 tr.partitions.push(pr);
             }
             resp.topics.push(tr);
+        }
+        resp
+    }
+
+    /// InitProducerId for idempotent producers: a new producer id at epoch 0,
+    /// or (KIP-360) the same id at the next epoch when the client asks to
+    /// bump its own. Transactional ids are refused: transactions are not
+    /// implemented.
+    pub async fn init_producer_id(
+        &self,
+        _version: i16,
+        req: &InitProducerIdRequest,
+    ) -> InitProducerIdResponse {
+        let mut resp = InitProducerIdResponse::default();
+        resp.producer_id = ProducerId(-1);
+        resp.producer_epoch = -1;
+        if req.transactional_id.is_some() {
+            resp.error_code = ResponseError::UnsupportedVersion.code();
+            return resp;
+        }
+        if req.producer_id.0 >= 0 && req.producer_epoch >= 0 && req.producer_epoch < i16::MAX - 1 {
+            resp.producer_id = req.producer_id;
+            resp.producer_epoch = req.producer_epoch + 1;
+            return resp;
+        }
+        match self.producer_ids.take(&self.meta).await {
+            Ok(id) => {
+                resp.producer_id = ProducerId(id);
+                resp.producer_epoch = 0;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot allocate a producer id");
+                resp.error_code = ResponseError::CoordinatorNotAvailable.code();
+            }
         }
         resp
     }

@@ -207,6 +207,9 @@ async fn handle(ctx: &Context, version: i16, body: RequestKind) -> Option<Respon
         RequestKind::DeleteRecords(r) => {
             ResponseKind::DeleteRecords(ctx.delete_records(version, r).await)
         }
+        RequestKind::InitProducerId(r) => {
+            ResponseKind::InitProducerId(ctx.init_producer_id(version, r).await)
+        }
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(ctx.find_coordinator(version, r))
         }

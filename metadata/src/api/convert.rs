@@ -113,3 +113,36 @@ pub fn cluster_view(state: &ClusterState) -> proto::ClusterView {
             .collect(),
     }
 }
+
+/// An idempotent producer's batch from the API (epochs are Kafka's i16).
+pub fn producer_batch(
+    b: &proto::ProducerBatch,
+) -> Result<crate::command::ProducerBatch, MetaError> {
+    let epoch = i16::try_from(b.epoch).map_err(|_| {
+        MetaError::InvalidRequest(format!("producer epoch {} out of range", b.epoch))
+    })?;
+    if b.last_offset < b.first_offset {
+        return Err(MetaError::InvalidRequest(
+            "producer batch ends before it starts".into(),
+        ));
+    }
+    Ok(crate::command::ProducerBatch {
+        producer_id: b.producer_id,
+        epoch,
+        first_sequence: b.first_sequence,
+        last_sequence: b.last_sequence,
+        first_offset: b.first_offset,
+        last_offset: b.last_offset,
+    })
+}
+
+pub fn producer_batch_msg(b: &crate::command::ProducerBatch) -> proto::ProducerBatch {
+    proto::ProducerBatch {
+        producer_id: b.producer_id,
+        epoch: i32::from(b.epoch),
+        first_sequence: b.first_sequence,
+        last_sequence: b.last_sequence,
+        first_offset: b.first_offset,
+        last_offset: b.last_offset,
+    }
+}

@@ -155,6 +155,8 @@ pub struct CommitRange {
     pub byte_start: u64,
     #[prost(uint64, tag = "8")]
     pub byte_len: u64,
+    #[prost(message, repeated, tag = "9")]
+    pub producers: Vec<ProducerBatch>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -229,6 +231,26 @@ pub struct IndexResponse {
     pub info: Option<PartitionInfo>,
     #[prost(message, repeated, tag = "2")]
     pub entries: Vec<IndexEntry>,
+    /// The partition's idempotent producers (their last batches).
+    #[prost(message, repeated, tag = "3")]
+    pub producers: Vec<ProducerBatch>,
+}
+
+/// An idempotent producer's batch (in a commit, or remembered by a partition).
+#[derive(Clone, Copy, PartialEq, prost::Message)]
+pub struct ProducerBatch {
+    #[prost(int64, tag = "1")]
+    pub producer_id: i64,
+    #[prost(int32, tag = "2")]
+    pub epoch: i32,
+    #[prost(int32, tag = "3")]
+    pub first_sequence: i32,
+    #[prost(int32, tag = "4")]
+    pub last_sequence: i32,
+    #[prost(int64, tag = "5")]
+    pub first_offset: i64,
+    #[prost(int64, tag = "6")]
+    pub last_offset: i64,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

@@ -430,6 +430,11 @@ async fn commit(State(s): State<AppState>, body: Bytes) -> ApiResult {
                 },
                 byte_start: r.byte_start,
                 byte_len: r.byte_len,
+                producers: r
+                    .producers
+                    .iter()
+                    .map(convert::producer_batch)
+                    .collect::<Result<_, _>>()?,
             })
         })
         .collect::<Result<Vec<_>, MetaError>>()?;
@@ -489,6 +494,11 @@ async fn partition_index(State(s): State<AppState>, body: Bytes) -> ApiResult {
                         byte_start: e.byte_start,
                         byte_len: e.byte_len,
                     })
+                    .collect(),
+                producers: ps
+                    .producers
+                    .values()
+                    .flat_map(|p| p.batches.iter().map(convert::producer_batch_msg))
                     .collect(),
             })
         })

@@ -1,0 +1,224 @@
+//! Idempotent producers on one partition: Kafka's rules for a batch's
+//! producer id, epoch and sequence numbers, over the last five batches of
+//! each producer (kept in metadata with every commit, so a new owner knows
+//! them too).
+
+use std::collections::{HashMap, VecDeque};
+
+use floe_metadata::api::proto;
+
+use crate::error::{BrokerError, ErrorKind, Result};
+
+/// Batches remembered per producer (Kafka keeps five: a client has at most
+/// five requests in flight with idempotence).
+pub const BATCHES_KEPT: usize = 5;
+
+/// One idempotent batch as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerBatch {
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub first_sequence: i32,
+    pub last_sequence: i32,
+    pub first_offset: i64,
+    pub last_offset: i64,
+}
+
+impl ProducerBatch {
+    pub fn to_proto(self) -> proto::ProducerBatch {
+        proto::ProducerBatch {
+            producer_id: self.producer_id,
+            epoch: i32::from(self.epoch),
+            first_sequence: self.first_sequence,
+            last_sequence: self.last_sequence,
+            first_offset: self.first_offset,
+            last_offset: self.last_offset,
+        }
+    }
+
+    pub fn from_proto(p: &proto::ProducerBatch) -> Self {
+        ProducerBatch {
+            producer_id: p.producer_id,
+            epoch: i16::try_from(p.epoch).unwrap_or(i16::MAX),
+            first_sequence: p.first_sequence,
+            last_sequence: p.last_sequence,
+            first_offset: p.first_offset,
+            last_offset: p.last_offset,
+        }
+    }
+}
+
+/// What the partition knows of one producer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Entry {
+    epoch: i16,
+    batches: VecDeque<ProducerBatch>,
+}
+
+/// The verdict on an incoming idempotent batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// Append it.
+    Append,
+    /// Already stored: answer with the stored batch's offsets.
+    Duplicate(ProducerBatch),
+}
+
+/// The producers of one partition.
+#[derive(Debug, Clone, Default)]
+pub struct Producers {
+    by_id: HashMap<i64, Entry>,
+}
+
+/// The next sequence number after `s` (Kafka wraps at `i32::MAX`).
+fn next_seq(s: i32) -> i32 {
+    if s == i32::MAX { 0 } else { s + 1 }
+}
+
+/// The last sequence of a batch of `count` records starting at `first`.
+pub fn last_seq(first: i32, count: i32) -> i32 {
+    let last = i64::from(first) + i64::from(count) - 1;
+    (last % (i64::from(i32::MAX) + 1)) as i32
+}
+
+impl Producers {
+    /// Rebuilds the state from what metadata remembers.
+    pub fn from_batches(batches: impl IntoIterator<Item = ProducerBatch>) -> Self {
+        let mut p = Producers::default();
+        for b in batches {
+            p.record(b);
+        }
+        p
+    }
+
+    /// Checks a batch of `producer_id` at `epoch` with sequences
+    /// `first..=last` against what is known.
+    pub fn check(&self, producer_id: i64, epoch: i16, first: i32, last: i32) -> Result<Check> {
+        let Some(e) = self.by_id.get(&producer_id) else {
+            // A producer this partition has not seen starts at 0.
+            return if first == 0 {
+                Ok(Check::Append)
+            } else {
+                Err(BrokerError::new(
+                    ErrorKind::OutOfOrderSequence,
+                    format!("producer {producer_id} is new here but starts at sequence {first}"),
+                ))
+            };
+        };
+        if epoch < e.epoch {
+            return Err(BrokerError::new(
+                ErrorKind::InvalidProducerEpoch,
+                format!(
+                    "producer {producer_id} epoch {epoch} is older than the current {}",
+                    e.epoch
+                ),
+            ));
+        }
+        if epoch > e.epoch {
+            return if first == 0 {
+                Ok(Check::Append)
+            } else {
+                Err(BrokerError::new(
+                    ErrorKind::OutOfOrderSequence,
+                    format!(
+                        "producer {producer_id} epoch {epoch} must start at sequence 0, not {first}"
+                    ),
+                ))
+            };
+        }
+        if let Some(d) = e
+            .batches
+            .iter()
+            .find(|b| b.first_sequence == first && b.last_sequence == last)
+        {
+            return Ok(Check::Duplicate(*d));
+        }
+        let expected = e.batches.back().map_or(0, |b| next_seq(b.last_sequence));
+        if first == expected {
+            Ok(Check::Append)
+        } else {
+            Err(BrokerError::new(
+                ErrorKind::OutOfOrderSequence,
+                format!("producer {producer_id}: sequence {first}, expected {expected}"),
+            ))
+        }
+    }
+
+    /// Records an appended batch.
+    pub fn record(&mut self, b: ProducerBatch) {
+        let e = self.by_id.entry(b.producer_id).or_default();
+        if b.epoch != e.epoch {
+            e.epoch = b.epoch;
+            e.batches.clear();
+        }
+        e.batches.push_back(b);
+        while e.batches.len() > BATCHES_KEPT {
+            e.batches.pop_front();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(pid: i64, epoch: i16, first: i32, last: i32, off: i64) -> ProducerBatch {
+        ProducerBatch {
+            producer_id: pid,
+            epoch,
+            first_sequence: first,
+            last_sequence: last,
+            first_offset: off,
+            last_offset: off + i64::from(last - first),
+        }
+    }
+
+    #[test]
+    fn sequences_follow_kafkas_rules() {
+        let mut p = Producers::default();
+        assert_eq!(p.check(1, 0, 0, 4).unwrap(), Check::Append);
+        assert_eq!(
+            p.check(1, 0, 3, 4).unwrap_err().kind(),
+            ErrorKind::OutOfOrderSequence
+        );
+        p.record(b(1, 0, 0, 4, 100));
+        // The same batch again: a duplicate, answered with its offsets.
+        assert_eq!(
+            p.check(1, 0, 0, 4).unwrap(),
+            Check::Duplicate(b(1, 0, 0, 4, 100))
+        );
+        assert_eq!(p.check(1, 0, 5, 9).unwrap(), Check::Append);
+        assert_eq!(
+            p.check(1, 0, 6, 9).unwrap_err().kind(),
+            ErrorKind::OutOfOrderSequence
+        );
+        // An older epoch is fenced; a newer one starts at 0.
+        assert_eq!(
+            p.check(1, -1, 5, 9).unwrap_err().kind(),
+            ErrorKind::InvalidProducerEpoch
+        );
+        assert_eq!(
+            p.check(1, 1, 5, 9).unwrap_err().kind(),
+            ErrorKind::OutOfOrderSequence
+        );
+        assert_eq!(p.check(1, 1, 0, 0).unwrap(), Check::Append);
+        // Five batches are remembered: the sixth-oldest is forgotten.
+        for i in 1..=5 {
+            p.record(b(1, 0, i * 5, i * 5 + 4, 100 + i64::from(i) * 5));
+        }
+        assert_eq!(
+            p.check(1, 0, 0, 4).unwrap_err().kind(),
+            ErrorKind::OutOfOrderSequence
+        );
+        assert!(matches!(p.check(1, 0, 5, 9).unwrap(), Check::Duplicate(_)));
+        // Sequences wrap at i32::MAX.
+        assert_eq!(last_seq(i32::MAX, 2), 0);
+        let mut q = Producers::from_batches([b(2, 0, i32::MAX - 1, i32::MAX, 0)]);
+        assert_eq!(q.check(2, 0, 0, 3).unwrap(), Check::Append);
+        q.record(b(2, 3, 0, 0, 9));
+        assert_eq!(
+            q.check(2, 0, 1, 1).unwrap_err().kind(),
+            ErrorKind::InvalidProducerEpoch
+        );
+    }
+}
