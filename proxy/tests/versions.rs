@@ -338,3 +338,94 @@ async fn acks_zero_gets_no_answer_and_later_requests_still_do() {
     };
     e.broker.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resent_idempotent_batch_is_stored_once() {
+    let e = env().await;
+    let mut c = Conn {
+        sock: TcpStream::connect(e.kafka).await.unwrap(),
+        corr: 0,
+    };
+    let mut req = MetadataRequest::default();
+    let mut t = MetadataRequestTopic::default();
+    t.name = Some(topic("idem"));
+    req.topics = Some(vec![t]);
+    req.allow_auto_topic_creation = true;
+    c.call(ApiKey::Metadata, 9, RequestKind::Metadata(req))
+        .await;
+    let mut ireq = InitProducerIdRequest::default();
+    ireq.transactional_id = None;
+    ireq.producer_id = ProducerId(-1);
+    ireq.producer_epoch = -1;
+    let ResponseKind::InitProducerId(init) = c
+        .call(ApiKey::InitProducerId, 4, RequestKind::InitProducerId(ireq))
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(init.error_code, 0);
+    assert!(init.producer_id.0 >= 0);
+    assert_eq!(init.producer_epoch, 0);
+    let batch = BatchBuilder::new(0, 1)
+        .producer(init.producer_id.0, 0, 0, false)
+        .push(RecordSpec::new(None, Some(b"once".to_vec()), 0))
+        .build(Compression::None)
+        .unwrap();
+    let produce = || {
+        let mut pd = PartitionProduceData::default();
+        pd.records = Some(batch.clone());
+        let mut td = TopicProduceData::default();
+        td.name = topic("idem");
+        td.partition_data = vec![pd];
+        let mut req = ProduceRequest::default();
+        req.acks = -1;
+        req.timeout_ms = 5000;
+        req.topic_data = vec![td];
+        RequestKind::Produce(req)
+    };
+    let ResponseKind::Produce(first) = c.call(ApiKey::Produce, 9, produce()).await else {
+        panic!()
+    };
+    // The client lost the answer: a new connection, the same request again.
+    let mut c2 = Conn {
+        sock: TcpStream::connect(e.kafka).await.unwrap(),
+        corr: 0,
+    };
+    let ResponseKind::Produce(again) = c2.call(ApiKey::Produce, 9, produce()).await else {
+        panic!()
+    };
+    let (a, b) = (
+        &first.responses[0].partition_responses[0],
+        &again.responses[0].partition_responses[0],
+    );
+    assert_eq!((a.error_code, b.error_code), (0, 0));
+    assert_eq!(
+        a.base_offset, b.base_offset,
+        "acknowledged with the original offset"
+    );
+    let mut lp = ListOffsetsPartition::default();
+    lp.timestamp = -1;
+    let mut lt = ListOffsetsTopic::default();
+    lt.name = topic("idem");
+    lt.partitions = vec![lp];
+    let mut req = ListOffsetsRequest::default();
+    req.topics = vec![lt];
+    let ResponseKind::ListOffsets(r) = c2
+        .call(ApiKey::ListOffsets, 5, RequestKind::ListOffsets(req))
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.topics[0].partitions[0].offset, 1, "stored once");
+    // A transactional id is refused plainly: transactions are not implemented.
+    let mut req = InitProducerIdRequest::default();
+    req.transactional_id = Some(TransactionalId(StrBytes::from_static_str("tx")));
+    let ResponseKind::InitProducerId(r) = c2
+        .call(ApiKey::InitProducerId, 4, RequestKind::InitProducerId(req))
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 35);
+    e.broker.shutdown().await;
+}
