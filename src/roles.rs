@@ -36,6 +36,14 @@ pub struct BrokerTuning {
     /// How long an unreferenced object stays before it is deleted.
     #[arg(long, env = "FLOE_ORPHAN_GRACE_MS", default_value_t = 60_000)]
     pub orphan_grace_ms: u64,
+    /// How long the first rebalance of a new group waits for more members
+    /// (Kafka's group.initial.rebalance.delay.ms).
+    #[arg(
+        long,
+        env = "FLOE_GROUP_INITIAL_REBALANCE_DELAY_MS",
+        default_value_t = 3000
+    )]
+    pub group_initial_rebalance_delay_ms: u64,
     /// Block cache for reads from the object store (bytes).
     #[arg(long, env = "FLOE_CACHE_BYTES", default_value_t = 256 * 1024 * 1024)]
     pub cache_bytes: u64,
@@ -52,6 +60,8 @@ impl BrokerTuning {
             Duration::from_millis(self.retention_check_interval_ms.max(10));
         c.orphan_grace = Duration::from_millis(self.orphan_grace_ms);
         c.cache_bytes = self.cache_bytes;
+        c.group.initial_rebalance_delay =
+            Duration::from_millis(self.group_initial_rebalance_delay_ms);
         c
     }
 }

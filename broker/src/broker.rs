@@ -201,6 +201,10 @@ pub(crate) struct Inner {
     pub stopped: Notify,
     pub flushes: std::sync::atomic::AtomicU64,
     pub flushed_bytes: std::sync::atomic::AtomicU64,
+    /// The consumer groups of the coordinator shards this broker owns.
+    pub groups: crate::group::GroupCoordinator,
+    /// Coordinator shards owned, with their epochs.
+    pub shards: RwLock<HashMap<u32, u64>>,
 }
 
 /// Counters for `/metrics`.
@@ -258,6 +262,8 @@ impl Broker {
             cfg.lease.as_millis() as u64,
         )
         .await?;
+        let mut group_config = cfg.group.clone();
+        group_config.shards = floe_metadata::state::DEFAULT_SHARDS;
         let inner = Arc::new(Inner {
             cfg,
             meta,
@@ -272,6 +278,8 @@ impl Broker {
             stopped: Notify::new(),
             flushes: Default::default(),
             flushed_bytes: Default::default(),
+            groups: crate::group::GroupCoordinator::new(group_config),
+            shards: RwLock::new(HashMap::new()),
         });
         let b = Broker { inner };
         tokio::spawn(crate::tasks::heartbeat(b.clone()));
@@ -283,6 +291,31 @@ impl Broker {
 
     pub fn id(&self) -> u32 {
         self.inner.cfg.id
+    }
+
+    /// The group coordinator, if this broker owns `group_id`'s shard now.
+    pub fn coordinator(
+        &self,
+        group_id: &str,
+        shard_count: u32,
+    ) -> std::result::Result<&crate::group::GroupCoordinator, crate::group::GroupError> {
+        let shard = crate::group::shard_of(group_id, shard_count);
+        if self
+            .inner
+            .shards
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&shard)
+        {
+            Ok(&self.inner.groups)
+        } else {
+            Err(crate::group::GroupError::NotCoordinator)
+        }
+    }
+
+    /// The coordinator of every shard this broker owns (ListGroups).
+    pub fn groups(&self) -> &crate::group::GroupCoordinator {
+        &self.inner.groups
     }
 
     pub fn stats(&self) -> BrokerStats {

@@ -28,6 +28,8 @@ pub struct BrokerConfig {
     pub retention_check_interval: Duration,
     /// How long an unreferenced object is left before it is deleted.
     pub orphan_grace: Duration,
+    /// Consumer-group coordinator settings (session limits, initial rebalance delay).
+    pub group: crate::group::GroupConfig,
 }
 
 impl BrokerConfig {
@@ -43,6 +45,7 @@ impl BrokerConfig {
             compaction_interval: Duration::from_secs(30),
             retention_check_interval: Duration::from_secs(30),
             orphan_grace: Duration::from_secs(60),
+            group: crate::group::GroupConfig::default(),
         }
     }
 }

@@ -8,6 +8,7 @@
 pub mod broker;
 pub mod config;
 pub mod error;
+pub mod group;
 pub mod log;
 mod maintenance;
 pub mod producer;

@@ -94,10 +94,57 @@ pub(crate) async fn ownership(b: Broker) {
                 b.drop_partition(&log.key);
             }
         }
+        follow_shards(&b, &snap.shards).await;
         tokio::select! {
             r = rx.changed() => if r.is_err() { return },
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = b.inner.stopped.notified() => return,
+        }
+    }
+}
+
+/// Coordinator shards: owned ones are served; one handed over or lost drops
+/// its groups (members find the new coordinator and rejoin; committed
+/// offsets are in the metadata).
+async fn follow_shards(b: &Broker, shards: &[proto::ShardInfo]) {
+    let mut release = Vec::new();
+    {
+        let mut owned = b.inner.shards.write().unwrap_or_else(|p| p.into_inner());
+        let mine: std::collections::HashMap<u32, &proto::ShardInfo> = shards
+            .iter()
+            .filter(|s| s.owner == b.id())
+            .map(|s| (s.shard, s))
+            .collect();
+        owned.retain(|shard, epoch| {
+            let keep = mine
+                .get(shard)
+                .is_some_and(|s| s.epoch == *epoch && s.handover_to == 0);
+            if !keep {
+                let n = b.inner.groups.drop_shard(*shard);
+                tracing::info!(shard, groups = n, "coordinator shard no longer served");
+            }
+            keep
+        });
+        for (shard, s) in mine {
+            if s.handover_to != 0 {
+                release.push(proto::ShardEpoch {
+                    shard,
+                    epoch: s.epoch,
+                });
+            } else {
+                owned.entry(shard).or_insert(s.epoch);
+            }
+        }
+    }
+    if !release.is_empty() {
+        let req = proto::ReleaseRequest {
+            broker: b.id(),
+            partitions: vec![],
+            shards: release,
+        };
+        let r: Result<proto::Empty, _> = b.inner.meta.call("/v1/release", &req).await;
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "releasing coordinator shards failed");
         }
     }
 }

@@ -25,6 +25,8 @@ pub struct ClusterSnapshot {
     pub topics: HashMap<String, Arc<TopicView>>,
     pub by_id: HashMap<uuid::Uuid, Arc<TopicView>>,
     pub nodes: Vec<proto::NodeInfo>,
+    /// Coordinator shards and their owners.
+    pub shards: Vec<proto::ShardInfo>,
 }
 
 impl ClusterSnapshot {
@@ -32,6 +34,7 @@ impl ClusterSnapshot {
         let mut s = ClusterSnapshot {
             revision: v.revision,
             nodes: v.nodes,
+            shards: v.shards,
             ..Default::default()
         };
         for t in v.topics {

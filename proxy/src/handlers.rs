@@ -19,7 +19,6 @@ use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -45,6 +44,15 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Metadata, 0, 12),
     (ApiKey::FindCoordinator, 0, 4),
     (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::OffsetCommit, 2, 8),
+    (ApiKey::OffsetFetch, 1, 8),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::ListGroups, 0, 4),
+    (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
@@ -563,38 +571,6 @@ impl Context {
                 tracing::warn!(error = %e, "cannot allocate a producer id");
                 resp.error_code = ResponseError::CoordinatorNotAvailable.code();
             }
-        }
-        resp
-    }
-
-    /// Consumer groups and transactions are not implemented yet: say so with
-    /// a retryable error rather than pretending.
-    pub fn find_coordinator(
-        &self,
-        version: i16,
-        req: &FindCoordinatorRequest,
-    ) -> FindCoordinatorResponse {
-        let msg = "Floe has no group or transaction coordinator yet";
-        let mut resp = FindCoordinatorResponse::default();
-        resp.node_id = BrokerId(-1);
-        resp.port = -1;
-        if version >= 4 {
-            resp.coordinators = req
-                .coordinator_keys
-                .iter()
-                .map(|k| {
-                    let mut c = Coordinator::default();
-                    c.key = k.clone();
-                    c.node_id = BrokerId(-1);
-                    c.port = -1;
-                    c.error_code = ResponseError::CoordinatorNotAvailable.code();
-                    c.error_message = Some(s(msg));
-                    c
-                })
-                .collect();
-        } else {
-            resp.error_code = ResponseError::CoordinatorNotAvailable.code();
-            resp.error_message = Some(s(msg));
         }
         resp
     }

@@ -9,6 +9,7 @@
 pub mod admin;
 pub mod codec;
 mod errors;
+pub mod groups;
 pub mod handlers;
 pub mod server;
 

@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::admin::handle_admin;
 use crate::codec::{self, CodecErrorKind};
+use crate::groups::ClientInfo;
 use crate::handlers::{self, Context};
 
 /// Requests read ahead of their responses on one connection.
@@ -93,6 +94,10 @@ async fn serve(
     stats: Arc<ProxyStats>,
     max_frame: usize,
 ) -> Result<(), codec::CodecError> {
+    let host = sock
+        .peer_addr()
+        .map(|a| a.ip().to_string())
+        .unwrap_or_default();
     let (mut rd, mut wr) = sock.into_split();
     let (tx, mut rx) = mpsc::channel::<Reply>(MAX_IN_FLIGHT);
     // Writer: answers in request order.
@@ -157,6 +162,15 @@ async fn serve(
             };
             let version = req.version;
             let corr = prefix.correlation_id;
+            let client = ClientInfo {
+                client_id: req
+                    .header
+                    .client_id
+                    .as_ref()
+                    .map(|c| c.to_string())
+                    .unwrap_or_default(),
+                host: format!("/{host}"),
+            };
             match req.body {
                 RequestKind::Produce(p) => {
                     // Sequenced here, in order; the wait runs on its own.
@@ -175,7 +189,7 @@ async fn serve(
                 body => {
                     let ctx = ctx.clone();
                     tokio::spawn(async move {
-                        let resp = handle(&ctx, version, body).await;
+                        let resp = handle(&ctx, version, body, &client).await;
                         let out = resp.and_then(|r| {
                             codec::encode_response(key, version, corr, &r)
                                 .map_err(|e| tracing::warn!(?key, version, error = %e, "cannot encode a response"))
@@ -196,7 +210,12 @@ async fn serve(
     result
 }
 
-async fn handle(ctx: &Context, version: i16, body: RequestKind) -> Option<ResponseKind> {
+async fn handle(
+    ctx: &Context,
+    version: i16,
+    body: RequestKind,
+    client: &ClientInfo,
+) -> Option<ResponseKind> {
     Some(match &body {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(handlers::api_versions(0)),
         RequestKind::Metadata(r) => ResponseKind::Metadata(ctx.metadata(version, r).await),
@@ -209,6 +228,25 @@ async fn handle(ctx: &Context, version: i16, body: RequestKind) -> Option<Respon
         }
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(ctx.init_producer_id(version, r).await)
+        }
+        RequestKind::JoinGroup(r) => {
+            ResponseKind::JoinGroup(ctx.join_group(version, r, client).await)
+        }
+        RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(ctx.sync_group(version, r).await),
+        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(ctx.heartbeat(version, r)),
+        RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(ctx.leave_group(version, r)),
+        RequestKind::OffsetCommit(r) => {
+            ResponseKind::OffsetCommit(ctx.offset_commit(version, r).await)
+        }
+        RequestKind::OffsetFetch(r) => {
+            ResponseKind::OffsetFetch(ctx.offset_fetch(version, r).await)
+        }
+        RequestKind::DescribeGroups(r) => {
+            ResponseKind::DescribeGroups(ctx.describe_groups(version, r))
+        }
+        RequestKind::ListGroups(r) => ResponseKind::ListGroups(ctx.list_groups(version, r)),
+        RequestKind::DeleteGroups(r) => {
+            ResponseKind::DeleteGroups(ctx.delete_groups(version, r).await)
         }
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(ctx.find_coordinator(version, r))

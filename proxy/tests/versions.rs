@@ -429,3 +429,271 @@ async fn a_resent_idempotent_batch_is_stored_once() {
     assert_eq!(r.error_code, 35);
     e.broker.shutdown().await;
 }
+
+fn versions_of(key: ApiKey) -> std::ops::RangeInclusive<i16> {
+    versions(key)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_group_api_answers_at_every_advertised_version() {
+    use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+    use kafka_protocol::messages::leave_group_request::MemberIdentity;
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::offset_fetch_request::{
+        OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
+    };
+    use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+
+    let e = env().await;
+    let mut c = Conn {
+        sock: TcpStream::connect(e.kafka).await.unwrap(),
+        corr: 0,
+    };
+    // Wait until the coordinator shards have an owner.
+    let mut found = false;
+    for _ in 0..100 {
+        let mut req = FindCoordinatorRequest::default();
+        req.key = StrBytes::from_static_str("g0");
+        let ResponseKind::FindCoordinator(r) = c
+            .call(
+                ApiKey::FindCoordinator,
+                2,
+                RequestKind::FindCoordinator(req),
+            )
+            .await
+        else {
+            panic!()
+        };
+        if r.error_code == 0 {
+            assert_eq!(r.node_id.0, 1);
+            found = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(found, "no coordinator");
+    for v in versions_of(ApiKey::FindCoordinator) {
+        let mut req = FindCoordinatorRequest::default();
+        if v >= 4 {
+            req.coordinator_keys = vec![StrBytes::from_static_str("g0")];
+        } else {
+            req.key = StrBytes::from_static_str("g0");
+        }
+        let ResponseKind::FindCoordinator(r) = c
+            .call(
+                ApiKey::FindCoordinator,
+                v,
+                RequestKind::FindCoordinator(req),
+            )
+            .await
+        else {
+            panic!()
+        };
+        let err = if v >= 4 {
+            r.coordinators[0].error_code
+        } else {
+            r.error_code
+        };
+        assert_eq!(err, 0, "FindCoordinator v{v}");
+    }
+    for v in versions_of(ApiKey::JoinGroup) {
+        let group = GroupId(StrBytes::from_string(format!("group-v{v}")));
+        let mut member = StrBytes::default();
+        let mut joined = None;
+        for _ in 0..2 {
+            let mut p = JoinGroupRequestProtocol::default();
+            p.name = StrBytes::from_static_str("range");
+            p.metadata = Bytes::from_static(b"meta");
+            let mut req = JoinGroupRequest::default();
+            req.group_id = group.clone();
+            req.session_timeout_ms = 10_000;
+            if v >= 1 {
+                req.rebalance_timeout_ms = 10_000;
+            }
+            req.member_id = member.clone();
+            req.group_instance_id = None;
+            req.protocol_type = StrBytes::from_static_str("consumer");
+            req.protocols = vec![p];
+            let ResponseKind::JoinGroup(r) = c
+                .call(ApiKey::JoinGroup, v, RequestKind::JoinGroup(req))
+                .await
+            else {
+                panic!()
+            };
+            if r.error_code == 79 {
+                member = r.member_id.clone();
+                continue;
+            }
+            assert_eq!(r.error_code, 0, "JoinGroup v{v}");
+            joined = Some(r);
+            break;
+        }
+        let j = joined.unwrap_or_else(|| panic!("JoinGroup v{v} never joined"));
+        assert_eq!(j.leader, j.member_id, "v{v}: the only member leads");
+        assert_eq!(j.members.len(), 1);
+        let sv = v.min(*versions_of(ApiKey::SyncGroup).end());
+        let mut a = SyncGroupRequestAssignment::default();
+        a.member_id = j.member_id.clone();
+        a.assignment = Bytes::from_static(b"assigned");
+        let mut req = SyncGroupRequest::default();
+        req.group_id = group.clone();
+        req.generation_id = j.generation_id;
+        req.member_id = j.member_id.clone();
+        req.group_instance_id = None;
+        req.assignments = vec![a];
+        let ResponseKind::SyncGroup(r) = c
+            .call(ApiKey::SyncGroup, sv, RequestKind::SyncGroup(req))
+            .await
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (r.error_code, &r.assignment[..]),
+            (0, &b"assigned"[..]),
+            "SyncGroup v{sv}"
+        );
+        let hv = v.min(*versions_of(ApiKey::Heartbeat).end());
+        let mut req = HeartbeatRequest::default();
+        req.group_id = group.clone();
+        req.generation_id = j.generation_id;
+        req.member_id = j.member_id.clone();
+        req.group_instance_id = None;
+        let ResponseKind::Heartbeat(r) = c
+            .call(ApiKey::Heartbeat, hv, RequestKind::Heartbeat(req))
+            .await
+        else {
+            panic!()
+        };
+        assert_eq!(r.error_code, 0, "Heartbeat v{hv}");
+        // Commits: a stale generation is refused, the current one stored.
+        for cv in versions_of(ApiKey::OffsetCommit) {
+            for (generation, want) in [(j.generation_id + 1, 22), (j.generation_id, 0)] {
+                let mut cp = OffsetCommitRequestPartition::default();
+                cp.partition_index = 0;
+                cp.committed_offset = 40 + i64::from(cv);
+                cp.committed_metadata = Some(StrBytes::from_static_str("m"));
+                let mut ct = OffsetCommitRequestTopic::default();
+                ct.name = topic("vt");
+                ct.partitions = vec![cp];
+                let mut req = OffsetCommitRequest::default();
+                req.group_id = group.clone();
+                req.generation_id_or_member_epoch = generation;
+                req.member_id = j.member_id.clone();
+                req.group_instance_id = None;
+                req.topics = vec![ct];
+                let ResponseKind::OffsetCommit(r) = c
+                    .call(ApiKey::OffsetCommit, cv, RequestKind::OffsetCommit(req))
+                    .await
+                else {
+                    panic!()
+                };
+                assert_eq!(
+                    r.topics[0].partitions[0].error_code, want,
+                    "OffsetCommit v{cv} gen {generation}"
+                );
+            }
+        }
+        let last = 40 + i64::from(*versions_of(ApiKey::OffsetCommit).end());
+        for fv in versions_of(ApiKey::OffsetFetch) {
+            let mut req = OffsetFetchRequest::default();
+            if fv >= 8 {
+                let mut t = OffsetFetchRequestTopics::default();
+                t.name = topic("vt");
+                t.partition_indexes = vec![0, 1];
+                let mut g = OffsetFetchRequestGroup::default();
+                g.group_id = group.clone();
+                g.topics = Some(vec![t]);
+                req.groups = vec![g];
+            } else {
+                let mut t = OffsetFetchRequestTopic::default();
+                t.name = topic("vt");
+                t.partition_indexes = vec![0, 1];
+                req.group_id = group.clone();
+                req.topics = Some(vec![t]);
+            }
+            let ResponseKind::OffsetFetch(r) = c
+                .call(ApiKey::OffsetFetch, fv, RequestKind::OffsetFetch(req))
+                .await
+            else {
+                panic!()
+            };
+            let got: Vec<i64> = if fv >= 8 {
+                r.groups[0].topics[0]
+                    .partitions
+                    .iter()
+                    .map(|p| p.committed_offset)
+                    .collect()
+            } else {
+                r.topics[0]
+                    .partitions
+                    .iter()
+                    .map(|p| p.committed_offset)
+                    .collect()
+            };
+            assert_eq!(got, vec![last, -1], "OffsetFetch v{fv}");
+        }
+        for dv in versions_of(ApiKey::DescribeGroups) {
+            let mut req = DescribeGroupsRequest::default();
+            req.groups = vec![group.clone()];
+            let ResponseKind::DescribeGroups(r) = c
+                .call(ApiKey::DescribeGroups, dv, RequestKind::DescribeGroups(req))
+                .await
+            else {
+                panic!()
+            };
+            assert_eq!(
+                r.groups[0].group_state.as_str(),
+                "Stable",
+                "DescribeGroups v{dv}"
+            );
+            assert_eq!(r.groups[0].members.len(), 1);
+        }
+        for lv in versions_of(ApiKey::ListGroups) {
+            let ResponseKind::ListGroups(r) = c
+                .call(
+                    ApiKey::ListGroups,
+                    lv,
+                    RequestKind::ListGroups(ListGroupsRequest::default()),
+                )
+                .await
+            else {
+                panic!()
+            };
+            assert!(
+                r.groups.iter().any(|g| g.group_id == group),
+                "ListGroups v{lv}"
+            );
+        }
+        let lv = v.min(*versions_of(ApiKey::LeaveGroup).end());
+        let mut req = LeaveGroupRequest::default();
+        req.group_id = group.clone();
+        if lv >= 3 {
+            let mut m = MemberIdentity::default();
+            m.member_id = j.member_id.clone();
+            m.group_instance_id = None;
+            req.members = vec![m];
+        } else {
+            req.member_id = j.member_id.clone();
+        }
+        let ResponseKind::LeaveGroup(r) = c
+            .call(ApiKey::LeaveGroup, lv, RequestKind::LeaveGroup(req))
+            .await
+        else {
+            panic!()
+        };
+        assert_eq!(r.error_code, 0, "LeaveGroup v{lv}");
+        let dv = v.min(*versions_of(ApiKey::DeleteGroups).end());
+        let mut req = DeleteGroupsRequest::default();
+        req.groups_names = vec![group.clone()];
+        let ResponseKind::DeleteGroups(r) = c
+            .call(ApiKey::DeleteGroups, dv, RequestKind::DeleteGroups(req))
+            .await
+        else {
+            panic!()
+        };
+        assert_eq!(r.results[0].error_code, 0, "DeleteGroups v{dv}");
+    }
+    e.broker.shutdown().await;
+}

@@ -476,3 +476,9 @@ pub struct ForgetObjectsRequest {
     #[prost(uint64, repeated, tag = "1")]
     pub ids: Vec<u64>,
 }
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct DeleteGroupsRequest {
+    #[prost(string, repeated, tag = "1")]
+    pub groups: Vec<String>,
+}

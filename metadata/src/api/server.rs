@@ -159,6 +159,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/partitions/index", post(partition_index))
         .route("/v1/groups/commit", post(commit_offsets))
         .route("/v1/groups/fetch", post(fetch_offsets))
+        .route("/v1/groups/delete", post(delete_groups))
         .route("/v1/producer-ids", post(producer_ids))
         .route("/v1/watch", post(watch))
         .route("/v1/partitions/truncate", post(truncate_log))
@@ -650,5 +651,12 @@ async fn forget_objects(State(s): State<AppState>, body: Bytes) -> ApiResult {
         ids: req.ids.into_iter().map(ObjectId).collect(),
     })
     .await?;
+    Ok(ok(proto::Empty {}))
+}
+
+async fn delete_groups(State(s): State<AppState>, body: Bytes) -> ApiResult {
+    let req: proto::DeleteGroupsRequest = decode(&body)?;
+    s.write(Command::DeleteGroups { groups: req.groups })
+        .await?;
     Ok(ok(proto::Empty {}))
 }

@@ -1,0 +1,260 @@
+//! The coordinator's own request and answer types, its settings and its
+//! errors. The proxy maps Kafka's JoinGroup / SyncGroup / Heartbeat /
+//! LeaveGroup / OffsetCommit / DescribeGroups / ListGroups / DeleteGroups
+//! messages to and from these; no Kafka wire type appears here.
+
+use std::fmt;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+/// Settings of the group coordinator (Kafka's `group.*` broker settings).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupConfig {
+    /// `group.min.session.timeout.ms`: a join asking for less is refused.
+    pub min_session_timeout: Duration,
+    /// `group.max.session.timeout.ms`: a join asking for more is refused.
+    pub max_session_timeout: Duration,
+    /// `group.initial.rebalance.delay.ms`: how long the first rebalance of an
+    /// empty group waits for more members (extended by the same amount each
+    /// time another member arrives, up to the rebalance timeout).
+    pub initial_rebalance_delay: Duration,
+    /// How long a new member's JoinGroup may wait before the member is
+    /// dropped (Kafka's fixed `NewMemberJoinTimeoutMs`, five minutes).
+    pub new_member_join_timeout: Duration,
+    /// Number of coordinator shards group ids are spread over (like
+    /// `offsets.topic.num.partitions`); [`super::shard_of`] maps an id to one.
+    pub shards: u32,
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        Self {
+            min_session_timeout: Duration::from_millis(6_000),
+            max_session_timeout: Duration::from_millis(1_800_000),
+            initial_rebalance_delay: Duration::from_millis(3_000),
+            new_member_join_timeout: Duration::from_secs(300),
+            shards: 50,
+        }
+    }
+}
+
+/// Why a group call failed, named as Kafka names the error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum GroupError {
+    #[error("this broker is not the coordinator of the group")]
+    NotCoordinator,
+    #[error("the coordinator is loading the group")]
+    CoordinatorLoadInProgress,
+    #[error("the coordinator does not know this member")]
+    UnknownMemberId,
+    #[error("the generation is not the group's current generation")]
+    IllegalGeneration,
+    #[error("the group is rebalancing; the member must rejoin")]
+    RebalanceInProgress,
+    #[error("the member's protocol type or protocols do not match the group's")]
+    InconsistentGroupProtocol,
+    #[error("the member must join again with the member id it was given")]
+    MemberIdRequired,
+    #[error("another member has joined with the same group instance id")]
+    FencedInstanceId,
+    #[error("the session timeout is outside the coordinator's allowed range")]
+    InvalidSessionTimeout,
+    #[error("the group still has members")]
+    NonEmptyGroup,
+    #[error("the group does not exist")]
+    GroupIdNotFound,
+    #[error("the group id is empty")]
+    InvalidGroupId,
+    #[error("unexpected coordinator error")]
+    UnknownServerError,
+}
+
+impl GroupError {
+    /// Kafka's numeric error code. `kafka-protocol` is not a dependency of
+    /// this crate, so the numbers are written out; they are those of Kafka's
+    /// `Errors` enum.
+    pub fn kafka_code(&self) -> i16 {
+        match self {
+            GroupError::UnknownServerError => -1,
+            GroupError::CoordinatorLoadInProgress => 14,
+            GroupError::NotCoordinator => 16,
+            GroupError::IllegalGeneration => 22,
+            GroupError::InconsistentGroupProtocol => 23,
+            GroupError::InvalidGroupId => 24,
+            GroupError::UnknownMemberId => 25,
+            GroupError::InvalidSessionTimeout => 26,
+            GroupError::RebalanceInProgress => 27,
+            GroupError::NonEmptyGroup => 68,
+            GroupError::GroupIdNotFound => 69,
+            GroupError::MemberIdRequired => 79,
+            GroupError::FencedInstanceId => 82,
+        }
+    }
+}
+
+/// The state of a classic group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GroupState {
+    /// No members (the group may still have committed offsets).
+    Empty,
+    /// Waiting for the members to (re)join.
+    PreparingRebalance,
+    /// Joined; waiting for the leader's assignment.
+    CompletingRebalance,
+    /// Every member has its assignment.
+    Stable,
+    /// Gone: deleted, or its shard left this broker.
+    Dead,
+}
+
+impl GroupState {
+    /// The name Kafka gives the state in DescribeGroups and ListGroups.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            GroupState::Empty => "Empty",
+            GroupState::PreparingRebalance => "PreparingRebalance",
+            GroupState::CompletingRebalance => "CompletingRebalance",
+            GroupState::Stable => "Stable",
+            GroupState::Dead => "Dead",
+        }
+    }
+}
+
+impl fmt::Display for GroupState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A JoinGroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinParams {
+    pub group_id: String,
+    /// Empty for a member joining for the first time.
+    pub member_id: String,
+    /// `group.instance.id` of a static member (KIP-345).
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout_ms: i32,
+    /// JoinGroup v0 has none; the proxy passes the session timeout then.
+    pub rebalance_timeout_ms: i32,
+    pub protocol_type: String,
+    /// `(protocol name, metadata)` in the member's order of preference.
+    pub protocols: Vec<(String, Bytes)>,
+    /// JoinGroup v4+ (KIP-394): a new dynamic member first gets
+    /// MEMBER_ID_REQUIRED with its id and joins again with it.
+    pub require_known_member_id: bool,
+}
+
+/// A member as the leader sees it in its JoinGroup answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinMember {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    /// The member's metadata for the chosen protocol.
+    pub metadata: Bytes,
+}
+
+/// The answer to a JoinGroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinResult {
+    pub error: Option<GroupError>,
+    /// `-1` with an error.
+    pub generation_id: i32,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    /// Empty with an error.
+    pub leader_id: String,
+    /// The member's id (with MEMBER_ID_REQUIRED: the id to join with).
+    pub member_id: String,
+    /// All members with their metadata; only in the leader's answer.
+    pub members: Vec<JoinMember>,
+    /// KIP-814 (JoinGroup v9) is not implemented: always false.
+    pub skip_assignment: bool,
+}
+
+impl JoinResult {
+    pub(crate) fn failed(member_id: impl Into<String>, error: GroupError) -> Self {
+        Self {
+            error: Some(error),
+            generation_id: -1,
+            protocol_type: None,
+            protocol_name: None,
+            leader_id: String::new(),
+            member_id: member_id.into(),
+            members: Vec::new(),
+            skip_assignment: false,
+        }
+    }
+}
+
+/// A SyncGroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncParams {
+    pub group_id: String,
+    pub generation_id: i32,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    /// SyncGroup v5+; checked against the group's when given.
+    pub protocol_type: Option<String>,
+    /// SyncGroup v5+; checked against the group's when given.
+    pub protocol_name: Option<String>,
+    /// `(member id, assignment)`; only the leader's are used.
+    pub assignments: Vec<(String, Bytes)>,
+}
+
+/// The answer to a SyncGroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncResult {
+    pub error: Option<GroupError>,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub assignment: Bytes,
+}
+
+impl SyncResult {
+    pub(crate) fn failed(error: GroupError) -> Self {
+        Self {
+            error: Some(error),
+            protocol_type: None,
+            protocol_name: None,
+            assignment: Bytes::new(),
+        }
+    }
+}
+
+/// One member in DescribeGroups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescribedMember {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    /// Metadata for the chosen protocol; empty unless the group is Stable.
+    pub metadata: Bytes,
+    /// Empty unless the group is Stable.
+    pub assignment: Bytes,
+}
+
+/// The answer to DescribeGroups for one group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupDescription {
+    pub error: Option<GroupError>,
+    pub group_id: String,
+    pub state: GroupState,
+    /// Empty when the group never had a member.
+    pub protocol_type: String,
+    /// The chosen protocol; empty unless the group is Stable.
+    pub protocol_data: String,
+    pub members: Vec<DescribedMember>,
+}
+
+/// One group in ListGroups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupListing {
+    pub group_id: String,
+    pub protocol_type: String,
+    pub state: GroupState,
+}

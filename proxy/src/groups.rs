@@ -1,0 +1,628 @@
+//! Consumer-group requests (the classic protocol): FindCoordinator, JoinGroup,
+//! SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+//! DescribeGroups, ListGroups, DeleteGroups. The coordinator is the broker
+//! that owns the group's shard; committed offsets live in the metadata.
+//!
+//! Today the coordinator must be this process's broker (`floe standalone`):
+//! with separate broker processes, group requests for a coordinator elsewhere
+//! are answered NOT_COORDINATOR (the internal RPC has no group calls yet).
+
+use std::collections::HashMap;
+
+use floe_broker::group::{GroupCoordinator, GroupError, JoinParams, SyncParams};
+use floe_metadata::api::proto as mp;
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+use crate::handlers::Context;
+
+/// Who sent a request (for DescribeGroups).
+#[derive(Debug, Clone, Default)]
+pub struct ClientInfo {
+    pub client_id: String,
+    pub host: String,
+}
+
+fn s(v: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(v.into())
+}
+
+fn code(e: Option<GroupError>) -> i16 {
+    e.map_or(0, |e| e.kafka_code())
+}
+
+impl Context {
+    fn shard_count(&self) -> u32 {
+        let n = self.view.current().shards.len() as u32;
+        if n == 0 {
+            floe_metadata::state::DEFAULT_SHARDS
+        } else {
+            n
+        }
+    }
+
+    /// The coordinator of `group_id` if it is this process's broker.
+    fn coordinator(&self, group_id: &str) -> Result<&GroupCoordinator, GroupError> {
+        let local = self.local.as_ref().ok_or(GroupError::NotCoordinator)?;
+        local.coordinator(group_id, self.shard_count())
+    }
+
+    /// FindCoordinator: for groups, this proxy (it forwards to the shard's
+    /// owner) once the shard has an owner. Transactions have no coordinator.
+    pub fn find_coordinator(
+        &self,
+        version: i16,
+        req: &FindCoordinatorRequest,
+    ) -> FindCoordinatorResponse {
+        let keys: Vec<StrBytes> = if version >= 4 {
+            req.coordinator_keys.clone()
+        } else {
+            vec![req.key.clone()]
+        };
+        let snap = self.view.current();
+        let shards = self.shard_count();
+        let answer = |key: &str| -> (i16, Option<&'static str>) {
+            if req.key_type != 0 {
+                return (
+                    ResponseError::CoordinatorNotAvailable.code(),
+                    Some("transactions are not implemented in Floe yet"),
+                );
+            }
+            let shard = floe_broker::group::shard_of(key, shards);
+            let owned = snap
+                .shards
+                .iter()
+                .any(|x| x.shard == shard && x.owner != 0 && x.handover_to == 0);
+            if owned {
+                (0, None)
+            } else {
+                (
+                    ResponseError::CoordinatorNotAvailable.code(),
+                    Some("the group's coordinator shard has no owner right now"),
+                )
+            }
+        };
+        let id = &self.admin.identity;
+        let mut resp = FindCoordinatorResponse::default();
+        if version >= 4 {
+            for k in keys {
+                let (err, msg) = answer(&k);
+                let mut c = Coordinator::default();
+                c.key = k;
+                c.error_code = err;
+                c.error_message = msg.map(s);
+                if err == 0 {
+                    c.node_id = BrokerId(id.node_id);
+                    c.host = s(id.host.clone());
+                    c.port = id.port;
+                } else {
+                    c.node_id = BrokerId(-1);
+                    c.port = -1;
+                }
+                resp.coordinators.push(c);
+            }
+        } else {
+            let (err, msg) = answer(&req.key);
+            resp.error_code = err;
+            if version >= 1 {
+                resp.error_message = msg.map(s);
+            }
+            if err == 0 {
+                resp.node_id = BrokerId(id.node_id);
+                resp.host = s(id.host.clone());
+                resp.port = id.port;
+            } else {
+                resp.node_id = BrokerId(-1);
+                resp.port = -1;
+            }
+        }
+        resp
+    }
+
+    pub async fn join_group(
+        &self,
+        version: i16,
+        req: &JoinGroupRequest,
+        client: &ClientInfo,
+    ) -> JoinGroupResponse {
+        let mut resp = JoinGroupResponse::default();
+        let result = match self.coordinator(&req.group_id.0) {
+            Err(e) => {
+                resp.error_code = e.kafka_code();
+                resp.generation_id = -1;
+                resp.member_id = req.member_id.clone();
+                return resp;
+            }
+            Ok(c) => {
+                c.join_group(JoinParams {
+                    group_id: req.group_id.0.to_string(),
+                    member_id: req.member_id.to_string(),
+                    group_instance_id: req.group_instance_id.as_ref().map(|i| i.to_string()),
+                    client_id: client.client_id.clone(),
+                    client_host: client.host.clone(),
+                    session_timeout_ms: req.session_timeout_ms,
+                    rebalance_timeout_ms: if version >= 1 {
+                        req.rebalance_timeout_ms
+                    } else {
+                        req.session_timeout_ms
+                    },
+                    protocol_type: req.protocol_type.to_string(),
+                    protocols: req
+                        .protocols
+                        .iter()
+                        .map(|p| (p.name.to_string(), p.metadata.clone()))
+                        .collect(),
+                    require_known_member_id: version >= 4,
+                })
+                .await
+            }
+        };
+        resp.error_code = code(result.error);
+        resp.generation_id = result.generation_id;
+        if version >= 7 {
+            resp.protocol_type = result.protocol_type.map(s);
+        }
+        resp.protocol_name = Some(s(result.protocol_name.unwrap_or_default()));
+        resp.leader = s(result.leader_id);
+        resp.member_id = s(result.member_id);
+        resp.members = result
+            .members
+            .into_iter()
+            .map(|m| {
+                let mut x = JoinGroupResponseMember::default();
+                x.member_id = s(m.member_id);
+                if version >= 5 {
+                    x.group_instance_id = m.group_instance_id.map(s);
+                }
+                x.metadata = m.metadata;
+                x
+            })
+            .collect();
+        resp
+    }
+
+    pub async fn sync_group(&self, version: i16, req: &SyncGroupRequest) -> SyncGroupResponse {
+        let mut resp = SyncGroupResponse::default();
+        let result = match self.coordinator(&req.group_id.0) {
+            Err(e) => {
+                resp.error_code = e.kafka_code();
+                return resp;
+            }
+            Ok(c) => {
+                c.sync_group(SyncParams {
+                    group_id: req.group_id.0.to_string(),
+                    generation_id: req.generation_id,
+                    member_id: req.member_id.to_string(),
+                    group_instance_id: req.group_instance_id.as_ref().map(|i| i.to_string()),
+                    protocol_type: req.protocol_type.as_ref().map(|p| p.to_string()),
+                    protocol_name: req.protocol_name.as_ref().map(|p| p.to_string()),
+                    assignments: req
+                        .assignments
+                        .iter()
+                        .map(|a| (a.member_id.to_string(), a.assignment.clone()))
+                        .collect(),
+                })
+                .await
+            }
+        };
+        resp.error_code = code(result.error);
+        if version >= 5 {
+            resp.protocol_type = result.protocol_type.map(s);
+            resp.protocol_name = result.protocol_name.map(s);
+        }
+        resp.assignment = result.assignment;
+        resp
+    }
+
+    pub fn heartbeat(&self, _version: i16, req: &HeartbeatRequest) -> HeartbeatResponse {
+        let mut resp = HeartbeatResponse::default();
+        resp.error_code = match self.coordinator(&req.group_id.0) {
+            Err(e) => e.kafka_code(),
+            Ok(c) => c
+                .heartbeat(
+                    &req.group_id.0,
+                    req.generation_id,
+                    &req.member_id,
+                    req.group_instance_id.as_ref().map(|i| i.as_str()),
+                )
+                .err()
+                .map_or(0, |e| e.kafka_code()),
+        };
+        resp
+    }
+
+    pub fn leave_group(&self, version: i16, req: &LeaveGroupRequest) -> LeaveGroupResponse {
+        let mut resp = LeaveGroupResponse::default();
+        let members: Vec<(String, Option<String>)> = if version >= 3 {
+            req.members
+                .iter()
+                .map(|m| {
+                    (
+                        m.member_id.to_string(),
+                        m.group_instance_id.as_ref().map(|i| i.to_string()),
+                    )
+                })
+                .collect()
+        } else {
+            vec![(req.member_id.to_string(), None)]
+        };
+        let c = match self.coordinator(&req.group_id.0) {
+            Err(e) => {
+                resp.error_code = e.kafka_code();
+                return resp;
+            }
+            Ok(c) => c,
+        };
+        match c.leave_group(&req.group_id.0, &members) {
+            Err(e) => resp.error_code = e.kafka_code(),
+            Ok(per) => {
+                if version >= 3 {
+                    resp.members = members
+                        .iter()
+                        .zip(per)
+                        .map(|((id, inst), r)| {
+                            let mut m = MemberResponse::default();
+                            m.member_id = s(id.clone());
+                            m.group_instance_id = inst.clone().map(s);
+                            m.error_code = r.err().map_or(0, |e| e.kafka_code());
+                            m
+                        })
+                        .collect();
+                } else if let Some(Err(e)) = per.into_iter().next() {
+                    resp.error_code = e.kafka_code();
+                }
+            }
+        }
+        resp
+    }
+
+    pub async fn offset_commit(
+        &self,
+        _version: i16,
+        req: &OffsetCommitRequest,
+    ) -> OffsetCommitResponse {
+        let group = req.group_id.0.to_string();
+        let verdict = self.coordinator(&group).and_then(|c| {
+            c.validate_commit(
+                &group,
+                req.generation_id_or_member_epoch,
+                &req.member_id,
+                req.group_instance_id.as_ref().map(|i| i.as_str()),
+            )
+            .map(|()| c)
+        });
+        let mut err = match verdict {
+            Ok(_) => 0,
+            Err(e) => e.kafka_code(),
+        };
+        if err == 0 {
+            let offsets: Vec<mp::GroupOffset> = req
+                .topics
+                .iter()
+                .flat_map(|t| {
+                    t.partitions.iter().map(move |p| mp::GroupOffset {
+                        topic: t.name.0.to_string(),
+                        partition: p.partition_index.max(0) as u32,
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata: p
+                            .committed_metadata
+                            .as_ref()
+                            .map(|m| m.to_string())
+                            .unwrap_or_default(),
+                    })
+                })
+                .collect();
+            let r: Result<mp::Empty, _> = self
+                .meta
+                .call(
+                    "/v1/groups/commit",
+                    &mp::CommitOffsetsRequest {
+                        group: group.clone(),
+                        offsets,
+                    },
+                )
+                .await;
+            match r {
+                Ok(_) => {
+                    if let Ok(c) = self.coordinator(&group) {
+                        c.set_has_offsets(&group, true);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(group, error = %e, "storing committed offsets failed");
+                    err = ResponseError::CoordinatorNotAvailable.code();
+                }
+            }
+        }
+        let mut resp = OffsetCommitResponse::default();
+        resp.topics = req
+            .topics
+            .iter()
+            .map(|t| {
+                let mut rt = OffsetCommitResponseTopic::default();
+                rt.name = t.name.clone();
+                rt.partitions = t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let mut rp = OffsetCommitResponsePartition::default();
+                        rp.partition_index = p.partition_index;
+                        rp.error_code = err;
+                        rp
+                    })
+                    .collect();
+                rt
+            })
+            .collect();
+        resp
+    }
+
+    /// The committed offsets of one group: (topic, partition) → (offset, epoch, metadata).
+    async fn committed(&self, group: &str) -> Result<HashMap<(String, i32), mp::GroupOffset>, i16> {
+        if let Err(e) = self.coordinator(group) {
+            return Err(e.kafka_code());
+        }
+        let r: Result<mp::FetchOffsetsResponse, _> = self
+            .meta
+            .call(
+                "/v1/groups/fetch",
+                &mp::FetchOffsetsRequest {
+                    group: group.to_string(),
+                },
+            )
+            .await;
+        match r {
+            Ok(r) => Ok(r
+                .offsets
+                .into_iter()
+                .map(|o| ((o.topic.clone(), o.partition as i32), o))
+                .collect()),
+            Err(e) => {
+                tracing::warn!(group, error = %e, "reading committed offsets failed");
+                Err(ResponseError::CoordinatorLoadInProgress.code())
+            }
+        }
+    }
+
+    pub async fn offset_fetch(
+        &self,
+        version: i16,
+        req: &OffsetFetchRequest,
+    ) -> OffsetFetchResponse {
+        let mut resp = OffsetFetchResponse::default();
+        if version >= 8 {
+            for g in &req.groups {
+                let mut rg = OffsetFetchResponseGroup::default();
+                rg.group_id = g.group_id.clone();
+                match self.committed(&g.group_id.0).await {
+                    Err(e) => rg.error_code = e,
+                    Ok(committed) => {
+                        let wanted: Option<Vec<(String, Vec<i32>)>> = g.topics.as_ref().map(|ts| {
+                            ts.iter()
+                                .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
+                                .collect()
+                        });
+                        for (topic, parts) in select(&committed, wanted) {
+                            let mut rt = OffsetFetchResponseTopics::default();
+                            rt.name = TopicName(s(topic.clone()));
+                            for (p, o) in parts {
+                                let mut rp = OffsetFetchResponsePartitions::default();
+                                rp.partition_index = p;
+                                rp.committed_offset = o.as_ref().map_or(-1, |o| o.offset);
+                                rp.committed_leader_epoch =
+                                    o.as_ref().map_or(-1, |o| o.leader_epoch);
+                                rp.metadata = Some(s(o.map(|o| o.metadata).unwrap_or_default()));
+                                rt.partitions.push(rp);
+                            }
+                            rg.topics.push(rt);
+                        }
+                    }
+                }
+                resp.groups.push(rg);
+            }
+            return resp;
+        }
+        match self.committed(&req.group_id.0).await {
+            Err(e) => {
+                if version >= 2 {
+                    resp.error_code = e;
+                }
+                // v0–v1: the error goes on every partition asked for.
+                for t in req.topics.iter().flatten() {
+                    let mut rt = OffsetFetchResponseTopic::default();
+                    rt.name = t.name.clone();
+                    for p in &t.partition_indexes {
+                        let mut rp = OffsetFetchResponsePartition::default();
+                        rp.partition_index = *p;
+                        rp.committed_offset = -1;
+                        rp.error_code = e;
+                        rt.partitions.push(rp);
+                    }
+                    resp.topics.push(rt);
+                }
+            }
+            Ok(committed) => {
+                let wanted: Option<Vec<(String, Vec<i32>)>> = req.topics.as_ref().map(|ts| {
+                    ts.iter()
+                        .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
+                        .collect()
+                });
+                for (topic, parts) in select(&committed, wanted) {
+                    let mut rt = OffsetFetchResponseTopic::default();
+                    rt.name = TopicName(s(topic.clone()));
+                    for (p, o) in parts {
+                        let mut rp = OffsetFetchResponsePartition::default();
+                        rp.partition_index = p;
+                        rp.committed_offset = o.as_ref().map_or(-1, |o| o.offset);
+                        if version >= 5 {
+                            rp.committed_leader_epoch = o.as_ref().map_or(-1, |o| o.leader_epoch);
+                        }
+                        rp.metadata = Some(s(o.map(|o| o.metadata).unwrap_or_default()));
+                        rt.partitions.push(rp);
+                    }
+                    resp.topics.push(rt);
+                }
+            }
+        }
+        resp
+    }
+
+    pub fn describe_groups(
+        &self,
+        version: i16,
+        req: &DescribeGroupsRequest,
+    ) -> DescribeGroupsResponse {
+        let mut resp = DescribeGroupsResponse::default();
+        for g in &req.groups {
+            let mut d = DescribedGroup::default();
+            d.group_id = g.clone();
+            match self.coordinator(g) {
+                Err(e) => d.error_code = e.kafka_code(),
+                Ok(c) => {
+                    let desc = c.describe_group(g);
+                    d.error_code = code(desc.error);
+                    d.group_state = s(desc.state.as_str());
+                    d.protocol_type = s(desc.protocol_type);
+                    d.protocol_data = s(desc.protocol_data);
+                    d.members = desc
+                        .members
+                        .into_iter()
+                        .map(|m| {
+                            let mut x = DescribedGroupMember::default();
+                            x.member_id = s(m.member_id);
+                            if version >= 4 {
+                                x.group_instance_id = m.group_instance_id.map(s);
+                            }
+                            x.client_id = s(m.client_id);
+                            x.client_host = s(m.client_host);
+                            x.member_metadata = m.metadata;
+                            x.member_assignment = m.assignment;
+                            x
+                        })
+                        .collect();
+                }
+            }
+            if version >= 3 {
+                d.authorized_operations = i32::MIN;
+            }
+            resp.groups.push(d);
+        }
+        resp
+    }
+
+    pub fn list_groups(&self, version: i16, req: &ListGroupsRequest) -> ListGroupsResponse {
+        let mut resp = ListGroupsResponse::default();
+        let Some(local) = self.local.as_ref() else {
+            return resp;
+        };
+        let states: Vec<String> = if version >= 4 {
+            req.states_filter.iter().map(|s| s.to_string()).collect()
+        } else {
+            Vec::new()
+        };
+        resp.groups = local
+            .groups()
+            .list_groups(&states)
+            .into_iter()
+            .map(|l| {
+                let mut g = ListedGroup::default();
+                g.group_id = GroupId(s(l.group_id));
+                g.protocol_type = s(l.protocol_type);
+                if version >= 4 {
+                    g.group_state = s(l.state.as_str());
+                }
+                g
+            })
+            .collect();
+        resp
+    }
+
+    pub async fn delete_groups(
+        &self,
+        _version: i16,
+        req: &DeleteGroupsRequest,
+    ) -> DeleteGroupsResponse {
+        let mut resp = DeleteGroupsResponse::default();
+        for g in &req.groups_names {
+            let mut r = DeletableGroupResult::default();
+            r.group_id = g.clone();
+            r.error_code = match self.coordinator(g) {
+                Err(e) => e.kafka_code(),
+                Ok(c) => match c
+                    .delete_groups(std::slice::from_ref(&g.0.to_string()))
+                    .pop()
+                {
+                    Some((_, Err(e))) => e.kafka_code(),
+                    _ => {
+                        let del: Result<mp::Empty, _> = self
+                            .meta
+                            .call(
+                                "/v1/groups/delete",
+                                &mp::DeleteGroupsRequest {
+                                    groups: vec![g.0.to_string()],
+                                },
+                            )
+                            .await;
+                        if del.is_ok() {
+                            0
+                        } else {
+                            ResponseError::CoordinatorNotAvailable.code()
+                        }
+                    }
+                },
+            };
+            resp.results.push(r);
+        }
+        resp
+    }
+}
+
+/// Per topic: each partition asked for, with its committed offset if any.
+type Selection = Vec<(String, Vec<(i32, Option<mp::GroupOffset>)>)>;
+
+/// The partitions an OffsetFetch asks for (all committed ones when `wanted`
+/// is None), with their committed offsets if any.
+fn select(
+    committed: &HashMap<(String, i32), mp::GroupOffset>,
+    wanted: Option<Vec<(String, Vec<i32>)>>,
+) -> Selection {
+    match wanted {
+        Some(w) => w
+            .into_iter()
+            .map(|(t, parts)| {
+                let ps = parts
+                    .into_iter()
+                    .map(|p| (p, committed.get(&(t.clone(), p)).cloned()))
+                    .collect();
+                (t, ps)
+            })
+            .collect(),
+        None => {
+            let mut by: HashMap<String, Vec<(i32, Option<mp::GroupOffset>)>> = HashMap::new();
+            for ((t, p), o) in committed {
+                by.entry(t.clone()).or_default().push((*p, Some(o.clone())));
+            }
+            let mut v: Vec<_> = by.into_iter().collect();
+            v.sort_by(|a, b| a.0.cmp(&b.0));
+            for (_, ps) in &mut v {
+                ps.sort_by_key(|(p, _)| *p);
+            }
+            v
+        }
+    }
+}
