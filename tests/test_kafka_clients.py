@@ -3,8 +3,8 @@
 they sent; topic administration; offsets by timestamp; fetch from the middle of a
 batch; retention and DeleteRecords moving the log start.
 
-Consumer groups are not implemented yet: every consumer here uses assign(), except
-the kafkajs consumer, which cannot do without a group (marked xfail)."""
+Most consumers here use assign(); the kafkajs consumer uses a group (kafkajs has
+no group-less consumer), so it also exercises the group coordinator."""
 
 import asyncio
 import json
@@ -396,7 +396,6 @@ def test_kafkajs_producer_with_acks_all_and_admin_offsets(standalone, kit):
         (i, f"key-{i % 13}".encode(), f"kafkajs-value-{i}".encode(), [("idx", str(i).encode())]) for i in range(1000)]
 
 
-@pytest.mark.xfail(reason="consumer groups: issue 5 (kafkajs consumes only through a group)", strict=False)
 def test_kafkajs_consumer_reads_everything(standalone, kit):
     topic = "kafkajs-consume"
     kit.create_topic(standalone.bootstrap, topic)
