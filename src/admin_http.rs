@@ -53,22 +53,25 @@ async fn readyz(State(s): State<Arc<AdminState>>) -> (StatusCode, &'static str) 
 async fn metrics(State(s): State<Arc<AdminState>>) -> String {
     use std::fmt::Write;
     let mut out = String::new();
-    let mut metric = |name: &str, kind: &str, value: u64| {
+    fn metric(out: &mut String, name: &str, kind: &str, value: u64) {
         let _ = writeln!(out, "# TYPE {name} {kind}");
         let _ = writeln!(out, "{name} {value}");
-    };
+    }
     if let Some(p) = &s.proxy {
         metric(
+            &mut out,
             "floe_proxy_connections_total",
             "counter",
             p.connections.load(Ordering::Relaxed),
         );
         metric(
+            &mut out,
             "floe_proxy_requests_total",
             "counter",
             p.requests.load(Ordering::Relaxed),
         );
         metric(
+            &mut out,
             "floe_proxy_bad_requests_total",
             "counter",
             p.bad_requests.load(Ordering::Relaxed),
@@ -77,12 +80,25 @@ async fn metrics(State(s): State<Arc<AdminState>>) -> String {
     if let Some(b) = &s.broker {
         let st = b.stats();
         metric(
+            &mut out,
             "floe_broker_owned_partitions",
             "gauge",
             b.owned().len() as u64,
         );
-        metric("floe_broker_flushes_total", "counter", st.flushes);
+        metric(&mut out, "floe_broker_flushes_total", "counter", st.flushes);
+        let shards = b.owned_shards();
         metric(
+            &mut out,
+            "floe_broker_owned_shards",
+            "gauge",
+            shards.len() as u64,
+        );
+        let _ = writeln!(out, "# TYPE floe_broker_owned_shard gauge");
+        for shard in shards {
+            let _ = writeln!(out, "floe_broker_owned_shard{{shard=\"{shard}\"}} 1");
+        }
+        metric(
+            &mut out,
             "floe_broker_flushed_bytes_total",
             "counter",
             st.flushed_bytes,

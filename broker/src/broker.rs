@@ -313,6 +313,20 @@ impl Broker {
         }
     }
 
+    /// The coordinator shards this broker serves now.
+    pub fn owned_shards(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self
+            .inner
+            .shards
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .copied()
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
     /// The coordinator of every shard this broker owns (ListGroups).
     pub fn groups(&self) -> &crate::group::GroupCoordinator {
         &self.inner.groups

@@ -9,6 +9,7 @@ pub mod broker;
 pub mod config;
 pub mod error;
 pub mod group;
+pub mod group_rpc;
 pub mod log;
 mod maintenance;
 pub mod producer;

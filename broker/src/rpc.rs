@@ -252,6 +252,13 @@ pub fn router(broker: Broker) -> Router {
         .route("/rpc/wait", post(rpc_wait))
         .route("/rpc/list-offset", post(rpc_list_offset))
         .route("/rpc/delete-records", post(rpc_delete_records))
+        .route("/rpc/group/join", post(crate::group_rpc::rpc_join))
+        .route("/rpc/group/sync", post(crate::group_rpc::rpc_sync))
+        .route("/rpc/group/member", post(crate::group_rpc::rpc_member))
+        .route("/rpc/group/leave", post(crate::group_rpc::rpc_leave))
+        .route("/rpc/group/describe", post(crate::group_rpc::rpc_describe))
+        .route("/rpc/group/list", post(crate::group_rpc::rpc_list))
+        .route("/rpc/group/delete", post(crate::group_rpc::rpc_delete))
         .layer(axum::extract::DefaultBodyLimit::max(128 * 1024 * 1024))
         .with_state(broker)
 }
@@ -416,16 +423,41 @@ impl RemoteBroker {
         }
     }
 
+    /// A call with its own deadline (group joins wait for a rebalance).
+    pub(crate) async fn call_timeout<M: Message + Default>(
+        &self,
+        path: &str,
+        req: impl Message,
+        timeout: Duration,
+    ) -> Result<M> {
+        let call = async {
+            let resp = self.send_within(path, req.encode_to_vec(), timeout).await?;
+            Self::body(&self.addr, resp).await
+        };
+        tokio::time::timeout(timeout, call)
+            .await
+            .map_err(|_| unreachable(&self.addr, "timed out"))?
+    }
+
     async fn send(
         &self,
         path: &str,
         body: Vec<u8>,
     ) -> Result<hyper::Response<hyper::body::Incoming>> {
+        self.send_within(path, body, self.timeout).await
+    }
+
+    async fn send_within(
+        &self,
+        path: &str,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<hyper::Response<hyper::body::Incoming>> {
         let req = hyper::Request::post(format!("http://{}{path}", self.addr))
             .header(hyper::header::CONTENT_TYPE, "application/x-protobuf")
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| BrokerError::new(ErrorKind::InvalidRequest, e.to_string()))?;
-        let resp = tokio::time::timeout(self.timeout, self.client.request(req))
+        let resp = tokio::time::timeout(timeout, self.client.request(req))
             .await
             .map_err(|_| unreachable(&self.addr, "timed out"))?
             .map_err(|e| unreachable(&self.addr, e))?;

@@ -3,13 +3,13 @@
 //! DescribeGroups, ListGroups, DeleteGroups. The coordinator is the broker
 //! that owns the group's shard; committed offsets live in the metadata.
 //!
-//! Today the coordinator must be this process's broker (`floe standalone`):
-//! with separate broker processes, group requests for a coordinator elsewhere
-//! are answered NOT_COORDINATOR (the internal RPC has no group calls yet).
+//! The coordinator is this process's broker (`floe standalone`) or another
+//! broker reached over the internal RPC (`floe_broker::group_rpc`).
 
 use std::collections::HashMap;
 
-use floe_broker::group::{GroupCoordinator, GroupError, JoinParams, SyncParams};
+use floe_broker::group::{GroupError, JoinParams, SyncParams};
+use floe_broker::group_rpc::CoordinatorRef;
 use floe_metadata::api::proto as mp;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
@@ -55,10 +55,30 @@ impl Context {
         }
     }
 
-    /// The coordinator of `group_id` if it is this process's broker.
-    fn coordinator(&self, group_id: &str) -> Result<&GroupCoordinator, GroupError> {
-        let local = self.local.as_ref().ok_or(GroupError::NotCoordinator)?;
-        local.coordinator(group_id, self.shard_count())
+    /// The coordinator of `group_id`: the broker that owns its shard.
+    fn coordinator(&self, group_id: &str) -> Result<CoordinatorRef<'_>, GroupError> {
+        let shards = self.shard_count();
+        let shard = floe_broker::group::shard_of(group_id, shards);
+        let snap = self.view.current();
+        let owner = snap
+            .shards
+            .iter()
+            .find(|x| x.shard == shard && x.handover_to == 0)
+            .map(|x| x.owner)
+            .filter(|o| *o != 0)
+            .ok_or(GroupError::NotCoordinator)?;
+        if let Some(local) = self.local.as_ref().filter(|b| b.id() == owner) {
+            return local
+                .coordinator(group_id, shards)
+                .map(CoordinatorRef::Local);
+        }
+        let addr = snap
+            .nodes
+            .iter()
+            .find(|n| n.id == owner && n.kind == "broker")
+            .map(|n| n.addr.clone())
+            .ok_or(GroupError::NotCoordinator)?;
+        Ok(CoordinatorRef::Remote(self.remote(&addr)))
     }
 
     /// FindCoordinator: for groups, this proxy (it forwards to the shard's
@@ -228,7 +248,7 @@ impl Context {
         resp
     }
 
-    pub fn heartbeat(&self, _version: i16, req: &HeartbeatRequest) -> HeartbeatResponse {
+    pub async fn heartbeat(&self, _version: i16, req: &HeartbeatRequest) -> HeartbeatResponse {
         let mut resp = HeartbeatResponse::default();
         resp.error_code = match self.coordinator(&req.group_id.0) {
             Err(e) => e.kafka_code(),
@@ -239,13 +259,14 @@ impl Context {
                     &req.member_id,
                     req.group_instance_id.as_ref().map(|i| i.as_str()),
                 )
+                .await
                 .err()
                 .map_or(0, |e| e.kafka_code()),
         };
         resp
     }
 
-    pub fn leave_group(&self, version: i16, req: &LeaveGroupRequest) -> LeaveGroupResponse {
+    pub async fn leave_group(&self, version: i16, req: &LeaveGroupRequest) -> LeaveGroupResponse {
         let mut resp = LeaveGroupResponse::default();
         let members: Vec<(String, Option<String>)> = if version >= 3 {
             req.members
@@ -267,7 +288,7 @@ impl Context {
             }
             Ok(c) => c,
         };
-        match c.leave_group(&req.group_id.0, &members) {
+        match c.leave_group(&req.group_id.0, &members).await {
             Err(e) => resp.error_code = e.kafka_code(),
             Ok(per) => {
                 if version >= 3 {
@@ -296,17 +317,21 @@ impl Context {
         req: &OffsetCommitRequest,
     ) -> OffsetCommitResponse {
         let group = req.group_id.0.to_string();
-        let verdict = self.coordinator(&group).and_then(|c| {
-            c.validate_commit(
-                &group,
-                req.generation_id_or_member_epoch,
-                &req.member_id,
-                req.group_instance_id.as_ref().map(|i| i.as_str()),
-            )
-            .map(|()| c)
-        });
+        // The coordinator checks the member (and notes the group has offsets).
+        let verdict = match self.coordinator(&group) {
+            Err(e) => Err(e),
+            Ok(c) => {
+                c.validate_commit(
+                    &group,
+                    req.generation_id_or_member_epoch,
+                    &req.member_id,
+                    req.group_instance_id.as_ref().map(|i| i.as_str()),
+                )
+                .await
+            }
+        };
         let mut err = match verdict {
-            Ok(_) => 0,
+            Ok(()) => 0,
             Err(e) => e.kafka_code(),
         };
         if err == 0 {
@@ -338,11 +363,7 @@ impl Context {
                 )
                 .await;
             match r {
-                Ok(_) => {
-                    if let Ok(c) = self.coordinator(&group) {
-                        c.set_has_offsets(&group, true);
-                    }
-                }
+                Ok(_) => {}
                 Err(e) => {
                     tracing::warn!(group, error = %e, "storing committed offsets failed");
                     err = ResponseError::CoordinatorNotAvailable.code();
@@ -482,7 +503,7 @@ impl Context {
         resp
     }
 
-    pub fn describe_groups(
+    pub async fn describe_groups(
         &self,
         version: i16,
         req: &DescribeGroupsRequest,
@@ -494,7 +515,7 @@ impl Context {
             match self.coordinator(g) {
                 Err(e) => d.error_code = e.kafka_code(),
                 Ok(c) => {
-                    let desc = c.describe_group(g);
+                    let desc = c.describe_group(g).await;
                     d.error_code = code(desc.error);
                     d.group_state = s(desc.state.as_str());
                     d.protocol_type = s(desc.protocol_type);
@@ -525,19 +546,37 @@ impl Context {
         resp
     }
 
-    pub fn list_groups(&self, version: i16, req: &ListGroupsRequest) -> ListGroupsResponse {
-        let mut resp = ListGroupsResponse::default();
-        let Some(local) = self.local.as_ref() else {
-            return resp;
-        };
+    /// ListGroups: the groups of every broker that owns a coordinator shard.
+    pub async fn list_groups(&self, version: i16, req: &ListGroupsRequest) -> ListGroupsResponse {
         let states: Vec<String> = if version >= 4 {
             req.states_filter.iter().map(|s| s.to_string()).collect()
         } else {
             Vec::new()
         };
-        resp.groups = local
-            .groups()
-            .list_groups(&states)
+        let snap = self.view.current();
+        let mut owners: Vec<u32> = snap
+            .shards
+            .iter()
+            .map(|x| x.owner)
+            .filter(|o| *o != 0)
+            .collect();
+        owners.sort_unstable();
+        owners.dedup();
+        let mut listed = Vec::new();
+        for owner in owners {
+            if let Some(local) = self.local.as_ref().filter(|b| b.id() == owner) {
+                listed.extend(local.groups().list_groups(&states));
+            } else if let Some(n) = snap
+                .nodes
+                .iter()
+                .find(|n| n.id == owner && n.kind == "broker")
+            {
+                let r = self.remote(&n.addr);
+                listed.extend(floe_broker::group_rpc::list_remote(&r, &states).await);
+            }
+        }
+        let mut resp = ListGroupsResponse::default();
+        resp.groups = listed
             .into_iter()
             .map(|l| {
                 let mut g = ListedGroup::default();
@@ -563,12 +602,9 @@ impl Context {
             r.group_id = g.clone();
             r.error_code = match self.coordinator(g) {
                 Err(e) => e.kafka_code(),
-                Ok(c) => match c
-                    .delete_groups(std::slice::from_ref(&g.0.to_string()))
-                    .pop()
-                {
-                    Some((_, Err(e))) => e.kafka_code(),
-                    _ => {
+                Ok(c) => match c.delete_group(&g.0).await {
+                    Err(e) => e.kafka_code(),
+                    Ok(()) => {
                         let del: Result<mp::Empty, _> = self
                             .meta
                             .call(

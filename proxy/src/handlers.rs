@@ -171,12 +171,16 @@ impl Context {
             .find(|n| n.id == owner && n.kind == "broker")
             .map(|n| n.addr.clone())
             .ok_or(ResponseError::NotLeaderOrFollower)?;
+        Ok(BrokerHandle::Remote(self.remote(&addr)))
+    }
+
+    /// The client of the broker at `addr` (one per address, reused).
+    pub(crate) fn remote(&self, addr: &str) -> Arc<RemoteBroker> {
         let mut remotes = self.remotes.lock().unwrap_or_else(|p| p.into_inner());
-        let r = remotes
-            .entry(addr.clone())
+        remotes
+            .entry(addr.to_string())
             .or_insert_with(|| Arc::new(RemoteBroker::new(addr)))
-            .clone();
-        Ok(BrokerHandle::Remote(r))
+            .clone()
     }
 
     fn node_id(&self) -> i32 {

@@ -233,8 +233,8 @@ async fn handle(
             ResponseKind::JoinGroup(ctx.join_group(version, r, client).await)
         }
         RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(ctx.sync_group(version, r).await),
-        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(ctx.heartbeat(version, r)),
-        RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(ctx.leave_group(version, r)),
+        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(ctx.heartbeat(version, r).await),
+        RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(ctx.leave_group(version, r).await),
         RequestKind::OffsetCommit(r) => {
             ResponseKind::OffsetCommit(ctx.offset_commit(version, r).await)
         }
@@ -242,9 +242,9 @@ async fn handle(
             ResponseKind::OffsetFetch(ctx.offset_fetch(version, r).await)
         }
         RequestKind::DescribeGroups(r) => {
-            ResponseKind::DescribeGroups(ctx.describe_groups(version, r))
+            ResponseKind::DescribeGroups(ctx.describe_groups(version, r).await)
         }
-        RequestKind::ListGroups(r) => ResponseKind::ListGroups(ctx.list_groups(version, r)),
+        RequestKind::ListGroups(r) => ResponseKind::ListGroups(ctx.list_groups(version, r).await),
         RequestKind::DeleteGroups(r) => {
             ResponseKind::DeleteGroups(ctx.delete_groups(version, r).await)
         }
