@@ -569,10 +569,16 @@ async fn every_group_api_answers_at_every_advertised_version() {
         assert_eq!(r.error_code, 0, "Heartbeat v{hv}");
         // Commits: a stale generation is refused, the current one stored.
         for cv in versions_of(ApiKey::OffsetCommit) {
-            for (generation, want) in [(j.generation_id + 1, 22), (j.generation_id, 0)] {
+            // The refused commits (stale generation, unknown member) come
+            // last: the fetch below sees the accepted one, so they stored nothing.
+            for (generation, member, want) in [
+                (j.generation_id, j.member_id.clone(), 0),
+                (j.generation_id + 1, j.member_id.clone(), 22),
+                (j.generation_id, StrBytes::from_static_str("nobody"), 25),
+            ] {
                 let mut cp = OffsetCommitRequestPartition::default();
                 cp.partition_index = 0;
-                cp.committed_offset = 40 + i64::from(cv);
+                cp.committed_offset = if want == 0 { 40 + i64::from(cv) } else { 999 };
                 cp.committed_metadata = Some(StrBytes::from_static_str("m"));
                 let mut ct = OffsetCommitRequestTopic::default();
                 ct.name = topic("vt");
@@ -580,7 +586,7 @@ async fn every_group_api_answers_at_every_advertised_version() {
                 let mut req = OffsetCommitRequest::default();
                 req.group_id = group.clone();
                 req.generation_id_or_member_epoch = generation;
-                req.member_id = j.member_id.clone();
+                req.member_id = member;
                 req.group_instance_id = None;
                 req.topics = vec![ct];
                 let ResponseKind::OffsetCommit(r) = c
