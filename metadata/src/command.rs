@@ -159,6 +159,11 @@ pub enum Command {
     DeleteGroups {
         groups: Vec<String>,
     },
+    /// Deletes a group's committed offsets of these (topic, partition)s.
+    DeleteOffsets {
+        group: String,
+        partitions: Vec<(String, u32)>,
+    },
     AllocateProducerIds {
         count: u32,
     },

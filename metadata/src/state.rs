@@ -304,6 +304,17 @@ impl ClusterState {
                 }
                 Response::Ok
             }
+            Command::DeleteOffsets { group, partitions } => {
+                if let Some(g) = self.groups.get_mut(group) {
+                    for (t, p) in partitions {
+                        g.remove(&(t.clone(), *p));
+                    }
+                    if g.is_empty() {
+                        self.groups.remove(group);
+                    }
+                }
+                Response::Ok
+            }
             Command::AllocateProducerIds { count } => {
                 if *count == 0 || *count > MAX_PRODUCER_ID_BLOCK {
                     return err(MetaError::InvalidRequest(format!(

@@ -591,6 +591,95 @@ impl Context {
         resp
     }
 
+    /// OffsetDelete: removes committed offsets, except of topics the group's
+    /// live members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC). While the
+    /// group rebalances its subscriptions are not known: every topic counts
+    /// as subscribed then.
+    pub async fn offset_delete(
+        &self,
+        _version: i16,
+        req: &OffsetDeleteRequest,
+    ) -> OffsetDeleteResponse {
+        let mut resp = OffsetDeleteResponse::default();
+        let group = req.group_id.0.to_string();
+        let c = match self.coordinator(&group) {
+            Err(e) => {
+                resp.error_code = e.kafka_code();
+                return resp;
+            }
+            Ok(c) => c,
+        };
+        let desc = c.describe_group(&group).await;
+        if let Some(e) = desc.error {
+            resp.error_code = e.kafka_code();
+            return resp;
+        }
+        let committed = match self.committed(&group).await {
+            Ok(c) => c,
+            Err(e) => {
+                resp.error_code = e;
+                return resp;
+            }
+        };
+        use floe_broker::group::GroupState;
+        if desc.state == GroupState::Dead && committed.is_empty() {
+            resp.error_code = GroupError::GroupIdNotFound.kafka_code();
+            return resp;
+        }
+        let busy = !matches!(desc.state, GroupState::Empty | GroupState::Dead);
+        let subscribed: Option<Vec<String>> = match desc.state {
+            GroupState::Stable if desc.protocol_type == "consumer" => desc
+                .members
+                .iter()
+                .map(|m| subscribed_topics(&m.metadata))
+                .collect::<Option<Vec<Vec<String>>>>()
+                .map(|v| v.into_iter().flatten().collect()),
+            _ => None,
+        };
+        let is_subscribed = |topic: &str| {
+            busy && subscribed
+                .as_ref()
+                .is_none_or(|s| s.iter().any(|t| t == topic))
+        };
+        let mut delete = Vec::new();
+        for t in &req.topics {
+            let mut rt = kafka_protocol::messages::offset_delete_response::OffsetDeleteResponseTopic::default();
+            rt.name = t.name.clone();
+            let refused = is_subscribed(&t.name.0);
+            for p in &t.partitions {
+                let mut rp = kafka_protocol::messages::offset_delete_response::OffsetDeleteResponsePartition::default();
+                rp.partition_index = p.partition_index;
+                if refused {
+                    rp.error_code = ResponseError::GroupSubscribedToTopic.code();
+                } else {
+                    delete.push(mp::GroupOffset {
+                        topic: t.name.0.to_string(),
+                        partition: p.partition_index.max(0) as u32,
+                        ..Default::default()
+                    });
+                }
+                rt.partitions.push(rp);
+            }
+            resp.topics.push(rt);
+        }
+        if !delete.is_empty() {
+            let r: Result<mp::Empty, _> = self
+                .meta
+                .call(
+                    "/v1/groups/delete-offsets",
+                    &mp::CommitOffsetsRequest {
+                        group,
+                        offsets: delete,
+                    },
+                )
+                .await;
+            if r.is_err() {
+                resp.error_code = ResponseError::CoordinatorNotAvailable.code();
+            }
+        }
+        resp
+    }
+
     pub async fn delete_groups(
         &self,
         _version: i16,
@@ -626,6 +715,35 @@ impl Context {
         }
         resp
     }
+}
+
+/// The topics a consumer-protocol subscription (JoinGroup metadata of
+/// protocol type "consumer") names: version (i16), then an array of strings.
+/// `None` if the bytes are not such a subscription.
+fn subscribed_topics(metadata: &[u8]) -> Option<Vec<String>> {
+    let mut b = metadata;
+    let take = |b: &mut &[u8], n: usize| -> Option<Vec<u8>> {
+        if b.len() < n {
+            return None;
+        }
+        let (head, tail) = b.split_at(n);
+        *b = tail;
+        Some(head.to_vec())
+    };
+    let _version = take(&mut b, 2)?;
+    let count = i32::from_be_bytes(take(&mut b, 4)?.try_into().ok()?);
+    if count < 0 || count as usize > b.len() / 2 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let len = i16::from_be_bytes(take(&mut b, 2)?.try_into().ok()?);
+        if len < 0 {
+            return None;
+        }
+        out.push(String::from_utf8(take(&mut b, len as usize)?).ok()?);
+    }
+    Some(out)
 }
 
 /// Per topic: each partition asked for, with its committed offset if any.

@@ -229,6 +229,9 @@ async fn handle(
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(ctx.init_producer_id(version, r).await)
         }
+        RequestKind::OffsetDelete(r) => {
+            ResponseKind::OffsetDelete(ctx.offset_delete(version, r).await)
+        }
         RequestKind::JoinGroup(r) => {
             ResponseKind::JoinGroup(ctx.join_group(version, r, client).await)
         }

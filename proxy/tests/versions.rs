@@ -672,6 +672,29 @@ async fn every_group_api_answers_at_every_advertised_version() {
                 "ListGroups v{lv}"
             );
         }
+        // OffsetDelete refuses the topic while a live member subscribes to it.
+        let offset_delete = || {
+            use kafka_protocol::messages::offset_delete_request::{
+                OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+            };
+            let mut p = OffsetDeleteRequestPartition::default();
+            p.partition_index = 0;
+            let mut t = OffsetDeleteRequestTopic::default();
+            t.name = topic("vt");
+            t.partitions = vec![p];
+            let mut req = OffsetDeleteRequest::default();
+            req.group_id = group.clone();
+            req.topics = vec![t];
+            RequestKind::OffsetDelete(req)
+        };
+        let ResponseKind::OffsetDelete(r) = c.call(ApiKey::OffsetDelete, 0, offset_delete()).await
+        else {
+            panic!()
+        };
+        assert_eq!(
+            r.topics[0].partitions[0].error_code, 86,
+            "GROUP_SUBSCRIBED_TO_TOPIC"
+        );
         let lv = v.min(*versions_of(ApiKey::LeaveGroup).end());
         let mut req = LeaveGroupRequest::default();
         req.group_id = group.clone();
@@ -690,6 +713,28 @@ async fn every_group_api_answers_at_every_advertised_version() {
             panic!()
         };
         assert_eq!(r.error_code, 0, "LeaveGroup v{lv}");
+        let ResponseKind::OffsetDelete(r) = c.call(ApiKey::OffsetDelete, 0, offset_delete()).await
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (r.error_code, r.topics[0].partitions[0].error_code),
+            (0, 0),
+            "empty group"
+        );
+        let mut t = OffsetFetchRequestTopic::default();
+        t.name = topic("vt");
+        t.partition_indexes = vec![0];
+        let mut req = OffsetFetchRequest::default();
+        req.group_id = group.clone();
+        req.topics = Some(vec![t]);
+        let ResponseKind::OffsetFetch(r) = c
+            .call(ApiKey::OffsetFetch, 6, RequestKind::OffsetFetch(req))
+            .await
+        else {
+            panic!()
+        };
+        assert_eq!(r.topics[0].partitions[0].committed_offset, -1, "deleted");
         let dv = v.min(*versions_of(ApiKey::DeleteGroups).end());
         let mut req = DeleteGroupsRequest::default();
         req.groups_names = vec![group.clone()];

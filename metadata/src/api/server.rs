@@ -160,6 +160,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/groups/commit", post(commit_offsets))
         .route("/v1/groups/fetch", post(fetch_offsets))
         .route("/v1/groups/delete", post(delete_groups))
+        .route("/v1/groups/delete-offsets", post(delete_offsets))
         .route("/v1/producer-ids", post(producer_ids))
         .route("/v1/watch", post(watch))
         .route("/v1/partitions/truncate", post(truncate_log))
@@ -658,5 +659,19 @@ async fn delete_groups(State(s): State<AppState>, body: Bytes) -> ApiResult {
     let req: proto::DeleteGroupsRequest = decode(&body)?;
     s.write(Command::DeleteGroups { groups: req.groups })
         .await?;
+    Ok(ok(proto::Empty {}))
+}
+
+async fn delete_offsets(State(s): State<AppState>, body: Bytes) -> ApiResult {
+    let req: proto::CommitOffsetsRequest = decode(&body)?;
+    s.write(Command::DeleteOffsets {
+        group: req.group,
+        partitions: req
+            .offsets
+            .into_iter()
+            .map(|o| (o.topic, o.partition))
+            .collect(),
+    })
+    .await?;
     Ok(ok(proto::Empty {}))
 }
