@@ -207,7 +207,8 @@ def test_coordinator_broker_killed_members_rejoin_and_resume_from_committed_offs
 
 
 @pytest.mark.timeout(240)
-def test_broker_killed_with_sigkill_loses_no_acknowledged_message(floe_bin, tmp_path):
+@pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])
+def test_broker_killed_with_sigkill_loses_no_acknowledged_message(floe_bin, tmp_path, idempotent):
     meta = f"127.0.0.1:{free_port()}"
     store = tmp_path / "store"
     store.mkdir()
@@ -255,6 +256,7 @@ def test_broker_killed_with_sigkill_loses_no_acknowledged_message(floe_bin, tmp_
         producer = confluent_kafka.Producer({
             "bootstrap.servers": kafka, "acks": "all", "linger.ms": 5,
             "message.timeout.ms": 60000, "retry.backoff.ms": 100,
+            "enable.idempotence": idempotent,
         })
         total = 20000
         killed_at = None
@@ -281,24 +283,32 @@ def test_broker_killed_with_sigkill_loses_no_acknowledged_message(floe_bin, tmp_
         })
         consumer.assign([confluent_kafka.TopicPartition("orders", p, confluent_kafka.OFFSET_BEGINNING)
                          for p in range(4)])
-        seen = {}
-        dupes = 0
+        seen = {}  # value -> every (partition, offset) it is stored at
         deadline = time.time() + 60
         while len(seen) < total and time.time() < deadline:
             m = consumer.poll(1.0)
             if m is None or m.error():
                 continue
-            v = m.value().decode()
-            if v in seen:
-                dupes += 1
-            seen.setdefault(v, (m.partition(), m.offset()))
+            seen.setdefault(m.value().decode(), set()).add((m.partition(), m.offset()))
+        # Read on a little: duplicates arrive after the first copies.
+        end = time.time() + 2
+        while time.time() < end:
+            m = consumer.poll(0.2)
+            if m is not None and not m.error():
+                seen.setdefault(m.value().decode(), set()).add((m.partition(), m.offset()))
         consumer.close()
         missing = [v for v in acked if v not in seen]
         assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {missing[:5]}"
         # Where the client's acknowledgement says a message is, it is.
-        wrong = [v for v, po in acked.items() if seen[v] != po]
-        assert not wrong, f"{len(wrong)} at other offsets, e.g. {wrong[:3]}"
-        # Without idempotence a retried batch may be stored twice (at least once).
+        wrong = [v for v, po in acked.items() if po not in seen[v]]
+        assert not wrong, f"{len(wrong)} not at their acknowledged offsets, e.g. {wrong[:3]}"
+        # Without idempotence a batch whose answer was lost in the kill is
+        # retried and stored twice (at least once, as Kafka).
+        dupes = sum(len(p) - 1 for p in seen.values())
+        if idempotent:
+            # The producer state moved with the partitions: retries after the
+            # failover were recognised, nothing is stored twice.
+            assert dupes == 0, f"{dupes} duplicates with an idempotent producer"
         gaps = [b - a for a, b in zip(ack_times, ack_times[1:])]
         print(f"duplicates after the failover: {dupes}; "
               f"longest pause between acknowledgements: {max(gaps):.2f} s")
