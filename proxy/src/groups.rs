@@ -81,8 +81,8 @@ impl Context {
         Ok(CoordinatorRef::Remote(self.remote(&addr)))
     }
 
-    /// FindCoordinator: for groups, this proxy (it forwards to the shard's
-    /// owner) once the shard has an owner. Transactions have no coordinator.
+    /// FindCoordinator: this proxy (it forwards to the shard's owner) once
+    /// the key's shard has an owner.
     pub fn find_coordinator(
         &self,
         version: i16,
@@ -96,10 +96,12 @@ impl Context {
         let snap = self.view.current();
         let shards = self.shard_count();
         let answer = |key: &str| -> (i16, Option<&'static str>) {
-            if req.key_type != 0 {
+            // Groups (0) and transactional ids (1) are sharded the same way.
+            // (Transactions themselves are refused at InitProducerId.)
+            if !(0..=1).contains(&req.key_type) {
                 return (
-                    ResponseError::CoordinatorNotAvailable.code(),
-                    Some("transactions are not implemented in Floe yet"),
+                    ResponseError::InvalidRequest.code(),
+                    Some("unknown key type"),
                 );
             }
             let shard = floe_broker::group::shard_of(key, shards);

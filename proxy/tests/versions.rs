@@ -277,9 +277,10 @@ async fn every_data_plane_api_answers_at_every_advertised_version() {
         panic!()
     };
     assert_eq!(r.responses[0].partition_responses[0].error_code, 3);
-    // FindCoordinator says plainly that there is none.
+    // FindCoordinator refuses a key type it does not know.
     let mut req = FindCoordinatorRequest::default();
     req.key = StrBytes::from_static_str("g");
+    req.key_type = 5;
     let ResponseKind::FindCoordinator(r) = c
         .call(
             ApiKey::FindCoordinator,
@@ -290,7 +291,7 @@ async fn every_data_plane_api_answers_at_every_advertised_version() {
     else {
         panic!()
     };
-    assert_eq!(r.error_code, 15, "COORDINATOR_NOT_AVAILABLE");
+    assert_eq!(r.error_code, 42, "an unknown key type is INVALID_REQUEST");
     e.broker.shutdown().await;
     if let Some(n) = e.node {
         n.shutdown().await;
