@@ -693,25 +693,40 @@ impl Context {
             r.group_id = g.clone();
             r.error_code = match self.coordinator(g) {
                 Err(e) => e.kafka_code(),
-                Ok(c) => match c.delete_group(&g.0).await {
-                    Err(e) => e.kafka_code(),
-                    Ok(()) => {
-                        let del: Result<mp::Empty, _> = self
-                            .meta
-                            .call(
-                                "/v1/groups/delete",
-                                &mp::DeleteGroupsRequest {
-                                    groups: vec![g.0.to_string()],
-                                },
-                            )
-                            .await;
-                        if del.is_ok() {
-                            0
-                        } else {
-                            ResponseError::CoordinatorNotAvailable.code()
+                Ok(c) => {
+                    // A group neither the coordinator nor the metadata knows: GROUP_ID_NOT_FOUND.
+                    let unknown = c.describe_group(&g.0).await.state
+                        == floe_broker::group::GroupState::Dead
+                        && self.committed(&g.0).await.is_ok_and(|o| o.is_empty());
+                    if unknown {
+                        resp.results.push({
+                            let mut r = DeletableGroupResult::default();
+                            r.group_id = g.clone();
+                            r.error_code = GroupError::GroupIdNotFound.kafka_code();
+                            r
+                        });
+                        continue;
+                    }
+                    match c.delete_group(&g.0).await {
+                        Err(e) => e.kafka_code(),
+                        Ok(()) => {
+                            let del: Result<mp::Empty, _> = self
+                                .meta
+                                .call(
+                                    "/v1/groups/delete",
+                                    &mp::DeleteGroupsRequest {
+                                        groups: vec![g.0.to_string()],
+                                    },
+                                )
+                                .await;
+                            if del.is_ok() {
+                                0
+                            } else {
+                                ResponseError::CoordinatorNotAvailable.code()
+                            }
                         }
                     }
-                },
+                }
             };
             resp.results.push(r);
         }

@@ -11,15 +11,24 @@
 //     {"messages": [[partition, offset, key, value, idxHeader], ...]}; exits 2 when
 //     COUNT messages were not read within SECONDS.
 //
+//   node kafkajs_client.js group BOOTSTRAP TOPIC COUNT SECONDS GROUP
+//     like consume, but in consumer group GROUP with autoCommit: the group's
+//     committed offsets are used when it has some (from the beginning when not);
+//     each message's offset is committed once processed, and pending commits are
+//     sent at disconnect. Prints {"messages": [...]} with every message handed
+//     to the consumer before the disconnect (possibly more than COUNT).
+//
 // Logs go to stderr so that stdout stays one JSON line.
 'use strict';
 
 const { Kafka, logLevel } = require('kafkajs');
 
-const [mode, bootstrap, topic, countArg, secondsArg] = process.argv.slice(2);
+const [mode, bootstrap, topic, countArg, secondsArg, groupArg] = process.argv.slice(2);
 const count = Number(countArg);
-if (!['produce', 'consume'].includes(mode) || !bootstrap || !topic || !(count >= 0)) {
-  process.stderr.write('usage: kafkajs_client.js produce|consume BOOTSTRAP TOPIC COUNT [SECONDS]\n');
+if (!['produce', 'consume', 'group'].includes(mode) || !bootstrap || !topic || !(count >= 0)
+    || (mode === 'group' && !groupArg)) {
+  process.stderr.write('usage: kafkajs_client.js produce|consume BOOTSTRAP TOPIC COUNT [SECONDS]\n'
+    + '       kafkajs_client.js group BOOTSTRAP TOPIC COUNT SECONDS GROUP\n');
   process.exit(64);
 }
 
@@ -61,9 +70,12 @@ async function produce() {
   process.stdout.write(JSON.stringify({ chunks, offsets }) + '\n');
 }
 
-async function consume() {
+async function consume(groupId) {
   const seconds = Number(secondsArg || 20);
-  const consumer = kafka.consumer({ groupId: `floe-kafkajs-${topic}`, sessionTimeout: 10000, heartbeatInterval: 1000 });
+  const autoCommit = groupId !== undefined;
+  const consumer = kafka.consumer({
+    groupId: autoCommit ? groupId : `floe-kafkajs-${topic}`, sessionTimeout: 10000, heartbeatInterval: 1000,
+  });
   const messages = [];
   let finish;
   const finished = new Promise((resolve) => { finish = resolve; });
@@ -72,7 +84,7 @@ async function consume() {
     await consumer.connect();
     await consumer.subscribe({ topic, fromBeginning: true });
     await consumer.run({
-      autoCommit: false,
+      autoCommit,
       eachMessage: async ({ partition, message }) => {
         const idx = message.headers && message.headers.idx ? message.headers.idx.toString() : null;
         messages.push([partition, Number(message.offset), message.key && message.key.toString(),
@@ -81,6 +93,7 @@ async function consume() {
       },
     });
     const ok = await finished;
+    if (autoCommit) await consumer.disconnect(); // commits what was processed; fails the run if it fails
     process.stdout.write(JSON.stringify({ messages }) + '\n');
     return ok;
   } finally {
@@ -99,7 +112,7 @@ async function consume() {
     await produce();
     process.exit(0);
   }
-  const ok = await consume();
+  const ok = await consume(mode === 'group' ? groupArg : undefined);
   process.exit(ok ? 0 : 2);
 })().catch((e) => {
   process.stderr.write(`kafkajs_client: ${e && e.stack ? e.stack : e}\n`);
