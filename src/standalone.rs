@@ -102,6 +102,20 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
     if ready_view.revision == 0 {
         tracing::warn!("the cluster view has not arrived yet; serving anyway");
     }
+    // And once the broker serves every coordinator shard, so that group
+    // clients find a coordinator at once (bounded: serve anyway after 10 s).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let shards = view.current().shards.len();
+        if shards > 0 && broker.owned_shards().len() == shards {
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            tracing::warn!("coordinator shards not all served yet; serving anyway");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     state.ready.store(true, Ordering::SeqCst);
     eprintln!(
         "floe standalone ready: Kafka on {}, admin on http://{}, data in {}",
