@@ -289,17 +289,8 @@ fn bad(e: impl std::fmt::Display) -> Response {
     (axum::http::StatusCode::BAD_REQUEST, e.to_string()).into_response()
 }
 
-fn shards(b: &Broker) -> u32 {
-    let n = b.view().current().shards.len() as u32;
-    if n == 0 {
-        floe_metadata::state::DEFAULT_SHARDS
-    } else {
-        n
-    }
-}
-
 fn coordinator<'a>(b: &'a Broker, group: &str) -> Result<&'a GroupCoordinator, GroupError> {
-    b.coordinator(group, shards(b))
+    b.coordinator(group, b.view().current().shard_count())
 }
 
 pub(crate) async fn rpc_join(State(b): State<Broker>, body: Bytes) -> Response {

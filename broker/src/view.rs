@@ -30,6 +30,23 @@ pub struct ClusterSnapshot {
 }
 
 impl ClusterSnapshot {
+    /// The number of coordinator shards (the metadata's default before the
+    /// first view arrives).
+    pub fn shard_count(&self) -> u32 {
+        match self.shards.len() as u32 {
+            0 => floe_metadata::state::DEFAULT_SHARDS,
+            n => n,
+        }
+    }
+
+    /// The RPC address of broker `id`, if it is registered.
+    pub fn broker_addr(&self, id: u32) -> Option<&str> {
+        self.nodes
+            .iter()
+            .find(|n| n.id == id && n.kind == "broker")
+            .map(|n| n.addr.as_str())
+    }
+
     fn from_view(v: proto::ClusterView) -> Self {
         let mut s = ClusterSnapshot {
             revision: v.revision,

@@ -47,12 +47,7 @@ fn code(e: Option<GroupError>) -> i16 {
 
 impl Context {
     fn shard_count(&self) -> u32 {
-        let n = self.view.current().shards.len() as u32;
-        if n == 0 {
-            floe_metadata::state::DEFAULT_SHARDS
-        } else {
-            n
-        }
+        self.view.current().shard_count()
     }
 
     /// The coordinator of `group_id`: the broker that owns its shard.
@@ -72,13 +67,8 @@ impl Context {
                 .coordinator(group_id, shards)
                 .map(CoordinatorRef::Local);
         }
-        let addr = snap
-            .nodes
-            .iter()
-            .find(|n| n.id == owner && n.kind == "broker")
-            .map(|n| n.addr.clone())
-            .ok_or(GroupError::NotCoordinator)?;
-        Ok(CoordinatorRef::Remote(self.remote(&addr)))
+        let addr = snap.broker_addr(owner).ok_or(GroupError::NotCoordinator)?;
+        Ok(CoordinatorRef::Remote(self.remote(addr)))
     }
 
     /// FindCoordinator: this proxy (it forwards to the shard's owner) once
@@ -568,12 +558,8 @@ impl Context {
         for owner in owners {
             if let Some(local) = self.local.as_ref().filter(|b| b.id() == owner) {
                 listed.extend(local.groups().list_groups(&states));
-            } else if let Some(n) = snap
-                .nodes
-                .iter()
-                .find(|n| n.id == owner && n.kind == "broker")
-            {
-                let r = self.remote(&n.addr);
+            } else if let Some(addr) = snap.broker_addr(owner) {
+                let r = self.remote(addr);
                 listed.extend(floe_broker::group_rpc::list_remote(&r, &states).await);
             }
         }

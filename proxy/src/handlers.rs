@@ -167,12 +167,9 @@ impl Context {
             return Ok(BrokerHandle::Local(b.clone()));
         }
         let addr = snap
-            .nodes
-            .iter()
-            .find(|n| n.id == owner && n.kind == "broker")
-            .map(|n| n.addr.clone())
+            .broker_addr(owner)
             .ok_or(ResponseError::NotLeaderOrFollower)?;
-        Ok(BrokerHandle::Remote(self.remote(&addr)))
+        Ok(BrokerHandle::Remote(self.remote(addr)))
     }
 
     /// The client of the broker at `addr` (one per address, reused).
