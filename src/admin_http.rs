@@ -1,5 +1,5 @@
 //! The HTTP admin port every Floe process serves: `/livez`, `/readyz` and
-//! Prometheus `/metrics`.
+//! Prometheus `/metrics`; with an indexer, its query API too.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,6 +20,8 @@ pub struct AdminState {
     pub proxy: Option<Arc<ProxyStats>>,
     pub broker: Option<Broker>,
     pub pool: Option<Arc<StorePool>>,
+    /// The indexer, whose query API is served here too.
+    pub indexer: Option<floe_indexer::Indexer>,
 }
 
 /// Starts the admin server on `listen`.
@@ -27,11 +29,14 @@ pub async fn serve(
     listen: SocketAddr,
     state: Arc<AdminState>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let app = Router::new()
+    let mut app = Router::new()
         .route("/livez", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .with_state(state);
+        .with_state(state.clone());
+    if let Some(ix) = &state.indexer {
+        app = app.merge(floe_indexer::service::router(ix.clone()));
+    }
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
@@ -118,6 +123,22 @@ async fn metrics(State(s): State<Arc<AdminState>>) -> String {
                 "floe_store_abandoned_writes_total{{endpoint=\"{}\"}} {}",
                 e.id, e.abandoned
             );
+        }
+    }
+    if let Some(ix) = &s.indexer {
+        let st = ix.stats();
+        for (name, v) in [
+            ("floe_indexer_files_written_total", &st.files_written),
+            ("floe_indexer_rows_written_total", &st.rows_written),
+            ("floe_indexer_log_bytes_read_total", &st.log_bytes_read),
+            (
+                "floe_indexer_parquet_bytes_written_total",
+                &st.parquet_bytes_written,
+            ),
+            ("floe_indexer_files_deleted_total", &st.files_deleted),
+            ("floe_indexer_errors_total", &st.errors),
+        ] {
+            metric(&mut out, name, "counter", v.load(Ordering::Relaxed));
         }
     }
     out

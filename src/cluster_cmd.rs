@@ -102,6 +102,7 @@ pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
         proxy: None,
         broker: Some(broker.clone()),
         pool: Some(pool),
+        indexer: None,
     });
     let admin_task = admin_http::serve(args.admin_listen, state.clone()).await?;
     eprintln!("floe broker {} ready: RPC on {}", args.id, args.listen);
@@ -142,6 +143,7 @@ pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
         proxy: Some(proxy.stats.clone()),
         broker: None,
         pool: None,
+        indexer: None,
     });
     let admin_task = admin_http::serve(args.admin_listen, state.clone()).await?;
     let v = view

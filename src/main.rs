@@ -1,11 +1,12 @@
 //! `floe`: the one binary of Floe, with a subcommand per role.
 //!
-//! Today it carries the storage tools; the broker, proxy, metadata and
-//! standalone roles come with their crates (see README.md for what works).
+//! Roles: `meta`, `broker`, `proxy`, `indexer`, and `standalone` with all of
+//! them in one process; tools: `storage`, `topic`, `produce`, `consume`, `query`.
 
 mod admin_http;
 mod client_cmd;
 mod cluster_cmd;
+mod indexer_cmd;
 mod kafka_client;
 mod meta_cmd;
 mod roles;
@@ -46,6 +47,10 @@ enum Command {
     Produce(client_cmd::ProduceArgs),
     /// Print a topic's records to stdout, one per line (Kafka protocol).
     Consume(client_cmd::ConsumeArgs),
+    /// Run the indexer (Parquet exports and the query API), or backfill a topic.
+    Indexer(indexer_cmd::IndexerArgs),
+    /// Find a topic's records by key and time through the indexer.
+    Query(indexer_cmd::QueryArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -77,6 +82,8 @@ fn main() -> std::process::ExitCode {
             Command::Topic(cmd) => topic_cmd::run(cmd).await,
             Command::Produce(args) => client_cmd::produce(args).await,
             Command::Consume(args) => client_cmd::consume(args).await,
+            Command::Indexer(args) => indexer_cmd::run(args).await,
+            Command::Query(args) => indexer_cmd::query(args).await,
         }
     });
     match result {

@@ -2,8 +2,9 @@
 //!
 //! A single-node metadata service (Raft with one voter) under `DATA/meta`,
 //! the log in `DATA/store` (a local object store with fsync), one broker,
-//! the Kafka listener, and an HTTP admin port with `/livez`, `/readyz` and
-//! Prometheus `/metrics`. The roles call each other directly.
+//! the Kafka listener, the indexer (Parquet exports under `DATA/store/exports`),
+//! and an HTTP admin port with `/livez`, `/readyz`, Prometheus `/metrics` and
+//! the query API. The roles call each other directly.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -21,6 +22,7 @@ use floe_storage::backend::EndpointConfig;
 use floe_storage::{PoolOptions, StorePool};
 
 use crate::admin_http::{self, AdminState};
+use crate::indexer_cmd::IndexerTuning;
 use crate::roles::{BrokerTuning, ProxyTuning};
 
 #[derive(Debug, Args)]
@@ -34,7 +36,7 @@ pub struct StandaloneArgs {
     /// The HOST:PORT clients are told to connect to (default: the listener).
     #[arg(long, env = "FLOE_KAFKA_ADVERTISE")]
     pub kafka_advertise: Option<String>,
-    /// HTTP admin port: /livez, /readyz, /metrics.
+    /// HTTP admin port: /livez, /readyz, /metrics and the indexer's query API.
     #[arg(long, env = "FLOE_ADMIN_LISTEN", default_value = "127.0.0.1:9644")]
     pub admin_listen: SocketAddr,
     /// The metadata service's HTTP API (keep it on loopback).
@@ -44,6 +46,8 @@ pub struct StandaloneArgs {
     pub broker: BrokerTuning,
     #[command(flatten)]
     pub proxy: ProxyTuning,
+    #[command(flatten)]
+    pub indexer: IndexerTuning,
 }
 
 pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
@@ -88,11 +92,14 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
     .await
     .with_context(|| format!("cannot listen on {}", args.kafka_listen))?;
 
+    let (indexer, indexer_task) =
+        crate::indexer_cmd::start(meta.clone(), pool.clone(), &args.indexer)?;
     let state = Arc::new(AdminState {
         ready: AtomicBool::new(false),
         proxy: Some(proxy.stats.clone()),
         broker: Some(broker.clone()),
         pool: Some(pool.clone()),
+        indexer: Some(indexer),
     });
     let admin_task = admin_http::serve(args.admin_listen, state.clone()).await?;
     // Ready once the metadata answers and the view has arrived.
@@ -128,6 +135,7 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
     eprintln!("floe standalone: stopping (flushing what was accepted)");
     state.ready.store(false, Ordering::SeqCst);
     proxy.stop();
+    indexer_task.abort();
     broker.shutdown().await;
     admin_task.abort();
     meta_node.shutdown().await;

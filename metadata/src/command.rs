@@ -191,6 +191,28 @@ pub enum Command {
         max_timestamp: i64,
         object: NewObject,
     },
+    /// The indexer is about to write `file` (see [`crate::export`]).
+    ExportBegin {
+        partition: PartitionRef,
+        generation: u64,
+        file: crate::export::ExportFile,
+    },
+    /// The pending export file is durable (as `file` describes it).
+    ExportCommit {
+        partition: PartitionRef,
+        generation: u64,
+        file: crate::export::ExportFile,
+    },
+    /// Export files whose retention passed.
+    ExportForget {
+        partition: PartitionRef,
+        generation: u64,
+        keys: Vec<String>,
+    },
+    /// Starts a topic's exports over (backfill) at a new generation.
+    ExportReset {
+        topic: String,
+    },
 }
 
 /// The result of applying one command.
@@ -213,6 +235,9 @@ pub enum Response {
     },
     LogStart {
         log_start_offset: i64,
+    },
+    ExportGeneration {
+        generation: u64,
     },
     Error(MetaError),
 }

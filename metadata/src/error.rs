@@ -27,6 +27,9 @@ pub enum ErrorKind {
     Unavailable,
     /// Local storage failed.
     Storage,
+    /// An export step that does not follow the partition's export state
+    /// (another generation, another pending file, a gap).
+    ExportConflict,
 }
 
 impl ErrorKind {
@@ -45,6 +48,7 @@ impl ErrorKind {
             "NotLeader" => Self::NotLeader,
             "Unavailable" => Self::Unavailable,
             "Storage" => Self::Storage,
+            "ExportConflict" => Self::ExportConflict,
             _ => return None,
         })
     }
@@ -92,6 +96,8 @@ pub enum MetaError {
     Unavailable(String),
     #[error("metadata storage error: {0}")]
     Storage(String),
+    #[error("export conflict: {0}")]
+    ExportConflict(String),
     /// An error the service answered, as the client receives it: the kind
     /// and the message (the structured fields stay on the server).
     #[error("{message}")]
@@ -113,6 +119,7 @@ impl MetaError {
             MetaError::NotLeader { .. } => ErrorKind::NotLeader,
             MetaError::Unavailable(_) => ErrorKind::Unavailable,
             MetaError::Storage(_) => ErrorKind::Storage,
+            MetaError::ExportConflict(_) => ErrorKind::ExportConflict,
             MetaError::Remote { kind, .. } => *kind,
         }
     }

@@ -63,6 +63,26 @@ impl HttpClient {
                 addr: addr.to_string(),
                 message: e.to_string(),
             })?;
+        self.send(addr, req, timeout).await
+    }
+
+    /// GETs `http://{addr}{path}` and returns the response body of a 2xx answer.
+    pub async fn get(&self, addr: &str, path: &str, timeout: Duration) -> Result<Bytes, HttpError> {
+        let req = hyper::Request::get(format!("http://{addr}{path}"))
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| HttpError::Request {
+                addr: addr.to_string(),
+                message: e.to_string(),
+            })?;
+        self.send(addr, req, timeout).await
+    }
+
+    async fn send(
+        &self,
+        addr: &str,
+        req: hyper::Request<Full<Bytes>>,
+        timeout: Duration,
+    ) -> Result<Bytes, HttpError> {
         let call = async {
             let resp = self
                 .client

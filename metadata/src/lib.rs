@@ -6,6 +6,7 @@
 //!   [`command::Command`]s to it.
 //! - [`controller`]: ownership decisions on the Raft leader.
 //! - [`topic_config`]: topic settings with defaults and validation.
+//! - [`export_def`]: the indexer's per-topic typed columns (`export.index`).
 //!
 //! The model and its rules are described in `docs/metadata.md`.
 
@@ -14,6 +15,8 @@ pub mod clock;
 pub mod command;
 pub mod controller;
 pub mod error;
+pub mod export;
+pub mod export_def;
 pub mod http;
 pub mod ids;
 pub mod node;

@@ -97,6 +97,9 @@ pub struct PartitionState {
     /// Idempotent producers that wrote here: their epoch and last batches.
     #[serde(default)]
     pub producers: BTreeMap<i64, ProducerState>,
+    /// What the indexer has exported.
+    #[serde(default)]
+    pub export: crate::export::ExportState,
 }
 
 /// Batches an idempotent producer's partition log remembers (as Kafka: five).
@@ -268,6 +271,43 @@ impl ClusterState {
                 (*first_offset, *last_offset, *max_timestamp),
                 object,
             ),
+            Command::ExportBegin {
+                partition,
+                generation,
+                file,
+            } => match self.partitions.get_mut(partition) {
+                None => err(MetaError::UnknownPartition(*partition)),
+                Some(p) => {
+                    let (log_start, hw) = (p.log_start_offset, p.high_watermark);
+                    match p.export.begin(*generation, file.clone(), log_start, hw) {
+                        Ok(()) => Response::Ok,
+                        Err(e) => err(e),
+                    }
+                }
+            },
+            Command::ExportCommit {
+                partition,
+                generation,
+                file,
+            } => match self.partitions.get_mut(partition) {
+                None => err(MetaError::UnknownPartition(*partition)),
+                Some(p) => match p.export.commit(*generation, file.clone()) {
+                    Ok(()) => Response::Ok,
+                    Err(e) => err(e),
+                },
+            },
+            Command::ExportForget {
+                partition,
+                generation,
+                keys,
+            } => match self.partitions.get_mut(partition) {
+                None => err(MetaError::UnknownPartition(*partition)),
+                Some(p) => match p.export.forget(*generation, keys) {
+                    Ok(()) => Response::Ok,
+                    Err(e) => err(e),
+                },
+            },
+            Command::ExportReset { topic } => self.reset_exports(topic),
             Command::CreateTopic {
                 name,
                 id,
@@ -541,6 +581,31 @@ impl ClusterState {
             offsets.retain(|(t, _), _| t != name);
         }
         Response::Ok
+    }
+
+    fn reset_exports(&mut self, name: &str) -> Response {
+        let Some(topic) = self.topics.get(name) else {
+            return err(MetaError::UnknownTopic(name.to_string()));
+        };
+        let keys: Vec<PartitionRef> = (0..topic.partitions)
+            .map(|partition| PartitionRef {
+                topic: topic.id,
+                partition,
+            })
+            .collect();
+        let generation = keys
+            .iter()
+            .filter_map(|k| self.partitions.get(k))
+            .map(|p| p.export.generation)
+            .max()
+            .unwrap_or(0)
+            + 1;
+        for k in &keys {
+            if let Some(p) = self.partitions.get_mut(k) {
+                p.export.reset(generation);
+            }
+        }
+        Response::ExportGeneration { generation }
     }
 
     fn create_partitions(&mut self, name: &str, total: u32) -> Response {

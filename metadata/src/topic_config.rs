@@ -95,6 +95,48 @@ const KEYS: &[Key] = &[
         check: |v| at_least(v, 0),
         doc: "how long delete tombstones are kept",
     },
+    Key {
+        name: "export.enabled",
+        default: "false",
+        check: |v| one_of(v, &["true", "false"]),
+        doc: "the indexer exports this topic to Parquet",
+    },
+    Key {
+        name: "export.index",
+        default: "[]",
+        check: |v| crate::export_def::IndexDefinition::parse(v).map(|_| ()),
+        doc: "typed columns extracted from JSON values: [{\"name\",\"path\",\"type\"}]",
+    },
+    Key {
+        name: "export.roll.ms",
+        default: "30000",
+        check: |v| at_least(v, 100),
+        doc: "longest time committed data waits before it is written to a Parquet file",
+    },
+    Key {
+        name: "export.file.bytes",
+        default: "134217728",
+        check: |v| at_least(v, 1024),
+        doc: "log bytes that make a full Parquet file",
+    },
+    Key {
+        name: "export.row.group.rows",
+        default: "65536",
+        check: |v| at_least(v, 1).and_then(|()| fits_i32(v)),
+        doc: "rows per Parquet row group",
+    },
+    Key {
+        name: "export.compression",
+        default: "zstd",
+        check: |v| one_of(v, &["zstd", "snappy", "lz4", "gzip", "none"]),
+        doc: "Parquet page compression",
+    },
+    Key {
+        name: "export.retention.ms",
+        default: "-1",
+        check: |v| at_least(v, -1),
+        doc: "delete exported files whose newest record is older than this (-1: keep forever)",
+    },
 ];
 
 /// A topic's explicit settings (keys not set take their defaults).
@@ -166,6 +208,37 @@ impl TopicConfig {
 
     pub fn log_append_time(&self) -> bool {
         self.get("message.timestamp.type") == Some("LogAppendTime")
+    }
+
+    /// Whether the indexer exports this topic.
+    pub fn export_enabled(&self) -> bool {
+        self.get("export.enabled") == Some("true")
+    }
+
+    /// The export index definition (validated when it was set).
+    pub fn export_index(&self) -> crate::export_def::IndexDefinition {
+        crate::export_def::IndexDefinition::parse(self.get("export.index").unwrap_or("[]"))
+            .unwrap_or_default()
+    }
+
+    pub fn export_roll_ms(&self) -> i64 {
+        self.get_i64("export.roll.ms")
+    }
+
+    pub fn export_file_bytes(&self) -> i64 {
+        self.get_i64("export.file.bytes")
+    }
+
+    pub fn export_row_group_rows(&self) -> i64 {
+        self.get_i64("export.row.group.rows")
+    }
+
+    pub fn export_compression(&self) -> &str {
+        self.get("export.compression").unwrap_or("zstd")
+    }
+
+    pub fn export_retention_ms(&self) -> i64 {
+        self.get_i64("export.retention.ms")
     }
 
     /// Every known key with its value and whether it is the default.

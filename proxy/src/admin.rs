@@ -125,7 +125,7 @@ pub fn kafka_error_for(e: &MetaError) -> ResponseError {
         ErrorKind::StaleEpoch | ErrorKind::NotOwner => ResponseError::NotLeaderOrFollower,
         // A commit that did not start at the committed end: internal to a
         // broker, never the client's doing.
-        ErrorKind::OffsetMismatch => ResponseError::UnknownServerError,
+        ErrorKind::OffsetMismatch | ErrorKind::ExportConflict => ResponseError::UnknownServerError,
         ErrorKind::UnknownBroker => ResponseError::BrokerNotAvailable,
         // The client already followed leaders until its deadline; retrying
         // later may help.

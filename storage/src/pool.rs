@@ -377,6 +377,47 @@ impl StorePool {
         }
     }
 
+    /// Writes `payload` under a fixed `key` on one endpoint, retrying the same
+    /// key (for files whose names must be deterministic, such as the
+    /// indexer's exports; rewriting one puts the same bytes there again).
+    pub async fn put_at(
+        &self,
+        endpoint: &EndpointId,
+        key: ObjectKey,
+        payload: PutPayload,
+    ) -> Result<ObjectRef> {
+        let ep = self.endpoint(endpoint)?;
+        let parts = [(key, payload)];
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.write_parts(ep, &parts).await {
+                Ok(()) => {
+                    ep.written.fetch_add(1, Ordering::Relaxed);
+                    let [(key, payload)] = parts;
+                    return Ok(ObjectRef {
+                        endpoint: ep.id.clone(),
+                        key,
+                        size: payload.content_length() as u64,
+                    });
+                }
+                Err(err) if attempt >= self.opts.max_write_attempts => return Err(err),
+                Err(err) => {
+                    tracing::warn!(endpoint = %ep.id, attempt, error = %err, "write failed; retrying the same key");
+                    let exp = attempt.saturating_sub(1).min(5);
+                    let pause = self.opts.retry_backoff.saturating_mul(1 << exp);
+                    tokio::time::sleep(pause.min(Duration::from_secs(2))).await;
+                }
+            }
+        }
+    }
+
+    /// The object store behind an endpoint, for readers that need the
+    /// `ObjectStore` interface itself (Parquet's async reader).
+    pub fn store(&self, endpoint: &EndpointId) -> Result<Arc<dyn ObjectStore>> {
+        Ok(self.endpoint(endpoint)?.store.clone())
+    }
+
     /// Reads a byte range of an object from the endpoint that holds it.
     pub async fn get_range(&self, obj: &ObjectRef, range: Range<u64>) -> Result<Bytes> {
         if range.start > range.end || range.end > obj.size {

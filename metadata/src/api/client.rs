@@ -33,7 +33,7 @@ fn error_from(e: HttpError) -> MetaError {
                 "InvalidConfig" => MetaError::InvalidConfig(b.message),
                 "Unavailable" => MetaError::Unavailable(b.message),
                 "StaleEpoch" | "NotOwner" | "OffsetMismatch" | "UnknownPartition"
-                | "UnknownBroker" => MetaError::Remote {
+                | "UnknownBroker" | "ExportConflict" => MetaError::Remote {
                     kind: ErrorKind::from_name(&b.kind).unwrap_or(ErrorKind::InvalidRequest),
                     message: b.message,
                 },
@@ -220,5 +220,88 @@ impl MetaClient {
             },
         )
         .await
+    }
+}
+
+/// The indexer's export progress (see `crate::export`).
+impl MetaClient {
+    pub async fn export_state(&self, topic: &str) -> Result<proto::ExportStateResponse, MetaError> {
+        self.call(
+            "/v1/exports/state",
+            &proto::ExportStateRequest {
+                topic: topic.to_string(),
+            },
+        )
+        .await
+    }
+
+    pub async fn export_begin(
+        &self,
+        partition: proto::Partition,
+        generation: u64,
+        file: proto::ExportFile,
+    ) -> Result<(), MetaError> {
+        let _: proto::Empty = self
+            .call(
+                "/v1/exports/begin",
+                &proto::ExportBeginRequest {
+                    partition: Some(partition),
+                    generation,
+                    file: Some(file),
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    pub async fn export_commit(
+        &self,
+        partition: proto::Partition,
+        generation: u64,
+        file: proto::ExportFile,
+    ) -> Result<(), MetaError> {
+        let _: proto::Empty = self
+            .call(
+                "/v1/exports/commit",
+                &proto::ExportCommitRequest {
+                    partition: Some(partition),
+                    generation,
+                    file: Some(file),
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    pub async fn export_forget(
+        &self,
+        partition: proto::Partition,
+        generation: u64,
+        keys: Vec<String>,
+    ) -> Result<(), MetaError> {
+        let _: proto::Empty = self
+            .call(
+                "/v1/exports/forget",
+                &proto::ExportForgetRequest {
+                    partition: Some(partition),
+                    generation,
+                    keys,
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Starts a topic's exports over; returns the new generation.
+    pub async fn export_reset(&self, topic: &str) -> Result<u64, MetaError> {
+        let r: proto::ExportResetResponse = self
+            .call(
+                "/v1/exports/reset",
+                &proto::ExportResetRequest {
+                    topic: topic.to_string(),
+                },
+            )
+            .await?;
+        Ok(r.generation)
     }
 }

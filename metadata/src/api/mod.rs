@@ -3,6 +3,7 @@
 
 pub mod client;
 pub mod convert;
+mod export_routes;
 pub mod proto;
 pub mod server;
 

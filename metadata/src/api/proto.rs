@@ -482,3 +482,98 @@ pub struct DeleteGroupsRequest {
     #[prost(string, repeated, tag = "1")]
     pub groups: Vec<String>,
 }
+
+/// One Parquet file of a partition's exports (see `crate::export`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ExportFile {
+    #[prost(string, tag = "1")]
+    pub endpoint: String,
+    #[prost(string, tag = "2")]
+    pub key: String,
+    #[prost(int64, tag = "3")]
+    pub first_offset: i64,
+    #[prost(int64, tag = "4")]
+    pub last_offset: i64,
+    #[prost(uint64, tag = "5")]
+    pub rows: u64,
+    #[prost(uint64, tag = "6")]
+    pub size: u64,
+    #[prost(int64, tag = "7")]
+    pub min_timestamp: i64,
+    #[prost(int64, tag = "8")]
+    pub max_timestamp: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ExportStateRequest {
+    #[prost(string, tag = "1")]
+    pub topic: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PartitionExport {
+    #[prost(uint32, tag = "1")]
+    pub partition: u32,
+    #[prost(uint64, tag = "2")]
+    pub generation: u64,
+    #[prost(int64, tag = "3")]
+    pub next_offset: i64,
+    #[prost(message, optional, tag = "4")]
+    pub pending: Option<ExportFile>,
+    #[prost(message, repeated, tag = "5")]
+    pub files: Vec<ExportFile>,
+    #[prost(int64, tag = "6")]
+    pub log_start_offset: i64,
+    #[prost(int64, tag = "7")]
+    pub high_watermark: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ExportStateResponse {
+    #[prost(string, tag = "1")]
+    pub topic_id: String,
+    #[prost(message, repeated, tag = "2")]
+    pub partitions: Vec<PartitionExport>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ExportBeginRequest {
+    #[prost(message, optional, tag = "1")]
+    pub partition: Option<Partition>,
+    #[prost(uint64, tag = "2")]
+    pub generation: u64,
+    #[prost(message, optional, tag = "3")]
+    pub file: Option<ExportFile>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ExportCommitRequest {
+    #[prost(message, optional, tag = "1")]
+    pub partition: Option<Partition>,
+    #[prost(uint64, tag = "2")]
+    pub generation: u64,
+    #[prost(message, optional, tag = "3")]
+    pub file: Option<ExportFile>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ExportForgetRequest {
+    #[prost(message, optional, tag = "1")]
+    pub partition: Option<Partition>,
+    #[prost(uint64, tag = "2")]
+    pub generation: u64,
+    #[prost(string, repeated, tag = "3")]
+    pub keys: Vec<String>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ExportResetRequest {
+    #[prost(string, tag = "1")]
+    pub topic: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ExportResetResponse {
+    #[prost(uint64, tag = "1")]
+    pub generation: u64,
+}

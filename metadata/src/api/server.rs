@@ -62,7 +62,8 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
         ErrorKind::TopicExists
         | ErrorKind::StaleEpoch
         | ErrorKind::NotOwner
-        | ErrorKind::OffsetMismatch => StatusCode::CONFLICT,
+        | ErrorKind::OffsetMismatch
+        | ErrorKind::ExportConflict => StatusCode::CONFLICT,
         ErrorKind::InvalidConfig | ErrorKind::InvalidRequest => StatusCode::BAD_REQUEST,
     }
 }
@@ -87,11 +88,11 @@ impl IntoResponse for ApiError {
     }
 }
 
-fn ok<M: Message>(m: M) -> HttpResponse {
+pub(super) fn ok<M: Message>(m: M) -> HttpResponse {
     ([(header::CONTENT_TYPE, PROTOBUF)], m.encode_to_vec()).into_response()
 }
 
-fn decode<M: Message + Default>(body: &Bytes) -> Result<M, ApiError> {
+pub(super) fn decode<M: Message + Default>(body: &Bytes) -> Result<M, ApiError> {
     M::decode(body.as_ref()).map_err(|e| {
         ApiError(MetaError::InvalidRequest(format!(
             "malformed request body: {e}"
@@ -167,11 +168,12 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/partitions/replace", post(replace_ranges))
         .route("/v1/objects/unreferenced", post(unreferenced_objects))
         .route("/v1/objects/forget", post(forget_objects))
+        .merge(super::export_routes::routes())
         .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
         .with_state(state)
 }
 
-type ApiResult = Result<HttpResponse, ApiError>;
+pub(super) type ApiResult = Result<HttpResponse, ApiError>;
 
 fn json_reply<T: serde::Serialize>(v: &T) -> HttpResponse {
     match serde_json::to_vec(v) {

@@ -1,0 +1,547 @@
+//! The export loop: every poll, each topic with `export.enabled` has its
+//! committed data written to Parquet files, exactly once.
+//!
+//! Per partition a file goes through three steps: *begin* (the metadata
+//! records its name and offset range as pending), *write* (the object under
+//! that deterministic name), *commit* (the metadata moves the partition's
+//! exported offset past it). A pending file found at start is rewritten with
+//! exactly its range, so a crash anywhere leaves no row twice and none out.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use floe_metadata::api::client::MetaClient;
+use floe_metadata::api::proto;
+use floe_storage::records::Record;
+use floe_storage::{EndpointId, ObjectKey, ObjectRef, StorePool};
+use futures::StreamExt;
+
+use crate::columns;
+use crate::error::{ErrorKind, IndexerError, Result};
+use crate::log_reader::LogReader;
+use crate::settings::{ExportSettings, file_key, hour_of, topic_prefix};
+
+/// How the indexer runs.
+#[derive(Debug, Clone)]
+pub struct IndexerConfig {
+    /// How often topics are looked at.
+    pub poll: Duration,
+    /// The store endpoint exports go to (default: the pool's first).
+    pub endpoint: Option<EndpointId>,
+    /// How often files nothing refers to are deleted (per topic).
+    pub sweep_every: Duration,
+    /// Most log bytes a query reads that are not exported yet, per partition.
+    pub max_query_log_bytes: u64,
+}
+
+impl Default for IndexerConfig {
+    fn default() -> Self {
+        Self {
+            poll: Duration::from_secs(1),
+            endpoint: None,
+            sweep_every: Duration::from_secs(60),
+            max_query_log_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// Counters for `/metrics` and the benchmark.
+#[derive(Debug, Default)]
+pub struct IndexerStats {
+    pub files_written: AtomicU64,
+    pub rows_written: AtomicU64,
+    pub log_bytes_read: AtomicU64,
+    pub parquet_bytes_written: AtomicU64,
+    pub files_deleted: AtomicU64,
+    pub errors: AtomicU64,
+}
+
+/// The indexer role. Cheap to clone.
+#[derive(Clone)]
+pub struct Indexer {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    meta: Arc<MetaClient>,
+    pool: Arc<StorePool>,
+    reader: LogReader,
+    endpoint: EndpointId,
+    cfg: IndexerConfig,
+    stats: IndexerStats,
+    /// Since when a partition has had data not exported yet.
+    waiting: Mutex<HashMap<(String, u32), Instant>>,
+    /// Backfills: export without waiting up to these offsets.
+    due: Mutex<HashMap<(String, u32), i64>>,
+    /// When each topic's exports were last swept (absent: sweep now).
+    swept: Mutex<HashMap<String, Instant>>,
+    /// One round at a time (the loop, and tests calling `run_once`).
+    round: tokio::sync::Mutex<()>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn pref(topic_id: &str, partition: u32) -> proto::Partition {
+    proto::Partition {
+        topic_id: topic_id.to_string(),
+        partition,
+    }
+}
+
+/// A file about to be written.
+struct Planned {
+    file: proto::ExportFile,
+    bytes: Vec<u8>,
+}
+
+impl Indexer {
+    pub fn new(meta: Arc<MetaClient>, pool: Arc<StorePool>, cfg: IndexerConfig) -> Result<Self> {
+        let endpoint = match &cfg.endpoint {
+            Some(e) => {
+                pool.store(e)?;
+                e.clone()
+            }
+            None => pool
+                .endpoint_ids()
+                .next()
+                .cloned()
+                .ok_or_else(|| IndexerError::invalid("the store pool has no endpoint"))?,
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                reader: LogReader::new(meta.clone(), pool.clone()),
+                meta,
+                pool,
+                endpoint,
+                cfg,
+                stats: IndexerStats::default(),
+                waiting: Mutex::new(HashMap::new()),
+                due: Mutex::new(HashMap::new()),
+                swept: Mutex::new(HashMap::new()),
+                round: tokio::sync::Mutex::new(()),
+            }),
+        })
+    }
+
+    pub fn meta(&self) -> &Arc<MetaClient> {
+        &self.inner.meta
+    }
+
+    pub fn pool(&self) -> &Arc<StorePool> {
+        &self.inner.pool
+    }
+
+    pub fn reader(&self) -> &LogReader {
+        &self.inner.reader
+    }
+
+    pub fn config(&self) -> &IndexerConfig {
+        &self.inner.cfg
+    }
+
+    pub fn stats(&self) -> &IndexerStats {
+        &self.inner.stats
+    }
+
+    /// Runs the export loop until the task is dropped.
+    pub fn start(&self) -> tokio::task::JoinHandle<()> {
+        let me = self.clone();
+        tokio::spawn(async move {
+            loop {
+                // Failures are counted and logged where they happen.
+                if let Err(e) = me.run_once().await {
+                    tracing::debug!(error = %e, "export round failed");
+                }
+                tokio::time::sleep(me.inner.cfg.poll).await;
+            }
+        })
+    }
+
+    /// One round over every topic with exports enabled.
+    pub async fn run_once(&self) -> Result<()> {
+        let _round = self.inner.round.lock().await;
+        let listed = self
+            .inner
+            .meta
+            .call("/v1/topics/list", &proto::Empty {})
+            .await;
+        let topics: proto::ListTopicsResponse = match listed {
+            Ok(t) => t,
+            Err(e) => {
+                self.inner.stats.errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(error = %e, "cannot list topics; retrying next round");
+                return Err(e.into());
+            }
+        };
+        let mut first_err = None;
+        for t in &topics.topics {
+            let settings = ExportSettings::from_topic(t);
+            if !settings.enabled {
+                continue;
+            }
+            match self.export_topic(&t.name, &settings).await {
+                Ok(()) => {}
+                // A backfill reset the topic: the next round starts over.
+                Err(e) if e.kind == ErrorKind::Conflict => {}
+                Err(e) => {
+                    self.inner.stats.errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(topic = %t.name, error = %e, "export failed; retrying next round");
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Starts a topic's exports over from the log; returns the new generation.
+    /// Old files are deleted by the next round's sweep, and everything up to
+    /// the current log end is exported without waiting for the roll interval.
+    pub async fn backfill(&self, topic: &str) -> Result<u64> {
+        let generation = self.inner.meta.export_reset(topic).await?;
+        let state = self.inner.meta.export_state(topic).await?;
+        {
+            let mut due = lock(&self.inner.due);
+            for p in &state.partitions {
+                due.insert((topic.to_string(), p.partition), p.high_watermark);
+            }
+        }
+        lock(&self.inner.swept).remove(topic);
+        tracing::info!(topic, generation, "backfill requested");
+        Ok(generation)
+    }
+
+    async fn export_topic(&self, topic: &str, settings: &ExportSettings) -> Result<()> {
+        let state = self.inner.meta.export_state(topic).await?;
+        let topic_id = state.topic_id.clone();
+        let results: Vec<Result<()>> = futures::stream::iter(state.partitions.iter().cloned())
+            .map(|p| {
+                let topic_id = topic_id.clone();
+                async move { self.export_partition(topic, &topic_id, p, settings).await }
+            })
+            .buffer_unordered(2)
+            .collect()
+            .await;
+        let mut first_err = results.into_iter().find_map(|r| r.err());
+        if let Some(retention) = settings.retention
+            && let Err(e) = self.apply_retention(topic, &topic_id, retention).await
+        {
+            first_err.get_or_insert(e);
+        }
+        let sweep_due = lock(&self.inner.swept)
+            .get(topic)
+            .is_none_or(|t| t.elapsed() >= self.inner.cfg.sweep_every);
+        if sweep_due && first_err.is_none() {
+            self.sweep(topic).await?;
+            lock(&self.inner.swept).insert(topic.to_string(), Instant::now());
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    async fn export_partition(
+        &self,
+        topic: &str,
+        topic_id: &str,
+        p: proto::PartitionExport,
+        settings: &ExportSettings,
+    ) -> Result<()> {
+        let key = (topic.to_string(), p.partition);
+        let mut next = p.next_offset;
+        if let Some(pending) = &p.pending {
+            self.redo(topic, topic_id, &p, pending, settings).await?;
+            next = pending.last_offset + 1;
+        }
+        loop {
+            let start = next.max(p.log_start_offset);
+            let hw = p.high_watermark;
+            if start >= hw {
+                lock(&self.inner.waiting).remove(&key);
+                return Ok(());
+            }
+            let since = *lock(&self.inner.waiting)
+                .entry(key.clone())
+                .or_insert_with(Instant::now);
+            let backfill = lock(&self.inner.due).get(&key).copied();
+            let mut due = since.elapsed() >= settings.roll || backfill.is_some_and(|t| start < t);
+            if !due {
+                let bytes = self
+                    .inner
+                    .reader
+                    .bytes_after(topic_id, p.partition, start)
+                    .await?;
+                due = bytes >= settings.file_bytes;
+            }
+            if !due {
+                return Ok(());
+            }
+            let read = self
+                .inner
+                .reader
+                .read(topic_id, p.partition, start, hw, settings.file_bytes)
+                .await?;
+            self.inner
+                .stats
+                .log_bytes_read
+                .fetch_add(read.bytes, Ordering::Relaxed);
+            let (records, last) = cut_at_hour(read.records, read.next_offset - 1);
+            if last < start {
+                return Err(IndexerError::corrupt(format!(
+                    "{topic}/{}: no batch readable at offset {start}",
+                    p.partition
+                )));
+            }
+            let planned = self
+                .plan(topic, p.partition, (start, last), records, settings)
+                .await?;
+            self.write(topic_id, p.partition, p.generation, planned, true)
+                .await?;
+            next = last + 1;
+            if backfill.is_some_and(|t| next >= t) {
+                lock(&self.inner.due).remove(&key);
+            }
+        }
+    }
+
+    /// Rewrites a pending file: the same offset range under the same name.
+    async fn redo(
+        &self,
+        topic: &str,
+        topic_id: &str,
+        p: &proto::PartitionExport,
+        pending: &proto::ExportFile,
+        settings: &ExportSettings,
+    ) -> Result<()> {
+        tracing::info!(topic, partition = p.partition, key = %pending.key, "finishing a pending export");
+        let read = self
+            .inner
+            .reader
+            .read(
+                topic_id,
+                p.partition,
+                pending.first_offset,
+                pending.last_offset + 1,
+                u64::MAX,
+            )
+            .await?;
+        let mut planned = self
+            .plan(
+                topic,
+                p.partition,
+                (pending.first_offset, pending.last_offset),
+                read.records,
+                settings,
+            )
+            .await?;
+        // The name is the one recorded, whatever the records say now.
+        planned.file = proto::ExportFile {
+            endpoint: pending.endpoint.clone(),
+            key: pending.key.clone(),
+            size: planned.bytes.len() as u64,
+            ..planned.file
+        };
+        self.write(topic_id, p.partition, p.generation, planned, false)
+            .await
+    }
+
+    /// Encodes the records of `first..=last` (off the async threads).
+    async fn plan(
+        &self,
+        topic: &str,
+        partition: u32,
+        (first, last): (i64, i64),
+        records: Vec<Record>,
+        settings: &ExportSettings,
+    ) -> Result<Planned> {
+        let first_ts = records.first().map_or(0, |r| r.timestamp);
+        let min_ts = records.iter().map(|r| r.timestamp).min().unwrap_or(0);
+        let max_ts = records.iter().map(|r| r.timestamp).max().unwrap_or(0);
+        let rows = records.len() as u64;
+        let def = settings.definition.clone();
+        let opts = settings.file;
+        let bytes = tokio::task::spawn_blocking(move || {
+            columns::write_file(partition, &records, &def, &opts)
+        })
+        .await
+        .map_err(|e| IndexerError::corrupt(format!("the Parquet writer stopped: {e}")))?
+        .map_err(|e| IndexerError::corrupt(format!("cannot write Parquet: {e}")))?;
+        Ok(Planned {
+            file: proto::ExportFile {
+                endpoint: self.inner.endpoint.as_str().to_string(),
+                key: file_key(topic, partition, first, last, first_ts),
+                first_offset: first,
+                last_offset: last,
+                rows,
+                size: bytes.len() as u64,
+                min_timestamp: min_ts,
+                max_timestamp: max_ts,
+            },
+            bytes,
+        })
+    }
+
+    /// Begin (unless redoing), write, commit.
+    async fn write(
+        &self,
+        topic_id: &str,
+        partition: u32,
+        generation: u64,
+        planned: Planned,
+        begin: bool,
+    ) -> Result<()> {
+        let meta = &self.inner.meta;
+        if begin {
+            meta.export_begin(pref(topic_id, partition), generation, planned.file.clone())
+                .await?;
+        }
+        let size = planned.bytes.len() as u64;
+        self.inner
+            .pool
+            .put_at(
+                &EndpointId::new(&planned.file.endpoint),
+                ObjectKey::new(&planned.file.key),
+                planned.bytes.into(),
+            )
+            .await?;
+        let rows = planned.file.rows;
+        meta.export_commit(pref(topic_id, partition), generation, planned.file)
+            .await?;
+        let s = &self.inner.stats;
+        s.files_written.fetch_add(1, Ordering::Relaxed);
+        s.rows_written.fetch_add(rows, Ordering::Relaxed);
+        s.parquet_bytes_written.fetch_add(size, Ordering::Relaxed);
+        tracing::debug!(partition, rows, "exported a file");
+        Ok(())
+    }
+
+    /// Forgets, then deletes, files whose newest record is older than `retention`.
+    async fn apply_retention(
+        &self,
+        topic: &str,
+        topic_id: &str,
+        retention: Duration,
+    ) -> Result<()> {
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let horizon = now_ms.saturating_sub(retention.as_millis().min(i64::MAX as u128) as i64);
+        let state = self.inner.meta.export_state(topic).await?;
+        for p in &state.partitions {
+            let old: Vec<&proto::ExportFile> = p
+                .files
+                .iter()
+                .filter(|f| f.max_timestamp < horizon)
+                .collect();
+            if old.is_empty() {
+                continue;
+            }
+            let keys = old.iter().map(|f| f.key.clone()).collect();
+            self.inner
+                .meta
+                .export_forget(pref(topic_id, p.partition), p.generation, keys)
+                .await?;
+            for f in old {
+                self.delete(&f.endpoint, &f.key).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes the topic's export objects that no partition refers to: those
+    /// of an earlier generation (a backfill), of a deleted topic of the same
+    /// name, or whose retention passed while a delete failed.
+    async fn sweep(&self, topic: &str) -> Result<()> {
+        let state = self.inner.meta.export_state(topic).await?;
+        let referenced: HashSet<&str> = state
+            .partitions
+            .iter()
+            .flat_map(|p| p.files.iter().chain(p.pending.iter()))
+            .map(|f| f.key.as_str())
+            .collect();
+        let listed = self
+            .inner
+            .pool
+            .list(&self.inner.endpoint, &topic_prefix(topic))
+            .await?;
+        for o in listed {
+            if !referenced.contains(o.key.as_str()) {
+                tracing::info!(key = %o.key, "deleting an export file nothing refers to");
+                self.delete(o.endpoint.as_str(), o.key.as_str()).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn delete(&self, endpoint: &str, key: &str) -> Result<()> {
+        self.inner
+            .pool
+            .delete(&ObjectRef {
+                endpoint: EndpointId::new(endpoint),
+                key: ObjectKey::new(key),
+                size: 0,
+            })
+            .await?;
+        self.inner
+            .stats
+            .files_deleted
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Keeps the records up to the first one of a later hour than the first
+/// record's; returns them with the last offset the file covers.
+fn cut_at_hour(mut records: Vec<Record>, read_last: i64) -> (Vec<Record>, i64) {
+    let Some(first) = records.first() else {
+        return (records, read_last);
+    };
+    let hour = hour_of(first.timestamp);
+    match records.iter().position(|r| hour_of(r.timestamp) > hour) {
+        Some(cut) => {
+            let last = records[cut].offset - 1;
+            records.truncate(cut);
+            (records, last)
+        }
+        None => (records, read_last),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::HOUR_MS;
+
+    fn rec(offset: i64, ts: i64) -> Record {
+        Record {
+            offset,
+            timestamp: ts,
+            key: None,
+            value: None,
+            headers: vec![],
+        }
+    }
+
+    #[test]
+    fn files_stop_before_a_later_hour() {
+        let h = 10 * HOUR_MS;
+        let (kept, last) = cut_at_hour(
+            vec![
+                rec(5, h + 10),
+                rec(6, h - 3),
+                rec(7, h + HOUR_MS),
+                rec(8, h),
+            ],
+            8,
+        );
+        assert_eq!(
+            kept.len(),
+            2,
+            "a late record stays, the next hour starts a file"
+        );
+        assert_eq!(last, 6);
+        let (kept, last) = cut_at_hour(vec![rec(5, h), rec(6, h + 1)], 9);
+        assert_eq!((kept.len(), last), (2, 9), "trailing control batches count");
+        let (kept, last) = cut_at_hour(vec![], 4);
+        assert_eq!((kept.len(), last), (0, 4));
+    }
+}

@@ -1,0 +1,117 @@
+//! A topic's export settings (its `export.*` configs) and the names of
+//! export files.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Datelike, Timelike, Utc};
+use floe_metadata::api::proto;
+use floe_metadata::export_def::IndexDefinition;
+use floe_metadata::topic_config::TopicConfig;
+
+use crate::columns::{FileCompression, FileOptions};
+
+/// Milliseconds in an hour: files never reach into a later hour.
+pub const HOUR_MS: i64 = 3_600_000;
+
+/// What a topic's configs say about its exports.
+#[derive(Debug, Clone)]
+pub struct ExportSettings {
+    pub enabled: bool,
+    pub definition: IndexDefinition,
+    pub roll: Duration,
+    pub file_bytes: u64,
+    pub file: FileOptions,
+    /// `None`: keep exports forever.
+    pub retention: Option<Duration>,
+}
+
+impl ExportSettings {
+    pub fn from_config(c: &TopicConfig) -> Self {
+        let positive = |v: i64, floor: i64| v.max(floor) as u64;
+        Self {
+            enabled: c.export_enabled(),
+            definition: c.export_index(),
+            roll: Duration::from_millis(positive(c.export_roll_ms(), 100)),
+            file_bytes: positive(c.export_file_bytes(), 1024),
+            file: FileOptions {
+                compression: FileCompression::parse(c.export_compression())
+                    .unwrap_or(FileCompression::Zstd),
+                row_group_rows: positive(c.export_row_group_rows(), 1) as usize,
+            },
+            retention: (c.export_retention_ms() >= 0)
+                .then(|| Duration::from_millis(c.export_retention_ms() as u64)),
+        }
+    }
+
+    /// From a topic as the metadata API lists it (explicit settings only).
+    pub fn from_topic(t: &proto::TopicInfo) -> Self {
+        let set = t
+            .configs
+            .iter()
+            .filter(|e| !e.is_default)
+            .map(|e| (e.name.clone(), e.value.clone()))
+            .collect();
+        Self::from_config(&TopicConfig::from_settings(&set).unwrap_or_default())
+    }
+}
+
+/// The hour bucket of a timestamp.
+pub fn hour_of(ts_ms: i64) -> i64 {
+    ts_ms.div_euclid(HOUR_MS)
+}
+
+/// `exports/{topic}/dt=YYYY-MM-DD/hr=HH/{partition}-{first:020}-{last:020}.parquet`,
+/// dated by the UTC hour of the file's first record.
+pub fn file_key(topic: &str, partition: u32, first: i64, last: i64, first_ts_ms: i64) -> String {
+    let at: DateTime<Utc> = DateTime::from_timestamp_millis(first_ts_ms).unwrap_or_default();
+    format!(
+        "{}dt={:04}-{:02}-{:02}/hr={:02}/{partition}-{first:020}-{last:020}.parquet",
+        topic_prefix(topic),
+        at.year(),
+        at.month(),
+        at.day(),
+        at.hour()
+    )
+}
+
+/// Where a topic's exports live (with the trailing slash).
+pub fn topic_prefix(topic: &str) -> String {
+    format!("exports/{topic}/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_follow_the_hive_layout() {
+        // 2026-11-29T14:05:00Z
+        let ts = 1_795_961_100_000;
+        assert_eq!(
+            file_key("orders", 3, 0, 41, ts),
+            "exports/orders/dt=2026-11-29/hr=14/3-00000000000000000000-00000000000000000041.parquet"
+        );
+        assert_eq!(hour_of(ts), hour_of(ts - 5 * 60 * 1000));
+        assert_ne!(hour_of(ts), hour_of(ts + 55 * 60 * 1000));
+        // A record without a timestamp (-1) files under the epoch's hour.
+        assert!(file_key("t", 0, 0, 0, -1).contains("dt=1969-12-31/hr=23/"));
+    }
+
+    #[test]
+    fn settings_come_from_the_topic_configs() {
+        let mut set = std::collections::BTreeMap::new();
+        set.insert("export.enabled".to_string(), "true".to_string());
+        set.insert("export.roll.ms".to_string(), "1500".to_string());
+        set.insert("export.compression".to_string(), "snappy".to_string());
+        set.insert("export.retention.ms".to_string(), "60000".to_string());
+        let s = ExportSettings::from_config(&TopicConfig::from_settings(&set).unwrap());
+        assert!(s.enabled);
+        assert_eq!(s.roll, Duration::from_millis(1500));
+        assert_eq!(s.file.compression, FileCompression::Snappy);
+        assert_eq!(s.retention, Some(Duration::from_secs(60)));
+        let d = ExportSettings::from_config(&TopicConfig::default());
+        assert!(!d.enabled);
+        assert_eq!(d.retention, None);
+        assert_eq!(d.file.compression, FileCompression::Zstd);
+    }
+}

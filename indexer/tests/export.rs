@@ -1,0 +1,474 @@
+//! The indexer against a real metadata node (HTTP on 127.0.0.1), a broker
+//! writing the log, and a local object store: exports hold every committed
+//! record exactly once (also after a crash between begin and commit, and
+//! after a backfill), retention deletes old files, and lookups agree with a
+//! scan of the log.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_array::{Array, Float64Array, Int32Array, Int64Array};
+use bytes::Bytes;
+use floe_broker::{Acks, Broker, BrokerConfig, ClusterWatch};
+use floe_indexer::lookup::Query;
+use floe_indexer::settings::file_key;
+use floe_indexer::{Indexer, IndexerConfig, query};
+use floe_metadata::ErrorKind as MetaKind;
+use floe_metadata::api::client::MetaClient;
+use floe_metadata::api::proto;
+use floe_metadata::node::{MetaConfig, MetaNode};
+use floe_storage::backend::EndpointConfig;
+use floe_storage::batch::Compression;
+use floe_storage::records::{BatchBuilder, RecordSpec};
+use floe_storage::{EndpointId, ObjectKey, PartitionKey, PoolOptions, StorePool, TopicId};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+fn free_addr() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+struct Env {
+    _dir: tempfile::TempDir,
+    meta_node: Option<MetaNode>,
+    meta: Arc<MetaClient>,
+    pool: Arc<StorePool>,
+    broker: Broker,
+}
+
+impl Env {
+    async fn new() -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = MetaConfig::new(1, free_addr(), dir.path().join("meta"));
+        c.init = true;
+        c.controller_interval = Duration::from_millis(100);
+        let node = MetaNode::start(c).await.unwrap();
+        let meta = Arc::new(MetaClient::new(vec![node.addr.to_string()]).unwrap());
+        let store = dir.path().join("store");
+        std::fs::create_dir_all(&store).unwrap();
+        let endpoints =
+            EndpointConfig::parse_list(&[format!("local=file://{}", store.display())]).unwrap();
+        let pool = Arc::new(
+            StorePool::open(&endpoints, PoolOptions::default())
+                .await
+                .unwrap(),
+        );
+        let mut cfg = BrokerConfig::new(1, "127.0.0.1:1");
+        cfg.lease = Duration::from_secs(3);
+        cfg.compaction_interval = Duration::from_secs(3600);
+        cfg.retention_check_interval = Duration::from_secs(3600);
+        let view = ClusterWatch::start(meta.clone());
+        let broker = Broker::start(cfg, meta.clone(), pool.clone(), view)
+            .await
+            .unwrap();
+        Env {
+            _dir: dir,
+            meta_node: Some(node),
+            meta,
+            pool,
+            broker,
+        }
+    }
+
+    async fn topic(&self, name: &str, partitions: u32, configs: &[(&str, &str)]) -> TopicId {
+        let cfg: HashMap<String, String> = configs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let id = self.meta.create_topic(name, partitions, cfg).await.unwrap();
+        let t = TopicId(uuid::Uuid::parse_str(&id).unwrap());
+        for p in 0..partitions {
+            let key = PartitionKey::new(t, p);
+            let started = Instant::now();
+            while !self.broker.owned().contains(&key) {
+                assert!(
+                    started.elapsed() < Duration::from_secs(20),
+                    "{key} never owned"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        t
+    }
+
+    fn indexer(&self) -> Indexer {
+        Indexer::new(
+            self.meta.clone(),
+            self.pool.clone(),
+            IndexerConfig {
+                poll: Duration::from_millis(50),
+                ..IndexerConfig::default()
+            },
+        )
+        .unwrap()
+    }
+
+    /// Produces `n` records with keys `k{i % 7}` and JSON values (every
+    /// fifth one is not JSON), in batches of 10 over every codec.
+    async fn produce(&self, t: TopicId, partition: u32, first: usize, n: usize, ts: i64) -> f64 {
+        let key = PartitionKey::new(t, partition);
+        let codecs = [
+            Compression::None,
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ];
+        let mut sum = 0.0;
+        for (b, start) in (first..first + n).step_by(10).enumerate() {
+            let mut builder = BatchBuilder::new(0, ts);
+            for i in start..(start + 10).min(first + n) {
+                let value = if i % 5 == 4 {
+                    format!("not json {i}")
+                } else {
+                    sum += i as f64 * 0.5;
+                    format!("{{\"id\": {i}, \"amount\": {}}}", i as f64 * 0.5)
+                };
+                builder.push(RecordSpec::new(
+                    Some(format!("k{}", i % 7).into_bytes()),
+                    Some(value.into_bytes()),
+                    (i - start) as i64,
+                ));
+            }
+            let batch = builder.build(codecs[b % codecs.len()]).unwrap();
+            self.broker.produce(&key, &batch, Acks::All).await.unwrap();
+        }
+        sum
+    }
+
+    /// Runs export rounds until every partition is exported up to its end.
+    async fn export_all(&self, ix: &Indexer, topic: &str) -> proto::ExportStateResponse {
+        let started = Instant::now();
+        loop {
+            ix.run_once().await.unwrap();
+            let s = self.meta.export_state(topic).await.unwrap();
+            if s.partitions
+                .iter()
+                .all(|p| p.next_offset >= p.high_watermark && p.pending.is_none())
+            {
+                return s;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "exports never caught up: {s:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Every row of the committed files: (partition, offset) and the amount column's sum.
+    async fn rows(&self, s: &proto::ExportStateResponse) -> (Vec<(i32, i64)>, f64, usize) {
+        let mut rows = Vec::new();
+        let mut sum = 0.0;
+        let mut nulls = 0;
+        for p in &s.partitions {
+            for f in &p.files {
+                let obj = self
+                    .pool
+                    .head(&EndpointId::new(&f.endpoint), &ObjectKey::new(&f.key))
+                    .await
+                    .unwrap();
+                let bytes = self.pool.get(&obj).await.unwrap();
+                let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+                    .unwrap()
+                    .build()
+                    .unwrap();
+                for batch in reader {
+                    let batch = batch.unwrap();
+                    let part = batch
+                        .column_by_name("partition")
+                        .unwrap()
+                        .as_any()
+                        .downcast_ref::<Int32Array>()
+                        .unwrap();
+                    let off = batch
+                        .column_by_name("offset")
+                        .unwrap()
+                        .as_any()
+                        .downcast_ref::<Int64Array>()
+                        .unwrap();
+                    for i in 0..batch.num_rows() {
+                        rows.push((part.value(i), off.value(i)));
+                    }
+                    if let Some(amount) = batch.column_by_name("amount") {
+                        let amount = amount.as_any().downcast_ref::<Float64Array>().unwrap();
+                        nulls += amount.null_count();
+                        sum += amount.iter().flatten().sum::<f64>();
+                    }
+                }
+                assert_eq!(
+                    f.rows as usize,
+                    rows.iter()
+                        .filter(|r| r.0 == p.partition as i32
+                            && r.1 >= f.first_offset
+                            && r.1 <= f.last_offset)
+                        .count()
+                );
+            }
+        }
+        (rows, sum, nulls)
+    }
+
+    async fn shutdown(mut self) {
+        self.broker.shutdown().await;
+        if let Some(n) = self.meta_node.take() {
+            n.shutdown().await;
+        }
+    }
+}
+
+const INDEX: &str = r#"[{"name":"amount","path":"$.amount","type":"float64"}]"#;
+
+/// Now, so that files land in this hour's folder.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_record_is_exported_once_also_after_a_crash_between_begin_and_commit() {
+    let env = Env::new().await;
+    let t = env
+        .topic(
+            "orders",
+            2,
+            &[
+                ("export.enabled", "true"),
+                ("export.roll.ms", "100"),
+                ("export.row.group.rows", "16"),
+                ("export.index", INDEX),
+            ],
+        )
+        .await;
+    let ts = now_ms();
+    let mut sum = env.produce(t, 0, 0, 100, ts).await;
+    sum += env.produce(t, 1, 0, 40, ts).await;
+    // Compaction turns the WAL ranges of partition 0 into a segment: the
+    // indexer reads both kinds.
+    env.broker.compact_now().await.unwrap();
+    sum += env.produce(t, 0, 100, 50, ts).await;
+
+    // An indexer died after beginning a file of 0..=24 and writing half of it.
+    let state = env.meta.export_state("orders").await.unwrap();
+    let key = file_key("orders", 0, 0, 24, ts);
+    let pending = proto::ExportFile {
+        endpoint: "local".into(),
+        key: key.clone(),
+        first_offset: 0,
+        last_offset: 24,
+        rows: 25,
+        size: 0,
+        min_timestamp: ts,
+        max_timestamp: ts,
+    };
+    let p0 = proto::Partition {
+        topic_id: state.topic_id.clone(),
+        partition: 0,
+    };
+    env.meta
+        .export_begin(p0.clone(), 0, pending.clone())
+        .await
+        .unwrap();
+    env.pool
+        .put_at(
+            &EndpointId::new("local"),
+            ObjectKey::new(&key),
+            Bytes::from_static(b"PAR1 half a file").into(),
+        )
+        .await
+        .unwrap();
+
+    let ix = env.indexer();
+    let s = env.export_all(&ix, "orders").await;
+    let first = &s.partitions[0].files[0];
+    assert_eq!(
+        (first.key.as_str(), first.first_offset, first.last_offset),
+        (key.as_str(), 0, 24)
+    );
+    let (rows, got_sum, nulls) = env.rows(&s).await;
+    let unique: BTreeSet<_> = rows.iter().copied().collect();
+    assert_eq!(rows.len(), unique.len(), "a row exported twice");
+    let expected: BTreeSet<(i32, i64)> = (0..150)
+        .map(|o| (0, o))
+        .chain((0..40).map(|o| (1, o)))
+        .collect();
+    assert_eq!(unique, expected);
+    assert!((got_sum - sum).abs() < 1e-6, "{got_sum} != {sum}");
+    assert_eq!(
+        nulls,
+        150 / 5 + 40 / 5,
+        "values that are not JSON give NULL"
+    );
+    // Names follow the layout; nothing but the committed files is there.
+    let listed = env
+        .pool
+        .list(&EndpointId::new("local"), "exports/orders/")
+        .await
+        .unwrap();
+    let names: BTreeSet<String> = listed.iter().map(|o| o.key.to_string()).collect();
+    let committed: BTreeSet<String> = s
+        .partitions
+        .iter()
+        .flat_map(|p| p.files.iter().map(|f| f.key.clone()))
+        .collect();
+    assert_eq!(names, committed);
+    // A late commit of the finished intent is harmless; a stale begin is refused.
+    env.meta
+        .export_commit(p0.clone(), 0, pending.clone())
+        .await
+        .unwrap();
+    let err = env
+        .meta
+        .export_begin(p0.clone(), 0, pending)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), MetaKind::ExportConflict);
+
+    // Lookups agree with the log.
+    let q = Query {
+        key: Some(Bytes::from_static(b"k3")),
+        from_ms: None,
+        to_ms: None,
+        limit: 1000,
+    };
+    let a = query::run(&ix, "orders", &q).await.unwrap();
+    let found: BTreeSet<(u32, i64)> = a.records.iter().map(|r| (r.partition, r.offset)).collect();
+    let want: BTreeSet<(u32, i64)> = (0..150)
+        .filter(|i| i % 7 == 3)
+        .map(|o| (0, o))
+        .chain((0..40).filter(|i| i % 7 == 3).map(|o| (1, o)))
+        .collect();
+    assert_eq!(found, want);
+    assert!(a.stats.files_read > 0);
+    // Every row group holds k0..k6; a key in their range but absent from all
+    // of them is ruled out by the bloom filters without reading data.
+    let absent = Query {
+        key: Some(Bytes::from_static(b"k35")),
+        ..q
+    };
+    let a = query::run(&ix, "orders", &absent).await.unwrap();
+    assert!(a.records.is_empty());
+    assert_eq!(a.stats.row_groups_read, 0, "{:?}", a.stats);
+    assert!(a.stats.row_groups_pruned_by_bloom > 0, "{:?}", a.stats);
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backfill_rebuilds_the_files_and_fences_the_old_generation() {
+    let env = Env::new().await;
+    let t = env
+        .topic(
+            "events",
+            1,
+            &[("export.enabled", "true"), ("export.roll.ms", "100")],
+        )
+        .await;
+    env.produce(t, 0, 0, 60, now_ms()).await;
+    let ix = env.indexer();
+    let before = env.export_all(&ix, "events").await;
+    env.produce(t, 0, 60, 30, now_ms()).await;
+
+    let generation = ix.backfill("events").await.unwrap();
+    assert_eq!(generation, 1);
+    let p0 = proto::Partition {
+        topic_id: before.topic_id.clone(),
+        partition: 0,
+    };
+    let old_file = before.partitions[0].files[0].clone();
+    let err = env.meta.export_commit(p0, 0, old_file).await.unwrap_err();
+    assert_eq!(
+        err.kind(),
+        MetaKind::ExportConflict,
+        "the old generation is fenced"
+    );
+    let after = env.export_all(&ix, "events").await;
+    // One more round sweeps files of the old generation.
+    ix.run_once().await.unwrap();
+    let (rows, _, _) = env.rows(&after).await;
+    let unique: BTreeSet<_> = rows.iter().copied().collect();
+    assert_eq!(rows.len(), 90);
+    assert_eq!(unique, (0..90).map(|o| (0, o)).collect());
+    let listed: BTreeSet<String> = env
+        .pool
+        .list(&EndpointId::new("local"), "exports/events/")
+        .await
+        .unwrap()
+        .iter()
+        .map(|o| o.key.to_string())
+        .collect();
+    let committed: BTreeSet<String> = after.partitions[0]
+        .files
+        .iter()
+        .map(|f| f.key.clone())
+        .collect();
+    assert_eq!(listed, committed, "files of the old generation are gone");
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_deletes_old_exports_and_lookups_read_the_log_not_exported_yet() {
+    let env = Env::new().await;
+    let old = env
+        .topic(
+            "old",
+            1,
+            &[
+                ("export.enabled", "true"),
+                ("export.roll.ms", "100"),
+                ("export.retention.ms", "60000"),
+            ],
+        )
+        .await;
+    // Records from an hour ago and from now: the old file goes, the new stays.
+    env.produce(old, 0, 0, 20, now_ms() - 3_600_000).await;
+    let ix = env.indexer();
+    env.export_all(&ix, "old").await;
+    env.produce(old, 0, 20, 20, now_ms()).await;
+    env.export_all(&ix, "old").await;
+    ix.run_once().await.unwrap();
+    let s2 = env.meta.export_state("old").await.unwrap();
+    assert_eq!(s2.partitions[0].files.len(), 1, "{s2:?}");
+    assert_eq!(s2.partitions[0].files[0].first_offset, 20);
+    let listed = env
+        .pool
+        .list(&EndpointId::new("local"), "exports/old/")
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+
+    // A topic whose data waits for its roll interval: lookups read the log.
+    let slow = env
+        .topic(
+            "slow",
+            2,
+            &[("export.enabled", "true"), ("export.roll.ms", "3600000")],
+        )
+        .await;
+    let ts = now_ms();
+    env.produce(slow, 1, 0, 30, ts).await;
+    ix.run_once().await.unwrap();
+    let q = Query {
+        key: Some(Bytes::from_static(b"k2")),
+        from_ms: Some(ts),
+        to_ms: Some(ts + 5),
+        limit: 2,
+    };
+    let a = query::run(&ix, "slow", &q).await.unwrap();
+    assert_eq!(a.stats.files, 0);
+    assert_eq!(a.stats.log_records_scanned, 30);
+    let got: Vec<i64> = a.records.iter().map(|r| r.offset).collect();
+    // k2 is at offsets 2, 9, 16, 23 with timestamps ts+2, ts+9, ts+6, ts+3: in
+    // [ts, ts+5) are 2 and 23, ordered by timestamp.
+    assert_eq!(got, vec![2, 23]);
+    let err = query::run(&ix, "nope", &q).await.unwrap_err();
+    assert_eq!(err.kind, floe_indexer::ErrorKind::UnknownTopic);
+    env.shutdown().await;
+}
