@@ -50,7 +50,7 @@ pub struct IndexerRunArgs {
     )]
     pub stores: Vec<String>,
     /// HTTP port: /livez, /readyz, /metrics and the query API.
-    #[arg(long, env = "FLOE_ADMIN_LISTEN", default_value = "127.0.0.1:9646")]
+    #[arg(long, env = "FLOE_ADMIN_LISTEN", default_value = "127.0.0.1:9647")]
     pub admin_listen: SocketAddr,
     #[command(flatten)]
     pub tuning: IndexerTuning,
@@ -338,8 +338,9 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
     out.flush()?;
     let s = &answer["stats"];
     eprintln!(
-        "{} records; files read {} of {}, row groups read {} of {}, log records scanned {}",
+        "{} records; files opened {} and read {} of {}, row groups read {} of {}, log records scanned {}",
         records.len(),
+        s["files_opened"],
         s["files_read"],
         s["files"],
         s["row_groups_read"],

@@ -519,5 +519,50 @@ fn main() -> AnyResult<()> {
     wal_footer(&root)?;
     segment_index(&root)?;
     kafka_requests(&root)?;
+    indexer_inputs(&root)?;
+    Ok(())
+}
+
+/// Seeds of `indexer_inputs`: the first byte picks the input kind.
+fn indexer_inputs(root: &Path) -> AnyResult<()> {
+    let d = dir(root, "indexer_inputs")?;
+    let with = |sel: u8, body: &[u8]| {
+        let mut v = vec![sel];
+        v.extend_from_slice(body);
+        v
+    };
+    write(
+        &d,
+        "definition",
+        &with(
+            0,
+            br#"[{"name":"amount","path":"$.order.amount","type":"float64"},{"name":"sku","path":"$.items[0][\"sku id\"]","type":"string"}]"#,
+        ),
+    )?;
+    let value = br#"{"a":{"b":"x"},"items":[{"n":5}],"x y":1.5,"ok":true,"at":"2026-11-29T14:00:00Z"}"#;
+    write(&d, "value", &with(1, value))?;
+    let records: Vec<floe_storage::records::Record> = (0..40)
+        .map(|i| floe_storage::records::Record {
+            offset: i,
+            timestamp: 1_795_960_800_000 + i,
+            key: Some(Bytes::from(format!("k{}", i % 3))),
+            value: Some(Bytes::from_static(value)),
+            headers: vec![],
+        })
+        .collect();
+    let def = floe_metadata::export_def::IndexDefinition::parse(
+        r#"[{"name":"n","path":"$.items[0].n","type":"int64"}]"#,
+    )?;
+    let opts = floe_indexer::columns::FileOptions {
+        row_group_rows: 16,
+        ..Default::default()
+    };
+    let file = floe_indexer::columns::write_file(0, &records, &def, &opts)?;
+    write(&d, "parquet", &with(2, &file))?;
+    write(
+        &d,
+        "query",
+        &with(3, b"key=k1&from=2026-11-29T14:00:00Z&to=1795964400000&limit=5"),
+    )?;
     Ok(())
 }

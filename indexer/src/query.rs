@@ -17,7 +17,10 @@ pub const MAX_LIMIT: usize = 10_000;
 pub struct QueryStats {
     /// Export files of the topic.
     pub files: usize,
-    /// Files opened (the others were outside the time range).
+    /// Files whose footer (statistics, bloom filters) was read: the others
+    /// were outside the time range by the file list alone.
+    pub files_opened: usize,
+    /// Files whose data was read (at least one row group decoded).
     pub files_read: usize,
     pub row_groups: usize,
     pub row_groups_read: usize,
@@ -63,7 +66,7 @@ pub async fn run(ix: &Indexer, topic: &str, q: &Query) -> Result<QueryAnswer> {
             }
         }
     }
-    answer.stats.files_read = candidates.len();
+    answer.stats.files_opened = candidates.len();
     let pool = ix.pool().clone();
     let searches: Vec<_> = futures::stream::iter(candidates)
         .map(|f| {
@@ -85,6 +88,9 @@ pub async fn run(ix: &Indexer, topic: &str, q: &Query) -> Result<QueryAnswer> {
         .await;
     for s in searches {
         let (found, fs) = s?;
+        if fs.row_groups_read > 0 {
+            answer.stats.files_read += 1;
+        }
         answer.stats.row_groups += fs.row_groups;
         answer.stats.row_groups_read += fs.row_groups_read;
         answer.stats.row_groups_pruned_by_stats += fs.pruned_by_stats;

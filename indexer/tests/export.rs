@@ -357,6 +357,8 @@ async fn every_record_is_exported_once_also_after_a_crash_between_begin_and_comm
     let a = query::run(&ix, "orders", &absent).await.unwrap();
     assert!(a.records.is_empty());
     assert_eq!(a.stats.row_groups_read, 0, "{:?}", a.stats);
+    assert_eq!(a.stats.files_read, 0, "{:?}", a.stats);
+    assert_eq!(a.stats.files_opened, a.stats.files, "{:?}", a.stats);
     assert!(a.stats.row_groups_pruned_by_bloom > 0, "{:?}", a.stats);
     env.shutdown().await;
 }

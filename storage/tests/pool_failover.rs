@@ -316,3 +316,40 @@ async fn slow_write_within_the_deadline_stays_put_and_one_past_it_moves() {
     assert_eq!(moved, 2);
     assert!(f.pool.stats()[0].abandoned >= 1);
 }
+
+#[tokio::test]
+async fn put_at_retries_the_same_key_on_the_same_endpoint() {
+    let f = fixture(2, opts());
+    // Two failed writes first: the third lands under the same key.
+    f.faults[1].set_times(Fault::Error, FaultOps::Writes, 2);
+    let key = ObjectKey::new("exports/t/dt=2026-11-29/hr=14/0-1-2.parquet");
+    let obj = f
+        .pool
+        .put_at(&EndpointId::new("e1"), key.clone(), payload(7).into())
+        .await
+        .unwrap();
+    assert_eq!(obj.key, key);
+    assert_eq!(obj.endpoint, EndpointId::new("e1"));
+    assert_eq!(keys_in(&f.raw[1]).await, vec![key.to_string()]);
+    assert!(
+        keys_in(&f.raw[0]).await.is_empty(),
+        "never another endpoint"
+    );
+    assert_eq!(f.pool.get(&obj).await.unwrap(), payload(7));
+    assert_eq!(f.faults[1].puts(), 3);
+    // Every attempt failing is an error; an unknown endpoint is refused.
+    f.faults[1].set(Fault::Error, FaultOps::Writes);
+    let err = f
+        .pool
+        .put_at(&EndpointId::new("e1"), key.clone(), payload(8).into())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable);
+    assert!(
+        f.pool
+            .put_at(&EndpointId::new("nope"), key, payload(8).into())
+            .await
+            .is_err()
+    );
+    assert!(f.pool.store(&EndpointId::new("e0")).is_ok());
+}

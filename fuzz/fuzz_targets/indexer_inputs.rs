@@ -1,0 +1,115 @@
+//! Fuzzes what the indexer reads from outside: the `export.index` definition
+//! (topic config), record values run through a definition into a Parquet
+//! file, Parquet files searched by key and time (a corrupt or hostile file in
+//! the store), and query parameters. The first byte picks which. Nothing may
+//! panic.
+
+#![no_main]
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+use floe_indexer::columns::{FileOptions, write_file};
+use floe_indexer::lookup::{Query, search_file};
+use floe_indexer::service::parse_query;
+use floe_metadata::export_def::{IndexDefinition, parse_path};
+use floe_storage::records::{Record, RecordHeader};
+use libfuzzer_sys::fuzz_target;
+use object_store::ObjectStore;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+
+const DEFINITION: &str = r#"[
+  {"name":"s","path":"$.a.b","type":"string"},
+  {"name":"i","path":"$.items[0].n","type":"int64"},
+  {"name":"f","path":"$[\"x y\"]","type":"float64"},
+  {"name":"b","path":"$.ok","type":"bool"},
+  {"name":"t","path":"$.at","type":"timestamp"}
+]"#;
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime")
+    })
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&sel, body)) = data.split_first() else {
+        return;
+    };
+    match sel % 4 {
+        0 => {
+            let text = String::from_utf8_lossy(body);
+            let _ = parse_path(&text);
+            if let Ok(def) = IndexDefinition::parse(&text) {
+                for c in &def.columns {
+                    let _ = c.steps();
+                }
+            }
+        }
+        1 => {
+            let Ok(def) = IndexDefinition::parse(DEFINITION) else {
+                return;
+            };
+            let value = Bytes::copy_from_slice(body);
+            let records: Vec<Record> = (0..3)
+                .map(|i| Record {
+                    offset: i,
+                    timestamp: i * 1000,
+                    key: Some(value.slice(..value.len().min(8))),
+                    value: Some(value.clone()),
+                    headers: vec![RecordHeader {
+                        key: value.slice(..value.len().min(4)),
+                        value: None,
+                    }],
+                })
+                .collect();
+            let opts = FileOptions {
+                row_group_rows: 2,
+                ..FileOptions::default()
+            };
+            let _ = write_file(0, &records, &def, &opts);
+        }
+        2 => {
+            let store = Arc::new(InMemory::new());
+            let path = Path::from("f.parquet");
+            let size = body.len() as u64;
+            runtime().block_on(async {
+                if store
+                    .put(&path, Bytes::copy_from_slice(body).into())
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                let q = Query {
+                    key: Some(Bytes::from_static(b"k1")),
+                    from_ms: Some(0),
+                    to_ms: Some(i64::MAX),
+                    limit: 10,
+                };
+                let _ = search_file(store.clone(), path.clone(), size, &q).await;
+                let all = Query {
+                    key: None,
+                    from_ms: None,
+                    to_ms: None,
+                    limit: 10,
+                };
+                let _ = search_file(store, path, size, &all).await;
+            });
+        }
+        _ => {
+            let text = String::from_utf8_lossy(body);
+            let params: HashMap<String, String> = text
+                .split('&')
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let _ = parse_query(&params);
+        }
+    }
+});
