@@ -16,7 +16,7 @@ use floe_indexer::service::parse_query;
 use floe_metadata::export_def::{IndexDefinition, parse_path};
 use floe_storage::records::{Record, RecordHeader};
 use libfuzzer_sys::fuzz_target;
-use object_store::ObjectStore;
+use object_store::ObjectStoreExt;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 

@@ -52,6 +52,13 @@ fuzz_target!(|data: &[u8]| {
                 proto::IndexRequest::decode(body).map(|r| convert::partition(r.partition.as_ref()));
             let _ = proto::WatchRequest::decode(body);
             let _ = proto::ErrorBody::decode(body);
+            // The indexer's export steps.
+            let _ = proto::ExportBeginRequest::decode(body)
+                .map(|r| convert::partition(r.partition.as_ref()));
+            let _ = proto::ExportCommitRequest::decode(body)
+                .map(|r| convert::partition(r.partition.as_ref()));
+            let _ = proto::ExportForgetRequest::decode(body);
+            let _ = proto::ExportStateResponse::decode(body);
         }
         4 => {
             if let Ok(cmds) = serde_json::from_slice::<Vec<Command>>(body) {
