@@ -9,15 +9,19 @@ step() { printf '\n==> %s\n' "$*"; }
 
 step "system packages"
 # strace; kcat (Debian bookworm: 1.7.1 on librdkafka 2.0.2) for the Kafka client
-# tests; Node.js and npm for the kafkajs tests (already on the usual image).
+# tests; Node.js and npm for the kafkajs tests, and a Java 17 runtime for PySpark
+# in the indexer tests (both already on the usual image).
 need=()
 command -v strace >/dev/null || need+=(strace)
 command -v kcat >/dev/null || need+=(kcat)
 command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
+command -v java >/dev/null || need+=(openjdk-17-jre-headless)
 if ((${#need[@]})); then
     sudo=""
     [ "$(id -u)" = 0 ] || sudo="sudo"
+    # The JRE's post-install step links its man pages; slim images lack the folder.
+    $sudo mkdir -p /usr/share/man/man1
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
 fi

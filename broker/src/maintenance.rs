@@ -310,5 +310,23 @@ async fn sweep(b: &Broker, seen: &mut HashMap<u64, Instant>) -> Result<()> {
             .map_err(BrokerError::from)?;
         tracing::info!(objects = n, "deleted unreferenced objects");
     }
+    // WAL writes a crash cut short leave staging files in a local folder that
+    // no listing shows; only this broker writes under its WAL prefix.
+    let prefix = format!("wal/{}/", b.id());
+    let endpoints: Vec<EndpointId> = b.inner.pool.endpoint_ids().cloned().collect();
+    for ep in endpoints {
+        match b
+            .inner
+            .pool
+            .remove_partial_writes(&ep, &prefix, grace)
+            .await
+        {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(endpoint = %ep, files = n, "removed half-written WAL files"),
+            Err(e) => {
+                tracing::warn!(endpoint = %ep, error = %e, "cannot remove half-written WAL files")
+            }
+        }
+    }
     Ok(())
 }

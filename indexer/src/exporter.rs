@@ -449,7 +449,8 @@ impl Indexer {
 
     /// Deletes the topic's export objects that no partition refers to: those
     /// of an earlier generation (a backfill), of a deleted topic of the same
-    /// name, or whose retention passed while a delete failed.
+    /// name, or whose retention passed while a delete failed; and the staging
+    /// files of writes a crash cut short.
     async fn sweep(&self, topic: &str) -> Result<()> {
         let state = self.inner.meta.export_state(topic).await?;
         let referenced: HashSet<&str> = state
@@ -458,11 +459,22 @@ impl Indexer {
             .flat_map(|p| p.files.iter().chain(p.pending.iter()))
             .map(|f| f.key.as_str())
             .collect();
-        let listed = self
+        let prefix = topic_prefix(topic);
+        // Staging files of writes a crash cut short (local folders only); no
+        // write of this topic is in flight while it sweeps.
+        let partial = self
             .inner
             .pool
-            .list(&self.inner.endpoint, &topic_prefix(topic))
+            .remove_partial_writes(&self.inner.endpoint, &prefix, Duration::ZERO)
             .await?;
+        if partial > 0 {
+            tracing::info!(
+                topic,
+                files = partial,
+                "removed export files a crash left half written"
+            );
+        }
+        let listed = self.inner.pool.list(&self.inner.endpoint, &prefix).await?;
         for o in listed {
             if !referenced.contains(o.key.as_str()) {
                 tracing::info!(key = %o.key, "deleting an export file nothing refers to");

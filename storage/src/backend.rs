@@ -384,7 +384,13 @@ impl StorePool {
         for ep in endpoints {
             stores.push((ep.id.clone(), ep.spec.open(&opts).await?));
         }
-        StorePool::new(stores, opts)
+        let mut pool = StorePool::new(stores, opts)?;
+        for ep in endpoints {
+            if let BackendSpec::Local { root } = &ep.spec {
+                pool.set_local_root(&ep.id, root.into());
+            }
+        }
+        Ok(pool)
     }
 }
 

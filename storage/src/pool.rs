@@ -121,6 +121,8 @@ impl<T: RangeRead> RangeRead for &T {
 struct Endpoint {
     id: EndpointId,
     store: Arc<dyn ObjectStore>,
+    /// The folder of a local endpoint (for [`StorePool::remove_partial_writes`]).
+    local_root: Option<std::path::PathBuf>,
     benched_until: Mutex<Option<Instant>>,
     written: AtomicU64,
     abandoned: AtomicU64,
@@ -192,6 +194,7 @@ impl StorePool {
             endpoints.push(Endpoint {
                 id,
                 store,
+                local_root: None,
                 benched_until: Mutex::new(None),
                 written: AtomicU64::new(0),
                 abandoned: AtomicU64::new(0),
@@ -412,6 +415,36 @@ impl StorePool {
         }
     }
 
+    /// Marks an endpoint as the local folder `root` (set by [`StorePool::open`]).
+    pub(crate) fn set_local_root(&mut self, id: &EndpointId, root: std::path::PathBuf) {
+        if let Some(ep) = self.endpoints.iter_mut().find(|e| &e.id == id) {
+            ep.local_root = Some(root);
+        }
+    }
+
+    /// Deletes what writes cut short by a crash left in a local folder under
+    /// `prefix`: `object_store` writes a local object to `{key}#{n}` and
+    /// renames it when complete, so a process killed mid-write leaves that
+    /// staging file, which listings do not show but other readers of the
+    /// folder (Spark, a shell glob) may. Only files at least `older_than` old
+    /// are removed, so writes in flight are left alone. Object stores with
+    /// atomic puts (S3) have nothing to clean: returns 0.
+    pub async fn remove_partial_writes(
+        &self,
+        endpoint: &EndpointId,
+        prefix: &str,
+        older_than: Duration,
+    ) -> Result<usize> {
+        let ep = self.endpoint(endpoint)?;
+        let Some(root) = ep.local_root.clone() else {
+            return Ok(0);
+        };
+        let dir = root.join(prefix.trim_start_matches('/'));
+        tokio::task::spawn_blocking(move || remove_staging_files(&dir, older_than))
+            .await
+            .map_err(|e| StorageError::new(ErrorKind::Unavailable, e.to_string()))?
+    }
+
     /// The object store behind an endpoint, for readers that need the
     /// `ObjectStore` interface itself (Parquet's async reader).
     pub fn store(&self, endpoint: &EndpointId) -> Result<Arc<dyn ObjectStore>> {
@@ -524,5 +557,65 @@ impl RangeRead for StorePool {
         range: Range<u64>,
     ) -> impl Future<Output = Result<Bytes>> + Send {
         self.get_range(obj, range)
+    }
+}
+
+/// Whether a file name is a local staging name: `…#` followed by digits.
+fn is_staging_name(name: &str) -> bool {
+    name.rsplit_once('#').is_some_and(|(stem, n)| {
+        !stem.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
+fn remove_staging_files(dir: &std::path::Path, older_than: Duration) -> Result<usize> {
+    let io = |e: std::io::Error| {
+        StorageError::new(ErrorKind::Unavailable, format!("{}: {e}", dir.display()))
+    };
+    let mut removed = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let entries = match std::fs::read_dir(&d) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io(e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(io)?;
+            let meta = entry.metadata().map_err(io)?;
+            if meta.is_dir() {
+                stack.push(entry.path());
+                continue;
+            }
+            let old_enough = meta
+                .modified()
+                .ok()
+                .and_then(|m| m.elapsed().ok())
+                .is_some_and(|age| age >= older_than);
+            if old_enough && entry.file_name().to_str().is_some_and(is_staging_name) {
+                match std::fs::remove_file(entry.path()) {
+                    Ok(()) => removed += 1,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(io(e)),
+                }
+            }
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod staging_tests {
+    use super::*;
+
+    #[test]
+    fn staging_names() {
+        assert!(is_staging_name(
+            "0-00000000000000000000-00000000000000000009.parquet#1"
+        ));
+        assert!(is_staging_name("x.wal#12"));
+        assert!(!is_staging_name("x.parquet"));
+        assert!(!is_staging_name("x#"));
+        assert!(!is_staging_name("#1"));
+        assert!(!is_staging_name("x#1a"));
     }
 }
