@@ -41,17 +41,21 @@ python3 - "$N" "$SIZE" > "$WORK/msgs" <<'PY'
 import sys, random
 n, size = int(sys.argv[1]), int(sys.argv[2])
 r = random.Random(1)
-pad = "".join(r.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(size))
+letters = "abcdefghijklmnopqrstuvwxyz"
 for i in range(n):
     body = f'{{"id": {i}, "amount": {i % 1000 / 4}, "customer": "c{i % 97}", "note": "'
-    print(f'k{i % 1000}\t{body}{pad[:max(0, size - len(body) - 2)]}"}}')
+    # Random text per message, so that the log is not far smaller than the records.
+    pad = "".join(r.choices(letters, k=max(0, size - len(body) - 2)))
+    print(f'k{i % 1000}\t{body}{pad}"}}')
 PY
 kcat -P -b "$K" -t orders -K$'\t' -z lz4 -X linger.ms=5 -X queue.buffering.max.messages=1000000 -l "$WORK/msgs"
 "$BIN" topic alter orders --config export.enabled=true >/dev/null
 
-"$PY" - "$A" "$PID" "$N" "$BIN" <<'PY'
+RECORD_MB=$(python3 -c "import os; print(os.path.getsize('$WORK/msgs')/1e6)")
+"$PY" - "$A" "$PID" "$N" "$BIN" "$RECORD_MB" <<'PY'
 import json, os, statistics, subprocess, sys, time, urllib.request
 admin, pid, n, binary = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+record_mb = float(sys.argv[5])  # keys and values as produced (uncompressed)
 tick = os.sysconf("SC_CLK_TCK")
 
 def cpu():
@@ -75,7 +79,7 @@ def wait_exported():
         time.sleep(0.05)
 
 wait_exported()  # the first export, once exports are enabled
-walls, per_cpu, mbs = [], [], []
+walls, per_cpu, mbs, rec_per_cpu, rows_per_s = [], [], [], [], []
 for run in range(3):
     b0, c0, t0 = metric("floe_indexer_log_bytes_read_total"), cpu(), time.time()
     subprocess.run([binary, "indexer", "backfill", "--topic", "orders", "--indexer", f"http://{admin}"],
@@ -84,13 +88,16 @@ for run in range(3):
     t1, c1, b1 = time.time(), cpu(), metric("floe_indexer_log_bytes_read_total")
     mb = (b1 - b0) / 1e6
     walls.append(mb / (t1 - t0)); per_cpu.append(mb / max(c1 - c0, 1e-9)); mbs.append(mb)
+    rec_per_cpu.append(record_mb / max(c1 - c0, 1e-9)); rows_per_s.append(n / (t1 - t0))
     rows = sum(p["rows"] for p in s["partitions"]); pq = sum(p["bytes"] for p in s["partitions"]) / 1e6
     files = sum(p["files"] for p in s["partitions"])
     print(f"backfill {run + 1}: {mb:.1f} MB of log ({rows} rows) -> {files} files, {pq:.1f} MB Parquet "
           f"in {t1 - t0:.2f} s wall, {c1 - c0:.2f} s CPU")
 print(f"export throughput (median of 3): {statistics.median(walls):.1f} MB/s of log wall-clock, "
       f"{statistics.median(per_cpu):.1f} MB of log per CPU-second (per core); "
-      f"cores busy {statistics.median(walls) / statistics.median(per_cpu):.2f}")
+      f"cores busy {statistics.median(walls) / statistics.median(per_cpu):.2f}; "
+      f"{statistics.median(rec_per_cpu):.1f} MB of records (uncompressed) per CPU-second, "
+      f"{statistics.median(rows_per_s):,.0f} rows/s")
 PY
 
 "$PY" - "$K" "$A" <<'PY'
