@@ -61,6 +61,13 @@ const TOPIC_CONFIG_TYPES: &[(&str, i8)] = &[
     ("segment.ms", TYPE_LONG),
     ("min.compaction.lag.ms", TYPE_LONG),
     ("delete.retention.ms", TYPE_LONG),
+    ("export.enabled", TYPE_BOOLEAN),
+    ("export.index", TYPE_STRING),
+    ("export.roll.ms", TYPE_LONG),
+    ("export.file.bytes", TYPE_LONG),
+    ("export.row.group.rows", TYPE_INT),
+    ("export.compression", TYPE_STRING),
+    ("export.retention.ms", TYPE_LONG),
 ];
 
 fn topic_config_type(name: &str) -> i8 {
