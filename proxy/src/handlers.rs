@@ -98,6 +98,10 @@ pub struct ProducerIdBlock {
 /// Ids taken from the metadata service at a time.
 const PRODUCER_ID_BLOCK: u32 = 1000;
 
+/// How long a produce waits for an assigned owner to finish taking its
+/// partition over before answering NOT_LEADER_OR_FOLLOWER.
+const OWNER_READY_WAIT: Duration = Duration::from_secs(1);
+
 impl ProducerIdBlock {
     async fn take(&self, meta: &MetaClient) -> Result<i64, floe_metadata::MetaError> {
         let mut g = self.next.lock().await;
@@ -170,6 +174,45 @@ impl Context {
             .broker_addr(owner)
             .ok_or(ResponseError::NotLeaderOrFollower)?;
         Ok(BrokerHandle::Remote(self.remote(addr)))
+    }
+
+    /// Sequences `records` at the partition's owner. Right after a partition
+    /// is assigned (a new topic, a failover) the view may name an owner that
+    /// has not finished taking it over, for a few milliseconds: the owner
+    /// answers NOT_OWNER. Waiting for it here, briefly, keeps the order of
+    /// this connection's batches; a client retry of a non-idempotent producer
+    /// with several requests in flight could reorder them.
+    async fn append_at_owner(
+        &self,
+        key: &PartitionKey,
+        records: Bytes,
+        acks: Acks,
+    ) -> Result<PendingProduce, floe_broker::BrokerError> {
+        let deadline = tokio::time::Instant::now() + OWNER_READY_WAIT;
+        loop {
+            let snap = self.view.current();
+            let res = match self.route(&snap, key) {
+                Ok(h) => h.append(key, records.clone(), acks).await,
+                // Retryable either way: the client refreshes metadata.
+                Err(code) => Err(floe_broker::BrokerError::new(
+                    if code == ResponseError::UnknownTopicOrPartition {
+                        floe_broker::ErrorKind::UnknownTopicOrPartition
+                    } else {
+                        floe_broker::ErrorKind::NotOwner
+                    },
+                    format!("cannot route to the partition's owner: {code}"),
+                )),
+            };
+            match res {
+                Err(e)
+                    if e.kind() == floe_broker::ErrorKind::NotOwner
+                        && tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// The client of the broker at `addr` (one per address, reused).
@@ -314,14 +357,7 @@ impl Context {
                     }
                     (Some(acks), Some(key)) => {
                         let records = p.records.unwrap_or_default();
-                        let sequenced = match self.route(&snap, &key) {
-                            Ok(h) => h.append(&key, records, acks).await,
-                            // Retryable either way: the client refreshes metadata.
-                            Err(code) => Err(floe_broker::BrokerError::new(
-                                floe_broker::ErrorKind::NotOwner,
-                                format!("cannot route to the partition's owner: {code}"),
-                            )),
-                        };
+                        let sequenced = self.append_at_owner(&key, records, acks).await;
                         match sequenced {
                             Ok(pending) => Part::Waiting(p.index, pending),
                             Err(e) => {
