@@ -249,11 +249,17 @@ struct Layout {
 ///
 /// Fetches are async; decoding the `key`/`timestamp` pages of the row groups
 /// left after pruning runs on the calling task.
+///
+/// `max_rows` bounds the rows the footer may claim (the export's row count,
+/// which the metadata keeps): a footer claiming more is a corrupt or foreign
+/// file, refused before any page is decoded (a hostile row count can make
+/// the decoder skip through rows for a very long time).
 pub async fn search_file(
     store: Arc<dyn ObjectStore>,
     path: Path,
     size: u64,
     q: &Query,
+    max_rows: u64,
 ) -> Result<(Vec<Found>, FileSearch), LookupError> {
     let read_err = |source: ParquetError| LookupError::Read {
         path: path.to_string(),
@@ -275,6 +281,19 @@ pub async fn search_file(
         }
     })?;
     let metadata = Arc::clone(builder.metadata());
+    let claimed = metadata.row_groups().iter().try_fold(0u64, |sum, rg| {
+        u64::try_from(rg.num_rows())
+            .ok()
+            .and_then(|n| sum.checked_add(n))
+    });
+    if claimed.is_none_or(|n| n > max_rows)
+        || u64::try_from(metadata.file_metadata().num_rows()).map_or(true, |n| n > max_rows)
+    {
+        return Err(LookupError::Schema {
+            path: path.to_string(),
+            why: format!("the footer claims more rows than the export's {max_rows}"),
+        });
+    }
     let mut stats = FileSearch {
         row_groups: metadata.num_row_groups(),
         ..FileSearch::default()
@@ -715,7 +734,7 @@ mod tests {
         (store, path, size): &(Arc<dyn ObjectStore>, Path, u64),
         q: &Query,
     ) -> (Vec<Found>, FileSearch) {
-        search_file(Arc::clone(store), path.clone(), *size, q)
+        search_file(Arc::clone(store), path.clone(), *size, q, u64::MAX)
             .await
             .expect("search")
     }
@@ -922,39 +941,51 @@ mod tests {
             }
         };
 
+        // A footer claiming more rows than the export holds is refused.
+        let (path, size) = put("whole", file.clone()).await;
+        assert!(
+            search_file(Arc::clone(&store), path.clone(), size, &q, 200)
+                .await
+                .is_ok()
+        );
+        let err = search_file(Arc::clone(&store), path, size, &q, 199)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("more rows"), "{err}");
+
         let (path, size) = put("half", file[..file.len() / 2].to_vec()).await;
         assert!(
-            search_file(Arc::clone(&store), path, size, &q)
+            search_file(Arc::clone(&store), path, size, &q, u64::MAX)
                 .await
                 .is_err()
         );
         let (path, size) = put("no-last-byte", file[..file.len() - 1].to_vec()).await;
         assert!(
-            search_file(Arc::clone(&store), path, size, &q)
+            search_file(Arc::clone(&store), path, size, &q, u64::MAX)
                 .await
                 .is_err()
         );
         let (path, size) = put("garbage", vec![7u8; 4096]).await;
         assert!(
-            search_file(Arc::clone(&store), path, size, &q)
+            search_file(Arc::clone(&store), path, size, &q, u64::MAX)
                 .await
                 .is_err()
         );
         let (path, size) = put("tiny", b"PAR1".to_vec()).await;
         assert!(
-            search_file(Arc::clone(&store), path, size, &q)
+            search_file(Arc::clone(&store), path, size, &q, u64::MAX)
                 .await
                 .is_err()
         );
         // The listing said the object was longer than it is.
         let (path, size) = put("shrunk", file[..file.len() - 100].to_vec()).await;
         assert!(
-            search_file(Arc::clone(&store), path, size + 100, &q)
+            search_file(Arc::clone(&store), path, size + 100, &q, u64::MAX)
                 .await
                 .is_err()
         );
 
-        let missing = search_file(Arc::clone(&store), Path::from("missing"), 100, &q)
+        let missing = search_file(Arc::clone(&store), Path::from("missing"), 100, &q, u64::MAX)
             .await
             .expect_err("missing");
         assert!(missing.is_not_found(), "{missing}");
@@ -965,12 +996,13 @@ mod tests {
             *b = b.wrapping_mul(31).wrapping_add(7);
         }
         let (path, size) = put("damaged", damaged).await;
-        let _ = search_file(Arc::clone(&store), path.clone(), size, &q).await;
+        let _ = search_file(Arc::clone(&store), path.clone(), size, &q, u64::MAX).await;
         let _ = search_file(
             Arc::clone(&store),
             path,
             size,
             &query(Some("k0-1"), None, None, 10),
+            u64::MAX,
         )
         .await;
     }
@@ -996,7 +1028,9 @@ mod tests {
         let size = file.len() as u64;
         store.put(&path, file.into()).await.expect("put");
         let q = query(Some("k1-4"), None, None, 100);
-        let (found, stats) = search_file(store, path, size, &q).await.expect("search");
+        let (found, stats) = search_file(store, path, size, &q, u64::MAX)
+            .await
+            .expect("search");
         assert_eq!(offsets(&found), brute_force(&records, &q));
         assert_eq!(stats.row_groups_read, 1);
     }

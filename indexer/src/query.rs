@@ -78,6 +78,7 @@ pub async fn run(ix: &Indexer, topic: &str, q: &Query) -> Result<QueryAnswer> {
                     object_store::path::Path::from(f.key.as_str()),
                     f.size,
                     q,
+                    f.rows,
                 )
                 .await
                 .map_err(|e| IndexerError::new(ErrorKind::Unavailable, format!("{}: {e}", f.key)))
