@@ -285,6 +285,12 @@ def test_broker_killed_with_sigkill_loses_no_acknowledged_message(floe_bin, tmp_
             if i % 200 == 0:
                 # Paced, so that the kill lands while writes are in flight.
                 producer.poll(0.01)
+            if killed_at is None and i >= 10000:
+                # On a loaded machine acknowledgements lag the loop: wait for
+                # them (bounded), so the kill still lands mid-stream.
+                wait_until = time.time() + 60
+                while len(acked) < 5000 and time.time() < wait_until:
+                    producer.poll(0.05)
             if killed_at is None and len(acked) >= 5000:
                 brokers[1][0].kill9()
                 killed_at = time.time()
