@@ -15,23 +15,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 N="${1:-500000}"
 SIZE="${2:-200}"
-cargo build --release --quiet --bin floe
-BIN=target/release/floe
-PY=.venv/bin/python
-WORK="$(mktemp -d)"
-PID=""
-cleanup() {
-    [ -n "$PID" ] && kill "$PID" 2>/dev/null || true
-    wait 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-K=127.0.0.1:$(port); A=127.0.0.1:$(port); M=127.0.0.1:$(port)
-"$BIN" standalone --data-dir "$WORK/data" --kafka-listen "$K" --admin-listen "$A" --meta-listen "$M" \
-    --indexer-poll-ms 100 2>"$WORK/floe.log" &
-PID=$!
-for _ in $(seq 1 100); do curl -sf "http://$A/readyz" >/dev/null && break; sleep 0.1; done
+. bench/lib.sh
+start_standalone --indexer-poll-ms 100
 export FLOE_BOOTSTRAP="$K"
 INDEX='[{"name":"id","path":"$.id","type":"int64"},{"name":"amount","path":"$.amount","type":"float64"},{"name":"customer","path":"$.customer","type":"string"}]'
 "$BIN" topic create orders --partitions 4 --config export.roll.ms=100 --config "export.index=$INDEX" >/dev/null

@@ -13,23 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 N="${1:-500000}"
 SIZE="${2:-200}"
-cargo build --release --quiet --bin floe
-BIN=target/release/floe
-PY=.venv/bin/python
-WORK="$(mktemp -d)"
-PID=""
-cleanup() {
-    [ -n "$PID" ] && kill "$PID" 2>/dev/null || true
-    wait 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-K=127.0.0.1:$(port); A=127.0.0.1:$(port); M=127.0.0.1:$(port)
-"$BIN" standalone --data-dir "$WORK/data" --kafka-listen "$K" --admin-listen "$A" --meta-listen "$M" \
-    --default-partitions 4 2>"$WORK/floe.log" &
-PID=$!
-for _ in $(seq 1 100); do curl -sf "http://$A/readyz" >/dev/null && break; sleep 0.1; done
+. bench/lib.sh
+start_standalone --default-partitions 4
 
 python3 - "$N" "$SIZE" > "$WORK/msgs" <<'PY'
 import sys, random

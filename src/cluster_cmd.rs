@@ -12,11 +12,9 @@ use clap::Args;
 use floe_broker::{Broker, ClusterWatch};
 use floe_metadata::api::client::MetaClient;
 use floe_proxy::{Proxy, ProxyConfig};
-use floe_storage::backend::EndpointConfig;
-use floe_storage::{PoolOptions, StorePool};
 
 use crate::admin_http::{self, AdminState};
-use crate::roles::{BrokerTuning, ProxyTuning};
+use crate::roles::{BrokerTuning, ClusterAccess, ProxyTuning};
 
 #[derive(Debug, Args)]
 pub struct BrokerArgs {
@@ -29,17 +27,8 @@ pub struct BrokerArgs {
     /// The address proxies reach the RPC at (default: the listener).
     #[arg(long, env = "FLOE_RPC_ADVERTISE")]
     pub advertise: Option<String>,
-    /// Metadata node addresses (comma-separated).
-    #[arg(long, env = "FLOE_META", value_delimiter = ',', required = true)]
-    pub meta: Vec<String>,
-    /// Store endpoints, `id=URL` (repeat for a pool): file://DIR, s3://BUCKET/PREFIX?…
-    #[arg(
-        long = "store",
-        env = "FLOE_STORE",
-        value_delimiter = ',',
-        required = true
-    )]
-    pub stores: Vec<String>,
+    #[command(flatten)]
+    pub cluster: ClusterAccess,
     /// HTTP admin port: /livez, /readyz, /metrics.
     #[arg(long, env = "FLOE_ADMIN_LISTEN", default_value = "127.0.0.1:9645")]
     pub admin_listen: SocketAddr,
@@ -72,9 +61,8 @@ pub struct ProxyArgs {
 }
 
 pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
-    let meta = Arc::new(MetaClient::new(args.meta.clone())?);
-    let endpoints = EndpointConfig::parse_list(&args.stores)?;
-    let pool = Arc::new(StorePool::open(&endpoints, PoolOptions::default()).await?);
+    let meta = args.cluster.meta_client()?;
+    let pool = args.cluster.open_store().await?;
     let rpc = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;

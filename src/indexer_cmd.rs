@@ -11,11 +11,11 @@ use clap::{Args, Subcommand};
 use floe_indexer::{Indexer, IndexerConfig};
 use floe_metadata::api::client::MetaClient;
 use floe_metadata::http::{HttpClient, HttpError};
-use floe_storage::backend::EndpointConfig;
-use floe_storage::{EndpointId, PoolOptions, StorePool};
+use floe_storage::{EndpointId, StorePool};
 use serde_json::Value;
 
 use crate::admin_http::{self, AdminState};
+use crate::roles::ClusterAccess;
 
 /// Where `backfill` and `query` find the indexer's HTTP API by default (the
 /// standalone admin port).
@@ -38,17 +38,9 @@ pub enum IndexerAction {
 
 #[derive(Debug, Args)]
 pub struct IndexerRunArgs {
-    /// Metadata node addresses (comma-separated).
-    #[arg(long, env = "FLOE_META", value_delimiter = ',', required = true)]
-    pub meta: Vec<String>,
-    /// Store endpoints, `id=URL` (repeat for a pool), as the brokers have them.
-    #[arg(
-        long = "store",
-        env = "FLOE_STORE",
-        value_delimiter = ',',
-        required = true
-    )]
-    pub stores: Vec<String>,
+    /// The metadata service and the brokers' store pool.
+    #[command(flatten)]
+    pub cluster: ClusterAccess,
     /// HTTP port: /livez, /readyz, /metrics and the query API.
     #[arg(long, env = "FLOE_ADMIN_LISTEN", default_value = "127.0.0.1:9647")]
     pub admin_listen: SocketAddr,
@@ -136,9 +128,8 @@ pub fn start(
 }
 
 async fn run_role(args: IndexerRunArgs) -> anyhow::Result<()> {
-    let meta = Arc::new(MetaClient::new(args.meta.clone())?);
-    let endpoints = EndpointConfig::parse_list(&args.stores)?;
-    let pool = Arc::new(StorePool::open(&endpoints, PoolOptions::default()).await?);
+    let meta = args.cluster.meta_client()?;
+    let pool = args.cluster.open_store().await?;
     let (ix, task) = start(meta, pool.clone(), &args.tuning)?;
     let state = Arc::new(AdminState {
         ready: AtomicBool::new(true),

@@ -1,15 +1,65 @@
-//! Settings shared by the commands that run a broker or a proxy
-//! (`floe standalone`, `floe broker`, `floe proxy`), and their wiring.
+//! Settings shared by the commands that run a role (`floe standalone`,
+//! `floe broker`, `floe proxy`, `floe indexer`), and their wiring.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
+use anyhow::{Context as _, bail};
 use clap::Args;
 use floe_broker::{Broker, BrokerConfig, ClusterWatch};
 use floe_metadata::api::client::MetaClient;
 use floe_proxy::admin::{AdminConfig, ClusterIdentity};
 use floe_proxy::handlers::Context;
+use floe_storage::backend::EndpointConfig;
+use floe_storage::{PoolOptions, StorePool};
+
+/// Where a broker or an indexer finds the cluster: the metadata service
+/// and the store pool the log lives in.
+#[derive(Debug, Clone, Args)]
+pub struct ClusterAccess {
+    /// Metadata node addresses (comma-separated).
+    #[arg(long, env = "FLOE_META", value_delimiter = ',', required = true)]
+    pub meta: Vec<String>,
+    /// Store endpoints, `id=URL` (repeat or comma-separate for a pool): file://DIR, s3://BUCKET/PREFIX?…
+    #[arg(
+        long = "store",
+        env = "FLOE_STORE",
+        value_delimiter = ',',
+        required = true
+    )]
+    pub stores: Vec<String>,
+    /// Deadline of one store write attempt; past it the bytes go to a new object.
+    #[arg(long, env = "FLOE_STORE_WRITE_TIMEOUT_MS", default_value_t = 10_000)]
+    pub write_timeout_ms: u64,
+}
+
+impl ClusterAccess {
+    /// A client of the metadata service (it connects on first use).
+    pub fn meta_client(&self) -> anyhow::Result<Arc<MetaClient>> {
+        Ok(Arc::new(MetaClient::new(self.meta.clone())?))
+    }
+
+    /// Opens the store pool (checks every endpoint's URL and options).
+    pub async fn open_store(&self) -> anyhow::Result<Arc<StorePool>> {
+        Ok(Arc::new(
+            open_store(&self.stores, self.write_timeout_ms).await?,
+        ))
+    }
+}
+
+/// Opens a pool over `stores` (`URL` or `id=URL` each) with the given write
+/// deadline; the other pool settings keep their defaults.
+pub async fn open_store(stores: &[String], write_timeout_ms: u64) -> anyhow::Result<StorePool> {
+    if write_timeout_ms == 0 {
+        bail!("--write-timeout-ms must be above 0");
+    }
+    let endpoints = EndpointConfig::parse_list(stores)?;
+    let opts = PoolOptions {
+        write_timeout: Duration::from_millis(write_timeout_ms),
+        ..PoolOptions::default()
+    };
+    Ok(StorePool::open(&endpoints, opts).await?)
+}
 
 /// How a broker flushes, compacts and cleans up.
 #[derive(Debug, Clone, Args)]
@@ -114,5 +164,60 @@ impl ProxyTuning {
             max_fetch_wait: Duration::from_secs(30),
             producer_ids: Default::default(),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        cluster: ClusterAccess,
+    }
+
+    #[tokio::test]
+    async fn cluster_access_opens_the_pool_with_the_write_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("a=file://{}", dir.path().display());
+        let cmd = Cmd::try_parse_from([
+            "x",
+            "--meta",
+            "127.0.0.1:1,127.0.0.1:2",
+            "--store",
+            &url,
+            "--write-timeout-ms",
+            "2500",
+        ])
+        .unwrap();
+        assert_eq!(cmd.cluster.meta, ["127.0.0.1:1", "127.0.0.1:2"]);
+        let pool = cmd.cluster.open_store().await.unwrap();
+        assert_eq!(pool.options().write_timeout, Duration::from_millis(2500));
+        assert!(cmd.cluster.meta_client().is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_zero_write_deadline_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("file://{}", dir.path().display());
+        let err = open_store(&[url], 0).await.unwrap_err();
+        assert!(err.to_string().contains("--write-timeout-ms"), "{err}");
+    }
+
+    #[test]
+    fn meta_and_store_are_required() {
+        // Not from the environment of whoever runs the tests.
+        if std::env::var_os("FLOE_META").is_some() || std::env::var_os("FLOE_STORE").is_some() {
+            return;
+        }
+        let err = Cmd::try_parse_from(["x", "--meta", "127.0.0.1:1"]).unwrap_err();
+        assert!(err.to_string().contains("--store"), "{err}");
+        let err = Cmd::try_parse_from(["x", "--store", "file:///tmp"]).unwrap_err();
+        assert!(err.to_string().contains("--meta"), "{err}");
     }
 }

@@ -7,12 +7,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use bytes::Bytes;
 use clap::{Args, Subcommand};
-use floe_storage::backend::EndpointConfig;
 use floe_storage::batch::{BatchIter, Compression};
 use floe_storage::records::{BatchBuilder, RecordSpec};
 use floe_storage::segment::{OffsetIndex, SegmentBuilder, SegmentReader, TimeIndex, write_segment};
 use floe_storage::wal::{WalBuilder, WalFooter, WalReader};
-use floe_storage::{EndpointId, ObjectKey, Offset, PartitionKey, PoolOptions, StorePool, TopicId};
+use floe_storage::{EndpointId, ObjectKey, Offset, PartitionKey, StorePool, TopicId};
 
 #[derive(Debug, Args)]
 pub struct StoreArgs {
@@ -22,7 +21,7 @@ pub struct StoreArgs {
         long = "store",
         env = "FLOE_STORE",
         value_delimiter = ',',
-        default_value = "file://./floe-data"
+        default_value = "file://./floe-data/store"
     )]
     stores: Vec<String>,
     /// Deadline of one write attempt, in milliseconds.
@@ -32,12 +31,7 @@ pub struct StoreArgs {
 
 impl StoreArgs {
     async fn open(&self) -> anyhow::Result<StorePool> {
-        let endpoints = EndpointConfig::parse_list(&self.stores)?;
-        let opts = PoolOptions {
-            write_timeout: Duration::from_millis(self.write_timeout_ms),
-            ..PoolOptions::default()
-        };
-        Ok(StorePool::open(&endpoints, opts).await?)
+        crate::roles::open_store(&self.stores, self.write_timeout_ms).await
     }
 }
 

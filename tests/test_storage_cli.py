@@ -1,5 +1,6 @@
 """`floe storage` on a real local folder: end-to-end check, durability, bad input."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -38,6 +39,25 @@ def test_inspect_reports_corrupt_wal_footer(floe_bin, tmp_path):
     res = run(floe_bin, "storage", "inspect", "--store", f"file://{data}", "x/broken.wal")
     assert res.returncode == 1
     assert "corrupt" in res.stderr
+
+
+def test_storage_commands_default_to_the_standalone_store(floe_bin, tmp_path):
+    """Without --store, `floe storage` looks at ./floe-data/store, where `floe standalone` keeps its log."""
+    store = tmp_path / "floe-data" / "store"
+    (store / "x").mkdir(parents=True)
+    (store / "x" / "broken.wal").write_bytes(b"\x00" * 100 + b"FLOEWAL1")
+    env = {k: v for k, v in os.environ.items() if k != "FLOE_STORE"}
+    res = run(floe_bin, "storage", "inspect", "x/broken.wal", cwd=tmp_path, env=env)
+    assert res.returncode == 1
+    assert "corrupt" in res.stderr, res.stderr
+
+
+def test_roles_refuse_a_zero_store_write_deadline(floe_bin, tmp_path):
+    for role in (["broker", "--id", "1"], ["indexer"]):
+        res = run(floe_bin, *role, "--meta", "127.0.0.1:1", "--store", f"file://{tmp_path}",
+                  "--write-timeout-ms", "0", "--admin-listen", "127.0.0.1:0")
+        assert res.returncode == 1, (role, res.stderr)
+        assert "--write-timeout-ms must be above 0" in res.stderr, res.stderr
 
 
 def test_local_put_fsyncs_file_before_rename_and_directory_after(floe_bin, tmp_path):

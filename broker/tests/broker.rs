@@ -5,92 +5,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use floe_broker::{Acks, Broker, BrokerConfig, ClusterWatch, ErrorKind, OffsetSpec};
-use floe_metadata::api::client::MetaClient;
-use floe_metadata::node::{MetaConfig, MetaNode};
-use floe_storage::backend::EndpointConfig;
+use floe_broker::{Acks, Broker, ErrorKind, OffsetSpec};
 use floe_storage::batch::{BatchIter, Compression};
 use floe_storage::records::{BatchBuilder, RecordSpec, decode_records};
-use floe_storage::{PartitionKey, PoolOptions, StorePool, TopicId};
-
-fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
-struct Env {
-    _dir: tempfile::TempDir,
-    store: std::path::PathBuf,
-    meta_node: Option<MetaNode>,
-    meta: Arc<MetaClient>,
-}
-
-impl Env {
-    async fn new() -> Env {
-        let dir = tempfile::tempdir().unwrap();
-        let mut c = MetaConfig::new(1, free_addr(), dir.path().join("meta"));
-        c.init = true;
-        c.controller_interval = Duration::from_millis(100);
-        let node = MetaNode::start(c).await.unwrap();
-        let meta = Arc::new(MetaClient::new(vec![node.addr.to_string()]).unwrap());
-        let store = dir.path().join("store");
-        std::fs::create_dir_all(&store).unwrap();
-        Env {
-            _dir: dir,
-            store,
-            meta_node: Some(node),
-            meta,
-        }
-    }
-
-    async fn broker(&self, tune: impl FnOnce(&mut BrokerConfig)) -> Broker {
-        let endpoints =
-            EndpointConfig::parse_list(&[format!("local=file://{}", self.store.display())])
-                .unwrap();
-        let pool = Arc::new(
-            StorePool::open(&endpoints, PoolOptions::default())
-                .await
-                .unwrap(),
-        );
-        let mut cfg = BrokerConfig::new(1, "127.0.0.1:1");
-        cfg.lease = Duration::from_secs(3);
-        cfg.compaction_interval = Duration::from_secs(3600);
-        cfg.retention_check_interval = Duration::from_secs(3600);
-        tune(&mut cfg);
-        let view = ClusterWatch::start(self.meta.clone());
-        Broker::start(cfg, self.meta.clone(), pool, view)
-            .await
-            .unwrap()
-    }
-
-    async fn topic(&self, name: &str, partitions: u32, configs: &[(&str, &str)]) -> TopicId {
-        let cfg: HashMap<String, String> = configs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let id = self.meta.create_topic(name, partitions, cfg).await.unwrap();
-        TopicId(uuid::Uuid::parse_str(&id).unwrap())
-    }
-}
-
-async fn wait_owned(b: &Broker, key: PartitionKey) {
-    let started = Instant::now();
-    while !b.owned().contains(&key) {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "{key} never owned"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+use floe_storage::{PartitionKey, TopicId};
+use floe_testkit::{Cluster, wait_owned};
 
 fn batch(values: &[&str], ts: i64, codec: Compression) -> Bytes {
     let mut b = BatchBuilder::new(0, ts);
@@ -129,8 +51,8 @@ async fn read_all(b: &Broker, key: &PartitionKey, mut offset: i64) -> Vec<(i64, 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_batches_survive_a_restart_and_are_served_from_the_store() {
-    let env = Env::new().await;
-    let t = env.topic("orders", 2, &[]).await;
+    let env = Cluster::start().await;
+    let t = env.create_topic("orders", 2, &[]).await;
     let key = PartitionKey::new(t, 1);
     let b = env.broker(|_| {}).await;
     wait_owned(&b, key).await;
@@ -202,9 +124,9 @@ async fn acknowledged_batches_survive_a_restart_and_are_served_from_the_store() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn offsets_by_time_validation_and_acks() {
-    let env = Env::new().await;
+    let env = Cluster::start().await;
     let t = env
-        .topic("times", 1, &[("max.message.bytes", "2000")])
+        .create_topic("times", 1, &[("max.message.bytes", "2000")])
         .await;
     let key = PartitionKey::new(t, 0);
     let b = env.broker(|_| {}).await;
@@ -283,9 +205,9 @@ async fn offsets_by_time_validation_and_acks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_retention_and_the_sweeper() {
-    let env = Env::new().await;
+    let env = Cluster::start().await;
     let t = env
-        .topic(
+        .create_topic(
             "logs",
             1,
             &[("segment.bytes", "2000"), ("retention.bytes", "3000")],
@@ -424,8 +346,8 @@ fn idempotent(pid: i64, epoch: i16, seq: i32, values: &[&str]) -> Bytes {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idempotent_batches_are_stored_once_across_a_change_of_owner() {
-    let env = Env::new().await;
-    let t = env.topic("idem", 1, &[]).await;
+    let env = Cluster::start().await;
+    let t = env.create_topic("idem", 1, &[]).await;
     let key = PartitionKey::new(t, 0);
     let b = env.broker(|_| {}).await;
     wait_owned(&b, key).await;

@@ -6,37 +6,27 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::{BTreeSet, HashMap};
-use std::net::SocketAddr;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow_array::{Array, Float64Array, Int32Array, Int64Array};
 use bytes::Bytes;
-use floe_broker::{Acks, Broker, BrokerConfig, ClusterWatch};
+use floe_broker::{Acks, Broker};
 use floe_indexer::lookup::Query;
 use floe_indexer::settings::file_key;
 use floe_indexer::{Indexer, IndexerConfig, query};
 use floe_metadata::ErrorKind as MetaKind;
 use floe_metadata::api::client::MetaClient;
 use floe_metadata::api::proto;
-use floe_metadata::node::{MetaConfig, MetaNode};
-use floe_storage::backend::EndpointConfig;
 use floe_storage::batch::Compression;
 use floe_storage::records::{BatchBuilder, RecordSpec};
-use floe_storage::{EndpointId, ObjectKey, PartitionKey, PoolOptions, StorePool, TopicId};
+use floe_storage::{EndpointId, ObjectKey, PartitionKey, StorePool, TopicId};
+use floe_testkit::{Cluster, wait_owned};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
 struct Env {
-    _dir: tempfile::TempDir,
-    meta_node: Option<MetaNode>,
+    cluster: Cluster,
     meta: Arc<MetaClient>,
     pool: Arc<StorePool>,
     broker: Broker,
@@ -44,55 +34,22 @@ struct Env {
 
 impl Env {
     async fn new() -> Env {
-        let dir = tempfile::tempdir().unwrap();
-        let mut c = MetaConfig::new(1, free_addr(), dir.path().join("meta"));
-        c.init = true;
-        c.controller_interval = Duration::from_millis(100);
-        let node = MetaNode::start(c).await.unwrap();
-        let meta = Arc::new(MetaClient::new(vec![node.addr.to_string()]).unwrap());
-        let store = dir.path().join("store");
-        std::fs::create_dir_all(&store).unwrap();
-        let endpoints =
-            EndpointConfig::parse_list(&[format!("local=file://{}", store.display())]).unwrap();
-        let pool = Arc::new(
-            StorePool::open(&endpoints, PoolOptions::default())
-                .await
-                .unwrap(),
-        );
-        let mut cfg = BrokerConfig::new(1, "127.0.0.1:1");
-        cfg.lease = Duration::from_secs(3);
-        cfg.compaction_interval = Duration::from_secs(3600);
-        cfg.retention_check_interval = Duration::from_secs(3600);
-        let view = ClusterWatch::start(meta.clone());
-        let broker = Broker::start(cfg, meta.clone(), pool.clone(), view)
-            .await
-            .unwrap();
+        let cluster = Cluster::start().await;
+        let pool = cluster.pool().await;
+        let broker = cluster.broker_on(pool.clone(), |_| {}).await;
         Env {
-            _dir: dir,
-            meta_node: Some(node),
-            meta,
+            meta: cluster.meta.clone(),
+            cluster,
             pool,
             broker,
         }
     }
 
+    /// Creates the topic and waits until the broker owns every partition.
     async fn topic(&self, name: &str, partitions: u32, configs: &[(&str, &str)]) -> TopicId {
-        let cfg: HashMap<String, String> = configs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let id = self.meta.create_topic(name, partitions, cfg).await.unwrap();
-        let t = TopicId(uuid::Uuid::parse_str(&id).unwrap());
+        let t = self.cluster.create_topic(name, partitions, configs).await;
         for p in 0..partitions {
-            let key = PartitionKey::new(t, p);
-            let started = Instant::now();
-            while !self.broker.owned().contains(&key) {
-                assert!(
-                    started.elapsed() < Duration::from_secs(20),
-                    "{key} never owned"
-                );
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            wait_owned(&self.broker, PartitionKey::new(t, p)).await;
         }
         t
     }
@@ -217,7 +174,7 @@ impl Env {
 
     async fn shutdown(mut self) {
         self.broker.shutdown().await;
-        if let Some(n) = self.meta_node.take() {
+        if let Some(n) = self.cluster.meta_node.take() {
             n.shutdown().await;
         }
     }

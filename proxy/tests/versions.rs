@@ -11,17 +11,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use floe_broker::{Broker, BrokerConfig, ClusterWatch};
-use floe_metadata::api::client::MetaClient;
-use floe_metadata::node::{MetaConfig, MetaNode};
+use floe_broker::{Broker, ClusterWatch};
 use floe_proxy::admin::{AdminConfig, ClusterIdentity};
 use floe_proxy::codec::{self, decode_response, encode_request};
 use floe_proxy::handlers::{Context, SUPPORTED};
 use floe_proxy::{Proxy, ProxyConfig};
-use floe_storage::backend::EndpointConfig;
 use floe_storage::batch::Compression;
 use floe_storage::records::{BatchBuilder, RecordSpec};
-use floe_storage::{PoolOptions, StorePool};
+use floe_testkit::{Cluster, broker_config, free_addr};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -31,45 +28,20 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
 struct Env {
-    _dir: tempfile::TempDir,
+    cluster: Cluster,
     kafka: SocketAddr,
     broker: Broker,
-    node: Option<MetaNode>,
 }
 
 async fn env() -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = MetaConfig::new(1, free_addr(), dir.path().join("meta"));
-    c.init = true;
-    c.controller_interval = Duration::from_millis(100);
-    let node = MetaNode::start(c).await.unwrap();
-    let meta = Arc::new(MetaClient::new(vec![node.addr.to_string()]).unwrap());
-    let store = dir.path().join("store");
-    std::fs::create_dir_all(&store).unwrap();
-    let endpoints =
-        EndpointConfig::parse_list(&[format!("local=file://{}", store.display())]).unwrap();
-    let pool = Arc::new(
-        StorePool::open(&endpoints, PoolOptions::default())
-            .await
-            .unwrap(),
-    );
+    let cluster = Cluster::start().await;
+    let meta = cluster.meta.clone();
+    let pool = cluster.pool().await;
     let view = ClusterWatch::start(meta.clone());
-    let broker = Broker::start(
-        BrokerConfig::new(1, "127.0.0.1:1"),
-        meta.clone(),
-        pool,
-        view.clone(),
-    )
-    .await
-    .unwrap();
+    let broker = Broker::start(broker_config(), meta.clone(), pool, view.clone())
+        .await
+        .unwrap();
     let listen = free_addr();
     let ctx = Arc::new(Context {
         local: Some(broker.clone()),
@@ -99,10 +71,9 @@ async fn env() -> Env {
     .await
     .unwrap();
     Env {
-        _dir: dir,
+        cluster,
         kafka: proxy.local_addr,
         broker,
-        node: Some(node),
     }
 }
 
@@ -293,7 +264,7 @@ async fn every_data_plane_api_answers_at_every_advertised_version() {
     };
     assert_eq!(r.error_code, 42, "an unknown key type is INVALID_REQUEST");
     e.broker.shutdown().await;
-    if let Some(n) = e.node {
+    if let Some(n) = e.cluster.meta_node {
         n.shutdown().await;
     }
 }
