@@ -39,7 +39,11 @@ async fn env() -> Env {
     let meta = cluster.meta.clone();
     let pool = cluster.pool().await;
     let view = ClusterWatch::start(meta.clone());
-    let broker = Broker::start(broker_config(), meta.clone(), pool, view.clone())
+    let mut cfg = broker_config();
+    // Every JoinGroup version joins a new group; the test is about encodings,
+    // so the first rebalance need not wait for more members.
+    cfg.group.initial_rebalance_delay = Duration::from_millis(50);
+    let broker = Broker::start(cfg, meta.clone(), pool, view.clone())
         .await
         .unwrap();
     let listen = free_addr();
