@@ -294,6 +294,10 @@ pub async fn search_file(
             why: format!("the footer claims more rows than the export's {max_rows}"),
         });
     }
+    check_byte_ranges(&metadata, size).map_err(|why| LookupError::Schema {
+        path: path.to_string(),
+        why,
+    })?;
     let mut stats = FileSearch {
         row_groups: metadata.num_row_groups(),
         ..FileSearch::default()
@@ -520,6 +524,48 @@ fn page_selection(
         (a, b) => a.or(b)?,
     };
     (selection.skipped_row_count() > 0).then_some(selection)
+}
+
+/// Checks that every byte range the footer gives (column chunks, bloom
+/// filters, pages of the offset index) lies inside the file, before the
+/// reader uses one: parquet adds such offsets and lengths unchecked (or
+/// asserts on them), so a hostile footer could overflow or panic there.
+fn check_byte_ranges(metadata: &ParquetMetaData, size: u64) -> Result<(), String> {
+    let inside = |what: &str, start: i64, len: i64| -> Result<(), String> {
+        let fits = u64::try_from(start)
+            .ok()
+            .zip(u64::try_from(len).ok())
+            .and_then(|(s, l)| s.checked_add(l))
+            .is_some_and(|end| end <= size);
+        if fits {
+            Ok(())
+        } else {
+            Err(format!(
+                "the footer puts {what} at {start}+{len}, outside the file's {size} bytes"
+            ))
+        }
+    };
+    for (rg, rg_meta) in metadata.row_groups().iter().enumerate() {
+        for (c, col) in rg_meta.columns().iter().enumerate() {
+            let start = col
+                .dictionary_page_offset()
+                .unwrap_or(col.data_page_offset());
+            let what = format!("row group {rg} column {c}");
+            inside(&what, start, col.compressed_size())?;
+            inside(&what, col.data_page_offset(), 0)?;
+            if let Some(offset) = col.bloom_filter_offset() {
+                let len = col.bloom_filter_length().map_or(0, i64::from);
+                inside(&format!("{what}'s bloom filter"), offset, len)?;
+            }
+            let page_index = metadata.page_index_for_row_group(rg);
+            let pages = page_index.offset_index(c).map(|i| i.page_locations());
+            for (page, loc) in pages.into_iter().flatten().enumerate() {
+                let what = format!("{what} page {page}");
+                inside(&what, loc.offset, i64::from(loc.compressed_page_size))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A selection keeping the rows of the pages `keep` accepts; None when the
@@ -1005,6 +1051,26 @@ mod tests {
             u64::MAX,
         )
         .await;
+    }
+
+    /// A file the fuzzer made (CI): its offset index puts a page where
+    /// offset + size overflows, which parquet's reader adds unchecked.
+    #[tokio::test]
+    async fn a_footer_pointing_outside_the_file_is_refused() {
+        let file = Bytes::from_static(include_bytes!("../testdata/page-offset-overflow.parquet"));
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let path = Path::from("f.parquet");
+        let size = file.len() as u64;
+        store.put(&path, file.into()).await.expect("put");
+        for q in [
+            query(Some("k1"), Some(0), Some(i64::MAX), 10),
+            query(None, None, None, 10),
+        ] {
+            let err = search_file(Arc::clone(&store), path.clone(), size, &q, 40)
+                .await
+                .expect_err("a hostile footer");
+            assert!(err.to_string().contains("outside the file"), "{err}");
+        }
     }
 
     #[tokio::test]
