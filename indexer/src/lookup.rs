@@ -526,24 +526,22 @@ fn page_selection(
     (selection.skipped_row_count() > 0).then_some(selection)
 }
 
-/// Checks that every byte range the footer gives (column chunks, bloom
-/// filters, pages of the offset index) lies inside the file, before the
-/// reader uses one: parquet adds such offsets and lengths unchecked (or
+/// Checks that every byte range the footer gives lies where a valid file
+/// has it, before the reader uses one: column chunks and bloom filters inside
+/// the file, the pages of the offset index inside their column chunk and in
+/// order. Parquet's reader adds and subtracts such offsets unchecked (or
 /// asserts on them), so a hostile footer could overflow or panic there.
 fn check_byte_ranges(metadata: &ParquetMetaData, size: u64) -> Result<(), String> {
-    let inside = |what: &str, start: i64, len: i64| -> Result<(), String> {
-        let fits = u64::try_from(start)
+    // The range start..start+len as u64, if it lies within `within`.
+    let inside = |what: &str, start: i64, len: i64, within: Range<u64>| {
+        let range = u64::try_from(start)
             .ok()
             .zip(u64::try_from(len).ok())
-            .and_then(|(s, l)| s.checked_add(l))
-            .is_some_and(|end| end <= size);
-        if fits {
-            Ok(())
-        } else {
-            Err(format!(
-                "the footer puts {what} at {start}+{len}, outside the file's {size} bytes"
-            ))
-        }
+            .and_then(|(s, l)| Some(s..s.checked_add(l)?))
+            .filter(|r| r.start >= within.start && r.end <= within.end);
+        range.ok_or_else(|| {
+            format!("the footer puts {what} at {start}+{len}, outside its bounds {within:?}")
+        })
     };
     for (rg, rg_meta) in metadata.row_groups().iter().enumerate() {
         for (c, col) in rg_meta.columns().iter().enumerate() {
@@ -551,17 +549,19 @@ fn check_byte_ranges(metadata: &ParquetMetaData, size: u64) -> Result<(), String
                 .dictionary_page_offset()
                 .unwrap_or(col.data_page_offset());
             let what = format!("row group {rg} column {c}");
-            inside(&what, start, col.compressed_size())?;
-            inside(&what, col.data_page_offset(), 0)?;
+            let chunk = inside(&what, start, col.compressed_size(), 0..size)?;
+            inside(&what, col.data_page_offset(), 0, chunk.clone())?;
             if let Some(offset) = col.bloom_filter_offset() {
                 let len = col.bloom_filter_length().map_or(0, i64::from);
-                inside(&format!("{what}'s bloom filter"), offset, len)?;
+                inside(&format!("{what}'s bloom filter"), offset, len, 0..size)?;
             }
             let page_index = metadata.page_index_for_row_group(rg);
             let pages = page_index.offset_index(c).map(|i| i.page_locations());
+            let mut next = chunk.start;
             for (page, loc) in pages.into_iter().flatten().enumerate() {
                 let what = format!("{what} page {page}");
-                inside(&what, loc.offset, i64::from(loc.compressed_page_size))?;
+                let len = i64::from(loc.compressed_page_size);
+                next = inside(&what, loc.offset, len, next..chunk.end)?.end;
             }
         }
     }
@@ -1053,23 +1053,33 @@ mod tests {
         .await;
     }
 
-    /// A file the fuzzer made (CI): its offset index puts a page where
-    /// offset + size overflows, which parquet's reader adds unchecked.
+    /// Files the fuzzer made: one whose offset index puts a page where
+    /// offset + size overflows (CI), one with a page before its column chunk
+    /// (a negative length for the dictionary page). Parquet's reader adds and
+    /// subtracts those unchecked.
     #[tokio::test]
-    async fn a_footer_pointing_outside_the_file_is_refused() {
-        let file = Bytes::from_static(include_bytes!("../testdata/page-offset-overflow.parquet"));
-        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-        let path = Path::from("f.parquet");
-        let size = file.len() as u64;
-        store.put(&path, file.into()).await.expect("put");
-        for q in [
-            query(Some("k1"), Some(0), Some(i64::MAX), 10),
-            query(None, None, None, 10),
-        ] {
-            let err = search_file(Arc::clone(&store), path.clone(), size, &q, 40)
+    async fn a_footer_pointing_outside_its_bounds_is_refused() {
+        let files: [&'static [u8]; 2] = [
+            include_bytes!("../testdata/page-offset-overflow.parquet"),
+            include_bytes!("../testdata/page-before-chunk.parquet"),
+        ];
+        for file in files {
+            let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+            let path = Path::from("f.parquet");
+            let size = file.len() as u64;
+            store
+                .put(&path, Bytes::from_static(file).into())
                 .await
-                .expect_err("a hostile footer");
-            assert!(err.to_string().contains("outside the file"), "{err}");
+                .expect("put");
+            for q in [
+                query(Some("k1"), Some(0), Some(i64::MAX), 10),
+                query(None, None, None, 10),
+            ] {
+                let err = search_file(Arc::clone(&store), path.clone(), size, &q, 40)
+                    .await
+                    .expect_err("a hostile footer");
+                assert!(err.to_string().contains("the footer puts"), "{err}");
+            }
         }
     }
 
