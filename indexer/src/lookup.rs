@@ -294,7 +294,7 @@ pub async fn search_file(
             why: format!("the footer claims more rows than the export's {max_rows}"),
         });
     }
-    check_byte_ranges(&metadata, size).map_err(|why| LookupError::Schema {
+    check_layout(&metadata, size).map_err(|why| LookupError::Schema {
         path: path.to_string(),
         why,
     })?;
@@ -526,12 +526,14 @@ fn page_selection(
     (selection.skipped_row_count() > 0).then_some(selection)
 }
 
-/// Checks that every byte range the footer gives lies where a valid file
-/// has it, before the reader uses one: column chunks and bloom filters inside
-/// the file, the pages of the offset index inside their column chunk and in
-/// order. Parquet's reader adds and subtracts such offsets unchecked (or
-/// asserts on them), so a hostile footer could overflow or panic there.
-fn check_byte_ranges(metadata: &ParquetMetaData, size: u64) -> Result<(), String> {
+/// Checks that every byte range and row number the footer gives lies where a
+/// valid file has it, before the reader uses one: column chunks and bloom
+/// filters inside the file, the pages of the offset index inside their
+/// column chunk and in order, starting at row 0 with first rows that never
+/// go back nor past the row group. Parquet's reader adds and subtracts such
+/// numbers unchecked (or asserts on them), so a hostile footer could
+/// overflow or panic there.
+fn check_layout(metadata: &ParquetMetaData, size: u64) -> Result<(), String> {
     // The range start..start+len as u64, if it lies within `within`.
     let inside = |what: &str, start: i64, len: i64, within: Range<u64>| {
         let range = u64::try_from(start)
@@ -558,10 +560,19 @@ fn check_byte_ranges(metadata: &ParquetMetaData, size: u64) -> Result<(), String
             let page_index = metadata.page_index_for_row_group(rg);
             let pages = page_index.offset_index(c).map(|i| i.page_locations());
             let mut next = chunk.start;
+            let mut row = 0;
             for (page, loc) in pages.into_iter().flatten().enumerate() {
                 let what = format!("{what} page {page}");
                 let len = i64::from(loc.compressed_page_size);
                 next = inside(&what, loc.offset, len, next..chunk.end)?.end;
+                let first = loc.first_row_index;
+                if (page == 0 && first != 0) || first < row || first > rg_meta.num_rows() {
+                    return Err(format!(
+                        "the footer starts {what} at row {first} (the page before at row {row}) in a row group of {} rows",
+                        rg_meta.num_rows()
+                    ));
+                }
+                row = first;
             }
         }
     }
@@ -1053,15 +1064,16 @@ mod tests {
         .await;
     }
 
-    /// Files the fuzzer made: one whose offset index puts a page where
-    /// offset + size overflows (CI), one with a page before its column chunk
-    /// (a negative length for the dictionary page). Parquet's reader adds and
-    /// subtracts those unchecked.
+    /// Files the fuzzer made, whose offset index has: a page where offset +
+    /// size overflows (CI); a page before its column chunk (a negative
+    /// length for the dictionary page); first rows that go backwards.
+    /// Parquet's reader adds and subtracts those unchecked.
     #[tokio::test]
     async fn a_footer_pointing_outside_its_bounds_is_refused() {
-        let files: [&'static [u8]; 2] = [
+        let files: [&'static [u8]; 3] = [
             include_bytes!("../testdata/page-offset-overflow.parquet"),
             include_bytes!("../testdata/page-before-chunk.parquet"),
+            include_bytes!("../testdata/page-rows-backwards.parquet"),
         ];
         for file in files {
             let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
@@ -1078,7 +1090,7 @@ mod tests {
                 let err = search_file(Arc::clone(&store), path.clone(), size, &q, 40)
                     .await
                     .expect_err("a hostile footer");
-                assert!(err.to_string().contains("the footer puts"), "{err}");
+                assert!(err.to_string().contains("the footer "), "{err}");
             }
         }
     }
