@@ -2,12 +2,15 @@
 //! (topic config), record values run through a definition into a Parquet
 //! file, Parquet files searched by key and time (a corrupt or hostile file in
 //! the store), and query parameters. The first byte picks which. Nothing may
-//! panic.
+//! panic, with one exception: `search_file` catches a panic inside the
+//! parquet/arrow reader (which asserts on some malformed page data) and
+//! returns an error, so the harness lets such a panic unwind to it. A panic
+//! anywhere else, or one that escapes `search_file`, is still a crash.
 
 #![no_main]
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Once, OnceLock};
 
 use bytes::Bytes;
 use floe_indexer::columns::{FileOptions, write_file};
@@ -37,7 +40,26 @@ fn runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
+/// libFuzzer's panic hook aborts at once; keep it for every panic but those
+/// raised in the parquet/arrow reader, which `search_file` catches.
+fn let_reader_panics_unwind() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let abort = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let in_reader = info.location().is_some_and(|l| {
+                let file = l.file();
+                file.contains("/parquet-") || file.contains("/arrow-")
+            });
+            if !in_reader {
+                abort(info);
+            }
+        }));
+    });
+}
+
 fuzz_target!(|data: &[u8]| {
+    let_reader_panics_unwind();
     let Some((&sel, body)) = data.split_first() else {
         return;
     };
