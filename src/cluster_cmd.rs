@@ -2,6 +2,7 @@
 //! process. Brokers serve the internal RPC (protobuf over HTTP/2); proxies
 //! speak Kafka and route every partition to its owner.
 
+use floe_metadata::watch::ClusterWatch;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
-use floe_broker::{Broker, ClusterWatch};
+use floe_broker::Broker;
 use floe_metadata::api::client::MetaClient;
 use floe_proxy::{Proxy, ProxyConfig};
 
@@ -135,9 +136,9 @@ pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
     });
     let admin_task = admin_http::serve(args.admin_listen, state.clone()).await?;
     let v = view
-        .wait_for(Duration::from_secs(30), |s| s.revision > 0)
+        .wait_for(Duration::from_secs(30), |s| s.revision.0 > 0)
         .await;
-    state.ready.store(v.revision > 0, Ordering::SeqCst);
+    state.ready.store(v.revision.0 > 0, Ordering::SeqCst);
     eprintln!("floe proxy ready: Kafka on {}", proxy.local_addr);
     crate::shutdown_signal().await;
     proxy.stop();

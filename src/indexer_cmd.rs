@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use floe_indexer::{Indexer, IndexerConfig};
-use floe_metadata::api::client::MetaClient;
+use floe_metadata::api::MetaApi;
 use floe_metadata::http::{HttpClient, HttpError};
 use floe_storage::{EndpointId, StorePool};
 use serde_json::Value;
@@ -118,7 +118,7 @@ pub async fn run(args: IndexerArgs) -> anyhow::Result<()> {
 
 /// Starts the indexer on a pool: the export loop runs until the handle is dropped.
 pub fn start(
-    meta: Arc<MetaClient>,
+    meta: Arc<dyn MetaApi>,
     pool: Arc<StorePool>,
     tuning: &IndexerTuning,
 ) -> anyhow::Result<(Indexer, tokio::task::JoinHandle<()>)> {

@@ -12,8 +12,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use floe_metadata::MetaError;
+use floe_metadata::api::MetaApi;
 use floe_metadata::api::client::MetaClient;
-use floe_metadata::api::proto;
+use floe_metadata::api::{proto, routes};
+use floe_metadata::ids::{BrokerId, EndpointId, ObjectKey, ObjectRef, PartitionKey, TopicId};
+use floe_metadata::model::{Commit, CommitRange, NodeKind, ObjectSel, PartitionInfo, TopicInfo};
 use floe_metadata::node::{MetaConfig, MetaNode};
 
 #[derive(Debug, Args)]
@@ -132,23 +135,20 @@ pub async fn run(args: MetaArgs) -> anyhow::Result<()> {
             id,
             member_addr,
         }) => {
-            let _: proto::Empty = cluster
-                .client()?
-                .call(
-                    "/v1/members/add",
-                    &proto::AddMemberRequest {
-                        id,
-                        addr: member_addr,
-                    },
-                )
+            let client: Arc<dyn MetaApi> = Arc::new(cluster.client()?);
+            client
+                .call::<routes::AddMember>(proto::AddMemberRequest {
+                    id,
+                    addr: member_addr,
+                })
                 .await?;
             println!("member {id} added");
             Ok(())
         }
         Some(MetaCommand::RemoveMember { cluster, id }) => {
-            let _: proto::Empty = cluster
-                .client()?
-                .call("/v1/members/remove", &proto::RemoveMemberRequest { id })
+            let client: Arc<dyn MetaApi> = Arc::new(cluster.client()?);
+            client
+                .call::<routes::RemoveMember>(proto::RemoveMemberRequest { id })
                 .await?;
             println!("member {id} removed");
             Ok(())
@@ -256,22 +256,23 @@ async fn status(c: &ClusterArgs) -> anyhow::Result<()> {
 
 /// Creates `topic` (1 partition) if needed, registers broker 1 and waits
 /// until it owns every partition; returns the topic.
-async fn prepare(
-    client: &MetaClient,
-    topic: &str,
-    partitions: u32,
-) -> anyhow::Result<proto::TopicInfo> {
+async fn prepare(client: &dyn MetaApi, topic: &str, partitions: u32) -> anyhow::Result<TopicInfo> {
     match client.create_topic(topic, partitions, HashMap::new()).await {
         Ok(_) | Err(MetaError::TopicExists(_)) => {}
         Err(e) => return Err(e.into()),
     }
     client
-        .register(1, "broker", "127.0.0.1:9092", 3_600_000)
+        .register(
+            BrokerId(1),
+            NodeKind::Broker,
+            "127.0.0.1:9092",
+            Duration::from_secs(3600),
+        )
         .await?;
     let started = Instant::now();
     loop {
         let t = client.describe_topic(topic).await?;
-        if t.partitions.iter().all(|p| p.owner == 1) {
+        if t.partitions.iter().all(|p| p.owner == Some(BrokerId(1))) {
             return Ok(t);
         }
         if started.elapsed() > Duration::from_secs(30) {
@@ -281,24 +282,29 @@ async fn prepare(
     }
 }
 
-fn range(topic_id: &str, p: &proto::PartitionInfo, first: i64, last: i64) -> proto::CommitRange {
-    proto::CommitRange {
-        partition: Some(proto::Partition {
-            topic_id: topic_id.to_string(),
-            partition: p.partition,
-        }),
+fn range(topic: TopicId, p: &PartitionInfo, first: i64, last: i64) -> CommitRange {
+    CommitRange {
+        partition: PartitionKey::new(topic, p.partition),
         epoch: p.epoch,
         first_offset: first,
         last_offset: last,
         max_timestamp: 0,
-        object_id: 0,
+        object: ObjectSel::New,
         byte_start: 0,
         byte_len: 1,
         producers: vec![],
     }
 }
 
-async fn commit_stream(client: &MetaClient, topic: &str, count: u64) -> anyhow::Result<()> {
+fn test_object(key: String) -> ObjectRef {
+    ObjectRef {
+        endpoint: EndpointId::new("default"),
+        key: ObjectKey::new(key),
+        size: 1,
+    }
+}
+
+async fn commit_stream(client: &dyn MetaApi, topic: &str, count: u64) -> anyhow::Result<()> {
     let t = prepare(client, topic, 1).await?;
     let p = t
         .partitions
@@ -310,26 +316,16 @@ async fn commit_stream(client: &MetaClient, topic: &str, count: u64) -> anyhow::
     let mut last_ack = Instant::now();
     let mut i = 0u64;
     while i < count {
-        let key = format!("stream/{}-{i}", t.topic_id);
-        let req = proto::CommitRequest {
-            broker: 1,
-            object: Some(proto::StoreObject {
-                endpoint: "default".into(),
-                key: key.clone(),
-                size: 1,
-            }),
-            ranges: vec![range(&t.topic_id, &p, hw, hw)],
+        let key = format!("stream/{}-{i}", t.id);
+        let commit = Commit {
+            broker: BrokerId(1),
+            object: test_object(key.clone()),
+            ranges: vec![range(t.id, &p, hw, hw)],
         };
-        match client
-            .call::<_, proto::CommitResponse>("/v1/commit", &req)
-            .await
-        {
+        match client.commit(&commit).await {
             Ok(r) => {
                 println!("ack {hw} {hw} {key}");
-                hw = r
-                    .high_watermarks
-                    .first()
-                    .map_or(hw + 1, |h| h.high_watermark);
+                hw = r.high_watermarks.first().map_or(hw + 1, |h| h.1);
                 longest_gap = longest_gap.max(last_ack.elapsed());
                 last_ack = Instant::now();
                 i += 1;
@@ -338,8 +334,10 @@ async fn commit_stream(client: &MetaClient, topic: &str, count: u64) -> anyhow::
                 // The outcome is unknown (the leader may have committed it and
                 // died): read the committed end and go on from there.
                 eprintln!("commit at {hw} failed ({e}); re-reading the committed end");
-                let idx = client.partition_index(&t.topic_id, p.partition, 0).await?;
-                let new_hw = idx.info.map_or(hw, |i| i.high_watermark);
+                let idx = client
+                    .partition_index(PartitionKey::new(t.id, p.partition), 0)
+                    .await?;
+                let new_hw = idx.info.high_watermark;
                 if new_hw > hw {
                     eprintln!("commit at {hw} had landed (unacknowledged)");
                     hw = new_hw;
@@ -352,17 +350,18 @@ async fn commit_stream(client: &MetaClient, topic: &str, count: u64) -> anyhow::
     Ok(())
 }
 
-async fn index(client: &MetaClient, topic: &str, partition: u32) -> anyhow::Result<()> {
+async fn index(client: &dyn MetaApi, topic: &str, partition: u32) -> anyhow::Result<()> {
     let t = client.describe_topic(topic).await?;
-    let idx = client.partition_index(&t.topic_id, partition, 0).await?;
+    let idx = client
+        .partition_index(PartitionKey::new(t.id, partition), 0)
+        .await?;
     for e in &idx.entries {
-        let key = e.object.as_ref().map_or("", |o| o.key.as_str());
-        println!("entry {} {} {key}", e.first_offset, e.last_offset);
+        println!(
+            "entry {} {} {}",
+            e.first_offset, e.last_offset, e.object.key
+        );
     }
-    println!(
-        "high_watermark {}",
-        idx.info.map_or(0, |i| i.high_watermark)
-    );
+    println!("high_watermark {}", idx.info.high_watermark);
     Ok(())
 }
 
@@ -385,8 +384,8 @@ async fn bench(
     }
     let total = per_commit * concurrency;
     let topic = format!("bench-{per_commit}x{concurrency}-{}", std::process::id());
-    let t = prepare(&client, &topic, total).await?;
-    let client = Arc::new(client);
+    let client: Arc<dyn MetaApi> = Arc::new(client);
+    let t = prepare(client.as_ref(), &topic, total).await?;
     let t = Arc::new(t);
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut workers = Vec::new();
@@ -394,27 +393,18 @@ async fn bench(
         let client = client.clone();
         let t = t.clone();
         workers.push(tokio::spawn(async move {
-            let mine: Vec<proto::PartitionInfo> =
+            let mine: Vec<PartitionInfo> =
                 t.partitions[(w * per_commit) as usize..((w + 1) * per_commit) as usize].to_vec();
             let mut next = 0i64;
             let mut lat = Vec::new();
             while Instant::now() < deadline {
-                let req = proto::CommitRequest {
-                    broker: 1,
-                    object: Some(proto::StoreObject {
-                        endpoint: "default".into(),
-                        key: format!("bench/{w}/{next}"),
-                        size: 1,
-                    }),
-                    ranges: mine
-                        .iter()
-                        .map(|p| range(&t.topic_id, p, next, next))
-                        .collect(),
+                let commit = Commit {
+                    broker: BrokerId(1),
+                    object: test_object(format!("bench/{w}/{next}")),
+                    ranges: mine.iter().map(|p| range(t.id, p, next, next)).collect(),
                 };
                 let started = Instant::now();
-                client
-                    .call::<_, proto::CommitResponse>("/v1/commit", &req)
-                    .await?;
+                client.commit(&commit).await?;
                 lat.push(started.elapsed());
                 next += 1;
             }

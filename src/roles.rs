@@ -1,12 +1,14 @@
 //! Settings shared by the commands that run a role (`floe standalone`,
 //! `floe broker`, `floe proxy`, `floe indexer`), and their wiring.
 
+use floe_metadata::watch::ClusterWatch;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::Args;
-use floe_broker::{Broker, BrokerConfig, ClusterWatch};
+use floe_broker::{Broker, BrokerConfig};
+use floe_metadata::api::MetaApi;
 use floe_metadata::api::client::MetaClient;
 use floe_proxy::admin::{AdminConfig, ClusterIdentity};
 use floe_proxy::handlers::Context;
@@ -35,7 +37,7 @@ pub struct ClusterAccess {
 
 impl ClusterAccess {
     /// A client of the metadata service (it connects on first use).
-    pub fn meta_client(&self) -> anyhow::Result<Arc<MetaClient>> {
+    pub fn meta_client(&self) -> anyhow::Result<Arc<dyn MetaApi>> {
         Ok(Arc::new(MetaClient::new(self.meta.clone())?))
     }
 
@@ -138,7 +140,7 @@ impl ProxyTuning {
         node_id: i32,
         advertise: &str,
         cluster_id: String,
-        meta: Arc<MetaClient>,
+        meta: Arc<dyn MetaApi>,
         view: ClusterWatch,
         local: Option<Broker>,
     ) -> anyhow::Result<Arc<Context>> {

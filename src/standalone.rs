@@ -6,6 +6,7 @@
 //! and an HTTP admin port with `/livez`, `/readyz`, Prometheus `/metrics` and
 //! the query API. The roles call each other directly.
 
+use floe_metadata::watch::ClusterWatch;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,8 +15,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
-use floe_broker::{Broker, ClusterWatch};
-use floe_metadata::api::client::MetaClient;
+use floe_broker::Broker;
 use floe_metadata::node::{MetaConfig, MetaNode};
 use floe_proxy::{Proxy, ProxyConfig};
 use floe_storage::backend::EndpointConfig;
@@ -57,7 +57,9 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
     let mut mcfg = MetaConfig::new(1, args.meta_listen, data.join("meta"));
     mcfg.init = true;
     let meta_node = MetaNode::start(mcfg).await.context("metadata service")?;
-    let meta = Arc::new(MetaClient::new(vec![meta_node.addr.to_string()])?);
+    // The roles of this process call the metadata node directly; its HTTP
+    // API still serves `floe meta`, `floe topic` and other processes.
+    let meta = meta_node.local_api();
 
     let store_dir = data.join("store");
     std::fs::create_dir_all(&store_dir)?;
@@ -104,9 +106,9 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
     let admin_task = admin_http::serve(args.admin_listen, state.clone()).await?;
     // Ready once the metadata answers and the view has arrived.
     let ready_view = view
-        .wait_for(Duration::from_secs(30), |s| s.revision > 0)
+        .wait_for(Duration::from_secs(30), |s| s.revision.0 > 0)
         .await;
-    if ready_view.revision == 0 {
+    if ready_view.revision.0 == 0 {
         tracing::warn!("the cluster view has not arrived yet; serving anyway");
     }
     // And once the broker serves every coordinator shard, so that group

@@ -7,16 +7,15 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use floe_metadata::api::client::MetaClient;
-use floe_metadata::api::proto;
-use floe_metadata::error::ErrorKind as MetaKind;
+use floe_metadata::api::MetaApi;
+use floe_metadata::ids::BrokerId;
+use floe_metadata::model::NodeKind;
+use floe_metadata::watch::ClusterWatch;
 use floe_storage::batch::BatchIter;
 use floe_storage::records::decode_records;
 use floe_storage::segment::{SegmentMeta, SegmentReader};
-use floe_storage::wal::WalBuilder;
 use floe_storage::{
-    BlockCache, CachedReader, EndpointId, ObjectKey, ObjectRef, Offset, PartitionKey, RangeRead,
-    StorePool, TopicId,
+    BlockCache, CachedReader, ObjectKey, ObjectRef, Offset, PartitionKey, RangeRead, StorePool,
 };
 use tokio::sync::Notify;
 use tokio_util_shim::CancelFlag;
@@ -24,7 +23,6 @@ use tokio_util_shim::CancelFlag;
 use crate::config::{BrokerConfig, LogConfig};
 use crate::error::{BrokerError, ErrorKind, Result};
 use crate::log::{PartitionLog, ReadPlan, Status, StoredRange};
-use crate::view::{ClusterSnapshot, ClusterWatch};
 
 /// Records decompressed at most while looking up a timestamp.
 const MAX_DECOMPRESSED: usize = 64 * 1024 * 1024;
@@ -189,7 +187,7 @@ mod tokio_util_shim {
 
 pub(crate) struct Inner {
     pub cfg: BrokerConfig,
-    pub meta: Arc<MetaClient>,
+    pub meta: Arc<dyn MetaApi>,
     pub pool: Arc<StorePool>,
     pub reader: Arc<CachedReader<Arc<StorePool>>>,
     pub segments: SegmentReader<Arc<CachedReader<Arc<StorePool>>>>,
@@ -228,27 +226,12 @@ impl std::fmt::Debug for Broker {
     }
 }
 
-fn meta_to_object(o: &proto::StoreObject) -> ObjectRef {
-    ObjectRef {
-        endpoint: EndpointId::new(&o.endpoint),
-        key: ObjectKey::new(&o.key),
-        size: o.size,
-    }
-}
-
-fn pref(key: &PartitionKey) -> proto::Partition {
-    proto::Partition {
-        topic_id: key.topic.0.to_string(),
-        partition: key.partition,
-    }
-}
-
 impl Broker {
     /// Registers with the metadata service and starts the background loops
     /// (heartbeat, ownership, flusher, compaction, retention).
     pub async fn start(
         cfg: BrokerConfig,
-        meta: Arc<MetaClient>,
+        meta: Arc<dyn MetaApi>,
         pool: Arc<StorePool>,
         view: ClusterWatch,
     ) -> Result<Broker> {
@@ -256,10 +239,10 @@ impl Broker {
         let reader = Arc::new(CachedReader::new(pool.clone(), cache));
         let segments = SegmentReader::new(reader.clone(), 64 * 1024 * 1024);
         meta.register(
-            cfg.id,
-            "broker",
+            BrokerId(cfg.id),
+            NodeKind::Broker,
             &cfg.advertise,
-            cfg.lease.as_millis() as u64,
+            cfg.lease,
         )
         .await?;
         let mut group_config = cfg.group.clone();
@@ -291,6 +274,10 @@ impl Broker {
 
     pub fn id(&self) -> u32 {
         self.inner.cfg.id
+    }
+
+    pub fn broker_id(&self) -> BrokerId {
+        BrokerId(self.inner.cfg.id)
     }
 
     /// The group coordinator, if this broker owns `group_id`'s shard now.
@@ -344,7 +331,7 @@ impl Broker {
         &self.inner.view
     }
 
-    pub fn meta(&self) -> &Arc<MetaClient> {
+    pub fn meta(&self) -> &Arc<dyn MetaApi> {
         &self.inner.meta
     }
 
@@ -709,17 +696,6 @@ impl Broker {
         self.inner.stop.is_cancelled()
     }
 
-    /// Topic name → key for a partition, from the cluster view.
-    pub fn partition_key(
-        snapshot: &ClusterSnapshot,
-        topic: &str,
-        partition: i32,
-    ) -> Option<PartitionKey> {
-        let t = snapshot.topics.get(topic)?;
-        let p = u32::try_from(partition).ok()?;
-        (p < t.info.partition_count).then(|| PartitionKey::new(TopicId(t.id), p))
-    }
-
     /// Takes a partition over at `epoch`: loads its committed index from metadata.
     pub(crate) async fn take_over(
         &self,
@@ -728,42 +704,30 @@ impl Broker {
         epoch: u64,
         config: LogConfig,
     ) -> Result<()> {
-        let idx = self
-            .inner
-            .meta
-            .partition_index(&key.topic.0.to_string(), key.partition, 0)
-            .await?;
-        let info = idx.info.unwrap_or_default();
-        if u64::from(info.owner) != u64::from(self.id()) || info.epoch != epoch {
+        let idx = self.inner.meta.partition_index(key, 0).await?;
+        let info = idx.info;
+        if info.owner != Some(self.broker_id()) || info.epoch.0 != epoch {
             return Err(BrokerError::not_owner(key));
         }
-        let ranges = idx
+        let mut ranges = idx
             .entries
-            .iter()
-            .filter_map(|e| {
-                let o = e.object.as_ref()?;
-                Some(StoredRange {
-                    first_offset: e.first_offset,
-                    last_offset: e.last_offset,
-                    max_timestamp: e.max_timestamp,
-                    object: meta_to_object(o),
-                    object_id: e.object_id,
-                    byte_start: e.byte_start,
-                    byte_len: e.byte_len,
-                    segment: None,
-                    committed_ms: 0,
-                })
+            .into_iter()
+            .map(|e| StoredRange {
+                first_offset: e.first_offset,
+                last_offset: e.last_offset,
+                max_timestamp: e.max_timestamp,
+                object: e.object,
+                object_id: e.object_id.0,
+                byte_start: e.byte_start,
+                byte_len: e.byte_len,
+                segment: None,
+                committed_ms: 0,
             })
             .collect::<Vec<_>>();
-        let mut ranges = ranges;
         for r in ranges.iter_mut().filter(|r| r.is_segment()) {
             r.segment = Some(Arc::new(self.segment_objects(&r.object, r).await?));
         }
-        let producers = crate::producer::Producers::from_batches(
-            idx.producers
-                .iter()
-                .map(crate::producer::ProducerBatch::from_proto),
-        );
+        let producers = crate::producer::Producers::from_batches(idx.producers);
         let log = Arc::new(PartitionLog::new(
             key,
             topic,
@@ -803,207 +767,27 @@ impl Broker {
         }
     }
 
-    /// One flush: every queued batch of every partition in one WAL object,
-    /// then one metadata commit. Returns whether anything was flushed.
+    /// One flush (see [`crate::flush`]). Returns whether anything was flushed.
     pub(crate) async fn flush_once(&self) -> bool {
-        let mut taken = Vec::new();
-        for log in self.logs() {
-            if let Some((epoch, pending)) = log.take_unflushed() {
-                taken.push((log, epoch, pending));
-            }
-        }
-        if taken.is_empty() {
-            return false;
-        }
-        let mut wal = WalBuilder::new();
-        for (log, _, pending) in &taken {
-            let mut buf = bytes::BytesMut::new();
-            for p in pending {
-                buf.extend_from_slice(&p.batches.bytes);
-            }
-            if let Err(e) = wal.append(log.key, buf.freeze()) {
-                tracing::error!(error = %e, "cannot build a WAL object");
-            }
-        }
-        let obj = wal.finish();
-        let broker = self.id();
-        // The pool moves a failed write to a new object (and endpoint); keep
-        // trying until it lands: nothing is acknowledged before.
-        let mut pause = Duration::from_millis(50);
-        let stored = loop {
-            match self
-                .inner
-                .pool
-                .put_new(
-                    |t| ObjectKey::new(format!("wal/{broker}/{}.wal", t.as_str())),
-                    obj.payload(),
-                )
-                .await
-            {
-                Ok(r) => break r,
-                Err(e) => {
-                    tracing::warn!(error = %e, "WAL write failed; retrying as a new object");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(2));
-                }
-            }
+        let flush = crate::flush::Flush {
+            meta: self.inner.meta.as_ref(),
+            pool: &self.inner.pool,
+            broker: self.broker_id(),
+            tail_budget: self.inner.cfg.tail_bytes_per_partition,
+            retry_pause: Duration::from_millis(100),
         };
-        let mut parts: Vec<_> = taken
-            .into_iter()
-            .filter_map(|(log, epoch, pending)| {
-                let entry = obj.entries.iter().find(|e| e.partition == log.key)?.clone();
-                Some((log, epoch, pending, entry))
-            })
-            .collect();
-        let mut attempts_unavailable = false;
-        loop {
-            if parts.is_empty() {
-                break;
-            }
-            let req = proto::CommitRequest {
-                broker,
-                object: Some(proto::StoreObject {
-                    endpoint: stored.endpoint.as_str().to_string(),
-                    key: stored.key.as_str().to_string(),
-                    size: stored.size,
-                }),
-                ranges: parts
-                    .iter()
-                    .map(|(log, epoch, pending, entry)| proto::CommitRange {
-                        partition: Some(pref(&log.key)),
-                        epoch: *epoch,
-                        first_offset: pending.first().map(|p| p.batches.first_offset).unwrap_or(0),
-                        last_offset: pending.last().map(|p| p.batches.last_offset).unwrap_or(0),
-                        max_timestamp: pending
-                            .iter()
-                            .map(|p| p.batches.max_timestamp)
-                            .max()
-                            .unwrap_or(-1),
-                        object_id: 0,
-                        byte_start: entry.data_offset,
-                        byte_len: entry.data_len,
-                        producers: pending
-                            .iter()
-                            .flat_map(|p| p.batches.producers.iter().map(|b| b.to_proto()))
-                            .collect(),
-                    })
-                    .collect(),
-            };
-            match self.inner.meta.commit(&req).await {
-                Ok(resp) => {
-                    use std::sync::atomic::Ordering::Relaxed;
-                    self.inner.flushes.fetch_add(1, Relaxed);
-                    self.inner.flushed_bytes.fetch_add(stored.size, Relaxed);
-                    self.finish_commit(parts, &stored, resp.object_id);
-                    break;
-                }
-                Err(e) if e.kind() == MetaKind::Unavailable || e.kind() == MetaKind::NotLeader => {
-                    tracing::warn!(error = %e, "commit failed; retrying");
-                    attempts_unavailable = true;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Err(e) => {
-                    // Find out, partition by partition, what metadata holds now.
-                    tracing::info!(error = %e, "commit refused; checking ownership and the committed ends");
-                    let mut keep = Vec::new();
-                    let mut landed = None;
-                    for (log, epoch, pending, entry) in parts {
-                        let first = pending.first().map(|p| p.batches.first_offset).unwrap_or(0);
-                        let last = pending.last().map(|p| p.batches.last_offset).unwrap_or(0);
-                        match self
-                            .inner
-                            .meta
-                            .partition_index(&log.key.topic.0.to_string(), log.key.partition, first)
-                            .await
-                        {
-                            Ok(idx) => {
-                                let info = idx.info.unwrap_or_default();
-                                let ours = idx.entries.iter().find(|x| {
-                                    x.first_offset == first
-                                        && x.last_offset == last
-                                        && x.object
-                                            .as_ref()
-                                            .is_some_and(|o| o.key == stored.key.as_str())
-                                });
-                                if let Some(x) = ours {
-                                    // An earlier attempt landed (its answer was lost).
-                                    landed = Some(x.object_id);
-                                    keep.push((log, epoch, pending, entry));
-                                } else if info.owner == broker
-                                    && info.epoch == epoch
-                                    && info.high_watermark == first
-                                {
-                                    keep.push((log, epoch, pending, entry));
-                                } else {
-                                    let why = BrokerError::not_owner(log.key);
-                                    tracing::warn!(partition = %log.key, epoch, owner = info.owner, now_epoch = info.epoch, "lost the partition during a flush; failing its queued writes");
-                                    log.abandon(pending, &why);
-                                }
-                            }
-                            Err(e2)
-                                if matches!(
-                                    e2.kind(),
-                                    MetaKind::UnknownTopic
-                                        | MetaKind::UnknownPartition
-                                        | MetaKind::InvalidRequest
-                                ) =>
-                            {
-                                // The topic was deleted while its data waited.
-                                let why = BrokerError::new(
-                                    ErrorKind::UnknownTopicOrPartition,
-                                    e2.to_string(),
-                                );
-                                log.abandon(pending, &why);
-                            }
-                            Err(e2) => {
-                                tracing::warn!(error = %e2, "cannot read the partition index; retrying");
-                                keep.push((log, epoch, pending, entry));
-                            }
-                        }
-                    }
-                    if let Some(object_id) = landed.filter(|_| attempts_unavailable) {
-                        self.finish_commit(keep, &stored, object_id);
-                        break;
-                    }
-                    parts = keep;
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            }
+        let Some(done) = flush.run(self.logs()).await else {
+            return false;
+        };
+        if done.committed > 0 {
+            use std::sync::atomic::Ordering::Relaxed;
+            self.inner.flushes.fetch_add(1, Relaxed);
+            self.inner
+                .flushed_bytes
+                .fetch_add(done.object.size, Relaxed);
         }
         self.inner.flushed.notify_waiters();
         true
-    }
-
-    fn finish_commit(
-        &self,
-        parts: Vec<(
-            Arc<PartitionLog>,
-            u64,
-            Vec<crate::log::Pending>,
-            floe_storage::wal::WalEntry,
-        )>,
-        stored: &ObjectRef,
-        object_id: u64,
-    ) {
-        let budget = self.inner.cfg.tail_bytes_per_partition;
-        for (log, _, pending, entry) in parts {
-            let range = StoredRange {
-                first_offset: pending.first().map(|p| p.batches.first_offset).unwrap_or(0),
-                last_offset: pending.last().map(|p| p.batches.last_offset).unwrap_or(0),
-                max_timestamp: pending
-                    .iter()
-                    .map(|p| p.batches.max_timestamp)
-                    .max()
-                    .unwrap_or(-1),
-                object: stored.clone(),
-                object_id,
-                byte_start: entry.data_offset,
-                byte_len: entry.data_len,
-                segment: None,
-                committed_ms: floe_metadata::clock::now_ms() as i64,
-            };
-            log.committed(pending, range, budget);
-        }
     }
 }
 

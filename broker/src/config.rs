@@ -3,8 +3,6 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use floe_metadata::api::proto;
-
 /// Settings of one broker process.
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
@@ -84,7 +82,7 @@ impl Default for LogConfig {
 
 impl LogConfig {
     /// Reads the effective settings (defaults included) from a topic's description.
-    pub fn from_entries(entries: &[proto::ConfigEntry]) -> Self {
+    pub fn from_entries(entries: &[floe_metadata::model::ConfigEntry]) -> Self {
         let map: HashMap<&str, &str> = entries
             .iter()
             .map(|e| (e.name.as_str(), e.value.as_str()))

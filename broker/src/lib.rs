@@ -2,12 +2,13 @@
 //!
 //! - [`broker`]: the broker and its produce / fetch / list-offsets calls.
 //! - [`log`]: one partition's log (sequencing, queue, tail, committed index).
-//! - [`view`]: the cluster view from the metadata service.
+//! - [`flush`]: queued batches → one WAL object → one metadata commit.
 //! - [`config`]: broker and per-topic settings.
 
 pub mod broker;
 pub mod config;
 pub mod error;
+mod flush;
 pub mod group;
 pub mod group_rpc;
 pub mod log;
@@ -15,7 +16,6 @@ mod maintenance;
 pub mod producer;
 pub mod rpc;
 mod tasks;
-pub mod view;
 
 pub use broker::{
     Acks, Broker, BrokerStats, FetchData, OffsetAnswer, OffsetSpec, PendingProduce, ProduceOk,
@@ -23,4 +23,3 @@ pub use broker::{
 pub use config::{BrokerConfig, LogConfig};
 pub use error::{BrokerError, ErrorKind};
 pub use rpc::{BrokerHandle, RemoteBroker};
-pub use view::{ClusterSnapshot, ClusterWatch, TopicView};

@@ -402,6 +402,26 @@ impl PartitionLog {
         self.hw_tx.send_modify(|_| {});
     }
 
+    /// The flush could not take these batches (they were never written):
+    /// they fail, and so does everything queued after them, since their
+    /// offsets follow; the log end goes back to the committed end and the
+    /// partition stays ours and flushable.
+    pub(crate) fn roll_back(&self, pending: Vec<Pending>, why: &BrokerError) {
+        let mut waiters: Vec<Waiter> = pending.into_iter().filter_map(|p| p.waiter).collect();
+        {
+            let mut st = self.lock();
+            st.in_flight = false;
+            waiters.extend(st.unflushed.drain(..).filter_map(|p| p.waiter));
+            st.unflushed_bytes = 0;
+            let hw = st.hw;
+            st.leo = hw;
+            st.producers.forget_from(hw);
+        }
+        for w in waiters {
+            let _ = w.send(Err(why.clone()));
+        }
+    }
+
     /// Stops the log (ownership lost or broker stopping).
     pub(crate) fn close(&self, why: &BrokerError) {
         self.abandon(Vec::new(), why);

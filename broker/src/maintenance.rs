@@ -12,9 +12,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use floe_metadata::api::proto;
+use floe_metadata::api::{convert, proto, routes};
 use floe_storage::segment::{SegmentBuilder, write_segment};
-use floe_storage::{EndpointId, ObjectKey, ObjectRef, RangeRead};
+use floe_storage::{EndpointId, RangeRead};
 
 use crate::broker::Broker;
 use crate::error::{BrokerError, Result};
@@ -124,22 +124,15 @@ pub(crate) async fn compact(b: &Broker, log: &Arc<PartitionLog>) -> Result<usize
         let max_ts = g.iter().map(|r| r.max_timestamp).max().unwrap_or(-1);
         let req = proto::ReplaceRangesRequest {
             broker: b.id(),
-            partition: Some(proto::Partition {
-                topic_id: log.key.topic.0.to_string(),
-                partition: log.key.partition,
-            }),
+            partition: Some(convert::partition_msg(&log.key)),
             epoch,
             first_offset,
             last_offset,
             max_timestamp: max_ts,
-            object: Some(proto::StoreObject {
-                endpoint: seg.log.endpoint.as_str().to_string(),
-                key: seg.log.key.as_str().to_string(),
-                size: seg.log.size,
-            }),
+            object: Some(convert::object_msg(&seg.log)),
         };
         let resp: proto::CommitResponse =
-            match b.inner.meta.call("/v1/partitions/replace", &req).await {
+            match b.inner.meta.call::<routes::ReplaceRanges>(req).await {
                 Ok(r) => r,
                 Err(e) => {
                     // The segment is not referenced: delete it now.
@@ -227,17 +220,14 @@ pub(crate) async fn truncate(
 ) -> Result<i64> {
     let req = proto::TruncateRequest {
         broker: b.id(),
-        partition: Some(proto::Partition {
-            topic_id: log.key.topic.0.to_string(),
-            partition: log.key.partition,
-        }),
+        partition: Some(convert::partition_msg(&log.key)),
         epoch,
         log_start_offset: offset,
     };
-    let resp: proto::TruncateResponse = b
+    let resp = b
         .inner
         .meta
-        .call("/v1/partitions/truncate", &req)
+        .call::<routes::TruncateLog>(req)
         .await
         .map_err(BrokerError::from)?;
     let start = resp.log_start_offset;
@@ -258,30 +248,25 @@ pub(crate) async fn truncate(
 
 /// Deletes objects that no index entry has referenced for the grace period.
 async fn sweep(b: &Broker, seen: &mut HashMap<u64, Instant>) -> Result<()> {
-    let list: proto::ObjectList = b
+    let list = b
         .inner
         .meta
-        .call("/v1/objects/unreferenced", &proto::Empty {})
+        .unreferenced_objects()
         .await
         .map_err(BrokerError::from)?;
     let now = Instant::now();
     let grace = b.inner.cfg.orphan_grace;
-    let current: std::collections::HashSet<u64> = list.objects.iter().map(|o| o.id).collect();
+    let current: std::collections::HashSet<u64> = list.iter().map(|o| o.id.0).collect();
     seen.retain(|id, _| current.contains(id));
     let mut forget = Vec::new();
-    for o in &list.objects {
-        let first = *seen.entry(o.id).or_insert(now);
+    for o in &list {
+        let first = *seen.entry(o.id.0).or_insert(now);
         if now.duration_since(first) < grace {
             continue;
         }
-        let Some(so) = &o.object else { continue };
-        let obj = ObjectRef {
-            endpoint: EndpointId::new(&so.endpoint),
-            key: ObjectKey::new(&so.key),
-            size: so.size,
-        };
+        let obj = o.object.clone();
         let mut all = vec![obj.clone()];
-        if so.key.ends_with(".log") {
+        if obj.key.as_str().ends_with(".log") {
             all.extend(Broker::segment_siblings(&obj));
         }
         let mut ok = true;
@@ -294,18 +279,14 @@ async fn sweep(b: &Broker, seen: &mut HashMap<u64, Instant>) -> Result<()> {
             }
         }
         if ok {
-            forget.push(o.id);
+            forget.push(o.id.0);
         }
     }
     if !forget.is_empty() {
         let n = forget.len();
-        let _: proto::Empty = b
-            .inner
+        b.inner
             .meta
-            .call(
-                "/v1/objects/forget",
-                &proto::ForgetObjectsRequest { ids: forget },
-            )
+            .call::<routes::ForgetObjects>(proto::ForgetObjectsRequest { ids: forget })
             .await
             .map_err(BrokerError::from)?;
         tracing::info!(objects = n, "deleted unreferenced objects");

@@ -5,48 +5,15 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use floe_metadata::api::proto;
-
 use crate::error::{BrokerError, ErrorKind, Result};
 
 /// Batches remembered per producer (Kafka keeps five: a client has at most
 /// five requests in flight with idempotence).
 pub const BATCHES_KEPT: usize = 5;
 
-/// One idempotent batch as stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProducerBatch {
-    pub producer_id: i64,
-    pub epoch: i16,
-    pub first_sequence: i32,
-    pub last_sequence: i32,
-    pub first_offset: i64,
-    pub last_offset: i64,
-}
-
-impl ProducerBatch {
-    pub fn to_proto(self) -> proto::ProducerBatch {
-        proto::ProducerBatch {
-            producer_id: self.producer_id,
-            epoch: i32::from(self.epoch),
-            first_sequence: self.first_sequence,
-            last_sequence: self.last_sequence,
-            first_offset: self.first_offset,
-            last_offset: self.last_offset,
-        }
-    }
-
-    pub fn from_proto(p: &proto::ProducerBatch) -> Self {
-        ProducerBatch {
-            producer_id: p.producer_id,
-            epoch: i16::try_from(p.epoch).unwrap_or(i16::MAX),
-            first_sequence: p.first_sequence,
-            last_sequence: p.last_sequence,
-            first_offset: p.first_offset,
-            last_offset: p.last_offset,
-        }
-    }
-}
+/// One idempotent batch as stored (the metadata keeps the last few of each
+/// producer with every commit).
+pub use floe_metadata::model::ProducerBatch;
 
 /// What the partition knows of one producer.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -89,6 +56,16 @@ impl Producers {
             p.record(b);
         }
         p
+    }
+
+    /// Forgets the batches at or after `offset` (sequenced but never
+    /// committed: a failed flush rolled them back). A producer left with no
+    /// batch is forgotten too.
+    pub fn forget_from(&mut self, offset: i64) {
+        self.by_id.retain(|_, e| {
+            e.batches.retain(|b| b.first_offset < offset);
+            !e.batches.is_empty()
+        });
     }
 
     /// Checks a batch of `producer_id` at `epoch` with sequences

@@ -4,9 +4,9 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use floe_metadata::api::proto;
 use floe_metadata::error::ErrorKind as MetaKind;
-use floe_storage::{PartitionKey, TopicId};
+use floe_metadata::ids::{Epoch, PartitionKey};
+use floe_metadata::model::{NodeKind, ShardInfo};
 
 use crate::broker::Broker;
 use crate::config::LogConfig;
@@ -23,16 +23,14 @@ pub(crate) async fn heartbeat(b: Broker) {
         if b.is_stopping() {
             return;
         }
-        let req = proto::HeartbeatRequest { id: b.id() };
-        let r: Result<proto::Empty, _> = b.inner.meta.call("/v1/nodes/heartbeat", &req).await;
-        if let Err(e) = r {
+        if let Err(e) = b.inner.meta.heartbeat(b.broker_id()).await {
             tracing::warn!(error = %e, "heartbeat failed");
             if matches!(e.kind(), MetaKind::UnknownBroker | MetaKind::InvalidRequest) {
                 let c = &b.inner.cfg;
                 if let Err(e) = b
                     .inner
                     .meta
-                    .register(c.id, "broker", &c.advertise, c.lease.as_millis() as u64)
+                    .register(b.broker_id(), NodeKind::Broker, &c.advertise, c.lease)
                     .await
                 {
                     tracing::warn!(error = %e, "registering again failed");
@@ -53,34 +51,34 @@ pub(crate) async fn ownership(b: Broker) {
         let snap = rx.borrow_and_update().clone();
         let mut wanted = HashSet::new();
         for t in snap.topics.values() {
-            let config = LogConfig::from_entries(&t.info.configs);
-            for p in &t.info.partitions {
-                let key = PartitionKey::new(TopicId(t.id), p.partition);
-                if p.owner != b.id() {
+            let config = LogConfig::from_entries(&t.configs);
+            for p in &t.partitions {
+                let key = PartitionKey::new(t.id, p.partition);
+                if p.owner != Some(b.broker_id()) {
                     continue;
                 }
                 wanted.insert(key);
                 match b.log(&key) {
-                    Some(log) if log.epoch() == p.epoch && log.status() != Status::Gone => {
+                    Some(log) if log.epoch() == p.epoch.0 && log.status() != Status::Gone => {
                         {
                             let mut st = log.lock();
                             if st.config != config {
                                 st.config = config.clone();
                             }
                         }
-                        if p.handover_to != 0 && log.status() == Status::Active {
+                        if p.handover_to.is_some() && log.status() == Status::Active {
                             log.lock().status = Status::Releasing;
                             tokio::spawn(release(b.clone(), key, p.epoch));
                         }
                     }
                     _ => {
-                        if p.handover_to != 0 {
+                        if p.handover_to.is_some() {
                             // Being moved away: give it up at once.
                             tokio::spawn(release(b.clone(), key, p.epoch));
                             continue;
                         }
                         if let Err(e) = b
-                            .take_over(key, t.name.clone(), p.epoch, config.clone())
+                            .take_over(key, t.name.clone(), p.epoch.0, config.clone())
                             .await
                         {
                             tracing::warn!(partition = %key, error = %e, "take-over failed; will retry");
@@ -106,19 +104,19 @@ pub(crate) async fn ownership(b: Broker) {
 /// Coordinator shards: owned ones are served; one handed over or lost drops
 /// its groups (members find the new coordinator and rejoin; committed
 /// offsets are in the metadata).
-async fn follow_shards(b: &Broker, shards: &[proto::ShardInfo]) {
+async fn follow_shards(b: &Broker, shards: &[ShardInfo]) {
     let mut release = Vec::new();
     {
         let mut owned = b.inner.shards.write().unwrap_or_else(|p| p.into_inner());
-        let mine: std::collections::HashMap<u32, &proto::ShardInfo> = shards
+        let mine: std::collections::HashMap<u32, &ShardInfo> = shards
             .iter()
-            .filter(|s| s.owner == b.id())
-            .map(|s| (s.shard, s))
+            .filter(|s| s.owner == Some(b.broker_id()))
+            .map(|s| (s.shard.0, s))
             .collect();
         owned.retain(|shard, epoch| {
             let keep = mine
                 .get(shard)
-                .is_some_and(|s| s.epoch == *epoch && s.handover_to == 0);
+                .is_some_and(|s| s.epoch.0 == *epoch && s.handover_to.is_none());
             if !keep {
                 let n = b.inner.groups.drop_shard(*shard);
                 tracing::info!(shard, groups = n, "coordinator shard no longer served");
@@ -126,31 +124,22 @@ async fn follow_shards(b: &Broker, shards: &[proto::ShardInfo]) {
             keep
         });
         for (shard, s) in mine {
-            if s.handover_to != 0 {
-                release.push(proto::ShardEpoch {
-                    shard,
-                    epoch: s.epoch,
-                });
+            if s.handover_to.is_some() {
+                release.push((s.shard, s.epoch));
             } else {
-                owned.entry(shard).or_insert(s.epoch);
+                owned.entry(shard).or_insert(s.epoch.0);
             }
         }
     }
     if !release.is_empty() {
-        let req = proto::ReleaseRequest {
-            broker: b.id(),
-            partitions: vec![],
-            shards: release,
-        };
-        let r: Result<proto::Empty, _> = b.inner.meta.call("/v1/release", &req).await;
-        if let Err(e) = r {
+        if let Err(e) = b.inner.meta.release(b.broker_id(), &[], &release).await {
             tracing::warn!(error = %e, "releasing coordinator shards failed");
         }
     }
 }
 
 /// Drains a partition's queue, then tells metadata it is released.
-async fn release(b: Broker, key: PartitionKey, epoch: u64) {
+async fn release(b: Broker, key: PartitionKey, epoch: Epoch) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
     if let Some(log) = b.log(&key) {
         loop {
@@ -166,20 +155,13 @@ async fn release(b: Broker, key: PartitionKey, epoch: u64) {
                 tokio::time::timeout(Duration::from_millis(50), b.inner.flushed.notified()).await;
         }
     }
-    let req = proto::ReleaseRequest {
-        broker: b.id(),
-        partitions: vec![proto::PartitionEpoch {
-            partition: Some(proto::Partition {
-                topic_id: key.topic.0.to_string(),
-                partition: key.partition,
-            }),
-            epoch,
-        }],
-        shards: vec![],
-    };
-    let r: Result<proto::Empty, _> = b.inner.meta.call("/v1/release", &req).await;
+    let r = b
+        .inner
+        .meta
+        .release(b.broker_id(), &[(key, epoch)], &[])
+        .await;
     match r {
-        Ok(_) => tracing::info!(partition = %key, epoch, "released for hand-over"),
+        Ok(()) => tracing::info!(partition = %key, epoch = %epoch, "released for hand-over"),
         Err(e) => tracing::warn!(partition = %key, error = %e, "release failed"),
     }
     b.drop_partition(&key);

@@ -296,14 +296,10 @@ async fn compaction_retention_and_the_sweeper() {
     );
     // Deleting the topic removes its data: the broker drops the partition
     // and the sweeper deletes every object of it.
-    let _: floe_metadata::api::proto::Empty = env
-        .meta
-        .call(
-            "/v1/topics/delete",
-            &floe_metadata::api::proto::TopicName {
-                name: "logs".into(),
-            },
-        )
+    env.meta
+        .call::<floe_metadata::api::routes::DeleteTopic>(floe_metadata::api::proto::TopicName {
+            name: "logs".into(),
+        })
         .await
         .unwrap();
     let started = Instant::now();

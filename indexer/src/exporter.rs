@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use floe_metadata::api::client::MetaClient;
-use floe_metadata::api::proto;
+use floe_metadata::api::MetaApi;
+use floe_metadata::api::{proto, routes};
 use floe_storage::records::Record;
 use floe_storage::{EndpointId, ObjectKey, ObjectRef, StorePool};
 use futures::StreamExt;
@@ -65,7 +65,7 @@ pub struct Indexer {
 }
 
 struct Inner {
-    meta: Arc<MetaClient>,
+    meta: Arc<dyn MetaApi>,
     pool: Arc<StorePool>,
     reader: LogReader,
     endpoint: EndpointId,
@@ -99,7 +99,7 @@ struct Planned {
 }
 
 impl Indexer {
-    pub fn new(meta: Arc<MetaClient>, pool: Arc<StorePool>, cfg: IndexerConfig) -> Result<Self> {
+    pub fn new(meta: Arc<dyn MetaApi>, pool: Arc<StorePool>, cfg: IndexerConfig) -> Result<Self> {
         let endpoint = match &cfg.endpoint {
             Some(e) => {
                 pool.store(e)?;
@@ -127,7 +127,7 @@ impl Indexer {
         })
     }
 
-    pub fn meta(&self) -> &Arc<MetaClient> {
+    pub fn meta(&self) -> &Arc<dyn MetaApi> {
         &self.inner.meta
     }
 
@@ -167,9 +167,14 @@ impl Indexer {
         let listed = self
             .inner
             .meta
-            .call("/v1/topics/list", &proto::Empty {})
+            .call::<routes::ListTopics>(proto::Empty {})
             .await;
-        let topics: proto::ListTopicsResponse = match listed {
+        let topics = match listed.and_then(|l| {
+            l.topics
+                .into_iter()
+                .map(floe_metadata::api::convert::topic_info_from)
+                .collect::<Result<Vec<_>, _>>()
+        }) {
             Ok(t) => t,
             Err(e) => {
                 self.inner.stats.errors.fetch_add(1, Ordering::Relaxed);
@@ -178,7 +183,7 @@ impl Indexer {
             }
         };
         let mut first_err = None;
-        for t in &topics.topics {
+        for t in &topics {
             let settings = ExportSettings::from_topic(t);
             if !settings.enabled {
                 continue;

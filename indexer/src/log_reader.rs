@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use floe_metadata::api::client::MetaClient;
+use floe_metadata::api::MetaApi;
 use floe_storage::batch::{BatchIter, BatchView};
 use floe_storage::records::{Record, decode_records};
-use floe_storage::{EndpointId, ObjectKey, ObjectRef, StorePool};
+use floe_storage::{ObjectRef, PartitionKey, StorePool};
 
 use crate::error::{IndexerError, Result};
 
@@ -29,22 +29,30 @@ pub struct LogRead {
     pub bytes: u64,
 }
 
+fn key_of(topic_id: &str, partition: u32) -> Result<PartitionKey> {
+    let topic = floe_metadata::api::convert::topic_id(topic_id)?;
+    Ok(PartitionKey::new(topic, partition))
+}
+
 /// Reads committed records of partitions.
 #[derive(Clone)]
 pub struct LogReader {
-    meta: Arc<MetaClient>,
+    meta: Arc<dyn MetaApi>,
     pool: Arc<StorePool>,
 }
 
 impl LogReader {
-    pub fn new(meta: Arc<MetaClient>, pool: Arc<StorePool>) -> Self {
+    pub fn new(meta: Arc<dyn MetaApi>, pool: Arc<StorePool>) -> Self {
         Self { meta, pool }
     }
 
     /// Committed log bytes of the partition from `from` on (as the index
     /// says; ranges are whole batches, so this slightly overestimates).
     pub async fn bytes_after(&self, topic_id: &str, partition: u32, from: i64) -> Result<u64> {
-        let idx = self.meta.partition_index(topic_id, partition, from).await?;
+        let idx = self
+            .meta
+            .partition_index(key_of(topic_id, partition)?, from)
+            .await?;
         Ok(idx.entries.iter().map(|e| e.byte_len).sum())
     }
 
@@ -66,28 +74,21 @@ impl LogReader {
         if from >= until {
             return Ok(out);
         }
-        let idx = self.meta.partition_index(topic_id, partition, from).await?;
+        let idx = self
+            .meta
+            .partition_index(key_of(topic_id, partition)?, from)
+            .await?;
         for e in &idx.entries {
             if e.first_offset >= until || out.bytes >= max_bytes {
                 break;
             }
-            let Some(o) = &e.object else {
-                return Err(IndexerError::corrupt(format!(
-                    "index entry {}..={} of partition {partition} has no object",
-                    e.first_offset, e.last_offset
-                )));
-            };
-            let object = ObjectRef {
-                endpoint: EndpointId::new(&o.endpoint),
-                key: ObjectKey::new(&o.key),
-                size: o.size,
-            };
+            let object = &e.object;
             let end = e.byte_start.saturating_add(e.byte_len).min(object.size);
             let mut pos = e.byte_start;
             while pos < end && out.bytes < max_bytes {
-                let size = self.batch_size(&object, pos, end).await?;
+                let size = self.batch_size(object, pos, end).await?;
                 let want = size.max(CHUNK).min(end - pos);
-                let chunk = self.pool.get_range(&object, pos..pos + want).await?;
+                let chunk = self.pool.get_range(object, pos..pos + want).await?;
                 let mut consumed = 0usize;
                 let mut stop = false;
                 for item in BatchIter::new(&chunk, usize::MAX) {

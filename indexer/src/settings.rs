@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Datelike, Timelike, Utc};
-use floe_metadata::api::proto;
 use floe_metadata::export_def::IndexDefinition;
 use floe_metadata::topic_config::TopicConfig;
 
@@ -44,7 +43,7 @@ impl ExportSettings {
     }
 
     /// From a topic as the metadata API lists it (explicit settings only).
-    pub fn from_topic(t: &proto::TopicInfo) -> Self {
+    pub fn from_topic(t: &floe_metadata::model::TopicInfo) -> Self {
         let set = t
             .configs
             .iter()

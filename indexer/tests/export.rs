@@ -17,7 +17,7 @@ use floe_indexer::lookup::Query;
 use floe_indexer::settings::file_key;
 use floe_indexer::{Indexer, IndexerConfig, query};
 use floe_metadata::ErrorKind as MetaKind;
-use floe_metadata::api::client::MetaClient;
+use floe_metadata::api::MetaApi;
 use floe_metadata::api::proto;
 use floe_storage::batch::Compression;
 use floe_storage::records::{BatchBuilder, RecordSpec};
@@ -27,7 +27,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 struct Env {
     cluster: Cluster,
-    meta: Arc<MetaClient>,
+    meta: Arc<dyn MetaApi>,
     pool: Arc<StorePool>,
     broker: Broker,
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::error::MetaError;
-use crate::ids::{BrokerId, Epoch, ObjectId, PartitionRef, ShardId, TopicId};
+use crate::ids::{BrokerId, Epoch, ObjectId, PartitionKey, ShardId, TopicId};
 
 /// What kind of process registers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,7 +46,7 @@ pub struct ProducerBatch {
 /// One partition's part of a commit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommitRange {
-    pub partition: PartitionRef,
+    pub partition: PartitionKey,
     pub epoch: Epoch,
     pub first_offset: i64,
     pub last_offset: i64,
@@ -70,7 +70,7 @@ pub struct CommittedOffset {
 /// What brokers own: partitions and coordinator shards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum OwnedItem {
-    Partition(PartitionRef),
+    Partition(PartitionKey),
     Shard(ShardId),
 }
 
@@ -175,7 +175,7 @@ pub enum Command {
     /// index entries wholly below it are dropped. Only the owner, at its epoch.
     TruncateLog {
         broker: BrokerId,
-        partition: PartitionRef,
+        partition: PartitionKey,
         epoch: Epoch,
         log_start_offset: i64,
     },
@@ -184,7 +184,7 @@ pub enum Command {
     /// compaction wrote). Only the owner, at its epoch.
     ReplaceRanges {
         broker: BrokerId,
-        partition: PartitionRef,
+        partition: PartitionKey,
         epoch: Epoch,
         first_offset: i64,
         last_offset: i64,
@@ -193,19 +193,19 @@ pub enum Command {
     },
     /// The indexer is about to write `file` (see [`crate::export`]).
     ExportBegin {
-        partition: PartitionRef,
+        partition: PartitionKey,
         generation: u64,
         file: crate::export::ExportFile,
     },
     /// The pending export file is durable (as `file` describes it).
     ExportCommit {
-        partition: PartitionRef,
+        partition: PartitionKey,
         generation: u64,
         file: crate::export::ExportFile,
     },
     /// Export files whose retention passed.
     ExportForget {
-        partition: PartitionRef,
+        partition: PartitionKey,
         generation: u64,
         keys: Vec<String>,
     },
@@ -224,7 +224,7 @@ pub enum Response {
     },
     Committed {
         object: Option<ObjectId>,
-        high_watermarks: Vec<(PartitionRef, i64)>,
+        high_watermarks: Vec<(PartitionKey, i64)>,
     },
     ProducerIds {
         first: i64,

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{BrokerId, Epoch, PartitionRef};
+use crate::ids::{BrokerId, Epoch, PartitionKey};
 
 /// What went wrong, in terms callers branch on (and the proxy maps to Kafka codes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -65,14 +65,14 @@ pub enum MetaError {
     #[error("unknown topic {0:?}")]
     UnknownTopic(String),
     #[error("unknown partition {0}")]
-    UnknownPartition(PartitionRef),
+    UnknownPartition(PartitionKey),
     #[error("invalid config: {0}")]
     InvalidConfig(String),
     #[error("invalid request: {0}")]
     InvalidRequest(String),
     #[error("stale epoch for {partition}: current {current}, given {given}")]
     StaleEpoch {
-        partition: PartitionRef,
+        partition: PartitionKey,
         current: Epoch,
         given: Epoch,
     },
@@ -84,7 +84,7 @@ pub enum MetaError {
     },
     #[error("commit for {partition} starts at offset {given}, committed end is {expected}")]
     OffsetMismatch {
-        partition: PartitionRef,
+        partition: PartitionKey,
         expected: i64,
         given: i64,
     },

@@ -19,10 +19,12 @@ pub mod export;
 pub mod export_def;
 pub mod http;
 pub mod ids;
+pub mod model;
 pub mod node;
 pub mod raft;
 mod serde_pairs;
 pub mod state;
 pub mod topic_config;
+pub mod watch;
 
 pub use error::{ErrorKind, MetaError};

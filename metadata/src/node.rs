@@ -72,6 +72,7 @@ pub struct MetaNode {
     pub raft: Raft,
     pub shared: SharedState,
     pub addr: SocketAddr,
+    local: crate::api::LocalMeta,
     server: tokio::task::JoinHandle<()>,
     controller: tokio::task::JoinHandle<()>,
 }
@@ -123,6 +124,7 @@ impl MetaNode {
             raft: raft.clone(),
             shared: shared.clone(),
         };
+        let local = crate::api::LocalMeta::new(state.clone());
         let app = router(state.clone());
         let server = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
@@ -157,9 +159,16 @@ impl MetaNode {
             raft,
             shared,
             addr,
+            local,
             server,
             controller,
         })
+    }
+
+    /// The API of this node for roles in the same process: no HTTP, no
+    /// encoding (`floe standalone`).
+    pub fn local_api(&self) -> std::sync::Arc<dyn crate::api::MetaApi> {
+        std::sync::Arc::new(self.local.clone())
     }
 
     /// Stops serving and shuts Raft down.

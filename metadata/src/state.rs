@@ -13,7 +13,7 @@ use crate::command::{
     OwnershipChange, Response,
 };
 use crate::error::MetaError;
-use crate::ids::{BrokerId, Epoch, ObjectId, PartitionRef, Revision, ShardId, TopicId};
+use crate::ids::{BrokerId, Epoch, ObjectId, PartitionKey, Revision, ShardId, TopicId};
 use crate::topic_config::TopicConfig;
 
 /// Coordinator shards of a new cluster.
@@ -163,7 +163,7 @@ pub struct ClusterState {
     pub nodes: BTreeMap<BrokerId, NodeInfo>,
     pub topics: BTreeMap<String, Topic>,
     #[serde(with = "crate::serde_pairs")]
-    pub partitions: BTreeMap<PartitionRef, PartitionState>,
+    pub partitions: BTreeMap<PartitionKey, PartitionState>,
     pub objects: BTreeMap<ObjectId, ObjectInfo>,
     pub next_object_id: u64,
     pub groups: BTreeMap<String, GroupOffsets>,
@@ -541,7 +541,7 @@ impl ClusterState {
         };
         for p in 0..partitions {
             self.partitions.insert(
-                PartitionRef {
+                PartitionKey {
                     topic: id,
                     partition: p,
                 },
@@ -565,7 +565,7 @@ impl ClusterState {
             return err(MetaError::UnknownTopic(name.to_string()));
         };
         for p in 0..topic.partitions {
-            let key = PartitionRef {
+            let key = PartitionKey {
                 topic: topic.id,
                 partition: p,
             };
@@ -587,8 +587,8 @@ impl ClusterState {
         let Some(topic) = self.topics.get(name) else {
             return err(MetaError::UnknownTopic(name.to_string()));
         };
-        let keys: Vec<PartitionRef> = (0..topic.partitions)
-            .map(|partition| PartitionRef {
+        let keys: Vec<PartitionKey> = (0..topic.partitions)
+            .map(|partition| PartitionKey {
                 topic: topic.id,
                 partition,
             })
@@ -620,7 +620,7 @@ impl ClusterState {
         }
         for p in topic.partitions..total {
             self.partitions.insert(
-                PartitionRef {
+                PartitionKey {
                     topic: topic.id,
                     partition: p,
                 },
@@ -749,7 +749,7 @@ impl ClusterState {
     fn owned_partition(
         &mut self,
         broker: BrokerId,
-        partition: PartitionRef,
+        partition: PartitionKey,
         epoch: Epoch,
     ) -> Result<&mut PartitionState, MetaError> {
         let p = self
@@ -776,7 +776,7 @@ impl ClusterState {
     fn truncate_log(
         &mut self,
         broker: BrokerId,
-        partition: PartitionRef,
+        partition: PartitionKey,
         epoch: Epoch,
         log_start_offset: i64,
     ) -> Response {
@@ -816,7 +816,7 @@ impl ClusterState {
     fn replace_ranges(
         &mut self,
         broker: BrokerId,
-        partition: PartitionRef,
+        partition: PartitionKey,
         epoch: Epoch,
         (first, last, max_ts): (i64, i64, i64),
         object: &NewObject,
@@ -951,7 +951,7 @@ mod tests {
 
     fn range(t: TopicId, p: u32, epoch: u64, first: i64, last: i64) -> CommitRange {
         CommitRange {
-            partition: PartitionRef {
+            partition: PartitionKey {
                 topic: t,
                 partition: p,
             },
@@ -986,7 +986,7 @@ mod tests {
     }
 
     fn pt(t: TopicId, p: u32) -> OwnedItem {
-        OwnedItem::Partition(PartitionRef {
+        OwnedItem::Partition(PartitionKey {
             topic: t,
             partition: p,
         })
@@ -1071,7 +1071,7 @@ mod tests {
         };
         assert_eq!(high_watermarks.len(), 2);
         assert_eq!(sm.state.objects[&id].refs, 2);
-        let p0 = &sm.state.partitions[&PartitionRef {
+        let p0 = &sm.state.partitions[&PartitionKey {
             topic: tid(1),
             partition: 0,
         }];
@@ -1272,7 +1272,7 @@ mod tests {
         );
         let again = controller::plan(&sm.state, 600);
         assert!(again.is_empty(), "no second hand-over: {again:?}");
-        let before: BTreeMap<PartitionRef, Epoch> = sm
+        let before: BTreeMap<PartitionKey, Epoch> = sm
             .state
             .partitions
             .iter()
@@ -1439,7 +1439,7 @@ mod tests {
     #[test]
     fn truncate_moves_the_log_start_forward_only_and_releases_objects() {
         let mut sm = owned();
-        let p0 = PartitionRef {
+        let p0 = PartitionKey {
             topic: tid(1),
             partition: 0,
         };
@@ -1495,7 +1495,7 @@ mod tests {
     #[test]
     fn replace_ranges_swaps_exact_runs_for_a_segment() {
         let mut sm = owned();
-        let p0 = PartitionRef {
+        let p0 = PartitionKey {
             topic: tid(1),
             partition: 0,
         };
@@ -1544,7 +1544,7 @@ mod tests {
     #[test]
     fn committed_producer_batches_are_remembered_five_per_producer() {
         let mut sm = owned();
-        let p0 = PartitionRef {
+        let p0 = PartitionKey {
             topic: tid(1),
             partition: 0,
         };

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use floe_metadata::api::client::MetaClient;
-use floe_metadata::api::proto;
+use floe_metadata::api::{proto, routes};
 use floe_metadata::node::{MetaConfig, MetaNode};
 use floe_metadata::{ErrorKind, MetaError};
 
@@ -42,19 +42,48 @@ async fn wait_for_leader(client: &MetaClient, addrs: &[String]) -> u64 {
 }
 
 async fn create_topic(c: &MetaClient, name: &str, partitions: u32) -> String {
-    c.create_topic(name, partitions, HashMap::new())
-        .await
-        .unwrap()
+    c.call::<routes::CreateTopic>(&proto::CreateTopicRequest {
+        name: name.to_string(),
+        partitions,
+        configs: HashMap::new(),
+    })
+    .await
+    .unwrap()
+    .topic_id
 }
 
 async fn register_broker(c: &MetaClient, id: u32, lease_ms: u64) {
-    c.register(id, "broker", &format!("127.0.0.1:{}", 19000 + id), lease_ms)
-        .await
-        .unwrap();
+    c.call::<routes::Register>(&proto::RegisterRequest {
+        id,
+        kind: "broker".into(),
+        addr: format!("127.0.0.1:{}", 19000 + id),
+        lease_ms,
+    })
+    .await
+    .unwrap();
 }
 
 async fn describe(c: &MetaClient, name: &str) -> proto::TopicInfo {
-    c.describe_topic(name).await.unwrap()
+    c.call::<routes::DescribeTopic>(&proto::TopicName {
+        name: name.to_string(),
+    })
+    .await
+    .unwrap()
+}
+
+async fn partition_index(
+    c: &MetaClient,
+    topic_id: &str,
+    partition: u32,
+) -> Result<proto::IndexResponse, MetaError> {
+    c.call::<routes::PartitionIndex>(&proto::IndexRequest {
+        partition: Some(proto::Partition {
+            topic_id: topic_id.to_string(),
+            partition,
+        }),
+        from_offset: 0,
+    })
+    .await
 }
 
 /// Waits until the controller gave every partition of `topic` an owner.
@@ -114,26 +143,20 @@ async fn single_node_serves_the_api() {
 
     let id = create_topic(&c, "orders", 3).await;
     let dup = c
-        .call::<_, proto::CreateTopicResponse>(
-            "/v1/topics/create",
-            &proto::CreateTopicRequest {
-                name: "orders".into(),
-                partitions: 1,
-                configs: HashMap::new(),
-            },
-        )
+        .call::<routes::CreateTopic>(&proto::CreateTopicRequest {
+            name: "orders".into(),
+            partitions: 1,
+            configs: HashMap::new(),
+        })
         .await
         .unwrap_err();
     assert_eq!(dup.kind(), ErrorKind::TopicExists);
     let bad = c
-        .call::<_, proto::CreateTopicResponse>(
-            "/v1/topics/create",
-            &proto::CreateTopicRequest {
-                name: "cfg".into(),
-                partitions: 1,
-                configs: HashMap::from([("retention.ms".into(), "soon".into())]),
-            },
-        )
+        .call::<routes::CreateTopic>(&proto::CreateTopicRequest {
+            name: "cfg".into(),
+            partitions: 1,
+            configs: HashMap::from([("retention.ms".into(), "soon".into())]),
+        })
         .await
         .unwrap_err();
     assert_eq!(bad.kind(), ErrorKind::InvalidConfig, "{bad}");
@@ -146,61 +169,46 @@ async fn single_node_serves_the_api() {
 
     // A commit moves the high watermark; a stale epoch is refused whole.
     let r: proto::CommitResponse = c
-        .call("/v1/commit", &commit_req(&id, p0, 0, 10, "wal/a"))
+        .call::<routes::Commit>(&commit_req(&id, p0, 0, 10, "wal/a"))
         .await
         .unwrap();
     assert_eq!(r.high_watermarks[0].high_watermark, 10);
     let mut stale = commit_req(&id, p0, 10, 5, "wal/b");
     stale.ranges[0].epoch = 0;
-    let e = c
-        .call::<_, proto::CommitResponse>("/v1/commit", &stale)
-        .await
-        .unwrap_err();
+    let e = c.call::<routes::Commit>(&stale).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::StaleEpoch, "{e}");
-    let idx = c.partition_index(&id, 0, 0).await.unwrap();
+    let idx = partition_index(&c, &id, 0).await.unwrap();
     assert_eq!(idx.entries.len(), 1);
     assert_eq!(idx.info.unwrap().high_watermark, 10);
     assert_eq!(idx.entries[0].object.as_ref().unwrap().key, "wal/a");
 
     // Group offsets and producer ids.
     let _: proto::Empty = c
-        .call(
-            "/v1/groups/commit",
-            &proto::CommitOffsetsRequest {
-                group: "g1".into(),
-                offsets: vec![proto::GroupOffset {
-                    topic: "orders".into(),
-                    partition: 2,
-                    offset: 99,
-                    leader_epoch: 4,
-                    metadata: "meta".into(),
-                }],
-            },
-        )
+        .call::<routes::CommitOffsets>(&proto::CommitOffsetsRequest {
+            group: "g1".into(),
+            offsets: vec![proto::GroupOffset {
+                topic: "orders".into(),
+                partition: 2,
+                offset: 99,
+                leader_epoch: 4,
+                metadata: "meta".into(),
+            }],
+        })
         .await
         .unwrap();
     let f: proto::FetchOffsetsResponse = c
-        .call(
-            "/v1/groups/fetch",
-            &proto::FetchOffsetsRequest { group: "g1".into() },
-        )
+        .call::<routes::FetchOffsets>(&proto::FetchOffsetsRequest { group: "g1".into() })
         .await
         .unwrap();
     assert_eq!(f.offsets.len(), 1);
     assert_eq!((f.offsets[0].offset, f.offsets[0].leader_epoch), (99, 4));
     assert_eq!(f.offsets[0].metadata, "meta");
     let a: proto::ProducerIdsResponse = c
-        .call(
-            "/v1/producer-ids",
-            &proto::ProducerIdsRequest { count: 100 },
-        )
+        .call::<routes::ProducerIds>(&proto::ProducerIdsRequest { count: 100 })
         .await
         .unwrap();
     let b: proto::ProducerIdsResponse = c
-        .call(
-            "/v1/producer-ids",
-            &proto::ProducerIdsRequest { count: 100 },
-        )
+        .call::<routes::ProducerIds>(&proto::ProducerIdsRequest { count: 100 })
         .await
         .unwrap();
     assert_eq!(b.first, a.first + 100);
@@ -224,37 +232,28 @@ async fn single_node_serves_the_api() {
         "{raw}"
     );
     let e = c
-        .call::<_, proto::TopicInfo>(
-            "/v1/topics/describe",
-            &proto::TopicName {
-                name: "nope".into(),
-            },
-        )
+        .call::<routes::DescribeTopic>(&proto::TopicName {
+            name: "nope".into(),
+        })
         .await
         .unwrap_err();
     assert!(matches!(e, MetaError::UnknownTopic(_)), "{e}");
 
     // Watch returns at once when the revision moved, and waits otherwise.
     let v: proto::ClusterView = c
-        .call(
-            "/v1/watch",
-            &proto::WatchRequest {
-                since_revision: 0,
-                timeout_ms: 5000,
-            },
-        )
+        .call::<routes::Watch>(&proto::WatchRequest {
+            since_revision: 0,
+            timeout_ms: 5000,
+        })
         .await
         .unwrap();
     assert_eq!(v.topics.len(), 1);
     let started = Instant::now();
     let v2: proto::ClusterView = c
-        .call(
-            "/v1/watch",
-            &proto::WatchRequest {
-                since_revision: v.revision + 1000,
-                timeout_ms: 300,
-            },
-        )
+        .call::<routes::Watch>(&proto::WatchRequest {
+            since_revision: v.revision + 1000,
+            timeout_ms: 300,
+        })
         .await
         .unwrap();
     assert!(started.elapsed() >= Duration::from_millis(250));
@@ -305,10 +304,7 @@ async fn three_nodes_survive_the_leader_and_rebuild_a_wiped_node() {
     let mut hw = 0;
     for i in 0..100 {
         let r: proto::CommitResponse = c
-            .call(
-                "/v1/commit",
-                &commit_req(&id, &p0, hw, 3, &format!("wal/{i}")),
-            )
+            .call::<routes::Commit>(&commit_req(&id, &p0, hw, 3, &format!("wal/{i}")))
             .await
             .unwrap();
         hw = r.high_watermarks[0].high_watermark;
@@ -319,7 +315,7 @@ async fn three_nodes_survive_the_leader_and_rebuild_a_wiped_node() {
     nodes.remove(&leader).unwrap().shutdown().await;
     let started = Instant::now();
     let r: proto::CommitResponse = c
-        .call("/v1/commit", &commit_req(&id, &p0, hw, 3, "wal/after"))
+        .call::<routes::Commit>(&commit_req(&id, &p0, hw, 3, "wal/after"))
         .await
         .unwrap();
     eprintln!(
@@ -327,7 +323,7 @@ async fn three_nodes_survive_the_leader_and_rebuild_a_wiped_node() {
         started.elapsed()
     );
     assert_eq!(r.high_watermarks[0].high_watermark, 303);
-    let idx = c.partition_index(&id, 0, 0).await.unwrap();
+    let idx = partition_index(&c, &id, 0).await.unwrap();
     assert_eq!(
         idx.entries.len(),
         101,
@@ -413,12 +409,9 @@ async fn a_new_broker_takes_its_share_through_release() {
             .collect(),
         shards: vec![],
     };
-    let e = c
-        .call::<_, proto::Empty>("/v1/release", &release(5))
-        .await
-        .unwrap_err();
+    let e = c.call::<routes::Release>(&release(5)).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::StaleEpoch, "{e}");
-    let _: proto::Empty = c.call("/v1/release", &release(0)).await.unwrap();
+    let _: proto::Empty = c.call::<routes::Release>(&release(0)).await.unwrap();
     let t = describe(&c, "shared").await;
     for a in &asked {
         let now = &t.partitions[a.partition as usize];
@@ -441,13 +434,10 @@ async fn members_are_added_and_removed_at_runtime() {
     cfg2.peers = BTreeMap::from([(1, a1.to_string()), (2, a2.to_string())]);
     let n2 = MetaNode::start(cfg2).await.unwrap();
     let _: proto::Empty = c
-        .call(
-            "/v1/members/add",
-            &proto::AddMemberRequest {
-                id: 2,
-                addr: a2.to_string(),
-            },
-        )
+        .call::<routes::AddMember>(&proto::AddMemberRequest {
+            id: 2,
+            addr: a2.to_string(),
+        })
         .await
         .unwrap();
     let st = c.status_of(&a1.to_string()).await.unwrap();
@@ -469,7 +459,7 @@ async fn members_are_added_and_removed_at_runtime() {
     }
 
     let _: proto::Empty = c
-        .call("/v1/members/remove", &proto::RemoveMemberRequest { id: 2 })
+        .call::<routes::RemoveMember>(&proto::RemoveMemberRequest { id: 2 })
         .await
         .unwrap();
     let st = c.status_of(&a1.to_string()).await.unwrap();

@@ -40,7 +40,7 @@ mod topics;
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 
-use floe_metadata::api::client::MetaClient;
+use floe_metadata::api::MetaApi;
 use floe_metadata::error::{ErrorKind, MetaError};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
@@ -79,7 +79,7 @@ pub const ADMIN_API_VERSIONS: &[(ApiKey, i16, i16)] = &[
 /// Answers an admin request from the metadata service. Returns `None` when
 /// `body` is not one of the admin requests of this module.
 pub async fn handle_admin(
-    meta: &MetaClient,
+    meta: &dyn MetaApi,
     cfg: &AdminConfig,
     version: i16,
     body: &RequestKind,

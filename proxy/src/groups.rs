@@ -11,6 +11,8 @@ use std::collections::HashMap;
 use floe_broker::group::{GroupError, JoinParams, SyncParams};
 use floe_broker::group_rpc::CoordinatorRef;
 use floe_metadata::api::proto as mp;
+use floe_metadata::api::routes;
+use floe_metadata::ids::BrokerId as FloeBrokerId;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
@@ -58,11 +60,10 @@ impl Context {
         let owner = snap
             .shards
             .iter()
-            .find(|x| x.shard == shard && x.handover_to == 0)
-            .map(|x| x.owner)
-            .filter(|o| *o != 0)
+            .find(|x| x.shard.0 == shard && x.handover_to.is_none())
+            .and_then(|x| x.owner)
             .ok_or(GroupError::NotCoordinator)?;
-        if let Some(local) = self.local.as_ref().filter(|b| b.id() == owner) {
+        if let Some(local) = self.local.as_ref().filter(|b| b.broker_id() == owner) {
             return local
                 .coordinator(group_id, shards)
                 .map(CoordinatorRef::Local);
@@ -98,7 +99,7 @@ impl Context {
             let owned = snap
                 .shards
                 .iter()
-                .any(|x| x.shard == shard && x.owner != 0 && x.handover_to == 0);
+                .any(|x| x.shard.0 == shard && x.owner.is_some() && x.handover_to.is_none());
             if owned {
                 (0, None)
             } else {
@@ -346,13 +347,10 @@ impl Context {
                 .collect();
             let r: Result<mp::Empty, _> = self
                 .meta
-                .call(
-                    "/v1/groups/commit",
-                    &mp::CommitOffsetsRequest {
-                        group: group.clone(),
-                        offsets,
-                    },
-                )
+                .call::<routes::CommitOffsets>(mp::CommitOffsetsRequest {
+                    group: group.clone(),
+                    offsets,
+                })
                 .await;
             match r {
                 Ok(_) => {}
@@ -392,12 +390,9 @@ impl Context {
         }
         let r: Result<mp::FetchOffsetsResponse, _> = self
             .meta
-            .call(
-                "/v1/groups/fetch",
-                &mp::FetchOffsetsRequest {
-                    group: group.to_string(),
-                },
-            )
+            .call::<routes::FetchOffsets>(mp::FetchOffsetsRequest {
+                group: group.to_string(),
+            })
             .await;
         match r {
             Ok(r) => Ok(r
@@ -546,17 +541,12 @@ impl Context {
             Vec::new()
         };
         let snap = self.view.current();
-        let mut owners: Vec<u32> = snap
-            .shards
-            .iter()
-            .map(|x| x.owner)
-            .filter(|o| *o != 0)
-            .collect();
+        let mut owners: Vec<FloeBrokerId> = snap.shards.iter().filter_map(|x| x.owner).collect();
         owners.sort_unstable();
         owners.dedup();
         let mut listed = Vec::new();
         for owner in owners {
-            if let Some(local) = self.local.as_ref().filter(|b| b.id() == owner) {
+            if let Some(local) = self.local.as_ref().filter(|b| b.broker_id() == owner) {
                 listed.extend(local.groups().list_groups(&states));
             } else if let Some(addr) = snap.broker_addr(owner) {
                 let r = self.remote(addr);
@@ -653,13 +643,10 @@ impl Context {
         if !delete.is_empty() {
             let r: Result<mp::Empty, _> = self
                 .meta
-                .call(
-                    "/v1/groups/delete-offsets",
-                    &mp::CommitOffsetsRequest {
-                        group,
-                        offsets: delete,
-                    },
-                )
+                .call::<routes::DeleteOffsets>(mp::CommitOffsetsRequest {
+                    group,
+                    offsets: delete,
+                })
                 .await;
             if r.is_err() {
                 resp.error_code = ResponseError::CoordinatorNotAvailable.code();
@@ -698,12 +685,9 @@ impl Context {
                         Ok(()) => {
                             let del: Result<mp::Empty, _> = self
                                 .meta
-                                .call(
-                                    "/v1/groups/delete",
-                                    &mp::DeleteGroupsRequest {
-                                        groups: vec![g.0.to_string()],
-                                    },
-                                )
+                                .call::<routes::DeleteGroups>(mp::DeleteGroupsRequest {
+                                    groups: vec![g.0.to_string()],
+                                })
                                 .await;
                             if del.is_ok() {
                                 0

@@ -2,16 +2,14 @@
 //! ListOffsets, DeleteRecords, FindCoordinator. Each partition's part goes to
 //! the broker that owns it; this process's broker is called directly.
 
+use floe_metadata::watch::{ClusterSnapshot, ClusterWatch};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use floe_broker::{
-    Acks, Broker, BrokerHandle, ClusterSnapshot, ClusterWatch, OffsetSpec, PendingProduce,
-    RemoteBroker,
-};
-use floe_metadata::api::client::MetaClient;
+use floe_broker::{Acks, Broker, BrokerHandle, OffsetSpec, PendingProduce, RemoteBroker};
+use floe_metadata::api::{MetaApi, routes};
 use floe_storage::PartitionKey;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
@@ -80,7 +78,7 @@ pub struct Context {
     pub view: ClusterWatch,
     /// Clients of brokers in other processes, by address.
     pub remotes: std::sync::Mutex<HashMap<String, Arc<RemoteBroker>>>,
-    pub meta: Arc<MetaClient>,
+    pub meta: Arc<dyn MetaApi>,
     pub admin: AdminConfig,
     pub auto_create_topics: bool,
     /// Upper bound on a fetch's wait, whatever the client asks.
@@ -103,16 +101,13 @@ const PRODUCER_ID_BLOCK: u32 = 1000;
 const OWNER_READY_WAIT: Duration = Duration::from_secs(1);
 
 impl ProducerIdBlock {
-    async fn take(&self, meta: &MetaClient) -> Result<i64, floe_metadata::MetaError> {
+    async fn take(&self, meta: &dyn MetaApi) -> Result<i64, floe_metadata::MetaError> {
         let mut g = self.next.lock().await;
         if g.0 >= g.1 {
             let r: floe_metadata::api::proto::ProducerIdsResponse = meta
-                .call(
-                    "/v1/producer-ids",
-                    &floe_metadata::api::proto::ProducerIdsRequest {
-                        count: PRODUCER_ID_BLOCK,
-                    },
-                )
+                .call::<routes::ProducerIds>(floe_metadata::api::proto::ProducerIdsRequest {
+                    count: PRODUCER_ID_BLOCK,
+                })
                 .await?;
             *g = (r.first, r.first.saturating_add(i64::from(r.count)));
         }
@@ -155,19 +150,12 @@ impl Context {
     ) -> Result<BrokerHandle, ResponseError> {
         let owner = snap
             .by_id
-            .get(&key.topic.0)
-            .and_then(|t| {
-                t.info
-                    .partitions
-                    .iter()
-                    .find(|p| p.partition == key.partition)
-            })
-            .map(|p| p.owner)
-            .ok_or(ResponseError::UnknownTopicOrPartition)?;
-        if owner == 0 {
-            return Err(ResponseError::LeaderNotAvailable);
-        }
-        if let Some(b) = self.local.as_ref().filter(|b| b.id() == owner) {
+            .get(&key.topic)
+            .and_then(|t| t.partitions.iter().find(|p| p.partition == key.partition))
+            .ok_or(ResponseError::UnknownTopicOrPartition)?
+            .owner
+            .ok_or(ResponseError::LeaderNotAvailable)?;
+        if let Some(b) = self.local.as_ref().filter(|b| b.broker_id() == owner) {
             return Ok(BrokerHandle::Local(b.clone()));
         }
         let addr = snap
@@ -229,7 +217,7 @@ impl Context {
     }
 
     fn key_of(snap: &ClusterSnapshot, topic: &str, partition: i32) -> Option<PartitionKey> {
-        Broker::partition_key(snap, topic, partition)
+        snap.partition_key(topic, partition)
     }
 
     /// Metadata: every topic (or the ones asked for), the proxy as the leader
@@ -265,7 +253,7 @@ impl Context {
                         missing.iter().all(|n| {
                             s.topics
                                 .get(n.as_str())
-                                .is_some_and(|t| t.info.partitions.iter().all(|p| p.owner != 0))
+                                .is_some_and(|t| t.partitions.iter().all(|p| p.owner.is_some()))
                         })
                     })
                     .await;
@@ -306,15 +294,15 @@ impl Context {
                 }
                 Some(tv) => {
                     if version >= 10 {
-                        t.topic_id = tv.id;
+                        t.topic_id = tv.id.0;
                     }
-                    for p in &tv.info.partitions {
+                    for p in &tv.partitions {
                         let mut mp = MetadataResponsePartition::default();
                         mp.partition_index = p.partition as i32;
                         if version >= 7 {
-                            mp.leader_epoch = i32::try_from(p.epoch).unwrap_or(i32::MAX);
+                            mp.leader_epoch = i32::try_from(p.epoch.0).unwrap_or(i32::MAX);
                         }
-                        if p.owner == 0 {
+                        if p.owner.is_none() {
                             mp.error_code = ResponseError::LeaderNotAvailable.code();
                             mp.leader_id = BrokerId(-1);
                         } else {
@@ -600,7 +588,7 @@ impl Context {
             resp.producer_epoch = req.producer_epoch + 1;
             return resp;
         }
-        match self.producer_ids.take(&self.meta).await {
+        match self.producer_ids.take(self.meta.as_ref()).await {
             Ok(id) => {
                 resp.producer_id = ProducerId(id);
                 resp.producer_epoch = 0;

@@ -254,6 +254,6 @@ async fn handle(
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(ctx.find_coordinator(version, r))
         }
-        _ => return handle_admin(&ctx.meta, &ctx.admin, version, &body).await,
+        _ => return handle_admin(ctx.meta.as_ref(), &ctx.admin, version, &body).await,
     })
 }

@@ -6,12 +6,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use floe_metadata::watch::ClusterWatch;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use floe_broker::{Broker, ClusterWatch};
+use floe_broker::Broker;
 use floe_proxy::admin::{AdminConfig, ClusterIdentity};
 use floe_proxy::codec::{self, decode_response, encode_request};
 use floe_proxy::handlers::{Context, SUPPORTED};

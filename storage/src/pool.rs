@@ -346,7 +346,7 @@ impl StorePool {
 
     async fn write_parts(&self, ep: &Endpoint, parts: &[(ObjectKey, PutPayload)]) -> Result<()> {
         let writes = parts.iter().map(|(key, payload)| {
-            let path = key.to_path();
+            let path = crate::ids::path_of(key);
             let store = ep.store.clone();
             let payload = payload.clone();
             async move {
@@ -462,7 +462,7 @@ impl StorePool {
             return Ok(Bytes::new());
         }
         let ep = self.endpoint(&obj.endpoint)?;
-        let path = obj.key.to_path();
+        let path = crate::ids::path_of(&obj.key);
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -502,10 +502,13 @@ impl StorePool {
     /// The size of an object, from the endpoint (for objects known only by key).
     pub async fn head(&self, endpoint: &EndpointId, key: &ObjectKey) -> Result<ObjectRef> {
         let ep = self.endpoint(endpoint)?;
-        let meta = tokio::time::timeout(self.opts.read_timeout, ep.store.head(&key.to_path()))
-            .await
-            .map_err(|_| StorageError::new(ErrorKind::Timeout, format!("head {endpoint}:{key}")))?
-            .map_err(|e| StorageError::from_object_store(format!("head {endpoint}:{key}"), e))?;
+        let meta = tokio::time::timeout(
+            self.opts.read_timeout,
+            ep.store.head(&crate::ids::path_of(key)),
+        )
+        .await
+        .map_err(|_| StorageError::new(ErrorKind::Timeout, format!("head {endpoint}:{key}")))?
+        .map_err(|e| StorageError::from_object_store(format!("head {endpoint}:{key}"), e))?;
         Ok(ObjectRef {
             endpoint: endpoint.clone(),
             key: key.clone(),
@@ -516,10 +519,12 @@ impl StorePool {
     /// Deletes an object. Deleting one that is already gone succeeds.
     pub async fn delete(&self, obj: &ObjectRef) -> Result<()> {
         let ep = self.endpoint(&obj.endpoint)?;
-        let res =
-            tokio::time::timeout(self.opts.write_timeout, ep.store.delete(&obj.key.to_path()))
-                .await
-                .map_err(|_| StorageError::new(ErrorKind::Timeout, format!("delete {obj}")))?;
+        let res = tokio::time::timeout(
+            self.opts.write_timeout,
+            ep.store.delete(&crate::ids::path_of(&obj.key)),
+        )
+        .await
+        .map_err(|_| StorageError::new(ErrorKind::Timeout, format!("delete {obj}")))?;
         match res {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(StorageError::from_object_store(format!("delete {obj}"), e)),

@@ -136,6 +136,13 @@ impl WalBuilder {
         Ok(())
     }
 
+    /// Takes a partition's batches out again (its later append failed).
+    pub fn remove(&mut self, partition: &PartitionKey) {
+        if let Some(p) = self.parts.remove(partition) {
+            self.bytes -= p.len;
+        }
+    }
+
     /// Bytes of batch data appended so far.
     pub fn data_bytes(&self) -> u64 {
         self.bytes

@@ -5,13 +5,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use floe_metadata::watch::ClusterWatch;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use floe_broker::{Broker, BrokerConfig, ClusterWatch};
+use floe_broker::{Broker, BrokerConfig};
+use floe_metadata::api::MetaApi;
 use floe_metadata::api::client::MetaClient;
 use floe_metadata::node::{MetaConfig, MetaNode};
 use floe_storage::backend::EndpointConfig;
@@ -33,7 +35,7 @@ pub fn free_addr() -> SocketAddr {
 pub struct Cluster {
     /// The metadata node; `take()` it to stop the service mid-test.
     pub meta_node: Option<MetaNode>,
-    pub meta: Arc<MetaClient>,
+    pub meta: Arc<dyn MetaApi>,
     /// The folder behind the `local` store endpoint.
     pub store: PathBuf,
     dir: tempfile::TempDir,
@@ -105,8 +107,7 @@ impl Cluster {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        let id = self.meta.create_topic(name, partitions, cfg).await.unwrap();
-        TopicId(uuid::Uuid::parse_str(&id).unwrap())
+        self.meta.create_topic(name, partitions, cfg).await.unwrap()
     }
 }
 

@@ -5,6 +5,8 @@ use std::time::{Duration, Instant};
 
 use prost::Message;
 
+use crate::api::meta_api::{MetaApi, Reply, RouteCall};
+use crate::api::routes::{self, Route};
 use crate::api::{PROTOBUF, proto};
 use crate::error::{ErrorKind, MetaError};
 use crate::http::{HttpClient, HttpError};
@@ -75,34 +77,33 @@ impl MetaClient {
         *self.leader.lock().unwrap_or_else(|p| p.into_inner()) = addr;
     }
 
-    /// Calls `path` on one node only (for `status` of a given node).
-    pub async fn call_node<Req: Message, Resp: Message + Default>(
+    /// Posts an encoded request to `path` on one node only.
+    async fn post_node(
         &self,
         addr: &str,
         path: &str,
-        req: &Req,
-    ) -> Result<Resp, MetaError> {
-        let body = self
-            .http
-            .post(
-                addr,
-                path,
-                PROTOBUF,
-                req.encode_to_vec().into(),
-                self.request_timeout,
-            )
+        body: Vec<u8>,
+    ) -> Result<bytes::Bytes, MetaError> {
+        self.http
+            .post(addr, path, PROTOBUF, body.into(), self.request_timeout)
             .await
-            .map_err(error_from)?;
-        Resp::decode(body.as_ref()).map_err(|e| MetaError::Unavailable(format!("bad reply: {e}")))
+            .map_err(error_from)
     }
 
-    /// Calls `path` on the leader, following redirects and trying other nodes
-    /// while the cluster elects one, until `deadline`.
-    pub async fn call<Req: Message, Resp: Message + Default>(
+    /// Calls route `R` on one node only (for the `status` of a given node).
+    pub async fn call_node<R: Route>(
         &self,
-        path: &str,
-        req: &Req,
-    ) -> Result<Resp, MetaError> {
+        addr: &str,
+        req: &R::Req,
+    ) -> Result<R::Resp, MetaError> {
+        let body = self.post_node(addr, R::PATH, req.encode_to_vec()).await?;
+        R::Resp::decode(body.as_ref())
+            .map_err(|e| MetaError::Unavailable(format!("bad reply: {e}")))
+    }
+
+    /// Posts `body` to `path` on the leader, following redirects and trying
+    /// other nodes while the cluster elects one, until `deadline`.
+    async fn post_leader(&self, path: &str, body: Vec<u8>) -> Result<bytes::Bytes, MetaError> {
         let started = Instant::now();
         let mut next = 0usize;
         let mut pause = Duration::from_millis(20);
@@ -112,7 +113,7 @@ impl MetaClient {
                 next += 1;
                 a
             });
-            match self.call_node(&addr, path, req).await {
+            match self.post_node(&addr, path, body.clone()).await {
                 Ok(r) => {
                     self.set_leader(Some(addr));
                     return Ok(r);
@@ -137,171 +138,25 @@ impl MetaClient {
             }
         }
     }
-}
 
-/// Typed calls for the routes Floe's own processes and tools use most.
-impl MetaClient {
+    /// Calls route `R` on the leader over HTTP: the wire-level form of
+    /// [`MetaApi`], for tools and tests of the API itself.
+    pub async fn call<R: Route>(&self, req: &R::Req) -> Result<R::Resp, MetaError> {
+        let body = self.post_leader(R::PATH, req.encode_to_vec()).await?;
+        R::Resp::decode(body.as_ref())
+            .map_err(|e| MetaError::Unavailable(format!("bad reply: {e}")))
+    }
+
     pub async fn status_of(&self, addr: &str) -> Result<proto::StatusResponse, MetaError> {
-        self.call_node(addr, "/v1/status", &proto::Empty {}).await
-    }
-
-    pub async fn create_topic(
-        &self,
-        name: &str,
-        partitions: u32,
-        configs: std::collections::HashMap<String, String>,
-    ) -> Result<String, MetaError> {
-        let r: proto::CreateTopicResponse = self
-            .call(
-                "/v1/topics/create",
-                &proto::CreateTopicRequest {
-                    name: name.to_string(),
-                    partitions,
-                    configs,
-                },
-            )
-            .await?;
-        Ok(r.topic_id)
-    }
-
-    pub async fn describe_topic(&self, name: &str) -> Result<proto::TopicInfo, MetaError> {
-        self.call(
-            "/v1/topics/describe",
-            &proto::TopicName {
-                name: name.to_string(),
-            },
-        )
-        .await
-    }
-
-    pub async fn register(
-        &self,
-        id: u32,
-        kind: &str,
-        addr: &str,
-        lease_ms: u64,
-    ) -> Result<(), MetaError> {
-        let _: proto::Empty = self
-            .call(
-                "/v1/nodes/register",
-                &proto::RegisterRequest {
-                    id,
-                    kind: kind.to_string(),
-                    addr: addr.to_string(),
-                    lease_ms,
-                },
-            )
-            .await?;
-        Ok(())
-    }
-
-    pub async fn commit(
-        &self,
-        req: &proto::CommitRequest,
-    ) -> Result<proto::CommitResponse, MetaError> {
-        self.call("/v1/commit", req).await
-    }
-
-    /// The committed index of one partition, from `from_offset` on.
-    pub async fn partition_index(
-        &self,
-        topic_id: &str,
-        partition: u32,
-        from_offset: i64,
-    ) -> Result<proto::IndexResponse, MetaError> {
-        self.call(
-            "/v1/partitions/index",
-            &proto::IndexRequest {
-                partition: Some(proto::Partition {
-                    topic_id: topic_id.to_string(),
-                    partition,
-                }),
-                from_offset,
-            },
-        )
-        .await
+        self.call_node::<routes::Status>(addr, &proto::Empty {})
+            .await
     }
 }
 
-/// The indexer's export progress (see `crate::export`).
-impl MetaClient {
-    pub async fn export_state(&self, topic: &str) -> Result<proto::ExportStateResponse, MetaError> {
-        self.call(
-            "/v1/exports/state",
-            &proto::ExportStateRequest {
-                topic: topic.to_string(),
-            },
-        )
-        .await
-    }
-
-    pub async fn export_begin(
-        &self,
-        partition: proto::Partition,
-        generation: u64,
-        file: proto::ExportFile,
-    ) -> Result<(), MetaError> {
-        let _: proto::Empty = self
-            .call(
-                "/v1/exports/begin",
-                &proto::ExportBeginRequest {
-                    partition: Some(partition),
-                    generation,
-                    file: Some(file),
-                },
-            )
-            .await?;
-        Ok(())
-    }
-
-    pub async fn export_commit(
-        &self,
-        partition: proto::Partition,
-        generation: u64,
-        file: proto::ExportFile,
-    ) -> Result<(), MetaError> {
-        let _: proto::Empty = self
-            .call(
-                "/v1/exports/commit",
-                &proto::ExportCommitRequest {
-                    partition: Some(partition),
-                    generation,
-                    file: Some(file),
-                },
-            )
-            .await?;
-        Ok(())
-    }
-
-    pub async fn export_forget(
-        &self,
-        partition: proto::Partition,
-        generation: u64,
-        keys: Vec<String>,
-    ) -> Result<(), MetaError> {
-        let _: proto::Empty = self
-            .call(
-                "/v1/exports/forget",
-                &proto::ExportForgetRequest {
-                    partition: Some(partition),
-                    generation,
-                    keys,
-                },
-            )
-            .await?;
-        Ok(())
-    }
-
-    /// Starts a topic's exports over; returns the new generation.
-    pub async fn export_reset(&self, topic: &str) -> Result<u64, MetaError> {
-        let r: proto::ExportResetResponse = self
-            .call(
-                "/v1/exports/reset",
-                &proto::ExportResetRequest {
-                    topic: topic.to_string(),
-                },
-            )
-            .await?;
-        Ok(r.generation)
+#[async_trait::async_trait]
+impl MetaApi for MetaClient {
+    async fn call_route(&self, call: RouteCall) -> Result<Reply, MetaError> {
+        let body = self.post_leader(call.path(), call.encode()).await?;
+        call.decode_reply(&body)
     }
 }

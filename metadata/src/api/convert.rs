@@ -2,7 +2,7 @@
 
 use crate::api::proto;
 use crate::error::MetaError;
-use crate::ids::{PartitionRef, TopicId};
+use crate::ids::{PartitionKey, TopicId};
 use crate::state::{ClusterState, NodeState, PartitionState, Topic};
 
 pub fn topic_id(s: &str) -> Result<TopicId, MetaError> {
@@ -11,15 +11,15 @@ pub fn topic_id(s: &str) -> Result<TopicId, MetaError> {
         .map_err(|_| MetaError::InvalidRequest(format!("bad topic id {s:?}")))
 }
 
-pub fn partition(p: Option<&proto::Partition>) -> Result<PartitionRef, MetaError> {
+pub fn partition(p: Option<&proto::Partition>) -> Result<PartitionKey, MetaError> {
     let p = p.ok_or_else(|| MetaError::InvalidRequest("missing partition".into()))?;
-    Ok(PartitionRef {
+    Ok(PartitionKey {
         topic: topic_id(&p.topic_id)?,
         partition: p.partition,
     })
 }
 
-pub fn partition_msg(p: &PartitionRef) -> proto::Partition {
+pub fn partition_msg(p: &PartitionKey) -> proto::Partition {
     proto::Partition {
         topic_id: p.topic.to_string(),
         partition: p.partition,
@@ -43,7 +43,7 @@ pub fn topic_info(state: &ClusterState, t: &Topic, with_partitions: bool) -> pro
             .filter_map(|i| {
                 state
                     .partitions
-                    .get(&PartitionRef {
+                    .get(&PartitionKey {
                         topic: t.id,
                         partition: i,
                     })
@@ -145,4 +145,205 @@ pub fn producer_batch_msg(b: &crate::command::ProducerBatch) -> proto::ProducerB
         first_offset: b.first_offset,
         last_offset: b.last_offset,
     }
+}
+
+// ---- wire → model (what clients read) and model → wire (what they send) ----
+
+fn malformed(what: &str) -> MetaError {
+    MetaError::Unavailable(format!("malformed reply: {what}"))
+}
+
+pub fn node_kind_name(k: crate::command::NodeKind) -> &'static str {
+    match k {
+        crate::command::NodeKind::Broker => "broker",
+        crate::command::NodeKind::Proxy => "proxy",
+    }
+}
+
+pub fn object_ref(o: &proto::StoreObject) -> crate::ids::ObjectRef {
+    crate::ids::ObjectRef {
+        endpoint: crate::ids::EndpointId::new(&o.endpoint),
+        key: crate::ids::ObjectKey::new(&o.key),
+        size: o.size,
+    }
+}
+
+pub fn object_msg(o: &crate::ids::ObjectRef) -> proto::StoreObject {
+    proto::StoreObject {
+        endpoint: o.endpoint.as_str().to_string(),
+        key: o.key.as_str().to_string(),
+        size: o.size,
+    }
+}
+
+pub fn partition_info_from(p: &proto::PartitionInfo) -> crate::model::PartitionInfo {
+    use crate::ids::{BrokerId, Epoch};
+    crate::model::PartitionInfo {
+        partition: p.partition,
+        owner: BrokerId::from_wire(p.owner),
+        epoch: Epoch(p.epoch),
+        log_start_offset: p.log_start_offset,
+        high_watermark: p.high_watermark,
+        handover_to: BrokerId::from_wire(p.handover_to),
+    }
+}
+
+pub fn topic_info_from(t: proto::TopicInfo) -> Result<crate::model::TopicInfo, MetaError> {
+    Ok(crate::model::TopicInfo {
+        id: topic_id(&t.topic_id)?,
+        partition_count: t.partition_count,
+        partitions: t.partitions.iter().map(partition_info_from).collect(),
+        configs: t
+            .configs
+            .into_iter()
+            .map(|c| crate::model::ConfigEntry {
+                name: c.name,
+                value: c.value,
+                is_default: c.is_default,
+            })
+            .collect(),
+        name: t.name,
+    })
+}
+
+pub fn cluster_view_from(v: proto::ClusterView) -> Result<crate::model::ClusterView, MetaError> {
+    use crate::ids::{BrokerId, Epoch, Revision, ShardId};
+    use crate::model::{NodeInfo, NodeKind, NodeState, ShardInfo};
+    let mut topics = Vec::with_capacity(v.topics.len());
+    for t in v.topics {
+        match topic_info_from(t) {
+            Ok(t) => topics.push(t),
+            Err(e) => tracing::warn!(error = %e, "topic with a bad id in the view"),
+        }
+    }
+    let nodes = v
+        .nodes
+        .into_iter()
+        .filter_map(|n| {
+            let kind = match n.kind.as_str() {
+                "broker" => NodeKind::Broker,
+                "proxy" => NodeKind::Proxy,
+                _ => return None,
+            };
+            let state = match n.state.as_str() {
+                "live" => NodeState::Live,
+                "draining" => NodeState::Draining,
+                _ => NodeState::Dead,
+            };
+            Some(NodeInfo {
+                id: BrokerId(n.id),
+                kind,
+                addr: n.addr,
+                state,
+            })
+        })
+        .collect();
+    Ok(crate::model::ClusterView {
+        revision: Revision(v.revision),
+        nodes,
+        topics,
+        shards: v
+            .shards
+            .iter()
+            .map(|s| ShardInfo {
+                shard: ShardId(s.shard),
+                owner: BrokerId::from_wire(s.owner),
+                epoch: Epoch(s.epoch),
+                handover_to: BrokerId::from_wire(s.handover_to),
+            })
+            .collect(),
+    })
+}
+
+pub fn partition_index_from(
+    partition: PartitionKey,
+    r: proto::IndexResponse,
+) -> Result<crate::model::PartitionIndex, MetaError> {
+    let info = r
+        .info
+        .as_ref()
+        .map(partition_info_from)
+        .ok_or_else(|| malformed("an index without the partition's state"))?;
+    let entries = r
+        .entries
+        .iter()
+        .map(|e| {
+            let object = e.object.as_ref().ok_or_else(|| {
+                malformed(&format!(
+                    "{partition}: committed range {}..={} without its object",
+                    e.first_offset, e.last_offset
+                ))
+            })?;
+            Ok(crate::model::IndexEntry {
+                first_offset: e.first_offset,
+                last_offset: e.last_offset,
+                max_timestamp: e.max_timestamp,
+                object_id: crate::ids::ObjectId(e.object_id),
+                object: object_ref(object),
+                byte_start: e.byte_start,
+                byte_len: e.byte_len,
+            })
+        })
+        .collect::<Result<_, MetaError>>()?;
+    let producers = r
+        .producers
+        .iter()
+        .map(producer_batch)
+        .collect::<Result<_, _>>()
+        .map_err(|e| malformed(&e.to_string()))?;
+    Ok(crate::model::PartitionIndex {
+        info,
+        entries,
+        producers,
+    })
+}
+
+pub fn commit_range_msg(r: &crate::command::CommitRange) -> proto::CommitRange {
+    proto::CommitRange {
+        partition: Some(partition_msg(&r.partition)),
+        epoch: r.epoch.0,
+        first_offset: r.first_offset,
+        last_offset: r.last_offset,
+        max_timestamp: r.max_timestamp,
+        object_id: match r.object {
+            crate::command::ObjectSel::New => 0,
+            crate::command::ObjectSel::Existing(id) => id.0,
+        },
+        byte_start: r.byte_start,
+        byte_len: r.byte_len,
+        producers: r.producers.iter().map(producer_batch_msg).collect(),
+    }
+}
+
+pub fn commit_msg(c: &crate::model::Commit) -> proto::CommitRequest {
+    proto::CommitRequest {
+        broker: c.broker.0,
+        object: Some(object_msg(&c.object)),
+        ranges: c.ranges.iter().map(commit_range_msg).collect(),
+    }
+}
+
+pub fn commit_outcome(r: proto::CommitResponse) -> Result<crate::model::CommitOutcome, MetaError> {
+    Ok(crate::model::CommitOutcome {
+        object: crate::ids::ObjectId(r.object_id),
+        high_watermarks: r
+            .high_watermarks
+            .iter()
+            .map(|h| Ok((partition(h.partition.as_ref())?, h.high_watermark)))
+            .collect::<Result<_, MetaError>>()?,
+        revision: crate::ids::Revision(r.revision),
+    })
+}
+
+pub fn unreferenced_from(
+    e: proto::ObjectEntry,
+) -> Result<crate::model::UnreferencedObject, MetaError> {
+    let o = e
+        .object
+        .as_ref()
+        .ok_or_else(|| malformed("an object entry without its object"))?;
+    Ok(crate::model::UnreferencedObject {
+        id: crate::ids::ObjectId(e.id),
+        object: object_ref(o),
+    })
 }

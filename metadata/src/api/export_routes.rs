@@ -1,26 +1,12 @@
 //! The indexer's export progress over the API: read a topic's export state,
 //! begin, commit and forget files, reset for a backfill.
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::routing::post;
-
-use super::server::{ApiResult, AppState, decode, ok};
+use super::server::AppState;
 use super::{convert, proto};
 use crate::command::{Command, Response};
 use crate::error::MetaError;
 use crate::export::{ExportFile, ExportState};
-use crate::ids::PartitionRef;
-
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/exports/state", post(state))
-        .route("/v1/exports/begin", post(begin))
-        .route("/v1/exports/commit", post(commit))
-        .route("/v1/exports/forget", post(forget))
-        .route("/v1/exports/reset", post(reset))
-}
+use crate::ids::PartitionKey;
 
 fn file_msg(f: &ExportFile) -> proto::ExportFile {
     proto::ExportFile {
@@ -65,8 +51,10 @@ fn partition_export(
     }
 }
 
-async fn state(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::ExportStateRequest = decode(&body)?;
+pub(super) async fn state(
+    s: AppState,
+    req: proto::ExportStateRequest,
+) -> Result<proto::ExportStateResponse, MetaError> {
     s.linearizable().await?;
     let resp = s.shared.read(|st| {
         let t = st.topics.get(&req.topic)?;
@@ -74,7 +62,7 @@ async fn state(State(s): State<AppState>, body: Bytes) -> ApiResult {
             topic_id: t.id.to_string(),
             partitions: (0..t.partitions)
                 .filter_map(|i| {
-                    let p = st.partitions.get(&PartitionRef {
+                    let p = st.partitions.get(&PartitionKey {
                         topic: t.id,
                         partition: i,
                     })?;
@@ -89,13 +77,15 @@ async fn state(State(s): State<AppState>, body: Bytes) -> ApiResult {
         })
     });
     match resp {
-        Some(r) => Ok(ok(r)),
+        Some(r) => Ok(r),
         None => Err(MetaError::UnknownTopic(req.topic).into()),
     }
 }
 
-async fn begin(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::ExportBeginRequest = decode(&body)?;
+pub(super) async fn begin(
+    s: AppState,
+    req: proto::ExportBeginRequest,
+) -> Result<proto::Empty, MetaError> {
     let partition = convert::partition(req.partition.as_ref())?;
     let Some(file) = req.file else {
         return Err(MetaError::InvalidRequest("export begin without a file".into()).into());
@@ -106,11 +96,13 @@ async fn begin(State(s): State<AppState>, body: Bytes) -> ApiResult {
         file: file_from(file),
     })
     .await?;
-    Ok(ok(proto::Empty {}))
+    Ok(proto::Empty {})
 }
 
-async fn commit(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::ExportCommitRequest = decode(&body)?;
+pub(super) async fn commit(
+    s: AppState,
+    req: proto::ExportCommitRequest,
+) -> Result<proto::Empty, MetaError> {
     let partition = convert::partition(req.partition.as_ref())?;
     let Some(file) = req.file else {
         return Err(MetaError::InvalidRequest("export commit without a file".into()).into());
@@ -121,11 +113,13 @@ async fn commit(State(s): State<AppState>, body: Bytes) -> ApiResult {
         file: file_from(file),
     })
     .await?;
-    Ok(ok(proto::Empty {}))
+    Ok(proto::Empty {})
 }
 
-async fn forget(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::ExportForgetRequest = decode(&body)?;
+pub(super) async fn forget(
+    s: AppState,
+    req: proto::ExportForgetRequest,
+) -> Result<proto::Empty, MetaError> {
     let partition = convert::partition(req.partition.as_ref())?;
     s.write(Command::ExportForget {
         partition,
@@ -133,14 +127,16 @@ async fn forget(State(s): State<AppState>, body: Bytes) -> ApiResult {
         keys: req.keys,
     })
     .await?;
-    Ok(ok(proto::Empty {}))
+    Ok(proto::Empty {})
 }
 
-async fn reset(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::ExportResetRequest = decode(&body)?;
+pub(super) async fn reset(
+    s: AppState,
+    req: proto::ExportResetRequest,
+) -> Result<proto::ExportResetResponse, MetaError> {
     match s.write(Command::ExportReset { topic: req.topic }).await? {
         (Response::ExportGeneration { generation }, _) => {
-            Ok(ok(proto::ExportResetResponse { generation }))
+            Ok(proto::ExportResetResponse { generation })
         }
         (other, _) => Err(MetaError::Storage(format!("unexpected response {other:?}")).into()),
     }

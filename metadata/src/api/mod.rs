@@ -4,8 +4,12 @@
 pub mod client;
 pub mod convert;
 mod export_routes;
+pub mod meta_api;
 pub mod proto;
+pub mod routes;
 pub mod server;
 
 /// Content type of every API body.
 pub const PROTOBUF: &str = "application/x-protobuf";
+
+pub use meta_api::{LocalMeta, MetaApi, RouteCall};

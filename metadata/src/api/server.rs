@@ -19,6 +19,7 @@ use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, ChangeMembers};
 use prost::Message;
 
+use crate::api::routes::{self, Route};
 use crate::api::{PROTOBUF, convert, proto};
 use crate::clock::now_ms;
 use crate::command::{
@@ -28,6 +29,7 @@ use crate::error::{ErrorKind, MetaError};
 use crate::ids::{BrokerId, Epoch, ObjectId};
 use crate::raft::state_machine::SharedState;
 use crate::raft::{NodeId, Raft};
+use futures::future::BoxFuture;
 
 /// Largest request body (Raft appends and snapshots included).
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
@@ -143,37 +145,79 @@ pub fn router(state: AppState) -> Router {
         .route("/raft/append", post(raft_append))
         .route("/raft/vote", post(raft_vote))
         .route("/raft/snapshot", post(raft_snapshot))
-        .route("/v1/status", post(status))
-        .route("/v1/members/add", post(add_member))
-        .route("/v1/members/remove", post(remove_member))
-        .route("/v1/topics/create", post(create_topic))
-        .route("/v1/topics/delete", post(delete_topic))
-        .route("/v1/topics/alter", post(alter_topic))
-        .route("/v1/topics/partitions", post(create_partitions))
-        .route("/v1/topics/list", post(list_topics))
-        .route("/v1/topics/describe", post(describe_topic))
-        .route("/v1/nodes/register", post(register))
-        .route("/v1/nodes/heartbeat", post(heartbeat))
-        .route("/v1/nodes/drain", post(drain))
-        .route("/v1/release", post(release))
-        .route("/v1/commit", post(commit))
-        .route("/v1/partitions/index", post(partition_index))
-        .route("/v1/groups/commit", post(commit_offsets))
-        .route("/v1/groups/fetch", post(fetch_offsets))
-        .route("/v1/groups/delete", post(delete_groups))
-        .route("/v1/groups/delete-offsets", post(delete_offsets))
-        .route("/v1/producer-ids", post(producer_ids))
-        .route("/v1/watch", post(watch))
-        .route("/v1/partitions/truncate", post(truncate_log))
-        .route("/v1/partitions/replace", post(replace_ranges))
-        .route("/v1/objects/unreferenced", post(unreferenced_objects))
-        .route("/v1/objects/forget", post(forget_objects))
-        .merge(super::export_routes::routes())
+        .merge(api_routes())
         .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
         .with_state(state)
 }
 
-pub(super) type ApiResult = Result<HttpResponse, ApiError>;
+/// A route this server answers: the typed handler behind its path. The
+/// HTTP router and the in-process client both call it.
+pub trait Serve: Route {
+    fn serve(s: AppState, req: Self::Req) -> BoxFuture<'static, Result<Self::Resp, MetaError>>;
+}
+
+/// The HTTP face of a typed handler: decode, serve, encode.
+async fn handle<R: Serve>(
+    State(s): State<AppState>,
+    body: Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let req: R::Req = decode(&body)?;
+    Ok(ok(R::serve(s, req).await?))
+}
+
+macro_rules! serve {
+    ($($route:ident => $f:path,)*) => {
+        $(
+            impl Serve for routes::$route {
+                fn serve(
+                    s: AppState,
+                    req: Self::Req,
+                ) -> BoxFuture<'static, Result<Self::Resp, MetaError>> {
+                    Box::pin($f(s, req))
+                }
+            }
+        )*
+
+        /// Every `/v1` route, each at its typed path.
+        fn api_routes() -> Router<AppState> {
+            Router::new()
+                $(.route(routes::$route::PATH, post(handle::<routes::$route>)))*
+        }
+    };
+}
+
+serve! {
+    Status => status,
+    AddMember => add_member,
+    RemoveMember => remove_member,
+    CreateTopic => create_topic,
+    DeleteTopic => delete_topic,
+    AlterTopic => alter_topic,
+    CreatePartitions => create_partitions,
+    ListTopics => list_topics,
+    DescribeTopic => describe_topic,
+    Register => register,
+    Heartbeat => heartbeat,
+    Drain => drain,
+    Release => release,
+    Commit => commit,
+    PartitionIndex => partition_index,
+    CommitOffsets => commit_offsets,
+    FetchOffsets => fetch_offsets,
+    DeleteGroups => delete_groups,
+    DeleteOffsets => delete_offsets,
+    ProducerIds => producer_ids,
+    Watch => watch,
+    TruncateLog => truncate_log,
+    ReplaceRanges => replace_ranges,
+    UnreferencedObjects => unreferenced_objects,
+    ForgetObjects => forget_objects,
+    ExportState => super::export_routes::state,
+    ExportBegin => super::export_routes::begin,
+    ExportCommit => super::export_routes::commit,
+    ExportForget => super::export_routes::forget,
+    ExportReset => super::export_routes::reset,
+}
 
 fn json_reply<T: serde::Serialize>(v: &T) -> HttpResponse {
     match serde_json::to_vec(v) {
@@ -211,7 +255,7 @@ async fn raft_snapshot(State(s): State<AppState>, body: Bytes) -> HttpResponse {
     }
 }
 
-async fn status(State(s): State<AppState>) -> ApiResult {
+async fn status(s: AppState, _: proto::Empty) -> Result<proto::StatusResponse, MetaError> {
     let m = s.raft.metrics().borrow().clone();
     let membership = m.membership_config.membership();
     let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
@@ -219,7 +263,7 @@ async fn status(State(s): State<AppState>) -> ApiResult {
         .current_leader
         .and_then(|l| membership.get_node(&l).map(|n| n.addr.clone()))
         .unwrap_or_default();
-    Ok(ok(proto::StatusResponse {
+    Ok(proto::StatusResponse {
         node_id: s.id,
         leader_id: m.current_leader.unwrap_or(0),
         leader_addr,
@@ -236,11 +280,10 @@ async fn status(State(s): State<AppState>) -> ApiResult {
         last_log_index: m.last_log_index.unwrap_or(0),
         snapshot_index: m.snapshot.map_or(0, |l| l.index),
         state: format!("{:?}", m.state),
-    }))
+    })
 }
 
-async fn add_member(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::AddMemberRequest = decode(&body)?;
+async fn add_member(s: AppState, req: proto::AddMemberRequest) -> Result<proto::Empty, MetaError> {
     if req.id == 0 || req.addr.is_empty() {
         return Err(
             MetaError::InvalidRequest("member needs an id above 0 and an address".into()).into(),
@@ -258,25 +301,29 @@ async fn add_member(State(s): State<AppState>, body: Bytes) -> ApiResult {
         .await
         .map_err(map)?;
     tracing::info!(member = req.id, addr = %req.addr, "member added");
-    Ok(ok(proto::Empty {}))
+    Ok(proto::Empty {})
 }
 
-async fn remove_member(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::RemoveMemberRequest = decode(&body)?;
+async fn remove_member(
+    s: AppState,
+    req: proto::RemoveMemberRequest,
+) -> Result<proto::Empty, MetaError> {
     s.raft
         .change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([req.id])), false)
         .await
         .map_err(|e| not_leader(&e).unwrap_or_else(|| MetaError::Unavailable(e.to_string())))?;
     tracing::info!(member = req.id, "member removed");
-    Ok(ok(proto::Empty {}))
+    Ok(proto::Empty {})
 }
 
 fn map_of(m: std::collections::HashMap<String, String>) -> BTreeMap<String, String> {
     m.into_iter().collect()
 }
 
-async fn create_topic(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::CreateTopicRequest = decode(&body)?;
+async fn create_topic(
+    s: AppState,
+    req: proto::CreateTopicRequest,
+) -> Result<proto::CreateTopicResponse, MetaError> {
     let id = crate::ids::TopicId(uuid::Uuid::new_v4());
     let (resp, _) = s
         .write(Command::CreateTopic {
@@ -287,53 +334,55 @@ async fn create_topic(State(s): State<AppState>, body: Bytes) -> ApiResult {
         })
         .await?;
     match resp {
-        Response::TopicCreated { id } => Ok(ok(proto::CreateTopicResponse {
+        Response::TopicCreated { id } => Ok(proto::CreateTopicResponse {
             topic_id: id.to_string(),
-        })),
+        }),
         other => Err(MetaError::Storage(format!("unexpected response {other:?}")).into()),
     }
 }
 
-async fn delete_topic(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::TopicName = decode(&body)?;
+async fn delete_topic(s: AppState, req: proto::TopicName) -> Result<proto::Empty, MetaError> {
     s.write(Command::DeleteTopic { name: req.name }).await?;
-    Ok(ok(proto::Empty {}))
+    Ok(proto::Empty {})
 }
 
-async fn alter_topic(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::AlterTopicConfigRequest = decode(&body)?;
+async fn alter_topic(
+    s: AppState,
+    req: proto::AlterTopicConfigRequest,
+) -> Result<proto::Empty, MetaError> {
     s.write(Command::AlterTopicConfig {
         name: req.name,
         set: map_of(req.set),
         delete: req.delete,
     })
     .await?;
-    Ok(ok(proto::Empty {}))
+    Ok(proto::Empty {})
 }
 
-async fn create_partitions(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::CreatePartitionsRequest = decode(&body)?;
+async fn create_partitions(
+    s: AppState,
+    req: proto::CreatePartitionsRequest,
+) -> Result<proto::Empty, MetaError> {
     s.write(Command::CreatePartitions {
         name: req.name,
         total: req.total,
     })
     .await?;
-    Ok(ok(proto::Empty {}))
+    Ok(proto::Empty {})
 }
 
-async fn list_topics(State(s): State<AppState>) -> ApiResult {
+async fn list_topics(s: AppState, _: proto::Empty) -> Result<proto::ListTopicsResponse, MetaError> {
     s.linearizable().await?;
-    Ok(ok(s.shared.read(|st| proto::ListTopicsResponse {
+    Ok(s.shared.read(|st| proto::ListTopicsResponse {
         topics: st
             .topics
             .values()
             .map(|t| convert::topic_info(st, t, false))
             .collect(),
-    })))
+    }))
 }
 
-async fn describe_topic(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::TopicName = decode(&body)?;
+async fn describe_topic(s: AppState, req: proto::TopicName) -> Result<proto::TopicInfo, MetaError> {
     s.linearizable().await?;
     s.shared
         .read(|st| {
@@ -341,12 +390,10 @@ async fn describe_topic(State(s): State<AppState>, body: Bytes) -> ApiResult {
                 .get(&req.name)
                 .map(|t| convert::topic_info(st, t, true))
         })
-        .map(ok)
-        .ok_or(ApiError(MetaError::UnknownTopic(req.name)))
+        .ok_or(MetaError::UnknownTopic(req.name))
 }
 
-async fn register(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::RegisterRequest = decode(&body)?;
+async fn register(s: AppState, req: proto::RegisterRequest) -> Result<proto::Empty, MetaError> {
     let kind = match req.kind.as_str() {
         "broker" => NodeKind::Broker,
         "proxy" => NodeKind::Proxy,
@@ -367,30 +414,27 @@ async fn register(State(s): State<AppState>, body: Bytes) -> ApiResult {
         lease_ms: req.lease_ms,
     })
     .await?;
-    Ok(ok(proto::Empty {}))
+    Ok(proto::Empty {})
 }
 
-async fn heartbeat(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::HeartbeatRequest = decode(&body)?;
+async fn heartbeat(s: AppState, req: proto::HeartbeatRequest) -> Result<proto::Empty, MetaError> {
     s.write(Command::Heartbeat {
         id: BrokerId(req.id),
         now_ms: now_ms(),
     })
     .await?;
-    Ok(ok(proto::Empty {}))
+    Ok(proto::Empty {})
 }
 
-async fn drain(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::HeartbeatRequest = decode(&body)?;
+async fn drain(s: AppState, req: proto::HeartbeatRequest) -> Result<proto::Empty, MetaError> {
     s.write(Command::Drain {
         id: BrokerId(req.id),
     })
     .await?;
-    Ok(ok(proto::Empty {}))
+    Ok(proto::Empty {})
 }
 
-async fn release(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::ReleaseRequest = decode(&body)?;
+async fn release(s: AppState, req: proto::ReleaseRequest) -> Result<proto::Empty, MetaError> {
     let mut items = Vec::with_capacity(req.partitions.len() + req.shards.len());
     for p in &req.partitions {
         items.push((
@@ -412,11 +456,13 @@ async fn release(State(s): State<AppState>, body: Bytes) -> ApiResult {
         items,
     })
     .await?;
-    Ok(ok(proto::Empty {}))
+    Ok(proto::Empty {})
 }
 
-async fn commit(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::CommitRequest = decode(&body)?;
+async fn commit(
+    s: AppState,
+    req: proto::CommitRequest,
+) -> Result<proto::CommitResponse, MetaError> {
     let ranges = req
         .ranges
         .iter()
@@ -457,7 +503,7 @@ async fn commit(State(s): State<AppState>, body: Bytes) -> ApiResult {
         Response::Committed {
             object,
             high_watermarks,
-        } => Ok(ok(proto::CommitResponse {
+        } => Ok(proto::CommitResponse {
             object_id: object.map_or(0, |o| o.0),
             high_watermarks: high_watermarks
                 .iter()
@@ -467,13 +513,15 @@ async fn commit(State(s): State<AppState>, body: Bytes) -> ApiResult {
                 })
                 .collect(),
             revision: index,
-        })),
+        }),
         other => Err(MetaError::Storage(format!("unexpected response {other:?}")).into()),
     }
 }
 
-async fn partition_index(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::IndexRequest = decode(&body)?;
+async fn partition_index(
+    s: AppState,
+    req: proto::IndexRequest,
+) -> Result<proto::IndexResponse, MetaError> {
     let p = convert::partition(req.partition.as_ref())?;
     s.linearizable().await?;
     s.shared
@@ -506,12 +554,13 @@ async fn partition_index(State(s): State<AppState>, body: Bytes) -> ApiResult {
                     .collect(),
             })
         })
-        .map(ok)
-        .ok_or(ApiError(MetaError::UnknownPartition(p)))
+        .ok_or(MetaError::UnknownPartition(p))
 }
 
-async fn commit_offsets(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::CommitOffsetsRequest = decode(&body)?;
+async fn commit_offsets(
+    s: AppState,
+    req: proto::CommitOffsetsRequest,
+) -> Result<proto::Empty, MetaError> {
     s.write(Command::CommitOffsets {
         group: req.group,
         offsets: req
@@ -531,13 +580,15 @@ async fn commit_offsets(State(s): State<AppState>, body: Bytes) -> ApiResult {
             .collect(),
     })
     .await?;
-    Ok(ok(proto::Empty {}))
+    Ok(proto::Empty {})
 }
 
-async fn fetch_offsets(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::FetchOffsetsRequest = decode(&body)?;
+async fn fetch_offsets(
+    s: AppState,
+    req: proto::FetchOffsetsRequest,
+) -> Result<proto::FetchOffsetsResponse, MetaError> {
     s.linearizable().await?;
-    Ok(ok(s.shared.read(|st| proto::FetchOffsetsResponse {
+    Ok(s.shared.read(|st| proto::FetchOffsetsResponse {
         offsets: st
             .groups
             .get(&req.group)
@@ -553,34 +604,37 @@ async fn fetch_offsets(State(s): State<AppState>, body: Bytes) -> ApiResult {
                     .collect()
             })
             .unwrap_or_default(),
-    })))
+    }))
 }
 
-async fn producer_ids(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::ProducerIdsRequest = decode(&body)?;
+async fn producer_ids(
+    s: AppState,
+    req: proto::ProducerIdsRequest,
+) -> Result<proto::ProducerIdsResponse, MetaError> {
     match s
         .write(Command::AllocateProducerIds { count: req.count })
         .await?
     {
         (Response::ProducerIds { first, count }, _) => {
-            Ok(ok(proto::ProducerIdsResponse { first, count }))
+            Ok(proto::ProducerIdsResponse { first, count })
         }
         (other, _) => Err(MetaError::Storage(format!("unexpected response {other:?}")).into()),
     }
 }
 
-async fn watch(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::WatchRequest = decode(&body)?;
+async fn watch(s: AppState, req: proto::WatchRequest) -> Result<proto::ClusterView, MetaError> {
     s.linearizable().await?;
     let timeout = Duration::from_millis(req.timeout_ms).min(MAX_WATCH);
     s.shared
         .wait_beyond(crate::ids::Revision(req.since_revision), timeout)
         .await;
-    Ok(ok(s.shared.read(convert::cluster_view)))
+    Ok(s.shared.read(convert::cluster_view))
 }
 
-async fn truncate_log(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::TruncateRequest = decode(&body)?;
+async fn truncate_log(
+    s: AppState,
+    req: proto::TruncateRequest,
+) -> Result<proto::TruncateResponse, MetaError> {
     let partition = convert::partition(req.partition.as_ref())?;
     let (resp, _) = s
         .write(Command::TruncateLog {
@@ -591,15 +645,15 @@ async fn truncate_log(State(s): State<AppState>, body: Bytes) -> ApiResult {
         })
         .await?;
     match resp {
-        Response::LogStart { log_start_offset } => {
-            Ok(ok(proto::TruncateResponse { log_start_offset }))
-        }
+        Response::LogStart { log_start_offset } => Ok(proto::TruncateResponse { log_start_offset }),
         other => Err(MetaError::Storage(format!("unexpected response {other:?}")).into()),
     }
 }
 
-async fn replace_ranges(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::ReplaceRangesRequest = decode(&body)?;
+async fn replace_ranges(
+    s: AppState,
+    req: proto::ReplaceRangesRequest,
+) -> Result<proto::CommitResponse, MetaError> {
     let partition = convert::partition(req.partition.as_ref())?;
     let Some(o) = req.object else {
         return Err(MetaError::InvalidRequest("replace without an object".into()).into());
@@ -620,17 +674,19 @@ async fn replace_ranges(State(s): State<AppState>, body: Bytes) -> ApiResult {
         })
         .await?;
     match resp {
-        Response::Committed { object, .. } => Ok(ok(proto::CommitResponse {
+        Response::Committed { object, .. } => Ok(proto::CommitResponse {
             object_id: object.map_or(0, |o| o.0),
             high_watermarks: vec![],
             revision: index,
-        })),
+        }),
         other => Err(MetaError::Storage(format!("unexpected response {other:?}")).into()),
     }
 }
 
-async fn unreferenced_objects(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let _: proto::Empty = decode(&body)?;
+async fn unreferenced_objects(
+    s: AppState,
+    _: proto::Empty,
+) -> Result<proto::ObjectList, MetaError> {
     s.linearizable().await?;
     let objects = s.shared.read(|st| {
         st.unreferenced_objects()
@@ -645,27 +701,33 @@ async fn unreferenced_objects(State(s): State<AppState>, body: Bytes) -> ApiResu
             })
             .collect()
     });
-    Ok(ok(proto::ObjectList { objects }))
+    Ok(proto::ObjectList { objects })
 }
 
-async fn forget_objects(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::ForgetObjectsRequest = decode(&body)?;
+async fn forget_objects(
+    s: AppState,
+    req: proto::ForgetObjectsRequest,
+) -> Result<proto::Empty, MetaError> {
     s.write(Command::ForgetObjects {
         ids: req.ids.into_iter().map(ObjectId).collect(),
     })
     .await?;
-    Ok(ok(proto::Empty {}))
+    Ok(proto::Empty {})
 }
 
-async fn delete_groups(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::DeleteGroupsRequest = decode(&body)?;
+async fn delete_groups(
+    s: AppState,
+    req: proto::DeleteGroupsRequest,
+) -> Result<proto::Empty, MetaError> {
     s.write(Command::DeleteGroups { groups: req.groups })
         .await?;
-    Ok(ok(proto::Empty {}))
+    Ok(proto::Empty {})
 }
 
-async fn delete_offsets(State(s): State<AppState>, body: Bytes) -> ApiResult {
-    let req: proto::CommitOffsetsRequest = decode(&body)?;
+async fn delete_offsets(
+    s: AppState,
+    req: proto::CommitOffsetsRequest,
+) -> Result<proto::Empty, MetaError> {
     s.write(Command::DeleteOffsets {
         group: req.group,
         partitions: req
@@ -675,5 +737,5 @@ async fn delete_offsets(State(s): State<AppState>, body: Bytes) -> ApiResult {
             .collect(),
     })
     .await?;
-    Ok(ok(proto::Empty {}))
+    Ok(proto::Empty {})
 }

@@ -6,8 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use floe_metadata::api::client::MetaClient;
-use floe_metadata::api::proto;
+use floe_metadata::api::MetaApi;
+use floe_metadata::api::{proto, routes};
 use floe_metadata::error::MetaError;
 use floe_metadata::topic_config::TopicConfig;
 use futures::future::join_all;
@@ -132,7 +132,7 @@ fn synonym(name: &str, value: &str, source: i8) -> DescribeConfigsSynonym {
 }
 
 pub(super) async fn describe_configs(
-    meta: &MetaClient,
+    meta: &dyn MetaApi,
     cfg: &AdminConfig,
     version: i16,
     req: &DescribeConfigsRequest,
@@ -182,7 +182,7 @@ fn unsupported_resource(resource_type: i8) -> Refusal {
     )
 }
 
-async fn topic_settings(meta: &MetaClient, name: &str) -> Result<Vec<Setting>, Refusal> {
+async fn topic_settings(meta: &dyn MetaApi, name: &str) -> Result<Vec<Setting>, Refusal> {
     check_topic_name(name)?;
     let info = meta
         .describe_topic(name)
@@ -291,7 +291,7 @@ fn refuse_repeated_keys<'a>(keys: impl IntoIterator<Item = &'a str>) -> Result<(
 }
 
 /// The topic's set (non-default) configs.
-fn overrides(info: &proto::TopicInfo) -> BTreeMap<String, String> {
+fn overrides(info: &floe_metadata::model::TopicInfo) -> BTreeMap<String, String> {
     info.configs
         .iter()
         .filter(|c| !c.is_default)
@@ -300,20 +300,17 @@ fn overrides(info: &proto::TopicInfo) -> BTreeMap<String, String> {
 }
 
 async fn alter_topic(
-    meta: &MetaClient,
+    meta: &dyn MetaApi,
     name: &str,
     set: BTreeMap<String, String>,
     delete: Vec<String>,
 ) -> Result<(), Refusal> {
     let altered: Result<proto::Empty, MetaError> = meta
-        .call(
-            "/v1/topics/alter",
-            &proto::AlterTopicConfigRequest {
-                name: name.to_string(),
-                set: set.into_iter().collect(),
-                delete,
-            },
-        )
+        .call::<routes::AlterTopic>(proto::AlterTopicConfigRequest {
+            name: name.to_string(),
+            set: set.into_iter().collect(),
+            delete,
+        })
         .await;
     match altered {
         Ok(_) => {
@@ -325,7 +322,7 @@ async fn alter_topic(
 }
 
 pub(super) async fn alter_configs(
-    meta: &MetaClient,
+    meta: &dyn MetaApi,
     req: &AlterConfigsRequest,
 ) -> AlterConfigsResponse {
     let twice = repeated(
@@ -357,7 +354,7 @@ pub(super) async fn alter_configs(
 /// given go back to their defaults. A null value is the same as not giving
 /// the key.
 async fn replace_configs(
-    meta: &MetaClient,
+    meta: &dyn MetaApi,
     validate_only: bool,
     r: &alter_configs_request::AlterConfigsResource,
     duplicate: bool,
@@ -386,7 +383,7 @@ async fn replace_configs(
 }
 
 pub(super) async fn incremental_alter_configs(
-    meta: &MetaClient,
+    meta: &dyn MetaApi,
     req: &IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let twice = repeated(
@@ -419,7 +416,7 @@ pub(super) async fn incremental_alter_configs(
 /// from list configs (starting from the value in force, the default
 /// included). Keys not named keep their values.
 async fn change_configs(
-    meta: &MetaClient,
+    meta: &dyn MetaApi,
     validate_only: bool,
     r: &incremental_alter_configs_request::AlterConfigsResource,
     duplicate: bool,

@@ -1,6 +1,8 @@
 //! The admin requests against a real in-process metadata node, each request
 //! and answer passed through the wire encoding of its version.
 
+use floe_metadata::api::MetaApi;
+use floe_metadata::api::client::MetaClient;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -51,7 +53,7 @@ fn free_addr() -> SocketAddr {
 
 /// One metadata node and a client of it.
 struct Fixture {
-    meta: MetaClient,
+    meta: std::sync::Arc<dyn MetaApi>,
     cfg: AdminConfig,
     node: MetaNode,
     _dir: tempfile::TempDir,
@@ -78,10 +80,10 @@ impl Fixture {
         let node = MetaNode::start(MetaConfig::new(1, addr, dir.path().join("meta")))
             .await
             .unwrap();
-        let meta = MetaClient::new(vec![addr.to_string()]).unwrap();
+        let client = MetaClient::new(vec![addr.to_string()]).unwrap();
         let started = Instant::now();
         loop {
-            if let Ok(s) = meta.status_of(&addr.to_string()).await
+            if let Ok(s) = client.status_of(&addr.to_string()).await
                 && s.leader_id != 0
             {
                 break;
@@ -90,7 +92,7 @@ impl Fixture {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         Fixture {
-            meta,
+            meta: std::sync::Arc::new(client),
             cfg: admin_config(),
             node,
             _dir: dir,
@@ -105,7 +107,7 @@ impl Fixture {
     /// the connection loop would see it), and checks that the answer encodes
     /// at that version and reads back the same.
     async fn call(&self, version: i16, key: ApiKey, req: RequestKind) -> ResponseKind {
-        call_with(&self.meta, &self.cfg, version, key, req).await
+        call_with(self.meta.as_ref(), &self.cfg, version, key, req).await
     }
 
     typed_call!(
@@ -156,7 +158,7 @@ impl Fixture {
             .create_topic(name, partitions, configs)
             .await
             .unwrap();
-        Uuid::parse_str(&id).unwrap()
+        id.0
     }
 
     /// A topic's configs: name → (value, is_default).
@@ -181,7 +183,7 @@ impl Fixture {
 }
 
 async fn call_with(
-    meta: &MetaClient,
+    meta: &dyn MetaApi,
     cfg: &AdminConfig,
     version: i16,
     key: ApiKey,
@@ -259,7 +261,7 @@ async fn create_topics_creates_with_default_partitions_and_reports_configs() {
     assert_eq!(orders.replication_factor, 1);
     let info = f.meta.describe_topic("orders").await.unwrap();
     assert_eq!(info.partition_count, 3);
-    assert_eq!(orders.topic_id, Uuid::parse_str(&info.topic_id).unwrap());
+    assert_eq!(orders.topic_id, info.id.0);
     let configs = orders.configs.as_ref().unwrap();
     assert_eq!(configs.len(), known, "every known config");
     let retention = configs.iter().find(|c| &*c.name == "retention.ms").unwrap();
@@ -989,8 +991,8 @@ async fn delete_topics_by_name_and_by_id() {
     assert!(!f.exists("b").await);
 
     // v6: by id or by name, never both.
-    let c_id = Uuid::parse_str(&f.meta.describe_topic("c").await.unwrap().topic_id).unwrap();
-    let d_id = Uuid::parse_str(&f.meta.describe_topic("d").await.unwrap().topic_id).unwrap();
+    let c_id = f.meta.describe_topic("c").await.unwrap().id.0;
+    let d_id = f.meta.describe_topic("d").await.unwrap().id.0;
     let state = |n: Option<&str>, id: Uuid| {
         DeleteTopicState::default()
             .with_name(n.map(name))
@@ -1094,8 +1096,8 @@ async fn describe_cluster_shows_the_proxy_as_the_only_broker() {
 
 #[test]
 fn metadata_errors_map_to_the_kafka_errors_clients_expect() {
-    use floe_metadata::ids::{BrokerId as MetaBrokerId, Epoch, PartitionRef, TopicId};
-    let p = PartitionRef {
+    use floe_metadata::ids::{BrokerId as MetaBrokerId, Epoch, PartitionKey, TopicId};
+    let p = PartitionKey {
         topic: TopicId(Uuid::nil()),
         partition: 0,
     };

@@ -2,8 +2,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use floe_metadata::api::client::MetaClient;
-use floe_metadata::api::proto;
+use floe_metadata::api::MetaApi;
+use floe_metadata::api::{proto, routes};
 use floe_metadata::error::MetaError;
 use floe_metadata::state::MAX_PARTITIONS;
 use floe_metadata::topic_config::TopicConfig;
@@ -29,7 +29,7 @@ use super::{AdminConfig, Refusal, check_topic_name, repeated, str_bytes};
 const REPLICATION_FACTOR: i16 = 1;
 
 pub(super) async fn create_topics(
-    meta: &MetaClient,
+    meta: &dyn MetaApi,
     cfg: &AdminConfig,
     version: i16,
     req: &CreateTopicsRequest,
@@ -54,7 +54,7 @@ struct Created {
 }
 
 async fn create_topic(
-    meta: &MetaClient,
+    meta: &dyn MetaApi,
     cfg: &AdminConfig,
     version: i16,
     validate_only: bool,
@@ -91,7 +91,7 @@ async fn create_topic(
 }
 
 async fn try_create(
-    meta: &MetaClient,
+    meta: &dyn MetaApi,
     cfg: &AdminConfig,
     validate_only: bool,
     t: &CreatableTopic,
@@ -144,7 +144,7 @@ async fn try_create(
         .map_err(|e| Refusal::from_meta(&e, name))?;
     tracing::info!(topic = %name, topic_id = %id, partitions, "topic created");
     Ok(Created {
-        topic_id: Some(parse_topic_id(&id)),
+        topic_id: Some(id.0),
         partitions,
         config,
     })
@@ -217,7 +217,7 @@ fn parse_topic_id(id: &str) -> Uuid {
 }
 
 pub(super) async fn delete_topics(
-    meta: &MetaClient,
+    meta: &dyn MetaApi,
     version: i16,
     req: &DeleteTopicsRequest,
 ) -> DeleteTopicsResponse {
@@ -254,8 +254,9 @@ pub(super) async fn delete_topics(
 }
 
 /// Topic name → topic id of every topic.
-async fn list_topic_ids(meta: &MetaClient) -> Result<HashMap<String, Uuid>, MetaError> {
-    let listed: proto::ListTopicsResponse = meta.call("/v1/topics/list", &proto::Empty {}).await?;
+async fn list_topic_ids(meta: &dyn MetaApi) -> Result<HashMap<String, Uuid>, MetaError> {
+    let listed: proto::ListTopicsResponse =
+        meta.call::<routes::ListTopics>(proto::Empty {}).await?;
     Ok(listed
         .topics
         .into_iter()
@@ -267,7 +268,7 @@ async fn list_topic_ids(meta: &MetaClient) -> Result<HashMap<String, Uuid>, Meta
 }
 
 async fn delete_topic(
-    meta: &MetaClient,
+    meta: &dyn MetaApi,
     version: i16,
     name: Option<&TopicName>,
     id: Uuid,
@@ -285,10 +286,7 @@ async fn delete_topic(
                 result = result.with_topic_id(resolved_id);
             }
             let deleted: Result<proto::Empty, MetaError> = meta
-                .call(
-                    "/v1/topics/delete",
-                    &proto::TopicName { name: name.clone() },
-                )
+                .call::<routes::DeleteTopic>(proto::TopicName { name: name.clone() })
                 .await;
             match deleted {
                 Ok(_) => {
@@ -366,7 +364,7 @@ fn resolve(
 }
 
 pub(super) async fn create_partitions(
-    meta: &MetaClient,
+    meta: &dyn MetaApi,
     req: &CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let twice = repeated(req.topics.iter().map(|t| t.name.as_str()));
@@ -389,7 +387,7 @@ pub(super) async fn create_partitions(
 }
 
 async fn grow(
-    meta: &MetaClient,
+    meta: &dyn MetaApi,
     validate_only: bool,
     t: &CreatePartitionsTopic,
     duplicate: bool,
@@ -441,13 +439,10 @@ async fn grow(
         return Ok(());
     }
     let grown: Result<proto::Empty, MetaError> = meta
-        .call(
-            "/v1/topics/partitions",
-            &proto::CreatePartitionsRequest {
-                name: name.to_string(),
-                total,
-            },
-        )
+        .call::<routes::CreatePartitions>(proto::CreatePartitionsRequest {
+            name: name.to_string(),
+            total,
+        })
         .await;
     match grown {
         Ok(_) => {

@@ -1,32 +1,26 @@
 //! The cluster as the metadata service last described it: topics, their
-//! partitions and owners. One long-poll on `/v1/watch` keeps it fresh; the
-//! broker and the proxy both read it.
+//! partitions and owners. One long poll of the `Watch` route keeps it fresh;
+//! the broker and the proxy both read it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use floe_metadata::api::client::MetaClient;
-use floe_metadata::api::proto;
 use tokio::sync::watch;
 
-/// A topic as the view knows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TopicView {
-    pub name: String,
-    pub id: uuid::Uuid,
-    pub info: proto::TopicInfo,
-}
+use crate::api::MetaApi;
+use crate::ids::{BrokerId, PartitionKey, Revision, TopicId};
+use crate::model::{ClusterView, NodeInfo, NodeKind, ShardInfo, TopicInfo};
 
 /// A snapshot of the cluster.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterSnapshot {
-    pub revision: u64,
-    pub topics: HashMap<String, Arc<TopicView>>,
-    pub by_id: HashMap<uuid::Uuid, Arc<TopicView>>,
-    pub nodes: Vec<proto::NodeInfo>,
+    pub revision: Revision,
+    pub topics: HashMap<String, Arc<TopicInfo>>,
+    pub by_id: HashMap<TopicId, Arc<TopicInfo>>,
+    pub nodes: Vec<NodeInfo>,
     /// Coordinator shards and their owners.
-    pub shards: Vec<proto::ShardInfo>,
+    pub shards: Vec<ShardInfo>,
 }
 
 impl ClusterSnapshot {
@@ -34,20 +28,26 @@ impl ClusterSnapshot {
     /// first view arrives).
     pub fn shard_count(&self) -> u32 {
         match self.shards.len() as u32 {
-            0 => floe_metadata::state::DEFAULT_SHARDS,
+            0 => crate::state::DEFAULT_SHARDS,
             n => n,
         }
     }
 
     /// The RPC address of broker `id`, if it is registered.
-    pub fn broker_addr(&self, id: u32) -> Option<&str> {
+    pub fn broker_addr(&self, id: BrokerId) -> Option<&str> {
         self.nodes
             .iter()
-            .find(|n| n.id == id && n.kind == "broker")
+            .find(|n| n.id == id && n.kind == NodeKind::Broker)
             .map(|n| n.addr.as_str())
     }
 
-    fn from_view(v: proto::ClusterView) -> Self {
+    /// Topic name and partition number → the partition's key, if both exist.
+    pub fn partition_key(&self, topic: &str, partition: i32) -> Option<PartitionKey> {
+        let t = self.topics.get(topic)?;
+        t.partition_key(u32::try_from(partition).ok()?)
+    }
+
+    fn from_view(v: ClusterView) -> Self {
         let mut s = ClusterSnapshot {
             revision: v.revision,
             nodes: v.nodes,
@@ -55,17 +55,9 @@ impl ClusterSnapshot {
             ..Default::default()
         };
         for t in v.topics {
-            let Ok(id) = uuid::Uuid::parse_str(&t.topic_id) else {
-                tracing::warn!(topic = %t.name, id = %t.topic_id, "topic with a bad id in the view");
-                continue;
-            };
-            let tv = Arc::new(TopicView {
-                name: t.name.clone(),
-                id,
-                info: t,
-            });
-            s.by_id.insert(id, tv.clone());
-            s.topics.insert(tv.name.clone(), tv);
+            let t = Arc::new(t);
+            s.by_id.insert(t.id, t.clone());
+            s.topics.insert(t.name.clone(), t);
         }
         s
     }
@@ -79,17 +71,13 @@ pub struct ClusterWatch {
 
 impl ClusterWatch {
     /// Starts the long poll; it stops when every receiver is gone.
-    pub fn start(meta: Arc<MetaClient>) -> Self {
+    pub fn start(meta: Arc<dyn MetaApi>) -> Self {
         let (tx, rx) = watch::channel(Arc::new(ClusterSnapshot::default()));
         tokio::spawn(async move {
-            let mut since = 0u64;
+            let mut since = Revision(0);
             let mut pause = Duration::from_millis(50);
             loop {
-                let req = proto::WatchRequest {
-                    since_revision: since,
-                    timeout_ms: 3_000,
-                };
-                match meta.call::<_, proto::ClusterView>("/v1/watch", &req).await {
+                match meta.watch(since, Duration::from_secs(3)).await {
                     Ok(v) => {
                         pause = Duration::from_millis(50);
                         if v.revision >= since {

@@ -1,0 +1,397 @@
+//! The one way Floe's processes call the metadata service: [`MetaApi`].
+//!
+//! A call is a typed [`Route`] (path, request, reply). Two implementations
+//! carry it: [`MetaClient`](super::client::MetaClient) over HTTP to the Raft
+//! leader, and [`LocalMeta`], which serves it in-process on a node of the same
+//! process (`floe standalone`) with no encoding and no socket. The operations
+//! the broker, the proxy and the indexer use are methods on `dyn MetaApi`
+//! taking and returning domain types ([`crate::model`]); the protobuf
+//! messages stay at the wire.
+
+use std::any::Any;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use prost::Message;
+
+use super::routes::{self, Route};
+use super::server::{AppState, Serve};
+use super::{convert, proto};
+use crate::error::MetaError;
+use crate::ids::{BrokerId, Epoch, PartitionKey, Revision, ShardId, TopicId};
+use crate::model::{
+    ClusterView, Commit, CommitOutcome, PartitionIndex, TopicInfo, UnreferencedObject,
+};
+
+/// A type-erased reply of a route.
+pub type Reply = Box<dyn Any + Send>;
+
+/// One call of a route, its request and how to carry it either way.
+pub struct RouteCall {
+    path: &'static str,
+    req: Box<dyn Any + Send + Sync>,
+    encode: fn(&(dyn Any + Send + Sync)) -> Vec<u8>,
+    decode: fn(&[u8]) -> Result<Reply, prost::DecodeError>,
+    serve: fn(AppState, Box<dyn Any + Send + Sync>) -> BoxFuture<'static, Result<Reply, MetaError>>,
+    clone: fn(&(dyn Any + Send + Sync)) -> Box<dyn Any + Send + Sync>,
+}
+
+impl Clone for RouteCall {
+    fn clone(&self) -> Self {
+        Self {
+            path: self.path,
+            req: (self.clone)(self.req.as_ref()),
+            encode: self.encode,
+            decode: self.decode,
+            serve: self.serve,
+            clone: self.clone,
+        }
+    }
+}
+
+impl std::fmt::Debug for RouteCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RouteCall({})", self.path)
+    }
+}
+
+fn encode_as<R: Route>(req: &(dyn Any + Send + Sync)) -> Vec<u8> {
+    req.downcast_ref::<R::Req>()
+        .map(Message::encode_to_vec)
+        .unwrap_or_default()
+}
+
+fn decode_as<R: Route>(bytes: &[u8]) -> Result<Reply, prost::DecodeError> {
+    Ok(Box::new(R::Resp::decode(bytes)?))
+}
+
+fn clone_as<R: Route>(req: &(dyn Any + Send + Sync)) -> Box<dyn Any + Send + Sync> {
+    match req.downcast_ref::<R::Req>() {
+        Some(r) => Box::new(r.clone()),
+        None => Box::new(R::Req::default()),
+    }
+}
+
+fn serve_as<R: Serve>(
+    s: AppState,
+    req: Box<dyn Any + Send + Sync>,
+) -> BoxFuture<'static, Result<Reply, MetaError>> {
+    match req.downcast::<R::Req>() {
+        Ok(req) => Box::pin(async move { Ok(Box::new(R::serve(s, *req).await?) as Reply) }),
+        Err(_) => Box::pin(async {
+            Err(MetaError::InvalidRequest(
+                "request of the wrong type".into(),
+            ))
+        }),
+    }
+}
+
+impl RouteCall {
+    pub fn new<R: Serve>(req: R::Req) -> Self {
+        Self {
+            path: R::PATH,
+            req: Box::new(req),
+            encode: encode_as::<R>,
+            decode: decode_as::<R>,
+            serve: serve_as::<R>,
+            clone: clone_as::<R>,
+        }
+    }
+
+    pub fn path(&self) -> &'static str {
+        self.path
+    }
+
+    /// The request, if this is a call of route `R` (for fakes in tests).
+    pub fn request<R: Route>(&self) -> Option<&R::Req> {
+        if self.path != R::PATH {
+            return None;
+        }
+        self.req.downcast_ref::<R::Req>()
+    }
+
+    /// The request's protobuf encoding.
+    pub fn encode(&self) -> Vec<u8> {
+        (self.encode)(self.req.as_ref())
+    }
+
+    /// Decodes a reply of this route.
+    pub fn decode_reply(&self, bytes: &[u8]) -> Result<Reply, MetaError> {
+        (self.decode)(bytes)
+            .map_err(|e| MetaError::Unavailable(format!("bad reply to {}: {e}", self.path)))
+    }
+
+    /// Serves the call on a node of this process.
+    pub fn serve(self, s: AppState) -> BoxFuture<'static, Result<Reply, MetaError>> {
+        (self.serve)(s, self.req)
+    }
+}
+
+/// A reply to route `R` (for fakes in tests).
+pub fn reply<R: Route>(resp: R::Resp) -> Reply {
+    Box::new(resp)
+}
+
+/// How a process reaches the metadata service.
+#[async_trait::async_trait]
+pub trait MetaApi: Send + Sync + std::fmt::Debug {
+    /// Carries one call to the service (to the leader, following it) and
+    /// returns its reply.
+    async fn call_route(&self, call: RouteCall) -> Result<Reply, MetaError>;
+}
+
+/// The metadata service in this process: calls go straight to the node's
+/// handlers (the same ones its HTTP routes serve), with no encoding and no
+/// socket. While the node has no leader yet (at start) a call waits for one,
+/// up to `deadline`, as the HTTP client does.
+#[derive(Clone)]
+pub struct LocalMeta {
+    state: AppState,
+    pub deadline: Duration,
+}
+
+impl std::fmt::Debug for LocalMeta {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LocalMeta(node {})", self.state.id)
+    }
+}
+
+impl LocalMeta {
+    pub fn new(state: AppState) -> Self {
+        Self {
+            state,
+            deadline: Duration::from_secs(15),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl MetaApi for LocalMeta {
+    async fn call_route(&self, call: RouteCall) -> Result<Reply, MetaError> {
+        let started = std::time::Instant::now();
+        let mut pause = Duration::from_millis(10);
+        loop {
+            match call.clone().serve(self.state.clone()).await {
+                Err(e) if e.kind().is_retryable() && started.elapsed() < self.deadline => {
+                    tracing::debug!(route = call.path(), error = %e, "metadata not ready; retrying");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                r => return r,
+            }
+        }
+    }
+}
+
+/// The operations, typed by route and by domain types.
+impl dyn MetaApi + '_ {
+    /// Calls route `R` with its protobuf request.
+    pub async fn call<R: Serve>(&self, req: R::Req) -> Result<R::Resp, MetaError> {
+        let reply = self.call_route(RouteCall::new::<R>(req)).await?;
+        reply.downcast::<R::Resp>().map(|r| *r).map_err(|_| {
+            MetaError::Unavailable(format!("a reply of the wrong type to {}", R::PATH))
+        })
+    }
+
+    /// The cluster view once its revision passes `since` (or after `timeout`).
+    pub async fn watch(
+        &self,
+        since: Revision,
+        timeout: Duration,
+    ) -> Result<ClusterView, MetaError> {
+        let v = self
+            .call::<routes::Watch>(proto::WatchRequest {
+                since_revision: since.0,
+                timeout_ms: timeout.as_millis() as u64,
+            })
+            .await?;
+        convert::cluster_view_from(v)
+    }
+
+    pub async fn register(
+        &self,
+        id: BrokerId,
+        kind: crate::model::NodeKind,
+        addr: &str,
+        lease: Duration,
+    ) -> Result<(), MetaError> {
+        self.call::<routes::Register>(proto::RegisterRequest {
+            id: id.0,
+            kind: convert::node_kind_name(kind).to_string(),
+            addr: addr.to_string(),
+            lease_ms: lease.as_millis() as u64,
+        })
+        .await?;
+        Ok(())
+    }
+
+    pub async fn heartbeat(&self, id: BrokerId) -> Result<(), MetaError> {
+        self.call::<routes::Heartbeat>(proto::HeartbeatRequest { id: id.0 })
+            .await?;
+        Ok(())
+    }
+
+    /// Gives up partitions and coordinator shards held at these epochs.
+    pub async fn release(
+        &self,
+        broker: BrokerId,
+        partitions: &[(PartitionKey, Epoch)],
+        shards: &[(ShardId, Epoch)],
+    ) -> Result<(), MetaError> {
+        self.call::<routes::Release>(proto::ReleaseRequest {
+            broker: broker.0,
+            partitions: partitions
+                .iter()
+                .map(|(p, e)| proto::PartitionEpoch {
+                    partition: Some(convert::partition_msg(p)),
+                    epoch: e.0,
+                })
+                .collect(),
+            shards: shards
+                .iter()
+                .map(|(s, e)| proto::ShardEpoch {
+                    shard: s.0,
+                    epoch: e.0,
+                })
+                .collect(),
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Commits one WAL object's ranges (see `docs/metadata.md` for the rules).
+    pub async fn commit(&self, commit: &Commit) -> Result<CommitOutcome, MetaError> {
+        let r = self
+            .call::<routes::Commit>(convert::commit_msg(commit))
+            .await?;
+        convert::commit_outcome(r)
+    }
+
+    /// A partition's committed index from `from_offset` on.
+    pub async fn partition_index(
+        &self,
+        partition: PartitionKey,
+        from_offset: i64,
+    ) -> Result<PartitionIndex, MetaError> {
+        let r = self
+            .call::<routes::PartitionIndex>(proto::IndexRequest {
+                partition: Some(convert::partition_msg(&partition)),
+                from_offset,
+            })
+            .await?;
+        convert::partition_index_from(partition, r)
+    }
+
+    pub async fn create_topic(
+        &self,
+        name: &str,
+        partitions: u32,
+        configs: std::collections::HashMap<String, String>,
+    ) -> Result<TopicId, MetaError> {
+        let r = self
+            .call::<routes::CreateTopic>(proto::CreateTopicRequest {
+                name: name.to_string(),
+                partitions,
+                configs,
+            })
+            .await?;
+        convert::topic_id(&r.topic_id)
+    }
+
+    pub async fn describe_topic(&self, name: &str) -> Result<TopicInfo, MetaError> {
+        let t = self
+            .call::<routes::DescribeTopic>(proto::TopicName {
+                name: name.to_string(),
+            })
+            .await?;
+        convert::topic_info_from(t)
+    }
+
+    /// Every topic, without its partitions.
+    pub async fn list_topics(&self) -> Result<Vec<TopicInfo>, MetaError> {
+        let r = self.call::<routes::ListTopics>(proto::Empty {}).await?;
+        r.topics.into_iter().map(convert::topic_info_from).collect()
+    }
+
+    /// Producer ids `[first, first + count)`, never handed out before.
+    pub async fn producer_ids(&self, count: u32) -> Result<(i64, u32), MetaError> {
+        let r = self
+            .call::<routes::ProducerIds>(proto::ProducerIdsRequest { count })
+            .await?;
+        Ok((r.first, r.count))
+    }
+
+    /// Objects no committed range refers to.
+    pub async fn unreferenced_objects(&self) -> Result<Vec<UnreferencedObject>, MetaError> {
+        let r = self
+            .call::<routes::UnreferencedObjects>(proto::Empty {})
+            .await?;
+        r.objects
+            .into_iter()
+            .map(convert::unreferenced_from)
+            .collect()
+    }
+
+    /// A topic's export progress (see `crate::export`).
+    pub async fn export_state(&self, topic: &str) -> Result<proto::ExportStateResponse, MetaError> {
+        self.call::<routes::ExportState>(proto::ExportStateRequest {
+            topic: topic.to_string(),
+        })
+        .await
+    }
+
+    pub async fn export_begin(
+        &self,
+        partition: proto::Partition,
+        generation: u64,
+        file: proto::ExportFile,
+    ) -> Result<(), MetaError> {
+        self.call::<routes::ExportBegin>(proto::ExportBeginRequest {
+            partition: Some(partition),
+            generation,
+            file: Some(file),
+        })
+        .await?;
+        Ok(())
+    }
+
+    pub async fn export_commit(
+        &self,
+        partition: proto::Partition,
+        generation: u64,
+        file: proto::ExportFile,
+    ) -> Result<(), MetaError> {
+        self.call::<routes::ExportCommit>(proto::ExportCommitRequest {
+            partition: Some(partition),
+            generation,
+            file: Some(file),
+        })
+        .await?;
+        Ok(())
+    }
+
+    pub async fn export_forget(
+        &self,
+        partition: proto::Partition,
+        generation: u64,
+        keys: Vec<String>,
+    ) -> Result<(), MetaError> {
+        self.call::<routes::ExportForget>(proto::ExportForgetRequest {
+            partition: Some(partition),
+            generation,
+            keys,
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Starts a topic's exports over; returns the new generation.
+    pub async fn export_reset(&self, topic: &str) -> Result<u64, MetaError> {
+        let r = self
+            .call::<routes::ExportReset>(proto::ExportResetRequest {
+                topic: topic.to_string(),
+            })
+            .await?;
+        Ok(r.generation)
+    }
+}

@@ -1,0 +1,83 @@
+//! Every route of the metadata API, defined once: its path, its request and
+//! its reply. The server registers handlers by these types and the clients
+//! (HTTP or in-process) call by them, so a path is never written twice and a
+//! request can only be sent with the reply type it gets.
+
+use super::proto;
+
+/// One route of the metadata API.
+pub trait Route: Send + Sync + 'static {
+    /// The HTTP path (`POST`, protobuf bodies).
+    const PATH: &'static str;
+    type Req: prost::Message + Default + Clone + Send + Sync + 'static;
+    type Resp: prost::Message + Default + Send + Sync + 'static;
+}
+
+macro_rules! routes {
+    ($($(#[$m:meta])* $name:ident = $path:literal : $req:ident => $resp:ident;)*) => {
+        $(
+            $(#[$m])*
+            #[derive(Debug, Clone, Copy)]
+            pub struct $name;
+
+            impl Route for $name {
+                const PATH: &'static str = $path;
+                type Req = proto::$req;
+                type Resp = proto::$resp;
+            }
+        )*
+
+        /// Every route's path, for tests and the fuzz target.
+        pub const ALL_PATHS: &[&str] = &[$($path),*];
+    };
+}
+
+routes! {
+    /// The node's Raft status (asked of one node, not the leader).
+    Status = "/v1/status": Empty => StatusResponse;
+    AddMember = "/v1/members/add": AddMemberRequest => Empty;
+    RemoveMember = "/v1/members/remove": RemoveMemberRequest => Empty;
+    CreateTopic = "/v1/topics/create": CreateTopicRequest => CreateTopicResponse;
+    DeleteTopic = "/v1/topics/delete": TopicName => Empty;
+    AlterTopic = "/v1/topics/alter": AlterTopicConfigRequest => Empty;
+    CreatePartitions = "/v1/topics/partitions": CreatePartitionsRequest => Empty;
+    ListTopics = "/v1/topics/list": Empty => ListTopicsResponse;
+    DescribeTopic = "/v1/topics/describe": TopicName => TopicInfo;
+    Register = "/v1/nodes/register": RegisterRequest => Empty;
+    Heartbeat = "/v1/nodes/heartbeat": HeartbeatRequest => Empty;
+    Drain = "/v1/nodes/drain": HeartbeatRequest => Empty;
+    Release = "/v1/release": ReleaseRequest => Empty;
+    Commit = "/v1/commit": CommitRequest => CommitResponse;
+    PartitionIndex = "/v1/partitions/index": IndexRequest => IndexResponse;
+    CommitOffsets = "/v1/groups/commit": CommitOffsetsRequest => Empty;
+    FetchOffsets = "/v1/groups/fetch": FetchOffsetsRequest => FetchOffsetsResponse;
+    DeleteGroups = "/v1/groups/delete": DeleteGroupsRequest => Empty;
+    DeleteOffsets = "/v1/groups/delete-offsets": CommitOffsetsRequest => Empty;
+    ProducerIds = "/v1/producer-ids": ProducerIdsRequest => ProducerIdsResponse;
+    /// A long poll: the cluster view once its revision passes `since_revision`.
+    Watch = "/v1/watch": WatchRequest => ClusterView;
+    TruncateLog = "/v1/partitions/truncate": TruncateRequest => TruncateResponse;
+    ReplaceRanges = "/v1/partitions/replace": ReplaceRangesRequest => CommitResponse;
+    UnreferencedObjects = "/v1/objects/unreferenced": Empty => ObjectList;
+    ForgetObjects = "/v1/objects/forget": ForgetObjectsRequest => Empty;
+    ExportState = "/v1/exports/state": ExportStateRequest => ExportStateResponse;
+    ExportBegin = "/v1/exports/begin": ExportBeginRequest => Empty;
+    ExportCommit = "/v1/exports/commit": ExportCommitRequest => Empty;
+    ExportForget = "/v1/exports/forget": ExportForgetRequest => Empty;
+    ExportReset = "/v1/exports/reset": ExportResetRequest => ExportResetResponse;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_path_is_unique_and_versioned() {
+        let mut seen = std::collections::HashSet::new();
+        for p in ALL_PATHS {
+            assert!(p.starts_with("/v1/"), "{p}");
+            assert!(seen.insert(*p), "{p} defined twice");
+        }
+        assert_eq!(ALL_PATHS.len(), 30);
+    }
+}
