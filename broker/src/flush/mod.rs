@@ -268,3 +268,6 @@ fn topic_gone(e: &MetaError) -> bool {
         MetaKind::UnknownTopic | MetaKind::UnknownPartition | MetaKind::InvalidRequest
     )
 }
+
+#[cfg(test)]
+mod tests;

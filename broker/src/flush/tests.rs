@@ -1,0 +1,376 @@
+//! The flush against a fake metadata service (the commit rules in a few
+//! lines, with knobs for lost answers, moved partitions and deleted topics)
+//! and a store pool whose writes can be made to fail.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use floe_metadata::MetaError;
+use floe_metadata::api::meta_api::{Reply, reply};
+use floe_metadata::api::{MetaApi, RouteCall, convert, proto, routes};
+use floe_metadata::ids::{BrokerId, Epoch, PartitionKey, TopicId};
+use floe_storage::batch::Compression;
+use floe_storage::fault::{Fault, FaultHandle, FaultOps, FaultyStore};
+use floe_storage::records::{BatchBuilder, RecordSpec};
+use floe_storage::{EndpointId, PoolOptions, StorePool};
+use tokio::sync::oneshot;
+
+use super::Flush;
+use crate::config::LogConfig;
+use crate::error::{ErrorKind, Result};
+use crate::log::{Appended, Batches, Committed, PartitionLog, Pending, Status};
+
+const ME: BrokerId = BrokerId(1);
+
+/// One partition as the fake metadata holds it.
+#[derive(Debug, Clone)]
+struct FakePartition {
+    owner: BrokerId,
+    epoch: Epoch,
+    hw: i64,
+    /// (first, last, object key, object id)
+    entries: Vec<(i64, i64, String, u64)>,
+}
+
+#[derive(Debug, Default)]
+struct Model {
+    partitions: HashMap<PartitionKey, FakePartition>,
+    next_object: u64,
+    commits_applied: usize,
+    /// Apply the next commit but answer as if the leader died.
+    lose_next_answer: bool,
+    topic_deleted: bool,
+}
+
+#[derive(Debug, Default)]
+struct FakeMeta(Mutex<Model>);
+
+impl FakeMeta {
+    fn with(partitions: &[PartitionKey]) -> Arc<FakeMeta> {
+        let m = FakeMeta::default();
+        {
+            let mut model = m.model();
+            for p in partitions {
+                model.partitions.insert(
+                    *p,
+                    FakePartition {
+                        owner: ME,
+                        epoch: Epoch(1),
+                        hw: 0,
+                        entries: Vec::new(),
+                    },
+                );
+            }
+        }
+        Arc::new(m)
+    }
+
+    fn model(&self) -> std::sync::MutexGuard<'_, Model> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn commit(&self, req: &proto::CommitRequest) -> std::result::Result<Reply, MetaError> {
+        let mut m = self.model();
+        if m.topic_deleted {
+            return Err(MetaError::UnknownTopic("t".into()));
+        }
+        let ranges: Vec<_> = req
+            .ranges
+            .iter()
+            .map(|r| Ok((convert::partition(r.partition.as_ref())?, r)))
+            .collect::<std::result::Result<_, MetaError>>()?;
+        for (p, r) in &ranges {
+            let st = m
+                .partitions
+                .get(p)
+                .ok_or(MetaError::UnknownPartition(*p))?;
+            if st.epoch.0 != r.epoch || st.owner.0 != req.broker {
+                return Err(MetaError::StaleEpoch {
+                    partition: *p,
+                    current: st.epoch,
+                    given: Epoch(r.epoch),
+                });
+            }
+            if st.hw != r.first_offset {
+                return Err(MetaError::InvalidRequest(format!(
+                    "offset mismatch at {p}: end {} but the range starts at {}",
+                    st.hw, r.first_offset
+                )));
+            }
+        }
+        m.next_object += 1;
+        let id = m.next_object;
+        let key = req.object.as_ref().map(|o| o.key.clone()).unwrap_or_default();
+        let mut hws = Vec::new();
+        for (p, r) in &ranges {
+            if let Some(st) = m.partitions.get_mut(p) {
+                st.entries
+                    .push((r.first_offset, r.last_offset, key.clone(), id));
+                st.hw = r.last_offset + 1;
+                hws.push(proto::HighWatermark {
+                    partition: Some(convert::partition_msg(p)),
+                    high_watermark: st.hw,
+                });
+            }
+        }
+        m.commits_applied += 1;
+        if std::mem::take(&mut m.lose_next_answer) {
+            return Err(MetaError::Unavailable("the leader died before answering".into()));
+        }
+        Ok(reply::<routes::Commit>(proto::CommitResponse {
+            object_id: id,
+            high_watermarks: hws,
+            revision: 7,
+        }))
+    }
+
+    fn index(&self, req: &proto::IndexRequest) -> std::result::Result<Reply, MetaError> {
+        let m = self.model();
+        let p = convert::partition(req.partition.as_ref())?;
+        if m.topic_deleted {
+            return Err(MetaError::UnknownTopic("t".into()));
+        }
+        let st = m.partitions.get(&p).ok_or(MetaError::UnknownPartition(p))?;
+        Ok(reply::<routes::PartitionIndex>(proto::IndexResponse {
+            info: Some(proto::PartitionInfo {
+                partition: p.partition,
+                owner: st.owner.0,
+                epoch: st.epoch.0,
+                log_start_offset: 0,
+                high_watermark: st.hw,
+                handover_to: 0,
+            }),
+            entries: st
+                .entries
+                .iter()
+                .filter(|e| e.1 >= req.from_offset)
+                .map(|(first, last, key, id)| proto::IndexEntry {
+                    first_offset: *first,
+                    last_offset: *last,
+                    max_timestamp: 0,
+                    object_id: *id,
+                    object: Some(proto::StoreObject {
+                        endpoint: "a".into(),
+                        key: key.clone(),
+                        size: 1,
+                    }),
+                    byte_start: 0,
+                    byte_len: 1,
+                })
+                .collect(),
+            producers: vec![],
+        }))
+    }
+}
+
+#[async_trait::async_trait]
+impl MetaApi for FakeMeta {
+    async fn call_route(&self, call: RouteCall) -> std::result::Result<Reply, MetaError> {
+        if let Some(req) = call.request::<routes::Commit>() {
+            return self.commit(req);
+        }
+        if let Some(req) = call.request::<routes::PartitionIndex>() {
+            return self.index(req);
+        }
+        Err(MetaError::InvalidRequest(format!(
+            "the fake does not serve {}",
+            call.path()
+        )))
+    }
+}
+
+fn key(n: u32) -> PartitionKey {
+    PartitionKey::new(TopicId(uuid::Uuid::from_u128(7)), n)
+}
+
+fn log_of(p: PartitionKey) -> Arc<PartitionLog> {
+    Arc::new(PartitionLog::new(
+        p,
+        "t".into(),
+        1,
+        LogConfig::default(),
+        Committed {
+            log_start: 0,
+            hw: 0,
+            index: Vec::new(),
+            producers: Default::default(),
+        },
+    ))
+}
+
+fn records(n: usize) -> bytes::Bytes {
+    let mut b = BatchBuilder::new(0, 1_000);
+    for i in 0..n {
+        b.push(RecordSpec::new(None, Some(format!("v{i}").into_bytes()), i as i64));
+    }
+    b.build(Compression::None).expect("a batch")
+}
+
+/// Appends `n` records with acks=all; returns the receiver of the ack.
+fn produce(log: &PartitionLog, n: usize) -> oneshot::Receiver<Result<()>> {
+    match log.append(&records(n), true, 0).expect("append") {
+        Appended::New(_, Some(rx), _) => rx,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+fn pool() -> (Arc<StorePool>, FaultHandle) {
+    let (store, handle) =
+        FaultyStore::wrap(Arc::new(object_store::memory::InMemory::new()));
+    let opts = PoolOptions {
+        retry_backoff: Duration::from_millis(1),
+        bench_cooldown: Duration::from_millis(1),
+        ..PoolOptions::default()
+    };
+    let pool = StorePool::new(vec![(EndpointId::new("a"), store)], opts).expect("pool");
+    (Arc::new(pool), handle)
+}
+
+fn flush<'a>(meta: &'a FakeMeta, pool: &'a StorePool) -> Flush<'a> {
+    Flush {
+        meta,
+        pool,
+        broker: ME,
+        tail_budget: 1 << 20,
+        retry_pause: Duration::from_millis(1),
+    }
+}
+
+async fn acked(rx: oneshot::Receiver<Result<()>>) -> Result<()> {
+    tokio::time::timeout(Duration::from_secs(5), rx)
+        .await
+        .expect("the ack came")
+        .expect("the waiter was answered")
+}
+
+#[tokio::test]
+async fn one_object_one_commit_then_every_write_is_acknowledged() {
+    let meta = FakeMeta::with(&[key(0), key(1)]);
+    let (pool, faults) = pool();
+    let (a, b) = (log_of(key(0)), log_of(key(1)));
+    let (ra1, ra2, rb) = (produce(&a, 3), produce(&a, 2), produce(&b, 4));
+    let done = flush(&meta, &pool)
+        .run(vec![a.clone(), b.clone()])
+        .await
+        .expect("something was flushed");
+    assert_eq!(done.committed, 2);
+    for rx in [ra1, ra2, rb] {
+        acked(rx).await.expect("acknowledged");
+    }
+    assert_eq!(faults.puts(), 1, "one WAL object");
+    let m = meta.model();
+    assert_eq!(m.commits_applied, 1, "one commit");
+    // The ranges are the WAL entries' offsets, not recomputed.
+    assert_eq!(m.partitions[&key(0)].entries, vec![(0, 4, done.object.key.to_string(), 1)]);
+    assert_eq!(m.partitions[&key(1)].entries, vec![(0, 3, done.object.key.to_string(), 1)]);
+    assert_eq!(a.offsets().2, 5, "the high watermark moved");
+    assert!(flush(&meta, &pool).run(vec![a, b]).await.is_none(), "nothing left");
+}
+
+#[tokio::test]
+async fn a_commit_whose_answer_was_lost_is_recognised_and_acknowledged_once() {
+    let meta = FakeMeta::with(&[key(0), key(1)]);
+    meta.model().lose_next_answer = true;
+    let (pool, _) = pool();
+    let (a, b) = (log_of(key(0)), log_of(key(1)));
+    let (ra, rb) = (produce(&a, 2), produce(&b, 2));
+    let done = flush(&meta, &pool).run(vec![a.clone(), b.clone()]).await;
+    assert_eq!(done.map(|d| d.committed), Some(2));
+    acked(ra).await.expect("acknowledged");
+    acked(rb).await.expect("acknowledged");
+    let m = meta.model();
+    assert_eq!(m.commits_applied, 1, "committed once, not again");
+    assert_eq!(m.partitions[&key(0)].entries.len(), 1);
+    drop(m);
+    // The partition goes on from there.
+    let rx = produce(&a, 1);
+    flush(&meta, &pool).run(vec![a.clone()]).await;
+    acked(rx).await.expect("the next write too");
+    assert_eq!(meta.model().partitions[&key(0)].hw, 3);
+}
+
+#[tokio::test]
+async fn a_moved_partition_fails_its_writes_and_the_others_commit() {
+    let meta = FakeMeta::with(&[key(0), key(1)]);
+    {
+        let mut m = meta.model();
+        let p = m.partitions.get_mut(&key(0)).expect("p0");
+        p.owner = BrokerId(2);
+        p.epoch = Epoch(2);
+    }
+    let (pool, _) = pool();
+    let (a, b) = (log_of(key(0)), log_of(key(1)));
+    let (ra, rb) = (produce(&a, 2), produce(&b, 2));
+    let done = flush(&meta, &pool).run(vec![a.clone(), b.clone()]).await;
+    assert_eq!(done.map(|d| d.committed), Some(1));
+    let err = acked(ra).await.expect_err("the moved partition's write fails");
+    assert_eq!(err.kind(), ErrorKind::NotOwner);
+    acked(rb).await.expect("the other partition's write is acknowledged");
+    assert_eq!(a.status(), Status::Gone);
+    assert_eq!(b.status(), Status::Active);
+    assert!(meta.model().partitions[&key(0)].entries.is_empty());
+}
+
+#[tokio::test]
+async fn a_deleted_topic_fails_its_writes_as_unknown() {
+    let meta = FakeMeta::with(&[key(0)]);
+    meta.model().topic_deleted = true;
+    let (pool, _) = pool();
+    let a = log_of(key(0));
+    let ra = produce(&a, 2);
+    let done = flush(&meta, &pool).run(vec![a.clone()]).await;
+    assert_eq!(done.map(|d| d.committed), Some(0));
+    let err = acked(ra).await.expect_err("fails");
+    assert_eq!(err.kind(), ErrorKind::UnknownTopicOrPartition);
+}
+
+#[tokio::test]
+async fn a_failed_store_write_goes_to_a_new_object() {
+    let meta = FakeMeta::with(&[key(0)]);
+    let (pool, faults) = pool();
+    faults.set_times(Fault::Error, FaultOps::Writes, 1);
+    let a = log_of(key(0));
+    let ra = produce(&a, 2);
+    let done = flush(&meta, &pool).run(vec![a]).await.expect("flushed");
+    acked(ra).await.expect("acknowledged");
+    assert_eq!(faults.faults(), 1);
+    assert_eq!(faults.puts(), 2, "written again as a new object");
+    let m = meta.model();
+    assert_eq!(m.partitions[&key(0)].entries[0].2, done.object.key.to_string(), "the object that landed is committed");
+}
+
+#[tokio::test]
+async fn batches_the_wal_refuses_fail_alone_and_the_partition_stays_flushable() {
+    let meta = FakeMeta::with(&[key(0), key(1)]);
+    let (pool, _) = pool();
+    let (a, b) = (log_of(key(0)), log_of(key(1)));
+    let rb = produce(&b, 2);
+    // Bytes no batch parser accepts, queued as if sequenced at offset 0.
+    let (tx, bad) = oneshot::channel();
+    {
+        let mut st = a.lock();
+        st.leo = 3;
+        st.unflushed.push(Pending {
+            batches: Batches {
+                first_offset: 0,
+                last_offset: 2,
+                max_timestamp: 0,
+                bytes: bytes::Bytes::from_static(b"not a record batch"),
+                producers: vec![],
+            },
+            waiter: Some(tx),
+        });
+    }
+    let done = flush(&meta, &pool).run(vec![a.clone(), b.clone()]).await;
+    assert_eq!(done.map(|d| d.committed), Some(1));
+    assert_eq!(acked(bad).await.expect_err("refused").kind(), ErrorKind::CorruptMessage);
+    acked(rb).await.expect("the other partition is unaffected");
+    // Still ours, back at the committed end, and flushable again.
+    assert_eq!(a.status(), Status::Active);
+    assert_eq!(a.offsets().2, 0, "the log end went back to the committed end");
+    let ra = produce(&a, 2);
+    flush(&meta, &pool).run(vec![a.clone()]).await;
+    acked(ra).await.expect("the next write is acknowledged");
+    assert_eq!(meta.model().partitions[&key(0)].entries[0].0, 0);
+}
