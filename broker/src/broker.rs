@@ -11,7 +11,7 @@ use floe_metadata::api::client::MetaClient;
 use floe_metadata::api::proto;
 use floe_metadata::error::ErrorKind as MetaKind;
 use floe_storage::batch::BatchIter;
-use floe_storage::records::decode_records;
+use floe_storage::records::{DEFAULT_MAX_DECOMPRESSED, decode_records};
 use floe_storage::segment::{SegmentMeta, SegmentReader};
 use floe_storage::wal::WalBuilder;
 use floe_storage::{
@@ -25,9 +25,6 @@ use crate::config::{BrokerConfig, LogConfig};
 use crate::error::{BrokerError, ErrorKind, Result};
 use crate::log::{PartitionLog, ReadPlan, Status, StoredRange};
 use crate::view::{ClusterSnapshot, ClusterWatch};
-
-/// Records decompressed at most while looking up a timestamp.
-const MAX_DECOMPRESSED: usize = 64 * 1024 * 1024;
 
 /// `acks` of a produce request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -629,7 +626,7 @@ impl Broker {
                     break;
                 }
                 for b in &batches {
-                    let recs = decode_records(b, MAX_DECOMPRESSED)
+                    let recs = decode_records(b, DEFAULT_MAX_DECOMPRESSED)
                         .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, e.to_string()))?;
                     for rec in recs {
                         if rec.offset >= log_start && f(rec.offset, rec.timestamp) {

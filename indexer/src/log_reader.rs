@@ -7,15 +7,13 @@ use std::sync::Arc;
 use bytes::Bytes;
 use floe_metadata::api::client::MetaClient;
 use floe_storage::batch::{BatchIter, BatchView};
-use floe_storage::records::{Record, decode_records};
+use floe_storage::records::{DEFAULT_MAX_DECOMPRESSED, Record, decode_records};
 use floe_storage::{EndpointId, ObjectKey, ObjectRef, StorePool};
 
 use crate::error::{IndexerError, Result};
 
 /// Bytes read from the store at a time.
 const CHUNK: u64 = 8 * 1024 * 1024;
-/// Largest decompressed batch accepted (as the broker's fetch path).
-const MAX_DECOMPRESSED: usize = 64 * 1024 * 1024;
 /// Smallest prefix that tells a batch's size.
 const SIZE_PREFIX: u64 = 12;
 
@@ -157,7 +155,7 @@ fn take_batch(
     if view.is_control() {
         return Ok(());
     }
-    let records = decode_records(batch, MAX_DECOMPRESSED).map_err(|e| {
+    let records = decode_records(batch, DEFAULT_MAX_DECOMPRESSED).map_err(|e| {
         IndexerError::corrupt(format!("batch at offset {}: {e}", view.base_offset()))
     })?;
     out.records.extend(
