@@ -13,7 +13,7 @@ use std::ops::Range;
 
 use bytes::Bytes;
 
-use crate::batch::{BatchError, BatchIter, BatchView};
+use crate::batch::{BatchError, BatchIter, BatchView, LOG_OVERHEAD};
 use crate::error::{Result, StorageError};
 use crate::ids::ObjectRef;
 use crate::pool::RangeRead;
@@ -123,9 +123,9 @@ async fn read_in_chunks<R: RangeRead>(
     };
     let mut pos = bytes.start;
     while pos < bytes.end && out.stopped.is_none() {
-        let mut buf = reader
-            .read_range(object, pos..pos + chunk.min(bytes.end - pos))
-            .await?;
+        // At least a batch's size prefix, so the first batch's size is known.
+        let want = chunk.max(LOG_OVERHEAD as u64).min(bytes.end - pos);
+        let mut buf = reader.read_range(object, pos..pos + want).await?;
         // A first batch larger than the chunk: read it whole.
         let first = BatchView::peek_size(&buf).map_err(|e| corrupt(pos, e))? as u64;
         if first > buf.len() as u64 {
@@ -220,40 +220,30 @@ mod tests {
         }
     }
 
+    /// Reads all of `obj` into `out` from offset 100 on, within `max_bytes`.
+    async fn read_all(mem: &Mem, obj: &ObjectRef, max_bytes: u64, out: &mut Batches) {
+        let wanted = want(100, i64::MAX, max_bytes);
+        read_batches(mem, obj, 0..obj.size, &wanted, out)
+            .await
+            .unwrap();
+    }
+
     #[tokio::test]
     async fn budget_takes_the_first_batch_always_then_only_what_fits() {
         let (mem, obj, bs) = log(10);
         let mut out = Batches::default();
-        read_batches(&mem, &obj, 0..obj.size, &want(100, i64::MAX, 1), &mut out)
-            .await
-            .unwrap();
+        read_all(&mem, &obj, 1, &mut out).await;
         assert_eq!(out.batches, bs[..1]);
         assert_eq!(out.stopped, Some(Stop::Budget));
         let two = (bs[0].len() + bs[1].len()) as u64;
         let mut out = Batches::default();
-        read_batches(
-            &mem,
-            &obj,
-            0..obj.size,
-            &want(100, i64::MAX, two + 1),
-            &mut out,
-        )
-        .await
-        .unwrap();
+        read_all(&mem, &obj, two + 1, &mut out).await;
         assert_eq!(out.batches, bs[..2]);
         assert_eq!(out.bytes, two);
         assert_eq!(out.stopped, Some(Stop::Budget));
         // The budget holds across ranges: a second range adds nothing.
         let before = mem.reads.load(Ordering::Relaxed);
-        read_batches(
-            &mem,
-            &obj,
-            0..obj.size,
-            &want(100, i64::MAX, two + 1),
-            &mut out,
-        )
-        .await
-        .unwrap();
+        read_all(&mem, &obj, two + 1, &mut out).await;
         assert_eq!(out.batches.len(), 2);
         assert_eq!(mem.reads.load(Ordering::Relaxed), before);
     }
