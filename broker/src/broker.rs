@@ -12,10 +12,11 @@ use floe_metadata::ids::BrokerId;
 use floe_metadata::model::NodeKind;
 use floe_metadata::watch::ClusterWatch;
 use floe_storage::batch::BatchIter;
-use floe_storage::records::decode_records;
+use floe_storage::committed::{Batches, Wanted, read_batches};
+use floe_storage::records::{DEFAULT_MAX_DECOMPRESSED, decode_records};
 use floe_storage::segment::{SegmentMeta, SegmentReader};
 use floe_storage::{
-    BlockCache, CachedReader, ObjectKey, ObjectRef, Offset, PartitionKey, RangeRead, StorePool,
+    BlockCache, CachedReader, ObjectKey, ObjectRef, Offset, PartitionKey, StorePool,
 };
 use tokio::sync::Notify;
 use tokio_util_shim::CancelFlag;
@@ -23,9 +24,6 @@ use tokio_util_shim::CancelFlag;
 use crate::config::{BrokerConfig, LogConfig};
 use crate::error::{BrokerError, ErrorKind, Result};
 use crate::log::{PartitionLog, ReadPlan, Status, StoredRange};
-
-/// Records decompressed at most while looking up a timestamp.
-const MAX_DECOMPRESSED: usize = 64 * 1024 * 1024;
 
 /// `acks` of a produce request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -483,51 +481,31 @@ impl Broker {
         max_bytes: usize,
         hw: i64,
     ) -> Result<Vec<Bytes>> {
-        let mut out = Vec::new();
-        let mut total = 0usize;
+        let wanted = Wanted {
+            from: offset,
+            until: hw,
+            max_bytes: max_bytes as u64,
+        };
+        let mut out = Batches::default();
         for r in ranges {
+            if out.stopped.is_some() {
+                break;
+            }
             if let Some(seg) = &r.segment {
+                // A segment's index finds the batch holding `offset`.
                 let from = offset.max(r.first_offset);
-                let budget = max_bytes.saturating_sub(total).max(1) as u64;
+                let budget = wanted.max_bytes.saturating_sub(out.bytes).max(1);
                 if let Some(read) = self.inner.segments.read(seg, Offset(from), budget).await? {
-                    for item in BatchIter::new(&read.bytes, usize::MAX) {
-                        let Ok((pos, v)) = item else { break };
-                        if v.base_offset() >= hw {
-                            break;
-                        }
-                        if !out.is_empty() && total + v.size() > max_bytes {
-                            return Ok(out);
-                        }
-                        total += v.size();
-                        out.push(read.bytes.slice(pos..pos + v.size()));
-                    }
-                }
-                if total >= max_bytes {
-                    break;
+                    out.take(&read.bytes, &wanted).map_err(|e| {
+                        BrokerError::new(ErrorKind::CorruptMessage, format!("{}: {e}", seg.log))
+                    })?;
                 }
                 continue;
             }
-            let end = r.byte_start + r.byte_len;
-            let bytes = self
-                .inner
-                .reader
-                .read_range(&r.object, r.byte_start..end)
-                .await?;
-            for item in BatchIter::new(&bytes, usize::MAX) {
-                let (pos, v) = item.map_err(|e| {
-                    BrokerError::new(ErrorKind::CorruptMessage, format!("{}: {e}", r.object))
-                })?;
-                if v.last_offset() < offset {
-                    continue;
-                }
-                if !out.is_empty() && total + v.size() > max_bytes {
-                    return Ok(out);
-                }
-                total += v.size();
-                out.push(bytes.slice(pos..pos + v.size()));
-            }
+            let bytes = r.byte_start..r.byte_start + r.byte_len;
+            read_batches(&*self.inner.reader, &r.object, bytes, &wanted, &mut out).await?;
         }
-        Ok(out)
+        Ok(out.batches)
     }
 
     /// ListOffsets for one partition.
@@ -616,7 +594,7 @@ impl Broker {
                     break;
                 }
                 for b in &batches {
-                    let recs = decode_records(b, MAX_DECOMPRESSED)
+                    let recs = decode_records(b, DEFAULT_MAX_DECOMPRESSED)
                         .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, e.to_string()))?;
                     for rec in recs {
                         if rec.offset >= log_start && f(rec.offset, rec.timestamp) {

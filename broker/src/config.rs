@@ -1,7 +1,8 @@
 //! Broker settings and the per-topic settings the broker acts on.
 
-use std::collections::HashMap;
 use std::time::Duration;
+
+use floe_metadata::topic_config::TopicConfig;
 
 /// Settings of one broker process.
 #[derive(Debug, Clone)]
@@ -68,47 +69,93 @@ pub struct LogConfig {
 }
 
 impl Default for LogConfig {
+    /// The defaults of the metadata's topic configs.
     fn default() -> Self {
-        Self {
-            max_message_bytes: 1_048_588,
-            timestamp_type: TimestampType::CreateTime,
-            retention_ms: Some(7 * 24 * 3600 * 1000),
-            retention_bytes: None,
-            segment_bytes: 1 << 30,
-            segment_ms: 7 * 24 * 3600 * 1000,
-        }
+        Self::from_topic_config(&TopicConfig::default())
     }
 }
 
 impl LogConfig {
-    /// Reads the effective settings (defaults included) from a topic's description.
+    /// The settings in force in a topic config: its keys, defaults and
+    /// checks are the metadata's (`floe_metadata::topic_config`); this only
+    /// turns them into the types the partition log uses.
+    pub fn from_topic_config(c: &TopicConfig) -> Self {
+        let keep = |v: i64| (v >= 0).then_some(v);
+        Self {
+            max_message_bytes: c.max_message_bytes().clamp(0, i64::from(i32::MAX)) as usize,
+            timestamp_type: if c.log_append_time() {
+                TimestampType::LogAppendTime
+            } else {
+                TimestampType::CreateTime
+            },
+            retention_ms: keep(c.retention_ms()),
+            retention_bytes: keep(c.retention_bytes()),
+            segment_bytes: c.segment_bytes().max(1) as u64,
+            segment_ms: c.segment_ms().max(1),
+        }
+    }
+
+    /// Reads the effective settings from a topic's description (entries the
+    /// metadata does not know or would refuse take their defaults).
     pub fn from_entries(entries: &[floe_metadata::model::ConfigEntry]) -> Self {
-        let map: HashMap<&str, &str> = entries
+        Self::from_topic_config(&TopicConfig::from_described(
+            entries.iter().map(|e| (e.name.as_str(), e.value.as_str())),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(name: &str, value: &str) -> floe_metadata::model::ConfigEntry {
+        floe_metadata::model::ConfigEntry {
+            name: name.to_string(),
+            value: value.to_string(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn defaults_are_the_metadata_topic_config_defaults() {
+        let meta = TopicConfig::default();
+        let d = LogConfig::default();
+        let get = |k: &str| meta.get(k).unwrap().parse::<i64>().unwrap();
+        assert_eq!(d.max_message_bytes as i64, get("max.message.bytes"));
+        assert_eq!(d.retention_ms, Some(get("retention.ms")));
+        assert_eq!(get("retention.bytes"), -1);
+        assert_eq!(d.retention_bytes, None);
+        assert_eq!(d.segment_bytes as i64, get("segment.bytes"));
+        assert_eq!(d.segment_ms, get("segment.ms"));
+        assert_eq!(meta.get("message.timestamp.type"), Some("CreateTime"));
+        assert_eq!(d.timestamp_type, TimestampType::CreateTime);
+        // A described topic with every key at its default reads the same.
+        let described: Vec<_> = meta
+            .describe()
             .iter()
-            .map(|e| (e.name.as_str(), e.value.as_str()))
+            .map(|e| entry(e.name, &e.value))
             .collect();
-        let mut c = LogConfig::default();
-        let int = |k: &str| map.get(k).and_then(|v| v.trim().parse::<i64>().ok());
-        if let Some(v) = int("max.message.bytes") {
-            c.max_message_bytes = v.clamp(0, i32::MAX as i64) as usize;
-        }
-        if let Some(v) = map.get("message.timestamp.type")
-            && v.eq_ignore_ascii_case("LogAppendTime")
-        {
-            c.timestamp_type = TimestampType::LogAppendTime;
-        }
-        if let Some(v) = int("retention.ms") {
-            c.retention_ms = (v >= 0).then_some(v);
-        }
-        if let Some(v) = int("retention.bytes") {
-            c.retention_bytes = (v >= 0).then_some(v);
-        }
-        if let Some(v) = int("segment.bytes") {
-            c.segment_bytes = v.max(1) as u64;
-        }
-        if let Some(v) = int("segment.ms") {
-            c.segment_ms = v.max(1);
-        }
-        c
+        assert_eq!(LogConfig::from_entries(&described), d);
+        assert_eq!(LogConfig::from_entries(&[]), d);
+    }
+
+    #[test]
+    fn entries_are_read_by_the_metadata_rules() {
+        let c = LogConfig::from_entries(&[
+            entry("retention.ms", "-1"),
+            entry("retention.bytes", "4096"),
+            entry("message.timestamp.type", "LogAppendTime"),
+            entry("segment.ms", "60000"),
+            // Refused by the metadata's checks: the default stands.
+            entry("segment.bytes", "1"),
+            entry("max.message.bytes", "99999999999"),
+        ]);
+        let d = LogConfig::default();
+        assert_eq!(c.retention_ms, None);
+        assert_eq!(c.retention_bytes, Some(4096));
+        assert_eq!(c.timestamp_type, TimestampType::LogAppendTime);
+        assert_eq!(c.segment_ms, 60_000);
+        assert_eq!(c.segment_bytes, d.segment_bytes);
+        assert_eq!(c.max_message_bytes, d.max_message_bytes);
     }
 }

@@ -5,11 +5,9 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::error::{BrokerError, ErrorKind, Result};
+use floe_metadata::state::PRODUCER_BATCHES_KEPT;
 
-/// Batches remembered per producer (Kafka keeps five: a client has at most
-/// five requests in flight with idempotence).
-pub const BATCHES_KEPT: usize = 5;
+use crate::error::{BrokerError, ErrorKind, Result};
 
 /// One idempotent batch as stored (the metadata keeps the last few of each
 /// producer with every commit).
@@ -129,7 +127,7 @@ impl Producers {
             e.batches.clear();
         }
         e.batches.push_back(b);
-        while e.batches.len() > BATCHES_KEPT {
+        while e.batches.len() > PRODUCER_BATCHES_KEPT {
             e.batches.pop_front();
         }
     }
@@ -197,5 +195,53 @@ mod tests {
             q.check(2, 0, 1, 1).unwrap_err().kind(),
             ErrorKind::InvalidProducerEpoch
         );
+    }
+
+    /// The owner and the metadata keep the same last batches of a producer,
+    /// so a new owner (rebuilt from metadata) answers retries as the old one did.
+    #[test]
+    fn owner_keeps_the_batches_metadata_keeps() {
+        use floe_metadata::state::ProducerState;
+        let batches: Vec<ProducerBatch> = (0..PRODUCER_BATCHES_KEPT as i32 + 3)
+            .map(|i| b(7, 0, i * 2, i * 2 + 1, 100 + i64::from(i) * 2))
+            .collect();
+        let mut owner = Producers::default();
+        let mut meta = ProducerState::default();
+        for x in &batches {
+            owner.record(*x);
+            meta.record(floe_metadata::command::ProducerBatch {
+                producer_id: x.producer_id,
+                epoch: x.epoch,
+                first_sequence: x.first_sequence,
+                last_sequence: x.last_sequence,
+                first_offset: x.first_offset,
+                last_offset: x.last_offset,
+            });
+        }
+        assert_eq!(meta.batches.len(), PRODUCER_BATCHES_KEPT);
+        let kept: Vec<i32> = meta.batches.iter().map(|m| m.first_sequence).collect();
+        let rebuilt = Producers::from_batches(meta.batches.iter().map(|m| ProducerBatch {
+            producer_id: m.producer_id,
+            epoch: m.epoch,
+            first_sequence: m.first_sequence,
+            last_sequence: m.last_sequence,
+            first_offset: m.first_offset,
+            last_offset: m.last_offset,
+        }));
+        for x in &batches {
+            let remembered = kept.contains(&x.first_sequence);
+            let by_owner = owner.check(7, 0, x.first_sequence, x.last_sequence);
+            let by_new_owner = rebuilt.check(7, 0, x.first_sequence, x.last_sequence);
+            assert_eq!(
+                matches!(by_owner, Ok(Check::Duplicate(_))),
+                remembered,
+                "{x:?}"
+            );
+            assert_eq!(
+                matches!(by_new_owner, Ok(Check::Duplicate(_))),
+                remembered,
+                "{x:?}"
+            );
+        }
     }
 }

@@ -1,23 +1,18 @@
 //! Reads a partition's committed records straight from the object store, by
 //! the committed index the metadata service keeps (WAL ranges and segments
-//! alike are byte ranges of whole batches).
+//! alike are byte ranges of whole batches, read by
+//! `floe_storage::committed::read_batches`, as the broker reads them).
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use floe_metadata::api::MetaApi;
-use floe_storage::batch::{BatchIter, BatchView};
-use floe_storage::records::{Record, decode_records};
-use floe_storage::{ObjectRef, PartitionKey, StorePool};
+use floe_storage::batch::BatchView;
+use floe_storage::committed::{Batches, Wanted, read_batches};
+use floe_storage::records::{DEFAULT_MAX_DECOMPRESSED, Record, decode_records};
+use floe_storage::{PartitionKey, StorePool};
 
 use crate::error::{IndexerError, Result};
-
-/// Bytes read from the store at a time.
-const CHUNK: u64 = 8 * 1024 * 1024;
-/// Largest decompressed batch accepted (as the broker's fetch path).
-const MAX_DECOMPRESSED: usize = 64 * 1024 * 1024;
-/// Smallest prefix that tells a batch's size.
-const SIZE_PREFIX: u64 = 12;
 
 /// Records read from a partition.
 #[derive(Debug, Default)]
@@ -56,9 +51,10 @@ impl LogReader {
         Ok(idx.entries.iter().map(|e| e.byte_len).sum())
     }
 
-    /// Records with offsets in `from..until`, whole batches, stopping after
-    /// the batch that brings the bytes read to `max_bytes` or more.
-    /// Control batches are skipped (their offsets still count as read).
+    /// Records with offsets in `from..until`, whole batches: the first batch
+    /// always, then batches while their bytes stay within `max_bytes` (the
+    /// rule of `floe_storage::committed`, which reads them). Control batches
+    /// are skipped (their offsets still count as read).
     pub async fn read(
         &self,
         topic_id: &str,
@@ -78,90 +74,41 @@ impl LogReader {
             .meta
             .partition_index(key_of(topic_id, partition)?, from)
             .await?;
+        let wanted = Wanted {
+            from,
+            until,
+            max_bytes,
+        };
+        let mut read = Batches::default();
         for e in &idx.entries {
-            if e.first_offset >= until || out.bytes >= max_bytes {
+            if e.first_offset >= until || read.stopped.is_some() {
                 break;
             }
             let object = &e.object;
+            // WAL ranges and segments alike: a byte range of whole batches.
             let end = e.byte_start.saturating_add(e.byte_len).min(object.size);
-            let mut pos = e.byte_start;
-            while pos < end && out.bytes < max_bytes {
-                let size = self.batch_size(object, pos, end).await?;
-                let want = size.max(CHUNK).min(end - pos);
-                let chunk = self.pool.get_range(object, pos..pos + want).await?;
-                let mut consumed = 0usize;
-                let mut stop = false;
-                for item in BatchIter::new(&chunk, usize::MAX) {
-                    let (at, view) = match item {
-                        Ok(v) => v,
-                        // The chunk ends inside a batch: read on from there.
-                        Err(_) if consumed > 0 => break,
-                        Err(err) => {
-                            return Err(IndexerError::corrupt(format!("{object} at {pos}: {err}")));
-                        }
-                    };
-                    consumed = at + view.size();
-                    if view.last_offset() < from {
-                        continue;
-                    }
-                    if view.base_offset() >= until {
-                        stop = true;
-                        break;
-                    }
-                    take_batch(
-                        &chunk.slice(at..at + view.size()),
-                        &view,
-                        from,
-                        until,
-                        &mut out,
-                    )?;
-                    if out.bytes >= max_bytes {
-                        stop = true;
-                        break;
-                    }
-                }
-                if consumed == 0 {
-                    return Err(IndexerError::corrupt(format!(
-                        "{object} at {pos}: no whole batch in {want} bytes"
-                    )));
-                }
-                pos += consumed as u64;
-                if stop {
-                    return Ok(out);
-                }
-            }
+            read_batches(&*self.pool, object, e.byte_start..end, &wanted, &mut read).await?;
+        }
+        out.bytes = read.bytes;
+        out.next_offset = read.next_offset.unwrap_or(from);
+        for batch in &read.batches {
+            take_records(batch, from, until, &mut out.records)?;
         }
         Ok(out)
     }
-
-    /// The size of the batch at `pos` (read from its header).
-    async fn batch_size(&self, object: &ObjectRef, pos: u64, end: u64) -> Result<u64> {
-        let head = self
-            .pool
-            .get_range(object, pos..(pos + SIZE_PREFIX).min(end))
-            .await?;
-        let size = BatchView::peek_size(&head)
-            .map_err(|e| IndexerError::corrupt(format!("{object} at {pos}: {e}")))?;
-        Ok(size as u64)
-    }
 }
 
-fn take_batch(
-    batch: &Bytes,
-    view: &BatchView<'_>,
-    from: i64,
-    until: i64,
-    out: &mut LogRead,
-) -> Result<()> {
-    out.bytes += view.size() as u64;
-    out.next_offset = out.next_offset.max(view.next_offset());
+/// The records of `batch` in `from..until` (none from a control batch).
+fn take_records(batch: &Bytes, from: i64, until: i64, out: &mut Vec<Record>) -> Result<()> {
+    let view = BatchView::parse(batch, usize::MAX)
+        .map_err(|e| IndexerError::corrupt(format!("batch: {e}")))?;
     if view.is_control() {
         return Ok(());
     }
-    let records = decode_records(batch, MAX_DECOMPRESSED).map_err(|e| {
+    let records = decode_records(batch, DEFAULT_MAX_DECOMPRESSED).map_err(|e| {
         IndexerError::corrupt(format!("batch at offset {}: {e}", view.base_offset()))
     })?;
-    out.records.extend(
+    out.extend(
         records
             .into_iter()
             .filter(|r| r.offset >= from && r.offset < until),

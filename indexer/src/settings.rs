@@ -42,15 +42,15 @@ impl ExportSettings {
         }
     }
 
-    /// From a topic as the metadata API lists it (explicit settings only).
+    /// From a topic as the metadata API lists it (read as the broker reads
+    /// it: `TopicConfig::from_described`).
     pub fn from_topic(t: &floe_metadata::model::TopicInfo) -> Self {
-        let set = t
-            .configs
-            .iter()
-            .filter(|e| !e.is_default)
-            .map(|e| (e.name.clone(), e.value.clone()))
-            .collect();
-        Self::from_config(&TopicConfig::from_settings(&set).unwrap_or_default())
+        Self::from_config(&TopicConfig::from_described(
+            t.configs
+                .iter()
+                .filter(|e| !e.is_default)
+                .map(|e| (e.name.as_str(), e.value.as_str())),
+        ))
     }
 }
 

@@ -8,7 +8,7 @@ pub use crate::command::{CommitRange, NodeKind, ObjectSel, ProducerBatch};
 pub use crate::state::NodeState;
 
 /// One topic setting, with whether it is the default.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ConfigEntry {
     pub name: String,
     pub value: String,

@@ -102,7 +102,10 @@ pub struct PartitionState {
     pub export: crate::export::ExportState,
 }
 
-/// Batches an idempotent producer's partition log remembers (as Kafka: five).
+/// Batches an idempotent producer's partition log remembers (as Kafka: five,
+/// a client's most requests in flight with idempotence). The partition's
+/// owner keeps the same number (`floe_broker::producer`), so a new owner
+/// rebuilt from this state recognises the same retries.
 pub const PRODUCER_BATCHES_KEPT: usize = 5;
 
 /// What a partition remembers of one idempotent producer.

@@ -162,6 +162,22 @@ impl TopicConfig {
         Ok(c)
     }
 
+    /// Rebuilds a config from `(name, value)` pairs as a topic's description
+    /// lists them (the broker and the indexer read topics this way). Each
+    /// pair goes through the same checks as [`TopicConfig::alter`], one at a
+    /// time: an unknown key or a value that does not pass (from a node of
+    /// another version) is left out and the key keeps its default, instead
+    /// of discarding the other settings.
+    pub fn from_described<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        let mut c = TopicConfig::default();
+        for (name, value) in pairs {
+            if find(name).is_ok_and(|key| (key.check)(value).is_ok()) {
+                c.overrides.insert(name.to_string(), value.to_string());
+            }
+        }
+        c
+    }
+
     /// Sets and removes keys; all-or-nothing.
     pub fn alter(
         &mut self,
@@ -204,6 +220,14 @@ impl TopicConfig {
 
     pub fn max_message_bytes(&self) -> i64 {
         self.get_i64("max.message.bytes")
+    }
+
+    pub fn segment_bytes(&self) -> i64 {
+        self.get_i64("segment.bytes")
+    }
+
+    pub fn segment_ms(&self) -> i64 {
+        self.get_i64("segment.ms")
     }
 
     pub fn log_append_time(&self) -> bool {
@@ -296,6 +320,26 @@ mod tests {
                 .unwrap()
                 .is_default
         );
+    }
+
+    #[test]
+    fn described_pairs_keep_what_passes_the_checks_one_by_one() {
+        let c = TopicConfig::from_described([
+            ("retention.ms", "1000"),
+            ("segment.bytes", "1"),
+            ("no.such.key", "1"),
+            ("message.timestamp.type", "LogAppendTime"),
+        ]);
+        assert_eq!(c.retention_ms(), 1000);
+        assert_eq!(c.segment_bytes(), 1_073_741_824, "too small: the default");
+        assert!(c.log_append_time());
+        assert_eq!(c.get("no.such.key"), None);
+        // A full description (defaults included) gives back the same values.
+        let d = c.describe();
+        let again = TopicConfig::from_described(d.iter().map(|e| (e.name, e.value.as_str())));
+        for e in &d {
+            assert_eq!(again.get(e.name), Some(e.value.as_str()), "{}", e.name);
+        }
     }
 
     #[test]

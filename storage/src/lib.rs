@@ -13,12 +13,15 @@
 //! - [`segment`]: per-partition `.log`, `.index` and `.timeindex` objects and
 //!   the readers that binary-search them.
 //! - [`cache`]: a bounded block cache for object reads.
+//! - [`committed`]: a partition's whole batches read back from a byte range
+//!   of a WAL object or segment (what the broker and the indexer both read).
 //!
 //! The byte layouts are specified in `docs/storage.md`.
 
 pub mod backend;
 pub mod batch;
 pub mod cache;
+pub mod committed;
 pub mod error;
 pub mod fault;
 pub mod ids;

@@ -12,7 +12,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::batch::{BatchError, BatchView, Compression, HEADER_LEN, MAGIC_V2, TimestampType};
 
-/// Default bound on the decompressed size of one batch's records.
+/// Bound on the decompressed size of one batch's records: the one cap every
+/// reader of stored batches uses (broker timestamp lookups, segment time
+/// lookups, the indexer's export and queries, the CLI's consumer).
 pub const DEFAULT_MAX_DECOMPRESSED: usize = 64 * 1024 * 1024;
 
 /// Largest zstd window a batch may need (32 MiB), bounding the decoder's memory.
@@ -468,6 +470,19 @@ mod tests {
             let err = decompress(codec, &packed, 1 << 20).unwrap_err();
             assert!(err.to_string().contains("exceed"), "{codec:?}: {err}");
         }
+    }
+
+    #[test]
+    fn default_cap_admits_64_mib_of_records_and_no_more() {
+        assert_eq!(DEFAULT_MAX_DECOMPRESSED, 64 * 1024 * 1024);
+        let at_cap = vec![0u8; DEFAULT_MAX_DECOMPRESSED];
+        let packed = compress(Compression::Zstd, &at_cap).unwrap();
+        let out = decompress(Compression::Zstd, &packed, DEFAULT_MAX_DECOMPRESSED).unwrap();
+        assert_eq!(out.len(), DEFAULT_MAX_DECOMPRESSED);
+        let over = vec![0u8; DEFAULT_MAX_DECOMPRESSED + 1];
+        let packed = compress(Compression::Zstd, &over).unwrap();
+        let err = decompress(Compression::Zstd, &packed, DEFAULT_MAX_DECOMPRESSED).unwrap_err();
+        assert!(err.to_string().contains("exceed"), "{err}");
     }
 
     #[test]

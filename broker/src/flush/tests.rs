@@ -81,10 +81,7 @@ impl FakeMeta {
             .map(|r| Ok((convert::partition(r.partition.as_ref())?, r)))
             .collect::<std::result::Result<_, MetaError>>()?;
         for (p, r) in &ranges {
-            let st = m
-                .partitions
-                .get(p)
-                .ok_or(MetaError::UnknownPartition(*p))?;
+            let st = m.partitions.get(p).ok_or(MetaError::UnknownPartition(*p))?;
             if st.epoch.0 != r.epoch || st.owner.0 != req.broker {
                 return Err(MetaError::StaleEpoch {
                     partition: *p,
@@ -101,7 +98,11 @@ impl FakeMeta {
         }
         m.next_object += 1;
         let id = m.next_object;
-        let key = req.object.as_ref().map(|o| o.key.clone()).unwrap_or_default();
+        let key = req
+            .object
+            .as_ref()
+            .map(|o| o.key.clone())
+            .unwrap_or_default();
         let mut hws = Vec::new();
         for (p, r) in &ranges {
             if let Some(st) = m.partitions.get_mut(p) {
@@ -116,7 +117,9 @@ impl FakeMeta {
         }
         m.commits_applied += 1;
         if std::mem::take(&mut m.lose_next_answer) {
-            return Err(MetaError::Unavailable("the leader died before answering".into()));
+            return Err(MetaError::Unavailable(
+                "the leader died before answering".into(),
+            ));
         }
         Ok(reply::<routes::Commit>(proto::CommitResponse {
             object_id: id,
@@ -202,7 +205,11 @@ fn log_of(p: PartitionKey) -> Arc<PartitionLog> {
 fn records(n: usize) -> bytes::Bytes {
     let mut b = BatchBuilder::new(0, 1_000);
     for i in 0..n {
-        b.push(RecordSpec::new(None, Some(format!("v{i}").into_bytes()), i as i64));
+        b.push(RecordSpec::new(
+            None,
+            Some(format!("v{i}").into_bytes()),
+            i as i64,
+        ));
     }
     b.build(Compression::None).expect("a batch")
 }
@@ -216,8 +223,7 @@ fn produce(log: &PartitionLog, n: usize) -> oneshot::Receiver<Result<()>> {
 }
 
 fn pool() -> (Arc<StorePool>, FaultHandle) {
-    let (store, handle) =
-        FaultyStore::wrap(Arc::new(object_store::memory::InMemory::new()));
+    let (store, handle) = FaultyStore::wrap(Arc::new(object_store::memory::InMemory::new()));
     let opts = PoolOptions {
         retry_backoff: Duration::from_millis(1),
         bench_cooldown: Duration::from_millis(1),
@@ -262,10 +268,19 @@ async fn one_object_one_commit_then_every_write_is_acknowledged() {
     let m = meta.model();
     assert_eq!(m.commits_applied, 1, "one commit");
     // The ranges are the WAL entries' offsets, not recomputed.
-    assert_eq!(m.partitions[&key(0)].entries, vec![(0, 4, done.object.key.to_string(), 1)]);
-    assert_eq!(m.partitions[&key(1)].entries, vec![(0, 3, done.object.key.to_string(), 1)]);
+    assert_eq!(
+        m.partitions[&key(0)].entries,
+        vec![(0, 4, done.object.key.to_string(), 1)]
+    );
+    assert_eq!(
+        m.partitions[&key(1)].entries,
+        vec![(0, 3, done.object.key.to_string(), 1)]
+    );
     assert_eq!(a.offsets().2, 5, "the high watermark moved");
-    assert!(flush(&meta, &pool).run(vec![a, b]).await.is_none(), "nothing left");
+    assert!(
+        flush(&meta, &pool).run(vec![a, b]).await.is_none(),
+        "nothing left"
+    );
 }
 
 #[tokio::test]
@@ -304,9 +319,13 @@ async fn a_moved_partition_fails_its_writes_and_the_others_commit() {
     let (ra, rb) = (produce(&a, 2), produce(&b, 2));
     let done = flush(&meta, &pool).run(vec![a.clone(), b.clone()]).await;
     assert_eq!(done.map(|d| d.committed), Some(1));
-    let err = acked(ra).await.expect_err("the moved partition's write fails");
+    let err = acked(ra)
+        .await
+        .expect_err("the moved partition's write fails");
     assert_eq!(err.kind(), ErrorKind::NotOwner);
-    acked(rb).await.expect("the other partition's write is acknowledged");
+    acked(rb)
+        .await
+        .expect("the other partition's write is acknowledged");
     assert_eq!(a.status(), Status::Gone);
     assert_eq!(b.status(), Status::Active);
     assert!(meta.model().partitions[&key(0)].entries.is_empty());
@@ -337,7 +356,11 @@ async fn a_failed_store_write_goes_to_a_new_object() {
     assert_eq!(faults.faults(), 1);
     assert_eq!(faults.puts(), 2, "written again as a new object");
     let m = meta.model();
-    assert_eq!(m.partitions[&key(0)].entries[0].2, done.object.key.to_string(), "the object that landed is committed");
+    assert_eq!(
+        m.partitions[&key(0)].entries[0].2,
+        done.object.key.to_string(),
+        "the object that landed is committed"
+    );
 }
 
 #[tokio::test]
@@ -364,11 +387,18 @@ async fn batches_the_wal_refuses_fail_alone_and_the_partition_stays_flushable() 
     }
     let done = flush(&meta, &pool).run(vec![a.clone(), b.clone()]).await;
     assert_eq!(done.map(|d| d.committed), Some(1));
-    assert_eq!(acked(bad).await.expect_err("refused").kind(), ErrorKind::CorruptMessage);
+    assert_eq!(
+        acked(bad).await.expect_err("refused").kind(),
+        ErrorKind::CorruptMessage
+    );
     acked(rb).await.expect("the other partition is unaffected");
     // Still ours, back at the committed end, and flushable again.
     assert_eq!(a.status(), Status::Active);
-    assert_eq!(a.offsets().2, 0, "the log end went back to the committed end");
+    assert_eq!(
+        a.offsets().2,
+        0,
+        "the log end went back to the committed end"
+    );
     let ra = produce(&a, 2);
     flush(&meta, &pool).run(vec![a.clone()]).await;
     acked(ra).await.expect("the next write is acknowledged");

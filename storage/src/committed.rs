@@ -1,0 +1,300 @@
+//! Reading a partition's committed batches back: whole batches from a byte
+//! range of a log object (a WAL object's range for one partition, or a
+//! segment's `.log`), in bounded chunks, through any [`RangeRead`] (the pool
+//! or a [`crate::CachedReader`] in front of it).
+//!
+//! What names the ranges (the metadata's committed index) is the caller's
+//! business: this takes plain inputs, an [`ObjectRef`], a byte range and the
+//! offsets wanted. The broker's fetch and timestamp lookups and the indexer's
+//! export and queries read through it, so they agree on what a range holds
+//! and on the budget rule.
+
+use std::ops::Range;
+
+use bytes::Bytes;
+
+use crate::batch::{BatchError, BatchIter, BatchView, LOG_OVERHEAD};
+use crate::error::{Result, StorageError};
+use crate::ids::ObjectRef;
+use crate::pool::RangeRead;
+
+/// Bytes read from the store at a time (more when one batch is larger).
+pub const READ_CHUNK: u64 = 8 * 1024 * 1024;
+
+/// Which batches a read takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wanted {
+    /// Batches that end before this offset are skipped.
+    pub from: i64,
+    /// The first batch that starts at or after this offset ends the read.
+    pub until: i64,
+    /// Batch bytes to take: the first batch always, later ones only while the
+    /// total stays within it.
+    pub max_bytes: u64,
+}
+
+/// Why a read ended before the end of its ranges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// A batch at or after [`Wanted::until`].
+    Until,
+    /// The next batch would not fit [`Wanted::max_bytes`], or it is reached.
+    Budget,
+}
+
+/// Whole batches taken, across one or more ranges, in offset order.
+#[derive(Debug, Clone, Default)]
+pub struct Batches {
+    pub batches: Vec<Bytes>,
+    /// Bytes of `batches`.
+    pub bytes: u64,
+    /// The offset after the last batch taken; `None` until one is.
+    pub next_offset: Option<i64>,
+    /// Set once the read is over: later ranges add nothing.
+    pub stopped: Option<Stop>,
+}
+
+impl Batches {
+    /// Takes the batches of `buf` (batches back to back, the last one
+    /// possibly cut short) as `wanted` says. Returns the bytes of `buf` that
+    /// are done with: a cut batch at the end is left for the next read,
+    /// unless it is the first one (then it is an error).
+    pub fn take(&mut self, buf: &Bytes, wanted: &Wanted) -> std::result::Result<usize, BatchError> {
+        let mut done = 0usize;
+        for item in BatchIter::new(buf, usize::MAX) {
+            if self.stopped.is_some() {
+                break;
+            }
+            let (at, view) = match item {
+                Ok(v) => v,
+                Err(BatchError::Truncated { .. }) if done > 0 => break,
+                Err(e) => return Err(e),
+            };
+            let size = view.size();
+            if view.last_offset() >= wanted.from {
+                if view.base_offset() >= wanted.until {
+                    self.stopped = Some(Stop::Until);
+                    break;
+                }
+                if !self.batches.is_empty() && self.bytes + size as u64 > wanted.max_bytes {
+                    self.stopped = Some(Stop::Budget);
+                    break;
+                }
+                self.batches.push(buf.slice(at..at + size));
+                self.bytes += size as u64;
+                self.next_offset = Some(view.next_offset());
+                if self.bytes >= wanted.max_bytes {
+                    self.stopped = Some(Stop::Budget);
+                }
+            }
+            done = at + size;
+        }
+        Ok(done)
+    }
+}
+
+/// Reads the batches of `object` at `bytes` (whole batches back to back)
+/// into `out`, as `wanted` says, [`READ_CHUNK`] at a time. A batch that runs
+/// past the range, or bytes that are not a batch, are a corrupt error.
+pub async fn read_batches<R: RangeRead>(
+    reader: &R,
+    object: &ObjectRef,
+    bytes: Range<u64>,
+    wanted: &Wanted,
+    out: &mut Batches,
+) -> Result<()> {
+    read_in_chunks(reader, object, bytes, wanted, out, READ_CHUNK).await
+}
+
+async fn read_in_chunks<R: RangeRead>(
+    reader: &R,
+    object: &ObjectRef,
+    bytes: Range<u64>,
+    wanted: &Wanted,
+    out: &mut Batches,
+    chunk: u64,
+) -> Result<()> {
+    let corrupt = |at: u64, e: BatchError| {
+        StorageError::with_source(
+            crate::ErrorKind::Corrupt,
+            format!("{object}: bad batch at {at}"),
+            e,
+        )
+    };
+    let mut pos = bytes.start;
+    while pos < bytes.end && out.stopped.is_none() {
+        // At least a batch's size prefix, so the first batch's size is known.
+        let want = chunk.max(LOG_OVERHEAD as u64).min(bytes.end - pos);
+        let mut buf = reader.read_range(object, pos..pos + want).await?;
+        // A first batch larger than the chunk: read it whole.
+        let first = BatchView::peek_size(&buf).map_err(|e| corrupt(pos, e))? as u64;
+        if first > buf.len() as u64 {
+            if first > bytes.end - pos {
+                return Err(StorageError::corrupt(format!(
+                    "{object}: batch at {pos} runs past the range's end {}",
+                    bytes.end
+                )));
+            }
+            buf = reader.read_range(object, pos..pos + first).await?;
+        }
+        let done = out.take(&buf, wanted).map_err(|e| corrupt(pos, e))?;
+        pos += done as u64;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::batch::Compression;
+    use crate::ids::{EndpointId, ObjectKey};
+    use crate::records::{BatchBuilder, RecordSpec};
+
+    /// One object in memory, counting reads.
+    struct Mem {
+        bytes: Bytes,
+        reads: AtomicUsize,
+    }
+
+    impl RangeRead for Mem {
+        async fn read_range(&self, _obj: &ObjectRef, range: Range<u64>) -> Result<Bytes> {
+            self.reads.fetch_add(1, Ordering::Relaxed);
+            Ok(self.bytes.slice(range.start as usize..range.end as usize))
+        }
+    }
+
+    /// Batches of 3 records from offset 100, back to back; a control batch at 106.
+    fn log(count: usize) -> (Mem, ObjectRef, Vec<Bytes>) {
+        let mut all = Vec::new();
+        let mut batches = Vec::new();
+        for i in 0..count {
+            let mut b = BatchBuilder::new(100 + 3 * i as i64, 0);
+            for r in 0..3 {
+                b.push(RecordSpec::new(None, Some(vec![r; 40 + i]), 0));
+            }
+            let batch = b.build(Compression::None).unwrap();
+            all.extend_from_slice(&batch);
+            batches.push(batch);
+        }
+        let object = ObjectRef {
+            endpoint: EndpointId::new("m"),
+            key: ObjectKey::new("wal/1"),
+            size: all.len() as u64,
+        };
+        let mem = Mem {
+            bytes: Bytes::from(all),
+            reads: AtomicUsize::new(0),
+        };
+        (mem, object, batches)
+    }
+
+    fn want(from: i64, until: i64, max_bytes: u64) -> Wanted {
+        Wanted {
+            from,
+            until,
+            max_bytes,
+        }
+    }
+
+    #[tokio::test]
+    async fn reads_whole_batches_from_the_one_holding_from_until_until() {
+        let (mem, obj, bs) = log(10);
+        for chunk in [1, 100, READ_CHUNK] {
+            let mut out = Batches::default();
+            read_in_chunks(
+                &mem,
+                &obj,
+                0..obj.size,
+                &want(104, 115, u64::MAX),
+                &mut out,
+                chunk,
+            )
+            .await
+            .unwrap();
+            // 104 is inside the batch at 103; 115 starts the batch that ends it.
+            assert_eq!(out.batches, bs[1..5], "chunk {chunk}");
+            assert_eq!(out.next_offset, Some(115));
+            assert_eq!(out.stopped, Some(Stop::Until));
+        }
+    }
+
+    /// Reads all of `obj` into `out` from offset 100 on, within `max_bytes`.
+    async fn read_all(mem: &Mem, obj: &ObjectRef, max_bytes: u64, out: &mut Batches) {
+        let wanted = want(100, i64::MAX, max_bytes);
+        read_batches(mem, obj, 0..obj.size, &wanted, out)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn budget_takes_the_first_batch_always_then_only_what_fits() {
+        let (mem, obj, bs) = log(10);
+        let mut out = Batches::default();
+        read_all(&mem, &obj, 1, &mut out).await;
+        assert_eq!(out.batches, bs[..1]);
+        assert_eq!(out.stopped, Some(Stop::Budget));
+        let two = (bs[0].len() + bs[1].len()) as u64;
+        let mut out = Batches::default();
+        read_all(&mem, &obj, two + 1, &mut out).await;
+        assert_eq!(out.batches, bs[..2]);
+        assert_eq!(out.bytes, two);
+        assert_eq!(out.stopped, Some(Stop::Budget));
+        // The budget holds across ranges: a second range adds nothing.
+        let before = mem.reads.load(Ordering::Relaxed);
+        read_all(&mem, &obj, two + 1, &mut out).await;
+        assert_eq!(out.batches.len(), 2);
+        assert_eq!(mem.reads.load(Ordering::Relaxed), before);
+    }
+
+    #[tokio::test]
+    async fn a_range_of_one_partition_inside_a_larger_object() {
+        let (mem, obj, bs) = log(6);
+        let start = bs[0].len() as u64;
+        let end = start + (bs[1].len() + bs[2].len()) as u64;
+        let mut out = Batches::default();
+        read_batches(
+            &mem,
+            &obj,
+            start..end,
+            &want(0, i64::MAX, u64::MAX),
+            &mut out,
+        )
+        .await
+        .unwrap();
+        assert_eq!(out.batches, bs[1..3]);
+        assert_eq!(out.stopped, None, "the range ended, not the read");
+        assert_eq!(
+            mem.reads.load(Ordering::Relaxed),
+            1,
+            "one read for a small range"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_batch_cut_by_the_range_or_garbage_is_corrupt() {
+        let (mem, obj, _) = log(3);
+        let mut out = Batches::default();
+        let err = read_batches(
+            &mem,
+            &obj,
+            0..obj.size - 1,
+            &want(0, i64::MAX, u64::MAX),
+            &mut out,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::Corrupt, "{err}");
+        let err = read_batches(
+            &mem,
+            &obj,
+            5..obj.size,
+            &want(0, i64::MAX, u64::MAX),
+            &mut out,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::Corrupt, "{err}");
+    }
+}
