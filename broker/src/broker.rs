@@ -199,19 +199,10 @@ pub(crate) struct Inner {
     pub flushed: Notify,
     pub stop: CancelFlag,
     pub stopped: Notify,
-    pub flushes: std::sync::atomic::AtomicU64,
-    pub flushed_bytes: std::sync::atomic::AtomicU64,
     /// The consumer groups of the coordinator shards this broker owns.
     pub groups: crate::group::GroupCoordinator,
     /// Coordinator shards owned, with their epochs.
     pub shards: RwLock<HashMap<u32, u64>>,
-}
-
-/// Counters for `/metrics`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct BrokerStats {
-    pub flushes: u64,
-    pub flushed_bytes: u64,
 }
 
 /// A running broker. Cheap to clone.
@@ -276,12 +267,11 @@ impl Broker {
             flushed: Notify::new(),
             stop: CancelFlag::default(),
             stopped: Notify::new(),
-            flushes: Default::default(),
-            flushed_bytes: Default::default(),
             groups: crate::group::GroupCoordinator::new(group_config),
             shards: RwLock::new(HashMap::new()),
         });
         let b = Broker { inner };
+        crate::metrics::register();
         tokio::spawn(crate::tasks::heartbeat(b.clone()));
         tokio::spawn(crate::tasks::ownership(b.clone()));
         tokio::spawn(crate::tasks::flusher(b.clone()));
@@ -330,14 +320,6 @@ impl Broker {
     /// The coordinator of every shard this broker owns (ListGroups).
     pub fn groups(&self) -> &crate::group::GroupCoordinator {
         &self.inner.groups
-    }
-
-    pub fn stats(&self) -> BrokerStats {
-        use std::sync::atomic::Ordering::Relaxed;
-        BrokerStats {
-            flushes: self.inner.flushes.load(Relaxed),
-            flushed_bytes: self.inner.flushed_bytes.load(Relaxed),
-        }
     }
 
     pub fn view(&self) -> &ClusterWatch {
@@ -815,6 +797,7 @@ impl Broker {
         if taken.is_empty() {
             return false;
         }
+        let started = std::time::Instant::now();
         let mut wal = WalBuilder::new();
         for (log, _, pending) in &taken {
             let mut buf = bytes::BytesMut::new();
@@ -891,9 +874,7 @@ impl Broker {
             };
             match self.inner.meta.commit(&req).await {
                 Ok(resp) => {
-                    use std::sync::atomic::Ordering::Relaxed;
-                    self.inner.flushes.fetch_add(1, Relaxed);
-                    self.inner.flushed_bytes.fetch_add(stored.size, Relaxed);
+                    crate::metrics::flushed(stored.size, started.elapsed());
                     self.finish_commit(parts, &stored, resp.object_id);
                     break;
                 }
@@ -905,6 +886,7 @@ impl Broker {
                 Err(e) => {
                     // Find out, partition by partition, what metadata holds now.
                     tracing::info!(error = %e, "commit refused; checking ownership and the committed ends");
+                    crate::metrics::commit_refused();
                     let mut keep = Vec::new();
                     let mut landed = None;
                     for (log, epoch, pending, entry) in parts {

@@ -94,6 +94,7 @@ pub(crate) async fn ownership(b: Broker) {
                 b.drop_partition(&log.key);
             }
         }
+        crate::metrics::owned_partitions(b.owned().len());
         follow_shards(&b, &snap.shards).await;
         tokio::select! {
             r = rx.changed() => if r.is_err() { return },
@@ -122,6 +123,7 @@ async fn follow_shards(b: &Broker, shards: &[proto::ShardInfo]) {
             if !keep {
                 let n = b.inner.groups.drop_shard(*shard);
                 tracing::info!(shard, groups = n, "coordinator shard no longer served");
+                crate::metrics::owned_shard(*shard, false);
             }
             keep
         });
@@ -132,9 +134,13 @@ async fn follow_shards(b: &Broker, shards: &[proto::ShardInfo]) {
                     epoch: s.epoch,
                 });
             } else {
-                owned.entry(shard).or_insert(s.epoch);
+                owned.entry(shard).or_insert_with(|| {
+                    crate::metrics::owned_shard(shard, true);
+                    s.epoch
+                });
             }
         }
+        crate::metrics::owned_shards(owned.len());
     }
     if !release.is_empty() {
         let req = proto::ReleaseRequest {

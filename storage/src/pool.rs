@@ -145,6 +145,29 @@ struct EndpointMetrics {
 
 impl EndpointMetrics {
     fn new(id: &EndpointId) -> Self {
+        static DESCRIBED: std::sync::Once = std::sync::Once::new();
+        DESCRIBED.call_once(|| {
+            metrics::describe_counter!(
+                "floe_store_writes_total",
+                "write attempts that succeeded, by endpoint"
+            );
+            metrics::describe_counter!(
+                "floe_store_abandoned_writes_total",
+                "write attempts abandoned (error or deadline), by endpoint"
+            );
+            metrics::describe_counter!(
+                "floe_store_failovers_total",
+                "writes that landed on this endpoint after an attempt elsewhere was abandoned"
+            );
+            metrics::describe_counter!(
+                "floe_store_errors_total",
+                "failed calls to an endpoint, by operation (not-found answers excluded)"
+            );
+            metrics::describe_gauge!(
+                "floe_store_endpoint_benched",
+                "1 while new writes skip the endpoint after a failed write"
+            );
+        });
         let endpoint = id.as_str().to_string();
         Self {
             writes: metrics::counter!("floe_store_writes_total", "endpoint" => endpoint.clone()),
