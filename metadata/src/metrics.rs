@@ -27,3 +27,48 @@ pub(crate) fn command<E>(written: &Result<ClientWriteResponse<TypeConfig>, E>) {
     });
     counter!(COMMANDS, "result" => result).increment(1);
 }
+
+#[cfg(test)]
+mod tests {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    use openraft::raft::ClientWriteResponse;
+
+    use crate::command::Response;
+    use crate::error::MetaError;
+    use crate::raft::TypeConfig;
+
+    fn written(data: Response) -> Result<ClientWriteResponse<TypeConfig>, ()> {
+        Ok(ClientWriteResponse {
+            log_id: Default::default(),
+            data,
+            membership: None,
+        })
+    }
+
+    #[test]
+    fn commands_are_counted_by_result() {
+        let recorder = DebuggingRecorder::new();
+        let snap = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, || {
+            super::command(&written(Response::Ok));
+            super::command(&written(Response::Ok));
+            super::command(&written(Response::Error(MetaError::InvalidRequest(
+                "old epoch".into(),
+            ))));
+            super::command::<()>(&Err(()));
+        });
+        let values: Vec<(String, DebugValue)> = snap
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .map(|(k, .., v)| {
+                let result = k.key().labels().map(|l| l.value().to_string()).collect();
+                (result, v)
+            })
+            .collect();
+        let value = |result: &str| values.iter().find(|(r, _)| r == result).map(|(_, v)| v);
+        assert_eq!(value("applied"), Some(&DebugValue::Counter(2)));
+        assert_eq!(value("refused"), Some(&DebugValue::Counter(1)));
+        assert_eq!(value("failed"), Some(&DebugValue::Counter(1)));
+    }
+}
