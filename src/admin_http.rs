@@ -1,25 +1,24 @@
 //! The HTTP admin port every Floe process serves: `/livez`, `/readyz` and
 //! Prometheus `/metrics`; with an indexer, its query API too.
+//!
+//! Each crate records its own metrics with the `metrics` crate where the
+//! event happens; this binary installs the Prometheus recorder and renders
+//! it on `/metrics` (docs/configuration.md lists the names).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use anyhow::Context as _;
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
-use floe_broker::Broker;
-use floe_proxy::server::ProxyStats;
-use floe_storage::StorePool;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-/// What the admin port reports on.
+/// What the admin port answers from (metrics come from the recorder).
 pub struct AdminState {
     pub ready: AtomicBool,
-    pub proxy: Option<Arc<ProxyStats>>,
-    pub broker: Option<Broker>,
-    pub pool: Option<Arc<StorePool>>,
     /// The indexer, whose query API is served here too.
     pub indexer: Option<floe_indexer::Indexer>,
 }
@@ -55,91 +54,30 @@ async fn readyz(State(s): State<Arc<AdminState>>) -> (StatusCode, &'static str) 
     }
 }
 
-async fn metrics(State(s): State<Arc<AdminState>>) -> String {
-    use std::fmt::Write;
-    let mut out = String::new();
-    fn metric(out: &mut String, name: &str, kind: &str, value: u64) {
-        let _ = writeln!(out, "# TYPE {name} {kind}");
-        let _ = writeln!(out, "{name} {value}");
-    }
-    if let Some(p) = &s.proxy {
-        metric(
-            &mut out,
-            "floe_proxy_connections_total",
-            "counter",
-            p.connections.load(Ordering::Relaxed),
-        );
-        metric(
-            &mut out,
-            "floe_proxy_requests_total",
-            "counter",
-            p.requests.load(Ordering::Relaxed),
-        );
-        metric(
-            &mut out,
-            "floe_proxy_bad_requests_total",
-            "counter",
-            p.bad_requests.load(Ordering::Relaxed),
-        );
-    }
-    if let Some(b) = &s.broker {
-        let st = b.stats();
-        metric(
-            &mut out,
-            "floe_broker_owned_partitions",
-            "gauge",
-            b.owned().len() as u64,
-        );
-        metric(&mut out, "floe_broker_flushes_total", "counter", st.flushes);
-        let shards = b.owned_shards();
-        metric(
-            &mut out,
-            "floe_broker_owned_shards",
-            "gauge",
-            shards.len() as u64,
-        );
-        let _ = writeln!(out, "# TYPE floe_broker_owned_shard gauge");
-        for shard in shards {
-            let _ = writeln!(out, "floe_broker_owned_shard{{shard=\"{shard}\"}} 1");
-        }
-        metric(
-            &mut out,
-            "floe_broker_flushed_bytes_total",
-            "counter",
-            st.flushed_bytes,
-        );
-    }
-    if let Some(pool) = &s.pool {
-        let _ = writeln!(out, "# TYPE floe_store_writes_total counter");
-        let _ = writeln!(out, "# TYPE floe_store_abandoned_writes_total counter");
-        for e in pool.stats() {
-            let _ = writeln!(
-                out,
-                "floe_store_writes_total{{endpoint=\"{}\"}} {}",
-                e.id, e.written
-            );
-            let _ = writeln!(
-                out,
-                "floe_store_abandoned_writes_total{{endpoint=\"{}\"}} {}",
-                e.id, e.abandoned
-            );
-        }
-    }
-    if let Some(ix) = &s.indexer {
-        let st = ix.stats();
-        for (name, v) in [
-            ("floe_indexer_files_written_total", &st.files_written),
-            ("floe_indexer_rows_written_total", &st.rows_written),
-            ("floe_indexer_log_bytes_read_total", &st.log_bytes_read),
-            (
-                "floe_indexer_parquet_bytes_written_total",
-                &st.parquet_bytes_written,
-            ),
-            ("floe_indexer_files_deleted_total", &st.files_deleted),
-            ("floe_indexer_errors_total", &st.errors),
-        ] {
-            metric(&mut out, name, "counter", v.load(Ordering::Relaxed));
-        }
-    }
-    out
+/// Renders every metric the process's roles recorded (Prometheus text).
+async fn metrics() -> String {
+    PROMETHEUS.get().map(|h| h.render()).unwrap_or_default()
+}
+
+/// The process's metrics recorder, installed by [`install_metrics_recorder`].
+static PROMETHEUS: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Upper bounds of the flush duration histogram's buckets, in seconds.
+const FLUSH_SECONDS_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Installs the Prometheus recorder that every crate's `metrics` calls
+/// record on; `/metrics` renders it. Called first thing in `main`: series
+/// registered before it (a store pool's) would go nowhere.
+pub fn install_metrics_recorder() -> anyhow::Result<()> {
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full("floe_broker_flush_duration_seconds".into()),
+            FLUSH_SECONDS_BUCKETS,
+        )?
+        .install_recorder()
+        .context("cannot install the metrics recorder")?;
+    let _ = PROMETHEUS.set(handle);
+    Ok(())
 }

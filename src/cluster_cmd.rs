@@ -88,9 +88,6 @@ pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
     });
     let state = Arc::new(AdminState {
         ready: AtomicBool::new(true),
-        proxy: None,
-        broker: Some(broker.clone()),
-        pool: Some(pool),
         indexer: None,
     });
     let admin_task = admin_http::serve(args.admin_listen, state.clone()).await?;
@@ -129,9 +126,6 @@ pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
     .with_context(|| format!("cannot listen on {}", args.listen))?;
     let state = Arc::new(AdminState {
         ready: AtomicBool::new(false),
-        proxy: Some(proxy.stats.clone()),
-        broker: None,
-        pool: None,
         indexer: None,
     });
     let admin_task = admin_http::serve(args.admin_listen, state.clone()).await?;

@@ -133,9 +133,6 @@ async fn run_role(args: IndexerRunArgs) -> anyhow::Result<()> {
     let (ix, task) = start(meta, pool.clone(), &args.tuning)?;
     let state = Arc::new(AdminState {
         ready: AtomicBool::new(true),
-        proxy: None,
-        broker: None,
-        pool: Some(pool),
         indexer: Some(ix),
     });
     let admin_task = admin_http::serve(args.admin_listen, state.clone()).await?;

@@ -62,6 +62,10 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if let Err(e) = admin_http::install_metrics_recorder() {
+        eprintln!("floe: {e:#}");
+        return std::process::ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

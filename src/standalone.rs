@@ -98,9 +98,6 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
         crate::indexer_cmd::start(meta.clone(), pool.clone(), &args.indexer)?;
     let state = Arc::new(AdminState {
         ready: AtomicBool::new(false),
-        proxy: Some(proxy.stats.clone()),
-        broker: Some(broker.clone()),
-        pool: Some(pool.clone()),
         indexer: Some(indexer),
     });
     let admin_task = admin_http::serve(args.admin_listen, state.clone()).await?;

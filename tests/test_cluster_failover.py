@@ -78,7 +78,8 @@ def owned_shards(admin):
     out = set()
     with urllib.request.urlopen(f"http://{admin}/metrics", timeout=2) as r:
         for line in r.read().decode().splitlines():
-            if line.startswith('floe_broker_owned_shard{shard="'):
+            # A shard given up stays listed with the value 0.
+            if line.startswith('floe_broker_owned_shard{shard="') and line.split()[-1] == "1":
                 out.add(int(line.split('"')[1]))
     return out
 

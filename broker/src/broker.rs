@@ -195,19 +195,10 @@ pub(crate) struct Inner {
     pub flushed: Notify,
     pub stop: CancelFlag,
     pub stopped: Notify,
-    pub flushes: std::sync::atomic::AtomicU64,
-    pub flushed_bytes: std::sync::atomic::AtomicU64,
     /// The consumer groups of the coordinator shards this broker owns.
     pub groups: crate::group::GroupCoordinator,
     /// Coordinator shards owned, with their epochs.
     pub shards: RwLock<HashMap<u32, u64>>,
-}
-
-/// Counters for `/metrics`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct BrokerStats {
-    pub flushes: u64,
-    pub flushed_bytes: u64,
 }
 
 /// A running broker. Cheap to clone.
@@ -257,12 +248,11 @@ impl Broker {
             flushed: Notify::new(),
             stop: CancelFlag::default(),
             stopped: Notify::new(),
-            flushes: Default::default(),
-            flushed_bytes: Default::default(),
             groups: crate::group::GroupCoordinator::new(group_config),
             shards: RwLock::new(HashMap::new()),
         });
         let b = Broker { inner };
+        crate::metrics::register();
         tokio::spawn(crate::tasks::heartbeat(b.clone()));
         tokio::spawn(crate::tasks::ownership(b.clone()));
         tokio::spawn(crate::tasks::flusher(b.clone()));
@@ -315,14 +305,6 @@ impl Broker {
     /// The coordinator of every shard this broker owns (ListGroups).
     pub fn groups(&self) -> &crate::group::GroupCoordinator {
         &self.inner.groups
-    }
-
-    pub fn stats(&self) -> BrokerStats {
-        use std::sync::atomic::Ordering::Relaxed;
-        BrokerStats {
-            flushes: self.inner.flushes.load(Relaxed),
-            flushed_bytes: self.inner.flushed_bytes.load(Relaxed),
-        }
     }
 
     pub fn view(&self) -> &ClusterWatch {
@@ -747,6 +729,7 @@ impl Broker {
 
     /// One flush (see [`crate::flush`]). Returns whether anything was flushed.
     pub(crate) async fn flush_once(&self) -> bool {
+        let started = std::time::Instant::now();
         let flush = crate::flush::Flush {
             meta: self.inner.meta.as_ref(),
             pool: &self.inner.pool,
@@ -758,11 +741,7 @@ impl Broker {
             return false;
         };
         if done.committed > 0 {
-            use std::sync::atomic::Ordering::Relaxed;
-            self.inner.flushes.fetch_add(1, Relaxed);
-            self.inner
-                .flushed_bytes
-                .fetch_add(done.object.size, Relaxed);
+            crate::metrics::flushed(done.object.size, started.elapsed());
         }
         self.inner.flushed.notify_waiters();
         true

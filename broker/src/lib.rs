@@ -13,13 +13,12 @@ pub mod group;
 pub mod group_rpc;
 pub mod log;
 mod maintenance;
+mod metrics;
 pub mod producer;
 pub mod rpc;
 mod tasks;
 
-pub use broker::{
-    Acks, Broker, BrokerStats, FetchData, OffsetAnswer, OffsetSpec, PendingProduce, ProduceOk,
-};
+pub use broker::{Acks, Broker, FetchData, OffsetAnswer, OffsetSpec, PendingProduce, ProduceOk};
 pub use config::{BrokerConfig, LogConfig};
 pub use error::{BrokerError, ErrorKind};
 pub use rpc::{BrokerHandle, RemoteBroker};

@@ -92,6 +92,7 @@ pub(crate) async fn ownership(b: Broker) {
                 b.drop_partition(&log.key);
             }
         }
+        crate::metrics::owned_partitions(b.owned().len());
         follow_shards(&b, &snap.shards).await;
         tokio::select! {
             r = rx.changed() => if r.is_err() { return },
@@ -120,6 +121,7 @@ async fn follow_shards(b: &Broker, shards: &[ShardInfo]) {
             if !keep {
                 let n = b.inner.groups.drop_shard(*shard);
                 tracing::info!(shard, groups = n, "coordinator shard no longer served");
+                crate::metrics::owned_shard(*shard, false);
             }
             keep
         });
@@ -127,9 +129,13 @@ async fn follow_shards(b: &Broker, shards: &[ShardInfo]) {
             if s.handover_to.is_some() {
                 release.push((s.shard, s.epoch));
             } else {
-                owned.entry(shard).or_insert(s.epoch.0);
+                owned.entry(shard).or_insert_with(|| {
+                    crate::metrics::owned_shard(shard, true);
+                    s.epoch.0
+                });
             }
         }
+        crate::metrics::owned_shards(owned.len());
     }
     if !release.is_empty() {
         if let Err(e) = b.inner.meta.release(b.broker_id(), &[], &release).await {

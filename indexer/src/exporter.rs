@@ -8,7 +8,6 @@
 //! exactly its range, so a crash anywhere leaves no row twice and none out.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -47,17 +46,6 @@ impl Default for IndexerConfig {
     }
 }
 
-/// Counters for `/metrics` and the benchmark.
-#[derive(Debug, Default)]
-pub struct IndexerStats {
-    pub files_written: AtomicU64,
-    pub rows_written: AtomicU64,
-    pub log_bytes_read: AtomicU64,
-    pub parquet_bytes_written: AtomicU64,
-    pub files_deleted: AtomicU64,
-    pub errors: AtomicU64,
-}
-
 /// The indexer role. Cheap to clone.
 #[derive(Clone)]
 pub struct Indexer {
@@ -70,7 +58,6 @@ struct Inner {
     reader: LogReader,
     endpoint: EndpointId,
     cfg: IndexerConfig,
-    stats: IndexerStats,
     /// Since when a partition has had data not exported yet.
     waiting: Mutex<HashMap<(String, u32), Instant>>,
     /// Backfills: export without waiting up to these offsets.
@@ -111,6 +98,7 @@ impl Indexer {
                 .cloned()
                 .ok_or_else(|| IndexerError::invalid("the store pool has no endpoint"))?,
         };
+        crate::metrics::register();
         Ok(Self {
             inner: Arc::new(Inner {
                 reader: LogReader::new(meta.clone(), pool.clone()),
@@ -118,7 +106,6 @@ impl Indexer {
                 pool,
                 endpoint,
                 cfg,
-                stats: IndexerStats::default(),
                 waiting: Mutex::new(HashMap::new()),
                 due: Mutex::new(HashMap::new()),
                 swept: Mutex::new(HashMap::new()),
@@ -141,10 +128,6 @@ impl Indexer {
 
     pub fn config(&self) -> &IndexerConfig {
         &self.inner.cfg
-    }
-
-    pub fn stats(&self) -> &IndexerStats {
-        &self.inner.stats
     }
 
     /// Runs the export loop until the task is dropped.
@@ -177,7 +160,7 @@ impl Indexer {
         }) {
             Ok(t) => t,
             Err(e) => {
-                self.inner.stats.errors.fetch_add(1, Ordering::Relaxed);
+                crate::metrics::error();
                 tracing::warn!(error = %e, "cannot list topics; retrying next round");
                 return Err(e.into());
             }
@@ -193,7 +176,7 @@ impl Indexer {
                 // A backfill reset the topic: the next round starts over.
                 Err(e) if e.kind == ErrorKind::Conflict => {}
                 Err(e) => {
-                    self.inner.stats.errors.fetch_add(1, Ordering::Relaxed);
+                    crate::metrics::error();
                     tracing::warn!(topic = %t.name, error = %e, "export failed; retrying next round");
                     first_err.get_or_insert(e);
                 }
@@ -287,10 +270,7 @@ impl Indexer {
                 .reader
                 .read(topic_id, p.partition, start, hw, settings.file_bytes)
                 .await?;
-            self.inner
-                .stats
-                .log_bytes_read
-                .fetch_add(read.bytes, Ordering::Relaxed);
+            crate::metrics::log_read(read.bytes);
             let (records, last) = cut_at_hour(read.records, read.next_offset - 1);
             if last < start {
                 return Err(IndexerError::corrupt(format!(
@@ -413,10 +393,7 @@ impl Indexer {
         let rows = planned.file.rows;
         meta.export_commit(pref(topic_id, partition), generation, planned.file)
             .await?;
-        let s = &self.inner.stats;
-        s.files_written.fetch_add(1, Ordering::Relaxed);
-        s.rows_written.fetch_add(rows, Ordering::Relaxed);
-        s.parquet_bytes_written.fetch_add(size, Ordering::Relaxed);
+        crate::metrics::file_written(rows, size);
         tracing::debug!(partition, rows, "exported a file");
         Ok(())
     }
@@ -498,10 +475,7 @@ impl Indexer {
                 size: 0,
             })
             .await?;
-        self.inner
-            .stats
-            .files_deleted
-            .fetch_add(1, Ordering::Relaxed);
+        crate::metrics::file_deleted();
         Ok(())
     }
 }

@@ -21,9 +21,10 @@ pub mod error;
 pub mod exporter;
 pub mod log_reader;
 pub mod lookup;
+mod metrics;
 pub mod query;
 pub mod service;
 pub mod settings;
 
 pub use error::{ErrorKind, IndexerError};
-pub use exporter::{Indexer, IndexerConfig, IndexerStats};
+pub use exporter::{Indexer, IndexerConfig};

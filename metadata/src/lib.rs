@@ -19,6 +19,7 @@ pub mod export;
 pub mod export_def;
 pub mod http;
 pub mod ids;
+mod metrics;
 pub mod model;
 pub mod node;
 pub mod raft;

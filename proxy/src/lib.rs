@@ -11,6 +11,7 @@ pub mod codec;
 mod errors;
 pub mod groups;
 pub mod handlers;
+mod metrics;
 pub mod server;
 
 pub use server::{Proxy, ProxyConfig};

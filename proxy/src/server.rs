@@ -4,7 +4,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::BytesMut;
 use kafka_protocol::ResponseError;
@@ -17,6 +16,7 @@ use crate::admin::handle_admin;
 use crate::codec::{self, CodecErrorKind};
 use crate::groups::ClientInfo;
 use crate::handlers::{self, Context};
+use crate::metrics;
 
 /// Requests read ahead of their responses on one connection.
 const MAX_IN_FLIGHT: usize = 64;
@@ -29,19 +29,10 @@ pub struct ProxyConfig {
     pub max_frame: usize,
 }
 
-/// Counters the admin endpoint exports.
-#[derive(Debug, Default)]
-pub struct ProxyStats {
-    pub connections: AtomicU64,
-    pub requests: AtomicU64,
-    pub bad_requests: AtomicU64,
-}
-
 /// A running Kafka listener.
 #[derive(Debug)]
 pub struct Proxy {
     pub local_addr: SocketAddr,
-    pub stats: Arc<ProxyStats>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -49,19 +40,17 @@ impl Proxy {
     pub async fn start(cfg: ProxyConfig, ctx: Arc<Context>) -> std::io::Result<Proxy> {
         let listener = TcpListener::bind(cfg.listen).await?;
         let local_addr = listener.local_addr()?;
-        let stats = Arc::new(ProxyStats::default());
-        let st = stats.clone();
+        metrics::register();
         let task = tokio::spawn(async move {
             loop {
                 match listener.accept().await {
                     Ok((sock, peer)) => {
                         let _ = sock.set_nodelay(true);
-                        st.connections.fetch_add(1, Ordering::Relaxed);
+                        metrics::connection();
                         let ctx = ctx.clone();
-                        let st = st.clone();
                         let max = cfg.max_frame;
                         tokio::spawn(async move {
-                            if let Err(e) = serve(sock, ctx, st, max).await {
+                            if let Err(e) = serve(sock, ctx, max).await {
                                 tracing::debug!(%peer, error = %e, "connection ended");
                             }
                         });
@@ -73,11 +62,7 @@ impl Proxy {
                 }
             }
         });
-        Ok(Proxy {
-            local_addr,
-            stats,
-            task,
-        })
+        Ok(Proxy { local_addr, task })
     }
 
     /// Stops accepting connections.
@@ -91,7 +76,6 @@ type Reply = oneshot::Receiver<Option<BytesMut>>;
 async fn serve(
     sock: TcpStream,
     ctx: Arc<Context>,
-    stats: Arc<ProxyStats>,
     max_frame: usize,
 ) -> Result<(), codec::CodecError> {
     let host = sock
@@ -120,11 +104,11 @@ async fn serve(
             let Some(frame) = codec::read_frame(&mut rd, max_frame).await? else {
                 return Ok(());
             };
-            stats.requests.fetch_add(1, Ordering::Relaxed);
+            metrics::request();
             let prefix = match codec::peek_prefix(&frame) {
                 Ok(p) => p,
                 Err(e) => {
-                    stats.bad_requests.fetch_add(1, Ordering::Relaxed);
+                    metrics::bad_request();
                     return Err(e);
                 }
             };
@@ -136,22 +120,24 @@ async fn serve(
             // ApiVersions is answered at any version (KIP-511): an unknown
             // version gets the v0 answer with UNSUPPORTED_VERSION.
             if key == Some(ApiKey::ApiVersions) && !handlers::decodable(ApiKey::ApiVersions, prefix.api_version) {
+                metrics::api_request(ApiKey::ApiVersions);
                 let body = ResponseKind::ApiVersions(handlers::api_versions(ResponseError::UnsupportedVersion.code()));
                 let out = codec::encode_response(ApiKey::ApiVersions, 0, prefix.correlation_id, &body)?;
                 let _ = otx.send(Some(out));
                 continue;
             }
             let Some(key) = key.filter(|k| handlers::decodable(*k, prefix.api_version)) else {
-                stats.bad_requests.fetch_add(1, Ordering::Relaxed);
+                metrics::bad_request();
                 tracing::info!(api_key = prefix.api_key, version = prefix.api_version, "unsupported API key or version; closing the connection");
                 // Kafka closes the connection for versions it cannot parse.
                 drop(otx);
                 return Ok(());
             };
+            metrics::api_request(key);
             let req = match codec::decode_request(frame) {
                 Ok(r) => r,
                 Err(e) => {
-                    stats.bad_requests.fetch_add(1, Ordering::Relaxed);
+                    metrics::bad_request();
                     tracing::info!(api_key = prefix.api_key, version = prefix.api_version, error = %e, "malformed request; closing the connection");
                     drop(otx);
                     if e.kind() == CodecErrorKind::Io {

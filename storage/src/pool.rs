@@ -126,6 +126,65 @@ struct Endpoint {
     benched_until: Mutex<Option<Instant>>,
     written: AtomicU64,
     abandoned: AtomicU64,
+    metrics: EndpointMetrics,
+}
+
+/// The endpoint's series on the process's metrics recorder (registered when
+/// the pool is built, so that they are served at zero from the start).
+struct EndpointMetrics {
+    /// `floe_store_writes_total`: write attempts that succeeded here.
+    writes: metrics::Counter,
+    /// `floe_store_abandoned_writes_total`: attempts abandoned here.
+    abandoned: metrics::Counter,
+    /// `floe_store_failovers_total`: writes that landed here after an
+    /// attempt on another endpoint was abandoned.
+    failovers: metrics::Counter,
+    /// `floe_store_endpoint_benched`: 1 while new writes skip the endpoint.
+    benched: metrics::Gauge,
+}
+
+impl EndpointMetrics {
+    fn new(id: &EndpointId) -> Self {
+        static DESCRIBED: std::sync::Once = std::sync::Once::new();
+        DESCRIBED.call_once(|| {
+            metrics::describe_counter!(
+                "floe_store_writes_total",
+                "write attempts that succeeded, by endpoint"
+            );
+            metrics::describe_counter!(
+                "floe_store_abandoned_writes_total",
+                "write attempts abandoned (error or deadline), by endpoint"
+            );
+            metrics::describe_counter!(
+                "floe_store_failovers_total",
+                "writes that landed on this endpoint after an attempt elsewhere was abandoned"
+            );
+            metrics::describe_counter!(
+                "floe_store_errors_total",
+                "failed calls to an endpoint, by operation (not-found answers excluded)"
+            );
+            metrics::describe_gauge!(
+                "floe_store_endpoint_benched",
+                "1 while new writes skip the endpoint after a failed write"
+            );
+        });
+        let endpoint = id.as_str().to_string();
+        Self {
+            writes: metrics::counter!("floe_store_writes_total", "endpoint" => endpoint.clone()),
+            abandoned: metrics::counter!("floe_store_abandoned_writes_total", "endpoint" => endpoint.clone()),
+            failovers: metrics::counter!("floe_store_failovers_total", "endpoint" => endpoint.clone()),
+            benched: metrics::gauge!("floe_store_endpoint_benched", "endpoint" => endpoint),
+        }
+    }
+}
+
+/// Counts a failed call to an endpoint (`floe_store_errors_total`); a
+/// missing object is an answer, not an error of the endpoint.
+fn count_error(endpoint: &EndpointId, op: &'static str, err: &StorageError) {
+    if err.kind() != ErrorKind::NotFound {
+        metrics::counter!("floe_store_errors_total", "endpoint" => endpoint.as_str().to_string(), "op" => op)
+            .increment(1);
+    }
 }
 
 /// Write counts of one endpoint since the pool was built.
@@ -152,10 +211,18 @@ impl Endpoint {
             .benched_until
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = until;
+        self.metrics
+            .benched
+            .set(if until.is_some() { 1.0 } else { 0.0 });
     }
 
     fn is_healthy(&self, now: Instant) -> bool {
-        self.benched_until().is_none_or(|t| t <= now)
+        let healthy = self.benched_until().is_none_or(|t| t <= now);
+        if healthy {
+            // The cooldown may have passed since the last write here.
+            self.metrics.benched.set(0.0);
+        }
+        healthy
     }
 }
 
@@ -192,6 +259,7 @@ impl StorePool {
                 return Err(StorageError::config(format!("duplicate endpoint id {id}")));
             }
             endpoints.push(Endpoint {
+                metrics: EndpointMetrics::new(&id),
                 id,
                 store,
                 local_root: None,
@@ -305,6 +373,10 @@ impl StorePool {
             match self.write_parts(ep, &parts).await {
                 Ok(()) => {
                     ep.written.fetch_add(1, Ordering::Relaxed);
+                    ep.metrics.writes.increment(1);
+                    if tried.first() != Some(&idx) {
+                        ep.metrics.failovers.increment(1);
+                    }
                     if ep.benched_until().is_some() {
                         ep.set_benched(None);
                         tracing::info!(endpoint = %ep.id, "endpoint healthy again");
@@ -320,6 +392,7 @@ impl StorePool {
                 }
                 Err(err) => {
                     ep.abandoned.fetch_add(1, Ordering::Relaxed);
+                    ep.metrics.abandoned.increment(1);
                     ep.set_benched(Some(Instant::now() + self.opts.bench_cooldown));
                     tracing::warn!(
                         endpoint = %ep.id,
@@ -358,7 +431,7 @@ impl StorePool {
                     })
             }
         });
-        match tokio::time::timeout(
+        let res = match tokio::time::timeout(
             self.opts.write_timeout,
             futures::future::try_join_all(writes),
         )
@@ -377,7 +450,8 @@ impl StorePool {
                     ep.id, self.opts.write_timeout
                 ),
             )),
-        }
+        };
+        res.inspect_err(|e| count_error(&ep.id, "put", e))
     }
 
     /// Writes `payload` under a fixed `key` on one endpoint, retrying the same
@@ -397,6 +471,7 @@ impl StorePool {
             match self.write_parts(ep, &parts).await {
                 Ok(()) => {
                     ep.written.fetch_add(1, Ordering::Relaxed);
+                    ep.metrics.writes.increment(1);
                     let [(key, payload)] = parts;
                     return Ok(ObjectRef {
                         endpoint: ep.id.clone(),
@@ -486,6 +561,7 @@ impl StorePool {
                     ),
                 ),
             };
+            count_error(&ep.id, "get", &err);
             if !err.is_retryable() || attempt >= self.opts.read_attempts {
                 return Err(err);
             }
@@ -507,8 +583,11 @@ impl StorePool {
             ep.store.head(&crate::ids::path_of(key)),
         )
         .await
-        .map_err(|_| StorageError::new(ErrorKind::Timeout, format!("head {endpoint}:{key}")))?
-        .map_err(|e| StorageError::from_object_store(format!("head {endpoint}:{key}"), e))?;
+        .map_err(|_| StorageError::new(ErrorKind::Timeout, format!("head {endpoint}:{key}")))
+        .and_then(|r| {
+            r.map_err(|e| StorageError::from_object_store(format!("head {endpoint}:{key}"), e))
+        })
+        .inspect_err(|e| count_error(endpoint, "head", e))?;
         Ok(ObjectRef {
             endpoint: endpoint.clone(),
             key: key.clone(),
@@ -524,11 +603,13 @@ impl StorePool {
             ep.store.delete(&crate::ids::path_of(&obj.key)),
         )
         .await
-        .map_err(|_| StorageError::new(ErrorKind::Timeout, format!("delete {obj}")))?;
+        .map_err(|_| StorageError::new(ErrorKind::Timeout, format!("delete {obj}")));
         match res {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(StorageError::from_object_store(format!("delete {obj}"), e)),
+            Ok(Ok(()) | Err(object_store::Error::NotFound { .. })) => Ok(()),
+            Ok(Err(e)) => Err(StorageError::from_object_store(format!("delete {obj}"), e)),
+            Err(e) => Err(e),
         }
+        .inspect_err(|e| count_error(&obj.endpoint, "delete", e))
     }
 
     /// Lists the objects under `prefix` on one endpoint (for sweepers and tools).
@@ -540,8 +621,11 @@ impl StorePool {
             ep.store.list(Some(&prefix)).try_collect::<Vec<_>>(),
         )
         .await
-        .map_err(|_| StorageError::new(ErrorKind::Timeout, format!("list {endpoint}:{prefix}")))?
-        .map_err(|e| StorageError::from_object_store(format!("list {endpoint}:{prefix}"), e))?;
+        .map_err(|_| StorageError::new(ErrorKind::Timeout, format!("list {endpoint}:{prefix}")))
+        .and_then(|r| {
+            r.map_err(|e| StorageError::from_object_store(format!("list {endpoint}:{prefix}"), e))
+        })
+        .inspect_err(|e| count_error(endpoint, "list", e))?;
         let mut out: Vec<ObjectRef> = metas
             .into_iter()
             .map(|m| ObjectRef {

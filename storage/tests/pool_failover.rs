@@ -353,3 +353,62 @@ async fn put_at_retries_the_same_key_on_the_same_endpoint() {
     );
     assert!(f.pool.store(&EndpointId::new("e0")).is_ok());
 }
+
+/// Every series of a debugging recorder as (name, endpoint label, value);
+/// taking it resets the recorder's values.
+fn series_now(snap: &metrics_util::debugging::Snapshotter) -> Vec<(String, String, String)> {
+    snap.snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(k, .., v)| {
+            let endpoint = k
+                .key()
+                .labels()
+                .find(|l| l.key() == "endpoint")
+                .map(|l| l.value().to_string())
+                .unwrap_or_default();
+            (k.key().name().to_string(), endpoint, format!("{v:?}"))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_failover_is_counted_on_both_endpoints_and_the_bench_is_a_gauge() {
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snap = recorder.snapshotter();
+    // The test runs on one thread: the local recorder sees every call.
+    let _guard = metrics::set_default_local_recorder(&recorder);
+    let f = fixture(2, opts());
+    let registered = series_now(&snap);
+    let has = |all: &[(String, String, String)], name: &str, endpoint: &str, value: &str| {
+        assert!(
+            all.iter()
+                .any(|(n, e, v)| n == name && e == endpoint && v == value),
+            "{name}{{endpoint={endpoint}}} is not {value}: {all:?}"
+        );
+    };
+    has(&registered, "floe_store_writes_total", "e0", "Counter(0)");
+    f.faults[0].set(Fault::Error, FaultOps::Writes);
+    for i in 0..2 {
+        f.pool
+            .put_new(
+                |t| ObjectKey::new(format!("wal/{t}.wal")),
+                payload(i).into(),
+            )
+            .await
+            .unwrap();
+    }
+    let after = series_now(&snap);
+    has(
+        &after,
+        "floe_store_abandoned_writes_total",
+        "e0",
+        "Counter(1)",
+    );
+    has(&after, "floe_store_errors_total", "e0", "Counter(1)");
+    has(&after, "floe_store_writes_total", "e1", "Counter(2)");
+    // The first write moved from e0; the second started on e1.
+    has(&after, "floe_store_failovers_total", "e1", "Counter(1)");
+    has(&after, "floe_store_endpoint_benched", "e0", "Gauge(1.0)");
+    has(&after, "floe_store_endpoint_benched", "e1", "Gauge(0.0)");
+}

@@ -127,6 +127,7 @@ impl Flush<'_> {
                 }
                 Err(e) => {
                     tracing::info!(error = %e, "commit refused; checking ownership and the committed ends");
+                    crate::metrics::commit_refused();
                     let mut keep = Vec::with_capacity(parts.len());
                     let mut landed = None;
                     for part in parts {

@@ -114,7 +114,9 @@ where
 impl AppState {
     /// Proposes a command and waits until it is committed and applied.
     pub async fn write(&self, cmd: Command) -> Result<(Response, u64), MetaError> {
-        match self.raft.client_write(cmd).await {
+        let written = self.raft.client_write(cmd).await;
+        crate::metrics::command(&written);
+        match written {
             Ok(resp) => match resp.data {
                 Response::Error(e) => Err(e),
                 r => Ok((r, resp.log_id.index)),

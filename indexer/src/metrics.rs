@@ -1,0 +1,93 @@
+//! The indexer's metrics, recorded on the process's `metrics` recorder (the
+//! `floe` binary serves them on `/metrics`).
+
+use metrics::{Unit, counter, describe_counter};
+
+const FILES_WRITTEN: &str = "floe_indexer_files_written_total";
+const ROWS_WRITTEN: &str = "floe_indexer_rows_written_total";
+const LOG_BYTES_READ: &str = "floe_indexer_log_bytes_read_total";
+const PARQUET_BYTES_WRITTEN: &str = "floe_indexer_parquet_bytes_written_total";
+const FILES_DELETED: &str = "floe_indexer_files_deleted_total";
+const ERRORS: &str = "floe_indexer_errors_total";
+
+/// Describes the indexer's metrics and registers them at zero.
+pub(crate) fn register() {
+    describe_counter!(FILES_WRITTEN, "export files written and committed");
+    describe_counter!(ROWS_WRITTEN, "rows in the export files committed");
+    describe_counter!(
+        LOG_BYTES_READ,
+        Unit::Bytes,
+        "log bytes read to build export files"
+    );
+    describe_counter!(
+        PARQUET_BYTES_WRITTEN,
+        Unit::Bytes,
+        "bytes of the export files committed"
+    );
+    describe_counter!(
+        FILES_DELETED,
+        "export files deleted by retention or the sweep"
+    );
+    describe_counter!(
+        ERRORS,
+        "export rounds or topics that failed (retried next round)"
+    );
+    for name in [
+        FILES_WRITTEN,
+        ROWS_WRITTEN,
+        LOG_BYTES_READ,
+        PARQUET_BYTES_WRITTEN,
+        FILES_DELETED,
+        ERRORS,
+    ] {
+        counter!(name).increment(0);
+    }
+}
+
+/// An export file of `rows` rows and `bytes` bytes is committed.
+pub(crate) fn file_written(rows: u64, bytes: u64) {
+    counter!(FILES_WRITTEN).increment(1);
+    counter!(ROWS_WRITTEN).increment(rows);
+    counter!(PARQUET_BYTES_WRITTEN).increment(bytes);
+}
+
+pub(crate) fn log_read(bytes: u64) {
+    counter!(LOG_BYTES_READ).increment(bytes);
+}
+
+pub(crate) fn file_deleted() {
+    counter!(FILES_DELETED).increment(1);
+}
+
+pub(crate) fn error() {
+    counter!(ERRORS).increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+    #[test]
+    fn a_written_file_counts_its_rows_and_bytes() {
+        let recorder = DebuggingRecorder::new();
+        let snap = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, || {
+            super::register();
+            super::file_written(10, 2048);
+        });
+        let values: Vec<(String, DebugValue)> = snap
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .map(|(k, .., v)| (k.key().name().to_string(), v))
+            .collect();
+        let value = |name: &str| values.iter().find(|(n, _)| n == name).map(|(_, v)| v);
+        assert_eq!(value(super::FILES_WRITTEN), Some(&DebugValue::Counter(1)));
+        assert_eq!(value(super::ROWS_WRITTEN), Some(&DebugValue::Counter(10)));
+        assert_eq!(
+            value(super::PARQUET_BYTES_WRITTEN),
+            Some(&DebugValue::Counter(2048))
+        );
+        assert_eq!(value(super::ERRORS), Some(&DebugValue::Counter(0)));
+    }
+}

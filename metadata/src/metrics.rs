@@ -1,0 +1,74 @@
+//! The metadata node's metrics, recorded on the process's `metrics` recorder
+//! (served on `/metrics` by `floe standalone`; `floe meta` has no admin port).
+
+use metrics::{counter, describe_counter};
+use openraft::raft::ClientWriteResponse;
+
+use crate::command::Response;
+use crate::raft::TypeConfig;
+
+const COMMANDS: &str = "floe_meta_commands_total";
+
+/// The outcome of a proposed command: applied, refused by the cluster's
+/// rules (a commit at an old epoch, …), or not committed (not the leader,
+/// no quorum).
+pub(crate) fn command<E>(written: &Result<ClientWriteResponse<TypeConfig>, E>) {
+    let result = match written {
+        Ok(r) if matches!(r.data, Response::Error(_)) => "refused",
+        Ok(_) => "applied",
+        Err(_) => "failed",
+    };
+    static DESCRIBED: std::sync::Once = std::sync::Once::new();
+    DESCRIBED.call_once(|| {
+        describe_counter!(
+            COMMANDS,
+            "commands proposed to Raft on this node, by result"
+        );
+    });
+    counter!(COMMANDS, "result" => result).increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    use openraft::raft::ClientWriteResponse;
+
+    use crate::command::Response;
+    use crate::error::MetaError;
+    use crate::raft::TypeConfig;
+
+    fn written(data: Response) -> Result<ClientWriteResponse<TypeConfig>, ()> {
+        Ok(ClientWriteResponse {
+            log_id: Default::default(),
+            data,
+            membership: None,
+        })
+    }
+
+    #[test]
+    fn commands_are_counted_by_result() {
+        let recorder = DebuggingRecorder::new();
+        let snap = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, || {
+            super::command(&written(Response::Ok));
+            super::command(&written(Response::Ok));
+            super::command(&written(Response::Error(MetaError::InvalidRequest(
+                "old epoch".into(),
+            ))));
+            super::command::<()>(&Err(()));
+        });
+        let values: Vec<(String, DebugValue)> = snap
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .map(|(k, .., v)| {
+                let result = k.key().labels().map(|l| l.value().to_string()).collect();
+                (result, v)
+            })
+            .collect();
+        let value = |result: &str| values.iter().find(|(r, _)| r == result).map(|(_, v)| v);
+        assert_eq!(value("applied"), Some(&DebugValue::Counter(2)));
+        assert_eq!(value("refused"), Some(&DebugValue::Counter(1)));
+        assert_eq!(value("failed"), Some(&DebugValue::Counter(1)));
+    }
+}

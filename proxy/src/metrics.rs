@@ -1,0 +1,95 @@
+//! The proxy's metrics, recorded on the process's `metrics` recorder (the
+//! `floe` binary serves them on `/metrics`).
+
+use kafka_protocol::messages::ApiKey;
+use metrics::{counter, describe_counter};
+
+const CONNECTIONS: &str = "floe_proxy_connections_total";
+const REQUESTS: &str = "floe_proxy_requests_total";
+const BAD_REQUESTS: &str = "floe_proxy_bad_requests_total";
+const API_REQUESTS: &str = "floe_proxy_api_requests_total";
+
+/// Describes the proxy's metrics and registers its counters at zero.
+pub(crate) fn register() {
+    describe_counter!(CONNECTIONS, "Kafka connections accepted");
+    describe_counter!(REQUESTS, "request frames read");
+    describe_counter!(
+        BAD_REQUESTS,
+        "requests that could not be read or decoded, or whose API key or version is not supported (the connection is closed)"
+    );
+    describe_counter!(
+        API_REQUESTS,
+        "decoded requests by API key (`api` label: Produce, Fetch, …)"
+    );
+    counter!(CONNECTIONS).increment(0);
+    counter!(REQUESTS).increment(0);
+    counter!(BAD_REQUESTS).increment(0);
+}
+
+pub(crate) fn connection() {
+    counter!(CONNECTIONS).increment(1);
+}
+
+/// A request frame was read.
+pub(crate) fn request() {
+    counter!(REQUESTS).increment(1);
+}
+
+pub(crate) fn bad_request() {
+    counter!(BAD_REQUESTS).increment(1);
+}
+
+/// A request of a supported API key and version, about to be handled.
+pub(crate) fn api_request(key: ApiKey) {
+    counter!(API_REQUESTS, "api" => format!("{key:?}")).increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::ApiKey;
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+    #[test]
+    fn requests_are_counted_in_total_and_by_api_key() {
+        let recorder = DebuggingRecorder::new();
+        let snap = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, || {
+            super::register();
+            for key in [ApiKey::Produce, ApiKey::Produce, ApiKey::Fetch] {
+                super::request();
+                super::api_request(key);
+            }
+        });
+        let values: Vec<(String, Vec<String>, DebugValue)> = snap
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .map(|(k, .., v)| {
+                let labels = k
+                    .key()
+                    .labels()
+                    .map(|l| format!("{}={}", l.key(), l.value()));
+                (k.key().name().to_string(), labels.collect(), v)
+            })
+            .collect();
+        let value = |name: &str, label: &[&str]| {
+            values
+                .iter()
+                .find(|(n, l, _)| n == name && l == label)
+                .map(|(.., v)| v)
+        };
+        assert_eq!(value(super::REQUESTS, &[]), Some(&DebugValue::Counter(3)));
+        assert_eq!(
+            value(super::BAD_REQUESTS, &[]),
+            Some(&DebugValue::Counter(0))
+        );
+        assert_eq!(
+            value(super::API_REQUESTS, &["api=Produce"]),
+            Some(&DebugValue::Counter(2))
+        );
+        assert_eq!(
+            value(super::API_REQUESTS, &["api=Fetch"]),
+            Some(&DebugValue::Counter(1))
+        );
+    }
+}
