@@ -184,4 +184,4 @@ def test_test_drivers_are_not_in_the_floe_binary(floe_bin):
         res = subprocess.run([str(floe_bin), "meta", driver, "--addrs", "127.0.0.1:1"],
                              capture_output=True, text=True)
         assert res.returncode != 0
-        assert f"unexpected argument '{driver}'" in res.stderr, res.stderr
+        assert f"unrecognized subcommand '{driver}'" in res.stderr, res.stderr
