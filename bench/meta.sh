@@ -2,15 +2,17 @@
 # Benchmark (not a test) of the metadata service: commits per second and
 # p50/p99 commit latency through the HTTP API, on 1 and 3 nodes, with 1 and
 # 100 partitions per commit. Real processes on 127.0.0.1-3; everything it
-# starts, it stops.
+# starts, it stops. The load comes from `floe-dev meta bench` (the
+# developers' binary, crate `floe-devtools`), which commits as a fake broker.
 #
 #   bench/meta.sh [seconds-per-run]     (default 10)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS="${1:-10}"
 CONCURRENCY="${CONCURRENCY:-8}"
-cargo build --release --quiet --bin floe
+cargo build --release --quiet -p floe -p floe-devtools --bin floe --bin floe-dev
 BIN=target/release/floe
+DEV_BIN=target/release/floe-dev
 WORK="$(mktemp -d)"
 PIDS=()
 cleanup() {
@@ -45,7 +47,7 @@ run_cluster() {
     done
     for per in 1 100; do
         printf 'nodes=%s ' "$n"
-        "$BIN" meta bench --addrs "$addrs" --partitions-per-commit "$per" \
+        "$DEV_BIN" meta bench --addrs "$addrs" --partitions-per-commit "$per" \
             --concurrency "$CONCURRENCY" --seconds "$SECS"
     done
     for p in "${PIDS[@]}"; do kill "$p"; done

@@ -7,7 +7,7 @@ mod admin_http;
 mod client_cmd;
 mod cluster_cmd;
 mod indexer_cmd;
-mod kafka_client;
+mod kafka_args;
 mod meta_cmd;
 mod roles;
 mod standalone;

@@ -1,22 +1,21 @@
 //! `floe meta …`: run a metadata node, and talk to a metadata cluster
-//! (status, membership, a commit stream for failover checks, a benchmark).
+//! (status, membership, a partition's committed index).
+//!
+//! The drivers that write made-up commits (`commit-stream`, `bench`) are in
+//! the developers' `floe-dev` binary (`devtools/`), not here.
 
 #![allow(clippy::print_stdout)]
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use floe_metadata::MetaError;
 use floe_metadata::api::MetaApi;
 use floe_metadata::api::client::MetaClient;
 use floe_metadata::api::{proto, routes};
-use floe_metadata::ids::{BrokerId, EndpointId, ObjectKey, ObjectRef, PartitionKey, TopicId};
-use floe_metadata::model::{Commit, CommitRange, NodeKind, ObjectSel, PartitionInfo, TopicInfo};
+use floe_metadata::ids::PartitionKey;
 use floe_metadata::node::{MetaConfig, MetaNode};
 
 #[derive(Debug, Args)]
@@ -92,16 +91,6 @@ enum MetaCommand {
         #[arg(long)]
         id: u64,
     },
-    /// Commit a stream of log-index entries to one partition, printing each
-    /// acknowledged one (`ack <first> <last> <key>`), riding through leader changes.
-    CommitStream {
-        #[command(flatten)]
-        cluster: ClusterArgs,
-        #[arg(long, default_value = "stream")]
-        topic: String,
-        #[arg(long, default_value_t = 1000)]
-        count: u64,
-    },
     /// Print a partition's committed index as `entry <first> <last> <key>` lines.
     Index {
         #[command(flatten)]
@@ -110,19 +99,6 @@ enum MetaCommand {
         topic: String,
         #[arg(long, default_value_t = 0)]
         partition: u32,
-    },
-    /// Measure commits per second and commit latency through the API.
-    Bench {
-        #[command(flatten)]
-        cluster: ClusterArgs,
-        /// Partitions in each commit.
-        #[arg(long, default_value_t = 1)]
-        partitions_per_commit: u32,
-        /// Commits in flight at once.
-        #[arg(long, default_value_t = 8)]
-        concurrency: u32,
-        #[arg(long, default_value_t = 10)]
-        seconds: u64,
     },
 }
 
@@ -135,9 +111,9 @@ pub async fn run(args: MetaArgs) -> anyhow::Result<()> {
             id,
             member_addr,
         }) => {
-            let client: Arc<dyn MetaApi> = Arc::new(cluster.client()?);
-            client
-                .call::<routes::AddMember>(proto::AddMemberRequest {
+            cluster
+                .client()?
+                .call::<routes::AddMember>(&proto::AddMemberRequest {
                     id,
                     addr: member_addr,
                 })
@@ -146,37 +122,18 @@ pub async fn run(args: MetaArgs) -> anyhow::Result<()> {
             Ok(())
         }
         Some(MetaCommand::RemoveMember { cluster, id }) => {
-            let client: Arc<dyn MetaApi> = Arc::new(cluster.client()?);
-            client
-                .call::<routes::RemoveMember>(proto::RemoveMemberRequest { id })
+            cluster
+                .client()?
+                .call::<routes::RemoveMember>(&proto::RemoveMemberRequest { id })
                 .await?;
             println!("member {id} removed");
             Ok(())
         }
-        Some(MetaCommand::CommitStream {
-            cluster,
-            topic,
-            count,
-        }) => commit_stream(&cluster.client()?, &topic, count).await,
         Some(MetaCommand::Index {
             cluster,
             topic,
             partition,
         }) => index(&cluster.client()?, &topic, partition).await,
-        Some(MetaCommand::Bench {
-            cluster,
-            partitions_per_commit,
-            concurrency,
-            seconds,
-        }) => {
-            bench(
-                cluster.client()?,
-                partitions_per_commit,
-                concurrency,
-                seconds,
-            )
-            .await
-        }
     }
 }
 
@@ -254,102 +211,6 @@ async fn status(c: &ClusterArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Creates `topic` (1 partition) if needed, registers broker 1 and waits
-/// until it owns every partition; returns the topic.
-async fn prepare(client: &dyn MetaApi, topic: &str, partitions: u32) -> anyhow::Result<TopicInfo> {
-    match client.create_topic(topic, partitions, HashMap::new()).await {
-        Ok(_) | Err(MetaError::TopicExists(_)) => {}
-        Err(e) => return Err(e.into()),
-    }
-    client
-        .register(
-            BrokerId(1),
-            NodeKind::Broker,
-            "127.0.0.1:9092",
-            Duration::from_secs(3600),
-        )
-        .await?;
-    let started = Instant::now();
-    loop {
-        let t = client.describe_topic(topic).await?;
-        if t.partitions.iter().all(|p| p.owner == Some(BrokerId(1))) {
-            return Ok(t);
-        }
-        if started.elapsed() > Duration::from_secs(30) {
-            bail!("partitions of {topic} were not assigned to broker 1");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn range(topic: TopicId, p: &PartitionInfo, first: i64, last: i64) -> CommitRange {
-    CommitRange {
-        partition: PartitionKey::new(topic, p.partition),
-        epoch: p.epoch,
-        first_offset: first,
-        last_offset: last,
-        max_timestamp: 0,
-        object: ObjectSel::New,
-        byte_start: 0,
-        byte_len: 1,
-        producers: vec![],
-    }
-}
-
-fn test_object(key: String) -> ObjectRef {
-    ObjectRef {
-        endpoint: EndpointId::new("default"),
-        key: ObjectKey::new(key),
-        size: 1,
-    }
-}
-
-async fn commit_stream(client: &dyn MetaApi, topic: &str, count: u64) -> anyhow::Result<()> {
-    let t = prepare(client, topic, 1).await?;
-    let p = t
-        .partitions
-        .first()
-        .context("topic has no partition")?
-        .clone();
-    let mut hw = p.high_watermark;
-    let mut longest_gap = Duration::ZERO;
-    let mut last_ack = Instant::now();
-    let mut i = 0u64;
-    while i < count {
-        let key = format!("stream/{}-{i}", t.id);
-        let commit = Commit {
-            broker: BrokerId(1),
-            object: test_object(key.clone()),
-            ranges: vec![range(t.id, &p, hw, hw)],
-        };
-        match client.commit(&commit).await {
-            Ok(r) => {
-                println!("ack {hw} {hw} {key}");
-                hw = r.high_watermarks.first().map_or(hw + 1, |h| h.1);
-                longest_gap = longest_gap.max(last_ack.elapsed());
-                last_ack = Instant::now();
-                i += 1;
-            }
-            Err(e) => {
-                // The outcome is unknown (the leader may have committed it and
-                // died): read the committed end and go on from there.
-                eprintln!("commit at {hw} failed ({e}); re-reading the committed end");
-                let idx = client
-                    .partition_index(PartitionKey::new(t.id, p.partition), 0)
-                    .await?;
-                let new_hw = idx.info.high_watermark;
-                if new_hw > hw {
-                    eprintln!("commit at {hw} had landed (unacknowledged)");
-                    hw = new_hw;
-                    i += 1;
-                }
-            }
-        }
-    }
-    println!("longest_gap_ms {}", longest_gap.as_millis());
-    Ok(())
-}
-
 async fn index(client: &dyn MetaApi, topic: &str, partition: u32) -> anyhow::Result<()> {
     let t = client.describe_topic(topic).await?;
     let idx = client
@@ -362,67 +223,5 @@ async fn index(client: &dyn MetaApi, topic: &str, partition: u32) -> anyhow::Res
         );
     }
     println!("high_watermark {}", idx.info.high_watermark);
-    Ok(())
-}
-
-fn percentile(sorted: &[Duration], q: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-async fn bench(
-    client: MetaClient,
-    per_commit: u32,
-    concurrency: u32,
-    seconds: u64,
-) -> anyhow::Result<()> {
-    if per_commit == 0 || concurrency == 0 {
-        bail!("--partitions-per-commit and --concurrency must be at least 1");
-    }
-    let total = per_commit * concurrency;
-    let topic = format!("bench-{per_commit}x{concurrency}-{}", std::process::id());
-    let client: Arc<dyn MetaApi> = Arc::new(client);
-    let t = prepare(client.as_ref(), &topic, total).await?;
-    let t = Arc::new(t);
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    let mut workers = Vec::new();
-    for w in 0..concurrency {
-        let client = client.clone();
-        let t = t.clone();
-        workers.push(tokio::spawn(async move {
-            let mine: Vec<PartitionInfo> =
-                t.partitions[(w * per_commit) as usize..((w + 1) * per_commit) as usize].to_vec();
-            let mut next = 0i64;
-            let mut lat = Vec::new();
-            while Instant::now() < deadline {
-                let commit = Commit {
-                    broker: BrokerId(1),
-                    object: test_object(format!("bench/{w}/{next}")),
-                    ranges: mine.iter().map(|p| range(t.id, p, next, next)).collect(),
-                };
-                let started = Instant::now();
-                client.commit(&commit).await?;
-                lat.push(started.elapsed());
-                next += 1;
-            }
-            Ok::<_, MetaError>(lat)
-        }));
-    }
-    let mut all = Vec::new();
-    for w in workers {
-        all.extend(w.await??);
-    }
-    all.sort();
-    let n = all.len();
-    println!(
-        "partitions_per_commit={per_commit} concurrency={concurrency} commits={n} commits_per_s={:.0} partition_ranges_per_s={:.0} p50_ms={:.2} p99_ms={:.2}",
-        n as f64 / seconds as f64,
-        (n as f64 * per_commit as f64) / seconds as f64,
-        percentile(&all, 0.5).as_secs_f64() * 1e3,
-        percentile(&all, 0.99).as_secs_f64() * 1e3,
-    );
     Ok(())
 }

@@ -14,14 +14,26 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
+def _build_bin(package, name) -> pathlib.Path:
+    """Builds binary `name` of workspace package `package` (debug) and returns its path."""
+    subprocess.run(["cargo", "build", "--quiet", "-p", package, "--bin", name], cwd=ROOT, check=True)
+    target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    path = target / "debug" / name
+    assert path.exists(), path
+    return path
+
+
 @pytest.fixture(scope="session")
 def floe_bin() -> pathlib.Path:
     """Builds the `floe` binary (debug) once per session and returns its path."""
-    subprocess.run(["cargo", "build", "--quiet", "--bin", "floe"], cwd=ROOT, check=True)
-    target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-    path = target / "debug" / "floe"
-    assert path.exists(), path
-    return path
+    return _build_bin("floe", "floe")
+
+
+@pytest.fixture(scope="session")
+def floe_dev_bin() -> pathlib.Path:
+    """Builds `floe-dev`, the developers' test drivers (crate `floe-devtools`),
+    once per session and returns its path."""
+    return _build_bin("floe-devtools", "floe-dev")
 
 
 def free_port(host="127.0.0.1"):

@@ -20,8 +20,9 @@ def free_port(host):
 
 
 class Cluster:
-    def __init__(self, floe_bin, tmp_path, n=3, snapshot_every=50):
+    def __init__(self, floe_bin, floe_dev_bin, tmp_path, n=3, snapshot_every=50):
         self.bin = str(floe_bin)
+        self.dev_bin = str(floe_dev_bin)
         self.tmp = tmp_path
         self.addrs = {i: f"127.0.0.{i}:{free_port(f'127.0.0.{i}')}" for i in range(1, n + 1)}
         self.peers = ",".join(f"{i}={a}" for i, a in self.addrs.items())
@@ -58,6 +59,11 @@ class Cluster:
         return subprocess.run([self.bin, "meta", *args, "--addrs", ",".join(self.addrs.values())],
                               capture_output=True, text=True, timeout=timeout)
 
+    def commit_stream(self, count):
+        """`floe-dev meta commit-stream`: single-entry commits to topic `stream`."""
+        return [self.dev_bin, "meta", "commit-stream", "--count", str(count),
+                "--addrs", ",".join(self.addrs.values())]
+
     def status(self):
         """{node id: (leader id, last_applied)} for every node that answers."""
         out = self.cli("status", timeout=30).stdout
@@ -77,8 +83,8 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(floe_bin, tmp_path):
-    c = Cluster(floe_bin, tmp_path)
+def cluster(floe_bin, floe_dev_bin, tmp_path):
+    c = Cluster(floe_bin, floe_dev_bin, tmp_path)
     yield c
     c.stop_all()
 
@@ -96,7 +102,7 @@ def test_leader_killed_mid_stream_loses_and_duplicates_nothing(cluster):
     first_leader = cluster.wait_leader()
 
     stream = subprocess.Popen(
-        [cluster.bin, "meta", "commit-stream", "--count", "400", "--addrs", ",".join(cluster.addrs.values())],
+        cluster.commit_stream(400),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     acked = []
     killed_at = None
@@ -142,7 +148,7 @@ def test_wiped_node_is_rebuilt_from_a_snapshot(cluster):
         cluster.start(i, init=(i == 1))
     leader = cluster.wait_leader()
     res = subprocess.run(
-        [cluster.bin, "meta", "commit-stream", "--count", "200", "--addrs", ",".join(cluster.addrs.values())],
+        cluster.commit_stream(200),
         capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     victim = next(i for i in cluster.addrs if i != leader)
@@ -170,3 +176,12 @@ def test_bad_flags_are_clear_errors(floe_bin, tmp_path):
     assert res.returncode != 0 and "must include this node" in res.stderr
     res = subprocess.run([str(floe_bin), "meta", "--id", "1", "--peers", "x"], capture_output=True, text=True)
     assert res.returncode != 0 and "id=host:port" in res.stderr
+
+
+def test_test_drivers_are_not_in_the_floe_binary(floe_bin):
+    # They register a fake broker 1 with a one-hour lease: only `floe-dev` has them.
+    for driver in ("commit-stream", "bench"):
+        res = subprocess.run([str(floe_bin), "meta", driver, "--addrs", "127.0.0.1:1"],
+                             capture_output=True, text=True)
+        assert res.returncode != 0
+        assert f"unrecognized subcommand '{driver}'" in res.stderr, res.stderr

@@ -1,0 +1,40 @@
+//! floe-client: a small Kafka client, the one the `floe topic`, `floe
+//! produce` and `floe consume` commands use.
+//!
+//! - [`KafkaClient`]: one connection to a broker, with ApiVersions
+//!   negotiation and typed request/response round trips
+//!   ([`KafkaClient::send`]); metadata lookup ([`KafkaClient::topic`],
+//!   [`KafkaClient::list_topics`]) and topic administration
+//!   ([`KafkaClient::create_topic`], [`KafkaClient::describe_topic_configs`],
+//!   [`KafkaClient::alter_topic_configs`], [`KafkaClient::delete_topic`]).
+//! - [`partitioner`]: Kafka's default key partitioner (murmur2).
+//! - [`Producer`]: records to a topic, one request per call, with retries of
+//!   retriable broker errors.
+//! - [`Consumer`]: records of a topic from a start position, one Fetch per
+//!   poll.
+//!
+//! Every error is a [`ClientError`] with an [`ErrorKind`] to branch on and
+//! [`ClientError::is_retriable`]. Frames are read and bodies decoded through
+//! the proxy's guarded codec: nothing a broker sends makes the client
+//! allocate more than the bytes it sent.
+
+mod admin;
+mod connection;
+mod consume;
+mod error;
+mod metadata;
+pub mod partitioner;
+mod produce;
+#[cfg(test)]
+mod test_support;
+
+pub use admin::{ConfigEntry, ConfigSource};
+pub use connection::{CLIENT_ID, KafkaClient, topic_name};
+pub use consume::{
+    Consumer, EARLIEST, LATEST, PartitionRecords, Polled, StartAt, decode_partition,
+};
+pub use error::{ClientError, ErrorKind, check_code, kafka_error_name};
+pub use floe_storage::batch::Compression;
+pub use floe_storage::records::Record;
+pub use metadata::{PartitionMetadata, TopicListing, TopicMetadata};
+pub use produce::{Acks, PartitionStats, Producer, ProducerConfig, ProducerRecord};
