@@ -137,10 +137,10 @@ async fn follow_shards(b: &Broker, shards: &[ShardInfo]) {
         }
         crate::metrics::owned_shards(owned.len());
     }
-    if !release.is_empty() {
-        if let Err(e) = b.inner.meta.release(b.broker_id(), &[], &release).await {
-            tracing::warn!(error = %e, "releasing coordinator shards failed");
-        }
+    if !release.is_empty()
+        && let Err(e) = b.inner.meta.release(b.broker_id(), &[], &release).await
+    {
+        tracing::warn!(error = %e, "releasing coordinator shards failed");
     }
 }
 

@@ -146,11 +146,7 @@ fn fake_object(key: String) -> ObjectRef {
 
 async fn commit_stream(client: &dyn MetaApi, topic: &str, count: u64) -> anyhow::Result<()> {
     let t = prepare(client, topic, 1).await?;
-    let p = t
-        .partitions
-        .first()
-        .context("topic has no partition")?
-        .clone();
+    let p = *t.partitions.first().context("topic has no partition")?;
     let mut hw = p.high_watermark;
     let mut longest_gap = Duration::ZERO;
     let mut last_ack = Instant::now();

@@ -40,6 +40,10 @@ struct Model {
     commits_applied: usize,
     /// Apply the next commit but answer as if the leader died.
     lose_next_answer: bool,
+    /// Apply the next commit, lose its answer, and answer the client's own
+    /// retry of it instead (as `MetaClient` retries after a timeout or a
+    /// leader change): the broker sees only a refusal.
+    retry_inside_client: bool,
     topic_deleted: bool,
 }
 
@@ -90,10 +94,11 @@ impl FakeMeta {
                 });
             }
             if st.hw != r.first_offset {
-                return Err(MetaError::InvalidRequest(format!(
-                    "offset mismatch at {p}: end {} but the range starts at {}",
-                    st.hw, r.first_offset
-                )));
+                return Err(MetaError::OffsetMismatch {
+                    partition: *p,
+                    expected: st.hw,
+                    given: r.first_offset,
+                });
             }
         }
         m.next_object += 1;
@@ -116,6 +121,10 @@ impl FakeMeta {
             }
         }
         m.commits_applied += 1;
+        if std::mem::take(&mut m.retry_inside_client) {
+            drop(m);
+            return self.commit(req);
+        }
         if std::mem::take(&mut m.lose_next_answer) {
             return Err(MetaError::Unavailable(
                 "the leader died before answering".into(),
@@ -265,17 +274,19 @@ async fn one_object_one_commit_then_every_write_is_acknowledged() {
         acked(rx).await.expect("acknowledged");
     }
     assert_eq!(faults.puts(), 1, "one WAL object");
-    let m = meta.model();
-    assert_eq!(m.commits_applied, 1, "one commit");
-    // The ranges are the WAL entries' offsets, not recomputed.
-    assert_eq!(
-        m.partitions[&key(0)].entries,
-        vec![(0, 4, done.object.key.to_string(), 1)]
-    );
-    assert_eq!(
-        m.partitions[&key(1)].entries,
-        vec![(0, 3, done.object.key.to_string(), 1)]
-    );
+    {
+        let m = meta.model();
+        assert_eq!(m.commits_applied, 1, "one commit");
+        // The ranges are the WAL entries' offsets, not recomputed.
+        assert_eq!(
+            m.partitions[&key(0)].entries,
+            vec![(0, 4, done.object.key.to_string(), 1)]
+        );
+        assert_eq!(
+            m.partitions[&key(1)].entries,
+            vec![(0, 3, done.object.key.to_string(), 1)]
+        );
+    }
     assert_eq!(a.offsets().2, 5, "the high watermark moved");
     assert!(
         flush(&meta, &pool).run(vec![a, b]).await.is_none(),
@@ -294,15 +305,36 @@ async fn a_commit_whose_answer_was_lost_is_recognised_and_acknowledged_once() {
     assert_eq!(done.map(|d| d.committed), Some(2));
     acked(ra).await.expect("acknowledged");
     acked(rb).await.expect("acknowledged");
-    let m = meta.model();
-    assert_eq!(m.commits_applied, 1, "committed once, not again");
-    assert_eq!(m.partitions[&key(0)].entries.len(), 1);
-    drop(m);
+    {
+        let m = meta.model();
+        assert_eq!(m.commits_applied, 1, "committed once, not again");
+        assert_eq!(m.partitions[&key(0)].entries.len(), 1);
+    }
     // The partition goes on from there.
     let rx = produce(&a, 1);
     flush(&meta, &pool).run(vec![a.clone()]).await;
     acked(rx).await.expect("the next write too");
     assert_eq!(meta.model().partitions[&key(0)].hw, 3);
+}
+
+#[tokio::test]
+async fn a_commit_retried_inside_the_client_is_recognised_instead_of_retried_forever() {
+    let meta = FakeMeta::with(&[key(0), key(1)]);
+    meta.model().retry_inside_client = true;
+    let (pool, _) = pool();
+    let (a, b) = (log_of(key(0)), log_of(key(1)));
+    let (ra, rb) = (produce(&a, 2), produce(&b, 3));
+    let done = tokio::time::timeout(
+        Duration::from_secs(10),
+        flush(&meta, &pool).run(vec![a.clone(), b.clone()]),
+    )
+    .await
+    .expect("the flush ends (it used to retry a landed commit forever)");
+    assert_eq!(done.map(|d| d.committed), Some(2));
+    acked(ra).await.expect("acknowledged");
+    acked(rb).await.expect("acknowledged");
+    assert_eq!(meta.model().commits_applied, 1, "committed once");
+    assert_eq!(b.offsets().1, 3, "the high watermark moved");
 }
 
 #[tokio::test]

@@ -78,7 +78,7 @@ pub(super) async fn state(
     });
     match resp {
         Some(r) => Ok(r),
-        None => Err(MetaError::UnknownTopic(req.topic).into()),
+        None => Err(MetaError::UnknownTopic(req.topic)),
     }
 }
 
@@ -88,7 +88,9 @@ pub(super) async fn begin(
 ) -> Result<proto::Empty, MetaError> {
     let partition = convert::partition(req.partition.as_ref())?;
     let Some(file) = req.file else {
-        return Err(MetaError::InvalidRequest("export begin without a file".into()).into());
+        return Err(MetaError::InvalidRequest(
+            "export begin without a file".into(),
+        ));
     };
     s.write(Command::ExportBegin {
         partition,
@@ -105,7 +107,9 @@ pub(super) async fn commit(
 ) -> Result<proto::Empty, MetaError> {
     let partition = convert::partition(req.partition.as_ref())?;
     let Some(file) = req.file else {
-        return Err(MetaError::InvalidRequest("export commit without a file".into()).into());
+        return Err(MetaError::InvalidRequest(
+            "export commit without a file".into(),
+        ));
     };
     s.write(Command::ExportCommit {
         partition,
@@ -138,6 +142,6 @@ pub(super) async fn reset(
         (Response::ExportGeneration { generation }, _) => {
             Ok(proto::ExportResetResponse { generation })
         }
-        (other, _) => Err(MetaError::Storage(format!("unexpected response {other:?}")).into()),
+        (other, _) => Err(MetaError::Storage(format!("unexpected response {other:?}"))),
     }
 }

@@ -26,13 +26,19 @@ use crate::model::{
 /// A type-erased reply of a route.
 pub type Reply = Box<dyn Any + Send>;
 
+/// A type-erased request of a route.
+type Request = Box<dyn Any + Send + Sync>;
+
+/// Serves a type-erased request on a node of this process.
+type ServeFn = fn(AppState, Request) -> BoxFuture<'static, Result<Reply, MetaError>>;
+
 /// One call of a route, its request and how to carry it either way.
 pub struct RouteCall {
     path: &'static str,
     req: Box<dyn Any + Send + Sync>,
     encode: fn(&(dyn Any + Send + Sync)) -> Vec<u8>,
     decode: fn(&[u8]) -> Result<Reply, prost::DecodeError>,
-    serve: fn(AppState, Box<dyn Any + Send + Sync>) -> BoxFuture<'static, Result<Reply, MetaError>>,
+    serve: ServeFn,
     clone: fn(&(dyn Any + Send + Sync)) -> Box<dyn Any + Send + Sync>,
 }
 

@@ -287,9 +287,9 @@ async fn status(s: AppState, _: proto::Empty) -> Result<proto::StatusResponse, M
 
 async fn add_member(s: AppState, req: proto::AddMemberRequest) -> Result<proto::Empty, MetaError> {
     if req.id == 0 || req.addr.is_empty() {
-        return Err(
-            MetaError::InvalidRequest("member needs an id above 0 and an address".into()).into(),
-        );
+        return Err(MetaError::InvalidRequest(
+            "member needs an id above 0 and an address".into(),
+        ));
     }
     let map = |e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>| {
         not_leader(&e).unwrap_or_else(|| MetaError::Unavailable(e.to_string()))
@@ -339,7 +339,7 @@ async fn create_topic(
         Response::TopicCreated { id } => Ok(proto::CreateTopicResponse {
             topic_id: id.to_string(),
         }),
-        other => Err(MetaError::Storage(format!("unexpected response {other:?}")).into()),
+        other => Err(MetaError::Storage(format!("unexpected response {other:?}"))),
     }
 }
 
@@ -400,13 +400,15 @@ async fn register(s: AppState, req: proto::RegisterRequest) -> Result<proto::Emp
         "broker" => NodeKind::Broker,
         "proxy" => NodeKind::Proxy,
         other => {
-            return Err(
-                MetaError::InvalidRequest(format!("node kind {other:?}: broker or proxy")).into(),
-            );
+            return Err(MetaError::InvalidRequest(format!(
+                "node kind {other:?}: broker or proxy"
+            )));
         }
     };
     if req.id == 0 || req.lease_ms == 0 {
-        return Err(MetaError::InvalidRequest("node id and lease must be above 0".into()).into());
+        return Err(MetaError::InvalidRequest(
+            "node id and lease must be above 0".into(),
+        ));
     }
     s.write(Command::RegisterNode {
         id: BrokerId(req.id),
@@ -451,7 +453,7 @@ async fn release(s: AppState, req: proto::ReleaseRequest) -> Result<proto::Empty
         ));
     }
     if items.is_empty() {
-        return Err(MetaError::InvalidRequest("nothing to release".into()).into());
+        return Err(MetaError::InvalidRequest("nothing to release".into()));
     }
     s.write(Command::Release {
         broker: BrokerId(req.broker),
@@ -516,7 +518,7 @@ async fn commit(
                 .collect(),
             revision: index,
         }),
-        other => Err(MetaError::Storage(format!("unexpected response {other:?}")).into()),
+        other => Err(MetaError::Storage(format!("unexpected response {other:?}"))),
     }
 }
 
@@ -620,7 +622,7 @@ async fn producer_ids(
         (Response::ProducerIds { first, count }, _) => {
             Ok(proto::ProducerIdsResponse { first, count })
         }
-        (other, _) => Err(MetaError::Storage(format!("unexpected response {other:?}")).into()),
+        (other, _) => Err(MetaError::Storage(format!("unexpected response {other:?}"))),
     }
 }
 
@@ -648,7 +650,7 @@ async fn truncate_log(
         .await?;
     match resp {
         Response::LogStart { log_start_offset } => Ok(proto::TruncateResponse { log_start_offset }),
-        other => Err(MetaError::Storage(format!("unexpected response {other:?}")).into()),
+        other => Err(MetaError::Storage(format!("unexpected response {other:?}"))),
     }
 }
 
@@ -658,7 +660,9 @@ async fn replace_ranges(
 ) -> Result<proto::CommitResponse, MetaError> {
     let partition = convert::partition(req.partition.as_ref())?;
     let Some(o) = req.object else {
-        return Err(MetaError::InvalidRequest("replace without an object".into()).into());
+        return Err(MetaError::InvalidRequest(
+            "replace without an object".into(),
+        ));
     };
     let (resp, index) = s
         .write(Command::ReplaceRanges {
@@ -681,7 +685,7 @@ async fn replace_ranges(
             high_watermarks: vec![],
             revision: index,
         }),
-        other => Err(MetaError::Storage(format!("unexpected response {other:?}")).into()),
+        other => Err(MetaError::Storage(format!("unexpected response {other:?}"))),
     }
 }
 
