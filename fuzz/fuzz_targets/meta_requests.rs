@@ -91,8 +91,29 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         _ => {
+            // Replies as a client reads them: decoded, then into the model.
             let _ = proto::StatusResponse::decode(body);
-            let _ = proto::ClusterView::decode(body);
+            if let Ok(v) = proto::ClusterView::decode(body) {
+                let _ = convert::cluster_view_from(v);
+            }
+            if let Ok(r) = proto::IndexResponse::decode(body) {
+                let p = floe_metadata::ids::PartitionKey::new(
+                    floe_metadata::ids::TopicId(uuid::Uuid::nil()),
+                    0,
+                );
+                let _ = convert::partition_index_from(p, r);
+            }
+            if let Ok(r) = proto::CommitResponse::decode(body) {
+                let _ = convert::commit_outcome(r);
+            }
+            if let Ok(t) = proto::TopicInfo::decode(body) {
+                let _ = convert::topic_info_from(t);
+            }
+            if let Ok(l) = proto::ObjectList::decode(body) {
+                for o in l.objects {
+                    let _ = convert::unreferenced_from(o);
+                }
+            }
         }
     }
 });
