@@ -22,7 +22,7 @@ use tokio::sync::Notify;
 use tokio_util_shim::CancelFlag;
 
 use crate::config::{BrokerConfig, LogConfig};
-use crate::error::{BrokerError, ErrorKind, Result};
+use crate::error::{BrokerError, CallError, ErrorKind, Result};
 use crate::log::{PartitionLog, ReadPlan, Status, StoredRange};
 
 /// `acks` of a produce request.
@@ -88,13 +88,21 @@ pub struct OffsetAnswer {
 /// A sequenced produce waiting for its acknowledgement level.
 pub struct PendingProduce(Pending);
 
+type RemoteAck =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<ProduceOk, CallError>> + Send>>;
+
 enum Pending {
+    Here(Here),
+    Remote(RemoteAck),
+}
+
+/// A produce sequenced by this process's broker.
+enum Here {
     Local {
         log: Arc<PartitionLog>,
         rx: Option<tokio::sync::oneshot::Receiver<Result<()>>>,
         ok: ProduceOk,
     },
-    Remote(std::pin::Pin<Box<dyn std::future::Future<Output = Result<ProduceOk>> + Send>>),
     Duplicate {
         log: Arc<PartitionLog>,
         first_offset: i64,
@@ -105,9 +113,11 @@ enum Pending {
 impl std::fmt::Debug for PendingProduce {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.0 {
-            Pending::Local { log, .. } => write!(f, "PendingProduce({})", log.key),
+            Pending::Here(Here::Local { log, .. }) => write!(f, "PendingProduce({})", log.key),
             Pending::Remote(_) => write!(f, "PendingProduce(remote)"),
-            Pending::Duplicate { log, .. } => write!(f, "PendingProduce({}, duplicate)", log.key),
+            Pending::Here(Here::Duplicate { log, .. }) => {
+                write!(f, "PendingProduce({}, duplicate)", log.key)
+            }
         }
     }
 }
@@ -115,16 +125,24 @@ impl std::fmt::Debug for PendingProduce {
 impl PendingProduce {
     /// A produce sequenced by a broker in another process.
     pub fn remote(
-        fut: impl std::future::Future<Output = Result<ProduceOk>> + Send + 'static,
+        fut: impl std::future::Future<Output = Result<ProduceOk, CallError>> + Send + 'static,
     ) -> Self {
         PendingProduce(Pending::Remote(Box::pin(fut)))
     }
 
-    pub async fn wait(self) -> Result<ProduceOk> {
-        let (log, rx, ok) = match self.0 {
-            Pending::Remote(f) => return f.await,
-            Pending::Local { log, rx, ok } => (log, rx, ok),
-            Pending::Duplicate {
+    /// Waits for the acknowledgement. A remote owner that goes away before
+    /// it answers is a routing failure ([`CallError::Routing`]).
+    pub async fn wait(self) -> Result<ProduceOk, CallError> {
+        match self.0 {
+            Pending::Remote(f) => f.await,
+            Pending::Here(here) => Ok(Self::wait_here(here).await?),
+        }
+    }
+
+    async fn wait_here(here: Here) -> Result<ProduceOk> {
+        let (log, rx, ok) = match here {
+            Here::Local { log, rx, ok } => (log, rx, ok),
+            Here::Duplicate {
                 log,
                 first_offset,
                 last_offset,
@@ -364,6 +382,11 @@ impl Broker {
     /// `acks=all` when the batches are in the object store and committed in
     /// metadata; `acks=1`/`0` at once.
     pub fn append(&self, key: &PartitionKey, records: &[u8], acks: Acks) -> Result<PendingProduce> {
+        self.sequence(key, records, acks)
+            .map(|here| PendingProduce(Pending::Here(here)))
+    }
+
+    fn sequence(&self, key: &PartitionKey, records: &[u8], acks: Acks) -> Result<Here> {
         if self.inner.stop.is_cancelled() {
             return Err(BrokerError::new(
                 ErrorKind::ShuttingDown,
@@ -379,11 +402,11 @@ impl Broker {
                 last_offset,
             } => {
                 // Answer once the original is committed, with its offsets.
-                return Ok(PendingProduce(Pending::Duplicate {
+                return Ok(Here::Duplicate {
                     log,
                     first_offset,
                     last_offset,
-                }));
+                });
             }
         };
         if queued >= self.inner.cfg.flush_bytes {
@@ -393,7 +416,7 @@ impl Broker {
             crate::config::TimestampType::LogAppendTime => now,
             crate::config::TimestampType::CreateTime => -1,
         };
-        Ok(PendingProduce(Pending::Local {
+        Ok(Here::Local {
             log,
             rx,
             ok: ProduceOk {
@@ -401,7 +424,7 @@ impl Broker {
                 log_start_offset: 0,
                 log_append_time,
             },
-        }))
+        })
     }
 
     /// [`Broker::append`] and wait.
@@ -411,7 +434,7 @@ impl Broker {
         records: &[u8],
         acks: Acks,
     ) -> Result<ProduceOk> {
-        self.append(key, records, acks)?.wait().await
+        PendingProduce::wait_here(self.sequence(key, records, acks)?).await
     }
 
     /// Whole batches from the one holding `offset`, up to `max_bytes` (at
@@ -488,6 +511,17 @@ impl Broker {
             read_batches(&*self.inner.reader, &r.object, bytes, &wanted, &mut out).await?;
         }
         Ok(out.batches)
+    }
+
+    /// [`Broker::list_offset`] and the partition's epoch (-1 if unknown),
+    /// as ListOffsets answers them.
+    pub async fn list_offset_and_epoch(
+        &self,
+        key: &PartitionKey,
+        spec: OffsetSpec,
+    ) -> Result<(OffsetAnswer, i64)> {
+        let a = self.list_offset(key, spec).await?;
+        Ok((a, self.log(key).map(|l| l.epoch() as i64).unwrap_or(-1)))
     }
 
     /// ListOffsets for one partition.

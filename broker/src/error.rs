@@ -84,3 +84,75 @@ impl From<MetaError> for BrokerError {
 }
 
 pub type Result<T, E = BrokerError> = std::result::Result<T, E>;
+
+/// Why a call did not reach the broker that answers it: a partition's owner
+/// or a group's coordinator. These stay typed up to the proxy, which turns
+/// them into Kafka error codes in one place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RoutingErrorKind {
+    /// The cluster view has no such partition.
+    UnknownPartition,
+    /// The partition has no owner right now (being assigned or moved).
+    NoOwner,
+    /// The owner is named but the view has no address for it.
+    OwnerUnknown,
+    /// The owner did not answer: connect, timeout, or a broken stream.
+    Unreachable,
+    /// No broker coordinates the group right now, or the one asked does not.
+    NotCoordinator,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct RoutingError {
+    kind: RoutingErrorKind,
+    message: String,
+}
+
+impl RoutingError {
+    pub fn new(kind: RoutingErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    pub fn kind(&self) -> RoutingErrorKind {
+        self.kind
+    }
+
+    /// Whether asking again soon may reach an owner: everything but a
+    /// partition the cluster does not have.
+    pub fn is_retryable(&self) -> bool {
+        self.kind != RoutingErrorKind::UnknownPartition
+    }
+
+    pub fn unreachable(addr: &str, cause: impl std::fmt::Display) -> Self {
+        Self::new(
+            RoutingErrorKind::Unreachable,
+            format!("broker at {addr} unreachable: {cause}"),
+        )
+    }
+}
+
+/// A call to a partition's owner failed: it could not be reached
+/// ([`RoutingError`]), or it answered with an error ([`BrokerError`]).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CallError {
+    #[error(transparent)]
+    Routing(#[from] RoutingError),
+    #[error(transparent)]
+    Broker(#[from] BrokerError),
+}
+
+impl CallError {
+    /// Whether the partition's owner may answer soon where it could not now:
+    /// a retryable routing failure, or an owner still taking the partition
+    /// over (NOT_OWNER).
+    pub fn owner_not_ready(&self) -> bool {
+        match self {
+            CallError::Routing(r) => r.is_retryable(),
+            CallError::Broker(b) => b.kind() == ErrorKind::NotOwner,
+        }
+    }
+}

@@ -1,21 +1,18 @@
 //! Consumer-group calls over the internal RPC (protobuf over HTTP/2), so a
 //! proxy can reach the coordinator of a group whose shard another broker
-//! owns. The broker answers only for shards it owns (NOT_COORDINATOR
-//! otherwise). Errors travel as Kafka's group error codes.
+//! owns: the server's handlers and [`RemoteBroker`]'s implementation of
+//! [`Coordinator`]. The broker answers only for shards it owns
+//! (NOT_COORDINATOR otherwise). Errors travel as Kafka's group error codes.
 
 use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::response::Response;
-use prost::Message;
-
 use crate::broker::Broker;
 use crate::group::{
-    DescribedMember, GroupCoordinator, GroupDescription, GroupError, GroupListing, GroupState,
-    JoinMember, JoinParams, JoinResult, SyncParams, SyncResult,
+    DescribedMember, GroupDescription, GroupError, GroupListing, GroupState, JoinMember,
+    JoinParams, JoinResult, SyncParams, SyncResult,
 };
-use crate::rpc::RemoteBroker;
+use crate::owner::Coordinator;
+use crate::rpc::{RemoteBroker, routes};
 
 pub mod proto {
     #[derive(Clone, PartialEq, prost::Message)]
@@ -275,61 +272,85 @@ fn description_from(d: proto::Description) -> GroupDescription {
     }
 }
 
-fn reply(msg: impl Message) -> Response {
-    use axum::response::IntoResponse;
-    (
-        [(axum::http::header::CONTENT_TYPE, "application/x-protobuf")],
-        msg.encode_to_vec(),
-    )
-        .into_response()
+fn join_params(r: proto::Join) -> JoinParams {
+    JoinParams {
+        group_id: r.group_id,
+        member_id: r.member_id,
+        group_instance_id: r.group_instance_id,
+        client_id: r.client_id,
+        client_host: r.client_host,
+        session_timeout_ms: r.session_timeout_ms,
+        rebalance_timeout_ms: r.rebalance_timeout_ms,
+        protocol_type: r.protocol_type,
+        protocols: r
+            .protocols
+            .into_iter()
+            .map(|p| (p.name, p.metadata))
+            .collect(),
+        require_known_member_id: r.require_known_member_id,
+    }
 }
 
-fn bad(e: impl std::fmt::Display) -> Response {
-    use axum::response::IntoResponse;
-    (axum::http::StatusCode::BAD_REQUEST, e.to_string()).into_response()
+fn join_msg(p: JoinParams) -> proto::Join {
+    proto::Join {
+        group_id: p.group_id,
+        member_id: p.member_id,
+        group_instance_id: p.group_instance_id,
+        client_id: p.client_id,
+        client_host: p.client_host,
+        session_timeout_ms: p.session_timeout_ms,
+        rebalance_timeout_ms: p.rebalance_timeout_ms,
+        protocol_type: p.protocol_type,
+        protocols: p
+            .protocols
+            .into_iter()
+            .map(|(name, metadata)| proto::Protocol { name, metadata })
+            .collect(),
+        require_known_member_id: p.require_known_member_id,
+    }
 }
 
-fn coordinator<'a>(b: &'a Broker, group: &str) -> Result<&'a GroupCoordinator, GroupError> {
-    b.coordinator(group, b.view().current().shard_count())
+fn sync_params(r: proto::Sync) -> SyncParams {
+    SyncParams {
+        group_id: r.group_id,
+        generation_id: r.generation_id,
+        member_id: r.member_id,
+        group_instance_id: r.group_instance_id,
+        protocol_type: r.protocol_type,
+        protocol_name: r.protocol_name,
+        assignments: r
+            .assignments
+            .into_iter()
+            .map(|a| (a.member_id, a.assignment))
+            .collect(),
+    }
 }
 
-pub(crate) async fn rpc_join(State(b): State<Broker>, body: Bytes) -> Response {
-    let r = match proto::Join::decode(body) {
-        Ok(r) => r,
-        Err(e) => return bad(e),
-    };
-    let result = match coordinator(&b, &r.group_id) {
-        Err(e) => JoinResult {
-            error: Some(e),
-            generation_id: -1,
-            protocol_type: None,
-            protocol_name: None,
-            leader_id: String::new(),
-            member_id: r.member_id.clone(),
-            members: vec![],
-            skip_assignment: false,
-        },
-        Ok(c) => {
-            c.join_group(JoinParams {
-                group_id: r.group_id,
-                member_id: r.member_id,
-                group_instance_id: r.group_instance_id,
-                client_id: r.client_id,
-                client_host: r.client_host,
-                session_timeout_ms: r.session_timeout_ms,
-                rebalance_timeout_ms: r.rebalance_timeout_ms,
-                protocol_type: r.protocol_type,
-                protocols: r
-                    .protocols
-                    .into_iter()
-                    .map(|p| (p.name, p.metadata))
-                    .collect(),
-                require_known_member_id: r.require_known_member_id,
+fn sync_msg(p: SyncParams) -> proto::Sync {
+    proto::Sync {
+        group_id: p.group_id,
+        generation_id: p.generation_id,
+        member_id: p.member_id,
+        group_instance_id: p.group_instance_id,
+        protocol_type: p.protocol_type,
+        protocol_name: p.protocol_name,
+        assignments: p
+            .assignments
+            .into_iter()
+            .map(|(member_id, assignment)| proto::Assignment {
+                member_id,
+                assignment,
             })
-            .await
-        }
-    };
-    reply(proto::JoinReply {
+            .collect(),
+    }
+}
+
+// The server side: each handler calls this broker's `Coordinator`, which
+// answers NOT_COORDINATOR for a group whose shard it does not own.
+
+pub(crate) async fn rpc_join(b: Broker, r: proto::Join) -> proto::JoinReply {
+    let result = Coordinator::join_group(&b, join_params(r)).await;
+    proto::JoinReply {
         error: to_code(result.error),
         generation_id: result.generation_id,
         protocol_type: result.protocol_type,
@@ -346,90 +367,47 @@ pub(crate) async fn rpc_join(State(b): State<Broker>, body: Bytes) -> Response {
                 ..Default::default()
             })
             .collect(),
-    })
+    }
 }
 
-pub(crate) async fn rpc_sync(State(b): State<Broker>, body: Bytes) -> Response {
-    let r = match proto::Sync::decode(body) {
-        Ok(r) => r,
-        Err(e) => return bad(e),
-    };
-    let result = match coordinator(&b, &r.group_id) {
-        Err(e) => SyncResult {
-            error: Some(e),
-            protocol_type: None,
-            protocol_name: None,
-            assignment: Bytes::new(),
-        },
-        Ok(c) => {
-            c.sync_group(SyncParams {
-                group_id: r.group_id,
-                generation_id: r.generation_id,
-                member_id: r.member_id,
-                group_instance_id: r.group_instance_id,
-                protocol_type: r.protocol_type,
-                protocol_name: r.protocol_name,
-                assignments: r
-                    .assignments
-                    .into_iter()
-                    .map(|a| (a.member_id, a.assignment))
-                    .collect(),
-            })
-            .await
-        }
-    };
-    reply(proto::SyncReply {
+pub(crate) async fn rpc_sync(b: Broker, r: proto::Sync) -> proto::SyncReply {
+    let result = Coordinator::sync_group(&b, sync_params(r)).await;
+    proto::SyncReply {
         error: to_code(result.error),
         protocol_type: result.protocol_type,
         protocol_name: result.protocol_name,
         assignment: result.assignment,
-    })
+    }
 }
 
-pub(crate) async fn rpc_member(State(b): State<Broker>, body: Bytes) -> Response {
-    let r = match proto::MemberCall::decode(body) {
-        Ok(r) => r,
-        Err(e) => return bad(e),
-    };
-    let res = coordinator(&b, &r.group_id).and_then(|c| match r.op.as_str() {
-        "heartbeat" => c.heartbeat(
-            &r.group_id,
-            r.generation_id,
-            &r.member_id,
-            r.group_instance_id.as_deref(),
-        ),
-        "validate-commit" => {
-            let v = c.validate_commit(
-                &r.group_id,
-                r.generation_id,
-                &r.member_id,
-                r.group_instance_id.as_deref(),
-            );
-            if v.is_ok() {
-                c.set_has_offsets(&r.group_id, true);
-            }
-            v
-        }
+const HEARTBEAT: &str = "heartbeat";
+const VALIDATE_COMMIT: &str = "validate-commit";
+
+pub(crate) async fn rpc_member(b: Broker, r: proto::MemberCall) -> proto::ErrorReply {
+    let (g, generation, m, i) = (
+        r.group_id.as_str(),
+        r.generation_id,
+        r.member_id.as_str(),
+        r.group_instance_id.as_deref(),
+    );
+    let res = match r.op.as_str() {
+        HEARTBEAT => Coordinator::heartbeat(&b, g, generation, m, i).await,
+        VALIDATE_COMMIT => Coordinator::validate_commit(&b, g, generation, m, i).await,
         _ => Err(GroupError::UnknownServerError),
-    });
-    reply(proto::ErrorReply {
+    };
+    proto::ErrorReply {
         error: to_code(res.err()),
         per_member: vec![],
-    })
+    }
 }
 
-pub(crate) async fn rpc_leave(State(b): State<Broker>, body: Bytes) -> Response {
-    let r = match proto::Leave::decode(body) {
-        Ok(r) => r,
-        Err(e) => return bad(e),
-    };
+pub(crate) async fn rpc_leave(b: Broker, r: proto::Leave) -> proto::ErrorReply {
     let members: Vec<(String, Option<String>)> = r
         .members
         .into_iter()
         .map(|m| (m.member_id, m.group_instance_id))
         .collect();
-    let res = coordinator(&b, &r.group_id).and_then(|c| c.leave_group(&r.group_id, &members));
-    reply(match res {
+    match Coordinator::leave_group(&b, &r.group_id, &members).await {
         Err(e) => proto::ErrorReply {
             error: to_code(Some(e)),
             per_member: vec![],
@@ -438,37 +416,20 @@ pub(crate) async fn rpc_leave(State(b): State<Broker>, body: Bytes) -> Response 
             error: 0,
             per_member: per.into_iter().map(|x| to_code(x.err())).collect(),
         },
-    })
+    }
 }
 
-pub(crate) async fn rpc_describe(State(b): State<Broker>, body: Bytes) -> Response {
-    let r = match proto::GroupIds::decode(body) {
-        Ok(r) => r,
-        Err(e) => return bad(e),
-    };
-    let groups = r
-        .group_ids
-        .iter()
-        .map(|g| match coordinator(&b, g) {
-            Ok(c) => description_msg(c.describe_group(g)),
-            Err(e) => proto::Description {
-                error: to_code(Some(e)),
-                group_id: g.clone(),
-                ..Default::default()
-            },
-        })
-        .collect();
-    reply(proto::Descriptions { groups })
+pub(crate) async fn rpc_describe(b: Broker, r: proto::GroupIds) -> proto::Descriptions {
+    let mut groups = Vec::with_capacity(r.group_ids.len());
+    for g in &r.group_ids {
+        groups.push(description_msg(Coordinator::describe_group(&b, g).await));
+    }
+    proto::Descriptions { groups }
 }
 
-pub(crate) async fn rpc_list(State(b): State<Broker>, body: Bytes) -> Response {
-    let r = match proto::GroupIds::decode(body) {
-        Ok(r) => r,
-        Err(e) => return bad(e),
-    };
-    let groups = b
-        .groups()
-        .list_groups(&r.states)
+pub(crate) async fn rpc_list(b: Broker, r: proto::GroupIds) -> proto::Descriptions {
+    let groups = Coordinator::list_groups(&b, &r.states)
+        .await
         .into_iter()
         .map(|l| proto::Description {
             group_id: l.group_id,
@@ -477,83 +438,66 @@ pub(crate) async fn rpc_list(State(b): State<Broker>, body: Bytes) -> Response {
             ..Default::default()
         })
         .collect();
-    reply(proto::Descriptions { groups })
+    proto::Descriptions { groups }
 }
 
-pub(crate) async fn rpc_delete(State(b): State<Broker>, body: Bytes) -> Response {
-    let r = match proto::GroupIds::decode(body) {
-        Ok(r) => r,
-        Err(e) => return bad(e),
-    };
-    let per = r
-        .group_ids
-        .iter()
-        .map(|g| match coordinator(&b, g) {
-            Err(e) => to_code(Some(e)),
-            Ok(c) => match c.delete_groups(std::slice::from_ref(g)).pop() {
-                Some((_, Err(e))) => to_code(Some(e)),
-                _ => 0,
-            },
-        })
-        .collect();
-    reply(proto::ErrorReply {
+pub(crate) async fn rpc_delete(b: Broker, r: proto::GroupIds) -> proto::ErrorReply {
+    let mut per = Vec::with_capacity(r.group_ids.len());
+    for g in &r.group_ids {
+        per.push(to_code(Coordinator::delete_group(&b, g).await.err()));
+    }
+    proto::ErrorReply {
         error: 0,
         per_member: per,
-    })
-}
-
-/// A group coordinator: in this process, or a broker reached over the RPC.
-#[derive(Debug, Clone)]
-pub enum CoordinatorRef<'a> {
-    Local(&'a GroupCoordinator),
-    Remote(std::sync::Arc<RemoteBroker>),
-}
-
-fn unreachable_join(member_id: String) -> JoinResult {
-    JoinResult {
-        error: Some(GroupError::NotCoordinator),
-        generation_id: -1,
-        protocol_type: None,
-        protocol_name: None,
-        leader_id: String::new(),
-        member_id,
-        members: vec![],
-        skip_assignment: false,
     }
 }
 
-impl CoordinatorRef<'_> {
-    pub async fn join_group(&self, p: JoinParams) -> JoinResult {
-        let r = match self {
-            CoordinatorRef::Local(c) => return c.join_group(p).await,
-            CoordinatorRef::Remote(r) => r,
+// The client side: a coordinator in another process. A call that does not
+// reach it is answered NOT_COORDINATOR (the client finds the coordinator
+// again).
+
+const MEMBER_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+const SYNC_TIMEOUT: Duration = Duration::from_secs(330);
+
+impl RemoteBroker {
+    async fn member_call(
+        &self,
+        op: &str,
+        group_id: &str,
+        generation_id: i32,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+    ) -> Result<(), GroupError> {
+        let msg = proto::MemberCall {
+            group_id: group_id.to_string(),
+            generation_id,
+            member_id: member_id.to_string(),
+            group_instance_id: group_instance_id.map(str::to_string),
+            op: op.to_string(),
         };
+        match self
+            .call_timeout::<routes::GroupMember>(msg, MEMBER_CALL_TIMEOUT)
+            .await
+        {
+            Err(_) => Err(GroupError::NotCoordinator),
+            Ok(e) => from_code(e.error).map_or(Ok(()), Err),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Coordinator for RemoteBroker {
+    async fn join_group(&self, p: JoinParams) -> JoinResult {
         let member = p.member_id.clone();
         // A join may wait for a whole rebalance.
         let timeout =
             Duration::from_millis(u64::try_from(p.rebalance_timeout_ms.max(0)).unwrap_or(0))
                 + Duration::from_secs(30);
-        let msg = proto::Join {
-            group_id: p.group_id,
-            member_id: p.member_id,
-            group_instance_id: p.group_instance_id,
-            client_id: p.client_id,
-            client_host: p.client_host,
-            session_timeout_ms: p.session_timeout_ms,
-            rebalance_timeout_ms: p.rebalance_timeout_ms,
-            protocol_type: p.protocol_type,
-            protocols: p
-                .protocols
-                .into_iter()
-                .map(|(name, metadata)| proto::Protocol { name, metadata })
-                .collect(),
-            require_known_member_id: p.require_known_member_id,
-        };
-        match r
-            .call_timeout::<proto::JoinReply>("/rpc/group/join", msg, timeout)
+        match self
+            .call_timeout::<routes::GroupJoin>(join_msg(p), timeout)
             .await
         {
-            Err(_) => unreachable_join(member),
+            Err(_) => JoinResult::failed(member, GroupError::NotCoordinator),
             Ok(j) => JoinResult {
                 error: from_code(j.error),
                 generation_id: j.generation_id,
@@ -575,37 +519,12 @@ impl CoordinatorRef<'_> {
         }
     }
 
-    pub async fn sync_group(&self, p: SyncParams) -> SyncResult {
-        let r = match self {
-            CoordinatorRef::Local(c) => return c.sync_group(p).await,
-            CoordinatorRef::Remote(r) => r,
-        };
-        let msg = proto::Sync {
-            group_id: p.group_id,
-            generation_id: p.generation_id,
-            member_id: p.member_id,
-            group_instance_id: p.group_instance_id,
-            protocol_type: p.protocol_type,
-            protocol_name: p.protocol_name,
-            assignments: p
-                .assignments
-                .into_iter()
-                .map(|(member_id, assignment)| proto::Assignment {
-                    member_id,
-                    assignment,
-                })
-                .collect(),
-        };
-        match r
-            .call_timeout::<proto::SyncReply>("/rpc/group/sync", msg, Duration::from_secs(330))
+    async fn sync_group(&self, p: SyncParams) -> SyncResult {
+        match self
+            .call_timeout::<routes::GroupSync>(sync_msg(p), SYNC_TIMEOUT)
             .await
         {
-            Err(_) => SyncResult {
-                error: Some(GroupError::NotCoordinator),
-                protocol_type: None,
-                protocol_name: None,
-                assignment: Bytes::new(),
-            },
+            Err(_) => SyncResult::failed(GroupError::NotCoordinator),
             Ok(s) => SyncResult {
                 error: from_code(s.error),
                 protocol_type: s.protocol_type,
@@ -615,50 +534,7 @@ impl CoordinatorRef<'_> {
         }
     }
 
-    async fn member_call(
-        &self,
-        op: &str,
-        group_id: &str,
-        generation_id: i32,
-        member_id: &str,
-        group_instance_id: Option<&str>,
-    ) -> Result<(), GroupError> {
-        match self {
-            CoordinatorRef::Local(c) => match op {
-                "heartbeat" => c.heartbeat(group_id, generation_id, member_id, group_instance_id),
-                _ => {
-                    let v =
-                        c.validate_commit(group_id, generation_id, member_id, group_instance_id);
-                    if v.is_ok() {
-                        c.set_has_offsets(group_id, true);
-                    }
-                    v
-                }
-            },
-            CoordinatorRef::Remote(r) => {
-                let msg = proto::MemberCall {
-                    group_id: group_id.to_string(),
-                    generation_id,
-                    member_id: member_id.to_string(),
-                    group_instance_id: group_instance_id.map(str::to_string),
-                    op: op.to_string(),
-                };
-                match r
-                    .call_timeout::<proto::ErrorReply>(
-                        "/rpc/group/member",
-                        msg,
-                        Duration::from_secs(10),
-                    )
-                    .await
-                {
-                    Err(_) => Err(GroupError::NotCoordinator),
-                    Ok(e) => from_code(e.error).map_or(Ok(()), Err),
-                }
-            }
-        }
-    }
-
-    pub async fn heartbeat(
+    async fn heartbeat(
         &self,
         group_id: &str,
         generation_id: i32,
@@ -666,7 +542,7 @@ impl CoordinatorRef<'_> {
         group_instance_id: Option<&str>,
     ) -> Result<(), GroupError> {
         self.member_call(
-            "heartbeat",
+            HEARTBEAT,
             group_id,
             generation_id,
             member_id,
@@ -675,7 +551,7 @@ impl CoordinatorRef<'_> {
         .await
     }
 
-    pub async fn validate_commit(
+    async fn validate_commit(
         &self,
         group_id: &str,
         generation_id: i32,
@@ -683,7 +559,7 @@ impl CoordinatorRef<'_> {
         group_instance_id: Option<&str>,
     ) -> Result<(), GroupError> {
         self.member_call(
-            "validate-commit",
+            VALIDATE_COMMIT,
             group_id,
             generation_id,
             member_id,
@@ -692,15 +568,11 @@ impl CoordinatorRef<'_> {
         .await
     }
 
-    pub async fn leave_group(
+    async fn leave_group(
         &self,
         group_id: &str,
         members: &[(String, Option<String>)],
     ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
-        let r = match self {
-            CoordinatorRef::Local(c) => return c.leave_group(group_id, members),
-            CoordinatorRef::Remote(r) => r,
-        };
         let msg = proto::Leave {
             group_id: group_id.to_string(),
             members: members
@@ -712,8 +584,8 @@ impl CoordinatorRef<'_> {
                 })
                 .collect(),
         };
-        match r
-            .call_timeout::<proto::ErrorReply>("/rpc/group/leave", msg, Duration::from_secs(10))
+        match self
+            .call_timeout::<routes::GroupLeave>(msg, MEMBER_CALL_TIMEOUT)
             .await
         {
             Err(_) => Err(GroupError::NotCoordinator),
@@ -728,54 +600,29 @@ impl CoordinatorRef<'_> {
         }
     }
 
-    pub async fn describe_group(&self, group_id: &str) -> GroupDescription {
-        let r = match self {
-            CoordinatorRef::Local(c) => return c.describe_group(group_id),
-            CoordinatorRef::Remote(r) => r,
-        };
+    async fn describe_group(&self, group_id: &str) -> GroupDescription {
         let msg = proto::GroupIds {
             group_ids: vec![group_id.to_string()],
             states: vec![],
         };
-        match r
-            .call_timeout::<proto::Descriptions>(
-                "/rpc/group/describe",
-                msg,
-                Duration::from_secs(10),
-            )
+        match self
+            .call_timeout::<routes::GroupDescribe>(msg, MEMBER_CALL_TIMEOUT)
             .await
             .ok()
             .and_then(|d| d.groups.into_iter().next())
         {
             Some(d) => description_from(d),
-            None => GroupDescription {
-                error: Some(GroupError::NotCoordinator),
-                group_id: group_id.to_string(),
-                state: GroupState::Dead,
-                protocol_type: String::new(),
-                protocol_data: String::new(),
-                members: vec![],
-            },
+            None => GroupDescription::failed(GroupError::NotCoordinator, group_id),
         }
     }
 
-    /// Deletes the group's membership state (the caller deletes its offsets).
-    pub async fn delete_group(&self, group_id: &str) -> Result<(), GroupError> {
-        let r = match self {
-            CoordinatorRef::Local(c) => {
-                return match c.delete_groups(&[group_id.to_string()]).pop() {
-                    Some((_, Err(e))) => Err(e),
-                    _ => Ok(()),
-                };
-            }
-            CoordinatorRef::Remote(r) => r,
-        };
+    async fn delete_group(&self, group_id: &str) -> Result<(), GroupError> {
         let msg = proto::GroupIds {
             group_ids: vec![group_id.to_string()],
             states: vec![],
         };
-        match r
-            .call_timeout::<proto::ErrorReply>("/rpc/group/delete", msg, Duration::from_secs(10))
+        match self
+            .call_timeout::<routes::GroupDelete>(msg, MEMBER_CALL_TIMEOUT)
             .await
         {
             Err(_) => Err(GroupError::NotCoordinator),
@@ -786,27 +633,27 @@ impl CoordinatorRef<'_> {
                 .map_or(Ok(()), Err),
         }
     }
-}
 
-/// ListGroups of one remote broker.
-pub async fn list_remote(r: &RemoteBroker, states: &[String]) -> Vec<GroupListing> {
-    let msg = proto::GroupIds {
-        group_ids: vec![],
-        states: states.to_vec(),
-    };
-    match r
-        .call_timeout::<proto::Descriptions>("/rpc/group/list", msg, Duration::from_secs(10))
-        .await
-    {
-        Err(_) => vec![],
-        Ok(d) => d
-            .groups
-            .into_iter()
-            .map(|g| GroupListing {
-                group_id: g.group_id,
-                protocol_type: g.protocol_type,
-                state: state_from(&g.state),
-            })
-            .collect(),
+    /// ListGroups of this broker; none if it cannot be reached.
+    async fn list_groups(&self, states: &[String]) -> Vec<GroupListing> {
+        let msg = proto::GroupIds {
+            group_ids: vec![],
+            states: states.to_vec(),
+        };
+        match self
+            .call_timeout::<routes::GroupList>(msg, MEMBER_CALL_TIMEOUT)
+            .await
+        {
+            Err(_) => vec![],
+            Ok(d) => d
+                .groups
+                .into_iter()
+                .map(|g| GroupListing {
+                    group_id: g.group_id,
+                    protocol_type: g.protocol_type,
+                    state: state_from(&g.state),
+                })
+                .collect(),
+        }
     }
 }

@@ -4,6 +4,9 @@
 //! - [`log`]: one partition's log (sequencing, queue, tail, committed index).
 //! - [`flush`]: queued batches → one WAL object → one metadata commit.
 //! - [`config`]: broker and per-topic settings.
+//! - [`owner`]: the traits the proxy calls, a partition's owner and a
+//!   group's coordinator, here or over [`rpc`].
+//! - [`rpc`]: the internal RPC, its route table, server and client.
 
 pub mod broker;
 pub mod config;
@@ -14,11 +17,13 @@ pub mod group_rpc;
 pub mod log;
 mod maintenance;
 mod metrics;
+pub mod owner;
 pub mod producer;
 pub mod rpc;
 mod tasks;
 
 pub use broker::{Acks, Broker, FetchData, OffsetAnswer, OffsetSpec, PendingProduce, ProduceOk};
 pub use config::{BrokerConfig, LogConfig};
-pub use error::{BrokerError, ErrorKind};
-pub use rpc::{BrokerHandle, RemoteBroker};
+pub use error::{BrokerError, CallError, ErrorKind, RoutingError, RoutingErrorKind};
+pub use owner::{Coordinator, PartitionOwner};
+pub use rpc::RemoteBroker;

@@ -1,6 +1,7 @@
-//! Kafka error codes for broker errors.
+//! Kafka error codes for broker errors and routing failures: the one place
+//! the proxy turns them into codes.
 
-use floe_broker::{BrokerError, ErrorKind};
+use floe_broker::{BrokerError, CallError, ErrorKind, RoutingError, RoutingErrorKind};
 use kafka_protocol::ResponseError;
 
 pub fn code_for(e: &BrokerError) -> i16 {
@@ -20,4 +21,91 @@ pub fn code_for(e: &BrokerError) -> i16 {
         ErrorKind::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch,
     };
     r.code()
+}
+
+/// The Kafka code for a call that did not reach the broker answering it,
+/// for every request (produce, fetch, list offsets, delete records, the
+/// group requests). A partition without a reachable owner is
+/// NOT_LEADER_OR_FOLLOWER, which every client retries after refreshing its
+/// metadata (LEADER_NOT_AVAILABLE is not: a Java consumer's fetch fails on
+/// it).
+pub fn routing_code(e: &RoutingError) -> i16 {
+    let r = match e.kind() {
+        RoutingErrorKind::UnknownPartition => ResponseError::UnknownTopicOrPartition,
+        RoutingErrorKind::NoOwner
+        | RoutingErrorKind::OwnerUnknown
+        | RoutingErrorKind::Unreachable => ResponseError::NotLeaderOrFollower,
+        RoutingErrorKind::NotCoordinator => ResponseError::NotCoordinator,
+    };
+    r.code()
+}
+
+/// The Kafka code for a failed call to a partition's owner.
+pub fn call_code(e: &CallError) -> i16 {
+    match e {
+        CallError::Routing(r) => routing_code(r),
+        CallError::Broker(b) => code_for(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn routing(kind: RoutingErrorKind) -> RoutingError {
+        RoutingError::new(kind, "test")
+    }
+
+    #[test]
+    fn every_routing_failure_maps_to_the_code_clients_retry_on() {
+        let want = [
+            (
+                RoutingErrorKind::UnknownPartition,
+                ResponseError::UnknownTopicOrPartition,
+            ),
+            (
+                RoutingErrorKind::NoOwner,
+                ResponseError::NotLeaderOrFollower,
+            ),
+            (
+                RoutingErrorKind::OwnerUnknown,
+                ResponseError::NotLeaderOrFollower,
+            ),
+            (
+                RoutingErrorKind::Unreachable,
+                ResponseError::NotLeaderOrFollower,
+            ),
+            (
+                RoutingErrorKind::NotCoordinator,
+                ResponseError::NotCoordinator,
+            ),
+        ];
+        for (kind, code) in want {
+            assert_eq!(routing_code(&routing(kind)), code.code(), "{kind:?}");
+            let call = CallError::Routing(routing(kind));
+            assert_eq!(call_code(&call), code.code(), "{kind:?} in a call");
+        }
+    }
+
+    #[test]
+    fn only_an_unknown_partition_is_not_worth_asking_again() {
+        for kind in [
+            RoutingErrorKind::NoOwner,
+            RoutingErrorKind::OwnerUnknown,
+            RoutingErrorKind::Unreachable,
+            RoutingErrorKind::NotCoordinator,
+        ] {
+            assert!(routing(kind).is_retryable(), "{kind:?}");
+        }
+        assert!(!routing(RoutingErrorKind::UnknownPartition).is_retryable());
+    }
+
+    #[test]
+    fn a_broker_answer_in_a_call_keeps_its_own_code() {
+        let e = BrokerError::new(ErrorKind::OffsetOutOfRange, "test");
+        assert_eq!(
+            call_code(&CallError::Broker(e)),
+            ResponseError::OffsetOutOfRange.code()
+        );
+    }
 }

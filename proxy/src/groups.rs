@@ -3,20 +3,24 @@
 //! DescribeGroups, ListGroups, DeleteGroups. The coordinator is the broker
 //! that owns the group's shard; committed offsets live in the metadata.
 //!
-//! The coordinator is this process's broker (`floe standalone`) or another
-//! broker reached over the internal RPC (`floe_broker::group_rpc`).
+//! The coordinator is a `dyn Coordinator`: this process's broker (`floe
+//! standalone`) or another broker reached over the internal RPC
+//! (`floe_broker::group_rpc`). A group whose coordinator cannot be found is
+//! a `RoutingError`, coded by `crate::errors::routing_code`.
 
 use std::collections::HashMap;
 
+use std::sync::Arc;
+
 use floe_broker::group::{GroupError, JoinParams, SyncParams};
-use floe_broker::group_rpc::CoordinatorRef;
+use floe_broker::{Coordinator, RoutingError, RoutingErrorKind};
 use floe_metadata::api::proto as mp;
 use floe_metadata::api::routes;
 use floe_metadata::ids::BrokerId as FloeBrokerId;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
-use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::find_coordinator_response::Coordinator as FoundCoordinator;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
@@ -30,6 +34,7 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
+use crate::errors::routing_code;
 use crate::handlers::Context;
 
 /// Who sent a request (for DescribeGroups).
@@ -53,7 +58,9 @@ impl Context {
     }
 
     /// The coordinator of `group_id`: the broker that owns its shard.
-    fn coordinator(&self, group_id: &str) -> Result<CoordinatorRef<'_>, GroupError> {
+    fn coordinator(&self, group_id: &str) -> Result<Arc<dyn Coordinator>, RoutingError> {
+        let not_coordinator =
+            |why: &str| RoutingError::new(RoutingErrorKind::NotCoordinator, why.to_string());
         let shards = self.shard_count();
         let shard = floe_broker::group::shard_of(group_id, shards);
         let snap = self.view.current();
@@ -62,14 +69,17 @@ impl Context {
             .iter()
             .find(|x| x.shard.0 == shard && x.handover_to.is_none())
             .and_then(|x| x.owner)
-            .ok_or(GroupError::NotCoordinator)?;
+            .ok_or_else(|| not_coordinator("the group's shard has no owner"))?;
         if let Some(local) = self.local.as_ref().filter(|b| b.broker_id() == owner) {
-            return local
+            local
                 .coordinator(group_id, shards)
-                .map(CoordinatorRef::Local);
+                .map_err(|_| not_coordinator("this broker has not taken the group's shard over"))?;
+            return Ok(Arc::new(local.clone()));
         }
-        let addr = snap.broker_addr(owner).ok_or(GroupError::NotCoordinator)?;
-        Ok(CoordinatorRef::Remote(self.remote(addr)))
+        let addr = snap
+            .broker_addr(owner)
+            .ok_or_else(|| not_coordinator("no address for the group's coordinator"))?;
+        Ok(self.remote(addr))
     }
 
     /// FindCoordinator: this proxy (it forwards to the shard's owner) once
@@ -114,7 +124,7 @@ impl Context {
         if version >= 4 {
             for k in keys {
                 let (err, msg) = answer(&k);
-                let mut c = Coordinator::default();
+                let mut c = FoundCoordinator::default();
                 c.key = k;
                 c.error_code = err;
                 c.error_message = msg.map(s);
@@ -155,7 +165,7 @@ impl Context {
         let mut resp = JoinGroupResponse::default();
         let result = match self.coordinator(&req.group_id.0) {
             Err(e) => {
-                resp.error_code = e.kafka_code();
+                resp.error_code = routing_code(&e);
                 resp.generation_id = -1;
                 resp.member_id = req.member_id.clone();
                 return resp;
@@ -212,7 +222,7 @@ impl Context {
         let mut resp = SyncGroupResponse::default();
         let result = match self.coordinator(&req.group_id.0) {
             Err(e) => {
-                resp.error_code = e.kafka_code();
+                resp.error_code = routing_code(&e);
                 return resp;
             }
             Ok(c) => {
@@ -244,7 +254,7 @@ impl Context {
     pub async fn heartbeat(&self, _version: i16, req: &HeartbeatRequest) -> HeartbeatResponse {
         let mut resp = HeartbeatResponse::default();
         resp.error_code = match self.coordinator(&req.group_id.0) {
-            Err(e) => e.kafka_code(),
+            Err(e) => routing_code(&e),
             Ok(c) => c
                 .heartbeat(
                     &req.group_id.0,
@@ -276,7 +286,7 @@ impl Context {
         };
         let c = match self.coordinator(&req.group_id.0) {
             Err(e) => {
-                resp.error_code = e.kafka_code();
+                resp.error_code = routing_code(&e);
                 return resp;
             }
             Ok(c) => c,
@@ -311,9 +321,9 @@ impl Context {
     ) -> OffsetCommitResponse {
         let group = req.group_id.0.to_string();
         // The coordinator checks the member (and notes the group has offsets).
-        let verdict = match self.coordinator(&group) {
-            Err(e) => Err(e),
-            Ok(c) => {
+        let mut err = match self.coordinator(&group) {
+            Err(e) => routing_code(&e),
+            Ok(c) => code(
                 c.validate_commit(
                     &group,
                     req.generation_id_or_member_epoch,
@@ -321,11 +331,8 @@ impl Context {
                     req.group_instance_id.as_ref().map(|i| i.as_str()),
                 )
                 .await
-            }
-        };
-        let mut err = match verdict {
-            Ok(()) => 0,
-            Err(e) => e.kafka_code(),
+                .err(),
+            ),
         };
         if err == 0 {
             let offsets: Vec<mp::GroupOffset> = req
@@ -386,7 +393,7 @@ impl Context {
     /// The committed offsets of one group: (topic, partition) → (offset, epoch, metadata).
     async fn committed(&self, group: &str) -> Result<HashMap<(String, i32), mp::GroupOffset>, i16> {
         if let Err(e) = self.coordinator(group) {
-            return Err(e.kafka_code());
+            return Err(routing_code(&e));
         }
         let r: Result<mp::FetchOffsetsResponse, _> = self
             .meta
@@ -500,7 +507,7 @@ impl Context {
             let mut d = DescribedGroup::default();
             d.group_id = g.clone();
             match self.coordinator(g) {
-                Err(e) => d.error_code = e.kafka_code(),
+                Err(e) => d.error_code = routing_code(&e),
                 Ok(c) => {
                     let desc = c.describe_group(g).await;
                     d.error_code = code(desc.error);
@@ -546,12 +553,15 @@ impl Context {
         owners.dedup();
         let mut listed = Vec::new();
         for owner in owners {
-            if let Some(local) = self.local.as_ref().filter(|b| b.broker_id() == owner) {
-                listed.extend(local.groups().list_groups(&states));
-            } else if let Some(addr) = snap.broker_addr(owner) {
-                let r = self.remote(addr);
-                listed.extend(floe_broker::group_rpc::list_remote(&r, &states).await);
-            }
+            let c: Arc<dyn Coordinator> =
+                if let Some(local) = self.local.as_ref().filter(|b| b.broker_id() == owner) {
+                    Arc::new(local.clone())
+                } else if let Some(addr) = snap.broker_addr(owner) {
+                    self.remote(addr)
+                } else {
+                    continue;
+                };
+            listed.extend(c.list_groups(&states).await);
         }
         let mut resp = ListGroupsResponse::default();
         resp.groups = listed
@@ -582,7 +592,7 @@ impl Context {
         let group = req.group_id.0.to_string();
         let c = match self.coordinator(&group) {
             Err(e) => {
-                resp.error_code = e.kafka_code();
+                resp.error_code = routing_code(&e);
                 return resp;
             }
             Ok(c) => c,
@@ -665,7 +675,7 @@ impl Context {
             let mut r = DeletableGroupResult::default();
             r.group_id = g.clone();
             r.error_code = match self.coordinator(g) {
-                Err(e) => e.kafka_code(),
+                Err(e) => routing_code(&e),
                 Ok(c) => {
                     // A group neither the coordinator nor the metadata knows: GROUP_ID_NOT_FOUND.
                     let unknown = c.describe_group(&g.0).await.state

@@ -8,7 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use floe_broker::{Acks, Broker, BrokerHandle, OffsetSpec, PendingProduce, RemoteBroker};
+use floe_broker::{
+    Acks, Broker, CallError, OffsetSpec, PartitionOwner, PendingProduce, RemoteBroker,
+    RoutingError, RoutingErrorKind,
+};
 use floe_metadata::api::{MetaApi, routes};
 use floe_storage::PartitionKey;
 use kafka_protocol::ResponseError;
@@ -28,7 +31,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
 use crate::admin::AdminConfig;
-use crate::errors::code_for;
+use crate::errors::{call_code, routing_code};
 
 /// The API keys and versions this proxy answers, as ApiVersions lists them.
 ///
@@ -147,21 +150,34 @@ impl Context {
         &self,
         snap: &ClusterSnapshot,
         key: &PartitionKey,
-    ) -> Result<BrokerHandle, ResponseError> {
+    ) -> Result<Arc<dyn PartitionOwner>, RoutingError> {
         let owner = snap
             .by_id
             .get(&key.topic)
             .and_then(|t| t.partitions.iter().find(|p| p.partition == key.partition))
-            .ok_or(ResponseError::UnknownTopicOrPartition)?
+            .ok_or_else(|| {
+                RoutingError::new(
+                    RoutingErrorKind::UnknownPartition,
+                    format!("no partition {key} in the cluster view"),
+                )
+            })?
             .owner
-            .ok_or(ResponseError::LeaderNotAvailable)?;
+            .ok_or_else(|| {
+                RoutingError::new(
+                    RoutingErrorKind::NoOwner,
+                    format!("partition {key} has no owner"),
+                )
+            })?;
         if let Some(b) = self.local.as_ref().filter(|b| b.broker_id() == owner) {
-            return Ok(BrokerHandle::Local(b.clone()));
+            return Ok(Arc::new(b.clone()));
         }
-        let addr = snap
-            .broker_addr(owner)
-            .ok_or(ResponseError::NotLeaderOrFollower)?;
-        Ok(BrokerHandle::Remote(self.remote(addr)))
+        let addr = snap.broker_addr(owner).ok_or_else(|| {
+            RoutingError::new(
+                RoutingErrorKind::OwnerUnknown,
+                format!("no address for broker {owner}, the owner of {key}"),
+            )
+        })?;
+        Ok(self.remote(addr))
     }
 
     /// Sequences `records` at the partition's owner. Right after a partition
@@ -175,32 +191,15 @@ impl Context {
         key: &PartitionKey,
         records: Bytes,
         acks: Acks,
-    ) -> Result<PendingProduce, floe_broker::BrokerError> {
-        let deadline = tokio::time::Instant::now() + OWNER_READY_WAIT;
-        loop {
-            let snap = self.view.current();
-            let res = match self.route(&snap, key) {
-                Ok(h) => h.append(key, records.clone(), acks).await,
-                // Retryable either way: the client refreshes metadata.
-                Err(code) => Err(floe_broker::BrokerError::new(
-                    if code == ResponseError::UnknownTopicOrPartition {
-                        floe_broker::ErrorKind::UnknownTopicOrPartition
-                    } else {
-                        floe_broker::ErrorKind::NotOwner
-                    },
-                    format!("cannot route to the partition's owner: {code}"),
-                )),
-            };
-            match res {
-                Err(e)
-                    if e.kind() == floe_broker::ErrorKind::NotOwner
-                        && tokio::time::Instant::now() < deadline =>
-                {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-                other => return other,
-            }
-        }
+    ) -> Result<PendingProduce, CallError> {
+        append_retrying(
+            || self.route(&self.view.current(), key),
+            key,
+            records,
+            acks,
+            OWNER_READY_WAIT,
+        )
+        .await
     }
 
     /// The client of the broker at `addr` (one per address, reused).
@@ -350,7 +349,7 @@ impl Context {
                             Ok(pending) => Part::Waiting(p.index, pending),
                             Err(e) => {
                                 tracing::debug!(topic = %t.name.0.as_str(), partition = p.index, error = %e, "produce refused");
-                                Part::Done(p.index, code_for(&e), Some(e.to_string()))
+                                Part::Done(p.index, call_code(&e), Some(e.to_string()))
                             }
                         }
                     }
@@ -388,7 +387,7 @@ impl Context {
                                     }
                                 }
                                 Err(e) => {
-                                    pr.error_code = code_for(&e);
+                                    pr.error_code = call_code(&e);
                                     if version >= 8 {
                                         pr.error_message = Some(s(e.to_string()));
                                     }
@@ -452,10 +451,7 @@ impl Context {
                                         }
                                         r
                                     }
-                                    Err(code) => Err(floe_broker::BrokerError::new(
-                                        floe_broker::ErrorKind::NotOwner,
-                                        code.to_string(),
-                                    )),
+                                    Err(e) => Err(CallError::Routing(e)),
                                 };
                                 match r {
                                     Ok(d) => {
@@ -467,7 +463,7 @@ impl Context {
                                         total += d.bytes();
                                         pd.records = Some(concat(d.batches));
                                     }
-                                    Err(e) => pd.error_code = code_for(&e),
+                                    Err(e) => pd.error_code = call_code(&e),
                                 }
                             }
                         }
@@ -516,7 +512,7 @@ impl Context {
                     (None, _) => pr.error_code = ResponseError::InvalidRequest.code(),
                     (_, None) => pr.error_code = ResponseError::UnknownTopicOrPartition.code(),
                     (Some(spec), Some(key)) => match self.route(&snap, &key) {
-                        Err(code) => pr.error_code = code.code(),
+                        Err(e) => pr.error_code = routing_code(&e),
                         Ok(h) => match h.list_offset(&key, spec).await {
                             Ok((a, epoch)) => {
                                 pr.offset = a.offset;
@@ -525,7 +521,7 @@ impl Context {
                                     pr.leader_epoch = i32::try_from(epoch).unwrap_or(-1);
                                 }
                             }
-                            Err(e) => pr.error_code = code_for(&e),
+                            Err(e) => pr.error_code = call_code(&e),
                         },
                     },
                 }
@@ -553,10 +549,10 @@ impl Context {
                 match Self::key_of(&snap, &t.name.0, p.partition_index) {
                     None => pr.error_code = ResponseError::UnknownTopicOrPartition.code(),
                     Some(key) => match self.route(&snap, &key) {
-                        Err(code) => pr.error_code = code.code(),
+                        Err(e) => pr.error_code = routing_code(&e),
                         Ok(h) => match h.delete_records(&key, p.offset).await {
                             Ok(low) => pr.low_watermark = low,
-                            Err(e) => pr.error_code = code_for(&e),
+                            Err(e) => pr.error_code = call_code(&e),
                         },
                     },
                 }
@@ -602,6 +598,32 @@ impl Context {
     }
 }
 
+/// Sequences `records` at the owner `route` names, asking again (every
+/// 10 ms, for up to `wait`) while the owner is not ready: it answers
+/// NOT_OWNER, has no address yet, or cannot be reached. A partition the
+/// cluster does not have, and any other answer, are returned at once.
+async fn append_retrying(
+    route: impl Fn() -> Result<Arc<dyn PartitionOwner>, RoutingError>,
+    key: &PartitionKey,
+    records: Bytes,
+    acks: Acks,
+    wait: Duration,
+) -> Result<PendingProduce, CallError> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let res = match route() {
+            Ok(owner) => owner.append(key, records.clone(), acks).await,
+            Err(e) => Err(e.into()),
+        };
+        match res {
+            Err(e) if e.owner_not_ready() && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 fn concat(batches: Vec<Bytes>) -> Bytes {
     match batches.len() {
         0 => Bytes::new(),
@@ -613,5 +635,137 @@ fn concat(batches: Vec<Bytes>) -> Bytes {
             }
             b.freeze()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use floe_broker::{BrokerError, ErrorKind, FetchData, OffsetAnswer, ProduceOk};
+    use floe_storage::TopicId;
+    use kafka_protocol::ResponseError;
+
+    use super::*;
+
+    /// An owner that answers NOT_OWNER to its first `not_ready` appends.
+    #[derive(Debug)]
+    struct FakeOwner {
+        not_ready: usize,
+        appends: AtomicUsize,
+    }
+
+    impl FakeOwner {
+        fn new(not_ready: usize) -> Arc<Self> {
+            Arc::new(Self {
+                not_ready,
+                appends: AtomicUsize::new(0),
+            })
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl PartitionOwner for FakeOwner {
+        async fn append(
+            &self,
+            key: &PartitionKey,
+            _records: Bytes,
+            _acks: Acks,
+        ) -> Result<PendingProduce, CallError> {
+            let n = self.appends.fetch_add(1, Ordering::SeqCst);
+            if n < self.not_ready {
+                return Err(BrokerError::not_owner(key).into());
+            }
+            Ok(PendingProduce::remote(async move {
+                Ok(ProduceOk {
+                    base_offset: n as i64,
+                    log_start_offset: 0,
+                    log_append_time: -1,
+                })
+            }))
+        }
+
+        async fn fetch(&self, _: &PartitionKey, _: i64, _: usize) -> Result<FetchData, CallError> {
+            Err(BrokerError::new(ErrorKind::Unsupported, "fake").into())
+        }
+
+        async fn wait_for_data(&self, _: &PartitionKey, _: i64, _: tokio::time::Instant) {}
+
+        async fn list_offset(
+            &self,
+            _: &PartitionKey,
+            _: OffsetSpec,
+        ) -> Result<(OffsetAnswer, i64), CallError> {
+            Err(BrokerError::new(ErrorKind::Unsupported, "fake").into())
+        }
+
+        async fn delete_records(&self, _: &PartitionKey, _: i64) -> Result<i64, CallError> {
+            Err(BrokerError::new(ErrorKind::Unsupported, "fake").into())
+        }
+    }
+
+    fn key() -> PartitionKey {
+        PartitionKey::new(TopicId(uuid::Uuid::nil()), 0)
+    }
+
+    fn routing(kind: RoutingErrorKind) -> RoutingError {
+        RoutingError::new(kind, "test")
+    }
+
+    #[tokio::test]
+    async fn a_produce_waits_for_an_owner_still_taking_over() {
+        let owner = FakeOwner::new(3);
+        let o = owner.clone();
+        let route = move || Ok(o.clone() as Arc<dyn PartitionOwner>);
+        let pending = append_retrying(route, &key(), Bytes::new(), Acks::All, OWNER_READY_WAIT)
+            .await
+            .expect("sequenced once the owner is ready");
+        assert_eq!(pending.wait().await.expect("acknowledged").base_offset, 3);
+        assert_eq!(owner.appends.load(Ordering::SeqCst), 4);
+    }
+
+    #[tokio::test]
+    async fn a_produce_waits_for_a_partition_to_get_an_owner() {
+        let owner = FakeOwner::new(0);
+        let routes = AtomicUsize::new(0);
+        let route = || match routes.fetch_add(1, Ordering::SeqCst) {
+            0 => Err(routing(RoutingErrorKind::NoOwner)),
+            1 => Err(routing(RoutingErrorKind::OwnerUnknown)),
+            2 => Err(routing(RoutingErrorKind::Unreachable)),
+            _ => Ok(owner.clone() as Arc<dyn PartitionOwner>),
+        };
+        append_retrying(route, &key(), Bytes::new(), Acks::All, OWNER_READY_WAIT)
+            .await
+            .expect("sequenced once the partition has an owner");
+        assert_eq!(routes.load(Ordering::SeqCst), 4);
+    }
+
+    #[tokio::test]
+    async fn an_owner_never_ready_is_not_leader_or_follower_after_the_wait() {
+        let owner = FakeOwner::new(usize::MAX);
+        let o = owner.clone();
+        let route = move || Ok(o.clone() as Arc<dyn PartitionOwner>);
+        let started = tokio::time::Instant::now();
+        let wait = Duration::from_millis(100);
+        let e = append_retrying(route, &key(), Bytes::new(), Acks::All, wait)
+            .await
+            .expect_err("never ready");
+        assert!(started.elapsed() >= wait);
+        assert!(owner.appends.load(Ordering::SeqCst) > 1);
+        assert_eq!(call_code(&e), ResponseError::NotLeaderOrFollower.code());
+    }
+
+    #[tokio::test]
+    async fn an_unknown_partition_is_answered_at_once() {
+        let routes = AtomicUsize::new(0);
+        let route = || {
+            routes.fetch_add(1, Ordering::SeqCst);
+            Err(routing(RoutingErrorKind::UnknownPartition))
+        };
+        let e = append_retrying(route, &key(), Bytes::new(), Acks::All, OWNER_READY_WAIT)
+            .await
+            .expect_err("no such partition");
+        assert_eq!(routes.load(Ordering::SeqCst), 1);
+        assert_eq!(call_code(&e), ResponseError::UnknownTopicOrPartition.code());
     }
 }

@@ -7,10 +7,11 @@
 //! produce requests in order without waiting for the flush), the body once
 //! the acknowledgement level is met.
 //!
-//! [`BrokerHandle`] is what the proxy calls: the broker in this process, or
-//! a client of one in another.
+//! Every route is one type in [`routes`] (path, request, reply), served by
+//! [`router`] and called by [`RemoteBroker`], which implements
+//! [`PartitionOwner`] and [`Coordinator`](crate::owner::Coordinator) for a
+//! broker in another process.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -28,7 +29,11 @@ use prost::Message;
 use floe_storage::{PartitionKey, TopicId};
 
 use crate::broker::{Acks, Broker, FetchData, OffsetAnswer, OffsetSpec, PendingProduce, ProduceOk};
-use crate::error::{BrokerError, ErrorKind, Result};
+use crate::error::{BrokerError, CallError, ErrorKind, Result, RoutingError};
+use crate::owner::PartitionOwner;
+
+pub mod routes;
+use routes::Route;
 
 /// Messages of the internal RPC.
 pub mod proto {
@@ -244,22 +249,77 @@ fn bad(e: impl std::fmt::Display) -> Response {
     (StatusCode::BAD_REQUEST, e.to_string()).into_response()
 }
 
+/// What a handler answers: its reply now, or (a produce) the headers now
+/// and the reply as the body once it is ready.
+pub(crate) enum Answer<T> {
+    Now(T),
+    Later(futures::future::BoxFuture<'static, T>),
+}
+
+/// Registering a route's handler by its [`Route`] type: the request is
+/// decoded as `R::Req` (400 if it is not one), the reply encoded as `R::Resp`.
+trait Serve {
+    fn serve<R, F, Fut>(self, handler: F) -> Self
+    where
+        R: Route,
+        F: Fn(Broker, R::Req) -> Fut + Clone + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Answer<R::Resp>> + Send + 'static;
+}
+
+impl Serve for Router<Broker> {
+    fn serve<R, F, Fut>(self, handler: F) -> Self
+    where
+        R: Route,
+        F: Fn(Broker, R::Req) -> Fut + Clone + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Answer<R::Resp>> + Send + 'static,
+    {
+        self.route(
+            R::PATH,
+            post(move |State(b): State<Broker>, body: Bytes| async move {
+                let req = match R::Req::decode(body) {
+                    Ok(r) => r,
+                    Err(e) => return bad(e),
+                };
+                match handler(b, req).await {
+                    Answer::Now(reply) => protobuf(reply),
+                    Answer::Later(reply) => {
+                        let body = futures::stream::once(async move {
+                            Ok::<_, std::convert::Infallible>(Bytes::from(
+                                reply.await.encode_to_vec(),
+                            ))
+                        });
+                        (StatusCode::OK, Body::from_stream(body)).into_response()
+                    }
+                }
+            }),
+        )
+    }
+}
+
+/// Registers `$handler` (an `async fn(Broker, Req) -> Resp`) for `$route`.
+macro_rules! serve {
+    ($router:expr, $route:ty, $handler:expr) => {
+        $router.serve::<$route, _, _>(|b, req| async move { Answer::Now($handler(b, req).await) })
+    };
+}
+
 /// The RPC routes of a broker.
 pub fn router(broker: Broker) -> Router {
-    Router::new()
-        .route("/rpc/produce", post(rpc_produce))
-        .route("/rpc/fetch", post(rpc_fetch))
-        .route("/rpc/wait", post(rpc_wait))
-        .route("/rpc/list-offset", post(rpc_list_offset))
-        .route("/rpc/delete-records", post(rpc_delete_records))
-        .route("/rpc/group/join", post(crate::group_rpc::rpc_join))
-        .route("/rpc/group/sync", post(crate::group_rpc::rpc_sync))
-        .route("/rpc/group/member", post(crate::group_rpc::rpc_member))
-        .route("/rpc/group/leave", post(crate::group_rpc::rpc_leave))
-        .route("/rpc/group/describe", post(crate::group_rpc::rpc_describe))
-        .route("/rpc/group/list", post(crate::group_rpc::rpc_list))
-        .route("/rpc/group/delete", post(crate::group_rpc::rpc_delete))
-        .layer(axum::extract::DefaultBodyLimit::max(128 * 1024 * 1024))
+    use crate::group_rpc as g;
+    let r =
+        Router::new().serve::<routes::Produce, _, _>(|b, req| async move { rpc_produce(b, req) });
+    let r = serve!(r, routes::Fetch, rpc_fetch);
+    let r = serve!(r, routes::Wait, rpc_wait);
+    let r = serve!(r, routes::ListOffset, rpc_list_offset);
+    let r = serve!(r, routes::DeleteRecords, rpc_delete_records);
+    let r = serve!(r, routes::GroupJoin, g::rpc_join);
+    let r = serve!(r, routes::GroupSync, g::rpc_sync);
+    let r = serve!(r, routes::GroupMember, g::rpc_member);
+    let r = serve!(r, routes::GroupLeave, g::rpc_leave);
+    let r = serve!(r, routes::GroupDescribe, g::rpc_describe);
+    let r = serve!(r, routes::GroupList, g::rpc_list);
+    let r = serve!(r, routes::GroupDelete, g::rpc_delete);
+    r.layer(axum::extract::DefaultBodyLimit::max(128 * 1024 * 1024))
         .with_state(broker)
 }
 
@@ -268,57 +328,47 @@ pub async fn serve(listener: tokio::net::TcpListener, broker: Broker) -> std::io
     axum::serve(listener, router(broker)).await
 }
 
-async fn rpc_produce(State(b): State<Broker>, body: Bytes) -> Response {
-    let req = match proto::ProduceRequest::decode(body) {
-        Ok(r) => r,
-        Err(e) => return bad(e),
-    };
-    let acks = match Acks::from_kafka(i16::try_from(req.acks).unwrap_or(i16::MAX)) {
-        Some(a) => a,
-        None => return bad(format!("bad acks {}", req.acks)),
-    };
-    let done = match key_of(req.partition.as_ref()).and_then(|k| b.append(&k, &req.records, acks)) {
-        // Sequenced: the headers go now, the body when acknowledged.
-        Ok(pending) => {
-            let fut = async move {
-                let r = match pending.wait().await {
-                    Ok(ok) => proto::ProduceResponse {
-                        error: None,
-                        base_offset: ok.base_offset,
-                        log_start_offset: ok.log_start_offset,
-                        log_append_time: ok.log_append_time,
-                    },
-                    Err(e) => proto::ProduceResponse {
-                        error: Some(to_proto(&e)),
-                        ..Default::default()
-                    },
-                };
-                Ok::<_, std::convert::Infallible>(Bytes::from(r.encode_to_vec()))
-            };
-            Body::from_stream(futures::stream::once(fut))
-        }
-        Err(e) => Body::from(
-            proto::ProduceResponse {
-                error: Some(to_proto(&e)),
-                ..Default::default()
-            }
-            .encode_to_vec(),
-        ),
-    };
-    (StatusCode::OK, done).into_response()
+fn produce_failed(e: &BrokerError) -> proto::ProduceResponse {
+    proto::ProduceResponse {
+        error: Some(to_proto(e)),
+        ..Default::default()
+    }
 }
 
-async fn rpc_fetch(State(b): State<Broker>, body: Bytes) -> Response {
-    let req = match proto::FetchRequest::decode(body) {
-        Ok(r) => r,
-        Err(e) => return bad(e),
+/// Sequences the batches now; the reply waits for the acknowledgement.
+fn rpc_produce(b: Broker, req: proto::ProduceRequest) -> Answer<proto::ProduceResponse> {
+    let Some(acks) = Acks::from_kafka(i16::try_from(req.acks).unwrap_or(i16::MAX)) else {
+        return Answer::Now(produce_failed(&BrokerError::new(
+            ErrorKind::InvalidRequest,
+            format!("bad acks {}", req.acks),
+        )));
     };
+    match key_of(req.partition.as_ref()).and_then(|k| b.append(&k, &req.records, acks)) {
+        Ok(pending) => Answer::Later(Box::pin(async move {
+            match pending.wait().await {
+                Ok(ok) => proto::ProduceResponse {
+                    error: None,
+                    base_offset: ok.base_offset,
+                    log_start_offset: ok.log_start_offset,
+                    log_append_time: ok.log_append_time,
+                },
+                Err(CallError::Broker(e)) => produce_failed(&e),
+                Err(CallError::Routing(e)) => {
+                    produce_failed(&BrokerError::new(ErrorKind::NotOwner, e.to_string()))
+                }
+            }
+        })),
+        Err(e) => Answer::Now(produce_failed(&e)),
+    }
+}
+
+async fn rpc_fetch(b: Broker, req: proto::FetchRequest) -> proto::FetchResponse {
     let max = usize::try_from(req.max_bytes).unwrap_or(usize::MAX);
     let r = match key_of(req.partition.as_ref()) {
         Ok(k) => b.fetch(&k, req.offset, max).await,
         Err(e) => Err(e),
     };
-    protobuf(match r {
+    match r {
         Ok(d) => proto::FetchResponse {
             error: None,
             high_watermark: d.high_watermark,
@@ -329,34 +379,24 @@ async fn rpc_fetch(State(b): State<Broker>, body: Bytes) -> Response {
             error: Some(to_proto(&e)),
             ..Default::default()
         },
-    })
+    }
 }
 
-async fn rpc_wait(State(b): State<Broker>, body: Bytes) -> Response {
-    let req = match proto::WaitRequest::decode(body) {
-        Ok(r) => r,
-        Err(e) => return bad(e),
-    };
+async fn rpc_wait(b: Broker, req: proto::WaitRequest) -> proto::Empty {
     if let Ok(k) = key_of(req.partition.as_ref()) {
         let until = tokio::time::Instant::now() + Duration::from_millis(req.timeout_ms.min(60_000));
         b.wait_for_data(&k, req.offset, until).await;
     }
-    protobuf(proto::Empty {})
+    proto::Empty {}
 }
 
-async fn rpc_list_offset(State(b): State<Broker>, body: Bytes) -> Response {
-    let req = match proto::ListOffsetRequest::decode(body) {
-        Ok(r) => r,
-        Err(e) => return bad(e),
-    };
+async fn rpc_list_offset(b: Broker, req: proto::ListOffsetRequest) -> proto::ListOffsetResponse {
     let r = async {
         let k = key_of(req.partition.as_ref())?;
-        let a = b.list_offset(&k, spec_from_i64(req.spec)?).await?;
-        let epoch = b.log(&k).map(|l| l.epoch() as i64).unwrap_or(-1);
-        Ok::<_, BrokerError>((a, epoch))
+        b.list_offset_and_epoch(&k, spec_from_i64(req.spec)?).await
     }
     .await;
-    protobuf(match r {
+    match r {
         Ok((a, epoch)) => proto::ListOffsetResponse {
             error: None,
             offset: a.offset,
@@ -369,19 +409,18 @@ async fn rpc_list_offset(State(b): State<Broker>, body: Bytes) -> Response {
             timestamp: -1,
             epoch: -1,
         },
-    })
+    }
 }
 
-async fn rpc_delete_records(State(b): State<Broker>, body: Bytes) -> Response {
-    let req = match proto::DeleteRecordsRequest::decode(body) {
-        Ok(r) => r,
-        Err(e) => return bad(e),
-    };
+async fn rpc_delete_records(
+    b: Broker,
+    req: proto::DeleteRecordsRequest,
+) -> proto::DeleteRecordsResponse {
     let r = match key_of(req.partition.as_ref()) {
         Ok(k) => b.delete_records(&k, req.offset).await,
         Err(e) => Err(e),
     };
-    protobuf(match r {
+    match r {
         Ok(low) => proto::DeleteRecordsResponse {
             error: None,
             low_watermark: low,
@@ -390,7 +429,7 @@ async fn rpc_delete_records(State(b): State<Broker>, body: Bytes) -> Response {
             error: Some(to_proto(&e)),
             low_watermark: -1,
         },
-    })
+    }
 }
 
 /// A client of a broker in another process (HTTP/2, one connection reused).
@@ -401,13 +440,7 @@ pub struct RemoteBroker {
     timeout: Duration,
 }
 
-fn unreachable(addr: &str, e: impl std::fmt::Display) -> BrokerError {
-    // Retryable for a Kafka client: the partition moves when a broker dies.
-    BrokerError::new(
-        ErrorKind::NotOwner,
-        format!("broker at {addr} unreachable: {e}"),
-    )
-}
+type Answered = hyper::Response<hyper::body::Incoming>;
 
 impl RemoteBroker {
     pub fn new(addr: impl Into<String>) -> Self {
@@ -423,78 +456,82 @@ impl RemoteBroker {
         }
     }
 
-    /// A call with its own deadline (group joins wait for a rebalance).
-    pub(crate) async fn call_timeout<M: Message + Default>(
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Calls route `R`; the client's deadline is for the response headers.
+    pub(crate) async fn call<R: Route>(&self, req: R::Req) -> Result<R::Resp, CallError> {
+        let resp = self.send::<R>(req, self.timeout).await?;
+        Self::body::<R>(&self.addr, resp).await
+    }
+
+    /// Calls route `R` with its own deadline (group joins wait for a
+    /// rebalance), for the headers and the body together.
+    pub(crate) async fn call_timeout<R: Route>(
         &self,
-        path: &str,
-        req: impl Message,
+        req: R::Req,
         timeout: Duration,
-    ) -> Result<M> {
+    ) -> Result<R::Resp, CallError> {
         let call = async {
-            let resp = self.send_within(path, req.encode_to_vec(), timeout).await?;
-            Self::body(&self.addr, resp).await
+            let resp = self.send::<R>(req, timeout).await?;
+            Self::body::<R>(&self.addr, resp).await
         };
         tokio::time::timeout(timeout, call)
             .await
-            .map_err(|_| unreachable(&self.addr, "timed out"))?
+            .map_err(|_| RoutingError::unreachable(&self.addr, "timed out"))?
     }
 
-    async fn send(
-        &self,
-        path: &str,
-        body: Vec<u8>,
-    ) -> Result<hyper::Response<hyper::body::Incoming>> {
-        self.send_within(path, body, self.timeout).await
-    }
-
-    async fn send_within(
-        &self,
-        path: &str,
-        body: Vec<u8>,
-        timeout: Duration,
-    ) -> Result<hyper::Response<hyper::body::Incoming>> {
-        let req = hyper::Request::post(format!("http://{}{path}", self.addr))
+    /// Sends a request of route `R`; returns once the response headers came.
+    async fn send<R: Route>(&self, req: R::Req, timeout: Duration) -> Result<Answered, CallError> {
+        let req = hyper::Request::post(format!("http://{}{}", self.addr, R::PATH))
             .header(hyper::header::CONTENT_TYPE, "application/x-protobuf")
-            .body(Full::new(Bytes::from(body)))
+            .body(Full::new(Bytes::from(req.encode_to_vec())))
             .map_err(|e| BrokerError::new(ErrorKind::InvalidRequest, e.to_string()))?;
         let resp = tokio::time::timeout(timeout, self.client.request(req))
             .await
-            .map_err(|_| unreachable(&self.addr, "timed out"))?
-            .map_err(|e| unreachable(&self.addr, e))?;
+            .map_err(|_| RoutingError::unreachable(&self.addr, "timed out"))?
+            .map_err(|e| RoutingError::unreachable(&self.addr, e))?;
         if !resp.status().is_success() {
             return Err(BrokerError::new(
                 ErrorKind::InvalidRequest,
                 format!("broker at {} answered {}", self.addr, resp.status()),
-            ));
+            )
+            .into());
         }
         Ok(resp)
     }
 
-    async fn body<M: Message + Default>(
-        addr: &str,
-        resp: hyper::Response<hyper::body::Incoming>,
-    ) -> Result<M> {
+    /// Reads the reply of route `R` from the response body.
+    async fn body<R: Route>(addr: &str, resp: Answered) -> Result<R::Resp, CallError> {
         let bytes = resp
             .into_body()
             .collect()
             .await
-            .map_err(|e| unreachable(addr, e))?
+            .map_err(|e| RoutingError::unreachable(addr, e))?
             .to_bytes();
-        M::decode(bytes).map_err(|e| unreachable(addr, format!("bad answer: {e}")))
+        Ok(R::Resp::decode(bytes)
+            .map_err(|e| RoutingError::unreachable(addr, format!("bad answer: {e}")))?)
     }
+}
 
-    async fn call<M: Message + Default>(&self, path: &str, req: impl Message) -> Result<M> {
-        let resp = self.send(path, req.encode_to_vec()).await?;
-        Self::body(&self.addr, resp).await
+fn answered<T>(error: Option<proto::Error>, ok: impl FnOnce() -> T) -> Result<T, CallError> {
+    match error {
+        Some(e) => Err(from_proto(e).into()),
+        None => Ok(ok()),
     }
+}
 
-    /// Sends a produce; returns once the remote broker sequenced it.
-    pub async fn append(
+#[async_trait::async_trait]
+impl PartitionOwner for RemoteBroker {
+    /// Sends a produce; returns once the remote broker sequenced it (the
+    /// response headers), the acknowledgement coming with the body.
+    async fn append(
         &self,
         key: &PartitionKey,
         records: Bytes,
         acks: Acks,
-    ) -> Result<PendingProduce> {
+    ) -> Result<PendingProduce, CallError> {
         let req = proto::ProduceRequest {
             partition: Some(part(key)),
             acks: match acks {
@@ -504,63 +541,46 @@ impl RemoteBroker {
             },
             records,
         };
-        let resp = self.send("/rpc/produce", req.encode_to_vec()).await?;
+        let resp = self.send::<routes::Produce>(req, self.timeout).await?;
         let addr = self.addr.clone();
         Ok(PendingProduce::remote(async move {
-            let r: proto::ProduceResponse = Self::body(&addr, resp).await?;
-            match r.error {
-                Some(e) => Err(from_proto(e)),
-                None => Ok(ProduceOk {
-                    base_offset: r.base_offset,
-                    log_start_offset: r.log_start_offset,
-                    log_append_time: r.log_append_time,
-                }),
-            }
+            let r = Self::body::<routes::Produce>(&addr, resp).await?;
+            answered(r.error, || ProduceOk {
+                base_offset: r.base_offset,
+                log_start_offset: r.log_start_offset,
+                log_append_time: r.log_append_time,
+            })
         }))
     }
 
-    pub async fn fetch(
+    async fn fetch(
         &self,
         key: &PartitionKey,
         offset: i64,
         max_bytes: usize,
-    ) -> Result<FetchData> {
-        let r: proto::FetchResponse = self
-            .call(
-                "/rpc/fetch",
-                proto::FetchRequest {
-                    partition: Some(part(key)),
-                    offset,
-                    max_bytes: max_bytes as u64,
-                },
-            )
+    ) -> Result<FetchData, CallError> {
+        let r = self
+            .call::<routes::Fetch>(proto::FetchRequest {
+                partition: Some(part(key)),
+                offset,
+                max_bytes: max_bytes as u64,
+            })
             .await?;
-        match r.error {
-            Some(e) => Err(from_proto(e)),
-            None => Ok(FetchData {
-                high_watermark: r.high_watermark,
-                log_start_offset: r.log_start_offset,
-                batches: r.batches,
-            }),
-        }
+        answered(r.error, || FetchData {
+            high_watermark: r.high_watermark,
+            log_start_offset: r.log_start_offset,
+            batches: r.batches,
+        })
     }
 
-    pub async fn wait_for_data(
-        &self,
-        key: &PartitionKey,
-        offset: i64,
-        until: tokio::time::Instant,
-    ) {
+    async fn wait_for_data(&self, key: &PartitionKey, offset: i64, until: tokio::time::Instant) {
         let timeout = until.saturating_duration_since(tokio::time::Instant::now());
-        let r: Result<proto::Empty> = self
-            .call(
-                "/rpc/wait",
-                proto::WaitRequest {
-                    partition: Some(part(key)),
-                    offset,
-                    timeout_ms: timeout.as_millis() as u64,
-                },
-            )
+        let r = self
+            .call::<routes::Wait>(proto::WaitRequest {
+                partition: Some(part(key)),
+                offset,
+                timeout_ms: timeout.as_millis() as u64,
+            })
             .await;
         if r.is_err() {
             // Do not spin on an unreachable broker.
@@ -571,114 +591,35 @@ impl RemoteBroker {
         }
     }
 
-    pub async fn list_offset(
+    async fn list_offset(
         &self,
         key: &PartitionKey,
         spec: OffsetSpec,
-    ) -> Result<(OffsetAnswer, i64)> {
-        let r: proto::ListOffsetResponse = self
-            .call(
-                "/rpc/list-offset",
-                proto::ListOffsetRequest {
-                    partition: Some(part(key)),
-                    spec: spec_to_i64(spec),
-                },
-            )
+    ) -> Result<(OffsetAnswer, i64), CallError> {
+        let r = self
+            .call::<routes::ListOffset>(proto::ListOffsetRequest {
+                partition: Some(part(key)),
+                spec: spec_to_i64(spec),
+            })
             .await?;
-        match r.error {
-            Some(e) => Err(from_proto(e)),
-            None => Ok((
+        answered(r.error, || {
+            (
                 OffsetAnswer {
                     offset: r.offset,
                     timestamp: r.timestamp,
                 },
                 r.epoch,
-            )),
-        }
-    }
-
-    pub async fn delete_records(&self, key: &PartitionKey, offset: i64) -> Result<i64> {
-        let r: proto::DeleteRecordsResponse = self
-            .call(
-                "/rpc/delete-records",
-                proto::DeleteRecordsRequest {
-                    partition: Some(part(key)),
-                    offset,
-                },
             )
+        })
+    }
+
+    async fn delete_records(&self, key: &PartitionKey, offset: i64) -> Result<i64, CallError> {
+        let r = self
+            .call::<routes::DeleteRecords>(proto::DeleteRecordsRequest {
+                partition: Some(part(key)),
+                offset,
+            })
             .await?;
-        match r.error {
-            Some(e) => Err(from_proto(e)),
-            None => Ok(r.low_watermark),
-        }
-    }
-}
-
-/// The broker a partition's requests go to: in this process or another.
-#[derive(Debug, Clone)]
-pub enum BrokerHandle {
-    Local(Broker),
-    Remote(Arc<RemoteBroker>),
-}
-
-impl BrokerHandle {
-    /// Sequences a produce (in the order calls are made on one task) and
-    /// returns what waits for its acknowledgement.
-    pub async fn append(
-        &self,
-        key: &PartitionKey,
-        records: Bytes,
-        acks: Acks,
-    ) -> Result<PendingProduce> {
-        match self {
-            BrokerHandle::Local(b) => b.append(key, &records, acks),
-            BrokerHandle::Remote(r) => r.append(key, records, acks).await,
-        }
-    }
-
-    pub async fn fetch(
-        &self,
-        key: &PartitionKey,
-        offset: i64,
-        max_bytes: usize,
-    ) -> Result<FetchData> {
-        match self {
-            BrokerHandle::Local(b) => b.fetch(key, offset, max_bytes).await,
-            BrokerHandle::Remote(r) => r.fetch(key, offset, max_bytes).await,
-        }
-    }
-
-    pub async fn wait_for_data(
-        &self,
-        key: &PartitionKey,
-        offset: i64,
-        until: tokio::time::Instant,
-    ) {
-        match self {
-            BrokerHandle::Local(b) => b.wait_for_data(key, offset, until).await,
-            BrokerHandle::Remote(r) => r.wait_for_data(key, offset, until).await,
-        }
-    }
-
-    /// The answer and the partition's epoch (-1 if unknown).
-    pub async fn list_offset(
-        &self,
-        key: &PartitionKey,
-        spec: OffsetSpec,
-    ) -> Result<(OffsetAnswer, i64)> {
-        match self {
-            BrokerHandle::Local(b) => {
-                let a = b.list_offset(key, spec).await?;
-                Ok((a, b.log(key).map(|l| l.epoch() as i64).unwrap_or(-1)))
-            }
-            BrokerHandle::Remote(r) => r.list_offset(key, spec).await,
-        }
-    }
-
-    pub async fn delete_records(&self, key: &PartitionKey, offset: i64) -> Result<i64> {
-        match self {
-            BrokerHandle::Local(b) => b.delete_records(key, offset).await,
-            BrokerHandle::Remote(r) => r.delete_records(key, offset).await,
-        }
+        answered(r.error, || r.low_watermark)
     }
 }

@@ -1,0 +1,235 @@
+//! Who answers a partition's or a group's requests, as the proxy sees it:
+//! [`PartitionOwner`] (the broker that owns a partition) and
+//! [`Coordinator`] (the broker that coordinates a group). Each is
+//! implemented by the [`Broker`] of this process and by
+//! [`RemoteBroker`](crate::rpc::RemoteBroker), the client of a broker in
+//! another; the proxy holds `Arc<dyn …>` and does not know which.
+//!
+//! A partition call that does not reach its owner fails with a
+//! [`RoutingError`](crate::error::RoutingError) inside [`CallError`]; the
+//! proxy maps it to a Kafka code. Group calls answer with Kafka's group
+//! errors (`GroupError`), a coordinator that cannot be reached being
+//! NOT_COORDINATOR.
+
+use bytes::Bytes;
+use floe_storage::PartitionKey;
+
+use crate::broker::{Acks, Broker, FetchData, OffsetAnswer, OffsetSpec, PendingProduce};
+use crate::error::CallError;
+use crate::group::{
+    GroupDescription, GroupError, GroupListing, GroupState, JoinParams, JoinResult, SyncParams,
+    SyncResult,
+};
+
+/// The broker that owns a partition.
+#[async_trait::async_trait]
+pub trait PartitionOwner: Send + Sync + std::fmt::Debug {
+    /// Sequences a produce (in the order calls are made on one task) and
+    /// returns what waits for its acknowledgement.
+    async fn append(
+        &self,
+        key: &PartitionKey,
+        records: Bytes,
+        acks: Acks,
+    ) -> Result<PendingProduce, CallError>;
+
+    /// Whole batches from the one holding `offset`, up to `max_bytes`.
+    async fn fetch(
+        &self,
+        key: &PartitionKey,
+        offset: i64,
+        max_bytes: usize,
+    ) -> Result<FetchData, CallError>;
+
+    /// Returns when data past `offset` may be there, or at `until`.
+    async fn wait_for_data(&self, key: &PartitionKey, offset: i64, until: tokio::time::Instant);
+
+    /// The answer and the partition's epoch (-1 if unknown).
+    async fn list_offset(
+        &self,
+        key: &PartitionKey,
+        spec: OffsetSpec,
+    ) -> Result<(OffsetAnswer, i64), CallError>;
+
+    /// Moves the log start to `offset`; returns the new low watermark.
+    async fn delete_records(&self, key: &PartitionKey, offset: i64) -> Result<i64, CallError>;
+}
+
+/// The coordinator of a group (the broker that owns the group's shard).
+#[async_trait::async_trait]
+pub trait Coordinator: Send + Sync + std::fmt::Debug {
+    async fn join_group(&self, p: JoinParams) -> JoinResult;
+
+    async fn sync_group(&self, p: SyncParams) -> SyncResult;
+
+    async fn heartbeat(
+        &self,
+        group_id: &str,
+        generation_id: i32,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+    ) -> Result<(), GroupError>;
+
+    /// Checks an offset commit's member identity; on success the group is
+    /// marked as having offsets.
+    async fn validate_commit(
+        &self,
+        group_id: &str,
+        generation_id: i32,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+    ) -> Result<(), GroupError>;
+
+    async fn leave_group(
+        &self,
+        group_id: &str,
+        members: &[(String, Option<String>)],
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError>;
+
+    async fn describe_group(&self, group_id: &str) -> GroupDescription;
+
+    /// Deletes the group's membership state (the caller deletes its offsets).
+    async fn delete_group(&self, group_id: &str) -> Result<(), GroupError>;
+
+    /// The groups of every shard this broker coordinates (ListGroups).
+    async fn list_groups(&self, states: &[String]) -> Vec<GroupListing>;
+}
+
+#[async_trait::async_trait]
+impl PartitionOwner for Broker {
+    async fn append(
+        &self,
+        key: &PartitionKey,
+        records: Bytes,
+        acks: Acks,
+    ) -> Result<PendingProduce, CallError> {
+        Ok(Broker::append(self, key, &records, acks)?)
+    }
+
+    async fn fetch(
+        &self,
+        key: &PartitionKey,
+        offset: i64,
+        max_bytes: usize,
+    ) -> Result<FetchData, CallError> {
+        Ok(Broker::fetch(self, key, offset, max_bytes).await?)
+    }
+
+    async fn wait_for_data(&self, key: &PartitionKey, offset: i64, until: tokio::time::Instant) {
+        Broker::wait_for_data(self, key, offset, until).await
+    }
+
+    async fn list_offset(
+        &self,
+        key: &PartitionKey,
+        spec: OffsetSpec,
+    ) -> Result<(OffsetAnswer, i64), CallError> {
+        Ok(self.list_offset_and_epoch(key, spec).await?)
+    }
+
+    async fn delete_records(&self, key: &PartitionKey, offset: i64) -> Result<i64, CallError> {
+        Ok(Broker::delete_records(self, key, offset).await?)
+    }
+}
+
+impl Broker {
+    /// The group's coordinator if this broker owns the group's shard now.
+    fn coordinator_of(
+        &self,
+        group_id: &str,
+    ) -> Result<&crate::group::GroupCoordinator, GroupError> {
+        self.coordinator(group_id, self.view().current().shard_count())
+    }
+}
+
+/// The local coordinator answers only for the shards this broker owns now
+/// (NOT_COORDINATOR otherwise), as it does over the RPC.
+#[async_trait::async_trait]
+impl Coordinator for Broker {
+    async fn join_group(&self, p: JoinParams) -> JoinResult {
+        match self.coordinator_of(&p.group_id) {
+            Ok(c) => c.join_group(p).await,
+            Err(e) => JoinResult::failed(p.member_id, e),
+        }
+    }
+
+    async fn sync_group(&self, p: SyncParams) -> SyncResult {
+        match self.coordinator_of(&p.group_id) {
+            Ok(c) => c.sync_group(p).await,
+            Err(e) => SyncResult::failed(e),
+        }
+    }
+
+    async fn heartbeat(
+        &self,
+        group_id: &str,
+        generation_id: i32,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+    ) -> Result<(), GroupError> {
+        self.coordinator_of(group_id)?.heartbeat(
+            group_id,
+            generation_id,
+            member_id,
+            group_instance_id,
+        )
+    }
+
+    async fn validate_commit(
+        &self,
+        group_id: &str,
+        generation_id: i32,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+    ) -> Result<(), GroupError> {
+        let c = self.coordinator_of(group_id)?;
+        c.validate_commit(group_id, generation_id, member_id, group_instance_id)?;
+        c.set_has_offsets(group_id, true);
+        Ok(())
+    }
+
+    async fn leave_group(
+        &self,
+        group_id: &str,
+        members: &[(String, Option<String>)],
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+        self.coordinator_of(group_id)?
+            .leave_group(group_id, members)
+    }
+
+    async fn describe_group(&self, group_id: &str) -> GroupDescription {
+        match self.coordinator_of(group_id) {
+            Ok(c) => c.describe_group(group_id),
+            Err(e) => GroupDescription::failed(e, group_id),
+        }
+    }
+
+    async fn delete_group(&self, group_id: &str) -> Result<(), GroupError> {
+        match self
+            .coordinator_of(group_id)?
+            .delete_groups(&[group_id.to_string()])
+            .pop()
+        {
+            Some((_, Err(e))) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    async fn list_groups(&self, states: &[String]) -> Vec<GroupListing> {
+        self.groups().list_groups(states)
+    }
+}
+
+impl GroupDescription {
+    /// A description that is only `error` (a dead group).
+    pub fn failed(error: GroupError, group_id: &str) -> Self {
+        GroupDescription {
+            error: Some(error),
+            group_id: group_id.to_string(),
+            state: GroupState::Dead,
+            protocol_type: String::new(),
+            protocol_data: String::new(),
+            members: vec![],
+        }
+    }
+}

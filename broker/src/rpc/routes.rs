@@ -1,0 +1,70 @@
+//! Every route of the broker's internal RPC, defined once: its path, its
+//! request and its reply. The server ([`super::router`]) registers handlers
+//! by these types and [`super::RemoteBroker`] calls by them, so a path is
+//! never written twice and a request can only be sent with the reply type
+//! it gets. The same shape as the metadata API's `floe_metadata::api::routes`.
+
+use super::proto;
+use crate::group_rpc::proto as group;
+
+/// One route of the broker RPC (`POST`, protobuf bodies).
+pub trait Route: Send + Sync + 'static {
+    /// The HTTP path.
+    const PATH: &'static str;
+    type Req: prost::Message + Default + Send + 'static;
+    type Resp: prost::Message + Default + Send + 'static;
+}
+
+macro_rules! routes {
+    ($($(#[$m:meta])* $name:ident = $path:literal : $req:path => $resp:path;)*) => {
+        $(
+            $(#[$m])*
+            #[derive(Debug, Clone, Copy)]
+            pub struct $name;
+
+            impl Route for $name {
+                const PATH: &'static str = $path;
+                type Req = $req;
+                type Resp = $resp;
+            }
+        )*
+
+        /// Every route's path, for tests.
+        pub const ALL_PATHS: &[&str] = &[$($path),*];
+    };
+}
+
+routes! {
+    /// Answers in two steps on one stream: the headers once the batches are
+    /// sequenced, the body once the acknowledgement level is met.
+    Produce = "/rpc/produce": proto::ProduceRequest => proto::ProduceResponse;
+    Fetch = "/rpc/fetch": proto::FetchRequest => proto::FetchResponse;
+    /// A long poll: returns when data past the offset may be there.
+    Wait = "/rpc/wait": proto::WaitRequest => proto::Empty;
+    ListOffset = "/rpc/list-offset": proto::ListOffsetRequest => proto::ListOffsetResponse;
+    DeleteRecords = "/rpc/delete-records": proto::DeleteRecordsRequest => proto::DeleteRecordsResponse;
+    /// May wait for a whole rebalance.
+    GroupJoin = "/rpc/group/join": group::Join => group::JoinReply;
+    GroupSync = "/rpc/group/sync": group::Sync => group::SyncReply;
+    /// Heartbeat and offset-commit validation (`MemberCall::op`).
+    GroupMember = "/rpc/group/member": group::MemberCall => group::ErrorReply;
+    GroupLeave = "/rpc/group/leave": group::Leave => group::ErrorReply;
+    GroupDescribe = "/rpc/group/describe": group::GroupIds => group::Descriptions;
+    GroupList = "/rpc/group/list": group::GroupIds => group::Descriptions;
+    GroupDelete = "/rpc/group/delete": group::GroupIds => group::ErrorReply;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_path_is_unique_and_under_rpc() {
+        let mut seen = std::collections::HashSet::new();
+        for p in ALL_PATHS {
+            assert!(p.starts_with("/rpc/"), "{p}");
+            assert!(seen.insert(*p), "{p} defined twice");
+        }
+        assert_eq!(ALL_PATHS.len(), 12);
+    }
+}
