@@ -32,6 +32,49 @@ pub enum ErrorKind {
     InvalidRequest,
 }
 
+impl ErrorKind {
+    /// Every kind, once.
+    pub const ALL: [ErrorKind; 13] = [
+        ErrorKind::NotOwner,
+        ErrorKind::UnknownTopicOrPartition,
+        ErrorKind::OffsetOutOfRange,
+        ErrorKind::MessageTooLarge,
+        ErrorKind::CorruptMessage,
+        ErrorKind::InvalidRecord,
+        ErrorKind::Unsupported,
+        ErrorKind::Storage,
+        ErrorKind::Metadata,
+        ErrorKind::ShuttingDown,
+        ErrorKind::OutOfOrderSequence,
+        ErrorKind::InvalidProducerEpoch,
+        ErrorKind::InvalidRequest,
+    ];
+
+    /// The kind's name as the internal RPC carries it (its variant name).
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::NotOwner => "NotOwner",
+            ErrorKind::UnknownTopicOrPartition => "UnknownTopicOrPartition",
+            ErrorKind::OffsetOutOfRange => "OffsetOutOfRange",
+            ErrorKind::MessageTooLarge => "MessageTooLarge",
+            ErrorKind::CorruptMessage => "CorruptMessage",
+            ErrorKind::InvalidRecord => "InvalidRecord",
+            ErrorKind::Unsupported => "Unsupported",
+            ErrorKind::Storage => "Storage",
+            ErrorKind::Metadata => "Metadata",
+            ErrorKind::ShuttingDown => "ShuttingDown",
+            ErrorKind::OutOfOrderSequence => "OutOfOrderSequence",
+            ErrorKind::InvalidProducerEpoch => "InvalidProducerEpoch",
+            ErrorKind::InvalidRequest => "InvalidRequest",
+        }
+    }
+
+    /// The kind of a name that [`ErrorKind::name`] gave.
+    pub fn from_name(name: &str) -> Option<ErrorKind> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{message}")]
 pub struct BrokerError {
@@ -154,5 +197,23 @@ impl CallError {
             CallError::Routing(r) => r.is_retryable(),
             CallError::Broker(b) => b.kind() == ErrorKind::NotOwner,
         }
+    }
+}
+
+#[cfg(test)]
+mod kind_tests {
+    use super::ErrorKind;
+
+    #[test]
+    fn every_kind_travels_by_its_own_name() {
+        for k in ErrorKind::ALL {
+            assert_eq!(k.name(), format!("{k:?}"));
+            assert_eq!(ErrorKind::from_name(k.name()), Some(k));
+        }
+        let mut names: Vec<_> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ErrorKind::ALL.len(), "each kind once");
+        assert_eq!(ErrorKind::from_name("SomethingNewer"), None);
     }
 }

@@ -148,54 +148,18 @@ pub mod proto {
     pub struct Empty {}
 }
 
-fn kind_name(k: ErrorKind) -> &'static str {
-    match k {
-        ErrorKind::NotOwner => "NotOwner",
-        ErrorKind::UnknownTopicOrPartition => "UnknownTopicOrPartition",
-        ErrorKind::OffsetOutOfRange => "OffsetOutOfRange",
-        ErrorKind::MessageTooLarge => "MessageTooLarge",
-        ErrorKind::CorruptMessage => "CorruptMessage",
-        ErrorKind::InvalidRecord => "InvalidRecord",
-        ErrorKind::Unsupported => "Unsupported",
-        ErrorKind::Storage => "Storage",
-        ErrorKind::Metadata => "Metadata",
-        ErrorKind::ShuttingDown => "ShuttingDown",
-        ErrorKind::InvalidRequest => "InvalidRequest",
-        ErrorKind::OutOfOrderSequence => "OutOfOrderSequence",
-        ErrorKind::InvalidProducerEpoch => "InvalidProducerEpoch",
-    }
-}
-
-fn kind_from(name: &str) -> ErrorKind {
-    [
-        ErrorKind::NotOwner,
-        ErrorKind::UnknownTopicOrPartition,
-        ErrorKind::OffsetOutOfRange,
-        ErrorKind::MessageTooLarge,
-        ErrorKind::CorruptMessage,
-        ErrorKind::InvalidRecord,
-        ErrorKind::Unsupported,
-        ErrorKind::Storage,
-        ErrorKind::Metadata,
-        ErrorKind::ShuttingDown,
-        ErrorKind::InvalidRequest,
-        ErrorKind::OutOfOrderSequence,
-        ErrorKind::InvalidProducerEpoch,
-    ]
-    .into_iter()
-    .find(|k| kind_name(*k) == name)
-    .unwrap_or(ErrorKind::Metadata)
-}
-
 fn to_proto(e: &BrokerError) -> proto::Error {
     proto::Error {
-        kind: kind_name(e.kind()).to_string(),
+        kind: e.kind().name().to_string(),
         message: e.to_string(),
     }
 }
 
 fn from_proto(e: proto::Error) -> BrokerError {
-    BrokerError::new(kind_from(&e.kind), e.message)
+    // A kind this broker does not know (a newer peer) reads as a metadata
+    // failure: retryable, never mistaken for a verdict on the data.
+    let kind = ErrorKind::from_name(&e.kind).unwrap_or(ErrorKind::Metadata);
+    BrokerError::new(kind, e.message)
 }
 
 fn key_of(p: Option<&proto::Partition>) -> Result<PartitionKey> {
