@@ -26,7 +26,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use prost::Message;
 
-use floe_storage::{PartitionKey, TopicId};
+use floe_metadata::api::convert;
+use floe_storage::PartitionKey;
 
 use crate::broker::{Acks, Broker, FetchData, OffsetAnswer, OffsetSpec, PendingProduce, ProduceOk};
 use crate::error::{BrokerError, CallError, ErrorKind, Result, RoutingError};
@@ -37,13 +38,9 @@ use routes::Route;
 
 /// Messages of the internal RPC.
 pub mod proto {
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Partition {
-        #[prost(string, tag = "1")]
-        pub topic_id: String,
-        #[prost(uint32, tag = "2")]
-        pub partition: u32,
-    }
+    /// A partition on the wire: the metadata API's message, one definition
+    /// for both APIs.
+    pub use floe_metadata::api::proto::Partition;
 
     #[derive(Clone, PartialEq, prost::Message)]
     pub struct Error {
@@ -163,17 +160,11 @@ fn from_proto(e: proto::Error) -> BrokerError {
 }
 
 fn key_of(p: Option<&proto::Partition>) -> Result<PartitionKey> {
-    let p = p.ok_or_else(|| BrokerError::new(ErrorKind::InvalidRequest, "no partition given"))?;
-    let id = uuid::Uuid::parse_str(&p.topic_id)
-        .map_err(|e| BrokerError::new(ErrorKind::InvalidRequest, format!("bad topic id: {e}")))?;
-    Ok(PartitionKey::new(TopicId(id), p.partition))
+    convert::partition(p).map_err(|e| BrokerError::new(ErrorKind::InvalidRequest, e.to_string()))
 }
 
 fn part(key: &PartitionKey) -> proto::Partition {
-    proto::Partition {
-        topic_id: key.topic.0.to_string(),
-        partition: key.partition,
-    }
+    convert::partition_msg(key)
 }
 
 fn spec_to_i64(s: OffsetSpec) -> i64 {

@@ -6,9 +6,8 @@ use crate::ids::{PartitionKey, TopicId};
 use crate::state::{ClusterState, NodeState, PartitionState, Topic};
 
 pub fn topic_id(s: &str) -> Result<TopicId, MetaError> {
-    uuid::Uuid::parse_str(s)
-        .map(TopicId)
-        .map_err(|_| MetaError::InvalidRequest(format!("bad topic id {s:?}")))
+    s.parse()
+        .map_err(|e: floe_types::BadTopicId| MetaError::InvalidRequest(e.to_string()))
 }
 
 pub fn partition(p: Option<&proto::Partition>) -> Result<PartitionKey, MetaError> {
@@ -87,11 +86,7 @@ pub fn cluster_view(state: &ClusterState) -> proto::ClusterView {
             .values()
             .map(|n| proto::NodeInfo {
                 id: n.id.0,
-                kind: match n.kind {
-                    crate::command::NodeKind::Broker => "broker",
-                    crate::command::NodeKind::Proxy => "proxy",
-                }
-                .to_string(),
+                kind: node_kind_name(n.kind).to_string(),
                 addr: n.addr.clone(),
                 state: node_state(n.state).to_string(),
             })
@@ -160,6 +155,24 @@ pub fn node_kind_name(k: crate::command::NodeKind) -> &'static str {
     }
 }
 
+/// The kind [`node_kind_name`] names.
+pub fn node_kind(name: &str) -> Option<crate::command::NodeKind> {
+    [
+        crate::command::NodeKind::Broker,
+        crate::command::NodeKind::Proxy,
+    ]
+    .into_iter()
+    .find(|k| node_kind_name(*k) == name)
+}
+
+/// The state [`node_state`] names (an unknown one reads as dead).
+fn node_state_from(name: &str) -> NodeState {
+    [NodeState::Live, NodeState::Draining]
+        .into_iter()
+        .find(|s| node_state(*s) == name)
+        .unwrap_or(NodeState::Dead)
+}
+
 pub fn object_ref(o: &proto::StoreObject) -> crate::ids::ObjectRef {
     crate::ids::ObjectRef {
         endpoint: crate::ids::EndpointId::new(&o.endpoint),
@@ -208,7 +221,7 @@ pub fn topic_info_from(t: proto::TopicInfo) -> Result<crate::model::TopicInfo, M
 
 pub fn cluster_view_from(v: proto::ClusterView) -> Result<crate::model::ClusterView, MetaError> {
     use crate::ids::{BrokerId, Epoch, Revision, ShardId};
-    use crate::model::{NodeInfo, NodeKind, NodeState, ShardInfo};
+    use crate::model::{NodeInfo, ShardInfo};
     let mut topics = Vec::with_capacity(v.topics.len());
     for t in v.topics {
         match topic_info_from(t) {
@@ -220,21 +233,11 @@ pub fn cluster_view_from(v: proto::ClusterView) -> Result<crate::model::ClusterV
         .nodes
         .into_iter()
         .filter_map(|n| {
-            let kind = match n.kind.as_str() {
-                "broker" => NodeKind::Broker,
-                "proxy" => NodeKind::Proxy,
-                _ => return None,
-            };
-            let state = match n.state.as_str() {
-                "live" => NodeState::Live,
-                "draining" => NodeState::Draining,
-                _ => NodeState::Dead,
-            };
             Some(NodeInfo {
                 id: BrokerId(n.id),
-                kind,
+                kind: node_kind(&n.kind)?,
+                state: node_state_from(&n.state),
                 addr: n.addr,
-                state,
             })
         })
         .collect();

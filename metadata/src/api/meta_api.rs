@@ -39,20 +39,6 @@ pub struct RouteCall {
     encode: fn(&(dyn Any + Send + Sync)) -> Vec<u8>,
     decode: fn(&[u8]) -> Result<Reply, prost::DecodeError>,
     serve: ServeFn,
-    clone: fn(&(dyn Any + Send + Sync)) -> Box<dyn Any + Send + Sync>,
-}
-
-impl Clone for RouteCall {
-    fn clone(&self) -> Self {
-        Self {
-            path: self.path,
-            req: (self.clone)(self.req.as_ref()),
-            encode: self.encode,
-            decode: self.decode,
-            serve: self.serve,
-            clone: self.clone,
-        }
-    }
 }
 
 impl std::fmt::Debug for RouteCall {
@@ -69,13 +55,6 @@ fn encode_as<R: Route>(req: &(dyn Any + Send + Sync)) -> Vec<u8> {
 
 fn decode_as<R: Route>(bytes: &[u8]) -> Result<Reply, prost::DecodeError> {
     Ok(Box::new(R::Resp::decode(bytes)?))
-}
-
-fn clone_as<R: Route>(req: &(dyn Any + Send + Sync)) -> Box<dyn Any + Send + Sync> {
-    match req.downcast_ref::<R::Req>() {
-        Some(r) => Box::new(r.clone()),
-        None => Box::new(R::Req::default()),
-    }
 }
 
 fn serve_as<R: Serve>(
@@ -100,7 +79,6 @@ impl RouteCall {
             encode: encode_as::<R>,
             decode: decode_as::<R>,
             serve: serve_as::<R>,
-            clone: clone_as::<R>,
         }
     }
 
@@ -148,8 +126,8 @@ pub trait MetaApi: Send + Sync + std::fmt::Debug {
 
 /// The metadata service in this process: calls go straight to the node's
 /// handlers (the same ones its HTTP routes serve), with no encoding and no
-/// socket. While the node has no leader yet (at start) a call waits for one,
-/// up to `deadline`, as the HTTP client does.
+/// socket. While the node has no leader yet (at start) a call first waits
+/// for one, up to `deadline`, as the HTTP client does.
 #[derive(Clone)]
 pub struct LocalMeta {
     state: AppState,
@@ -174,18 +152,20 @@ impl LocalMeta {
 #[async_trait::async_trait]
 impl MetaApi for LocalMeta {
     async fn call_route(&self, call: RouteCall) -> Result<Reply, MetaError> {
-        let started = std::time::Instant::now();
-        let mut pause = Duration::from_millis(10);
-        loop {
-            match call.clone().serve(self.state.clone()).await {
-                Err(e) if e.kind().is_retryable() && started.elapsed() < self.deadline => {
-                    tracing::debug!(route = call.path(), error = %e, "metadata not ready; retrying");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(200));
+        let mut metrics = self.state.raft.metrics();
+        if metrics.borrow().current_leader.is_none() {
+            let elected = metrics.wait_for(|m| m.current_leader.is_some());
+            match tokio::time::timeout(self.deadline, elected).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(_)) => return Err(MetaError::Unavailable("the node stopped".into())),
+                Err(_) => {
+                    return Err(MetaError::Unavailable(
+                        "no leader found before the deadline".into(),
+                    ));
                 }
-                r => return r,
             }
         }
+        call.serve(self.state.clone()).await
     }
 }
 

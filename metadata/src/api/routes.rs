@@ -9,7 +9,7 @@ use super::proto;
 pub trait Route: Send + Sync + 'static {
     /// The HTTP path (`POST`, protobuf bodies).
     const PATH: &'static str;
-    type Req: prost::Message + Default + Clone + Send + Sync + 'static;
+    type Req: prost::Message + Default + Send + Sync + 'static;
     type Resp: prost::Message + Default + Send + Sync + 'static;
 }
 

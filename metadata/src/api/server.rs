@@ -23,7 +23,7 @@ use crate::api::routes::{self, Route};
 use crate::api::{PROTOBUF, convert, proto};
 use crate::clock::now_ms;
 use crate::command::{
-    Command, CommitRange, CommittedOffset, NewObject, NodeKind, ObjectSel, OwnedItem, Response,
+    Command, CommitRange, CommittedOffset, NewObject, ObjectSel, OwnedItem, Response,
 };
 use crate::error::{ErrorKind, MetaError};
 use crate::ids::{BrokerId, Epoch, ObjectId};
@@ -396,15 +396,9 @@ async fn describe_topic(s: AppState, req: proto::TopicName) -> Result<proto::Top
 }
 
 async fn register(s: AppState, req: proto::RegisterRequest) -> Result<proto::Empty, MetaError> {
-    let kind = match req.kind.as_str() {
-        "broker" => NodeKind::Broker,
-        "proxy" => NodeKind::Proxy,
-        other => {
-            return Err(MetaError::InvalidRequest(format!(
-                "node kind {other:?}: broker or proxy"
-            )));
-        }
-    };
+    let kind = convert::node_kind(&req.kind).ok_or_else(|| {
+        MetaError::InvalidRequest(format!("node kind {:?}: broker or proxy", req.kind))
+    })?;
     if req.id == 0 || req.lease_ms == 0 {
         return Err(MetaError::InvalidRequest(
             "node id and lease must be above 0".into(),
