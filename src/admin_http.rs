@@ -23,11 +23,12 @@ pub struct AdminState {
     pub indexer: Option<floe_indexer::Indexer>,
 }
 
-/// Starts the admin server on `listen`.
+/// Starts the admin server on `listen`; returns the address it is bound to
+/// (`listen` may have port 0) and the server's task.
 pub async fn serve(
     listen: SocketAddr,
     state: Arc<AdminState>,
-) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let mut app = Router::new()
         .route("/livez", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
@@ -39,11 +40,13 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
-    Ok(tokio::spawn(async move {
+    let addr = listener.local_addr()?;
+    let task = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "admin server stopped");
         }
-    }))
+    });
+    Ok((addr, task))
 }
 
 async fn readyz(State(s): State<Arc<AdminState>>) -> (StatusCode, &'static str) {

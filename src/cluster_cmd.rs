@@ -4,6 +4,7 @@
 
 use floe_metadata::watch::ClusterWatch;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -15,6 +16,7 @@ use floe_metadata::api::client::MetaClient;
 use floe_proxy::{Proxy, ProxyConfig};
 
 use crate::admin_http::{self, AdminState};
+use crate::ports_file::BoundPorts;
 use crate::roles::{BrokerTuning, ClusterAccess, ProxyTuning};
 
 #[derive(Debug, Args)]
@@ -33,6 +35,10 @@ pub struct BrokerArgs {
     /// HTTP admin port: /livez, /readyz, /metrics.
     #[arg(long, env = "FLOE_ADMIN_LISTEN", default_value = "127.0.0.1:9645")]
     pub admin_listen: SocketAddr,
+    /// Once every listener is bound, write their addresses here as JSON
+    /// (`{"rpc": …, "admin": …}`); any listener may be on port 0.
+    #[arg(long, env = "FLOE_PORTS_FILE")]
+    pub ports_file: Option<PathBuf>,
     #[command(flatten)]
     pub tuning: BrokerTuning,
 }
@@ -57,6 +63,10 @@ pub struct ProxyArgs {
     /// HTTP admin port: /livez, /readyz, /metrics.
     #[arg(long, env = "FLOE_ADMIN_LISTEN", default_value = "127.0.0.1:9646")]
     pub admin_listen: SocketAddr,
+    /// Once every listener is bound, write their addresses here as JSON
+    /// (`{"kafka": …, "admin": …}`); any listener may be on port 0.
+    #[arg(long, env = "FLOE_PORTS_FILE")]
+    pub ports_file: Option<PathBuf>,
     #[command(flatten)]
     pub tuning: ProxyTuning,
 }
@@ -67,10 +77,12 @@ pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
     let rpc = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let rpc_addr = rpc.local_addr()?;
+    // Registered with the metadata service: the bound address when the port was 0.
     let advertise = args
         .advertise
         .clone()
-        .unwrap_or_else(|| args.listen.to_string());
+        .unwrap_or_else(|| rpc_addr.to_string());
     let view = ClusterWatch::start(meta.clone());
     let broker = Broker::start(
         args.tuning.config(args.id, advertise),
@@ -90,8 +102,12 @@ pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
         ready: AtomicBool::new(true),
         indexer: None,
     });
-    let admin_task = admin_http::serve(args.admin_listen, state.clone()).await?;
-    eprintln!("floe broker {} ready: RPC on {}", args.id, args.listen);
+    let (admin_addr, admin_task) = admin_http::serve(args.admin_listen, state.clone()).await?;
+    BoundPorts::new()
+        .with("rpc", rpc_addr)
+        .with("admin", admin_addr)
+        .publish("broker", args.ports_file.as_deref())?;
+    eprintln!("floe broker {} ready: RPC on {rpc_addr}", args.id);
     crate::shutdown_signal().await;
     state.ready.store(false, Ordering::SeqCst);
     broker.shutdown().await;
@@ -103,10 +119,15 @@ pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
 pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
     let meta = Arc::new(MetaClient::new(args.meta.clone())?);
     let view = ClusterWatch::start(meta.clone());
+    // Bound first: with port 0, clients are given the port the system picked.
+    let kafka = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let kafka_addr = kafka.local_addr()?;
     let advertise = args
         .advertise
         .clone()
-        .unwrap_or_else(|| args.listen.to_string());
+        .unwrap_or_else(|| kafka_addr.to_string());
     let ctx = args.tuning.context(
         args.id,
         &advertise,
@@ -115,20 +136,23 @@ pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
         view.clone(),
         None,
     )?;
-    let proxy = Proxy::start(
+    let proxy = Proxy::start_on(
+        kafka,
         ProxyConfig {
-            listen: args.listen,
+            listen: kafka_addr,
             max_frame: args.tuning.max_request_bytes,
         },
         ctx,
-    )
-    .await
-    .with_context(|| format!("cannot listen on {}", args.listen))?;
+    )?;
     let state = Arc::new(AdminState {
         ready: AtomicBool::new(false),
         indexer: None,
     });
-    let admin_task = admin_http::serve(args.admin_listen, state.clone()).await?;
+    let (admin_addr, admin_task) = admin_http::serve(args.admin_listen, state.clone()).await?;
+    BoundPorts::new()
+        .with("kafka", proxy.local_addr)
+        .with("admin", admin_addr)
+        .publish("proxy", args.ports_file.as_deref())?;
     let v = view
         .wait_for(Duration::from_secs(30), |s| s.revision.0 > 0)
         .await;

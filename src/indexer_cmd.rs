@@ -44,6 +44,10 @@ pub struct IndexerRunArgs {
     /// HTTP port: /livez, /readyz, /metrics and the query API.
     #[arg(long, env = "FLOE_ADMIN_LISTEN", default_value = "127.0.0.1:9647")]
     pub admin_listen: SocketAddr,
+    /// Once the HTTP port is bound, write its address here as JSON
+    /// (`{"admin": …}`); it may be on port 0.
+    #[arg(long, env = "FLOE_PORTS_FILE")]
+    pub ports_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub tuning: IndexerTuning,
 }
@@ -135,11 +139,11 @@ async fn run_role(args: IndexerRunArgs) -> anyhow::Result<()> {
         ready: AtomicBool::new(true),
         indexer: Some(ix),
     });
-    let admin_task = admin_http::serve(args.admin_listen, state.clone()).await?;
-    eprintln!(
-        "floe indexer ready: query API on http://{}",
-        args.admin_listen
-    );
+    let (admin_addr, admin_task) = admin_http::serve(args.admin_listen, state.clone()).await?;
+    crate::ports_file::BoundPorts::new()
+        .with("admin", admin_addr)
+        .publish("indexer", args.ports_file.as_deref())?;
+    eprintln!("floe indexer ready: query API on http://{admin_addr}");
     crate::shutdown_signal().await;
     state.ready.store(false, Ordering::SeqCst);
     task.abort();

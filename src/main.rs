@@ -9,6 +9,7 @@ mod cluster_cmd;
 mod indexer_cmd;
 mod kafka_args;
 mod meta_cmd;
+mod ports_file;
 mod roles;
 mod standalone;
 mod storage_cmd;

@@ -18,6 +18,8 @@ use floe_metadata::api::{proto, routes};
 use floe_metadata::ids::PartitionKey;
 use floe_metadata::node::{MetaConfig, MetaNode};
 
+use crate::ports_file::BoundPorts;
+
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct MetaArgs {
@@ -48,6 +50,15 @@ struct RunArgs {
     /// Form a new cluster from --peers (first start of a new cluster only, on one node).
     #[arg(long)]
     init: bool,
+    /// Join an existing cluster through any of these members (comma-separated
+    /// addresses): the node asks to be added as a voter at its advertised
+    /// address (the bound one when --listen has port 0) instead of forming a
+    /// cluster. Already a member (a restart), it does nothing more.
+    #[arg(long, env = "FLOE_META_JOIN", value_delimiter = ',', conflicts_with_all = ["init", "peers"])]
+    join: Vec<String>,
+    /// Once the listener is bound, write its address here as JSON (`{"meta": …}`).
+    #[arg(long, env = "FLOE_PORTS_FILE")]
+    ports_file: Option<PathBuf>,
     /// Raft log entries between snapshots.
     #[arg(long, env = "FLOE_META_SNAPSHOT_EVERY", default_value_t = 5000)]
     snapshot_every: u64,
@@ -154,20 +165,67 @@ fn parse_peers(items: &[String]) -> anyhow::Result<BTreeMap<u64, String>> {
 async fn run_node(args: RunArgs) -> anyhow::Result<()> {
     let id = args.id.context("--id is required to run a metadata node")?;
     let mut cfg = MetaConfig::new(id, args.listen, args.data_dir);
-    cfg.advertise = args.advertise;
+    cfg.advertise = args.advertise.clone();
     cfg.peers = parse_peers(&args.peers)?;
     if !cfg.peers.is_empty() && !cfg.peers.contains_key(&id) {
         bail!("--peers must include this node ({id})");
     }
     cfg.init = args.init;
+    cfg.joining = !args.join.is_empty();
     cfg.snapshot_every = args.snapshot_every.max(10);
     cfg.keep_logs = (cfg.snapshot_every / 5).max(10);
     let node = MetaNode::start(cfg).await?;
+    let advertised = args
+        .advertise
+        .clone()
+        .unwrap_or_else(|| node.addr.to_string());
+    BoundPorts::new()
+        .with("meta", node.addr)
+        .publish("meta", args.ports_file.as_deref())?;
     println!("metadata node {id} listening on {}", node.addr);
+    let joining = if args.join.is_empty() {
+        None
+    } else {
+        let client = MetaClient::new(args.join.clone())?;
+        Some(tokio::spawn(join(client, id, advertised)))
+    };
     crate::shutdown_signal().await;
     println!("metadata node {id} stopping");
+    if let Some(task) = joining {
+        task.abort();
+    }
     node.shutdown().await;
     Ok(())
+}
+
+/// Asks the cluster `client` reaches to add this node (`id` at `addr`) as a
+/// voter, until it is one; returns at once when it already is (a restart).
+async fn join(client: MetaClient, id: u64, addr: String) {
+    let mut pause = std::time::Duration::from_millis(200);
+    loop {
+        match client.status_of(&addr).await {
+            Ok(s) if s.members.iter().any(|m| m.id == id && m.voter) => {
+                tracing::info!(node = id, "a voter of the metadata cluster");
+                return;
+            }
+            _ => {}
+        }
+        match client
+            .call::<routes::AddMember>(&proto::AddMemberRequest {
+                id,
+                addr: addr.clone(),
+            })
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(node = id, %addr, "joined the metadata cluster");
+                return;
+            }
+            Err(e) => tracing::warn!(node = id, error = %e, "cannot join the metadata cluster yet"),
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(std::time::Duration::from_secs(5));
+    }
 }
 
 async fn status(c: &ClusterArgs) -> anyhow::Result<()> {

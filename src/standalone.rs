@@ -23,6 +23,7 @@ use floe_storage::{PoolOptions, StorePool};
 
 use crate::admin_http::{self, AdminState};
 use crate::indexer_cmd::IndexerTuning;
+use crate::ports_file::BoundPorts;
 use crate::roles::{BrokerTuning, ProxyTuning};
 
 #[derive(Debug, Args)]
@@ -42,6 +43,10 @@ pub struct StandaloneArgs {
     /// The metadata service's HTTP API (keep it on loopback).
     #[arg(long, env = "FLOE_META_LISTEN", default_value = "127.0.0.1:9093")]
     pub meta_listen: SocketAddr,
+    /// Once every listener is bound, write their addresses here as JSON
+    /// (`{"kafka": …, "admin": …, "meta": …}`); any listener may be on port 0.
+    #[arg(long, env = "FLOE_PORTS_FILE")]
+    pub ports_file: Option<PathBuf>,
     #[command(flatten)]
     pub broker: BrokerTuning,
     #[command(flatten)]
@@ -66,8 +71,14 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
     let endpoints = EndpointConfig::parse_list(&[format!("local=file://{}", store_dir.display())])?;
     let pool = Arc::new(StorePool::open(&endpoints, PoolOptions::default()).await?);
 
+    // Bound first: with port 0, the address the broker and clients are
+    // given is the one the system picked.
+    let kafka = tokio::net::TcpListener::bind(args.kafka_listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.kafka_listen))?;
+    let kafka_addr = kafka.local_addr()?;
     let view = ClusterWatch::start(meta.clone());
-    let bcfg = args.broker.config(1, args.kafka_listen.to_string());
+    let bcfg = args.broker.config(1, kafka_addr.to_string());
     let broker = Broker::start(bcfg, meta.clone(), pool.clone(), view.clone())
         .await
         .context("broker")?;
@@ -75,7 +86,7 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
     let advertise = args
         .kafka_advertise
         .clone()
-        .unwrap_or_else(|| args.kafka_listen.to_string());
+        .unwrap_or_else(|| kafka_addr.to_string());
     let ctx = args.proxy.context(
         1,
         &advertise,
@@ -84,15 +95,14 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
         view.clone(),
         Some(broker.clone()),
     )?;
-    let proxy = Proxy::start(
+    let proxy = Proxy::start_on(
+        kafka,
         ProxyConfig {
-            listen: args.kafka_listen,
+            listen: kafka_addr,
             max_frame: args.proxy.max_request_bytes,
         },
         ctx,
-    )
-    .await
-    .with_context(|| format!("cannot listen on {}", args.kafka_listen))?;
+    )?;
 
     let (indexer, indexer_task) =
         crate::indexer_cmd::start(meta.clone(), pool.clone(), &args.indexer)?;
@@ -100,7 +110,12 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
         ready: AtomicBool::new(false),
         indexer: Some(indexer),
     });
-    let admin_task = admin_http::serve(args.admin_listen, state.clone()).await?;
+    let (admin_addr, admin_task) = admin_http::serve(args.admin_listen, state.clone()).await?;
+    BoundPorts::new()
+        .with("kafka", proxy.local_addr)
+        .with("admin", admin_addr)
+        .with("meta", meta_node.addr)
+        .publish("standalone", args.ports_file.as_deref())?;
     // Ready once the metadata answers and the view has arrived.
     let ready_view = view
         .wait_for(Duration::from_secs(30), |s| s.revision.0 > 0)
@@ -126,7 +141,7 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
     eprintln!(
         "floe standalone ready: Kafka on {}, admin on http://{}, data in {}",
         proxy.local_addr,
-        args.admin_listen,
+        admin_addr,
         data.display()
     );
 

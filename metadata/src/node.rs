@@ -32,6 +32,9 @@ pub struct MetaConfig {
     /// Form a new cluster from `peers` if this node's log is empty. Only for
     /// the first start of a new cluster (a single node always may).
     pub init: bool,
+    /// Never form a cluster alone: this node waits to be added to an
+    /// existing one (`floe meta --join`), even with no `peers`.
+    pub joining: bool,
     pub heartbeat_interval: Duration,
     pub election_timeout_min: Duration,
     /// Logs applied since the last snapshot that trigger a new one.
@@ -51,6 +54,7 @@ impl MetaConfig {
             peers: BTreeMap::new(),
             data_dir,
             init: false,
+            joining: false,
             heartbeat_interval: Duration::from_millis(100),
             election_timeout_min: Duration::from_millis(500),
             snapshot_every: 5000,
@@ -59,10 +63,10 @@ impl MetaConfig {
         }
     }
 
-    fn advertised(&self) -> String {
-        self.advertise
-            .clone()
-            .unwrap_or_else(|| self.listen.to_string())
+    /// The advertised address: `advertise`, else the address the listener
+    /// is bound to (`bound`, which differs from `listen` on port 0).
+    fn advertised(&self, bound: SocketAddr) -> String {
+        self.advertise.clone().unwrap_or_else(|| bound.to_string())
     }
 }
 
@@ -134,9 +138,10 @@ impl MetaNode {
 
         let mut peers = cfg.peers.clone();
         if peers.is_empty() {
-            peers.insert(cfg.id, cfg.advertised());
+            peers.insert(cfg.id, cfg.advertised(addr));
         }
-        let alone = peers.len() == 1 && peers.contains_key(&cfg.id);
+        let alone = !cfg.joining
+            && peers.len() == 1 && peers.contains_key(&cfg.id);
         let initialized = raft
             .is_initialized()
             .await

@@ -39,6 +39,16 @@ pub struct Proxy {
 impl Proxy {
     pub async fn start(cfg: ProxyConfig, ctx: Arc<Context>) -> std::io::Result<Proxy> {
         let listener = TcpListener::bind(cfg.listen).await?;
+        Self::start_on(listener, cfg, ctx)
+    }
+
+    /// Serves on a listener already bound (`cfg.listen` is not used): the
+    /// caller learns the address first, to advertise it when the port was 0.
+    pub fn start_on(
+        listener: TcpListener,
+        cfg: ProxyConfig,
+        ctx: Arc<Context>,
+    ) -> std::io::Result<Proxy> {
         let local_addr = listener.local_addr()?;
         metrics::register();
         let task = tokio::spawn(async move {
