@@ -1,5 +1,6 @@
 """End-to-end tests of the `floe` binary: real processes, real files."""
 
+import json
 import os
 import pathlib
 import signal
@@ -37,9 +38,33 @@ def floe_dev_bin() -> pathlib.Path:
 
 
 def free_port(host="127.0.0.1"):
+    """Deprecated: a port picked here may be taken by another socket before the
+    child binds it. Start `floe` on port 0 with `--ports-file` and read the
+    addresses back with `read_ports` instead."""
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def read_ports(path, proc=None, timeout=60, log_path=None):
+    """Waits for the `--ports-file` a `floe` role writes once every listener is
+    bound (port 0 picks a free port) and returns it: {"kafka": "127.0.0.1:40123", ...}.
+    Fails early when `proc` (a Popen) exits first."""
+    path = pathlib.Path(path)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            return json.loads(path.read_text())
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"process exited with {proc.returncode} before writing {path}; log tail:\n"
+                                 f"{_tail(log_path) if log_path else ''}")
+        time.sleep(0.05)
+    raise AssertionError(f"{path} not written after {timeout}s; log tail:\n{_tail(log_path) if log_path else ''}")
+
+
+def port_of(addr):
+    """"127.0.0.1:40123" -> 40123."""
+    return int(addr.rsplit(":", 1)[1])
 
 
 def _tail(path, lines=60):
@@ -53,7 +78,9 @@ def _tail(path, lines=60):
 class Standalone:
     """One `floe standalone` process on 127.0.0.1 with its own data dir and ports.
 
-    Options are the contract's flags without the dashes (`compaction_interval_ms=500`
+    The first start listens on port 0 everywhere and reads the bound ports from
+    `--ports-file`; a restart asks for the same ports again, so that clients keep
+    their bootstrap address. Options are the contract's flags without the dashes (`compaction_interval_ms=500`
     becomes `--compaction-interval-ms 500`). stdout and stderr go to `log_path`;
     every (re)start appends to it, behind a marker line.
     """
@@ -66,9 +93,11 @@ class Standalone:
         workdir = pathlib.Path(workdir)
         self.data_dir = workdir / f"{name}-data"
         self.log_path = workdir / f"{name}.log"
-        self.kafka_port = free_port()
-        self.admin_port = free_port()
-        self.meta_port = free_port()
+        self.ports_path = workdir / f"{name}.ports.json"
+        # Known once the first start has reported them (0: let the system pick).
+        self.kafka_port = 0
+        self.admin_port = 0
+        self.meta_port = 0
         self.options = {k.replace("_", "-"): v for k, v in options.items()}
         self.proc = None
         self.starts = 0
@@ -91,7 +120,8 @@ class Standalone:
                 "--data-dir", str(self.data_dir),
                 "--kafka-listen", self.bootstrap,
                 "--admin-listen", f"127.0.0.1:{self.admin_port}",
-                "--meta-listen", f"127.0.0.1:{self.meta_port}"]
+                "--meta-listen", f"127.0.0.1:{self.meta_port}",
+                "--ports-file", str(self.ports_path)]
         for flag, value in self.options.items():
             if isinstance(value, bool):
                 value = "true" if value else "false"
@@ -108,8 +138,14 @@ class Standalone:
             env = dict(os.environ)
             env.setdefault("RUST_LOG", "info")
             env.setdefault("RUST_BACKTRACE", "1")
+            if self.ports_path.exists():
+                self.ports_path.unlink()
             self.proc = subprocess.Popen(self.args(), stdout=log, stderr=log, stdin=subprocess.DEVNULL,
                                          env=env)
+        ports = read_ports(self.ports_path, self.proc, self.READY_TIMEOUT, self.log_path)
+        self.kafka_port = port_of(ports["kafka"])
+        self.admin_port = port_of(ports["admin"])
+        self.meta_port = port_of(ports["meta"])
         self.wait_ready()
         return self
 

@@ -4,59 +4,15 @@ writing while one broker is killed with SIGKILL: its partitions move to the
 other broker once its lease runs out, the client retries, and every
 acknowledged message is read back."""
 
-import os
-import signal
-import subprocess
 import time
 import urllib.request
 
 import pytest
 
-from conftest import free_port
+from floe_cluster import Cluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 import confluent_kafka.admin  # noqa: E402
-
-
-class Proc:
-    def __init__(self, args, log_path):
-        self.log_path = log_path
-        self.log = open(log_path, "wb")
-        self.p = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
-
-    def kill9(self):
-        if self.p.poll() is None:
-            os.kill(self.p.pid, signal.SIGKILL)
-            self.p.wait(10)
-
-    def stop(self):
-        if self.p.poll() is None:
-            self.p.terminate()
-            try:
-                self.p.wait(15)
-            except subprocess.TimeoutExpired:
-                self.kill9()
-        self.log.close()
-
-    def tail(self, n=30):
-        try:
-            with open(self.log_path, "rb") as f:
-                return b"".join(f.readlines()[-n:]).decode(errors="replace")
-        except OSError:
-            return ""
-
-
-def wait_http(url, timeout=30):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=1) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"{url} not ready")
 
 
 def owned(admin):
@@ -108,51 +64,18 @@ def at_end(c, partitions):
     return True
 
 
-class Cluster:
-    """One metadata node, two brokers (2 s leases), one proxy."""
-
-    def __init__(self, floe_bin, tmp_path, extra_broker_flags=()):
-        self.meta = f"127.0.0.1:{free_port()}"
-        store = tmp_path / "store"
-        store.mkdir()
-        self.procs = []
-        self.procs.append(Proc([str(floe_bin), "meta", "--id", "1", "--listen", self.meta,
-                                "--data-dir", str(tmp_path / "m1"), "--init"], tmp_path / "meta.log"))
-        self.brokers = []
-        for bid in (1, 2):
-            admin = f"127.0.0.1:{free_port()}"
-            p = Proc([str(floe_bin), "broker", "--id", str(bid),
-                      "--listen", f"127.0.0.1:{free_port()}", "--meta", self.meta,
-                      "--store", f"local=file://{store}", "--admin-listen", admin,
-                      "--lease-ms", "2000", *extra_broker_flags], tmp_path / f"b{bid}.log")
-            self.procs.append(p)
-            self.brokers.append((p, admin))
-        self.kafka = f"127.0.0.1:{free_port()}"
-        proxy_admin = f"127.0.0.1:{free_port()}"
-        self.procs.append(Proc([str(floe_bin), "proxy", "--listen", self.kafka, "--meta", self.meta,
-                                "--admin-listen", proxy_admin, "--default-partitions", "4"],
-                               tmp_path / "proxy.log"))
-        for _, admin in self.brokers:
-            wait_http(f"http://{admin}/readyz")
-        wait_http(f"http://{proxy_admin}/readyz")
-
-    def stop(self):
-        for p in reversed(self.procs):
-            p.stop()
-
-
 @pytest.mark.timeout(240)
 def test_coordinator_broker_killed_members_rejoin_and_resume_from_committed_offsets(floe_bin, tmp_path):
-    cluster = Cluster(floe_bin, tmp_path, ("--group-initial-rebalance-delay-ms", "200"))
+    cluster = Cluster(floe_bin, tmp_path, broker_flags=("--group-initial-rebalance-delay-ms", "200"))
     try:
         admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": cluster.kafka})
         admin.create_topics([confluent_kafka.admin.NewTopic("events", 4, 1)])["events"].result(30)
         # Both brokers must hold coordinator shards; pick a group whose shard is on broker 2.
         deadline = time.time() + 30
-        while not (owned_shards(cluster.brokers[0][1]) and owned_shards(cluster.brokers[1][1])):
+        while not (owned_shards(cluster.brokers[0].admin) and owned_shards(cluster.brokers[1].admin)):
             assert time.time() < deadline, "shards were not spread over both brokers"
             time.sleep(0.2)
-        on_b2 = owned_shards(cluster.brokers[1][1])
+        on_b2 = owned_shards(cluster.brokers[1].admin)
         group = next(f"g{i}" for i in range(1000) if fnv1a_shard(f"g{i}") in on_b2)
         # The partitions too may be on broker 2: the test also rides through their move.
         producer = confluent_kafka.Producer({"bootstrap.servers": cluster.kafka, "acks": "all"})
@@ -183,7 +106,7 @@ def test_coordinator_broker_killed_members_rejoin_and_resume_from_committed_offs
         committed_count = len(seen)
         assert committed_count >= 3000
         # Kill the coordinator (and owner of some partitions) with SIGKILL.
-        cluster.brokers[1][0].kill9()
+        cluster.brokers[1].kill9()
         deadline = time.time() + 90
         # Seeing every value is not enough: a rebalance after the kill rewinds the
         # consumer to the last commit that landed, so it may hold values it must
@@ -212,7 +135,7 @@ def test_coordinator_broker_killed_members_rejoin_and_resume_from_committed_offs
         c.close()
         # The survivor is the coordinator now; a new member of the group resumes
         # from the committed offsets: nothing is read again.
-        assert fnv1a_shard(group) in owned_shards(cluster.brokers[0][1])
+        assert fnv1a_shard(group) in owned_shards(cluster.brokers[0].admin)
         c2 = consumer()
         c2.subscribe(["events"])
         again = []
@@ -230,31 +153,10 @@ def test_coordinator_broker_killed_members_rejoin_and_resume_from_committed_offs
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])
 def test_broker_killed_with_sigkill_loses_no_acknowledged_message(floe_bin, tmp_path, idempotent):
-    meta = f"127.0.0.1:{free_port()}"
-    store = tmp_path / "store"
-    store.mkdir()
-    procs = []
+    cluster = Cluster(floe_bin, tmp_path)
     try:
-        procs.append(Proc([str(floe_bin), "meta", "--id", "1", "--listen", meta,
-                           "--data-dir", str(tmp_path / "m1"), "--init"], tmp_path / "meta.log"))
-        brokers = []
-        for bid in (1, 2):
-            admin = f"127.0.0.1:{free_port()}"
-            p = Proc([str(floe_bin), "broker", "--id", str(bid),
-                      "--listen", f"127.0.0.1:{free_port()}", "--meta", meta,
-                      "--store", f"local=file://{store}", "--admin-listen", admin,
-                      "--lease-ms", "2000"], tmp_path / f"b{bid}.log")
-            procs.append(p)
-            brokers.append((p, admin))
-        kafka = f"127.0.0.1:{free_port()}"
-        proxy_admin = f"127.0.0.1:{free_port()}"
-        procs.append(Proc([str(floe_bin), "proxy", "--listen", kafka, "--meta", meta,
-                           "--admin-listen", proxy_admin, "--default-partitions", "4"],
-                          tmp_path / "proxy.log"))
-        for _, admin in brokers:
-            wait_http(f"http://{admin}/readyz")
-        wait_http(f"http://{proxy_admin}/readyz")
-
+        kafka = cluster.kafka
+        brokers = [(b, b.admin) for b in cluster.brokers]
         admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": kafka})
         fut = admin.create_topics([confluent_kafka.admin.NewTopic("orders", 4, 1)])["orders"]
         fut.result(30)
@@ -340,5 +242,4 @@ def test_broker_killed_with_sigkill_loses_no_acknowledged_message(floe_bin, tmp_
         print(f"duplicates after the failover: {dupes}; "
               f"longest pause between acknowledgements: {max(gaps):.2f} s")
     finally:
-        for p in reversed(procs):
-            p.stop()
+        cluster.stop()

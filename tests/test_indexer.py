@@ -31,7 +31,7 @@ import urllib.request
 
 import pytest
 
-from conftest import ROOT, KafkaKit, Standalone, free_port
+from conftest import ROOT, KafkaKit, Standalone, read_ports
 
 pytestmark = [pytest.mark.timeout(180)]
 
@@ -1044,11 +1044,22 @@ def test_kill9_while_exporting_leaves_every_offset_exactly_once(standalone_facto
 # ---------------------------------------------------------------- a cluster on S3 (moto)
 
 class Proc:
-    def __init__(self, args, log_path):
+    """A child process; a `floe` role is given `--ports-file` and `ports` holds
+    the addresses it reported (its listeners are on port 0)."""
+
+    def __init__(self, args, log_path, ports_file=False):
         self.log_path = log_path
         self.log = open(log_path, "wb")
-        self.p = subprocess.Popen([str(a) for a in args], stdout=self.log, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL)
+        args = [str(a) for a in args]
+        ports_path = pathlib.Path(f"{log_path}.ports.json")
+        if ports_file:
+            args += ["--ports-file", str(ports_path)]
+        self.p = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            self.ports = read_ports(ports_path, self.p, 60, log_path) if ports_file else None
+        except AssertionError:
+            self.stop()
+            raise
 
     def stop(self):
         if self.p.poll() is None:
@@ -1092,23 +1103,36 @@ def http_ok(url):
 def test_duckdb_reads_exports_from_s3_through_httpfs(floe_bin, tmp_path, monkeypatch):
     moto_bin = pathlib.Path(sys.executable).parent / "moto_server"
     assert moto_bin.exists(), f"{moto_bin} missing: tests/run.sh installs moto[server]"
-    moto_port = free_port()
-    procs = [Proc([moto_bin, "-H", "127.0.0.1", "-p", moto_port], tmp_path / "moto.log")]
+    # moto on port 0 prints the port it is bound to.
+    procs = [Proc([moto_bin, "-H", "127.0.0.1", "-p", 0], tmp_path / "moto.log")]
     try:
-        wait_until("moto", lambda: http_ok(f"http://127.0.0.1:{moto_port}/moto-api/"), procs, timeout=30)
+        moto_port = None
+
+        def moto_ready():
+            nonlocal moto_port
+            if moto_port is None:
+                m = re.search(r"Running on http://127\.0\.0\.1:(\d+)", (tmp_path / "moto.log").read_text())
+                if not m:
+                    return False
+                moto_port = int(m.group(1))
+            return http_ok(f"http://127.0.0.1:{moto_port}/moto-api/")
+
+        wait_until("moto", moto_ready, procs, timeout=30)
         store = (f"s3=s3://floe?endpoint=http://127.0.0.1:{moto_port}&region=us-east-1&path_style=true"
                  "&access_key_id=minio&secret_access_key=minio123")
-        meta = f"127.0.0.1:{free_port()}"
-        procs.append(Proc([floe_bin, "meta", "--id", 1, "--listen", meta, "--data-dir", tmp_path / "m1", "--init"],
-                          tmp_path / "meta.log"))
-        broker_admin, proxy_admin, indexer_admin = (f"127.0.0.1:{free_port()}" for _ in range(3))
-        kafka = f"127.0.0.1:{free_port()}"
-        procs.append(Proc([floe_bin, "broker", "--id", 1, "--listen", f"127.0.0.1:{free_port()}", "--meta", meta,
-                           "--store", store, "--admin-listen", broker_admin], tmp_path / "broker.log"))
-        procs.append(Proc([floe_bin, "proxy", "--listen", kafka, "--meta", meta, "--admin-listen", proxy_admin],
-                          tmp_path / "proxy.log"))
-        procs.append(Proc([floe_bin, "indexer", "--meta", meta, "--store", store, "--admin-listen", indexer_admin,
-                           "--indexer-poll-ms", 200], tmp_path / "indexer.log"))
+        any_port = "127.0.0.1:0"
+        procs.append(Proc([floe_bin, "meta", "--id", 1, "--listen", any_port, "--data-dir", tmp_path / "m1",
+                           "--init"], tmp_path / "meta.log", ports_file=True))
+        meta = procs[-1].ports["meta"]
+        procs.append(Proc([floe_bin, "broker", "--id", 1, "--listen", any_port, "--meta", meta,
+                           "--store", store, "--admin-listen", any_port], tmp_path / "broker.log", ports_file=True))
+        broker_admin = procs[-1].ports["admin"]
+        procs.append(Proc([floe_bin, "proxy", "--listen", any_port, "--meta", meta, "--admin-listen", any_port],
+                          tmp_path / "proxy.log", ports_file=True))
+        kafka, proxy_admin = procs[-1].ports["kafka"], procs[-1].ports["admin"]
+        procs.append(Proc([floe_bin, "indexer", "--meta", meta, "--store", store, "--admin-listen", any_port,
+                           "--indexer-poll-ms", 200], tmp_path / "indexer.log", ports_file=True))
+        indexer_admin = procs[-1].ports["admin"]
         for admin in (broker_admin, proxy_admin):
             wait_until(f"{admin}/readyz", lambda: http_ok(f"http://{admin}/readyz"), procs)
 

@@ -1,22 +1,17 @@
 """The metadata service as real processes: a 3-node Raft cluster on
-127.0.0.1-3, the leader killed with SIGKILL in the middle of a stream of
+127.0.0.1 (ports picked by the system: node 1 forms the cluster, the others
+join it through the addresses it reported), the leader killed with SIGKILL in the middle of a stream of
 commits, a restarted node catching up, and a wiped node rebuilt from a snapshot."""
 
-import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import time
 
 import pytest
 
-
-def free_port(host):
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+from conftest import read_ports
 
 
 class Cluster:
@@ -24,8 +19,9 @@ class Cluster:
         self.bin = str(floe_bin)
         self.dev_bin = str(floe_dev_bin)
         self.tmp = tmp_path
-        self.addrs = {i: f"127.0.0.{i}:{free_port(f'127.0.0.{i}')}" for i in range(1, n + 1)}
-        self.peers = ",".join(f"{i}={a}" for i, a in self.addrs.items())
+        self.ids = list(range(1, n + 1))
+        # Each node's address once it has reported it (port 0 on its first start).
+        self.addrs = {}
         self.snapshot_every = snapshot_every
         self.procs = {}
 
@@ -33,12 +29,39 @@ class Cluster:
         return self.tmp / f"meta-{i}"
 
     def start(self, i, init=False):
-        args = [self.bin, "meta", "--id", str(i), "--listen", self.addrs[i], "--peers", self.peers,
+        """Starts node `i`: on port 0 the first time, on the port it had after.
+        Node `init` forms the cluster; any other joins it through the nodes known."""
+        listen = self.addrs.get(i, "127.0.0.1:0")
+        ports = self.tmp / f"meta-{i}.ports.json"
+        if ports.exists():
+            ports.unlink()
+        args = [self.bin, "meta", "--id", str(i), "--listen", listen, "--ports-file", str(ports),
                 "--data-dir", str(self.data_dir(i)), "--snapshot-every", str(self.snapshot_every)]
         if init:
             args.append("--init")
-        log = open(self.tmp / f"meta-{i}.log", "a")
-        self.procs[i] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        else:
+            args += ["--join", ",".join(a for j, a in self.addrs.items() if j != i)]
+        log_path = self.tmp / f"meta-{i}.log"
+        with open(log_path, "a") as log:
+            self.procs[i] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        self.addrs[i] = read_ports(ports, self.procs[i], 60, log_path)["meta"]
+
+    def start_all(self):
+        """Node 1 forms the cluster, the others join one by one."""
+        for i in self.ids:
+            self.start(i, init=(i == 1))
+            self.wait_voters(set(self.addrs))
+
+    def wait_voters(self, ids, timeout=60):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            out = self.cli("status", timeout=30).stdout
+            for m in re.finditer(r": Leader term .* members \[(.*)\]", out):
+                voters = {int(x.split("=")[0]) for x in m.group(1).split(", ") if "(learner)" not in x}
+                if voters == ids:
+                    return
+            time.sleep(0.2)
+        raise AssertionError(f"voters {ids} not all in the cluster: {self.cli('status').stdout}")
 
     def kill(self, i):
         p = self.procs.pop(i)
@@ -97,8 +120,7 @@ def read_index(cluster):
 
 
 def test_leader_killed_mid_stream_loses_and_duplicates_nothing(cluster):
-    for i in cluster.addrs:
-        cluster.start(i, init=(i == 1))
+    cluster.start_all()
     first_leader = cluster.wait_leader()
 
     stream = subprocess.Popen(
@@ -144,8 +166,7 @@ def test_leader_killed_mid_stream_loses_and_duplicates_nothing(cluster):
 
 
 def test_wiped_node_is_rebuilt_from_a_snapshot(cluster):
-    for i in cluster.addrs:
-        cluster.start(i, init=(i == 1))
+    cluster.start_all()
     leader = cluster.wait_leader()
     res = subprocess.run(
         cluster.commit_stream(200),

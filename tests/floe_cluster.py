@@ -1,0 +1,217 @@
+"""A Floe cluster of separate processes on 127.0.0.1 for the end-to-end tests:
+metadata nodes (`floe meta`), brokers (`floe broker`) and a Kafka proxy
+(`floe proxy`) on a local folder store.
+
+Nothing races for ports: every role starts on port 0 and reports where it is
+bound in its `--ports-file`. Metadata node 1 forms the cluster, the others
+`--join` it through the addresses already known. A role restarted on its data
+asks for the ports it had (the other roles and the clients keep its address).
+"""
+
+import os
+import pathlib
+import signal
+import subprocess
+import time
+import urllib.request
+
+from conftest import _tail, read_ports
+
+
+def http_ok(url, timeout=1):
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+class Role:
+    """One `floe` process. `make_args(ports)` returns its command line for the
+    ports of the previous start (None on the first: listen on port 0)."""
+
+    def __init__(self, name, make_args, tmp_path):
+        self.name = name
+        self.make_args = make_args
+        self.log_path = pathlib.Path(tmp_path) / f"{name}.log"
+        self.ports_path = pathlib.Path(tmp_path) / f"{name}.ports.json"
+        self.ports = None
+        self.p = None
+        self.starts = 0
+
+    def start(self):
+        assert not self.alive(), f"{self.name} is already running"
+        if self.ports_path.exists():
+            self.ports_path.unlink()
+        args = [str(a) for a in self.make_args(self.ports)] + ["--ports-file", str(self.ports_path)]
+        self.starts += 1
+        with open(self.log_path, "a") as log:
+            log.write(f"\n---- start #{self.starts} at {time.time():.3f}: {' '.join(args)}\n")
+            log.flush()
+            env = dict(os.environ)
+            env.setdefault("RUST_LOG", "info")
+            self.p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                      env=env)
+        self.ports = read_ports(self.ports_path, self.p, 60, self.log_path)
+        return self
+
+    def port(self, name):
+        """The port listener `name` is bound to (0 before the first start)."""
+        return int(self.ports[name].rsplit(":", 1)[1]) if self.ports else 0
+
+    def addr(self, name):
+        return self.ports[name]
+
+    @property
+    def admin(self):
+        return self.ports["admin"]
+
+    @property
+    def pid(self):
+        return self.p.pid if self.p else None
+
+    def alive(self):
+        return self.p is not None and self.p.poll() is None
+
+    def kill9(self):
+        if self.alive():
+            os.kill(self.p.pid, signal.SIGKILL)
+            self.p.wait(30)
+
+    def stop(self):
+        if self.alive():
+            self.p.terminate()
+            try:
+                self.p.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+
+    def tail(self, n=40):
+        return _tail(self.log_path, n)
+
+
+def listen(ports, name):
+    """`--listen` value: the previous port of listener `name`, else port 0."""
+    return f"127.0.0.1:{int(ports[name].rsplit(':', 1)[1]) if ports else 0}"
+
+
+class Cluster:
+    """`metas` metadata nodes, `brokers` brokers and one proxy on a local folder
+    store under `tmp_path`. Started by the constructor, ready when it returns."""
+
+    def __init__(self, floe_bin, tmp_path, metas=1, brokers=2, lease_ms=2000, broker_flags=(),
+                 proxy_flags=("--default-partitions", "4")):
+        self.bin = str(floe_bin)
+        self.tmp = pathlib.Path(tmp_path)
+        self.store = self.tmp / "store"
+        self.store.mkdir(exist_ok=True)
+        self.metas = {}
+        self.brokers = []
+        self.proxy = None
+        try:
+            for i in range(1, metas + 1):
+                self.metas[i] = Role(f"meta{i}", self._meta_args(i), self.tmp).start()
+                self.wait_meta_member(i)
+            for bid in range(1, brokers + 1):
+                self.brokers.append(Role(f"broker{bid}", self._broker_args(bid, lease_ms, broker_flags),
+                                         self.tmp).start())
+            self.proxy = Role("proxy", self._proxy_args(proxy_flags), self.tmp).start()
+            for b in self.brokers:
+                self.wait_ready(b)
+            self.wait_ready(self.proxy)
+        except BaseException:
+            self.stop()
+            raise
+
+    # command lines
+    def _meta_args(self, i):
+        def args(ports):
+            a = [self.bin, "meta", "--id", i, "--listen", listen(ports, "meta"),
+                 "--data-dir", self.tmp / f"m{i}"]
+            if i == 1:
+                # Forms the cluster on its first start; a no-op once its log has entries.
+                a.append("--init")
+            else:
+                others = [m.addr("meta") for j, m in self.metas.items() if j != i and m.ports]
+                a += ["--join", ",".join(others)]
+            return a
+        return args
+
+    @property
+    def meta(self):
+        """Every metadata node's address, for `--meta` (comma-separated)."""
+        return ",".join(m.addr("meta") for m in self.metas.values())
+
+    def _broker_args(self, bid, lease_ms, flags):
+        def args(ports):
+            return [self.bin, "broker", "--id", bid, "--listen", listen(ports, "rpc"), "--meta", self.meta,
+                    "--store", f"local=file://{self.store}", "--admin-listen", listen(ports, "admin"),
+                    "--lease-ms", lease_ms, *flags]
+        return args
+
+    def _proxy_args(self, flags):
+        def args(ports):
+            return [self.bin, "proxy", "--listen", listen(ports, "kafka"), "--meta", self.meta,
+                    "--admin-listen", listen(ports, "admin"), *flags]
+        return args
+
+    # addresses
+    @property
+    def kafka(self):
+        return self.proxy.addr("kafka")
+
+    # waiting
+    def wait_ready(self, role, timeout=60):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if not role.alive():
+                raise AssertionError(f"{role.name} exited with {role.p.returncode}:\n{role.tail()}")
+            if http_ok(f"http://{role.admin}/readyz"):
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"{role.name} not ready after {timeout}s:\n{role.tail()}")
+
+    def meta_status(self):
+        """{node id: (state, leader id, voter ids)} for every metadata node that answers."""
+        import re
+        res = subprocess.run([self.bin, "meta", "status", "--addrs", self.meta], capture_output=True,
+                             text=True, timeout=30)
+        out = {}
+        for m in re.finditer(r"node (\d+) at \S+: (\w+) term \d+ leader (\d+) .*? members \[(.*)\]", res.stdout):
+            voters = {int(x.split("=")[0]) for x in m.group(4).split(", ") if x and "(learner)" not in x}
+            out[int(m.group(1))] = (m.group(2), int(m.group(3)), voters)
+        return out
+
+    def wait_meta_member(self, i, timeout=60):
+        """Waits until node `i` is a voter in the view of a leader (a new node joins)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if not self.metas[i].alive():
+                raise AssertionError(f"meta{i} exited:\n{self.metas[i].tail()}")
+            st = self.meta_status()
+            if any(s == "Leader" and i in voters for (s, _, voters) in st.values()):
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"meta{i} not a voter after {timeout}s: {self.meta_status()}")
+
+    def meta_leader(self, timeout=60):
+        """The id of the node that says it leads (waits for one)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            leaders = [i for i, (s, _, _) in self.meta_status().items() if s == "Leader"]
+            if len(leaders) == 1:
+                return leaders[0]
+            time.sleep(0.2)
+        raise AssertionError(f"no metadata leader after {timeout}s")
+
+    def logs(self):
+        roles = list(self.metas.values()) + self.brokers + ([self.proxy] if self.proxy else [])
+        return "\n".join(f"---- {r.name}:\n{r.tail(20)}" for r in roles)
+
+    def stop(self):
+        if self.proxy:
+            self.proxy.stop()
+        for b in reversed(self.brokers):
+            b.stop()
+        for m in reversed(list(self.metas.values())):
+            m.stop()
