@@ -140,8 +140,7 @@ impl MetaNode {
         if peers.is_empty() {
             peers.insert(cfg.id, cfg.advertised(addr));
         }
-        let alone = !cfg.joining
-            && peers.len() == 1 && peers.contains_key(&cfg.id);
+        let alone = !cfg.joining && peers.len() == 1 && peers.contains_key(&cfg.id);
         let initialized = raft
             .is_initialized()
             .await
