@@ -206,3 +206,16 @@ def test_test_drivers_are_not_in_the_floe_binary(floe_bin):
                              capture_output=True, text=True)
         assert res.returncode != 0
         assert f"unrecognized subcommand '{driver}'" in res.stderr, res.stderr
+
+
+def test_a_joining_node_never_forms_a_cluster_of_its_own(cluster):
+    # Nothing answers at the address it is told to join through: it waits,
+    # uninitialized, instead of electing itself (as a lone node without --join does).
+    cluster.addrs[1] = "127.0.0.1:1"
+    cluster.start(2)
+    time.sleep(3)
+    res = subprocess.run([cluster.bin, "meta", "status", "--addrs", cluster.addrs[2]],
+                         capture_output=True, text=True, timeout=30)
+    assert res.returncode == 0, res.stderr
+    assert re.search(r"node 2 at \S+: \w+ term \d+ leader 0 .* members \[\]", res.stdout), res.stdout
+    assert cluster.procs[2].poll() is None, "the joining node is still running"
