@@ -26,6 +26,44 @@ def http_ok(url, timeout=1):
         return False
 
 
+def wait_http(url, timeout=30):
+    """Waits for `url` to answer 200."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if http_ok(url):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{url} not ready")
+
+
+class Proc:
+    """A child process with its output in `log_path` (for processes that are
+    not a `Role`: given ports of their own or none)."""
+
+    def __init__(self, args, log_path):
+        self.log_path = log_path
+        self.log = open(log_path, "wb")
+        self.p = subprocess.Popen([str(a) for a in args], stdout=self.log, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL)
+
+    def kill9(self):
+        if self.p.poll() is None:
+            os.kill(self.p.pid, signal.SIGKILL)
+            self.p.wait(10)
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.terminate()
+            try:
+                self.p.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+        self.log.close()
+
+    def tail(self, n=30):
+        return _tail(self.log_path, n)
+
+
 class Role:
     """One `floe` process. `make_args(ports)` returns its command line for the
     ports of the previous start (None on the first: listen on port 0)."""
