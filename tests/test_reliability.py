@@ -149,6 +149,10 @@ class Chaos(threading.Thread):
                     self.wait_meta_back(leader)
                     self.log(f"{m.name} restarted (pid {m.pid}) after {down:.1f}s down; "
                              f"leader now meta{self.cluster.meta_leader()}")
+            # The load goes on to the end of the soak.
+            rest = self.t0 + self.seconds - time.time()
+            if rest > 0:
+                time.sleep(rest)
         except Exception as e:  # reported by the test
             self.error = e
             self.log(f"chaos failed: {e!r}")
