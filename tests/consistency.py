@@ -26,7 +26,7 @@ import dataclasses
 from collections import defaultdict
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Write:
     producer: int
     seq: int
@@ -35,7 +35,7 @@ class Write:
     at: float = 0.0  # when the acknowledgement arrived (time.time()), for reports
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Read:
     partition: int
     offset: int
