@@ -66,6 +66,9 @@ pub struct LogConfig {
     pub retention_bytes: Option<i64>,
     pub segment_bytes: u64,
     pub segment_ms: i64,
+    /// `cleanup.policy=compact` (without `delete`): compaction is not
+    /// built, so retention by time and size is skipped to keep every record.
+    pub compact_only: bool,
 }
 
 impl Default for LogConfig {
@@ -92,6 +95,7 @@ impl LogConfig {
             retention_bytes: keep(c.retention_bytes()),
             segment_bytes: c.segment_bytes().max(1) as u64,
             segment_ms: c.segment_ms().max(1),
+            compact_only: c.compact_only(),
         }
     }
 

@@ -170,11 +170,25 @@ pub(crate) async fn compact(b: &Broker, log: &Arc<PartitionLog>) -> Result<usize
 }
 
 /// Deletes whole segments by `retention.ms` and `retention.bytes` (never the
-/// newest entry of the log).
+/// newest entry of the log). A compact-only topic (`cleanup.policy=compact`)
+/// is skipped: log compaction is not built, and deleting by time or size
+/// would lose the latest value of keys that compaction would keep.
 pub(crate) async fn apply_retention(b: &Broker, log: &Arc<PartitionLog>) -> Result<Option<i64>> {
     let (epoch, start, new_start) = {
-        let st = log.lock();
+        let mut st = log.lock();
         if st.status != Status::Active || st.index.len() < 2 {
+            return Ok(None);
+        }
+        if st.config.compact_only {
+            let limited = st.config.retention_ms.is_some() || st.config.retention_bytes.is_some();
+            if limited && !st.retention_skip_logged {
+                st.retention_skip_logged = true;
+                tracing::info!(
+                    partition = %log.key,
+                    topic = %log.topic,
+                    "cleanup.policy=compact: log compaction is not built, so retention.ms and retention.bytes are not applied; the topic keeps every record"
+                );
+            }
             return Ok(None);
         }
         let now = floe_metadata::clock::now_ms() as i64;

@@ -203,6 +203,59 @@ async fn offsets_by_time_validation_and_acks() {
     b.shutdown().await;
 }
 
+/// Log compaction is not built: a compact-only topic keeps every record
+/// whatever its retention settings say, while `compact,delete` still
+/// deletes by size as Kafka does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_only_topics_skip_time_and_size_retention() {
+    let env = Cluster::start().await;
+    let limits = [
+        ("segment.bytes", "2000"),
+        ("retention.bytes", "3000"),
+        ("retention.ms", "1"),
+    ];
+    let compact = env
+        .create_topic(
+            "compacted",
+            1,
+            &[&limits[..], &[("cleanup.policy", "compact")]].concat(),
+        )
+        .await;
+    let both = env
+        .create_topic(
+            "compacted-and-deleted",
+            1,
+            &[&limits[..], &[("cleanup.policy", "compact,delete")]].concat(),
+        )
+        .await;
+    let (kc, kb) = (PartitionKey::new(compact, 0), PartitionKey::new(both, 0));
+    let b = env
+        .broker(|c| c.retention_check_interval = Duration::from_secs(3600))
+        .await;
+    wait_owned(&b, kc).await;
+    wait_owned(&b, kb).await;
+    for key in [kc, kb] {
+        for i in 0..30 {
+            let v = format!("{i:04}-{}", "p".repeat(100));
+            b.produce(&key, &batch(&[&v], 1_000 + i, Compression::None), Acks::All)
+                .await
+                .unwrap();
+        }
+    }
+    assert!(
+        b.compact_now().await.unwrap() >= 4,
+        "segments in both topics"
+    );
+    assert_eq!(b.retention_now().await.unwrap(), 1, "only compact,delete");
+    assert_eq!(b.log(&kc).unwrap().offsets().0, 0, "compact-only keeps all");
+    assert_eq!(read_all(&b, &kc, 0).await.len(), 30);
+    assert!(
+        b.log(&kb).unwrap().offsets().0 > 0,
+        "compact,delete deletes"
+    );
+    b.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_retention_and_the_sweeper() {
     let env = Cluster::start().await;
