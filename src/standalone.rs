@@ -43,6 +43,8 @@ pub struct StandaloneArgs {
     #[arg(long, env = "FLOE_META_LISTEN", default_value = "127.0.0.1:9093")]
     pub meta_listen: SocketAddr,
     #[command(flatten)]
+    pub meta: crate::roles::MetaTuning,
+    #[command(flatten)]
     pub broker: BrokerTuning,
     #[command(flatten)]
     pub proxy: ProxyTuning,
@@ -56,6 +58,9 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
     let data = std::fs::canonicalize(&args.data_dir)?;
     let mut mcfg = MetaConfig::new(1, args.meta_listen, data.join("meta"));
     mcfg.init = true;
+    args.meta.apply(&mut mcfg);
+    mcfg.producer_expiration =
+        crate::roles::producer_expiration(args.broker.producer_id_expiration_ms);
     let meta_node = MetaNode::start(mcfg).await.context("metadata service")?;
     // The roles of this process call the metadata node directly; its HTTP
     // API still serves `floe meta`, `floe topic` and other processes.

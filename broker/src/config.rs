@@ -29,6 +29,10 @@ pub struct BrokerConfig {
     pub orphan_grace: Duration,
     /// Consumer-group coordinator settings (session limits, initial rebalance delay).
     pub group: crate::group::GroupConfig,
+    /// `producer.id.expiration.ms`: idempotent producer state a partition
+    /// keeps for a producer that has not written for this long is dropped
+    /// (`None`: kept forever).
+    pub producer_expiration: Option<Duration>,
 }
 
 impl BrokerConfig {
@@ -45,6 +49,9 @@ impl BrokerConfig {
             retention_check_interval: Duration::from_secs(30),
             orphan_grace: Duration::from_secs(60),
             group: crate::group::GroupConfig::default(),
+            producer_expiration: Some(Duration::from_millis(
+                floe_metadata::state::DEFAULT_PRODUCER_EXPIRATION_MS,
+            )),
         }
     }
 }

@@ -5,6 +5,8 @@
 //!   metadata command per segment;
 //! - retention: whole segments older than `retention.ms`, or beyond
 //!   `retention.bytes`, leave the log (the log start moves);
+//! - producer expiry: idempotent producers idle for `producer.id.expiration.ms`
+//!   are forgotten (checked with retention);
 //! - the sweeper: objects no index entry references any more are deleted
 //!   from the store after a grace period, then forgotten by the metadata.
 
@@ -47,6 +49,9 @@ pub(crate) async fn run(b: Broker) {
             next_compaction = now + cfg.compaction_interval;
         }
         if now >= next_retention {
+            if let Some(ttl) = cfg.producer_expiration {
+                expire_producers(&b, ttl);
+            }
             for log in b.logs() {
                 if let Err(e) = apply_retention(&b, &log).await {
                     tracing::warn!(partition = %log.key, error = %e, "retention failed; will retry");
@@ -222,6 +227,20 @@ pub(crate) async fn apply_retention(b: &Broker, log: &Arc<PartitionLog>) -> Resu
     match new_start {
         Some(s) if s > start => truncate(b, log, epoch, s).await.map(Some),
         _ => Ok(None),
+    }
+}
+
+/// Forgets, in every owned partition, idempotent producers idle for longer
+/// than `ttl` (`producer.id.expiration.ms`; the metadata's controller drops
+/// them from the committed state the same way).
+pub(crate) fn expire_producers(b: &Broker, ttl: std::time::Duration) {
+    let now = floe_metadata::clock::now_ms();
+    let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+    for log in b.logs() {
+        let n = log.lock().producers.expire(now, ttl_ms);
+        if n > 0 {
+            tracing::info!(partition = %log.key, producers = n, "idle idempotent producers expired");
+        }
     }
 }
 
