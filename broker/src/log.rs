@@ -325,7 +325,8 @@ impl PartitionLog {
             at += size;
         }
         for p in &producers {
-            st.producers.record_at(*p, u64::try_from(now_ms).unwrap_or(0));
+            st.producers
+                .record_at(*p, u64::try_from(now_ms).unwrap_or(0));
         }
         let batches = Batches {
             first_offset,

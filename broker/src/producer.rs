@@ -230,9 +230,13 @@ mod tests {
         assert!(matches!(p.check(3, 0, 0, 0).unwrap(), Check::Duplicate(_)));
         // Producer 1 is unknown now: its next batch (sequence 5) is accepted.
         assert_eq!(p.check(1, 0, 5, 9).unwrap(), Check::Append);
-        // Producer 3's clock started at the first pass (11.001 s).
-        assert_eq!(p.expire(21_001, 10_000), 1, "producer 2 idle 16 s");
-        assert_eq!(p.expire(21_002, 10_000), 1, "producer 3 idle 10.001 s");
+        // Producer 3's clock started at the first pass (5 s).
+        assert_eq!(p.expire(15_000, 10_000), 0);
+        assert_eq!(
+            p.expire(15_001, 10_000),
+            2,
+            "producers 2 and 3 idle 10.001 s"
+        );
     }
 
     /// The owner and the metadata keep the same last batches of a producer,
@@ -249,12 +253,12 @@ mod tests {
             owner.record(*x);
             meta.record(
                 floe_metadata::command::ProducerBatch {
-                producer_id: x.producer_id,
-                epoch: x.epoch,
-                first_sequence: x.first_sequence,
-                last_sequence: x.last_sequence,
-                first_offset: x.first_offset,
-                last_offset: x.last_offset,
+                    producer_id: x.producer_id,
+                    epoch: x.epoch,
+                    first_sequence: x.first_sequence,
+                    last_sequence: x.last_sequence,
+                    first_offset: x.first_offset,
+                    last_offset: x.last_offset,
                 },
                 0,
             );
