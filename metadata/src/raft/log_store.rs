@@ -203,3 +203,51 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use openraft::{CommittedLeaderId, EntryPayload, RaftLogReader};
+
+    use super::*;
+    use crate::command::Command;
+
+    /// A log written by a version that stored JSON is still read after an
+    /// upgrade in place; new entries are binary beside the old ones.
+    #[tokio::test]
+    async fn a_json_log_of_an_older_version_is_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("raft-log.redb");
+        let old = |index: u64| Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+            payload: EntryPayload::Normal(Command::Drain {
+                id: crate::ids::BrokerId(index as u32),
+            }),
+        };
+        let vote = Vote::new(1, 1);
+        {
+            let db = Database::create(&path).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                let mut logs = txn.open_table(LOGS).unwrap();
+                for i in 1..=2 {
+                    logs.insert(i, serde_json::to_vec(&old(i)).unwrap().as_slice())
+                        .unwrap();
+                }
+                let mut meta = txn.open_table(META).unwrap();
+                meta.insert(VOTE, serde_json::to_vec(&vote).unwrap().as_slice())
+                    .unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        let mut store = LogStore::open(&path).unwrap();
+        assert_eq!(store.read_vote().await.unwrap(), Some(vote));
+        let state = store.get_log_state().await.unwrap();
+        assert_eq!(state.last_log_id.map(|l| l.index), Some(2));
+        let entries = store.try_get_log_entries(1..3).await.unwrap();
+        assert_eq!(format!("{:?}", entries[1]), format!("{:?}", old(2)));
+        // A new vote is written binary and read back.
+        let newer = Vote::new(2, 1);
+        store.save_vote(&newer).await.unwrap();
+        assert_eq!(store.read_vote().await.unwrap(), Some(newer));
+    }
+}
