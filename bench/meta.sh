@@ -6,13 +6,19 @@
 # developers' binary, crate `floe-devtools`), which commits as a fake broker.
 #
 #   bench/meta.sh [seconds-per-run]     (default 10)
+#
+# FLOE_BIN / FLOE_DEV_BIN run given binaries instead of building (to compare
+# two versions); CARGO_TARGET_DIR is honoured.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS="${1:-10}"
 CONCURRENCY="${CONCURRENCY:-8}"
-cargo build --release --quiet -p floe -p floe-devtools --bin floe --bin floe-dev
-BIN=target/release/floe
-DEV_BIN=target/release/floe-dev
+TARGET="${CARGO_TARGET_DIR:-target}"
+if [ -z "${FLOE_BIN:-}" ]; then
+    cargo build --release --quiet -p floe -p floe-devtools --bin floe --bin floe-dev
+fi
+BIN="${FLOE_BIN:-$TARGET/release/floe}"
+DEV_BIN="${FLOE_DEV_BIN:-$TARGET/release/floe-dev}"
 WORK="$(mktemp -d)"
 PIDS=()
 cleanup() {

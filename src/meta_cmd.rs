@@ -62,6 +62,16 @@ struct RunArgs {
     /// Raft log entries between snapshots.
     #[arg(long, env = "FLOE_META_SNAPSHOT_EVERY", default_value_t = 5000)]
     snapshot_every: u64,
+    /// Idempotent producer state not written for this long is dropped from
+    /// the metadata (Kafka's producer.id.expiration.ms; 0: never).
+    #[arg(
+        long,
+        env = "FLOE_PRODUCER_ID_EXPIRATION_MS",
+        default_value_t = 86_400_000
+    )]
+    producer_id_expiration_ms: u64,
+    #[command(flatten)]
+    tuning: crate::roles::MetaTuning,
 }
 
 #[derive(Debug, Args)]
@@ -174,6 +184,8 @@ async fn run_node(args: RunArgs) -> anyhow::Result<()> {
     cfg.joining = !args.join.is_empty();
     cfg.snapshot_every = args.snapshot_every.max(10);
     cfg.keep_logs = (cfg.snapshot_every / 5).max(10);
+    cfg.producer_expiration = crate::roles::producer_expiration(args.producer_id_expiration_ms);
+    args.tuning.apply(&mut cfg);
     let node = MetaNode::start(cfg).await?;
     let advertised = args
         .advertise

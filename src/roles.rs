@@ -99,6 +99,44 @@ pub struct BrokerTuning {
     /// Block cache for reads from the object store (bytes).
     #[arg(long, env = "FLOE_CACHE_BYTES", default_value_t = 256 * 1024 * 1024)]
     pub cache_bytes: u64,
+    /// Largest metadata string of one committed offset (Kafka's
+    /// offset.metadata.max.bytes); larger: OFFSET_METADATA_TOO_LARGE.
+    #[arg(long, env = "FLOE_OFFSET_METADATA_MAX_BYTES", default_value_t = 4096)]
+    pub offset_metadata_max_bytes: usize,
+    /// Idempotent producer state of a producer that has not written to a
+    /// partition for this long is dropped (Kafka's producer.id.expiration.ms;
+    /// 0: never). `floe standalone` uses it for the metadata too.
+    #[arg(
+        long,
+        env = "FLOE_PRODUCER_ID_EXPIRATION_MS",
+        default_value_t = 86_400_000
+    )]
+    pub producer_id_expiration_ms: u64,
+}
+
+/// Size bounds of the metadata service (`floe meta`, `floe standalone`).
+#[derive(Debug, Clone, Args)]
+pub struct MetaTuning {
+    /// Largest metadata command, encoded; a bigger one (a huge CreateTopics
+    /// or offset commit) is refused before it reaches the Raft log.
+    #[arg(long, env = "FLOE_META_MAX_COMMAND_BYTES", default_value_t = 8 * 1024 * 1024)]
+    pub meta_max_command_bytes: usize,
+    /// Largest HTTP request body of the metadata service (Raft RPCs and the
+    /// API); at least twice --meta-max-command-bytes.
+    #[arg(long, env = "FLOE_META_MAX_REQUEST_BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub meta_max_request_bytes: usize,
+}
+
+impl MetaTuning {
+    pub fn apply(&self, c: &mut floe_metadata::node::MetaConfig) {
+        c.max_command_bytes = self.meta_max_command_bytes;
+        c.max_rpc_bytes = self.meta_max_request_bytes;
+    }
+}
+
+/// `producer.id.expiration.ms` as a duration (0: never).
+pub fn producer_expiration(ms: u64) -> Option<Duration> {
+    (ms > 0).then(|| Duration::from_millis(ms))
 }
 
 impl BrokerTuning {
@@ -114,6 +152,8 @@ impl BrokerTuning {
         c.cache_bytes = self.cache_bytes;
         c.group.initial_rebalance_delay =
             Duration::from_millis(self.group_initial_rebalance_delay_ms);
+        c.group.offset_metadata_max_bytes = self.offset_metadata_max_bytes;
+        c.producer_expiration = producer_expiration(self.producer_id_expiration_ms);
         c
     }
 }

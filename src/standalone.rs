@@ -48,6 +48,8 @@ pub struct StandaloneArgs {
     #[arg(long, env = "FLOE_PORTS_FILE")]
     pub ports_file: Option<PathBuf>,
     #[command(flatten)]
+    pub meta: crate::roles::MetaTuning,
+    #[command(flatten)]
     pub broker: BrokerTuning,
     #[command(flatten)]
     pub proxy: ProxyTuning,
@@ -61,6 +63,9 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
     let data = std::fs::canonicalize(&args.data_dir)?;
     let mut mcfg = MetaConfig::new(1, args.meta_listen, data.join("meta"));
     mcfg.init = true;
+    args.meta.apply(&mut mcfg);
+    mcfg.producer_expiration =
+        crate::roles::producer_expiration(args.broker.producer_id_expiration_ms);
     let meta_node = MetaNode::start(mcfg).await.context("metadata service")?;
     // The roles of this process call the metadata node directly; its HTTP
     // API still serves `floe meta`, `floe topic` and other processes.

@@ -654,6 +654,22 @@ impl Broker {
         Ok(n)
     }
 
+    /// Applies retention to every owned partition now (tests; the
+    /// maintenance task does it every `retention_check_interval`). Returns
+    /// how many log starts moved.
+    pub async fn retention_now(&self) -> Result<usize> {
+        let mut n = 0;
+        for log in self.logs() {
+            if crate::maintenance::apply_retention(self, &log)
+                .await?
+                .is_some()
+            {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
     /// Flushes everything queued now and waits for it (used at shutdown and hand-over).
     pub async fn flush_all(&self, timeout: Duration) {
         let deadline = tokio::time::Instant::now() + timeout;

@@ -29,6 +29,10 @@ pub struct BrokerConfig {
     pub orphan_grace: Duration,
     /// Consumer-group coordinator settings (session limits, initial rebalance delay).
     pub group: crate::group::GroupConfig,
+    /// `producer.id.expiration.ms`: idempotent producer state a partition
+    /// keeps for a producer that has not written for this long is dropped
+    /// (`None`: kept forever).
+    pub producer_expiration: Option<Duration>,
 }
 
 impl BrokerConfig {
@@ -45,6 +49,9 @@ impl BrokerConfig {
             retention_check_interval: Duration::from_secs(30),
             orphan_grace: Duration::from_secs(60),
             group: crate::group::GroupConfig::default(),
+            producer_expiration: Some(Duration::from_millis(
+                floe_metadata::state::DEFAULT_PRODUCER_EXPIRATION_MS,
+            )),
         }
     }
 }
@@ -66,6 +73,9 @@ pub struct LogConfig {
     pub retention_bytes: Option<i64>,
     pub segment_bytes: u64,
     pub segment_ms: i64,
+    /// `cleanup.policy=compact` (without `delete`): compaction is not
+    /// built, so retention by time and size is skipped to keep every record.
+    pub compact_only: bool,
 }
 
 impl Default for LogConfig {
@@ -92,6 +102,7 @@ impl LogConfig {
             retention_bytes: keep(c.retention_bytes()),
             segment_bytes: c.segment_bytes().max(1) as u64,
             segment_ms: c.segment_ms().max(1),
+            compact_only: c.compact_only(),
         }
     }
 

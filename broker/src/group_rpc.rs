@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use crate::broker::Broker;
 use crate::group::{
-    DescribedMember, GroupDescription, GroupError, GroupListing, GroupState, JoinMember,
-    JoinParams, JoinResult, SyncParams, SyncResult,
+    CommitParams, DescribedMember, GroupDescription, GroupError, GroupListing, GroupState,
+    JoinMember, JoinParams, JoinResult, OffsetToCommit, SyncParams, SyncResult,
 };
 use crate::owner::Coordinator;
 use crate::rpc::{RemoteBroker, routes};
@@ -119,7 +119,38 @@ pub mod proto {
         pub assignment: bytes::Bytes,
     }
 
-    /// Heartbeat and offset-commit validation: the same member identity.
+    /// One partition's offset in a [`Commit`].
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Offset {
+        #[prost(string, tag = "1")]
+        pub topic: String,
+        #[prost(uint32, tag = "2")]
+        pub partition: u32,
+        #[prost(int64, tag = "3")]
+        pub offset: i64,
+        #[prost(int32, tag = "4")]
+        pub leader_epoch: i32,
+        #[prost(string, tag = "5")]
+        pub metadata: String,
+    }
+
+    /// An OffsetCommit; answered by an [`ErrorReply`] with one code per
+    /// offset in `per_member`.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Commit {
+        #[prost(string, tag = "1")]
+        pub group_id: String,
+        #[prost(int32, tag = "2")]
+        pub generation_id: i32,
+        #[prost(string, tag = "3")]
+        pub member_id: String,
+        #[prost(string, optional, tag = "4")]
+        pub group_instance_id: Option<String>,
+        #[prost(message, repeated, tag = "5")]
+        pub offsets: Vec<Offset>,
+    }
+
+    /// A heartbeat's member identity.
     #[derive(Clone, PartialEq, prost::Message)]
     pub struct MemberCall {
         #[prost(string, tag = "1")]
@@ -130,7 +161,7 @@ pub mod proto {
         pub member_id: String,
         #[prost(string, optional, tag = "4")]
         pub group_instance_id: Option<String>,
-        /// "heartbeat" or "validate-commit".
+        /// "heartbeat".
         #[prost(string, tag = "5")]
         pub op: String,
     }
@@ -183,7 +214,10 @@ pub mod proto {
     }
 }
 
-const ALL_ERRORS: [GroupError; 13] = [
+const ALL_ERRORS: [GroupError; 16] = [
+    GroupError::CoordinatorNotAvailable,
+    GroupError::OffsetMetadataTooLarge,
+    GroupError::UnknownTopicOrPartition,
     GroupError::NotCoordinator,
     GroupError::CoordinatorLoadInProgress,
     GroupError::UnknownMemberId,
@@ -381,7 +415,36 @@ pub(crate) async fn rpc_sync(b: Broker, r: proto::Sync) -> proto::SyncReply {
 }
 
 const HEARTBEAT: &str = "heartbeat";
-const VALIDATE_COMMIT: &str = "validate-commit";
+
+pub(crate) async fn rpc_commit(b: Broker, r: proto::Commit) -> proto::ErrorReply {
+    let params = CommitParams {
+        group_id: r.group_id,
+        generation_id: r.generation_id,
+        member_id: r.member_id,
+        group_instance_id: r.group_instance_id,
+        offsets: r
+            .offsets
+            .into_iter()
+            .map(|o| OffsetToCommit {
+                topic: o.topic,
+                partition: o.partition,
+                offset: o.offset,
+                leader_epoch: o.leader_epoch,
+                metadata: o.metadata,
+            })
+            .collect(),
+    };
+    match Coordinator::commit_offsets(&b, params).await {
+        Err(e) => proto::ErrorReply {
+            error: to_code(Some(e)),
+            per_member: vec![],
+        },
+        Ok(per) => proto::ErrorReply {
+            error: 0,
+            per_member: per.into_iter().map(|x| to_code(x.err())).collect(),
+        },
+    }
+}
 
 pub(crate) async fn rpc_member(b: Broker, r: proto::MemberCall) -> proto::ErrorReply {
     let (g, generation, m, i) = (
@@ -392,7 +455,6 @@ pub(crate) async fn rpc_member(b: Broker, r: proto::MemberCall) -> proto::ErrorR
     );
     let res = match r.op.as_str() {
         HEARTBEAT => Coordinator::heartbeat(&b, g, generation, m, i).await,
-        VALIDATE_COMMIT => Coordinator::validate_commit(&b, g, generation, m, i).await,
         _ => Err(GroupError::UnknownServerError),
     };
     proto::ErrorReply {
@@ -551,21 +613,43 @@ impl Coordinator for RemoteBroker {
         .await
     }
 
-    async fn validate_commit(
+    async fn commit_offsets(
         &self,
-        group_id: &str,
-        generation_id: i32,
-        member_id: &str,
-        group_instance_id: Option<&str>,
-    ) -> Result<(), GroupError> {
-        self.member_call(
-            VALIDATE_COMMIT,
-            group_id,
-            generation_id,
-            member_id,
-            group_instance_id,
-        )
-        .await
+        p: CommitParams,
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+        let n = p.offsets.len();
+        let msg = proto::Commit {
+            group_id: p.group_id,
+            generation_id: p.generation_id,
+            member_id: p.member_id,
+            group_instance_id: p.group_instance_id,
+            offsets: p
+                .offsets
+                .into_iter()
+                .map(|o| proto::Offset {
+                    topic: o.topic,
+                    partition: o.partition,
+                    offset: o.offset,
+                    leader_epoch: o.leader_epoch,
+                    metadata: o.metadata,
+                })
+                .collect(),
+        };
+        match self
+            .call_timeout::<routes::GroupCommit>(msg, MEMBER_CALL_TIMEOUT)
+            .await
+        {
+            Err(_) => Err(GroupError::NotCoordinator),
+            Ok(e) => match from_code(e.error) {
+                Some(err) => Err(err),
+                None if e.per_member.len() != n => Err(GroupError::UnknownServerError),
+                None => Ok(e
+                    .per_member
+                    .into_iter()
+                    .map(|c| from_code(c).map_or(Ok(()), Err))
+                    .collect()),
+            },
+        }
     }
 
     async fn leave_group(

@@ -13,6 +13,7 @@ pub mod config;
 pub mod error;
 mod flush;
 pub mod group;
+mod group_commit;
 pub mod group_rpc;
 pub mod log;
 mod maintenance;

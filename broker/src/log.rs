@@ -95,6 +95,8 @@ pub(crate) struct LogState {
     pub tail_bytes: usize,
     pub index: Vec<StoredRange>,
     pub producers: Producers,
+    /// Retention was skipped for a compact-only topic and that was logged.
+    pub retention_skip_logged: bool,
 }
 
 /// Where a fetch finds its data, decided under the lock, read outside it.
@@ -155,6 +157,7 @@ impl PartitionLog {
                 tail_bytes: 0,
                 index,
                 producers,
+                retention_skip_logged: false,
             }),
             hw_tx,
         }
@@ -322,7 +325,8 @@ impl PartitionLog {
             at += size;
         }
         for p in &producers {
-            st.producers.record(*p);
+            st.producers
+                .record_at(*p, u64::try_from(now_ms).unwrap_or(0));
         }
         let batches = Batches {
             first_offset,

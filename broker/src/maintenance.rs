@@ -5,6 +5,8 @@
 //!   metadata command per segment;
 //! - retention: whole segments older than `retention.ms`, or beyond
 //!   `retention.bytes`, leave the log (the log start moves);
+//! - producer expiry: idempotent producers idle for `producer.id.expiration.ms`
+//!   are forgotten (checked with retention);
 //! - the sweeper: objects no index entry references any more are deleted
 //!   from the store after a grace period, then forgotten by the metadata.
 
@@ -47,6 +49,9 @@ pub(crate) async fn run(b: Broker) {
             next_compaction = now + cfg.compaction_interval;
         }
         if now >= next_retention {
+            if let Some(ttl) = cfg.producer_expiration {
+                expire_producers(&b, ttl);
+            }
             for log in b.logs() {
                 if let Err(e) = apply_retention(&b, &log).await {
                     tracing::warn!(partition = %log.key, error = %e, "retention failed; will retry");
@@ -170,11 +175,25 @@ pub(crate) async fn compact(b: &Broker, log: &Arc<PartitionLog>) -> Result<usize
 }
 
 /// Deletes whole segments by `retention.ms` and `retention.bytes` (never the
-/// newest entry of the log).
+/// newest entry of the log). A compact-only topic (`cleanup.policy=compact`)
+/// is skipped: log compaction is not built, and deleting by time or size
+/// would lose the latest value of keys that compaction would keep.
 pub(crate) async fn apply_retention(b: &Broker, log: &Arc<PartitionLog>) -> Result<Option<i64>> {
     let (epoch, start, new_start) = {
-        let st = log.lock();
+        let mut st = log.lock();
         if st.status != Status::Active || st.index.len() < 2 {
+            return Ok(None);
+        }
+        if st.config.compact_only {
+            let limited = st.config.retention_ms.is_some() || st.config.retention_bytes.is_some();
+            if limited && !st.retention_skip_logged {
+                st.retention_skip_logged = true;
+                tracing::info!(
+                    partition = %log.key,
+                    topic = %log.topic,
+                    "cleanup.policy=compact: log compaction is not built, so retention.ms and retention.bytes are not applied; the topic keeps every record"
+                );
+            }
             return Ok(None);
         }
         let now = floe_metadata::clock::now_ms() as i64;
@@ -208,6 +227,20 @@ pub(crate) async fn apply_retention(b: &Broker, log: &Arc<PartitionLog>) -> Resu
     match new_start {
         Some(s) if s > start => truncate(b, log, epoch, s).await.map(Some),
         _ => Ok(None),
+    }
+}
+
+/// Forgets, in every owned partition, idempotent producers idle for longer
+/// than `ttl` (`producer.id.expiration.ms`; the metadata's controller drops
+/// them from the committed state the same way).
+pub(crate) fn expire_producers(b: &Broker, ttl: std::time::Duration) {
+    let now = floe_metadata::clock::now_ms();
+    let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+    for log in b.logs() {
+        let n = log.lock().producers.expire(now, ttl_ms);
+        if n > 0 {
+            tracing::info!(partition = %log.key, producers = n, "idle idempotent producers expired");
+        }
     }
 }
 

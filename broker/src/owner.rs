@@ -17,8 +17,8 @@ use floe_storage::PartitionKey;
 use crate::broker::{Acks, Broker, FetchData, OffsetAnswer, OffsetSpec, PendingProduce};
 use crate::error::CallError;
 use crate::group::{
-    GroupDescription, GroupError, GroupListing, GroupState, JoinParams, JoinResult, SyncParams,
-    SyncResult,
+    CommitParams, GroupDescription, GroupError, GroupListing, GroupState, JoinParams, JoinResult,
+    SyncParams, SyncResult,
 };
 
 /// The broker that owns a partition.
@@ -70,15 +70,17 @@ pub trait Coordinator: Send + Sync + std::fmt::Debug {
         group_instance_id: Option<&str>,
     ) -> Result<(), GroupError>;
 
-    /// Checks an offset commit's member identity; on success the group is
-    /// marked as having offsets.
-    async fn validate_commit(
+    /// OffsetCommit: checks the member, then stores the offsets in the
+    /// metadata fenced by the group's shard epoch this coordinator holds (a
+    /// coordinator whose shard moved gets NOT_COORDINATOR, and can never
+    /// move offsets back). One result per offset, in order:
+    /// OFFSET_METADATA_TOO_LARGE above `offset.metadata.max.bytes`,
+    /// UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist
+    /// (neither is stored).
+    async fn commit_offsets(
         &self,
-        group_id: &str,
-        generation_id: i32,
-        member_id: &str,
-        group_instance_id: Option<&str>,
-    ) -> Result<(), GroupError>;
+        p: CommitParams,
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError>;
 
     async fn leave_group(
         &self,
@@ -175,17 +177,11 @@ impl Coordinator for Broker {
         )
     }
 
-    async fn validate_commit(
+    async fn commit_offsets(
         &self,
-        group_id: &str,
-        generation_id: i32,
-        member_id: &str,
-        group_instance_id: Option<&str>,
-    ) -> Result<(), GroupError> {
-        let c = self.coordinator_of(group_id)?;
-        c.validate_commit(group_id, generation_id, member_id, group_instance_id)?;
-        c.set_has_offsets(group_id, true);
-        Ok(())
+        p: CommitParams,
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+        crate::group_commit::commit_offsets(self, p).await
     }
 
     async fn leave_group(

@@ -2,6 +2,11 @@
 //! producer id, epoch and sequence numbers, over the last five batches of
 //! each producer (kept in metadata with every commit, so a new owner knows
 //! them too).
+//!
+//! A producer that has not written for `producer.id.expiration.ms` is
+//! forgotten ([`Producers::expire`]); when it comes back, its batch is
+//! taken as the first of a producer this partition does not know, at
+//! whatever sequence, as Kafka does since KIP-360 (no UNKNOWN_PRODUCER_ID).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -18,6 +23,9 @@ pub use floe_metadata::model::ProducerBatch;
 struct Entry {
     epoch: i16,
     batches: VecDeque<ProducerBatch>,
+    /// When it last appended here (ms since the epoch); 0: not known (taken
+    /// over from metadata), its clock starts at the next expiry pass.
+    last_write_ms: u64,
 }
 
 /// The verdict on an incoming idempotent batch.
@@ -70,15 +78,9 @@ impl Producers {
     /// `first..=last` against what is known.
     pub fn check(&self, producer_id: i64, epoch: i16, first: i32, last: i32) -> Result<Check> {
         let Some(e) = self.by_id.get(&producer_id) else {
-            // A producer this partition has not seen starts at 0.
-            return if first == 0 {
-                Ok(Check::Append)
-            } else {
-                Err(BrokerError::new(
-                    ErrorKind::OutOfOrderSequence,
-                    format!("producer {producer_id} is new here but starts at sequence {first}"),
-                ))
-            };
+            // A producer this partition does not know (new, or expired):
+            // accepted at any sequence, as Kafka does.
+            return Ok(Check::Append);
         };
         if epoch < e.epoch {
             return Err(BrokerError::new(
@@ -119,7 +121,28 @@ impl Producers {
         }
     }
 
-    /// Records an appended batch.
+    /// Records an appended batch at `now_ms`.
+    pub fn record_at(&mut self, b: ProducerBatch, now_ms: u64) {
+        self.record(b);
+        if let Some(e) = self.by_id.get_mut(&b.producer_id) {
+            e.last_write_ms = e.last_write_ms.max(now_ms);
+        }
+    }
+
+    /// Forgets producers that have not appended for more than
+    /// `expiration_ms` before `now_ms`; returns how many.
+    pub fn expire(&mut self, now_ms: u64, expiration_ms: u64) -> usize {
+        let before = self.by_id.len();
+        self.by_id.retain(|_, e| {
+            if e.last_write_ms == 0 {
+                e.last_write_ms = now_ms;
+            }
+            now_ms.saturating_sub(e.last_write_ms) <= expiration_ms
+        });
+        before - self.by_id.len()
+    }
+
+    /// Records an appended batch (its time unchanged).
     pub fn record(&mut self, b: ProducerBatch) {
         let e = self.by_id.entry(b.producer_id).or_default();
         if b.epoch != e.epoch {
@@ -152,10 +175,8 @@ mod tests {
     fn sequences_follow_kafkas_rules() {
         let mut p = Producers::default();
         assert_eq!(p.check(1, 0, 0, 4).unwrap(), Check::Append);
-        assert_eq!(
-            p.check(1, 0, 3, 4).unwrap_err().kind(),
-            ErrorKind::OutOfOrderSequence
-        );
+        // Unknown here (new or expired): any sequence, as Kafka (KIP-360).
+        assert_eq!(p.check(1, 0, 3, 4).unwrap(), Check::Append);
         p.record(b(1, 0, 0, 4, 100));
         // The same batch again: a duplicate, answered with its offsets.
         assert_eq!(
@@ -197,6 +218,27 @@ mod tests {
         );
     }
 
+    #[test]
+    fn idle_producers_expire_and_come_back_as_new() {
+        let mut p = Producers::default();
+        p.record_at(b(1, 0, 0, 4, 100), 1_000);
+        p.record_at(b(2, 0, 0, 4, 105), 5_000);
+        p.record(b(3, 0, 0, 0, 110)); // taken over: no time known
+        assert_eq!(p.expire(5_000, 10_000), 0);
+        assert_eq!(p.expire(11_001, 10_000), 1, "producer 1 idle 10.001 s");
+        assert!(matches!(p.check(2, 0, 0, 4).unwrap(), Check::Duplicate(_)));
+        assert!(matches!(p.check(3, 0, 0, 0).unwrap(), Check::Duplicate(_)));
+        // Producer 1 is unknown now: its next batch (sequence 5) is accepted.
+        assert_eq!(p.check(1, 0, 5, 9).unwrap(), Check::Append);
+        // Producer 3's clock started at the first pass (5 s).
+        assert_eq!(p.expire(15_000, 10_000), 0);
+        assert_eq!(
+            p.expire(15_001, 10_000),
+            2,
+            "producers 2 and 3 idle 10.001 s"
+        );
+    }
+
     /// The owner and the metadata keep the same last batches of a producer,
     /// so a new owner (rebuilt from metadata) answers retries as the old one did.
     #[test]
@@ -209,14 +251,17 @@ mod tests {
         let mut meta = ProducerState::default();
         for x in &batches {
             owner.record(*x);
-            meta.record(floe_metadata::command::ProducerBatch {
-                producer_id: x.producer_id,
-                epoch: x.epoch,
-                first_sequence: x.first_sequence,
-                last_sequence: x.last_sequence,
-                first_offset: x.first_offset,
-                last_offset: x.last_offset,
-            });
+            meta.record(
+                floe_metadata::command::ProducerBatch {
+                    producer_id: x.producer_id,
+                    epoch: x.epoch,
+                    first_sequence: x.first_sequence,
+                    last_sequence: x.last_sequence,
+                    first_offset: x.first_offset,
+                    last_offset: x.last_offset,
+                },
+                0,
+            );
         }
         assert_eq!(meta.batches.len(), PRODUCER_BATCHES_KEPT);
         let kept: Vec<i32> = meta.batches.iter().map(|m| m.first_sequence).collect();

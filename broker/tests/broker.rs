@@ -8,7 +8,9 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use floe_broker::{Acks, Broker, ErrorKind, OffsetSpec};
+use floe_broker::group::{CommitParams, GroupError, OffsetToCommit};
+use floe_broker::{Acks, Broker, Coordinator, ErrorKind, OffsetSpec};
+use floe_metadata::api::RouteCall;
 use floe_storage::batch::{BatchIter, Compression};
 use floe_storage::records::{BatchBuilder, RecordSpec, decode_records};
 use floe_storage::{PartitionKey, TopicId};
@@ -200,6 +202,59 @@ async fn offsets_by_time_validation_and_acks() {
     assert_eq!(ok.base_offset, 9);
     b.flush_all(Duration::from_secs(5)).await;
     assert_eq!(b.log(&key).unwrap().offsets().1, 10);
+    b.shutdown().await;
+}
+
+/// Log compaction is not built: a compact-only topic keeps every record
+/// whatever its retention settings say, while `compact,delete` still
+/// deletes by size as Kafka does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_only_topics_skip_time_and_size_retention() {
+    let env = Cluster::start().await;
+    let limits = [
+        ("segment.bytes", "2000"),
+        ("retention.bytes", "3000"),
+        ("retention.ms", "1"),
+    ];
+    let compact = env
+        .create_topic(
+            "compacted",
+            1,
+            &[&limits[..], &[("cleanup.policy", "compact")]].concat(),
+        )
+        .await;
+    let both = env
+        .create_topic(
+            "compacted-and-deleted",
+            1,
+            &[&limits[..], &[("cleanup.policy", "compact,delete")]].concat(),
+        )
+        .await;
+    let (kc, kb) = (PartitionKey::new(compact, 0), PartitionKey::new(both, 0));
+    let b = env
+        .broker(|c| c.retention_check_interval = Duration::from_secs(3600))
+        .await;
+    wait_owned(&b, kc).await;
+    wait_owned(&b, kb).await;
+    for key in [kc, kb] {
+        for i in 0..30 {
+            let v = format!("{i:04}-{}", "p".repeat(100));
+            b.produce(&key, &batch(&[&v], 1_000 + i, Compression::None), Acks::All)
+                .await
+                .unwrap();
+        }
+    }
+    assert!(
+        b.compact_now().await.unwrap() >= 4,
+        "segments in both topics"
+    );
+    assert_eq!(b.retention_now().await.unwrap(), 1, "only compact,delete");
+    assert_eq!(b.log(&kc).unwrap().offsets().0, 0, "compact-only keeps all");
+    assert_eq!(read_all(&b, &kc, 0).await.len(), 30);
+    assert!(
+        b.log(&kb).unwrap().offsets().0 > 0,
+        "compact,delete deletes"
+    );
     b.shutdown().await;
 }
 
@@ -402,5 +457,117 @@ async fn idempotent_batches_are_stored_once_across_a_change_of_owner() {
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidProducerEpoch);
+    b2.shutdown().await;
+}
+
+fn commit_params(group: &str, offsets: &[(&str, u32, i64, usize)]) -> CommitParams {
+    CommitParams {
+        group_id: group.to_string(),
+        generation_id: -1,
+        member_id: String::new(),
+        group_instance_id: None,
+        offsets: offsets
+            .iter()
+            .map(|(topic, partition, offset, metadata)| OffsetToCommit {
+                topic: topic.to_string(),
+                partition: *partition,
+                offset: *offset,
+                leader_epoch: -1,
+                metadata: "m".repeat(*metadata),
+            })
+            .collect(),
+    }
+}
+
+/// Commits through `b` until it coordinates the group (bounded).
+async fn commit_when_coordinator(b: &Broker, p: CommitParams) -> Vec<Result<(), GroupError>> {
+    let started = Instant::now();
+    loop {
+        match Coordinator::commit_offsets(b, p.clone()).await {
+            Ok(r) => return r,
+            Err(GroupError::NotCoordinator) => {}
+            Err(e) => panic!("{e}"),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "broker {} never became the coordinator",
+            b.id()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn committed_offset(env: &Cluster, group: &str) -> i64 {
+    let r = env
+        .meta
+        .call::<floe_metadata::api::routes::FetchOffsets>(
+            floe_metadata::api::proto::FetchOffsetsRequest {
+                group: group.into(),
+            },
+        )
+        .await
+        .unwrap();
+    r.offsets
+        .iter()
+        .find(|o| o.topic == "offsets")
+        .unwrap()
+        .offset
+}
+
+/// Offset commits are checked and fenced on the coordinator: metadata above
+/// offset.metadata.max.bytes and partitions that do not exist are refused
+/// alone, and a coordinator paused past its lease (its loops stopped, its
+/// view of the shards kept) cannot move a group's offsets back when it
+/// wakes up after the shard moved: NOT_COORDINATOR, and nothing changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_whose_shard_moved_cannot_move_offsets_back() {
+    let env = Cluster::start().await;
+    env.create_topic("offsets", 1, &[]).await;
+    let group = "fenced-group";
+    let b1 = env.broker(|c| c.lease = Duration::from_millis(1000)).await;
+    let r = commit_when_coordinator(
+        &b1,
+        commit_params(
+            group,
+            &[
+                ("offsets", 0, 100, 4096),
+                ("offsets", 1, 5, 0),
+                ("nope", 0, 5, 0),
+            ],
+        ),
+    )
+    .await;
+    assert_eq!(
+        r,
+        vec![
+            Ok(()),
+            Err(GroupError::UnknownTopicOrPartition),
+            Err(GroupError::UnknownTopicOrPartition)
+        ]
+    );
+    let r = Coordinator::commit_offsets(&b1, commit_params(group, &[("offsets", 0, 7, 4097)]))
+        .await
+        .unwrap();
+    assert_eq!(r, vec![Err(GroupError::OffsetMetadataTooLarge)]);
+    assert_eq!(committed_offset(&env, group).await, 100);
+
+    // Broker 1 stops answering (paused); its shards go to broker 2.
+    b1.shutdown().await;
+    let b2 = env.broker(|c| c.id = 2).await;
+    let r = commit_when_coordinator(&b2, commit_params(group, &[("offsets", 0, 200, 0)])).await;
+    assert_eq!(r, vec![Ok(())]);
+
+    // Broker 1 wakes up with its old shard epoch and an older offset: it
+    // still believes it coordinates the group, the metadata says no.
+    let shard = floe_broker::group::shard_of(group, floe_metadata::state::DEFAULT_SHARDS);
+    assert!(
+        b1.owned_shards().contains(&shard),
+        "{:?}",
+        b1.owned_shards()
+    );
+    let stale =
+        Coordinator::commit_offsets(&b1, commit_params(group, &[("offsets", 0, 50, 0)])).await;
+    assert_eq!(stale, Err(GroupError::NotCoordinator));
+    assert_eq!(committed_offset(&env, group).await, 200);
     b2.shutdown().await;
 }

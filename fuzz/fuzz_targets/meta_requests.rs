@@ -66,13 +66,18 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         5 => {
-            let _ =
-                serde_json::from_slice::<openraft::raft::AppendEntriesRequest<TypeConfig>>(body);
-            let _ = serde_json::from_slice::<openraft::raft::VoteRequest<u64>>(body);
+            // Raft bodies: binary (format byte 0x01) or JSON from an older node.
+            use floe_metadata::raft::codec::decode;
+            let _ = decode::<openraft::raft::AppendEntriesRequest<TypeConfig>>(body);
+            let _ = decode::<openraft::raft::VoteRequest<u64>>(body);
+            if let Ok(cmds) = decode::<Vec<Command>>(body) {
+                apply_all(&mut ClusterState::default(), &cmds);
+            }
         }
         6 => {
-            let _ =
-                serde_json::from_slice::<openraft::raft::InstallSnapshotRequest<TypeConfig>>(body);
+            let _ = floe_metadata::raft::codec::decode::<
+                openraft::raft::InstallSnapshotRequest<TypeConfig>,
+            >(body);
         }
         7 => {
             // A snapshot from a peer, then more commands on top of it.

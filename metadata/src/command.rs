@@ -67,6 +67,17 @@ pub struct CommittedOffset {
     pub metadata: String,
 }
 
+/// The coordinator shard an offset commit comes through: the broker that
+/// coordinates the group and the shard's epoch it holds. The commit is
+/// applied only while that is the shard's current owner and epoch, so a
+/// coordinator paused past a move cannot write (move offsets back) later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardFence {
+    pub broker: BrokerId,
+    pub shard: ShardId,
+    pub epoch: Epoch,
+}
+
 /// What brokers own: partitions and coordinator shards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum OwnedItem {
@@ -151,10 +162,20 @@ pub enum Command {
         broker: BrokerId,
         object: Option<NewObject>,
         ranges: Vec<CommitRange>,
+        /// The leader's clock when it proposed the commit: when the
+        /// producers in it last wrote (`producer.id.expiration.ms`). 0 in
+        /// entries written before it existed.
+        #[serde(default)]
+        now_ms: u64,
     },
+    /// Stores a group's offsets of existing partitions (the others are
+    /// answered as unknown, see [`Response::OffsetsCommitted`]).
     CommitOffsets {
         group: String,
         offsets: Vec<(String, u32, CommittedOffset)>,
+        /// `None` only in entries written before fencing existed.
+        #[serde(default)]
+        fence: Option<ShardFence>,
     },
     DeleteGroups {
         groups: Vec<String>,
@@ -213,6 +234,14 @@ pub enum Command {
     ExportReset {
         topic: String,
     },
+    /// Forgets idempotent producers that have not written to a partition
+    /// for more than `expiration_ms` before `now_ms` (Kafka's
+    /// `producer.id.expiration.ms`); producers with no known time start
+    /// their clock at `now_ms`.
+    ExpireProducers {
+        now_ms: u64,
+        expiration_ms: u64,
+    },
 }
 
 /// The result of applying one command.
@@ -238,6 +267,11 @@ pub enum Response {
     },
     ExportGeneration {
         generation: u64,
+    },
+    /// Offsets stored, except those of these (topic, partition)s, which do
+    /// not exist (nothing was stored for them).
+    OffsetsCommitted {
+        unknown: Vec<(String, u32)>,
     },
     Error(MetaError),
 }

@@ -170,3 +170,13 @@ pub fn decide(state: &ClusterState, now_ms: u64) -> Decisions {
     }
     d
 }
+
+/// The command that forgets producers idle for longer than `expiration_ms`,
+/// if there are any (proposed by the leader's controller loop).
+pub fn expire_producers(s: &ClusterState, now_ms: u64, expiration_ms: u64) -> Option<Command> {
+    s.producers_to_expire(now_ms, expiration_ms)
+        .then_some(Command::ExpireProducers {
+            now_ms,
+            expiration_ms,
+        })
+}

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{BrokerId, Epoch, PartitionKey};
+use crate::ids::{BrokerId, Epoch, PartitionKey, ShardId};
 
 /// What went wrong, in terms callers branch on (and the proxy maps to Kafka codes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -30,6 +30,12 @@ pub enum ErrorKind {
     /// An export step that does not follow the partition's export state
     /// (another generation, another pending file, a gap).
     ExportConflict,
+    /// A command above the size bound (`--meta-max-command-bytes`); not proposed.
+    TooLarge,
+    /// An offset commit from a coordinator that does not own the group's
+    /// shard at the epoch it gave (the shard moved): the coordinator answers
+    /// NOT_COORDINATOR.
+    StaleCoordinator,
 }
 
 impl ErrorKind {
@@ -49,6 +55,8 @@ impl ErrorKind {
             "Unavailable" => Self::Unavailable,
             "Storage" => Self::Storage,
             "ExportConflict" => Self::ExportConflict,
+            "TooLarge" => Self::TooLarge,
+            "StaleCoordinator" => Self::StaleCoordinator,
             _ => return None,
         })
     }
@@ -98,6 +106,18 @@ pub enum MetaError {
     Storage(String),
     #[error("export conflict: {0}")]
     ExportConflict(String),
+    #[error("command of {size} bytes is above the limit of {max} bytes")]
+    TooLarge { size: usize, max: usize },
+    #[error(
+        "broker {broker} does not coordinate shard {shard} at epoch {given} (owner {owner:?} at epoch {current})"
+    )]
+    StaleCoordinator {
+        shard: ShardId,
+        broker: BrokerId,
+        given: Epoch,
+        owner: Option<BrokerId>,
+        current: Epoch,
+    },
     /// An error the service answered, as the client receives it: the kind
     /// and the message (the structured fields stay on the server).
     #[error("{message}")]
@@ -120,6 +140,8 @@ impl MetaError {
             MetaError::Unavailable(_) => ErrorKind::Unavailable,
             MetaError::Storage(_) => ErrorKind::Storage,
             MetaError::ExportConflict(_) => ErrorKind::ExportConflict,
+            MetaError::TooLarge { .. } => ErrorKind::TooLarge,
+            MetaError::StaleCoordinator { .. } => ErrorKind::StaleCoordinator,
             MetaError::Remote { kind, .. } => *kind,
         }
     }

@@ -22,10 +22,15 @@ pub(crate) fn command<E>(written: &Result<ClientWriteResponse<TypeConfig>, E>) {
     DESCRIBED.call_once(|| {
         describe_counter!(
             COMMANDS,
-            "commands proposed to Raft on this node, by result"
+            "commands proposed to Raft on this node, by result (applied, refused, failed, too_large: not proposed)"
         );
     });
     counter!(COMMANDS, "result" => result).increment(1);
+}
+
+/// A command refused before it was proposed: above the size bound.
+pub(crate) fn command_too_large() {
+    counter!(COMMANDS, "result" => "too_large").increment(1);
 }
 
 #[cfg(test)]

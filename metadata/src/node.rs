@@ -43,6 +43,16 @@ pub struct MetaConfig {
     pub keep_logs: u64,
     /// How often the controller looks at leases and load.
     pub controller_interval: Duration,
+    /// Largest command accepted for proposal, in its binary encoding
+    /// (`--meta-max-command-bytes`): a bigger one is refused with
+    /// `ErrorKind::TooLarge` before it reaches the log.
+    pub max_command_bytes: usize,
+    /// Largest HTTP request body (Raft RPCs and the API). At least twice
+    /// `max_command_bytes`, so one log entry always fits in an AppendEntries.
+    pub max_rpc_bytes: usize,
+    /// Idempotent producer state not written for this long is dropped
+    /// (`producer.id.expiration.ms`); `None` keeps it forever.
+    pub producer_expiration: Option<Duration>,
 }
 
 impl MetaConfig {
@@ -60,6 +70,11 @@ impl MetaConfig {
             snapshot_every: 5000,
             keep_logs: 1000,
             controller_interval: Duration::from_millis(500),
+            max_command_bytes: crate::api::server::DEFAULT_MAX_COMMAND_BYTES,
+            max_rpc_bytes: crate::api::server::MAX_REQUEST_BYTES,
+            producer_expiration: Some(Duration::from_millis(
+                crate::state::DEFAULT_PRODUCER_EXPIRATION_MS,
+            )),
         }
     }
 
@@ -99,6 +114,12 @@ impl MetaNode {
         if cfg.id == 0 {
             return Err(MetaError::InvalidRequest("node id must be above 0".into()));
         }
+        if cfg.max_command_bytes == 0 || cfg.max_command_bytes > cfg.max_rpc_bytes / 2 {
+            return Err(MetaError::InvalidConfig(format!(
+                "the command bound ({} bytes) must be above 0 and at most half the request body limit ({} bytes)",
+                cfg.max_command_bytes, cfg.max_rpc_bytes
+            )));
+        }
         std::fs::create_dir_all(&cfg.data_dir).map_err(storage)?;
         let log = LogStore::open(&cfg.data_dir.join("raft-log.redb")).map_err(storage)?;
         let (sm, shared) = StateMachine::open(&cfg.data_dir.join("state")).map_err(storage)?;
@@ -109,13 +130,20 @@ impl MetaNode {
             election_timeout_max: cfg.election_timeout_min.as_millis() as u64 * 2,
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(cfg.snapshot_every),
             max_in_snapshot_log_to_keep: cfg.keep_logs,
+            snapshot_max_chunk_size: (cfg.max_rpc_bytes as u64 / 4).min(3 * 1024 * 1024),
             ..Default::default()
         }
         .validate()
         .map_err(|e| MetaError::InvalidConfig(e.to_string()))?;
-        let raft = Raft::new(cfg.id, Arc::new(raft_config), Network::default(), log, sm)
-            .await
-            .map_err(|e| MetaError::Storage(e.to_string()))?;
+        let raft = Raft::new(
+            cfg.id,
+            Arc::new(raft_config),
+            Network::new(cfg.max_rpc_bytes),
+            log,
+            sm,
+        )
+        .await
+        .map_err(|e| MetaError::Storage(e.to_string()))?;
 
         let listener = tokio::net::TcpListener::bind(cfg.listen)
             .await
@@ -127,9 +155,10 @@ impl MetaNode {
             id: cfg.id,
             raft: raft.clone(),
             shared: shared.clone(),
+            max_command_bytes: cfg.max_command_bytes,
         };
         let local = crate::api::LocalMeta::new(state.clone());
-        let app = router(state.clone());
+        let app = router(state.clone(), cfg.max_rpc_bytes);
         let server = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 tracing::error!(error = %e, "metadata server stopped");
@@ -156,7 +185,11 @@ impl MetaNode {
             }
         }
 
-        let controller = tokio::spawn(controller_loop(state, cfg.controller_interval));
+        let controller = tokio::spawn(controller_loop(
+            state,
+            cfg.controller_interval,
+            cfg.producer_expiration,
+        ));
         tracing::info!(node = cfg.id, %addr, "metadata node started");
         Ok(MetaNode {
             id: cfg.id,
@@ -186,7 +219,7 @@ impl MetaNode {
 }
 
 /// While this node leads, proposes what [`controller::plan`] decides.
-async fn controller_loop(state: AppState, every: Duration) {
+async fn controller_loop(state: AppState, every: Duration, producer_expiration: Option<Duration>) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -194,7 +227,17 @@ async fn controller_loop(state: AppState, every: Duration) {
         if state.raft.current_leader().await != Some(state.id) {
             continue;
         }
-        let plan = state.shared.read(|s| controller::plan(s, now_ms()));
+        let now = now_ms();
+        let mut plan = state.shared.read(|s| controller::plan(s, now));
+        if let Some(ttl) = producer_expiration {
+            let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+            if let Some(c) = state
+                .shared
+                .read(|s| controller::expire_producers(s, now, ttl_ms))
+            {
+                plan.push(c);
+            }
+        }
         for cmd in plan {
             tracing::info!(command = ?cmd, "controller");
             if let Err(e) = state.write(cmd).await {

@@ -20,6 +20,8 @@ use crate::topic_config::TopicConfig;
 pub const DEFAULT_SHARDS: u32 = 16;
 /// Most partitions a topic may have.
 pub const MAX_PARTITIONS: u32 = 10_000;
+/// Default of `producer.id.expiration.ms`: a day, as Kafka.
+pub const DEFAULT_PRODUCER_EXPIRATION_MS: u64 = 86_400_000;
 /// Most producer ids one allocation hands out.
 pub const MAX_PRODUCER_ID_BLOCK: u32 = 100_000;
 
@@ -114,11 +116,15 @@ pub struct ProducerState {
     pub epoch: i16,
     /// The last batches at `epoch`, oldest first, at most [`PRODUCER_BATCHES_KEPT`].
     pub batches: Vec<crate::command::ProducerBatch>,
+    /// When it last wrote here (the commit's time); 0: not known yet.
+    #[serde(default)]
+    pub last_write_ms: u64,
 }
 
 impl ProducerState {
-    /// Records a committed batch (a newer epoch starts over).
-    pub fn record(&mut self, b: crate::command::ProducerBatch) {
+    /// Records a committed batch at `now_ms` (a newer epoch starts over).
+    pub fn record(&mut self, b: crate::command::ProducerBatch, now_ms: u64) {
+        self.last_write_ms = self.last_write_ms.max(now_ms);
         if b.epoch != self.epoch {
             self.epoch = b.epoch;
             self.batches.clear();
@@ -330,15 +336,18 @@ impl ClusterState {
                 broker,
                 object,
                 ranges,
-            } => self.commit(*broker, object.as_ref(), ranges),
-            Command::CommitOffsets { group, offsets } => {
-                if group.is_empty() {
-                    return err(MetaError::InvalidRequest("empty group id".into()));
-                }
-                let g = self.groups.entry(group.clone()).or_default();
-                for (topic, partition, off) in offsets {
-                    g.insert((topic.clone(), *partition), off.clone());
-                }
+                now_ms,
+            } => self.commit(*broker, object.as_ref(), ranges, *now_ms),
+            Command::CommitOffsets {
+                group,
+                offsets,
+                fence,
+            } => self.commit_offsets(group, offsets, fence.as_ref()),
+            Command::ExpireProducers {
+                now_ms,
+                expiration_ms,
+            } => {
+                self.expire_producers(*now_ms, *expiration_ms);
                 Response::Ok
             }
             Command::DeleteGroups { groups } => {
@@ -383,6 +392,71 @@ impl ClusterState {
                 Response::Ok
             }
         }
+    }
+
+    /// Stores offsets of existing partitions through the group's current
+    /// coordinator; others are reported as unknown and not stored.
+    fn commit_offsets(
+        &mut self,
+        group: &str,
+        offsets: &[(String, u32, CommittedOffset)],
+        fence: Option<&crate::command::ShardFence>,
+    ) -> Response {
+        if group.is_empty() {
+            return err(MetaError::InvalidRequest("empty group id".into()));
+        }
+        if let Some(f) = fence {
+            let current = self.shards.get(&f.shard).copied().unwrap_or_default();
+            if current.owner != Some(f.broker) || current.epoch != f.epoch {
+                return err(MetaError::StaleCoordinator {
+                    shard: f.shard,
+                    broker: f.broker,
+                    given: f.epoch,
+                    owner: current.owner,
+                    current: current.epoch,
+                });
+            }
+        }
+        let exists = |topic: &str, partition: u32| {
+            self.topics
+                .get(topic)
+                .is_some_and(|t| partition < t.partitions)
+        };
+        let (known, unknown): (Vec<_>, Vec<_>) =
+            offsets.iter().partition(|(t, p, _)| exists(t, *p));
+        if !known.is_empty() {
+            let g = self.groups.entry(group.to_string()).or_default();
+            for (topic, partition, off) in known {
+                g.insert((topic.clone(), *partition), off.clone());
+            }
+        }
+        Response::OffsetsCommitted {
+            unknown: unknown
+                .into_iter()
+                .map(|(t, p, _)| (t.clone(), *p))
+                .collect(),
+        }
+    }
+
+    /// Drops producers that have not written for more than `expiration_ms`.
+    fn expire_producers(&mut self, now_ms: u64, expiration_ms: u64) {
+        for p in self.partitions.values_mut() {
+            p.producers.retain(|_, st| {
+                if st.last_write_ms == 0 {
+                    st.last_write_ms = now_ms;
+                }
+                now_ms.saturating_sub(st.last_write_ms) <= expiration_ms
+            });
+        }
+    }
+
+    /// Whether [`Command::ExpireProducers`] at `now_ms` would change anything.
+    pub fn producers_to_expire(&self, now_ms: u64, expiration_ms: u64) -> bool {
+        self.partitions.values().any(|p| {
+            p.producers.values().any(|st| {
+                st.last_write_ms == 0 || now_ms.saturating_sub(st.last_write_ms) > expiration_ms
+            })
+        })
     }
 
     fn expire(&mut self, now_ms: u64) -> Response {
@@ -687,6 +761,7 @@ impl ClusterState {
         broker: BrokerId,
         object: Option<&NewObject>,
         ranges: &[CommitRange],
+        now_ms: u64,
     ) -> Response {
         if ranges.is_empty() {
             return err(MetaError::InvalidRequest("commit without ranges".into()));
@@ -738,7 +813,10 @@ impl ClusterState {
                 });
                 p.high_watermark = r.last_offset + 1;
                 for b in &r.producers {
-                    p.producers.entry(b.producer_id).or_default().record(*b);
+                    p.producers
+                        .entry(b.producer_id)
+                        .or_default()
+                        .record(*b, now_ms);
                 }
                 hws.push((r.partition, p.high_watermark));
             }
@@ -1061,6 +1139,7 @@ mod tests {
     fn commit_appends_to_the_index_and_moves_the_high_watermark() {
         let mut sm = owned();
         let r = sm.apply(Command::Commit {
+            now_ms: 0,
             broker: BrokerId(1),
             object: obj(),
             ranges: vec![range(tid(1), 0, 1, 0, 9), range(tid(1), 1, 1, 0, 4)],
@@ -1082,6 +1161,7 @@ mod tests {
         assert_eq!(p0.index.len(), 1);
         // The next commit must start where the last ended.
         let e = sm.error(Command::Commit {
+            now_ms: 0,
             broker: BrokerId(1),
             object: obj(),
             ranges: vec![range(tid(1), 0, 1, 0, 9)],
@@ -1089,6 +1169,7 @@ mod tests {
         assert!(matches!(e, MetaError::OffsetMismatch { expected: 10, .. }));
         // A range ending at the largest offset would overflow the high watermark.
         sm.error(Command::Commit {
+            now_ms: 0,
             broker: BrokerId(1),
             object: obj(),
             ranges: vec![range(tid(1), 0, 1, 10, i64::MAX)],
@@ -1096,6 +1177,7 @@ mod tests {
         let mut again = range(tid(1), 0, 1, 10, 19);
         again.object = ObjectSel::Existing(id);
         sm.ok(Command::Commit {
+            now_ms: 0,
             broker: BrokerId(1),
             object: None,
             ranges: vec![again],
@@ -1115,6 +1197,7 @@ mod tests {
             }],
         });
         let e = sm.error(Command::Commit {
+            now_ms: 0,
             broker: BrokerId(1),
             object: obj(),
             ranges: vec![range(tid(1), 0, 1, 0, 9), range(tid(1), 1, 1, 0, 9)],
@@ -1132,12 +1215,14 @@ mod tests {
         );
         // Right epoch, wrong broker.
         let e = sm.error(Command::Commit {
+            now_ms: 0,
             broker: BrokerId(1),
             object: obj(),
             ranges: vec![range(tid(1), 1, 2, 0, 9)],
         });
         assert!(matches!(e, MetaError::NotOwner { .. }));
         sm.ok(Command::Commit {
+            now_ms: 0,
             broker: BrokerId(2),
             object: obj(),
             ranges: vec![range(tid(1), 1, 2, 0, 9)],
@@ -1366,6 +1451,7 @@ mod tests {
             metadata: "m".into(),
         };
         sm.ok(Command::CommitOffsets {
+            fence: None,
             group: "g".into(),
             offsets: vec![("t".into(), 0, off.clone())],
         });
@@ -1400,6 +1486,7 @@ mod tests {
         let Response::Committed {
             object: Some(id), ..
         } = sm.apply(Command::Commit {
+            now_ms: 0,
             broker: BrokerId(1),
             object: obj(),
             ranges: vec![range(tid(1), 0, 1, 0, 9)],
@@ -1418,11 +1505,13 @@ mod tests {
     fn state_round_trips_through_json() {
         let mut sm = owned();
         sm.ok(Command::Commit {
+            now_ms: 0,
             broker: BrokerId(1),
             object: obj(),
             ranges: vec![range(tid(1), 0, 1, 0, 9)],
         });
         sm.ok(Command::CommitOffsets {
+            fence: None,
             group: "g".into(),
             offsets: vec![(
                 "t".into(),
@@ -1448,6 +1537,7 @@ mod tests {
         };
         for (first, last) in [(0, 9), (10, 19), (20, 29)] {
             sm.ok(Command::Commit {
+                now_ms: 0,
                 broker: BrokerId(1),
                 object: obj(),
                 ranges: vec![range(tid(1), 0, 1, first, last)],
@@ -1504,6 +1594,7 @@ mod tests {
         };
         for (first, last) in [(0, 9), (10, 19), (20, 29)] {
             sm.ok(Command::Commit {
+                now_ms: 0,
                 broker: BrokerId(1),
                 object: obj(),
                 ranges: vec![range(tid(1), 0, 1, first, last)],
@@ -1563,6 +1654,7 @@ mod tests {
                 last_offset: i * 10 + 9,
             }];
             sm.ok(Command::Commit {
+                now_ms: 0,
                 broker: BrokerId(1),
                 object: obj(),
                 ranges: vec![r],
@@ -1590,10 +1682,151 @@ mod tests {
             last_offset: 79,
         }];
         sm.error(Command::Commit {
+            now_ms: 0,
             broker: BrokerId(1),
             object: obj(),
             ranges: vec![stale],
         });
         assert!(!sm.state.partitions[&p0].producers.contains_key(&7));
+    }
+
+    fn offset(o: i64) -> CommittedOffset {
+        CommittedOffset {
+            offset: o,
+            leader_epoch: 0,
+            metadata: String::new(),
+        }
+    }
+
+    #[test]
+    fn offset_commits_are_fenced_by_the_coordinator_shards_epoch() {
+        let mut sm = owned();
+        let shard = ShardId(3);
+        let held = sm.state.shards[&shard];
+        assert_eq!(held.owner, Some(BrokerId(1)));
+        let commit = |o: i64, epoch: Epoch| Command::CommitOffsets {
+            group: "g".into(),
+            offsets: vec![("t".into(), 0, offset(o))],
+            fence: Some(crate::command::ShardFence {
+                broker: BrokerId(1),
+                shard,
+                epoch,
+            }),
+        };
+        sm.ok(commit(100, held.epoch));
+        // The shard moves to broker 2; broker 1 was paused and wakes up
+        // with its old epoch and an older offset: refused, nothing moves.
+        register(&mut sm, 2, 0);
+        sm.ok(Command::Reassign {
+            changes: vec![OwnershipChange {
+                item: OwnedItem::Shard(shard),
+                owner: Some(BrokerId(2)),
+            }],
+        });
+        assert!(matches!(
+            sm.error(commit(50, held.epoch)),
+            MetaError::StaleCoordinator { .. }
+        ));
+        // Right epoch, wrong broker: refused too.
+        let now = sm.state.shards[&shard].epoch;
+        assert_eq!(
+            sm.error(commit(50, now)).kind(),
+            crate::ErrorKind::StaleCoordinator
+        );
+        assert_eq!(sm.state.groups["g"][&("t".to_string(), 0)].offset, 100);
+    }
+
+    #[test]
+    fn offsets_of_unknown_topics_or_partitions_are_not_stored() {
+        let mut sm = owned();
+        let r = sm.apply(Command::CommitOffsets {
+            group: "g".into(),
+            offsets: vec![
+                ("t".into(), 1, offset(1)),
+                ("t".into(), 2, offset(2)),
+                ("nope".into(), 0, offset(3)),
+            ],
+            fence: None,
+        });
+        assert_eq!(
+            r,
+            Response::OffsetsCommitted {
+                unknown: vec![("t".into(), 2), ("nope".into(), 0)]
+            }
+        );
+        assert_eq!(sm.state.groups["g"].len(), 1);
+        // Only unknown ones: no group is created.
+        sm.apply(Command::CommitOffsets {
+            group: "empty".into(),
+            offsets: vec![("nope".into(), 0, offset(3))],
+            fence: None,
+        });
+        assert!(!sm.state.groups.contains_key("empty"));
+    }
+
+    #[test]
+    fn idle_producers_expire_by_the_time_in_the_commands() {
+        let mut sm = owned();
+        let p0 = PartitionKey {
+            topic: tid(1),
+            partition: 0,
+        };
+        let batch = |pid: i64, first: i64| ProducerBatch {
+            producer_id: pid,
+            epoch: 0,
+            first_sequence: first as i32,
+            last_sequence: first as i32,
+            first_offset: first,
+            last_offset: first,
+        };
+        let mut r = range(tid(1), 0, 1, 0, 0);
+        r.producers = vec![batch(7, 0)];
+        sm.ok(Command::Commit {
+            broker: BrokerId(1),
+            object: obj(),
+            ranges: vec![r],
+            now_ms: 1_000,
+        });
+        let mut r = range(tid(1), 0, 1, 1, 1);
+        r.producers = vec![batch(8, 1)];
+        sm.ok(Command::Commit {
+            broker: BrokerId(1),
+            object: obj(),
+            ranges: vec![r],
+            now_ms: 5_000,
+        });
+        assert!(!sm.state.producers_to_expire(5_000, 10_000));
+        assert!(sm.state.producers_to_expire(11_001, 10_000));
+        assert_eq!(
+            controller::expire_producers(&sm.state, 11_001, 10_000),
+            Some(Command::ExpireProducers {
+                now_ms: 11_001,
+                expiration_ms: 10_000
+            })
+        );
+        sm.ok(Command::ExpireProducers {
+            now_ms: 11_001,
+            expiration_ms: 10_000,
+        });
+        let left: Vec<i64> = sm.state.partitions[&p0].producers.keys().copied().collect();
+        assert_eq!(left, vec![8], "producer 7 idle 10.001 s: gone; 8 stays");
+        // A producer from an entry without a time starts its clock at the
+        // first expiry pass instead of going at once.
+        sm.state
+            .partitions
+            .get_mut(&p0)
+            .unwrap()
+            .producers
+            .get_mut(&8)
+            .unwrap()
+            .last_write_ms = 0;
+        sm.ok(Command::ExpireProducers {
+            now_ms: 100_000,
+            expiration_ms: 10_000,
+        });
+        assert_eq!(
+            sm.state.partitions[&p0].producers[&8].last_write_ms,
+            100_000
+        );
     }
 }

@@ -63,7 +63,7 @@ const KEYS: &[Key] = &[
             v.split(',')
                 .try_for_each(|p| one_of(p.trim(), &["delete", "compact"]))
         },
-        doc: "delete (by retention) and/or compact",
+        doc: "delete (by retention) and/or compact; compaction is not built, so a compact-only topic keeps everything (retention.ms/bytes do not apply to it)",
     },
     Key {
         name: "message.timestamp.type",
@@ -230,6 +230,16 @@ impl TopicConfig {
         self.get_i64("segment.ms")
     }
 
+    /// Whether `cleanup.policy` asks for compaction and not deletion
+    /// (`compact` alone). Log compaction is not built: such a topic keeps
+    /// all its records, as `retention.ms`/`retention.bytes` do not apply to
+    /// a compacted topic in Kafka either (`compact,delete` deletes by both).
+    pub fn compact_only(&self) -> bool {
+        let policy = self.get("cleanup.policy").unwrap_or("delete");
+        let mut parts = policy.split(',').map(str::trim);
+        parts.clone().any(|p| p == "compact") && !parts.any(|p| p == "delete")
+    }
+
     pub fn log_append_time(&self) -> bool {
         self.get("message.timestamp.type") == Some("LogAppendTime")
     }
@@ -320,6 +330,16 @@ mod tests {
                 .unwrap()
                 .is_default
         );
+    }
+
+    #[test]
+    fn compact_only_is_compact_without_delete() {
+        let policy = |v: &str| TopicConfig::from_settings(&m(&[("cleanup.policy", v)])).unwrap();
+        assert!(!TopicConfig::default().compact_only());
+        assert!(policy("compact").compact_only());
+        assert!(!policy("compact,delete").compact_only());
+        assert!(!policy("delete, compact").compact_only());
+        assert!(!policy("delete").compact_only());
     }
 
     #[test]

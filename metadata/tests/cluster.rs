@@ -182,20 +182,46 @@ async fn single_node_serves_the_api() {
     assert_eq!(idx.info.unwrap().high_watermark, 10);
     assert_eq!(idx.entries[0].object.as_ref().unwrap().key, "wal/a");
 
-    // Group offsets and producer ids.
-    let _: proto::Empty = c
-        .call::<routes::CommitOffsets>(&proto::CommitOffsetsRequest {
-            group: "g1".into(),
-            offsets: vec![proto::GroupOffset {
-                topic: "orders".into(),
-                partition: 2,
-                offset: 99,
-                leader_epoch: 4,
-                metadata: "meta".into(),
-            }],
+    // Group offsets, through the coordinator of shard 0 at its epoch;
+    // offsets of a partition that does not exist are not stored.
+    let view: proto::ClusterView = c
+        .call::<routes::Watch>(&proto::WatchRequest {
+            since_revision: 0,
+            timeout_ms: 0,
         })
         .await
         .unwrap();
+    let shard = view.shards.iter().find(|s| s.shard == 0).unwrap().clone();
+    assert_eq!(shard.owner, 7);
+    let offset = |topic: &str, partition: u32| proto::GroupOffset {
+        topic: topic.into(),
+        partition,
+        offset: 99,
+        leader_epoch: 4,
+        metadata: "meta".into(),
+    };
+    let commit = |epoch: u64| proto::CommitOffsetsRequest {
+        group: "g1".into(),
+        offsets: vec![offset("orders", 2), offset("orders", 3), offset("nope", 0)],
+        broker: 7,
+        shard: 0,
+        shard_epoch: epoch,
+    };
+    let r: proto::CommitOffsetsResponse = c
+        .call::<routes::CommitOffsets>(&commit(shard.epoch))
+        .await
+        .unwrap();
+    let unknown: Vec<(String, u32)> = r
+        .unknown
+        .into_iter()
+        .map(|o| (o.topic, o.partition))
+        .collect();
+    assert_eq!(unknown, vec![("orders".into(), 3), ("nope".into(), 0)]);
+    let stale = c
+        .call::<routes::CommitOffsets>(&commit(shard.epoch + 1))
+        .await
+        .unwrap_err();
+    assert_eq!(stale.kind(), ErrorKind::StaleCoordinator, "{stale}");
     let f: proto::FetchOffsetsResponse = c
         .call::<routes::FetchOffsets>(&proto::FetchOffsetsRequest { group: "g1".into() })
         .await
@@ -472,4 +498,107 @@ async fn members_are_added_and_removed_at_runtime() {
     // The remaining single voter still commits.
     create_topic(&c, "alone-again", 1).await;
     n1.shutdown().await;
+}
+
+/// A command above the size bound is refused before it is proposed; a
+/// follower that was away gets a backlog bigger than one request body in
+/// several AppendEntries (split by the leader, and again when the follower's
+/// own limit is smaller and it answers 413), instead of replication
+/// stalling on the same oversized batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_commands_are_refused_and_a_backlog_is_replicated_in_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let addrs: Vec<SocketAddr> = (0..3).map(|_| free_addr()).collect();
+    let peers: BTreeMap<u64, String> = (1..=3u64)
+        .zip(addrs.iter().map(|a| a.to_string()))
+        .collect();
+    let mk = |id: u64, max_rpc: usize| {
+        let mut c = config(id, addrs[id as usize - 1], dir.path());
+        c.peers = peers.clone();
+        c.init = id == 1;
+        c.max_rpc_bytes = max_rpc;
+        c.max_command_bytes = 64 * 1024;
+        c
+    };
+    let mut nodes: BTreeMap<u64, MetaNode> = BTreeMap::new();
+    for id in 1..=3 {
+        nodes.insert(id, MetaNode::start(mk(id, 256 * 1024)).await.unwrap());
+    }
+    let addr_strs: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+    let c = MetaClient::new(addr_strs.clone()).unwrap();
+    let leader = wait_for_leader(&c, &addr_strs).await;
+    create_topic(&c, "t", 1).await;
+    register_broker(&c, 7, 60_000).await;
+    owned(&c, "t").await;
+    let started = Instant::now();
+    let shard = loop {
+        let view: proto::ClusterView = c
+            .call::<routes::Watch>(&proto::WatchRequest {
+                since_revision: 0,
+                timeout_ms: 0,
+            })
+            .await
+            .unwrap();
+        if let Some(s) = view.shards.iter().find(|s| s.shard == 0 && s.owner == 7) {
+            break s.clone();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "shard 0 not assigned"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let commit = |offset: i64, metadata_bytes: usize| proto::CommitOffsetsRequest {
+        group: "g".into(),
+        offsets: vec![proto::GroupOffset {
+            topic: "t".into(),
+            partition: 0,
+            offset,
+            leader_epoch: 0,
+            metadata: "m".repeat(metadata_bytes),
+        }],
+        broker: 7,
+        shard: 0,
+        shard_epoch: shard.epoch,
+    };
+    let big = c
+        .call::<routes::CommitOffsets>(&commit(0, 70 * 1024))
+        .await
+        .unwrap_err();
+    assert_eq!(big.kind(), ErrorKind::TooLarge, "{big}");
+
+    // A follower goes away; 30 commands of ~50 KiB (1.5 MB) pile up.
+    let away = (1..=3).find(|id| *id != leader).unwrap();
+    nodes.remove(&away).unwrap().shutdown().await;
+    for i in 0..30 {
+        let _: proto::CommitOffsetsResponse = c
+            .call::<routes::CommitOffsets>(&commit(i, 50 * 1024))
+            .await
+            .unwrap();
+    }
+    // It comes back with a smaller body limit than the leader assumes.
+    let mut cfg = mk(away, 128 * 1024);
+    cfg.init = false;
+    nodes.insert(away, MetaNode::start(cfg).await.unwrap());
+    let back = nodes[&away].shared.clone();
+    let started = Instant::now();
+    loop {
+        let offset = back.read(|s| {
+            s.groups
+                .get("g")
+                .and_then(|g| g.get(&("t".to_string(), 0)))
+                .map(|o| o.offset)
+        });
+        if offset == Some(29) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the follower did not catch up (offset {offset:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for (_, n) in nodes {
+        n.shutdown().await;
+    }
 }

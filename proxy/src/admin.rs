@@ -131,6 +131,10 @@ pub fn kafka_error_for(e: &MetaError) -> ResponseError {
         // later may help.
         ErrorKind::NotLeader | ErrorKind::Unavailable => ResponseError::RequestTimedOut,
         ErrorKind::Storage => ResponseError::KafkaStorageError,
+        // Above the metadata's command bound (`--meta-max-command-bytes`):
+        // the same request would be refused again.
+        ErrorKind::TooLarge => ResponseError::InvalidRequest,
+        ErrorKind::StaleCoordinator => ResponseError::NotCoordinator,
     }
 }
 

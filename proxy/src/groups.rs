@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use std::sync::Arc;
 
-use floe_broker::group::{GroupError, JoinParams, SyncParams};
+use floe_broker::group::{CommitParams, GroupError, JoinParams, OffsetToCommit, SyncParams};
 use floe_broker::{Coordinator, RoutingError, RoutingErrorKind};
 use floe_metadata::api::proto as mp;
 use floe_metadata::api::routes;
@@ -320,53 +320,43 @@ impl Context {
         req: &OffsetCommitRequest,
     ) -> OffsetCommitResponse {
         let group = req.group_id.0.to_string();
-        // The coordinator checks the member (and notes the group has offsets).
-        let mut err = match self.coordinator(&group) {
-            Err(e) => routing_code(&e),
-            Ok(c) => code(
-                c.validate_commit(
-                    &group,
-                    req.generation_id_or_member_epoch,
-                    &req.member_id,
-                    req.group_instance_id.as_ref().map(|i| i.as_str()),
-                )
-                .await
-                .err(),
-            ),
-        };
-        if err == 0 {
-            let offsets: Vec<mp::GroupOffset> = req
-                .topics
-                .iter()
-                .flat_map(|t| {
-                    t.partitions.iter().map(move |p| mp::GroupOffset {
-                        topic: t.name.0.to_string(),
-                        partition: p.partition_index.max(0) as u32,
-                        offset: p.committed_offset,
-                        leader_epoch: p.committed_leader_epoch,
-                        metadata: p
-                            .committed_metadata
-                            .as_ref()
-                            .map(|m| m.to_string())
-                            .unwrap_or_default(),
-                    })
+        // The coordinator checks the member, the metadata's size, and stores
+        // the offsets fenced by its shard's epoch; one result per partition.
+        let offsets: Vec<OffsetToCommit> = req
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(move |p| OffsetToCommit {
+                    topic: t.name.0.to_string(),
+                    partition: p.partition_index.max(0) as u32,
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata: p
+                        .committed_metadata
+                        .as_ref()
+                        .map(|m| m.to_string())
+                        .unwrap_or_default(),
                 })
-                .collect();
-            let r: Result<mp::Empty, _> = self
-                .meta
-                .call::<routes::CommitOffsets>(mp::CommitOffsetsRequest {
-                    group: group.clone(),
+            })
+            .collect();
+        let n = offsets.len();
+        let codes: Vec<i16> = match self.coordinator(&group) {
+            Err(e) => vec![routing_code(&e); n],
+            Ok(c) => match c
+                .commit_offsets(CommitParams {
+                    group_id: group.clone(),
+                    generation_id: req.generation_id_or_member_epoch,
+                    member_id: req.member_id.to_string(),
+                    group_instance_id: req.group_instance_id.as_ref().map(|i| i.to_string()),
                     offsets,
                 })
-                .await;
-            match r {
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(group, error = %e, "storing committed offsets failed");
-                    err = ResponseError::CoordinatorNotAvailable.code();
-                }
-            }
-        }
+                .await
+            {
+                Err(e) => vec![e.kafka_code(); n],
+                Ok(per) => per.into_iter().map(|r| code(r.err())).collect(),
+            },
+        };
+        let mut codes = codes.into_iter();
         let mut resp = OffsetCommitResponse::default();
         resp.topics = req
             .topics
@@ -380,7 +370,7 @@ impl Context {
                     .map(|p| {
                         let mut rp = OffsetCommitResponsePartition::default();
                         rp.partition_index = p.partition_index;
-                        rp.error_code = err;
+                        rp.error_code = codes.next().unwrap_or(0);
                         rp
                     })
                     .collect();
@@ -656,6 +646,7 @@ impl Context {
                 .call::<routes::DeleteOffsets>(mp::CommitOffsetsRequest {
                     group,
                     offsets: delete,
+                    ..Default::default()
                 })
                 .await;
             if r.is_err() {

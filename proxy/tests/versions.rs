@@ -428,6 +428,19 @@ async fn every_group_api_answers_at_every_advertised_version() {
         sock: TcpStream::connect(e.kafka).await.unwrap(),
         corr: 0,
     };
+    // Offsets are stored only for a topic that exists: auto-create "vt".
+    let mut req = MetadataRequest::default();
+    let mut t = MetadataRequestTopic::default();
+    t.name = Some(topic("vt"));
+    req.topics = Some(vec![t]);
+    req.allow_auto_topic_creation = true;
+    let ResponseKind::Metadata(r) = c
+        .call(ApiKey::Metadata, 9, RequestKind::Metadata(req))
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.topics[0].error_code, 0);
     // Wait until the coordinator shards have an owner.
     let mut found = false;
     for _ in 0..100 {

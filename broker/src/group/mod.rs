@@ -32,8 +32,9 @@ use handle::GroupHandle;
 use state::{Group, Outcome};
 
 pub use types::{
-    DescribedMember, GroupConfig, GroupDescription, GroupError, GroupListing, GroupState,
-    JoinMember, JoinParams, JoinResult, SyncParams, SyncResult,
+    CommitParams, DEFAULT_OFFSET_METADATA_MAX_BYTES, DescribedMember, GroupConfig,
+    GroupDescription, GroupError, GroupListing, GroupState, JoinMember, JoinParams, JoinResult,
+    OffsetToCommit, SyncParams, SyncResult,
 };
 
 /// The shard of a group id: 32-bit FNV-1a of the id's UTF-8 bytes, modulo

@@ -24,6 +24,7 @@ fn config() -> GroupConfig {
         initial_rebalance_delay: Duration::from_millis(50),
         new_member_join_timeout: Duration::from_secs(60),
         shards: 8,
+        offset_metadata_max_bytes: 4096,
     }
 }
 

@@ -25,7 +25,13 @@ pub struct GroupConfig {
     /// Number of coordinator shards group ids are spread over (like
     /// `offsets.topic.num.partitions`); [`super::shard_of`] maps an id to one.
     pub shards: u32,
+    /// `offset.metadata.max.bytes`: an offset commit's metadata string above
+    /// this is refused (OFFSET_METADATA_TOO_LARGE for that partition).
+    pub offset_metadata_max_bytes: usize,
 }
+
+/// Default of `offset.metadata.max.bytes` (Kafka's).
+pub const DEFAULT_OFFSET_METADATA_MAX_BYTES: usize = 4096;
 
 impl Default for GroupConfig {
     fn default() -> Self {
@@ -35,6 +41,7 @@ impl Default for GroupConfig {
             initial_rebalance_delay: Duration::from_millis(3_000),
             new_member_join_timeout: Duration::from_secs(300),
             shards: 50,
+            offset_metadata_max_bytes: DEFAULT_OFFSET_METADATA_MAX_BYTES,
         }
     }
 }
@@ -68,6 +75,12 @@ pub enum GroupError {
     InvalidGroupId,
     #[error("unexpected coordinator error")]
     UnknownServerError,
+    #[error("the coordinator cannot store offsets now")]
+    CoordinatorNotAvailable,
+    #[error("the offset's metadata is above offset.metadata.max.bytes")]
+    OffsetMetadataTooLarge,
+    #[error("the topic or partition does not exist")]
+    UnknownTopicOrPartition,
 }
 
 impl GroupError {
@@ -77,6 +90,9 @@ impl GroupError {
     pub fn kafka_code(&self) -> i16 {
         match self {
             GroupError::UnknownServerError => -1,
+            GroupError::UnknownTopicOrPartition => 3,
+            GroupError::OffsetMetadataTooLarge => 12,
+            GroupError::CoordinatorNotAvailable => 15,
             GroupError::CoordinatorLoadInProgress => 14,
             GroupError::NotCoordinator => 16,
             GroupError::IllegalGeneration => 22,
@@ -91,6 +107,27 @@ impl GroupError {
             GroupError::FencedInstanceId => 82,
         }
     }
+}
+
+/// One partition's offset in an OffsetCommit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetToCommit {
+    pub topic: String,
+    pub partition: u32,
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: String,
+}
+
+/// An OffsetCommit: the member's identity and its offsets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitParams {
+    pub group_id: String,
+    /// -1 (with an empty member id) for a commit from outside the group.
+    pub generation_id: i32,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub offsets: Vec<OffsetToCommit>,
 }
 
 /// The state of a classic group.

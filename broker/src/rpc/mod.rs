@@ -270,6 +270,7 @@ pub fn router(broker: Broker) -> Router {
     let r = serve!(r, routes::GroupJoin, g::rpc_join);
     let r = serve!(r, routes::GroupSync, g::rpc_sync);
     let r = serve!(r, routes::GroupMember, g::rpc_member);
+    let r = serve!(r, routes::GroupCommit, g::rpc_commit);
     let r = serve!(r, routes::GroupLeave, g::rpc_leave);
     let r = serve!(r, routes::GroupDescribe, g::rpc_describe);
     let r = serve!(r, routes::GroupList, g::rpc_list);

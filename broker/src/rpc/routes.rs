@@ -46,8 +46,10 @@ routes! {
     /// May wait for a whole rebalance.
     GroupJoin = "/rpc/group/join": group::Join => group::JoinReply;
     GroupSync = "/rpc/group/sync": group::Sync => group::SyncReply;
-    /// Heartbeat and offset-commit validation (`MemberCall::op`).
+    /// Heartbeat (`MemberCall::op`).
     GroupMember = "/rpc/group/member": group::MemberCall => group::ErrorReply;
+    /// OffsetCommit: one code per offset in `per_member`.
+    GroupCommit = "/rpc/group/commit": group::Commit => group::ErrorReply;
     GroupLeave = "/rpc/group/leave": group::Leave => group::ErrorReply;
     GroupDescribe = "/rpc/group/describe": group::GroupIds => group::Descriptions;
     GroupList = "/rpc/group/list": group::GroupIds => group::Descriptions;
@@ -65,6 +67,6 @@ mod tests {
             assert!(p.starts_with("/rpc/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 12);
+        assert_eq!(ALL_PATHS.len(), 13);
     }
 }

@@ -35,14 +35,21 @@ fn error_from(e: HttpError) -> MetaError {
                 "InvalidConfig" => MetaError::InvalidConfig(b.message),
                 "Unavailable" => MetaError::Unavailable(b.message),
                 "StaleEpoch" | "NotOwner" | "OffsetMismatch" | "UnknownPartition"
-                | "UnknownBroker" | "ExportConflict" => MetaError::Remote {
-                    kind: ErrorKind::from_name(&b.kind).unwrap_or(ErrorKind::InvalidRequest),
-                    message: b.message,
-                },
+                | "UnknownBroker" | "ExportConflict" | "StaleCoordinator" | "TooLarge" => {
+                    MetaError::Remote {
+                        kind: ErrorKind::from_name(&b.kind).unwrap_or(ErrorKind::InvalidRequest),
+                        message: b.message,
+                    }
+                }
                 _ if status == 409 || status == 404 || status == 400 => {
                     MetaError::InvalidRequest(format!("{}: {}", b.kind, b.message))
                 }
                 _ => MetaError::Unavailable(format!("{}: {}", b.kind, b.message)),
+            },
+            // The server's body limit answers 413 before any handler runs.
+            Err(_) if status == 413 => MetaError::Remote {
+                kind: ErrorKind::TooLarge,
+                message: "request body above the metadata service's limit".into(),
             },
             Err(_) => MetaError::Unavailable(format!("status {status}")),
         },

@@ -273,6 +273,22 @@ pub struct CommitOffsetsRequest {
     pub group: String,
     #[prost(message, repeated, tag = "2")]
     pub offsets: Vec<GroupOffset>,
+    /// The coordinator committing: its broker id, the group's shard and the
+    /// shard epoch it holds (required for a commit; unused by delete).
+    #[prost(uint32, tag = "3")]
+    pub broker: u32,
+    #[prost(uint32, tag = "4")]
+    pub shard: u32,
+    #[prost(uint64, tag = "5")]
+    pub shard_epoch: u64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CommitOffsetsResponse {
+    /// Offsets not stored: their topic or partition does not exist
+    /// (only topic and partition are set).
+    #[prost(message, repeated, tag = "1")]
+    pub unknown: Vec<GroupOffset>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

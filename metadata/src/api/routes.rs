@@ -49,7 +49,7 @@ routes! {
     Release = "/v1/release": ReleaseRequest => Empty;
     Commit = "/v1/commit": CommitRequest => CommitResponse;
     PartitionIndex = "/v1/partitions/index": IndexRequest => IndexResponse;
-    CommitOffsets = "/v1/groups/commit": CommitOffsetsRequest => Empty;
+    CommitOffsets = "/v1/groups/commit": CommitOffsetsRequest => CommitOffsetsResponse;
     FetchOffsets = "/v1/groups/fetch": FetchOffsetsRequest => FetchOffsetsResponse;
     DeleteGroups = "/v1/groups/delete": DeleteGroupsRequest => Empty;
     DeleteOffsets = "/v1/groups/delete-offsets": CommitOffsetsRequest => Empty;

@@ -1,5 +1,11 @@
 //! The metadata node's HTTP server (axum): Raft RPCs between nodes under
-//! `/raft/*` (JSON), and the protobuf API under `/v1/*`.
+//! `/raft/*` (the binary encoding of `raft::codec`, or JSON from a node of
+//! an older version, answered in kind), and the protobuf API under `/v1/*`.
+//!
+//! Sizes: a command whose binary encoding is above `max_command_bytes` is
+//! refused before it is proposed (`ErrorKind::TooLarge`), and every body is
+//! limited to `max_rpc_bytes` (at least twice the command bound, so one
+//! entry always fits in an AppendEntries).
 //!
 //! Writes go through the Raft leader; a follower answers `421 Misdirected`
 //! with the leader's address in [`proto::ErrorBody`], and the client follows.
@@ -23,16 +29,19 @@ use crate::api::routes::{self, Route};
 use crate::api::{PROTOBUF, convert, proto};
 use crate::clock::now_ms;
 use crate::command::{
-    Command, CommitRange, CommittedOffset, NewObject, ObjectSel, OwnedItem, Response,
+    Command, CommitRange, CommittedOffset, NewObject, ObjectSel, OwnedItem, Response, ShardFence,
 };
 use crate::error::{ErrorKind, MetaError};
 use crate::ids::{BrokerId, Epoch, ObjectId};
+use crate::raft::codec::{self, Format};
 use crate::raft::state_machine::SharedState;
 use crate::raft::{NodeId, Raft};
 use futures::future::BoxFuture;
 
-/// Largest request body (Raft appends and snapshots included).
+/// Default largest request body (Raft appends and snapshots included).
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
+/// Default largest command, encoded (`--meta-max-command-bytes`).
+pub const DEFAULT_MAX_COMMAND_BYTES: usize = 8 * 1024 * 1024;
 /// Longest a watch may wait.
 pub const MAX_WATCH: Duration = Duration::from_secs(60);
 
@@ -41,6 +50,8 @@ pub struct AppState {
     pub id: NodeId,
     pub raft: Raft,
     pub shared: SharedState,
+    /// Largest command accepted for proposal, encoded.
+    pub max_command_bytes: usize,
 }
 
 /// An API failure, sent as a protobuf [`proto::ErrorBody`].
@@ -67,6 +78,8 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
         | ErrorKind::OffsetMismatch
         | ErrorKind::ExportConflict => StatusCode::CONFLICT,
         ErrorKind::InvalidConfig | ErrorKind::InvalidRequest => StatusCode::BAD_REQUEST,
+        ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorKind::StaleCoordinator => StatusCode::CONFLICT,
     }
 }
 
@@ -114,6 +127,20 @@ where
 impl AppState {
     /// Proposes a command and waits until it is committed and applied.
     pub async fn write(&self, cmd: Command) -> Result<(Response, u64), MetaError> {
+        let size = crate::raft::codec::encoded_len(&cmd)
+            .map_err(|e| MetaError::InvalidRequest(format!("cannot encode the command: {e}")))?;
+        if size > self.max_command_bytes {
+            crate::metrics::command_too_large();
+            tracing::info!(
+                size,
+                max = self.max_command_bytes,
+                "command refused: too large"
+            );
+            return Err(MetaError::TooLarge {
+                size,
+                max: self.max_command_bytes,
+            });
+        }
         let written = self.raft.client_write(cmd).await;
         crate::metrics::command(&written);
         match written {
@@ -141,14 +168,14 @@ impl AppState {
     }
 }
 
-/// Routes of one metadata node.
-pub fn router(state: AppState) -> Router {
+/// Routes of one metadata node; bodies above `max_body` bytes are answered 413.
+pub fn router(state: AppState, max_body: usize) -> Router {
     Router::new()
         .route("/raft/append", post(raft_append))
         .route("/raft/vote", post(raft_vote))
         .route("/raft/snapshot", post(raft_snapshot))
         .merge(api_routes())
-        .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
+        .layer(DefaultBodyLimit::max(max_body))
         .with_state(state)
 }
 
@@ -221,39 +248,42 @@ serve! {
     ExportReset => super::export_routes::reset,
 }
 
-fn json_reply<T: serde::Serialize>(v: &T) -> HttpResponse {
-    match serde_json::to_vec(v) {
-        Ok(b) => ([(header::CONTENT_TYPE, "application/json")], b).into_response(),
+/// A Raft RPC's answer, in the format its request came in.
+fn raft_reply<T: serde::Serialize>(format: Format, v: &T) -> HttpResponse {
+    let content_type = match format {
+        Format::Binary => crate::raft::network::RAFT_BINARY,
+        Format::Json => "application/json",
+    };
+    match codec::encode_as(format, v) {
+        Ok(b) => ([(header::CONTENT_TYPE, content_type)], b).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
 }
 
-fn json_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, String> {
-    serde_json::from_slice(body).map_err(|e| e.to_string())
-}
-
-fn bad_json(why: String) -> HttpResponse {
-    (StatusCode::BAD_REQUEST, why).into_response()
+fn raft_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<(Format, T), HttpResponse> {
+    codec::decode(body)
+        .map(|v| (Format::of(body), v))
+        .map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()).into_response())
 }
 
 async fn raft_append(State(s): State<AppState>, body: Bytes) -> HttpResponse {
-    match json_body(&body) {
-        Ok(req) => json_reply(&s.raft.append_entries(req).await),
-        Err(why) => bad_json(why),
+    match raft_body(&body) {
+        Ok((f, req)) => raft_reply(f, &s.raft.append_entries(req).await),
+        Err(bad) => bad,
     }
 }
 
 async fn raft_vote(State(s): State<AppState>, body: Bytes) -> HttpResponse {
-    match json_body(&body) {
-        Ok(req) => json_reply(&s.raft.vote(req).await),
-        Err(why) => bad_json(why),
+    match raft_body(&body) {
+        Ok((f, req)) => raft_reply(f, &s.raft.vote(req).await),
+        Err(bad) => bad,
     }
 }
 
 async fn raft_snapshot(State(s): State<AppState>, body: Bytes) -> HttpResponse {
-    match json_body(&body) {
-        Ok(req) => json_reply(&s.raft.install_snapshot(req).await),
-        Err(why) => bad_json(why),
+    match raft_body(&body) {
+        Ok((f, req)) => raft_reply(f, &s.raft.install_snapshot(req).await),
+        Err(bad) => bad,
     }
 }
 
@@ -488,6 +518,7 @@ async fn commit(
         .collect::<Result<Vec<_>, MetaError>>()?;
     let (resp, index) = s
         .write(Command::Commit {
+            now_ms: now_ms(),
             broker: BrokerId(req.broker),
             object: req.object.map(|o| NewObject {
                 endpoint: o.endpoint,
@@ -558,27 +589,51 @@ async fn partition_index(
 async fn commit_offsets(
     s: AppState,
     req: proto::CommitOffsetsRequest,
-) -> Result<proto::Empty, MetaError> {
-    s.write(Command::CommitOffsets {
-        group: req.group,
-        offsets: req
-            .offsets
-            .into_iter()
-            .map(|o| {
-                (
-                    o.topic,
-                    o.partition,
-                    CommittedOffset {
-                        offset: o.offset,
-                        leader_epoch: o.leader_epoch,
-                        metadata: o.metadata,
-                    },
-                )
-            })
-            .collect(),
-    })
-    .await?;
-    Ok(proto::Empty {})
+) -> Result<proto::CommitOffsetsResponse, MetaError> {
+    let Some(broker) = BrokerId::from_wire(req.broker) else {
+        return Err(MetaError::InvalidRequest(
+            "an offset commit names its coordinator (broker, shard, epoch)".into(),
+        ));
+    };
+    let fence = ShardFence {
+        broker,
+        shard: crate::ids::ShardId(req.shard),
+        epoch: Epoch(req.shard_epoch),
+    };
+    let (resp, _) = s
+        .write(Command::CommitOffsets {
+            fence: Some(fence),
+            group: req.group,
+            offsets: req
+                .offsets
+                .into_iter()
+                .map(|o| {
+                    (
+                        o.topic,
+                        o.partition,
+                        CommittedOffset {
+                            offset: o.offset,
+                            leader_epoch: o.leader_epoch,
+                            metadata: o.metadata,
+                        },
+                    )
+                })
+                .collect(),
+        })
+        .await?;
+    match resp {
+        Response::OffsetsCommitted { unknown } => Ok(proto::CommitOffsetsResponse {
+            unknown: unknown
+                .into_iter()
+                .map(|(topic, partition)| proto::GroupOffset {
+                    topic,
+                    partition,
+                    ..Default::default()
+                })
+                .collect(),
+        }),
+        other => Err(MetaError::Storage(format!("unexpected response {other:?}"))),
+    }
 }
 
 async fn fetch_offsets(

@@ -1,5 +1,7 @@
 //! The Raft log on local disk, in a `redb` database. Every append, vote and
 //! truncation is committed with fsync before openraft is told it is done.
+//! Values are encoded by [`super::codec`] (binary; JSON written by older
+//! versions is still read).
 
 use std::fmt::Debug;
 use std::ops::RangeBounds;
@@ -10,6 +12,7 @@ use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{RaftLogReader, StorageIOError, Vote};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
+use super::codec;
 use super::{Entry, LogId, NodeId, StorageError, TypeConfig};
 
 const LOGS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("logs");
@@ -57,7 +60,7 @@ impl LogStore {
         let table = txn.open_table(META).map_err(io_read)?;
         match table.get(key).map_err(io_read)? {
             None => Ok(None),
-            Some(v) => serde_json::from_slice(v.value()).map(Some).map_err(io_read),
+            Some(v) => codec::decode(v.value()).map(Some).map_err(io_read),
         }
     }
 
@@ -81,7 +84,7 @@ impl LogStore {
         key: &'static str,
         value: &T,
     ) -> Result<(), StorageError> {
-        let bytes = serde_json::to_vec(value).map_err(io_write)?;
+        let bytes = codec::encode(value).map_err(io_write)?;
         self.write(move |txn| {
             let mut t = txn.open_table(META).map_err(io_write)?;
             t.insert(key, bytes.as_slice()).map_err(io_write)?;
@@ -101,7 +104,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
         let mut out = Vec::new();
         for item in table.range(range).map_err(io_read)? {
             let (_, v) = item.map_err(io_read)?;
-            out.push(serde_json::from_slice(v.value()).map_err(io_read)?);
+            out.push(codec::decode(v.value()).map_err(io_read)?);
         }
         Ok(out)
     }
@@ -116,7 +119,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let table = txn.open_table(LOGS).map_err(io_read)?;
         let last = match table.last().map_err(io_read)? {
             Some((_, v)) => {
-                let e: Entry = serde_json::from_slice(v.value()).map_err(io_read)?;
+                let e: Entry = codec::decode(v.value()).map_err(io_read)?;
                 Some(e.log_id)
             }
             None => last_purged,
@@ -158,7 +161,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     {
         let encoded: Vec<(u64, Vec<u8>)> = entries
             .into_iter()
-            .map(|e| serde_json::to_vec(&e).map(|b| (e.log_id.index, b)))
+            .map(|e| codec::encode(&e).map(|b| (e.log_id.index, b)))
             .collect::<Result<_, _>>()
             .map_err(io_write)?;
         let res = self
@@ -188,7 +191,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        let bytes = serde_json::to_vec(&log_id).map_err(io_write)?;
+        let bytes = codec::encode(&log_id).map_err(io_write)?;
         self.write(move |txn| {
             let mut m = txn.open_table(META).map_err(io_write)?;
             m.insert(LAST_PURGED, bytes.as_slice()).map_err(io_write)?;
@@ -198,5 +201,53 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             Ok(())
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::{CommittedLeaderId, EntryPayload, RaftLogReader};
+
+    use super::*;
+    use crate::command::Command;
+
+    /// A log written by a version that stored JSON is still read after an
+    /// upgrade in place; new entries are binary beside the old ones.
+    #[tokio::test]
+    async fn a_json_log_of_an_older_version_is_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("raft-log.redb");
+        let old = |index: u64| Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+            payload: EntryPayload::Normal(Command::Drain {
+                id: crate::ids::BrokerId(index as u32),
+            }),
+        };
+        let vote = Vote::new(1, 1);
+        {
+            let db = Database::create(&path).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                let mut logs = txn.open_table(LOGS).unwrap();
+                for i in 1..=2 {
+                    logs.insert(i, serde_json::to_vec(&old(i)).unwrap().as_slice())
+                        .unwrap();
+                }
+                let mut meta = txn.open_table(META).unwrap();
+                meta.insert(VOTE, serde_json::to_vec(&vote).unwrap().as_slice())
+                    .unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        let mut store = LogStore::open(&path).unwrap();
+        assert_eq!(store.read_vote().await.unwrap(), Some(vote));
+        let state = store.get_log_state().await.unwrap();
+        assert_eq!(state.last_log_id.map(|l| l.index), Some(2));
+        let entries = store.try_get_log_entries(1..3).await.unwrap();
+        assert_eq!(format!("{:?}", entries[1]), format!("{:?}", old(2)));
+        // A new vote is written binary and read back.
+        let newer = Vote::new(2, 1);
+        store.save_vote(&newer).await.unwrap();
+        assert_eq!(store.read_vote().await.unwrap(), Some(newer));
     }
 }

@@ -4,6 +4,7 @@
 // openraft's traits dictate `StorageError` (over 200 bytes) as the error type.
 #![allow(clippy::result_large_err)]
 
+pub mod codec;
 pub mod log_store;
 pub mod network;
 pub mod state_machine;

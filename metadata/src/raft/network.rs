@@ -1,10 +1,20 @@
-//! Raft RPCs between metadata nodes: JSON bodies over HTTP/1.1 to the peer's
-//! `/raft/*` routes (served by `server`).
+//! Raft RPCs between metadata nodes: bodies in the binary encoding of
+//! [`super::codec`] over HTTP/1.1 to the peer's `/raft/*` routes (served by
+//! `api::server`; a peer still on JSON is understood and answered in JSON).
+//!
+//! An AppendEntries whose body would pass the peer's body limit is not sent
+//! whole: openraft is told [`PayloadTooLarge`] with how many entries fit, and
+//! sends fewer at once. A peer that answers 413 anyway (a smaller limit than
+//! ours) gets half as many next time; a single entry it refuses is reported
+//! as unreachable, so openraft backs off instead of resending in a loop.
 
 use std::time::Duration;
 
 use openraft::BasicNode;
-use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError};
+use openraft::error::{
+    InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, RemoteError,
+    Unreachable,
+};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
@@ -13,13 +23,31 @@ use openraft::raft::{
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::codec;
 use super::{NodeId, TypeConfig};
 use crate::http::{HttpClient, HttpError};
 
+/// Content type of Raft RPC bodies in the binary encoding.
+pub const RAFT_BINARY: &str = "application/x-floe-raft";
+/// Room left in a body for what is not entries (vote, log ids, framing).
+const ENVELOPE_BYTES: usize = 64 * 1024;
+
 /// Makes one connection object per peer.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Network {
     client: HttpClient,
+    max_body: usize,
+}
+
+impl Network {
+    /// A network whose AppendEntries bodies stay within `max_body` bytes
+    /// (the peers' HTTP body limit), unless one entry alone is larger.
+    pub fn new(max_body: usize) -> Self {
+        Self {
+            client: HttpClient::default(),
+            max_body,
+        }
+    }
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -30,6 +58,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             target,
             addr: node.addr.clone(),
             client: self.client.clone(),
+            max_body: self.max_body,
         }
     }
 }
@@ -40,7 +69,13 @@ pub struct PeerConnection {
     target: NodeId,
     addr: String,
     client: HttpClient,
+    max_body: usize,
 }
+
+type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
+
+/// A body the peer refused as too large (HTTP 413).
+struct TooLarge;
 
 impl PeerConnection {
     async fn call<Req, Resp, E>(
@@ -48,28 +83,53 @@ impl PeerConnection {
         path: &str,
         req: &Req,
         option: &RPCOption,
-    ) -> Result<Resp, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>
+    ) -> Result<RpcResult<Resp, E>, TooLarge>
     where
         Req: Serialize,
         Resp: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
     {
-        let body = serde_json::to_vec(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        let body = match codec::encode(req) {
+            Ok(b) => b,
+            Err(e) => return Ok(Err(RPCError::Network(NetworkError::new(&e)))),
+        };
         let timeout = option.hard_ttl().max(Duration::from_millis(50));
-        let bytes = self
+        let bytes = match self
             .client
-            .post(&self.addr, path, "application/json", body.into(), timeout)
+            .post(&self.addr, path, RAFT_BINARY, body.into(), timeout)
             .await
-            .map_err(|e| match e {
-                HttpError::Unreachable { .. } | HttpError::Timeout { .. } => {
-                    RPCError::Unreachable(openraft::error::Unreachable::new(&e))
-                }
-                other => RPCError::Network(NetworkError::new(&other)),
-            })?;
-        let res: Result<Resp, RaftError<NodeId, E>> =
-            serde_json::from_slice(&bytes).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
-        res.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+        {
+            Ok(b) => b,
+            Err(HttpError::Status { status: 413, .. }) => return Err(TooLarge),
+            Err(e @ (HttpError::Unreachable { .. } | HttpError::Timeout { .. })) => {
+                return Ok(Err(RPCError::Unreachable(Unreachable::new(&e))));
+            }
+            Err(other) => return Ok(Err(RPCError::Network(NetworkError::new(&other)))),
+        };
+        Ok(
+            match codec::decode::<Result<Resp, RaftError<NodeId, E>>>(&bytes) {
+                Err(e) => Err(RPCError::Network(NetworkError::new(&e))),
+                Ok(res) => res.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e))),
+            },
+        )
     }
+
+    /// How many leading entries fit in one body; `None` if all do.
+    fn entries_that_fit(&self, rpc: &AppendEntriesRequest<TypeConfig>) -> Option<usize> {
+        let budget = self.max_body.saturating_sub(ENVELOPE_BYTES);
+        let mut total = 0usize;
+        for (i, e) in rpc.entries.iter().enumerate() {
+            total = total.saturating_add(codec::encoded_len(e).unwrap_or(usize::MAX));
+            if total > budget {
+                return Some(i.max(1));
+            }
+        }
+        None
+    }
+}
+
+fn too_large(entries: usize) -> RPCError<NodeId, BasicNode, RaftError<NodeId>> {
+    RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint(entries.max(1) as u64))
 }
 
 impl RaftNetwork<TypeConfig> for PeerConnection {
@@ -78,7 +138,38 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
-        self.call("/raft/append", &rpc, &option).await
+        let n = rpc.entries.len();
+        if n > 1
+            && let Some(fit) = self.entries_that_fit(&rpc)
+        {
+            tracing::debug!(
+                peer = self.target,
+                entries = n,
+                fit,
+                "append split to fit the body limit"
+            );
+            return Err(too_large(fit));
+        }
+        match self.call("/raft/append", &rpc, &option).await {
+            Ok(res) => res,
+            Err(TooLarge) if n > 1 => {
+                tracing::info!(
+                    peer = self.target,
+                    entries = n,
+                    "peer refused an append as too large; sending fewer entries"
+                );
+                Err(too_large(n / 2))
+            }
+            Err(TooLarge) => {
+                tracing::warn!(
+                    peer = self.target,
+                    addr = %self.addr,
+                    "peer refuses a single log entry as too large (its body limit is below this node's); backing off"
+                );
+                let e = std::io::Error::other("log entry above the peer's body limit");
+                Err(RPCError::Unreachable(Unreachable::new(&e)))
+            }
+        }
     }
 
     async fn install_snapshot(
@@ -89,7 +180,13 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
         InstallSnapshotResponse<NodeId>,
         RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>,
     > {
-        self.call("/raft/snapshot", &rpc, &option).await
+        match self.call("/raft/snapshot", &rpc, &option).await {
+            Ok(res) => res,
+            Err(TooLarge) => {
+                let e = std::io::Error::other("snapshot chunk above the peer's body limit");
+                Err(RPCError::Unreachable(Unreachable::new(&e)))
+            }
+        }
     }
 
     async fn vote(
@@ -97,6 +194,12 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
-        self.call("/raft/vote", &rpc, &option).await
+        match self.call("/raft/vote", &rpc, &option).await {
+            Ok(res) => res,
+            Err(TooLarge) => {
+                let e = std::io::Error::other("vote above the peer's body limit");
+                Err(RPCError::Unreachable(Unreachable::new(&e)))
+            }
+        }
     }
 }

@@ -1,7 +1,9 @@
 //! The Raft state machine: the [`ClusterState`] in memory, persisted as
 //! snapshots on local disk (written to a temporary file, fsynced, renamed,
 //! directory fsynced). After a restart the last snapshot is loaded and openraft
-//! re-applies the committed log entries that follow it.
+//! re-applies the committed log entries that follow it. Snapshots are
+//! encoded by [`super::codec`] (binary; a JSON snapshot of an older version,
+//! `snapshot.json`, is still read).
 
 use std::io::{Cursor, Write};
 use std::path::{Path, PathBuf};
@@ -12,12 +14,15 @@ use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+use super::codec;
 use super::{Entry, LogId, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 use crate::command::Response;
 use crate::ids::Revision;
 use crate::state::ClusterState;
 
-const SNAPSHOT_FILE: &str = "snapshot.json";
+const SNAPSHOT_FILE: &str = "snapshot.bin";
+/// Where versions before the binary encoding kept the snapshot.
+const OLD_SNAPSHOT_FILE: &str = "snapshot.json";
 
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 struct Applied {
@@ -91,21 +96,31 @@ fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
 
 /// The snapshot file in `dir`, if there is one.
 fn read_snapshot_file(dir: &Path) -> Result<Option<SnapshotFile>, StorageError> {
-    match std::fs::read(dir.join(SNAPSHOT_FILE)) {
-        Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes).map_err(snap_err)?)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(snap_err(e)),
+    for name in [SNAPSHOT_FILE, OLD_SNAPSHOT_FILE] {
+        match std::fs::read(dir.join(name)) {
+            Ok(bytes) => return Ok(Some(codec::decode(&bytes).map_err(snap_err)?)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(snap_err(e)),
+        }
     }
+    Ok(None)
 }
 
 /// Replaces the snapshot file in `dir` durably, off the async runtime.
 async fn save_snapshot_file(dir: &Path, file: &SnapshotFile) -> Result<(), StorageError> {
-    let bytes = serde_json::to_vec(file).map_err(snap_err)?;
+    let bytes = codec::encode(file).map_err(snap_err)?;
     let dir = dir.to_path_buf();
-    tokio::task::spawn_blocking(move || write_durably(&dir, SNAPSHOT_FILE, &bytes))
-        .await
-        .map_err(snap_err)?
-        .map_err(snap_err)
+    tokio::task::spawn_blocking(move || {
+        write_durably(&dir, SNAPSHOT_FILE, &bytes)?;
+        // The new file is durable: an old JSON one would only shadow nothing.
+        match std::fs::remove_file(dir.join(OLD_SNAPSHOT_FILE)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    })
+    .await
+    .map_err(snap_err)?
+    .map_err(snap_err)
 }
 
 impl StateMachine {
@@ -113,7 +128,7 @@ impl StateMachine {
     pub fn open(dir: &Path) -> Result<(Self, SharedState), StorageError> {
         std::fs::create_dir_all(dir).map_err(sm_err)?;
         let applied = match read_snapshot_file(dir)? {
-            Some(file) => serde_json::from_slice::<Applied>(&file.data).map_err(sm_err)?,
+            Some(file) => codec::decode::<Applied>(&file.data).map_err(sm_err)?,
             None => Applied::default(),
         };
         let (revision_tx, revision_rx) = watch::channel(applied.state.revision);
@@ -148,7 +163,7 @@ pub struct SnapshotBuilder {
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
-        let data = serde_json::to_vec(&self.applied).map_err(snap_err)?;
+        let data = codec::encode(&self.applied).map_err(snap_err)?;
         let meta = SnapshotMeta {
             last_log_id: self.applied.last_applied,
             last_membership: self.applied.membership.clone(),
@@ -228,7 +243,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError> {
         let data = snapshot.into_inner();
-        let mut applied: Applied = serde_json::from_slice(&data).map_err(snap_err)?;
+        let mut applied: Applied = codec::decode(&data).map_err(snap_err)?;
         applied.last_applied = meta.last_log_id;
         applied.membership = meta.last_membership.clone();
         save_snapshot_file(
