@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use floe_broker::group::{CommitParams, GroupError, OffsetToCommit};
 use floe_broker::{Acks, Broker, Coordinator, ErrorKind, OffsetSpec};
-use floe_metadata::api::RouteCall;
 use floe_storage::batch::{BatchIter, Compression};
 use floe_storage::records::{BatchBuilder, RecordSpec, decode_records};
 use floe_storage::{PartitionKey, TopicId};

@@ -260,30 +260,34 @@ fn raft_reply<T: serde::Serialize>(format: Format, v: &T) -> HttpResponse {
     }
 }
 
-fn raft_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<(Format, T), HttpResponse> {
+fn raft_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<(Format, T), String> {
     codec::decode(body)
         .map(|v| (Format::of(body), v))
-        .map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()).into_response())
+        .map_err(|e| e.to_string())
+}
+
+fn bad_body(why: String) -> HttpResponse {
+    (StatusCode::BAD_REQUEST, why).into_response()
 }
 
 async fn raft_append(State(s): State<AppState>, body: Bytes) -> HttpResponse {
     match raft_body(&body) {
         Ok((f, req)) => raft_reply(f, &s.raft.append_entries(req).await),
-        Err(bad) => bad,
+        Err(why) => bad_body(why),
     }
 }
 
 async fn raft_vote(State(s): State<AppState>, body: Bytes) -> HttpResponse {
     match raft_body(&body) {
         Ok((f, req)) => raft_reply(f, &s.raft.vote(req).await),
-        Err(bad) => bad,
+        Err(why) => bad_body(why),
     }
 }
 
 async fn raft_snapshot(State(s): State<AppState>, body: Bytes) -> HttpResponse {
     match raft_body(&body) {
         Ok((f, req)) => raft_reply(f, &s.raft.install_snapshot(req).await),
-        Err(bad) => bad,
+        Err(why) => bad_body(why),
     }
 }
 
