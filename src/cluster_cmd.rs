@@ -102,7 +102,13 @@ pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
 
 pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
     let meta = Arc::new(MetaClient::new(args.meta.clone())?);
-    let view = ClusterWatch::start(meta.clone());
+    let max_view_age = Duration::from_millis(args.tuning.max_view_age_ms.max(1));
+    // Long polls short enough that a healthy view is always confirmed
+    // well within its bound.
+    let view = ClusterWatch::start_polling(
+        meta.clone(),
+        (max_view_age / 3).min(ClusterWatch::DEFAULT_POLL),
+    );
     let advertise = args
         .advertise
         .clone()
@@ -114,6 +120,7 @@ pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
         meta,
         view.clone(),
         None,
+        Some(max_view_age),
     )?;
     let proxy = Proxy::start(
         ProxyConfig {

@@ -99,6 +99,13 @@ pub struct BrokerTuning {
     /// Block cache for reads from the object store (bytes).
     #[arg(long, env = "FLOE_CACHE_BYTES", default_value_t = 256 * 1024 * 1024)]
     pub cache_bytes: u64,
+    /// Bytes sequenced but not yet committed, over which a produce waits
+    /// (up to its timeout_ms) for room and then answers REQUEST_TIMED_OUT.
+    #[arg(long, env = "FLOE_MAX_UNFLUSHED_BYTES", default_value_t = floe_broker::config::DEFAULT_MAX_UNFLUSHED_BYTES)]
+    pub max_unflushed_bytes: usize,
+    /// The most bytes one WAL object carries; the rest goes into the next.
+    #[arg(long, env = "FLOE_MAX_WAL_OBJECT_BYTES", default_value_t = floe_broker::config::DEFAULT_MAX_WAL_OBJECT_BYTES)]
+    pub max_wal_object_bytes: usize,
 }
 
 impl BrokerTuning {
@@ -112,6 +119,8 @@ impl BrokerTuning {
             Duration::from_millis(self.retention_check_interval_ms.max(10));
         c.orphan_grace = Duration::from_millis(self.orphan_grace_ms);
         c.cache_bytes = self.cache_bytes;
+        c.max_unflushed_bytes = self.max_unflushed_bytes.max(1);
+        c.max_wal_object_bytes = self.max_wal_object_bytes.max(1);
         c.group.initial_rebalance_delay =
             Duration::from_millis(self.group_initial_rebalance_delay_ms);
         c
@@ -130,6 +139,12 @@ pub struct ProxyTuning {
     /// Largest request accepted (socket.request.max.bytes).
     #[arg(long, env = "FLOE_MAX_REQUEST_BYTES", default_value_t = 100 * 1024 * 1024)]
     pub max_request_bytes: usize,
+    /// A cluster view the metadata service has not confirmed for this long
+    /// is not routed on: produce, fetch, list-offsets and delete-records
+    /// answer NOT_LEADER_OR_FOLLOWER until it is (default: the broker lease).
+    /// Not used by `floe standalone`, whose view is in-process.
+    #[arg(long, env = "FLOE_MAX_VIEW_AGE_MS", default_value_t = 10_000)]
+    pub max_view_age_ms: u64,
 }
 
 impl ProxyTuning {
@@ -143,6 +158,7 @@ impl ProxyTuning {
         meta: Arc<dyn MetaApi>,
         view: ClusterWatch,
         local: Option<Broker>,
+        max_view_age: Option<Duration>,
     ) -> anyhow::Result<Arc<Context>> {
         let (host, port) = advertise
             .rsplit_once(':')
@@ -165,6 +181,7 @@ impl ProxyTuning {
             auto_create_topics: self.auto_create_topics,
             max_fetch_wait: Duration::from_secs(30),
             producer_ids: Default::default(),
+            max_view_age,
         }))
     }
 }
