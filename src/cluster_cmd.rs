@@ -120,7 +120,6 @@ pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
         meta,
         view.clone(),
         None,
-        Some(max_view_age),
     )?;
     let proxy = Proxy::start(
         ProxyConfig {

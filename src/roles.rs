@@ -149,7 +149,9 @@ pub struct ProxyTuning {
 
 impl ProxyTuning {
     /// The proxy's request context. `advertise` is the HOST:PORT clients are
-    /// given as the one broker; `cluster_id` identifies the cluster.
+    /// given as the one broker; `cluster_id` identifies the cluster; `local`
+    /// is the broker of this process (`floe standalone`), which also lifts
+    /// the bound on the view's age.
     pub fn context(
         &self,
         node_id: i32,
@@ -158,8 +160,12 @@ impl ProxyTuning {
         meta: Arc<dyn MetaApi>,
         view: ClusterWatch,
         local: Option<Broker>,
-        max_view_age: Option<Duration>,
     ) -> anyhow::Result<Arc<Context>> {
+        // With a broker in this process (`floe standalone`) the metadata is
+        // in-process too: its view is never stale for lack of a network.
+        let max_view_age = local
+            .is_none()
+            .then(|| Duration::from_millis(self.max_view_age_ms.max(1)));
         let (host, port) = advertise
             .rsplit_once(':')
             .and_then(|(h, p)| Some((h.to_string(), p.parse::<i32>().ok()?)))

@@ -83,9 +83,6 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
         meta.clone(),
         view.clone(),
         Some(broker.clone()),
-        // The view comes from the metadata node in this process: never stale
-        // for lack of a network.
-        None,
     )?;
     let proxy = Proxy::start(
         ProxyConfig {

@@ -411,7 +411,6 @@ def test_slow_then_failing_store_backs_produce_off_within_the_unflushed_cap(floe
         total = len(writer.acked)
         flooded = len(flood.acked)
 
-        assert backpressure > 0, "produce never waited for room"
         # The broker's memory while the store stalled: what it held at the
         # start plus the cap and the buffers around it (the object being
         # written, request bodies, allocator slack), far below what the
@@ -423,6 +422,7 @@ def test_slow_then_failing_store_backs_produce_off_within_the_unflushed_cap(floe
               f"{base / 1024:.0f} MiB, VmHWM {base_hwm / 1024:.0f} -> {peak / 1024:.0f} MiB "
               f"(+{grew_mib:.0f} MiB, bound {bound_mib:.0f}); backpressure refusals {backpressure:.0f}")
         assert grew_mib < bound_mib, f"the broker grew by {grew_mib:.0f} MiB while the store stalled"
+        assert backpressure > 0, "produce never waited for room"
 
         seen = read_all(kafka, "load", 2, total)
         check_exactly_once(writer.acked, seen)

@@ -98,6 +98,26 @@ pub(crate) fn owned_shards(n: usize) {
     gauge!(OWNED_SHARDS).set(n as f64);
 }
 
+/// A request was refused because the lease ran out.
+pub(crate) fn lease_refusal() {
+    counter!(LEASE_REFUSALS).increment(1);
+}
+
+/// The lease was renewed after it had run out.
+pub(crate) fn lease_lapse() {
+    counter!(LEASE_LAPSES).increment(1);
+}
+
+/// A produce found no room under the unflushed cap.
+pub(crate) fn backpressure() {
+    counter!(BACKPRESSURE).increment(1);
+}
+
+/// Bytes sequenced and not yet committed, now.
+pub(crate) fn unflushed_bytes(bytes: usize) {
+    gauge!(UNFLUSHED_BYTES).set(bytes as f64);
+}
+
 #[cfg(test)]
 mod tests {
     use metrics_util::debugging::{DebugValue, DebuggingRecorder};
@@ -128,24 +148,4 @@ mod tests {
             Some(&DebugValue::Histogram(vec![0.03.into()]))
         );
     }
-}
-
-/// A request was refused because the lease ran out.
-pub(crate) fn lease_refusal() {
-    counter!(LEASE_REFUSALS).increment(1);
-}
-
-/// The lease was renewed after it had run out.
-pub(crate) fn lease_lapse() {
-    counter!(LEASE_LAPSES).increment(1);
-}
-
-/// A produce found no room under the unflushed cap.
-pub(crate) fn backpressure() {
-    counter!(BACKPRESSURE).increment(1);
-}
-
-/// Bytes sequenced and not yet committed, now.
-pub(crate) fn unflushed_bytes(bytes: usize) {
-    gauge!(UNFLUSHED_BYTES).set(bytes as f64);
 }

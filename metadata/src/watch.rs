@@ -161,3 +161,62 @@ impl ClusterWatch {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+    use crate::MetaError;
+    use crate::api::meta_api::{Reply, reply};
+    use crate::api::{RouteCall, proto, routes};
+
+    /// Answers every watch at once with an empty view, or fails when cut.
+    #[derive(Debug, Default)]
+    struct Fake {
+        cut: AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl MetaApi for Fake {
+        async fn call_route(&self, call: RouteCall) -> Result<Reply, MetaError> {
+            if self.cut.load(Ordering::SeqCst) {
+                return Err(MetaError::Unavailable("cut off (test)".into()));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            match call.request::<routes::Watch>() {
+                Some(_) => Ok(reply::<routes::Watch>(proto::ClusterView {
+                    revision: 1,
+                    ..Default::default()
+                })),
+                None => Err(MetaError::InvalidRequest(call.path().into())),
+            }
+        }
+    }
+
+    async fn until(what: &str, mut f: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !f() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_view_not_confirmed_within_the_bound_is_known_to_be_stale() {
+        let meta = Arc::new(Fake::default());
+        let w = ClusterWatch::start_polling(meta.clone(), Duration::from_millis(20));
+        let bound = Duration::from_millis(300);
+        assert!(
+            !w.confirmed_within(bound),
+            "nothing confirmed before the first answer"
+        );
+        until("a first confirmation", || w.confirmed_within(bound)).await;
+        meta.cut.store(true, Ordering::SeqCst);
+        until("the view to go stale", || !w.confirmed_within(bound)).await;
+        // The last view is still there to answer Metadata from.
+        assert_eq!(w.current().revision, Revision(1));
+        meta.cut.store(false, Ordering::SeqCst);
+        until("a fresh confirmation", || w.confirmed_within(bound)).await;
+    }
+}

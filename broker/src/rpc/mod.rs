@@ -265,7 +265,7 @@ macro_rules! serve {
 /// The RPC routes of a broker.
 pub fn router(broker: Broker) -> Router {
     use crate::group_rpc as g;
-    let r = Router::new().serve::<routes::Produce, _, _>(|b, req| rpc_produce(b, req));
+    let r = Router::new().serve::<routes::Produce, _, _>(rpc_produce);
     let r = serve!(r, routes::Fetch, rpc_fetch);
     let r = serve!(r, routes::Wait, rpc_wait);
     let r = serve!(r, routes::ListOffset, rpc_list_offset);
