@@ -147,7 +147,7 @@ class Producing:
     """An idempotent acks=all producer writing `m0`, `m1`, … in a thread
     until stopped; records where each acknowledged value was stored."""
 
-    def __init__(self, bootstrap, topic, value_bytes=0, pace=0.02, **conf):
+    def __init__(self, bootstrap, topic, value_bytes=0, pace=0.05, **conf):
         self.acked = {}
         self.failed = []
         self.sent = 0
@@ -181,8 +181,10 @@ class Producing:
                 self.producer.poll(0.05)
                 continue
             if i % 50 == 0:
-                # Paced (at most ~50 / `pace` a second), unless `pace` is 0.
-                self.producer.poll(self.pace)
+                # Paced (at most 50 / `pace` a second), unless `pace` is 0.
+                self.producer.poll(0)
+                if self.pace:
+                    time.sleep(self.pace)
 
     def finish(self, timeout):
         self.stop_flag = True
