@@ -118,7 +118,13 @@ pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
 
 pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
     let meta = Arc::new(MetaClient::new(args.meta.clone())?);
-    let view = ClusterWatch::start(meta.clone());
+    let max_view_age = Duration::from_millis(args.tuning.max_view_age_ms.max(1));
+    // Long polls short enough that a healthy view is always confirmed
+    // well within its bound.
+    let view = ClusterWatch::start_polling(
+        meta.clone(),
+        (max_view_age / 3).min(ClusterWatch::DEFAULT_POLL),
+    );
     // Bound first: with port 0, clients are given the port the system picked.
     let kafka = tokio::net::TcpListener::bind(args.listen)
         .await

@@ -112,6 +112,13 @@ pub struct BrokerTuning {
         default_value_t = 86_400_000
     )]
     pub producer_id_expiration_ms: u64,
+    /// Bytes sequenced but not yet committed, over which a produce waits
+    /// (up to its timeout_ms) for room and then answers REQUEST_TIMED_OUT.
+    #[arg(long, env = "FLOE_MAX_UNFLUSHED_BYTES", default_value_t = floe_broker::config::DEFAULT_MAX_UNFLUSHED_BYTES)]
+    pub max_unflushed_bytes: usize,
+    /// The most bytes one WAL object carries; the rest goes into the next.
+    #[arg(long, env = "FLOE_MAX_WAL_OBJECT_BYTES", default_value_t = floe_broker::config::DEFAULT_MAX_WAL_OBJECT_BYTES)]
+    pub max_wal_object_bytes: usize,
 }
 
 /// Size bounds of the metadata service (`floe meta`, `floe standalone`).
@@ -150,6 +157,8 @@ impl BrokerTuning {
             Duration::from_millis(self.retention_check_interval_ms.max(10));
         c.orphan_grace = Duration::from_millis(self.orphan_grace_ms);
         c.cache_bytes = self.cache_bytes;
+        c.max_unflushed_bytes = self.max_unflushed_bytes.max(1);
+        c.max_wal_object_bytes = self.max_wal_object_bytes.max(1);
         c.group.initial_rebalance_delay =
             Duration::from_millis(self.group_initial_rebalance_delay_ms);
         c.group.offset_metadata_max_bytes = self.offset_metadata_max_bytes;
@@ -170,11 +179,19 @@ pub struct ProxyTuning {
     /// Largest request accepted (socket.request.max.bytes).
     #[arg(long, env = "FLOE_MAX_REQUEST_BYTES", default_value_t = 100 * 1024 * 1024)]
     pub max_request_bytes: usize,
+    /// A cluster view the metadata service has not confirmed for this long
+    /// is not routed on: produce, fetch, list-offsets and delete-records
+    /// answer NOT_LEADER_OR_FOLLOWER until it is (default: the broker lease).
+    /// Not used by `floe standalone`, whose view is in-process.
+    #[arg(long, env = "FLOE_MAX_VIEW_AGE_MS", default_value_t = 10_000)]
+    pub max_view_age_ms: u64,
 }
 
 impl ProxyTuning {
     /// The proxy's request context. `advertise` is the HOST:PORT clients are
-    /// given as the one broker; `cluster_id` identifies the cluster.
+    /// given as the one broker; `cluster_id` identifies the cluster; `local`
+    /// is the broker of this process (`floe standalone`), which also lifts
+    /// the bound on the view's age.
     pub fn context(
         &self,
         node_id: i32,
@@ -184,6 +201,11 @@ impl ProxyTuning {
         view: ClusterWatch,
         local: Option<Broker>,
     ) -> anyhow::Result<Arc<Context>> {
+        // With a broker in this process (`floe standalone`) the metadata is
+        // in-process too: its view is never stale for lack of a network.
+        let max_view_age = local
+            .is_none()
+            .then(|| Duration::from_millis(self.max_view_age_ms.max(1)));
         let (host, port) = advertise
             .rsplit_once(':')
             .and_then(|(h, p)| Some((h.to_string(), p.parse::<i32>().ok()?)))
@@ -205,6 +227,7 @@ impl ProxyTuning {
             auto_create_topics: self.auto_create_topics,
             max_fetch_wait: Duration::from_secs(30),
             producer_ids: Default::default(),
+            max_view_age,
         }))
     }
 }

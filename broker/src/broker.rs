@@ -217,6 +217,15 @@ pub(crate) struct Inner {
     pub groups: crate::group::GroupCoordinator,
     /// Coordinator shards owned, with their epochs.
     pub shards: RwLock<HashMap<u32, u64>>,
+    /// Until when this broker may serve (see [`crate::lease`]).
+    pub lease: std::sync::Mutex<crate::lease::Lease>,
+    /// Wakes the heartbeat loop at once (a request found the lease over).
+    pub renew_now: Notify,
+    /// Bytes sequenced and not yet committed, against their cap.
+    pub backlog: Arc<crate::backlog::Backlog>,
+    /// Which partition a flush starts with (turns, so none waits behind
+    /// the others when a flush cannot take everything).
+    pub flush_turn: std::sync::atomic::AtomicUsize,
 }
 
 /// A running broker. Cheap to clone.
@@ -245,6 +254,8 @@ impl Broker {
         let cache = BlockCache::new(cfg.cache_bytes, 1024 * 1024)?;
         let reader = Arc::new(CachedReader::new(pool.clone(), cache));
         let segments = SegmentReader::new(reader.clone(), 64 * 1024 * 1024);
+        let mut lease = crate::lease::Lease::new(cfg.lease);
+        let sent = tokio::time::Instant::now();
         meta.register(
             BrokerId(cfg.id),
             NodeKind::Broker,
@@ -252,6 +263,8 @@ impl Broker {
             cfg.lease,
         )
         .await?;
+        lease.renewed(sent);
+        let backlog = crate::backlog::Backlog::new(cfg.max_unflushed_bytes);
         let mut group_config = cfg.group.clone();
         group_config.shards = floe_metadata::state::DEFAULT_SHARDS;
         let inner = Arc::new(Inner {
@@ -268,6 +281,10 @@ impl Broker {
             stopped: Notify::new(),
             groups: crate::group::GroupCoordinator::new(group_config),
             shards: RwLock::new(HashMap::new()),
+            lease: std::sync::Mutex::new(lease),
+            renew_now: Notify::new(),
+            backlog,
+            flush_turn: Default::default(),
         });
         let b = Broker { inner };
         crate::metrics::register();
@@ -293,12 +310,13 @@ impl Broker {
         shard_count: u32,
     ) -> std::result::Result<&crate::group::GroupCoordinator, crate::group::GroupError> {
         let shard = crate::group::shard_of(group_id, shard_count);
-        if self
-            .inner
-            .shards
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains_key(&shard)
+        if self.check_lease().is_ok()
+            && self
+                .inner
+                .shards
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains_key(&shard)
         {
             Ok(&self.inner.groups)
         } else {
@@ -337,6 +355,12 @@ impl Broker {
         &self.inner.pool
     }
 
+    /// Bytes sequenced and not yet committed (counted against
+    /// `max_unflushed_bytes`).
+    pub fn unflushed_bytes(&self) -> usize {
+        self.inner.backlog.bytes()
+    }
+
     /// The partition's log if this broker owns it.
     pub fn log(&self, key: &PartitionKey) -> Option<Arc<PartitionLog>> {
         self.inner
@@ -369,7 +393,31 @@ impl Broker {
         v
     }
 
+    /// Whether this broker's lease surely still holds; if it ran out, the
+    /// heartbeat loop is woken to renew it and the caller gets
+    /// [`ErrorKind::LeaseExpired`].
+    pub fn check_lease(&self) -> Result<()> {
+        let now = tokio::time::Instant::now();
+        let lease = self.inner.lease.lock().unwrap_or_else(|p| p.into_inner());
+        if lease.serves_at(now) {
+            return Ok(());
+        }
+        if lease.expired_at(now) {
+            self.inner.renew_now.notify_one();
+        }
+        crate::metrics::lease_refusal();
+        Err(BrokerError::new(
+            ErrorKind::LeaseExpired,
+            format!(
+                "broker {} is not serving: its lease with the metadata service ran out",
+                self.inner.cfg.id
+            ),
+        ))
+    }
+
+    /// The owned log of `key`, if this broker may serve it now.
     fn active_log(&self, key: &PartitionKey) -> Result<Arc<PartitionLog>> {
+        self.check_lease()?;
         match self.log(key) {
             Some(l) if l.status() != Status::Gone => Ok(l),
             _ => Err(BrokerError::not_owner(key)),
@@ -381,12 +429,40 @@ impl Broker {
     /// returned [`PendingProduce`] resolves once the `acks` level is met:
     /// `acks=all` when the batches are in the object store and committed in
     /// metadata; `acks=1`/`0` at once.
+    ///
+    /// The bytes count against the broker's unflushed cap; when it is full,
+    /// this fails at once with [`ErrorKind::Backpressure`] (see
+    /// [`Broker::append_within`] to wait for room).
     pub fn append(&self, key: &PartitionKey, records: &[u8], acks: Acks) -> Result<PendingProduce> {
-        self.sequence(key, records, acks)
+        let held = self.inner.backlog.try_hold(records.len());
+        self.sequence(key, records, acks, held)
             .map(|here| PendingProduce(Pending::Here(here)))
     }
 
-    fn sequence(&self, key: &PartitionKey, records: &[u8], acks: Acks) -> Result<Here> {
+    /// [`Broker::append`], waiting up to `room_wait` for the unflushed
+    /// bytes to fall under their cap. Nothing is sequenced while it waits
+    /// (a connection's requests keep their order: the caller awaits this
+    /// before sequencing the next).
+    pub async fn append_within(
+        &self,
+        key: &PartitionKey,
+        records: &[u8],
+        acks: Acks,
+        room_wait: Duration,
+    ) -> Result<PendingProduce> {
+        let until = tokio::time::Instant::now() + room_wait;
+        let held = self.inner.backlog.hold(records.len(), until).await;
+        self.sequence(key, records, acks, held)
+            .map(|here| PendingProduce(Pending::Here(here)))
+    }
+
+    fn sequence(
+        &self,
+        key: &PartitionKey,
+        records: &[u8],
+        acks: Acks,
+        held: Option<crate::backlog::Held>,
+    ) -> Result<Here> {
         if self.inner.stop.is_cancelled() {
             return Err(BrokerError::new(
                 ErrorKind::ShuttingDown,
@@ -394,8 +470,20 @@ impl Broker {
             ));
         }
         let log = self.active_log(key)?;
+        let Some(held) = held else {
+            let backlog = &self.inner.backlog;
+            crate::metrics::backpressure();
+            return Err(BrokerError::new(
+                ErrorKind::Backpressure,
+                format!(
+                    "{} bytes wait for the object store (cap {}); try again",
+                    backlog.bytes(),
+                    backlog.cap()
+                ),
+            ));
+        };
         let now = floe_metadata::clock::now_ms() as i64;
-        let (batches, rx, queued) = match log.append(records, acks == Acks::All, now)? {
+        let (batches, rx, queued) = match log.append(records, acks == Acks::All, now, held)? {
             crate::log::Appended::New(b, rx, queued) => (b, rx, queued),
             crate::log::Appended::Duplicate {
                 first_offset,
@@ -434,7 +522,8 @@ impl Broker {
         records: &[u8],
         acks: Acks,
     ) -> Result<ProduceOk> {
-        PendingProduce::wait_here(self.sequence(key, records, acks)?).await
+        let held = self.inner.backlog.try_hold(records.len());
+        PendingProduce::wait_here(self.sequence(key, records, acks, held)?).await
     }
 
     /// Whole batches from the one holding `offset`, up to `max_bytes` (at
@@ -779,6 +868,7 @@ impl Broker {
 
     /// One flush (see [`crate::flush`]). Returns whether anything was flushed.
     pub(crate) async fn flush_once(&self) -> bool {
+        crate::metrics::unflushed_bytes(self.inner.backlog.bytes());
         let started = std::time::Instant::now();
         let flush = crate::flush::Flush {
             meta: self.inner.meta.as_ref(),
@@ -786,8 +876,18 @@ impl Broker {
             broker: self.broker_id(),
             tail_budget: self.inner.cfg.tail_bytes_per_partition,
             retry_pause: Duration::from_millis(100),
+            max_object_bytes: self.inner.cfg.max_wal_object_bytes,
         };
-        let Some(done) = flush.run(self.logs()).await else {
+        let mut logs = self.logs();
+        if !logs.is_empty() {
+            let turn = self
+                .inner
+                .flush_turn
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let n = logs.len();
+            logs.rotate_left(turn % n);
+        }
+        let Some(done) = flush.run(logs).await else {
             return false;
         };
         if done.committed > 0 {

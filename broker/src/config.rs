@@ -4,6 +4,16 @@ use std::time::Duration;
 
 use floe_metadata::topic_config::TopicConfig;
 
+/// Default cap on a broker's unflushed bytes: four full WAL objects, so
+/// that the queue keeps the flusher busy while one object is written and
+/// a slow store stops producers after a bounded amount of memory.
+pub const DEFAULT_MAX_UNFLUSHED_BYTES: usize = 64 * 1024 * 1024;
+
+/// Default bound on one WAL object: large enough that a flush amortises
+/// its PUT and its commit, small enough that one PUT finishes well inside
+/// the store write deadline (10 s) even at a few MB/s.
+pub const DEFAULT_MAX_WAL_OBJECT_BYTES: usize = 16 * 1024 * 1024;
+
 /// Settings of one broker process.
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
@@ -15,8 +25,15 @@ pub struct BrokerConfig {
     pub flush_interval: Duration,
     /// A flush starts early once this many bytes wait.
     pub flush_bytes: usize,
-    /// The lease asked for at registration; heartbeats renew it at a third of it.
+    /// The lease asked for at registration; heartbeats renew it at a third
+    /// of it. Past it (counted from the last heartbeat that got through,
+    /// minus a margin) the broker stops serving by itself.
     pub lease: Duration,
+    /// Bytes sequenced but not yet committed, over which a produce waits
+    /// for room (up to its timeout) instead of being queued.
+    pub max_unflushed_bytes: usize,
+    /// The most bytes of batches one WAL object carries.
+    pub max_wal_object_bytes: usize,
     /// Committed batches kept in memory per partition for fetches at the tail.
     pub tail_bytes_per_partition: usize,
     /// Block cache for reads from the object store.
@@ -43,6 +60,8 @@ impl BrokerConfig {
             flush_interval: Duration::from_millis(5),
             flush_bytes: 4 * 1024 * 1024,
             lease: Duration::from_secs(10),
+            max_unflushed_bytes: DEFAULT_MAX_UNFLUSHED_BYTES,
+            max_wal_object_bytes: DEFAULT_MAX_WAL_OBJECT_BYTES,
             tail_bytes_per_partition: 4 * 1024 * 1024,
             cache_bytes: 256 * 1024 * 1024,
             compaction_interval: Duration::from_secs(30),

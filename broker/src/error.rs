@@ -30,11 +30,19 @@ pub enum ErrorKind {
     /// An idempotent batch from an older producer epoch.
     InvalidProducerEpoch,
     InvalidRequest,
+    /// The broker's lease with the metadata service ran out (it was paused
+    /// or cut off): it serves nothing until the lease is renewed and its
+    /// ownership checked. Retryable: another broker takes over, or this one
+    /// comes back.
+    LeaseExpired,
+    /// The broker's unflushed bytes stayed over their cap for the whole
+    /// wait (the store is slow or failing). Retryable: nothing was sequenced.
+    Backpressure,
 }
 
 impl ErrorKind {
     /// Every kind, once.
-    pub const ALL: [ErrorKind; 13] = [
+    pub const ALL: [ErrorKind; 15] = [
         ErrorKind::NotOwner,
         ErrorKind::UnknownTopicOrPartition,
         ErrorKind::OffsetOutOfRange,
@@ -48,6 +56,8 @@ impl ErrorKind {
         ErrorKind::OutOfOrderSequence,
         ErrorKind::InvalidProducerEpoch,
         ErrorKind::InvalidRequest,
+        ErrorKind::LeaseExpired,
+        ErrorKind::Backpressure,
     ];
 
     /// The kind's name as the internal RPC carries it (its variant name).
@@ -66,6 +76,8 @@ impl ErrorKind {
             ErrorKind::OutOfOrderSequence => "OutOfOrderSequence",
             ErrorKind::InvalidProducerEpoch => "InvalidProducerEpoch",
             ErrorKind::InvalidRequest => "InvalidRequest",
+            ErrorKind::LeaseExpired => "LeaseExpired",
+            ErrorKind::Backpressure => "Backpressure",
         }
     }
 
@@ -143,6 +155,9 @@ pub enum RoutingErrorKind {
     Unreachable,
     /// No broker coordinates the group right now, or the one asked does not.
     NotCoordinator,
+    /// The proxy's cluster view was not confirmed by the metadata service
+    /// for longer than it may be trusted: the owner it names may be gone.
+    StaleView,
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -190,12 +205,14 @@ pub enum CallError {
 
 impl CallError {
     /// Whether the partition's owner may answer soon where it could not now:
-    /// a retryable routing failure, or an owner still taking the partition
-    /// over (NOT_OWNER).
+    /// a retryable routing failure, an owner still taking the partition
+    /// over (NOT_OWNER), or one renewing its lease.
     pub fn owner_not_ready(&self) -> bool {
         match self {
             CallError::Routing(r) => r.is_retryable(),
-            CallError::Broker(b) => b.kind() == ErrorKind::NotOwner,
+            CallError::Broker(b) => {
+                matches!(b.kind(), ErrorKind::NotOwner | ErrorKind::LeaseExpired)
+            }
         }
     }
 }

@@ -3,11 +3,14 @@
 //! - [`broker`]: the broker and its produce / fetch / list-offsets calls.
 //! - [`log`]: one partition's log (sequencing, queue, tail, committed index).
 //! - [`flush`]: queued batches → one WAL object → one metadata commit.
+//! - `lease`: until when the broker may serve; `backlog`: the cap on
+//!   unflushed bytes.
 //! - [`config`]: broker and per-topic settings.
 //! - [`owner`]: the traits the proxy calls, a partition's owner and a
 //!   group's coordinator, here or over [`rpc`].
 //! - [`rpc`]: the internal RPC, its route table, server and client.
 
+mod backlog;
 pub mod broker;
 pub mod config;
 pub mod error;
@@ -15,6 +18,7 @@ mod flush;
 pub mod group;
 mod group_commit;
 pub mod group_rpc;
+mod lease;
 pub mod log;
 mod maintenance;
 mod metrics;

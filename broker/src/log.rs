@@ -65,6 +65,10 @@ pub(crate) enum Appended {
 pub(crate) struct Pending {
     pub batches: Batches,
     pub waiter: Option<Waiter>,
+    /// Its bytes in the broker's backlog, given back when this is dropped
+    /// (kept only for that).
+    #[allow(dead_code)]
+    pub held: crate::backlog::Held,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,8 +195,16 @@ impl PartitionLog {
 
     /// Validates the produced batches, assigns their offsets and queues them
     /// for the flusher. Returns the batches as stored and, for `acks=all`, the
-    /// receiver that resolves once they are committed.
-    pub(crate) fn append(&self, records: &[u8], wait: bool, now_ms: i64) -> Result<Appended> {
+    /// receiver that resolves once they are committed. `held` is the
+    /// request's reservation in the broker's backlog; it stays with the
+    /// queued batches until they are committed or fail.
+    pub(crate) fn append(
+        &self,
+        records: &[u8],
+        wait: bool,
+        now_ms: i64,
+        held: crate::backlog::Held,
+    ) -> Result<Appended> {
         let mut st = self.lock();
         if st.status != Status::Active {
             return Err(BrokerError::not_owner(self.key));
@@ -347,19 +359,51 @@ impl PartitionLog {
         st.unflushed.push(Pending {
             batches: batches.clone(),
             waiter,
+            held,
         });
         Ok(Appended::New(batches, rx, queued))
     }
 
-    /// Takes the queue for a flush (at the epoch it was sequenced under).
-    pub(crate) fn take_unflushed(&self) -> Option<(u64, Vec<Pending>)> {
+    /// Takes the queue for a flush (at the epoch it was sequenced under):
+    /// produces in order, up to `max_bytes`; the rest waits for the next
+    /// flush. With `at_least_one`, a first produce larger than `max_bytes`
+    /// is taken alone (it could never fit otherwise).
+    pub(crate) fn take_unflushed(
+        &self,
+        max_bytes: usize,
+        at_least_one: bool,
+    ) -> Option<(u64, Vec<Pending>)> {
         let mut st = self.lock();
         if st.unflushed.is_empty() || st.in_flight || st.status == Status::Gone {
             return None;
         }
+        let mut n = 0;
+        let mut bytes = 0usize;
+        for p in &st.unflushed {
+            let len = p.batches.bytes.len();
+            if bytes.saturating_add(len) > max_bytes && (n > 0 || !at_least_one) {
+                break;
+            }
+            n += 1;
+            bytes = bytes.saturating_add(len);
+        }
+        if n == 0 {
+            return None;
+        }
         st.in_flight = true;
-        st.unflushed_bytes = 0;
-        Some((st.epoch, std::mem::take(&mut st.unflushed)))
+        st.unflushed_bytes = st.unflushed_bytes.saturating_sub(bytes);
+        let taken = if n == st.unflushed.len() {
+            std::mem::take(&mut st.unflushed)
+        } else {
+            st.unflushed.drain(..n).collect()
+        };
+        Some((st.epoch, taken))
+    }
+
+    /// Bytes queued and not yet taken by a flush.
+    #[cfg(test)]
+    pub(crate) fn unflushed_bytes(&self) -> usize {
+        self.lock().unflushed_bytes
     }
 
     /// The flush committed these batches at `range`.

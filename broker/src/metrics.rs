@@ -15,6 +15,10 @@ const COMMIT_REFUSALS: &str = "floe_broker_commit_refusals_total";
 const OWNED_PARTITIONS: &str = "floe_broker_owned_partitions";
 const OWNED_SHARDS: &str = "floe_broker_owned_shards";
 const OWNED_SHARD: &str = "floe_broker_owned_shard";
+const LEASE_REFUSALS: &str = "floe_broker_lease_refusals_total";
+const LEASE_LAPSES: &str = "floe_broker_lease_lapses_total";
+const BACKPRESSURE: &str = "floe_broker_backpressure_refusals_total";
+const UNFLUSHED_BYTES: &str = "floe_broker_unflushed_bytes";
 
 /// Describes the broker's metrics and registers the counters and gauges, so
 /// that a broker serves them at zero before its first flush.
@@ -40,6 +44,26 @@ pub(crate) fn register() {
         OWNED_SHARD,
         "1 for each coordinator shard served, 0 once given up"
     );
+    describe_counter!(
+        LEASE_REFUSALS,
+        "requests refused because the broker's lease ran out"
+    );
+    describe_counter!(
+        LEASE_LAPSES,
+        "times the lease ran out and was renewed again"
+    );
+    describe_counter!(
+        BACKPRESSURE,
+        "produces refused after waiting for room under max-unflushed-bytes"
+    );
+    describe_gauge!(
+        UNFLUSHED_BYTES,
+        Unit::Bytes,
+        "bytes sequenced and not yet committed"
+    );
+    counter!(LEASE_REFUSALS).increment(0);
+    counter!(LEASE_LAPSES).increment(0);
+    counter!(BACKPRESSURE).increment(0);
     counter!(FLUSHES).increment(0);
     counter!(FLUSHED_BYTES).increment(0);
     counter!(COMMIT_REFUSALS).increment(0);
@@ -72,6 +96,26 @@ pub(crate) fn owned_shard(shard: u32, owned: bool) {
 /// The number of coordinator shards served.
 pub(crate) fn owned_shards(n: usize) {
     gauge!(OWNED_SHARDS).set(n as f64);
+}
+
+/// A request was refused because the lease ran out.
+pub(crate) fn lease_refusal() {
+    counter!(LEASE_REFUSALS).increment(1);
+}
+
+/// The lease was renewed after it had run out.
+pub(crate) fn lease_lapse() {
+    counter!(LEASE_LAPSES).increment(1);
+}
+
+/// A produce found no room under the unflushed cap.
+pub(crate) fn backpressure() {
+    counter!(BACKPRESSURE).increment(1);
+}
+
+/// Bytes sequenced and not yet committed, now.
+pub(crate) fn unflushed_bytes(bytes: usize) {
+    gauge!(UNFLUSHED_BYTES).set(bytes as f64);
 }
 
 #[cfg(test)]

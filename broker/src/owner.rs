@@ -25,12 +25,16 @@ use crate::group::{
 #[async_trait::async_trait]
 pub trait PartitionOwner: Send + Sync + std::fmt::Debug {
     /// Sequences a produce (in the order calls are made on one task) and
-    /// returns what waits for its acknowledgement.
+    /// returns what waits for its acknowledgement. While the owner's
+    /// unflushed bytes are over their cap it waits for room, up to
+    /// `room_wait` (the request's timeout), then fails with
+    /// [`ErrorKind::Backpressure`](crate::ErrorKind::Backpressure).
     async fn append(
         &self,
         key: &PartitionKey,
         records: Bytes,
         acks: Acks,
+        room_wait: std::time::Duration,
     ) -> Result<PendingProduce, CallError>;
 
     /// Whole batches from the one holding `offset`, up to `max_bytes`.
@@ -104,8 +108,9 @@ impl PartitionOwner for Broker {
         key: &PartitionKey,
         records: Bytes,
         acks: Acks,
+        room_wait: std::time::Duration,
     ) -> Result<PendingProduce, CallError> {
-        Ok(Broker::append(self, key, &records, acks)?)
+        Ok(Broker::append_within(self, key, &records, acks, room_wait).await?)
     }
 
     async fn fetch(

@@ -10,34 +10,171 @@ use floe_metadata::model::{NodeKind, ShardInfo};
 
 use crate::broker::Broker;
 use crate::config::LogConfig;
+use crate::lease::Renewal;
 use crate::log::Status;
 
 /// Renews the lease; registers again if the metadata forgot this broker.
+/// The lease counts from when a heartbeat was sent (see [`crate::lease`]);
+/// after it ran out, serving resumes only once a heartbeat got through and
+/// [`revalidate`] checked what this broker still owns.
 pub(crate) async fn heartbeat(b: Broker) {
     let every = b.inner.cfg.lease / 3;
+    let mut lapse_logged = false;
     loop {
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
+            _ = b.inner.renew_now.notified() => {}
             _ = b.inner.stopped.notified() => return,
         }
         if b.is_stopping() {
             return;
         }
-        if let Err(e) = b.inner.meta.heartbeat(b.broker_id()).await {
-            tracing::warn!(error = %e, "heartbeat failed");
-            if matches!(e.kind(), MetaKind::UnknownBroker | MetaKind::InvalidRequest) {
-                let c = &b.inner.cfg;
-                if let Err(e) = b
-                    .inner
-                    .meta
-                    .register(b.broker_id(), NodeKind::Broker, &c.advertise, c.lease)
-                    .await
-                {
-                    tracing::warn!(error = %e, "registering again failed");
+        let sent = tokio::time::Instant::now();
+        let renewed = match b.inner.meta.heartbeat(b.broker_id()).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(error = %e, "heartbeat failed");
+                if matches!(e.kind(), MetaKind::UnknownBroker | MetaKind::InvalidRequest) {
+                    let c = &b.inner.cfg;
+                    let sent_again = tokio::time::Instant::now();
+                    match b
+                        .inner
+                        .meta
+                        .register(b.broker_id(), NodeKind::Broker, &c.advertise, c.lease)
+                        .await
+                    {
+                        Ok(()) => {
+                            // A new registration: whatever was owned before
+                            // was taken away when the old lease expired.
+                            b.inner
+                                .lease
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .renewed(sent_again.max(sent));
+                            force_revalidation(&b);
+                            true
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "registering again failed");
+                            false
+                        }
+                    }
+                } else {
+                    false
+                }
+            }
+        };
+        let now = tokio::time::Instant::now();
+        if !renewed {
+            let expired = b
+                .inner
+                .lease
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .expired_at(now);
+            if expired && !lapse_logged {
+                tracing::warn!(
+                    broker = b.id(),
+                    lease_ms = b.inner.cfg.lease.as_millis() as u64,
+                    "lease ran out: not serving partitions or groups until a heartbeat gets through"
+                );
+                lapse_logged = true;
+            }
+            continue;
+        }
+        let renewal = b
+            .inner
+            .lease
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .renewed(sent);
+        if renewal == Renewal::AfterLapse {
+            match revalidate(&b).await {
+                Ok((kept, dropped)) => {
+                    b.inner
+                        .lease
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .resume();
+                    crate::metrics::lease_lapse();
+                    tracing::info!(
+                        broker = b.id(),
+                        kept,
+                        dropped,
+                        "lease renewed after it ran out; serving again what is still owned"
+                    );
+                    lapse_logged = false;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "checking ownership after the lease ran out failed; will retry");
+                    b.inner.renew_now.notify_one();
+                    tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             }
         }
     }
+}
+
+/// Marks the lease as needing an ownership check before serving again.
+fn force_revalidation(b: &Broker) {
+    let mut lease = b.inner.lease.lock().unwrap_or_else(|p| p.into_inner());
+    lease.force_revalidation();
+}
+
+/// After the lease ran out: reads the cluster from the metadata service
+/// itself (not the watch, which may be as old as the lapse) and keeps only
+/// the partitions and coordinator shards still this broker's at the same
+/// epoch; the others are dropped (their queued writes fail with NOT_OWNER).
+/// Returns (kept, dropped).
+async fn revalidate(b: &Broker) -> Result<(usize, usize), floe_metadata::MetaError> {
+    let view = b
+        .inner
+        .meta
+        .watch(floe_metadata::ids::Revision(0), Duration::ZERO)
+        .await?;
+    let me = Some(b.broker_id());
+    let mut partitions = std::collections::HashMap::new();
+    for t in &view.topics {
+        for p in &t.partitions {
+            if p.owner == me {
+                partitions.insert(PartitionKey::new(t.id, p.partition), p.epoch.0);
+            }
+        }
+    }
+    let (mut kept, mut dropped) = (0, 0);
+    for log in b.logs() {
+        if partitions.get(&log.key) == Some(&log.epoch()) {
+            kept += 1;
+        } else {
+            b.drop_partition(&log.key);
+            dropped += 1;
+        }
+    }
+    let shards: std::collections::HashMap<u32, u64> = view
+        .shards
+        .iter()
+        .filter(|s| s.owner == me && s.handover_to.is_none())
+        .map(|s| (s.shard.0, s.epoch.0))
+        .collect();
+    let mut owned = b.inner.shards.write().unwrap_or_else(|p| p.into_inner());
+    owned.retain(|shard, epoch| {
+        let keep = shards.get(shard) == Some(epoch);
+        if keep {
+            kept += 1;
+        } else {
+            let n = b.inner.groups.drop_shard(*shard);
+            tracing::info!(
+                shard,
+                groups = n,
+                "coordinator shard dropped after the lease ran out"
+            );
+            crate::metrics::owned_shard(*shard, false);
+            dropped += 1;
+        }
+        keep
+    });
+    crate::metrics::owned_shards(owned.len());
+    Ok((kept, dropped))
 }
 
 /// Follows the cluster view: takes over partitions assigned to this broker,

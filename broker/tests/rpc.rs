@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use floe_broker::rpc::routes::ALL_PATHS;
@@ -44,9 +45,15 @@ async fn a_remote_broker_answers_every_route_of_the_table() {
     }
 
     let owner: Arc<dyn PartitionOwner> = Arc::new(client.clone());
-    let pending = owner.append(&key, batch("a"), Acks::All).await.unwrap();
+    let pending = owner
+        .append(&key, batch("a"), Acks::All, Duration::from_secs(5))
+        .await
+        .unwrap();
     assert_eq!(pending.wait().await.unwrap().base_offset, 0);
-    let pending = owner.append(&key, batch("b"), Acks::All).await.unwrap();
+    let pending = owner
+        .append(&key, batch("b"), Acks::All, Duration::from_secs(5))
+        .await
+        .unwrap();
     assert_eq!(pending.wait().await.unwrap().base_offset, 1);
     let data = owner.fetch(&key, 0, 1 << 20).await.unwrap();
     assert_eq!(data.high_watermark, 2);

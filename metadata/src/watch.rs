@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use crate::api::MetaApi;
 use crate::ids::{BrokerId, PartitionKey, Revision, TopicId};
@@ -63,23 +64,44 @@ impl ClusterSnapshot {
     }
 }
 
-/// Keeps a [`ClusterSnapshot`] up to date.
+/// Keeps a [`ClusterSnapshot`] up to date, and knows when the metadata
+/// service last confirmed it.
 #[derive(Debug, Clone)]
 pub struct ClusterWatch {
     rx: watch::Receiver<Arc<ClusterSnapshot>>,
+    /// When the last long poll that was answered was *sent*: the view is
+    /// the metadata's as of that instant at least.
+    confirmed: Arc<std::sync::Mutex<Option<Instant>>>,
 }
 
 impl ClusterWatch {
+    /// How long one long poll waits for a change by default.
+    pub const DEFAULT_POLL: Duration = Duration::from_secs(3);
+
     /// Starts the long poll; it stops when every receiver is gone.
     pub fn start(meta: Arc<dyn MetaApi>) -> Self {
+        Self::start_polling(meta, Self::DEFAULT_POLL)
+    }
+
+    /// Starts the long poll, each asking the metadata service to answer
+    /// after at most `poll` without a change (so that the view is
+    /// confirmed at least that often while the service is reachable).
+    pub fn start_polling(meta: Arc<dyn MetaApi>, poll: Duration) -> Self {
         let (tx, rx) = watch::channel(Arc::new(ClusterSnapshot::default()));
+        let confirmed = Arc::new(std::sync::Mutex::new(None));
+        let confirmed_tx = confirmed.clone();
         tokio::spawn(async move {
             let mut since = Revision(0);
             let mut pause = Duration::from_millis(50);
             loop {
-                match meta.watch(since, Duration::from_secs(3)).await {
+                let sent = Instant::now();
+                match meta.watch(since, poll).await {
                     Ok(v) => {
                         pause = Duration::from_millis(50);
+                        {
+                            let mut c = confirmed_tx.lock().unwrap_or_else(|p| p.into_inner());
+                            *c = Some(c.map_or(sent, |c: Instant| c.max(sent)));
+                        }
                         if v.revision >= since {
                             since = v.revision;
                             let snap = Arc::new(ClusterSnapshot::from_view(v));
@@ -99,7 +121,14 @@ impl ClusterWatch {
                 }
             }
         });
-        Self { rx }
+        Self { rx, confirmed }
+    }
+
+    /// Whether the metadata service confirmed the view within `max` of now
+    /// (counted from when the confirming request was sent).
+    pub fn confirmed_within(&self, max: Duration) -> bool {
+        let c = *self.confirmed.lock().unwrap_or_else(|p| p.into_inner());
+        c.is_some_and(|c| c.elapsed() <= max)
     }
 
     pub fn current(&self) -> Arc<ClusterSnapshot> {
@@ -130,5 +159,64 @@ impl ClusterWatch {
                 return rx.borrow().clone();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+    use crate::MetaError;
+    use crate::api::meta_api::{Reply, reply};
+    use crate::api::{RouteCall, proto, routes};
+
+    /// Answers every watch at once with an empty view, or fails when cut.
+    #[derive(Debug, Default)]
+    struct Fake {
+        cut: AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl MetaApi for Fake {
+        async fn call_route(&self, call: RouteCall) -> Result<Reply, MetaError> {
+            if self.cut.load(Ordering::SeqCst) {
+                return Err(MetaError::Unavailable("cut off (test)".into()));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            match call.request::<routes::Watch>() {
+                Some(_) => Ok(reply::<routes::Watch>(proto::ClusterView {
+                    revision: 1,
+                    ..Default::default()
+                })),
+                None => Err(MetaError::InvalidRequest(call.path().into())),
+            }
+        }
+    }
+
+    async fn until(what: &str, mut f: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !f() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_view_not_confirmed_within_the_bound_is_known_to_be_stale() {
+        let meta = Arc::new(Fake::default());
+        let w = ClusterWatch::start_polling(meta.clone(), Duration::from_millis(20));
+        let bound = Duration::from_millis(300);
+        assert!(
+            !w.confirmed_within(bound),
+            "nothing confirmed before the first answer"
+        );
+        until("a first confirmation", || w.confirmed_within(bound)).await;
+        meta.cut.store(true, Ordering::SeqCst);
+        until("the view to go stale", || !w.confirmed_within(bound)).await;
+        // The last view is still there to answer Metadata from.
+        assert_eq!(w.current().revision, Revision(1));
+        meta.cut.store(false, Ordering::SeqCst);
+        until("a fresh confirmation", || w.confirmed_within(bound)).await;
     }
 }

@@ -19,6 +19,11 @@ pub fn code_for(e: &BrokerError) -> i16 {
         ErrorKind::InvalidRequest => ResponseError::InvalidRequest,
         ErrorKind::OutOfOrderSequence => ResponseError::OutOfOrderSequenceNumber,
         ErrorKind::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch,
+        // The owner's lease ran out: another broker takes over, or it
+        // renews; clients refresh their metadata and retry.
+        ErrorKind::LeaseExpired => ResponseError::NotLeaderOrFollower,
+        // Nothing was sequenced; every client retries a timed-out produce.
+        ErrorKind::Backpressure => ResponseError::RequestTimedOut,
     };
     r.code()
 }
@@ -34,7 +39,8 @@ pub fn routing_code(e: &RoutingError) -> i16 {
         RoutingErrorKind::UnknownPartition => ResponseError::UnknownTopicOrPartition,
         RoutingErrorKind::NoOwner
         | RoutingErrorKind::OwnerUnknown
-        | RoutingErrorKind::Unreachable => ResponseError::NotLeaderOrFollower,
+        | RoutingErrorKind::Unreachable
+        | RoutingErrorKind::StaleView => ResponseError::NotLeaderOrFollower,
         RoutingErrorKind::NotCoordinator => ResponseError::NotCoordinator,
     };
     r.code()
@@ -79,6 +85,10 @@ mod tests {
                 RoutingErrorKind::NotCoordinator,
                 ResponseError::NotCoordinator,
             ),
+            (
+                RoutingErrorKind::StaleView,
+                ResponseError::NotLeaderOrFollower,
+            ),
         ];
         for (kind, code) in want {
             assert_eq!(routing_code(&routing(kind)), code.code(), "{kind:?}");
@@ -94,10 +104,21 @@ mod tests {
             RoutingErrorKind::OwnerUnknown,
             RoutingErrorKind::Unreachable,
             RoutingErrorKind::NotCoordinator,
+            RoutingErrorKind::StaleView,
         ] {
             assert!(routing(kind).is_retryable(), "{kind:?}");
         }
         assert!(!routing(RoutingErrorKind::UnknownPartition).is_retryable());
+    }
+
+    #[test]
+    fn an_expired_lease_and_backpressure_map_to_codes_clients_retry() {
+        let lease = BrokerError::new(ErrorKind::LeaseExpired, "test");
+        assert_eq!(code_for(&lease), ResponseError::NotLeaderOrFollower.code());
+        assert!(CallError::Broker(lease).owner_not_ready());
+        let full = BrokerError::new(ErrorKind::Backpressure, "test");
+        assert_eq!(code_for(&full), ResponseError::RequestTimedOut.code());
+        assert!(!CallError::Broker(full).owner_not_ready());
     }
 
     #[test]

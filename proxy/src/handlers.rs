@@ -88,6 +88,11 @@ pub struct Context {
     pub max_fetch_wait: Duration,
     /// Producer ids this proxy hands out, taken from metadata in blocks.
     pub producer_ids: ProducerIdBlock,
+    /// How old the cluster view may be (since the metadata service last
+    /// confirmed it) for produce, fetch, list-offsets and delete-records to
+    /// be routed on it; older, they answer NOT_LEADER_OR_FOLLOWER. `None`:
+    /// no bound (`floe standalone`, whose view is local).
+    pub max_view_age: Option<Duration>,
 }
 
 /// Producer ids reserved from the metadata service, handed out one by one.
@@ -151,6 +156,17 @@ impl Context {
         snap: &ClusterSnapshot,
         key: &PartitionKey,
     ) -> Result<Arc<dyn PartitionOwner>, RoutingError> {
+        if let Some(max) = self.max_view_age
+            && !self.view.confirmed_within(max)
+        {
+            return Err(RoutingError::new(
+                RoutingErrorKind::StaleView,
+                format!(
+                    "the cluster view was not confirmed by the metadata service in the last {} ms",
+                    max.as_millis()
+                ),
+            ));
+        }
         let owner = snap
             .by_id
             .get(&key.topic)
@@ -191,12 +207,14 @@ impl Context {
         key: &PartitionKey,
         records: Bytes,
         acks: Acks,
+        room_wait: Duration,
     ) -> Result<PendingProduce, CallError> {
         append_retrying(
             || self.route(&self.view.current(), key),
             key,
             records,
             acks,
+            room_wait,
             OWNER_READY_WAIT,
         )
         .await
@@ -331,6 +349,9 @@ impl Context {
         }
         let snap = self.view.current();
         let acks = Acks::from_kafka(req.acks);
+        // An owner whose unflushed bytes are over their cap may hold the
+        // produce this long for room (Kafka's request timeout).
+        let room_wait = Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0));
         let mut topics: Vec<(TopicName, Vec<Part>)> = Vec::new();
         for t in req.topic_data {
             let mut parts = Vec::new();
@@ -344,7 +365,7 @@ impl Context {
                     }
                     (Some(acks), Some(key)) => {
                         let records = p.records.unwrap_or_default();
-                        let sequenced = self.append_at_owner(&key, records, acks).await;
+                        let sequenced = self.append_at_owner(&key, records, acks, room_wait).await;
                         match sequenced {
                             Ok(pending) => Part::Waiting(p.index, pending),
                             Err(e) => {
@@ -601,18 +622,21 @@ impl Context {
 /// Sequences `records` at the owner `route` names, asking again (every
 /// 10 ms, for up to `wait`) while the owner is not ready: it answers
 /// NOT_OWNER, has no address yet, or cannot be reached. A partition the
-/// cluster does not have, and any other answer, are returned at once.
+/// cluster does not have, and any other answer, are returned at once. The
+/// owner may hold the call up to `room_wait` for room under its unflushed
+/// cap.
 async fn append_retrying(
     route: impl Fn() -> Result<Arc<dyn PartitionOwner>, RoutingError>,
     key: &PartitionKey,
     records: Bytes,
     acks: Acks,
+    room_wait: Duration,
     wait: Duration,
 ) -> Result<PendingProduce, CallError> {
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         let res = match route() {
-            Ok(owner) => owner.append(key, records.clone(), acks).await,
+            Ok(owner) => owner.append(key, records.clone(), acks, room_wait).await,
             Err(e) => Err(e.into()),
         };
         match res {
@@ -671,6 +695,7 @@ mod tests {
             key: &PartitionKey,
             _records: Bytes,
             _acks: Acks,
+            _room_wait: Duration,
         ) -> Result<PendingProduce, CallError> {
             let n = self.appends.fetch_add(1, Ordering::SeqCst);
             if n < self.not_ready {
@@ -717,9 +742,16 @@ mod tests {
         let owner = FakeOwner::new(3);
         let o = owner.clone();
         let route = move || Ok(o.clone() as Arc<dyn PartitionOwner>);
-        let pending = append_retrying(route, &key(), Bytes::new(), Acks::All, OWNER_READY_WAIT)
-            .await
-            .expect("sequenced once the owner is ready");
+        let pending = append_retrying(
+            route,
+            &key(),
+            Bytes::new(),
+            Acks::All,
+            Duration::ZERO,
+            OWNER_READY_WAIT,
+        )
+        .await
+        .expect("sequenced once the owner is ready");
         assert_eq!(pending.wait().await.expect("acknowledged").base_offset, 3);
         assert_eq!(owner.appends.load(Ordering::SeqCst), 4);
     }
@@ -734,9 +766,16 @@ mod tests {
             2 => Err(routing(RoutingErrorKind::Unreachable)),
             _ => Ok(owner.clone() as Arc<dyn PartitionOwner>),
         };
-        append_retrying(route, &key(), Bytes::new(), Acks::All, OWNER_READY_WAIT)
-            .await
-            .expect("sequenced once the partition has an owner");
+        append_retrying(
+            route,
+            &key(),
+            Bytes::new(),
+            Acks::All,
+            Duration::ZERO,
+            OWNER_READY_WAIT,
+        )
+        .await
+        .expect("sequenced once the partition has an owner");
         assert_eq!(routes.load(Ordering::SeqCst), 4);
     }
 
@@ -747,7 +786,7 @@ mod tests {
         let route = move || Ok(o.clone() as Arc<dyn PartitionOwner>);
         let started = tokio::time::Instant::now();
         let wait = Duration::from_millis(100);
-        let e = append_retrying(route, &key(), Bytes::new(), Acks::All, wait)
+        let e = append_retrying(route, &key(), Bytes::new(), Acks::All, Duration::ZERO, wait)
             .await
             .expect_err("never ready");
         assert!(started.elapsed() >= wait);
@@ -762,9 +801,16 @@ mod tests {
             routes.fetch_add(1, Ordering::SeqCst);
             Err(routing(RoutingErrorKind::UnknownPartition))
         };
-        let e = append_retrying(route, &key(), Bytes::new(), Acks::All, OWNER_READY_WAIT)
-            .await
-            .expect_err("no such partition");
+        let e = append_retrying(
+            route,
+            &key(),
+            Bytes::new(),
+            Acks::All,
+            Duration::ZERO,
+            OWNER_READY_WAIT,
+        )
+        .await
+        .expect_err("no such partition");
         assert_eq!(routes.load(Ordering::SeqCst), 1);
         assert_eq!(call_code(&e), ResponseError::UnknownTopicOrPartition.code());
     }

@@ -65,6 +65,7 @@ async fn env() -> Env {
         auto_create_topics: true,
         max_fetch_wait: Duration::from_secs(5),
         producer_ids: Default::default(),
+        max_view_age: None,
     });
     let proxy = Proxy::start(
         ProxyConfig {

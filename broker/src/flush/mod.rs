@@ -1,6 +1,7 @@
-//! The flush: every queued batch of the broker's partitions goes into one WAL
-//! object, the object is written to the store pool (a failed write goes to a
-//! new object), and one metadata commit records each partition's range at the
+//! The flush: the queued batches of the broker's partitions, up to
+//! `max_object_bytes`, go into one WAL object (the rest into the next), the
+//! object is written to the store pool (a failed write goes to a new
+//! object), and one metadata commit records each partition's range at the
 //! epoch it was sequenced under. Only then do the high watermarks move and
 //! `acks=all` produces complete.
 //!
@@ -38,6 +39,9 @@ pub(crate) struct Flush<'a> {
     pub tail_budget: usize,
     /// Pause before a commit is tried again.
     pub retry_pause: Duration,
+    /// The most bytes of batches one WAL object takes (a single produce
+    /// larger than this goes alone); the rest waits for the next flush.
+    pub max_object_bytes: usize,
 }
 
 /// What a flush did.
@@ -70,9 +74,15 @@ impl Flush<'_> {
     /// Flushes what `logs` have queued. `None` when nothing was queued.
     pub(crate) async fn run(&self, logs: Vec<Arc<PartitionLog>>) -> Option<Flushed> {
         let mut taken = Vec::new();
+        let mut budget = self.max_object_bytes;
         for log in logs {
-            if let Some((epoch, pending)) = log.take_unflushed() {
+            if let Some((epoch, pending)) = log.take_unflushed(budget, taken.is_empty()) {
+                let bytes: usize = pending.iter().map(|p| p.batches.bytes.len()).sum();
+                budget = budget.saturating_sub(bytes);
                 taken.push((log, Epoch(epoch), pending));
+            }
+            if budget == 0 {
+                break;
             }
         }
         if taken.is_empty() {

@@ -17,6 +17,7 @@ use floe_storage::{EndpointId, PoolOptions, StorePool};
 use tokio::sync::oneshot;
 
 use super::Flush;
+use crate::backlog::{Backlog, Held};
 use crate::config::LogConfig;
 use crate::error::{ErrorKind, Result};
 use crate::log::{Appended, Batches, Committed, PartitionLog, Pending, Status};
@@ -225,7 +226,10 @@ fn records(n: usize) -> bytes::Bytes {
 
 /// Appends `n` records with acks=all; returns the receiver of the ack.
 fn produce(log: &PartitionLog, n: usize) -> oneshot::Receiver<Result<()>> {
-    match log.append(&records(n), true, 0).expect("append") {
+    match log
+        .append(&records(n), true, 0, Held::untracked())
+        .expect("append")
+    {
         Appended::New(_, Some(rx), _) => rx,
         other => panic!("unexpected {other:?}"),
     }
@@ -249,6 +253,7 @@ fn flush<'a>(meta: &'a FakeMeta, pool: &'a StorePool) -> Flush<'a> {
         broker: ME,
         tail_budget: 1 << 20,
         retry_pause: Duration::from_millis(1),
+        max_object_bytes: 64 << 20,
     }
 }
 
@@ -415,6 +420,7 @@ async fn batches_the_wal_refuses_fail_alone_and_the_partition_stays_flushable() 
                 producers: vec![],
             },
             waiter: Some(tx),
+            held: Held::untracked(),
         });
     }
     let done = flush(&meta, &pool).run(vec![a.clone(), b.clone()]).await;
@@ -435,4 +441,140 @@ async fn batches_the_wal_refuses_fail_alone_and_the_partition_stays_flushable() 
     flush(&meta, &pool).run(vec![a.clone()]).await;
     acked(ra).await.expect("the next write is acknowledged");
     assert_eq!(meta.model().partitions[&key(0)].entries[0].0, 0);
+}
+
+/// Appends `n` records with acks=all, holding their bytes in `backlog`.
+fn produce_held(
+    log: &PartitionLog,
+    backlog: &Arc<Backlog>,
+    n: usize,
+) -> Option<oneshot::Receiver<Result<()>>> {
+    let r = records(n);
+    let held = backlog.try_hold(r.len())?;
+    match log.append(&r, true, 0, held).expect("append") {
+        Appended::New(_, Some(rx), _) => Some(rx),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn one_wal_object_takes_at_most_its_bound_and_the_rest_goes_into_the_next() {
+    let meta = FakeMeta::with(&[key(0), key(1)]);
+    let (pool, faults) = pool();
+    let (a, b) = (log_of(key(0)), log_of(key(1)));
+    let size = records(3).len();
+    // Room for two produces per object.
+    let mut f = flush(&meta, &pool);
+    f.max_object_bytes = 2 * size;
+    let ra: Vec<_> = (0..3).map(|_| produce(&a, 3)).collect();
+    let rb: Vec<_> = (0..2).map(|_| produce(&b, 3)).collect();
+    let first = f.run(vec![a.clone(), b.clone()]).await.expect("flushed");
+    assert_eq!(first.committed, 1, "only the first partition fit");
+    assert_eq!(a.offsets().1, 6, "two of its three produces committed");
+    assert_eq!(b.offsets().1, 0);
+    assert_eq!(a.unflushed_bytes(), size, "the third waits");
+    // The next flushes take the rest, each within the bound.
+    let mut objects = 1;
+    while let Some(done) = f.run(vec![a.clone(), b.clone()]).await {
+        assert!(done.committed >= 1);
+        objects += 1;
+        assert!(objects <= 3, "no more objects than needed");
+    }
+    assert_eq!(objects, 3);
+    assert_eq!(faults.puts(), 3);
+    for rx in ra.into_iter().chain(rb) {
+        acked(rx).await.expect("every write acknowledged");
+    }
+    assert_eq!((a.offsets().1, b.offsets().1), (9, 6));
+    // Committed in order, each range where the previous one ended.
+    let m = meta.model();
+    let ends: Vec<_> = m.partitions[&key(0)]
+        .entries
+        .iter()
+        .map(|e| (e.0, e.1))
+        .collect();
+    assert_eq!(ends, vec![(0, 5), (6, 8)]);
+}
+
+#[tokio::test]
+async fn a_produce_larger_than_the_bound_goes_alone() {
+    let meta = FakeMeta::with(&[key(0)]);
+    let (pool, faults) = pool();
+    let a = log_of(key(0));
+    let mut f = flush(&meta, &pool);
+    f.max_object_bytes = 10;
+    let (r1, r2) = (produce(&a, 5), produce(&a, 5));
+    f.run(vec![a.clone()]).await.expect("the first alone");
+    acked(r1).await.expect("acknowledged");
+    assert_eq!(a.offsets().1, 5);
+    f.run(vec![a.clone()]).await.expect("then the second");
+    acked(r2).await.expect("acknowledged");
+    assert_eq!(faults.puts(), 2);
+}
+
+#[tokio::test]
+async fn backlog_bytes_stay_held_while_the_store_fails_and_are_given_back_once_committed() {
+    let meta = FakeMeta::with(&[key(0)]);
+    let (pool, faults) = pool();
+    let a = log_of(key(0));
+    let size = records(4).len();
+    let backlog = Backlog::new(2 * size);
+    let r1 = produce_held(&a, &backlog, 4).expect("room");
+    let r2 = produce_held(&a, &backlog, 4).expect("room");
+    assert!(
+        produce_held(&a, &backlog, 4).is_none(),
+        "the cap is reached: no third produce"
+    );
+    // The store fails a few times: the flush keeps the bytes held.
+    faults.set_times(Fault::Error, FaultOps::Writes, 3);
+    let (b2, p2) = (backlog.clone(), pool.clone());
+    let meta2 = meta.clone();
+    let a2 = a.clone();
+    let task = tokio::spawn(async move {
+        let f = Flush {
+            meta: meta2.as_ref(),
+            pool: &p2,
+            broker: ME,
+            tail_budget: 1 << 20,
+            retry_pause: Duration::from_millis(1),
+            max_object_bytes: 64 << 20,
+        };
+        let done = f.run(vec![a2]).await;
+        (done, b2.bytes())
+    });
+    let (done, after) = task.await.expect("joined");
+    assert_eq!(done.map(|d| d.committed), Some(1));
+    assert_eq!(faults.faults(), 3);
+    acked(r1).await.expect("acknowledged");
+    acked(r2).await.expect("acknowledged");
+    assert_eq!(after, 0, "committed bytes are given back");
+    assert!(produce_held(&a, &backlog, 4).is_some(), "room again");
+}
+
+#[tokio::test]
+async fn backlog_bytes_of_failed_writes_are_given_back() {
+    let meta = FakeMeta::with(&[key(0)]);
+    {
+        let mut m = meta.model();
+        let p = m.partitions.get_mut(&key(0)).expect("p0");
+        p.owner = BrokerId(2);
+        p.epoch = Epoch(2);
+    }
+    let (pool, _) = pool();
+    let a = log_of(key(0));
+    let backlog = Backlog::new(1 << 20);
+    let r1 = produce_held(&a, &backlog, 2).expect("room");
+    assert!(backlog.bytes() > 0);
+    flush(&meta, &pool).run(vec![a.clone()]).await;
+    assert_eq!(
+        acked(r1).await.expect_err("moved").kind(),
+        ErrorKind::NotOwner
+    );
+    assert_eq!(backlog.bytes(), 0, "a failed write holds nothing");
+    // Queued but never flushed, then the log is closed: given back too.
+    let b = log_of(key(1));
+    let _r = produce_held(&b, &backlog, 2).expect("room");
+    assert!(backlog.bytes() > 0);
+    b.close(&crate::error::BrokerError::not_owner(key(1)));
+    assert_eq!(backlog.bytes(), 0);
 }

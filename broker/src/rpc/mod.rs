@@ -58,6 +58,10 @@ pub mod proto {
         pub acks: i32,
         #[prost(bytes = "bytes", tag = "3")]
         pub records: bytes::Bytes,
+        /// How long the owner may wait for room under its unflushed cap
+        /// (0: not at all, as from a peer that does not send it).
+        #[prost(uint64, tag = "4")]
+        pub room_wait_ms: u64,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -261,8 +265,7 @@ macro_rules! serve {
 /// The RPC routes of a broker.
 pub fn router(broker: Broker) -> Router {
     use crate::group_rpc as g;
-    let r =
-        Router::new().serve::<routes::Produce, _, _>(|b, req| async move { rpc_produce(b, req) });
+    let r = Router::new().serve::<routes::Produce, _, _>(rpc_produce);
     let r = serve!(r, routes::Fetch, rpc_fetch);
     let r = serve!(r, routes::Wait, rpc_wait);
     let r = serve!(r, routes::ListOffset, rpc_list_offset);
@@ -291,15 +294,24 @@ fn produce_failed(e: &BrokerError) -> proto::ProduceResponse {
     }
 }
 
-/// Sequences the batches now; the reply waits for the acknowledgement.
-fn rpc_produce(b: Broker, req: proto::ProduceRequest) -> Answer<proto::ProduceResponse> {
+/// Longest wait for room a produce RPC may ask for.
+const MAX_ROOM_WAIT: Duration = Duration::from_secs(60);
+
+/// Sequences the batches (once there is room under the unflushed cap); the
+/// reply waits for the acknowledgement.
+async fn rpc_produce(b: Broker, req: proto::ProduceRequest) -> Answer<proto::ProduceResponse> {
     let Some(acks) = Acks::from_kafka(i16::try_from(req.acks).unwrap_or(i16::MAX)) else {
         return Answer::Now(produce_failed(&BrokerError::new(
             ErrorKind::InvalidRequest,
             format!("bad acks {}", req.acks),
         )));
     };
-    match key_of(req.partition.as_ref()).and_then(|k| b.append(&k, &req.records, acks)) {
+    let room_wait = Duration::from_millis(req.room_wait_ms).min(MAX_ROOM_WAIT);
+    let appended = match key_of(req.partition.as_ref()) {
+        Ok(k) => b.append_within(&k, &req.records, acks, room_wait).await,
+        Err(e) => Err(e),
+    };
+    match appended {
         Ok(pending) => Answer::Later(Box::pin(async move {
             match pending.wait().await {
                 Ok(ok) => proto::ProduceResponse {
@@ -487,7 +499,9 @@ impl PartitionOwner for RemoteBroker {
         key: &PartitionKey,
         records: Bytes,
         acks: Acks,
+        room_wait: Duration,
     ) -> Result<PendingProduce, CallError> {
+        let room_wait = room_wait.min(MAX_ROOM_WAIT);
         let req = proto::ProduceRequest {
             partition: Some(part(key)),
             acks: match acks {
@@ -496,8 +510,13 @@ impl PartitionOwner for RemoteBroker {
                 Acks::All => -1,
             },
             records,
+            room_wait_ms: room_wait.as_millis() as u64,
         };
-        let resp = self.send::<routes::Produce>(req, self.timeout).await?;
+        // The headers come once the batches are sequenced, after any wait
+        // for room.
+        let resp = self
+            .send::<routes::Produce>(req, self.timeout + room_wait)
+            .await?;
         let addr = self.addr.clone();
         Ok(PendingProduce::remote(async move {
             let r = Self::body::<routes::Produce>(&addr, resp).await?;

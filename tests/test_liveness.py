@@ -1,0 +1,437 @@
+"""Liveness and backpressure with real processes on 127.0.0.1.
+
+- A broker paused (SIGSTOP) past its lease stops serving by itself and,
+  resumed, serves nothing stale; a proxy cut off from the metadata service
+  stops routing on its old view (answers NOT_LEADER_OR_FOLLOWER at once
+  instead of sending to an owner that may be gone). Every write acknowledged
+  to an idempotent acks=all producer is read back exactly once, where its
+  acknowledgement said.
+- The object store (moto S3 behind a TCP relay in this file) made slow, then
+  refusing connections: produces back off with retriable errors, the
+  broker's memory stays bounded by its unflushed cap, and everything
+  acknowledged is there afterwards.
+"""
+
+import pathlib
+import signal
+import socket
+import sys
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from conftest import free_port
+from test_cluster_failover import Proc, owned, wait_http
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+import confluent_kafka.admin  # noqa: E402
+
+
+
+class Relay:
+    """A TCP relay on a port of its own (bound here: no race) to `upstream`.
+
+    mode "pass" forwards; "delay" waits `delay` seconds before forwarding
+    each chunk; "refuse" closes every connection, current and new.
+    """
+
+    def __init__(self, upstream_port):
+        self.upstream = ("127.0.0.1", upstream_port)
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(128)
+        self.port = self.sock.getsockname()[1]
+        self.mode = "pass"
+        self.delay = 0.0
+        self.conns = set()
+        self.lock = threading.Lock()
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def set(self, mode, delay=0.0):
+        self.mode, self.delay = mode, delay
+        if mode == "refuse":
+            with self.lock:
+                conns, self.conns = self.conns, set()
+            for c in conns:
+                self._close(c)
+
+    def close(self):
+        self.closed = True
+        self.set("refuse")
+        self._close(self.sock)
+
+    @staticmethod
+    def _close(s):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        try:
+            s.close()
+        except OSError:
+            pass
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            if self.mode == "refuse":
+                self._close(c)
+                continue
+            try:
+                u = socket.create_connection(self.upstream, timeout=5)
+                u.settimeout(None)
+            except OSError:
+                self._close(c)
+                continue
+            with self.lock:
+                self.conns.update((c, u))
+            threading.Thread(target=self._pump, args=(c, u), daemon=True).start()
+            threading.Thread(target=self._pump, args=(u, c), daemon=True).start()
+
+    def _pump(self, src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data or self.mode == "refuse":
+                    break
+                if self.mode == "delay":
+                    time.sleep(self.delay)
+                    if self.mode == "refuse":
+                        break
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with self.lock:
+                self.conns.discard(src)
+                self.conns.discard(dst)
+            self._close(src)
+            self._close(dst)
+
+
+def metric(admin, name):
+    """The value of an unlabelled metric on a process's /metrics (-1 if absent)."""
+    with urllib.request.urlopen(f"http://{admin}/metrics", timeout=2) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    return -1
+
+
+def memory_kib(pid, field):
+    """VmRSS / VmHWM of a process, in KiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"no {field} for {pid}")
+
+
+def wait_for(what, pred, timeout, procs=()):
+    deadline = time.time() + timeout
+    while not pred():
+        for p in procs:
+            assert p.p.poll() is None, f"{p.log_path.name} exited:\n{p.tail()}"
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+class Producing:
+    """An idempotent acks=all producer writing `m0`, `m1`, … in a thread
+    until stopped; records where each acknowledged value was stored."""
+
+    def __init__(self, bootstrap, topic, value_bytes=0, pace=0.05, **conf):
+        self.acked = {}
+        self.failed = []
+        self.sent = 0
+        self.stop_flag = False
+        self.pad = "x" * value_bytes
+        self.topic = topic
+        self.pace = pace
+        self.producer = confluent_kafka.Producer({
+            "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+            "linger.ms": 5, "message.timeout.ms": 120000, "retry.backoff.ms": 100,
+            **conf,
+        })
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _on_delivery(self, err, msg):
+        if err is not None:
+            self.failed.append(err)
+        else:
+            self.acked[msg.value().decode()[: msg.value().decode().find("|")]] = (msg.partition(), msg.offset())
+
+    def _run(self):
+        i = 0
+        while not self.stop_flag:
+            try:
+                self.producer.produce(self.topic, key=f"k{i % 97}", value=f"m{i}|{self.pad}",
+                                      on_delivery=self._on_delivery)
+                i += 1
+                self.sent = i
+            except BufferError:
+                self.producer.poll(0.05)
+                continue
+            if i % 50 == 0:
+                # Paced (at most 50 / `pace` a second), unless `pace` is 0.
+                self.producer.poll(0)
+                if self.pace:
+                    time.sleep(self.pace)
+
+    def finish(self, timeout):
+        self.stop_flag = True
+        self.thread.join(10)
+        left = self.producer.flush(timeout)
+        assert left == 0, f"{left} messages never delivered"
+        assert not self.failed, self.failed[:3]
+        assert len(self.acked) == self.sent, (len(self.acked), self.sent)
+
+
+def read_all(bootstrap, topic, partitions, expect, timeout=60):
+    """Every value in `topic` -> the set of (partition, offset) it is at."""
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": bootstrap, "group.id": "check", "enable.auto.commit": False,
+    })
+    consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+                     for p in range(partitions)])
+    seen = {}
+    deadline = time.time() + timeout
+    while len(seen) < expect and time.time() < deadline:
+        m = consumer.poll(0.5)
+        if m is None or m.error():
+            continue
+        v = m.value().decode()
+        seen.setdefault(v[: v.find("|")] if "|" in v else v, set()).add((m.partition(), m.offset()))
+    # Read on a little: a duplicate would come after the first copy.
+    end = time.time() + 1.5
+    while time.time() < end:
+        m = consumer.poll(0.2)
+        if m is not None and not m.error():
+            v = m.value().decode()
+            seen.setdefault(v[: v.find("|")] if "|" in v else v, set()).add((m.partition(), m.offset()))
+    consumer.close()
+    return seen
+
+
+def check_exactly_once(acked, seen):
+    missing = [v for v in acked if v not in seen]
+    assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {missing[:5]}"
+    wrong = [v for v, po in acked.items() if po not in seen[v]]
+    assert not wrong, f"{len(wrong)} not at their acknowledged offsets, e.g. {wrong[:3]}"
+    dupes = {v: po for v, po in seen.items() if len(po) > 1}
+    assert not dupes, f"{len(dupes)} values stored twice, e.g. {list(dupes.items())[:3]}"
+    offsets = {}
+    for v, po in seen.items():
+        for p, o in po:
+            assert (p, o) not in offsets, f"{v} and {offsets[(p, o)]} both at {p}/{o}"
+            offsets[(p, o)] = v
+
+
+@pytest.mark.timeout(180)
+def test_broker_paused_past_its_lease_and_a_cut_off_proxy_serve_nothing_stale(floe_bin, tmp_path):
+    meta_port = free_port()
+    meta = f"127.0.0.1:{meta_port}"
+    store = tmp_path / "store"
+    store.mkdir()
+    procs = []
+    # Proxy B reaches the metadata service through a relay this test can cut.
+    meta_relay = Relay(meta_port)
+    try:
+        procs.append(Proc([str(floe_bin), "meta", "--id", "1", "--listen", meta,
+                           "--data-dir", str(tmp_path / "m1"), "--init"], tmp_path / "meta.log"))
+        brokers = []
+        for bid in (1, 2):
+            admin = f"127.0.0.1:{free_port()}"
+            p = Proc([str(floe_bin), "broker", "--id", str(bid),
+                      "--listen", f"127.0.0.1:{free_port()}", "--meta", meta,
+                      "--store", f"local=file://{store}", "--admin-listen", admin,
+                      "--lease-ms", "2000"], tmp_path / f"b{bid}.log")
+            procs.append(p)
+            brokers.append((p, admin))
+        kafka_a, kafka_b = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+        admin_a, admin_b = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+        procs.append(Proc([str(floe_bin), "proxy", "--listen", kafka_a, "--meta", meta,
+                           "--admin-listen", admin_a], tmp_path / "proxy-a.log"))
+        procs.append(Proc([str(floe_bin), "proxy", "--listen", kafka_b,
+                           "--meta", f"127.0.0.1:{meta_relay.port}", "--admin-listen", admin_b,
+                           "--max-view-age-ms", "3000"], tmp_path / "proxy-b.log"))
+        for admin in [a for _, a in brokers] + [admin_a, admin_b]:
+            wait_http(f"http://{admin}/readyz")
+
+        admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": kafka_a})
+        admin.create_topics([confluent_kafka.admin.NewTopic("events", 4, 1)])["events"].result(30)
+        wait_for("partitions on both brokers",
+                 lambda: owned(brokers[0][1]) == 2 and owned(brokers[1][1]) == 2, 30, procs)
+        # Proxy B sees the topic before it is cut off.
+        probe_conf = {"bootstrap.servers": kafka_b, "acks": "all", "linger.ms": 0,
+                      "message.timeout.ms": 30000}
+        warm = confluent_kafka.Producer(probe_conf)
+        wait_for("proxy B routes", lambda: warm.list_topics("events", timeout=5).topics["events"].error is None,
+                 20, procs)
+
+        writer = Producing(kafka_a, "events")
+        wait_for("first acknowledgements", lambda: len(writer.acked) >= 500, 60, procs)
+
+        # Pause broker 2 past its lease and cut proxy B off from the metadata.
+        b2 = brokers[1][0]
+        b2.p.send_signal(signal.SIGSTOP)
+        meta_relay.set("refuse")
+        paused_at = time.time()
+        wait_for("broker 1 took every partition over", lambda: owned(brokers[0][1]) == 4, 30, procs[:2])
+        acked_while_paused = len(writer.acked)
+        wait_for("writes go on through the failover", lambda: len(writer.acked) > acked_while_paused + 200,
+                 60, procs[:2])
+
+        # Proxy B's view (broker 2 owns two partitions) is older than its
+        # bound: produce answers NOT_LEADER_OR_FOLLOWER at once, on every
+        # partition, instead of being sent to the paused broker (which would
+        # never answer); Metadata still answers from the last view.
+        # (kafka-python: librdkafka retries NOT_LEADER_OR_FOLLOWER until the
+        # message times out, whatever `retries` says; this one reports it.)
+        from kafka import KafkaProducer
+        from kafka.errors import KafkaTimeoutError, NotLeaderForPartitionError
+
+        time.sleep(max(0.0, paused_at + 3.5 - time.time()))
+        stale = KafkaProducer(bootstrap_servers=kafka_b, acks="all", retries=0, enable_idempotence=False,
+                              request_timeout_ms=15000, max_block_ms=15000)
+        assert stale.partitions_for("events") == {0, 1, 2, 3}, "Metadata answers from the last view"
+        futures = [stale.send("events", value=f"probe{p}".encode(), partition=p) for p in range(4)]
+        outcomes = []
+        for f in futures:
+            try:
+                f.get(timeout=30)
+                outcomes.append("stored")
+            except NotLeaderForPartitionError:
+                outcomes.append("not leader")
+            except KafkaTimeoutError:
+                outcomes.append("timed out")
+        stale.close(timeout=5)
+        assert outcomes == ["not leader"] * 4, outcomes
+
+        # Resume broker 2: it must not serve its old partitions. It renews
+        # its lease, checks what it still owns, and drops the rest.
+        b2.p.send_signal(signal.SIGCONT)
+        wait_for("broker 2 renewed its lease after the lapse",
+                 lambda: metric(brokers[1][1], "floe_broker_lease_lapses_total") >= 1, 30, procs)
+        assert metric(brokers[1][1], "floe_broker_lease_refusals_total") >= 0
+        meta_relay.set("pass")
+        acked_after_resume = len(writer.acked)
+        wait_for("writes after the resume", lambda: len(writer.acked) > acked_after_resume + 200, 60, procs)
+        writer.finish(90)
+        total = len(writer.acked)
+
+        # Proxy B routes again once its view is confirmed.
+        fresh = confluent_kafka.Producer(probe_conf)
+        ok = []
+        fresh.produce("events", value="after", partition=0, on_delivery=lambda err, msg: ok.append(err))
+        assert fresh.flush(30) == 0 and ok == [None], ok
+
+        seen = read_all(kafka_a, "events", 4, total + 1)
+        check_exactly_once(writer.acked, seen)
+        assert not [v for v in seen if v.startswith("probe")], "a refused probe was stored"
+        # The same records through proxy B, now fresh.
+        seen_b = read_all(kafka_b, "events", 4, total + 1)
+        assert seen_b == seen
+        print(f"acknowledged {total} writes; {acked_while_paused} before the pause")
+    finally:
+        for p in procs:
+            if p.p.poll() is None:
+                p.p.send_signal(signal.SIGCONT)
+        for p in reversed(procs):
+            p.stop()
+        meta_relay.close()
+
+
+@pytest.mark.timeout(180)
+def test_slow_then_failing_store_backs_produce_off_within_the_unflushed_cap(floe_bin, tmp_path):
+    moto_bin = pathlib.Path(sys.executable).parent / "moto_server"
+    assert moto_bin.exists(), f"{moto_bin} missing: tests/run.sh installs moto[server]"
+    moto_port = free_port()
+    procs = [Proc([str(moto_bin), "-H", "127.0.0.1", "-p", str(moto_port)], tmp_path / "moto.log")]
+    relay = Relay(moto_port)
+    cap = 4 * 1024 * 1024
+    try:
+        wait_http(f"http://127.0.0.1:{moto_port}/moto-api/")
+        s3 = (f"s3=s3://floe?endpoint=http://127.0.0.1:{relay.port}&region=us-east-1&path_style=true"
+              "&access_key_id=minio&secret_access_key=minio123")
+        meta = f"127.0.0.1:{free_port()}"
+        procs.append(Proc([str(floe_bin), "meta", "--id", "1", "--listen", meta,
+                           "--data-dir", str(tmp_path / "m1"), "--init"], tmp_path / "meta.log"))
+        broker_admin, proxy_admin = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+        kafka = f"127.0.0.1:{free_port()}"
+        broker = Proc([str(floe_bin), "broker", "--id", "1", "--listen", f"127.0.0.1:{free_port()}",
+                       "--meta", meta, "--store", s3, "--admin-listen", broker_admin,
+                       "--max-unflushed-bytes", str(cap), "--max-wal-object-bytes", str(1024 * 1024),
+                       "--write-timeout-ms", "3000", "--cache-bytes", str(8 * 1024 * 1024)],
+                      tmp_path / "broker.log")
+        procs.append(broker)
+        procs.append(Proc([str(floe_bin), "proxy", "--listen", kafka, "--meta", meta,
+                           "--admin-listen", proxy_admin], tmp_path / "proxy.log"))
+        for admin in (broker_admin, proxy_admin):
+            wait_http(f"http://{admin}/readyz")
+        admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": kafka})
+        admin.create_topics([confluent_kafka.admin.NewTopic("load", 2, 1)])["load"].result(30)
+        wait_for("the broker owns the partitions", lambda: owned(broker_admin) == 2, 30, procs)
+
+        admin.create_topics([confluent_kafka.admin.NewTopic("flood", 2, 1)])["flood"].result(30)
+        # request.timeout.ms is the produce's timeout_ms: how long the broker
+        # may hold a produce for room before REQUEST_TIMED_OUT.
+        writer = Producing(kafka, "load", value_bytes=8000, **{"request.timeout.ms": 3000})
+        wait_for("a healthy start", lambda: len(writer.acked) >= 1000, 60, procs)
+        pid = broker.p.pid
+        base = memory_kib(pid, "VmRSS")
+        base_hwm = memory_kib(pid, "VmHWM")
+
+        # An acks=1 producer is answered as soon as its batches are
+        # sequenced, so nothing on the client side limits what it sends:
+        # only the broker's cap keeps the stalled bytes bounded.
+        flood = Producing(kafka, "flood", value_bytes=16000, pace=0, **{
+            "acks": 1, "enable.idempotence": False, "request.timeout.ms": 3000,
+            "batch.size": 512 * 1024, "queue.buffering.max.kbytes": 32 * 1024})
+        # Slow (every chunk held 200 ms: a 1 MiB PUT takes longer than the
+        # write deadline), then refusing connections, then healthy.
+        relay.set("delay", 0.2)
+        time.sleep(8)
+        relay.set("refuse")
+        time.sleep(8)
+        stalled_acks = len(writer.acked)
+        backpressure = metric(broker_admin, "floe_broker_backpressure_refusals_total")
+        peak = memory_kib(pid, "VmHWM")
+        flood.stop_flag = True
+        relay.set("pass")
+        wait_for("writes after the store recovered", lambda: len(writer.acked) > stalled_acks + 1000, 90, procs)
+        writer.finish(120)
+        flood.finish(120)
+        total = len(writer.acked)
+        flooded = len(flood.acked)
+
+        # The broker's memory while the store stalled: what it held at the
+        # start plus the cap and the buffers around it (the object being
+        # written, request bodies, allocator slack), far below what the
+        # flood producer pushed at it.
+        grew_mib = (peak - base_hwm) / 1024
+        bound_mib = 16 * cap / (1024 * 1024)
+        print(f"acknowledged {total} acks=all and {flooded} acks=1 writes "
+              f"({(total * 8000 + flooded * 16000) / 2**20:.0f} MiB); broker VmRSS at start "
+              f"{base / 1024:.0f} MiB, VmHWM {base_hwm / 1024:.0f} -> {peak / 1024:.0f} MiB "
+              f"(+{grew_mib:.0f} MiB, bound {bound_mib:.0f}); backpressure refusals {backpressure:.0f}")
+        assert grew_mib < bound_mib, f"the broker grew by {grew_mib:.0f} MiB while the store stalled"
+        assert backpressure > 0, "produce never waited for room"
+
+        seen = read_all(kafka, "load", 2, total)
+        check_exactly_once(writer.acked, seen)
+        seen_flood = read_all(kafka, "flood", 2, flooded)
+        lost = [v for v in flood.acked if v not in seen_flood]
+        assert not lost, f"{len(lost)} acknowledged acks=1 writes lost, e.g. {lost[:3]}"
+    finally:
+        for p in reversed(procs):
+            p.stop()
+        relay.close()
