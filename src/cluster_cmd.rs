@@ -12,10 +12,10 @@ use anyhow::Context as _;
 use clap::Args;
 use floe_broker::Broker;
 use floe_metadata::api::client::MetaClient;
-use floe_proxy::{Proxy, ProxyConfig};
+use floe_proxy::Proxy;
 
 use crate::admin_http::{self, AdminState};
-use crate::roles::{BrokerTuning, ClusterAccess, ProxyTuning};
+use crate::roles::{BrokerTuning, ClusterAccess, HttpTuning, ProxyTuning};
 
 #[derive(Debug, Args)]
 pub struct BrokerArgs {
@@ -35,6 +35,8 @@ pub struct BrokerArgs {
     pub admin_listen: SocketAddr,
     #[command(flatten)]
     pub tuning: BrokerTuning,
+    #[command(flatten)]
+    pub http: HttpTuning,
 }
 
 #[derive(Debug, Args)]
@@ -59,6 +61,8 @@ pub struct ProxyArgs {
     pub admin_listen: SocketAddr,
     #[command(flatten)]
     pub tuning: ProxyTuning,
+    #[command(flatten)]
+    pub http: HttpTuning,
 }
 
 pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
@@ -81,8 +85,9 @@ pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
     .await
     .context("broker")?;
     let b = broker.clone();
+    let rpc_limits = args.http.limits(floe_broker::rpc::MAX_BODY_BYTES);
     let rpc_task = tokio::spawn(async move {
-        if let Err(e) = floe_broker::rpc::serve(rpc, b).await {
+        if let Err(e) = floe_broker::rpc::serve(rpc, b, rpc_limits).await {
             tracing::error!(error = %e, "RPC server stopped");
         }
     });
@@ -90,7 +95,7 @@ pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
         ready: AtomicBool::new(true),
         indexer: None,
     });
-    let admin_task = admin_http::serve(args.admin_listen, state.clone()).await?;
+    let admin_task = admin_http::serve(args.admin_listen, state.clone(), &args.http).await?;
     eprintln!("floe broker {} ready: RPC on {}", args.id, args.listen);
     crate::shutdown_signal().await;
     state.ready.store(false, Ordering::SeqCst);
@@ -115,20 +120,14 @@ pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
         view.clone(),
         None,
     )?;
-    let proxy = Proxy::start(
-        ProxyConfig {
-            listen: args.listen,
-            max_frame: args.tuning.max_request_bytes,
-        },
-        ctx,
-    )
-    .await
-    .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let proxy = Proxy::start(args.tuning.proxy_config(args.listen), ctx)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
     let state = Arc::new(AdminState {
         ready: AtomicBool::new(false),
         indexer: None,
     });
-    let admin_task = admin_http::serve(args.admin_listen, state.clone()).await?;
+    let admin_task = admin_http::serve(args.admin_listen, state.clone(), &args.http).await?;
     let v = view
         .wait_for(Duration::from_secs(30), |s| s.revision.0 > 0)
         .await;

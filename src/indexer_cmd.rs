@@ -46,6 +46,8 @@ pub struct IndexerRunArgs {
     pub admin_listen: SocketAddr,
     #[command(flatten)]
     pub tuning: IndexerTuning,
+    #[command(flatten)]
+    pub http: crate::roles::HttpTuning,
 }
 
 /// Indexer settings shared by `floe indexer` and `floe standalone`.
@@ -135,7 +137,7 @@ async fn run_role(args: IndexerRunArgs) -> anyhow::Result<()> {
         ready: AtomicBool::new(true),
         indexer: Some(ix),
     });
-    let admin_task = admin_http::serve(args.admin_listen, state.clone()).await?;
+    let admin_task = admin_http::serve(args.admin_listen, state.clone(), &args.http).await?;
     eprintln!(
         "floe indexer ready: query API on http://{}",
         args.admin_listen

@@ -51,6 +51,8 @@ struct RunArgs {
     /// Raft log entries between snapshots.
     #[arg(long, env = "FLOE_META_SNAPSHOT_EVERY", default_value_t = 5000)]
     snapshot_every: u64,
+    #[command(flatten)]
+    http: crate::roles::HttpTuning,
 }
 
 #[derive(Debug, Args)]
@@ -162,6 +164,9 @@ async fn run_node(args: RunArgs) -> anyhow::Result<()> {
     cfg.init = args.init;
     cfg.snapshot_every = args.snapshot_every.max(10);
     cfg.keep_logs = (cfg.snapshot_every / 5).max(10);
+    cfg.http = args
+        .http
+        .limits(floe_metadata::api::server::MAX_REQUEST_BYTES);
     let node = MetaNode::start(cfg).await?;
     println!("metadata node {id} listening on {}", node.addr);
     crate::shutdown_signal().await;

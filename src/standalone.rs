@@ -17,13 +17,13 @@ use anyhow::Context as _;
 use clap::Args;
 use floe_broker::Broker;
 use floe_metadata::node::{MetaConfig, MetaNode};
-use floe_proxy::{Proxy, ProxyConfig};
+use floe_proxy::Proxy;
 use floe_storage::backend::EndpointConfig;
 use floe_storage::{PoolOptions, StorePool};
 
 use crate::admin_http::{self, AdminState};
 use crate::indexer_cmd::IndexerTuning;
-use crate::roles::{BrokerTuning, ProxyTuning};
+use crate::roles::{BrokerTuning, HttpTuning, ProxyTuning};
 
 #[derive(Debug, Args)]
 pub struct StandaloneArgs {
@@ -48,6 +48,8 @@ pub struct StandaloneArgs {
     pub proxy: ProxyTuning,
     #[command(flatten)]
     pub indexer: IndexerTuning,
+    #[command(flatten)]
+    pub http: HttpTuning,
 }
 
 pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
@@ -56,6 +58,9 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
     let data = std::fs::canonicalize(&args.data_dir)?;
     let mut mcfg = MetaConfig::new(1, args.meta_listen, data.join("meta"));
     mcfg.init = true;
+    mcfg.http = args
+        .http
+        .limits(floe_metadata::api::server::MAX_REQUEST_BYTES);
     let meta_node = MetaNode::start(mcfg).await.context("metadata service")?;
     // The roles of this process call the metadata node directly; its HTTP
     // API still serves `floe meta`, `floe topic` and other processes.
@@ -84,15 +89,9 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
         view.clone(),
         Some(broker.clone()),
     )?;
-    let proxy = Proxy::start(
-        ProxyConfig {
-            listen: args.kafka_listen,
-            max_frame: args.proxy.max_request_bytes,
-        },
-        ctx,
-    )
-    .await
-    .with_context(|| format!("cannot listen on {}", args.kafka_listen))?;
+    let proxy = Proxy::start(args.proxy.proxy_config(args.kafka_listen), ctx)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.kafka_listen))?;
 
     let (indexer, indexer_task) =
         crate::indexer_cmd::start(meta.clone(), pool.clone(), &args.indexer)?;
@@ -100,7 +99,7 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
         ready: AtomicBool::new(false),
         indexer: Some(indexer),
     });
-    let admin_task = admin_http::serve(args.admin_listen, state.clone()).await?;
+    let admin_task = admin_http::serve(args.admin_listen, state.clone(), &args.http).await?;
     // Ready once the metadata answers and the view has arrived.
     let ready_view = view
         .wait_for(Duration::from_secs(30), |s| s.revision.0 > 0)

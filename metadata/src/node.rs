@@ -40,6 +40,9 @@ pub struct MetaConfig {
     pub keep_logs: u64,
     /// How often the controller looks at leases and load.
     pub controller_interval: Duration,
+    /// What the HTTP server allows its clients (body limit: the largest
+    /// Raft append or snapshot, [`crate::api::server::MAX_REQUEST_BYTES`]).
+    pub http: crate::http_server::HttpLimits,
 }
 
 impl MetaConfig {
@@ -56,6 +59,9 @@ impl MetaConfig {
             snapshot_every: 5000,
             keep_logs: 1000,
             controller_interval: Duration::from_millis(500),
+            http: crate::http_server::HttpLimits::with_body_limit(
+                crate::api::server::MAX_REQUEST_BYTES,
+            ),
         }
     }
 
@@ -126,8 +132,9 @@ impl MetaNode {
         };
         let local = crate::api::LocalMeta::new(state.clone());
         let app = router(state.clone());
+        let limits = cfg.http.clone();
         let server = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
+            if let Err(e) = crate::http_server::serve(listener, app, limits, "metadata").await {
                 tracing::error!(error = %e, "metadata server stopped");
             }
         });
