@@ -24,7 +24,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable, VersionRange};
 
-pub use frame::{read_frame, read_frame_body, read_frame_len};
+pub use frame::{eof_in_length, frame_len, read_frame, read_frame_body, read_frame_len};
 use guard::{BoxError, DecodeFailure, MemoryBudget};
 
 /// Largest frame read from a connection (Kafka's `socket.request.max.bytes`).

@@ -17,7 +17,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
@@ -205,17 +205,29 @@ async fn serve(
     let idle = limits.idle_timeout.max(Duration::from_millis(1));
     let result = async {
         loop {
+            // The length prefix is read with `read` (cancel-safe), so that a
+            // timeout that does not close the connection loses no byte.
+            let mut prefix = [0u8; 4];
+            let mut filled = 0;
             let next = loop {
-                match tokio::time::timeout(idle, codec::read_frame_len(&mut rd, max_frame)).await {
-                    Ok(Ok(Some(len))) => break Next::Frame(len),
-                    Ok(Ok(None)) => break Next::Closed,
-                    Ok(Err(e)) => {
-                        if e.kind() == CodecErrorKind::FrameTooLarge {
-                            metrics::bad_request();
-                            tracing::info!(%peer, error = %e, "request frame over the size limit; closing the connection");
+                match tokio::time::timeout(idle, rd.read(&mut prefix[filled..])).await {
+                    Ok(Ok(0)) if filled == 0 => break Next::Closed,
+                    Ok(Ok(0)) => return Err(codec::eof_in_length()),
+                    Ok(Ok(n)) => {
+                        filled += n;
+                        if filled < prefix.len() {
+                            continue;
                         }
-                        return Err(e);
+                        match codec::frame_len(prefix, max_frame) {
+                            Ok(len) => break Next::Frame(len),
+                            Err(e) => {
+                                metrics::bad_request();
+                                tracing::info!(%peer, error = %e, "request frame over the size limit; closing the connection");
+                                return Err(e);
+                            }
+                        }
                     }
+                    Ok(Err(e)) => return Err(e.into()),
                     // Idle only when nothing is in flight: a long poll
                     // being answered is not idleness.
                     Err(_) if unanswered.load(Ordering::SeqCst) == 0 => break Next::Idle,

@@ -44,14 +44,24 @@ pub async fn read_frame_len<R: AsyncRead + Unpin>(
         }
         filled += n;
     }
+    frame_len(prefix, max).map(Some)
+}
+
+/// The length a frame's 4-byte prefix announces, if it is within `max`.
+pub fn frame_len(prefix: [u8; 4], max: usize) -> Result<usize, CodecError> {
     let announced = i32::from_be_bytes(prefix);
     match usize::try_from(announced) {
-        Ok(len) if len <= max => Ok(Some(len)),
+        Ok(len) if len <= max => Ok(len),
         _ => Err(CodecError::FrameTooLarge {
             len: i64::from(announced),
             max,
         }),
     }
+}
+
+/// The error for a connection that ended inside a frame length.
+pub fn eof_in_length() -> CodecError {
+    eof("inside a frame length")
 }
 
 /// Reads a frame body of `len` bytes (the second half of [`read_frame`]).
