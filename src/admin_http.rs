@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use crate::roles::HttpTuning;
 use anyhow::Context as _;
 use axum::Router;
 use axum::extract::State;
@@ -23,11 +24,16 @@ pub struct AdminState {
     pub indexer: Option<floe_indexer::Indexer>,
 }
 
-/// Starts the admin server on `listen`; returns the address it is bound to
-/// (`listen` may have port 0) and the server's task.
+/// Largest request body on the admin port (the query API's backfill
+/// request is the only one with a body, and it is small).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// Starts the admin server on `listen` with `http`'s limits; returns the
+/// address it is bound to (`listen` may have port 0) and the server's task.
 pub async fn serve(
     listen: SocketAddr,
     state: Arc<AdminState>,
+    http: &HttpTuning,
 ) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let mut app = Router::new()
         .route("/livez", get(|| async { "ok\n" }))
@@ -37,12 +43,13 @@ pub async fn serve(
     if let Some(ix) = &state.indexer {
         app = app.merge(floe_indexer::service::router(ix.clone()));
     }
+    let limits = http.limits(MAX_BODY_BYTES);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     let addr = listener.local_addr()?;
     let task = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
+        if let Err(e) = floe_metadata::http_server::serve(listener, app, limits, "admin").await {
             tracing::error!(error = %e, "admin server stopped");
         }
     });

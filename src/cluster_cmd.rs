@@ -13,11 +13,11 @@ use anyhow::Context as _;
 use clap::Args;
 use floe_broker::Broker;
 use floe_metadata::api::client::MetaClient;
-use floe_proxy::{Proxy, ProxyConfig};
+use floe_proxy::Proxy;
 
 use crate::admin_http::{self, AdminState};
 use crate::ports_file::BoundPorts;
-use crate::roles::{BrokerTuning, ClusterAccess, ProxyTuning};
+use crate::roles::{BrokerTuning, ClusterAccess, HttpTuning, ProxyTuning};
 
 #[derive(Debug, Args)]
 pub struct BrokerArgs {
@@ -41,6 +41,8 @@ pub struct BrokerArgs {
     pub ports_file: Option<PathBuf>,
     #[command(flatten)]
     pub tuning: BrokerTuning,
+    #[command(flatten)]
+    pub http: HttpTuning,
 }
 
 #[derive(Debug, Args)]
@@ -69,6 +71,8 @@ pub struct ProxyArgs {
     pub ports_file: Option<PathBuf>,
     #[command(flatten)]
     pub tuning: ProxyTuning,
+    #[command(flatten)]
+    pub http: HttpTuning,
 }
 
 pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
@@ -93,8 +97,9 @@ pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
     .await
     .context("broker")?;
     let b = broker.clone();
+    let rpc_limits = args.http.limits(floe_broker::rpc::MAX_BODY_BYTES);
     let rpc_task = tokio::spawn(async move {
-        if let Err(e) = floe_broker::rpc::serve(rpc, b).await {
+        if let Err(e) = floe_broker::rpc::serve(rpc, b, rpc_limits).await {
             tracing::error!(error = %e, "RPC server stopped");
         }
     });
@@ -102,7 +107,7 @@ pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
         ready: AtomicBool::new(true),
         indexer: None,
     });
-    let (admin_addr, admin_task) = admin_http::serve(args.admin_listen, state.clone()).await?;
+    let (admin_addr, admin_task) = admin_http::serve(args.admin_listen, state.clone(), &args.http).await?;
     BoundPorts::new()
         .with("rpc", rpc_addr)
         .with("admin", admin_addr)
@@ -144,17 +149,14 @@ pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
     )?;
     let proxy = Proxy::start_on(
         kafka,
-        ProxyConfig {
-            listen: kafka_addr,
-            max_frame: args.tuning.max_request_bytes,
-        },
+        args.tuning.proxy_config(kafka_addr),
         ctx,
     )?;
     let state = Arc::new(AdminState {
         ready: AtomicBool::new(false),
         indexer: None,
     });
-    let (admin_addr, admin_task) = admin_http::serve(args.admin_listen, state.clone()).await?;
+    let (admin_addr, admin_task) = admin_http::serve(args.admin_listen, state.clone(), &args.http).await?;
     BoundPorts::new()
         .with("kafka", proxy.local_addr)
         .with("admin", admin_addr)

@@ -50,6 +50,8 @@ pub struct IndexerRunArgs {
     pub ports_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub tuning: IndexerTuning,
+    #[command(flatten)]
+    pub http: crate::roles::HttpTuning,
 }
 
 /// Indexer settings shared by `floe indexer` and `floe standalone`.
@@ -139,7 +141,7 @@ async fn run_role(args: IndexerRunArgs) -> anyhow::Result<()> {
         ready: AtomicBool::new(true),
         indexer: Some(ix),
     });
-    let (admin_addr, admin_task) = admin_http::serve(args.admin_listen, state.clone()).await?;
+    let (admin_addr, admin_task) = admin_http::serve(args.admin_listen, state.clone(), &args.http).await?;
     crate::ports_file::BoundPorts::new()
         .with("admin", admin_addr)
         .publish("indexer", args.ports_file.as_deref())?;

@@ -72,6 +72,8 @@ struct RunArgs {
     producer_id_expiration_ms: u64,
     #[command(flatten)]
     tuning: crate::roles::MetaTuning,
+    #[command(flatten)]
+    http: crate::roles::HttpTuning,
 }
 
 #[derive(Debug, Args)]
@@ -186,6 +188,8 @@ async fn run_node(args: RunArgs) -> anyhow::Result<()> {
     cfg.keep_logs = (cfg.snapshot_every / 5).max(10);
     cfg.producer_expiration = crate::roles::producer_expiration(args.producer_id_expiration_ms);
     args.tuning.apply(&mut cfg);
+    // max_body_bytes is set from --meta-max-request-bytes by MetaNode::start.
+    cfg.http = args.http.limits(cfg.max_rpc_bytes);
     let node = MetaNode::start(cfg).await?;
     let advertised = args
         .advertise

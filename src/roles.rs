@@ -10,8 +10,10 @@ use clap::Args;
 use floe_broker::{Broker, BrokerConfig};
 use floe_metadata::api::MetaApi;
 use floe_metadata::api::client::MetaClient;
+use floe_metadata::http_server::HttpLimits;
 use floe_proxy::admin::{AdminConfig, ClusterIdentity};
 use floe_proxy::handlers::Context;
+use floe_proxy::{ListenerLimits, ProxyConfig};
 use floe_storage::backend::EndpointConfig;
 use floe_storage::{PoolOptions, StorePool};
 
@@ -167,6 +169,37 @@ impl BrokerTuning {
     }
 }
 
+/// Limits of the internal HTTP servers of this process (the metadata API,
+/// the broker RPC, the admin port and the indexer's query API).
+#[derive(Debug, Clone, Args)]
+pub struct HttpTuning {
+    /// Open connections per internal HTTP server; more are closed at accept.
+    #[arg(long, env = "FLOE_HTTP_MAX_CONNECTIONS", default_value_t = 1024)]
+    pub http_max_connections: usize,
+    /// Concurrent requests on one HTTP/2 connection (the broker RPC).
+    #[arg(long, env = "FLOE_HTTP_MAX_CONCURRENT_STREAMS", default_value_t = 256)]
+    pub http_max_concurrent_streams: u32,
+    /// Time a client has to send a request's headers.
+    #[arg(long, env = "FLOE_HTTP_HEADER_TIMEOUT_MS", default_value_t = 30_000)]
+    pub http_header_timeout_ms: u64,
+    /// Close an internal HTTP connection with nothing in flight after this long.
+    #[arg(long, env = "FLOE_HTTP_IDLE_TIMEOUT_MS", default_value_t = 120_000)]
+    pub http_idle_timeout_ms: u64,
+}
+
+impl HttpTuning {
+    /// The limits of a server whose request bodies may be `max_body_bytes`.
+    pub fn limits(&self, max_body_bytes: usize) -> HttpLimits {
+        HttpLimits {
+            max_connections: self.http_max_connections.max(1),
+            max_body_bytes,
+            max_concurrent_streams: self.http_max_concurrent_streams.max(1),
+            header_read_timeout: Duration::from_millis(self.http_header_timeout_ms.max(1)),
+            idle_timeout: Duration::from_millis(self.http_idle_timeout_ms.max(10)),
+        }
+    }
+}
+
 /// How the Kafka listener behaves.
 #[derive(Debug, Clone, Args)]
 pub struct ProxyTuning {
@@ -185,9 +218,61 @@ pub struct ProxyTuning {
     /// Not used by `floe standalone`, whose view is in-process.
     #[arg(long, env = "FLOE_MAX_VIEW_AGE_MS", default_value_t = 10_000)]
     pub max_view_age_ms: u64,
+    /// Topics one Metadata request may auto-create; the others it names get
+    /// UNKNOWN_TOPIC_OR_PARTITION (retriable) and are created when asked again.
+    #[arg(
+        long,
+        env = "FLOE_AUTO_CREATE_MAX_TOPICS_PER_REQUEST",
+        default_value_t = 16
+    )]
+    pub auto_create_max_topics_per_request: usize,
+    /// Open Kafka connections in all (max.connections); more are closed at accept.
+    #[arg(long, env = "FLOE_MAX_CONNECTIONS", default_value_t = 10_000)]
+    pub max_connections: usize,
+    /// Open Kafka connections from one client address (max.connections.per.ip).
+    #[arg(long, env = "FLOE_MAX_CONNECTIONS_PER_IP", default_value_t = 1_000)]
+    pub max_connections_per_ip: usize,
+    /// Requests read from one connection and not answered yet; reading pauses at this many.
+    #[arg(
+        long,
+        env = "FLOE_MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION",
+        default_value_t = 64
+    )]
+    pub max_in_flight_requests_per_connection: usize,
+    /// Request bytes of one connection being handled; reading pauses while over it.
+    #[arg(long, env = "FLOE_MAX_IN_FLIGHT_BYTES_PER_CONNECTION", default_value_t = 100 * 1024 * 1024)]
+    pub max_in_flight_bytes_per_connection: usize,
+    /// Request bytes being handled by the whole listener (queued.max.request.bytes);
+    /// every connection pauses reading while over it.
+    #[arg(long, env = "FLOE_QUEUED_MAX_REQUEST_BYTES", default_value_t = 400 * 1024 * 1024)]
+    pub queued_max_request_bytes: usize,
+    /// Close a Kafka connection after this long without a request (connections.max.idle.ms).
+    #[arg(long, env = "FLOE_CONNECTIONS_MAX_IDLE_MS", default_value_t = 600_000)]
+    pub connections_max_idle_ms: u64,
+    /// Memory one decoded request may take at most (it may also take at most
+    /// 1 MiB + 64 × its size); a request over it closes the connection.
+    #[arg(long, env = "FLOE_MAX_REQUEST_DECODE_BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub max_request_decode_bytes: usize,
 }
 
 impl ProxyTuning {
+    /// The Kafka listener's settings.
+    pub fn proxy_config(&self, listen: std::net::SocketAddr) -> ProxyConfig {
+        ProxyConfig {
+            listen,
+            max_frame: self.max_request_bytes,
+            limits: ListenerLimits {
+                max_connections: self.max_connections.max(1),
+                max_connections_per_ip: self.max_connections_per_ip.max(1),
+                max_in_flight_requests: self.max_in_flight_requests_per_connection.max(1),
+                max_in_flight_bytes: self.max_in_flight_bytes_per_connection.max(1),
+                queued_max_request_bytes: self.queued_max_request_bytes.max(1),
+                idle_timeout: Duration::from_millis(self.connections_max_idle_ms.max(1)),
+                max_decode_bytes: self.max_request_decode_bytes,
+            },
+        }
+    }
+
     /// The proxy's request context. `advertise` is the HOST:PORT clients are
     /// given as the one broker; `cluster_id` identifies the cluster; `local`
     /// is the broker of this process (`floe standalone`), which also lifts
@@ -225,6 +310,7 @@ impl ProxyTuning {
                 },
             },
             auto_create_topics: self.auto_create_topics,
+            auto_create_max_topics: self.auto_create_max_topics_per_request,
             max_fetch_wait: Duration::from_secs(30),
             producer_ids: Default::default(),
             max_view_age,

@@ -17,14 +17,14 @@ use anyhow::Context as _;
 use clap::Args;
 use floe_broker::Broker;
 use floe_metadata::node::{MetaConfig, MetaNode};
-use floe_proxy::{Proxy, ProxyConfig};
+use floe_proxy::Proxy;
 use floe_storage::backend::EndpointConfig;
 use floe_storage::{PoolOptions, StorePool};
 
 use crate::admin_http::{self, AdminState};
 use crate::indexer_cmd::IndexerTuning;
 use crate::ports_file::BoundPorts;
-use crate::roles::{BrokerTuning, ProxyTuning};
+use crate::roles::{BrokerTuning, HttpTuning, ProxyTuning};
 
 #[derive(Debug, Args)]
 pub struct StandaloneArgs {
@@ -55,6 +55,8 @@ pub struct StandaloneArgs {
     pub proxy: ProxyTuning,
     #[command(flatten)]
     pub indexer: IndexerTuning,
+    #[command(flatten)]
+    pub http: HttpTuning,
 }
 
 pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
@@ -66,6 +68,7 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
     args.meta.apply(&mut mcfg);
     mcfg.producer_expiration =
         crate::roles::producer_expiration(args.broker.producer_id_expiration_ms);
+    mcfg.http = args.http.limits(mcfg.max_rpc_bytes);
     let meta_node = MetaNode::start(mcfg).await.context("metadata service")?;
     // The roles of this process call the metadata node directly; its HTTP
     // API still serves `floe meta`, `floe topic` and other processes.
@@ -102,10 +105,7 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
     )?;
     let proxy = Proxy::start_on(
         kafka,
-        ProxyConfig {
-            listen: kafka_addr,
-            max_frame: args.proxy.max_request_bytes,
-        },
+        args.proxy.proxy_config(kafka_addr),
         ctx,
     )?;
 
@@ -115,7 +115,7 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
         ready: AtomicBool::new(false),
         indexer: Some(indexer),
     });
-    let (admin_addr, admin_task) = admin_http::serve(args.admin_listen, state.clone()).await?;
+    let (admin_addr, admin_task) = admin_http::serve(args.admin_listen, state.clone(), &args.http).await?;
     BoundPorts::new()
         .with("kafka", proxy.local_addr)
         .with("admin", admin_addr)

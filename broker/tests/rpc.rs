@@ -34,7 +34,11 @@ async fn a_remote_broker_answers_every_route_of_the_table() {
     wait_owned(&b, key).await;
     let addr = free_addr();
     let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
-    let server = tokio::spawn(floe_broker::rpc::serve(listener, b.clone()));
+    let server = tokio::spawn(floe_broker::rpc::serve(
+        listener,
+        b.clone(),
+        floe_metadata::http_server::HttpLimits::with_body_limit(floe_broker::rpc::MAX_BODY_BYTES),
+    ));
 
     // Every path is routed: a body that is not the route's request is a
     // 400, not a 404.

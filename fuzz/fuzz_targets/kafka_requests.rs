@@ -10,6 +10,11 @@
 //! Nothing may panic, and no input may make the decoder reserve memory out of
 //! proportion to its size: run with `-malloc_limit_mb=512` (as `run.sh` does),
 //! so that one oversized reservation is reported as a crash.
+//!
+//! The decode memory budget is checked too: a request refused for memory is
+//! `Malformed`, and the budget only ever refuses, never changes what decodes
+//! (whatever decodes within a tight budget decodes the same way with the
+//! default one).
 
 #![no_main]
 
@@ -21,7 +26,15 @@ use libfuzzer_sys::fuzz_target;
 /// How the guard words a refused varint (see `proxy/src/codec/guard.rs`).
 const GUARD_REFUSAL: &str = "varint length or count";
 
+/// A tight budget: the guard's frame-tied floor is 1 MiB, so cap below it.
+const TIGHT_BUDGET: usize = 64 * 1024;
+
 fn request(data: &[u8]) {
+    let tight = codec::decode_request_within(Bytes::copy_from_slice(data), TIGHT_BUDGET);
+    if let Err(e) = &tight {
+        assert_ne!(e.kind(), CodecErrorKind::Io);
+        assert_ne!(e.kind(), CodecErrorKind::Encode);
+    }
     let prefix = codec::peek_prefix(data);
     assert_eq!(prefix.is_ok(), data.len() >= 8);
     let decoded = match codec::decode_request(Bytes::copy_from_slice(data)) {
@@ -29,9 +42,17 @@ fn request(data: &[u8]) {
         Err(e) => {
             assert_ne!(e.kind(), CodecErrorKind::Io);
             assert_ne!(e.kind(), CodecErrorKind::Encode);
+            assert!(tight.is_err(), "a tight budget decoded what the default refused");
             return;
         }
     };
+    if let Ok(t) = &tight {
+        assert_eq!(
+            codec::encode_request(&t.header, &t.body).ok(),
+            codec::encode_request(&decoded.header, &decoded.body).ok(),
+            "a tight budget changed what decodes"
+        );
+    }
     let prefix = prefix.expect("a decoded frame has a prefix");
     assert_eq!(prefix.api_key, decoded.api_key as i16);
     assert_eq!(prefix.api_version, decoded.version);

@@ -18,6 +18,7 @@ pub mod error;
 pub mod export;
 pub mod export_def;
 pub mod http;
+pub mod http_server;
 pub mod ids;
 mod metrics;
 pub mod model;

@@ -53,6 +53,9 @@ pub struct MetaConfig {
     /// Idempotent producer state not written for this long is dropped
     /// (`producer.id.expiration.ms`); `None` keeps it forever.
     pub producer_expiration: Option<Duration>,
+    /// What the HTTP server allows its clients (body limit: the largest
+    /// Raft append or snapshot, [`crate::api::server::MAX_REQUEST_BYTES`]).
+    pub http: crate::http_server::HttpLimits,
 }
 
 impl MetaConfig {
@@ -72,6 +75,9 @@ impl MetaConfig {
             controller_interval: Duration::from_millis(500),
             max_command_bytes: crate::api::server::DEFAULT_MAX_COMMAND_BYTES,
             max_rpc_bytes: crate::api::server::MAX_REQUEST_BYTES,
+            http: crate::http_server::HttpLimits::with_body_limit(
+                crate::api::server::MAX_REQUEST_BYTES,
+            ),
             producer_expiration: Some(Duration::from_millis(
                 crate::state::DEFAULT_PRODUCER_EXPIRATION_MS,
             )),
@@ -159,8 +165,11 @@ impl MetaNode {
         };
         let local = crate::api::LocalMeta::new(state.clone());
         let app = router(state.clone(), cfg.max_rpc_bytes);
+        // The HTTP layer's body limit is the Raft RPC bound.
+        let mut limits = cfg.http.clone();
+        limits.max_body_bytes = cfg.max_rpc_bytes;
         let server = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
+            if let Err(e) = crate::http_server::serve(listener, app, limits, "metadata").await {
                 tracing::error!(error = %e, "metadata server stopped");
             }
         });

@@ -202,17 +202,9 @@ fn err(e: MetaError) -> Response {
     Response::Error(e)
 }
 
-/// Kafka's rule for topic names.
+/// Kafka's rule for topic names (the one validator, in `floe-types`).
 pub fn validate_topic_name(name: &str) -> Result<(), MetaError> {
-    let ok_chars = name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if name.is_empty() || name.len() > 249 || name == "." || name == ".." || !ok_chars {
-        return Err(MetaError::InvalidRequest(format!(
-            "invalid topic name {name:?}: 1 to 249 characters of [a-zA-Z0-9._-], not . or .."
-        )));
-    }
-    Ok(())
+    floe_types::validate_topic_name(name).map_err(|e| MetaError::InvalidRequest(e.to_string()))
 }
 
 impl ClusterState {

@@ -24,8 +24,8 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable, VersionRange};
 
-pub use frame::read_frame;
-use guard::{BoxError, DecodeFailure};
+pub use frame::{eof_in_length, frame_len, read_frame, read_frame_body, read_frame_len};
+use guard::{BoxError, DecodeFailure, MemoryBudget};
 
 /// Largest frame read from a connection (Kafka's `socket.request.max.bytes`).
 pub const DEFAULT_MAX_FRAME: usize = 100 * 1024 * 1024;
@@ -34,6 +34,30 @@ pub const DEFAULT_MAX_FRAME: usize = 100 * 1024 * 1024;
 /// bulk data; everything else is metadata-sized, and a smaller limit keeps
 /// the memory a hostile request can make the decoder reserve small.
 pub const MAX_NON_PRODUCE_FRAME: usize = 8 * 1024 * 1024;
+
+/// Default for the memory one decoded request may take beyond its frame
+/// (`--max-request-decode-bytes`); see [`decode_budget`].
+pub const DEFAULT_MAX_DECODE_BYTES: usize = 64 * 1024 * 1024;
+
+/// A decoded message may take at most this many times its frame size ...
+pub const DECODE_BYTES_PER_FRAME_BYTE: usize = 64;
+
+/// ... plus this much, so that small requests are never refused.
+pub const DECODE_BYTES_FLOOR: usize = 1024 * 1024;
+
+/// The memory the guard lets the decode of a `frame_len`-byte frame take:
+/// `1 MiB + 64 × frame_len`, and never more than `max_decode_bytes`.
+/// Tying it to the frame size bounds what the decoded requests of a
+/// connection (or of the proxy) hold by the request bytes in flight; the
+/// flag bounds one request. A real client's request takes a few times its
+/// size at most (Produce: about 6× as the guard counts, most of it the
+/// records, which are not copied), so neither refuses a normal request.
+pub fn decode_budget(frame_len: usize, max_decode_bytes: usize) -> usize {
+    frame_len
+        .saturating_mul(DECODE_BYTES_PER_FRAME_BYTE)
+        .saturating_add(DECODE_BYTES_FLOOR)
+        .min(max_decode_bytes)
+}
 
 /// Bytes of a request that identify it: api key, version, correlation id.
 const PREFIX_LEN: usize = 8;
@@ -232,8 +256,22 @@ pub struct DecodedRequest {
 /// An unknown api key or a version outside [`supported_versions`] is
 /// [`CodecError::UnsupportedApi`]; a frame over [`MAX_NON_PRODUCE_FRAME`] for
 /// anything but Produce is [`CodecError::FrameTooLarge`]. Trailing bytes are
-/// ignored (see the module docs).
+/// ignored (see the module docs). The decoded request may take the memory
+/// [`decode_budget`] gives with [`DEFAULT_MAX_DECODE_BYTES`].
 pub fn decode_request(frame: Bytes) -> Result<DecodedRequest, CodecError> {
+    decode_request_within(frame, DEFAULT_MAX_DECODE_BYTES)
+}
+
+/// [`decode_request`] with `max_decode_bytes` as the cap of
+/// [`decode_budget`]: a request whose decoding would take more is
+/// [`CodecError::Malformed`], and nothing more is allocated for it.
+pub fn decode_request_within(
+    frame: Bytes,
+    max_decode_bytes: usize,
+) -> Result<DecodedRequest, CodecError> {
+    let budget = MemoryBudget {
+        bytes: decode_budget(frame.len(), max_decode_bytes),
+    };
     let prefix = peek_prefix(&frame)?;
     let api_key = supported_api(prefix.api_key, prefix.api_version, Side::Request)?;
     let version = prefix.api_version;
@@ -244,13 +282,14 @@ pub fn decode_request(frame: Bytes) -> Result<DecodedRequest, CodecError> {
         });
     }
     let header_version = api_key.request_header_version(version);
-    let (header, body) = guard::decode_two_pass(&frame, |b| {
+    let (header, body) = guard::decode_two_pass(&frame, budget, |b| {
         RequestHeader::decode(b, header_version).map_err(BoxError::from)
     })
     .map_err(|e| malformed(format!("{api_key:?} v{version} request header"), e))?;
-    let (body, _trailing) =
-        guard::decode_two_pass(&body, |b| kinds::decode_request_body(api_key, b, version))
-            .map_err(|e| malformed(format!("{api_key:?} v{version} request"), e))?;
+    let (body, _trailing) = guard::decode_two_pass(&body, budget, |b| {
+        kinds::decode_request_body(api_key, b, version)
+    })
+    .map_err(|e| malformed(format!("{api_key:?} v{version} request"), e))?;
     Ok(DecodedRequest {
         header,
         api_key,
@@ -287,27 +326,36 @@ pub fn decode_response(
     frame: Bytes,
 ) -> Result<DecodedResponse, CodecError> {
     supported_api(api_key as i16, version, Side::Response)?;
+    let budget = MemoryBudget {
+        bytes: decode_budget(frame.len(), DEFAULT_MAX_DECODE_BYTES),
+    };
     let header_version = response_header_version(api_key, version);
-    let (header, body) = guard::decode_two_pass(&frame, |b| {
+    let (header, body) = guard::decode_two_pass(&frame, budget, |b| {
         ResponseHeader::decode(b, header_version).map_err(BoxError::from)
     })
     .map_err(|e| malformed(format!("{api_key:?} v{version} response header"), e))?;
-    let (body, _trailing) =
-        guard::decode_two_pass(&body, |b| kinds::decode_response_body(api_key, b, version))
-            .map_err(|e| malformed(format!("{api_key:?} v{version} response"), e))?;
+    let (body, _trailing) = guard::decode_two_pass(&body, budget, |b| {
+        kinds::decode_response_body(api_key, b, version)
+    })
+    .map_err(|e| malformed(format!("{api_key:?} v{version} response"), e))?;
     Ok(DecodedResponse { header, body })
 }
 
 /// Decodes any kafka-protocol message at `version` through the guard.
 /// Trailing bytes are ignored.
 pub fn decode_guarded<T: Decodable>(buf: Bytes, version: i16) -> Result<T, CodecError> {
-    guard::decode_two_pass(&buf, |b| T::decode(b, version).map_err(BoxError::from))
-        .map(|(value, _trailing)| value)
-        .map_err(|e| {
-            let name = std::any::type_name::<T>();
-            let short = name.rsplit("::").next().unwrap_or(name);
-            malformed(format!("{short} v{version}"), e)
-        })
+    let budget = MemoryBudget {
+        bytes: decode_budget(buf.len(), DEFAULT_MAX_DECODE_BYTES),
+    };
+    guard::decode_two_pass(&buf, budget, |b| {
+        T::decode(b, version).map_err(BoxError::from)
+    })
+    .map(|(value, _trailing)| value)
+    .map_err(|e| {
+        let name = std::any::type_name::<T>();
+        let short = name.rsplit("::").next().unwrap_or(name);
+        malformed(format!("{short} v{version}"), e)
+    })
 }
 
 /// Starts a frame: room for the length prefix, filled in by [`finish_frame`].

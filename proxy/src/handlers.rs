@@ -84,6 +84,10 @@ pub struct Context {
     pub meta: Arc<dyn MetaApi>,
     pub admin: AdminConfig,
     pub auto_create_topics: bool,
+    /// Topics one Metadata request may auto-create; the others named in it
+    /// get UNKNOWN_TOPIC_OR_PARTITION (retriable: asked again, they are
+    /// created then).
+    pub auto_create_max_topics: usize,
     /// Upper bound on a fetch's wait, whatever the client asks.
     pub max_fetch_wait: Duration,
     /// Producer ids this proxy hands out, taken from metadata in blocks.
@@ -237,6 +241,45 @@ impl Context {
         snap.partition_key(topic, partition)
     }
 
+    /// Creates the topics in `names` that do not exist and have a legal
+    /// name, at most `auto_create_max_topics` of them (the first ones named);
+    /// returns the names it asked the metadata service for. A bad name is
+    /// never sent there: the answer gives it INVALID_TOPIC_EXCEPTION.
+    async fn auto_create<'a>(
+        &self,
+        snap: &ClusterSnapshot,
+        names: &'a [String],
+    ) -> Vec<&'a String> {
+        let mut seen = std::collections::HashSet::new();
+        let fresh: Vec<&String> = names
+            .iter()
+            .filter(|n| !snap.topics.contains_key(n.as_str()))
+            .filter(|n| floe_types::validate_topic_name(n).is_ok())
+            .filter(|n| seen.insert(n.as_str()))
+            .collect();
+        let bound = self.auto_create_max_topics;
+        if fresh.len() > bound {
+            crate::metrics::auto_create_deferred(fresh.len() - bound);
+            tracing::info!(
+                asked = fresh.len(),
+                created = bound,
+                "metadata request names more new topics than --auto-create-max-topics-per-request; the rest get UNKNOWN_TOPIC_OR_PARTITION"
+            );
+        }
+        let missing: Vec<&String> = fresh.into_iter().take(bound).collect();
+        for n in &missing {
+            match self
+                .meta
+                .create_topic(n, self.admin.default_partitions, HashMap::new())
+                .await
+            {
+                Ok(_) => tracing::info!(topic = %n, "auto-created topic"),
+                Err(e) => tracing::debug!(topic = %n, error = %e, "auto-create failed"),
+            }
+        }
+        missing
+    }
+
     /// Metadata: every topic (or the ones asked for), the proxy as the leader
     /// of every partition that has an owner.
     pub async fn metadata(&self, version: i16, req: &MetadataRequest) -> MetadataResponse {
@@ -250,20 +293,7 @@ impl Context {
         // Auto-create topics that do not exist (Kafka's auto.create.topics.enable).
         let allow = version < 4 || req.allow_auto_topic_creation;
         if let (Some(names), true, true) = (&wanted, allow, self.auto_create_topics) {
-            let missing: Vec<&String> = names
-                .iter()
-                .filter(|n| !snap.topics.contains_key(n.as_str()))
-                .collect();
-            for n in &missing {
-                match self
-                    .meta
-                    .create_topic(n, self.admin.default_partitions, HashMap::new())
-                    .await
-                {
-                    Ok(_) => tracing::info!(topic = %n, "auto-created topic"),
-                    Err(e) => tracing::debug!(topic = %n, error = %e, "auto-create failed"),
-                }
-            }
+            let missing = self.auto_create(&snap, names).await;
             if !missing.is_empty() {
                 snap = view
                     .wait_for(Duration::from_secs(3), |s| {
@@ -303,7 +333,7 @@ impl Context {
             t.topic_authorized_operations = i32::MIN;
             match snap.topics.get(&name) {
                 None => {
-                    t.error_code = if floe_metadata::state::validate_topic_name(&name).is_err() {
+                    t.error_code = if floe_types::validate_topic_name(&name).is_err() {
                         ResponseError::InvalidTopicException.code()
                     } else {
                         ResponseError::UnknownTopicOrPartition.code()

@@ -2,6 +2,8 @@
 //!
 //! - [`codec`]: frames and guarded request decoding, response encoding.
 //! - [`server`]: the listener and connections (pipelining, responses in order).
+//! - [`limits`]: what clients may make the listener hold (connections,
+//!   requests and bytes in flight, idle time, decoded memory).
 //! - [`handlers`]: the data-plane requests (ApiVersions, Metadata, Produce,
 //!   Fetch, ListOffsets, DeleteRecords), routed to the partition's broker.
 //! - [`admin`]: topic and config administration answered from the metadata service.
@@ -11,7 +13,9 @@ pub mod codec;
 mod errors;
 pub mod groups;
 pub mod handlers;
+pub mod limits;
 mod metrics;
 pub mod server;
 
+pub use limits::ListenerLimits;
 pub use server::{Proxy, ProxyConfig};

@@ -8,6 +8,9 @@ const CONNECTIONS: &str = "floe_proxy_connections_total";
 const REQUESTS: &str = "floe_proxy_requests_total";
 const BAD_REQUESTS: &str = "floe_proxy_bad_requests_total";
 const API_REQUESTS: &str = "floe_proxy_api_requests_total";
+const REFUSED: &str = "floe_proxy_connections_refused_total";
+const IDLE_CLOSED: &str = "floe_proxy_connections_idle_closed_total";
+const AUTO_CREATE_DEFERRED: &str = "floe_proxy_auto_create_deferred_total";
 
 /// Describes the proxy's metrics and registers its counters at zero.
 pub(crate) fn register() {
@@ -21,6 +24,20 @@ pub(crate) fn register() {
         API_REQUESTS,
         "decoded requests by API key (`api` label: Produce, Fetch, …)"
     );
+    describe_counter!(
+        REFUSED,
+        "connections closed at accept because a limit was reached (`reason`: max_connections, max_connections_per_ip)"
+    );
+    describe_counter!(
+        IDLE_CLOSED,
+        "connections closed after --connections-max-idle-ms without a request"
+    );
+    describe_counter!(
+        AUTO_CREATE_DEFERRED,
+        "topics named in Metadata requests that were not auto-created because of --auto-create-max-topics-per-request"
+    );
+    counter!(IDLE_CLOSED).increment(0);
+    counter!(AUTO_CREATE_DEFERRED).increment(0);
     counter!(CONNECTIONS).increment(0);
     counter!(REQUESTS).increment(0);
     counter!(BAD_REQUESTS).increment(0);
@@ -33,6 +50,20 @@ pub(crate) fn connection() {
 /// A request frame was read.
 pub(crate) fn request() {
     counter!(REQUESTS).increment(1);
+}
+
+/// A connection was closed at accept (`reason`: the limit reached).
+pub(crate) fn refused(reason: &'static str) {
+    counter!(REFUSED, "reason" => reason).increment(1);
+}
+
+pub(crate) fn idle_closed() {
+    counter!(IDLE_CLOSED).increment(1);
+}
+
+/// `n` topics of a Metadata request were left for a later request.
+pub(crate) fn auto_create_deferred(n: usize) {
+    counter!(AUTO_CREATE_DEFERRED).increment(n as u64);
 }
 
 pub(crate) fn bad_request() {

@@ -1,25 +1,32 @@
 //! The Kafka listener. Each connection reads frames in a loop; requests are
 //! decoded and handled concurrently (pipelining) but produce requests are
 //! sequenced in arrival order, and responses go back in request order.
+//!
+//! What a client may make it hold is bounded ([`ListenerLimits`]): a
+//! connection over the connection limits is closed at accept; reading from
+//! a connection pauses while it has too many requests or request bytes not
+//! answered yet, or while the whole listener handles too many request
+//! bytes; a connection idle too long is closed; a request whose decoding
+//! would take too much memory closes its connection like any malformed one.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use bytes::BytesMut;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
 use crate::admin::handle_admin;
 use crate::codec::{self, CodecErrorKind};
 use crate::groups::ClientInfo;
 use crate::handlers::{self, Context};
+use crate::limits::{ConnectionCounter, ListenerLimits, LogEvery};
 use crate::metrics;
-
-/// Requests read ahead of their responses on one connection.
-const MAX_IN_FLIGHT: usize = 64;
 
 /// Proxy settings.
 #[derive(Debug, Clone)]
@@ -27,6 +34,8 @@ pub struct ProxyConfig {
     pub listen: SocketAddr,
     /// Largest request frame accepted (Kafka's `socket.request.max.bytes`).
     pub max_frame: usize,
+    /// What clients may make the listener hold.
+    pub limits: ListenerLimits,
 }
 
 /// A running Kafka listener.
@@ -34,6 +43,17 @@ pub struct ProxyConfig {
 pub struct Proxy {
     pub local_addr: SocketAddr,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// What every connection of one listener shares.
+#[derive(Debug)]
+struct Shared {
+    ctx: Arc<Context>,
+    max_frame: usize,
+    limits: ListenerLimits,
+    /// Request bytes being handled by the whole listener.
+    queued_bytes: Arc<Semaphore>,
+    refused_log: LogEvery,
 }
 
 impl Proxy {
@@ -51,18 +71,50 @@ impl Proxy {
     ) -> std::io::Result<Proxy> {
         let local_addr = listener.local_addr()?;
         metrics::register();
+        let limits = cfg.limits.clone();
+        let counter = ConnectionCounter::new(limits.max_connections, limits.max_connections_per_ip);
+        let shared = Arc::new(Shared {
+            ctx,
+            max_frame: cfg.max_frame,
+            queued_bytes: Arc::new(Semaphore::new(
+                limits
+                    .queued_max_request_bytes
+                    .clamp(1, Semaphore::MAX_PERMITS),
+            )),
+            limits,
+            refused_log: LogEvery::new(Duration::from_secs(10)),
+        });
         let task = tokio::spawn(async move {
             loop {
                 match listener.accept().await {
                     Ok((sock, peer)) => {
+                        let slot = match counter.admit(peer.ip()) {
+                            Ok(slot) => slot,
+                            Err(refused) => {
+                                // Closed at once, as Kafka does.
+                                drop(sock);
+                                metrics::refused(refused.reason());
+                                if let Some(held_back) = shared.refused_log.check() {
+                                    tracing::warn!(
+                                        %peer,
+                                        reason = refused.reason(),
+                                        max_connections = shared.limits.max_connections,
+                                        max_connections_per_ip = shared.limits.max_connections_per_ip,
+                                        refused_since_last_line = held_back,
+                                        "connection limit reached; closing new connections"
+                                    );
+                                }
+                                continue;
+                            }
+                        };
                         let _ = sock.set_nodelay(true);
                         metrics::connection();
-                        let ctx = ctx.clone();
-                        let max = cfg.max_frame;
+                        let shared = shared.clone();
                         tokio::spawn(async move {
-                            if let Err(e) = serve(sock, ctx, max).await {
+                            if let Err(e) = serve(sock, peer, &shared).await {
                                 tracing::debug!(%peer, error = %e, "connection ended");
                             }
+                            drop(slot);
                         });
                     }
                     Err(e) => {
@@ -83,21 +135,72 @@ impl Proxy {
 
 type Reply = oneshot::Receiver<Option<BytesMut>>;
 
+/// The room a request takes until it is handled: its bytes on its
+/// connection and in the whole listener. Dropped once the answer is ready.
+#[derive(Debug)]
+struct Room {
+    _connection: Option<OwnedSemaphorePermit>,
+    _listener: Option<OwnedSemaphorePermit>,
+}
+
+/// Waits for room for a `len`-byte request: on the connection (`conn`) and
+/// in the listener (`queued`). A request larger than a budget takes all of
+/// it, so one request always gets through when nothing else is in flight.
+async fn room_for(
+    len: usize,
+    conn: &Arc<Semaphore>,
+    queued: &Arc<Semaphore>,
+    limits: &ListenerLimits,
+) -> Room {
+    let permits = |budget: usize| u32::try_from(len.min(budget).max(1)).unwrap_or(u32::MAX);
+    let connection = conn
+        .clone()
+        .acquire_many_owned(permits(limits.max_in_flight_bytes))
+        .await
+        .ok();
+    let listener = queued
+        .clone()
+        .acquire_many_owned(permits(limits.queued_max_request_bytes))
+        .await
+        .ok();
+    Room {
+        _connection: connection,
+        _listener: listener,
+    }
+}
+
+/// What ends the wait for the next request.
+enum Next {
+    Frame(usize),
+    Closed,
+    Idle,
+}
+
 async fn serve(
     sock: TcpStream,
-    ctx: Arc<Context>,
-    max_frame: usize,
+    peer: SocketAddr,
+    shared: &Shared,
 ) -> Result<(), codec::CodecError> {
-    let host = sock
-        .peer_addr()
-        .map(|a| a.ip().to_string())
-        .unwrap_or_default();
+    let ctx = &shared.ctx;
+    let limits = &shared.limits;
+    let max_frame = shared.max_frame;
+    let host = peer.ip().to_string();
     let (mut rd, mut wr) = sock.into_split();
-    let (tx, mut rx) = mpsc::channel::<Reply>(MAX_IN_FLIGHT);
+    let max_in_flight = limits.max_in_flight_requests.max(1);
+    let (tx, mut rx) = mpsc::channel::<Reply>(max_in_flight);
+    // Requests read and not answered yet (their replies are queued or
+    // being written).
+    let unanswered = Arc::new(AtomicUsize::new(0));
+    let in_flight_bytes = Arc::new(Semaphore::new(
+        limits.max_in_flight_bytes.clamp(1, Semaphore::MAX_PERMITS),
+    ));
     // Writer: answers in request order.
+    let written = unanswered.clone();
     let writer = tokio::spawn(async move {
         while let Some(reply) = rx.recv().await {
-            match reply.await {
+            let answer = reply.await;
+            written.fetch_sub(1, Ordering::SeqCst);
+            match answer {
                 Ok(Some(bytes)) => {
                     if wr.write_all(&bytes).await.is_err() {
                         return;
@@ -109,10 +212,57 @@ async fn serve(
         }
         let _ = wr.shutdown().await;
     });
+    let idle = limits.idle_timeout.max(Duration::from_millis(1));
     let result = async {
         loop {
-            let Some(frame) = codec::read_frame(&mut rd, max_frame).await? else {
-                return Ok(());
+            // The length prefix is read with `read` (cancel-safe), so that a
+            // timeout that does not close the connection loses no byte.
+            let mut prefix = [0u8; 4];
+            let mut filled = 0;
+            let next = loop {
+                match tokio::time::timeout(idle, rd.read(&mut prefix[filled..])).await {
+                    Ok(Ok(0)) if filled == 0 => break Next::Closed,
+                    Ok(Ok(0)) => return Err(codec::eof_in_length()),
+                    Ok(Ok(n)) => {
+                        filled += n;
+                        if filled < prefix.len() {
+                            continue;
+                        }
+                        match codec::frame_len(prefix, max_frame) {
+                            Ok(len) => break Next::Frame(len),
+                            Err(e) => {
+                                metrics::bad_request();
+                                tracing::info!(%peer, error = %e, "request frame over the size limit; closing the connection");
+                                return Err(e);
+                            }
+                        }
+                    }
+                    Ok(Err(e)) => return Err(e.into()),
+                    // Idle only when nothing is in flight: a long poll
+                    // being answered is not idleness.
+                    Err(_) if unanswered.load(Ordering::SeqCst) == 0 => break Next::Idle,
+                    Err(_) => continue,
+                }
+            };
+            let len = match next {
+                Next::Frame(len) => len,
+                Next::Closed => return Ok(()),
+                Next::Idle => {
+                    metrics::idle_closed();
+                    tracing::debug!(%peer, idle_ms = idle.as_millis() as u64, "closing an idle connection");
+                    return Ok(());
+                }
+            };
+            // Reading pauses here while the connection or the listener has
+            // too many request bytes in flight.
+            let room = room_for(len, &in_flight_bytes, &shared.queued_bytes, limits).await;
+            let frame = match tokio::time::timeout(idle, codec::read_frame_body(&mut rd, len)).await {
+                Ok(frame) => frame?,
+                Err(_) => {
+                    metrics::idle_closed();
+                    tracing::debug!(%peer, "a request body did not arrive within the idle timeout; closing the connection");
+                    return Ok(());
+                }
             };
             metrics::request();
             let prefix = match codec::peek_prefix(&frame) {
@@ -123,6 +273,7 @@ async fn serve(
                 }
             };
             let (otx, orx) = oneshot::channel();
+            unanswered.fetch_add(1, Ordering::SeqCst);
             if tx.send(orx).await.is_err() {
                 return Ok(());
             }
@@ -144,11 +295,11 @@ async fn serve(
                 return Ok(());
             };
             metrics::api_request(key);
-            let req = match codec::decode_request(frame) {
+            let req = match codec::decode_request_within(frame, limits.max_decode_bytes) {
                 Ok(r) => r,
                 Err(e) => {
                     metrics::bad_request();
-                    tracing::info!(api_key = prefix.api_key, version = prefix.api_version, error = %e, "malformed request; closing the connection");
+                    tracing::info!(%peer, api_key = prefix.api_key, version = prefix.api_version, error = %e, "malformed request; closing the connection");
                     drop(otx);
                     if e.kind() == CodecErrorKind::Io {
                         return Err(e);
@@ -174,6 +325,7 @@ async fn serve(
                     let fut = ctx.produce_start(version, p).await;
                     tokio::spawn(async move {
                         let resp = fut.await;
+                        drop(room);
                         if no_response {
                             let _ = otx.send(None);
                             return;
@@ -186,6 +338,7 @@ async fn serve(
                     let ctx = ctx.clone();
                     tokio::spawn(async move {
                         let resp = handle(&ctx, version, body, &client).await;
+                        drop(room);
                         let out = resp.and_then(|r| {
                             codec::encode_response(key, version, corr, &r)
                                 .map_err(|e| tracing::warn!(?key, version, error = %e, "cannot encode a response"))

@@ -63,6 +63,7 @@ async fn env() -> Env {
             },
         },
         auto_create_topics: true,
+        auto_create_max_topics: 16,
         max_fetch_wait: Duration::from_secs(5),
         producer_ids: Default::default(),
         max_view_age: None,
@@ -71,6 +72,7 @@ async fn env() -> Env {
         ProxyConfig {
             listen,
             max_frame: codec::DEFAULT_MAX_FRAME,
+            limits: Default::default(),
         },
         ctx,
     )

@@ -9,6 +9,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+mod topic_name;
+pub use topic_name::{InvalidTopicName, MAX_TOPIC_NAME_LEN, validate_topic_name};
+
 macro_rules! int_id {
     ($(#[$m:meta])* $name:ident($t:ty)) => {
         $(#[$m])*

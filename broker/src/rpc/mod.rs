@@ -278,13 +278,22 @@ pub fn router(broker: Broker) -> Router {
     let r = serve!(r, routes::GroupDescribe, g::rpc_describe);
     let r = serve!(r, routes::GroupList, g::rpc_list);
     let r = serve!(r, routes::GroupDelete, g::rpc_delete);
-    r.layer(axum::extract::DefaultBodyLimit::max(128 * 1024 * 1024))
+    r.layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(broker)
 }
 
-/// Serves the RPC routes on `listener` until the task is dropped.
-pub async fn serve(listener: tokio::net::TcpListener, broker: Broker) -> std::io::Result<()> {
-    axum::serve(listener, router(broker)).await
+/// Largest RPC request body: a produce of the largest Kafka request
+/// (100 MiB) with room for its framing.
+pub const MAX_BODY_BYTES: usize = 128 * 1024 * 1024;
+
+/// Serves the RPC routes on `listener` with `limits` (see
+/// `floe_metadata::http_server`) until the task is dropped.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    broker: Broker,
+    limits: floe_metadata::http_server::HttpLimits,
+) -> std::io::Result<()> {
+    floe_metadata::http_server::serve(listener, router(broker), limits, "broker_rpc").await
 }
 
 fn produce_failed(e: &BrokerError) -> proto::ProduceResponse {

@@ -360,6 +360,8 @@ async fn create_topic(
     s: AppState,
     req: proto::CreateTopicRequest,
 ) -> Result<proto::CreateTopicResponse, MetaError> {
+    // A bad name is refused before anything is proposed to Raft.
+    crate::state::validate_topic_name(&req.name)?;
     let id = crate::ids::TopicId(uuid::Uuid::new_v4());
     let (resp, _) = s
         .write(Command::CreateTopic {

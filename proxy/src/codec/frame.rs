@@ -20,6 +20,18 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     r: &mut R,
     max: usize,
 ) -> Result<Option<Bytes>, CodecError> {
+    match read_frame_len(r, max).await? {
+        None => Ok(None),
+        Some(len) => read_frame_body(r, len).await.map(Some),
+    }
+}
+
+/// Reads a frame's length prefix (the first half of [`read_frame`]), so
+/// that a caller can wait for room before reading the body.
+pub async fn read_frame_len<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max: usize,
+) -> Result<Option<usize>, CodecError> {
     let mut prefix = [0u8; 4];
     let mut filled = 0;
     while filled < prefix.len() {
@@ -32,16 +44,31 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
         }
         filled += n;
     }
+    frame_len(prefix, max).map(Some)
+}
+
+/// The length a frame's 4-byte prefix announces, if it is within `max`.
+pub fn frame_len(prefix: [u8; 4], max: usize) -> Result<usize, CodecError> {
     let announced = i32::from_be_bytes(prefix);
-    let len = match usize::try_from(announced) {
-        Ok(len) if len <= max => len,
-        _ => {
-            return Err(CodecError::FrameTooLarge {
-                len: i64::from(announced),
-                max,
-            });
-        }
-    };
+    match usize::try_from(announced) {
+        Ok(len) if len <= max => Ok(len),
+        _ => Err(CodecError::FrameTooLarge {
+            len: i64::from(announced),
+            max,
+        }),
+    }
+}
+
+/// The error for a connection that ended inside a frame length.
+pub fn eof_in_length() -> CodecError {
+    eof("inside a frame length")
+}
+
+/// Reads a frame body of `len` bytes (the second half of [`read_frame`]).
+pub async fn read_frame_body<R: AsyncRead + Unpin>(
+    r: &mut R,
+    len: usize,
+) -> Result<Bytes, CodecError> {
     let mut body = BytesMut::new();
     let mut limited = r.take(len as u64);
     while body.len() < len {
@@ -50,7 +77,7 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
             return Err(eof("inside a frame body"));
         }
     }
-    Ok(Some(body.freeze()))
+    Ok(body.freeze())
 }
 
 fn eof(where_: &str) -> CodecError {

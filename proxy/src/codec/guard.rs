@@ -90,6 +90,23 @@
 //! the assumption, because the varint check bounds their counts whatever
 //! the element size.
 //!
+//! # Memory of the decoded value
+//!
+//! Bounding counts by bytes is not enough: kafka-protocol turns each wire
+//! element into a struct of up to [`MAX_ELEMENT_SIZE`] bytes, and an element
+//! can be three bytes on the wire (an empty `TopicProduceData` in a flexible
+//! Produce is 96 bytes in memory), so a well-formed 100 MiB Produce of empty
+//! topics would decode into more than 3 GB. The guard cannot tell which type
+//! is being decoded, but every element costs the decoder at least one read
+//! of a value (an integer, a varint, a boolean, a UUID); reading the bytes of
+//! a string or a record set after its length is not a new value. So each pass
+//! counts values read and charges [`MAX_ELEMENT_SIZE`] for each: the charge
+//! is at least the memory the decoded arrays take (it overestimates, by about
+//! four for Produce). Once the charge passes the [`MemoryBudget`] the buffer
+//! refuses every further read and the decode fails, before the decoder has
+//! grown the value any further. The budget is set by the caller, from the
+//! frame size and a flag (see `codec::decode_budget`).
+//!
 //! # What remains
 //!
 //! Every reservation is at most `max(bytes left + 1, 16383)` elements, so it
@@ -98,7 +115,9 @@
 //! a count that turns out false lives only until the decode fails, and only
 //! the arrays being decoded at that moment (one per nesting level) hold one.
 //! Other allocations (the tagged-field maps, `Bytes` slices) grow only with
-//! the bytes actually read.
+//! the bytes actually read. A reservation for a count that turns out
+//! false is charged nothing (it is not known to be an array); it is address
+//! space the decoder never writes to, freed as soon as the decode fails.
 
 use std::ops::Range;
 
@@ -114,6 +133,32 @@ const MAX_VARINT_LEN: usize = 5;
 
 /// Varints up to this value (any one or two-byte varint) are never refused.
 const ALWAYS_ALLOWED_VARINT: u32 = (1 << 14) - 1;
+
+/// The largest in-memory size of an element of any request or response
+/// array in kafka-protocol 0.18.0 (request side: `AclCreation`,
+/// `DeleteAclsFilter` and `ScramCredentialUpsertion`, 128 bytes; a Produce
+/// topic is 96, a partition 64). Each value read is charged this much. The
+/// test `charged_size_covers_the_largest_elements` keeps it honest across
+/// crate upgrades.
+pub(crate) const MAX_ELEMENT_SIZE: usize = 128;
+
+/// How much memory one decode may take, as estimated by the guard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MemoryBudget {
+    /// Bytes of decoded structure allowed.
+    pub(crate) bytes: usize,
+}
+
+impl MemoryBudget {
+    /// No limit (the estimate is still kept).
+    #[cfg(test)]
+    pub(crate) const UNLIMITED: MemoryBudget = MemoryBudget { bytes: usize::MAX };
+
+    /// Values that may be read before the budget is spent.
+    fn max_values(self) -> usize {
+        self.bytes / MAX_ELEMENT_SIZE
+    }
+}
 
 /// A decode that failed, with the guard's reason if the guard refused a read.
 #[derive(Debug)]
@@ -169,10 +214,23 @@ pub(crate) struct GuardBuf {
     run_len: usize,
     /// Set when the guard refuses a read.
     refused: Option<String>,
+    /// Values read so far (see "Memory of the decoded value").
+    values: usize,
+    /// Values allowed by the budget.
+    max_values: usize,
+    /// The budget, for the refusal message.
+    budget: MemoryBudget,
+    /// Set once the budget is spent: every read fails from then on.
+    spent: bool,
 }
 
 impl GuardBuf {
+    #[cfg(test)]
     fn new(buf: Bytes, pass: Int32Pass) -> Self {
+        Self::with_budget(buf, pass, MemoryBudget::UNLIMITED)
+    }
+
+    fn with_budget(buf: Bytes, pass: Int32Pass, budget: MemoryBudget) -> Self {
         Self {
             start_len: buf.len(),
             buf,
@@ -181,7 +239,47 @@ impl GuardBuf {
             run: [0; MAX_VARINT_LEN - 1],
             run_len: 0,
             refused: None,
+            values: 0,
+            max_values: budget.max_values(),
+            budget,
+            spent: false,
         }
+    }
+
+    /// Counts one value read; once over the budget, refuses (and every
+    /// read after this one fails too).
+    fn charge(&mut self) -> Result<(), TryGetError> {
+        self.values += 1;
+        if self.values <= self.max_values {
+            return Ok(());
+        }
+        if !self.spent {
+            self.spent = true;
+            let why = format!(
+                "decoding would take more than {} bytes of memory (about {} values of up to \
+                 {MAX_ELEMENT_SIZE} bytes each by offset {}); the budget for this request is {} bytes",
+                self.max_values.saturating_mul(MAX_ELEMENT_SIZE),
+                self.values,
+                self.offset(),
+                self.budget.bytes
+            );
+            self.refused = Some(why);
+        }
+        Err(TryGetError {
+            requested: 1,
+            available: 0,
+        })
+    }
+
+    /// Fails a read once the budget is spent.
+    fn check_spent(&self) -> Result<(), TryGetError> {
+        if self.spent {
+            return Err(TryGetError {
+                requested: 1,
+                available: 0,
+            });
+        }
+        Ok(())
     }
 
     /// Offset of the next unread byte from the start of the buffer.
@@ -255,21 +353,35 @@ fn length_exceeds(value: u32, left: usize) -> bool {
 }
 
 impl Buf for GuardBuf {
+    /// Nothing is left once the budget is spent, so the default readers
+    /// (`try_get_i16`, `try_get_i64`, `try_copy_to_slice`, …) fail too.
     fn remaining(&self) -> usize {
+        if self.spent {
+            return 0;
+        }
         self.buf.remaining()
     }
 
     fn chunk(&self) -> &[u8] {
+        if self.spent {
+            return &[];
+        }
         self.buf.chunk()
     }
 
+    /// Only the default readers of fixed-size values call this (the bytes
+    /// of strings and records are taken with `get_bytes`), so each call is
+    /// one value read.
     fn advance(&mut self, cnt: usize) {
         self.end_run();
+        // Over the budget, `remaining` is 0 from now on: the next read fails.
+        let _ = self.charge();
         let cnt = cnt.min(self.buf.len());
         self.buf.advance(cnt);
     }
 
     fn try_get_u8(&mut self) -> Result<u8, TryGetError> {
+        self.check_spent()?;
         let byte = self.buf.try_get_u8()?;
         if let Some(value) = self.oversized_varint(byte) {
             let left = self.buf.remaining();
@@ -279,17 +391,27 @@ impl Buf for GuardBuf {
             );
             return Err(self.refuse(why, value as usize));
         }
+        // A value ends here: a varint's last byte, the fifth byte (where
+        // the crate stops), or a boolean.
+        if byte & 0x80 == 0 || self.run_len + 1 >= MAX_VARINT_LEN {
+            self.charge()?;
+        }
         self.push_run(byte);
         Ok(byte)
     }
 
     fn try_get_i8(&mut self) -> Result<i8, TryGetError> {
         self.end_run();
-        self.buf.try_get_i8()
+        self.check_spent()?;
+        let value = self.buf.try_get_i8()?;
+        self.charge()?;
+        Ok(value)
     }
 
     fn try_get_i32(&mut self) -> Result<i32, TryGetError> {
         self.end_run();
+        self.check_spent()?;
+        self.charge()?;
         let at = self.offset();
         let value = self.buf.try_get_i32()?;
         let left = self.buf.remaining();
@@ -317,7 +439,7 @@ impl Buf for GuardBuf {
 
 impl ByteBuf for GuardBuf {
     fn peek_bytes(&mut self, r: Range<usize>) -> Bytes {
-        if r.start <= r.end && r.end <= self.buf.len() {
+        if !self.spent && r.start <= r.end && r.end <= self.buf.len() {
             self.buf.slice(r)
         } else {
             Bytes::new()
@@ -326,13 +448,16 @@ impl ByteBuf for GuardBuf {
 
     fn get_bytes(&mut self, size: usize) -> Bytes {
         self.end_run();
+        if self.spent {
+            return Bytes::new();
+        }
         let size = size.min(self.buf.len());
         self.buf.split_to(size)
     }
 
     fn try_get_bytes(&mut self, size: usize) -> Result<Bytes, NotEnoughBytesError> {
         self.end_run();
-        if size > self.buf.len() {
+        if self.spent || size > self.buf.len() {
             return Err(NotEnoughBytesError);
         }
         Ok(self.buf.split_to(size))
@@ -344,9 +469,10 @@ impl ByteBuf for GuardBuf {
 fn run_pass<T>(
     input: &Bytes,
     pass: Int32Pass,
+    budget: MemoryBudget,
     decode: &impl Fn(&mut GuardBuf) -> Result<T, BoxError>,
 ) -> Result<(T, Bytes, Vec<usize>), DecodeFailure> {
-    let mut buf = GuardBuf::new(input.clone(), pass);
+    let mut buf = GuardBuf::with_budget(input.clone(), pass, budget);
     match decode(&mut buf) {
         Ok(value) => Ok((value, buf.buf, buf.big_i32_at)),
         Err(source) => Err(DecodeFailure {
@@ -356,19 +482,21 @@ fn run_pass<T>(
     }
 }
 
-/// Decodes `input` with `decode` through the guard (see the module docs).
-/// Returns the value and the bytes `decode` left unread.
+/// Decodes `input` with `decode` through the guard (see the module docs),
+/// within `budget`. Returns the value and the bytes `decode` left unread.
 pub(crate) fn decode_two_pass<T>(
     input: &Bytes,
+    budget: MemoryBudget,
     decode: impl Fn(&mut GuardBuf) -> Result<T, BoxError>,
 ) -> Result<(T, Bytes), DecodeFailure> {
-    let (value, rest, clamped_at) = run_pass(input, Int32Pass::Clamp, &decode)?;
+    let (value, rest, clamped_at) = run_pass(input, Int32Pass::Clamp, budget, &decode)?;
     if clamped_at.is_empty() {
         return Ok((value, rest));
     }
     drop(value);
     let expected = clamped_at.clone();
-    let (value, rest, replayed_at) = run_pass(input, Int32Pass::Replay { expected }, &decode)?;
+    let (value, rest, replayed_at) =
+        run_pass(input, Int32Pass::Replay { expected }, budget, &decode)?;
     if replayed_at != clamped_at {
         return Err(DecodeFailure {
             source: "the second decoding pass read fewer large int32 values than the first".into(),
@@ -387,7 +515,10 @@ mod tests {
 
     fn decode<T: Decodable>(bytes: &'static [u8], version: i16) -> Result<T, DecodeFailure> {
         let input = Bytes::from_static(bytes);
-        decode_two_pass(&input, |b| T::decode(b, version).map_err(BoxError::from)).map(|(v, _)| v)
+        decode_two_pass(&input, MemoryBudget::UNLIMITED, |b| {
+            T::decode(b, version).map_err(BoxError::from)
+        })
+        .map(|(v, _)| v)
     }
 
     /// Reads the first `n` bytes with `try_get_u8` (as the crate reads a
@@ -521,6 +652,64 @@ mod tests {
         assert!(err.guard.is_none(), "the clamped count fails on its own");
         let err = decode::<MetadataRequest>(&[0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0], 9).unwrap_err();
         assert!(err.guard.is_some());
+    }
+
+    #[test]
+    fn charged_size_covers_the_largest_elements() {
+        use kafka_protocol::messages::*;
+        use std::mem::size_of;
+        let sizes = [
+            size_of::<create_acls_request::AclCreation>(),
+            size_of::<delete_acls_request::DeleteAclsFilter>(),
+            size_of::<alter_user_scram_credentials_request::ScramCredentialUpsertion>(),
+            size_of::<leave_group_request::MemberIdentity>(),
+            size_of::<offset_fetch_request::OffsetFetchRequestGroup>(),
+            size_of::<create_topics_request::CreatableTopic>(),
+            size_of::<produce_request::TopicProduceData>(),
+            size_of::<produce_request::PartitionProduceData>(),
+            size_of::<fetch_request::FetchTopic>(),
+            size_of::<metadata_request::MetadataRequestTopic>(),
+            size_of::<StrBytes>(),
+        ];
+        for s in sizes {
+            assert!(s <= MAX_ELEMENT_SIZE, "{s}");
+        }
+    }
+
+    #[test]
+    fn every_read_fails_once_the_budget_is_spent() {
+        // Three values allowed: two i32 and one varint byte, then nothing.
+        let budget = MemoryBudget {
+            bytes: 3 * MAX_ELEMENT_SIZE,
+        };
+        let mut g = GuardBuf::with_budget(
+            Bytes::from_static(&[0, 0, 0, 1, 0, 0, 0, 2, 0x05, 0x01, 0, 0]),
+            Int32Pass::Clamp,
+            budget,
+        );
+        assert_eq!(g.try_get_i32().unwrap(), 1);
+        assert_eq!(g.try_get_i32().unwrap(), 2);
+        assert_eq!(g.try_get_u8().unwrap(), 5);
+        assert!(g.try_get_u8().is_err());
+        let why = g.refused.clone().unwrap_or_default();
+        assert!(why.contains("bytes of memory"), "{why}");
+        assert_eq!(g.remaining(), 0);
+        assert!(g.try_get_i16().is_err());
+        assert!(g.try_get_bytes(1).is_err());
+    }
+
+    #[test]
+    fn bytes_after_a_length_are_not_charged() {
+        let budget = MemoryBudget {
+            bytes: MAX_ELEMENT_SIZE,
+        };
+        let mut g = GuardBuf::with_budget(
+            Bytes::from_static(&[0x04, b'a', b'b', b'c']),
+            Int32Pass::Clamp,
+            budget,
+        );
+        assert_eq!(g.try_get_u8().unwrap(), 4);
+        assert_eq!(g.try_get_bytes(3).unwrap().as_ref(), b"abc");
     }
 
     #[test]

@@ -600,3 +600,94 @@ fn guarded_decode_of_the_same_bytes_returns_an_error() {
     let status = run_alloc_child("guarded");
     assert!(status.success(), "child status: {status:?}");
 }
+
+/// A flexible Produce (v9) naming `topics` topics with empty names and no
+/// partitions: three bytes on the wire each, 96 bytes decoded.
+fn produce_of_empty_topics(topics: usize) -> Bytes {
+    let mut body = ProduceRequest::default()
+        .with_acks(1)
+        .with_timeout_ms(30_000);
+    body.topic_data = (0..topics).map(|_| TopicProduceData::default()).collect();
+    frame(&header(ApiKey::Produce, 9, 7), &RequestKind::Produce(body))
+}
+
+#[test]
+fn produce_that_would_decode_into_too_much_memory_is_refused() {
+    // 200,000 empty topics: a 600 KB frame that would decode into ~19 MB
+    // of structs (and a 100 MiB one into 3.3 GB). The guard counts ~77 MB
+    // by its estimate, over 1 MiB + 64 × the frame (39 MB).
+    let f = produce_of_empty_topics(200_000);
+    assert!(f.len() < 700_000, "{}", f.len());
+    let budget = decode_budget(f.len(), DEFAULT_MAX_DECODE_BYTES);
+    assert!(budget < 45 * 1024 * 1024, "{budget}");
+    let why = assert_malformed(f.clone());
+    assert!(why.contains("bytes of memory"), "{why}");
+    // A small cap refuses it too; an unlimited one lets it through.
+    assert!(decode_request_within(f.clone(), 1024 * 1024).is_err());
+    assert!(
+        decode_request_within(f.clone(), usize::MAX).is_err(),
+        "the frame-tied part still applies"
+    );
+    let small = produce_of_empty_topics(1_000);
+    assert!(
+        decode_request(small).is_ok(),
+        "a thousand topics are within the floor"
+    );
+}
+
+#[test]
+fn produce_to_many_partitions_with_records_fits_the_budget() {
+    // What a busy producer sends: 2,000 partitions of 5 topics, each with
+    // a small record set (the smallest record batch is 61 bytes).
+    let records = Bytes::from(vec![7u8; 70]);
+    let mut body = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(30_000);
+    body.topic_data = (0..5)
+        .map(|t| {
+            let mut td = TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_string(format!("topic-{t}"))));
+            td.partition_data = (0..400)
+                .map(|p| {
+                    PartitionProduceData::default()
+                        .with_index(p)
+                        .with_records(Some(records.clone()))
+                })
+                .collect();
+            td
+        })
+        .collect();
+    for version in [3, 9] {
+        let mut b = body.clone();
+        b.transactional_id = None;
+        let f = frame(
+            &header(ApiKey::Produce, version, 1),
+            &RequestKind::Produce(b),
+        );
+        let decoded = decode_request(f).unwrap();
+        let RequestKind::Produce(p) = decoded.body else {
+            panic!("not a produce");
+        };
+        assert_eq!(p.topic_data.len(), 5);
+    }
+}
+
+#[test]
+fn metadata_naming_many_short_topics_fits_the_budget() {
+    for version in [1, 9, 12] {
+        let mut body = MetadataRequest::default();
+        body.topics = Some(
+            (0..50_000)
+                .map(|i| {
+                    MetadataRequestTopic::default()
+                        .with_name(Some(TopicName(StrBytes::from_string(format!("t{i}")))))
+                })
+                .collect(),
+        );
+        let f = frame(
+            &header(ApiKey::Metadata, version, 1),
+            &RequestKind::Metadata(body),
+        );
+        decode_request(f).unwrap();
+    }
+}

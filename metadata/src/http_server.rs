@@ -1,0 +1,426 @@
+//! The one way Floe's internal HTTP servers serve their routes: the
+//! metadata API, the broker RPC and the admin port (with the indexer's
+//! query API) all go through [`serve`], so each has the same protection
+//! against a peer that asks too much:
+//!
+//! - at most [`HttpLimits::max_connections`] connections; one over it is
+//!   closed as soon as it is accepted (counted, and logged at most every
+//!   10 s);
+//! - a request body over [`HttpLimits::max_body_bytes`] is answered
+//!   `413 Payload Too Large` (at once when its `Content-Length` says so,
+//!   else when the body grows past it);
+//! - requests on one connection: one at a time over HTTP/1.1, at most
+//!   [`HttpLimits::max_concurrent_streams`] over HTTP/2;
+//! - a client must send a request's headers within
+//!   [`HttpLimits::header_read_timeout`], and a connection with no request
+//!   in flight and no bytes moving for [`HttpLimits::idle_timeout`] is
+//!   closed (gracefully: HTTP/2 peers get a GOAWAY).
+//!
+//! The idle timeout must stay above the idle time of the clients' pooled
+//! connections (30 s in [`crate::http::HttpClient`]), so that a client
+//! rarely sends on a connection the server is closing.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, Response, StatusCode, header};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tower::ServiceExt;
+
+/// What one internal HTTP server allows its clients.
+#[derive(Debug, Clone)]
+pub struct HttpLimits {
+    /// Open connections; more are closed at accept.
+    pub max_connections: usize,
+    /// Largest request body.
+    pub max_body_bytes: usize,
+    /// Concurrent requests (streams) on one HTTP/2 connection.
+    pub max_concurrent_streams: u32,
+    /// Time a client has to send a request's headers.
+    pub header_read_timeout: Duration,
+    /// A connection with nothing in flight and no bytes moving this long
+    /// is closed.
+    pub idle_timeout: Duration,
+}
+
+impl HttpLimits {
+    /// The defaults, with `max_body_bytes` as the server needs.
+    pub fn with_body_limit(max_body_bytes: usize) -> Self {
+        Self {
+            max_body_bytes,
+            ..Self::default()
+        }
+    }
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 1024,
+            max_body_bytes: 1024 * 1024,
+            max_concurrent_streams: 256,
+            header_read_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+const REFUSED: &str = "floe_http_connections_refused_total";
+const IDLE_CLOSED: &str = "floe_http_connections_idle_closed_total";
+
+/// Serves `app` on `listener` with `limits` until the task is dropped.
+/// `server` names it in logs and metrics (`metadata`, `broker_rpc`, `admin`).
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: HttpLimits,
+    server: &'static str,
+) -> std::io::Result<()> {
+    metrics::describe_counter!(
+        REFUSED,
+        "internal HTTP connections closed at accept because --http-max-connections were open (`server` label)"
+    );
+    metrics::describe_counter!(
+        IDLE_CLOSED,
+        "internal HTTP connections closed after --http-idle-timeout-ms idle (`server` label)"
+    );
+    metrics::counter!(REFUSED, "server" => server).increment(0);
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let mut last_refusal_log: Option<Instant> = None;
+    let mut refused_since_log = 0u64;
+    loop {
+        let (sock, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!(server, error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            drop(sock);
+            metrics::counter!(REFUSED, "server" => server).increment(1);
+            refused_since_log += 1;
+            if last_refusal_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                tracing::warn!(
+                    server,
+                    %peer,
+                    max_connections = limits.max_connections,
+                    refused = refused_since_log,
+                    "HTTP connection limit reached; closing new connections"
+                );
+                last_refusal_log = Some(Instant::now());
+                refused_since_log = 0;
+            }
+            continue;
+        };
+        let _ = sock.set_nodelay(true);
+        let app = app.clone();
+        let limits = limits.clone();
+        tokio::spawn(async move {
+            serve_connection(sock, peer, app, &limits, server).await;
+            drop(slot);
+        });
+    }
+}
+
+/// When a connection last moved bytes, and how many requests it has in flight.
+#[derive(Debug)]
+struct Activity {
+    start: Instant,
+    last_ms: AtomicU64,
+    in_flight: AtomicUsize,
+}
+
+impl Activity {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            start: Instant::now(),
+            last_ms: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+        })
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.store(ms, Ordering::Relaxed);
+    }
+
+    fn idle_for(&self) -> Duration {
+        let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+        self.start.elapsed().saturating_sub(last)
+    }
+}
+
+/// Counts a request in flight until dropped.
+struct InFlight(Arc<Activity>);
+
+impl InFlight {
+    fn new(a: &Arc<Activity>) -> Self {
+        a.in_flight.fetch_add(1, Ordering::SeqCst);
+        a.touch();
+        Self(a.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A socket that notes every read and write in its [`Activity`].
+struct Tracked {
+    inner: TcpStream,
+    activity: Arc<Activity>,
+}
+
+impl AsyncRead for Tracked {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.activity.touch();
+        }
+        r
+    }
+}
+
+impl AsyncWrite for Tracked {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, data);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        r
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+fn too_large(limit: usize) -> Response<Body> {
+    let mut resp = Response::new(Body::from(format!(
+        "request body over the limit of {limit} bytes\n"
+    )));
+    *resp.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
+    resp
+}
+
+/// Answers one request: refuses a body announced over the limit, caps the
+/// rest, and counts it in flight while the router works on it.
+async fn answer(
+    app: Router,
+    req: Request<Incoming>,
+    limit: usize,
+    activity: Arc<Activity>,
+) -> Result<Response<Body>, Infallible> {
+    let _in_flight = InFlight::new(&activity);
+    let announced = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if announced.is_some_and(|n| n > limit as u64) {
+        return Ok(too_large(limit));
+    }
+    // A body that grows past the limit fails to read: axum's extractors
+    // answer 413 for it.
+    let req = req.map(|b| Body::new(http_body_util::Limited::new(b, limit)));
+    app.oneshot(req).await
+}
+
+async fn serve_connection(
+    sock: TcpStream,
+    peer: SocketAddr,
+    app: Router,
+    limits: &HttpLimits,
+    server: &'static str,
+) {
+    let activity = Activity::new();
+    activity.touch();
+    let io = TokioIo::new(Tracked {
+        inner: sock,
+        activity: activity.clone(),
+    });
+    let limit = limits.max_body_bytes;
+    let svc_activity = activity.clone();
+    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+        answer(app.clone(), req, limit, svc_activity.clone())
+    });
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(limits.max_concurrent_streams);
+    let conn = builder.serve_connection(io, svc);
+    tokio::pin!(conn);
+    let idle = limits.idle_timeout.max(Duration::from_millis(10));
+    let mut tick = tokio::time::interval(idle / 4);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    tracing::debug!(server, %peer, error = %e, "HTTP connection ended");
+                }
+                return;
+            }
+            _ = tick.tick() => {
+                let quiet = activity.in_flight.load(Ordering::SeqCst) == 0 && activity.idle_for() >= idle;
+                if quiet && !closing {
+                    closing = true;
+                    metrics::counter!(IDLE_CLOSED, "server" => server).increment(1);
+                    tracing::debug!(server, %peer, "closing an idle HTTP connection");
+                    conn.as_mut().graceful_shutdown();
+                } else if closing && activity.idle_for() >= idle * 2 {
+                    // The peer did not finish closing: drop the connection.
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use axum::routing::{get, post};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    async fn start(limits: HttpLimits) -> SocketAddr {
+        let app = Router::new()
+            .route(
+                "/echo",
+                post(|body: axum::body::Bytes| async move { body.len().to_string() }),
+            )
+            .route("/ok", get(|| async { "ok" }));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(serve(listener, app, limits, "test"));
+        addr
+    }
+
+    /// Sends raw bytes and reads until the server closes (or 5 s).
+    async fn exchange(addr: SocketAddr, req: &[u8]) -> String {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(req).await.unwrap();
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[tokio::test]
+    async fn body_over_the_limit_is_413_and_under_it_is_served() {
+        let addr = start(HttpLimits::with_body_limit(100)).await;
+        let big = format!(
+            "POST /echo HTTP/1.1\r\nhost: x\r\ncontent-length: 1000\r\nconnection: close\r\n\r\n{}",
+            "a".repeat(1000)
+        );
+        assert!(
+            exchange(addr, big.as_bytes())
+                .await
+                .starts_with("HTTP/1.1 413")
+        );
+        // Chunked, with no length announced: refused once it grows past.
+        let chunked = format!(
+            "POST /echo HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n3e8\r\n{}\r\n0\r\n\r\n",
+            "a".repeat(1000)
+        );
+        assert!(
+            exchange(addr, chunked.as_bytes())
+                .await
+                .starts_with("HTTP/1.1 413")
+        );
+        let small =
+            "POST /echo HTTP/1.1\r\nhost: x\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello";
+        let answer = exchange(addr, small.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+
+    #[tokio::test]
+    async fn connections_over_the_limit_are_closed_at_once() {
+        let limits = HttpLimits {
+            max_connections: 2,
+            ..HttpLimits::default()
+        };
+        let addr = start(limits).await;
+        let _a = TcpStream::connect(addr).await.unwrap();
+        let _b = TcpStream::connect(addr).await.unwrap();
+        // The third is accepted by the kernel, then closed by the server.
+        let answer = exchange(addr, b"GET /ok HTTP/1.1\r\nhost: x\r\n\r\n").await;
+        assert!(answer.is_empty(), "{answer}");
+        drop(_a);
+        // A place is free again (the server notices the close first).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let answer = exchange(
+                addr,
+                b"GET /ok HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+            )
+            .await;
+            if answer.starts_with("HTTP/1.1 200") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no place freed");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn silent_and_idle_connections_are_closed() {
+        let limits = HttpLimits {
+            header_read_timeout: Duration::from_millis(300),
+            idle_timeout: Duration::from_millis(300),
+            ..HttpLimits::default()
+        };
+        let addr = start(limits).await;
+        // Half a request line, then nothing: closed by the header timeout.
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /ok HT").await.unwrap();
+        let mut out = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await;
+        assert!(read.is_ok(), "a silent client was not closed");
+        // A served keep-alive connection left idle: closed too.
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /ok HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await;
+        assert!(read.is_ok(), "an idle client was not closed");
+        assert!(String::from_utf8_lossy(&out).starts_with("HTTP/1.1 200"));
+    }
+}
