@@ -107,7 +107,8 @@ pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
         ready: AtomicBool::new(true),
         indexer: None,
     });
-    let (admin_addr, admin_task) = admin_http::serve(args.admin_listen, state.clone(), &args.http).await?;
+    let (admin_addr, admin_task) =
+        admin_http::serve(args.admin_listen, state.clone(), &args.http).await?;
     BoundPorts::new()
         .with("rpc", rpc_addr)
         .with("admin", admin_addr)
@@ -147,16 +148,13 @@ pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
         view.clone(),
         None,
     )?;
-    let proxy = Proxy::start_on(
-        kafka,
-        args.tuning.proxy_config(kafka_addr),
-        ctx,
-    )?;
+    let proxy = Proxy::start_on(kafka, args.tuning.proxy_config(kafka_addr), ctx)?;
     let state = Arc::new(AdminState {
         ready: AtomicBool::new(false),
         indexer: None,
     });
-    let (admin_addr, admin_task) = admin_http::serve(args.admin_listen, state.clone(), &args.http).await?;
+    let (admin_addr, admin_task) =
+        admin_http::serve(args.admin_listen, state.clone(), &args.http).await?;
     BoundPorts::new()
         .with("kafka", proxy.local_addr)
         .with("admin", admin_addr)

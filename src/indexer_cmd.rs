@@ -141,7 +141,8 @@ async fn run_role(args: IndexerRunArgs) -> anyhow::Result<()> {
         ready: AtomicBool::new(true),
         indexer: Some(ix),
     });
-    let (admin_addr, admin_task) = admin_http::serve(args.admin_listen, state.clone(), &args.http).await?;
+    let (admin_addr, admin_task) =
+        admin_http::serve(args.admin_listen, state.clone(), &args.http).await?;
     crate::ports_file::BoundPorts::new()
         .with("admin", admin_addr)
         .publish("indexer", args.ports_file.as_deref())?;

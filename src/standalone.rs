@@ -103,11 +103,7 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
         view.clone(),
         Some(broker.clone()),
     )?;
-    let proxy = Proxy::start_on(
-        kafka,
-        args.proxy.proxy_config(kafka_addr),
-        ctx,
-    )?;
+    let proxy = Proxy::start_on(kafka, args.proxy.proxy_config(kafka_addr), ctx)?;
 
     let (indexer, indexer_task) =
         crate::indexer_cmd::start(meta.clone(), pool.clone(), &args.indexer)?;
@@ -115,7 +111,8 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
         ready: AtomicBool::new(false),
         indexer: Some(indexer),
     });
-    let (admin_addr, admin_task) = admin_http::serve(args.admin_listen, state.clone(), &args.http).await?;
+    let (admin_addr, admin_task) =
+        admin_http::serve(args.admin_listen, state.clone(), &args.http).await?;
     BoundPorts::new()
         .with("kafka", proxy.local_addr)
         .with("admin", admin_addr)
