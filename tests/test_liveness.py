@@ -277,9 +277,11 @@ def test_broker_paused_past_its_lease_and_a_cut_off_proxy_serve_nothing_stale(fl
         wait_for("proxy B routes", lambda: warm.list_topics("events", timeout=5).topics["events"].error is None,
                  20, procs)
 
-        writer = Producing(kafka_a, "events")
+        t0 = time.time()
+        writer = Producing(kafka_a, "events", pace=0.1)
         wait_for("first acknowledgements", lambda: len(writer.acked) >= 500, 60, procs)
 
+        print(f"paused at {time.time() - t0:.1f} s")
         # Pause broker 2 past its lease and cut proxy B off from the metadata.
         b2 = brokers[1][0]
         b2.p.send_signal(signal.SIGSTOP)
@@ -316,6 +318,7 @@ def test_broker_paused_past_its_lease_and_a_cut_off_proxy_serve_nothing_stale(fl
         stale.close(timeout=5)
         assert outcomes == ["not leader"] * 4, outcomes
 
+        print(f"probed at {time.time() - t0:.1f} s")
         # Resume broker 2: it must not serve its old partitions. It renews
         # its lease, checks what it still owns, and drops the rest.
         b2.p.send_signal(signal.SIGCONT)
@@ -328,15 +331,18 @@ def test_broker_paused_past_its_lease_and_a_cut_off_proxy_serve_nothing_stale(fl
         writer.finish(90)
         total = len(writer.acked)
 
+        print(f"resumed at {time.time() - t0:.1f} s")
         # Proxy B routes again once its view is confirmed.
         fresh = confluent_kafka.Producer(probe_conf)
         ok = []
         fresh.produce("events", value="after", partition=0, on_delivery=lambda err, msg: ok.append(err))
         assert fresh.flush(30) == 0 and ok == [None], ok
 
+        print(f"fresh at {time.time() - t0:.1f} s")
         seen = read_all(kafka_a, "events", 4, total + 1)
         check_exactly_once(writer.acked, seen)
         assert not [v for v in seen if v.startswith("probe")], "a refused probe was stored"
+        print(f"read A at {time.time() - t0:.1f} s")
         # The same records through proxy B, now fresh.
         seen_b = read_all(kafka_b, "events", 4, total + 1)
         assert seen_b == seen

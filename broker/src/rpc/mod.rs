@@ -306,6 +306,15 @@ fn produce_failed(e: &BrokerError) -> proto::ProduceResponse {
 /// Longest wait for room a produce RPC may ask for.
 const MAX_ROOM_WAIT: Duration = Duration::from_secs(60);
 
+/// How long a produce may take to be *sequenced* (its response headers),
+/// beyond its wait for room. Sequencing is quick; an owner that takes
+/// longer is paused or cut off, and the produce fails as unreachable
+/// (NOT_LEADER_OR_FOLLOWER: the client retries on the owner it finds then)
+/// instead of holding the connection's later requests for the whole RPC
+/// timeout. Safe for idempotent producers: a batch sequenced by an owner
+/// that lost its partition is never committed.
+const SEQUENCE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Sequences the batches (once there is room under the unflushed cap); the
 /// reply waits for the acknowledgement.
 async fn rpc_produce(b: Broker, req: proto::ProduceRequest) -> Answer<proto::ProduceResponse> {
@@ -524,7 +533,7 @@ impl PartitionOwner for RemoteBroker {
         // The headers come once the batches are sequenced, after any wait
         // for room.
         let resp = self
-            .send::<routes::Produce>(req, self.timeout + room_wait)
+            .send::<routes::Produce>(req, self.timeout.min(SEQUENCE_TIMEOUT) + room_wait)
             .await?;
         let addr = self.addr.clone();
         Ok(PendingProduce::remote(async move {
