@@ -840,9 +840,11 @@ def test_admin_lists_describes_and_deletes_groups(floe, kit):
         c.close()
 
 
-def test_deleting_an_unknown_group_fails_with_group_id_not_found(floe):
+def test_deleting_an_unknown_group_fails_with_group_id_not_found(floe, kit):
     """Kafka answers DeleteGroups for a group it does not have with GROUP_ID_NOT_FOUND (69)."""
     admin = admin_client(floe)
+    # Offsets are stored only for a topic that exists.
+    kit.create_topic(floe.bootstrap, "deleted-twice-topic", partitions=1)
     for group in ("never-existed", "deleted-twice"):
         if group == "deleted-twice":
             c = group_consumer(floe.bootstrap, group)

@@ -184,7 +184,7 @@ def test_wiped_node_is_rebuilt_from_a_snapshot(cluster):
         time.sleep(0.2)
     else:
         raise AssertionError(f"wiped node {victim} was not rebuilt: {cluster.status()}")
-    snap = (cluster.data_dir(victim) / "state" / "snapshot.json")
+    snap = (cluster.data_dir(victim) / "state" / "snapshot.bin")
     assert snap.exists(), "the wiped node received a snapshot"
     assert len(read_index(cluster)) == 200
 
