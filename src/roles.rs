@@ -11,7 +11,7 @@ use floe_broker::{Broker, BrokerConfig};
 use floe_metadata::api::MetaApi;
 use floe_metadata::api::client::MetaClient;
 use floe_proxy::admin::{AdminConfig, ClusterIdentity};
-use floe_proxy::handlers::Context;
+use floe_proxy::handlers::{Context, FetchLimits};
 use floe_storage::backend::EndpointConfig;
 use floe_storage::{PoolOptions, StorePool};
 
@@ -130,6 +130,19 @@ pub struct ProxyTuning {
     /// Largest request accepted (socket.request.max.bytes).
     #[arg(long, env = "FLOE_MAX_REQUEST_BYTES", default_value_t = 100 * 1024 * 1024)]
     pub max_request_bytes: usize,
+    /// Most record bytes in one Fetch answer, whatever the client's
+    /// max_bytes (Kafka's broker fetch.max.bytes); the first partition with
+    /// data still gets one whole batch.
+    #[arg(long, env = "FLOE_FETCH_MAX_BYTES", default_value_t = FetchLimits::DEFAULT_MAX_BYTES)]
+    pub fetch_max_bytes: usize,
+    /// Most record bytes of one partition in one Fetch answer, whatever the
+    /// client's partition_max_bytes (a larger single batch still comes whole).
+    #[arg(
+        long,
+        env = "FLOE_FETCH_MAX_PARTITION_BYTES",
+        default_value_t = FetchLimits::DEFAULT_MAX_PARTITION_BYTES
+    )]
+    pub fetch_max_partition_bytes: usize,
 }
 
 impl ProxyTuning {
@@ -164,6 +177,10 @@ impl ProxyTuning {
             },
             auto_create_topics: self.auto_create_topics,
             max_fetch_wait: Duration::from_secs(30),
+            fetch_limits: FetchLimits {
+                max_bytes: self.fetch_max_bytes.max(1),
+                max_partition_bytes: self.fetch_max_partition_bytes.max(1),
+            },
             producer_ids: Default::default(),
         }))
     }

@@ -446,7 +446,20 @@ impl Broker {
         offset: i64,
         max_bytes: usize,
     ) -> Result<FetchData> {
+        self.fetch_at_epoch(key, offset, max_bytes, None).await
+    }
+
+    /// [`Broker::fetch`] for a client that knows the partition at
+    /// `leader_epoch` (`None`: no check), as Fetch v9+ asks.
+    pub async fn fetch_at_epoch(
+        &self,
+        key: &PartitionKey,
+        offset: i64,
+        max_bytes: usize,
+        leader_epoch: Option<u64>,
+    ) -> Result<FetchData> {
         let log = self.active_log(key)?;
+        log.check_epoch(leader_epoch)?;
         let (plan, log_start, hw) = log.plan_read(offset, max_bytes)?;
         let batches = match plan {
             ReadPlan::Empty => Vec::new(),
@@ -515,11 +528,14 @@ impl Broker {
 
     /// [`Broker::list_offset`] and the partition's epoch (-1 if unknown),
     /// as ListOffsets answers them.
+    /// `leader_epoch` (the client's, `None`: no check) is checked first.
     pub async fn list_offset_and_epoch(
         &self,
         key: &PartitionKey,
         spec: OffsetSpec,
+        leader_epoch: Option<u64>,
     ) -> Result<(OffsetAnswer, i64)> {
+        self.active_log(key)?.check_epoch(leader_epoch)?;
         let a = self.list_offset(key, spec).await?;
         Ok((a, self.log(key).map(|l| l.epoch() as i64).unwrap_or(-1)))
     }

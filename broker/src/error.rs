@@ -30,11 +30,17 @@ pub enum ErrorKind {
     /// An idempotent batch from an older producer epoch.
     InvalidProducerEpoch,
     InvalidRequest,
+    /// The client's leader epoch is older than the partition's: it missed
+    /// a change of owner (Kafka's FENCED_LEADER_EPOCH).
+    FencedLeaderEpoch,
+    /// The client's leader epoch is newer than this owner knows (Kafka's
+    /// UNKNOWN_LEADER_EPOCH).
+    UnknownLeaderEpoch,
 }
 
 impl ErrorKind {
     /// Every kind, once.
-    pub const ALL: [ErrorKind; 13] = [
+    pub const ALL: [ErrorKind; 15] = [
         ErrorKind::NotOwner,
         ErrorKind::UnknownTopicOrPartition,
         ErrorKind::OffsetOutOfRange,
@@ -48,6 +54,8 @@ impl ErrorKind {
         ErrorKind::OutOfOrderSequence,
         ErrorKind::InvalidProducerEpoch,
         ErrorKind::InvalidRequest,
+        ErrorKind::FencedLeaderEpoch,
+        ErrorKind::UnknownLeaderEpoch,
     ];
 
     /// The kind's name as the internal RPC carries it (its variant name).
@@ -66,6 +74,8 @@ impl ErrorKind {
             ErrorKind::OutOfOrderSequence => "OutOfOrderSequence",
             ErrorKind::InvalidProducerEpoch => "InvalidProducerEpoch",
             ErrorKind::InvalidRequest => "InvalidRequest",
+            ErrorKind::FencedLeaderEpoch => "FencedLeaderEpoch",
+            ErrorKind::UnknownLeaderEpoch => "UnknownLeaderEpoch",
         }
     }
 

@@ -19,6 +19,8 @@ pub fn code_for(e: &BrokerError) -> i16 {
         ErrorKind::InvalidRequest => ResponseError::InvalidRequest,
         ErrorKind::OutOfOrderSequence => ResponseError::OutOfOrderSequenceNumber,
         ErrorKind::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch,
+        ErrorKind::FencedLeaderEpoch => ResponseError::FencedLeaderEpoch,
+        ErrorKind::UnknownLeaderEpoch => ResponseError::UnknownLeaderEpoch,
     };
     r.code()
 }

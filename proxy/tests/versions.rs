@@ -64,6 +64,7 @@ async fn env() -> Env {
         },
         auto_create_topics: true,
         max_fetch_wait: Duration::from_secs(5),
+        fetch_limits: Default::default(),
         producer_ids: Default::default(),
     });
     let proxy = Proxy::start(
