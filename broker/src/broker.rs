@@ -13,7 +13,7 @@ use floe_metadata::model::NodeKind;
 use floe_metadata::watch::ClusterWatch;
 use floe_storage::batch::BatchIter;
 use floe_storage::committed::{Batches, Wanted, read_batches};
-use floe_storage::records::{DEFAULT_MAX_DECOMPRESSED, decode_records};
+use floe_storage::records::{DecodeLimits, RecordStream};
 use floe_storage::segment::{SegmentMeta, SegmentReader};
 use floe_storage::{
     BlockCache, CachedReader, ObjectKey, ObjectRef, Offset, PartitionKey, StorePool,
@@ -24,6 +24,9 @@ use tokio_util_shim::CancelFlag;
 use crate::config::{BrokerConfig, LogConfig};
 use crate::error::{BrokerError, CallError, ErrorKind, Result};
 use crate::log::{PartitionLog, ReadPlan, Status, StoredRange};
+
+/// Batch bytes a timestamp lookup reads at a time.
+const SCAN_STEP_BYTES: usize = 1024 * 1024;
 
 /// `acks` of a produce request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -609,6 +612,13 @@ impl Broker {
     }
 
     /// Calls `f(offset, timestamp)` for the records of `ranges` in order until it returns true.
+    ///
+    /// Every record of every batch read is looked at: no batch is skipped
+    /// for what its header claims. Each batch is decoded as a stream
+    /// within [`DecodeLimits::DEFAULT`] (1 MiB of batches read at a time),
+    /// so a decompression bomb costs at most its bounds; a batch that
+    /// cannot be decoded within them, or is malformed, is passed over with
+    /// a warning (its records cannot be looked at) and the scan goes on.
     async fn scan_records(
         &self,
         ranges: &[StoredRange],
@@ -620,23 +630,44 @@ impl Broker {
             let mut offset = r.first_offset.max(log_start);
             while offset <= r.last_offset && offset < hw {
                 let batches = self
-                    .read_ranges(std::slice::from_ref(r), offset, 1024 * 1024, hw)
+                    .read_ranges(std::slice::from_ref(r), offset, SCAN_STEP_BYTES, hw)
                     .await?;
                 if batches.is_empty() {
                     break;
                 }
                 for b in &batches {
-                    let recs = decode_records(b, DEFAULT_MAX_DECOMPRESSED)
-                        .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, e.to_string()))?;
-                    for rec in recs {
-                        if rec.offset >= log_start && f(rec.offset, rec.timestamp) {
-                            return Ok(());
+                    let next = match BatchIter::new(b, usize::MAX).next() {
+                        Some(Ok((_, v))) => v.next_offset(),
+                        _ => {
+                            return Err(BrokerError::new(
+                                ErrorKind::CorruptMessage,
+                                format!("a stored batch of {} does not parse", r.object.key),
+                            ));
                         }
-                        offset = offset.max(rec.offset + 1);
+                    };
+                    let decoded = RecordStream::new(b, DecodeLimits::DEFAULT).and_then(|records| {
+                        for rec in records {
+                            let rec = rec?;
+                            if rec.offset >= log_start && f(rec.offset, rec.timestamp) {
+                                return Ok(true);
+                            }
+                        }
+                        Ok(false)
+                    });
+                    match decoded {
+                        Ok(true) => return Ok(()),
+                        Ok(false) => {}
+                        Err(e) => {
+                            crate::metrics::batch_not_decoded(e.is_over_bounds());
+                            tracing::warn!(
+                                object = %r.object.key,
+                                offset,
+                                error = %e,
+                                "passing over a stored batch that cannot be decoded"
+                            );
+                        }
                     }
-                    if let Some(Ok((_, v))) = BatchIter::new(b, usize::MAX).next() {
-                        offset = offset.max(v.next_offset());
-                    }
+                    offset = offset.max(next);
                 }
             }
         }

@@ -15,6 +15,7 @@ const COMMIT_REFUSALS: &str = "floe_broker_commit_refusals_total";
 const OWNED_PARTITIONS: &str = "floe_broker_owned_partitions";
 const OWNED_SHARDS: &str = "floe_broker_owned_shards";
 const OWNED_SHARD: &str = "floe_broker_owned_shard";
+const BATCHES_NOT_DECODED: &str = "floe_broker_batches_not_decoded_total";
 
 /// Describes the broker's metrics and registers the counters and gauges, so
 /// that a broker serves them at zero before its first flush.
@@ -40,6 +41,13 @@ pub(crate) fn register() {
         OWNED_SHARD,
         "1 for each coordinator shard served, 0 once given up"
     );
+    describe_counter!(
+        BATCHES_NOT_DECODED,
+        "stored batches a timestamp lookup passed over: reason=over_bounds (a decompression bomb) or malformed"
+    );
+    for reason in ["over_bounds", "malformed"] {
+        counter!(BATCHES_NOT_DECODED, "reason" => reason).increment(0);
+    }
     counter!(FLUSHES).increment(0);
     counter!(FLUSHED_BYTES).increment(0);
     counter!(COMMIT_REFUSALS).increment(0);
@@ -52,6 +60,16 @@ pub(crate) fn flushed(bytes: u64, took: Duration) {
     counter!(FLUSHES).increment(1);
     counter!(FLUSHED_BYTES).increment(bytes);
     histogram!(FLUSH_SECONDS).record(took);
+}
+
+/// A timestamp lookup passed over a stored batch it could not decode.
+pub(crate) fn batch_not_decoded(over_bounds: bool) {
+    let reason = if over_bounds {
+        "over_bounds"
+    } else {
+        "malformed"
+    };
+    counter!(BATCHES_NOT_DECODED, "reason" => reason).increment(1);
 }
 
 /// The metadata refused a flush's commit.
