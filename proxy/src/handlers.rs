@@ -554,8 +554,16 @@ impl Context {
                                         if version >= 5 {
                                             pd.log_start_offset = d.log_start_offset;
                                         }
-                                        total += d.bytes();
-                                        pd.records = Some(concat(d.batches));
+                                        // The owner answers at least one batch; past
+                                        // the first partition with data, one that does
+                                        // not fit is left for the next fetch (as Kafka
+                                        // does), so the answer stays within the caps.
+                                        if total == 0 || d.bytes() <= budget {
+                                            total += d.bytes();
+                                            pd.records = Some(concat(d.batches));
+                                        } else {
+                                            pd.records = Some(Bytes::new());
+                                        }
                                     }
                                     Err(e) => pd.error_code = call_code(&e),
                                 }
