@@ -851,7 +851,8 @@ mod tests {
         parts.push(("a", 1, 7, 20));
         parts.push(("a", 0, 42, 8 << 20));
         let targets = fetch_targets(&fetch_of(&parts));
-        let got: Vec<(String, Vec<(i32, i64, i32)>)> = targets
+        type Parts = Vec<(i32, i64, i32)>;
+        let got: Vec<(String, Parts)> = targets
             .iter()
             .map(|t| {
                 (
