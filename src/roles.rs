@@ -12,7 +12,7 @@ use floe_metadata::api::MetaApi;
 use floe_metadata::api::client::MetaClient;
 use floe_metadata::http_server::HttpLimits;
 use floe_proxy::admin::{AdminConfig, ClusterIdentity};
-use floe_proxy::handlers::Context;
+use floe_proxy::handlers::{Context, FetchLimits};
 use floe_proxy::{ListenerLimits, ProxyConfig};
 use floe_storage::backend::EndpointConfig;
 use floe_storage::{PoolOptions, StorePool};
@@ -253,6 +253,19 @@ pub struct ProxyTuning {
     /// 1 MiB + 64 × its size); a request over it closes the connection.
     #[arg(long, env = "FLOE_MAX_REQUEST_DECODE_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub max_request_decode_bytes: usize,
+    /// Most record bytes in one Fetch answer, whatever the client's
+    /// max_bytes (Kafka's broker fetch.max.bytes); the first partition with
+    /// data still gets one whole batch.
+    #[arg(long, env = "FLOE_FETCH_MAX_BYTES", default_value_t = FetchLimits::DEFAULT_MAX_BYTES)]
+    pub fetch_max_bytes: usize,
+    /// Most record bytes of one partition in one Fetch answer, whatever the
+    /// client's partition_max_bytes (a larger single batch still comes whole).
+    #[arg(
+        long,
+        env = "FLOE_FETCH_MAX_PARTITION_BYTES",
+        default_value_t = FetchLimits::DEFAULT_MAX_PARTITION_BYTES
+    )]
+    pub fetch_max_partition_bytes: usize,
 }
 
 impl ProxyTuning {
@@ -312,6 +325,10 @@ impl ProxyTuning {
             auto_create_topics: self.auto_create_topics,
             auto_create_max_topics: self.auto_create_max_topics_per_request,
             max_fetch_wait: Duration::from_secs(30),
+            fetch_limits: FetchLimits {
+                max_bytes: self.fetch_max_bytes.max(1),
+                max_partition_bytes: self.fetch_max_partition_bytes.max(1),
+            },
             producer_ids: Default::default(),
             max_view_age,
         }))

@@ -13,7 +13,7 @@ use floe_metadata::model::NodeKind;
 use floe_metadata::watch::ClusterWatch;
 use floe_storage::batch::BatchIter;
 use floe_storage::committed::{Batches, Wanted, read_batches};
-use floe_storage::records::{DEFAULT_MAX_DECOMPRESSED, decode_records};
+use floe_storage::records::{DecodeLimits, RecordStream};
 use floe_storage::segment::{SegmentMeta, SegmentReader};
 use floe_storage::{
     BlockCache, CachedReader, ObjectKey, ObjectRef, Offset, PartitionKey, StorePool,
@@ -24,6 +24,9 @@ use tokio_util_shim::CancelFlag;
 use crate::config::{BrokerConfig, LogConfig};
 use crate::error::{BrokerError, CallError, ErrorKind, Result};
 use crate::log::{PartitionLog, ReadPlan, Status, StoredRange};
+
+/// Batch bytes a timestamp lookup reads at a time.
+const SCAN_STEP_BYTES: usize = 1024 * 1024;
 
 /// `acks` of a produce request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -535,7 +538,20 @@ impl Broker {
         offset: i64,
         max_bytes: usize,
     ) -> Result<FetchData> {
+        self.fetch_at_epoch(key, offset, max_bytes, None).await
+    }
+
+    /// [`Broker::fetch`] for a client that knows the partition at
+    /// `leader_epoch` (`None`: no check), as Fetch v9+ asks.
+    pub async fn fetch_at_epoch(
+        &self,
+        key: &PartitionKey,
+        offset: i64,
+        max_bytes: usize,
+        leader_epoch: Option<u64>,
+    ) -> Result<FetchData> {
         let log = self.active_log(key)?;
+        log.check_epoch(leader_epoch)?;
         let (plan, log_start, hw) = log.plan_read(offset, max_bytes)?;
         let batches = match plan {
             ReadPlan::Empty => Vec::new(),
@@ -604,11 +620,14 @@ impl Broker {
 
     /// [`Broker::list_offset`] and the partition's epoch (-1 if unknown),
     /// as ListOffsets answers them.
+    /// `leader_epoch` (the client's, `None`: no check) is checked first.
     pub async fn list_offset_and_epoch(
         &self,
         key: &PartitionKey,
         spec: OffsetSpec,
+        leader_epoch: Option<u64>,
     ) -> Result<(OffsetAnswer, i64)> {
+        self.active_log(key)?.check_epoch(leader_epoch)?;
         let a = self.list_offset(key, spec).await?;
         Ok((a, self.log(key).map(|l| l.epoch() as i64).unwrap_or(-1)))
     }
@@ -682,6 +701,13 @@ impl Broker {
     }
 
     /// Calls `f(offset, timestamp)` for the records of `ranges` in order until it returns true.
+    ///
+    /// Every record of every batch read is looked at: no batch is skipped
+    /// for what its header claims. Each batch is decoded as a stream
+    /// within [`DecodeLimits::DEFAULT`] (1 MiB of batches read at a time),
+    /// so a decompression bomb costs at most its bounds; a batch that
+    /// cannot be decoded within them, or is malformed, is passed over with
+    /// a warning (its records cannot be looked at) and the scan goes on.
     async fn scan_records(
         &self,
         ranges: &[StoredRange],
@@ -693,23 +719,44 @@ impl Broker {
             let mut offset = r.first_offset.max(log_start);
             while offset <= r.last_offset && offset < hw {
                 let batches = self
-                    .read_ranges(std::slice::from_ref(r), offset, 1024 * 1024, hw)
+                    .read_ranges(std::slice::from_ref(r), offset, SCAN_STEP_BYTES, hw)
                     .await?;
                 if batches.is_empty() {
                     break;
                 }
                 for b in &batches {
-                    let recs = decode_records(b, DEFAULT_MAX_DECOMPRESSED)
-                        .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, e.to_string()))?;
-                    for rec in recs {
-                        if rec.offset >= log_start && f(rec.offset, rec.timestamp) {
-                            return Ok(());
+                    let next = match BatchIter::new(b, usize::MAX).next() {
+                        Some(Ok((_, v))) => v.next_offset(),
+                        _ => {
+                            return Err(BrokerError::new(
+                                ErrorKind::CorruptMessage,
+                                format!("a stored batch of {} does not parse", r.object.key),
+                            ));
                         }
-                        offset = offset.max(rec.offset + 1);
+                    };
+                    let decoded = RecordStream::new(b, DecodeLimits::DEFAULT).and_then(|records| {
+                        for rec in records {
+                            let rec = rec?;
+                            if rec.offset >= log_start && f(rec.offset, rec.timestamp) {
+                                return Ok(true);
+                            }
+                        }
+                        Ok(false)
+                    });
+                    match decoded {
+                        Ok(true) => return Ok(()),
+                        Ok(false) => {}
+                        Err(e) => {
+                            crate::metrics::batch_not_decoded(e.is_over_bounds());
+                            tracing::warn!(
+                                object = %r.object.key,
+                                offset,
+                                error = %e,
+                                "passing over a stored batch that cannot be decoded"
+                            );
+                        }
                     }
-                    if let Some(Ok((_, v))) = BatchIter::new(b, usize::MAX).next() {
-                        offset = offset.max(v.next_offset());
-                    }
+                    offset = offset.max(next);
                 }
             }
         }

@@ -38,11 +38,17 @@ pub enum ErrorKind {
     /// The broker's unflushed bytes stayed over their cap for the whole
     /// wait (the store is slow or failing). Retryable: nothing was sequenced.
     Backpressure,
+    /// The client's leader epoch is older than the partition's: it missed
+    /// a change of owner (Kafka's FENCED_LEADER_EPOCH).
+    FencedLeaderEpoch,
+    /// The client's leader epoch is newer than this owner knows (Kafka's
+    /// UNKNOWN_LEADER_EPOCH).
+    UnknownLeaderEpoch,
 }
 
 impl ErrorKind {
     /// Every kind, once.
-    pub const ALL: [ErrorKind; 15] = [
+    pub const ALL: [ErrorKind; 17] = [
         ErrorKind::NotOwner,
         ErrorKind::UnknownTopicOrPartition,
         ErrorKind::OffsetOutOfRange,
@@ -58,6 +64,8 @@ impl ErrorKind {
         ErrorKind::InvalidRequest,
         ErrorKind::LeaseExpired,
         ErrorKind::Backpressure,
+        ErrorKind::FencedLeaderEpoch,
+        ErrorKind::UnknownLeaderEpoch,
     ];
 
     /// The kind's name as the internal RPC carries it (its variant name).
@@ -78,6 +86,8 @@ impl ErrorKind {
             ErrorKind::InvalidRequest => "InvalidRequest",
             ErrorKind::LeaseExpired => "LeaseExpired",
             ErrorKind::Backpressure => "Backpressure",
+            ErrorKind::FencedLeaderEpoch => "FencedLeaderEpoch",
+            ErrorKind::UnknownLeaderEpoch => "UnknownLeaderEpoch",
         }
     }
 

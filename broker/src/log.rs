@@ -475,6 +475,35 @@ impl PartitionLog {
         self.abandon(Vec::new(), why);
     }
 
+    /// Checks a client's current leader epoch (`None`: no check) against
+    /// the epoch this broker owns the partition at, as Kafka does for
+    /// Fetch and ListOffsets: an older one is fenced (the client missed a
+    /// change of owner), a newer one unknown here (this broker has not
+    /// caught up with the metadata yet). Both are retriable for clients.
+    pub fn check_epoch(&self, leader_epoch: Option<u64>) -> Result<()> {
+        let Some(theirs) = leader_epoch else {
+            return Ok(());
+        };
+        let ours = self.epoch();
+        match theirs.cmp(&ours) {
+            std::cmp::Ordering::Equal => Ok(()),
+            std::cmp::Ordering::Less => Err(BrokerError::new(
+                ErrorKind::FencedLeaderEpoch,
+                format!(
+                    "leader epoch {theirs} of {} is older than the current {ours}",
+                    self.key
+                ),
+            )),
+            std::cmp::Ordering::Greater => Err(BrokerError::new(
+                ErrorKind::UnknownLeaderEpoch,
+                format!(
+                    "leader epoch {theirs} of {} is newer than this broker's {ours}",
+                    self.key
+                ),
+            )),
+        }
+    }
+
     /// Decides where a fetch at `offset` reads from.
     pub(crate) fn plan_read(&self, offset: i64, max_bytes: usize) -> Result<(ReadPlan, i64, i64)> {
         let st = self.lock();
@@ -528,5 +557,33 @@ impl PartitionLog {
             }
         }
         Ok((ReadPlan::Store(ranges), start, hw))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use floe_storage::TopicId;
+
+    use super::*;
+
+    fn log_at(epoch: u64) -> PartitionLog {
+        PartitionLog::new(
+            PartitionKey::new(TopicId(uuid::Uuid::nil()), 0),
+            "t".into(),
+            epoch,
+            LogConfig::default(),
+            Committed::default(),
+        )
+    }
+
+    #[test]
+    fn a_client_leader_epoch_is_checked_against_the_owners() {
+        let log = log_at(5);
+        assert!(log.check_epoch(None).is_ok(), "no epoch: no check");
+        assert!(log.check_epoch(Some(5)).is_ok());
+        let older = log.check_epoch(Some(4)).unwrap_err();
+        assert_eq!(older.kind(), ErrorKind::FencedLeaderEpoch, "{older}");
+        let newer = log.check_epoch(Some(6)).unwrap_err();
+        assert_eq!(newer.kind(), ErrorKind::UnknownLeaderEpoch, "{newer}");
     }
 }

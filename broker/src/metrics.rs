@@ -19,6 +19,7 @@ const LEASE_REFUSALS: &str = "floe_broker_lease_refusals_total";
 const LEASE_LAPSES: &str = "floe_broker_lease_lapses_total";
 const BACKPRESSURE: &str = "floe_broker_backpressure_refusals_total";
 const UNFLUSHED_BYTES: &str = "floe_broker_unflushed_bytes";
+const BATCHES_NOT_DECODED: &str = "floe_broker_batches_not_decoded_total";
 
 /// Describes the broker's metrics and registers the counters and gauges, so
 /// that a broker serves them at zero before its first flush.
@@ -64,6 +65,13 @@ pub(crate) fn register() {
     counter!(LEASE_REFUSALS).increment(0);
     counter!(LEASE_LAPSES).increment(0);
     counter!(BACKPRESSURE).increment(0);
+    describe_counter!(
+        BATCHES_NOT_DECODED,
+        "stored batches a timestamp lookup passed over: reason=over_bounds (a decompression bomb) or malformed"
+    );
+    for reason in ["over_bounds", "malformed"] {
+        counter!(BATCHES_NOT_DECODED, "reason" => reason).increment(0);
+    }
     counter!(FLUSHES).increment(0);
     counter!(FLUSHED_BYTES).increment(0);
     counter!(COMMIT_REFUSALS).increment(0);
@@ -76,6 +84,16 @@ pub(crate) fn flushed(bytes: u64, took: Duration) {
     counter!(FLUSHES).increment(1);
     counter!(FLUSHED_BYTES).increment(bytes);
     histogram!(FLUSH_SECONDS).record(took);
+}
+
+/// A timestamp lookup passed over a stored batch it could not decode.
+pub(crate) fn batch_not_decoded(over_bounds: bool) {
+    let reason = if over_bounds {
+        "over_bounds"
+    } else {
+        "malformed"
+    };
+    counter!(BATCHES_NOT_DECODED, "reason" => reason).increment(1);
 }
 
 /// The metadata refused a flush's commit.

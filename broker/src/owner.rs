@@ -37,22 +37,30 @@ pub trait PartitionOwner: Send + Sync + std::fmt::Debug {
         room_wait: std::time::Duration,
     ) -> Result<PendingProduce, CallError>;
 
-    /// Whole batches from the one holding `offset`, up to `max_bytes`.
+    /// Whole batches from the one holding `offset`, up to `max_bytes` (at
+    /// least one). With `leader_epoch` (the client's current leader epoch),
+    /// the owner first checks it against the partition's epoch
+    /// ([`ErrorKind::FencedLeaderEpoch`](crate::ErrorKind::FencedLeaderEpoch)
+    /// if older, [`ErrorKind::UnknownLeaderEpoch`](crate::ErrorKind::UnknownLeaderEpoch)
+    /// if newer).
     async fn fetch(
         &self,
         key: &PartitionKey,
         offset: i64,
         max_bytes: usize,
+        leader_epoch: Option<u64>,
     ) -> Result<FetchData, CallError>;
 
     /// Returns when data past `offset` may be there, or at `until`.
     async fn wait_for_data(&self, key: &PartitionKey, offset: i64, until: tokio::time::Instant);
 
-    /// The answer and the partition's epoch (-1 if unknown).
+    /// The answer and the partition's epoch (-1 if unknown); `leader_epoch`
+    /// is checked as for [`PartitionOwner::fetch`].
     async fn list_offset(
         &self,
         key: &PartitionKey,
         spec: OffsetSpec,
+        leader_epoch: Option<u64>,
     ) -> Result<(OffsetAnswer, i64), CallError>;
 
     /// Moves the log start to `offset`; returns the new low watermark.
@@ -118,8 +126,9 @@ impl PartitionOwner for Broker {
         key: &PartitionKey,
         offset: i64,
         max_bytes: usize,
+        leader_epoch: Option<u64>,
     ) -> Result<FetchData, CallError> {
-        Ok(Broker::fetch(self, key, offset, max_bytes).await?)
+        Ok(Broker::fetch_at_epoch(self, key, offset, max_bytes, leader_epoch).await?)
     }
 
     async fn wait_for_data(&self, key: &PartitionKey, offset: i64, until: tokio::time::Instant) {
@@ -130,8 +139,9 @@ impl PartitionOwner for Broker {
         &self,
         key: &PartitionKey,
         spec: OffsetSpec,
+        leader_epoch: Option<u64>,
     ) -> Result<(OffsetAnswer, i64), CallError> {
-        Ok(self.list_offset_and_epoch(key, spec).await?)
+        Ok(self.list_offset_and_epoch(key, spec, leader_epoch).await?)
     }
 
     async fn delete_records(&self, key: &PartitionKey, offset: i64) -> Result<i64, CallError> {

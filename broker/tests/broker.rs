@@ -570,3 +570,37 @@ async fn a_coordinator_whose_shard_moved_cannot_move_offsets_back() {
     assert_eq!(committed_offset(&env, group).await, 200);
     b2.shutdown().await;
 }
+
+/// A zstd batch whose one record inflates past the decoding bound (64 MiB
+/// of zeros: a few KiB on the wire), followed by ordinary batches: a
+/// lookup by time passes over the bomb and still finds the record after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lookup_by_time_passes_over_a_decompression_bomb() {
+    let env = Cluster::start().await;
+    let t = env.create_topic("bombs", 1, &[]).await;
+    let key = PartitionKey::new(t, 0);
+    let b = env.broker(|_| {}).await;
+    wait_owned(&b, key).await;
+    let zeros = vec![0u8; floe_storage::records::DEFAULT_MAX_DECOMPRESSED + 1];
+    let mut bomb = BatchBuilder::new(0, 100);
+    bomb.push(RecordSpec::new(None, Some(zeros), 0));
+    let bomb = bomb.build(Compression::Zstd).unwrap();
+    assert!(bomb.len() < 64 * 1024, "{} bytes", bomb.len());
+    b.produce(&key, &bomb, Acks::All).await.unwrap();
+    b.produce(&key, &batch(&["a", "b"], 200, Compression::Zstd), Acks::All)
+        .await
+        .unwrap();
+    let at = |t| b.list_offset(&key, OffsetSpec::Timestamp(t));
+    let found = at(150).await.unwrap();
+    assert_eq!((found.offset, found.timestamp), (1, 200));
+    assert_eq!(at(201).await.unwrap().offset, 2);
+    assert_eq!(at(202).await.unwrap().offset, -1);
+    // The bomb itself is served as stored: fetch copies bytes, decodes nothing.
+    let d = b.fetch(&key, 0, 1024).await.unwrap();
+    // (base offset and leader epoch are the broker's, the rest as produced)
+    assert!(d.batches[0][16..] == bomb[16..], "the bomb as produced");
+    b.shutdown().await;
+    if let Some(n) = env.meta_node {
+        n.shutdown().await;
+    }
+}

@@ -59,14 +59,74 @@ async fn a_remote_broker_answers_every_route_of_the_table() {
         .await
         .unwrap();
     assert_eq!(pending.wait().await.unwrap().base_offset, 1);
-    let data = owner.fetch(&key, 0, 1 << 20).await.unwrap();
+    let data = owner.fetch(&key, 0, 1 << 20, None).await.unwrap();
     assert_eq!(data.high_watermark, 2);
-    let (latest, epoch) = owner.list_offset(&key, OffsetSpec::Latest).await.unwrap();
+    let (latest, epoch) = owner
+        .list_offset(&key, OffsetSpec::Latest, None)
+        .await
+        .unwrap();
     assert_eq!(latest.offset, 2);
     assert!(epoch >= 0);
+    // The client's current leader epoch travels and is checked by the owner.
+    let epoch = epoch as u64;
+    assert_eq!(
+        owner
+            .fetch(&key, 0, 1024, Some(epoch))
+            .await
+            .unwrap()
+            .high_watermark,
+        2
+    );
+    owner
+        .list_offset(&key, OffsetSpec::Earliest, Some(epoch))
+        .await
+        .unwrap();
+    let kind = |r: Result<_, CallError>| match r {
+        Err(CallError::Broker(e)) => e.kind(),
+        Err(e) => panic!("expected a broker error, got {e}"),
+        Ok(_) => panic!("expected an error"),
+    };
+    assert_eq!(
+        kind(
+            owner
+                .fetch(&key, 0, 1024, Some(epoch + 1))
+                .await
+                .map(|_| ())
+        ),
+        ErrorKind::UnknownLeaderEpoch
+    );
+    assert_eq!(
+        kind(
+            owner
+                .list_offset(&key, OffsetSpec::Latest, Some(epoch + 1))
+                .await
+                .map(|_| ())
+        ),
+        ErrorKind::UnknownLeaderEpoch
+    );
+    if epoch > 0 {
+        assert_eq!(
+            kind(
+                owner
+                    .fetch(&key, 0, 1024, Some(epoch - 1))
+                    .await
+                    .map(|_| ())
+            ),
+            ErrorKind::FencedLeaderEpoch
+        );
+        assert_eq!(
+            kind(
+                owner
+                    .list_offset(&key, OffsetSpec::Latest, Some(epoch - 1))
+                    .await
+                    .map(|_| ())
+            ),
+            ErrorKind::FencedLeaderEpoch
+        );
+    }
     // A broker error comes back as the broker's error, not a routing one.
     let other = PartitionKey::new(t, 7);
-    match owner.fetch(&other, 0, 1024).await {
+    match owner.fetch(&other, 0, 1024, None).await {
         Err(CallError::Broker(e)) => assert!(
             matches!(
                 e.kind(),
@@ -84,7 +144,7 @@ async fn a_remote_broker_answers_every_route_of_the_table() {
     server.abort();
     let _ = server.await;
     let gone: Arc<dyn PartitionOwner> = Arc::new(RemoteBroker::new(free_addr().to_string()));
-    match gone.fetch(&key, 0, 1024).await {
+    match gone.fetch(&key, 0, 1024, None).await {
         Err(CallError::Routing(e)) => assert_eq!(e.kind(), RoutingErrorKind::Unreachable),
         r => panic!("expected an unreachable owner, got {r:?}"),
     }

@@ -268,7 +268,14 @@ impl Indexer {
             let read = self
                 .inner
                 .reader
-                .read(topic_id, p.partition, start, hw, settings.file_bytes)
+                .read(
+                    topic_id,
+                    p.partition,
+                    start,
+                    hw,
+                    settings.file_bytes,
+                    crate::log_reader::MAX_DECODED_BYTES,
+                )
                 .await?;
             crate::metrics::log_read(read.bytes);
             let (records, last) = cut_at_hour(read.records, read.next_offset - 1);
@@ -308,6 +315,8 @@ impl Indexer {
                 p.partition,
                 pending.first_offset,
                 pending.last_offset + 1,
+                u64::MAX,
+                // Exactly the range recorded, which a first read bounded.
                 u64::MAX,
             )
             .await?;

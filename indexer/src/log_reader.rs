@@ -9,7 +9,7 @@ use bytes::Bytes;
 use floe_metadata::api::MetaApi;
 use floe_storage::batch::BatchView;
 use floe_storage::committed::{Batches, Wanted, read_batches};
-use floe_storage::records::{DEFAULT_MAX_DECOMPRESSED, Record, decode_records};
+use floe_storage::records::{DecodeLimits, Record, RecordStream};
 use floe_storage::{PartitionKey, StorePool};
 
 use crate::error::{IndexerError, Result};
@@ -22,7 +22,19 @@ pub struct LogRead {
     pub next_offset: i64,
     /// Batch bytes read.
     pub bytes: u64,
+    /// Batches passed over because they cannot be decoded within the
+    /// bounds or are malformed (their offsets count as read).
+    pub skipped: u64,
 }
+
+/// Decoded record bytes one read gathers at most (keys, values and headers,
+/// plus [`RECORD_OVERHEAD`] a record): the read ends after the batch that
+/// reaches it, so an export file or a query holds at most this much plus one
+/// batch's bound ([`DecodeLimits::DEFAULT`]), however well the log compresses.
+pub const MAX_DECODED_BYTES: u64 = 256 * 1024 * 1024;
+
+/// What a record costs in memory beyond its bytes (its struct and slices).
+pub const RECORD_OVERHEAD: u64 = 128;
 
 fn key_of(topic_id: &str, partition: u32) -> Result<PartitionKey> {
     let topic = floe_metadata::api::convert::topic_id(topic_id)?;
@@ -53,8 +65,11 @@ impl LogReader {
 
     /// Records with offsets in `from..until`, whole batches: the first batch
     /// always, then batches while their bytes stay within `max_bytes` (the
-    /// rule of `floe_storage::committed`, which reads them). Control batches
-    /// are skipped (their offsets still count as read).
+    /// rule of `floe_storage::committed`, which reads them) and their decoded
+    /// records within `max_decoded` bytes (the read ends after the batch that
+    /// reaches it; see [`MAX_DECODED_BYTES`]). Control batches, and batches
+    /// that cannot be decoded within the bounds, give no records (their
+    /// offsets still count as read).
     pub async fn read(
         &self,
         topic_id: &str,
@@ -62,6 +77,7 @@ impl LogReader {
         from: i64,
         until: i64,
         max_bytes: u64,
+        max_decoded: u64,
     ) -> Result<LogRead> {
         let mut out = LogRead {
             next_offset: from,
@@ -90,28 +106,71 @@ impl LogReader {
             read_batches(&*self.pool, object, e.byte_start..end, &wanted, &mut read).await?;
         }
         out.bytes = read.bytes;
-        out.next_offset = read.next_offset.unwrap_or(from);
+        out.next_offset = from;
+        let mut decoded = 0u64;
         for batch in &read.batches {
-            take_records(batch, from, until, &mut out.records)?;
+            let view = BatchView::parse(batch, usize::MAX)
+                .map_err(|e| IndexerError::corrupt(format!("batch: {e}")))?;
+            decoded += take_records(batch, from, until, &mut out)?;
+            out.next_offset = view.next_offset().min(until.max(from));
+            if decoded >= max_decoded {
+                break;
+            }
+        }
+        if out.next_offset == from {
+            out.next_offset = read.next_offset.unwrap_or(from);
         }
         Ok(out)
     }
 }
 
-/// The records of `batch` in `from..until` (none from a control batch).
-fn take_records(batch: &Bytes, from: i64, until: i64, out: &mut Vec<Record>) -> Result<()> {
+/// The records of `batch` in `from..until` (none from a control batch);
+/// returns the decoded bytes they take. A batch that cannot be decoded
+/// within [`DecodeLimits::DEFAULT`], or whose records are malformed, gives
+/// none: it is logged, counted, and passed over.
+fn take_records(batch: &Bytes, from: i64, until: i64, out: &mut LogRead) -> Result<u64> {
     let view = BatchView::parse(batch, usize::MAX)
         .map_err(|e| IndexerError::corrupt(format!("batch: {e}")))?;
     if view.is_control() {
-        return Ok(());
+        return Ok(0);
     }
-    let records = decode_records(batch, DEFAULT_MAX_DECOMPRESSED).map_err(|e| {
-        IndexerError::corrupt(format!("batch at offset {}: {e}", view.base_offset()))
-    })?;
-    out.extend(
-        records
-            .into_iter()
-            .filter(|r| r.offset >= from && r.offset < until),
-    );
-    Ok(())
+    let decoded = RecordStream::new(batch, DecodeLimits::DEFAULT).and_then(|records| {
+        let mut kept = Vec::new();
+        for r in records {
+            let r = r?;
+            if r.offset >= from && r.offset < until {
+                kept.push(r);
+            }
+        }
+        Ok(kept)
+    });
+    match decoded {
+        Ok(kept) => {
+            let bytes = kept.iter().map(record_bytes).sum();
+            out.records.extend(kept);
+            Ok(bytes)
+        }
+        Err(e) => {
+            out.skipped += 1;
+            crate::metrics::batch_skipped(e.is_over_bounds());
+            tracing::warn!(
+                base_offset = view.base_offset(),
+                last_offset = view.last_offset(),
+                error = %e,
+                "skipping a stored batch that cannot be decoded within the bounds"
+            );
+            Ok(0)
+        }
+    }
+}
+
+/// What a decoded record takes in memory, about.
+fn record_bytes(r: &Record) -> u64 {
+    let len = |b: &Option<Bytes>| b.as_ref().map_or(0, |b| b.len() as u64);
+    let headers: u64 = r
+        .headers
+        .iter()
+        .map(|h| h.key.len() as u64 + len(&h.value) + 32)
+        .sum();
+    RECORD_OVERHEAD + len(&r.key) + len(&r.value) + headers
 }

@@ -9,6 +9,7 @@ const LOG_BYTES_READ: &str = "floe_indexer_log_bytes_read_total";
 const PARQUET_BYTES_WRITTEN: &str = "floe_indexer_parquet_bytes_written_total";
 const FILES_DELETED: &str = "floe_indexer_files_deleted_total";
 const ERRORS: &str = "floe_indexer_errors_total";
+const BATCHES_SKIPPED: &str = "floe_indexer_batches_skipped_total";
 
 /// Describes the indexer's metrics and registers them at zero.
 pub(crate) fn register() {
@@ -32,6 +33,13 @@ pub(crate) fn register() {
         ERRORS,
         "export rounds or topics that failed (retried next round)"
     );
+    describe_counter!(
+        BATCHES_SKIPPED,
+        "stored batches passed over because they cannot be decoded: reason=over_bounds (a decompression bomb, too many records) or malformed"
+    );
+    for reason in ["over_bounds", "malformed"] {
+        counter!(BATCHES_SKIPPED, "reason" => reason).increment(0);
+    }
     for name in [
         FILES_WRITTEN,
         ROWS_WRITTEN,
@@ -57,6 +65,16 @@ pub(crate) fn log_read(bytes: u64) {
 
 pub(crate) fn file_deleted() {
     counter!(FILES_DELETED).increment(1);
+}
+
+/// A stored batch was passed over: it cannot be decoded within the bounds.
+pub(crate) fn batch_skipped(over_bounds: bool) {
+    let reason = if over_bounds {
+        "over_bounds"
+    } else {
+        "malformed"
+    };
+    counter!(BATCHES_SKIPPED, "reason" => reason).increment(1);
 }
 
 pub(crate) fn error() {

@@ -113,6 +113,7 @@ pub async fn run(ix: &Indexer, topic: &str, q: &Query) -> Result<QueryAnswer> {
                 start,
                 p.high_watermark,
                 limit_bytes,
+                crate::log_reader::MAX_DECODED_BYTES,
             )
             .await?;
         if read.next_offset < p.high_watermark {

@@ -431,3 +431,46 @@ async fn retention_deletes_old_exports_and_lookups_read_the_log_not_exported_yet
     assert_eq!(err.kind, floe_indexer::ErrorKind::UnknownTopic);
     env.shutdown().await;
 }
+
+/// A zstd batch that inflates past the decoding bound (a few KiB on the
+/// wire), between ordinary records: the exporter passes over it (logged and
+/// counted), exports every other record, and moves on; lookups still answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_exporter_passes_over_a_decompression_bomb_and_exports_the_rest() {
+    let env = Env::new().await;
+    let t = env
+        .topic(
+            "bombed",
+            1,
+            &[("export.enabled", "true"), ("export.roll.ms", "100")],
+        )
+        .await;
+    let ts = now_ms();
+    env.produce(t, 0, 0, 10, ts).await;
+    let zeros = vec![0u8; floe_storage::records::DEFAULT_MAX_DECOMPRESSED + 1];
+    let mut bomb = BatchBuilder::new(0, ts);
+    bomb.push(RecordSpec::new(None, Some(zeros), 0));
+    let bomb = bomb.build(Compression::Zstd).unwrap();
+    env.broker
+        .produce(&PartitionKey::new(t, 0), &bomb, Acks::All)
+        .await
+        .unwrap();
+    env.produce(t, 0, 10, 10, ts).await;
+    let ix = env.indexer();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let s = env.export_all(&ix, "bombed").await;
+    assert_eq!(s.partitions[0].high_watermark, 21);
+    let (rows, _, _) = env.rows(&s).await;
+    let offsets: Vec<i64> = rows.iter().map(|r| r.1).collect();
+    let want: Vec<i64> = (0..10).chain(11..21).collect();
+    assert_eq!(offsets, want, "every record but the bomb's, once");
+    let q = Query {
+        key: None,
+        from_ms: None,
+        to_ms: None,
+        limit: 100,
+    };
+    let found = query::run(&ix, "bombed", &q).await.unwrap();
+    assert_eq!(found.records.len(), 20);
+    env.shutdown().await;
+}

@@ -24,6 +24,8 @@ pub fn code_for(e: &BrokerError) -> i16 {
         ErrorKind::LeaseExpired => ResponseError::NotLeaderOrFollower,
         // Nothing was sequenced; every client retries a timed-out produce.
         ErrorKind::Backpressure => ResponseError::RequestTimedOut,
+        ErrorKind::FencedLeaderEpoch => ResponseError::FencedLeaderEpoch,
+        ErrorKind::UnknownLeaderEpoch => ResponseError::UnknownLeaderEpoch,
     };
     r.code()
 }

@@ -20,6 +20,7 @@ use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::list_offsets_request::ListOffsetsPartition;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -90,6 +91,8 @@ pub struct Context {
     pub auto_create_max_topics: usize,
     /// Upper bound on a fetch's wait, whatever the client asks.
     pub max_fetch_wait: Duration,
+    /// Byte caps on a fetch's answer, whatever the client asks.
+    pub fetch_limits: FetchLimits,
     /// Producer ids this proxy hands out, taken from metadata in blocks.
     pub producer_ids: ProducerIdBlock,
     /// How old the cluster view may be (since the metadata service last
@@ -97,6 +100,96 @@ pub struct Context {
     /// be routed on it; older, they answer NOT_LEADER_OR_FOLLOWER. `None`:
     /// no bound (`floe standalone`, whose view is local).
     pub max_view_age: Option<Duration>,
+}
+
+/// This proxy's caps on the bytes of a fetch's answer, applied on top of
+/// the client's own `max_bytes` and `partition_max_bytes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchLimits {
+    /// Most record bytes in one answer (Kafka's broker `fetch.max.bytes`).
+    pub max_bytes: usize,
+    /// Most record bytes of one partition in one answer.
+    pub max_partition_bytes: usize,
+}
+
+impl FetchLimits {
+    /// Kafka's default `fetch.max.bytes`: 55 MiB.
+    pub const DEFAULT_MAX_BYTES: usize = 57_671_680;
+    /// One store read's worth per partition (`floe_storage::committed::READ_CHUNK`),
+    /// eight times the clients' default `max.partition.fetch.bytes` (1 MiB).
+    pub const DEFAULT_MAX_PARTITION_BYTES: usize = 8 * 1024 * 1024;
+
+    /// The bytes a whole answer may take: the client's `max_bytes` (none
+    /// if it is not positive) within this proxy's cap.
+    pub fn request_budget(&self, client_max: i32) -> usize {
+        let asked = usize::try_from(client_max).ok().filter(|&m| m > 0);
+        asked.map_or(self.max_bytes, |m| m.min(self.max_bytes))
+    }
+
+    /// The bytes asked of one partition's owner: the client's
+    /// `partition_max_bytes` within this proxy's cap and what is `left` of
+    /// the answer's budget. The owner always answers at least one whole
+    /// batch, so the first partition with data gets one even when it is
+    /// larger than every cap (as Kafka does); later ones get nothing once
+    /// the budget is spent (0: not asked).
+    pub fn partition_budget(&self, client_max: i32, left: usize, first: bool) -> usize {
+        let asked = usize::try_from(client_max).unwrap_or(0);
+        let budget = asked.min(self.max_partition_bytes).min(left);
+        if first { budget.max(1) } else { budget }
+    }
+}
+
+impl Default for FetchLimits {
+    fn default() -> Self {
+        Self {
+            max_bytes: Self::DEFAULT_MAX_BYTES,
+            max_partition_bytes: Self::DEFAULT_MAX_PARTITION_BYTES,
+        }
+    }
+}
+
+/// The partitions a fetch names, grouped by topic.
+#[derive(Debug, Clone, PartialEq)]
+struct FetchTarget {
+    topic: TopicName,
+    topic_id: uuid::Uuid,
+    partitions: Vec<fetch_request::FetchPartition>,
+}
+
+/// A fetch's partitions, each once: Kafka keeps one entry per
+/// topic-partition, so a partition named again takes the place of its
+/// first mention with the last mention's offset and sizes. Topics keep the
+/// order they first appear in.
+fn fetch_targets(req: &FetchRequest) -> Vec<FetchTarget> {
+    let mut out: Vec<FetchTarget> = Vec::new();
+    let mut topic_at: HashMap<&str, usize> = HashMap::new();
+    let mut partition_at: HashMap<(&str, i32), (usize, usize)> = HashMap::new();
+    for t in &req.topics {
+        let name = t.topic.0.as_str();
+        let ti = *topic_at.entry(name).or_insert_with(|| {
+            out.push(FetchTarget {
+                topic: t.topic.clone(),
+                topic_id: t.topic_id,
+                partitions: Vec::new(),
+            });
+            out.len() - 1
+        });
+        for p in &t.partitions {
+            match partition_at.get(&(name, p.partition)) {
+                Some(&(ti, pi)) => out[ti].partitions[pi] = p.clone(),
+                None => {
+                    partition_at.insert((name, p.partition), (ti, out[ti].partitions.len()));
+                    out[ti].partitions.push(p.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A client's `current_leader_epoch`: `None` (-1, or any negative) asks for no check.
+fn leader_epoch(e: i32) -> Option<u64> {
+    u64::try_from(e).ok()
 }
 
 /// Producer ids reserved from the metadata service, handed out one by one.
@@ -455,22 +548,22 @@ impl Context {
     }
 
     /// Fetch: whole batches per partition; waits up to `max_wait_ms` (capped)
-    /// until `min_bytes` are available.
+    /// until `min_bytes` are available. Each partition is answered once
+    /// however often the request names it, and the answer stays within the
+    /// request's and this proxy's byte caps ([`FetchLimits`]).
     pub async fn fetch(&self, version: i16, req: &FetchRequest) -> FetchResponse {
         let snap = self.view.current();
         let wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(self.max_fetch_wait);
         let deadline = tokio::time::Instant::now() + wait;
         let min_bytes = req.min_bytes.max(0) as usize;
-        let total_max = if req.max_bytes <= 0 {
-            usize::MAX
-        } else {
-            req.max_bytes as usize
-        };
+        let limits = self.fetch_limits;
+        let total_max = limits.request_budget(req.max_bytes);
+        let targets = fetch_targets(req);
         loop {
             let mut resp = FetchResponse::default();
             let mut total = 0usize;
             let mut waits = Vec::new();
-            for t in &req.topics {
+            for t in &targets {
                 let mut tr = FetchableTopicResponse::default();
                 tr.topic = t.topic.clone();
                 tr.topic_id = t.topic_id;
@@ -484,19 +577,20 @@ impl Context {
                     match Self::key_of(&snap, &t.topic.0, p.partition) {
                         None => pd.error_code = ResponseError::UnknownTopicOrPartition.code(),
                         Some(key) => {
-                            // The first partition with data always gets at least one batch.
-                            let budget = if total == 0 {
-                                (p.partition_max_bytes.max(1) as usize).min(total_max)
-                            } else {
-                                (p.partition_max_bytes.max(0) as usize)
-                                    .min(total_max.saturating_sub(total))
-                            };
-                            if budget == 0 {
-                                pd.high_watermark = -1;
-                            } else {
+                            let budget = limits.partition_budget(
+                                p.partition_max_bytes,
+                                total_max.saturating_sub(total),
+                                total == 0,
+                            );
+                            if budget > 0 {
+                                let epoch = if version >= 9 {
+                                    leader_epoch(p.current_leader_epoch)
+                                } else {
+                                    None
+                                };
                                 let r = match self.route(&snap, &key) {
                                     Ok(h) => {
-                                        let r = h.fetch(&key, p.fetch_offset, budget).await;
+                                        let r = h.fetch(&key, p.fetch_offset, budget, epoch).await;
                                         if r.as_ref().is_ok_and(|d| d.batches.is_empty()) {
                                             waits.push((h, key, p.fetch_offset));
                                         }
@@ -511,8 +605,16 @@ impl Context {
                                         if version >= 5 {
                                             pd.log_start_offset = d.log_start_offset;
                                         }
-                                        total += d.bytes();
-                                        pd.records = Some(concat(d.batches));
+                                        // The owner answers at least one batch; past
+                                        // the first partition with data, one that does
+                                        // not fit is left for the next fetch (as Kafka
+                                        // does), so the answer stays within the caps.
+                                        if total == 0 || d.bytes() <= budget {
+                                            total += d.bytes();
+                                            pd.records = Some(concat(d.batches));
+                                        } else {
+                                            pd.records = Some(Bytes::new());
+                                        }
                                     }
                                     Err(e) => pd.error_code = call_code(&e),
                                 }
@@ -542,6 +644,14 @@ impl Context {
     ) -> ListOffsetsResponse {
         let snap = self.view.current();
         let mut resp = ListOffsetsResponse::default();
+        // v4 carries the client's current leader epoch, checked by the owner.
+        let epoch_of = |p: &ListOffsetsPartition| {
+            if version >= 4 {
+                leader_epoch(p.current_leader_epoch)
+            } else {
+                None
+            }
+        };
         for t in &req.topics {
             let mut tr = ListOffsetsTopicResponse::default();
             tr.name = t.name.clone();
@@ -564,7 +674,7 @@ impl Context {
                     (_, None) => pr.error_code = ResponseError::UnknownTopicOrPartition.code(),
                     (Some(spec), Some(key)) => match self.route(&snap, &key) {
                         Err(e) => pr.error_code = routing_code(&e),
-                        Ok(h) => match h.list_offset(&key, spec).await {
+                        Ok(h) => match h.list_offset(&key, spec, epoch_of(p)).await {
                             Ok((a, epoch)) => {
                                 pr.offset = a.offset;
                                 pr.timestamp = a.timestamp;
@@ -740,7 +850,13 @@ mod tests {
             }))
         }
 
-        async fn fetch(&self, _: &PartitionKey, _: i64, _: usize) -> Result<FetchData, CallError> {
+        async fn fetch(
+            &self,
+            _: &PartitionKey,
+            _: i64,
+            _: usize,
+            _: Option<u64>,
+        ) -> Result<FetchData, CallError> {
             Err(BrokerError::new(ErrorKind::Unsupported, "fake").into())
         }
 
@@ -750,6 +866,7 @@ mod tests {
             &self,
             _: &PartitionKey,
             _: OffsetSpec,
+            _: Option<u64>,
         ) -> Result<(OffsetAnswer, i64), CallError> {
             Err(BrokerError::new(ErrorKind::Unsupported, "fake").into())
         }
@@ -765,6 +882,83 @@ mod tests {
 
     fn routing(kind: RoutingErrorKind) -> RoutingError {
         RoutingError::new(kind, "test")
+    }
+
+    fn fetch_of(parts: &[(&str, i32, i64, i32)]) -> FetchRequest {
+        let mut req = FetchRequest::default();
+        for (topic, partition, offset, max) in parts {
+            let mut t = fetch_request::FetchTopic::default();
+            t.topic = topic_name(topic);
+            let mut p = fetch_request::FetchPartition::default();
+            p.partition = *partition;
+            p.fetch_offset = *offset;
+            p.partition_max_bytes = *max;
+            t.partitions.push(p);
+            req.topics.push(t);
+        }
+        req
+    }
+
+    #[test]
+    fn a_partition_named_many_times_is_fetched_once_with_its_last_mention() {
+        let mut parts = vec![("a", 0, 0, 100); 500];
+        parts.push(("b", 1, 3, 10));
+        parts.push(("a", 1, 7, 20));
+        parts.push(("a", 0, 42, 8 << 20));
+        let targets = fetch_targets(&fetch_of(&parts));
+        type Parts = Vec<(i32, i64, i32)>;
+        let got: Vec<(String, Parts)> = targets
+            .iter()
+            .map(|t| {
+                (
+                    t.topic.0.to_string(),
+                    t.partitions
+                        .iter()
+                        .map(|p| (p.partition, p.fetch_offset, p.partition_max_bytes))
+                        .collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("a".to_string(), vec![(0, 42, 8 << 20), (1, 7, 20)]),
+                ("b".to_string(), vec![(1, 3, 10)]),
+            ]
+        );
+    }
+
+    #[test]
+    fn fetch_budgets_stay_within_the_proxy_caps() {
+        let l = FetchLimits {
+            max_bytes: 1000,
+            max_partition_bytes: 300,
+        };
+        // No request-wide cap from the client (v3+ sends one, but 0 or less
+        // means none): the proxy's applies.
+        assert_eq!(l.request_budget(0), 1000);
+        assert_eq!(l.request_budget(-1), 1000);
+        assert_eq!(l.request_budget(i32::MAX), 1000);
+        assert_eq!(l.request_budget(200), 200);
+        // A partition gets the smallest of its ask, the cap and what is left.
+        assert_eq!(l.partition_budget(8 << 20, 1000, true), 300);
+        assert_eq!(l.partition_budget(100, 1000, false), 100);
+        assert_eq!(l.partition_budget(8 << 20, 50, false), 50);
+        assert_eq!(l.partition_budget(8 << 20, 0, false), 0, "nothing left");
+        // The first partition with data is always asked for one batch.
+        assert_eq!(l.partition_budget(0, 0, true), 1);
+        assert_eq!(l.partition_budget(-5, 1000, true), 1);
+        assert_eq!(l.partition_budget(-5, 1000, false), 0);
+        let d = FetchLimits::default();
+        assert_eq!(d.max_bytes, 55 * 1024 * 1024);
+    }
+
+    #[test]
+    fn a_negative_leader_epoch_asks_for_no_check() {
+        assert_eq!(leader_epoch(-1), None);
+        assert_eq!(leader_epoch(i32::MIN), None);
+        assert_eq!(leader_epoch(0), Some(0));
+        assert_eq!(leader_epoch(7), Some(7));
     }
 
     #[tokio::test]

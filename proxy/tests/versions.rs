@@ -65,6 +65,7 @@ async fn env() -> Env {
         auto_create_topics: true,
         auto_create_max_topics: 16,
         max_fetch_wait: Duration::from_secs(5),
+        fetch_limits: Default::default(),
         producer_ids: Default::default(),
         max_view_age: None,
     });
@@ -740,4 +741,118 @@ async fn every_group_api_answers_at_every_advertised_version() {
         assert_eq!(r.results[0].error_code, 0, "DeleteGroups v{dv}");
     }
     e.broker.shutdown().await;
+}
+
+/// Fetch (v9+) and ListOffsets (v4+) check the client's current leader
+/// epoch against the one Metadata reports: older is FENCED_LEADER_EPOCH
+/// (74), newer UNKNOWN_LEADER_EPOCH (75), -1 no check. And a fetch naming
+/// one partition many times is answered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_check_the_client_leader_epoch_and_name_a_partition_once() {
+    let e = env().await;
+    let mut c = Conn {
+        sock: TcpStream::connect(e.kafka).await.unwrap(),
+        corr: 0,
+    };
+    let mut req = MetadataRequest::default();
+    let mut t = MetadataRequestTopic::default();
+    t.name = Some(topic("ep"));
+    req.topics = Some(vec![t]);
+    req.allow_auto_topic_creation = true;
+    let ResponseKind::Metadata(r) = c
+        .call(ApiKey::Metadata, 9, RequestKind::Metadata(req))
+        .await
+    else {
+        panic!()
+    };
+    let epoch = r.topics[0].partitions[0].leader_epoch;
+    assert!(epoch >= 0, "{epoch}");
+    let mut pd = PartitionProduceData::default();
+    pd.records = Some(one_batch("x", 1_000));
+    let mut td = TopicProduceData::default();
+    td.name = topic("ep");
+    td.partition_data = vec![pd];
+    let mut req = ProduceRequest::default();
+    req.acks = -1;
+    req.timeout_ms = 5000;
+    req.topic_data = vec![td];
+    let ResponseKind::Produce(r) = c.call(ApiKey::Produce, 9, RequestKind::Produce(req)).await
+    else {
+        panic!()
+    };
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+
+    let fetch = |epoch: i32, times: usize| {
+        let mut ft = FetchTopic::default();
+        ft.topic = topic("ep");
+        for _ in 0..times {
+            let mut fp = FetchPartition::default();
+            fp.fetch_offset = 0;
+            fp.partition_max_bytes = 1 << 20;
+            fp.current_leader_epoch = epoch;
+            ft.partitions.push(fp);
+        }
+        let mut req = FetchRequest::default();
+        req.max_wait_ms = 0;
+        req.max_bytes = 1 << 20;
+        req.topics = vec![ft];
+        RequestKind::Fetch(req)
+    };
+    let list = |epoch: i32| {
+        let mut lp = ListOffsetsPartition::default();
+        lp.timestamp = -1;
+        lp.current_leader_epoch = epoch;
+        let mut lt = ListOffsetsTopic::default();
+        lt.name = topic("ep");
+        lt.partitions = vec![lp];
+        let mut req = ListOffsetsRequest::default();
+        req.replica_id = BrokerId(-1);
+        req.topics = vec![lt];
+        RequestKind::ListOffsets(req)
+    };
+    let mut cases = vec![(-1, 0i16), (epoch, 0), (epoch + 1, 75)];
+    if epoch > 0 {
+        cases.push((epoch - 1, 74));
+    }
+    for (asked, want) in cases {
+        for v in 9..=*versions(ApiKey::Fetch).end() {
+            let ResponseKind::Fetch(r) = c.call(ApiKey::Fetch, v, fetch(asked, 1)).await else {
+                panic!()
+            };
+            let p = &r.responses[0].partitions[0];
+            assert_eq!(p.error_code, want, "fetch v{v} epoch {asked} of {epoch}");
+            let has = p.records.as_ref().is_some_and(|r| !r.is_empty());
+            assert_eq!(has, want == 0, "fetch v{v}");
+        }
+        for v in 4..=*versions(ApiKey::ListOffsets).end() {
+            let ResponseKind::ListOffsets(r) = c.call(ApiKey::ListOffsets, v, list(asked)).await
+            else {
+                panic!()
+            };
+            let p = &r.topics[0].partitions[0];
+            assert_eq!(
+                p.error_code, want,
+                "list offsets v{v} epoch {asked} of {epoch}"
+            );
+        }
+    }
+    // Before v9 (v4) the field is not on the wire: no check.
+    let ResponseKind::Fetch(r) = c.call(ApiKey::Fetch, 4, fetch(epoch + 1, 1)).await else {
+        panic!()
+    };
+    assert_eq!(r.responses[0].partitions[0].error_code, 0);
+
+    // One partition named 200 times: one entry, its batch once.
+    let ResponseKind::Fetch(r) = c.call(ApiKey::Fetch, 4, fetch(-1, 200)).await else {
+        panic!()
+    };
+    assert_eq!(r.responses.len(), 1);
+    assert_eq!(r.responses[0].partitions.len(), 1);
+    let recs = r.responses[0].partitions[0].records.clone().unwrap();
+    let first = floe_storage::batch::BatchView::parse(&recs, usize::MAX).unwrap();
+    assert_eq!(first.size(), recs.len(), "the one batch, once");
+    e.broker.shutdown().await;
+    if let Some(n) = e.cluster.meta_node {
+        n.shutdown().await;
+    }
 }

@@ -71,6 +71,19 @@ pub enum BatchError {
     UnknownCompression(u8),
     #[error("malformed records: {0}")]
     Records(String),
+    /// Well-formed as far as read, but more than a reader decodes of one
+    /// batch ([`crate::records::DecodeLimits`]): a decompression bomb, or a
+    /// batch claiming more records than any client sends.
+    #[error("records over the decoding bounds: {0}")]
+    OverBounds(String),
+}
+
+impl BatchError {
+    /// Whether the batch was refused for its size once decoded (not for
+    /// being malformed).
+    pub fn is_over_bounds(&self) -> bool {
+        matches!(self, BatchError::OverBounds(_))
+    }
 }
 
 impl From<BatchError> for StorageError {

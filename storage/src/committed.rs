@@ -21,6 +21,10 @@ use crate::pool::RangeRead;
 /// Bytes read from the store at a time (more when one batch is larger).
 pub const READ_CHUNK: u64 = 8 * 1024 * 1024;
 
+/// Fewest bytes asked of the store at a time, however small the budget left
+/// (a read this small costs about what a smaller one does).
+pub const MIN_READ: u64 = 64 * 1024;
+
 /// Which batches a read takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Wanted {
@@ -123,12 +127,24 @@ async fn read_in_chunks<R: RangeRead>(
     };
     let mut pos = bytes.start;
     while pos < bytes.end && out.stopped.is_none() {
-        // At least a batch's size prefix, so the first batch's size is known.
-        let want = chunk.max(LOG_OVERHEAD as u64).min(bytes.end - pos);
+        // No more than the budget left (the store is not asked for a whole
+        // chunk to answer a small fetch), and at least a batch's size
+        // prefix, so the first batch's size is known.
+        let left = wanted.max_bytes.saturating_sub(out.bytes);
+        let want = chunk
+            .min(left.max(MIN_READ))
+            .max(LOG_OVERHEAD as u64)
+            .min(bytes.end - pos);
         let mut buf = reader.read_range(object, pos..pos + want).await?;
-        // A first batch larger than the chunk: read it whole.
         let first = BatchView::peek_size(&buf).map_err(|e| corrupt(pos, e))? as u64;
         if first > buf.len() as u64 {
+            // A batch larger than what was read: once batches are taken, one
+            // that cannot fit the budget ends the read (later batches follow
+            // it in offset order); otherwise it is read whole.
+            if !out.batches.is_empty() && out.bytes.saturating_add(first) > wanted.max_bytes {
+                out.stopped = Some(Stop::Budget);
+                break;
+            }
             if first > bytes.end - pos {
                 return Err(StorageError::corrupt(format!(
                     "{object}: batch at {pos} runs past the range's end {}",
@@ -156,11 +172,15 @@ mod tests {
     struct Mem {
         bytes: Bytes,
         reads: AtomicUsize,
+        /// Bytes asked of the store, over every read.
+        read_bytes: AtomicUsize,
     }
 
     impl RangeRead for Mem {
         async fn read_range(&self, _obj: &ObjectRef, range: Range<u64>) -> Result<Bytes> {
             self.reads.fetch_add(1, Ordering::Relaxed);
+            self.read_bytes
+                .fetch_add((range.end - range.start) as usize, Ordering::Relaxed);
             Ok(self.bytes.slice(range.start as usize..range.end as usize))
         }
     }
@@ -186,6 +206,7 @@ mod tests {
         let mem = Mem {
             bytes: Bytes::from(all),
             reads: AtomicUsize::new(0),
+            read_bytes: AtomicUsize::new(0),
         };
         (mem, object, batches)
     }
@@ -246,6 +267,60 @@ mod tests {
         read_all(&mem, &obj, two + 1, &mut out).await;
         assert_eq!(out.batches.len(), 2);
         assert_eq!(mem.reads.load(Ordering::Relaxed), before);
+    }
+
+    #[tokio::test]
+    async fn a_small_budget_reads_little_of_a_large_range() {
+        // ~2,000 batches of ~150 bytes: about 300 KiB, read with 1 KiB wanted.
+        let (mem, obj, bs) = log(2000);
+        assert!(obj.size > 4 * MIN_READ, "{}", obj.size);
+        let mut out = Batches::default();
+        read_all(&mem, &obj, 1024, &mut out).await;
+        let taken: u64 = out.batches.iter().map(|b| b.len() as u64).sum();
+        assert!(taken <= 1024 && !out.batches.is_empty());
+        assert_eq!(out.batches[0], bs[0]);
+        let asked = mem.read_bytes.load(Ordering::Relaxed) as u64;
+        assert!(
+            asked <= MIN_READ,
+            "asked the store for {asked} bytes to answer 1 KiB of a {} byte range",
+            obj.size
+        );
+    }
+
+    #[tokio::test]
+    async fn a_batch_larger_than_the_budget_left_ends_the_read_unread() {
+        // One small batch, then one larger than the minimum read.
+        let mut small = BatchBuilder::new(0, 0);
+        small.push(RecordSpec::new(None, Some(vec![1; 10]), 0));
+        let small = small.build(Compression::None).unwrap();
+        let mut big = BatchBuilder::new(1, 0);
+        big.push(RecordSpec::new(None, Some(vec![2; 200_000]), 0));
+        let big = big.build(Compression::None).unwrap();
+        let all = [small.clone(), big.clone()].concat();
+        let obj = ObjectRef {
+            endpoint: EndpointId::new("m"),
+            key: ObjectKey::new("wal/2"),
+            size: all.len() as u64,
+        };
+        let mem = Mem {
+            bytes: Bytes::from(all),
+            reads: AtomicUsize::new(0),
+            read_bytes: AtomicUsize::new(0),
+        };
+        let mut out = Batches::default();
+        read_batches(&mem, &obj, 0..obj.size, &want(0, i64::MAX, 1000), &mut out)
+            .await
+            .unwrap();
+        assert_eq!(out.batches, vec![small]);
+        assert_eq!(out.stopped, Some(Stop::Budget));
+        assert!(mem.read_bytes.load(Ordering::Relaxed) as u64 <= 2 * MIN_READ);
+        // Alone, the large batch comes whole, whatever the budget.
+        let mut out = Batches::default();
+        let wanted = want(1, i64::MAX, 1);
+        read_batches(&mem, &obj, 0..obj.size, &wanted, &mut out)
+            .await
+            .unwrap();
+        assert_eq!(out.batches, vec![big]);
     }
 
     #[tokio::test]

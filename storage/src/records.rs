@@ -17,6 +17,44 @@ use crate::batch::{BatchError, BatchView, Compression, HEADER_LEN, MAGIC_V2, Tim
 /// lookups, the indexer's export and queries, the CLI's consumer).
 pub const DEFAULT_MAX_DECOMPRESSED: usize = 64 * 1024 * 1024;
 
+/// Bound on the records one batch may hold: far above what clients send
+/// (librdkafka's `batch.num.messages` is 10,000; a Java producer's 16 KiB
+/// `batch.size` holds a few thousand at most), and what keeps a batch that
+/// claims millions of tiny records from costing millions of steps.
+pub const DEFAULT_MAX_RECORDS: usize = 1 << 20;
+
+/// Decompressed bytes pulled from a codec at a time: what a streamed decode
+/// holds beyond the records it has handed out.
+const STREAM_CHUNK: usize = 64 * 1024;
+
+/// What a reader decodes of one batch at most: decompressed bytes and
+/// records. A batch over either is refused with
+/// [`BatchError::OverBounds`] (the records before the bound have been
+/// handed out by then, when streaming).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeLimits {
+    pub max_bytes: usize,
+    pub max_records: usize,
+}
+
+impl DecodeLimits {
+    /// [`DEFAULT_MAX_DECOMPRESSED`] and [`DEFAULT_MAX_RECORDS`].
+    pub const DEFAULT: DecodeLimits = DecodeLimits {
+        max_bytes: DEFAULT_MAX_DECOMPRESSED,
+        max_records: DEFAULT_MAX_RECORDS,
+    };
+}
+
+impl Default for DecodeLimits {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+fn over(msg: impl Into<String>) -> BatchError {
+    BatchError::OverBounds(msg.into())
+}
+
 /// Largest zstd window a batch may need (32 MiB), bounding the decoder's memory.
 const ZSTD_WINDOW_LOG_MAX: u32 = 25;
 
@@ -53,31 +91,46 @@ pub fn decompress(codec: Compression, data: &[u8], max: usize) -> Result<Vec<u8>
             .read_to_end(&mut out)
             .map_err(|e| malformed(format!("decompression failed: {e}")))?;
         if out.len() > max {
-            return Err(malformed(format!(
-                "decompressed records exceed {max} bytes"
-            )));
+            return Err(over(format!("decompressed records exceed {max} bytes")));
         }
         Ok(out)
     }
     match codec {
         Compression::None => {
             if data.len() > max {
-                return Err(malformed(format!("records exceed {max} bytes")));
+                return Err(over(format!("records exceed {max} bytes")));
             }
             Ok(data.to_vec())
         }
-        Compression::Gzip => bounded(flate2::read::GzDecoder::new(data), max),
         Compression::Snappy => snappy_decompress(data, max),
-        Compression::Lz4 => bounded(lz4_flex::frame::FrameDecoder::new(data), max),
+        codec => bounded(decoder(codec, data)?, max),
+    }
+}
+
+/// A reader of the decompressed records section (gzip, lz4 and zstd
+/// stream; snappy blocks are decompressed whole, within the cap, by
+/// `snappy_decompress`). `Send`, so a [`RecordStream`] may live across an
+/// await.
+fn decoder<'a>(
+    codec: Compression,
+    data: &'a [u8],
+) -> Result<Box<dyn Read + Send + 'a>, BatchError> {
+    Ok(match codec {
+        Compression::None => Box::new(data),
+        Compression::Gzip => Box::new(flate2::read::GzDecoder::new(data)),
+        Compression::Lz4 => Box::new(lz4_flex::frame::FrameDecoder::new(data)),
         Compression::Zstd => {
             let mut dec = zstd::stream::read::Decoder::new(data)
                 .map_err(|e| malformed(format!("zstd: {e}")))?;
             // A frame may ask for a window of up to 2 GiB; producers use a few MiB.
             dec.window_log_max(ZSTD_WINDOW_LOG_MAX)
                 .map_err(|e| malformed(format!("zstd: {e}")))?;
-            bounded(dec, max)
+            Box::new(dec)
         }
-    }
+        Compression::Snappy => {
+            return Err(malformed("snappy is decompressed by blocks, not streamed"));
+        }
+    })
 }
 
 /// The framing snappy-java (Kafka's Java client) writes around snappy blocks.
@@ -88,9 +141,7 @@ fn snappy_decompress(data: &[u8], max: usize) -> Result<Vec<u8>, BatchError> {
     fn block(b: &[u8], max: usize, out: &mut Vec<u8>) -> Result<(), BatchError> {
         let len = snap::raw::decompress_len(b).map_err(|e| malformed(format!("snappy: {e}")))?;
         if out.len().saturating_add(len) > max {
-            return Err(malformed(format!(
-                "decompressed records exceed {max} bytes"
-            )));
+            return Err(over(format!("decompressed records exceed {max} bytes")));
         }
         let start = out.len();
         out.resize(start + len, 0);
@@ -190,28 +241,216 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// Decodes every record of the batch at the start of `batch`.
+/// Decodes every record of the batch at the start of `batch`, within
+/// `max_decompressed` bytes and [`DEFAULT_MAX_RECORDS`] records (see
+/// [`RecordStream`] to look at them one by one instead).
 pub fn decode_records(batch: &Bytes, max_decompressed: usize) -> Result<Vec<Record>, BatchError> {
-    let view = BatchView::parse(batch, usize::MAX)?;
-    let raw = view.records_bytes();
-    let body: Bytes = match view.compression() {
-        Compression::None => batch.slice(HEADER_LEN..view.size()),
-        codec => Bytes::from(decompress(codec, raw, max_decompressed)?),
+    let limits = DecodeLimits {
+        max_bytes: max_decompressed,
+        ..DecodeLimits::DEFAULT
     };
-    let count = view.record_count() as usize;
-    let mut out = Vec::with_capacity(count.min(body.len() / MIN_RECORD_LEN + 1));
-    let log_append = view.timestamp_type() == TimestampType::LogAppendTime;
-    let mut cur = Cursor { buf: &body, pos: 0 };
-    for _ in 0..count {
-        let len = cur.varint()?;
-        if len < 0 {
-            return Err(malformed("negative record length"));
+    let view = BatchView::parse(batch, usize::MAX)?;
+    let body_len = view.size() - HEADER_LEN;
+    let stream = RecordStream::new(batch, limits)?;
+    // Room for what the bytes present can hold, not what the header claims.
+    let cap = stream.claimed().min(body_len / MIN_RECORD_LEN + 1);
+    let mut out = Vec::with_capacity(cap);
+    for r in stream {
+        out.push(r?);
+    }
+    Ok(out)
+}
+
+/// Where a [`RecordStream`] takes its record bytes from.
+enum Source<'a> {
+    /// Uncompressed: records are slices of the batch.
+    Plain { body: Bytes, pos: usize },
+    /// Compressed: decompressed [`STREAM_CHUNK`] at a time into `buf`.
+    Stream {
+        reader: Box<dyn Read + Send + 'a>,
+        buf: BytesMut,
+        eof: bool,
+    },
+}
+
+/// The records of one batch, decoded one at a time: a compressed batch is
+/// decompressed as its records are read, so what is held at once is one
+/// chunk and the records the caller keeps, never the whole batch. Stops with
+/// [`BatchError::OverBounds`] once more than [`DecodeLimits::max_bytes`]
+/// would be decompressed or more than [`DecodeLimits::max_records`] records
+/// are claimed, and with [`BatchError::Records`] at malformed bytes; after
+/// an error it yields nothing more.
+pub struct RecordStream<'a> {
+    source: Source<'a>,
+    limits: DecodeLimits,
+    /// Bytes of the records section read so far (decompressed).
+    pulled: usize,
+    base_offset: i64,
+    first_timestamp: i64,
+    max_timestamp: i64,
+    log_append: bool,
+    claimed: usize,
+    left: usize,
+}
+
+impl std::fmt::Debug for RecordStream<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordStream")
+            .field("base_offset", &self.base_offset)
+            .field("left", &self.left)
+            .field("pulled", &self.pulled)
+            .finish()
+    }
+}
+
+impl<'a> RecordStream<'a> {
+    /// The records of the batch at the start of `batch` (its header must
+    /// parse). A record count over `limits` is refused here, before any work.
+    pub fn new(batch: &'a Bytes, limits: DecodeLimits) -> Result<Self, BatchError> {
+        let view = BatchView::parse(batch, usize::MAX)?;
+        let claimed = usize::try_from(view.record_count()).unwrap_or(0);
+        if claimed > limits.max_records {
+            return Err(over(format!(
+                "the batch at offset {} claims {claimed} records, over {}",
+                view.base_offset(),
+                limits.max_records
+            )));
         }
-        let range = cur.take(len as usize)?;
-        let mut rec = Cursor {
-            buf: &body[..range.end],
-            pos: range.start,
+        let source = match view.compression() {
+            Compression::None => Source::Plain {
+                body: batch.slice(HEADER_LEN..view.size()),
+                pos: 0,
+            },
+            Compression::Snappy => Source::Stream {
+                reader: Box::new(std::io::Cursor::new(snappy_decompress(
+                    &batch[HEADER_LEN..view.size()],
+                    limits.max_bytes,
+                )?)),
+                buf: BytesMut::new(),
+                eof: false,
+            },
+            codec => Source::Stream {
+                reader: decoder(codec, &batch[HEADER_LEN..view.size()])?,
+                buf: BytesMut::new(),
+                eof: false,
+            },
         };
+        Ok(Self {
+            source,
+            limits,
+            pulled: 0,
+            base_offset: view.base_offset(),
+            first_timestamp: view.first_timestamp(),
+            max_timestamp: view.max_timestamp(),
+            log_append: view.timestamp_type() == TimestampType::LogAppendTime,
+            claimed,
+            left: claimed,
+        })
+    }
+
+    /// The record count the batch's header claims.
+    pub fn claimed(&self) -> usize {
+        self.claimed
+    }
+
+    /// Bytes of the records section read so far (decompressed).
+    pub fn decoded_bytes(&self) -> usize {
+        match &self.source {
+            Source::Plain { pos, .. } => *pos,
+            Source::Stream { buf, .. } => self.pulled - buf.len(),
+        }
+    }
+
+    /// Makes at least `n` bytes available unless the records end first.
+    fn fill(&mut self, n: usize) -> Result<(), BatchError> {
+        let Source::Stream { reader, buf, eof } = &mut self.source else {
+            return Ok(());
+        };
+        while buf.len() < n && !*eof {
+            let room = (self.limits.max_bytes.saturating_add(1)).saturating_sub(self.pulled);
+            if room == 0 {
+                return Err(over(format!(
+                    "decompressed records exceed {} bytes",
+                    self.limits.max_bytes
+                )));
+            }
+            let want = (n - buf.len()).max(STREAM_CHUNK).min(room);
+            let start = buf.len();
+            buf.resize(start + want, 0);
+            let got = match reader.read(&mut buf[start..]) {
+                Ok(got) => got,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => 0,
+                Err(e) => {
+                    buf.truncate(start);
+                    return Err(malformed(format!("decompression failed: {e}")));
+                }
+            };
+            buf.truncate(start + got);
+            self.pulled += got;
+            if got == 0 {
+                *eof = true;
+            }
+        }
+        if self.pulled > self.limits.max_bytes {
+            return Err(over(format!(
+                "decompressed records exceed {} bytes",
+                self.limits.max_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// The next `n` bytes of the records section.
+    fn take(&mut self, n: usize) -> Result<Bytes, BatchError> {
+        if n > self.limits.max_bytes {
+            return Err(over(format!(
+                "a record of {n} bytes is over {} bytes",
+                self.limits.max_bytes
+            )));
+        }
+        self.fill(n)?;
+        match &mut self.source {
+            Source::Plain { body, pos } => {
+                let end = pos
+                    .checked_add(n)
+                    .filter(|&e| e <= body.len())
+                    .ok_or_else(|| malformed("a record runs past the end of the batch"))?;
+                let out = body.slice(*pos..end);
+                *pos = end;
+                Ok(out)
+            }
+            Source::Stream { buf, .. } => {
+                if buf.len() < n {
+                    return Err(malformed("a record runs past the end of the records"));
+                }
+                Ok(buf.split_to(n).freeze())
+            }
+        }
+    }
+
+    /// A record's length prefix.
+    fn length(&mut self) -> Result<usize, BatchError> {
+        self.fill(5)?;
+        let (avail, len) = match &self.source {
+            Source::Plain { body, pos } => {
+                let rest = body.get(*pos..).unwrap_or_default();
+                let mut c = Cursor { buf: rest, pos: 0 };
+                (c.varint(), c.pos)
+            }
+            Source::Stream { buf, .. } => {
+                let mut c = Cursor { buf, pos: 0 };
+                (c.varint(), c.pos)
+            }
+        };
+        let value = avail?;
+        self.take(len)?;
+        usize::try_from(value).map_err(|_| malformed("negative record length"))
+    }
+
+    fn next_record(&mut self) -> Result<Record, BatchError> {
+        let len = self.length()?;
+        let body = self.take(len)?;
+        let mut rec = Cursor { buf: &body, pos: 0 };
         rec.take(1)?; // attributes, unused
         let ts_delta = rec.varlong()?;
         let offset_delta = rec.varint()?;
@@ -221,7 +460,7 @@ pub fn decode_records(batch: &Bytes, max_decompressed: usize) -> Result<Vec<Reco
         if header_count < 0 {
             return Err(malformed("negative header count"));
         }
-        let mut headers = Vec::with_capacity((header_count as usize).min(len as usize / 2));
+        let mut headers = Vec::with_capacity((header_count as usize).min(len / 2));
         for _ in 0..header_count {
             let klen = rec.varint()?;
             if klen < 0 {
@@ -231,22 +470,37 @@ pub fn decode_records(batch: &Bytes, max_decompressed: usize) -> Result<Vec<Reco
             let value = rec.nullable(&body)?;
             headers.push(RecordHeader { key, value });
         }
-        if rec.pos != range.end {
+        if rec.pos != body.len() {
             return Err(malformed("record length does not match its fields"));
         }
-        out.push(Record {
-            offset: view.base_offset().saturating_add(offset_delta as i64),
-            timestamp: if log_append {
-                view.max_timestamp()
+        Ok(Record {
+            offset: self.base_offset.saturating_add(offset_delta as i64),
+            timestamp: if self.log_append {
+                self.max_timestamp
             } else {
-                view.first_timestamp().saturating_add(ts_delta)
+                self.first_timestamp.saturating_add(ts_delta)
             },
             key,
             value,
             headers,
-        });
+        })
     }
-    Ok(out)
+}
+
+impl Iterator for RecordStream<'_> {
+    type Item = Result<Record, BatchError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let r = self.next_record();
+        if r.is_err() {
+            self.left = 0;
+        }
+        Some(r)
+    }
 }
 
 /// A record to encode with [`BatchBuilder`].
@@ -501,6 +755,86 @@ mod tests {
         let mut b = batch.to_vec();
         b[57..61].copy_from_slice(&i32::MAX.to_be_bytes());
         assert!(decode_records(&Bytes::from(b), 1 << 20).is_err());
+    }
+
+    /// A zstd batch of `count` empty records (4 bytes each decompressed):
+    /// tiny on the wire, large once decoded.
+    fn bomb(count: usize) -> Bytes {
+        let mut b = BatchBuilder::new(0, 1_000);
+        for _ in 0..count {
+            b.push(RecordSpec::new(None, None, 0));
+        }
+        b.build(Compression::Zstd).unwrap()
+    }
+
+    #[test]
+    fn streamed_records_equal_decoded_ones_for_every_codec() {
+        for codec in [
+            Compression::None,
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let batch = builder().build(codec).unwrap();
+            let all = decode_records(&batch, DEFAULT_MAX_DECOMPRESSED).unwrap();
+            let streamed: Vec<Record> = RecordStream::new(&batch, DecodeLimits::DEFAULT)
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert_eq!(streamed, all, "{codec:?}");
+        }
+    }
+
+    #[test]
+    fn a_bomb_is_decoded_only_up_to_the_bounds_then_refused() {
+        let batch = bomb(300_000);
+        assert!(
+            batch.len() < 1_200_000 / 4,
+            "{} bytes on the wire",
+            batch.len()
+        );
+        let limits = DecodeLimits {
+            max_bytes: 256 * 1024,
+            max_records: DEFAULT_MAX_RECORDS,
+        };
+        let mut stream = RecordStream::new(&batch, limits).unwrap();
+        let mut n = 0usize;
+        let err = loop {
+            match stream.next() {
+                Some(Ok(_)) => n += 1,
+                Some(Err(e)) => break e,
+                None => panic!("the whole bomb was decoded"),
+            }
+            assert!(stream.pulled <= limits.max_bytes + 1);
+        };
+        assert!(err.is_over_bounds(), "{err}");
+        assert!(n > 0 && n < 300_000, "{n} records before the bound");
+        assert!(stream.next().is_none(), "nothing after an error");
+        // The same with the whole-batch decoder.
+        let err = decode_records(&batch, limits.max_bytes).unwrap_err();
+        assert!(err.is_over_bounds(), "{err}");
+    }
+
+    #[test]
+    fn a_batch_claiming_too_many_records_is_refused_before_any_work() {
+        let batch = bomb(1000);
+        let limits = DecodeLimits {
+            max_bytes: DEFAULT_MAX_DECOMPRESSED,
+            max_records: 999,
+        };
+        let err = RecordStream::new(&batch, limits).unwrap_err();
+        assert!(err.is_over_bounds(), "{err}");
+        // A count far beyond the records present, within the bound: an
+        // error once the records run out, not an allocation.
+        let mut b = builder().build(Compression::Zstd).unwrap().to_vec();
+        b[57..61].copy_from_slice(&1_000_000i32.to_be_bytes());
+        let b = Bytes::from(b);
+        let results: Vec<_> = RecordStream::new(&b, DecodeLimits::DEFAULT)
+            .unwrap()
+            .collect();
+        assert_eq!(results.len(), 4, "three records, then the error");
+        assert!(results[3].as_ref().is_err_and(|e| !e.is_over_bounds()));
     }
 
     #[test]

@@ -84,6 +84,9 @@ pub mod proto {
         pub offset: i64,
         #[prost(uint64, tag = "3")]
         pub max_bytes: u64,
+        /// The client's current leader epoch; absent: no check.
+        #[prost(uint64, optional, tag = "4")]
+        pub leader_epoch: Option<u64>,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -115,6 +118,9 @@ pub mod proto {
         /// Kafka's encoding: -1 latest, -2 earliest, -3 max timestamp, else a timestamp.
         #[prost(int64, tag = "2")]
         pub spec: i64,
+        /// The client's current leader epoch; absent: no check.
+        #[prost(uint64, optional, tag = "3")]
+        pub leader_epoch: Option<u64>,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -351,7 +357,10 @@ async fn rpc_produce(b: Broker, req: proto::ProduceRequest) -> Answer<proto::Pro
 async fn rpc_fetch(b: Broker, req: proto::FetchRequest) -> proto::FetchResponse {
     let max = usize::try_from(req.max_bytes).unwrap_or(usize::MAX);
     let r = match key_of(req.partition.as_ref()) {
-        Ok(k) => b.fetch(&k, req.offset, max).await,
+        Ok(k) => {
+            b.fetch_at_epoch(&k, req.offset, max, req.leader_epoch)
+                .await
+        }
         Err(e) => Err(e),
     };
     match r {
@@ -379,7 +388,8 @@ async fn rpc_wait(b: Broker, req: proto::WaitRequest) -> proto::Empty {
 async fn rpc_list_offset(b: Broker, req: proto::ListOffsetRequest) -> proto::ListOffsetResponse {
     let r = async {
         let k = key_of(req.partition.as_ref())?;
-        b.list_offset_and_epoch(&k, spec_from_i64(req.spec)?).await
+        b.list_offset_and_epoch(&k, spec_from_i64(req.spec)?, req.leader_epoch)
+            .await
     }
     .await;
     match r {
@@ -551,12 +561,14 @@ impl PartitionOwner for RemoteBroker {
         key: &PartitionKey,
         offset: i64,
         max_bytes: usize,
+        leader_epoch: Option<u64>,
     ) -> Result<FetchData, CallError> {
         let r = self
             .call::<routes::Fetch>(proto::FetchRequest {
                 partition: Some(part(key)),
                 offset,
                 max_bytes: max_bytes as u64,
+                leader_epoch,
             })
             .await?;
         answered(r.error, || FetchData {
@@ -588,11 +600,13 @@ impl PartitionOwner for RemoteBroker {
         &self,
         key: &PartitionKey,
         spec: OffsetSpec,
+        leader_epoch: Option<u64>,
     ) -> Result<(OffsetAnswer, i64), CallError> {
         let r = self
             .call::<routes::ListOffset>(proto::ListOffsetRequest {
                 partition: Some(part(key)),
                 spec: spec_to_i64(spec),
+                leader_epoch,
             })
             .await?;
         answered(r.error, || {
