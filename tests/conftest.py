@@ -4,7 +4,6 @@ import json
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -35,15 +34,6 @@ def floe_dev_bin() -> pathlib.Path:
     """Builds `floe-dev`, the developers' test drivers (crate `floe-devtools`),
     once per session and returns its path."""
     return _build_bin("floe-devtools", "floe-dev")
-
-
-def free_port(host="127.0.0.1"):
-    """Deprecated: a port picked here may be taken by another socket before the
-    child binds it. Start `floe` on port 0 with `--ports-file` and read the
-    addresses back with `read_ports` instead."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def read_ports(path, proc=None, timeout=60, log_path=None):

@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from floe_cluster import Cluster, Proc, wait_http  # noqa: F401 (Proc, wait_http: imported from here by other tests)
+from floe_cluster import Cluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 import confluent_kafka.admin  # noqa: E402

@@ -13,6 +13,7 @@
 """
 
 import pathlib
+import re
 import signal
 import socket
 import sys
@@ -22,8 +23,8 @@ import urllib.request
 
 import pytest
 
-from conftest import free_port
-from test_cluster_failover import Proc, owned, wait_http
+from floe_cluster import Proc, Role, http_ok, listen
+from test_cluster_failover import owned
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 import confluent_kafka.admin  # noqa: E402
@@ -143,6 +144,39 @@ def wait_for(what, pred, timeout, procs=()):
         time.sleep(0.1)
 
 
+def start(procs, role):
+    """Starts `role` (a `floe` process on port 0, ready once its ports file is
+    written), listed in `procs` first so that it is stopped even if it fails."""
+    procs.append(role)
+    return role.start()
+
+
+def start_moto(procs, tmp_path):
+    """Starts moto's S3 server on port 0 and returns the port it printed."""
+    moto_bin = pathlib.Path(sys.executable).parent / "moto_server"
+    assert moto_bin.exists(), f"{moto_bin} missing: tests/run.sh installs moto[server]"
+    log = tmp_path / "moto.log"
+    procs.append(Proc([moto_bin, "-H", "127.0.0.1", "-p", 0], log))
+    port = None
+
+    def ready():
+        nonlocal port
+        if port is None:
+            m = re.search(r"Running on http://127\.0\.0\.1:(\d+)", log.read_text(errors="replace"))
+            if not m:
+                return False
+            port = int(m.group(1))
+        return http_ok(f"http://127.0.0.1:{port}/moto-api/")
+
+    wait_for("moto", ready, 30, procs[-1:])
+    return port
+
+
+def wait_ready(roles, procs, timeout=30):
+    for r in roles:
+        wait_for(f"{r.name}/readyz", lambda: http_ok(f"http://{r.admin}/readyz"), timeout, procs)
+
+
 class Producing:
     """An idempotent acks=all producer writing `m0`, `m1`, … in a thread
     until stopped; records where each acknowledged value was stored."""
@@ -237,34 +271,34 @@ def check_exactly_once(acked, seen):
 
 @pytest.mark.timeout(180)
 def test_broker_paused_past_its_lease_and_a_cut_off_proxy_serve_nothing_stale(floe_bin, tmp_path):
-    meta_port = free_port()
-    meta = f"127.0.0.1:{meta_port}"
     store = tmp_path / "store"
     store.mkdir()
     procs = []
-    # Proxy B reaches the metadata service through a relay this test can cut.
-    meta_relay = Relay(meta_port)
+    meta_relay = None
     try:
-        procs.append(Proc([str(floe_bin), "meta", "--id", "1", "--listen", meta,
-                           "--data-dir", str(tmp_path / "m1"), "--init"], tmp_path / "meta.log"))
+        # Every process listens on port 0 and reports its ports (`Role`).
+        meta_role = start(procs, Role("meta", lambda ports: [
+            floe_bin, "meta", "--id", 1, "--listen", listen(ports, "meta"),
+            "--data-dir", tmp_path / "m1", "--init"], tmp_path))
+        meta = meta_role.addr("meta")
+        # Proxy B reaches the metadata service through a relay this test can cut.
+        meta_relay = Relay(meta_role.port("meta"))
         brokers = []
         for bid in (1, 2):
-            admin = f"127.0.0.1:{free_port()}"
-            p = Proc([str(floe_bin), "broker", "--id", str(bid),
-                      "--listen", f"127.0.0.1:{free_port()}", "--meta", meta,
-                      "--store", f"local=file://{store}", "--admin-listen", admin,
-                      "--lease-ms", "2000"], tmp_path / f"b{bid}.log")
-            procs.append(p)
-            brokers.append((p, admin))
-        kafka_a, kafka_b = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-        admin_a, admin_b = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-        procs.append(Proc([str(floe_bin), "proxy", "--listen", kafka_a, "--meta", meta,
-                           "--admin-listen", admin_a], tmp_path / "proxy-a.log"))
-        procs.append(Proc([str(floe_bin), "proxy", "--listen", kafka_b,
-                           "--meta", f"127.0.0.1:{meta_relay.port}", "--admin-listen", admin_b,
-                           "--max-view-age-ms", "3000"], tmp_path / "proxy-b.log"))
-        for admin in [a for _, a in brokers] + [admin_a, admin_b]:
-            wait_http(f"http://{admin}/readyz")
+            p = start(procs, Role(f"b{bid}", lambda ports, bid=bid: [
+                floe_bin, "broker", "--id", bid, "--listen", listen(ports, "rpc"), "--meta", meta,
+                "--store", f"local=file://{store}", "--admin-listen", listen(ports, "admin"),
+                "--lease-ms", 2000], tmp_path))
+            brokers.append((p, p.admin))
+        proxy_a = start(procs, Role("proxy-a", lambda ports: [
+            floe_bin, "proxy", "--listen", listen(ports, "kafka"), "--meta", meta,
+            "--admin-listen", listen(ports, "admin")], tmp_path))
+        proxy_b = start(procs, Role("proxy-b", lambda ports: [
+            floe_bin, "proxy", "--listen", listen(ports, "kafka"),
+            "--meta", f"127.0.0.1:{meta_relay.port}", "--admin-listen", listen(ports, "admin"),
+            "--max-view-age-ms", 3000], tmp_path))
+        kafka_a, kafka_b = proxy_a.addr("kafka"), proxy_b.addr("kafka")
+        wait_ready([b for b, _ in brokers] + [proxy_a, proxy_b], procs)
 
         admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": kafka_a})
         admin.create_topics([confluent_kafka.admin.NewTopic("events", 4, 1)])["events"].result(30)
@@ -349,40 +383,38 @@ def test_broker_paused_past_its_lease_and_a_cut_off_proxy_serve_nothing_stale(fl
         print(f"acknowledged {total} writes; {acked_while_paused} before the pause")
     finally:
         for p in procs:
-            if p.p.poll() is None:
+            if p.p is not None and p.p.poll() is None:
                 p.p.send_signal(signal.SIGCONT)
         for p in reversed(procs):
             p.stop()
-        meta_relay.close()
+        if meta_relay is not None:
+            meta_relay.close()
 
 
 @pytest.mark.timeout(180)
 def test_slow_then_failing_store_backs_produce_off_within_the_unflushed_cap(floe_bin, tmp_path):
-    moto_bin = pathlib.Path(sys.executable).parent / "moto_server"
-    assert moto_bin.exists(), f"{moto_bin} missing: tests/run.sh installs moto[server]"
-    moto_port = free_port()
-    procs = [Proc([str(moto_bin), "-H", "127.0.0.1", "-p", str(moto_port)], tmp_path / "moto.log")]
-    relay = Relay(moto_port)
+    procs = []
+    relay = None
     cap = 4 * 1024 * 1024
     try:
-        wait_http(f"http://127.0.0.1:{moto_port}/moto-api/")
+        # moto on port 0 prints the port it is bound to; the relay in front of it
+        # is built from that port. Every `floe` process listens on port 0 too.
+        relay = Relay(start_moto(procs, tmp_path))
         s3 = (f"s3=s3://floe?endpoint=http://127.0.0.1:{relay.port}&region=us-east-1&path_style=true"
               "&access_key_id=minio&secret_access_key=minio123")
-        meta = f"127.0.0.1:{free_port()}"
-        procs.append(Proc([str(floe_bin), "meta", "--id", "1", "--listen", meta,
-                           "--data-dir", str(tmp_path / "m1"), "--init"], tmp_path / "meta.log"))
-        broker_admin, proxy_admin = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-        kafka = f"127.0.0.1:{free_port()}"
-        broker = Proc([str(floe_bin), "broker", "--id", "1", "--listen", f"127.0.0.1:{free_port()}",
-                       "--meta", meta, "--store", s3, "--admin-listen", broker_admin,
-                       "--max-unflushed-bytes", str(cap), "--max-wal-object-bytes", str(1024 * 1024),
-                       "--write-timeout-ms", "3000", "--cache-bytes", str(8 * 1024 * 1024)],
-                      tmp_path / "broker.log")
-        procs.append(broker)
-        procs.append(Proc([str(floe_bin), "proxy", "--listen", kafka, "--meta", meta,
-                           "--admin-listen", proxy_admin], tmp_path / "proxy.log"))
-        for admin in (broker_admin, proxy_admin):
-            wait_http(f"http://{admin}/readyz")
+        meta = start(procs, Role("meta", lambda ports: [
+            floe_bin, "meta", "--id", 1, "--listen", listen(ports, "meta"),
+            "--data-dir", tmp_path / "m1", "--init"], tmp_path)).addr("meta")
+        broker = start(procs, Role("broker", lambda ports: [
+            floe_bin, "broker", "--id", 1, "--listen", listen(ports, "rpc"),
+            "--meta", meta, "--store", s3, "--admin-listen", listen(ports, "admin"),
+            "--max-unflushed-bytes", cap, "--max-wal-object-bytes", 1024 * 1024,
+            "--write-timeout-ms", 3000, "--cache-bytes", 8 * 1024 * 1024], tmp_path))
+        proxy = start(procs, Role("proxy", lambda ports: [
+            floe_bin, "proxy", "--listen", listen(ports, "kafka"), "--meta", meta,
+            "--admin-listen", listen(ports, "admin")], tmp_path))
+        broker_admin, kafka = broker.admin, proxy.addr("kafka")
+        wait_ready([broker, proxy], procs)
         admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": kafka})
         admin.create_topics([confluent_kafka.admin.NewTopic("load", 2, 1)])["load"].result(30)
         wait_for("the broker owns the partitions", lambda: owned(broker_admin) == 2, 30, procs)
@@ -440,4 +472,5 @@ def test_slow_then_failing_store_backs_produce_off_within_the_unflushed_cap(floe
     finally:
         for p in reversed(procs):
             p.stop()
-        relay.close()
+        if relay is not None:
+            relay.close()
