@@ -806,6 +806,13 @@ impl Broker {
         Ok(n)
     }
 
+    /// Deletes the objects no committed range refers to any more, as the
+    /// maintenance task does every `retention_check_interval` (tests; the
+    /// grace period counts from this call, so only a zero grace deletes).
+    pub async fn sweep_now(&self) -> Result<()> {
+        crate::maintenance::sweep(self, &mut Default::default()).await
+    }
+
     /// Flushes everything queued now and waits for it (used at shutdown and hand-over).
     pub async fn flush_all(&self, timeout: Duration) {
         let deadline = tokio::time::Instant::now() + timeout;

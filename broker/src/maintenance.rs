@@ -280,7 +280,7 @@ pub(crate) async fn truncate(
 }
 
 /// Deletes objects that no index entry has referenced for the grace period.
-async fn sweep(b: &Broker, seen: &mut HashMap<u64, Instant>) -> Result<()> {
+pub(crate) async fn sweep(b: &Broker, seen: &mut HashMap<u64, Instant>) -> Result<()> {
     let list = b
         .inner
         .meta
