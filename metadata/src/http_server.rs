@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, Response, StatusCode, header};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -82,6 +83,10 @@ const IDLE_CLOSED: &str = "floe_http_connections_idle_closed_total";
 
 /// Serves `app` on `listener` with `limits` until the task is dropped.
 /// `server` names it in logs and metrics (`metadata`, `broker_rpc`, `admin`).
+/// Dropping it closes its open connections too: a node that stopped must not
+/// keep answering a peer's pooled keep-alive connection (a metadata node
+/// restarted on the same port would otherwise never see that peer's
+/// requests, which its stopped predecessor answers with "raft stopped").
 pub async fn serve(
     listener: TcpListener,
     app: Router,
@@ -100,7 +105,10 @@ pub async fn serve(
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let mut last_refusal_log: Option<Instant> = None;
     let mut refused_since_log = 0u64;
+    // Owned here, so that dropping this future aborts every connection.
+    let mut connections = tokio::task::JoinSet::new();
     loop {
+        while connections.try_join_next().is_some() {}
         let (sock, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(e) => {
@@ -129,7 +137,7 @@ pub async fn serve(
         let _ = sock.set_nodelay(true);
         let app = app.clone();
         let limits = limits.clone();
-        tokio::spawn(async move {
+        connections.spawn(async move {
             serve_connection(sock, peer, app, &limits, server).await;
             drop(slot);
         });
@@ -320,6 +328,31 @@ mod tests {
     use axum::routing::{get, post};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    /// A stopped server closes the keep-alive connections it had open.
+    #[tokio::test]
+    async fn stopping_the_server_closes_its_open_connections() {
+        let app = Router::new().route("/ok", get(|| async { "ok" }));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(serve(listener, app, HttpLimits::default(), "test"));
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /ok HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = vec![0u8; 4096];
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+        task.abort();
+        let _ = task.await;
+        // The connection is closed: a read ends (0 bytes or an error), it
+        // does not wait for the idle timeout (120 s).
+        let r = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await;
+        assert!(
+            matches!(r, Ok(Ok(0)) | Ok(Err(_))),
+            "the connection stayed open: {r:?}"
+        );
+    }
+
     async fn start(limits: HttpLimits) -> SocketAddr {
         let app = Router::new()
             .route(
@@ -368,6 +401,30 @@ mod tests {
             "POST /echo HTTP/1.1\r\nhost: x\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello";
         let answer = exchange(addr, small.as_bytes()).await;
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+
+    /// Our HTTP client, writing a body far larger than the socket buffers,
+    /// reads the 413 answered before the body was read (it is not cut off
+    /// mid-write): the Raft network tells "too large" from "unreachable" by it.
+    #[tokio::test]
+    async fn a_client_sending_a_large_refused_body_reads_the_413() {
+        let addr = start(HttpLimits::with_body_limit(128 * 1024)).await;
+        let client = crate::http::HttpClient::default();
+        for _ in 0..3 {
+            let r = client
+                .post(
+                    &addr.to_string(),
+                    "/echo",
+                    "application/octet-stream",
+                    bytes::Bytes::from(vec![7u8; 8 * 1024 * 1024]),
+                    Duration::from_secs(10),
+                )
+                .await;
+            match r {
+                Err(crate::http::HttpError::Status { status: 413, .. }) => {}
+                other => panic!("expected 413, got {other:?}"),
+            }
+        }
     }
 
     #[tokio::test]

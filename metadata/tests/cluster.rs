@@ -507,6 +507,10 @@ async fn members_are_added_and_removed_at_runtime() {
 /// stalling on the same oversized batch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_commands_are_refused_and_a_backlog_is_replicated_in_parts() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let dir = tempfile::tempdir().unwrap();
     let addrs: Vec<SocketAddr> = (0..3).map(|_| free_addr()).collect();
     let peers: BTreeMap<u64, String> = (1..=3u64)
