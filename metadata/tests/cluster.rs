@@ -20,6 +20,14 @@ fn free_addr() -> SocketAddr {
         .unwrap()
 }
 
+/// Logs to the test's output, filtered by RUST_LOG.
+fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
 fn config(id: u64, addr: SocketAddr, dir: &std::path::Path) -> MetaConfig {
     let mut c = MetaConfig::new(id, addr, dir.join(format!("node-{id}")));
     c.controller_interval = Duration::from_millis(100);
@@ -298,10 +306,7 @@ async fn single_node_serves_the_api() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_survive_the_leader_and_rebuild_a_wiped_node() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
+    init_tracing();
     let dir = tempfile::tempdir().unwrap();
     let addrs: Vec<SocketAddr> = (0..3).map(|_| free_addr()).collect();
     let peers: BTreeMap<u64, String> = (1..=3u64)
@@ -507,10 +512,7 @@ async fn members_are_added_and_removed_at_runtime() {
 /// stalling on the same oversized batch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_commands_are_refused_and_a_backlog_is_replicated_in_parts() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
+    init_tracing();
     let dir = tempfile::tempdir().unwrap();
     let addrs: Vec<SocketAddr> = (0..3).map(|_| free_addr()).collect();
     let peers: BTreeMap<u64, String> = (1..=3u64)
