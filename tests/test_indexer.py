@@ -139,7 +139,10 @@ def export_dir(s, topic):
 
 def scan(glob):
     """A DuckDB table expression over every export file of a topic."""
-    return f"read_parquet('{glob}', hive_partitioning = true, union_by_name = true, filename = true)"
+    # hive_types: without it DuckDB guesses each folder column's type from
+    # its values, and takes hr=00 .. hr=09 for text (docs/indexer.md).
+    return (f"read_parquet('{glob}', hive_partitioning = true, union_by_name = true, filename = true, "
+            f"hive_types = {{'dt': DATE, 'hr': INTEGER}})")
 
 
 def local_scan(s, topic):
