@@ -119,20 +119,9 @@ pub mod proto {
         pub assignment: bytes::Bytes,
     }
 
-    /// One partition's offset in a [`Commit`].
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Offset {
-        #[prost(string, tag = "1")]
-        pub topic: String,
-        #[prost(uint32, tag = "2")]
-        pub partition: u32,
-        #[prost(int64, tag = "3")]
-        pub offset: i64,
-        #[prost(int32, tag = "4")]
-        pub leader_epoch: i32,
-        #[prost(string, tag = "5")]
-        pub metadata: String,
-    }
+    /// One partition's offset in a [`Commit`]: the metadata API's message
+    /// (the same fields the coordinator stores).
+    pub use floe_metadata::api::proto::GroupOffset as Offset;
 
     /// An OffsetCommit; answered by an [`ErrorReply`] with one code per
     /// offset in `per_member`.
@@ -235,6 +224,28 @@ const ALL_ERRORS: [GroupError; 16] = [
 
 fn to_code(e: Option<GroupError>) -> i32 {
     e.map_or(0, |e| i32::from(e.kafka_code()))
+}
+
+/// The answer to a request with one result per item (members leaving,
+/// offsets committed): an unreachable coordinator is NOT_COORDINATOR, a
+/// request-wide error fails the whole, and `expected` (when known) is how
+/// many item results there must be.
+fn per_item_results<E>(
+    reply: Result<proto::ErrorReply, E>,
+    expected: Option<usize>,
+) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+    let reply = reply.map_err(|_| GroupError::NotCoordinator)?;
+    if let Some(err) = from_code(reply.error) {
+        return Err(err);
+    }
+    if expected.is_some_and(|n| n != reply.per_member.len()) {
+        return Err(GroupError::UnknownServerError);
+    }
+    Ok(reply
+        .per_member
+        .into_iter()
+        .map(|c| from_code(c).map_or(Ok(()), Err))
+        .collect())
 }
 
 fn from_code(c: i32) -> Option<GroupError> {
@@ -635,21 +646,10 @@ impl Coordinator for RemoteBroker {
                 })
                 .collect(),
         };
-        match self
+        let reply = self
             .call_timeout::<routes::GroupCommit>(msg, MEMBER_CALL_TIMEOUT)
-            .await
-        {
-            Err(_) => Err(GroupError::NotCoordinator),
-            Ok(e) => match from_code(e.error) {
-                Some(err) => Err(err),
-                None if e.per_member.len() != n => Err(GroupError::UnknownServerError),
-                None => Ok(e
-                    .per_member
-                    .into_iter()
-                    .map(|c| from_code(c).map_or(Ok(()), Err))
-                    .collect()),
-            },
-        }
+            .await;
+        per_item_results(reply, Some(n))
     }
 
     async fn leave_group(
@@ -668,20 +668,10 @@ impl Coordinator for RemoteBroker {
                 })
                 .collect(),
         };
-        match self
+        let reply = self
             .call_timeout::<routes::GroupLeave>(msg, MEMBER_CALL_TIMEOUT)
-            .await
-        {
-            Err(_) => Err(GroupError::NotCoordinator),
-            Ok(e) => match from_code(e.error) {
-                Some(err) => Err(err),
-                None => Ok(e
-                    .per_member
-                    .into_iter()
-                    .map(|c| from_code(c).map_or(Ok(()), Err))
-                    .collect()),
-            },
-        }
+            .await;
+        per_item_results(reply, None)
     }
 
     async fn describe_group(&self, group_id: &str) -> GroupDescription {

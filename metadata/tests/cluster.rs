@@ -20,6 +20,15 @@ fn free_addr() -> SocketAddr {
         .unwrap()
 }
 
+/// Addresses of three nodes and the peer map naming them 1..=3.
+fn three_nodes() -> (Vec<SocketAddr>, BTreeMap<u64, String>) {
+    let addrs: Vec<SocketAddr> = (0..3).map(|_| free_addr()).collect();
+    let peers = (1..=3u64)
+        .zip(addrs.iter().map(|a| a.to_string()))
+        .collect();
+    (addrs, peers)
+}
+
 /// Logs to the test's output, filtered by RUST_LOG.
 fn init_tracing() {
     let _ = tracing_subscriber::fmt()
@@ -308,10 +317,7 @@ async fn single_node_serves_the_api() {
 async fn three_nodes_survive_the_leader_and_rebuild_a_wiped_node() {
     init_tracing();
     let dir = tempfile::tempdir().unwrap();
-    let addrs: Vec<SocketAddr> = (0..3).map(|_| free_addr()).collect();
-    let peers: BTreeMap<u64, String> = (1..=3u64)
-        .zip(addrs.iter().map(|a| a.to_string()))
-        .collect();
+    let (addrs, peers) = three_nodes();
     let mk = |id: u64| {
         let mut c = config(id, addrs[id as usize - 1], dir.path());
         c.peers = peers.clone();
@@ -514,10 +520,7 @@ async fn members_are_added_and_removed_at_runtime() {
 async fn oversized_commands_are_refused_and_a_backlog_is_replicated_in_parts() {
     init_tracing();
     let dir = tempfile::tempdir().unwrap();
-    let addrs: Vec<SocketAddr> = (0..3).map(|_| free_addr()).collect();
-    let peers: BTreeMap<u64, String> = (1..=3u64)
-        .zip(addrs.iter().map(|a| a.to_string()))
-        .collect();
+    let (addrs, peers) = three_nodes();
     let mk = |id: u64, max_rpc: usize| {
         let mut c = config(id, addrs[id as usize - 1], dir.path());
         c.peers = peers.clone();

@@ -668,15 +668,17 @@ mod tests {
         b
     }
 
+    const ALL_CODECS: [Compression; 5] = [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ];
+
     #[test]
     fn every_codec_round_trips() {
-        for codec in [
-            Compression::None,
-            Compression::Gzip,
-            Compression::Snappy,
-            Compression::Lz4,
-            Compression::Zstd,
-        ] {
+        for codec in ALL_CODECS {
             let batch = builder().build(codec).unwrap();
             let view = BatchView::parse(&batch, usize::MAX).unwrap();
             view.verify_crc().unwrap();
@@ -769,13 +771,7 @@ mod tests {
 
     #[test]
     fn streamed_records_equal_decoded_ones_for_every_codec() {
-        for codec in [
-            Compression::None,
-            Compression::Gzip,
-            Compression::Snappy,
-            Compression::Lz4,
-            Compression::Zstd,
-        ] {
+        for codec in ALL_CODECS {
             let batch = builder().build(codec).unwrap();
             let all = decode_records(&batch, DEFAULT_MAX_DECOMPRESSED).unwrap();
             let streamed: Vec<Record> = RecordStream::new(&batch, DecodeLimits::DEFAULT)
