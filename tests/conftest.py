@@ -25,7 +25,13 @@ def _build_bin(package, name) -> pathlib.Path:
 
 @pytest.fixture(scope="session")
 def floe_bin() -> pathlib.Path:
-    """Builds the `floe` binary (debug) once per session and returns its path."""
+    """Builds the `floe` binary (debug) once per session and returns its path;
+    with FLOE_BIN set, uses that binary as it is (a long soak keeps running
+    the build it started with while the tree is rebuilt)."""
+    if os.environ.get("FLOE_BIN"):
+        path = pathlib.Path(os.environ["FLOE_BIN"])
+        assert path.exists(), path
+        return path
     return _build_bin("floe", "floe")
 
 

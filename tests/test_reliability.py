@@ -41,6 +41,23 @@ META_KILLS = int(os.environ.get("FLOE_SOAK_META_KILLS") or 2 + int(SOAK_SECONDS 
 TOPIC = "soak"
 
 
+def _debug_config(pid):
+    """With FLOE_SOAK_CLIENT_LOGS=<dir>, each producer's librdkafka log of its
+    idempotence state (epochs, sequences, retries) goes to <dir>/producer-<id>.log."""
+    where = os.environ.get("FLOE_SOAK_CLIENT_LOGS")
+    if not where:
+        return {}
+    import logging
+    log = logging.getLogger(f"soak-producer-{pid}")
+    log.setLevel(logging.DEBUG)
+    log.propagate = False
+    os.makedirs(where, exist_ok=True)
+    h = logging.FileHandler(os.path.join(where, f"producer-{pid}.log"))
+    h.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    log.addHandler(h)
+    return {"debug": "eos,protocol", "logger": log}
+
+
 class Producer(threading.Thread):
     """Writes b"<id> <seq>" with seq = 0, 1, 2, … round-robin over the
     partitions until told to stop, then flushes; records every delivery report."""
@@ -62,6 +79,7 @@ class Producer(threading.Thread):
             "message.timeout.ms": 180_000, "retry.backoff.ms": 100,
             "queue.buffering.max.messages": 20_000,
             "error_cb": self.on_error,
+            **_debug_config(pid),
         })
 
     def on_error(self, err):

@@ -156,7 +156,11 @@ impl PendingProduce {
                         break;
                     }
                     if log.status() == Status::Gone || hw.changed().await.is_err() {
-                        return Err(BrokerError::not_owner(log.key));
+                        // The original may still be in a flush that lands.
+                        return Err(BrokerError::outcome_unknown(format!(
+                            "{} changed hands while its first copy was being stored",
+                            log.key
+                        )));
                     }
                 }
                 let (log_start, _, _) = log.offsets();
@@ -172,9 +176,8 @@ impl PendingProduce {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => return Err(e),
                 Err(_) => {
-                    return Err(BrokerError::new(
-                        ErrorKind::ShuttingDown,
-                        "the flush was dropped (broker stopping)",
+                    return Err(BrokerError::outcome_unknown(
+                        "its flush was dropped (broker stopping)",
                     ));
                 }
             }

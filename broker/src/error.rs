@@ -44,11 +44,26 @@ pub enum ErrorKind {
     /// The client's leader epoch is newer than this owner knows (Kafka's
     /// UNKNOWN_LEADER_EPOCH).
     UnknownLeaderEpoch,
+    /// A write reached its owner but its outcome is not known: the answer
+    /// was lost (the owner stopped or was cut off after taking it) or the
+    /// owner's state changed while it waited. It may be stored or not.
+    /// Kafka's REQUEST_TIMED_OUT, which clients treat as *possibly
+    /// persisted*: an idempotent producer retries with the same sequence
+    /// numbers (answered with the stored offsets if it was stored) and never
+    /// re-sequences it under a new epoch, as it may after a definite
+    /// refusal such as NOT_LEADER_OR_FOLLOWER.
+    OutcomeUnknown,
+    /// An idempotent batch that leaves a gap, from a producer that has not
+    /// written to this owner since it took the partition over: its
+    /// predecessors, failed by the previous owner, are still to come.
+    /// Nothing stored; clients see NOT_LEADER_OR_FOLLOWER and retry it after
+    /// them (see `producer.rs`).
+    SequenceGap,
 }
 
 impl ErrorKind {
     /// Every kind, once.
-    pub const ALL: [ErrorKind; 17] = [
+    pub const ALL: [ErrorKind; 19] = [
         ErrorKind::NotOwner,
         ErrorKind::UnknownTopicOrPartition,
         ErrorKind::OffsetOutOfRange,
@@ -66,6 +81,8 @@ impl ErrorKind {
         ErrorKind::Backpressure,
         ErrorKind::FencedLeaderEpoch,
         ErrorKind::UnknownLeaderEpoch,
+        ErrorKind::OutcomeUnknown,
+        ErrorKind::SequenceGap,
     ];
 
     /// The kind's name as the internal RPC carries it (its variant name).
@@ -88,6 +105,8 @@ impl ErrorKind {
             ErrorKind::Backpressure => "Backpressure",
             ErrorKind::FencedLeaderEpoch => "FencedLeaderEpoch",
             ErrorKind::UnknownLeaderEpoch => "UnknownLeaderEpoch",
+            ErrorKind::OutcomeUnknown => "OutcomeUnknown",
+            ErrorKind::SequenceGap => "SequenceGap",
         }
     }
 
@@ -114,6 +133,14 @@ impl BrokerError {
 
     pub fn kind(&self) -> ErrorKind {
         self.kind
+    }
+
+    /// A write whose outcome is not known ([`ErrorKind::OutcomeUnknown`]).
+    pub fn outcome_unknown(why: impl std::fmt::Display) -> Self {
+        Self::new(
+            ErrorKind::OutcomeUnknown,
+            format!("the write may or may not be stored: {why}"),
+        )
     }
 
     pub fn not_owner(what: impl std::fmt::Display) -> Self {

@@ -7,6 +7,19 @@
 //! forgotten ([`Producers::expire`]); when it comes back, its batch is
 //! taken as the first of a producer this partition does not know, at
 //! whatever sequence, as Kafka does since KIP-360 (no UNKNOWN_PRODUCER_ID).
+//!
+//! One rule Kafka does not need: a batch that leaves a gap, from a producer
+//! that has not written to this owner since it took the partition over, is
+//! refused as not stored ([`ErrorKind::SequenceGap`], which clients see as
+//! NOT_LEADER_OR_FOLLOWER) rather than OUT_OF_ORDER_SEQUENCE_NUMBER. The
+//! proxy routes each request on its own, so a client's pipelined batches
+//! can reach the new owner before the retries of the earlier ones the old
+//! owner failed; a Kafka leader never sees that. librdkafka answers an
+//! out-of-order error there by bumping its producer epoch and sending every
+//! unacknowledged record again under the new epoch, which stores twice any
+//! of them that was stored but not acknowledged. Refused as not stored, the
+//! batch is retried after its predecessors, in order. Once the producer has
+//! written here, a gap is out of order as in Kafka.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -26,6 +39,9 @@ struct Entry {
     /// When it last appended here (ms since the epoch); 0: not known (taken
     /// over from metadata), its clock starts at the next expiry pass.
     last_write_ms: u64,
+    /// Whether it appended to this owner (false: known from the previous
+    /// owners' commits only).
+    wrote_here: bool,
 }
 
 /// The verdict on an incoming idempotent batch.
@@ -59,7 +75,7 @@ impl Producers {
     pub fn from_batches(batches: impl IntoIterator<Item = ProducerBatch>) -> Self {
         let mut p = Producers::default();
         for b in batches {
-            p.record(b);
+            p.insert(b);
         }
         p
     }
@@ -95,8 +111,8 @@ impl Producers {
             return if first == 0 {
                 Ok(Check::Append)
             } else {
-                Err(BrokerError::new(
-                    ErrorKind::OutOfOrderSequence,
+                Err(Self::gap(
+                    e,
                     format!(
                         "producer {producer_id} epoch {epoch} must start at sequence 0, not {first}"
                     ),
@@ -114,10 +130,24 @@ impl Producers {
         if first == expected {
             Ok(Check::Append)
         } else {
-            Err(BrokerError::new(
-                ErrorKind::OutOfOrderSequence,
+            Err(Self::gap(
+                e,
                 format!("producer {producer_id}: sequence {first}, expected {expected}"),
             ))
+        }
+    }
+
+    /// A batch that does not follow: out of order, or (from a producer that
+    /// has not written to this owner yet) a gap its retried predecessors
+    /// may still fill (see the module's documentation).
+    fn gap(e: &Entry, what: String) -> BrokerError {
+        if e.wrote_here {
+            BrokerError::new(ErrorKind::OutOfOrderSequence, what)
+        } else {
+            BrokerError::new(
+                ErrorKind::SequenceGap,
+                format!("{what}: the earlier batches have not reached this new owner yet"),
+            )
         }
     }
 
@@ -142,8 +172,13 @@ impl Producers {
         before - self.by_id.len()
     }
 
-    /// Records an appended batch (its time unchanged).
+    /// Records a batch appended here (its time unchanged).
     pub fn record(&mut self, b: ProducerBatch) {
+        self.insert(b).wrote_here = true;
+    }
+
+    /// Adds a stored batch to what is known of its producer.
+    fn insert(&mut self, b: ProducerBatch) -> &mut Entry {
         let e = self.by_id.entry(b.producer_id).or_default();
         if b.epoch != e.epoch {
             e.epoch = b.epoch;
@@ -153,6 +188,7 @@ impl Producers {
         while e.batches.len() > PRODUCER_BATCHES_KEPT {
             e.batches.pop_front();
         }
+        e
     }
 }
 
@@ -215,6 +251,41 @@ mod tests {
         assert_eq!(
             q.check(2, 0, 1, 1).unwrap_err().kind(),
             ErrorKind::InvalidProducerEpoch
+        );
+    }
+
+    /// After a change of owner, a batch whose predecessors (failed by the
+    /// old owner) have not been retried yet is refused as not stored, and
+    /// taken once they are in; then gaps are out of order as in Kafka.
+    #[test]
+    fn a_gap_at_a_new_owner_waits_for_the_retried_batches() {
+        // Taken over: the producer's last committed batch is 0..=4.
+        let mut p = Producers::from_batches([b(1, 0, 0, 4, 100)]);
+        // 10..=14 came before the retry of 5..=9.
+        assert_eq!(
+            p.check(1, 0, 10, 14).unwrap_err().kind(),
+            ErrorKind::SequenceGap
+        );
+        // So did a new epoch's second batch.
+        assert_eq!(
+            p.check(1, 1, 5, 9).unwrap_err().kind(),
+            ErrorKind::SequenceGap
+        );
+        // Retries of what is stored are still answered as duplicates.
+        assert!(matches!(p.check(1, 0, 0, 4).unwrap(), Check::Duplicate(_)));
+        // The retried 5..=9, then 10..=14, in order.
+        assert_eq!(p.check(1, 0, 5, 9).unwrap(), Check::Append);
+        p.record_at(b(1, 0, 5, 9, 105), 1_000);
+        assert_eq!(p.check(1, 0, 10, 14).unwrap(), Check::Append);
+        p.record_at(b(1, 0, 10, 14, 110), 1_001);
+        // Written here: a gap now is out of order.
+        assert_eq!(
+            p.check(1, 0, 20, 24).unwrap_err().kind(),
+            ErrorKind::OutOfOrderSequence
+        );
+        assert_eq!(
+            p.check(1, 1, 5, 9).unwrap_err().kind(),
+            ErrorKind::OutOfOrderSequence
         );
     }
 

@@ -162,3 +162,100 @@ async fn post_garbage(addr: &str, path: &str) -> u16 {
         .unwrap();
     client.request(req).await.unwrap().status().as_u16()
 }
+
+/// A stand-in owner on 127.0.0.1:0 whose produce route runs `answer`; the
+/// server task is returned so that a test can stop it mid-call.
+async fn fake_owner<F, Fut>(answer: F) -> (String, tokio::task::JoinHandle<std::io::Result<()>>)
+where
+    F: Fn() -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = axum::response::Response> + Send + 'static,
+{
+    use floe_broker::rpc::routes::{Produce, Route};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let router = axum::Router::new().route(Produce::PATH, axum::routing::post(move || answer()));
+    let server = tokio::spawn(floe_metadata::http_server::serve(
+        listener,
+        router,
+        floe_metadata::http_server::HttpLimits::with_body_limit(1 << 20),
+        "fake_owner",
+    ));
+    (addr, server)
+}
+
+/// A produce that reached its owner and lost its answer may be stored: it
+/// fails as OutcomeUnknown (REQUEST_TIMED_OUT for Kafka clients, retried
+/// as possibly persisted), never as a routing failure (NOT_LEADER, which
+/// tells an idempotent producer it was not stored, so that it may send it
+/// again under a new epoch: a duplicate). Only a refused connect is a
+/// routing failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_produce_whose_answer_is_lost_has_an_unknown_outcome() {
+    let key = PartitionKey::new(floe_storage::TopicId::random(), 0);
+
+    // Sequenced (the headers came), then the body breaks off.
+    let (addr, server) = fake_owner(|| async {
+        use futures::StreamExt;
+        // The error comes a little after the headers, as from an owner
+        // killed while it waited for the store.
+        let broken = futures::stream::iter([true, false]).then(|first| async move {
+            if first {
+                Ok::<_, std::io::Error>(Bytes::from_static(b"\x08"))
+            } else {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                Err(std::io::Error::other("owner killed"))
+            }
+        });
+        axum::response::Response::new(axum::body::Body::from_stream(broken))
+    })
+    .await;
+    let owner = RemoteBroker::new(addr);
+    let pending = owner
+        .append(&key, batch("a"), Acks::All, Duration::from_secs(1))
+        .await
+        .expect("sequenced");
+    match pending.wait().await {
+        Err(CallError::Broker(e)) => assert_eq!(e.kind(), ErrorKind::OutcomeUnknown, "{e}"),
+        r => panic!("expected an unknown outcome, got {r:?}"),
+    }
+    server.abort();
+
+    // Taken, and the owner goes away before it answers.
+    let (taken_tx, taken_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let (addr, server) = fake_owner(move || {
+        let taken = taken_tx.clone();
+        async move {
+            let _ = taken.send(());
+            std::future::pending::<axum::response::Response>().await
+        }
+    })
+    .await;
+    let owner = RemoteBroker::new(addr);
+    let call = tokio::spawn(async move {
+        owner
+            .append(&key, batch("b"), Acks::All, Duration::from_secs(1))
+            .await
+            .map(|_| ())
+    });
+    let mut taken_rx = taken_rx;
+    taken_rx.recv().await.expect("the owner took the produce");
+    server.abort();
+    let _ = server.await;
+    match call.await.unwrap() {
+        Err(CallError::Broker(e)) => assert_eq!(e.kind(), ErrorKind::OutcomeUnknown, "{e}"),
+        r => panic!("expected an unknown outcome, got {r:?}"),
+    }
+
+    // Nobody listens: never sent, a routing failure the proxy may retry.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = closed.local_addr().unwrap().to_string();
+    drop(closed);
+    let owner = RemoteBroker::new(addr);
+    match owner
+        .append(&key, batch("c"), Acks::All, Duration::from_secs(1))
+        .await
+    {
+        Err(CallError::Routing(e)) => assert_eq!(e.kind(), RoutingErrorKind::Unreachable, "{e}"),
+        r => panic!("expected an unreachable owner, got {r:?}"),
+    }
+}

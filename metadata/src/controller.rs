@@ -16,9 +16,10 @@
 //! Ties break by broker id, then by item order.
 //!
 //! Leases are measured on the leader's wall clock (`now_ms` travels in the
-//! commands). After a leader change, a new leader whose clock runs ahead can
-//! expire a lease early; the broker then re-registers and gets a fair share
-//! again, and nothing it committed is lost (its stale epoch is refused).
+//! commands). A new leader first renews every live node's lease on its own
+//! clock ([`renew_all`]): no node could renew while there was no leader, and
+//! expiring them all would move every partition after each election. A
+//! node that is really gone loses its items one lease later.
 
 use std::collections::BTreeMap;
 
@@ -31,6 +32,18 @@ use crate::state::{ClusterState, NodeState, Ownership};
 pub const MAX_HANDOVERS_PER_ROUND: usize = 32;
 /// How long an owner has to release an item it is asked to hand over.
 pub const HANDOVER_TIMEOUT_MS: u64 = 10_000;
+
+/// What a new leader proposes before anything else: a renewal of every
+/// node's lease that is not dead, at `now_ms` (no node could renew while
+/// there was no leader).
+pub fn renew_all(state: &ClusterState, now_ms: u64) -> Vec<Command> {
+    state
+        .nodes
+        .values()
+        .filter(|n| n.state != NodeState::Dead)
+        .map(|n| Command::Heartbeat { id: n.id, now_ms })
+        .collect()
+}
 
 /// What the controller proposes next, given the model at the leader's clock.
 pub fn plan(state: &ClusterState, now_ms: u64) -> Vec<Command> {

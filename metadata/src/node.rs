@@ -231,12 +231,36 @@ impl MetaNode {
 async fn controller_loop(state: AppState, every: Duration, producer_expiration: Option<Duration>) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Whether this node has renewed every lease since it became leader.
+    let mut renewed = false;
     loop {
         tick.tick().await;
         if state.raft.current_leader().await != Some(state.id) {
+            renewed = false;
             continue;
         }
         let now = now_ms();
+        if !renewed {
+            // While there was no leader no node could renew its lease: a new
+            // leader starts every live node's lease afresh on its own clock
+            // (as Kafka's new controller does with broker sessions) rather
+            // than declare them all dead and move every partition. A node
+            // that is really gone loses its items one lease later.
+            let renewals = state.shared.read(|s| controller::renew_all(s, now));
+            let mut ok = true;
+            for cmd in renewals {
+                if let Err(e) = state.write(cmd).await {
+                    tracing::warn!(error = %e, "renewing the leases as a new leader failed");
+                    ok = false;
+                    break;
+                }
+            }
+            renewed = ok;
+            if !ok {
+                continue;
+            }
+            tracing::info!("new leader: every live node's lease renewed");
+        }
         let mut plan = state.shared.read(|s| controller::plan(s, now));
         if let Some(ttl) = producer_expiration {
             let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);

@@ -1271,6 +1271,44 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn a_new_leader_renews_every_live_lease_before_it_expires_any() {
+        let mut sm = owned();
+        register(&mut sm, 2, 0);
+        // No leader for a while: both leases (1 s, from t=0) ran out.
+        let now = 3_000;
+        assert_eq!(
+            controller::plan(&sm.state, now),
+            vec![Command::ExpireLeases { now_ms: now }]
+        );
+        let renewals = controller::renew_all(&sm.state, now);
+        assert_eq!(renewals.len(), 2, "{renewals:?}");
+        for c in renewals {
+            sm.ok(c);
+        }
+        // Nothing expires, nothing moves, no epoch changes.
+        let before: Vec<_> = sm.state.partitions.values().map(|p| p.ownership).collect();
+        assert!(
+            !controller::plan(&sm.state, now)
+                .iter()
+                .any(|c| matches!(c, Command::ExpireLeases { .. }))
+        );
+        let after: Vec<_> = sm.state.partitions.values().map(|p| p.ownership).collect();
+        assert_eq!(before, after);
+        // A node that is really gone expires one lease later.
+        assert_eq!(
+            controller::plan(&sm.state, now + 1_001),
+            vec![Command::ExpireLeases {
+                now_ms: now + 1_001
+            }]
+        );
+        // A dead node is not brought back by a renewal.
+        sm.apply(Command::ExpireLeases {
+            now_ms: now + 1_001,
+        });
+        assert!(controller::renew_all(&sm.state, now + 1_002).is_empty());
+    }
+
     fn count(sm: &Sm, b: u32) -> usize {
         sm.state
             .partitions

@@ -26,6 +26,12 @@ pub fn code_for(e: &BrokerError) -> i16 {
         ErrorKind::Backpressure => ResponseError::RequestTimedOut,
         ErrorKind::FencedLeaderEpoch => ResponseError::FencedLeaderEpoch,
         ErrorKind::UnknownLeaderEpoch => ResponseError::UnknownLeaderEpoch,
+        // Possibly persisted: clients retry it with the same sequence
+        // numbers (NOT_LEADER_OR_FOLLOWER would say it was not stored).
+        ErrorKind::OutcomeUnknown => ResponseError::RequestTimedOut,
+        // Not stored; retried after the batches before it (not out of
+        // order, which makes librdkafka re-send under a new epoch).
+        ErrorKind::SequenceGap => ResponseError::NotLeaderOrFollower,
     };
     r.code()
 }
@@ -121,6 +127,26 @@ mod tests {
         let full = BrokerError::new(ErrorKind::Backpressure, "test");
         assert_eq!(code_for(&full), ResponseError::RequestTimedOut.code());
         assert!(!CallError::Broker(full).owner_not_ready());
+    }
+
+    /// A write that may be stored is answered as Kafka answers a produce
+    /// that timed out: clients retry it as possibly persisted (same
+    /// sequence numbers), and the proxy does not send it again by itself.
+    #[test]
+    fn a_write_of_unknown_outcome_is_a_timeout_not_a_refusal() {
+        let e = BrokerError::outcome_unknown("test");
+        assert_eq!(code_for(&e), ResponseError::RequestTimedOut.code());
+        assert!(!CallError::Broker(e).owner_not_ready());
+    }
+
+    /// A gap at a new owner is "not stored, try again", answered at once
+    /// (the proxy does not hold the connection retrying it: the batches
+    /// that fill the gap come on the same connection, after the answer).
+    #[test]
+    fn a_sequence_gap_at_a_new_owner_is_retried_not_out_of_order() {
+        let e = BrokerError::new(ErrorKind::SequenceGap, "test");
+        assert_eq!(code_for(&e), ResponseError::NotLeaderOrFollower.code());
+        assert!(!CallError::Broker(e).owner_not_ready());
     }
 
     #[test]

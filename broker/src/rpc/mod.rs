@@ -163,9 +163,10 @@ fn to_proto(e: &BrokerError) -> proto::Error {
 }
 
 fn from_proto(e: proto::Error) -> BrokerError {
-    // A kind this broker does not know (a newer peer) reads as a metadata
-    // failure: retryable, never mistaken for a verdict on the data.
-    let kind = ErrorKind::from_name(&e.kind).unwrap_or(ErrorKind::Metadata);
+    // A kind this broker does not know (a newer peer) is no verdict on the
+    // data: for a write it may be stored or not (clients retry it with the
+    // same sequence numbers).
+    let kind = ErrorKind::from_name(&e.kind).unwrap_or(ErrorKind::OutcomeUnknown);
     BrokerError::new(kind, e.message)
 }
 
@@ -314,11 +315,10 @@ const MAX_ROOM_WAIT: Duration = Duration::from_secs(60);
 
 /// How long a produce may take to be *sequenced* (its response headers),
 /// beyond its wait for room. Sequencing is quick; an owner that takes
-/// longer is paused or cut off, and the produce fails as unreachable
-/// (NOT_LEADER_OR_FOLLOWER: the client retries on the owner it finds then)
-/// instead of holding the connection's later requests for the whole RPC
-/// timeout. Safe for idempotent producers: a batch sequenced by an owner
-/// that lost its partition is never committed.
+/// longer is paused or cut off, and the produce fails instead of holding
+/// the connection's later requests for the whole RPC timeout. Its outcome is unknown (the owner may still sequence and store
+/// it), so the client hears REQUEST_TIMED_OUT and retries it as possibly
+/// persisted: an idempotent producer with the same sequence numbers.
 const SEQUENCE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Sequences the batches (once there is room under the unflushed cap); the
@@ -480,18 +480,54 @@ impl RemoteBroker {
 
     /// Sends a request of route `R`; returns once the response headers came.
     async fn send<R: Route>(&self, req: R::Req, timeout: Duration) -> Result<Answered, CallError> {
-        let req = hyper::Request::post(format!("http://{}{}", self.addr, R::PATH))
-            .header(hyper::header::CONTENT_TYPE, "application/x-protobuf")
-            .body(Full::new(Bytes::from(req.encode_to_vec())))
-            .map_err(|e| BrokerError::new(ErrorKind::InvalidRequest, e.to_string()))?;
+        let req = Self::request::<R>(&self.addr, req)?;
         let resp = tokio::time::timeout(timeout, self.client.request(req))
             .await
             .map_err(|_| RoutingError::unreachable(&self.addr, "timed out"))?
             .map_err(|e| RoutingError::unreachable(&self.addr, e))?;
+        Self::check_status(&self.addr, resp)
+    }
+
+    /// [`Self::send`] for a write. Only a failed connect proves the broker
+    /// never took it (unreachable: the caller may route it again); a request
+    /// that went out and got no answer in time may have been sequenced and
+    /// stored ([`ErrorKind::OutcomeUnknown`]).
+    async fn send_write<R: Route>(
+        &self,
+        req: R::Req,
+        timeout: Duration,
+    ) -> Result<Answered, CallError> {
+        let req = Self::request::<R>(&self.addr, req)?;
+        let addr = &self.addr;
+        match tokio::time::timeout(timeout, self.client.request(req)).await {
+            Err(_) => Err(BrokerError::outcome_unknown(format!(
+                "broker at {addr} did not answer in {timeout:?}"
+            ))
+            .into()),
+            Ok(Err(e)) if e.is_connect() => Err(RoutingError::unreachable(addr, e).into()),
+            Ok(Err(e)) => Err(BrokerError::outcome_unknown(format!(
+                "the call to broker at {addr} broke off: {e}"
+            ))
+            .into()),
+            Ok(Ok(resp)) => Self::check_status(addr, resp),
+        }
+    }
+
+    fn request<R: Route>(
+        addr: &str,
+        req: R::Req,
+    ) -> Result<hyper::Request<Full<Bytes>>, CallError> {
+        Ok(hyper::Request::post(format!("http://{addr}{}", R::PATH))
+            .header(hyper::header::CONTENT_TYPE, "application/x-protobuf")
+            .body(Full::new(Bytes::from(req.encode_to_vec())))
+            .map_err(|e| BrokerError::new(ErrorKind::InvalidRequest, e.to_string()))?)
+    }
+
+    fn check_status(addr: &str, resp: Answered) -> Result<Answered, CallError> {
         if !resp.status().is_success() {
             return Err(BrokerError::new(
                 ErrorKind::InvalidRequest,
-                format!("broker at {} answered {}", self.addr, resp.status()),
+                format!("broker at {} answered {}", addr, resp.status()),
             )
             .into());
         }
@@ -543,11 +579,17 @@ impl PartitionOwner for RemoteBroker {
         // The headers come once the batches are sequenced, after any wait
         // for room.
         let resp = self
-            .send::<routes::Produce>(req, self.timeout.min(SEQUENCE_TIMEOUT) + room_wait)
+            .send_write::<routes::Produce>(req, self.timeout.min(SEQUENCE_TIMEOUT) + room_wait)
             .await?;
         let addr = self.addr.clone();
         Ok(PendingProduce::remote(async move {
-            let r = Self::body::<routes::Produce>(&addr, resp).await?;
+            // Sequenced: from here a lost answer leaves the outcome unknown.
+            let r = Self::body::<routes::Produce>(&addr, resp)
+                .await
+                .map_err(|e| match e {
+                    CallError::Routing(r) => BrokerError::outcome_unknown(r).into(),
+                    other => other,
+                })?;
             answered(r.error, || ProduceOk {
                 base_offset: r.base_offset,
                 log_start_offset: r.log_start_offset,
