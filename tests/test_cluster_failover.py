@@ -160,6 +160,10 @@ def test_broker_killed_with_sigkill_loses_no_acknowledged_message(floe_bin, tmp_
         admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": kafka})
         fut = admin.create_topics([confluent_kafka.admin.NewTopic("orders", 4, 1)])["orders"]
         fut.result(30)
+        # CreateTopics answers once every partition has an owner in the
+        # proxy's view: the next Metadata request names every leader.
+        md = admin.list_topics(topic="orders", timeout=10).topics["orders"]
+        assert all(p.leader >= 0 and p.error is None for p in md.partitions.values()), md.partitions
         deadline = time.time() + 30
         while not (owned(brokers[0][1]) == 2 and owned(brokers[1][1]) == 2):
             assert time.time() < deadline, "partitions were not spread over both brokers"

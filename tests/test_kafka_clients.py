@@ -136,6 +136,32 @@ def test_kcat_lists_auto_created_and_created_topics_with_their_partitions(standa
     assert 'topic "auto-created" with 1 partitions' in text, text
 
 
+def test_created_topics_and_partitions_have_leaders_when_the_admin_call_answers(standalone):
+    """CreateTopics and CreatePartitions answer once every new partition is
+    owned (the metadata service places them in the command that creates
+    them), so a client's next Metadata request finds every leader: no
+    LEADER_NOT_AVAILABLE, no first writes waiting for a controller round."""
+    import confluent_kafka.admin
+
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": standalone.bootstrap})
+
+    def leaders(topic):
+        md = admin.list_topics(topic=topic, timeout=10).topics[topic]
+        assert md.error is None, md.error
+        return {p.id: (p.leader, p.error) for p in md.partitions.values()}
+
+    for i in range(3):
+        topic = f"placed-{i}"
+        admin.create_topics([confluent_kafka.admin.NewTopic(topic, 16, 1)])[topic].result(30)
+        got = leaders(topic)
+        assert sorted(got) == list(range(16)), got
+        assert all(leader >= 0 and err is None for leader, err in got.values()), got
+    admin.create_partitions([confluent_kafka.admin.NewPartitions("placed-0", 24)])["placed-0"].result(30)
+    got = leaders("placed-0")
+    assert sorted(got) == list(range(24)), got
+    assert all(leader >= 0 and err is None for leader, err in got.values()), got
+
+
 def test_produce_to_unknown_topic_fails_when_auto_create_is_off(standalone_factory, kit):
     from confluent_kafka import KafkaError, Producer
 

@@ -16,6 +16,7 @@ Sized by the environment (docs/operations.md, "Testing for reliability"):
   FLOE_SOAK_PARTITIONS  partitions of the topic (default 6)
   FLOE_SOAK_META_KILLS  metadata leader kills (default: 2, plus one per 5 minutes)
   FLOE_SOAK_REPORT      write the figures there as JSON too
+  FLOE_SOAK_CLIENT_LOGS a folder for each producer's librdkafka log (idempotence state)
 """
 
 import json
@@ -257,18 +258,6 @@ def last_event_before(events, t):
     return before[-1] if before else None
 
 
-# A known failure, kept visible instead of hidden: once every part of issue 11
-# was merged, one CI-size run (seed 1796087918) found producer 2's sequence
-# 22818 stored twice in partition 0 (offsets 15208 and 15581) and four
-# records acknowledged with no offset, after broker and metadata-leader
-# kills. No run on the branches before the merge failed (1,317,534 writes in
-# the long run). Replaying the seed fails about one run in three. Going back
-# to refusing an unknown producer's batch at a sequence other than 0 (the
-# rule before KIP-360 acceptance came in) did not stop it: 1 of 3 replays
-# still failed. Until the cause is found, a failing run is reported here
-# (xfail) rather than failing CI; a passing run still passes. Replay with
-# FLOE_SOAK_SEED=1796087918 and --runxfail.
-@pytest.mark.xfail(strict=False, reason="duplicate under idempotence after a failover (seed 1796087918); see the comment above")
 @pytest.mark.timeout(int(SOAK_SECONDS) + 900)
 def test_chaos_soak_loses_and_duplicates_no_acknowledged_write(floe_bin, tmp_path):
     print(f"soak: {SOAK_SECONDS:.0f}s of chaos, seed {SEED} (FLOE_SOAK_SEED={SEED} replays it), "

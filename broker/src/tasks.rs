@@ -1,6 +1,7 @@
 //! The broker's background loops: lease heartbeats, following ownership
 //! from the cluster view, and the flusher.
 
+use futures::StreamExt;
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -177,6 +178,9 @@ async fn revalidate(b: &Broker) -> Result<(usize, usize), floe_metadata::MetaErr
     Ok((kept, dropped))
 }
 
+/// Most partitions taken over at once.
+const TAKE_OVERS_AT_ONCE: usize = 32;
+
 /// Follows the cluster view: takes over partitions assigned to this broker,
 /// hands over those the controller moves away, drops those it lost.
 pub(crate) async fn ownership(b: Broker) {
@@ -187,6 +191,7 @@ pub(crate) async fn ownership(b: Broker) {
         }
         let snap = rx.borrow_and_update().clone();
         let mut wanted = HashSet::new();
+        let mut take = Vec::new();
         for t in snap.topics.values() {
             let config = LogConfig::from_entries(&t.configs);
             for p in &t.partitions {
@@ -214,16 +219,24 @@ pub(crate) async fn ownership(b: Broker) {
                             tokio::spawn(release(b.clone(), key, p.epoch));
                             continue;
                         }
-                        if let Err(e) = b
-                            .take_over(key, t.name.clone(), p.epoch.0, config.clone())
-                            .await
-                        {
-                            tracing::warn!(partition = %key, error = %e, "take-over failed; will retry");
-                        }
+                        take.push((key, t.name.clone(), p.epoch.0, config.clone()));
                     }
                 }
             }
         }
+        // Take-overs are independent (one index read each): a new topic's
+        // partitions, or a dead broker's, are served after one round trip
+        // rather than one per partition.
+        futures::stream::iter(take)
+            .for_each_concurrent(TAKE_OVERS_AT_ONCE, |(key, name, epoch, config)| {
+                let b = b.clone();
+                async move {
+                    if let Err(e) = b.take_over(key, name, epoch, config).await {
+                        tracing::warn!(partition = %key, error = %e, "take-over failed; will retry");
+                    }
+                }
+            })
+            .await;
         for log in b.logs() {
             if !wanted.contains(&log.key) {
                 b.drop_partition(&log.key);

@@ -448,6 +448,20 @@ async fn idempotent_batches_are_stored_once_across_a_change_of_owner() {
         "a retry after the change of owner is a duplicate"
     );
     assert_eq!(b2.log(&key).unwrap().offsets().2, 4);
+    // A gap before the producer wrote to the new owner: its earlier batches
+    // may still be on their way (retried after the old owner failed them),
+    // so it is refused as not stored, not as out of order.
+    let e = b2
+        .produce(&key, &idempotent(7, 0, 9, &["d"]), Acks::All)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::SequenceGap);
+    let next = b2
+        .produce(&key, &idempotent(7, 0, 3, &["c2"]), Acks::All)
+        .await
+        .unwrap();
+    assert_eq!(next.base_offset, 4);
+    // Once it wrote here, a gap is out of order, as in Kafka.
     let e = b2
         .produce(&key, &idempotent(7, 0, 9, &["d"]), Acks::All)
         .await

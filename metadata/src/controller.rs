@@ -6,7 +6,9 @@
 //! Rules, in order:
 //! 1. A node whose lease ended is marked dead; what it owned is taken away
 //!    at the next epoch (which fences it).
-//! 2. Items with no owner go at once to the live broker with the fewest.
+//! 2. Items with no owner go at once to the live broker with the fewest. A
+//!    new topic's partitions are placed the same way by the command that
+//!    creates them ([`place`]).
 //! 3. A hand-over that the owner did not complete within
 //!    [`HANDOVER_TIMEOUT_MS`] is forced: the target owns it at the next epoch.
 //! 4. Items of a draining broker, and items that even out the load (until
@@ -43,6 +45,42 @@ pub fn renew_all(state: &ClusterState, now_ms: u64) -> Vec<Command> {
         .filter(|n| n.state != NodeState::Dead)
         .map(|n| Command::Heartbeat { id: n.id, now_ms })
         .collect()
+}
+
+/// Owners for `new` items (a topic's new partitions), each to the live
+/// broker with the fewest items owned or about to be received (ties by
+/// id), as rule 2 places orphans. The create command applies it itself, so
+/// that a new topic's partitions are owned the moment it exists instead of
+/// at the controller's next round. Empty when no broker is live (the
+/// controller places them once one is).
+pub fn place(state: &ClusterState, new: &[OwnedItem]) -> Vec<OwnershipChange> {
+    let mut load: BTreeMap<BrokerId, usize> = state
+        .nodes
+        .values()
+        .filter(|n| n.kind == NodeKind::Broker && n.state == NodeState::Live)
+        .map(|n| (n.id, 0))
+        .collect();
+    if load.is_empty() {
+        return Vec::new();
+    }
+    for (_, o) in items(state) {
+        let to = o.handover.map(|h| h.to).or(o.owner);
+        if let Some(n) = to.and_then(|b| load.get_mut(&b)) {
+            *n += 1;
+        }
+    }
+    let mut out = Vec::with_capacity(new.len());
+    for item in new {
+        let Some((&b, n)) = load.iter_mut().min_by_key(|(b, n)| (**n, **b)) else {
+            break;
+        };
+        *n += 1;
+        out.push(OwnershipChange {
+            item: *item,
+            owner: Some(b),
+        });
+    }
+    out
 }
 
 /// What the controller proposes next, given the model at the leader's clock.

@@ -626,7 +626,21 @@ impl ClusterState {
                 config,
             },
         );
+        self.place_new(id, 0..partitions);
         Response::TopicCreated { id }
+    }
+
+    /// Gives new partitions their owners in the command that creates them
+    /// (see [`crate::controller::place`]).
+    fn place_new(&mut self, topic: TopicId, partitions: std::ops::Range<u32>) {
+        let new: Vec<OwnedItem> = partitions
+            .map(|partition| OwnedItem::Partition(PartitionKey { topic, partition }))
+            .collect();
+        for c in crate::controller::place(self, &new) {
+            if let Some(slot) = self.slot_mut(&c.item) {
+                *slot = slot.moved_to(c.owner);
+            }
+        }
     }
 
     fn delete_topic(&mut self, name: &str) -> Response {
@@ -696,7 +710,9 @@ impl ClusterState {
                 PartitionState::default(),
             );
         }
+        let (id, from) = (topic.id, topic.partitions);
         topic.partitions = total;
+        self.place_new(id, from..total);
         Response::Ok
     }
 
@@ -1269,6 +1285,59 @@ mod tests {
             }),
             MetaError::UnknownBroker(_)
         ));
+    }
+
+    /// A new topic's partitions are owned by the command that creates them
+    /// (no wait for the controller's next round), spread by load; without
+    /// a live broker they wait for the controller.
+    #[test]
+    fn a_new_topic_is_owned_from_the_command_that_creates_it() {
+        let mut sm = Sm::new();
+        topic(&mut sm, "early", tid(1), 2);
+        assert!(
+            sm.state
+                .partitions
+                .values()
+                .all(|p| p.ownership.owner.is_none())
+        );
+        register(&mut sm, 1, 0);
+        register(&mut sm, 2, 0);
+        for c in controller::plan(&sm.state, 0) {
+            sm.ok(c);
+        }
+        let (c1, c2) = (count(&sm, 1), count(&sm, 2));
+        topic(&mut sm, "orders", tid(2), 6);
+        let orders: Vec<_> = sm
+            .state
+            .partitions
+            .iter()
+            .filter(|(k, _)| k.topic == tid(2))
+            .map(|(_, p)| p.ownership)
+            .collect();
+        assert_eq!(orders.len(), 6);
+        assert!(
+            orders
+                .iter()
+                .all(|o| o.owner.is_some() && o.epoch == Epoch(1) && o.handover.is_none()),
+            "{orders:?}"
+        );
+        assert_eq!(count(&sm, 1) + count(&sm, 2), c1 + c2 + 6);
+        assert!(count(&sm, 1).abs_diff(count(&sm, 2)) <= 1, "spread by load");
+        // New partitions of an existing topic too.
+        sm.ok(Command::CreatePartitions {
+            name: "orders".into(),
+            total: 8,
+        });
+        assert!(
+            sm.state
+                .partitions
+                .iter()
+                .filter(|(k, _)| k.topic == tid(2))
+                .all(|(_, p)| p.ownership.owner.is_some())
+        );
+        assert!(count(&sm, 1).abs_diff(count(&sm, 2)) <= 1);
+        // Nothing left for the controller to place.
+        assert!(controller::decide(&sm.state, 0).direct.is_empty());
     }
 
     #[test]

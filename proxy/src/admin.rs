@@ -26,7 +26,11 @@
 //!   metadata service runs (`validate_topic_name`, `TopicConfig`) without
 //!   proposing a change.
 //! - **Timeouts** (`timeout_ms`) are not used: an answer is sent once the
-//!   metadata service committed the change, or its client gave up.
+//!   metadata service committed the change, or its client gave up. The
+//!   connection loop then holds a CreateTopics or CreatePartitions answer
+//!   until this proxy's view shows every new partition with an owner (at
+//!   most `handlers::CREATED_VISIBLE_WAIT`), so that the client's next
+//!   Metadata request finds their leaders.
 //!
 //! The versions answered are those kafka-protocol 0.18 can decode and
 //! encode ([`ADMIN_API_VERSIONS`]); Kafka 4 removed the older ones too.

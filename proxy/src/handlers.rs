@@ -102,6 +102,12 @@ pub struct Context {
     pub max_view_age: Option<Duration>,
 }
 
+/// Longest wait of CreateTopics and CreatePartitions for the new partitions
+/// to show in this proxy's view with owners (without a live broker they
+/// have none; the answer then goes out and the controller places them once
+/// a broker registers).
+pub const CREATED_VISIBLE_WAIT: Duration = Duration::from_secs(3);
+
 /// This proxy's caps on the bytes of a fetch's answer, applied on top of
 /// the client's own `max_bytes` and `partition_max_bytes`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -457,6 +463,35 @@ impl Context {
             resp.topics.push(t);
         }
         resp
+    }
+
+    /// Waits (at most [`CREATED_VISIBLE_WAIT`]) until this proxy's view shows
+    /// every partition of `topics` with an owner, so that a CreateTopics or
+    /// CreatePartitions is answered once a client's next Metadata request
+    /// finds the new partitions' leaders (the metadata service places them
+    /// in the command that creates them). `validate_only` creates nothing:
+    /// the view is then looked at once.
+    pub async fn await_owned(&self, topics: &[String]) {
+        if topics.is_empty() {
+            return;
+        }
+        let meta_counts =
+            futures::future::join_all(topics.iter().map(|t| self.meta.describe_topic(t))).await;
+        let want: Vec<(&str, u32)> = topics
+            .iter()
+            .zip(meta_counts)
+            .filter_map(|(t, d)| d.ok().map(|d| (t.as_str(), d.partition_count)))
+            .collect();
+        self.view
+            .wait_for(CREATED_VISIBLE_WAIT, |s| {
+                want.iter().all(|(name, count)| {
+                    s.topics.get(*name).is_some_and(|t| {
+                        t.partition_count >= *count
+                            && t.partitions.iter().all(|p| p.owner.is_some())
+                    })
+                })
+            })
+            .await;
     }
 
     /// Sequences a produce request's partitions in request order (synchronously)

@@ -403,6 +403,32 @@ async fn handle(
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(ctx.find_coordinator(version, r))
         }
-        _ => return handle_admin(ctx.meta.as_ref(), &ctx.admin, version, &body).await,
+        _ => {
+            let resp = handle_admin(ctx.meta.as_ref(), &ctx.admin, version, &body).await;
+            if let Some(created) = resp.as_ref().map(created_topics) {
+                ctx.await_owned(&created).await;
+            }
+            return resp;
+        }
     })
+}
+
+/// The topics a CreateTopics or CreatePartitions answer says were created or
+/// grown (none for any other answer, or for `validate_only`).
+fn created_topics(resp: &ResponseKind) -> Vec<String> {
+    match resp {
+        ResponseKind::CreateTopics(r) => r
+            .topics
+            .iter()
+            .filter(|t| t.error_code == 0 && t.topic_config_error_code == 0)
+            .map(|t| t.name.0.to_string())
+            .collect(),
+        ResponseKind::CreatePartitions(r) => r
+            .results
+            .iter()
+            .filter(|t| t.error_code == 0)
+            .map(|t| t.name.0.to_string())
+            .collect(),
+        _ => Vec::new(),
+    }
 }
