@@ -173,7 +173,7 @@ where
     use floe_broker::rpc::routes::{Produce, Route};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
-    let router = axum::Router::new().route(Produce::PATH, axum::routing::post(move || answer()));
+    let router = axum::Router::new().route(Produce::PATH, axum::routing::post(answer));
     let server = tokio::spawn(floe_metadata::http_server::serve(
         listener,
         router,
