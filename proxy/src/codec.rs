@@ -14,6 +14,7 @@
 //! was used up. Rejecting them would buy nothing here, since the guard
 //! bounds reservations by the bytes left, trailing or not.
 
+mod fetch;
 mod frame;
 mod guard;
 mod kinds;
@@ -24,6 +25,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable, VersionRange};
 
+pub use fetch::{FetchAnswer, Frame, encode_fetch_response};
 pub use frame::{eof_in_length, frame_len, read_frame, read_frame_body, read_frame_len};
 use guard::{BoxError, DecodeFailure, MemoryBudget};
 
@@ -358,11 +360,23 @@ pub fn decode_guarded<T: Decodable>(buf: Bytes, version: i16) -> Result<T, Codec
     })
 }
 
-/// Starts a frame: room for the length prefix, filled in by [`finish_frame`].
-fn start_frame() -> BytesMut {
-    let mut out = BytesMut::with_capacity(256);
+/// Starts a frame of about `body` bytes: room for the length prefix, filled
+/// in by [`finish_frame`].
+fn start_frame(body: usize) -> BytesMut {
+    let mut out = BytesMut::with_capacity(body.saturating_add(64).max(256));
     out.put_i32(0);
     out
+}
+
+/// The encoded size of a response body that may be large (a Fetch carries
+/// up to `fetch.max.bytes` of records), so that its frame is allocated once
+/// instead of grown by doubling, which copied every byte about once more
+/// and touched fresh pages each time; 0 for the small ones.
+fn body_size(body: &ResponseKind, version: i16) -> usize {
+    match body {
+        ResponseKind::Fetch(r) => r.compute_size(version).unwrap_or(0),
+        _ => 0,
+    }
 }
 
 fn finish_frame(mut out: BytesMut, what: Subject) -> Result<BytesMut, CodecError> {
@@ -397,7 +411,7 @@ pub fn encode_response(
         }
     }
     supported_api(api_key as i16, version, Side::Response)?;
-    let mut out = start_frame();
+    let mut out = start_frame(body_size(body, version));
     ResponseHeader::default()
         .with_correlation_id(correlation_id)
         .encode(&mut out, response_header_version(api_key, version))
@@ -431,7 +445,7 @@ pub fn encode_request(header: &RequestHeader, body: &RequestKind) -> Result<Byte
             ));
         }
     }
-    let mut out = start_frame();
+    let mut out = start_frame(0);
     header
         .encode(&mut out, api_key.request_header_version(version))
         .map_err(|e| encode_failed(what, e))?;

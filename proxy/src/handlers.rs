@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use floe_broker::{
     Acks, Broker, CallError, OffsetSpec, PartitionOwner, PendingProduce, RemoteBroker,
     RoutingError, RoutingErrorKind,
@@ -16,6 +16,8 @@ use floe_metadata::api::{MetaApi, routes};
 use floe_storage::PartitionKey;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
+
+use crate::codec::FetchAnswer;
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
@@ -587,6 +589,13 @@ impl Context {
     /// however often the request names it, and the answer stays within the
     /// request's and this proxy's byte caps ([`FetchLimits`]).
     pub async fn fetch(&self, version: i16, req: &FetchRequest) -> FetchResponse {
+        self.fetch_answer(version, req).await.into_response()
+    }
+
+    /// [`Context::fetch`] with each partition's records left in the pieces
+    /// its owner returned, for [`crate::codec::encode_fetch_response`] to
+    /// send without copying them.
+    pub async fn fetch_answer(&self, version: i16, req: &FetchRequest) -> FetchAnswer {
         let snap = self.view.current();
         let wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(self.max_fetch_wait);
         let deadline = tokio::time::Instant::now() + wait;
@@ -598,6 +607,7 @@ impl Context {
             let mut resp = FetchResponse::default();
             let mut total = 0usize;
             let mut waits = Vec::new();
+            let mut records = Vec::new();
             for t in &targets {
                 let mut tr = FetchableTopicResponse::default();
                 tr.topic = t.topic.clone();
@@ -609,6 +619,7 @@ impl Context {
                     pd.last_stable_offset = -1;
                     pd.log_start_offset = -1;
                     pd.preferred_read_replica = BrokerId(-1);
+                    let mut pieces = Vec::new();
                     match Self::key_of(&snap, &t.topic.0, p.partition) {
                         None => pd.error_code = ResponseError::UnknownTopicOrPartition.code(),
                         Some(key) => {
@@ -644,11 +655,10 @@ impl Context {
                                         // the first partition with data, one that does
                                         // not fit is left for the next fetch (as Kafka
                                         // does), so the answer stays within the caps.
+                                        pd.records = Some(Bytes::new());
                                         if total == 0 || d.bytes() <= budget {
                                             total += d.bytes();
-                                            pd.records = Some(concat(d.batches));
-                                        } else {
-                                            pd.records = Some(Bytes::new());
+                                            pieces = d.batches;
                                         }
                                     }
                                     Err(e) => pd.error_code = call_code(&e),
@@ -657,12 +667,13 @@ impl Context {
                         }
                     }
                     tr.partitions.push(pd);
+                    records.push(pieces);
                 }
                 resp.responses.push(tr);
             }
             let now = tokio::time::Instant::now();
             if total >= min_bytes.max(1) || now >= deadline || waits.is_empty() {
-                return resp;
+                return FetchAnswer { resp, records };
             }
             // Wait for any of the empty partitions to get data, then fetch again.
             let futs = waits
@@ -819,20 +830,6 @@ async fn append_retrying(
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
             other => return other,
-        }
-    }
-}
-
-fn concat(batches: Vec<Bytes>) -> Bytes {
-    match batches.len() {
-        0 => Bytes::new(),
-        1 => batches.into_iter().next().unwrap_or_default(),
-        _ => {
-            let mut b = BytesMut::with_capacity(batches.iter().map(Bytes::len).sum());
-            for x in batches {
-                b.extend_from_slice(&x);
-            }
-            b.freeze()
         }
     }
 }

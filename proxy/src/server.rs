@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use bytes::BytesMut;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -133,7 +132,7 @@ impl Proxy {
     }
 }
 
-type Reply = oneshot::Receiver<Option<BytesMut>>;
+type Reply = oneshot::Receiver<Option<codec::Frame>>;
 
 /// The room a request takes until it is handled: its bytes on its
 /// connection and in the whole listener. Dropped once the answer is ready.
@@ -201,8 +200,8 @@ async fn serve(
             let answer = reply.await;
             written.fetch_sub(1, Ordering::SeqCst);
             match answer {
-                Ok(Some(bytes)) => {
-                    if wr.write_all(&bytes).await.is_err() {
+                Ok(Some(frame)) => {
+                    if write_frame(&mut wr, frame).await.is_err() {
                         return;
                     }
                 }
@@ -284,7 +283,7 @@ async fn serve(
                 metrics::api_request(ApiKey::ApiVersions);
                 let body = ResponseKind::ApiVersions(handlers::api_versions(ResponseError::UnsupportedVersion.code()));
                 let out = codec::encode_response(ApiKey::ApiVersions, 0, prefix.correlation_id, &body)?;
-                let _ = otx.send(Some(out));
+                let _ = otx.send(Some(codec::Frame::One(out)));
                 continue;
             }
             let Some(key) = key.filter(|k| handlers::decodable(*k, prefix.api_version)) else {
@@ -331,7 +330,21 @@ async fn serve(
                             return;
                         }
                         let out = codec::encode_response(key, version, corr, &ResponseKind::Produce(resp));
-                        let _ = otx.send(out.ok());
+                        let _ = otx.send(out.ok().map(codec::Frame::One));
+                    });
+                }
+                RequestKind::Fetch(f) => {
+                    // Record bytes go out as the owners returned them.
+                    let ctx = ctx.clone();
+                    tokio::spawn(async move {
+                        let answer = ctx.fetch_answer(version, &f).await;
+                        drop(room);
+                        match codec::encode_fetch_response(version, corr, answer) {
+                            Ok(out) => {
+                                let _ = otx.send(Some(out));
+                            }
+                            Err(e) => tracing::warn!(?key, version, error = %e, "cannot encode a response"),
+                        }
                     });
                 }
                 body => {
@@ -341,6 +354,7 @@ async fn serve(
                         drop(room);
                         let out = resp.and_then(|r| {
                             codec::encode_response(key, version, corr, &r)
+                                .map(codec::Frame::One)
                                 .map_err(|e| tracing::warn!(?key, version, error = %e, "cannot encode a response"))
                                 .ok()
                         });
@@ -357,6 +371,43 @@ async fn serve(
     drop(tx);
     let _ = writer.await;
     result
+}
+
+/// Writes a response frame: one buffer, or its chunks with vectored writes
+/// (a Fetch's record pieces are written from where they are).
+async fn write_frame<W: tokio::io::AsyncWrite + Unpin>(
+    wr: &mut W,
+    frame: codec::Frame,
+) -> std::io::Result<()> {
+    match frame {
+        codec::Frame::One(b) => wr.write_all(&b).await,
+        codec::Frame::Chunks(mut chunks) => {
+            chunks.retain(|c| !c.is_empty());
+            let mut first = 0;
+            while first < chunks.len() {
+                let slices: Vec<std::io::IoSlice<'_>> = chunks[first..]
+                    .iter()
+                    .take(64)
+                    .map(|c| std::io::IoSlice::new(c))
+                    .collect();
+                let mut n = wr.write_vectored(&slices).await?;
+                if n == 0 {
+                    return Err(std::io::ErrorKind::WriteZero.into());
+                }
+                while n > 0 && first < chunks.len() {
+                    let len = chunks[first].len();
+                    if n >= len {
+                        n -= len;
+                        first += 1;
+                    } else {
+                        bytes::Buf::advance(&mut chunks[first], n);
+                        n = 0;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
 }
 
 async fn handle(
