@@ -54,12 +54,8 @@ pub fn renew_all(state: &ClusterState, now_ms: u64) -> Vec<Command> {
 /// at the controller's next round. Empty when no broker is live (the
 /// controller places them once one is).
 pub fn place(state: &ClusterState, new: &[OwnedItem]) -> Vec<OwnershipChange> {
-    let mut load: BTreeMap<BrokerId, usize> = state
-        .nodes
-        .values()
-        .filter(|n| n.kind == NodeKind::Broker && n.state == NodeState::Live)
-        .map(|n| (n.id, 0))
-        .collect();
+    let mut load: BTreeMap<BrokerId, usize> =
+        live_brokers(state).into_iter().map(|b| (b, 0)).collect();
     if load.is_empty() {
         return Vec::new();
     }
@@ -115,6 +111,16 @@ pub struct Decisions {
     pub handovers: Vec<OwnershipChange>,
 }
 
+/// The brokers that may receive items.
+fn live_brokers(state: &ClusterState) -> Vec<BrokerId> {
+    state
+        .nodes
+        .values()
+        .filter(|n| n.kind == NodeKind::Broker && n.state == NodeState::Live)
+        .map(|n| n.id)
+        .collect()
+}
+
 fn items(state: &ClusterState) -> impl Iterator<Item = (OwnedItem, &Ownership)> {
     state
         .partitions
@@ -124,12 +130,7 @@ fn items(state: &ClusterState) -> impl Iterator<Item = (OwnedItem, &Ownership)> 
 }
 
 pub fn decide(state: &ClusterState, now_ms: u64) -> Decisions {
-    let live: Vec<BrokerId> = state
-        .nodes
-        .values()
-        .filter(|n| n.kind == NodeKind::Broker && n.state == NodeState::Live)
-        .map(|n| n.id)
-        .collect();
+    let live = live_brokers(state);
     let mut d = Decisions::default();
     if live.is_empty() {
         return d;

@@ -360,23 +360,11 @@ pub fn decode_guarded<T: Decodable>(buf: Bytes, version: i16) -> Result<T, Codec
     })
 }
 
-/// Starts a frame of about `body` bytes: room for the length prefix, filled
-/// in by [`finish_frame`].
-fn start_frame(body: usize) -> BytesMut {
-    let mut out = BytesMut::with_capacity(body.saturating_add(64).max(256));
+/// Starts a frame: room for the length prefix, filled in by [`finish_frame`].
+fn start_frame() -> BytesMut {
+    let mut out = BytesMut::with_capacity(256);
     out.put_i32(0);
     out
-}
-
-/// The encoded size of a response body that may be large (a Fetch carries
-/// up to `fetch.max.bytes` of records), so that its frame is allocated once
-/// instead of grown by doubling, which copied every byte about once more
-/// and touched fresh pages each time; 0 for the small ones.
-fn body_size(body: &ResponseKind, version: i16) -> usize {
-    match body {
-        ResponseKind::Fetch(r) => r.compute_size(version).unwrap_or(0),
-        _ => 0,
-    }
 }
 
 fn finish_frame(mut out: BytesMut, what: Subject) -> Result<BytesMut, CodecError> {
@@ -411,7 +399,7 @@ pub fn encode_response(
         }
     }
     supported_api(api_key as i16, version, Side::Response)?;
-    let mut out = start_frame(body_size(body, version));
+    let mut out = start_frame();
     ResponseHeader::default()
         .with_correlation_id(correlation_id)
         .encode(&mut out, response_header_version(api_key, version))
@@ -445,7 +433,7 @@ pub fn encode_request(header: &RequestHeader, body: &RequestKind) -> Result<Byte
             ));
         }
     }
-    let mut out = start_frame(0);
+    let mut out = start_frame();
     header
         .encode(&mut out, api_key.request_header_version(version))
         .map_err(|e| encode_failed(what, e))?;

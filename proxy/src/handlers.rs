@@ -105,9 +105,9 @@ pub struct Context {
 }
 
 /// Longest wait of CreateTopics and CreatePartitions for the new partitions
-/// to show in this proxy's view with owners (without a live broker they
-/// have none; the answer then goes out and the controller places them once
-/// a broker registers).
+/// to show in this proxy's view with owners. Without a live broker in the
+/// view they get none: the answer goes out at once, and the controller
+/// places them once a broker registers.
 pub const CREATED_VISIBLE_WAIT: Duration = Duration::from_secs(3);
 
 /// This proxy's caps on the bytes of a fetch's answer, applied on top of
@@ -468,30 +468,29 @@ impl Context {
     }
 
     /// Waits (at most [`CREATED_VISIBLE_WAIT`]) until this proxy's view shows
-    /// every partition of `topics` with an owner, so that a CreateTopics or
-    /// CreatePartitions is answered once a client's next Metadata request
-    /// finds the new partitions' leaders (the metadata service places them
-    /// in the command that creates them). `validate_only` creates nothing:
-    /// the view is then looked at once.
-    pub async fn await_owned(&self, topics: &[String]) {
+    /// each of `topics` with at least its partition count and every
+    /// partition owned, so that a CreateTopics or CreatePartitions is
+    /// answered once a client's next Metadata request finds the new
+    /// partitions' leaders (the metadata service places them in the command
+    /// that creates them).
+    pub async fn await_owned(&self, topics: &[(String, u32)]) {
         if topics.is_empty() {
             return;
         }
-        let meta_counts =
-            futures::future::join_all(topics.iter().map(|t| self.meta.describe_topic(t))).await;
-        let want: Vec<(&str, u32)> = topics
-            .iter()
-            .zip(meta_counts)
-            .filter_map(|(t, d)| d.ok().map(|d| (t.as_str(), d.partition_count)))
-            .collect();
         self.view
             .wait_for(CREATED_VISIBLE_WAIT, |s| {
-                want.iter().all(|(name, count)| {
-                    s.topics.get(*name).is_some_and(|t| {
-                        t.partition_count >= *count
-                            && t.partitions.iter().all(|p| p.owner.is_some())
+                // Without a live broker nothing gets an owner yet: no wait.
+                let live = s.nodes.iter().any(|n| {
+                    n.kind == floe_metadata::model::NodeKind::Broker
+                        && n.state == floe_metadata::model::NodeState::Live
+                });
+                !live
+                    || topics.iter().all(|(name, count)| {
+                        s.topics.get(name.as_str()).is_some_and(|t| {
+                            t.partition_count >= *count
+                                && t.partitions.iter().all(|p| p.owner.is_some())
+                        })
                     })
-                })
             })
             .await;
     }
@@ -587,14 +586,10 @@ impl Context {
     /// Fetch: whole batches per partition; waits up to `max_wait_ms` (capped)
     /// until `min_bytes` are available. Each partition is answered once
     /// however often the request names it, and the answer stays within the
-    /// request's and this proxy's byte caps ([`FetchLimits`]).
-    pub async fn fetch(&self, version: i16, req: &FetchRequest) -> FetchResponse {
-        self.fetch_answer(version, req).await.into_response()
-    }
-
-    /// [`Context::fetch`] with each partition's records left in the pieces
-    /// its owner returned, for [`crate::codec::encode_fetch_response`] to
-    /// send without copying them.
+    /// request's and this proxy's byte caps ([`FetchLimits`]). Each
+    /// partition's records are left in the pieces its owner returned,
+    /// for [`crate::codec::encode_fetch_response`] to send without copying
+    /// them.
     pub async fn fetch_answer(&self, version: i16, req: &FetchRequest) -> FetchAnswer {
         let snap = self.view.current();
         let wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(self.max_fetch_wait);

@@ -410,6 +410,9 @@ async fn write_frame<W: tokio::io::AsyncWrite + Unpin>(
     }
 }
 
+/// Answers a request other than Produce and Fetch, which the connection
+/// loop answers itself (Produce is sequenced in order there; Fetch's records
+/// are written uncopied).
 async fn handle(
     ctx: &Context,
     version: i16,
@@ -419,7 +422,6 @@ async fn handle(
     Some(match &body {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(handlers::api_versions(0)),
         RequestKind::Metadata(r) => ResponseKind::Metadata(ctx.metadata(version, r).await),
-        RequestKind::Fetch(r) => ResponseKind::Fetch(ctx.fetch(version, r).await),
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(ctx.list_offsets(version, r).await)
         }
@@ -456,7 +458,8 @@ async fn handle(
         }
         _ => {
             let resp = handle_admin(ctx.meta.as_ref(), &ctx.admin, version, &body).await;
-            if let Some(created) = resp.as_ref().map(created_topics) {
+            if let Some(resp) = &resp {
+                let created = created_partitions(&body, resp, ctx.admin.default_partitions);
                 ctx.await_owned(&created).await;
             }
             return resp;
@@ -464,22 +467,47 @@ async fn handle(
     })
 }
 
-/// The topics a CreateTopics or CreatePartitions answer says were created or
-/// grown (none for any other answer, or for `validate_only`).
-fn created_topics(resp: &ResponseKind) -> Vec<String> {
-    match resp {
-        ResponseKind::CreateTopics(r) => r
-            .topics
-            .iter()
-            .filter(|t| t.error_code == 0 && t.topic_config_error_code == 0)
-            .map(|t| t.name.0.to_string())
-            .collect(),
-        ResponseKind::CreatePartitions(r) => r
-            .results
-            .iter()
-            .filter(|t| t.error_code == 0)
-            .map(|t| t.name.0.to_string())
-            .collect(),
-        _ => Vec::new(),
-    }
+/// The topics a CreateTopics or CreatePartitions request created or grew
+/// (as its answer says) with their partition counts now; none for any other
+/// request, or for `validate_only`.
+fn created_partitions(req: &RequestKind, resp: &ResponseKind, default: u32) -> Vec<(String, u32)> {
+    let (topics, done): (Vec<(&str, u32)>, Vec<&str>) = match (req, resp) {
+        (RequestKind::CreateTopics(q), ResponseKind::CreateTopics(r)) if !q.validate_only => (
+            q.topics
+                .iter()
+                .map(|t| {
+                    (
+                        t.name.as_str(),
+                        u32::try_from(t.num_partitions).unwrap_or(default),
+                    )
+                })
+                .collect(),
+            r.topics
+                .iter()
+                .filter(|t| t.error_code == 0)
+                .map(|t| t.name.as_str())
+                .collect(),
+        ),
+        (RequestKind::CreatePartitions(q), ResponseKind::CreatePartitions(r))
+            if !q.validate_only =>
+        {
+            (
+                q.topics
+                    .iter()
+                    .map(|t| (t.name.as_str(), u32::try_from(t.count).unwrap_or(0)))
+                    .collect(),
+                r.results
+                    .iter()
+                    .filter(|t| t.error_code == 0)
+                    .map(|t| t.name.as_str())
+                    .collect(),
+            )
+        }
+        _ => return Vec::new(),
+    };
+    topics
+        .into_iter()
+        .filter(|(name, _)| done.contains(name))
+        .map(|(name, count)| (name.to_string(), count))
+        .collect()
 }

@@ -86,12 +86,29 @@ async fn env() -> Env {
     }
 }
 
+/// A Metadata request for `name`, created if it does not exist.
+fn auto_create(name: &str) -> MetadataRequest {
+    let mut t = MetadataRequestTopic::default();
+    t.name = Some(topic(name));
+    let mut req = MetadataRequest::default();
+    req.topics = Some(vec![t]);
+    req.allow_auto_topic_creation = true;
+    req
+}
+
 struct Conn {
     sock: TcpStream,
     corr: i32,
 }
 
 impl Conn {
+    async fn open(addr: std::net::SocketAddr) -> Self {
+        Conn {
+            sock: TcpStream::connect(addr).await.unwrap(),
+            corr: 0,
+        }
+    }
+
     async fn call(&mut self, key: ApiKey, version: i16, body: RequestKind) -> ResponseKind {
         self.corr += 1;
         let mut h = RequestHeader::default();
@@ -139,10 +156,7 @@ fn one_batch(value: &str, ts: i64) -> Bytes {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_data_plane_api_answers_at_every_advertised_version() {
     let e = env().await;
-    let mut c = Conn {
-        sock: TcpStream::connect(e.kafka).await.unwrap(),
-        corr: 0,
-    };
+    let mut c = Conn::open(e.kafka).await;
     // ApiVersions lists what SUPPORTED says.
     for v in versions(ApiKey::ApiVersions) {
         let ResponseKind::ApiVersions(r) = c
@@ -160,11 +174,7 @@ async fn every_data_plane_api_answers_at_every_advertised_version() {
     }
     // Metadata auto-creates the topic at every version.
     for v in versions(ApiKey::Metadata) {
-        let mut req = MetadataRequest::default();
-        let mut t = MetadataRequestTopic::default();
-        t.name = Some(topic("vt"));
-        req.topics = Some(vec![t]);
-        req.allow_auto_topic_creation = true;
+        let req = auto_create("vt");
         let ResponseKind::Metadata(r) = c
             .call(ApiKey::Metadata, v, RequestKind::Metadata(req))
             .await
@@ -281,15 +291,8 @@ async fn every_data_plane_api_answers_at_every_advertised_version() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acks_zero_gets_no_answer_and_later_requests_still_do() {
     let e = env().await;
-    let mut c = Conn {
-        sock: TcpStream::connect(e.kafka).await.unwrap(),
-        corr: 0,
-    };
-    let mut req = MetadataRequest::default();
-    let mut t = MetadataRequestTopic::default();
-    t.name = Some(topic("z"));
-    req.topics = Some(vec![t]);
-    req.allow_auto_topic_creation = true;
+    let mut c = Conn::open(e.kafka).await;
+    let req = auto_create("z");
     c.call(ApiKey::Metadata, 9, RequestKind::Metadata(req))
         .await;
     // Pipelined: an acks=0 produce, then ApiVersions; the one answer is ApiVersions'.
@@ -323,15 +326,8 @@ async fn acks_zero_gets_no_answer_and_later_requests_still_do() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resent_idempotent_batch_is_stored_once() {
     let e = env().await;
-    let mut c = Conn {
-        sock: TcpStream::connect(e.kafka).await.unwrap(),
-        corr: 0,
-    };
-    let mut req = MetadataRequest::default();
-    let mut t = MetadataRequestTopic::default();
-    t.name = Some(topic("idem"));
-    req.topics = Some(vec![t]);
-    req.allow_auto_topic_creation = true;
+    let mut c = Conn::open(e.kafka).await;
+    let req = auto_create("idem");
     c.call(ApiKey::Metadata, 9, RequestKind::Metadata(req))
         .await;
     let mut ireq = InitProducerIdRequest::default();
@@ -428,16 +424,9 @@ async fn every_group_api_answers_at_every_advertised_version() {
     use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 
     let e = env().await;
-    let mut c = Conn {
-        sock: TcpStream::connect(e.kafka).await.unwrap(),
-        corr: 0,
-    };
+    let mut c = Conn::open(e.kafka).await;
     // Offsets are stored only for a topic that exists: auto-create "vt".
-    let mut req = MetadataRequest::default();
-    let mut t = MetadataRequestTopic::default();
-    t.name = Some(topic("vt"));
-    req.topics = Some(vec![t]);
-    req.allow_auto_topic_creation = true;
+    let req = auto_create("vt");
     let ResponseKind::Metadata(r) = c
         .call(ApiKey::Metadata, 9, RequestKind::Metadata(req))
         .await
@@ -750,15 +739,8 @@ async fn every_group_api_answers_at_every_advertised_version() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_check_the_client_leader_epoch_and_name_a_partition_once() {
     let e = env().await;
-    let mut c = Conn {
-        sock: TcpStream::connect(e.kafka).await.unwrap(),
-        corr: 0,
-    };
-    let mut req = MetadataRequest::default();
-    let mut t = MetadataRequestTopic::default();
-    t.name = Some(topic("ep"));
-    req.topics = Some(vec![t]);
-    req.allow_auto_topic_creation = true;
+    let mut c = Conn::open(e.kafka).await;
+    let req = auto_create("ep");
     let ResponseKind::Metadata(r) = c
         .call(ApiKey::Metadata, 9, RequestKind::Metadata(req))
         .await

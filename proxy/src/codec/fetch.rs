@@ -28,7 +28,8 @@ pub struct FetchAnswer {
 
 impl FetchAnswer {
     /// The response with every partition's pieces joined into its
-    /// `records` field (for callers that want the plain message).
+    /// `records` field: the plain message, which the chunks must equal.
+    #[cfg(test)]
     pub fn into_response(mut self) -> FetchResponse {
         let mut i = 0;
         for t in &mut self.resp.responses {
@@ -51,7 +52,8 @@ pub enum Frame {
 }
 
 impl Frame {
-    /// Its bytes in one buffer (tests; the connection writes the chunks).
+    /// Its bytes in one buffer (the connection writes the chunks).
+    #[cfg(test)]
     pub fn to_bytes(&self) -> Bytes {
         match self {
             Frame::One(b) => Bytes::copy_from_slice(b),
@@ -60,6 +62,7 @@ impl Frame {
     }
 }
 
+#[cfg(test)]
 fn join(pieces: Vec<Bytes>) -> Bytes {
     match pieces.len() {
         1 => pieces.into_iter().next().unwrap_or_default(),
