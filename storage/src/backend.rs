@@ -171,7 +171,8 @@ impl BackendSpec {
 }
 
 /// A local folder. `object_store`'s `LocalFileSystem` with fsync on: a put
-/// returns only after the file and its parent directories are on disk.
+/// returns only after the file and its parent directories are on disk. Large
+/// puts go around the page cache ([`crate::direct`]).
 fn open_local(root: &std::path::Path) -> Result<Arc<dyn ObjectStore>> {
     std::fs::create_dir_all(root).map_err(|e| {
         StorageError::with_source(
@@ -184,7 +185,7 @@ fn open_local(root: &std::path::Path) -> Result<Arc<dyn ObjectStore>> {
         .map_err(|e| StorageError::from_object_store(format!("open {}", root.display()), e))?
         .with_fsync(true)
         .with_automatic_cleanup(true);
-    Ok(Arc::new(fs))
+    Ok(Arc::new(crate::direct::DirectLocal::new(fs)))
 }
 
 #[cfg(feature = "hdfs")]

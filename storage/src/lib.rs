@@ -22,6 +22,7 @@ pub mod backend;
 pub mod batch;
 pub mod cache;
 pub mod committed;
+pub mod direct;
 pub mod error;
 pub mod fault;
 pub mod ids;
