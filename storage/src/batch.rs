@@ -296,6 +296,15 @@ impl<'a> BatchView<'a> {
         crc32c::crc32c(&self.buf[ATTRIBUTES_AT..])
     }
 
+    /// The CRC-32C of all the batch's bytes, built from its stored CRC
+    /// (which covers everything after its first 21 bytes) without reading
+    /// the records again. Right only when the stored CRC is, so only for a
+    /// batch that passed [`Self::verify_crc`] or was written here.
+    pub fn whole_crc(&self) -> u32 {
+        let head = crc32c::crc32c(&self.buf[..ATTRIBUTES_AT]);
+        crc32c::crc32c_combine(head, self.crc(), self.buf.len() - ATTRIBUTES_AT)
+    }
+
     pub fn verify_crc(&self) -> Result<(), BatchError> {
         let expected = self.crc();
         let actual = self.compute_crc();
