@@ -3,6 +3,8 @@
 import os
 import re
 import shutil
+
+import pytest
 import subprocess
 
 
@@ -60,15 +62,17 @@ def test_roles_refuse_a_zero_store_write_deadline(floe_bin, tmp_path):
         assert "--write-timeout-ms must be above 0" in res.stderr, res.stderr
 
 
-def test_local_put_fsyncs_file_before_rename_and_directory_after(floe_bin, tmp_path):
-    """A put on the local backend returns only after the file and its folder are on disk."""
+@pytest.mark.parametrize("records,direct", [(10, False), (20000, True)])
+def test_local_put_fsyncs_file_before_rename_and_directory_after(floe_bin, tmp_path, records, direct):
+    """A put on the local backend returns only after the file and its folder are on disk,
+    small puts through the page cache and large ones (64 KiB and up) with O_DIRECT."""
     assert shutil.which("strace"), "strace is missing: tests/run.sh installs it"
     trace = tmp_path / "trace"
     data = tmp_path / "data"
     res = subprocess.run(
         ["strace", "-f", "-y", "-qq", "-e", "trace=openat,fsync,fdatasync,rename,renameat,renameat2",
          "-o", str(trace), str(floe_bin), "storage", "check", "--store", f"file://{data}",
-         "--partitions", "2", "--records", "10"],
+         "--partitions", "2", "--records", str(records)],
         capture_output=True, text=True, timeout=120,
     )
     assert res.returncode == 0, res.stderr
@@ -79,6 +83,9 @@ def test_local_put_fsyncs_file_before_rename_and_directory_after(floe_bin, tmp_p
     staged = f"{final}#"
     synced_file = [i for i, l in enumerate(lines) if re.search(r"f(data)?sync\(\d+<" + re.escape(staged), l)]
     assert synced_file and synced_file[0] < rename_at, "file fsynced before it is published"
+    opened = [l for l in lines if "openat(" in l and f'"{staged}' in l]
+    assert opened, "the staging file is opened"
+    assert ("O_DIRECT" in opened[0]) == direct, opened[0]
     parent = final.rsplit("/", 1)[0]
     synced_dir = [i for i, l in enumerate(lines)
                   if re.search(r"fsync\(\d+<" + re.escape(parent) + r">\)", l)]

@@ -14,27 +14,34 @@
 //! is cut to its length, synced, and published as `object_store`'s own
 //! local store does it (a staging file `NAME#N` renamed, or hard-linked for
 //! [`PutMode::Create`], and the folder synced), so that the published file
-//! is whole and durable when the put returns. Everything else, reads
-//! included, goes to `object_store`'s `LocalFileSystem`, which also skips
-//! the staging files when it lists. A filesystem that refuses `O_DIRECT`
-//! (tmpfs, some network filesystems) is noticed at the first put, logged
-//! once, and written to through the page cache from then on.
+//! is whole and durable when the put returns. A plain range read of at
+//! least [`DIRECT_MIN_BYTES`] is read the same way: whole aligned blocks
+//! into a reused buffer, and the range copied out once (a buffered read of
+//! data that is not in the page cache costs as much as a buffered write).
+//! Everything else (small puts and reads, conditional reads, listing,
+//! deletes) goes to `object_store`'s `LocalFileSystem`, which also skips the
+//! staging files when it lists. A filesystem that refuses `O_DIRECT` (tmpfs
+//! before Linux 6.6, some network filesystems) is noticed at the first
+//! large put or read, logged once, and used through the page cache from
+//! then on.
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
-use std::io::{self, IoSlice, Write};
+use std::io::{self, IoSlice, IoSliceMut, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use bytes::{Bytes, BytesMut};
 use futures::stream::BoxStream;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    Attributes, CopyOptions, GetOptions, GetRange, GetResult, GetResultPayload, ListResult,
+    MultipartUpload, ObjectMeta, ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload,
+    PutResult,
 };
 
 /// Puts smaller than this go through the page cache: padding them to
@@ -96,11 +103,14 @@ impl fmt::Display for DirectLocal {
     }
 }
 
-/// Why a direct put did not happen.
+/// Why a direct put or read did not happen.
 enum DirectError {
-    /// The filesystem does not do `O_DIRECT`: write through the page cache.
+    /// The filesystem does not do `O_DIRECT`: use the page cache.
     Unsupported,
-    /// The put failed.
+    /// Not a case this module answers (a missing file, a range past the
+    /// end): `LocalFileSystem` gives its usual answer.
+    Delegate,
+    /// The put or read failed.
     Failed(object_store::Error),
 }
 
@@ -116,10 +126,125 @@ impl DirectLocal {
         }
     }
 
-    /// Whether puts still go around the page cache.
+    /// Whether puts and reads still go around the page cache.
     pub fn is_direct(&self) -> bool {
         self.direct.load(Ordering::Relaxed)
     }
+
+    /// Notes that the filesystem refused `O_DIRECT` (logged once).
+    fn refused(&self) {
+        if self.direct.swap(false, Ordering::Relaxed) {
+            tracing::info!(
+                store = %self.inner,
+                "the filesystem refuses O_DIRECT; using the page cache"
+            );
+        }
+    }
+}
+
+/// The range of a read this module answers itself: a plain bounded range
+/// of at least [`DIRECT_MIN_BYTES`], with no condition.
+fn direct_range(o: &GetOptions) -> Option<std::ops::Range<u64>> {
+    let plain = o.if_match.is_none()
+        && o.if_none_match.is_none()
+        && o.if_modified_since.is_none()
+        && o.if_unmodified_since.is_none()
+        && o.version.is_none()
+        && !o.head;
+    match &o.range {
+        Some(GetRange::Bounded(r))
+            if plain && r.end.saturating_sub(r.start) >= DIRECT_MIN_BYTES as u64 =>
+        {
+            Some(r.clone())
+        }
+        _ => None,
+    }
+}
+
+/// A range read around the page cache, on a blocking thread: the aligned
+/// blocks that hold `range` are read into a step buffer, and the range is
+/// copied out. A range that does not lie inside the file is delegated.
+fn read_direct(
+    path: &FsPath,
+    range: std::ops::Range<u64>,
+    buffers: &Buffers,
+) -> Result<(Bytes, std::fs::Metadata), DirectError> {
+    let opened = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path);
+    let mut file = match opened {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Err(DirectError::Unsupported),
+        Err(_) => return Err(DirectError::Delegate),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| DirectError::Failed(io_error(path, e)))?;
+    if range.start >= range.end || range.end > meta.len() {
+        return Err(DirectError::Delegate);
+    }
+    let block = BLOCK as u64;
+    let mut at = range.start / block * block;
+    let want = usize::try_from(range.end - range.start).map_err(|_| DirectError::Delegate)?;
+    let mut out = BytesMut::with_capacity(want);
+    let mut buf = buffers.take();
+    let read = (|| -> io::Result<()> {
+        file.seek(SeekFrom::Start(at))?;
+        while (out.len() as u64) < range.end - range.start {
+            let step_end =
+                (at + (STEP_BLOCKS * BLOCK) as u64).min(range.end.div_ceil(block) * block);
+            let blocks = ((step_end - at) / block) as usize;
+            let got = read_blocks(&mut file, &mut buf[..blocks])?;
+            if got == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            // Copy the part of what was read that lies in the range.
+            let (from, to) = (range.start.max(at), range.end.min(at + got as u64));
+            let mut pos = (from - at) as usize;
+            let end = (to - at) as usize;
+            while pos < end {
+                let (b, off) = (pos / BLOCK, pos % BLOCK);
+                let n = (BLOCK - off).min(end - pos);
+                out.extend_from_slice(&buf[b].0[off..off + n]);
+                pos += n;
+            }
+            at += got as u64;
+        }
+        Ok(())
+    })();
+    buffers.give_back(buf);
+    read.map_err(|e| DirectError::Failed(io_error(path, e)))?;
+    Ok((out.freeze(), meta))
+}
+
+/// Reads into whole blocks until they are full or the file ends; returns
+/// the bytes read.
+fn read_blocks(file: &mut File, blocks: &mut [Block]) -> io::Result<usize> {
+    let want = blocks.len() * BLOCK;
+    let mut slices: Vec<IoSliceMut<'_>> = blocks
+        .iter_mut()
+        .map(|b| IoSliceMut::new(&mut b.0))
+        .collect();
+    let mut left: &mut [IoSliceMut<'_>] = &mut slices;
+    let mut got = 0;
+    while got < want {
+        match file.read_vectored(left) {
+            Ok(0) => break,
+            Ok(n) => {
+                got += n;
+                // O_DIRECT reads stop at block boundaries except at the end
+                // of the file, which ends the loop.
+                if n % BLOCK != 0 {
+                    break;
+                }
+                IoSliceMut::advance_slices(&mut left, n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
 }
 
 /// A put around the page cache, on a blocking thread.
@@ -293,7 +418,7 @@ fn e_tag(meta: &std::fs::Metadata) -> String {
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .unwrap_or_default()
         .as_micros();
-    format!("{:x}-{:x}-{:x}", meta.ino(), mtime, meta.len())
+    format!("\"{:x}-{:x}-{:x}\"", meta.ino(), mtime, meta.len())
 }
 
 fn io_error(path: &FsPath, e: io::Error) -> object_store::Error {
@@ -326,14 +451,10 @@ impl ObjectStore for DirectLocal {
             Ok(Ok(done)) => Ok(done),
             Ok(Err(DirectError::Failed(e))) => Err(e),
             Ok(Err(DirectError::Unsupported)) => {
-                if self.direct.swap(false, Ordering::Relaxed) {
-                    tracing::info!(
-                        store = %self.inner,
-                        "the filesystem refuses O_DIRECT; writing through the page cache"
-                    );
-                }
+                self.refused();
                 self.inner.put_opts(location, payload, opts).await
             }
+            Ok(Err(DirectError::Delegate)) => self.inner.put_opts(location, payload, opts).await,
             Err(join) => Err(object_store::Error::Generic {
                 store: "DirectLocal",
                 source: Box::new(join),
@@ -354,7 +475,44 @@ impl ObjectStore for DirectLocal {
         location: &Path,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
+        let Some(range) = direct_range(&options).filter(|_| self.is_direct()) else {
+            return self.inner.get_opts(location, options).await;
+        };
+        let path = self.inner.path_to_filesystem(location)?;
+        let buffers = self.buffers.clone();
+        let wanted = range.clone();
+        let outcome =
+            tokio::task::spawn_blocking(move || read_direct(&path, wanted, &buffers)).await;
+        match outcome {
+            Ok(Ok((bytes, meta))) => Ok(GetResult {
+                payload: GetResultPayload::Stream(Box::pin(futures::stream::once(
+                    futures::future::ready(Ok(bytes)),
+                ))),
+                meta: ObjectMeta {
+                    location: location.clone(),
+                    last_modified: meta
+                        .modified()
+                        .map(chrono::DateTime::<chrono::Utc>::from)
+                        .unwrap_or_default(),
+                    size: meta.len(),
+                    e_tag: Some(e_tag(&meta)),
+                    version: None,
+                },
+                range,
+                attributes: Attributes::default(),
+                extensions: Default::default(),
+            }),
+            Ok(Err(DirectError::Failed(e))) => Err(e),
+            Ok(Err(DirectError::Unsupported)) => {
+                self.refused();
+                self.inner.get_opts(location, options).await
+            }
+            Ok(Err(DirectError::Delegate)) => self.inner.get_opts(location, options).await,
+            Err(join) => Err(object_store::Error::Generic {
+                store: "DirectLocal",
+                source: Box::new(join),
+            }),
+        }
     }
 
     fn delete_stream(
@@ -473,6 +631,57 @@ mod tests {
         want.sort();
         assert_eq!(files_in(dir.path()), want);
         assert_eq!(listed(&s).await, want);
+    }
+
+    #[tokio::test]
+    async fn large_range_reads_match_the_page_cache_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = store(dir.path());
+        let plain = LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+        let total = 3 * STEP_BLOCKS * BLOCK + 777;
+        let (p, all) = payload(total);
+        let at = Path::from("seg/big.log");
+        s.put(&at, p).await.unwrap();
+        let t = total as u64;
+        let ranges = [
+            0..t,
+            1..t,
+            4095..4095 + 200_000,
+            4096..4096 + 65_536,
+            t - 70_000..t,
+            1_048_575..1_048_577 + 70_000,
+            0..DIRECT_MIN_BYTES as u64,
+        ];
+        for r in ranges {
+            let got = s.get_range(&at, r.clone()).await.unwrap();
+            assert_eq!(&got[..], &all[r.start as usize..r.end as usize], "{r:?}");
+            let res = s
+                .get_opts(
+                    &at,
+                    GetOptions {
+                        range: Some(r.clone().into()),
+                        ..Default::default()
+                    },
+                )
+                .await
+                .unwrap();
+            assert_eq!(res.range, r);
+            assert_eq!(res.meta.size, t);
+            assert_eq!(
+                res.meta.e_tag,
+                plain.head(&at).await.unwrap().e_tag,
+                "same e-tag"
+            );
+        }
+        // Past the end and missing objects: LocalFileSystem's answers.
+        let past = s.get_range(&at, t - 10..t + 100_000).await.unwrap();
+        assert_eq!(&past[..], &all[total - 10..]);
+        assert!(s.get_range(&at, t + 1..t + 100_000).await.is_err());
+        let missing = s.get_range(&Path::from("nope"), 0..100_000).await;
+        assert!(
+            matches!(missing, Err(object_store::Error::NotFound { .. })),
+            "{missing:?}"
+        );
     }
 
     #[tokio::test]
