@@ -3,9 +3,9 @@
 import os
 import re
 import shutil
+import subprocess
 
 import pytest
-import subprocess
 
 
 def run(floe_bin, *args, **kw):
