@@ -35,6 +35,22 @@ pub struct ClusterAccess {
     /// Deadline of one store write attempt; past it the bytes go to a new object.
     #[arg(long, env = "FLOE_STORE_WRITE_TIMEOUT_MS", default_value_t = 10_000)]
     pub write_timeout_ms: u64,
+    #[command(flatten)]
+    pub io: StoreIo,
+}
+
+/// How a local-folder store uses the page cache.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct StoreIo {
+    /// Large writes and range reads of a local-folder store bypass the page
+    /// cache (O_DIRECT); `false` goes through it for everything.
+    #[arg(
+        long = "store-direct-io",
+        env = "FLOE_STORE_DIRECT_IO",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub direct_io: bool,
 }
 
 impl ClusterAccess {
@@ -46,20 +62,25 @@ impl ClusterAccess {
     /// Opens the store pool (checks every endpoint's URL and options).
     pub async fn open_store(&self) -> anyhow::Result<Arc<StorePool>> {
         Ok(Arc::new(
-            open_store(&self.stores, self.write_timeout_ms).await?,
+            open_store(&self.stores, self.write_timeout_ms, self.io.direct_io).await?,
         ))
     }
 }
 
 /// Opens a pool over `stores` (`URL` or `id=URL` each) with the given write
-/// deadline; the other pool settings keep their defaults.
-pub async fn open_store(stores: &[String], write_timeout_ms: u64) -> anyhow::Result<StorePool> {
+/// deadline and page-cache use; the other pool settings keep their defaults.
+pub async fn open_store(
+    stores: &[String],
+    write_timeout_ms: u64,
+    direct_io: bool,
+) -> anyhow::Result<StorePool> {
     if write_timeout_ms == 0 {
         bail!("--write-timeout-ms must be above 0");
     }
     let endpoints = EndpointConfig::parse_list(stores)?;
     let opts = PoolOptions {
         write_timeout: Duration::from_millis(write_timeout_ms),
+        direct_io,
         ..PoolOptions::default()
     };
     Ok(StorePool::open(&endpoints, opts).await?)
@@ -373,7 +394,7 @@ mod tests {
     async fn a_zero_write_deadline_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("file://{}", dir.path().display());
-        let err = open_store(&[url], 0).await.unwrap_err();
+        let err = open_store(&[url], 0, true).await.unwrap_err();
         assert!(err.to_string().contains("--write-timeout-ms"), "{err}");
     }
 

@@ -48,6 +48,8 @@ pub struct StandaloneArgs {
     #[arg(long, env = "FLOE_PORTS_FILE")]
     pub ports_file: Option<PathBuf>,
     #[command(flatten)]
+    pub store_io: crate::roles::StoreIo,
+    #[command(flatten)]
     pub meta: crate::roles::MetaTuning,
     #[command(flatten)]
     pub broker: BrokerTuning,
@@ -77,7 +79,11 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
     let store_dir = data.join("store");
     std::fs::create_dir_all(&store_dir)?;
     let endpoints = EndpointConfig::parse_list(&[format!("local=file://{}", store_dir.display())])?;
-    let pool = Arc::new(StorePool::open(&endpoints, PoolOptions::default()).await?);
+    let opts = PoolOptions {
+        direct_io: args.store_io.direct_io,
+        ..PoolOptions::default()
+    };
+    let pool = Arc::new(StorePool::open(&endpoints, opts).await?);
 
     // Bound first: with port 0, the address the broker and clients are
     // given is the one the system picked.

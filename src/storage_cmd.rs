@@ -27,11 +27,13 @@ pub struct StoreArgs {
     /// Deadline of one write attempt, in milliseconds.
     #[arg(long, env = "FLOE_STORE_WRITE_TIMEOUT_MS", default_value_t = 10_000)]
     write_timeout_ms: u64,
+    #[command(flatten)]
+    io: crate::roles::StoreIo,
 }
 
 impl StoreArgs {
     async fn open(&self) -> anyhow::Result<StorePool> {
-        crate::roles::open_store(&self.stores, self.write_timeout_ms).await
+        crate::roles::open_store(&self.stores, self.write_timeout_ms, self.io.direct_io).await
     }
 }
 

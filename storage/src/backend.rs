@@ -163,7 +163,7 @@ impl BackendSpec {
     pub async fn open(&self, opts: &PoolOptions) -> Result<Arc<dyn ObjectStore>> {
         match self {
             BackendSpec::Memory => Ok(Arc::new(object_store::memory::InMemory::new())),
-            BackendSpec::Local { root } => open_local(root),
+            BackendSpec::Local { root } => open_local(root, opts.direct_io),
             BackendSpec::S3(spec) => open_s3(spec, opts).await,
             BackendSpec::Hdfs { url } => open_hdfs(url),
         }
@@ -171,9 +171,10 @@ impl BackendSpec {
 }
 
 /// A local folder. `object_store`'s `LocalFileSystem` with fsync on: a put
-/// returns only after the file and its parent directories are on disk. Large
-/// puts go around the page cache ([`crate::direct`]).
-fn open_local(root: &std::path::Path) -> Result<Arc<dyn ObjectStore>> {
+/// returns only after the file and its parent directories are on disk. With
+/// `direct_io`, large puts and reads go around the page cache
+/// ([`crate::direct`]).
+fn open_local(root: &std::path::Path, direct_io: bool) -> Result<Arc<dyn ObjectStore>> {
     std::fs::create_dir_all(root).map_err(|e| {
         StorageError::with_source(
             crate::ErrorKind::Config,
@@ -185,7 +186,11 @@ fn open_local(root: &std::path::Path) -> Result<Arc<dyn ObjectStore>> {
         .map_err(|e| StorageError::from_object_store(format!("open {}", root.display()), e))?
         .with_fsync(true)
         .with_automatic_cleanup(true);
-    Ok(Arc::new(crate::direct::DirectLocal::new(fs)))
+    if direct_io {
+        Ok(Arc::new(crate::direct::DirectLocal::new(fs)))
+    } else {
+        Ok(Arc::new(fs))
+    }
 }
 
 #[cfg(feature = "hdfs")]

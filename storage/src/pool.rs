@@ -37,6 +37,9 @@ pub struct PoolOptions {
     pub read_attempts: u32,
     /// Pause before retrying on an endpoint that already failed this write.
     pub retry_backoff: Duration,
+    /// Large puts and range reads of local folders bypass the page cache
+    /// (`O_DIRECT`, [`crate::direct`]).
+    pub direct_io: bool,
 }
 
 impl Default for PoolOptions {
@@ -48,6 +51,7 @@ impl Default for PoolOptions {
             max_write_attempts: 6,
             read_attempts: 3,
             retry_backoff: Duration::from_millis(50),
+            direct_io: true,
         }
     }
 }

@@ -25,6 +25,7 @@ fn opts() -> PoolOptions {
         max_write_attempts: 4,
         read_attempts: 3,
         retry_backoff: Duration::from_millis(5),
+        ..PoolOptions::default()
     }
 }
 

@@ -24,6 +24,7 @@ fn opts() -> PoolOptions {
         max_write_attempts: 6,
         read_attempts: 3,
         retry_backoff: Duration::from_millis(20),
+        ..PoolOptions::default()
     }
 }
 
