@@ -623,24 +623,21 @@ class RdkafkaPerformance:
         return dict(sent=count, acked=ok, failed=failed + (count - ok - failed), bytes=ok * size,
                     secs=max(ms, 1) / 1000)
 
-    def start_produce(self, bootstrap, topic, size, rate):
-        """Produces at `rate` records/s until stopped (SIGINT); returns the process."""
-        args = [self.path, "-P", "-t", topic, "-b", bootstrap, "-s", size, "-a", "-1", "-r", int(rate),
-                "-X", "linger.ms=5", "-i", 5000]
-        f = open(pathlib.Path(self.log_dir) / "rdkafka_performance-bg.log", "ab")
-        return subprocess.Popen([str(a) for a in args], stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-
     def consume(self, bootstrap, topic, partitions, count, timeout=900):
         args = [self.path, "-C", "-t", topic, "-b", bootstrap, "-o", "beginning", "-c", count, "-i", 5000,
                 "-X", "fetch.max.bytes=52428800", "-X", "receive.message.max.bytes=60000000"]
         for p in range(partitions):
             args += ["-p", p]
+        t0 = time.monotonic()
         out = self._run(args, timeout, "consume")
+        # Its own clock starts at the first record; the wall time also counts
+        # connecting and the first fetches.
+        wall = time.monotonic() - t0
         m = re.findall(r"% (\d+) messages \((\d+) bytes\) consumed in (\d+)ms", out)
         if not m:
             raise RuntimeError(f"rdkafka_performance consume: no summary in its output:\n{out[-2000:]}")
-        n, nbytes, ms = map(int, m[-1])
-        return dict(read=n, bytes=nbytes, secs=max(ms, 1) / 1000)
+        n, nbytes, _ms = map(int, m[-1])
+        return dict(read=n, bytes=nbytes, secs=wall)
 
     def _run(self, args, timeout, what):
         logf = pathlib.Path(self.log_dir) / f"rdkafka_performance-{what}.log"
@@ -683,10 +680,11 @@ class PythonGen:
         value = os.urandom(size)
         t0 = time.monotonic()
         for i in range(count):
-            if rate:
+            while rate:
                 wait = t0 + i / rate - time.monotonic()
-                if wait > 0:
-                    p.poll(wait)
+                if wait <= 0:
+                    break
+                p.poll(wait)
             while True:
                 try:
                     p.produce(topic, value, on_delivery=cb)
@@ -699,10 +697,6 @@ class PythonGen:
         return dict(sent=count, acked=res["acked"], failed=res["failed"] + left, bytes=res["acked"] * size,
                     secs=secs)
 
-    def start_produce(self, bootstrap, topic, size, rate):
-        return multiprocessing.get_context("spawn").Process(
-            target=_produce_forever, args=(bootstrap, topic, size, rate), daemon=True)
-
     def consume(self, bootstrap, topic, partitions, count, timeout=900):
         import confluent_kafka
         c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4()}",
@@ -713,7 +707,7 @@ class PythonGen:
         t0 = time.monotonic()
         deadline = t0 + timeout
         while n < count and time.monotonic() < deadline:
-            for m in c.consume(10000, 1.0):
+            for m in c.consume(min(10000, count - n), 1.0):
                 if m.error():
                     continue
                 n += 1
@@ -723,10 +717,15 @@ class PythonGen:
         return dict(read=n, bytes=nbytes, secs=secs)
 
 
-def _produce_forever(bootstrap, topic, size, rate):
+def _produce_forever(bootstrap, topic, size, rate, acked):
     import confluent_kafka
     p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
                                   "partitioner": "random"})
+
+    def cb(err, _msg):
+        if not err:
+            acked.value += 1
+
     value = os.urandom(size)
     t0 = time.monotonic()
     i = 0
@@ -734,25 +733,33 @@ def _produce_forever(bootstrap, topic, size, rate):
         wait = t0 + i / rate - time.monotonic()
         if wait > 0:
             p.poll(wait)
+            continue
         with contextlib.suppress(BufferError):
-            p.produce(topic, value)
+            p.produce(topic, value, on_delivery=cb)
             i += 1
         p.poll(0)
 
 
-def stop_background(proc):
-    if isinstance(proc, subprocess.Popen):
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-    else:
-        if proc.is_alive():
-            proc.kill()
-            proc.join(10)
+class Background:
+    """A producer in another process at a fixed rate (on a schedule, so it
+    catches up when late: rdkafka_performance's -r sleeps after each record
+    and falls well short of its rate on a busy machine)."""
+
+    def __init__(self, bootstrap, topic, size, rate):
+        ctx = multiprocessing.get_context("spawn")
+        self.acked = ctx.Value("q", 0)
+        self.size = size
+        self.p = ctx.Process(target=_produce_forever, args=(bootstrap, topic, size, rate, self.acked), daemon=True)
+        self.p.start()
+        self.t0 = time.monotonic()
+
+    def stop(self):
+        """Stops it; returns the MB/s it had acknowledged."""
+        secs = time.monotonic() - self.t0
+        if self.p.is_alive():
+            self.p.kill()
+            self.p.join(10)
+        return self.acked.value * self.size / secs / 1e6
 
 
 # ---------------------------------------------------------------- W3: latency from the scheduled send time
@@ -760,12 +767,14 @@ def stop_background(proc):
 HEADER = struct.Struct("<dQ")  # scheduled wall time, sequence number
 
 
-def _latency_consumer(bootstrap, topic, starts, count, timeout, out_path):
+def _latency_consumer(bootstrap, topic, starts, count, timeout, out_path, ready):
     import confluent_kafka
     c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4()}",
                                   "enable.auto.commit": False, "fetch.wait.max.ms": 5,
                                   "fetch.min.bytes": 1})
     c.assign([confluent_kafka.TopicPartition(topic, p, o) for p, o in starts.items()])
+    c.consume(1, 0.5)  # connected, fetching
+    ready.set()
     lat = []
     deadline = time.time() + timeout
     while len(lat) < count and time.time() < deadline:
@@ -799,10 +808,13 @@ def latency_run(bootstrap, topic, partitions, size, rate, secs, linger_ms, work)
               for i in range(partitions)}
     c.close()
     out = pathlib.Path(work) / f"lat-{topic}.json"
-    cons = multiprocessing.get_context("spawn").Process(
-        target=_latency_consumer, args=(bootstrap, topic, starts, count, secs + 120, str(out)))
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Event()
+    cons = ctx.Process(target=_latency_consumer, args=(bootstrap, topic, starts, count, secs + 120, str(out), ready))
     cons.start()
-    time.sleep(2)  # the consumer process starts and is assigned
+    if not ready.wait(60):
+        cons.kill()
+        raise RuntimeError("the latency consumer did not start within 60 s")
     prod_lat = []
     failed = [0]
 
@@ -938,7 +950,7 @@ class Runner:
         self.rows.append(r)
         shown = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()}
         log(f"  {shown}")
-        (self.raw / "results.json").write_text(json.dumps(self.rows, indent=1))
+        (self.raw / "results.json").write_text(json.dumps(dict(info=None, rows=self.rows), indent=1))
         return r
 
     def topic(self, name):
@@ -970,7 +982,7 @@ class Runner:
     def read_row(self, name, wl, target, gen, topic, partitions, count, size):
         m = Meter(target)
         res = gen.consume(target.bootstrap, topic, partitions, count)
-        return self.row(name, wl, records=res["read"], sent=count, errors=count - res["read"], bytes=res["bytes"],
+        return self.row(name, wl, records=res["read"], sent=count, errors=max(0, count - res["read"]), bytes=res["bytes"],
                         secs=res["secs"], partitions=partitions, size=size, **m.done())
 
     def w1(self, name, target, gen):
@@ -1010,21 +1022,22 @@ class Runner:
         # At 1 MB/s: the store requests a slow trickle costs per GiB.
         secs = 3 if self.quick else 30 * self.s
         n = int(1024 * secs)  # 1 KiB records at 1024/s
-        self.produce_row(name, "W4-1MB/s", target, gen, self.topic("w4r"), 1024, n, 16, rate=1024)
+        # The Python generator keeps a schedule; rdkafka_performance's -r falls short of its rate.
+        self.produce_row(name, "W4-1MB/s", target, PythonGen(self.raw), self.topic("w4r"), 1024, n, 16, rate=1024)
         self.produce_row(name, "W4-max", target, gen, self.topic("w4m"), 1024, self.n(200_000, 2000), 16)
 
     def w5(self, name, target, gen):
         topic = self.topic("w5")
         backlog = self.n(int(self.args.backlog_gib * GIB / 1024), 3000)
         res = self.produce_row(name, "W5-backlog", target, gen, topic, 1024, backlog, 16)
-        bg = gen.start_produce(target.bootstrap, topic, 1024, 10 * 1024 if not self.quick else 200)
-        if isinstance(bg, multiprocessing.process.BaseProcess):
-            bg.start()
+        bg = Background(target.bootstrap, topic, 1024, 10 * 1024 if not self.quick else 200)
         try:
             time.sleep(1)
-            self.read_row(name, "W5-read", target, gen, topic, 16, res["records"], 1024)
+            row = self.read_row(name, "W5-read", target, gen, topic, 16, res["records"], 1024)
         finally:
-            stop_background(bg)
+            row_bg = bg.stop()
+        row["background_mb_s"] = row_bg
+        log(f"  (the producer beside it acknowledged {row_bg:.1f} MB/s)")
 
     def w6(self, name, target, gen):
         if not target.cluster:
@@ -1032,9 +1045,10 @@ class Runner:
         topic = self.topic("w6")
         create_topic(target.bootstrap, topic, 16)
         target.killed = [target.brokers[-1]]
+        owned = metric(target.broker_admins[-1], "floe_broker_owned_partitions")
         res = failover_run(target, topic, 16, timeout=60 if self.quick else 120)
         self.row(name, "W6-kill9", records=res["acked"], sent=res["sent"], errors=res["failed"],
-                 failover_s=res["secs"], recovered=res["recovered"], partitions=16,
+                 failover_s=res["secs"], recovered=res["recovered"], partitions=16, victim_owned=owned,
                  note=None if res["recovered"] else f"only {res['partitions_back']} of 16 partitions back")
 
 
@@ -1110,6 +1124,8 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies the long mode's counts and durations")
     ap.add_argument("--backlog-gib", type=float, default=2.0, help="W5 backlog (long mode)")
+    ap.add_argument("--append", action="store_true",
+                    help="keep the runs already in --out of other targets or workloads (a run in several sittings)")
     args = ap.parse_args()
     targets = (args.targets or ("floe-local,floe-moto" if args.quick else ",".join(TARGETS))).split(",")
     workloads = args.workloads.split(",")
@@ -1130,9 +1146,18 @@ def main():
     floe = build_floe()
     gen_kind = args.gen if args.gen != "auto" else ("python" if args.quick else "rdkafka")
     runner = Runner(args)
+    earlier = {}
+    prev = runner.raw / "results.json"
+    if args.append and prev.exists():
+        earlier = json.loads(prev.read_text())
+        if isinstance(earlier, dict):
+            runner.rows = [r for r in earlier["rows"] if r["target"].split("+")[0] not in targets
+                           or r["workload"].split("-")[0] not in workloads + ["start"]]
     work_root = pathlib.Path(runner.raw) / "work"
-    shutil.rmtree(work_root, ignore_errors=True)
-    work_root.mkdir(parents=True)
+    for t in targets:
+        for suffix in ("", "+20ms"):
+            shutil.rmtree(work_root / (t + suffix), ignore_errors=True)
+    work_root.mkdir(parents=True, exist_ok=True)
     gen = (RdkafkaPerformance(build_rdkafka_performance(), runner.raw) if gen_kind == "rdkafka"
            else PythonGen(runner.raw))
     log(f"floe: {floe}; generator: {gen.name}")
@@ -1143,7 +1168,10 @@ def main():
                garage_build, work_root)
         if "W4" in workloads and kind in ("moto", "garage"):
             run_on(runner, name, kind, True, ["W4"], floe, gen, tansu_build, garage_build, work_root)
-    info = dict(machine=machine(), generator=gen.name, floe=str(floe), command=" ".join(sys.argv),
+    command = " ".join(["bench/compare.py"] + sys.argv[1:])
+    if isinstance(earlier, dict) and earlier.get("info"):
+        command = f"{earlier['info']['command']}`, then `{command}"
+    info = dict(machine=machine(), generator=gen.name, floe=str(floe), command=command,
                 started=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t_start)),
                 minutes=round((time.time() - t_start) / 60, 1), quick=args.quick)
     if gen_kind == "rdkafka" and (CACHE / "rdkafka_performance.build-seconds").exists():

@@ -71,7 +71,8 @@ def pivot(rows):
         cells = []
         for t in targets:
             rs = [r for r in rows if r["workload"] == w and r["target"] == t]
-            cells.append(headline(rs[-1]) if rs else "")
+            failed_start = any(r["workload"] == "start" and r["target"] == t for r in rows)
+            cells.append(headline(rs[-1]) if rs else ("did not start" if failed_start else ""))
         lines.append(f"| {w} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

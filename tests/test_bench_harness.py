@@ -35,7 +35,7 @@ def test_quick_mode_produces_a_sane_table(floe_bin, tmp_path):
     assert expected <= set(rows), f"missing runs: {sorted(expected - set(rows))}"
     for key, r in rows.items():
         assert not r.get("errors"), f"{key}: {r}"
-        assert r["records"] == r["sent"] > 0, f"{key}: {r}"
+        assert r["records"] == r["sent"] > 0 or (key[1] == "W5-read" and r["records"] >= r["sent"] > 0), f"{key}: {r}"
         if not key[1].startswith("W6"):
             assert r["mb_s"] > 0 and r["rec_s"] > 0, f"{key}: {r}"
             assert r["cpu_s"] >= 0 and r["peak_rss_mib"] > 0, f"{key}: {r}"
