@@ -318,7 +318,8 @@ class Moto:
         with open(self.proc.log_path, "rb") as f:
             f.seek(mark)
             text = f.read().decode(errors="replace")
-        methods = re.findall(r'"(PUT|POST|GET|HEAD|DELETE) /', text)
+        # werkzeug colours some lines (206 answers) with ANSI escapes
+        methods = re.findall(r'"(?:\x1b\[[0-9;]*m)*(PUT|POST|GET|HEAD|DELETE) /', text)
         return (sum(m in ("PUT", "POST") for m in methods), sum(m in ("GET", "HEAD") for m in methods))
 
     def create_bucket(self, bucket):
@@ -825,6 +826,7 @@ def latency_run(bootstrap, topic, partitions, size, rate, secs, linger_ms, work)
             prod_lat.append(time.time() - HEADER.unpack_from(msg.value())[0])
 
     pad = os.urandom(max(0, size - HEADER.size))
+    lag = []  # how late the generator itself handed each record over
     t0 = time.time() + 0.05
     for i in range(count):
         due = t0 + i / rate
@@ -833,6 +835,7 @@ def latency_run(bootstrap, topic, partitions, size, rate, secs, linger_ms, work)
             if wait <= 0:
                 break
             p.poll(wait)
+        lag.append(time.time() - due)
         while True:
             try:
                 p.produce(topic, HEADER.pack(due, i) + pad, on_delivery=cb)
@@ -845,7 +848,8 @@ def latency_run(bootstrap, topic, partitions, size, rate, secs, linger_ms, work)
     if cons.is_alive():
         cons.kill()
     e2e = json.loads(out.read_text()) if out.exists() else []
-    return dict(sent=count, acked=len(prod_lat), failed=failed[0] + left, read=len(e2e), produce=prod_lat, e2e=e2e)
+    return dict(sent=count, acked=len(prod_lat), failed=failed[0] + left, read=len(e2e), produce=prod_lat, e2e=e2e,
+                lag=lag)
 
 
 def pct(values, q):
@@ -1013,6 +1017,8 @@ class Runner:
                 for q, label in ((50, "p50"), (99, "p99"), (99.9, "p999")):
                     v = pct(res[kind], q)
                     ms[f"{kind}_{label}_ms"] = v * 1000 if v is not None else None
+            ms["generator_lag_p50_ms"] = pct(res["lag"], 50) * 1000
+            ms["generator_lag_p99_ms"] = pct(res["lag"], 99) * 1000
             self.row(name, wl, records=res["acked"], sent=res["sent"], read=res["read"],
                      errors=res["failed"] + (res["sent"] - res["read"]), bytes=res["acked"] * size,
                      secs=secs, partitions=16, size=size, rate=rate, linger_ms=linger, wall_s=wall,

@@ -12,6 +12,7 @@ COLUMNS = [
     ("rec_s", "records/s", "{:,.0f}"),
     ("produce_ms", "produce p50 / p99 / p99.9 ms", None),
     ("e2e_ms", "end-to-end p50 / p99 / p99.9 ms", None),
+    ("generator_lag_p99_ms", "generator late p99 ms", "{:,.1f}"),
     ("failover_s", "kill -9 to writes, s", "{:,.2f}"),
     ("cpu_s_per_gib", "server CPU-s / GiB", "{:,.2f}"),
     ("peak_rss_mib", "peak RSS MiB", "{:,.0f}"),
