@@ -1020,7 +1020,8 @@ class Runner:
             ms["generator_lag_p50_ms"] = pct(res["lag"], 50) * 1000
             ms["generator_lag_p99_ms"] = pct(res["lag"], 99) * 1000
             self.row(name, wl, records=res["acked"], sent=res["sent"], read=res["read"],
-                     errors=res["failed"] + (res["sent"] - res["read"]), bytes=res["acked"] * size,
+                     errors=res["failed"] + max(0, res["sent"] - res["read"]),
+                     duplicates_read=max(0, res["read"] - res["sent"]), bytes=res["acked"] * size,
                      secs=secs, partitions=16, size=size, rate=rate, linger_ms=linger, wall_s=wall,
                      **ms, **m.done())
 
@@ -1034,7 +1035,7 @@ class Runner:
 
     def w5(self, name, target, gen):
         topic = self.topic("w5")
-        backlog = self.n(int(self.args.backlog_gib * GIB / 1024), 3000)
+        backlog = 3000 if self.quick else int(self.args.backlog_gib * GIB / 1024)  # --backlog-gib, not --scale
         res = self.produce_row(name, "W5-backlog", target, gen, topic, 1024, backlog, 16)
         bg = Background(target.bootstrap, topic, 1024, 10 * 1024 if not self.quick else 200)
         try:
