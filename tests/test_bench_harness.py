@@ -1,0 +1,56 @@
+"""The side-by-side benchmark harness (bench/compare.py) in its quick mode,
+so that it cannot rot: Floe standalone and a Floe cluster on moto, every
+workload with tiny counts and the load generator on confluent-kafka (no
+build). Checks the table it writes and that its numbers are sane (every
+record sent is acknowledged and read back, no errors); nothing about speed."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("confluent_kafka")
+pytest.importorskip("matplotlib")
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+TARGETS = ("floe-local", "floe-moto")
+
+
+def test_quick_mode_produces_a_sane_table(floe_bin, tmp_path):
+    out = tmp_path / "results"
+    env = dict(os.environ, FLOE_BIN=str(floe_bin), FLOE_BENCH_CACHE=str(tmp_path / "cache"))
+    res = subprocess.run([sys.executable, ROOT / "bench" / "compare.py", "--quick", "--out", out], env=env,
+                         capture_output=True, text=True, timeout=540, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, f"exit {res.returncode}\n{res.stdout[-6000:]}\n{res.stderr[-3000:]}"
+    data = json.loads((out / "raw" / "results.json").read_text())
+    rows = {(r["target"], r["workload"]): r for r in data["rows"]}
+    assert data["info"]["quick"] and data["info"]["machine"]["nproc"] >= 1
+
+    expected = {(t, w) for t in TARGETS
+                for w in ("W1", "W1-read", "W2-p1", "W2-p100", "W3-1k", "W3-50MB", "W5-backlog", "W5-read")}
+    expected |= {("floe-moto", "W6-kill9"), ("floe-moto+20ms", "W4-1MB/s"), ("floe-moto+20ms", "W4-max")}
+    assert expected <= set(rows), f"missing runs: {sorted(expected - set(rows))}"
+    for key, r in rows.items():
+        assert not r.get("errors"), f"{key}: {r}"
+        assert r["records"] == r["sent"] > 0 or (key[1] == "W5-read" and r["records"] >= r["sent"] > 0), f"{key}: {r}"
+        if not key[1].startswith("W6"):
+            assert r["mb_s"] > 0 and r["rec_s"] > 0, f"{key}: {r}"
+            assert r["cpu_s"] >= 0 and r["peak_rss_mib"] > 0, f"{key}: {r}"
+        if key[1].startswith("W3"):
+            assert r["read"] == r["sent"], f"{key}: {r}"
+            for kind in ("produce", "e2e"):
+                p50, p99, p999 = (r[f"{kind}_{q}_ms"] for q in ("p50", "p99", "p999"))
+                assert 0 < p50 <= p99 <= p999, f"{key}: {r}"
+    # The S3 runs count the store's requests; the 20 ms one wrote something.
+    assert rows[("floe-moto", "W1")]["puts"] > 0
+    assert rows[("floe-moto+20ms", "W4-1MB/s")]["puts"] > 0
+    w6 = rows[("floe-moto", "W6-kill9")]
+    assert w6["recovered"] and w6["failover_s"] > 0, w6
+
+    md = (out / "results.md").read_text()
+    assert "| W1 |" in md and "floe-moto" in md and "## Every run" in md, md
+    for chart in ("throughput.png", "records.png", "latency-w3-1k.png", "cpu.png"):
+        assert (out / chart).stat().st_size > 1000, chart
