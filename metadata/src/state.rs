@@ -1602,7 +1602,10 @@ mod tests {
                 count: 10
             }
         );
-        assert!(matches!(rs[1], Response::Error(MetaError::InvalidRequest(_))));
+        assert!(matches!(
+            rs[1],
+            Response::Error(MetaError::InvalidRequest(_))
+        ));
         assert_eq!(
             rs[2],
             Response::ProducerIds {

@@ -39,12 +39,14 @@ impl Propose for Raft {
     async fn propose(&self, cmd: Command) -> Written {
         match self.client_write(cmd).await {
             Ok(r) => Ok((r.data, r.log_id.index)),
-            Err(e) => Err(crate::api::server::not_leader(&e).unwrap_or_else(|| match e {
-                RaftError::APIError(ClientWriteError::ChangeMembershipError(c)) => {
-                    MetaError::InvalidRequest(c.to_string())
-                }
-                other => MetaError::Unavailable(other.to_string()),
-            })),
+            Err(e) => Err(
+                crate::api::server::not_leader(&e).unwrap_or_else(|| match e {
+                    RaftError::APIError(ClientWriteError::ChangeMembershipError(c)) => {
+                        MetaError::InvalidRequest(c.to_string())
+                    }
+                    other => MetaError::Unavailable(other.to_string()),
+                }),
+            ),
         }
     }
 }
