@@ -184,20 +184,20 @@ async fn run<P: Propose>(sink: P, mut rx: mpsc::Receiver<Proposal>, limits: Limi
     let mut next: Option<Proposal> = None;
     let mut open = true;
     loop {
-        if writing.len() < in_flight {
-            if let Some(first) = next.take().or_else(|| rx.try_recv().ok()) {
-                let mut batch = Batch::new(first);
-                while let Ok(p) = rx.try_recv() {
-                    if batch.fits(&p, &limits) {
-                        batch.push(p);
-                    } else {
-                        next = Some(p);
-                        break;
-                    }
+        if writing.len() < in_flight
+            && let Some(first) = next.take().or_else(|| rx.try_recv().ok())
+        {
+            let mut batch = Batch::new(first);
+            while let Ok(p) = rx.try_recv() {
+                if batch.fits(&p, &limits) {
+                    batch.push(p);
+                } else {
+                    next = Some(p);
+                    break;
                 }
-                writing.push_back(batch.write(&sink));
-                continue;
             }
+            writing.push_back(batch.write(&sink));
+            continue;
         }
         tokio::select! {
             // The entries being written are polled first: a new one is
