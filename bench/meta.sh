@@ -7,12 +7,20 @@
 #
 #   bench/meta.sh [seconds-per-run]     (default 10)
 #
+# NODES=1 or NODES=3 runs only that cluster size, PER=1 or PER=100 only that
+# many partitions per commit (both: every case); CONCURRENCY sets the
+# commits in flight (default 8). PERF=file records a profile of node 1
+# (`perf record -g`) during the runs; STRACE=file counts its fsyncs
+# (`strace -f -c`) during the runs.
+#
 # FLOE_BIN / FLOE_DEV_BIN run given binaries instead of building (to compare
 # two versions); CARGO_TARGET_DIR is honoured.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS="${1:-10}"
 CONCURRENCY="${CONCURRENCY:-8}"
+NODES="${NODES:-1 3}"
+PER="${PER:-1 100}"
 TARGET="${CARGO_TARGET_DIR:-target}"
 if [ -z "${FLOE_BIN:-}" ]; then
     cargo build --release --quiet -p floe -p floe-devtools --bin floe --bin floe-dev
@@ -51,14 +59,27 @@ run_cluster() {
         "$BIN" meta status --addrs "$addrs" 2>/dev/null | grep -q "leader [1-9]" && break
         sleep 0.2
     done
-    for per in 1 100; do
+    local spy=""
+    if [ -n "${PERF:-}" ]; then
+        perf record -q -g -p "${PIDS[0]}" -o "$PERF" >/dev/null 2>&1 &
+        spy=$!
+    elif [ -n "${STRACE:-}" ]; then
+        strace -f -c -e trace=fsync,fdatasync,pwrite64,write -o "$STRACE" -p "${PIDS[0]}" 2>/dev/null &
+        spy=$!
+    fi
+    for per in $PER; do
         printf 'nodes=%s ' "$n"
         "$DEV_BIN" meta bench --addrs "$addrs" --partitions-per-commit "$per" \
             --concurrency "$CONCURRENCY" --seconds "$SECS"
     done
+    if [ -n "$spy" ]; then
+        kill -INT "$spy"
+        wait "$spy" 2>/dev/null || true
+    fi
     for p in "${PIDS[@]}"; do kill "$p"; done
     wait 2>/dev/null || true
 }
 
-run_cluster 1
-run_cluster 3
+for n in $NODES; do
+    run_cluster "$n"
+done

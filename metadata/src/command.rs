@@ -242,6 +242,46 @@ pub enum Command {
         now_ms: u64,
         expiration_ms: u64,
     },
+    /// Commands proposed at about the same time, in one log entry (group
+    /// commit, see [`crate::raft::proposer`]). Each is applied in turn as
+    /// if it were alone: one refused changes nothing and does not stop the
+    /// others. Answered [`Response::Batch`], one response per command.
+    /// Never holds a batch (refused when decoded, see [`batch`]).
+    Batch(#[serde(deserialize_with = "batch::deserialize")] Vec<Command>),
+}
+
+/// Decoding the commands of a [`Command::Batch`]: a batch inside a batch is
+/// refused, so a crafted body cannot nest batches deep enough to exhaust
+/// the stack of the node that decodes it (postcard has no depth limit).
+mod batch {
+    use std::cell::Cell;
+
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer};
+
+    use super::Command;
+
+    thread_local! {
+        /// Whether this thread is decoding a batch's commands.
+        static INSIDE: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Clears [`INSIDE`] when the batch is decoded (or decoding unwinds).
+    struct Inside;
+
+    impl Drop for Inside {
+        fn drop(&mut self) {
+            INSIDE.with(|i| i.set(false));
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Command>, D::Error> {
+        if INSIDE.with(|i| i.replace(true)) {
+            return Err(D::Error::custom("a batch of commands inside a batch"));
+        }
+        let _inside = Inside;
+        Vec::<Command>::deserialize(d)
+    }
 }
 
 /// The result of applying one command.
@@ -274,4 +314,6 @@ pub enum Response {
         unknown: Vec<(String, u32)>,
     },
     Error(MetaError),
+    /// The responses of a [`Command::Batch`]'s commands, in order.
+    Batch(Vec<Response>),
 }

@@ -2,19 +2,17 @@
 //! (served on `/metrics` by `floe standalone`; `floe meta` has no admin port).
 
 use metrics::{counter, describe_counter};
-use openraft::raft::ClientWriteResponse;
 
 use crate::command::Response;
-use crate::raft::TypeConfig;
 
 const COMMANDS: &str = "floe_meta_commands_total";
 
 /// The outcome of a proposed command: applied, refused by the cluster's
 /// rules (a commit at an old epoch, …), or not committed (not the leader,
-/// no quorum).
-pub(crate) fn command<E>(written: &Result<ClientWriteResponse<TypeConfig>, E>) {
+/// no quorum). Each command of a group-committed entry counts on its own.
+pub(crate) fn command<T, E>(written: &Result<(Response, T), E>) {
     let result = match written {
-        Ok(r) if matches!(r.data, Response::Error(_)) => "refused",
+        Ok((Response::Error(_), _)) => "refused",
         Ok(_) => "applied",
         Err(_) => "failed",
     };
@@ -36,18 +34,12 @@ pub(crate) fn command_too_large() {
 #[cfg(test)]
 mod tests {
     use metrics_util::debugging::{DebugValue, DebuggingRecorder};
-    use openraft::raft::ClientWriteResponse;
 
     use crate::command::Response;
     use crate::error::MetaError;
-    use crate::raft::TypeConfig;
 
-    fn written(data: Response) -> Result<ClientWriteResponse<TypeConfig>, ()> {
-        Ok(ClientWriteResponse {
-            log_id: Default::default(),
-            data,
-            membership: None,
-        })
+    fn written(data: Response) -> Result<(Response, u64), ()> {
+        Ok((data, 1))
     }
 
     #[test]
@@ -60,7 +52,7 @@ mod tests {
             super::command(&written(Response::Error(MetaError::InvalidRequest(
                 "old epoch".into(),
             ))));
-            super::command::<()>(&Err(()));
+            super::command::<u64, ()>(&Err(()));
         });
         let values: Vec<(String, DebugValue)> = snap
             .snapshot()

@@ -15,6 +15,7 @@ use crate::controller;
 use crate::error::MetaError;
 use crate::raft::log_store::LogStore;
 use crate::raft::network::Network;
+use crate::raft::proposer::{Limits, Proposer};
 use crate::raft::state_machine::{SharedState, StateMachine};
 use crate::raft::{NodeId, Raft};
 
@@ -97,6 +98,7 @@ pub struct MetaNode {
     pub raft: Raft,
     pub shared: SharedState,
     pub addr: SocketAddr,
+    log: LogStore,
     local: crate::api::LocalMeta,
     server: tokio::task::JoinHandle<()>,
     controller: tokio::task::JoinHandle<()>,
@@ -145,7 +147,7 @@ impl MetaNode {
             cfg.id,
             Arc::new(raft_config),
             Network::new(cfg.max_rpc_bytes),
-            log,
+            log.clone(),
             sm,
         )
         .await
@@ -162,6 +164,7 @@ impl MetaNode {
             raft: raft.clone(),
             shared: shared.clone(),
             max_command_bytes: cfg.max_command_bytes,
+            proposer: Proposer::start(raft.clone(), Limits::new(cfg.max_command_bytes)),
         };
         let local = crate::api::LocalMeta::new(state.clone());
         let app = router(state.clone(), cfg.max_rpc_bytes);
@@ -205,6 +208,7 @@ impl MetaNode {
             raft,
             shared,
             addr,
+            log,
             local,
             server,
             controller,
@@ -215,6 +219,12 @@ impl MetaNode {
     /// encoding (`floe standalone`).
     pub fn local_api(&self) -> std::sync::Arc<dyn crate::api::MetaApi> {
         std::sync::Arc::new(self.local.clone())
+    }
+
+    /// How many times this node has synced its Raft log to disk since it
+    /// started (each a durable write: appends, votes, truncations).
+    pub fn log_syncs(&self) -> u64 {
+        self.log.syncs()
     }
 
     /// Stops serving and shuts Raft down.

@@ -212,6 +212,9 @@ impl ClusterState {
     pub fn apply(&mut self, revision: Revision, cmd: &Command) -> Response {
         self.revision = revision;
         match cmd {
+            Command::Batch(cmds) => {
+                Response::Batch(cmds.iter().map(|c| self.apply(revision, c)).collect())
+            }
             Command::RegisterNode {
                 id,
                 kind,
@@ -1577,6 +1580,48 @@ mod tests {
             }
         );
         sm.error(Command::AllocateProducerIds { count: 0 });
+    }
+
+    #[test]
+    fn each_command_of_a_batch_is_applied_as_if_alone() {
+        let mut sm = Sm::new();
+        let before = sm.state.clone();
+        let r = sm.apply(Command::Batch(vec![
+            Command::AllocateProducerIds { count: 10 },
+            // Refused: changes nothing, and the next command still applies.
+            Command::AllocateProducerIds { count: 0 },
+            Command::AllocateProducerIds { count: 5 },
+        ]));
+        let Response::Batch(rs) = r else {
+            panic!("expected a batch response, got {r:?}");
+        };
+        assert_eq!(
+            rs[0],
+            Response::ProducerIds {
+                first: 1000,
+                count: 10
+            }
+        );
+        assert!(matches!(
+            rs[1],
+            Response::Error(MetaError::InvalidRequest(_))
+        ));
+        assert_eq!(
+            rs[2],
+            Response::ProducerIds {
+                first: 1010,
+                count: 5
+            }
+        );
+        assert_eq!(rs.len(), 3);
+        // The same commands one by one end in the same model.
+        let mut alone = Sm::new();
+        alone.state = before;
+        alone.apply(Command::AllocateProducerIds { count: 10 });
+        alone.apply(Command::AllocateProducerIds { count: 0 });
+        alone.apply(Command::AllocateProducerIds { count: 5 });
+        alone.state.revision = sm.state.revision;
+        assert_eq!(alone.state, sm.state);
     }
 
     #[test]

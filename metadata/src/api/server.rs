@@ -34,6 +34,7 @@ use crate::command::{
 use crate::error::{ErrorKind, MetaError};
 use crate::ids::{BrokerId, Epoch, ObjectId};
 use crate::raft::codec::{self, Format};
+use crate::raft::proposer::Proposer;
 use crate::raft::state_machine::SharedState;
 use crate::raft::{NodeId, Raft};
 use futures::future::BoxFuture;
@@ -52,6 +53,8 @@ pub struct AppState {
     pub shared: SharedState,
     /// Largest command accepted for proposal, encoded.
     pub max_command_bytes: usize,
+    /// Where proposals queue to share log entries (group commit).
+    pub proposer: Proposer,
 }
 
 /// An API failure, sent as a protobuf [`proto::ErrorBody`].
@@ -115,7 +118,7 @@ pub(super) fn decode<M: Message + Default>(body: &Bytes) -> Result<M, ApiError> 
     })
 }
 
-fn not_leader<E>(e: &RaftError<NodeId, E>) -> Option<MetaError>
+pub(crate) fn not_leader<E>(e: &RaftError<NodeId, E>) -> Option<MetaError>
 where
     E: std::fmt::Debug + openraft::TryAsRef<openraft::error::ForwardToLeader<NodeId, BasicNode>>,
 {
@@ -141,19 +144,11 @@ impl AppState {
                 max: self.max_command_bytes,
             });
         }
-        let written = self.raft.client_write(cmd).await;
+        let written = self.proposer.propose(cmd, size).await;
         crate::metrics::command(&written);
-        match written {
-            Ok(resp) => match resp.data {
-                Response::Error(e) => Err(e),
-                r => Ok((r, resp.log_id.index)),
-            },
-            Err(e) => Err(not_leader(&e).unwrap_or_else(|| match e {
-                RaftError::APIError(ClientWriteError::ChangeMembershipError(c)) => {
-                    MetaError::InvalidRequest(c.to_string())
-                }
-                other => MetaError::Unavailable(other.to_string()),
-            })),
+        match written? {
+            (Response::Error(e), _) => Err(e),
+            r => Ok(r),
         }
     }
 

@@ -134,7 +134,7 @@ mod tests {
             min_timestamp: 1,
             max_timestamp: 2,
         };
-        vec![
+        let mut all = vec![
             Command::RegisterNode {
                 id: BrokerId(1),
                 kind: NodeKind::Broker,
@@ -248,7 +248,10 @@ mod tests {
                 now_ms: 10,
                 expiration_ms: 20,
             },
-        ]
+        ];
+        // A group-committed entry holds commands of every kind.
+        all.push(Command::Batch(all.clone()));
+        all
     }
 
     fn entry(index: u64, payload: openraft::EntryPayload<crate::raft::TypeConfig>) -> Entry {
@@ -271,6 +274,30 @@ mod tests {
         let blank = entry(1, openraft::EntryPayload::Blank);
         let back: Entry = decode(&encode(&blank).unwrap()).unwrap();
         assert_eq!(back.log_id, blank.log_id);
+    }
+
+    #[test]
+    fn a_batch_inside_a_batch_is_refused_at_any_depth() {
+        let nested = Command::Batch(vec![Command::Batch(vec![Command::Drain {
+            id: BrokerId(1),
+        }])]);
+        assert!(decode::<Command>(&encode(&nested).unwrap()).is_err());
+        assert!(decode::<Command>(&serde_json::to_vec(&nested).unwrap()).is_err());
+        // A crafted body nesting a million batches (two bytes each) fails
+        // at the second level instead of exhausting the stack.
+        let empty = encode(&Command::Batch(Vec::new())).unwrap();
+        let (tag, len) = (&empty[1..empty.len() - 1], empty[empty.len() - 1]);
+        assert_eq!(len, 0);
+        let mut deep = vec![BINARY_V1];
+        for _ in 0..1_000_000 {
+            deep.extend_from_slice(tag);
+            deep.push(1);
+        }
+        deep.extend_from_slice(&empty[1..]);
+        assert!(decode::<Command>(&deep).is_err());
+        // A batch decoded after a refused one is read as usual.
+        let flat = Command::Batch(vec![Command::Drain { id: BrokerId(2) }]);
+        assert_eq!(decode::<Command>(&encode(&flat).unwrap()).unwrap(), flat);
     }
 
     #[test]

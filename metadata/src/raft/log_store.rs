@@ -1,5 +1,10 @@
-//! The Raft log on local disk, in a `redb` database. Every append, vote and
-//! truncation is committed with fsync before openraft is told it is done.
+//! The Raft log on local disk, in a `redb` database. Every append, vote,
+//! truncation and purge is committed with fsync before openraft is told it
+//! is done. The committed log id is written without an fsync of its own: it
+//! becomes durable with the next durable write (the next append, in
+//! practice), and one lost in a crash only means the node re-applies less
+//! of its log at start and learns the rest from the leader (openraft does
+//! not need it stored at all).
 //! Values are encoded by [`super::codec`] (binary; JSON written by older
 //! versions is still read).
 
@@ -7,10 +12,11 @@ use std::fmt::Debug;
 use std::ops::RangeBounds;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{RaftLogReader, StorageIOError, Vote};
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::codec;
 use super::{Entry, LogId, NodeId, StorageError, TypeConfig};
@@ -25,6 +31,8 @@ const LAST_PURGED: &str = "last_purged";
 #[derive(Clone)]
 pub struct LogStore {
     db: Arc<Database>,
+    /// Durable commits (each one fsync) since the store was opened.
+    syncs: Arc<AtomicU64>,
 }
 
 impl Debug for LogStore {
@@ -49,7 +57,16 @@ impl LogStore {
         txn.open_table(LOGS).map_err(io_write)?;
         txn.open_table(META).map_err(io_write)?;
         txn.commit().map_err(io_write)?;
-        Ok(Self { db: Arc::new(db) })
+        Ok(Self {
+            db: Arc::new(db),
+            syncs: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// How many durable commits (fsyncs of the log) this store has made
+    /// since it was opened.
+    pub fn syncs(&self) -> u64 {
+        self.syncs.load(Ordering::Relaxed)
     }
 
     fn get_meta<T: serde::de::DeserializeOwned>(
@@ -69,11 +86,27 @@ impl LogStore {
     where
         F: FnOnce(&redb::WriteTransaction) -> Result<(), StorageError> + Send + 'static,
     {
+        self.write_as(Durability::Immediate, f).await
+    }
+
+    /// Runs a write transaction off the async runtime and commits it:
+    /// with fsync if `durability` is `Immediate`; with `None`, it becomes
+    /// durable with the next `Immediate` commit.
+    async fn write_as<F>(&self, durability: Durability, f: F) -> Result<(), StorageError>
+    where
+        F: FnOnce(&redb::WriteTransaction) -> Result<(), StorageError> + Send + 'static,
+    {
         let db = self.db.clone();
+        let syncs = self.syncs.clone();
         tokio::task::spawn_blocking(move || {
-            let txn = db.begin_write().map_err(io_write)?;
+            let mut txn = db.begin_write().map_err(io_write)?;
+            txn.set_durability(durability).map_err(io_write)?;
             f(&txn)?;
-            txn.commit().map_err(io_write)
+            txn.commit().map_err(io_write)?;
+            if matches!(durability, Durability::Immediate) {
+                syncs.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(())
         })
         .await
         .map_err(io_write)?
@@ -83,9 +116,10 @@ impl LogStore {
         &self,
         key: &'static str,
         value: &T,
+        durability: Durability,
     ) -> Result<(), StorageError> {
         let bytes = codec::encode(value).map_err(io_write)?;
-        self.write(move |txn| {
+        self.write_as(durability, move |txn| {
             let mut t = txn.open_table(META).map_err(io_write)?;
             t.insert(key, bytes.as_slice()).map_err(io_write)?;
             Ok(())
@@ -135,15 +169,17 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError> {
-        self.put_meta(VOTE, vote).await
+        self.put_meta(VOTE, vote, Durability::Immediate).await
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError> {
         self.get_meta(VOTE)
     }
 
+    /// Not synced by itself (see the module's note): openraft calls this
+    /// for every commit, and an fsync here would double the cost of each.
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
-        self.put_meta(COMMITTED, &committed).await
+        self.put_meta(COMMITTED, &committed, Durability::None).await
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {

@@ -7,6 +7,7 @@
 pub mod codec;
 pub mod log_store;
 pub mod network;
+pub mod proposer;
 pub mod state_machine;
 
 use std::io::Cursor;
