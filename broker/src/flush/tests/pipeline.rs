@@ -120,7 +120,11 @@ impl ObjectStore for GatedStore {
         self.inner.put_multipart_opts(location, opts).await
     }
 
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
         self.inner.get_opts(location, options).await
     }
 
@@ -164,7 +168,10 @@ fn gated_pool() -> (Arc<StorePool>, Gate) {
         ..PoolOptions::default()
     };
     let pool = StorePool::new(
-        vec![(EndpointId::new("a"), store(0)), (EndpointId::new("b"), store(1))],
+        vec![
+            (EndpointId::new("a"), store(0)),
+            (EndpointId::new("b"), store(1)),
+        ],
         opts,
     )
     .expect("pool");
@@ -312,13 +319,23 @@ async fn a_partition_found_moved_fails_its_later_ranges_in_flight_too() {
     let second = next_done(&mut pipe).await;
     assert_eq!((first.flushed.committed, second.flushed.committed), (1, 1));
     for rx in [ra1, ra2] {
-        let err = acked(rx).await.expect_err("the moved partition's writes fail");
+        let err = acked(rx)
+            .await
+            .expect_err("the moved partition's writes fail");
         assert_eq!(err.kind(), ErrorKind::NotOwner, "{err}");
     }
-    acked(rb1).await.expect("the other partition is acknowledged");
-    acked(rb2).await.expect("the other partition is acknowledged");
+    acked(rb1)
+        .await
+        .expect("the other partition is acknowledged");
+    acked(rb2)
+        .await
+        .expect("the other partition is acknowledged");
     assert_eq!(a.status(), Status::Gone);
-    assert_eq!(a.lock().in_flight, 0, "both of its flushes are done with it");
+    assert_eq!(
+        a.lock().in_flight,
+        0,
+        "both of its flushes are done with it"
+    );
     assert!(entries(&meta, key(0)).is_empty());
     assert_eq!(
         entries(&meta, key(1))
