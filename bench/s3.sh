@@ -115,7 +115,7 @@ if [ -n "${PERF:-}" ]; then
     sleep 0.5
 fi
 m0=$(cpu "$MOTO"); b0=$(bcpu)
-"$RDK" -P -t w1 -b "$K" -s 1024 -c "$N" -a -1 -X linger.ms=5 -u 2>&1 | tail -n 3 >"$WORK/w1.out"
+"$RDK" -P -t w1 -b "$K" -s 1024 -c "$N" -a -1 -X linger.ms=5 2>&1 | tail -n 5 >"$WORK/w1.out"
 m1=$(cpu "$MOTO"); b1=$(bcpu)
 if [ -n "${PERF:-}" ]; then kill -INT "$PP"; wait "$PP" || true; fi
 puts_after=$(grep -c '"PUT /floe/wal' "$WORK/moto.log" || true)
