@@ -32,7 +32,7 @@ PIDS=()
 cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
-    rm -rf "$WORK"
+    if [ -n "${KEEP:-}" ]; then echo "logs kept in $WORK" >&2; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
 
@@ -123,10 +123,11 @@ puts_after=$(grep -c '"PUT /floe/wal' "$WORK/moto.log" || true)
 import re, sys
 text = open(sys.argv[1]).read()
 n = int(sys.argv[2])
-m = re.search(r"in (\d+)ms: (\d+) msgs/s and ([\d.]+) MB/s", text)
-if not m:
-    sys.exit("no summary from rdkafka_performance:\n" + text)
-secs = int(m.group(1)) / 1000
+# The last progress line is the summary (the earlier ones are printed every second).
+found = re.findall(r"(\d+) delivered .* in (\d+)ms:", text)
+if not found or int(found[-1][0]) != n:
+    sys.exit("no summary from rdkafka_performance with every record delivered:\n" + text)
+secs = int(found[-1][1]) / 1000
 moto, broker = float(sys.argv[4]) - float(sys.argv[3]), float(sys.argv[6]) - float(sys.argv[5])
 puts = int(sys.argv[7])
 print(f"W1 {n} x 1 KiB acks=all: {secs:.2f} s, {n * 1024 / secs / 1e6:.1f} MB/s; "
