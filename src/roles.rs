@@ -142,6 +142,11 @@ pub struct BrokerTuning {
     /// The most bytes one WAL object carries; the rest goes into the next.
     #[arg(long, env = "FLOE_MAX_WAL_OBJECT_BYTES", default_value_t = floe_broker::config::DEFAULT_MAX_WAL_OBJECT_BYTES)]
     pub max_wal_object_bytes: usize,
+    /// Flushes (WAL object write + metadata commit) in flight at once: the
+    /// next object is written while earlier ones still are; commits keep
+    /// their order. 1: one flush at a time.
+    #[arg(long, env = "FLOE_MAX_FLUSHES_IN_FLIGHT", default_value_t = floe_broker::config::DEFAULT_MAX_FLUSHES_IN_FLIGHT)]
+    pub max_flushes_in_flight: usize,
 }
 
 /// Size bounds of the metadata service (`floe meta`, `floe standalone`).
@@ -182,6 +187,7 @@ impl BrokerTuning {
         c.cache_bytes = self.cache_bytes;
         c.max_unflushed_bytes = self.max_unflushed_bytes.max(1);
         c.max_wal_object_bytes = self.max_wal_object_bytes.max(1);
+        c.max_flushes_in_flight = self.max_flushes_in_flight.max(1);
         c.group.initial_rebalance_delay =
             Duration::from_millis(self.group_initial_rebalance_delay_ms);
         c.group.offset_metadata_max_bytes = self.offset_metadata_max_bytes;

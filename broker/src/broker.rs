@@ -822,7 +822,7 @@ impl Broker {
         loop {
             let busy = self.logs().iter().any(|l| {
                 let s = l.lock();
-                s.status != Status::Gone && (!s.unflushed.is_empty() || s.in_flight)
+                s.status != Status::Gone && (!s.unflushed.is_empty() || s.in_flight > 0)
             });
             if !busy {
                 return;
@@ -923,18 +923,22 @@ impl Broker {
         }
     }
 
-    /// One flush (see [`crate::flush`]). Returns whether anything was flushed.
-    pub(crate) async fn flush_once(&self) -> bool {
-        crate::metrics::unflushed_bytes(self.inner.backlog.bytes());
-        let started = std::time::Instant::now();
-        let flush = crate::flush::Flush {
+    /// How this broker flushes (see [`crate::flush`]).
+    pub(crate) fn flush_settings(&self) -> crate::flush::Flush<'_> {
+        crate::flush::Flush {
             meta: self.inner.meta.as_ref(),
             pool: &self.inner.pool,
             broker: self.broker_id(),
             tail_budget: self.inner.cfg.tail_bytes_per_partition,
             retry_pause: Duration::from_millis(100),
             max_object_bytes: self.inner.cfg.max_wal_object_bytes,
-        };
+        }
+    }
+
+    /// The logs in the order the next flush takes them: each flush starts
+    /// at another partition, so that none waits behind the others when a
+    /// flush cannot take everything.
+    pub(crate) fn flush_order(&self) -> Vec<Arc<PartitionLog>> {
         let mut logs = self.logs();
         if !logs.is_empty() {
             let turn = self
@@ -944,14 +948,7 @@ impl Broker {
             let n = logs.len();
             logs.rotate_left(turn % n);
         }
-        let Some(done) = flush.run(logs).await else {
-            return false;
-        };
-        if done.committed > 0 {
-            crate::metrics::flushed(done.object.size, started.elapsed());
-        }
-        self.inner.flushed.notify_waiters();
-        true
+        logs
     }
 }
 

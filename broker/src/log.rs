@@ -93,8 +93,13 @@ pub(crate) struct LogState {
     pub hw: i64,
     pub unflushed: Vec<Pending>,
     pub unflushed_bytes: usize,
-    /// Batches handed to the flusher and not yet committed.
-    pub in_flight: bool,
+    /// Flushes holding batches of this partition that are not yet
+    /// committed (several when WAL objects are written concurrently; their
+    /// ranges are committed in offset order).
+    pub in_flight: usize,
+    /// Why a flush failed this partition for good (moved, topic gone): the
+    /// ranges still in flight behind it fail the same way.
+    pub flush_failed: Option<BrokerError>,
     pub tail: VecDeque<Batches>,
     pub tail_bytes: usize,
     pub index: Vec<StoredRange>,
@@ -156,7 +161,8 @@ impl PartitionLog {
                 hw,
                 unflushed: Vec::new(),
                 unflushed_bytes: 0,
-                in_flight: false,
+                in_flight: 0,
+                flush_failed: None,
                 tail: VecDeque::new(),
                 tail_bytes: 0,
                 index,
@@ -367,14 +373,16 @@ impl PartitionLog {
     /// Takes the queue for a flush (at the epoch it was sequenced under):
     /// produces in order, up to `max_bytes`; the rest waits for the next
     /// flush. With `at_least_one`, a first produce larger than `max_bytes`
-    /// is taken alone (it could never fit otherwise).
+    /// is taken alone (it could never fit otherwise). Earlier flushes of
+    /// this partition may still be in flight: the flusher commits their
+    /// ranges first.
     pub(crate) fn take_unflushed(
         &self,
         max_bytes: usize,
         at_least_one: bool,
     ) -> Option<(u64, Vec<Pending>)> {
         let mut st = self.lock();
-        if st.unflushed.is_empty() || st.in_flight || st.status == Status::Gone {
+        if st.unflushed.is_empty() || st.status == Status::Gone {
             return None;
         }
         let mut n = 0;
@@ -390,7 +398,7 @@ impl PartitionLog {
         if n == 0 {
             return None;
         }
-        st.in_flight = true;
+        st.in_flight += 1;
         st.unflushed_bytes = st.unflushed_bytes.saturating_sub(bytes);
         let taken = if n == st.unflushed.len() {
             std::mem::take(&mut st.unflushed)
@@ -412,7 +420,7 @@ impl PartitionLog {
         let mut waiters = Vec::new();
         {
             let mut st = self.lock();
-            st.in_flight = false;
+            st.in_flight = st.in_flight.saturating_sub(1);
             st.hw = st.hw.max(hw);
             st.index.push(range);
             for p in pending {
@@ -432,13 +440,29 @@ impl PartitionLog {
         }
     }
 
-    /// The flush failed for good for this partition: the log is no longer
-    /// ours; everything queued fails.
+    /// The flush failed for good for this partition (it moved, or its
+    /// topic is gone): the log is no longer ours; these batches, everything
+    /// queued, and the ranges of later flushes still in flight (see
+    /// [`PartitionLog::flush_failure`]) fail with `why`.
     pub(crate) fn abandon(&self, pending: Vec<Pending>, why: &BrokerError) {
+        {
+            let mut st = self.lock();
+            st.in_flight = st.in_flight.saturating_sub(1);
+            st.flush_failed.get_or_insert_with(|| why.clone());
+        }
+        self.stop(pending, why);
+    }
+
+    /// Why an earlier flush failed this partition for good, if one did.
+    pub(crate) fn flush_failure(&self) -> Option<BrokerError> {
+        self.lock().flush_failed.clone()
+    }
+
+    /// Fails `pending` and everything queued, and marks the log gone.
+    fn stop(&self, pending: Vec<Pending>, why: &BrokerError) {
         let mut waiters: Vec<Waiter> = pending.into_iter().filter_map(|p| p.waiter).collect();
         {
             let mut st = self.lock();
-            st.in_flight = false;
             st.status = Status::Gone;
             waiters.extend(st.unflushed.drain(..).filter_map(|p| p.waiter));
             st.unflushed_bytes = 0;
@@ -452,27 +476,30 @@ impl PartitionLog {
 
     /// The flush could not take these batches (they were never written):
     /// they fail, and so does everything queued after them, since their
-    /// offsets follow; the log end goes back to the committed end and the
+    /// offsets follow; the log end goes back to where they started (the
+    /// end of the ranges committed or still in flight before them) and the
     /// partition stays ours and flushable.
     pub(crate) fn roll_back(&self, pending: Vec<Pending>, why: &BrokerError) {
+        let from = pending.first().map(|p| p.batches.first_offset);
         let mut waiters: Vec<Waiter> = pending.into_iter().filter_map(|p| p.waiter).collect();
         {
             let mut st = self.lock();
-            st.in_flight = false;
+            st.in_flight = st.in_flight.saturating_sub(1);
             waiters.extend(st.unflushed.drain(..).filter_map(|p| p.waiter));
             st.unflushed_bytes = 0;
-            let hw = st.hw;
-            st.leo = hw;
-            st.producers.forget_from(hw);
+            let end = from.unwrap_or(st.hw).max(st.hw);
+            st.leo = end;
+            st.producers.forget_from(end);
         }
         for w in waiters {
             let _ = w.send(Err(why.clone()));
         }
     }
 
-    /// Stops the log (ownership lost or broker stopping).
+    /// Stops the log (ownership lost or broker stopping). Ranges already
+    /// handed to a flush are committed or failed by it.
     pub(crate) fn close(&self, why: &BrokerError) {
-        self.abandon(Vec::new(), why);
+        self.stop(Vec::new(), why);
     }
 
     /// Checks a client's current leader epoch (`None`: no check) against

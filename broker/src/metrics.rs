@@ -19,6 +19,7 @@ const LEASE_REFUSALS: &str = "floe_broker_lease_refusals_total";
 const LEASE_LAPSES: &str = "floe_broker_lease_lapses_total";
 const BACKPRESSURE: &str = "floe_broker_backpressure_refusals_total";
 const UNFLUSHED_BYTES: &str = "floe_broker_unflushed_bytes";
+const FLUSHES_IN_FLIGHT: &str = "floe_broker_flushes_in_flight";
 const BATCHES_NOT_DECODED: &str = "floe_broker_batches_not_decoded_total";
 
 /// Describes the broker's metrics and registers the counters and gauges, so
@@ -62,6 +63,11 @@ pub(crate) fn register() {
         Unit::Bytes,
         "bytes sequenced and not yet committed"
     );
+    describe_gauge!(
+        FLUSHES_IN_FLIGHT,
+        "flushes started (WAL object being written or committed) and not yet committed"
+    );
+    gauge!(FLUSHES_IN_FLIGHT).set(0.0);
     counter!(LEASE_REFUSALS).increment(0);
     counter!(LEASE_LAPSES).increment(0);
     counter!(BACKPRESSURE).increment(0);
@@ -134,6 +140,11 @@ pub(crate) fn backpressure() {
 /// Bytes sequenced and not yet committed, now.
 pub(crate) fn unflushed_bytes(bytes: usize) {
     gauge!(UNFLUSHED_BYTES).set(bytes as f64);
+}
+
+/// Flushes in flight now.
+pub(crate) fn flushes_in_flight(n: usize) {
+    gauge!(FLUSHES_IN_FLIGHT).set(n as f64);
 }
 
 #[cfg(test)]

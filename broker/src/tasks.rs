@@ -11,6 +11,7 @@ use floe_metadata::model::{NodeKind, ShardInfo};
 
 use crate::broker::Broker;
 use crate::config::LogConfig;
+use crate::flush::pipeline::Pipeline;
 use crate::lease::Renewal;
 use crate::log::Status;
 
@@ -301,7 +302,7 @@ async fn release(b: Broker, key: PartitionKey, epoch: Epoch) {
         loop {
             let busy = {
                 let s = log.lock();
-                !s.unflushed.is_empty() || s.in_flight
+                !s.unflushed.is_empty() || s.in_flight > 0
             };
             if !busy || tokio::time::Instant::now() > deadline {
                 break;
@@ -323,29 +324,48 @@ async fn release(b: Broker, key: PartitionKey, epoch: Epoch) {
     b.drop_partition(&key);
 }
 
-/// Flushes every `flush_interval`, or at once when enough bytes wait.
+/// Flushes every `flush_interval` while data waits, at once when enough
+/// bytes wait or a flush is asked for, and again as soon as one commits, with
+/// up to `max_flushes_in_flight` flushes in flight (see
+/// [`crate::flush::pipeline`]). With one, each flush waits for the one before.
 pub(crate) async fn flusher(b: Broker) {
     let every = b.inner.cfg.flush_interval;
+    let flush = b.flush_settings();
+    let mut pipe = Pipeline::new(&flush, b.inner.cfg.max_flushes_in_flight);
+    // When a flush may start without being asked for.
+    let mut due = tokio::time::Instant::now();
+    let mut asked = false;
     loop {
-        let flushed = b.flush_once().await;
-        if b.is_stopping() && !flushed {
+        if pipe.has_room() && (asked || tokio::time::Instant::now() >= due) {
+            asked = false;
+            due = tokio::time::Instant::now() + every;
+            crate::metrics::unflushed_bytes(b.inner.backlog.bytes());
+            if pipe.start(b.flush_order()) {
+                crate::metrics::flushes_in_flight(pipe.len());
+            }
+        }
+        if b.is_stopping() && pipe.is_empty() {
             // Keep serving flush requests made during shutdown.
-            let idle = b.logs().iter().all(|l| {
-                let s = l.lock();
-                s.unflushed.is_empty() && !s.in_flight
-            });
+            let idle = b.logs().iter().all(|l| l.lock().unflushed.is_empty());
             if idle {
                 b.inner.flushed.notify_waiters();
                 return;
             }
         }
-        if !flushed {
-            tokio::select! {
-                _ = tokio::time::sleep(every) => {}
-                _ = b.inner.flush_now.notified() => {}
+        tokio::select! {
+            done = pipe.next(), if !pipe.is_empty() => {
+                if let Some(done) = done {
+                    if done.flushed.committed > 0 {
+                        crate::metrics::flushed(done.flushed.object.size, done.elapsed);
+                    }
+                    crate::metrics::flushes_in_flight(pipe.len());
+                    b.inner.flushed.notify_waiters();
+                    // What queued meanwhile goes at once, as with one flush.
+                    asked = true;
+                }
             }
-        } else {
-            b.inner.flushed.notify_waiters();
+            _ = tokio::time::sleep_until(due), if pipe.has_room() => {}
+            _ = b.inner.flush_now.notified() => asked = true,
         }
     }
 }

@@ -3,7 +3,8 @@
 //! object is written to the store pool (a failed write goes to a new
 //! object), and one metadata commit records each partition's range at the
 //! epoch it was sequenced under. Only then do the high watermarks move and
-//! `acks=all` produces complete.
+//! `acks=all` produces complete. Several flushes may be in flight at once
+//! ([`pipeline`]): their writes overlap, their commits keep their order.
 //!
 //! The commit rules live in the metadata (`docs/metadata.md`); this module
 //! decides what a refused commit means for each partition:
@@ -15,6 +16,9 @@
 //!   our range starts: the refusal was about another partition: commit again;
 //! - the partition moved: its writes fail with NOT_LEADER, the log stops;
 //! - the topic is gone: its writes fail with UNKNOWN_TOPIC_OR_PARTITION.
+//!
+//! A partition failed for good fails the same way, without a commit, in
+//! every later flush still in flight (its ranges follow the failed one).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +28,7 @@ use floe_metadata::api::MetaApi;
 use floe_metadata::error::ErrorKind as MetaKind;
 use floe_metadata::ids::{BrokerId, Epoch, ObjectId};
 use floe_metadata::model::{Commit, CommitRange, IndexEntry, ObjectSel};
-use floe_storage::wal::{WalBuilder, WalEntry};
+use floe_storage::wal::{WalBuilder, WalEntry, WalObject};
 use floe_storage::{ObjectKey, ObjectRef, StorePool};
 
 use crate::error::{BrokerError, ErrorKind};
@@ -70,9 +74,28 @@ enum Verdict {
     Fail(BrokerError),
 }
 
+/// A flush whose object is built and not yet written: the queued batches
+/// it took, each partition's at the epoch it was sequenced under.
+pub(crate) struct Prepared {
+    obj: WalObject,
+    parts: Vec<Part>,
+}
+
 impl Flush<'_> {
-    /// Flushes what `logs` have queued. `None` when nothing was queued.
+    /// Flushes what `logs` have queued: [`Flush::prepare`], [`Flush::write`]
+    /// and [`Flush::commit`] in turn. `None` when nothing was queued.
+    #[cfg(test)]
     pub(crate) async fn run(&self, logs: Vec<Arc<PartitionLog>>) -> Option<Flushed> {
+        let prepared = self.prepare(logs)?;
+        let stored = self.write(&prepared).await;
+        Some(self.commit(prepared, stored).await)
+    }
+
+    /// Takes what `logs` have queued, up to `max_object_bytes`, and builds
+    /// the WAL object. `None` when nothing was queued. Ranges of the same
+    /// partitions may still be in flight in earlier flushes: their commits
+    /// must come first (see [`pipeline`]).
+    pub(crate) fn prepare(&self, logs: Vec<Arc<PartitionLog>>) -> Option<Prepared> {
         let mut taken = Vec::new();
         let mut budget = self.max_object_bytes;
         for log in logs {
@@ -111,19 +134,39 @@ impl Flush<'_> {
             return None;
         }
         let obj = wal.finish();
-        let stored = self.write(&obj).await;
-        let mut parts: Vec<Part> = held
-            .into_iter()
-            .filter_map(|(log, epoch, pending)| {
-                let entry = obj.entries.iter().find(|e| e.partition == log.key)?.clone();
-                Some(Part {
+        let mut parts = Vec::with_capacity(held.len());
+        for (log, epoch, pending) in held {
+            match obj.entries.iter().find(|e| e.partition == log.key) {
+                Some(entry) => parts.push(Part {
                     log,
                     epoch,
                     pending,
-                    entry,
-                })
-            })
-            .collect();
+                    entry: entry.clone(),
+                }),
+                None => log.roll_back(
+                    pending,
+                    &BrokerError::new(ErrorKind::CorruptMessage, "batches missing from the WAL"),
+                ),
+            }
+        }
+        Some(Prepared { obj, parts })
+    }
+
+    /// Commits a written object's ranges in one metadata command; a refused
+    /// commit is sorted out per partition (see the module's rules). Ranges
+    /// of partitions an earlier flush failed for good fail the same way
+    /// without being tried.
+    pub(crate) async fn commit(&self, prepared: Prepared, stored: ObjectRef) -> Flushed {
+        let mut parts = Vec::with_capacity(prepared.parts.len());
+        for part in prepared.parts {
+            match part.log.flush_failure() {
+                Some(why) => {
+                    tracing::warn!(partition = %part.log.key, epoch = %part.epoch, error = %why, "failing the flushed writes behind a failed range");
+                    part.log.abandon(part.pending, &why);
+                }
+                None => parts.push(part),
+            }
+        }
         let mut committed = 0;
         while !parts.is_empty() {
             match self.meta.commit(&self.commit_of(&stored, &parts)).await {
@@ -167,15 +210,16 @@ impl Flush<'_> {
                 }
             }
         }
-        Some(Flushed {
+        Flushed {
             object: stored,
             committed,
-        })
+        }
     }
 
     /// Writes the object; a failed write goes to a new object (and
     /// endpoint) until one lands: nothing is acknowledged before.
-    async fn write(&self, obj: &floe_storage::wal::WalObject) -> ObjectRef {
+    pub(crate) async fn write(&self, prepared: &Prepared) -> ObjectRef {
+        let obj = &prepared.obj;
         let broker = self.broker;
         let mut pause = Duration::from_millis(50);
         loop {
@@ -279,6 +323,8 @@ fn topic_gone(e: &MetaError) -> bool {
         MetaKind::UnknownTopic | MetaKind::UnknownPartition | MetaKind::InvalidRequest
     )
 }
+
+pub(crate) mod pipeline;
 
 #[cfg(test)]
 mod tests;

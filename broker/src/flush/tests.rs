@@ -16,6 +16,8 @@ use floe_storage::records::{BatchBuilder, RecordSpec};
 use floe_storage::{EndpointId, PoolOptions, StorePool};
 use tokio::sync::oneshot;
 
+mod pipeline;
+
 use super::Flush;
 use crate::backlog::{Backlog, Held};
 use crate::config::LogConfig;
@@ -39,6 +41,8 @@ struct Model {
     partitions: HashMap<PartitionKey, FakePartition>,
     next_object: u64,
     commits_applied: usize,
+    /// Commits asked for, applied or refused.
+    commit_attempts: usize,
     /// Apply the next commit but answer as if the leader died.
     lose_next_answer: bool,
     /// Apply the next commit, lose its answer, and answer the client's own
@@ -77,6 +81,7 @@ impl FakeMeta {
 
     fn commit(&self, req: &proto::CommitRequest) -> std::result::Result<Reply, MetaError> {
         let mut m = self.model();
+        m.commit_attempts += 1;
         if m.topic_deleted {
             return Err(MetaError::UnknownTopic("t".into()));
         }

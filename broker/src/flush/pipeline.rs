@@ -1,0 +1,107 @@
+//! Several flushes in flight: the next WAL object is built and its write
+//! started while earlier ones are still being written, so that throughput
+//! on a store with slow PUTs is not bounded by one PUT's latency.
+//!
+//! Writes overlap and may finish in any order; commits do not. A flush
+//! commits only once the flush prepared before it has finished committing
+//! (or failing), so a partition's ranges are committed, its high watermark
+//! moves and its produces are acknowledged in offset order, whichever PUT
+//! lands first. A write that fails goes to a new object inside its own
+//! flush ([`Flush::write`]): the flushes behind it wait, nothing is
+//! reordered and no offset is skipped. A partition an earlier commit found
+//! moved or deleted fails in the later flushes too ([`Flush::commit`]).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+use tokio::sync::oneshot;
+
+use super::{Flush, Flushed};
+use crate::log::PartitionLog;
+
+/// What one flush of the pipeline did, and how long it took from its start
+/// to its commit.
+#[derive(Debug)]
+pub(crate) struct Done {
+    pub flushed: Flushed,
+    pub elapsed: Duration,
+}
+
+/// The flushes in flight of one broker, at most `max` at once.
+pub(crate) struct Pipeline<'a> {
+    flush: &'a Flush<'a>,
+    max: usize,
+    running: FuturesUnordered<BoxFuture<'a, Done>>,
+    /// Resolves once the last flush started has committed: the next one
+    /// commits after it.
+    last: Option<oneshot::Receiver<()>>,
+}
+
+impl<'a> Pipeline<'a> {
+    pub(crate) fn new(flush: &'a Flush<'a>, max: usize) -> Self {
+        Self {
+            flush,
+            max: max.max(1),
+            running: FuturesUnordered::new(),
+            last: None,
+        }
+    }
+
+    /// Flushes started and not yet committed.
+    pub(crate) fn len(&self) -> usize {
+        self.running.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.running.is_empty()
+    }
+
+    /// Whether another flush may start.
+    pub(crate) fn has_room(&self) -> bool {
+        self.running.len() < self.max
+    }
+
+    /// Takes what `logs` have queued into a new WAL object and starts
+    /// writing it (it runs while [`Pipeline::next`] is polled). Returns
+    /// whether a flush started: not when the pipeline is full or nothing
+    /// was queued.
+    pub(crate) fn start(&mut self, logs: Vec<Arc<PartitionLog>>) -> bool {
+        if !self.has_room() {
+            return false;
+        }
+        let Some(prepared) = self.flush.prepare(logs) else {
+            return false;
+        };
+        let started = Instant::now();
+        let before = self.last.take();
+        let (turn_tx, turn_rx) = oneshot::channel();
+        self.last = Some(turn_rx);
+        let flush = self.flush;
+        self.running.push(Box::pin(async move {
+            let stored = flush.write(&prepared).await;
+            if let Some(before) = before {
+                // Sent once the flush before has committed; an error means
+                // it was dropped (the broker stopping): the metadata refuses
+                // a range that does not follow the committed end anyway.
+                let _ = before.await;
+            }
+            let flushed = flush.commit(prepared, stored).await;
+            let _ = turn_tx.send(());
+            Done {
+                flushed,
+                elapsed: started.elapsed(),
+            }
+        }));
+        true
+    }
+
+    /// Runs the flushes in flight until one has committed; `None` when none
+    /// is in flight. Flushes finish in the order they started.
+    pub(crate) fn next(&mut self) -> impl Future<Output = Option<Done>> + Unpin + '_ {
+        self.running.next()
+    }
+}
