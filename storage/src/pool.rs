@@ -51,7 +51,7 @@ impl Default for PoolOptions {
             max_write_attempts: 6,
             read_attempts: 3,
             retry_backoff: Duration::from_millis(50),
-            direct_io: true,
+            direct_io: false,
         }
     }
 }
