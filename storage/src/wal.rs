@@ -113,10 +113,6 @@ impl WalBuilder {
                     view.base_offset()
                 )));
             }
-            debug_assert!(
-                view.verify_crc().is_ok(),
-                "{partition}: a batch with a bad CRC"
-            );
             crc = crc32c::crc32c_combine(crc, view.whole_crc(), view.size());
             expect_after = Some(view.last_offset());
             first.get_or_insert(view.base_offset());

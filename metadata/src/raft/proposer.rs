@@ -153,25 +153,20 @@ impl Batch {
         let (cmds, dones): (Vec<Command>, Vec<oneshot::Sender<Written>>) =
             proposals.into_iter().map(|p| (p.cmd, p.done)).unzip();
         let count = cmds.len();
-        match sink.propose(Command::Batch(cmds)).await {
+        let failed = match sink.propose(Command::Batch(cmds)).await {
             Ok((Response::Batch(responses), index)) if responses.len() == count => {
                 for (done, r) in dones.into_iter().zip(responses) {
                     let _ = done.send(Ok((r, index)));
                 }
+                return;
             }
-            Ok((other, _)) => {
-                let e = MetaError::Storage(format!(
-                    "a batch of {count} commands was answered {other:?}"
-                ));
-                for done in dones {
-                    let _ = done.send(Err(e.clone()));
-                }
-            }
-            Err(e) => {
-                for done in dones {
-                    let _ = done.send(Err(e.clone()));
-                }
-            }
+            Ok((other, _)) => MetaError::Storage(format!(
+                "a batch of {count} commands was answered {other:?}"
+            )),
+            Err(e) => e,
+        };
+        for done in dones {
+            let _ = done.send(Err(failed.clone()));
         }
     }
 }
@@ -308,6 +303,25 @@ mod tests {
         proposer.tx.max_capacity() - proposer.tx.capacity()
     }
 
+    /// Proposes `first` and waits until its entry is being written, queues
+    /// `rest` behind it, then lets the log commit. Returns the proposals in
+    /// the order they were made.
+    async fn queue_behind_a_write(
+        log: &FakeLog,
+        limits: Limits,
+        first: u32,
+        rest: std::ops::RangeInclusive<u32>,
+    ) -> Vec<tokio::task::JoinHandle<Written>> {
+        let proposer = Proposer::start(log.clone(), limits);
+        let held = propose_many(&proposer, first..=first);
+        until("the first entry is written", || log.entries().len() == 1).await;
+        let waiting = rest.clone().count();
+        let queued_behind = propose_many(&proposer, rest);
+        until("the rest queued", || queued(&proposer) == waiting).await;
+        log.commit.add_permits(1000);
+        held.into_iter().chain(queued_behind).collect()
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn proposals_queued_behind_a_write_share_one_entry() {
         let log = FakeLog::new(false);
@@ -315,13 +329,8 @@ mod tests {
             in_flight: 1,
             ..Limits::new(1 << 20)
         };
-        let proposer = Proposer::start(log.clone(), limits);
-        let first = propose_many(&proposer, 1..=1);
-        until("the first entry is written", || log.entries().len() == 1).await;
-        let rest = propose_many(&proposer, 2..=40);
-        until("39 proposals queued", || queued(&proposer) == 39).await;
-        log.commit.add_permits(1000);
-        for (i, h) in first.into_iter().chain(rest).enumerate() {
+        let proposals = queue_behind_a_write(&log, limits, 1, 2..=40).await;
+        for (i, h) in proposals.into_iter().enumerate() {
             let (r, _) = h.await.unwrap().unwrap();
             let count = i as u32 + 1;
             assert_eq!(
@@ -361,13 +370,7 @@ mod tests {
             // Room for 3 commands of this size beside the batch's overhead.
             max_bytes: BATCH_OVERHEAD + 3 * one,
         };
-        let proposer = Proposer::start(log.clone(), limits);
-        let first = propose_many(&proposer, 100..=100);
-        until("the first entry is written", || log.entries().len() == 1).await;
-        let rest = propose_many(&proposer, 101..=108);
-        until("8 proposals queued", || queued(&proposer) == 8).await;
-        log.commit.add_permits(1000);
-        for h in first.into_iter().chain(rest) {
+        for h in queue_behind_a_write(&log, limits, 100, 101..=108).await {
             h.await.unwrap().unwrap();
         }
         let sizes: Vec<usize> = log
@@ -388,13 +391,7 @@ mod tests {
             in_flight: 1,
             ..Limits::new(1 << 20)
         };
-        let proposer = Proposer::start(log.clone(), limits);
-        let first = propose_many(&proposer, 1..=1);
-        until("the first entry is written", || log.entries().len() == 1).await;
-        let rest = propose_many(&proposer, 2..=5);
-        until("4 proposals queued", || queued(&proposer) == 4).await;
-        log.commit.add_permits(1000);
-        for h in first.into_iter().chain(rest) {
+        for h in queue_behind_a_write(&log, limits, 1, 2..=5).await {
             let e = h.await.unwrap().unwrap_err();
             assert_eq!(e, MetaError::Unavailable("no quorum".into()));
         }
