@@ -39,6 +39,11 @@ pub struct BrokerArgs {
     /// (`{"rpc": …, "admin": …}`); any listener may be on port 0.
     #[arg(long, env = "FLOE_PORTS_FILE")]
     pub ports_file: Option<PathBuf>,
+    /// On SIGTERM, how long the broker waits for its partitions and
+    /// coordinator shards to be handed over to the other brokers before it
+    /// exits (0: exit at once; they then move when its lease runs out).
+    #[arg(long, env = "FLOE_DRAIN_TIMEOUT_MS", default_value_t = 15_000)]
+    pub drain_timeout_ms: u64,
     #[command(flatten)]
     pub tuning: BrokerTuning,
     #[command(flatten)]
@@ -69,6 +74,11 @@ pub struct ProxyArgs {
     /// (`{"kafka": …, "admin": …}`); any listener may be on port 0.
     #[arg(long, env = "FLOE_PORTS_FILE")]
     pub ports_file: Option<PathBuf>,
+    /// On SIGTERM, how long the proxy lets its connections finish the
+    /// requests they sent (new connections are refused, no new request is
+    /// read) before it exits.
+    #[arg(long, env = "FLOE_DRAIN_TIMEOUT_MS", default_value_t = 10_000)]
+    pub drain_timeout_ms: u64,
     #[command(flatten)]
     pub tuning: ProxyTuning,
     #[command(flatten)]
@@ -116,6 +126,13 @@ pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
     eprintln!("floe broker {} ready: RPC on {rpc_addr}", args.id);
     crate::shutdown_signal().await;
     state.ready.store(false, Ordering::SeqCst);
+    // A graceful stop: hand everything over first, so that clients see a
+    // short pause per partition rather than a lease's worth of errors.
+    if args.drain_timeout_ms > 0 {
+        broker
+            .drain(Duration::from_millis(args.drain_timeout_ms))
+            .await;
+    }
     broker.shutdown().await;
     rpc_task.abort();
     admin_task.abort();
@@ -165,7 +182,10 @@ pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
     state.ready.store(v.revision.0 > 0, Ordering::SeqCst);
     eprintln!("floe proxy ready: Kafka on {}", proxy.local_addr);
     crate::shutdown_signal().await;
-    proxy.stop();
+    state.ready.store(false, Ordering::SeqCst);
+    proxy
+        .shutdown(Duration::from_millis(args.drain_timeout_ms))
+        .await;
     admin_task.abort();
     Ok(())
 }

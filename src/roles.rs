@@ -96,7 +96,7 @@ pub struct BrokerTuning {
     #[arg(long, env = "FLOE_FLUSH_BYTES", default_value_t = 4 * 1024 * 1024)]
     pub flush_bytes: usize,
     /// The broker's lease with the metadata service; a broker silent this long loses its partitions.
-    #[arg(long, env = "FLOE_LEASE_MS", default_value_t = 10_000)]
+    #[arg(long, env = "FLOE_LEASE_MS", default_value_t = floe_broker::config::DEFAULT_LEASE_MS)]
     pub lease_ms: u64,
     /// How often committed WAL ranges are compacted into segments.
     #[arg(long, env = "FLOE_COMPACTION_INTERVAL_MS", default_value_t = 30_000)]
@@ -243,7 +243,7 @@ pub struct ProxyTuning {
     /// is not routed on: produce, fetch, list-offsets and delete-records
     /// answer NOT_LEADER_OR_FOLLOWER until it is (default: the broker lease).
     /// Not used by `floe standalone`, whose view is in-process.
-    #[arg(long, env = "FLOE_MAX_VIEW_AGE_MS", default_value_t = 10_000)]
+    #[arg(long, env = "FLOE_MAX_VIEW_AGE_MS", default_value_t = floe_broker::config::DEFAULT_LEASE_MS)]
     pub max_view_age_ms: u64,
     /// Topics one Metadata request may auto-create; the others it names get
     /// UNKNOWN_TOPIC_OR_PARTITION (retriable) and are created when asked again.
@@ -358,6 +358,7 @@ impl ProxyTuning {
             },
             producer_ids: Default::default(),
             max_view_age,
+            down_reports: Default::default(),
         }))
     }
 }

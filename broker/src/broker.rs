@@ -836,6 +836,59 @@ impl Broker {
         }
     }
 
+    /// Hands everything this broker owns to the other brokers before it
+    /// stops (a graceful stop, `SIGTERM`): asks the metadata service to
+    /// drain it, so the controller hands its partitions and coordinator
+    /// shards over (each is flushed, then released, and its new owner takes
+    /// it at the next epoch) and gives it nothing new; then waits, up to
+    /// `within`, until it owns nothing. Meanwhile it keeps serving and
+    /// renewing its lease, so a client sees at most a short pause per
+    /// partition (its writes wait in the proxy for the new owner). Returns
+    /// whether everything moved; with no other live broker there is nowhere
+    /// to move to, and it returns false at once.
+    pub async fn drain(&self, within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        let me = self.broker_id();
+        let others = self.inner.view.current().nodes.iter().any(|n| {
+            n.id != me
+                && n.kind == floe_metadata::model::NodeKind::Broker
+                && n.state == floe_metadata::model::NodeState::Live
+        });
+        if !others {
+            tracing::info!(broker = %me, "no other live broker: stopping without a hand-over");
+            return false;
+        }
+        let started = tokio::time::Instant::now();
+        loop {
+            match self.inner.meta.drain(me).await {
+                Ok(()) => break,
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    tracing::warn!(error = %e, "asking to be drained failed; will retry");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "asking to be drained failed; stopping without a hand-over");
+                    return false;
+                }
+            }
+        }
+        tracing::info!(broker = %me, partitions = self.logs().len(), shards = self.owned_shards().len(), "draining: handing everything over");
+        loop {
+            let (partitions, shards) = (self.logs().len(), self.owned_shards().len());
+            if partitions == 0 && shards == 0 {
+                tracing::info!(broker = %me, elapsed_ms = started.elapsed().as_millis() as u64, "drained: everything handed over");
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(broker = %me, partitions, shards, "drain did not finish in time; stopping anyway");
+                return false;
+            }
+            // Wake the ownership loop at once rather than at its next round.
+            let mut rx = self.inner.view.subscribe();
+            let _ = tokio::time::timeout(Duration::from_millis(50), rx.changed()).await;
+        }
+    }
+
     /// Stops accepting writes, flushes what was accepted, and stops the loops.
     pub async fn shutdown(&self) {
         self.inner.stop.cancel();

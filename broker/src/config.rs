@@ -21,6 +21,17 @@ pub const DEFAULT_MAX_WAL_OBJECT_BYTES: usize = 16 * 1024 * 1024;
 /// starts extra flushes only when enough bytes wait.
 pub const DEFAULT_MAX_FLUSHES_IN_FLIGHT: usize = 1;
 
+/// Default broker lease (`--lease-ms`). Short, because moving a partition
+/// early can never corrupt it (every commit is fenced by the partition's
+/// epoch): a broker that dies without its port refusing connections (a
+/// machine gone, a network cut) loses its partitions about 2.5 s after its
+/// last heartbeat got through. Five heartbeats fit in it, so a broker
+/// paused for a second (a GC-like stall) still renews in time.
+pub const DEFAULT_LEASE_MS: u64 = 2_500;
+
+/// Heartbeats sent within one lease: a heartbeat every fifth of it.
+pub const HEARTBEATS_PER_LEASE: u32 = 5;
+
 /// Settings of one broker process.
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
@@ -32,8 +43,8 @@ pub struct BrokerConfig {
     pub flush_interval: Duration,
     /// A flush starts early once this many bytes wait.
     pub flush_bytes: usize,
-    /// The lease asked for at registration; heartbeats renew it at a third
-    /// of it. Past it (counted from the last heartbeat that got through,
+    /// The lease asked for at registration; heartbeats renew it every
+    /// [`HEARTBEATS_PER_LEASE`]th of it. Past it (counted from the last heartbeat that got through,
     /// minus a margin) the broker stops serving by itself.
     pub lease: Duration,
     /// Bytes sequenced but not yet committed, over which a produce waits
@@ -62,13 +73,18 @@ pub struct BrokerConfig {
 }
 
 impl BrokerConfig {
+    /// How often the broker renews its lease.
+    pub fn heartbeat_interval(&self) -> Duration {
+        self.lease / HEARTBEATS_PER_LEASE
+    }
+
     pub fn new(id: u32, advertise: impl Into<String>) -> Self {
         Self {
             id,
             advertise: advertise.into(),
             flush_interval: Duration::from_millis(5),
             flush_bytes: 4 * 1024 * 1024,
-            lease: Duration::from_secs(10),
+            lease: Duration::from_millis(DEFAULT_LEASE_MS),
             max_unflushed_bytes: DEFAULT_MAX_UNFLUSHED_BYTES,
             max_wal_object_bytes: DEFAULT_MAX_WAL_OBJECT_BYTES,
             max_flushes_in_flight: DEFAULT_MAX_FLUSHES_IN_FLIGHT,

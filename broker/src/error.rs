@@ -202,6 +202,9 @@ pub enum RoutingErrorKind {
 pub struct RoutingError {
     kind: RoutingErrorKind,
     message: String,
+    /// The owner's address refused the connection: no process listens
+    /// there (it is gone, not slow).
+    refused: bool,
 }
 
 impl RoutingError {
@@ -209,6 +212,7 @@ impl RoutingError {
         Self {
             kind,
             message: message.into(),
+            refused: false,
         }
     }
 
@@ -227,6 +231,23 @@ impl RoutingError {
             RoutingErrorKind::Unreachable,
             format!("broker at {addr} unreachable: {cause}"),
         )
+    }
+
+    /// An owner that could not be connected to: [`Self::unreachable`],
+    /// marked refused when the cause is a refused connection (nothing
+    /// listens at `addr`; see [`Self::is_refused`]).
+    pub fn connect_failed(addr: &str, cause: &(dyn std::error::Error + 'static)) -> Self {
+        let mut e = Self::unreachable(addr, cause);
+        e.refused = floe_metadata::probe::is_refused(cause);
+        e
+    }
+
+    /// Whether the owner's address refused the connection: the process is
+    /// gone (a timeout or a broken stream says nothing of the kind). The
+    /// proxy reports it to the metadata service, which then moves the
+    /// owner's partitions at once instead of one lease later.
+    pub fn is_refused(&self) -> bool {
+        self.refused
     }
 }
 

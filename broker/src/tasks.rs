@@ -20,7 +20,7 @@ use crate::log::Status;
 /// after it ran out, serving resumes only once a heartbeat got through and
 /// [`revalidate`] checked what this broker still owns.
 pub(crate) async fn heartbeat(b: Broker) {
-    let every = b.inner.cfg.lease / 3;
+    let every = b.inner.cfg.heartbeat_interval();
     let mut lapse_logged = false;
     loop {
         tokio::select! {

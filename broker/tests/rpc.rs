@@ -145,8 +145,20 @@ async fn a_remote_broker_answers_every_route_of_the_table() {
     let _ = server.await;
     let gone: Arc<dyn PartitionOwner> = Arc::new(RemoteBroker::new(free_addr().to_string()));
     match gone.fetch(&key, 0, 1024, None).await {
-        Err(CallError::Routing(e)) => assert_eq!(e.kind(), RoutingErrorKind::Unreachable),
+        Err(CallError::Routing(e)) => {
+            assert_eq!(e.kind(), RoutingErrorKind::Unreachable);
+            // Nothing listens there: the connection is refused, which the
+            // proxy reports so that the owner's partitions move at once.
+            assert!(e.is_refused(), "{e}");
+        }
         r => panic!("expected an unreachable owner, got {r:?}"),
+    }
+    match gone
+        .append(&key, Bytes::new(), floe_broker::Acks::All, Duration::ZERO)
+        .await
+    {
+        Err(CallError::Routing(e)) => assert!(e.is_refused(), "{e}"),
+        r => panic!("expected a refused connection, got {r:?}"),
     }
 }
 

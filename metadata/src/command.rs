@@ -248,6 +248,17 @@ pub enum Command {
     /// others. Answered [`Response::Batch`], one response per command.
     /// Never holds a batch (refused when decoded, see [`batch`]).
     Batch(#[serde(deserialize_with = "batch::deserialize")] Vec<Command>),
+    /// A broker found gone before its lease ended: a connection to its
+    /// address `addr` was refused, which the metadata leader checked itself
+    /// (no process listens there). Marks it dead as [`Command::ExpireLeases`]
+    /// would, if it is still registered at `addr`; otherwise nothing (it
+    /// registered again elsewhere meanwhile). Answered
+    /// [`Response::Expired`]. Last in the enum: the binary encoding numbers
+    /// variants by position.
+    NodeDown {
+        id: BrokerId,
+        addr: String,
+    },
 }
 
 /// Decoding the commands of a [`Command::Batch`]: a batch inside a batch is

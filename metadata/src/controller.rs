@@ -102,6 +102,12 @@ pub fn plan(state: &ClusterState, now_ms: u64) -> Vec<Command> {
     out
 }
 
+/// Whether some partition or shard has no owner while a broker could take
+/// it (the controller then plans again at once instead of next round).
+pub fn has_orphans(state: &ClusterState) -> bool {
+    !live_brokers(state).is_empty() && items(state).any(|(_, o)| o.owner.is_none())
+}
+
 /// The controller's decisions of one round.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Decisions {

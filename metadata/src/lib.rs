@@ -23,6 +23,7 @@ pub mod ids;
 mod metrics;
 pub mod model;
 pub mod node;
+pub mod probe;
 pub mod raft;
 mod serde_pairs;
 pub mod state;

@@ -19,6 +19,11 @@ use crate::raft::proposer::{Limits, Proposer};
 use crate::raft::state_machine::{SharedState, StateMachine};
 use crate::raft::{NodeId, Raft};
 
+/// How often the controller looks at leases and load by default: often
+/// enough that a lease that ran out (2.5 s by default) moves its partitions
+/// a few tens of milliseconds later, not a large part of a second.
+pub const DEFAULT_CONTROLLER_INTERVAL: Duration = Duration::from_millis(100);
+
 /// Settings of one metadata node.
 #[derive(Debug, Clone)]
 pub struct MetaConfig {
@@ -73,7 +78,7 @@ impl MetaConfig {
             election_timeout_min: Duration::from_millis(500),
             snapshot_every: 5000,
             keep_logs: 1000,
-            controller_interval: Duration::from_millis(500),
+            controller_interval: DEFAULT_CONTROLLER_INTERVAL,
             max_command_bytes: crate::api::server::DEFAULT_MAX_COMMAND_BYTES,
             max_rpc_bytes: crate::api::server::MAX_REQUEST_BYTES,
             http: crate::http_server::HttpLimits::with_body_limit(
@@ -281,12 +286,28 @@ async fn controller_loop(state: AppState, every: Duration, producer_expiration: 
                 plan.push(c);
             }
         }
-        for cmd in plan {
-            tracing::info!(command = ?cmd, "controller");
-            if let Err(e) = state.write(cmd).await {
-                tracing::warn!(error = %e, "controller proposal failed");
-                break;
-            }
+        if !propose(&state, plan).await {
+            continue;
+        }
+        // A broker just marked dead (here, or by a report that its address
+        // refuses connections) leaves items without an owner: place them in
+        // this round rather than the next.
+        let orphans = state.shared.read(|s| controller::has_orphans(s));
+        if orphans {
+            let plan = state.shared.read(|s| controller::plan(s, now));
+            propose(&state, plan).await;
         }
     }
+}
+
+/// Proposes the controller's commands in order; false once one failed.
+async fn propose(state: &AppState, plan: Vec<crate::command::Command>) -> bool {
+    for cmd in plan {
+        tracing::info!(command = ?cmd, "controller");
+        if let Err(e) = state.write(cmd).await {
+            tracing::warn!(error = %e, "controller proposal failed");
+            return false;
+        }
+    }
+    true
 }

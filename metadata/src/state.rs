@@ -251,6 +251,17 @@ impl ClusterState {
                 None => err(MetaError::UnknownBroker(*id)),
             },
             Command::ExpireLeases { now_ms } => self.expire(*now_ms),
+            Command::NodeDown { id, addr } => {
+                let down = self.nodes.get(id).is_some_and(|n| {
+                    n.kind == NodeKind::Broker && n.state != NodeState::Dead && n.addr == *addr
+                });
+                if down {
+                    self.mark_dead(*id);
+                }
+                Response::Expired {
+                    nodes: if down { vec![*id] } else { Vec::new() },
+                }
+            }
             Command::Reassign { changes } => self.reassign(changes),
             Command::BeginHandover { changes, now_ms } => self.begin_handover(changes, *now_ms),
             Command::Release { broker, items } => self.release(*broker, items),
@@ -462,23 +473,29 @@ impl ClusterState {
             .map(|n| n.id)
             .collect();
         for id in &expired {
-            if let Some(n) = self.nodes.get_mut(id) {
-                n.state = NodeState::Dead;
-            }
-            let slots = self
-                .partitions
-                .values_mut()
-                .map(|p| &mut p.ownership)
-                .chain(self.shards.values_mut());
-            for o in slots {
-                if o.owner == Some(*id) {
-                    *o = o.moved_to(None);
-                } else if o.handover.is_some_and(|h| h.to == *id) {
-                    o.handover = None;
-                }
-            }
+            self.mark_dead(*id);
         }
         Response::Expired { nodes: expired }
+    }
+
+    /// Marks a node dead: what it owned loses its owner at the next epoch
+    /// (fencing any commit it still sends), hand-overs to it are called off.
+    fn mark_dead(&mut self, id: BrokerId) {
+        if let Some(n) = self.nodes.get_mut(&id) {
+            n.state = NodeState::Dead;
+        }
+        let slots = self
+            .partitions
+            .values_mut()
+            .map(|p| &mut p.ownership)
+            .chain(self.shards.values_mut());
+        for o in slots {
+            if o.owner == Some(id) {
+                *o = o.moved_to(None);
+            } else if o.handover.is_some_and(|h| h.to == id) {
+                o.handover = None;
+            }
+        }
     }
 
     fn slot(&self, item: &OwnedItem) -> Option<&Ownership> {
@@ -1238,6 +1255,60 @@ mod tests {
             object: obj(),
             ranges: vec![range(tid(1), 1, 2, 0, 9)],
         });
+    }
+
+    #[test]
+    fn a_broker_down_at_its_registered_address_loses_everything_at_once() {
+        let mut sm = owned();
+        register(&mut sm, 2, 0);
+        let down = |id: u32, port: u32| Command::NodeDown {
+            id: BrokerId(id),
+            addr: format!("127.0.0.1:{port}"),
+        };
+        // Not its address (it registered again elsewhere), or no such broker:
+        // nothing changes.
+        let before = sm.state.clone();
+        assert_eq!(
+            sm.apply(down(1, 9002)),
+            Response::Expired { nodes: vec![] }
+        );
+        assert_eq!(
+            sm.apply(down(9, 9009)),
+            Response::Expired { nodes: vec![] }
+        );
+        let mut after = sm.state.clone();
+        after.revision = before.revision;
+        assert_eq!(after, before);
+        // Its address: dead now, long before its lease ends.
+        assert_eq!(
+            sm.apply(down(1, 9001)),
+            Response::Expired {
+                nodes: vec![BrokerId(1)]
+            }
+        );
+        assert_eq!(sm.state.nodes[&BrokerId(1)].state, NodeState::Dead);
+        assert!(
+            sm.state
+                .partitions
+                .values()
+                .all(|p| p.ownership.owner.is_none() && p.ownership.epoch == Epoch(2))
+        );
+        assert!(controller::has_orphans(&sm.state));
+        for c in controller::plan(&sm.state, 1) {
+            sm.ok(c);
+        }
+        assert!(!controller::has_orphans(&sm.state));
+        assert!(
+            sm.state
+                .partitions
+                .values()
+                .all(|p| p.ownership.owner == Some(BrokerId(2)))
+        );
+        // Dead already: a second report is nothing.
+        assert_eq!(
+            sm.apply(down(1, 9001)),
+            Response::Expired { nodes: vec![] }
+        );
     }
 
     #[test]

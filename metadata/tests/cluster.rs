@@ -655,3 +655,91 @@ async fn oversized_commands_are_refused_and_a_backlog_is_replicated_in_parts() {
         n.shutdown().await;
     }
 }
+
+async fn register_at(c: &MetaClient, id: u32, addr: &str, lease_ms: u64) {
+    c.call::<routes::Register>(&proto::RegisterRequest {
+        id,
+        kind: "broker".into(),
+        addr: addr.to_string(),
+        lease_ms,
+    })
+    .await
+    .unwrap();
+}
+
+async fn node_down(c: &MetaClient, id: u32, addr: &str) -> bool {
+    c.call::<routes::NodeDown>(&proto::NodeDownRequest {
+        id,
+        addr: addr.to_string(),
+    })
+    .await
+    .unwrap()
+    .expired
+}
+
+/// A report that a broker's address refuses connections moves its
+/// partitions at once, long before its lease runs out, but only once the
+/// leader's own connection is refused too: a report about an address that
+/// accepts (a broker restarted on the same port, or a false report) or
+/// about an address the broker is no longer registered at changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_whose_address_refuses_connections_is_marked_dead_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let addr = free_addr();
+    let node = MetaNode::start(config(1, addr, dir.path())).await.unwrap();
+    let c = MetaClient::new(vec![addr.to_string()]).unwrap();
+    wait_for_leader(&c, &[addr.to_string()]).await;
+    let one = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let two = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (one_addr, two_addr) = (
+        one.local_addr().unwrap().to_string(),
+        two.local_addr().unwrap().to_string(),
+    );
+    // Leases far longer than the test: only a report can expire them.
+    register_at(&c, 1, &one_addr, 600_000).await;
+    create_topic(&c, "down", 8).await;
+    register_at(&c, 2, &two_addr, 600_000).await;
+    owned(&c, "down").await;
+
+    assert!(
+        !node_down(&c, 1, &one_addr).await,
+        "its address accepts connections"
+    );
+    assert!(
+        !node_down(&c, 1, &two_addr).await,
+        "not its registered address"
+    );
+    assert!(!node_down(&c, 7, &one_addr).await, "no such broker");
+    let before = describe(&c, "down").await;
+    assert!(before.partitions.iter().any(|p| p.owner == 1));
+
+    drop(one);
+    let reported = Instant::now();
+    assert!(node_down(&c, 1, &one_addr).await, "its address refuses");
+    loop {
+        let t = describe(&c, "down").await;
+        if t.partitions.iter().all(|p| p.owner == 2) {
+            for (b, a) in before.partitions.iter().zip(&t.partitions) {
+                if b.owner == 1 {
+                    assert!(a.epoch > b.epoch, "moved at a new epoch");
+                }
+            }
+            break;
+        }
+        assert!(
+            reported.elapsed() < Duration::from_secs(10),
+            "partitions not moved"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!(
+        "partitions moved {} ms after the report",
+        reported.elapsed().as_millis()
+    );
+    assert!(
+        !node_down(&c, 1, &one_addr).await,
+        "already dead: nothing to do"
+    );
+    drop(two);
+    node.shutdown().await;
+}

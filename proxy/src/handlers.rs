@@ -102,6 +102,35 @@ pub struct Context {
     /// be routed on it; older, they answer NOT_LEADER_OR_FOLLOWER. `None`:
     /// no bound (`floe standalone`, whose view is local).
     pub max_view_age: Option<Duration>,
+    /// Owners whose address refused a connection, reported to the metadata
+    /// service (at most once a second per address).
+    pub down_reports: DownReports,
+}
+
+/// Reports of owners whose address refused a connection: the process is
+/// gone, so the metadata service (after checking the address itself)
+/// moves its partitions at once instead of one lease later.
+#[derive(Debug, Default)]
+pub struct DownReports {
+    /// When each address was last reported.
+    last: std::sync::Mutex<HashMap<String, tokio::time::Instant>>,
+}
+
+impl DownReports {
+    /// Least time between two reports of one address.
+    const EVERY: Duration = Duration::from_secs(1);
+
+    /// Whether `addr` may be reported now (and notes that it is).
+    fn due(&self, addr: &str) -> bool {
+        let now = tokio::time::Instant::now();
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        if last.get(addr).is_some_and(|t| now < *t + Self::EVERY) {
+            return false;
+        }
+        last.retain(|_, t| now < *t + Self::EVERY);
+        last.insert(addr.to_string(), now);
+        true
+    }
 }
 
 /// Longest wait of CreateTopics and CreatePartitions for the new partitions
@@ -209,9 +238,19 @@ pub struct ProducerIdBlock {
 /// Ids taken from the metadata service at a time.
 const PRODUCER_ID_BLOCK: u32 = 1000;
 
-/// How long a produce waits for an assigned owner to finish taking its
-/// partition over before answering NOT_LEADER_OR_FOLLOWER.
-const OWNER_READY_WAIT: Duration = Duration::from_secs(1);
+/// How long a produce waits for its partition's owner to become ready
+/// before answering NOT_LEADER_OR_FOLLOWER: an owner still taking the
+/// partition over, one handing it over, one gone (refusing connections,
+/// until the metadata service moves the partition), a partition with no
+/// owner yet. Covers a lease running out (2.5 s by default) when a dead
+/// owner's port does not refuse. At most half the client's own timeout.
+const OWNER_CHANGE_WAIT: Duration = Duration::from_secs(5);
+
+/// The wait for an owner a produce with timeout `timeout_ms` may take.
+fn owner_wait(timeout_ms: i32) -> Duration {
+    let half = Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0) / 2);
+    OWNER_CHANGE_WAIT.min(half)
+}
 
 impl ProducerIdBlock {
     async fn take(&self, meta: &dyn MetaApi) -> Result<i64, floe_metadata::MetaError> {
@@ -313,16 +352,57 @@ impl Context {
         records: Bytes,
         acks: Acks,
         room_wait: Duration,
+        owner_wait: Duration,
     ) -> Result<PendingProduce, CallError> {
         append_retrying(
             || self.route(&self.view.current(), key),
+            |e| self.report_if_refused(key, e),
             key,
             records,
             acks,
             room_wait,
-            OWNER_READY_WAIT,
+            owner_wait,
         )
         .await
+    }
+
+    /// A call to `key`'s owner failed: if its address refused the
+    /// connection (nothing listens there), tells the metadata service, which
+    /// checks it and moves the owner's partitions at once. In the background,
+    /// at most once a second per address.
+    pub(crate) fn report_if_refused(&self, key: &PartitionKey, e: &CallError) {
+        if !matches!(e, CallError::Routing(r) if r.is_refused()) {
+            return;
+        }
+        let snap = self.view.current();
+        let Some(owner) = snap
+            .by_id
+            .get(&key.topic)
+            .and_then(|t| t.partitions.iter().find(|p| p.partition == key.partition))
+            .and_then(|p| p.owner)
+        else {
+            return;
+        };
+        let Some(addr) = snap.broker_addr(owner).map(str::to_string) else {
+            return;
+        };
+        if !self.down_reports.due(&addr) {
+            return;
+        }
+        let meta = self.meta.clone();
+        tokio::spawn(async move {
+            match meta.node_down(owner, &addr).await {
+                Ok(true) => {
+                    tracing::info!(broker = %owner, %addr, "reported a broker whose address refuses connections: marked dead")
+                }
+                Ok(false) => {
+                    tracing::debug!(broker = %owner, %addr, "reported a refused connection; the broker was not marked dead")
+                }
+                Err(e) => {
+                    tracing::warn!(broker = %owner, %addr, error = %e, "reporting a refused connection failed")
+                }
+            }
+        });
     }
 
     /// The client of the broker at `addr` (one per address, reused).
@@ -511,6 +591,7 @@ impl Context {
         // An owner whose unflushed bytes are over their cap may hold the
         // produce this long for room (Kafka's request timeout).
         let room_wait = Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0));
+        let owner_wait = owner_wait(req.timeout_ms);
         let mut topics: Vec<(TopicName, Vec<Part>)> = Vec::new();
         for t in req.topic_data {
             let mut parts = Vec::new();
@@ -524,7 +605,9 @@ impl Context {
                     }
                     (Some(acks), Some(key)) => {
                         let records = p.records.unwrap_or_default();
-                        let sequenced = self.append_at_owner(&key, records, acks, room_wait).await;
+                        let sequenced = self
+                            .append_at_owner(&key, records, acks, room_wait, owner_wait)
+                            .await;
                         match sequenced {
                             Ok(pending) => Part::Waiting(p.index, pending),
                             Err(e) => {
@@ -656,7 +739,10 @@ impl Context {
                                             pieces = d.batches;
                                         }
                                     }
-                                    Err(e) => pd.error_code = call_code(&e),
+                                    Err(e) => {
+                                        self.report_if_refused(&key, &e);
+                                        pd.error_code = call_code(&e);
+                                    }
                                 }
                             }
                         }
@@ -801,13 +887,19 @@ impl Context {
 }
 
 /// Sequences `records` at the owner `route` names, asking again (every
-/// 10 ms, for up to `wait`) while the owner is not ready: it answers
-/// NOT_OWNER, has no address yet, or cannot be reached. A partition the
-/// cluster does not have, and any other answer, are returned at once. The
-/// owner may hold the call up to `room_wait` for room under its unflushed
-/// cap.
+/// 10 ms at first, then less often, for up to `wait`) while the owner is
+/// not ready: it answers NOT_OWNER (taking the partition over, handing it
+/// over) or that its lease ran out, the partition has no owner or no
+/// address yet, or the owner cannot be connected to (`failed` hears of
+/// each such failure: a refused connection is reported). Each of these
+/// means the write surely was not stored, so sending it again (to whichever
+/// owner `route` names by then) cannot store it twice. A partition the
+/// cluster does not have, and any other answer (an outcome unknown
+/// included), are returned at once. The owner may hold the call up to
+/// `room_wait` for room under its unflushed cap.
 async fn append_retrying(
     route: impl Fn() -> Result<Arc<dyn PartitionOwner>, RoutingError>,
+    failed: impl Fn(&CallError),
     key: &PartitionKey,
     records: Bytes,
     acks: Acks,
@@ -815,6 +907,7 @@ async fn append_retrying(
     wait: Duration,
 ) -> Result<PendingProduce, CallError> {
     let deadline = tokio::time::Instant::now() + wait;
+    let mut pause = Duration::from_millis(10);
     loop {
         let res = match route() {
             Ok(owner) => owner.append(key, records.clone(), acks, room_wait).await,
@@ -822,7 +915,9 @@ async fn append_retrying(
         };
         match res {
             Err(e) if e.owner_not_ready() && tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                failed(&e);
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(50));
             }
             other => return other,
         }
@@ -995,11 +1090,12 @@ mod tests {
         let route = move || Ok(o.clone() as Arc<dyn PartitionOwner>);
         let pending = append_retrying(
             route,
+            |_| {},
             &key(),
             Bytes::new(),
             Acks::All,
             Duration::ZERO,
-            OWNER_READY_WAIT,
+            OWNER_CHANGE_WAIT,
         )
         .await
         .expect("sequenced once the owner is ready");
@@ -1019,11 +1115,12 @@ mod tests {
         };
         append_retrying(
             route,
+            |_| {},
             &key(),
             Bytes::new(),
             Acks::All,
             Duration::ZERO,
-            OWNER_READY_WAIT,
+            OWNER_CHANGE_WAIT,
         )
         .await
         .expect("sequenced once the partition has an owner");
@@ -1037,7 +1134,15 @@ mod tests {
         let route = move || Ok(o.clone() as Arc<dyn PartitionOwner>);
         let started = tokio::time::Instant::now();
         let wait = Duration::from_millis(100);
-        let e = append_retrying(route, &key(), Bytes::new(), Acks::All, Duration::ZERO, wait)
+        let e = append_retrying(
+            route,
+            |_| {},
+            &key(),
+            Bytes::new(),
+            Acks::All,
+            Duration::ZERO,
+            wait,
+        )
             .await
             .expect_err("never ready");
         assert!(started.elapsed() >= wait);
@@ -1054,11 +1159,12 @@ mod tests {
         };
         let e = append_retrying(
             route,
+            |_| {},
             &key(),
             Bytes::new(),
             Acks::All,
             Duration::ZERO,
-            OWNER_READY_WAIT,
+            OWNER_CHANGE_WAIT,
         )
         .await
         .expect_err("no such partition");

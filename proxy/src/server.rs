@@ -42,6 +42,33 @@ pub struct ProxyConfig {
 pub struct Proxy {
     pub local_addr: SocketAddr,
     task: tokio::task::JoinHandle<()>,
+    /// Set once the proxy is stopping: connections read no new request.
+    stopping: tokio::sync::watch::Sender<bool>,
+    open: Arc<OpenConnections>,
+}
+
+/// The connections being served, so that a stop can wait for them.
+#[derive(Debug, Default)]
+struct OpenConnections {
+    count: AtomicUsize,
+    closed: tokio::sync::Notify,
+}
+
+/// Counts one connection as open until dropped.
+struct OpenGuard(Arc<OpenConnections>);
+
+impl OpenGuard {
+    fn new(open: &Arc<OpenConnections>) -> Self {
+        open.count.fetch_add(1, Ordering::SeqCst);
+        Self(open.clone())
+    }
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.count.fetch_sub(1, Ordering::SeqCst);
+        self.0.closed.notify_waiters();
+    }
 }
 
 /// What every connection of one listener shares.
@@ -53,6 +80,8 @@ struct Shared {
     /// Request bytes being handled by the whole listener.
     queued_bytes: Arc<Semaphore>,
     refused_log: LogEvery,
+    /// Becomes true when the proxy stops: no new request is read.
+    stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Proxy {
@@ -72,7 +101,11 @@ impl Proxy {
         metrics::register();
         let limits = cfg.limits.clone();
         let counter = ConnectionCounter::new(limits.max_connections, limits.max_connections_per_ip);
+        let (stopping, stopping_rx) = tokio::sync::watch::channel(false);
+        let open = Arc::new(OpenConnections::default());
+        let open_conns = open.clone();
         let shared = Arc::new(Shared {
+            stopping: stopping_rx,
             ctx,
             max_frame: cfg.max_frame,
             queued_bytes: Arc::new(Semaphore::new(
@@ -109,7 +142,9 @@ impl Proxy {
                         let _ = sock.set_nodelay(true);
                         metrics::connection();
                         let shared = shared.clone();
+                        let open = OpenGuard::new(&open_conns);
                         tokio::spawn(async move {
+                            let _open = open;
                             if let Err(e) = serve(sock, peer, &shared).await {
                                 tracing::debug!(%peer, error = %e, "connection ended");
                             }
@@ -123,12 +158,46 @@ impl Proxy {
                 }
             }
         });
-        Ok(Proxy { local_addr, task })
+        Ok(Proxy {
+            local_addr,
+            task,
+            stopping,
+            open,
+        })
     }
 
     /// Stops accepting connections.
     pub fn stop(&self) {
         self.task.abort();
+    }
+
+    /// A graceful stop (`SIGTERM`): closes the listener (new connections
+    /// are refused), lets every connection finish the requests it has read
+    /// (their answers are written) but read no new one, and closes it; waits
+    /// for that up to `grace`. Clients reconnect (to another proxy) and
+    /// send what they had not sent. Returns the connections still open
+    /// when `grace` ran out.
+    pub async fn shutdown(&self, grace: Duration) -> usize {
+        self.task.abort();
+        let _ = self.stopping.send(true);
+        let deadline = tokio::time::Instant::now() + grace;
+        loop {
+            let closed = self.open.closed.notified();
+            let n = self.open.count.load(Ordering::SeqCst);
+            if n == 0 {
+                return 0;
+            }
+            if tokio::time::timeout_at(deadline, closed).await.is_err() {
+                let n = self.open.count.load(Ordering::SeqCst);
+                if n > 0 {
+                    tracing::warn!(
+                        connections = n,
+                        "connections still open when the stop's grace period ran out"
+                    );
+                }
+                return n;
+            }
+        }
     }
 }
 
@@ -165,6 +234,14 @@ async fn room_for(
     Room {
         _connection: connection,
         _listener: listener,
+    }
+}
+
+/// Resolves once the proxy is stopping (never, if its handle was dropped
+/// without a stop: the listener's task serves on).
+async fn stopped(rx: &mut tokio::sync::watch::Receiver<bool>) {
+    if rx.wait_for(|s| *s).await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 
@@ -212,6 +289,7 @@ async fn serve(
         let _ = wr.shutdown().await;
     });
     let idle = limits.idle_timeout.max(Duration::from_millis(1));
+    let mut stopping = shared.stopping.clone();
     let result = async {
         loop {
             // The length prefix is read with `read` (cancel-safe), so that a
@@ -219,7 +297,17 @@ async fn serve(
             let mut prefix = [0u8; 4];
             let mut filled = 0;
             let next = loop {
-                match tokio::time::timeout(idle, rd.read(&mut prefix[filled..])).await {
+                let read = tokio::time::timeout(idle, rd.read(&mut prefix[filled..]));
+                // A stopping proxy reads no new request (one begun is read).
+                let read = if filled == 0 {
+                    tokio::select! {
+                        r = read => r,
+                        _ = stopped(&mut stopping) => break Next::Closed,
+                    }
+                } else {
+                    read.await
+                };
+                match read {
                     Ok(Ok(0)) if filled == 0 => break Next::Closed,
                     Ok(Ok(0)) => return Err(codec::eof_in_length()),
                     Ok(Ok(n)) => {

@@ -68,6 +68,7 @@ async fn env() -> Env {
         fetch_limits: Default::default(),
         producer_ids: Default::default(),
         max_view_age: None,
+        down_reports: Default::default(),
     });
     let proxy = Proxy::start(
         ProxyConfig {

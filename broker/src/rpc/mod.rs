@@ -319,7 +319,10 @@ const MAX_ROOM_WAIT: Duration = Duration::from_secs(60);
 /// the connection's later requests for the whole RPC timeout. Its outcome is unknown (the owner may still sequence and store
 /// it), so the client hears REQUEST_TIMED_OUT and retries it as possibly
 /// persisted: an idempotent producer with the same sequence numbers.
-const SEQUENCE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Twice the default lease: an owner paused longer than a lease has lost
+/// its partitions by then (and refuses when it wakes), so the retry goes
+/// to the new owner.
+const SEQUENCE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Sequences the batches (once there is room under the unflushed cap); the
 /// reply waits for the acknowledgement.
@@ -484,7 +487,7 @@ impl RemoteBroker {
         let resp = tokio::time::timeout(timeout, self.client.request(req))
             .await
             .map_err(|_| RoutingError::unreachable(&self.addr, "timed out"))?
-            .map_err(|e| RoutingError::unreachable(&self.addr, e))?;
+            .map_err(|e| RoutingError::connect_failed(&self.addr, &e))?;
         Self::check_status(&self.addr, resp)
     }
 
@@ -504,7 +507,7 @@ impl RemoteBroker {
                 "broker at {addr} did not answer in {timeout:?}"
             ))
             .into()),
-            Ok(Err(e)) if e.is_connect() => Err(RoutingError::unreachable(addr, e).into()),
+            Ok(Err(e)) if e.is_connect() => Err(RoutingError::connect_failed(addr, &e).into()),
             Ok(Err(e)) => Err(BrokerError::outcome_unknown(format!(
                 "the call to broker at {addr} broke off: {e}"
             ))

@@ -217,6 +217,27 @@ impl dyn MetaApi + '_ {
         Ok(())
     }
 
+    /// Asks the controller to move everything this broker owns elsewhere
+    /// (hand-overs), before it stops; it gets nothing new meanwhile.
+    pub async fn drain(&self, id: BrokerId) -> Result<(), MetaError> {
+        self.call::<routes::Drain>(proto::HeartbeatRequest { id: id.0 })
+            .await?;
+        Ok(())
+    }
+
+    /// Reports that broker `id`'s address `addr` refused a connection. The
+    /// metadata leader checks the address itself and marks the broker dead
+    /// at once if it refuses; returns whether it did.
+    pub async fn node_down(&self, id: BrokerId, addr: &str) -> Result<bool, MetaError> {
+        let r = self
+            .call::<routes::NodeDown>(proto::NodeDownRequest {
+                id: id.0,
+                addr: addr.to_string(),
+            })
+            .await?;
+        Ok(r.expired)
+    }
+
     /// Gives up partitions and coordinator shards held at these epochs.
     pub async fn release(
         &self,

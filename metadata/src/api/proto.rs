@@ -128,6 +128,24 @@ pub struct HeartbeatRequest {
     pub id: u32,
 }
 
+/// A broker whose address refused a connection (`/v1/nodes/down`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NodeDownRequest {
+    #[prost(uint32, tag = "1")]
+    pub id: u32,
+    /// The address that refused: the broker's, as the reporter's view had it.
+    #[prost(string, tag = "2")]
+    pub addr: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NodeDownResponse {
+    /// Whether the broker was marked dead (false: it was not registered
+    /// there any more, or its address accepted the leader's own connection).
+    #[prost(bool, tag = "1")]
+    pub expired: bool,
+}
+
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Partition {
     #[prost(string, tag = "1")]

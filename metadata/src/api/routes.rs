@@ -46,6 +46,9 @@ routes! {
     Register = "/v1/nodes/register": RegisterRequest => Empty;
     Heartbeat = "/v1/nodes/heartbeat": HeartbeatRequest => Empty;
     Drain = "/v1/nodes/drain": HeartbeatRequest => Empty;
+    /// A broker's address refused a connection: the leader checks it
+    /// itself and, if it refuses, marks the broker dead at once.
+    NodeDown = "/v1/nodes/down": NodeDownRequest => NodeDownResponse;
     Release = "/v1/release": ReleaseRequest => Empty;
     Commit = "/v1/commit": CommitRequest => CommitResponse;
     PartitionIndex = "/v1/partitions/index": IndexRequest => IndexResponse;
@@ -78,6 +81,6 @@ mod tests {
             assert!(p.starts_with("/v1/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 30);
+        assert_eq!(ALL_PATHS.len(), 31);
     }
 }

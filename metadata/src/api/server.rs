@@ -223,6 +223,7 @@ serve! {
     Register => register,
     Heartbeat => heartbeat,
     Drain => drain,
+    NodeDown => node_down,
     Release => release,
     Commit => commit,
     PartitionIndex => partition_index,
@@ -461,6 +462,46 @@ async fn drain(s: AppState, req: proto::HeartbeatRequest) -> Result<proto::Empty
     })
     .await?;
     Ok(proto::Empty {})
+}
+
+/// How long the leader waits for its own connection to a broker reported
+/// down: a refusal comes back at once; anything slower is not one.
+const NODE_DOWN_PROBE: Duration = Duration::from_millis(500);
+
+/// A broker's address refused a proxy's (or a peer's) connection. A refused
+/// connection means no process listens there, unlike a timeout, so the
+/// broker is marked dead at once instead of one lease later, but only if
+/// it is still registered at that address and the address refuses this
+/// node's own connection too: a report about a process that has since been
+/// restarted on the same port (it accepts again) changes nothing, and a
+/// broker cannot be expired by a report alone. Safe either way: every
+/// commit is fenced by the partition's epoch.
+async fn node_down(
+    s: AppState,
+    req: proto::NodeDownRequest,
+) -> Result<proto::NodeDownResponse, MetaError> {
+    let id = BrokerId(req.id);
+    let registered = s.shared.read(|st| {
+        st.nodes.get(&id).is_some_and(|n| {
+            n.kind == crate::command::NodeKind::Broker
+                && n.state != crate::state::NodeState::Dead
+                && n.addr == req.addr
+        })
+    });
+    if !registered || !crate::probe::refuses_connections(&req.addr, NODE_DOWN_PROBE).await {
+        return Ok(proto::NodeDownResponse { expired: false });
+    }
+    let (r, _) = s
+        .write(Command::NodeDown {
+            id,
+            addr: req.addr.clone(),
+        })
+        .await?;
+    let expired = matches!(r, Response::Expired { ref nodes } if !nodes.is_empty());
+    if expired {
+        tracing::info!(broker = %id, addr = %req.addr, "broker down: its address refuses connections");
+    }
+    Ok(proto::NodeDownResponse { expired })
 }
 
 async fn release(s: AppState, req: proto::ReleaseRequest) -> Result<proto::Empty, MetaError> {

@@ -148,6 +148,10 @@ mod tests {
             },
             Command::Drain { id: BrokerId(2) },
             Command::ExpireLeases { now_ms: 8 },
+            Command::NodeDown {
+                id: BrokerId(2),
+                addr: "127.0.0.1:9192".into(),
+            },
             Command::Reassign {
                 changes: vec![change.clone()],
             },
