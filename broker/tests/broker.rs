@@ -623,3 +623,78 @@ async fn a_lookup_by_time_passes_over_a_decompression_bomb() {
         n.shutdown().await;
     }
 }
+
+/// A graceful stop: a draining broker hands every partition and coordinator
+/// shard over (flushed first), owns nothing when `drain` returns, and
+/// everything it acknowledged is served by the broker that took over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draining_broker_hands_everything_over_before_it_stops() {
+    let env = Cluster::start().await;
+    let t = env.create_topic("drain", 4, &[]).await;
+    let keys: Vec<PartitionKey> = (0..4).map(|p| PartitionKey::new(t, p)).collect();
+    let one = env.broker(|c| c.id = 1).await;
+    for k in &keys {
+        wait_owned(&one, *k).await;
+    }
+    let two = env.broker(|c| c.id = 2).await;
+    // Alone, a broker has nowhere to hand over to: until it sees broker 2.
+    let started = Instant::now();
+    while !one
+        .view()
+        .current()
+        .nodes
+        .iter()
+        .any(|n| n.id.0 == 2 && n.state == floe_metadata::model::NodeState::Live)
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "broker 2 not seen"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Writes acknowledged by whichever broker owns each partition now.
+    let mut written = Vec::new();
+    for (i, k) in keys.iter().enumerate() {
+        let value = format!("before-{i}");
+        let started = Instant::now();
+        let ok = loop {
+            let owner = if one.owned().contains(k) { &one } else { &two };
+            match owner
+                .produce(k, &batch(&[&value], 1, Compression::None), Acks::All)
+                .await
+            {
+                Ok(ok) => break ok,
+                Err(e) => {
+                    assert!(started.elapsed() < Duration::from_secs(10), "{e}");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        };
+        written.push((*k, ok.base_offset, value));
+    }
+    let started = Instant::now();
+    assert!(
+        one.drain(Duration::from_secs(15)).await,
+        "everything handed over"
+    );
+    println!("drained in {} ms", started.elapsed().as_millis());
+    assert!(one.owned().is_empty());
+    assert!(one.owned_shards().is_empty());
+    for k in &keys {
+        wait_owned(&two, *k).await;
+    }
+    let started = Instant::now();
+    while two.owned_shards().len() < 16 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "shards not taken over"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for (k, offset, value) in &written {
+        let got = read_all(&two, k, *offset).await;
+        assert_eq!(got.first(), Some(&(*offset, value.clone())), "{k}");
+    }
+    one.shutdown().await;
+    two.shutdown().await;
+}

@@ -1268,14 +1268,8 @@ mod tests {
         // Not its address (it registered again elsewhere), or no such broker:
         // nothing changes.
         let before = sm.state.clone();
-        assert_eq!(
-            sm.apply(down(1, 9002)),
-            Response::Expired { nodes: vec![] }
-        );
-        assert_eq!(
-            sm.apply(down(9, 9009)),
-            Response::Expired { nodes: vec![] }
-        );
+        assert_eq!(sm.apply(down(1, 9002)), Response::Expired { nodes: vec![] });
+        assert_eq!(sm.apply(down(9, 9009)), Response::Expired { nodes: vec![] });
         let mut after = sm.state.clone();
         after.revision = before.revision;
         assert_eq!(after, before);
@@ -1305,10 +1299,7 @@ mod tests {
                 .all(|p| p.ownership.owner == Some(BrokerId(2)))
         );
         // Dead already: a second report is nothing.
-        assert_eq!(
-            sm.apply(down(1, 9001)),
-            Response::Expired { nodes: vec![] }
-        );
+        assert_eq!(sm.apply(down(1, 9001)), Response::Expired { nodes: vec![] });
     }
 
     #[test]

@@ -122,7 +122,10 @@ impl DownReports {
 
     /// Whether `addr` may be reported now (and notes that it is).
     fn due(&self, addr: &str) -> bool {
-        let now = tokio::time::Instant::now();
+        self.due_at(addr, tokio::time::Instant::now())
+    }
+
+    fn due_at(&self, addr: &str, now: tokio::time::Instant) -> bool {
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         if last.get(addr).is_some_and(|t| now < *t + Self::EVERY) {
             return false;
@@ -1143,8 +1146,8 @@ mod tests {
             Duration::ZERO,
             wait,
         )
-            .await
-            .expect_err("never ready");
+        .await
+        .expect_err("never ready");
         assert!(started.elapsed() >= wait);
         assert!(owner.appends.load(Ordering::SeqCst) > 1);
         assert_eq!(call_code(&e), ResponseError::NotLeaderOrFollower.code());
@@ -1170,5 +1173,60 @@ mod tests {
         .expect_err("no such partition");
         assert_eq!(routes.load(Ordering::SeqCst), 1);
         assert_eq!(call_code(&e), ResponseError::UnknownTopicOrPartition.code());
+    }
+
+    #[test]
+    fn the_wait_for_a_new_owner_is_at_most_half_the_clients_timeout() {
+        assert_eq!(owner_wait(30_000), OWNER_CHANGE_WAIT);
+        assert_eq!(owner_wait(2_000), Duration::from_secs(1));
+        assert_eq!(owner_wait(0), Duration::ZERO);
+        assert_eq!(owner_wait(-1), Duration::ZERO);
+    }
+
+    #[test]
+    fn an_address_is_reported_at_most_once_a_second() {
+        let r = DownReports::default();
+        let t0 = tokio::time::Instant::now();
+        assert!(r.due_at("127.0.0.1:1", t0));
+        assert!(!r.due_at("127.0.0.1:1", t0 + Duration::from_millis(999)));
+        assert!(r.due_at("127.0.0.1:2", t0), "each address on its own");
+        assert!(r.due_at("127.0.0.1:1", t0 + Duration::from_millis(1000)));
+    }
+
+    /// An owner that is gone (its address refuses) until the view names a
+    /// new one: the produce waits, each refusal is heard (and reported),
+    /// and the write goes to the new owner with no error for the client.
+    #[tokio::test]
+    async fn a_produce_rides_through_its_owner_dying() {
+        let new_owner = FakeOwner::new(1);
+        let calls = AtomicUsize::new(0);
+        let refused = AtomicUsize::new(0);
+        let route = || match calls.fetch_add(1, Ordering::SeqCst) {
+            0..=2 => {
+                let io = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+                Err(RoutingError::connect_failed("127.0.0.1:1", &io))
+            }
+            3 => Err(routing(RoutingErrorKind::NoOwner)),
+            _ => Ok(new_owner.clone() as Arc<dyn PartitionOwner>),
+        };
+        let failed = |e: &CallError| {
+            if matches!(e, CallError::Routing(r) if r.is_refused()) {
+                refused.fetch_add(1, Ordering::SeqCst);
+            }
+        };
+        let pending = append_retrying(
+            route,
+            failed,
+            &key(),
+            Bytes::new(),
+            Acks::All,
+            Duration::ZERO,
+            OWNER_CHANGE_WAIT,
+        )
+        .await
+        .expect("sequenced at the new owner");
+        assert_eq!(pending.wait().await.expect("acknowledged").base_offset, 1);
+        assert_eq!(refused.load(Ordering::SeqCst), 3, "each refusal heard");
+        assert_eq!(calls.load(Ordering::SeqCst), 6);
     }
 }
