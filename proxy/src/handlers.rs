@@ -249,6 +249,21 @@ const PRODUCER_ID_BLOCK: u32 = 1000;
 /// owner's port does not refuse. At most half the client's own timeout.
 const OWNER_CHANGE_WAIT: Duration = Duration::from_secs(5);
 
+/// How long a write's acknowledgement is still waited for once its
+/// partition moved to another owner (an answer already on its way).
+const MOVED_GRACE: Duration = Duration::from_millis(500);
+
+/// A partition's owner and epoch in a view (`None`: not in it).
+type Ownership = Option<(Option<floe_metadata::ids::BrokerId>, u64)>;
+
+/// The owner and epoch of `key` in `snap`.
+fn ownership(snap: &ClusterSnapshot, key: &PartitionKey) -> Ownership {
+    snap.by_id
+        .get(&key.topic)
+        .and_then(|t| t.partitions.iter().find(|p| p.partition == key.partition))
+        .map(|p| (p.owner, p.epoch.0))
+}
+
 /// The wait for an owner a produce with timeout `timeout_ms` may take.
 fn owner_wait(timeout_ms: i32) -> Duration {
     let half = Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0) / 2);
@@ -356,17 +371,100 @@ impl Context {
         acks: Acks,
         room_wait: Duration,
         owner_wait: Duration,
-    ) -> Result<PendingProduce, CallError> {
-        append_retrying(
-            || self.route(&self.view.current(), key),
-            |e| self.report_if_refused(key, e),
+    ) -> Result<(PendingProduce, Ownership), CallError> {
+        // The ownership the call in progress was routed under (`None`
+        // between calls).
+        let routed: std::sync::Mutex<Option<Ownership>> = std::sync::Mutex::new(None);
+        let set = |o: Option<Ownership>| *routed.lock().unwrap_or_else(|p| p.into_inner()) = o;
+        let attempts = append_retrying(
+            || {
+                let snap = self.view.current();
+                set(Some(ownership(&snap, key)));
+                self.route(&snap, key)
+            },
+            |e| {
+                set(None);
+                self.report_if_refused(key, e);
+            },
             key,
             records,
             acks,
             room_wait,
             owner_wait,
-        )
-        .await
+        );
+        tokio::pin!(attempts);
+        // An owner that does not even sequence the write (paused, cut off)
+        // is given up on once the partition moved away from it: as for the
+        // acknowledgement (see `acknowledged`), the outcome is unknown.
+        let mut rx = self.view.subscribe();
+        let moved = async {
+            loop {
+                let now = ownership(&rx.borrow_and_update(), key);
+                let was = *routed.lock().unwrap_or_else(|p| p.into_inner());
+                if was.is_some_and(|was| was != now) {
+                    return;
+                }
+                if rx.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        let pending = tokio::select! {
+            r = &mut attempts => r,
+            _ = moved => match tokio::time::timeout(MOVED_GRACE, &mut attempts).await {
+                Ok(r) => r,
+                Err(_) => Err(floe_broker::BrokerError::outcome_unknown(format!(
+                    "partition {key} moved to another owner while its write was being sequenced"
+                ))
+                .into()),
+            },
+        }?;
+        let routed = routed.lock().unwrap_or_else(|p| p.into_inner()).flatten();
+        Ok((pending, routed))
+    }
+
+    /// Waits for a sequenced write's acknowledgement, unless its partition
+    /// moves meanwhile: then its owner (paused, cut off, or gone without
+    /// closing its connections) can no longer commit it at its epoch, and
+    /// the write is answered as of unknown outcome (REQUEST_TIMED_OUT: it
+    /// may have been committed just before the move) after a short grace
+    /// for an answer on its way, instead of holding this connection's later
+    /// answers until the old owner wakes up. Clients retry it (an
+    /// idempotent producer with the same sequence numbers, which the new
+    /// owner recognises).
+    fn acknowledged(
+        &self,
+        key: PartitionKey,
+        pending: PendingProduce,
+        routed: Ownership,
+    ) -> impl std::future::Future<Output = Result<floe_broker::ProduceOk, CallError>> + Send + 'static
+    {
+        let mut rx = self.view.subscribe();
+        async move {
+            let wait = pending.wait();
+            tokio::pin!(wait);
+            let moved = async {
+                loop {
+                    if ownership(&rx.borrow_and_update(), &key) != routed {
+                        return;
+                    }
+                    if rx.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+            };
+            tokio::select! {
+                r = &mut wait => return r,
+                _ = moved => {}
+            }
+            match tokio::time::timeout(MOVED_GRACE, &mut wait).await {
+                Ok(r) => r,
+                Err(_) => Err(floe_broker::BrokerError::outcome_unknown(format!(
+                    "partition {key} moved to another owner while its write was being acknowledged"
+                ))
+                .into()),
+            }
+        }
     }
 
     /// A call to `key`'s owner failed: if its address refused the
@@ -587,7 +685,15 @@ impl Context {
     ) -> impl std::future::Future<Output = ProduceResponse> + Send + 'static {
         enum Part {
             Done(i32, i16, Option<String>),
-            Waiting(i32, PendingProduce),
+            Waiting(
+                i32,
+                std::pin::Pin<
+                    Box<
+                        dyn std::future::Future<Output = Result<floe_broker::ProduceOk, CallError>>
+                            + Send,
+                    >,
+                >,
+            ),
         }
         let snap = self.view.current();
         let acks = Acks::from_kafka(req.acks);
@@ -612,7 +718,10 @@ impl Context {
                             .append_at_owner(&key, records, acks, room_wait, owner_wait)
                             .await;
                         match sequenced {
-                            Ok(pending) => Part::Waiting(p.index, pending),
+                            Ok((pending, routed)) => Part::Waiting(
+                                p.index,
+                                Box::pin(self.acknowledged(key, pending, routed)),
+                            ),
                             Err(e) => {
                                 tracing::debug!(topic = %t.name.0.as_str(), partition = p.index, error = %e, "produce refused");
                                 Part::Done(p.index, call_code(&e), Some(e.to_string()))
@@ -644,7 +753,7 @@ impl Context {
                         }
                         Part::Waiting(index, pending) => {
                             pr.index = index;
-                            match pending.wait().await {
+                            match pending.await {
                                 Ok(ok) => {
                                     pr.base_offset = ok.base_offset;
                                     pr.log_append_time_ms = ok.log_append_time;
