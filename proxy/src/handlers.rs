@@ -249,6 +249,10 @@ const PRODUCER_ID_BLOCK: u32 = 1000;
 /// owner's port does not refuse. At most half the client's own timeout.
 const OWNER_CHANGE_WAIT: Duration = Duration::from_secs(5);
 
+/// How long a produce waits for this proxy's view to be confirmed again
+/// (see `append_retrying`).
+const STALE_VIEW_WAIT: Duration = Duration::from_secs(1);
+
 /// How long a write's acknowledgement is still waited for once its
 /// partition moved to another owner (an answer already on its way).
 const MOVED_GRACE: Duration = Duration::from_millis(500);
@@ -1018,15 +1022,23 @@ async fn append_retrying(
     room_wait: Duration,
     wait: Duration,
 ) -> Result<PendingProduce, CallError> {
-    let deadline = tokio::time::Instant::now() + wait;
+    let started = tokio::time::Instant::now();
+    let deadline = started + wait;
+    // A view the metadata service has not confirmed lately says nothing of
+    // the owner: this proxy is cut off, and waiting helps only if it is
+    // confirmed again soon (a metadata leader election).
+    let stale_deadline = started + wait.min(STALE_VIEW_WAIT);
     let mut pause = Duration::from_millis(10);
     loop {
         let res = match route() {
             Ok(owner) => owner.append(key, records.clone(), acks, room_wait).await,
             Err(e) => Err(e.into()),
         };
+        let stale =
+            matches!(&res, Err(CallError::Routing(r)) if r.kind() == RoutingErrorKind::StaleView);
+        let until = if stale { stale_deadline } else { deadline };
         match res {
-            Err(e) if e.owner_not_ready() && tokio::time::Instant::now() < deadline => {
+            Err(e) if e.owner_not_ready() && tokio::time::Instant::now() < until => {
                 failed(&e);
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(50));
@@ -1282,6 +1294,27 @@ mod tests {
         .expect_err("no such partition");
         assert_eq!(routes.load(Ordering::SeqCst), 1);
         assert_eq!(call_code(&e), ResponseError::UnknownTopicOrPartition.code());
+    }
+
+    /// A proxy cut off from the metadata service answers within a second,
+    /// not after the whole wait for a new owner.
+    #[tokio::test]
+    async fn a_stale_view_is_waited_out_for_a_second_only() {
+        let started = tokio::time::Instant::now();
+        let e = append_retrying(
+            || Err(routing(RoutingErrorKind::StaleView)),
+            |_| {},
+            &key(),
+            Bytes::new(),
+            Acks::All,
+            Duration::ZERO,
+            OWNER_CHANGE_WAIT,
+        )
+        .await
+        .expect_err("never confirmed");
+        assert!(started.elapsed() < OWNER_CHANGE_WAIT);
+        assert!(started.elapsed() >= STALE_VIEW_WAIT);
+        assert_eq!(call_code(&e), ResponseError::NotLeaderOrFollower.code());
     }
 
     #[test]
