@@ -292,7 +292,7 @@ async fn controller_loop(state: AppState, every: Duration, producer_expiration: 
         // A broker just marked dead (here, or by a report that its address
         // refuses connections) leaves items without an owner: place them in
         // this round rather than the next.
-        let orphans = state.shared.read(|s| controller::has_orphans(s));
+        let orphans = state.shared.read(controller::has_orphans);
         if orphans {
             let plan = state.shared.read(|s| controller::plan(s, now));
             propose(&state, plan).await;
