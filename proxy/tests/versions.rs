@@ -33,6 +33,7 @@ struct Env {
     cluster: Cluster,
     kafka: SocketAddr,
     broker: Broker,
+    proxy: Proxy,
 }
 
 async fn env() -> Env {
@@ -84,6 +85,7 @@ async fn env() -> Env {
         cluster,
         kafka: proxy.local_addr,
         broker,
+        proxy,
     }
 }
 
@@ -838,4 +840,85 @@ async fn reads_check_the_client_leader_epoch_and_name_a_partition_once() {
     if let Some(n) = e.cluster.meta_node {
         n.shutdown().await;
     }
+}
+
+/// A graceful stop: the listener closes at once (new connections are
+/// refused), a request the proxy has read is still answered (a long-polling
+/// Fetch), and then the connection is closed; `shutdown` returns once it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_proxy_answers_what_it_read_then_closes() {
+    let e = env().await;
+    let mut c = Conn::open(e.kafka).await;
+    c.call(
+        ApiKey::Metadata,
+        9,
+        RequestKind::Metadata(auto_create("st")),
+    )
+    .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while e.broker.owned().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "never owned");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A fetch at the end of an empty partition waits up to max_wait_ms.
+    let mut fp = FetchPartition::default();
+    fp.partition = 0;
+    fp.fetch_offset = 0;
+    fp.partition_max_bytes = 1 << 20;
+    let mut ft = FetchTopic::default();
+    ft.topic = topic("st");
+    ft.partitions = vec![fp];
+    let mut req = FetchRequest::default();
+    req.max_wait_ms = 1500;
+    req.min_bytes = 1;
+    req.max_bytes = 1 << 20;
+    req.topics = vec![ft];
+    let mut h = RequestHeader::default();
+    h.request_api_key = ApiKey::Fetch as i16;
+    h.request_api_version = 12;
+    h.correlation_id = 77;
+    let frame = encode_request(&h, &RequestKind::Fetch(req)).unwrap();
+    c.sock.write_all(&frame).await.unwrap();
+    // Read by the proxy and waiting for data when the stop comes.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = std::time::Instant::now();
+    let stop = tokio::spawn(async move {
+        let left = e.proxy.shutdown(Duration::from_secs(10)).await;
+        (left, e.proxy)
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        TcpStream::connect(e.kafka).await.is_err(),
+        "new connections are refused"
+    );
+    let answer = tokio::time::timeout(
+        Duration::from_secs(10),
+        codec::read_frame(&mut c.sock, 64 << 20),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+    .expect("the fetch read before the stop is answered");
+    let d = decode_response(ApiKey::Fetch, 12, answer).unwrap();
+    assert_eq!(d.header.correlation_id, 77);
+    let ResponseKind::Fetch(f) = d.body else {
+        panic!()
+    };
+    assert_eq!(f.responses[0].partitions[0].error_code, 0);
+    assert!(
+        started.elapsed() >= Duration::from_millis(500),
+        "answered when its wait ended, after the stop began"
+    );
+    let closed = tokio::time::timeout(
+        Duration::from_secs(10),
+        codec::read_frame(&mut c.sock, 64 << 20),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(closed.is_none(), "then the connection is closed");
+    let (left, _proxy) = stop.await.unwrap();
+    assert_eq!(left, 0, "every connection closed within the grace period");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    e.broker.shutdown().await;
 }
