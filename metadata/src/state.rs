@@ -1591,6 +1591,32 @@ mod tests {
             .collect();
         release_all(&mut sm);
         assert!(spread(&sm, 1..=4) <= 1);
+        // Partitions and shards are each evened out: the new broker takes
+        // its share of the partitions, not only shards.
+        let partitions_of = |b: u32| {
+            sm.state
+                .partitions
+                .values()
+                .filter(|p| p.ownership.owner == Some(BrokerId(b)))
+                .count()
+        };
+        let shards_of = |b: u32| {
+            sm.state
+                .shards
+                .values()
+                .filter(|o| o.owner == Some(BrokerId(b)))
+                .count()
+        };
+        let parts: Vec<usize> = (1..=4).map(partitions_of).collect();
+        let shards: Vec<usize> = (1..=4).map(shards_of).collect();
+        assert!(
+            parts.iter().max().unwrap() - parts.iter().min().unwrap() <= 1,
+            "partitions {parts:?}"
+        );
+        assert!(
+            shards.iter().max().unwrap() - shards.iter().min().unwrap() <= 1,
+            "shards {shards:?}"
+        );
         for (p, s) in &sm.state.partitions {
             if s.ownership.owner == Some(BrokerId(4)) {
                 assert_eq!(s.ownership.epoch.0, before[p].0 + 1);

@@ -56,6 +56,9 @@ pub struct AppState {
     pub max_command_bytes: usize,
     /// Where proposals queue to share log entries (group commit).
     pub proposer: Proposer,
+    /// Wakes the controller before its next round: a broker registered
+    /// (a new broker takes its share without waiting for the round).
+    pub controller_wake: std::sync::Arc<tokio::sync::Notify>,
 }
 
 /// An API failure, sent as a protobuf [`proto::ErrorBody`].
@@ -450,7 +453,12 @@ async fn register(
         })
         .await?
     {
-        (Response::Registered { id }, _) => Ok(proto::RegisterResponse { id: id.0 }),
+        (Response::Registered { id }, _) => {
+            if kind == NodeKind::Broker {
+                s.controller_wake.notify_one();
+            }
+            Ok(proto::RegisterResponse { id: id.0 })
+        }
         (other, _) => Err(MetaError::Unavailable(format!(
             "unexpected answer to a registration: {other:?}"
         ))),
