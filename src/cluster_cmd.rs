@@ -175,6 +175,8 @@ pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
     )
     .await
     .context("registering the proxy with the metadata service")?;
+    let probes =
+        floe_proxy::peers::spawn(ctx.me.clone(), view.clone(), floe_proxy::peers::PROBE_EVERY);
     let proxy = Proxy::start_on(kafka, args.tuning.proxy_config(kafka_addr), ctx)?;
     let state = Arc::new(AdminState {
         ready: AtomicBool::new(false),
@@ -194,6 +196,7 @@ pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
     crate::shutdown_signal().await;
     // Out of every proxy's Metadata answers first, so that clients move on.
     registration.leave().await;
+    probes.abort();
     proxy.stop();
     admin_task.abort();
     Ok(())

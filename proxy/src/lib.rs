@@ -10,6 +10,7 @@
 //! - [`nodes`]: the brokers clients are shown (the live proxies), partition
 //!   leaders and coordinators spread over them.
 //! - [`registration`]: a proxy's registration and lease with the metadata service.
+//! - [`peers`]: probes of the other proxies' ports (a killed one is left out at once).
 
 pub mod admin;
 pub mod codec;
@@ -19,6 +20,7 @@ pub mod handlers;
 pub mod limits;
 mod metrics;
 pub mod nodes;
+pub mod peers;
 pub mod registration;
 pub mod server;
 

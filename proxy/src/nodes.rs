@@ -12,9 +12,17 @@
 //! balance. Any proxy serves any partition (it routes to the owner), so
 //! the choice is only about where clients connect.
 //!
+//! A proxy killed without leaving stays in the view until its lease runs
+//! out; meanwhile every proxy leaves out the peers whose Kafka port
+//! refused a connection at their last probe ([`crate::peers`]), so that
+//! clients are sent elsewhere at once. Leaving a live proxy out by mistake
+//! costs nothing but balance: any proxy serves any partition.
+//!
 //! `floe standalone` has one proxy, in the process: it lists only itself
 //! ([`SelfNode::alone`]).
 
+use std::collections::HashSet;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use floe_metadata::model::{NodeKind, NodeState};
@@ -102,6 +110,8 @@ pub struct SelfNode {
     id: AtomicI32,
     /// Listed alone, whatever the view says (`floe standalone`).
     alone: bool,
+    /// Peers whose Kafka port refused a connection at their last probe.
+    refused: Mutex<HashSet<i32>>,
 }
 
 impl SelfNode {
@@ -112,6 +122,7 @@ impl SelfNode {
             port,
             id: AtomicI32::new(id),
             alone: true,
+            refused: Mutex::default(),
         }
     }
 
@@ -122,6 +133,7 @@ impl SelfNode {
             port,
             id: AtomicI32::new(id),
             alone: false,
+            refused: Mutex::default(),
         }
     }
 
@@ -133,6 +145,16 @@ impl SelfNode {
         self.id.store(id, Ordering::Relaxed);
     }
 
+    /// Whether this proxy is listed alone (nothing to probe).
+    pub fn is_alone(&self) -> bool {
+        self.alone
+    }
+
+    /// The result of a probe: the peers whose port refused connections.
+    pub fn set_refused(&self, ids: HashSet<i32>) {
+        *self.refused.lock().unwrap_or_else(|p| p.into_inner()) = ids;
+    }
+
     pub fn node(&self) -> KafkaNode {
         KafkaNode {
             id: self.id(),
@@ -142,14 +164,20 @@ impl SelfNode {
     }
 
     /// The brokers to name in an answer given the cluster view: the live
-    /// proxies, and this one while the view does not know it yet (it was
-    /// just registered, again); this one alone if no proxy is live in the
-    /// view (the view has not arrived, or the metadata service lost it).
+    /// proxies but those whose port refused the last probe, and this one
+    /// while the view does not know it yet (it was just registered, again);
+    /// this one alone if no other is (the view has not arrived, or the
+    /// metadata service lost it).
     pub fn nodes(&self, snap: &ClusterSnapshot) -> KafkaNodes {
         let me = self.node();
         if self.alone {
             return KafkaNodes::new(Vec::new(), me);
         }
+        let refused = self
+            .refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         let proxies = snap.nodes.iter().filter(|n| n.kind == NodeKind::Proxy);
         let mut known = false;
         let mut nodes = Vec::new();
@@ -158,7 +186,7 @@ impl SelfNode {
                 continue;
             };
             known |= id == me.id;
-            if n.state != NodeState::Live {
+            if n.state != NodeState::Live || (id != me.id && refused.contains(&id)) {
                 continue;
             }
             match KafkaNode::parse(id, &n.addr) {
@@ -238,6 +266,15 @@ mod tests {
         assert_eq!(ids, [1003]);
         let s = snap(vec![proxy(1005, 9092, NodeState::Dead)]);
         assert_eq!(me.nodes(&s).all(), [me.node()]);
+        // A peer whose port refused the last probe is left out.
+        let s = snap(vec![
+            proxy(1003, 9092, NodeState::Live),
+            proxy(1005, 9092, NodeState::Live),
+        ]);
+        me.set_refused([1003].into());
+        let ids: Vec<i32> = me.nodes(&s).all().iter().map(|n| n.id).collect();
+        assert_eq!(ids, [1005]);
+        me.set_refused(HashSet::new());
         // Alone (standalone): itself whatever the view.
         let alone = SelfNode::alone(1, "h".into(), 1);
         let s = snap(vec![proxy(1003, 9092, NodeState::Live)]);
