@@ -414,6 +414,7 @@ impl Context {
             }
         }
         let mut resp = MetadataResponse::default();
+        crate::peers::fresh_for_answer(&self.me, &snap).await;
         let nodes = self.kafka_nodes(&snap);
         resp.brokers = nodes
             .all()

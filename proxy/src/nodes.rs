@@ -112,6 +112,8 @@ pub struct SelfNode {
     alone: bool,
     /// Peers whose Kafka port refused a connection at their last probe.
     refused: Mutex<HashSet<i32>>,
+    /// When the peers were last probed (one probe at a time, [`crate::peers`]).
+    pub(crate) probed_at: tokio::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
 impl SelfNode {
@@ -123,6 +125,7 @@ impl SelfNode {
             id: AtomicI32::new(id),
             alone: true,
             refused: Mutex::default(),
+            probed_at: Default::default(),
         }
     }
 
@@ -134,6 +137,7 @@ impl SelfNode {
             id: AtomicI32::new(id),
             alone: false,
             refused: Mutex::default(),
+            probed_at: Default::default(),
         }
     }
 
