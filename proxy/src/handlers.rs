@@ -338,8 +338,17 @@ impl Context {
             .clone()
     }
 
-    /// The brokers to name in answers given the view `snap`.
+    /// The brokers to name in answers given the view `snap`. A proxy whose
+    /// view the metadata service has not confirmed within `max_view_age`
+    /// (cut off from it) does not know which proxies are live: it names
+    /// itself alone, and its partition requests answer
+    /// NOT_LEADER_OR_FOLLOWER until the view is confirmed again.
     pub fn kafka_nodes(&self, snap: &ClusterSnapshot) -> KafkaNodes {
+        if let Some(max) = self.max_view_age
+            && !self.view.confirmed_within(max)
+        {
+            return KafkaNodes::new(Vec::new(), self.me.node());
+        }
         self.me.nodes(snap)
     }
 
