@@ -40,11 +40,11 @@ class Proc:
     """A child process with its output in `log_path` (for processes that are
     not a `Role`: given ports of their own or none)."""
 
-    def __init__(self, args, log_path):
+    def __init__(self, args, log_path, env=None):
         self.log_path = log_path
         self.log = open(log_path, "wb")
         self.p = subprocess.Popen([str(a) for a in args], stdout=self.log, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL)
+                                  stdin=subprocess.DEVNULL, env=env)
 
     def kill9(self):
         if self.p.poll() is None:

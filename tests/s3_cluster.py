@@ -33,9 +33,6 @@ from floe_cluster import Cluster, Proc, http_ok
 confluent_kafka = pytest.importorskip("confluent_kafka")
 import confluent_kafka.admin  # noqa: E402
 
-ACCESS = "access_key_id=floe&secret_access_key=floe-secret"
-
-
 class Relay:
     """A TCP relay on a port of its own to `127.0.0.1:upstream_port`: the
     fault proxy in front of a store endpoint (or any TCP server).
@@ -47,8 +44,9 @@ class Relay:
     "reset" does the same with a TCP reset.
     """
 
-    def __init__(self, upstream_port):
-        self.upstream = ("127.0.0.1", upstream_port)
+    def __init__(self, upstream):
+        # A port on 127.0.0.1, or the path of a Unix socket.
+        self.upstream = upstream if isinstance(upstream, str) else ("127.0.0.1", upstream)
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
@@ -102,8 +100,7 @@ class Relay:
                 self._close(c, reset=self.mode == "reset")
                 continue
             try:
-                u = socket.create_connection(self.upstream, timeout=5)
-                u.settimeout(None)
+                u = self._connect()
             except OSError:
                 self._close(c)
                 continue
@@ -111,6 +108,16 @@ class Relay:
                 self.conns.update((c, u))
             threading.Thread(target=self._pump, args=(c, u), daemon=True).start()
             threading.Thread(target=self._pump, args=(u, c), daemon=True).start()
+
+    def _connect(self):
+        if isinstance(self.upstream, str):
+            u = socket.socket(socket.AF_UNIX)
+            u.settimeout(5)
+            u.connect(self.upstream)
+        else:
+            u = socket.create_connection(self.upstream, timeout=5)
+        u.settimeout(None)
+        return u
 
     def _pump(self, src, dst):
         try:
@@ -136,7 +143,10 @@ class Relay:
 
 
 class Moto:
-    """moto's S3 server on port 0 (it prints the port it is bound to)."""
+    """moto's S3 server on port 0 (it prints the port it is bound to), which
+    makes a bucket on the first write to it."""
+
+    key, secret = "floe", "floe-secret"
 
     def __init__(self, log_path, timeout=30):
         moto_bin = pathlib.Path(sys.executable).parent / "moto_server"
@@ -154,31 +164,139 @@ class Moto:
         self.proc.kill9()
         raise AssertionError(f"moto not ready after {timeout}s:\n{self.proc.tail()}")
 
+    @property
+    def upstream(self):
+        """Where a relay in front of it connects."""
+        return self.port
+
     def url(self, port=None, bucket="floe"):
         """The `s3://` store URL of `bucket` here, through `port` if given (a relay)."""
         return (f"s3://{bucket}?endpoint=http://127.0.0.1:{port or self.port}&region=us-east-1"
-                f"&path_style=true&{ACCESS}")
+                f"&path_style=true&access_key_id={self.key}&secret_access_key={self.secret}")
+
+    def client(self):
+        import boto3
+        return boto3.client("s3", endpoint_url=f"http://127.0.0.1:{self.port}", region_name="us-east-1",
+                            aws_access_key_id=self.key, aws_secret_access_key=self.secret)
 
     def stop(self):
         self.proc.stop()
 
 
+class Garage:
+    """Garage, an S3 server built for production (`cargo install garage`), as
+    one node in a folder of its own: its S3 API on a Unix socket (no port to
+    race for; `Relay`s in front of it give TCP ports), one bucket (`floe`)
+    and one key, made at its first start. Restarted on the same folder, it
+    keeps its data."""
+
+    key, secret = "GK" + "f10e" * 6, "5ec7" * 16
+
+    def __init__(self, garage_bin, folder, timeout=60):
+        d = pathlib.Path(folder)
+        d.mkdir(parents=True, exist_ok=True)
+        self.socket = str(d / "s3.sock")
+        if os.path.exists(self.socket):
+            os.unlink(self.socket)
+        cfg = d / "garage.toml"
+        cfg.write_text(f"""metadata_dir = "{d}/meta"
+data_dir = "{d}/data"
+db_engine = "lmdb"
+replication_factor = 1
+rpc_bind_addr = "127.0.0.1:0"
+rpc_secret = "{os.urandom(32).hex()}"
+
+[s3_api]
+s3_region = "us-east-1"
+api_bind_addr = "{self.socket}"
+""")
+        env = dict(os.environ, RUST_LOG="garage=info", GARAGE_DEFAULT_ACCESS_KEY=self.key,
+                   GARAGE_DEFAULT_SECRET_KEY=self.secret, GARAGE_DEFAULT_BUCKET="floe")
+        self.proc = Proc([garage_bin, "-c", cfg, "server", "--single-node", "--default-bucket"],
+                         d / "garage.log", env=env)
+        # Its own relay for listing the bucket (the test's relays may be faulted).
+        self.admin_relay = None
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            assert self.proc.p.poll() is None, f"garage exited:\n{self.proc.tail()}"
+            if os.path.exists(self.socket) and self._bucket_ready():
+                return
+            time.sleep(0.2)
+        self.stop()
+        raise AssertionError(f"garage not ready after {timeout}s:\n{self.proc.tail()}")
+
+    def _bucket_ready(self):
+        try:
+            if self.admin_relay is None:
+                self.admin_relay = Relay(self.socket)
+            self.client().head_bucket(Bucket="floe")
+            return True
+        except Exception:
+            return False
+
+    @property
+    def upstream(self):
+        return self.socket
+
+    @property
+    def port(self):
+        """A port that always reaches the server (for listing, past the test's relays)."""
+        return self.admin_relay.port
+
+    def client(self):
+        import boto3
+        return boto3.client("s3", endpoint_url=f"http://127.0.0.1:{self.admin_relay.port}", region_name="us-east-1",
+                            aws_access_key_id=self.key, aws_secret_access_key=self.secret)
+
+    def url(self, port=None, bucket="floe"):
+        return (f"s3://{bucket}?endpoint=http://127.0.0.1:{port or self.port}&region=us-east-1"
+                f"&path_style=true&access_key_id={self.key}&secret_access_key={self.secret}")
+
+    def stop(self):
+        self.proc.stop()
+        if self.admin_relay:
+            self.admin_relay.close()
+
+
+def garage_bin():
+    """The Garage binary: $FLOE_GARAGE_BIN, or the one tests/run.sh's long mode
+    installs into ~/.cache/floe-bench/garage (the benchmarks' cache)."""
+    path = os.environ.get("FLOE_GARAGE_BIN") or os.path.expanduser("~/.cache/floe-bench/garage/bin/garage")
+    return path if os.path.exists(path) else None
+
+
+def s3_server():
+    """Which S3 server the cluster scenarios run on: $FLOE_S3_SERVER, `moto`
+    (the default) or `garage`."""
+    name = os.environ.get("FLOE_S3_SERVER", "moto")
+    assert name in ("moto", "garage"), f"FLOE_S3_SERVER={name}: moto or garage"
+    if name == "garage" and garage_bin() is None:
+        pytest.fail("FLOE_S3_SERVER=garage but no Garage binary: set FLOE_GARAGE_BIN or run "
+                    "`FLOE_LONG=1 bash tests/run.sh`, which installs it")
+    return name
+
+
 class S3Cluster(Cluster):
-    """A cluster whose store pool is `endpoints` moto servers, each behind a
-    `Relay` (`relays[i]` in front of endpoint `e{i}`): 3 metadata nodes, 3
-    brokers and 2 proxies by default, with the brokers' default lease.
-    `objects()` lists the store (straight from the servers, past the relays)."""
+    """A cluster whose store pool is `endpoints` S3 servers (moto, or Garage
+    with FLOE_S3_SERVER=garage), each behind a `Relay` (`relays[i]` in front
+    of endpoint `e{i}`): 3 metadata nodes, 3 brokers and 2 proxies by
+    default, with the brokers' default lease. `objects()` lists the store
+    (straight from the servers, past the relays)."""
 
     def __init__(self, floe_bin, tmp_path, metas=3, brokers=3, proxies=2, indexer=False, endpoints=2,
                  broker_flags=(), proxy_flags=(), indexer_flags=(), lease_ms=None):
         tmp_path = pathlib.Path(tmp_path)
         tmp_path.mkdir(parents=True, exist_ok=True)
-        self.motos, self.relays = [], []
+        self.servers, self.relays = [], []
         try:
+            server = s3_server()
             for i in range(endpoints):
-                self.motos.append(Moto(tmp_path / f"moto{i}.log"))
-                self.relays.append(Relay(self.motos[-1].port))
-            stores = [f"e{i}={m.url(r.port)}" for i, (m, r) in enumerate(zip(self.motos, self.relays))]
+                if server == "garage":
+                    self.servers.append(Garage(garage_bin(), tmp_path / f"garage{i}"))
+                else:
+                    self.servers.append(Moto(tmp_path / f"moto{i}.log"))
+                self.relays.append(Relay(self.servers[-1].upstream))
+            stores = [f"e{i}={m.url(r.port)}" for i, (m, r) in enumerate(zip(self.servers, self.relays))]
             super().__init__(floe_bin, tmp_path, metas=metas, brokers=brokers, lease_ms=lease_ms,
                              broker_flags=broker_flags, proxy_flags=proxy_flags, proxies=proxies,
                              stores=stores, indexer=indexer, indexer_flags=indexer_flags)
@@ -188,12 +306,9 @@ class S3Cluster(Cluster):
 
     def objects(self, prefix=""):
         """{(endpoint id, key): size} of every object in every endpoint's bucket."""
-        import boto3
-
         out = {}
-        for i, m in enumerate(self.motos):
-            s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{m.port}", region_name="us-east-1",
-                              aws_access_key_id="floe", aws_secret_access_key="floe-secret")
+        for i, m in enumerate(self.servers):
+            s3 = m.client()
             for page in s3.get_paginator("list_objects_v2").paginate(Bucket="floe", Prefix=prefix):
                 for o in page.get("Contents", []):
                     out[(f"e{i}", o["Key"])] = o["Size"]
@@ -202,7 +317,7 @@ class S3Cluster(Cluster):
     def _stop_servers(self):
         for r in self.relays:
             r.close()
-        for m in self.motos:
+        for m in self.servers:
             m.stop()
 
     def stop(self):

@@ -60,15 +60,11 @@ def test_metadata_leader_killed_under_load_produce_pauses_and_goes_on(floe_bin, 
 
 def exported_rows(cluster, topic, tmp_path):
     """(rows, distinct (partition, offset)) over every Parquet file of `topic`'s exports."""
-    import boto3
-
     files = []
     for (endpoint, key), _ in sorted(cluster.objects(f"exports/{topic}/").items()):
         if not key.endswith(".parquet"):
             continue
-        m = cluster.motos[int(endpoint[1:])]
-        s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{m.port}", region_name="us-east-1",
-                          aws_access_key_id="floe", aws_secret_access_key="floe-secret")
+        s3 = cluster.servers[int(endpoint[1:])].client()
         local = tmp_path / f"export-{len(files)}.parquet"
         s3.download_file("floe", key, str(local))
         files.append(str(local))
