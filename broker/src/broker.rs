@@ -849,12 +849,15 @@ impl Broker {
     pub async fn drain(&self, within: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + within;
         let me = self.broker_id();
-        let others = self.inner.view.current().nodes.iter().any(|n| {
-            n.id != me
-                && n.kind == floe_metadata::model::NodeKind::Broker
-                && n.state == floe_metadata::model::NodeState::Live
-        });
-        if !others {
+        // A live broker to hand over to (not one draining too).
+        let others = || {
+            self.inner.view.current().nodes.iter().any(|n| {
+                n.id != me
+                    && n.kind == floe_metadata::model::NodeKind::Broker
+                    && n.state == floe_metadata::model::NodeState::Live
+            })
+        };
+        if !others() {
             tracing::info!(broker = %me, "no other live broker: stopping without a hand-over");
             return false;
         }
@@ -881,6 +884,12 @@ impl Broker {
             }
             if tokio::time::Instant::now() >= deadline {
                 tracing::warn!(broker = %me, partitions, shards, "drain did not finish in time; stopping anyway");
+                return false;
+            }
+            if !others() {
+                // Every other broker is draining or gone (the whole cluster
+                // is being stopped): nobody will take the rest.
+                tracing::info!(broker = %me, partitions, shards, "no live broker left to hand over to; stopping");
                 return false;
             }
             // Wake the ownership loop at once rather than at its next round.
