@@ -29,6 +29,16 @@ if ((${#need[@]})); then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
+if [ "${FLOE_LONG:-}" = 1 ]; then
+    # Long mode (not CI): the cluster scenarios also run on Garage, an S3
+    # server built for production; its build (~20 min) is kept and reused.
+    step "long mode: Garage ${GARAGE_VERSION:=2.5.0} for the cluster scenarios"
+    GARAGE_ROOT="${FLOE_BENCH_CACHE:-$HOME/.cache/floe-bench}/garage"
+    export FLOE_GARAGE_BIN="$GARAGE_ROOT/bin/garage"
+    [ -x "$FLOE_GARAGE_BIN" ] || cargo install garage --version "$GARAGE_VERSION" --locked \
+        --no-default-features --features bundled-libs,lmdb --root "$GARAGE_ROOT"
+fi
+
 step "python venv (.venv) with the test tools"
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
@@ -57,8 +67,17 @@ fi
 step "end-to-end tests (pytest)"
 .venv/bin/pytest tests -q -p no:cacheprovider --timeout 600 2>&1 | tee target/pytest.log
 
+if [ "${FLOE_LONG:-}" = 1 ]; then
+    step "long mode: the cluster scenarios on Garage"
+    FLOE_S3_SERVER=garage .venv/bin/pytest tests/test_s3_cluster*.py -q -s -p no:cacheprovider --timeout 3600 \
+        2>&1 | tee target/pytest-garage.log
+fi
+
 # One closing line for the whole run.
 rust_passed=$(grep -Eo '[0-9]+ passed' target/nextest.log | awk '{s+=$1} END {print s+0}')
 py_passed=$(grep -Eo '[0-9]+ passed' target/pytest.log | tail -1 | awk '{print $1+0}')
+if [ "${FLOE_LONG:-}" = 1 ]; then
+    py_passed=$((py_passed + $(grep -Eo '[0-9]+ passed' target/pytest-garage.log | tail -1 | awk '{print $1+0}')))
+fi
 echo
 echo "floe suite: $((rust_passed + py_passed)) passed, 0 failed"
