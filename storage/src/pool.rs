@@ -181,6 +181,14 @@ impl StoreKind {
     pub fn is_remote(self) -> bool {
         matches!(self, StoreKind::S3 | StoreKind::Hdfs)
     }
+
+    /// Whether a slow write may be hedged on the same endpoint (when the
+    /// pool has no other): a new request to a remote store may take a
+    /// healthy connection or server; a second write to a local disk only
+    /// competes with the first.
+    pub fn hedges_in_place(self) -> bool {
+        self != StoreKind::Local
+    }
 }
 
 struct Endpoint {
@@ -791,11 +799,16 @@ impl StorePool {
                     };
                     attempts[slow].hedged = true;
                     let ep = &self.endpoints()[attempts[slow].idx];
+                    let busy: Vec<usize> = attempts.iter().filter(|a| a.running).map(|a| a.idx).collect();
+                    let idx = self.choose(&tried, &busy);
+                    if busy.contains(&idx) && !self.endpoints()[idx].kind.hedges_in_place() {
+                        // A second write to the same local disk only slows
+                        // the first: wait for it.
+                        continue;
+                    }
                     ep.hedged.fetch_add(1, Ordering::Relaxed);
                     ep.metrics.hedged.increment(1);
                     ep.bench(opts.bench_cooldown);
-                    let busy: Vec<usize> = attempts.iter().filter(|a| a.running).map(|a| a.idx).collect();
-                    let idx = self.choose(&tried, &busy);
                     if !tried.contains(&idx) {
                         tried.push(idx);
                     }
