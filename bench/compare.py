@@ -779,12 +779,15 @@ def _latency_consumer(bootstrap, topic, starts, count, timeout, out_path, ready)
     lat = []
     deadline = time.time() + timeout
     while len(lat) < count and time.time() < deadline:
-        for m in c.consume(1000, 0.2):
-            now = time.time()
-            if m.error() or not m.value() or len(m.value()) < HEADER.size:
-                continue
-            sched, _ = HEADER.unpack_from(m.value())
-            lat.append(now - sched)
+        # One record at a time: `consume(n, timeout)` returns only once it has
+        # n records or the timeout passed, which would add up to the timeout
+        # to every record's latency.
+        m = c.poll(0.2)
+        now = time.time()
+        if m is None or m.error() or not m.value() or len(m.value()) < HEADER.size:
+            continue
+        sched, _ = HEADER.unpack_from(m.value())
+        lat.append(now - sched)
     c.close()
     pathlib.Path(out_path).write_text(json.dumps(lat))
 

@@ -40,11 +40,11 @@ class Proc:
     """A child process with its output in `log_path` (for processes that are
     not a `Role`: given ports of their own or none)."""
 
-    def __init__(self, args, log_path):
+    def __init__(self, args, log_path, env=None):
         self.log_path = log_path
         self.log = open(log_path, "wb")
         self.p = subprocess.Popen([str(a) for a in args], stdout=self.log, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL)
+                                  stdin=subprocess.DEVNULL, env=env)
 
     def kill9(self):
         if self.p.poll() is None:
@@ -134,32 +134,62 @@ def listen(ports, name):
 
 
 class Cluster:
-    """`metas` metadata nodes, `brokers` brokers and one proxy on a local folder
-    store under `tmp_path`. Started by the constructor, ready when it returns."""
+    """`metas` metadata nodes, `brokers` brokers, `proxies` proxies and, with
+    `indexer`, the indexer, on the store endpoints `stores` (`id=URL` each; a
+    local folder under `tmp_path` by default). Started by the constructor,
+    ready when it returns. `lease_ms=None` leaves the brokers' lease at its
+    default."""
 
     def __init__(self, floe_bin, tmp_path, metas=1, brokers=2, lease_ms=2000, broker_flags=(),
-                 proxy_flags=("--default-partitions", "4")):
+                 proxy_flags=("--default-partitions", "4"), proxies=1, stores=None, indexer=False,
+                 indexer_flags=()):
         self.bin = str(floe_bin)
         self.tmp = pathlib.Path(tmp_path)
         self.store = self.tmp / "store"
         self.store.mkdir(exist_ok=True)
+        self.stores = list(stores) if stores else [f"local=file://{self.store}"]
+        self.lease_ms = lease_ms
+        self.broker_flags = tuple(broker_flags)
         self.metas = {}
         self.brokers = []
-        self.proxy = None
+        self.proxies = []
+        self.indexer = None
         try:
             for i in range(1, metas + 1):
                 self.metas[i] = Role(f"meta{i}", self._meta_args(i), self.tmp).start()
                 self.wait_meta_member(i)
-            for bid in range(1, brokers + 1):
-                self.brokers.append(Role(f"broker{bid}", self._broker_args(bid, lease_ms, broker_flags),
-                                         self.tmp).start())
-            self.proxy = Role("proxy", self._proxy_args(proxy_flags), self.tmp).start()
-            for b in self.brokers:
-                self.wait_ready(b)
-            self.wait_ready(self.proxy)
+            for _ in range(brokers):
+                self.add_broker(wait=False)
+            for i in range(1, proxies + 1):
+                name = "proxy" if i == 1 else f"proxy{i}"
+                self.proxies.append(Role(name, self._proxy_args(proxy_flags), self.tmp).start())
+            if indexer:
+                self.indexer = Role("indexer", self._indexer_args(indexer_flags), self.tmp).start()
+            for r in self.roles():
+                if r not in self.metas.values():
+                    self.wait_ready(r)
         except BaseException:
             self.stop()
             raise
+
+    @property
+    def proxy(self):
+        """The first proxy (the only one unless `proxies` > 1)."""
+        return self.proxies[0] if self.proxies else None
+
+    def add_broker(self, flags=(), wait=True):
+        """Starts broker `len(brokers) + 1` with the cluster's flags and `flags`."""
+        bid = len(self.brokers) + 1
+        b = Role(f"broker{bid}", self._broker_args(bid, self.lease_ms, (*self.broker_flags, *flags)), self.tmp)
+        self.brokers.append(b)
+        b.start()
+        if wait:
+            self.wait_ready(b)
+        return b
+
+    def roles(self):
+        """Every role, in start order."""
+        return [*self.metas.values(), *self.brokers, *self.proxies, *([self.indexer] if self.indexer else [])]
 
     # command lines
     def _meta_args(self, i):
@@ -181,10 +211,17 @@ class Cluster:
         return ",".join(m.addr("meta") for m in self.metas.values())
 
     def _broker_args(self, bid, lease_ms, flags):
+        lease = ["--lease-ms", lease_ms] if lease_ms is not None else []
+
         def args(ports):
             return [self.bin, "broker", "--id", bid, "--listen", listen(ports, "rpc"), "--meta", self.meta,
-                    "--store", f"local=file://{self.store}", "--admin-listen", listen(ports, "admin"),
-                    "--lease-ms", lease_ms, *flags]
+                    "--store", ",".join(self.stores), "--admin-listen", listen(ports, "admin"), *lease, *flags]
+        return args
+
+    def _indexer_args(self, flags):
+        def args(ports):
+            return [self.bin, "indexer", "--meta", self.meta, "--store", ",".join(self.stores),
+                    "--admin-listen", listen(ports, "admin"), *flags]
         return args
 
     def _proxy_args(self, flags):
@@ -197,6 +234,11 @@ class Cluster:
     @property
     def kafka(self):
         return self.proxy.addr("kafka")
+
+    @property
+    def bootstrap(self):
+        """Every proxy's Kafka address, comma-separated (`bootstrap.servers`)."""
+        return ",".join(p.addr("kafka") for p in self.proxies)
 
     # waiting
     def wait_ready(self, role, timeout=60):
@@ -243,13 +285,12 @@ class Cluster:
         raise AssertionError(f"no metadata leader after {timeout}s")
 
     def logs(self):
-        roles = list(self.metas.values()) + self.brokers + ([self.proxy] if self.proxy else [])
-        return "\n".join(f"---- {r.name}:\n{r.tail(20)}" for r in roles)
+        return "\n".join(f"---- {r.name}:\n{r.tail(20)}" for r in self.roles())
+
+    def stop_roles(self):
+        """Stops every role (SIGTERM), the last started first."""
+        for r in reversed(self.roles()):
+            r.stop()
 
     def stop(self):
-        if self.proxy:
-            self.proxy.stop()
-        for b in reversed(self.brokers):
-            b.stop()
-        for m in reversed(list(self.metas.values())):
-            m.stop()
+        self.stop_roles()

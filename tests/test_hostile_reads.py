@@ -6,11 +6,9 @@ work and the process is alive. Each checks the process's peak resident memory
 (VmHWM) before and after."""
 
 import pathlib
-import socket
 import struct
 import time
 
-import pytest
 
 from test_indexer import wait_exported
 from test_kafka_bad_input import connect, read_answer

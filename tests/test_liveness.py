@@ -12,109 +12,20 @@
   acknowledged is there afterwards.
 """
 
-import pathlib
-import re
 import signal
-import socket
-import sys
 import threading
 import time
 import urllib.request
 
 import pytest
 
-from floe_cluster import Proc, Role, http_ok, listen
+from floe_cluster import Role, http_ok, listen
+from s3_cluster import Moto, Relay
 from test_cluster_failover import owned
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 import confluent_kafka.admin  # noqa: E402
 
-
-
-class Relay:
-    """A TCP relay on a port of its own (bound here: no race) to `upstream`.
-
-    mode "pass" forwards; "delay" waits `delay` seconds before forwarding
-    each chunk; "refuse" closes every connection, current and new.
-    """
-
-    def __init__(self, upstream_port):
-        self.upstream = ("127.0.0.1", upstream_port)
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(128)
-        self.port = self.sock.getsockname()[1]
-        self.mode = "pass"
-        self.delay = 0.0
-        self.conns = set()
-        self.lock = threading.Lock()
-        self.closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def set(self, mode, delay=0.0):
-        self.mode, self.delay = mode, delay
-        if mode == "refuse":
-            with self.lock:
-                conns, self.conns = self.conns, set()
-            for c in conns:
-                self._close(c)
-
-    def close(self):
-        self.closed = True
-        self.set("refuse")
-        self._close(self.sock)
-
-    @staticmethod
-    def _close(s):
-        try:
-            s.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        try:
-            s.close()
-        except OSError:
-            pass
-
-    def _accept(self):
-        while not self.closed:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            if self.mode == "refuse":
-                self._close(c)
-                continue
-            try:
-                u = socket.create_connection(self.upstream, timeout=5)
-                u.settimeout(None)
-            except OSError:
-                self._close(c)
-                continue
-            with self.lock:
-                self.conns.update((c, u))
-            threading.Thread(target=self._pump, args=(c, u), daemon=True).start()
-            threading.Thread(target=self._pump, args=(u, c), daemon=True).start()
-
-    def _pump(self, src, dst):
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data or self.mode == "refuse":
-                    break
-                if self.mode == "delay":
-                    time.sleep(self.delay)
-                    if self.mode == "refuse":
-                        break
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            with self.lock:
-                self.conns.discard(src)
-                self.conns.discard(dst)
-            self._close(src)
-            self._close(dst)
 
 
 def metric(admin, name):
@@ -153,23 +64,9 @@ def start(procs, role):
 
 def start_moto(procs, tmp_path):
     """Starts moto's S3 server on port 0 and returns the port it printed."""
-    moto_bin = pathlib.Path(sys.executable).parent / "moto_server"
-    assert moto_bin.exists(), f"{moto_bin} missing: tests/run.sh installs moto[server]"
-    log = tmp_path / "moto.log"
-    procs.append(Proc([moto_bin, "-H", "127.0.0.1", "-p", 0], log))
-    port = None
-
-    def ready():
-        nonlocal port
-        if port is None:
-            m = re.search(r"Running on http://127\.0\.0\.1:(\d+)", log.read_text(errors="replace"))
-            if not m:
-                return False
-            port = int(m.group(1))
-        return http_ok(f"http://127.0.0.1:{port}/moto-api/")
-
-    wait_for("moto", ready, 30, procs[-1:])
-    return port
+    moto = Moto(tmp_path / "moto.log")
+    procs.append(moto.proc)
+    return moto.port
 
 
 def wait_ready(roles, procs, timeout=30):

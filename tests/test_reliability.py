@@ -27,8 +27,9 @@ import time
 
 import pytest
 
-from consistency import History, Read, Write, check, decode, encode
+from consistency import History, check
 from floe_cluster import Cluster
+from s3_cluster import Producer, read_confluent, read_kafka_python, wait_leaders
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 import confluent_kafka.admin  # noqa: E402
@@ -40,81 +41,6 @@ RATE = float(os.environ.get("FLOE_SOAK_RATE", "400"))
 PARTITIONS = int(os.environ.get("FLOE_SOAK_PARTITIONS", "6"))
 META_KILLS = int(os.environ.get("FLOE_SOAK_META_KILLS") or 2 + int(SOAK_SECONDS // 300))
 TOPIC = "soak"
-
-
-def _debug_config(pid):
-    """With FLOE_SOAK_CLIENT_LOGS=<dir>, each producer's librdkafka log of its
-    idempotence state (epochs, sequences, retries) goes to <dir>/producer-<id>.log."""
-    where = os.environ.get("FLOE_SOAK_CLIENT_LOGS")
-    if not where:
-        return {}
-    import logging
-    log = logging.getLogger(f"soak-producer-{pid}")
-    log.setLevel(logging.DEBUG)
-    log.propagate = False
-    os.makedirs(where, exist_ok=True)
-    h = logging.FileHandler(os.path.join(where, f"producer-{pid}.log"))
-    h.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-    log.addHandler(h)
-    return {"debug": "eos,protocol", "logger": log}
-
-
-class Producer(threading.Thread):
-    """Writes b"<id> <seq>" with seq = 0, 1, 2, … round-robin over the
-    partitions until told to stop, then flushes; records every delivery report."""
-
-    def __init__(self, pid, bootstrap, stop):
-        super().__init__(name=f"producer-{pid}", daemon=True)
-        self.pid = pid
-        self.stop_event = stop
-        self.acked = []  # [Write]
-        self.failed = {}  # seq -> error
-        self.fatal = []
-        self.sent = 0
-        self.unflushed = 0
-        self.p = confluent_kafka.Producer({
-            "bootstrap.servers": bootstrap, "client.id": f"soak-{pid}",
-            "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-            # Long enough to ride through every kill: a record is given up
-            # (not acknowledged) only if the cluster stays down this long.
-            "message.timeout.ms": 180_000, "retry.backoff.ms": 100,
-            "queue.buffering.max.messages": 20_000,
-            "error_cb": self.on_error,
-            **_debug_config(pid),
-        })
-
-    def on_error(self, err):
-        if err.fatal():
-            self.fatal.append(str(err))
-
-    def on_delivery(self, err, msg):
-        pid, seq = decode(msg.value())
-        if err is not None:
-            self.failed[seq] = str(err)
-        else:
-            self.acked.append(Write(pid, seq, msg.partition(), msg.offset(), time.time()))
-
-    def run(self):
-        started = time.monotonic()
-        seq = 0
-        while not self.stop_event.is_set() and not self.fatal:
-            if RATE > 0:
-                ahead = seq / RATE - (time.monotonic() - started)
-                if ahead > 0:
-                    self.p.poll(min(ahead, 0.1))
-                    continue
-            try:
-                self.p.produce(TOPIC, value=encode(self.pid, seq), partition=seq % PARTITIONS,
-                               on_delivery=self.on_delivery)
-            except BufferError:
-                self.p.poll(0.05)
-                continue
-            seq += 1
-            if seq % 50 == 0:
-                self.p.poll(0)
-        self.sent = seq
-        self.unflushed = self.p.flush(200)
-        self.p = None  # closes its connections
 
 
 class Chaos(threading.Thread):
@@ -186,73 +112,6 @@ class Chaos(threading.Thread):
         raise AssertionError(f"meta{i} did not rejoin in {timeout}s: {self.cluster.meta_status()}")
 
 
-def wait_leaders(bootstrap, timeout=90):
-    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            md = admin.list_topics(topic=TOPIC, timeout=10).topics.get(TOPIC)
-            if md is not None and md.error is None and len(md.partitions) == PARTITIONS \
-                    and all(p.leader >= 0 for p in md.partitions.values()):
-                return
-        except confluent_kafka.KafkaException:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"{TOPIC} has partitions without a leader after {timeout}s")
-
-
-def read_confluent(bootstrap, timeout):
-    """Every record of every partition up to its high watermark, in fetch order."""
-    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "soak-reader",
-                                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    try:
-        ends = {}
-        for p in range(PARTITIONS):
-            _, ends[p] = c.get_watermark_offsets(confluent_kafka.TopicPartition(TOPIC, p), timeout=30,
-                                                 cached=False)
-        c.assign([confluent_kafka.TopicPartition(TOPIC, p, confluent_kafka.OFFSET_BEGINNING)
-                  for p in range(PARTITIONS)])
-        out, pos = [], {p: 0 for p in range(PARTITIONS)}
-        deadline = time.monotonic() + timeout
-        while any(pos[p] < ends[p] for p in pos):
-            assert time.monotonic() < deadline, f"confluent reader: at {pos} of {ends} after {timeout}s"
-            for m in c.consume(num_messages=5000, timeout=0.5):
-                if m.error():
-                    continue
-                rec = decode(m.value()) or (-1, -1)
-                out.append(Read(m.partition(), m.offset(), *rec))
-                pos[m.partition()] = m.offset() + 1
-        return out, ends
-    finally:
-        c.close()
-
-
-def read_kafka_python(bootstrap, ends, timeout):
-    """The same with kafka-python, a client that shares no code with the first."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                      auto_offset_reset="earliest", request_timeout_ms=30000, max_partition_fetch_bytes=4 << 20)
-    try:
-        tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
-        c.assign(tps)
-        c.seek_to_beginning()
-        out, pos = [], {p: 0 for p in range(PARTITIONS)}
-        deadline = time.monotonic() + timeout
-        while any(pos[p] < ends[p] for p in pos):
-            assert time.monotonic() < deadline, f"kafka-python reader: at {pos} of {ends} after {timeout}s"
-            for tp, records in c.poll(timeout_ms=500, max_records=5000).items():
-                for r in records:
-                    if r.offset >= ends[tp.partition]:
-                        continue
-                    rec = decode(r.value) or (-1, -1)
-                    out.append(Read(tp.partition, r.offset, *rec))
-                    pos[tp.partition] = r.offset + 1
-        return out
-    finally:
-        c.close()
-
-
 def last_event_before(events, t):
     before = [e for e in events if e[0] <= t]
     return before[-1] if before else None
@@ -268,10 +127,10 @@ def test_chaos_soak_loses_and_duplicates_no_acknowledged_write(floe_bin, tmp_pat
     try:
         admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": cluster.kafka})
         admin.create_topics([confluent_kafka.admin.NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(60)
-        wait_leaders(cluster.kafka)
+        wait_leaders(cluster.kafka, TOPIC, PARTITIONS)
 
         stop = threading.Event()
-        producers = [Producer(i, cluster.kafka, stop) for i in range(1, PRODUCERS + 1)]
+        producers = [Producer(i, cluster.kafka, TOPIC, PARTITIONS, stop, rate=RATE) for i in range(1, PRODUCERS + 1)]
         t0 = time.time()
         chaos = Chaos(cluster, SOAK_SECONDS, SEED, t0)
         for p in producers:
@@ -293,12 +152,12 @@ def test_chaos_soak_loses_and_duplicates_no_acknowledged_write(floe_bin, tmp_pat
         # Every role back, every partition led, then read everything twice.
         for b in cluster.brokers:
             cluster.wait_ready(b)
-        wait_leaders(cluster.kafka)
+        wait_leaders(cluster.kafka, TOPIC, PARTITIONS)
         acked = [w for p in producers for w in p.acked]
         unacked = {(p.pid, s) for p in producers for s in range(p.sent)} - {(w.producer, w.seq) for w in acked}
         read_timeout = 120 + len(acked) / 2000
-        first, ends = read_confluent(cluster.kafka, read_timeout)
-        second = read_kafka_python(cluster.kafka, ends, read_timeout)
+        first, ends = read_confluent(cluster.kafka, TOPIC, PARTITIONS, read_timeout)
+        second = read_kafka_python(cluster.kafka, TOPIC, ends, read_timeout)
         report = check(History(acked=acked, unacked=unacked,
                                reads={"confluent-kafka": first, "kafka-python": second}))
 
