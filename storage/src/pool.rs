@@ -14,7 +14,13 @@
 //! An endpoint that failed a write or was hedged away from is benched: new
 //! writes skip it for `bench_cooldown`, then a small probe (write, read
 //! back, delete) must pass within its deadline before it takes writes
-//! again. Reads go to the endpoint that holds the object.
+//! again.
+//!
+//! Reads can only go to the endpoint that holds the object. A read request
+//! slower than the endpoint's reads usually are (the same adaptive
+//! deadline, learnt from its reads) is asked again beside the first, and
+//! the first answer wins; that rides out one stuck connection, not an
+//! endpoint that is down, whose reads fail after `read_timeout` per attempt.
 
 use std::fmt;
 use std::future::Future;
@@ -198,7 +204,10 @@ struct Endpoint {
     /// The folder of a local endpoint (for [`StorePool::remove_partial_writes`]).
     local_root: Option<std::path::PathBuf>,
     health: Mutex<Health>,
+    /// Recent writes (the adaptive write deadline).
     latency: LatencyWindow,
+    /// Recent reads (when a read is asked for again beside the first).
+    read_latency: LatencyWindow,
     written: AtomicU64,
     abandoned: AtomicU64,
     hedged: AtomicU64,
@@ -218,6 +227,9 @@ struct EndpointMetrics {
     /// `floe_store_hedged_writes_total`: attempts here that passed their
     /// adaptive deadline, so that the bytes were also written elsewhere.
     hedged: metrics::Counter,
+    /// `floe_store_hedged_reads_total`: reads here slower than the
+    /// endpoint's adaptive deadline, asked for again beside the first.
+    hedged_reads: metrics::Counter,
     /// `floe_store_probes_total{outcome="ok"}` and `{outcome="failed"}`.
     probes_ok: metrics::Counter,
     probes_failed: metrics::Counter,
@@ -249,6 +261,10 @@ impl EndpointMetrics {
                 "write attempts that passed the endpoint's adaptive deadline, so the bytes were also written as a new object"
             );
             metrics::describe_counter!(
+                "floe_store_hedged_reads_total",
+                "reads slower than the endpoint's adaptive deadline, asked for again beside the first"
+            );
+            metrics::describe_counter!(
                 "floe_store_probes_total",
                 "probes (write, read back, delete) of a benched endpoint after its cooldown, by outcome"
             );
@@ -271,6 +287,7 @@ impl EndpointMetrics {
             abandoned: metrics::counter!("floe_store_abandoned_writes_total", "endpoint" => endpoint.clone()),
             failovers: metrics::counter!("floe_store_failovers_total", "endpoint" => endpoint.clone()),
             hedged: metrics::counter!("floe_store_hedged_writes_total", "endpoint" => endpoint.clone()),
+            hedged_reads: metrics::counter!("floe_store_hedged_reads_total", "endpoint" => endpoint.clone()),
             probes_ok: metrics::counter!("floe_store_probes_total", "endpoint" => endpoint.clone(), "outcome" => "ok"),
             probes_failed: metrics::counter!("floe_store_probes_total", "endpoint" => endpoint.clone(), "outcome" => "failed"),
             deadline: metrics::gauge!("floe_store_write_deadline_seconds", "endpoint" => endpoint.clone()),
@@ -512,6 +529,33 @@ async fn delete_abandoned(ep: Arc<Endpoint>, keys: Vec<ObjectKey>, opts: PoolOpt
     tracing::warn!(endpoint = %ep.id, objects = ?left, "cannot delete the objects of abandoned writes; they stay unreferenced");
 }
 
+/// One read request of `range` of `obj`, within `hard`; a short answer is
+/// an error.
+async fn read_once(
+    ep: &Endpoint,
+    path: &object_store::path::Path,
+    obj: &ObjectRef,
+    range: Range<u64>,
+    hard: Duration,
+) -> Result<Bytes> {
+    let want = range.end - range.start;
+    let res = tokio::time::timeout(hard, ep.store.get_range(path, range.clone())).await;
+    let err = match res {
+        Ok(Ok(bytes)) if bytes.len() as u64 == want => return Ok(bytes),
+        Ok(Ok(bytes)) => StorageError::new(
+            ErrorKind::Unavailable,
+            format!("read of {obj} {range:?} returned {} bytes", bytes.len()),
+        ),
+        Ok(Err(e)) => StorageError::from_object_store(format!("read {obj}"), e),
+        Err(_) => StorageError::new(
+            ErrorKind::Timeout,
+            format!("read of {obj} passed its {hard:?} deadline"),
+        ),
+    };
+    count_error(&ep.id, "get", &err);
+    Err(err)
+}
+
 /// One or more object-store endpoints used as one.
 pub struct StorePool {
     shared: Arc<Shared>,
@@ -551,6 +595,7 @@ impl StorePool {
                 local_root: None,
                 health: Mutex::new(Health::Healthy),
                 latency: LatencyWindow::default(),
+                read_latency: LatencyWindow::default(),
                 written: AtomicU64::new(0),
                 abandoned: AtomicU64::new(0),
                 hedged: AtomicU64::new(0),
@@ -961,36 +1006,47 @@ impl StorePool {
             return Ok(Bytes::new());
         }
         let ep = self.endpoint(&obj.endpoint)?;
+        let opts = &self.shared.opts;
         let path = crate::ids::path_of(&obj.key);
+        let len = range.end - range.start;
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let res = tokio::time::timeout(
-                self.shared.opts.read_timeout,
-                ep.store.get_range(&path, range.clone()),
-            )
-            .await;
-            let err = match res {
-                Ok(Ok(bytes)) if bytes.len() as u64 == range.end - range.start => return Ok(bytes),
-                Ok(Ok(bytes)) => StorageError::new(
-                    ErrorKind::Unavailable,
-                    format!("read of {obj} {range:?} returned {} bytes", bytes.len()),
-                ),
-                Ok(Err(e)) => StorageError::from_object_store(format!("read {obj}"), e),
-                Err(_) => StorageError::new(
-                    ErrorKind::Timeout,
-                    format!(
-                        "read of {obj} passed its {:?} deadline",
-                        self.shared.opts.read_timeout
-                    ),
-                ),
+            // A request slower than the endpoint's reads usually are gets a
+            // second one beside it (another connection, maybe another
+            // server behind the endpoint's address); the first answer wins.
+            let deadline = ep
+                .read_latency
+                .deadline(&opts.deadline, len, opts.read_timeout);
+            let started = Instant::now();
+            let first = read_once(ep, &path, obj, range.clone(), opts.read_timeout);
+            tokio::pin!(first);
+            let res = match tokio::time::timeout(deadline, &mut first).await {
+                Ok(r) => r,
+                Err(_) => {
+                    ep.metrics.hedged_reads.increment(1);
+                    tracing::debug!(object = %obj, ?deadline, "read slower than its deadline; asking again beside it");
+                    let second = read_once(ep, &path, obj, range.clone(), opts.read_timeout);
+                    tokio::pin!(second);
+                    tokio::select! {
+                        r = &mut first => if r.is_ok() { r } else { second.await },
+                        r = &mut second => if r.is_ok() { r } else { first.await },
+                    }
+                }
             };
-            count_error(&ep.id, "get", &err);
-            if !err.is_retryable() || attempt >= self.shared.opts.read_attempts {
+            let err = match res {
+                Ok(bytes) => {
+                    ep.read_latency
+                        .record(&opts.deadline, started.elapsed(), len);
+                    return Ok(bytes);
+                }
+                Err(e) => e,
+            };
+            if !err.is_retryable() || attempt >= opts.read_attempts {
                 return Err(err);
             }
             tracing::debug!(object = %obj, attempt, error = %err, "read failed, retrying");
-            tokio::time::sleep(self.shared.opts.retry_backoff).await;
+            tokio::time::sleep(opts.retry_backoff).await;
         }
     }
 

@@ -240,3 +240,29 @@ async fn a_benched_endpoint_takes_writes_again_only_after_a_probe_passes() {
     let left = keys_in(&f.raw[0]).await;
     assert!(left.iter().all(|k| !k.starts_with("_floe/")), "{left:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_read_slower_than_usual_is_asked_again_beside_the_first() {
+    let f = fixture(1);
+    let (obj, _) = f.write(4096).await;
+    // Reads learn the endpoint's read latency too (the floor, here).
+    for _ in 0..20 {
+        f.pool.get(&obj).await.unwrap();
+    }
+    let gets = f.faults[0].gets();
+    // One request hangs (a dead connection): the second answers after the
+    // deadline, not after the 10 s read timeout.
+    f.faults[0].set_times(Fault::Hang, FaultOps::Reads, 1);
+    let started = Instant::now();
+    assert_eq!(f.pool.get(&obj).await.unwrap().len(), 4096);
+    let took = started.elapsed();
+    assert!(took >= ms(250) && took <= ms(252), "{took:?}");
+    assert_eq!(f.faults[0].gets(), gets + 2);
+    // An endpoint whose reads all hang still fails the read, after the
+    // read timeout of each attempt: the object is nowhere else.
+    f.faults[0].set(Fault::Hang, FaultOps::Reads);
+    let started = Instant::now();
+    let err = f.pool.get(&obj).await.unwrap_err();
+    assert_eq!(err.kind(), floe_storage::ErrorKind::Timeout);
+    assert!(started.elapsed() >= Duration::from_secs(30));
+}
