@@ -516,7 +516,9 @@ mod tests {
             write_timeout_ms: 0,
             ..StoreTuning::default()
         };
-        let err = open_store(&[url.clone()], &zero, true).await.unwrap_err();
+        let err = open_store(std::slice::from_ref(&url), &zero, true)
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("--write-timeout-ms"), "{err}");
         let inverted = StoreTuning {
             store_write_deadline_min_ms: 2_000,

@@ -1019,15 +1019,16 @@ impl StorePool {
                 .read_latency
                 .deadline(&opts.deadline, len, opts.read_timeout);
             let started = Instant::now();
-            let first = read_once(ep, &path, obj, range.clone(), opts.read_timeout);
-            tokio::pin!(first);
+            // Boxed: the object store's read futures are large, and every
+            // caller of a read would carry two of them.
+            let mut first = Box::pin(read_once(ep, &path, obj, range.clone(), opts.read_timeout));
             let res = match tokio::time::timeout(deadline, &mut first).await {
                 Ok(r) => r,
                 Err(_) => {
                     ep.metrics.hedged_reads.increment(1);
                     tracing::debug!(object = %obj, ?deadline, "read slower than its deadline; asking again beside it");
-                    let second = read_once(ep, &path, obj, range.clone(), opts.read_timeout);
-                    tokio::pin!(second);
+                    let mut second =
+                        Box::pin(read_once(ep, &path, obj, range.clone(), opts.read_timeout));
                     tokio::select! {
                         r = &mut first => if r.is_ok() { r } else { second.await },
                         r = &mut second => if r.is_ok() { r } else { first.await },
