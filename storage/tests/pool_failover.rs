@@ -401,6 +401,27 @@ async fn a_failover_is_counted_on_both_endpoints_and_the_bench_is_a_gauge() {
         );
     };
     has(&registered, "floe_store_writes_total", "e0", "Counter(0)");
+    has(
+        &registered,
+        "floe_store_hedged_writes_total",
+        "e0",
+        "Counter(0)",
+    );
+    has(
+        &registered,
+        "floe_store_hedged_reads_total",
+        "e0",
+        "Counter(0)",
+    );
+    has(&registered, "floe_store_probes_total", "e0", "Counter(0)");
+    // A new endpoint is allowed the ceiling, capped by the hard deadline
+    // (300 ms here).
+    has(
+        &registered,
+        "floe_store_write_deadline_seconds",
+        "e1",
+        "Gauge(0.3)",
+    );
     f.faults[0].set(Fault::Error, FaultOps::Writes);
     for i in 0..2 {
         f.pool
