@@ -13,7 +13,9 @@ use anyhow::Context as _;
 use clap::Args;
 use floe_broker::Broker;
 use floe_metadata::api::client::MetaClient;
+use floe_metadata::ids::BrokerId;
 use floe_proxy::Proxy;
+use floe_proxy::registration::{Registration, RegistrationConfig};
 
 use crate::admin_http::{self, AdminState};
 use crate::ports_file::BoundPorts;
@@ -47,9 +49,15 @@ pub struct BrokerArgs {
 
 #[derive(Debug, Args)]
 pub struct ProxyArgs {
-    /// The node id this proxy gives itself in Metadata answers.
-    #[arg(long, env = "FLOE_PROXY_ID", default_value_t = 1)]
-    pub id: i32,
+    /// This proxy's node id in Kafka answers (unique among brokers and
+    /// proxies, above 0). Default: the metadata service gives one (from
+    /// 1001 on), and a new one if the registration ever expires.
+    #[arg(long, env = "FLOE_PROXY_ID")]
+    pub id: Option<u32>,
+    /// The proxy's lease with the metadata service: a proxy silent this long
+    /// (killed, cut off) is dropped from every Metadata answer.
+    #[arg(long, env = "FLOE_PROXY_LEASE_MS", default_value_t = 3_000)]
+    pub lease_ms: u64,
     /// The Kafka protocol listener.
     #[arg(long, env = "FLOE_KAFKA_LISTEN", default_value = "127.0.0.1:9092")]
     pub listen: SocketAddr,
@@ -140,14 +148,35 @@ pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
         .advertise
         .clone()
         .unwrap_or_else(|| kafka_addr.to_string());
+    let id = args.id.map(BrokerId);
+    let kafka_id = match id {
+        Some(BrokerId(0)) => anyhow::bail!("--id must be above 0"),
+        Some(BrokerId(n)) => i32::try_from(n).context("--id must fit a Kafka node id (i32)")?,
+        None => 0,
+    };
     let ctx = args.tuning.context(
-        args.id,
+        kafka_id,
         &advertise,
         args.cluster_id.clone(),
-        meta,
+        meta.clone(),
         view.clone(),
         None,
     )?;
+    // Registered before serving: a client's first Metadata answer already
+    // names this proxy by its id.
+    let registration = Registration::start(
+        meta,
+        RegistrationConfig {
+            id,
+            advertise: advertise.clone(),
+            lease: Duration::from_millis(args.lease_ms.max(300)),
+        },
+        ctx.me.clone(),
+    )
+    .await
+    .context("registering the proxy with the metadata service")?;
+    let probes =
+        floe_proxy::peers::spawn(ctx.me.clone(), view.clone(), floe_proxy::peers::PROBE_EVERY);
     let proxy = Proxy::start_on(kafka, args.tuning.proxy_config(kafka_addr), ctx)?;
     let state = Arc::new(AdminState {
         ready: AtomicBool::new(false),
@@ -165,6 +194,9 @@ pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
     state.ready.store(v.revision.0 > 0, Ordering::SeqCst);
     eprintln!("floe proxy ready: Kafka on {}", proxy.local_addr);
     crate::shutdown_signal().await;
+    // Out of every proxy's Metadata answers first, so that clients move on.
+    registration.leave().await;
+    probes.abort();
     proxy.stop();
     admin_task.abort();
     Ok(())

@@ -17,6 +17,13 @@ mod topic_cmd;
 
 use clap::{Parser, Subcommand};
 
+/// jemalloc reuses freed pages; glibc's malloc returns large blocks to the
+/// kernel, so each new one is faulted in and zeroed again (see
+/// docs/benchmarks.md, "The catch-up read").
+#[cfg(all(unix, not(target_env = "musl")))]
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "floe",

@@ -14,6 +14,7 @@ use floe_metadata::api::client::MetaClient;
 use floe_metadata::http_server::HttpLimits;
 use floe_proxy::admin::{AdminConfig, ClusterIdentity};
 use floe_proxy::handlers::{Context, FetchLimits};
+use floe_proxy::nodes::SelfNode;
 use floe_proxy::{ListenerLimits, ProxyConfig};
 use floe_storage::backend::EndpointConfig;
 use floe_storage::{PoolOptions, StoreKind, StorePool};
@@ -419,9 +420,12 @@ impl ProxyTuning {
     }
 
     /// The proxy's request context. `advertise` is the HOST:PORT clients are
-    /// given as the one broker; `cluster_id` identifies the cluster; `local`
+    /// given for this proxy; `cluster_id` identifies the cluster; `local`
     /// is the broker of this process (`floe standalone`), which also lifts
-    /// the bound on the view's age.
+    /// the bound on the view's age and makes this proxy the only one
+    /// clients are shown (as `node_id`); otherwise it is one of the
+    /// registered proxies ([`floe_proxy::registration`], which gives it
+    /// its id).
     pub fn context(
         &self,
         node_id: i32,
@@ -440,7 +444,13 @@ impl ProxyTuning {
             .rsplit_once(':')
             .and_then(|(h, p)| Some((h.to_string(), p.parse::<i32>().ok()?)))
             .with_context(|| format!("the advertised address {advertise:?} must be HOST:PORT"))?;
+        let me = if local.is_some() {
+            SelfNode::alone(node_id, host.clone(), port)
+        } else {
+            SelfNode::registered(node_id, host.clone(), port)
+        };
         Ok(Arc::new(Context {
+            me: Arc::new(me),
             local,
             view,
             remotes: Default::default(),

@@ -104,6 +104,8 @@ pub struct OwnershipChange {
 /// Every change to the model goes through one of these, in the Raft log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Command {
+    /// Registers a broker or a proxy, or registers it again (a new lease).
+    /// A proxy may give [`crate::state::UNASSIGNED_ID`] to be given an id.
     RegisterNode {
         id: BrokerId,
         kind: NodeKind,
@@ -316,4 +318,9 @@ pub enum Response {
     Error(MetaError),
     /// The responses of a [`Command::Batch`]'s commands, in order.
     Batch(Vec<Response>),
+    /// A node is registered under this id (the one it gave, or the one it
+    /// was given).
+    Registered {
+        id: BrokerId,
+    },
 }

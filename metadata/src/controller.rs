@@ -6,14 +6,17 @@
 //! Rules, in order:
 //! 1. A node whose lease ended is marked dead; what it owned is taken away
 //!    at the next epoch (which fences it).
-//! 2. Items with no owner go at once to the live broker with the fewest. A
-//!    new topic's partitions are placed the same way by the command that
-//!    creates them ([`place`]).
+//! 2. Items with no owner go at once to the live broker with the fewest of
+//!    their kind (partitions, coordinator shards). A new topic's partitions
+//!    are placed the same way by the command that creates them ([`place`]).
 //! 3. A hand-over that the owner did not complete within
 //!    [`HANDOVER_TIMEOUT_MS`] is forced: the target owns it at the next epoch.
 //! 4. Items of a draining broker, and items that even out the load (until
 //!    counts differ by at most one), are handed over: the owner is asked to
 //!    finish and release, and the target takes them at the next epoch.
+//!    Partitions and coordinator shards are evened out each on its own, so
+//!    that a new broker takes its share of the partitions (the produce and
+//!    fetch load), not only of the shards.
 //!
 //! Ties break by broker id, then by item order.
 //!
@@ -59,7 +62,8 @@ pub fn place(state: &ClusterState, new: &[OwnedItem]) -> Vec<OwnershipChange> {
     if load.is_empty() {
         return Vec::new();
     }
-    for (_, o) in items(state) {
+    // Partitions only: shards are evened out on their own (rule 4).
+    for (_, o) in items(state).filter(|(i, _)| matches!(i, OwnedItem::Partition(_))) {
         let to = o.handover.map(|h| h.to).or(o.owner);
         if let Some(n) = to.and_then(|b| load.get_mut(&b)) {
             *n += 1;
@@ -165,15 +169,17 @@ pub fn decide(state: &ClusterState, now_ms: u64) -> Decisions {
             _ => orphans.push(item),
         }
     }
-    let least = |load: &BTreeMap<BrokerId, Vec<OwnedItem>>| {
+    // The broker with the fewest items of `item`'s kind (ties: fewest in
+    // all, then lowest id).
+    let least = |load: &BTreeMap<BrokerId, Vec<OwnedItem>>, item: &OwnedItem| {
         load.iter()
-            .min_by_key(|(b, v)| (v.len(), **b))
+            .min_by_key(|(b, v)| (count(v, kind(item)), v.len(), **b))
             .map(|(b, _)| *b)
     };
     // Orphans move at once; a draining broker's items are handed over.
     for (items, out) in [(orphans, &mut d.direct), (from_draining, &mut d.handovers)] {
         for item in items {
-            if let Some(b) = least(&load) {
+            if let Some(b) = least(&load, &item) {
                 load.entry(b).or_default().push(item);
                 out.push(OwnershipChange {
                     item,
@@ -194,33 +200,64 @@ pub fn decide(state: &ClusterState, now_ms: u64) -> Decisions {
                 OwnedItem::Shard(s) => state.shards.get(s).is_some_and(|o| o.handover.is_some()),
             }
     };
-    while d.handovers.len() < MAX_HANDOVERS_PER_ROUND {
-        let Some((most, most_n)) = load
-            .iter()
-            .max_by_key(|(b, v)| (v.len(), std::cmp::Reverse(**b)))
-            .map(|(b, v)| (*b, v.len()))
-        else {
-            break;
-        };
-        let Some(to) = least(&load) else { break };
-        if most_n <= load.get(&to).map_or(0, |v| v.len()) + 1 {
-            break;
+    // Each kind evened out on its own, partitions first.
+    for k in [Kind::Partition, Kind::Shard] {
+        while d.handovers.len() < MAX_HANDOVERS_PER_ROUND {
+            let Some((most, most_n)) = load
+                .iter()
+                .map(|(b, v)| (*b, count(v, k)))
+                .max_by_key(|(b, n)| (*n, std::cmp::Reverse(*b)))
+            else {
+                break;
+            };
+            let Some((to, to_n)) = load
+                .iter()
+                .map(|(b, v)| (*b, count(v, k), v.len()))
+                .min_by_key(|(b, n, all)| (*n, *all, *b))
+                .map(|(b, n, _)| (b, n))
+            else {
+                break;
+            };
+            if most_n <= to_n + 1 {
+                break;
+            }
+            let candidates = load.get(&most).cloned().unwrap_or_default();
+            let Some(pos) = candidates
+                .iter()
+                .rposition(|i| kind(i) == k && !moving(state, i))
+            else {
+                break;
+            };
+            let item = candidates[pos];
+            if let Some(v) = load.get_mut(&most) {
+                v.remove(pos);
+            }
+            load.entry(to).or_default().push(item);
+            d.handovers.push(OwnershipChange {
+                item,
+                owner: Some(to),
+            });
         }
-        let candidates = load.get(&most).cloned().unwrap_or_default();
-        let Some(pos) = candidates.iter().rposition(|i| !moving(state, i)) else {
-            break;
-        };
-        let item = candidates[pos];
-        if let Some(v) = load.get_mut(&most) {
-            v.remove(pos);
-        }
-        load.entry(to).or_default().push(item);
-        d.handovers.push(OwnershipChange {
-            item,
-            owner: Some(to),
-        });
     }
     d
+}
+
+/// The two kinds of items, balanced each on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Partition,
+    Shard,
+}
+
+fn kind(item: &OwnedItem) -> Kind {
+    match item {
+        OwnedItem::Partition(_) => Kind::Partition,
+        OwnedItem::Shard(_) => Kind::Shard,
+    }
+}
+
+fn count(items: &[OwnedItem], k: Kind) -> usize {
+    items.iter().filter(|i| kind(i) == k).count()
 }
 
 /// The command that forgets producers idle for longer than `expiration_ms`,

@@ -165,6 +165,7 @@ impl MetaNode {
             shared: shared.clone(),
             max_command_bytes: cfg.max_command_bytes,
             proposer: Proposer::start(raft.clone(), Limits::new(cfg.max_command_bytes)),
+            controller_wake: Default::default(),
         };
         let local = crate::api::LocalMeta::new(state.clone());
         let app = router(state.clone(), cfg.max_rpc_bytes);
@@ -244,7 +245,11 @@ async fn controller_loop(state: AppState, every: Duration, producer_expiration: 
     // Whether this node has renewed every lease since it became leader.
     let mut renewed = false;
     loop {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            // A broker registered: its share is planned now, not a round later.
+            _ = state.controller_wake.notified() => {}
+        }
         if state.raft.current_leader().await != Some(state.id) {
             renewed = false;
             continue;

@@ -22,6 +22,12 @@ pub const DEFAULT_SHARDS: u32 = 16;
 pub const MAX_PARTITIONS: u32 = 10_000;
 /// Default of `producer.id.expiration.ms`: a day, as Kafka.
 pub const DEFAULT_PRODUCER_EXPIRATION_MS: u64 = 86_400_000;
+/// The id a proxy registers with to be given one ([`Command::RegisterNode`]).
+pub const UNASSIGNED_ID: BrokerId = BrokerId(0);
+/// The lowest id the metadata gives a proxy (as Kafka's generated broker
+/// ids start above `reserved.broker.max.id`, 1000): below it, ids are left
+/// to brokers and proxies that name their own.
+pub const FIRST_PROXY_ID: u32 = 1001;
 /// Most producer ids one allocation hands out.
 pub const MAX_PRODUCER_ID_BLOCK: u32 = 100_000;
 
@@ -221,20 +227,7 @@ impl ClusterState {
                 addr,
                 now_ms,
                 lease_ms,
-            } => {
-                self.nodes.insert(
-                    *id,
-                    NodeInfo {
-                        id: *id,
-                        kind: *kind,
-                        addr: addr.clone(),
-                        lease_ms: *lease_ms,
-                        lease_until_ms: now_ms.saturating_add(*lease_ms),
-                        state: NodeState::Live,
-                    },
-                );
-                Response::Ok
-            }
+            } => self.register(*id, *kind, addr, *now_ms, *lease_ms),
             Command::Heartbeat { id, now_ms } => match self.nodes.get_mut(id) {
                 Some(n) if n.state != NodeState::Dead => {
                     n.lease_until_ms = now_ms.saturating_add(n.lease_ms);
@@ -452,6 +445,56 @@ impl ClusterState {
                 st.last_write_ms == 0 || now_ms.saturating_sub(st.last_write_ms) > expiration_ms
             })
         })
+    }
+
+    /// Registers a node (again): live, with a lease from `now_ms`. An id
+    /// is one node's, of one kind: a broker and a proxy cannot share it.
+    /// A proxy may ask for [`BrokerId::UNASSIGNED`]: it gets the next id
+    /// above every id registered so far and at least [`FIRST_PROXY_ID`],
+    /// never one an earlier node had (a paused proxy's heartbeats cannot
+    /// renew a newer proxy's lease).
+    fn register(
+        &mut self,
+        id: BrokerId,
+        kind: NodeKind,
+        addr: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> Response {
+        let id = if id == UNASSIGNED_ID {
+            if kind != NodeKind::Proxy {
+                return err(MetaError::InvalidRequest(
+                    "only a proxy may ask for an id".into(),
+                ));
+            }
+            let above = self.nodes.keys().next_back().map_or(0, |b| b.0);
+            BrokerId(above.saturating_add(1).max(FIRST_PROXY_ID))
+        } else {
+            id
+        };
+        if let Some(n) = self.nodes.get(&id)
+            && n.kind != kind
+        {
+            return err(MetaError::InvalidRequest(format!(
+                "node id {id} is already a {} id",
+                match n.kind {
+                    NodeKind::Broker => "broker",
+                    NodeKind::Proxy => "proxy",
+                }
+            )));
+        }
+        self.nodes.insert(
+            id,
+            NodeInfo {
+                id,
+                kind,
+                addr: addr.to_string(),
+                lease_ms,
+                lease_until_ms: now_ms.saturating_add(lease_ms),
+                state: NodeState::Live,
+            },
+        );
+        Response::Registered { id }
     }
 
     fn expire(&mut self, now_ms: u64) -> Response {
@@ -1290,6 +1333,84 @@ mod tests {
         ));
     }
 
+    fn register_proxy(sm: &mut Sm, id: u32, now: u64) -> BrokerId {
+        match sm.apply(Command::RegisterNode {
+            id: BrokerId(id),
+            kind: NodeKind::Proxy,
+            addr: format!("127.0.0.1:{}", 19000 + id),
+            now_ms: now,
+            lease_ms: 1000,
+        }) {
+            Response::Registered { id } => id,
+            other => panic!("proxy registration answered {other:?}"),
+        }
+    }
+
+    /// Proxies are nodes of their own kind: they may be given ids above
+    /// every id so far (never one an earlier node had), share no id with a
+    /// broker, own nothing, and expire like any node.
+    #[test]
+    fn proxies_register_with_their_own_ids_and_expire_owning_nothing() {
+        let mut sm = owned();
+        let a = register_proxy(&mut sm, 0, 0);
+        assert_eq!(a, BrokerId(FIRST_PROXY_ID));
+        let b = register_proxy(&mut sm, 0, 0);
+        assert_eq!(b, BrokerId(FIRST_PROXY_ID + 1));
+        // A proxy naming its own id keeps it.
+        assert_eq!(register_proxy(&mut sm, 7, 0), BrokerId(7));
+        // An id is one kind's: a proxy cannot take broker 1's, nor a broker a proxy's.
+        let e = sm.error(Command::RegisterNode {
+            id: BrokerId(1),
+            kind: NodeKind::Proxy,
+            addr: "x:1".into(),
+            now_ms: 0,
+            lease_ms: 1000,
+        });
+        assert!(matches!(e, MetaError::InvalidRequest(_)), "{e:?}");
+        let e = sm.error(Command::RegisterNode {
+            id: a,
+            kind: NodeKind::Broker,
+            addr: "x:1".into(),
+            now_ms: 0,
+            lease_ms: 1000,
+        });
+        assert!(matches!(e, MetaError::InvalidRequest(_)), "{e:?}");
+        // Only a proxy is given an id.
+        let e = sm.error(Command::RegisterNode {
+            id: UNASSIGNED_ID,
+            kind: NodeKind::Broker,
+            addr: "x:1".into(),
+            now_ms: 0,
+            lease_ms: 1000,
+        });
+        assert!(matches!(e, MetaError::InvalidRequest(_)), "{e:?}");
+        // A stopping proxy drains (no longer listed as live at once).
+        sm.ok(Command::Drain { id: b });
+        assert_eq!(sm.state.nodes[&b].state, NodeState::Draining);
+        // Broker 1 keeps renewing; the proxies do not: they expire, and no
+        // partition or shard moves.
+        sm.ok(Command::Heartbeat {
+            id: BrokerId(1),
+            now_ms: 1_500,
+        });
+        let before: Vec<Ownership> = sm.state.partitions.values().map(|p| p.ownership).collect();
+        let r = sm.apply(Command::ExpireLeases { now_ms: 1_500 });
+        assert_eq!(
+            r,
+            Response::Expired {
+                nodes: vec![BrokerId(7), a, b]
+            }
+        );
+        let after: Vec<Ownership> = sm.state.partitions.values().map(|p| p.ownership).collect();
+        assert_eq!(before, after);
+        assert!(controller::plan(&sm.state, 1_500).is_empty());
+        // Registered again without an id, a proxy gets a new one: never a dead one's.
+        assert_eq!(
+            register_proxy(&mut sm, 0, 2_000),
+            BrokerId(FIRST_PROXY_ID + 2)
+        );
+    }
+
     /// A new topic's partitions are owned by the command that creates them
     /// (no wait for the controller's next round), spread by load; without
     /// a live broker they wait for the controller.
@@ -1470,6 +1591,32 @@ mod tests {
             .collect();
         release_all(&mut sm);
         assert!(spread(&sm, 1..=4) <= 1);
+        // Partitions and shards are each evened out: the new broker takes
+        // its share of the partitions, not only shards.
+        let partitions_of = |b: u32| {
+            sm.state
+                .partitions
+                .values()
+                .filter(|p| p.ownership.owner == Some(BrokerId(b)))
+                .count()
+        };
+        let shards_of = |b: u32| {
+            sm.state
+                .shards
+                .values()
+                .filter(|o| o.owner == Some(BrokerId(b)))
+                .count()
+        };
+        let parts: Vec<usize> = (1..=4).map(partitions_of).collect();
+        let shards: Vec<usize> = (1..=4).map(shards_of).collect();
+        assert!(
+            parts.iter().max().unwrap() - parts.iter().min().unwrap() <= 1,
+            "partitions {parts:?}"
+        );
+        assert!(
+            shards.iter().max().unwrap() - shards.iter().min().unwrap() <= 1,
+            "shards {shards:?}"
+        );
         for (p, s) in &sm.state.partitions {
             if s.ownership.owner == Some(BrokerId(4)) {
                 assert_eq!(s.ownership.epoch.0, before[p].0 + 1);

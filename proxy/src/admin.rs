@@ -9,8 +9,9 @@
 //!
 //! What Floe does differently from a Kafka broker, and why:
 //!
-//! - **The proxy is the only broker** a client sees ([`ClusterIdentity`]);
-//!   the brokers behind it are an internal detail.
+//! - **The proxies are the brokers** a client sees ([`crate::nodes`]);
+//!   the brokers behind them are an internal detail. DescribeCluster lists
+//!   the live proxies; broker configs are those of any of them.
 //! - **Replication factor**: the data of a partition is made durable by the
 //!   object store, not by copies on brokers. A CreateTopics replication
 //!   factor of `-1` or any value of at least 1 is accepted, and every topic
@@ -50,8 +51,11 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 
-/// How the proxy presents itself to Kafka clients: as the only broker of
-/// the cluster, and as its controller.
+use crate::nodes::KafkaNodes;
+
+/// How the proxy presents itself to Kafka clients: the cluster's id, and
+/// this proxy as a broker (its id when it is the only proxy, or until it is
+/// registered; its advertised address).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterIdentity {
     pub cluster_id: String,
@@ -82,9 +86,11 @@ pub const ADMIN_API_VERSIONS: &[(ApiKey, i16, i16)] = &[
 
 /// Answers an admin request from the metadata service. Returns `None` when
 /// `body` is not one of the admin requests of this module.
+/// `nodes` are the brokers clients are shown (DescribeCluster, broker configs).
 pub async fn handle_admin(
     meta: &dyn MetaApi,
     cfg: &AdminConfig,
+    nodes: &KafkaNodes,
     version: i16,
     body: &RequestKind,
 ) -> Option<ResponseKind> {
@@ -98,9 +104,9 @@ pub async fn handle_admin(
         RequestKind::CreatePartitions(r) => {
             ResponseKind::CreatePartitions(topics::create_partitions(meta, r).await)
         }
-        RequestKind::DescribeConfigs(r) => {
-            ResponseKind::DescribeConfigs(configs::describe_configs(meta, cfg, version, r).await)
-        }
+        RequestKind::DescribeConfigs(r) => ResponseKind::DescribeConfigs(
+            configs::describe_configs(meta, cfg, nodes, version, r).await,
+        ),
         RequestKind::AlterConfigs(r) => {
             ResponseKind::AlterConfigs(configs::alter_configs(meta, r).await)
         }
@@ -108,7 +114,7 @@ pub async fn handle_admin(
             ResponseKind::IncrementalAlterConfigs(configs::incremental_alter_configs(meta, r).await)
         }
         RequestKind::DescribeCluster(r) => {
-            ResponseKind::DescribeCluster(cluster::describe_cluster(cfg, version, r))
+            ResponseKind::DescribeCluster(cluster::describe_cluster(cfg, nodes, version, r))
         }
         _ => return None,
     })

@@ -119,7 +119,10 @@ impl Context {
                 )
             }
         };
-        let id = &self.admin.identity;
+        // Each shard's groups are coordinated "at" one proxy, spread over
+        // them all (any proxy routes to the real coordinator).
+        let nodes = self.kafka_nodes(&snap);
+        let at = |key: &str| nodes.coordinator(floe_broker::group::shard_of(key, shards));
         let mut resp = FindCoordinatorResponse::default();
         if version >= 4 {
             for k in keys {
@@ -129,9 +132,10 @@ impl Context {
                 c.error_code = err;
                 c.error_message = msg.map(s);
                 if err == 0 {
-                    c.node_id = BrokerId(id.node_id);
-                    c.host = s(id.host.clone());
-                    c.port = id.port;
+                    let n = at(&c.key);
+                    c.node_id = BrokerId(n.id);
+                    c.host = s(n.host.clone());
+                    c.port = n.port;
                 } else {
                     c.node_id = BrokerId(-1);
                     c.port = -1;
@@ -145,9 +149,10 @@ impl Context {
                 resp.error_message = msg.map(s);
             }
             if err == 0 {
-                resp.node_id = BrokerId(id.node_id);
-                resp.host = s(id.host.clone());
-                resp.port = id.port;
+                let n = at(&req.key);
+                resp.node_id = BrokerId(n.id);
+                resp.host = s(n.host.clone());
+                resp.port = n.port;
             } else {
                 resp.node_id = BrokerId(-1);
                 resp.port = -1;

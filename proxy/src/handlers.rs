@@ -35,6 +35,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::admin::AdminConfig;
 use crate::errors::{call_code, routing_code};
+use crate::nodes::{KafkaNodes, SelfNode};
 
 /// The API keys and versions this proxy answers, as ApiVersions lists them.
 ///
@@ -86,6 +87,9 @@ pub struct Context {
     pub remotes: std::sync::Mutex<HashMap<String, Arc<RemoteBroker>>>,
     pub meta: Arc<dyn MetaApi>,
     pub admin: AdminConfig,
+    /// This proxy as a Kafka broker, alone or among the registered proxies
+    /// (the brokers clients are shown, [`crate::nodes`]).
+    pub me: Arc<SelfNode>,
     pub auto_create_topics: bool,
     /// Topics one Metadata request may auto-create; the others named in it
     /// get UNKNOWN_TOPIC_OR_PARTITION (retriable: asked again, they are
@@ -334,8 +338,18 @@ impl Context {
             .clone()
     }
 
-    fn node_id(&self) -> i32 {
-        self.admin.identity.node_id
+    /// The brokers to name in answers given the view `snap`. A proxy whose
+    /// view the metadata service has not confirmed within `max_view_age`
+    /// (cut off from it) does not know which proxies are live: it names
+    /// itself alone, and its partition requests answer
+    /// NOT_LEADER_OR_FOLLOWER until the view is confirmed again.
+    pub fn kafka_nodes(&self, snap: &ClusterSnapshot) -> KafkaNodes {
+        if let Some(max) = self.max_view_age
+            && !self.view.confirmed_within(max)
+        {
+            return KafkaNodes::new(Vec::new(), self.me.node());
+        }
+        self.me.nodes(snap)
     }
 
     fn key_of(snap: &ClusterSnapshot, topic: &str, partition: i32) -> Option<PartitionKey> {
@@ -381,8 +395,9 @@ impl Context {
         missing
     }
 
-    /// Metadata: every topic (or the ones asked for), the proxy as the leader
-    /// of every partition that has an owner.
+    /// Metadata: every topic (or the ones asked for); the live proxies as
+    /// the brokers, one of them the leader of each partition that has an
+    /// owner (spread by [`KafkaNodes::leader`]).
     pub async fn metadata(&self, version: i16, req: &MetadataRequest) -> MetadataResponse {
         let view = &self.view;
         let mut snap = view.current();
@@ -408,16 +423,24 @@ impl Context {
             }
         }
         let mut resp = MetadataResponse::default();
-        let mut b = MetadataResponseBroker::default();
-        b.node_id = BrokerId(self.node_id());
-        b.host = s(self.admin.identity.host.clone());
-        b.port = self.admin.identity.port;
-        resp.brokers = vec![b];
+        crate::peers::fresh_for_answer(&self.me, &snap).await;
+        let nodes = self.kafka_nodes(&snap);
+        resp.brokers = nodes
+            .all()
+            .iter()
+            .map(|n| {
+                let mut b = MetadataResponseBroker::default();
+                b.node_id = BrokerId(n.id);
+                b.host = s(n.host.clone());
+                b.port = n.port;
+                b
+            })
+            .collect();
         if version >= 2 {
             resp.cluster_id = Some(s(self.admin.identity.cluster_id.clone()));
         }
         if version >= 1 {
-            resp.controller_id = BrokerId(self.node_id());
+            resp.controller_id = BrokerId(nodes.controller().id);
         }
         resp.cluster_authorized_operations = i32::MIN;
         let names: Vec<String> = match wanted {
@@ -454,9 +477,11 @@ impl Context {
                             mp.error_code = ResponseError::LeaderNotAvailable.code();
                             mp.leader_id = BrokerId(-1);
                         } else {
-                            mp.leader_id = BrokerId(self.node_id());
-                            mp.replica_nodes = vec![BrokerId(self.node_id())];
-                            mp.isr_nodes = vec![BrokerId(self.node_id())];
+                            let key = PartitionKey::new(tv.id, p.partition);
+                            let leader = BrokerId(nodes.leader(&key).id);
+                            mp.leader_id = leader;
+                            mp.replica_nodes = vec![leader];
+                            mp.isr_nodes = vec![leader];
                         }
                         t.partitions.push(mp);
                     }

@@ -7,6 +7,10 @@
 //! - [`handlers`]: the data-plane requests (ApiVersions, Metadata, Produce,
 //!   Fetch, ListOffsets, DeleteRecords), routed to the partition's broker.
 //! - [`admin`]: topic and config administration answered from the metadata service.
+//! - [`nodes`]: the brokers clients are shown (the live proxies), partition
+//!   leaders and coordinators spread over them.
+//! - [`registration`]: a proxy's registration and lease with the metadata service.
+//! - [`peers`]: probes of the other proxies' ports (a killed one is left out at once).
 
 pub mod admin;
 pub mod codec;
@@ -15,6 +19,9 @@ pub mod groups;
 pub mod handlers;
 pub mod limits;
 mod metrics;
+pub mod nodes;
+pub mod peers;
+pub mod registration;
 pub mod server;
 
 pub use limits::ListenerLimits;

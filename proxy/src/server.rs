@@ -457,7 +457,8 @@ async fn handle(
             ResponseKind::FindCoordinator(ctx.find_coordinator(version, r))
         }
         _ => {
-            let resp = handle_admin(ctx.meta.as_ref(), &ctx.admin, version, &body).await;
+            let nodes = ctx.kafka_nodes(&ctx.view.current());
+            let resp = handle_admin(ctx.meta.as_ref(), &ctx.admin, &nodes, version, &body).await;
             if let Some(resp) = &resp {
                 let created = created_partitions(&body, resp, ctx.admin.default_partitions);
                 ctx.await_owned(&created).await;

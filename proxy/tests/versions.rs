@@ -49,6 +49,11 @@ async fn env() -> Env {
         .unwrap();
     let listen = free_addr();
     let ctx = Arc::new(Context {
+        me: Arc::new(floe_proxy::nodes::SelfNode::alone(
+            1,
+            "127.0.0.1".into(),
+            listen.port() as i32,
+        )),
         local: Some(broker.clone()),
         view,
         remotes: Default::default(),

@@ -175,6 +175,10 @@ impl<R: RangeRead> RangeRead for CachedReader<R> {
     ) -> impl std::future::Future<Output = Result<Bytes>> + Send {
         self.cache.read(&self.inner, obj, range)
     }
+
+    fn read_boundary(&self) -> Option<u64> {
+        (self.cache.budget > 0).then_some(self.cache.block_size)
+    }
 }
 
 #[cfg(test)]

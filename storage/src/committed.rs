@@ -131,10 +131,19 @@ async fn read_in_chunks<R: RangeRead>(
         // chunk to answer a small fetch), and at least a batch's size
         // prefix, so the first batch's size is known.
         let left = wanted.max_bytes.saturating_sub(out.bytes);
-        let want = chunk
+        let mut want = chunk
             .min(left.max(MIN_READ))
             .max(LOG_OVERHEAD as u64)
             .min(bytes.end - pos);
+        if let Some(b) = reader.read_boundary().filter(|b| *b > 0) {
+            // Up to the reader's next boundary only: a cached block is then
+            // handed out as a slice instead of blocks being copied together.
+            // A batch across the boundary is read alone below.
+            let to_boundary = b - pos % b;
+            if to_boundary >= LOG_OVERHEAD as u64 {
+                want = want.min(to_boundary);
+            }
+        }
         let mut buf = reader.read_range(object, pos..pos + want).await?;
         let first = BatchView::peek_size(&buf).map_err(|e| corrupt(pos, e))? as u64;
         if first > buf.len() as u64 {
@@ -174,14 +183,35 @@ mod tests {
         reads: AtomicUsize,
         /// Bytes asked of the store, over every read.
         read_bytes: AtomicUsize,
+        /// What it says of itself as [`RangeRead::read_boundary`].
+        boundary: Option<u64>,
+        /// Every range asked for.
+        asked: std::sync::Mutex<Vec<Range<u64>>>,
+    }
+
+    impl Mem {
+        fn new(bytes: Vec<u8>) -> Self {
+            Self {
+                bytes: Bytes::from(bytes),
+                reads: AtomicUsize::new(0),
+                read_bytes: AtomicUsize::new(0),
+                boundary: None,
+                asked: Default::default(),
+            }
+        }
     }
 
     impl RangeRead for Mem {
         async fn read_range(&self, _obj: &ObjectRef, range: Range<u64>) -> Result<Bytes> {
+            self.asked.lock().unwrap().push(range.clone());
             self.reads.fetch_add(1, Ordering::Relaxed);
             self.read_bytes
                 .fetch_add((range.end - range.start) as usize, Ordering::Relaxed);
             Ok(self.bytes.slice(range.start as usize..range.end as usize))
+        }
+
+        fn read_boundary(&self) -> Option<u64> {
+            self.boundary
         }
     }
 
@@ -203,12 +233,7 @@ mod tests {
             key: ObjectKey::new("wal/1"),
             size: all.len() as u64,
         };
-        let mem = Mem {
-            bytes: Bytes::from(all),
-            reads: AtomicUsize::new(0),
-            read_bytes: AtomicUsize::new(0),
-        };
-        (mem, object, batches)
+        (Mem::new(all), object, batches)
     }
 
     fn want(from: i64, until: i64, max_bytes: u64) -> Wanted {
@@ -238,6 +263,40 @@ mod tests {
             assert_eq!(out.batches, bs[1..5], "chunk {chunk}");
             assert_eq!(out.next_offset, Some(115));
             assert_eq!(out.stopped, Some(Stop::Until));
+        }
+    }
+
+    #[tokio::test]
+    async fn reads_end_at_the_readers_boundary_and_a_batch_across_one_is_read_alone() {
+        let (mut mem, obj, bs) = log(20);
+        let starts: Vec<u64> = bs
+            .iter()
+            .scan(0u64, |at, b| {
+                let s = *at;
+                *at += b.len() as u64;
+                Some(s)
+            })
+            .collect();
+        for boundary in [64u64, 100, 257, 1000, 1 << 20] {
+            mem.boundary = Some(boundary);
+            mem.asked.lock().unwrap().clear();
+            let mut out = Batches::default();
+            read_all(&mem, &obj, u64::MAX, &mut out).await;
+            assert_eq!(out.batches, bs, "boundary {boundary}");
+            for r in mem.asked.lock().unwrap().iter() {
+                let within = r.start / boundary == (r.end - 1) / boundary;
+                let one_batch = starts
+                    .iter()
+                    .position(|s| *s == r.start)
+                    .is_some_and(|i| bs[i].len() as u64 == r.end - r.start);
+                // A read shorter than a size prefix may cross (it would be
+                // no read at all otherwise).
+                let tiny = boundary - r.start % boundary < LOG_OVERHEAD as u64;
+                assert!(
+                    within || one_batch || tiny,
+                    "boundary {boundary}: {r:?} crosses it"
+                );
+            }
         }
     }
 
@@ -302,11 +361,7 @@ mod tests {
             key: ObjectKey::new("wal/2"),
             size: all.len() as u64,
         };
-        let mem = Mem {
-            bytes: Bytes::from(all),
-            reads: AtomicUsize::new(0),
-            read_bytes: AtomicUsize::new(0),
-        };
+        let mem = Mem::new(all);
         let mut out = Batches::default();
         read_batches(&mem, &obj, 0..obj.size, &want(0, i64::MAX, 1000), &mut out)
             .await

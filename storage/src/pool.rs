@@ -136,6 +136,12 @@ pub trait RangeRead: Send + Sync {
         obj: &ObjectRef,
         range: Range<u64>,
     ) -> impl Future<Output = Result<Bytes>> + Send;
+
+    /// A read that stays between two multiples of this comes back without
+    /// a copy (a block cache's block size); `None`: every range costs alike.
+    fn read_boundary(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl<T: RangeRead> RangeRead for Arc<T> {
@@ -146,6 +152,9 @@ impl<T: RangeRead> RangeRead for Arc<T> {
     ) -> impl Future<Output = Result<Bytes>> + Send {
         (**self).read_range(obj, range)
     }
+    fn read_boundary(&self) -> Option<u64> {
+        (**self).read_boundary()
+    }
 }
 
 impl<T: RangeRead> RangeRead for &T {
@@ -155,6 +164,9 @@ impl<T: RangeRead> RangeRead for &T {
         range: Range<u64>,
     ) -> impl Future<Output = Result<Bytes>> + Send {
         (**self).read_range(obj, range)
+    }
+    fn read_boundary(&self) -> Option<u64> {
+        (**self).read_boundary()
     }
 }
 

@@ -211,6 +211,25 @@ impl dyn MetaApi + '_ {
         Ok(())
     }
 
+    /// Registers a proxy (again) under `id`, or under an id the metadata
+    /// gives it when `id` is `None`; returns the id.
+    pub async fn register_proxy(
+        &self,
+        id: Option<BrokerId>,
+        addr: &str,
+        lease: Duration,
+    ) -> Result<BrokerId, MetaError> {
+        let r = self
+            .call::<routes::Register>(proto::RegisterRequest {
+                id: id.unwrap_or(crate::state::UNASSIGNED_ID).0,
+                kind: convert::node_kind_name(crate::model::NodeKind::Proxy).to_string(),
+                addr: addr.to_string(),
+                lease_ms: lease.as_millis() as u64,
+            })
+            .await?;
+        Ok(BrokerId(r.id))
+    }
+
     pub async fn heartbeat(&self, id: BrokerId) -> Result<(), MetaError> {
         self.call::<routes::Heartbeat>(proto::HeartbeatRequest { id: id.0 })
             .await?;

@@ -111,6 +111,7 @@ pub struct ListTopicsResponse {
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct RegisterRequest {
+    /// 0: a proxy asks to be given an id.
     #[prost(uint32, tag = "1")]
     pub id: u32,
     /// "broker" or "proxy".
@@ -120,6 +121,13 @@ pub struct RegisterRequest {
     pub addr: String,
     #[prost(uint64, tag = "4")]
     pub lease_ms: u64,
+}
+
+/// The id a node is registered under (a proxy that gave 0 is given one).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RegisterResponse {
+    #[prost(uint32, tag = "1")]
+    pub id: u32,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

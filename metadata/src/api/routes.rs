@@ -43,7 +43,7 @@ routes! {
     CreatePartitions = "/v1/topics/partitions": CreatePartitionsRequest => Empty;
     ListTopics = "/v1/topics/list": Empty => ListTopicsResponse;
     DescribeTopic = "/v1/topics/describe": TopicName => TopicInfo;
-    Register = "/v1/nodes/register": RegisterRequest => Empty;
+    Register = "/v1/nodes/register": RegisterRequest => RegisterResponse;
     Heartbeat = "/v1/nodes/heartbeat": HeartbeatRequest => Empty;
     Drain = "/v1/nodes/drain": HeartbeatRequest => Empty;
     Release = "/v1/release": ReleaseRequest => Empty;

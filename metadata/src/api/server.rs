@@ -29,7 +29,8 @@ use crate::api::routes::{self, Route};
 use crate::api::{PROTOBUF, convert, proto};
 use crate::clock::now_ms;
 use crate::command::{
-    Command, CommitRange, CommittedOffset, NewObject, ObjectSel, OwnedItem, Response, ShardFence,
+    Command, CommitRange, CommittedOffset, NewObject, NodeKind, ObjectSel, OwnedItem, Response,
+    ShardFence,
 };
 use crate::error::{ErrorKind, MetaError};
 use crate::ids::{BrokerId, Epoch, ObjectId};
@@ -55,6 +56,9 @@ pub struct AppState {
     pub max_command_bytes: usize,
     /// Where proposals queue to share log entries (group commit).
     pub proposer: Proposer,
+    /// Wakes the controller before its next round: a broker registered
+    /// (a new broker takes its share without waiting for the round).
+    pub controller_wake: std::sync::Arc<tokio::sync::Notify>,
 }
 
 /// An API failure, sent as a protobuf [`proto::ErrorBody`].
@@ -426,24 +430,39 @@ async fn describe_topic(s: AppState, req: proto::TopicName) -> Result<proto::Top
         .ok_or(MetaError::UnknownTopic(req.name))
 }
 
-async fn register(s: AppState, req: proto::RegisterRequest) -> Result<proto::Empty, MetaError> {
+async fn register(
+    s: AppState,
+    req: proto::RegisterRequest,
+) -> Result<proto::RegisterResponse, MetaError> {
     let kind = convert::node_kind(&req.kind).ok_or_else(|| {
         MetaError::InvalidRequest(format!("node kind {:?}: broker or proxy", req.kind))
     })?;
-    if req.id == 0 || req.lease_ms == 0 {
+    // A proxy may leave its id to the metadata (0); a broker names its own.
+    if (req.id == 0 && kind != NodeKind::Proxy) || req.lease_ms == 0 {
         return Err(MetaError::InvalidRequest(
             "node id and lease must be above 0".into(),
         ));
     }
-    s.write(Command::RegisterNode {
-        id: BrokerId(req.id),
-        kind,
-        addr: req.addr,
-        now_ms: now_ms(),
-        lease_ms: req.lease_ms,
-    })
-    .await?;
-    Ok(proto::Empty {})
+    match s
+        .write(Command::RegisterNode {
+            id: BrokerId(req.id),
+            kind,
+            addr: req.addr,
+            now_ms: now_ms(),
+            lease_ms: req.lease_ms,
+        })
+        .await?
+    {
+        (Response::Registered { id }, _) => {
+            if kind == NodeKind::Broker {
+                s.controller_wake.notify_one();
+            }
+            Ok(proto::RegisterResponse { id: id.0 })
+        }
+        (other, _) => Err(MetaError::Unavailable(format!(
+            "unexpected answer to a registration: {other:?}"
+        ))),
+    }
 }
 
 async fn heartbeat(s: AppState, req: proto::HeartbeatRequest) -> Result<proto::Empty, MetaError> {

@@ -1,10 +1,12 @@
-//! DescribeCluster: the proxy is the cluster's only broker and its controller.
+//! DescribeCluster: the live proxies are the cluster's brokers, the one with
+//! the lowest id its controller (as Metadata answers).
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 
 use super::{AdminConfig, str_bytes};
+use crate::nodes::KafkaNodes;
 
 /// DescribeCluster endpoint types.
 const ENDPOINT_BROKERS: i8 = 1;
@@ -21,14 +23,14 @@ const CLUSTER_OPERATIONS: [u8; 7] = [5, 7, 8, 9, 10, 11, 12];
 
 pub(super) fn describe_cluster(
     cfg: &AdminConfig,
+    nodes: &KafkaNodes,
     version: i16,
     req: &DescribeClusterRequest,
 ) -> DescribeClusterResponse {
-    let id = &cfg.identity;
     let response = DescribeClusterResponse::default()
         .with_throttle_time_ms(0)
-        .with_cluster_id(str_bytes(id.cluster_id.clone()))
-        .with_controller_id(BrokerId(id.node_id));
+        .with_cluster_id(str_bytes(cfg.identity.cluster_id.clone()))
+        .with_controller_id(BrokerId(nodes.controller().id));
     // v0 has no endpoint type: it describes brokers.
     let endpoint = if version >= 1 {
         req.endpoint_type
@@ -58,14 +60,20 @@ pub(super) fn describe_cluster(
     } else {
         OPERATIONS_NOT_ASKED
     };
-    let broker = DescribeClusterBroker::default()
-        .with_broker_id(BrokerId(id.node_id))
-        .with_host(str_bytes(id.host.clone()))
-        .with_port(id.port)
-        .with_rack(None);
+    let brokers = nodes
+        .all()
+        .iter()
+        .map(|n| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(n.id))
+                .with_host(str_bytes(n.host.clone()))
+                .with_port(n.port)
+                .with_rack(None)
+        })
+        .collect();
     response
         .with_error_code(0)
         .with_error_message(None)
-        .with_brokers(vec![broker])
+        .with_brokers(brokers)
         .with_cluster_authorized_operations(operations)
 }

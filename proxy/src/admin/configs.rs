@@ -24,6 +24,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::{AdminConfig, Refusal, check_topic_name, repeated, str_bytes};
+use crate::nodes::KafkaNodes;
 
 /// Kafka's config resource types.
 const RESOURCE_TOPIC: i8 = 2;
@@ -134,6 +135,7 @@ fn synonym(name: &str, value: &str, source: i8) -> DescribeConfigsSynonym {
 pub(super) async fn describe_configs(
     meta: &dyn MetaApi,
     cfg: &AdminConfig,
+    nodes: &KafkaNodes,
     version: i16,
     req: &DescribeConfigsRequest,
 ) -> DescribeConfigsResponse {
@@ -145,7 +147,7 @@ pub(super) async fn describe_configs(
             .with_resource_name(r.resource_name.clone());
         let settings = match r.resource_type {
             RESOURCE_TOPIC => topic_settings(meta, r.resource_name.as_str()).await,
-            RESOURCE_BROKER => broker_settings(cfg, r.resource_name.as_str()),
+            RESOURCE_BROKER => broker_settings(cfg, nodes, r.resource_name.as_str()),
             other => Err(unsupported_resource(other)),
         };
         match settings {
@@ -210,17 +212,29 @@ async fn topic_settings(meta: &dyn MetaApi, name: &str) -> Result<Vec<Setting>, 
 /// The broker settings that hold for the proxy, the only broker clients see.
 /// An empty name is the cluster-wide default resource: Floe has no dynamic
 /// broker defaults, so it is empty.
-fn broker_settings(cfg: &AdminConfig, name: &str) -> Result<Vec<Setting>, Refusal> {
+fn broker_settings(
+    cfg: &AdminConfig,
+    nodes: &KafkaNodes,
+    name: &str,
+) -> Result<Vec<Setting>, Refusal> {
     if name.is_empty() {
         return Ok(Vec::new());
     }
-    let node_id = cfg.identity.node_id;
-    if name.parse::<i32>().ok() != Some(node_id) {
+    let Some(node_id) = name
+        .parse::<i32>()
+        .ok()
+        .and_then(|id| nodes.get(id))
+        .map(|n| n.id)
+    else {
+        let ids: Vec<String> = nodes.all().iter().map(|n| n.id.to_string()).collect();
         return Err(Refusal::new(
             ResponseError::InvalidRequest,
-            format!("unexpected broker id {name:?}: expected {node_id} or an empty name"),
+            format!(
+                "unexpected broker id {name:?}: expected one of {} or an empty name",
+                ids.join(", ")
+            ),
         ));
-    }
+    };
     let setting = |name: &str, value: String, config_type: i8, doc: &'static str| Setting {
         name: name.to_string(),
         value,
@@ -235,7 +249,7 @@ fn broker_settings(cfg: &AdminConfig, name: &str) -> Result<Vec<Setting>, Refusa
             "broker.id",
             node_id.to_string(),
             TYPE_INT,
-            "the id this proxy advertises as the cluster's only broker",
+            "the id of this broker (a Floe proxy) in Metadata answers",
         ),
         setting(
             "num.partitions",

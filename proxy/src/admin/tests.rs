@@ -193,7 +193,13 @@ async fn call_with(
     req.encode(&mut wire, version)
         .unwrap_or_else(|e| panic!("{key:?} v{version} request does not encode: {e}"));
     let req = RequestKind::decode(key, &mut wire.freeze(), version).unwrap();
-    let resp = handle_admin(meta, cfg, version, &req)
+    let me = crate::nodes::KafkaNode {
+        id: cfg.identity.node_id,
+        host: cfg.identity.host.clone(),
+        port: cfg.identity.port,
+    };
+    let nodes = KafkaNodes::new(Vec::new(), me);
+    let resp = handle_admin(meta, cfg, &nodes, version, &req)
         .await
         .unwrap_or_else(|| panic!("{key:?} is not answered"));
     let mut wire = BytesMut::new();
@@ -1091,7 +1097,19 @@ async fn describe_cluster_shows_the_proxy_as_the_only_broker() {
 
     // Not an admin request.
     let other = RequestKind::Metadata(MetadataRequest::default());
-    assert!(handle_admin(&meta, &cfg, 12, &other).await.is_none());
+    let nodes = KafkaNodes::new(
+        Vec::new(),
+        crate::nodes::KafkaNode {
+            id: NODE_ID,
+            host: "h".into(),
+            port: 1,
+        },
+    );
+    assert!(
+        handle_admin(&meta, &cfg, &nodes, 12, &other)
+            .await
+            .is_none()
+    );
 }
 
 #[test]

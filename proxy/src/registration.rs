@@ -1,0 +1,195 @@
+//! A proxy's registration with the metadata service: the same nodes,
+//! leases and heartbeats as brokers', of kind proxy. A proxy that stops
+//! heartbeating (killed, cut off) expires one lease later and leaves every
+//! proxy's Metadata answers ([`crate::nodes`]); one that stops on purpose
+//! drains at once (it is no longer listed) before it closes its listener.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use floe_metadata::MetaError;
+use floe_metadata::api::{MetaApi, proto, routes};
+use floe_metadata::error::ErrorKind;
+use floe_metadata::ids::BrokerId;
+
+use crate::nodes::SelfNode;
+
+/// A proxy's default lease: a killed proxy leaves the answers within about
+/// this long (plus the controller's round).
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(3);
+
+/// How a proxy registers.
+#[derive(Debug, Clone)]
+pub struct RegistrationConfig {
+    /// The id to register under; `None`: the metadata gives one (and a new
+    /// one after the registration expired).
+    pub id: Option<BrokerId>,
+    /// The Kafka address clients are given (`HOST:PORT`).
+    pub advertise: String,
+    pub lease: Duration,
+}
+
+/// A registered proxy: renews its lease in the background.
+#[derive(Debug)]
+pub struct Registration {
+    meta: Arc<dyn MetaApi>,
+    me: Arc<SelfNode>,
+    heartbeats: tokio::task::JoinHandle<()>,
+}
+
+impl Registration {
+    /// Registers (once; the metadata client follows the leader and retries
+    /// on its own) and starts the heartbeats. `me` learns the id.
+    pub async fn start(
+        meta: Arc<dyn MetaApi>,
+        cfg: RegistrationConfig,
+        me: Arc<SelfNode>,
+    ) -> Result<Registration, MetaError> {
+        let id = register(meta.as_ref(), &cfg).await?;
+        me.set_id(id_for_kafka(id)?);
+        tracing::info!(id = id.0, advertise = %cfg.advertise, "proxy registered");
+        let heartbeats = tokio::spawn(heartbeat(meta.clone(), cfg, me.clone(), id));
+        Ok(Registration {
+            meta,
+            me,
+            heartbeats,
+        })
+    }
+
+    /// Stops renewing and leaves the list at once (drains: no proxy names
+    /// this one any more; its registration then expires).
+    pub async fn leave(self) {
+        self.heartbeats.abort();
+        let id = self.me.id();
+        let Ok(id) = u32::try_from(id) else { return };
+        match self
+            .meta
+            .call::<routes::Drain>(proto::HeartbeatRequest { id })
+            .await
+        {
+            Ok(_) => tracing::info!(id, "proxy left the cluster's brokers"),
+            Err(e) => {
+                tracing::warn!(id, error = %e, "leaving failed; the registration expires instead")
+            }
+        }
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.heartbeats.abort();
+    }
+}
+
+async fn register(meta: &dyn MetaApi, cfg: &RegistrationConfig) -> Result<BrokerId, MetaError> {
+    meta.register_proxy(cfg.id, &cfg.advertise, cfg.lease).await
+}
+
+/// Kafka node ids are i32.
+fn id_for_kafka(id: BrokerId) -> Result<i32, MetaError> {
+    i32::try_from(id.0)
+        .map_err(|_| MetaError::InvalidRequest(format!("proxy id {id} is above Kafka's node ids")))
+}
+
+/// Renews the lease every third of it; registers again when the metadata
+/// forgot this proxy (its lease ran out: it was paused or cut off).
+async fn heartbeat(
+    meta: Arc<dyn MetaApi>,
+    cfg: RegistrationConfig,
+    me: Arc<SelfNode>,
+    id: BrokerId,
+) {
+    let every = cfg.lease / 3;
+    let mut id = id;
+    loop {
+        tokio::time::sleep(every).await;
+        let Err(e) = meta.heartbeat(id).await else {
+            continue;
+        };
+        if !matches!(e.kind(), ErrorKind::UnknownBroker) {
+            tracing::warn!(id = id.0, error = %e, "proxy heartbeat failed");
+            continue;
+        }
+        match register(meta.as_ref(), &cfg)
+            .await
+            .and_then(|new| Ok((new, id_for_kafka(new)?)))
+        {
+            Ok((new, kafka_id)) => {
+                tracing::info!(
+                    old = id.0,
+                    id = new.0,
+                    "proxy registered again after its lease ran out"
+                );
+                id = new;
+                me.set_id(kafka_id);
+            }
+            Err(e) => tracing::warn!(error = %e, "registering the proxy again failed"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use floe_metadata::model::{NodeKind, NodeState};
+    use floe_metadata::watch::ClusterWatch;
+    use floe_testkit::Cluster;
+
+    use super::*;
+
+    /// Two proxies register without ids, are given distinct ones and are
+    /// both listed; one that leaves is dropped at once, one that stops
+    /// heartbeating within a lease and the controller's round.
+    #[tokio::test]
+    async fn proxies_register_heartbeat_leave_and_expire() {
+        let c = Cluster::start().await;
+        let meta = c.meta.clone();
+        let view = ClusterWatch::start_polling(meta.clone(), Duration::from_millis(100));
+        let lease = Duration::from_millis(600);
+        let start = |port: u16| {
+            let meta = meta.clone();
+            async move {
+                let me = Arc::new(SelfNode::registered(0, "127.0.0.1".into(), i32::from(port)));
+                let cfg = RegistrationConfig {
+                    id: None,
+                    advertise: format!("127.0.0.1:{port}"),
+                    lease,
+                };
+                let r = Registration::start(meta, cfg, me.clone()).await.unwrap();
+                (r, me)
+            }
+        };
+        let (a, a_me) = start(1).await;
+        let (b, b_me) = start(2).await;
+        assert_ne!(a_me.id(), b_me.id());
+        let live = |s: &floe_metadata::watch::ClusterSnapshot| -> Vec<i32> {
+            let mut v: Vec<i32> = s
+                .nodes
+                .iter()
+                .filter(|n| n.kind == NodeKind::Proxy && n.state == NodeState::Live)
+                .map(|n| n.id.0 as i32)
+                .collect();
+            v.sort();
+            v
+        };
+        // Both stay live over several leases (the heartbeats renew them).
+        tokio::time::sleep(lease * 3).await;
+        let s = view
+            .wait_for(Duration::from_secs(5), |s| live(s).len() == 2)
+            .await;
+        assert_eq!(live(&s), [a_me.id(), b_me.id()]);
+        // One leaves: gone from the live ones at once.
+        a.leave().await;
+        let s = view
+            .wait_for(Duration::from_secs(5), |s| live(s).len() == 1)
+            .await;
+        assert_eq!(live(&s), [b_me.id()]);
+        // The other stops heartbeating (as if killed): it expires.
+        drop(b);
+        let s = view
+            .wait_for(Duration::from_secs(10), |s| live(s).is_empty())
+            .await;
+        assert!(live(&s).is_empty(), "{:?}", s.nodes);
+    }
+}
