@@ -107,7 +107,7 @@ pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| rpc_addr.to_string());
     let view = ClusterWatch::start(meta.clone());
     let broker = Broker::start(
-        args.tuning.config(args.id, advertise),
+        args.tuning.config(args.id, advertise, pool.kinds()),
         meta,
         pool.clone(),
         view,

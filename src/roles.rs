@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::Args;
+use floe_broker::config::FlushPolicy;
 use floe_broker::{Broker, BrokerConfig};
 use floe_metadata::api::MetaApi;
 use floe_metadata::api::client::MetaClient;
@@ -16,7 +17,7 @@ use floe_proxy::handlers::{Context, FetchLimits};
 use floe_proxy::nodes::SelfNode;
 use floe_proxy::{ListenerLimits, ProxyConfig};
 use floe_storage::backend::EndpointConfig;
-use floe_storage::{PoolOptions, StorePool};
+use floe_storage::{PoolOptions, StoreKind, StorePool};
 
 /// Where a broker or an indexer finds the cluster: the metadata service
 /// and the store pool the log lives in.
@@ -33,11 +34,90 @@ pub struct ClusterAccess {
         required = true
     )]
     pub stores: Vec<String>,
-    /// Deadline of one store write attempt; past it the bytes go to a new object.
-    #[arg(long, env = "FLOE_STORE_WRITE_TIMEOUT_MS", default_value_t = 10_000)]
-    pub write_timeout_ms: u64,
+    #[command(flatten)]
+    pub tuning: StoreTuning,
     #[command(flatten)]
     pub io: StoreIo,
+}
+
+/// How the store pool times its writes (see docs/storage.md, "Failover").
+#[derive(Debug, Clone, Args)]
+pub struct StoreTuning {
+    /// Hard deadline of one store write attempt; past it the attempt is
+    /// abandoned (it was hedged to a new object long before, at its
+    /// adaptive deadline).
+    #[arg(long, env = "FLOE_STORE_WRITE_TIMEOUT_MS", default_value_t = 10_000)]
+    pub write_timeout_ms: u64,
+    /// Floor of the adaptive write deadline (4 × the p90 of the endpoint's
+    /// recent writes), past which the bytes are also written as a new
+    /// object on another endpoint.
+    #[arg(long, env = "FLOE_STORE_WRITE_DEADLINE_MIN_MS", default_value_t = 250)]
+    pub store_write_deadline_min_ms: u64,
+    /// Ceiling of the adaptive write deadline (before the size allowance):
+    /// a hung endpoint costs a write at most this, plus the allowance.
+    #[arg(
+        long,
+        env = "FLOE_STORE_WRITE_DEADLINE_MAX_MS",
+        default_value_t = 1_000
+    )]
+    pub store_write_deadline_max_ms: u64,
+    /// Added to the adaptive write deadline per MiB written, so that a large
+    /// object is not hedged for being large.
+    #[arg(
+        long,
+        env = "FLOE_STORE_WRITE_DEADLINE_PER_MIB_MS",
+        default_value_t = 64
+    )]
+    pub store_write_deadline_per_mib_ms: u64,
+    /// How long new writes skip an endpoint that failed a write or was too
+    /// slow, before a probe (write, read back, delete) decides whether it
+    /// takes writes again.
+    #[arg(long, env = "FLOE_STORE_BENCH_MS", default_value_t = 10_000)]
+    pub store_bench_ms: u64,
+}
+
+impl Default for StoreTuning {
+    fn default() -> Self {
+        let d = floe_storage::DeadlinePolicy::default();
+        let o = PoolOptions::default();
+        Self {
+            write_timeout_ms: o.write_timeout.as_millis() as u64,
+            store_write_deadline_min_ms: d.min.as_millis() as u64,
+            store_write_deadline_max_ms: d.max.as_millis() as u64,
+            store_write_deadline_per_mib_ms: d.per_mib.as_millis() as u64,
+            store_bench_ms: o.bench_cooldown.as_millis() as u64,
+        }
+    }
+}
+
+impl StoreTuning {
+    /// The pool options these flags give (the others keep their defaults).
+    pub fn pool_options(&self, direct_io: bool) -> anyhow::Result<PoolOptions> {
+        if self.write_timeout_ms == 0 {
+            bail!("--write-timeout-ms must be above 0");
+        }
+        if self.store_write_deadline_min_ms == 0
+            || self.store_write_deadline_min_ms > self.store_write_deadline_max_ms
+        {
+            bail!(
+                "--store-write-deadline-min-ms must be above 0 and at most --store-write-deadline-max-ms"
+            );
+        }
+        let ms = Duration::from_millis;
+        let defaults = PoolOptions::default();
+        Ok(PoolOptions {
+            write_timeout: ms(self.write_timeout_ms),
+            deadline: floe_storage::DeadlinePolicy {
+                min: ms(self.store_write_deadline_min_ms),
+                max: ms(self.store_write_deadline_max_ms),
+                per_mib: ms(self.store_write_deadline_per_mib_ms),
+                ..defaults.deadline
+            },
+            bench_cooldown: ms(self.store_bench_ms),
+            direct_io,
+            ..defaults
+        })
+    }
 }
 
 /// How a local-folder store uses the page cache.
@@ -63,39 +143,41 @@ impl ClusterAccess {
     /// Opens the store pool (checks every endpoint's URL and options).
     pub async fn open_store(&self) -> anyhow::Result<Arc<StorePool>> {
         Ok(Arc::new(
-            open_store(&self.stores, self.write_timeout_ms, self.io.direct_io).await?,
+            open_store(&self.stores, &self.tuning, self.io.direct_io).await?,
         ))
     }
 }
 
 /// Opens a pool over `stores` (`URL` or `id=URL` each) with the given write
-/// deadline and page-cache use; the other pool settings keep their defaults.
+/// deadlines and page-cache use; the other pool settings keep their defaults.
 pub async fn open_store(
     stores: &[String],
-    write_timeout_ms: u64,
+    tuning: &StoreTuning,
     direct_io: bool,
 ) -> anyhow::Result<StorePool> {
-    if write_timeout_ms == 0 {
-        bail!("--write-timeout-ms must be above 0");
-    }
+    let opts = tuning.pool_options(direct_io)?;
     let endpoints = EndpointConfig::parse_list(stores)?;
-    let opts = PoolOptions {
-        write_timeout: Duration::from_millis(write_timeout_ms),
-        direct_io,
-        ..PoolOptions::default()
-    };
     Ok(StorePool::open(&endpoints, opts).await?)
 }
 
 /// How a broker flushes, compacts and cleans up.
 #[derive(Debug, Clone, Args)]
 pub struct BrokerTuning {
-    /// A flush (WAL object + metadata commit) at least this often while data waits.
-    #[arg(long, env = "FLOE_FLUSH_INTERVAL_MS", default_value_t = 5)]
-    pub flush_interval_ms: u64,
-    /// Start a flush early once this many bytes wait.
-    #[arg(long, env = "FLOE_FLUSH_BYTES", default_value_t = 4 * 1024 * 1024)]
-    pub flush_bytes: usize,
+    /// A flush (WAL object + metadata commit) at least this often while data
+    /// waits. Default by the kind of store: 5 on a local folder, 250 on S3
+    /// or HDFS.
+    #[arg(long, env = "FLOE_FLUSH_INTERVAL_MS")]
+    pub flush_interval_ms: Option<u64>,
+    /// Start a flush at once when this many bytes wait. Default by the kind
+    /// of store: 4 MiB on a local folder, 8 MiB on S3 or HDFS.
+    #[arg(long, env = "FLOE_FLUSH_BYTES")]
+    pub flush_bytes: Option<usize>,
+    /// Whether the flush interval is also the least time between two
+    /// flushes (unless --flush-bytes wait), which bounds the PUT rate.
+    /// Default by the kind of store: false on a local folder, true on S3 or
+    /// HDFS.
+    #[arg(long, env = "FLOE_FLUSH_PACED", action = clap::ArgAction::Set)]
+    pub flush_paced: Option<bool>,
     /// The broker's lease with the metadata service; a broker silent this long loses its partitions.
     #[arg(long, env = "FLOE_LEASE_MS", default_value_t = floe_broker::config::DEFAULT_LEASE_MS)]
     pub lease_ms: u64,
@@ -176,10 +258,16 @@ pub fn producer_expiration(ms: u64) -> Option<Duration> {
 }
 
 impl BrokerTuning {
-    pub fn config(&self, id: u32, advertise: String) -> BrokerConfig {
+    /// The broker's settings; the flush policy's defaults follow the kinds
+    /// of store the broker writes to, explicit flags override them.
+    pub fn config(
+        &self,
+        id: u32,
+        advertise: String,
+        store: impl IntoIterator<Item = StoreKind>,
+    ) -> BrokerConfig {
         let mut c = BrokerConfig::new(id, advertise);
-        c.flush_interval = Duration::from_millis(self.flush_interval_ms.max(1));
-        c.flush_bytes = self.flush_bytes;
+        c.flush = self.flush_policy(store);
         c.lease = Duration::from_millis(self.lease_ms.max(300));
         c.compaction_interval = Duration::from_millis(self.compaction_interval_ms.max(10));
         c.retention_check_interval =
@@ -194,6 +282,23 @@ impl BrokerTuning {
         c.group.offset_metadata_max_bytes = self.offset_metadata_max_bytes;
         c.producer_expiration = producer_expiration(self.producer_id_expiration_ms);
         c
+    }
+}
+
+impl BrokerTuning {
+    /// [`FlushPolicy::for_store`] with the flags that were given.
+    pub fn flush_policy(&self, store: impl IntoIterator<Item = StoreKind>) -> FlushPolicy {
+        let mut p = FlushPolicy::for_store(store);
+        if let Some(ms) = self.flush_interval_ms {
+            p.interval = Duration::from_millis(ms.max(1));
+        }
+        if let Some(bytes) = self.flush_bytes {
+            p.bytes = bytes;
+        }
+        if let Some(paced) = self.flush_paced {
+            p.paced = paced;
+        }
+        p
     }
 }
 
@@ -399,11 +504,18 @@ mod tests {
             &url,
             "--write-timeout-ms",
             "2500",
+            "--store-write-deadline-max-ms",
+            "800",
+            "--store-bench-ms",
+            "3000",
         ])
         .unwrap();
         assert_eq!(cmd.cluster.meta, ["127.0.0.1:1", "127.0.0.1:2"]);
         let pool = cmd.cluster.open_store().await.unwrap();
         assert_eq!(pool.options().write_timeout, Duration::from_millis(2500));
+        assert_eq!(pool.options().deadline.max, Duration::from_millis(800));
+        assert_eq!(pool.options().deadline.min, Duration::from_millis(250));
+        assert_eq!(pool.options().bench_cooldown, Duration::from_millis(3000));
         assert!(cmd.cluster.meta_client().is_ok());
     }
 
@@ -411,8 +523,63 @@ mod tests {
     async fn a_zero_write_deadline_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("file://{}", dir.path().display());
-        let err = open_store(&[url], 0, true).await.unwrap_err();
+        let zero = StoreTuning {
+            write_timeout_ms: 0,
+            ..StoreTuning::default()
+        };
+        let err = open_store(std::slice::from_ref(&url), &zero, true)
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("--write-timeout-ms"), "{err}");
+        let inverted = StoreTuning {
+            store_write_deadline_min_ms: 2_000,
+            ..StoreTuning::default()
+        };
+        let err = open_store(&[url], &inverted, true).await.unwrap_err();
+        assert!(
+            err.to_string().contains("--store-write-deadline-min-ms"),
+            "{err}"
+        );
+    }
+
+    #[derive(Debug, Parser)]
+    struct Tuned {
+        #[command(flatten)]
+        broker: BrokerTuning,
+    }
+
+    #[test]
+    fn the_flush_policy_follows_the_store_and_flags_override_it() {
+        // Not from the environment of whoever runs the tests.
+        if std::env::vars().any(|(k, _)| k.starts_with("FLOE_FLUSH_")) {
+            return;
+        }
+        let none = Tuned::try_parse_from(["x"]).unwrap().broker;
+        assert_eq!(none.flush_policy([StoreKind::Local]), FlushPolicy::LOCAL);
+        assert_eq!(none.flush_policy([StoreKind::S3]), FlushPolicy::REMOTE);
+        assert_eq!(
+            none.flush_policy([StoreKind::Local, StoreKind::S3]),
+            FlushPolicy::REMOTE
+        );
+        let cfg = none.config(1, "a:1".into(), [StoreKind::S3]);
+        assert_eq!(cfg.flush.interval, Duration::from_millis(250));
+        assert!(cfg.flush.paced);
+        let set = Tuned::try_parse_from([
+            "x",
+            "--flush-interval-ms",
+            "20",
+            "--flush-bytes",
+            "1000",
+            "--flush-paced",
+            "false",
+        ])
+        .unwrap()
+        .broker;
+        let p = set.flush_policy([StoreKind::S3]);
+        assert_eq!(
+            (p.interval, p.bytes, p.paced),
+            (Duration::from_millis(20), 1000, false)
+        );
     }
 
     #[test]

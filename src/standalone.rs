@@ -92,7 +92,7 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", args.kafka_listen))?;
     let kafka_addr = kafka.local_addr()?;
     let view = ClusterWatch::start(meta.clone());
-    let bcfg = args.broker.config(1, kafka_addr.to_string());
+    let bcfg = args.broker.config(1, kafka_addr.to_string(), pool.kinds());
     let broker = Broker::start(bcfg, meta.clone(), pool.clone(), view.clone())
         .await
         .context("broker")?;

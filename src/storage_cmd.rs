@@ -24,16 +24,15 @@ pub struct StoreArgs {
         default_value = "file://./floe-data/store"
     )]
     stores: Vec<String>,
-    /// Deadline of one write attempt, in milliseconds.
-    #[arg(long, env = "FLOE_STORE_WRITE_TIMEOUT_MS", default_value_t = 10_000)]
-    write_timeout_ms: u64,
+    #[command(flatten)]
+    tuning: crate::roles::StoreTuning,
     #[command(flatten)]
     io: crate::roles::StoreIo,
 }
 
 impl StoreArgs {
     async fn open(&self) -> anyhow::Result<StorePool> {
-        crate::roles::open_store(&self.stores, self.write_timeout_ms, self.io.direct_io).await
+        crate::roles::open_store(&self.stores, &self.tuning, self.io.direct_io).await
     }
 }
 

@@ -257,6 +257,12 @@ impl Broker {
         pool: Arc<StorePool>,
         view: ClusterWatch,
     ) -> Result<Broker> {
+        tracing::info!(
+            interval = ?cfg.flush.interval,
+            bytes = cfg.flush.bytes,
+            paced = cfg.flush.paced,
+            "flush policy"
+        );
         let cache = BlockCache::new(cfg.cache_bytes, 1024 * 1024)?;
         let reader = Arc::new(CachedReader::new(pool.clone(), cache));
         let segments = SegmentReader::new(reader.clone(), 64 * 1024 * 1024);
@@ -503,7 +509,8 @@ impl Broker {
                 });
             }
         };
-        if queued >= self.inner.cfg.flush_bytes {
+        let flush_bytes = self.inner.cfg.flush.bytes;
+        if queued >= flush_bytes || self.inner.backlog.bytes() >= flush_bytes {
             self.inner.flush_now.notify_one();
         }
         let log_append_time = match log.lock().config.timestamp_type {

@@ -32,6 +32,53 @@ pub const DEFAULT_LEASE_MS: u64 = 2_500;
 /// Heartbeats sent within one lease: a heartbeat every fifth of it.
 pub const HEARTBEATS_PER_LEASE: u32 = 5;
 
+/// When the broker flushes (writes one WAL object and commits it). Each
+/// flush is one PUT, so on a store that charges per request the policy sets
+/// the bill, and on any store it sets the latency of `acks=all` produces at
+/// low rates: a produce waits for the next flush.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlushPolicy {
+    /// A flush at least this often while data waits.
+    pub interval: Duration,
+    /// A flush at once when this many bytes wait in the broker (sequenced
+    /// and not yet committed), or in one partition.
+    pub bytes: usize,
+    /// The interval is also the least time between the starts of two
+    /// flushes, unless `bytes` wait: at most one PUT per interval at low and
+    /// middle rates. Without it, what queued during a flush goes as soon as
+    /// that flush has committed (lowest latency, a PUT per flush round trip).
+    pub paced: bool,
+}
+
+impl FlushPolicy {
+    /// A local folder (and memory): every 5 ms, and back to back while
+    /// data keeps coming.
+    pub const LOCAL: FlushPolicy = FlushPolicy {
+        interval: Duration::from_millis(5),
+        bytes: 4 * 1024 * 1024,
+        paced: false,
+    };
+
+    /// A store where each request is a network round trip with a price (S3)
+    /// or a load on a shared server (HDFS): at most 4 PUTs a second below
+    /// 8 MiB per 250 ms (32 MB/s), larger objects above.
+    pub const REMOTE: FlushPolicy = FlushPolicy {
+        interval: Duration::from_millis(250),
+        bytes: 8 * 1024 * 1024,
+        paced: true,
+    };
+
+    /// The policy for a pool of these kinds of store: the remote one if any
+    /// endpoint is remote (a write may land on any of them).
+    pub fn for_store(kinds: impl IntoIterator<Item = floe_storage::StoreKind>) -> Self {
+        if kinds.into_iter().any(|k| k.is_remote()) {
+            Self::REMOTE
+        } else {
+            Self::LOCAL
+        }
+    }
+}
+
 /// Settings of one broker process.
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
@@ -39,10 +86,9 @@ pub struct BrokerConfig {
     pub id: u32,
     /// The address other processes reach this broker at (its RPC endpoint).
     pub advertise: String,
-    /// A flush happens at least this often while data waits.
-    pub flush_interval: Duration,
-    /// A flush starts early once this many bytes wait.
-    pub flush_bytes: usize,
+    /// When flushes happen ([`FlushPolicy::for_store`] picks it by the
+    /// kind of store).
+    pub flush: FlushPolicy,
     /// The lease asked for at registration; heartbeats renew it every
     /// [`HEARTBEATS_PER_LEASE`]th of it. Past it (counted from the last heartbeat that got through,
     /// minus a margin) the broker stops serving by itself.
@@ -82,8 +128,7 @@ impl BrokerConfig {
         Self {
             id,
             advertise: advertise.into(),
-            flush_interval: Duration::from_millis(5),
-            flush_bytes: 4 * 1024 * 1024,
+            flush: FlushPolicy::LOCAL,
             lease: Duration::from_millis(DEFAULT_LEASE_MS),
             max_unflushed_bytes: DEFAULT_MAX_UNFLUSHED_BYTES,
             max_wal_object_bytes: DEFAULT_MAX_WAL_OBJECT_BYTES,

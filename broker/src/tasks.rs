@@ -324,12 +324,15 @@ async fn release(b: Broker, key: PartitionKey, epoch: Epoch) {
     b.drop_partition(&key);
 }
 
-/// Flushes every `flush_interval` while data waits, at once when enough
-/// bytes wait or a flush is asked for, and again as soon as one commits, with
-/// up to `max_flushes_in_flight` flushes in flight (see
-/// [`crate::flush::pipeline`]). With one, each flush waits for the one before.
+/// Flushes every `flush.interval` while data waits, at once when enough
+/// bytes wait or a flush is asked for, with up to `max_flushes_in_flight`
+/// flushes in flight (see [`crate::flush::pipeline`]; with one, each flush
+/// waits for the one before). When one commits, what queued meanwhile goes
+/// at once, unless the policy is paced: then the next flush starts one
+/// interval after the last one started (see [`crate::config::FlushPolicy`]).
 pub(crate) async fn flusher(b: Broker) {
-    let every = b.inner.cfg.flush_interval;
+    let every = b.inner.cfg.flush.interval;
+    let paced = b.inner.cfg.flush.paced;
     let flush = b.flush_settings();
     let mut pipe = Pipeline::new(&flush, b.inner.cfg.max_flushes_in_flight);
     // When a flush may start without being asked for.
@@ -360,8 +363,12 @@ pub(crate) async fn flusher(b: Broker) {
                     }
                     crate::metrics::flushes_in_flight(pipe.len());
                     b.inner.flushed.notify_waiters();
-                    // What queued meanwhile goes at once, as with one flush.
-                    asked = true;
+                    // What queued meanwhile goes at once, as with one
+                    // flush, unless paced (then at `due`, or when
+                    // `flush.bytes` wait).
+                    if !paced {
+                        asked = true;
+                    }
                 }
             }
             _ = tokio::time::sleep_until(due), if pipe.has_room() => {}

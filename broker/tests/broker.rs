@@ -698,3 +698,85 @@ async fn a_draining_broker_hands_everything_over_before_it_stops() {
     one.shutdown().await;
     two.shutdown().await;
 }
+
+/// On a store that charges per request the flush policy is paced: flushes
+/// start at least one interval apart however many produces wait, and a
+/// backlog of `bytes` still goes at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paced_flush_policy_bounds_the_writes_per_interval() {
+    let env = Cluster::start().await;
+    let t = env.create_topic("paced", 4, &[]).await;
+    let keys: Vec<PartitionKey> = (0..4).map(|p| PartitionKey::new(t, p)).collect();
+    let interval = Duration::from_millis(200);
+    let pool = env.pool().await;
+    let b = env
+        .broker_on(pool.clone(), |c| {
+            c.flush = floe_broker::config::FlushPolicy {
+                interval,
+                bytes: 256 * 1024,
+                paced: true,
+            };
+        })
+        .await;
+    for k in &keys {
+        wait_owned(&b, *k).await;
+    }
+    let written =
+        |pool: &floe_storage::StorePool| -> u64 { pool.stats().iter().map(|s| s.written).sum() };
+    // Eight producers, each with one small acks=all batch in flight at a
+    // time, for about 1.5 s.
+    let before = written(&pool);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let b = b.clone();
+        let key = keys[i % keys.len()];
+        tasks.push(tokio::spawn(async move {
+            let mut acked = 0;
+            while started.elapsed() < Duration::from_millis(1500) {
+                b.produce(&key, &batch(&["v"], 1, Compression::None), Acks::All)
+                    .await
+                    .unwrap();
+                acked += 1;
+            }
+            acked
+        }));
+    }
+    let mut acked = 0;
+    for t in tasks {
+        acked += t.await.unwrap();
+    }
+    let elapsed = started.elapsed();
+    let puts = written(&pool) - before;
+    // Each flush starts an interval after the one before: a slow machine
+    // only makes fewer.
+    let most = elapsed.as_millis() / interval.as_millis() + 2;
+    println!("{acked} produces in {elapsed:?}: {puts} WAL writes (at most {most})");
+    assert!(puts as u128 <= most, "{puts} writes in {elapsed:?}");
+    assert!(acked >= puts, "several produces per write");
+    // A backlog of `bytes` does not wait for the interval.
+    let pool2 = env.pool().await;
+    b.shutdown().await;
+    let b = env
+        .broker_on(pool2, |c| {
+            c.flush = floe_broker::config::FlushPolicy {
+                interval: Duration::from_secs(600),
+                bytes: 64 * 1024,
+                paced: true,
+            };
+        })
+        .await;
+    wait_owned(&b, keys[0]).await;
+    let big = "x".repeat(100 * 1024);
+    let produced = tokio::time::timeout(
+        Duration::from_secs(60),
+        b.produce(&keys[0], &batch(&[&big], 1, Compression::None), Acks::All),
+    )
+    .await;
+    assert!(
+        produced.is_ok(),
+        "the backlog went before the 10-minute interval"
+    );
+    produced.unwrap().unwrap();
+    b.shutdown().await;
+}

@@ -19,7 +19,7 @@ use object_store::ObjectStore;
 
 use crate::error::{Result, StorageError};
 use crate::ids::EndpointId;
-use crate::pool::{PoolOptions, StorePool};
+use crate::pool::{PoolOptions, StoreKind, StorePool};
 
 /// Settings of an S3 endpoint. Credentials and region fall back to the usual
 /// `AWS_*` environment variables.
@@ -157,6 +157,16 @@ impl BackendSpec {
             ));
         }
         Ok(BackendSpec::S3(spec))
+    }
+
+    /// What kind of store this is.
+    pub fn kind(&self) -> StoreKind {
+        match self {
+            BackendSpec::Local { .. } => StoreKind::Local,
+            BackendSpec::Memory => StoreKind::Memory,
+            BackendSpec::S3(_) => StoreKind::S3,
+            BackendSpec::Hdfs { .. } => StoreKind::Hdfs,
+        }
     }
 
     /// Builds the store. For S3 this creates the bucket if it is missing.
@@ -392,9 +402,11 @@ impl StorePool {
         }
         let mut pool = StorePool::new(stores, opts)?;
         for ep in endpoints {
-            if let BackendSpec::Local { root } = &ep.spec {
-                pool.set_local_root(&ep.id, root.into());
-            }
+            let root = match &ep.spec {
+                BackendSpec::Local { root } => Some(root.clone()),
+                _ => None,
+            };
+            pool.set_kind(&ep.id, ep.spec.kind(), root);
         }
         Ok(pool)
     }

@@ -138,16 +138,22 @@ async fn cut_endpoint_mid_stream_loses_and_duplicates_nothing() {
             "object {i} at {obj}"
         );
     }
-    // a takes writes again once its cooldown is over.
+    // a takes writes again once its cooldown is over and the probe that a
+    // write then starts in the background has passed.
     tokio::time::sleep(opts().bench_cooldown).await;
     let mut landed_on_a = false;
-    for i in 0..4 {
+    let until = Instant::now() + Duration::from_secs(30);
+    for i in 0.. {
         let o = c
             .pool
             .put_new(|t| ObjectKey::new(format!("after/{t}")), payload(i).into())
             .await
             .unwrap();
         landed_on_a |= o.endpoint.as_str() == "a";
+        if landed_on_a || Instant::now() > until {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(landed_on_a);
 }

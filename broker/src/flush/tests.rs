@@ -583,3 +583,98 @@ async fn backlog_bytes_of_failed_writes_are_given_back() {
     b.close(&crate::error::BrokerError::not_owner(key(1)));
     assert_eq!(backlog.bytes(), 0);
 }
+
+/// A pool of two endpoints where `a` hangs: each flush whose write started
+/// on `a` is hedged to `b` after the (short) adaptive deadline.
+fn pool_with_a_hung_endpoint() -> (
+    Arc<StorePool>,
+    FaultHandle,
+    Arc<object_store::memory::InMemory>,
+) {
+    let (a, a_faults) = FaultyStore::wrap(Arc::new(object_store::memory::InMemory::new()));
+    let b = Arc::new(object_store::memory::InMemory::new());
+    a_faults.set(Fault::Hang, FaultOps::Writes);
+    let opts = PoolOptions {
+        deadline: floe_storage::DeadlinePolicy {
+            min: Duration::from_millis(20),
+            max: Duration::from_millis(50),
+            ..floe_storage::DeadlinePolicy::default()
+        },
+        write_timeout: Duration::from_secs(2),
+        ..PoolOptions::default()
+    };
+    let pool = StorePool::new(
+        vec![
+            (
+                EndpointId::new("a"),
+                a as Arc<dyn object_store::ObjectStore>,
+            ),
+            (
+                EndpointId::new("b"),
+                b.clone() as Arc<dyn object_store::ObjectStore>,
+            ),
+        ],
+        opts,
+    )
+    .expect("pool");
+    (Arc::new(pool), a_faults, b)
+}
+
+#[tokio::test]
+async fn a_hedged_write_is_committed_once_from_the_object_that_landed() {
+    let meta = FakeMeta::with(&[key(0), key(1)]);
+    let (pool, a_faults, b) = pool_with_a_hung_endpoint();
+    let (p0, p1) = (log_of(key(0)), log_of(key(1)));
+    let mut acks = Vec::new();
+    let mut objects = Vec::new();
+    for _ in 0..4 {
+        acks.push(produce(&p0, 3));
+        acks.push(produce(&p1, 2));
+        let done = flush(&meta, &pool)
+            .run(vec![p0.clone(), p1.clone()])
+            .await
+            .expect("flushed");
+        assert_eq!(done.committed, 2);
+        assert_eq!(done.object.endpoint.as_str(), "b", "landed where it could");
+        objects.push(done.object.key.to_string());
+    }
+    for rx in acks {
+        acked(rx).await.expect("acknowledged");
+    }
+    assert!(a_faults.puts() >= 1, "a write met the hung endpoint");
+    assert_eq!(
+        pool.stats()[0].hedged,
+        a_faults.puts(),
+        "{:?}",
+        pool.stats()
+    );
+    {
+        let m = meta.model();
+        assert_eq!(m.commits_applied, 4, "one commit per flush, none twice");
+        for (p, per_flush) in [(key(0), 3), (key(1), 2)] {
+            let entries = &m.partitions[&p].entries;
+            // No gap, no duplicate: each range starts where the last ended.
+            let ranges: Vec<(i64, i64)> = entries.iter().map(|e| (e.0, e.1)).collect();
+            let want: Vec<(i64, i64)> = (0..4)
+                .map(|i| (i * per_flush, i * per_flush + per_flush - 1))
+                .collect();
+            assert_eq!(ranges, want);
+            // Every committed object is one that landed (on b), one per flush.
+            let keys: Vec<&String> = entries.iter().map(|e| &e.2).collect();
+            assert_eq!(keys, objects.iter().collect::<Vec<_>>());
+        }
+    }
+    use futures::TryStreamExt;
+    use object_store::ObjectStore;
+    let on_b: Vec<String> = b
+        .list(None)
+        .map_ok(|o| o.location.to_string())
+        .try_collect()
+        .await
+        .expect("list");
+    assert_eq!(
+        on_b.len(),
+        4,
+        "the hung attempts left nothing on b: {on_b:?}"
+    );
+}
