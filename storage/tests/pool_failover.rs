@@ -6,16 +6,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use floe_storage::fault::{Fault, FaultHandle, FaultOps, FaultyStore};
+use floe_storage::fault::{Fault, FaultOps};
 use floe_storage::{EndpointId, ErrorKind, ObjectKey, PoolOptions, StorePool};
 use object_store::ObjectStore;
 use object_store::memory::InMemory;
 
-struct Fixture {
-    pool: StorePool,
-    raw: Vec<Arc<InMemory>>,
-    faults: Vec<FaultHandle>,
-}
+mod common;
+use common::pool::{fixture, keys_in};
 
 fn opts() -> PoolOptions {
     PoolOptions {
@@ -29,41 +26,8 @@ fn opts() -> PoolOptions {
     }
 }
 
-fn fixture(n: usize, opts: PoolOptions) -> Fixture {
-    let mut stores = Vec::new();
-    let mut raw = Vec::new();
-    let mut faults = Vec::new();
-    for i in 0..n {
-        let mem = Arc::new(InMemory::new());
-        let (faulty, handle) = FaultyStore::wrap(mem.clone());
-        stores.push((
-            EndpointId::new(format!("e{i}")),
-            faulty as Arc<dyn ObjectStore>,
-        ));
-        raw.push(mem);
-        faults.push(handle);
-    }
-    Fixture {
-        pool: StorePool::new(stores, opts).unwrap(),
-        raw,
-        faults,
-    }
-}
-
 fn payload(i: u32) -> Bytes {
     Bytes::from(format!("payload-{i}-").repeat(100))
-}
-
-async fn keys_in(store: &InMemory) -> Vec<String> {
-    use futures::TryStreamExt;
-    let mut keys: Vec<String> = store
-        .list(None)
-        .map_ok(|m| m.location.to_string())
-        .try_collect()
-        .await
-        .unwrap();
-    keys.sort();
-    keys
 }
 
 #[tokio::test]

@@ -5,57 +5,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use floe_storage::fault::{Fault, FaultHandle, FaultOps, FaultyStore};
-use floe_storage::{EndpointId, ObjectKey, ObjectRef, PoolOptions, StorePool};
-use futures::TryStreamExt;
-use object_store::ObjectStore;
-use object_store::memory::InMemory;
+use floe_storage::fault::{Fault, FaultOps};
+use floe_storage::{EndpointId, ObjectKey, ObjectRef, PoolOptions};
 use tokio::time::Instant;
 
-struct Fixture {
-    pool: StorePool,
-    raw: Vec<Arc<InMemory>>,
-    faults: Vec<FaultHandle>,
-}
-
-fn fixture(n: usize) -> Fixture {
-    let mut stores = Vec::new();
-    let mut raw = Vec::new();
-    let mut faults = Vec::new();
-    for i in 0..n {
-        let mem = Arc::new(InMemory::new());
-        let (faulty, handle) = FaultyStore::wrap(mem.clone());
-        stores.push((
-            EndpointId::new(format!("e{i}")),
-            faulty as Arc<dyn ObjectStore>,
-        ));
-        raw.push(mem);
-        faults.push(handle);
-    }
-    Fixture {
-        pool: StorePool::new(stores, PoolOptions::default()).unwrap(),
-        raw,
-        faults,
-    }
-}
+mod common;
+use common::pool::{Fixture, fixture, keys_in};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
-}
-
-async fn keys_in(store: &InMemory) -> Vec<String> {
-    let mut keys: Vec<String> = store
-        .list(None)
-        .map_ok(|m| m.location.to_string())
-        .try_collect()
-        .await
-        .unwrap();
-    keys.sort();
-    keys
 }
 
 impl Fixture {
@@ -94,7 +55,7 @@ impl Fixture {
 
 #[tokio::test(start_paused = true)]
 async fn a_new_endpoint_allows_the_ceiling_and_a_warm_one_the_floor() {
-    let f = fixture(1);
+    let f = fixture(1, PoolOptions::default());
     let e0 = EndpointId::new("e0");
     assert_eq!(f.pool.write_deadline(&e0, 0).unwrap(), ms(1000));
     f.warm().await;
@@ -107,7 +68,7 @@ async fn a_new_endpoint_allows_the_ceiling_and_a_warm_one_the_floor() {
 
 #[tokio::test(start_paused = true)]
 async fn a_hung_endpoint_costs_a_write_its_adaptive_deadline_not_the_hard_one() {
-    let f = fixture(2);
+    let f = fixture(2, PoolOptions::default());
     f.warm().await;
     let before = f.counts();
     f.faults[0].set(Fault::Hang, FaultOps::Writes);
@@ -137,7 +98,7 @@ async fn a_hung_endpoint_costs_a_write_its_adaptive_deadline_not_the_hard_one() 
 
 #[tokio::test(start_paused = true)]
 async fn a_slow_endpoint_loses_the_race_and_its_late_object_is_deleted() {
-    let f = fixture(2);
+    let f = fixture(2, PoolOptions::default());
     f.warm().await;
     let settled = |f: &Fixture| {
         let raw = f.raw.clone();
@@ -162,7 +123,7 @@ async fn a_slow_endpoint_loses_the_race_and_its_late_object_is_deleted() {
 
 #[tokio::test(start_paused = true)]
 async fn a_large_object_is_not_hedged_for_its_size() {
-    let f = fixture(2);
+    let f = fixture(2, PoolOptions::default());
     f.warm().await;
     // 800 ms for 16 MiB on both: inside 250 ms + 1024 ms.
     f.faults[0].set(Fault::Delay(ms(800)), FaultOps::Writes);
@@ -186,7 +147,7 @@ async fn a_large_object_is_not_hedged_for_its_size() {
 
 #[tokio::test(start_paused = true)]
 async fn with_one_endpoint_the_hedge_goes_to_the_same_endpoint_under_a_new_key() {
-    let f = fixture(1);
+    let f = fixture(1, PoolOptions::default());
     f.warm().await;
     let n = keys_in(&f.raw[0]).await.len();
     // One request hangs (a dead connection); the next one goes through.
@@ -204,7 +165,7 @@ async fn with_one_endpoint_the_hedge_goes_to_the_same_endpoint_under_a_new_key()
 
 #[tokio::test(start_paused = true)]
 async fn a_benched_endpoint_takes_writes_again_only_after_a_probe_passes() {
-    let f = fixture(2);
+    let f = fixture(2, PoolOptions::default());
     f.warm().await;
     let cooldown = f.pool.options().bench_cooldown;
     f.faults[0].set(Fault::Error, FaultOps::Writes);
@@ -243,7 +204,7 @@ async fn a_benched_endpoint_takes_writes_again_only_after_a_probe_passes() {
 
 #[tokio::test(start_paused = true)]
 async fn a_read_slower_than_usual_is_asked_again_beside_the_first() {
-    let f = fixture(1);
+    let f = fixture(1, PoolOptions::default());
     let (obj, _) = f.write(4096).await;
     // Reads learn the endpoint's read latency too (the floor, here).
     for _ in 0..20 {

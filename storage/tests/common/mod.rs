@@ -4,6 +4,8 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod pool;
+
 use std::net::{SocketAddr, TcpListener as StdListener, TcpStream as StdStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
