@@ -1232,22 +1232,33 @@ mod tests {
         assert_eq!(leader_epoch(7), Some(7));
     }
 
+    /// An acks=all produce of no records to `key()` through
+    /// `append_retrying`, waiting at most `wait` for an owner.
+    async fn produce_empty(
+        route: impl Fn() -> Result<Arc<dyn PartitionOwner>, RoutingError>,
+        failed: impl Fn(&CallError),
+        wait: Duration,
+    ) -> Result<PendingProduce, CallError> {
+        append_retrying(
+            route,
+            failed,
+            &key(),
+            Bytes::new(),
+            Acks::All,
+            Duration::ZERO,
+            wait,
+        )
+        .await
+    }
+
     #[tokio::test]
     async fn a_produce_waits_for_an_owner_still_taking_over() {
         let owner = FakeOwner::new(3);
         let o = owner.clone();
         let route = move || Ok(o.clone() as Arc<dyn PartitionOwner>);
-        let pending = append_retrying(
-            route,
-            |_| {},
-            &key(),
-            Bytes::new(),
-            Acks::All,
-            Duration::ZERO,
-            OWNER_CHANGE_WAIT,
-        )
-        .await
-        .expect("sequenced once the owner is ready");
+        let pending = produce_empty(route, |_| {}, OWNER_CHANGE_WAIT)
+            .await
+            .expect("sequenced once the owner is ready");
         assert_eq!(pending.wait().await.expect("acknowledged").base_offset, 3);
         assert_eq!(owner.appends.load(Ordering::SeqCst), 4);
     }
@@ -1262,17 +1273,9 @@ mod tests {
             2 => Err(routing(RoutingErrorKind::Unreachable)),
             _ => Ok(owner.clone() as Arc<dyn PartitionOwner>),
         };
-        append_retrying(
-            route,
-            |_| {},
-            &key(),
-            Bytes::new(),
-            Acks::All,
-            Duration::ZERO,
-            OWNER_CHANGE_WAIT,
-        )
-        .await
-        .expect("sequenced once the partition has an owner");
+        produce_empty(route, |_| {}, OWNER_CHANGE_WAIT)
+            .await
+            .expect("sequenced once the partition has an owner");
         assert_eq!(routes.load(Ordering::SeqCst), 4);
     }
 
@@ -1283,17 +1286,9 @@ mod tests {
         let route = move || Ok(o.clone() as Arc<dyn PartitionOwner>);
         let started = tokio::time::Instant::now();
         let wait = Duration::from_millis(100);
-        let e = append_retrying(
-            route,
-            |_| {},
-            &key(),
-            Bytes::new(),
-            Acks::All,
-            Duration::ZERO,
-            wait,
-        )
-        .await
-        .expect_err("never ready");
+        let e = produce_empty(route, |_| {}, wait)
+            .await
+            .expect_err("never ready");
         assert!(started.elapsed() >= wait);
         assert!(owner.appends.load(Ordering::SeqCst) > 1);
         assert_eq!(call_code(&e), ResponseError::NotLeaderOrFollower.code());
@@ -1306,17 +1301,9 @@ mod tests {
             routes.fetch_add(1, Ordering::SeqCst);
             Err(routing(RoutingErrorKind::UnknownPartition))
         };
-        let e = append_retrying(
-            route,
-            |_| {},
-            &key(),
-            Bytes::new(),
-            Acks::All,
-            Duration::ZERO,
-            OWNER_CHANGE_WAIT,
-        )
-        .await
-        .expect_err("no such partition");
+        let e = produce_empty(route, |_| {}, OWNER_CHANGE_WAIT)
+            .await
+            .expect_err("no such partition");
         assert_eq!(routes.load(Ordering::SeqCst), 1);
         assert_eq!(call_code(&e), ResponseError::UnknownTopicOrPartition.code());
     }
@@ -1326,13 +1313,9 @@ mod tests {
     #[tokio::test]
     async fn a_stale_view_is_waited_out_for_a_second_only() {
         let started = tokio::time::Instant::now();
-        let e = append_retrying(
+        let e = produce_empty(
             || Err(routing(RoutingErrorKind::StaleView)),
             |_| {},
-            &key(),
-            Bytes::new(),
-            Acks::All,
-            Duration::ZERO,
             OWNER_CHANGE_WAIT,
         )
         .await
@@ -1381,17 +1364,9 @@ mod tests {
                 refused.fetch_add(1, Ordering::SeqCst);
             }
         };
-        let pending = append_retrying(
-            route,
-            failed,
-            &key(),
-            Bytes::new(),
-            Acks::All,
-            Duration::ZERO,
-            OWNER_CHANGE_WAIT,
-        )
-        .await
-        .expect("sequenced at the new owner");
+        let pending = produce_empty(route, failed, OWNER_CHANGE_WAIT)
+            .await
+            .expect("sequenced at the new owner");
         assert_eq!(pending.wait().await.expect("acknowledged").base_offset, 1);
         assert_eq!(refused.load(Ordering::SeqCst), 3, "each refusal heard");
         assert_eq!(calls.load(Ordering::SeqCst), 6);
