@@ -479,10 +479,14 @@ class Load:
             time.sleep(0.05)
 
     def stop(self, timeout=240):
+        """Stops the producers, waits for their last delivery reports, and
+        returns when it was asked to (the end of a measured window)."""
+        stopped_at = time.time()
         self.stop_event.set()
         for p in self.producers:
             p.join(timeout)
             assert not p.is_alive(), f"producer {p.pid} did not finish in {timeout}s"
+        return stopped_at
 
     def max_gap(self, since, until):
         """{partition: the longest time (s) within [since, until] in which it took no acknowledged write}."""
@@ -565,9 +569,12 @@ def read_kafka_python(bootstrap, topic, ends, timeout=120):
 
 
 def verify(bootstrap, loads, topic, partitions, timeout=120):
-    """Reads `topic` back with two clients and checks every load's history:
-    nothing acknowledged lost or misplaced, nothing duplicated, offsets
-    strictly increasing, both readers agree. Returns the report."""
+    """Checks that no error reached the loads' application, then reads
+    `topic` back with two clients and checks every load's history: nothing
+    acknowledged lost or misplaced, nothing duplicated, offsets strictly
+    increasing, both readers agree. Returns the report."""
+    for load in loads:
+        assert not load.errors, load.errors[:5]
     first, ends = read_confluent(bootstrap, topic, partitions, timeout)
     second = read_kafka_python(bootstrap, topic, ends, timeout)
     acked, unacked = [], set()

@@ -128,13 +128,11 @@ def test_proxy_killed_under_load_clients_move_to_the_other(floe_bin, tmp_path):
             killed_at = time.time()
             cluster.proxies[1].kill9()
             load.wait_acked(1600, timeout=120, also=[*cluster.brokers, cluster.proxies[0]])
-            until = time.time()
-            load.stop()
+            until = load.stop()
             gaps = load.max_gap(killed_at, until)
             pauses.append(max(gaps.values()))
             print(f"proxy killed: longest partition pause {pauses[-1]:.2f} s "
                   f"(per partition: {', '.join(f'{g:.2f}' for g in gaps.values())})", flush=True)
-            assert not load.errors, load.errors[:5]
             report = verify(survivor, [load], "orders", PARTITIONS)
             print(f"checked: {report.summary()}", flush=True)
             assert max(gaps.values()) < 60, f"produce stalled: {gaps}\n{cluster.logs()}"

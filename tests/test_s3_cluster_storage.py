@@ -148,7 +148,6 @@ def test_a_hung_cut_or_slow_endpoint_costs_a_partition_about_a_second(floe_bin, 
                 load.wait_acked(RATE, timeout=60, also=cluster.brokers)
 
             load.stop()
-            assert not load.errors, load.errors[:5]
             report = verify(cluster.bootstrap, [load], "orders", PARTITIONS)
             print(f"checked: {report.summary()}", flush=True)
         finally:
