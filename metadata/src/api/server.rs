@@ -451,11 +451,9 @@ async fn register(
     let kind = convert::node_kind(&req.kind).ok_or_else(|| {
         MetaError::InvalidRequest(format!("node kind {:?}: broker or proxy", req.kind))
     })?;
-    // A proxy may leave its id to the metadata (0); a broker names its own.
-    if (req.id == 0 && kind != NodeKind::Proxy) || req.lease_ms == 0 {
-        return Err(MetaError::InvalidRequest(
-            "node id and lease must be above 0".into(),
-        ));
+    // A node may leave its id to the metadata (0).
+    if req.lease_ms == 0 {
+        return Err(MetaError::InvalidRequest("lease must be above 0".into()));
     }
     match s
         .write(Command::RegisterNode {
