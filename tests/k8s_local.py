@@ -296,6 +296,10 @@ class LocalCluster:
         argv = [self.bin] + [self.substitute(a, pod, mounts) for a in argv[1:]]
         env = {k: self.substitute(v, pod, mounts) for k, v in env.items()}
         for value in [*argv[1:], *env.values()]:
+            # A cluster DNS name left is one no Service or pod has (a typo, a
+            # wrong Service or namespace): it would not resolve in a cluster.
+            unknown = re.findall(rf"[\w.-]+\.svc(?:\.{re.escape(self.domain)})?(?=:\d)", value)
+            assert not unknown, f"{pod.name}/{c['name']}: {unknown} resolve to nothing in {self.ns}"
             # A file path (an HTTP path such as /readyz has one segment).
             assert not re.match(r"/[^/\s]+/", value) or value.startswith(str(self.tmp)), \
                 f"{pod.name}/{c['name']}: {value!r} is outside every volume (the root filesystem is read-only)"
