@@ -19,8 +19,8 @@ expanded as the kubelet does). Then, in every argument and value:
   (any other absolute path is refused: the root filesystem is read-only).
 
 A Service with a cluster address forwards each of its ports to the
-targetPort of a pod its selector picks (a TCP relay); a headless Service's
-names are its pods' addresses. Pods whose image is not Floe's (the bundled
+targetPort of the pods its selector picks, each connection to one of them at
+random (a TCP relay); a headless Service's names are its pods' addresses. Pods whose image is not Floe's (the bundled
 S3 server) are played by a stand-in the caller gives (moto).
 """
 
@@ -212,10 +212,11 @@ class LocalCluster:
                 continue
             picked = self.selected(svc)
             assert picked, f"Service {svc['metadata']['name']} selects no pod"
-            pod = random.choice(picked)
             for port in svc["spec"]["ports"]:
-                target = pod.container_port(port.get("targetPort", port["port"]))
-                self.relays.append(Relay((pod.ip, target), listen=(svc["_ip"], port["port"])))
+                targets = [(p.ip, p.container_port(port.get("targetPort", port["port"]))) for p in picked]
+                # Each connection to a pod of the Service picked at random, as kube-proxy does.
+                self.relays.append(Relay(lambda targets=targets: random.choice(targets),
+                                         listen=(svc["_ip"], port["port"])))
 
     # one container's command line and environment
     def substitute(self, text, pod, mounts):

@@ -45,8 +45,10 @@ class Relay:
     """
 
     def __init__(self, upstream, listen=("127.0.0.1", 0)):
-        # A port on 127.0.0.1, a (host, port), or the path of a Unix socket.
-        self.upstream = upstream if isinstance(upstream, (str, tuple)) else ("127.0.0.1", upstream)
+        # A port on 127.0.0.1, a (host, port), the path of a Unix socket, or a
+        # function giving a (host, port) for each new connection.
+        self.upstream = upstream if isinstance(upstream, (str, tuple)) or callable(upstream) \
+            else ("127.0.0.1", upstream)
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(listen)
@@ -115,7 +117,8 @@ class Relay:
             u.settimeout(5)
             u.connect(self.upstream)
         else:
-            u = socket.create_connection(self.upstream, timeout=5)
+            target = self.upstream() if callable(self.upstream) else self.upstream
+            u = socket.create_connection(target, timeout=5)
         u.settimeout(None)
         return u
 

@@ -209,12 +209,12 @@ def bucket_exists(s3, bucket):
         return False
 
 
-def kafka_round_trip(bootstrap, topic, s3, bucket, export_prefix, n=200):
-    """Creates an exported topic, produces `n` records with acks=all, reads
-    them back in a consumer group, and waits for a Parquet export."""
+def kafka_round_trip(bootstrap, topic, n=200, export=False):
+    """Creates a topic (exported to Parquet with `export`), produces `n`
+    records with acks=all and reads them back in a consumer group."""
     admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
-    new = confluent_kafka.admin.NewTopic(topic, num_partitions=3, replication_factor=1,
-                                         config={"export.enabled": "true", "export.roll.ms": "1000"})
+    config = {"export.enabled": "true", "export.roll.ms": "1000"} if export else {}
+    new = confluent_kafka.admin.NewTopic(topic, num_partitions=3, replication_factor=1, config=config)
     for f in admin.create_topics([new], request_timeout=30).values():
         f.result(60)
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all",
@@ -238,53 +238,92 @@ def kafka_round_trip(bootstrap, topic, s3, bucket, export_prefix, n=200):
     consumer.commit(asynchronous=False)
     consumer.close()
     assert seen == set(range(n)), f"read {len(seen)} of {n}"
-    deadline = time.time() + 60
-    keys = []
+
+
+def wait_export(s3, bucket, topic, timeout=60):
+    """The Parquet files of `topic` in the bucket, once there is one."""
+    deadline = time.time() + timeout
     while time.time() < deadline:
-        listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"{export_prefix}exports/{topic}/")
+        listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"exports/{topic}/")
         keys = [o["Key"] for o in listed.get("Contents", []) if o["Key"].endswith(".parquet")]
         if keys:
             return keys
         time.sleep(0.5)
-    raise AssertionError(f"no Parquet export of {topic} after 60 s")
+    raise AssertionError(f"no Parquet export of {topic} after {timeout} s")
+
+
+def start_release(cluster):
+    """Starts a rendered release as `helm install` would: the S3 server, the
+    bucket Job (to completion), the metadata nodes, then the Deployments,
+    each group once its probes pass."""
+    cluster.start_services()
+    by_kind = lambda kind: [p for p in cluster.pods if p.kind == kind]  # noqa: E731
+    minio = [p for p in by_kind("StatefulSet") if p.name.endswith("-minio-0")]
+    assert len(minio) == 1
+    cluster.start_pod(minio[0])
+    s3 = cluster.moto.client()
+    assert not bucket_exists(s3, "floe")
+    # The bucket Job creates the bucket; the roles' store URL never does.
+    for job in by_kind("Job"):
+        cluster.run_to_completion(job)
+    assert bucket_exists(s3, "floe")
+    metas = [p for p in by_kind("StatefulSet") if p not in minio]
+    assert [p.labels["apps.kubernetes.io/pod-index"] for p in metas] == [str(i + 1) for i in range(len(metas))]
+    for p in metas:
+        cluster.start_pod(p)
+    cluster.wait_ready(metas)
+    rest = by_kind("Deployment")
+    for p in rest:
+        cluster.start_pod(p)
+    cluster.wait_ready(rest)
+    return s3
 
 
 def test_rendered_chart_forms_a_working_cluster(floe_bin, tmp_path):
-    texts, objects = render({})
+    _, objects = render({})
     cluster = LocalCluster(objects, floe_bin, tmp_path, NAMESPACE,
                            stand_ins={"quay.io/minio/minio": moto_stand_in})
     cluster.plan()
     try:
-        cluster.start_services()
-        by_kind = lambda kind: [p for p in cluster.pods if p.kind == kind]  # noqa: E731
-        minio = [p for p in by_kind("StatefulSet") if p.name.endswith("-minio-0")]
-        assert len(minio) == 1
-        cluster.start_pod(minio[0])
-        s3 = cluster.moto.client()
-        assert not bucket_exists(s3, "floe")
-        # The bucket Job creates the bucket; the roles' store URL never does.
-        for job in by_kind("Job"):
-            cluster.run_to_completion(job)
-        assert bucket_exists(s3, "floe")
-        metas = [p for p in by_kind("StatefulSet") if p not in minio]
-        assert [p.labels["apps.kubernetes.io/pod-index"] for p in metas] == ["1", "2", "3"]
-        for p in metas:
-            cluster.start_pod(p)
-        cluster.wait_ready(metas)
-        rest = by_kind("Deployment")
-        assert sorted(p.name.split("-floe-")[1].split("-")[0] for p in rest) == \
+        assert sorted(p.name.split("-floe-")[1].split("-")[0] for p in cluster.pods if p.kind == "Deployment") == \
             ["broker", "broker", "indexer", "proxy", "proxy"]
-        for p in rest:
-            cluster.start_pod(p)
-        cluster.wait_ready(rest)
+        s3 = start_release(cluster)
         # `helm test`: creates a topic, produces from its ConfigMap, consumes; twice (it can run again).
         for _ in range(2):
-            for p in by_kind("TestPod"):
+            for p in [p for p in cluster.pods if p.kind == "TestPod"]:
                 cluster.run_to_completion(p)
         service = cluster.one("Service", "-proxy")
         bootstrap = f"{service['_ip']}:{service['spec']['ports'][0]['port']}"
-        keys = kafka_round_trip(bootstrap, "orders", s3, "floe", "")
-        assert all(k.startswith("exports/orders/") for k in keys), keys
+        kafka_round_trip(bootstrap, "orders", export=True)
+        assert wait_export(s3, "floe", "orders")
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
+
+
+def test_outside_clients_reach_every_proxy_through_the_load_balancers_address(floe_bin, tmp_path):
+    """proxy.service.type=LoadBalancer: every proxy advertises the load
+    balancer's address, and a client that only knows that address produces
+    and consumes through whichever proxy each connection lands on."""
+    _, objects = render({"metadata": {"replicas": 1}, "broker": {"replicas": 1}, "indexer": {"enabled": False},
+                         "tests": {"enabled": False},
+                         "proxy": {"service": {"type": "LoadBalancer"},
+                                   "advertisedAddress": "kafka.example.com:9092"}})
+    cluster = LocalCluster(objects, floe_bin, tmp_path, NAMESPACE,
+                           stand_ins={"quay.io/minio/minio": moto_stand_in})
+    cluster.plan()
+    service = cluster.one("Service", "-proxy")
+    assert service["spec"]["type"] == "LoadBalancer"
+    # The load balancer's DNS name points at the Service's address.
+    cluster.names["kafka.example.com"] = service["_ip"]
+    lb = f"{service['_ip']}:9092"
+    try:
+        start_release(cluster)
+        brokers = confluent_kafka.admin.AdminClient({"bootstrap.servers": lb}).list_topics(timeout=30).brokers
+        assert len(brokers) == 2 and {f"{b.host}:{b.port}" for b in brokers.values()} == {lb}, brokers
+        kafka_round_trip(lb, "outside")
     except BaseException:
         print(cluster.logs())
         raise
@@ -362,8 +401,8 @@ def test_compose_file_forms_a_working_cluster(floe_bin, tmp_path):
             out = subprocess.run([kcat, "-C", "-b", bootstrap, "-t", "demo", "-e", "-o", "beginning",
                                   "-f", "%k %s\n"], capture_output=True, text=True, check=True, timeout=60)
             assert sorted(out.stdout.splitlines()) == [f"key{i} value{i}" for i in range(1, 6)], out.stdout
-        keys = kafka_round_trip(bootstrap, "sales", cluster.moto.client(), "floe", "")
-        assert keys
+        kafka_round_trip(bootstrap, "sales", export=True)
+        assert wait_export(cluster.moto.client(), "floe", "sales")
     except BaseException:
         print(cluster.logs())
         raise
