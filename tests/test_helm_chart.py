@@ -21,6 +21,7 @@ a process does not start, a probe does not answer, or a name does not resolve.
 
 import json
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -182,6 +183,22 @@ def test_pods_are_locked_down_and_probed():
     # One metadata node: no PDB could keep a majority, so none is made.
     _, one = render({"metadata": {"replicas": 1}})
     assert not [o for o in one if o["kind"] == "PodDisruptionBudget" and o["metadata"]["name"].endswith("-meta")]
+
+
+def test_dockerfile_builds_every_workspace_member_in_its_dependency_layer():
+    """The cached dependency layer copies each member's Cargo.toml and makes
+    an empty crate for it: a member left out would fail the image's build."""
+    import tomllib
+    members = tomllib.loads((ROOT / "Cargo.toml").read_text())["workspace"]["members"]
+    text = (ROOT / "docker" / "Dockerfile").read_text()
+    copied = set(re.findall(r"^COPY (\w+)/Cargo\.toml \1/$", text, re.M))
+    stubbed = set(re.search(r"for lib in ([\w ]+); do", text).group(1).split())
+    assert copied == {m for m in members if m != "."}, copied
+    libs = {m for m in members if m != "." and (ROOT / m / "src" / "lib.rs").exists()}
+    assert stubbed == libs, (stubbed, libs)
+    for m in members:
+        if m != "." and (ROOT / m / "src" / "main.rs").exists():
+            assert f"{m}/src/main.rs" in text, m
 
 
 def test_dockerfile_passes_hadolint():
