@@ -185,6 +185,45 @@ def test_pods_are_locked_down_and_probed():
     assert not [o for o in one if o["kind"] == "PodDisruptionBudget" and o["metadata"]["name"].endswith("-meta")]
 
 
+def matches(selector, labels):
+    return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
+
+
+def test_network_policies_and_the_service_monitor_select_real_pods_and_ports(tmp_path):
+    """What the local run cannot see: a NetworkPolicy naming a port no pod
+    has, or leaving out one of the release's own pods, would cut traffic in a
+    cluster; a ServiceMonitor must find the metrics Service and its pods."""
+    values = MATRIX["monitoring-and-client-policy"]
+    _, objects = render(values)
+    cluster = LocalCluster(objects, "floe", tmp_path, NAMESPACE)
+    cluster.plan()
+    pods = cluster.pods
+    policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
+    assert {p["metadata"]["name"].rsplit("-", 1)[1] for p in policies} == {"meta", "broker", "proxy", "indexer",
+                                                                           "minio"}
+    for policy in policies:
+        spec = policy["spec"]
+        guarded = [p for p in pods if matches(spec["podSelector"], p.labels)]
+        assert guarded, f"{policy['metadata']['name']} selects no pod"
+        for rule in spec["ingress"]:
+            for port in rule["ports"]:
+                for p in guarded:
+                    p.container_port(port["port"])  # fails on a port the pod does not have
+            for peer in rule.get("from", []):
+                if "podSelector" in peer and "namespaceSelector" not in peer:
+                    # Every pod of the release (roles, the bucket Job, the test pod) is let in.
+                    assert all(matches(peer["podSelector"], p.labels) for p in pods), policy["metadata"]["name"]
+    monitor = next(o for o in objects if o["kind"] == "ServiceMonitor")
+    service = next(o for o in objects if o["kind"] == "Service"
+                   and matches(monitor["spec"]["selector"], o["metadata"]["labels"]))
+    scraped = [p for p in pods if all(p.labels.get(k) == v for k, v in service["spec"]["selector"].items())]
+    roles = sorted(p.labels["app.kubernetes.io/component"] for p in scraped)
+    assert roles == ["broker", "broker", "indexer", "proxy", "proxy"], roles
+    for p in scraped:
+        p.container_port(service["spec"]["ports"][0]["targetPort"])
+    assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
+
+
 def test_dockerfile_builds_every_workspace_member_in_its_dependency_layer():
     """The cached dependency layer copies each member's Cargo.toml and makes
     an empty crate for it: a member left out would fail the image's build."""
