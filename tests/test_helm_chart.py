@@ -251,10 +251,23 @@ def test_dockerfile_passes_hadolint():
 
 
 def moto_stand_in(cluster, pod, c):
-    """The bundled S3 server's container, played by moto on the pod's address and port."""
+    """The bundled S3 server's container, played by moto on the pod's address
+    and port. moto takes any key, so the root credentials the server would
+    be given are kept to compare with what the Floe containers sign with."""
     port = pod.container_port(c["ports"][0]["name"])
+    env = cluster.env_of(pod, c)
+    cluster.s3_root = (env.get("MINIO_ROOT_USER"), env.get("MINIO_ROOT_PASSWORD"))
     cluster.moto = Moto(cluster.tmp / f"{pod.name}.moto.log", host=pod.ip, port=port)
     pod.procs[c["name"]] = cluster.moto.proc
+
+
+def assert_floe_signs_as_the_s3_root(cluster):
+    for pod in cluster.pods:
+        for c in [*pod.spec.get("initContainers", []), *pod.spec["containers"]]:
+            env = cluster.env_of(pod, c) if cluster.is_floe(c) else {}
+            if "FLOE_STORE" in env:
+                assert (env.get("AWS_ACCESS_KEY_ID"), env.get("AWS_SECRET_ACCESS_KEY")) == cluster.s3_root, \
+                    f"{pod.name}/{c['name']} signs with other credentials than the S3 server's"
 
 
 def bucket_exists(s3, bucket):
@@ -317,6 +330,8 @@ def start_release(cluster):
     minio = [p for p in by_kind("StatefulSet") if p.name.endswith("-minio-0")]
     assert len(minio) == 1
     cluster.start_pod(minio[0])
+    assert all(cluster.s3_root) and len(cluster.s3_root[1]) >= 16, "no generated root password"
+    assert_floe_signs_as_the_s3_root(cluster)
     s3 = cluster.moto.client()
     assert not bucket_exists(s3, "floe")
     # The bucket Job creates the bucket; the roles' store URL never does.
