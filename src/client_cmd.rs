@@ -18,7 +18,7 @@
 use std::io::Write;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::bail;
+use anyhow::{Context as _, bail};
 use clap::{Args, ValueEnum};
 use floe_client::{
     Acks, Compression, Consumer, Producer, ProducerConfig, ProducerRecord, Record, StartAt,
@@ -102,6 +102,10 @@ pub struct ProduceArgs {
     /// Send what was read once no new line came for this long, in ms.
     #[arg(long, default_value_t = 100)]
     linger_ms: u64,
+    /// Read the lines from FILE instead of stdin (where no shell can pipe,
+    /// e.g. the helm chart's test pod).
+    #[arg(long, value_name = "FILE")]
+    input: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -130,6 +134,10 @@ pub struct ConsumeArgs {
     /// Prefix each line with `partition:offset` and a tab.
     #[arg(long)]
     print_offsets: bool,
+    /// Exit with an error if fewer records than this were printed (a
+    /// check, e.g. the helm chart's test pod).
+    #[arg(long)]
+    min_messages: Option<u64>,
 }
 
 // ---------------------------------------------------------------------------
@@ -215,6 +223,13 @@ pub async fn produce(args: ProduceArgs) -> anyhow::Result<()> {
     if separator.as_ref().is_some_and(Vec::is_empty) {
         bail!("--key-separator must not be empty");
     }
+    // Opened before connecting: a missing file is the first error.
+    let input: Option<std::fs::File> = match &args.input {
+        Some(path) => Some(
+            std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?,
+        ),
+        None => None,
+    };
     let client = args.conn.connect().await?;
     let config = ProducerConfig {
         acks: args.acks.into(),
@@ -228,22 +243,28 @@ pub async fn produce(args: ProduceArgs) -> anyhow::Result<()> {
         max_bytes: args.batch_bytes,
         linger: Duration::from_millis(args.linger_ms),
     };
-    let result = produce_lines(&mut producer, separator, limits).await;
+    let result = produce_lines(&mut producer, input, separator, limits).await;
     eprint!("{}", summary(&producer));
     result
 }
 
-/// Reads stdin to its end and sends it in groups.
+/// Reads `input` (stdin when `None`) to its end and sends it in groups.
 async fn produce_lines(
     producer: &mut Producer,
+    input: Option<std::fs::File>,
     separator: Option<Vec<u8>>,
     limits: GroupLimits,
 ) -> anyhow::Result<()> {
     // A thread reads and parses the lines (tokio's stdin needs a feature
     // this crate does not enable) and hands them over a channel.
     let (lines_tx, mut lines_rx) = tokio::sync::mpsc::channel(4096);
-    std::thread::spawn(move || {
-        read_lines(std::io::stdin().lock(), separator.as_deref(), &lines_tx);
+    std::thread::spawn(move || match input {
+        Some(file) => read_lines(
+            std::io::BufReader::new(file),
+            separator.as_deref(),
+            &lines_tx,
+        ),
+        None => read_lines(std::io::stdin().lock(), separator.as_deref(), &lines_tx),
     });
     let mut pending = Pending::default();
     loop {
@@ -407,6 +428,14 @@ pub async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
         }
     }
     flush(&mut out)?;
+    if let Some(min) = args.min_messages
+        && printed < min
+    {
+        anyhow::bail!(
+            "{printed} records read from {}, expected at least {min}",
+            args.topic
+        );
+    }
     Ok(())
 }
 

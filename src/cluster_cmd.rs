@@ -23,9 +23,12 @@ use crate::roles::{BrokerTuning, ClusterAccess, HttpTuning, ProxyTuning};
 
 #[derive(Debug, Args)]
 pub struct BrokerArgs {
-    /// This broker's id (unique in the cluster, above 0).
-    #[arg(long, env = "FLOE_BROKER_ID")]
-    pub id: u32,
+    /// This broker's id (unique in the cluster, above 0). Default: the
+    /// metadata service gives a new one at every start (from 1001 on, never
+    /// an earlier node's), for brokers with no stable name (a Kubernetes
+    /// Deployment's pods).
+    #[arg(long, env = "FLOE_BROKER_ID", value_parser = clap::value_parser!(u32).range(1..))]
+    pub id: Option<u32>,
     /// Where the internal RPC listens.
     #[arg(long, env = "FLOE_RPC_LISTEN", default_value = "127.0.0.1:9192")]
     pub listen: SocketAddr,
@@ -105,15 +108,22 @@ pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
         .advertise
         .clone()
         .unwrap_or_else(|| rpc_addr.to_string());
+    let mut config = args
+        .tuning
+        .config(args.id.unwrap_or(0), advertise, pool.kinds());
+    if args.id.is_none() {
+        config.id = meta
+            .register_new_broker(&config.advertise, config.lease)
+            .await
+            .context("asking the metadata service for a broker id")?
+            .0;
+        tracing::info!(id = config.id, "broker id given by the metadata service");
+    }
+    let id = config.id;
     let view = ClusterWatch::start(meta.clone());
-    let broker = Broker::start(
-        args.tuning.config(args.id, advertise, pool.kinds()),
-        meta,
-        pool.clone(),
-        view,
-    )
-    .await
-    .context("broker")?;
+    let broker = Broker::start(config, meta, pool.clone(), view)
+        .await
+        .context("broker")?;
     let b = broker.clone();
     let rpc_limits = args.http.limits(floe_broker::rpc::MAX_BODY_BYTES);
     let rpc_task = tokio::spawn(async move {
@@ -131,7 +141,7 @@ pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
         .with("rpc", rpc_addr)
         .with("admin", admin_addr)
         .publish("broker", args.ports_file.as_deref())?;
-    eprintln!("floe broker {} ready: RPC on {rpc_addr}", args.id);
+    eprintln!("floe broker {id} ready: RPC on {rpc_addr}");
     crate::shutdown_signal().await;
     state.ready.store(false, Ordering::SeqCst);
     // A graceful stop: hand everything over first, so that clients see a

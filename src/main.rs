@@ -1,7 +1,7 @@
 //! `floe`: the one binary of Floe, with a subcommand per role.
 //!
 //! Roles: `meta`, `broker`, `proxy`, `indexer`, and `standalone` with all of
-//! them in one process; tools: `storage`, `topic`, `produce`, `consume`, `query`.
+//! them in one process; tools: `storage`, `topic`, `produce`, `consume`, `query`, `probe`.
 
 mod admin_http;
 mod client_cmd;
@@ -10,6 +10,7 @@ mod indexer_cmd;
 mod kafka_args;
 mod meta_cmd;
 mod ports_file;
+mod probe_cmd;
 mod roles;
 mod standalone;
 mod storage_cmd;
@@ -59,6 +60,8 @@ enum Command {
     Indexer(indexer_cmd::IndexerArgs),
     /// Find a topic's records by key and time through the indexer.
     Query(indexer_cmd::QueryArgs),
+    /// Ask a Floe process on this machine for `/livez` (a container's health check).
+    Probe(probe_cmd::ProbeArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -96,6 +99,7 @@ fn main() -> std::process::ExitCode {
             Command::Consume(args) => client_cmd::consume(args).await,
             Command::Indexer(args) => indexer_cmd::run(args).await,
             Command::Query(args) => indexer_cmd::query(args).await,
+            Command::Probe(args) => probe_cmd::run(args).await,
         }
     });
     match result {

@@ -23,6 +23,10 @@ pub enum TopicCommand {
         /// A topic config, as KEY=VALUE; repeat for several.
         #[arg(long = "config", value_name = "KEY=VALUE", value_parser = parse_key_value)]
         configs: Vec<(String, String)>,
+        /// A topic of that name existing already is not an error (its
+        /// partitions and configs are left as they are).
+        #[arg(long)]
+        if_not_exists: bool,
     },
     /// List topics with their partition counts (Metadata).
     List {
@@ -65,7 +69,24 @@ pub async fn run(cmd: TopicCommand) -> anyhow::Result<()> {
             name,
             partitions,
             configs,
-        } => create(&mut conn.connect().await?, &name, partitions, &configs).await,
+            if_not_exists,
+        } => {
+            let mut client = conn.connect().await?;
+            match create(&mut client, &name, partitions, &configs).await {
+                Err(e)
+                    if if_not_exists
+                        && e.downcast_ref::<floe_client::ClientError>()
+                            .and_then(floe_client::ClientError::broker_error)
+                            .map(kafka_error_name)
+                            .as_deref()
+                            == Some("TOPIC_ALREADY_EXISTS") =>
+                {
+                    println!("topic {name} exists already");
+                    Ok(())
+                }
+                r => r,
+            }
+        }
         TopicCommand::List { conn } => list(&mut conn.connect().await?).await,
         TopicCommand::Describe { conn, name } => describe(&mut conn.connect().await?, &name).await,
         TopicCommand::Alter {

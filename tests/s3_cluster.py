@@ -44,12 +44,14 @@ class Relay:
     "reset" does the same with a TCP reset.
     """
 
-    def __init__(self, upstream):
-        # A port on 127.0.0.1, or the path of a Unix socket.
-        self.upstream = upstream if isinstance(upstream, str) else ("127.0.0.1", upstream)
+    def __init__(self, upstream, listen=("127.0.0.1", 0)):
+        # A port on 127.0.0.1, a (host, port), the path of a Unix socket, or a
+        # function giving a (host, port) for each new connection.
+        self.upstream = upstream if isinstance(upstream, (str, tuple)) or callable(upstream) \
+            else ("127.0.0.1", upstream)
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.bind(listen)
         self.sock.listen(128)
         self.port = self.sock.getsockname()[1]
         self.mode = "pass"
@@ -115,7 +117,8 @@ class Relay:
             u.settimeout(5)
             u.connect(self.upstream)
         else:
-            u = socket.create_connection(self.upstream, timeout=5)
+            target = self.upstream() if callable(self.upstream) else self.upstream
+            u = socket.create_connection(target, timeout=5)
         u.settimeout(None)
         return u
 
@@ -143,21 +146,22 @@ class Relay:
 
 
 class Moto:
-    """moto's S3 server on port 0 (it prints the port it is bound to), which
-    makes a bucket on the first write to it."""
+    """moto's S3 server on port 0 (it prints the port it is bound to), or on
+    `host`:`port` when given, which makes a bucket on the first write to it."""
 
     key, secret = "floe", "floe-secret"
 
-    def __init__(self, log_path, timeout=30):
+    def __init__(self, log_path, timeout=30, host="127.0.0.1", port=0):
         moto_bin = pathlib.Path(sys.executable).parent / "moto_server"
         assert moto_bin.exists(), f"{moto_bin} missing: tests/run.sh installs moto[server]"
-        self.proc = Proc([moto_bin, "-H", "127.0.0.1", "-p", 0], log_path)
+        self.host = host
+        self.proc = Proc([moto_bin, "-H", host, "-p", port], log_path)
         self.port = None
         deadline = time.time() + timeout
         while time.time() < deadline:
             assert self.proc.p.poll() is None, f"moto exited:\n{self.proc.tail()}"
-            m = re.search(r"Running on http://127\.0\.0\.1:(\d+)", pathlib.Path(log_path).read_text(errors="replace"))
-            if m and http_ok(f"http://127.0.0.1:{m.group(1)}/moto-api/"):
+            m = re.search(rf"Running on http://{re.escape(host)}:(\d+)", pathlib.Path(log_path).read_text(errors="replace"))
+            if m and http_ok(f"http://{host}:{m.group(1)}/moto-api/"):
                 self.port = int(m.group(1))
                 return
             time.sleep(0.1)
@@ -171,12 +175,12 @@ class Moto:
 
     def url(self, port=None, bucket="floe"):
         """The `s3://` store URL of `bucket` here, through `port` if given (a relay)."""
-        return (f"s3://{bucket}?endpoint=http://127.0.0.1:{port or self.port}&region=us-east-1"
+        return (f"s3://{bucket}?endpoint=http://{self.host}:{port or self.port}&region=us-east-1"
                 f"&path_style=true&access_key_id={self.key}&secret_access_key={self.secret}")
 
     def client(self):
         import boto3
-        return boto3.client("s3", endpoint_url=f"http://127.0.0.1:{self.port}", region_name="us-east-1",
+        return boto3.client("s3", endpoint_url=f"http://{self.host}:{self.port}", region_name="us-east-1",
                             aws_access_key_id=self.key, aws_secret_access_key=self.secret)
 
     def stop(self):
@@ -249,7 +253,7 @@ api_bind_addr = "{self.socket}"
                             aws_access_key_id=self.key, aws_secret_access_key=self.secret)
 
     def url(self, port=None, bucket="floe"):
-        return (f"s3://{bucket}?endpoint=http://127.0.0.1:{port or self.port}&region=us-east-1"
+        return (f"s3://{bucket}?endpoint=http://{self.host}:{port or self.port}&region=us-east-1"
                 f"&path_style=true&access_key_id={self.key}&secret_access_key={self.secret}")
 
     def stop(self):

@@ -263,3 +263,20 @@ def test_bad_input_and_unknown_topics_fail_clearly(floe_bin, standalone):
         res = floe(floe_bin, bs, *args, input="x\n")
         assert res.returncode != 0
         assert "UNKNOWN_TOPIC_OR_PARTITION" in res.stderr, res.stderr
+
+
+def test_tools_without_a_shell_create_once_produce_from_a_file_and_check_a_count(floe_bin, standalone, tmp_path):
+    """The flags the helm chart's test pod uses (distroless: no shell, no pipe)."""
+    bs = standalone.bootstrap
+    for _ in range(2):  # a second create of the same topic is not an error
+        ok(floe(floe_bin, bs, "topic", "create", "cli-noshell", "--partitions", "2", "--if-not-exists"))
+    assert topics(floe_bin, bs).get("cli-noshell") == 2
+    records = tmp_path / "records.txt"
+    records.write_text("one\ntwo\nthree\n")
+    ok(floe(floe_bin, bs, "produce", "--input", str(records), "cli-noshell"))
+    res = ok(floe(floe_bin, bs, "consume", "cli-noshell", "--timeout-ms", "3000", "--min-messages", "3"))
+    assert sorted(res.stdout.splitlines()) == ["one", "three", "two"]
+    res = floe(floe_bin, bs, "consume", "cli-noshell", "--timeout-ms", "2000", "--min-messages", "4")
+    assert res.returncode != 0 and "3 records read from cli-noshell, expected at least 4" in res.stderr, res.stderr
+    res = floe(floe_bin, bs, "produce", "--input", str(tmp_path / "missing.txt"), "cli-noshell")
+    assert res.returncode != 0 and "cannot open" in res.stderr, res.stderr

@@ -22,11 +22,12 @@ pub const DEFAULT_SHARDS: u32 = 16;
 pub const MAX_PARTITIONS: u32 = 10_000;
 /// Default of `producer.id.expiration.ms`: a day, as Kafka.
 pub const DEFAULT_PRODUCER_EXPIRATION_MS: u64 = 86_400_000;
-/// The id a proxy registers with to be given one ([`Command::RegisterNode`]).
+/// The id a proxy or a broker registers with to be given one
+/// ([`Command::RegisterNode`]).
 pub const UNASSIGNED_ID: BrokerId = BrokerId(0);
-/// The lowest id the metadata gives a proxy (as Kafka's generated broker
-/// ids start above `reserved.broker.max.id`, 1000): below it, ids are left
-/// to brokers and proxies that name their own.
+/// The lowest id the metadata gives a proxy or a broker (as Kafka's
+/// generated broker ids start above `reserved.broker.max.id`, 1000): below
+/// it, ids are left to brokers and proxies that name their own.
 pub const FIRST_PROXY_ID: u32 = 1001;
 /// Most producer ids one allocation hands out.
 pub const MAX_PRODUCER_ID_BLOCK: u32 = 100_000;
@@ -460,10 +461,11 @@ impl ClusterState {
 
     /// Registers a node (again): live, with a lease from `now_ms`. An id
     /// is one node's, of one kind: a broker and a proxy cannot share it.
-    /// A proxy may ask for [`BrokerId::UNASSIGNED`]: it gets the next id
-    /// above every id registered so far and at least [`FIRST_PROXY_ID`],
-    /// never one an earlier node had (a paused proxy's heartbeats cannot
-    /// renew a newer proxy's lease).
+    /// A node may ask for [`UNASSIGNED_ID`]: it gets the next id above
+    /// every id registered so far and at least [`FIRST_PROXY_ID`], never
+    /// one an earlier node had (a paused node's heartbeats cannot renew a
+    /// newer node's lease). Brokers of a Kubernetes Deployment, whose pods
+    /// have no ordinal, ask so.
     fn register(
         &mut self,
         id: BrokerId,
@@ -473,11 +475,6 @@ impl ClusterState {
         lease_ms: u64,
     ) -> Response {
         let id = if id == UNASSIGNED_ID {
-            if kind != NodeKind::Proxy {
-                return err(MetaError::InvalidRequest(
-                    "only a proxy may ask for an id".into(),
-                ));
-            }
             let above = self.nodes.keys().next_back().map_or(0, |b| b.0);
             BrokerId(above.saturating_add(1).max(FIRST_PROXY_ID))
         } else {
@@ -1437,15 +1434,6 @@ mod tests {
             lease_ms: 1000,
         });
         assert!(matches!(e, MetaError::InvalidRequest(_)), "{e:?}");
-        // Only a proxy is given an id.
-        let e = sm.error(Command::RegisterNode {
-            id: UNASSIGNED_ID,
-            kind: NodeKind::Broker,
-            addr: "x:1".into(),
-            now_ms: 0,
-            lease_ms: 1000,
-        });
-        assert!(matches!(e, MetaError::InvalidRequest(_)), "{e:?}");
         // A stopping proxy drains (no longer listed as live at once).
         sm.ok(Command::Drain { id: b });
         assert_eq!(sm.state.nodes[&b].state, NodeState::Draining);
@@ -1470,6 +1458,50 @@ mod tests {
         assert_eq!(
             register_proxy(&mut sm, 0, 2_000),
             BrokerId(FIRST_PROXY_ID + 2)
+        );
+    }
+
+    /// A broker may ask for an id too (a Deployment's pod has no ordinal):
+    /// it gets one above every id so far, never a dead node's, and owns
+    /// partitions under it like any broker.
+    #[test]
+    fn a_broker_without_an_id_is_given_a_new_one_and_owns_partitions() {
+        let mut sm = owned();
+        fn register_broker(sm: &mut Sm, now_ms: u64) -> BrokerId {
+            match sm.apply(Command::RegisterNode {
+                id: UNASSIGNED_ID,
+                kind: NodeKind::Broker,
+                addr: "127.0.0.1:19500".into(),
+                now_ms,
+                lease_ms: 1000,
+            }) {
+                Response::Registered { id } => id,
+                other => panic!("broker registration answered {other:?}"),
+            }
+        }
+        let a = register_broker(&mut sm, 0);
+        assert_eq!(a, BrokerId(FIRST_PROXY_ID));
+        assert_eq!(sm.state.nodes[&a].kind, NodeKind::Broker);
+        // Broker 1 goes silent: its partitions move to the new broker.
+        sm.ok(Command::Heartbeat {
+            id: a,
+            now_ms: 1_500,
+        });
+        sm.apply(Command::ExpireLeases { now_ms: 1_500 });
+        for c in controller::plan(&sm.state, 1_500) {
+            sm.apply(c);
+        }
+        assert!(
+            sm.state
+                .partitions
+                .values()
+                .all(|p| p.ownership.owner == Some(a))
+        );
+        // Dead and registered again without an id: a new one, never a.
+        sm.apply(Command::ExpireLeases { now_ms: 5_000 });
+        assert_eq!(
+            register_broker(&mut sm, 5_000),
+            BrokerId(FIRST_PROXY_ID + 1)
         );
     }
 

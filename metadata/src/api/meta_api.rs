@@ -230,6 +230,25 @@ impl dyn MetaApi + '_ {
         Ok(BrokerId(r.id))
     }
 
+    /// Registers a new broker under an id the metadata gives it (above
+    /// every id so far, never an earlier node's); returns the id, which
+    /// the broker then registers and renews under like a named one.
+    pub async fn register_new_broker(
+        &self,
+        addr: &str,
+        lease: Duration,
+    ) -> Result<BrokerId, MetaError> {
+        let r = self
+            .call::<routes::Register>(proto::RegisterRequest {
+                id: crate::state::UNASSIGNED_ID.0,
+                kind: convert::node_kind_name(crate::model::NodeKind::Broker).to_string(),
+                addr: addr.to_string(),
+                lease_ms: lease.as_millis() as u64,
+            })
+            .await?;
+        Ok(BrokerId(r.id))
+    }
+
     pub async fn heartbeat(&self, id: BrokerId) -> Result<(), MetaError> {
         self.call::<routes::Heartbeat>(proto::HeartbeatRequest { id: id.0 })
             .await?;

@@ -20,7 +20,7 @@ use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response as HttpResponse};
-use axum::routing::post;
+use axum::routing::{get, post};
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, ChangeMembers};
 use prost::Message;
@@ -171,12 +171,24 @@ impl AppState {
 /// Routes of one metadata node; bodies above `max_body` bytes are answered 413.
 pub fn router(state: AppState, max_body: usize) -> Router {
     Router::new()
+        .route("/livez", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
         .route("/raft/append", post(raft_append))
         .route("/raft/vote", post(raft_vote))
         .route("/raft/snapshot", post(raft_snapshot))
         .merge(api_routes())
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(state)
+}
+
+/// `/readyz` of a metadata node (probes): 200 once it knows a leader, 503
+/// before (a node that cannot reach a majority does not).
+async fn readyz(State(s): State<AppState>) -> (StatusCode, &'static str) {
+    if s.raft.metrics().borrow().current_leader.is_some() {
+        (StatusCode::OK, "ready\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "no leader\n")
+    }
 }
 
 /// A route this server answers: the typed handler behind its path. The
@@ -439,11 +451,9 @@ async fn register(
     let kind = convert::node_kind(&req.kind).ok_or_else(|| {
         MetaError::InvalidRequest(format!("node kind {:?}: broker or proxy", req.kind))
     })?;
-    // A proxy may leave its id to the metadata (0); a broker names its own.
-    if (req.id == 0 && kind != NodeKind::Proxy) || req.lease_ms == 0 {
-        return Err(MetaError::InvalidRequest(
-            "node id and lease must be above 0".into(),
-        ));
+    // A node may leave its id to the metadata (0).
+    if req.lease_ms == 0 {
+        return Err(MetaError::InvalidRequest("lease must be above 0".into()));
     }
     match s
         .write(Command::RegisterNode {

@@ -1,0 +1,243 @@
+{{/*
+Names, labels and the wiring every role shares: the metadata addresses, the
+store URL and the S3 credentials. Each is written once here so that a role
+cannot be given another value than the others.
+*/}}
+
+{{- define "floe.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "floe.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "floe.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels of every object; "component" is the role. */}}
+{{- define "floe.labels" -}}
+helm.sh/chart: {{ include "floe.chart" .root }}
+{{ include "floe.selectorLabels" . }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/part-of: floe
+{{- with .root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "floe.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "floe.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* Every pod of this release, whatever its role (NetworkPolicy peers). */}}
+{{- define "floe.releasePods" -}}
+app.kubernetes.io/name: {{ include "floe.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "floe.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "floe.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "floe.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* The DNS suffix of a Service in this namespace. */}}
+{{- define "floe.svcSuffix" -}}
+{{- printf "%s.svc.%s" .Release.Namespace .Values.clusterDomain }}
+{{- end }}
+
+{{- define "floe.meta.headless" -}}
+{{- printf "%s-meta-headless" (include "floe.fullname" .) }}
+{{- end }}
+
+{{/*
+The metadata nodes' addresses: node N is pod <fullname>-meta-N (the
+StatefulSet's ordinals start at 1, as Raft ids do), under the headless
+Service, port 7070. Brokers, proxies and the indexer take the list as
+FLOE_META; the nodes take it as their initial voters (FLOE_META_PEERS).
+*/}}
+{{- define "floe.meta.addresses" -}}
+{{- $full := include "floe.fullname" . }}
+{{- $headless := include "floe.meta.headless" . }}
+{{- $suffix := include "floe.svcSuffix" . }}
+{{- $out := list }}
+{{- range $i := until (int .Values.metadata.replicas) }}
+{{- $out = append $out (printf "%s-meta-%d.%s.%s:%d" $full (add1 $i) $headless $suffix 7070) }}
+{{- end }}
+{{- join "," $out }}
+{{- end }}
+
+{{- define "floe.meta.peers" -}}
+{{- $out := list }}
+{{- range $i, $addr := splitList "," (include "floe.meta.addresses" .) }}
+{{- $out = append $out (printf "%d=%s" (add1 $i) $addr) }}
+{{- end }}
+{{- join "," $out }}
+{{- end }}
+
+{{/* The S3 endpoint: the bundled MinIO's Service, or s3.endpoint. */}}
+{{- define "floe.s3.endpoint" -}}
+{{- if .Values.minio.enabled }}
+{{- printf "http://%s-minio.%s:9000" (include "floe.fullname" .) (include "floe.svcSuffix" .) }}
+{{- else }}
+{{- .Values.s3.endpoint }}
+{{- end }}
+{{- end }}
+
+{{/*
+The store URL of every role ("create" true: the bucket Job's, which makes
+the bucket; the roles never do).
+*/}}
+{{- define "floe.store" -}}
+{{- $s3 := .root.Values.s3 }}
+{{- $path := $s3.bucket }}
+{{- with $s3.prefix }}{{ $path = printf "%s/%s" $path (trimAll "/" .) }}{{ end }}
+{{- $q := list }}
+{{- with include "floe.s3.endpoint" .root }}{{ $q = append $q (printf "endpoint=%s" .) }}{{ end }}
+{{- $q = append $q (printf "region=%s" $s3.region) }}
+{{- $q = append $q (printf "path_style=%t" (or .root.Values.minio.enabled $s3.pathStyle)) }}
+{{- $q = append $q (printf "create_bucket=%t" (default false .create)) }}
+{{- printf "s3://%s?%s" $path (join "&" $q) }}
+{{- end }}
+
+{{/* The Secret with the S3 credentials, and its two keys. */}}
+{{- define "floe.s3.secretName" -}}
+{{- if and (not .Values.minio.enabled) .Values.s3.existingSecret }}
+{{- .Values.s3.existingSecret }}
+{{- else }}
+{{- printf "%s-s3" (include "floe.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{- define "floe.s3.env" -}}
+- name: AWS_ACCESS_KEY_ID
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "floe.s3.secretName" . }}
+      key: {{ .Values.s3.accessKeyIdKey }}
+- name: AWS_SECRET_ACCESS_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "floe.s3.secretName" . }}
+      key: {{ .Values.s3.secretAccessKeyKey }}
+{{- end }}
+
+{{/* Environment every Floe container has. */}}
+{{- define "floe.commonEnv" -}}
+- name: RUST_LOG
+  value: {{ .Values.logLevel | quote }}
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+{{- end }}
+
+{{/* Pod-level settings of a role: .role is the role's values. */}}
+{{- define "floe.podSpec" -}}
+serviceAccountName: {{ include "floe.serviceAccountName" .root }}
+automountServiceAccountToken: false
+{{- with .root.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml .root.Values.podSecurityContext | nindent 2 }}
+{{- with .role.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .role.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .role.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+affinity:
+  {{- if .role.affinity }}
+  {{- toYaml .role.affinity | nindent 2 }}
+  {{- else }}
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels:
+              {{- include "floe.selectorLabels" . | nindent 14 }}
+  {{- end }}
+topologySpreadConstraints:
+  {{- if .role.topologySpreadConstraints }}
+  {{- toYaml .role.topologySpreadConstraints | nindent 2 }}
+  {{- else }}
+  - maxSkew: 1
+    topologyKey: topology.kubernetes.io/zone
+    whenUnsatisfiable: ScheduleAnyway
+    labelSelector:
+      matchLabels:
+        {{- include "floe.selectorLabels" . | nindent 8 }}
+  {{- end }}
+{{- end }}
+
+{{/* Container-level settings every Floe container shares. */}}
+{{- define "floe.container" -}}
+image: {{ include "floe.image" .root }}
+imagePullPolicy: {{ .root.Values.image.pullPolicy }}
+securityContext:
+  {{- toYaml .root.Values.securityContext | nindent 2 }}
+resources:
+  {{- toYaml .role.resources | nindent 2 }}
+{{- end }}
+
+{{/* httpGet probes on a named port. */}}
+{{- define "floe.probes" -}}
+startupProbe:
+  httpGet:
+    path: /livez
+    port: {{ .port }}
+  periodSeconds: 2
+  failureThreshold: 60
+livenessProbe:
+  httpGet:
+    path: /livez
+    port: {{ .port }}
+  periodSeconds: 10
+  timeoutSeconds: 3
+  failureThreshold: 3
+readinessProbe:
+  httpGet:
+    path: /readyz
+    port: {{ .port }}
+  periodSeconds: 5
+  timeoutSeconds: 3
+  failureThreshold: 2
+{{- end }}
+
+{{/* A pod annotation that rolls the pods when the S3 settings change. */}}
+{{- define "floe.storeChecksum" -}}
+checksum/store: {{ printf "%s|%s" (include "floe.store" (dict "root" .)) (include "floe.s3.secretName" .) | sha256sum | trunc 16 }}
+{{- end }}

@@ -1,0 +1,482 @@
+"""The helm chart (helm/floe) and the image (docker/), checked without a
+Kubernetes cluster or a Docker engine:
+
+- the chart renders with Helm's own library (helm-python-sdk) for a matrix of
+  values, `helm lint --strict` is clean, every object passes
+  kubernetes-validate --strict for two Kubernetes versions, yamllint is
+  clean, and values.schema.json refuses wrong values with a message naming
+  the value;
+- the rendered manifests form a working cluster: every container of the
+  StatefulSets, Deployments, the bucket Job and the `helm test` pod is
+  started as a local process with the command line and environment the
+  chart gives it (tests/k8s_local.py maps names to loopback addresses), moto
+  plays the bundled S3 server, and a Kafka client at the proxy Service's
+  address produces, consumes in a group and sees a Parquet export appear;
+- docker/compose.yaml is started the same way and the README's kcat example
+  runs against it; the Dockerfile passes hadolint.
+
+A chart that names a wrong port, env var or argument fails the cluster test:
+a process does not start, a probe does not answer, or a name does not resolve.
+"""
+
+import json
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+helm = pytest.importorskip("helm_python")
+kubernetes_validate = pytest.importorskip("kubernetes_validate")
+
+from k8s_local import LocalCluster  # noqa: E402
+from s3_cluster import Moto  # noqa: E402
+
+import confluent_kafka  # noqa: E402
+import confluent_kafka.admin  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CHART = ROOT / "helm" / "floe"
+COMPOSE = ROOT / "docker" / "compose.yaml"
+NAMESPACE = "streaming"
+RELEASE = "events"
+# Two recent Kubernetes versions (kubernetes-validate carries their schemas).
+KUBE_VERSIONS = ("1.34.0", "1.37.0")
+BIN = pathlib.Path(sys.executable).parent
+
+EXTERNAL_S3 = {"minio": {"enabled": False},
+               "s3": {"endpoint": "https://s3.eu-west-1.amazonaws.com", "region": "eu-west-1",
+                      "existingSecret": "floe-s3-credentials"}}
+MATRIX = {
+    "defaults": {},
+    "external-s3-existing-secret": EXTERNAL_S3,
+    "external-s3-keys-and-bucket-job": {
+        "minio": {"enabled": False},
+        "s3": {"endpoint": "http://s3.storage.svc:9000", "pathStyle": True, "prefix": "prod/floe",
+               "accessKeyId": "AKIAFLOE", "secretAccessKey": "floe-secret-key", "createBucket": True}},
+    "bundled-rustfs": {"minio": {"image": {"repository": "rustfs/rustfs", "tag": "1.0.0"}, "args": ["/data"],
+                                 "rootUserEnv": "RUSTFS_ACCESS_KEY", "rootPasswordEnv": "RUSTFS_SECRET_KEY",
+                                 "healthPath": "/health", "rootPassword": "a-long-password"}},
+    "loadbalancer": {"proxy": {"service": {"type": "LoadBalancer", "loadBalancerSourceRanges": ["10.0.0.0/8"],
+                                           "externalTrafficPolicy": "Local"},
+                               "advertisedAddress": "kafka.example.com:9092"}},
+    "nodeport": {"proxy": {"service": {"type": "NodePort", "nodePort": 30092},
+                           "advertisedAddress": "node1.example.com:30092"}},
+    "autoscaling": {"broker": {"autoscaling": {"enabled": True, "minReplicas": 3, "maxReplicas": 12}}},
+    "one-metadata-node": {"metadata": {"replicas": 1}, "indexer": {"enabled": False}},
+    "monitoring-and-client-policy": {
+        "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
+        "networkPolicy": {"kafkaClients": [{"namespaceSelector": {"matchLabels": {"team": "payments"}}}]}},
+}
+
+
+def chart():
+    return helm.Chart.load(str(CHART))
+
+
+def render(values, revision=1):
+    """{template path: text} and the objects, as `helm install` would create them."""
+    out = chart().render(values, name=RELEASE, namespace=NAMESPACE, revision=revision, is_install=True)
+    texts = {k: v for k, v in out.items() if k.endswith(".yaml") and v.strip()}
+    objects = [o for t in texts.values() for o in yaml.safe_load_all(t) if o]
+    return texts, objects
+
+
+def floe_containers(objects):
+    for o in objects:
+        spec = o.get("spec", {})
+        pod = spec.get("template", {}).get("spec") if "template" in spec else (spec if o["kind"] == "Pod" else None)
+        if not pod:
+            continue
+        for c in [*pod.get("initContainers", []), *pod.get("containers", [])]:
+            if c["image"].split(":")[0].endswith("/floe"):
+                yield o, pod, c
+
+
+# ---------------------------------------------------------------------------
+# Rendering, lint, schemas
+
+
+@pytest.mark.parametrize("case", MATRIX)
+def test_chart_renders_lints_and_validates(case):
+    values = MATRIX[case]
+    texts, objects = render(values)
+    report = helm.lint(str(CHART), values, strict=True, namespace=NAMESPACE, kube_version="v1.34.0")
+    problems = [m for m in report["messages"] if m["severity"] >= 2] + report.get("errors", [])
+    assert not problems, problems
+    for version in KUBE_VERSIONS:
+        for o in objects:
+            if o["apiVersion"].startswith("monitoring.coreos.com/"):
+                continue  # a CRD (prometheus-operator): not in Kubernetes' schemas
+            try:
+                kubernetes_validate.validate(o, version, strict=True)
+            except kubernetes_validate.ValidationError as e:
+                raise AssertionError(f"{o['kind']} {o['metadata']['name']} on {version}: {e.message}") from e
+    kinds = sorted({o["kind"] for o in objects})
+    assert {"StatefulSet", "Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy"} <= set(kinds), kinds
+
+
+def test_yaml_is_lint_clean(tmp_path):
+    rendered = []
+    for i, values in enumerate(MATRIX.values()):
+        texts, _ = render(values)
+        path = tmp_path / f"rendered-{i}.yaml"
+        path.write_text("".join(f"---\n{t.strip()}\n" for t in texts.values()))
+        rendered.append(path)
+    files = [CHART / "Chart.yaml", CHART / "values.yaml", COMPOSE, *rendered]
+    r = subprocess.run([BIN / "yamllint", "--strict", "-c", ROOT / "tests" / "yamllint.yaml", *files],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+BAD_VALUES = [
+    ({"metadata": {"replicas": 2}}, "/metadata/replicas"),
+    ({"broker": {"replicas": 0}}, "/broker/replicas"),
+    ({"brokers": {"replicas": 3}}, "brokers"),
+    ({"proxy": {"service": {"type": "LoadBalancer"}}}, "advertisedAddress"),
+    ({"proxy": {"service": {"type": "Ingress"}}}, "/proxy/service/type"),
+    ({"proxy": {"advertisedAddress": "kafka.example.com"}}, "/proxy/advertisedAddress"),
+    ({"minio": {"enabled": False}}, "/s3"),
+    ({"minio": {"enabled": False}, "s3": {"accessKeyId": "only-the-key"}}, "secretAccessKey"),
+    ({"s3": {"bucket": "Floe_Bucket"}}, "/s3/bucket"),
+    ({"s3": {"endpoint": "s3.example.com:9000"}}, "/s3/endpoint"),
+    ({"minio": {"persistence": {"size": "10 GB"}}}, "/minio/persistence/size"),
+    ({"minio": {"rootPassword": "short"}}, "/minio/rootPassword"),
+    ({"broker": {"autoscaling": {"targetCPUUtilizationPercentage": 150}}}, "targetCPUUtilizationPercentage"),
+    ({"broker": {"drainTimeoutMs": 60000}}, "terminationGracePeriodSeconds"),
+    ({"proxy": {"drainTimeoutMs": 40000}}, "terminationGracePeriodSeconds"),
+]
+
+
+@pytest.mark.parametrize("values,named", BAD_VALUES, ids=[json.dumps(v) for v, _ in BAD_VALUES])
+def test_schema_refuses_bad_values_naming_them(values, named):
+    with pytest.raises(helm.HelmError) as e:
+        render(values)
+    assert named in str(e.value), str(e.value)
+
+
+def test_pods_are_locked_down_and_probed():
+    _, objects = render({})
+    for o, pod, c in floe_containers(objects):
+        where = f"{o['kind']} {o['metadata']['name']}/{c['name']}"
+        sc, psc = c["securityContext"], pod["securityContext"]
+        assert sc["readOnlyRootFilesystem"] and sc["runAsNonRoot"] and not sc["allowPrivilegeEscalation"], where
+        assert sc["capabilities"]["drop"] == ["ALL"], where
+        assert psc["runAsUser"] == 65532 and psc["runAsNonRoot"], where
+        assert c["resources"]["requests"] and c["resources"]["limits"]["memory"], where
+        assert pod["automountServiceAccountToken"] is False, where
+        if o["kind"] in ("StatefulSet", "Deployment"):
+            for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+                assert c[probe]["httpGet"]["path"] in ("/livez", "/readyz"), where
+            assert pod["affinity"]["podAntiAffinity"] and pod["topologySpreadConstraints"], where
+    by_name = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+    # The metadata PDB keeps a Raft majority (2 of 3); brokers are given time to hand over.
+    assert by_name[("PodDisruptionBudget", f"{RELEASE}-floe-meta")]["spec"]["minAvailable"] == 2
+    broker = by_name[("Deployment", f"{RELEASE}-floe-broker")]["spec"]["template"]["spec"]
+    drain = next(e["value"] for e in broker["containers"][0]["env"] if e["name"] == "FLOE_DRAIN_TIMEOUT_MS")
+    assert broker["terminationGracePeriodSeconds"] * 1000 > int(drain)
+    assert not any("volumeClaimTemplates" in o["spec"] for o in objects if o["metadata"]["name"].endswith("-broker"))
+    # One metadata node: no PDB could keep a majority, so none is made.
+    _, one = render({"metadata": {"replicas": 1}})
+    assert not [o for o in one if o["kind"] == "PodDisruptionBudget" and o["metadata"]["name"].endswith("-meta")]
+
+
+def matches(selector, labels):
+    return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
+
+
+def test_network_policies_and_the_service_monitor_select_real_pods_and_ports(tmp_path):
+    """What the local run cannot see: a NetworkPolicy naming a port no pod
+    has, or leaving out one of the release's own pods, would cut traffic in a
+    cluster; a ServiceMonitor must find the metrics Service and its pods."""
+    values = MATRIX["monitoring-and-client-policy"]
+    _, objects = render(values)
+    cluster = LocalCluster(objects, "floe", tmp_path, NAMESPACE)
+    cluster.plan()
+    pods = cluster.pods
+    policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
+    assert {p["metadata"]["name"].rsplit("-", 1)[1] for p in policies} == {"meta", "broker", "proxy", "indexer",
+                                                                           "minio"}
+    for policy in policies:
+        spec = policy["spec"]
+        guarded = [p for p in pods if matches(spec["podSelector"], p.labels)]
+        assert guarded, f"{policy['metadata']['name']} selects no pod"
+        for rule in spec["ingress"]:
+            for port in rule["ports"]:
+                for p in guarded:
+                    p.container_port(port["port"])  # fails on a port the pod does not have
+            for peer in rule.get("from", []):
+                if "podSelector" in peer and "namespaceSelector" not in peer:
+                    # Every pod of the release (roles, the bucket Job, the test pod) is let in.
+                    assert all(matches(peer["podSelector"], p.labels) for p in pods), policy["metadata"]["name"]
+    monitor = next(o for o in objects if o["kind"] == "ServiceMonitor")
+    service = next(o for o in objects if o["kind"] == "Service"
+                   and matches(monitor["spec"]["selector"], o["metadata"]["labels"]))
+    scraped = [p for p in pods if all(p.labels.get(k) == v for k, v in service["spec"]["selector"].items())]
+    roles = sorted(p.labels["app.kubernetes.io/component"] for p in scraped)
+    assert roles == ["broker", "broker", "indexer", "proxy", "proxy"], roles
+    for p in scraped:
+        p.container_port(service["spec"]["ports"][0]["targetPort"])
+    assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
+
+
+def test_dockerfile_builds_every_workspace_member_in_its_dependency_layer():
+    """The cached dependency layer copies each member's Cargo.toml and makes
+    an empty crate for it: a member left out would fail the image's build."""
+    import tomllib
+    members = tomllib.loads((ROOT / "Cargo.toml").read_text())["workspace"]["members"]
+    text = (ROOT / "docker" / "Dockerfile").read_text()
+    copied = set(re.findall(r"^COPY (\w+)/Cargo\.toml \1/$", text, re.M))
+    stubbed = set(re.search(r"for lib in ([\w ]+); do", text).group(1).split())
+    assert copied == {m for m in members if m != "."}, copied
+    libs = {m for m in members if m != "." and (ROOT / m / "src" / "lib.rs").exists()}
+    assert stubbed == libs, (stubbed, libs)
+    for m in members:
+        if m != "." and (ROOT / m / "src" / "main.rs").exists():
+            assert f"{m}/src/main.rs" in text, m
+
+
+def test_dockerfile_passes_hadolint():
+    r = subprocess.run([BIN / "hadolint", ROOT / "docker" / "Dockerfile"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+# ---------------------------------------------------------------------------
+# The rendered chart as a working cluster
+
+
+def moto_stand_in(cluster, pod, c):
+    """The bundled S3 server's container, played by moto on the pod's address
+    and port. moto takes any key, so the root credentials the server would
+    be given are kept to compare with what the Floe containers sign with."""
+    port = pod.container_port(c["ports"][0]["name"])
+    env = cluster.env_of(pod, c)
+    cluster.s3_root = (env.get("MINIO_ROOT_USER"), env.get("MINIO_ROOT_PASSWORD"))
+    cluster.moto = Moto(cluster.tmp / f"{pod.name}.moto.log", host=pod.ip, port=port)
+    pod.procs[c["name"]] = cluster.moto.proc
+
+
+def assert_floe_signs_as_the_s3_root(cluster):
+    for pod in cluster.pods:
+        for c in [*pod.spec.get("initContainers", []), *pod.spec["containers"]]:
+            env = cluster.env_of(pod, c) if cluster.is_floe(c) else {}
+            if "FLOE_STORE" in env:
+                assert (env.get("AWS_ACCESS_KEY_ID"), env.get("AWS_SECRET_ACCESS_KEY")) == cluster.s3_root, \
+                    f"{pod.name}/{c['name']} signs with other credentials than the S3 server's"
+
+
+def bucket_exists(s3, bucket):
+    try:
+        s3.head_bucket(Bucket=bucket)
+        return True
+    except Exception:  # botocore's ClientError (404)
+        return False
+
+
+def kafka_round_trip(bootstrap, topic, n=200, export=False):
+    """Creates a topic (exported to Parquet with `export`), produces `n`
+    records with acks=all and reads them back in a consumer group."""
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+    config = {"export.enabled": "true", "export.roll.ms": "1000"} if export else {}
+    new = confluent_kafka.admin.NewTopic(topic, num_partitions=3, replication_factor=1, config=config)
+    for f in admin.create_topics([new], request_timeout=30).values():
+        f.result(60)
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                         "enable.idempotence": True})
+    delivered, errors = [], []
+    for i in range(n):
+        producer.produce(topic, key=f"k{i}", value=json.dumps({"i": i}),
+                         on_delivery=lambda err, msg: (errors if err else delivered).append(err or msg))
+    assert producer.flush(60) == 0
+    assert not errors and len(delivered) == n, errors[:3]
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "helm-proof",
+                                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    seen = set()
+    deadline = time.time() + 90
+    while len(seen) < n and time.time() < deadline:
+        msg = consumer.poll(1.0)
+        if msg is None or msg.error():
+            continue
+        seen.add(json.loads(msg.value())["i"])
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    assert seen == set(range(n)), f"read {len(seen)} of {n}"
+
+
+def wait_export(s3, bucket, topic, timeout=60):
+    """The Parquet files of `topic` in the bucket, once there is one."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"exports/{topic}/")
+        keys = [o["Key"] for o in listed.get("Contents", []) if o["Key"].endswith(".parquet")]
+        if keys:
+            return keys
+        time.sleep(0.5)
+    raise AssertionError(f"no Parquet export of {topic} after {timeout} s")
+
+
+def start_release(cluster):
+    """Starts a rendered release as `helm install` would: the S3 server, the
+    bucket Job (to completion), the metadata nodes, then the Deployments,
+    each group once its probes pass."""
+    cluster.start_services()
+    by_kind = lambda kind: [p for p in cluster.pods if p.kind == kind]  # noqa: E731
+    minio = [p for p in by_kind("StatefulSet") if p.name.endswith("-minio-0")]
+    assert len(minio) == 1
+    cluster.start_pod(minio[0])
+    assert all(cluster.s3_root) and len(cluster.s3_root[1]) >= 16, "no generated root password"
+    assert_floe_signs_as_the_s3_root(cluster)
+    s3 = cluster.moto.client()
+    assert not bucket_exists(s3, "floe")
+    # The bucket Job creates the bucket; the roles' store URL never does.
+    for job in by_kind("Job"):
+        cluster.run_to_completion(job)
+    assert bucket_exists(s3, "floe")
+    metas = [p for p in by_kind("StatefulSet") if p not in minio]
+    assert [p.labels["apps.kubernetes.io/pod-index"] for p in metas] == [str(i + 1) for i in range(len(metas))]
+    for p in metas:
+        cluster.start_pod(p)
+    cluster.wait_ready(metas)
+    rest = by_kind("Deployment")
+    for p in rest:
+        cluster.start_pod(p)
+    cluster.wait_ready(rest)
+    return s3
+
+
+def test_rendered_chart_forms_a_working_cluster(floe_bin, tmp_path):
+    _, objects = render({})
+    cluster = LocalCluster(objects, floe_bin, tmp_path, NAMESPACE,
+                           stand_ins={"quay.io/minio/minio": moto_stand_in})
+    cluster.plan()
+    try:
+        assert sorted(p.name.split("-floe-")[1].split("-")[0] for p in cluster.pods if p.kind == "Deployment") == \
+            ["broker", "broker", "indexer", "proxy", "proxy"]
+        s3 = start_release(cluster)
+        # `helm test`: creates a topic, produces from its ConfigMap, consumes; twice (it can run again).
+        for _ in range(2):
+            for p in [p for p in cluster.pods if p.kind == "TestPod"]:
+                cluster.run_to_completion(p)
+        service = cluster.one("Service", "-proxy")
+        bootstrap = f"{service['_ip']}:{service['spec']['ports'][0]['port']}"
+        kafka_round_trip(bootstrap, "orders", export=True)
+        assert wait_export(s3, "floe", "orders")
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
+
+
+def test_outside_clients_reach_every_proxy_through_the_load_balancers_address(floe_bin, tmp_path):
+    """proxy.service.type=LoadBalancer: every proxy advertises the load
+    balancer's address, and a client that only knows that address produces
+    and consumes through whichever proxy each connection lands on."""
+    _, objects = render({"metadata": {"replicas": 1}, "broker": {"replicas": 1}, "indexer": {"enabled": False},
+                         "tests": {"enabled": False},
+                         "proxy": {"service": {"type": "LoadBalancer"},
+                                   "advertisedAddress": "kafka.example.com:9092"}})
+    cluster = LocalCluster(objects, floe_bin, tmp_path, NAMESPACE,
+                           stand_ins={"quay.io/minio/minio": moto_stand_in})
+    cluster.plan()
+    service = cluster.one("Service", "-proxy")
+    assert service["spec"]["type"] == "LoadBalancer"
+    # The load balancer's DNS name points at the Service's address.
+    cluster.names["kafka.example.com"] = service["_ip"]
+    lb = f"{service['_ip']}:9092"
+    try:
+        start_release(cluster)
+        brokers = confluent_kafka.admin.AdminClient({"bootstrap.servers": lb}).list_topics(timeout=30).brokers
+        assert len(brokers) == 2 and {f"{b.host}:{b.port}" for b in brokers.values()} == {lb}, brokers
+        kafka_round_trip(lb, "outside")
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
+
+
+# ---------------------------------------------------------------------------
+# docker/compose.yaml the same way
+
+
+def compose_objects(compose, image):
+    """Compose services as the Deployments and Services LocalCluster runs:
+    one pod per service, named by the service, its `command` as the args."""
+    objects = []
+    for name, svc in compose["services"].items():
+        env = [{"name": k, "value": str(v)} for k, v in (svc.get("environment") or {}).items()]
+        ports = []
+        for p in svc.get("ports", []):
+            host, _, target = str(p).rpartition(":")
+            ports.append({"name": f"p{target}", "containerPort": int(target), "_published": int(host.split(":")[-1])})
+        mounts = [{"name": v.split(":")[0], "mountPath": v.split(":")[1]} for v in svc.get("volumes", [])]
+        c = {"name": name, "image": svc.get("image") or image, "env": env, "ports": ports, "volumeMounts": mounts}
+        if "command" in svc:
+            c["args"] = svc["command"]
+        if "entrypoint" in svc:
+            c["command"] = svc["entrypoint"]
+        check = (svc.get("healthcheck") or {}).get("test")
+        if check:
+            assert check[0] == "CMD", f"{name}: healthcheck must be exec form"
+            c["readinessProbe"] = {"exec": {"command": check[1:]}}
+        objects.append({"kind": "Deployment", "metadata": {"name": name},
+                        "spec": {"replicas": 1, "template": {"metadata": {"labels": {"compose": name}},
+                                                             "spec": {"containers": [c]}}},
+                        "_depends_on": svc.get("depends_on") or {}})
+    return objects
+
+
+def test_compose_file_forms_a_working_cluster(floe_bin, tmp_path):
+    compose = yaml.safe_load(COMPOSE.read_text())
+    floe_image = compose["x-floe"]["image"]
+    cluster = LocalCluster(compose_objects(compose, floe_image), floe_bin, tmp_path, "compose",
+                           stand_ins={"quay.io/minio/minio": moto_stand_in})
+    cluster.plan()
+    host = cluster.net.take()  # the machine compose runs on: published ports and `localhost`
+    pods = {"-".join(p.name.split("-")[:-2]): p for p in cluster.pods}
+    cluster.names = {name: p.ip for name, p in pods.items()}
+    cluster.names["localhost"] = host
+    from s3_cluster import Relay
+    try:
+        for p in pods.values():
+            for c in p.spec["containers"]:
+                for port in c["ports"]:
+                    cluster.relays.append(Relay((p.ip, port["containerPort"]), listen=(host, port["_published"])))
+                if not cluster.is_floe(c) or "readinessProbe" in c:
+                    continue
+                # No healthcheck of its own: the image's HEALTHCHECK.
+                c["readinessProbe"] = {"exec": {"command": cluster.image.healthcheck}}
+        deps = {o["metadata"]["name"]: o["_depends_on"] for o in cluster.objects}
+        started = set()
+        while len(started) < len(pods):
+            ready = [n for n in pods if n not in started and all(d in started for d in deps[n])]
+            assert ready, f"depends_on has a cycle among {set(pods) - started}"
+            for n in ready:
+                cluster.start_pod(pods[n])
+            cluster.wait_ready([pods[n] for n in ready])
+            started.update(ready)
+        # The README's kcat example, at the published port.
+        bootstrap = f"{host}:9092"
+        kcat = shutil.which("kcat")
+        if kcat:
+            lines = "".join(f"key{i}:value{i}\n" for i in range(1, 6))
+            subprocess.run([kcat, "-P", "-b", bootstrap, "-t", "demo", "-K:"], input=lines, text=True,
+                           check=True, timeout=60)
+            out = subprocess.run([kcat, "-C", "-b", bootstrap, "-t", "demo", "-e", "-o", "beginning",
+                                  "-f", "%k %s\n"], capture_output=True, text=True, check=True, timeout=60)
+            assert sorted(out.stdout.splitlines()) == [f"key{i} value{i}" for i in range(1, 6)], out.stdout
+        kafka_round_trip(bootstrap, "sales", export=True)
+        assert wait_export(cluster.moto.client(), "floe", "sales")
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
+
