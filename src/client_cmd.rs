@@ -321,8 +321,9 @@ fn read_lines(
                 split_line(trim_line_end(&line), separator)
                     .map(|(key, value)| ProducerRecord {
                         key,
-                        value,
+                        value: Some(value),
                         timestamp_ms: now_ms(),
+                        headers: Vec::new(),
                     })
                     .map_err(|e| anyhow::Error::new(e).context(format!("stdin line {line_no}")))
             }
@@ -531,7 +532,10 @@ mod tests {
         drop(lines_tx);
         let mut out = Vec::new();
         while let Some(line) = lines_rx.blocking_recv() {
-            out.push(line.map(|r| (r.key, r.value)).map_err(|e| format!("{e:#}")));
+            out.push(
+                line.map(|r| (r.key, r.value.unwrap_or_default()))
+                    .map_err(|e| format!("{e:#}")),
+            );
         }
         out
     }
@@ -564,11 +568,7 @@ mod tests {
 
     #[test]
     fn a_group_stops_before_the_record_that_would_cross_the_byte_limit() {
-        let record = |n: usize| ProducerRecord {
-            key: None,
-            value: vec![b'x'; n],
-            timestamp_ms: 0,
-        };
+        let record = |n: usize| ProducerRecord::value(vec![b'x'; n], 0);
         let mut pending = Pending::default();
         assert!(
             !pending.overflows_with(&record(500), 100),

@@ -6,6 +6,7 @@
 mod admin_http;
 mod client_cmd;
 mod cluster_cmd;
+mod group_cmd;
 mod indexer_cmd;
 mod kafka_args;
 mod meta_cmd;
@@ -13,6 +14,8 @@ mod ports_file;
 mod roles;
 mod standalone;
 mod storage_cmd;
+mod table;
+mod time_arg;
 mod topic_cmd;
 
 use clap::{Parser, Subcommand};
@@ -51,6 +54,9 @@ enum Command {
     /// Create, list, describe, alter and delete topics (Kafka protocol).
     #[command(subcommand)]
     Topic(topic_cmd::TopicCommand),
+    /// List, describe (with lag), reset and delete consumer groups (Kafka protocol).
+    #[command(subcommand)]
+    Group(group_cmd::GroupCommand),
     /// Write stdin lines to a topic as records (Kafka protocol).
     Produce(client_cmd::ProduceArgs),
     /// Print a topic's records to stdout, one per line (Kafka protocol).
@@ -92,6 +98,7 @@ fn main() -> std::process::ExitCode {
             Command::Broker(args) => cluster_cmd::run_broker(args).await,
             Command::Proxy(args) => cluster_cmd::run_proxy(args).await,
             Command::Topic(cmd) => topic_cmd::run(cmd).await,
+            Command::Group(cmd) => group_cmd::run(cmd).await,
             Command::Produce(args) => client_cmd::produce(args).await,
             Command::Consume(args) => client_cmd::consume(args).await,
             Command::Indexer(args) => indexer_cmd::run(args).await,

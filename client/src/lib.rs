@@ -22,6 +22,7 @@ mod admin;
 mod connection;
 mod consume;
 mod error;
+mod groups;
 mod metadata;
 pub mod partitioner;
 mod produce;
@@ -36,5 +37,6 @@ pub use consume::{
 pub use error::{ClientError, ErrorKind, check_code, kafka_error_name};
 pub use floe_storage::batch::Compression;
 pub use floe_storage::records::Record;
+pub use groups::{GroupDescription, GroupListing, GroupMember, TopicPartition, decode_assignment};
 pub use metadata::{PartitionMetadata, TopicListing, TopicMetadata};
 pub use produce::{Acks, PartitionStats, Producer, ProducerConfig, ProducerRecord};

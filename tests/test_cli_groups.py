@@ -1,0 +1,162 @@
+"""`floe group` against a real `floe standalone` and a real consumer group
+(confluent-kafka): list, describe with lag, reset-offsets (every target,
+dry run, refused with live members), delete-offsets and delete; the
+columns of `kafka-consumer-groups.sh --describe`."""
+
+import time
+
+import pytest
+
+from conftest import Standalone
+from test_cli_kafka import floe, ok
+
+
+@pytest.fixture(scope="module")
+def server(floe_bin, tmp_path_factory):
+    """One standalone for the module: each test uses its own topic and group."""
+    s = Standalone(floe_bin, tmp_path_factory.mktemp("cli-groups"))
+    s.start()
+    yield s
+    s.stop()
+
+
+def table(out):
+    """The rows of a `floe group` table as dicts by column, from its header line
+    (the first line in capitals) to the first line that is not a row."""
+    lines = out.splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith("GROUP "))
+    header = lines[start].split()
+    rows = []
+    for line in lines[start + 1:]:
+        cells = line.split()
+        if len(cells) != len(header):
+            break
+        rows.append(dict(zip(header, cells)))
+    return rows
+
+
+def describe(floe_bin, bs, group):
+    out = ok(floe(floe_bin, bs, "group", "describe", group)).stdout
+    rows = {(r["TOPIC"], int(r["PARTITION"])): r for r in table(out)}
+    total = int(out.rsplit("TOTAL-LAG ", 1)[1].split()[0])
+    return out, rows, total
+
+
+def produce(floe_bin, bs, topic, n, partition):
+    lines = "".join(f"v{i}\n" for i in range(n))
+    ok(floe(floe_bin, bs, "produce", topic, "--partition", str(partition), input=lines))
+
+
+def join_and_commit(bs, topic, group, expect):
+    """A confluent-kafka consumer in `group` that reads `expect` records,
+    commits them and stays in the group (returned; the caller closes it)."""
+    from confluent_kafka import Consumer
+
+    c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", "client.id": "cli-groups-test"})
+    c.subscribe([topic])
+    got = 0
+    deadline = time.monotonic() + 60
+    while got < expect:
+        assert time.monotonic() < deadline, f"read {got} of {expect} records in 60 s"
+        for m in c.consume(num_messages=100, timeout=0.5):
+            assert not m.error(), m.error()
+            got += 1
+    c.commit(asynchronous=False)
+    return c
+
+
+def test_describe_shows_members_offsets_and_lag_and_reset_waits_for_an_empty_group(floe_bin, server):
+    bs = server.bootstrap
+    topic, group = "cli-grp-lag", "cli-g-lag"
+    ok(floe(floe_bin, bs, "topic", "create", topic, "--partitions", "2"))
+    produce(floe_bin, bs, topic, 6, 0)
+    produce(floe_bin, bs, topic, 4, 1)
+    consumer = join_and_commit(bs, topic, group, 10)
+    try:
+        listing = table(ok(floe(floe_bin, bs, "group", "list")).stdout)
+        assert {"GROUP": group, "STATE": "Stable", "PROTOCOL-TYPE": "consumer"} in listing, listing
+
+        produce(floe_bin, bs, topic, 3, 1)
+        out, rows, total = describe(floe_bin, bs, group)
+        assert "state Stable, 1 member(s)" in out, out
+        assert rows[(topic, 0)]["CURRENT-OFFSET"] == "6" and rows[(topic, 0)]["LAG"] == "0", out
+        assert rows[(topic, 1)]["CURRENT-OFFSET"] == "4", out
+        assert rows[(topic, 1)]["LOG-END-OFFSET"] == "7" and rows[(topic, 1)]["LAG"] == "3", out
+        assert total == 3, out
+        for r in rows.values():
+            assert r["CONSUMER-ID"] != "-" and r["CLIENT-ID"] == "cli-groups-test", out
+
+        members = table(ok(floe(floe_bin, bs, "group", "describe", group, "--members")).stdout)
+        assert len(members) == 1 and members[0]["#PARTITIONS"] == "2", members
+
+        res = floe(floe_bin, bs, "group", "reset-offsets", group, "--topic", topic, "--to-earliest",
+                   "--execute")
+        assert res.returncode != 0 and "live member" in res.stderr, res.stderr
+        res = floe(floe_bin, bs, "group", "delete", group)
+        assert res.returncode != 0 and "NON_EMPTY_GROUP" in res.stderr, res.stderr
+    finally:
+        consumer.close()
+
+    out, rows, total = describe(floe_bin, bs, group)
+    assert "state Empty, 0 member(s)" in out, out
+    assert total == 3 and all(r["CONSUMER-ID"] == "-" for r in rows.values()), out
+
+
+def test_reset_offsets_to_every_target(floe_bin, server):
+    bs = server.bootstrap
+    topic, group = "cli-grp-reset", "cli-g-reset"
+    ok(floe(floe_bin, bs, "topic", "create", topic, "--partitions", "2"))
+    produce(floe_bin, bs, topic, 10, 0)
+    produce(floe_bin, bs, topic, 5, 1)
+    join_and_commit(bs, topic, group, 15).close()
+
+    def reset(*how, execute=True):
+        args = ["group", "reset-offsets", group, *how] + (["--execute"] if execute else [])
+        return table(ok(floe(floe_bin, bs, *args)).stdout)
+
+    def committed():
+        return {p: r["CURRENT-OFFSET"] for (_, p), r in describe(floe_bin, bs, group)[1].items()}
+
+    # A dry run (the default) shows the plan and changes nothing.
+    plan = reset("--topic", topic, "--to-earliest", execute=False)
+    assert [(r["PARTITION"], r["CURRENT-OFFSET"], r["NEW-OFFSET"]) for r in plan] == \
+        [("0", "10", "0"), ("1", "5", "0")], plan
+    assert committed() == {0: "10", 1: "5"}
+
+    reset("--topic", topic, "--to-earliest")
+    assert committed() == {0: "0", 1: "0"}
+    reset("--all-topics", "--shift-by", "3")
+    assert committed() == {0: "3", 1: "3"}
+    reset("--topic", f"{topic}:1", "--shift-by=-10")
+    assert committed() == {0: "3", 1: "0"}, "a shift stops at the first offset"
+    reset("--topic", topic, "--to-offset", "7")
+    assert committed() == {0: "7", 1: "5"}, "an offset past the end is the end"
+    reset("--topic", f"{topic}:0", "--to-latest")
+    assert committed() == {0: "10", 1: "5"}
+    reset("--topic", topic, "--to-datetime", "1970-01-01T00:00:00Z")
+    assert committed() == {0: "0", 1: "0"}
+    reset("--topic", topic, "--to-datetime", "2999-01-01")
+    assert committed() == {0: "10", 1: "5"}, "no record after the time: the end"
+
+    res = floe(floe_bin, bs, "group", "reset-offsets", group, "--topic", topic)
+    assert res.returncode != 0 and "--to-earliest" in res.stderr, res.stderr
+
+
+def test_delete_offsets_then_the_group(floe_bin, server):
+    bs = server.bootstrap
+    topic, group = "cli-grp-delete", "cli-g-delete"
+    ok(floe(floe_bin, bs, "topic", "create", topic, "--partitions", "2"))
+    produce(floe_bin, bs, topic, 2, 0)
+    produce(floe_bin, bs, topic, 2, 1)
+    join_and_commit(bs, topic, group, 4).close()
+
+    res = ok(floe(floe_bin, bs, "group", "delete-offsets", group, "--topic", f"{topic}:0"))
+    assert f"in {topic} partition 0" in res.stdout
+    _, rows, _ = describe(floe_bin, bs, group)
+    assert set(rows) == {(topic, 1)}, rows
+
+    ok(floe(floe_bin, bs, "group", "delete", group))
+    assert group not in [r["GROUP"] for r in table(ok(floe(floe_bin, bs, "group", "list")).stdout)]
+    res = floe(floe_bin, bs, "group", "describe", group)
+    assert res.returncode != 0 and "does not exist" in res.stderr, res.stderr
