@@ -1,7 +1,8 @@
 //! `floe`: the one binary of Floe, with a subcommand per role.
 //!
 //! Roles: `meta`, `broker`, `proxy`, `indexer`, and `standalone` with all of
-//! them in one process; tools: `storage`, `topic`, `produce`, `consume`, `query`.
+//! them in one process; tools: `storage`, `topic`, `offsets`, `delete-records`,
+//! `configs`, `group`, `produce`, `consume`, `query`.
 
 mod admin_http;
 mod client_cmd;
@@ -10,6 +11,7 @@ mod group_cmd;
 mod indexer_cmd;
 mod kafka_args;
 mod meta_cmd;
+mod offsets_cmd;
 mod ports_file;
 mod roles;
 mod standalone;
@@ -54,6 +56,12 @@ enum Command {
     /// Create, list, describe, alter and delete topics (Kafka protocol).
     #[command(subcommand)]
     Topic(topic_cmd::TopicCommand),
+    /// A topic's first and end offsets per partition, and the offset at a time.
+    Offsets(offsets_cmd::OffsetsArgs),
+    /// Delete a topic's records before an offset (DeleteRecords).
+    DeleteRecords(offsets_cmd::DeleteRecordsArgs),
+    /// Show the configs of a topic or a broker (DescribeConfigs).
+    Configs(offsets_cmd::ConfigsArgs),
     /// List, describe (with lag), reset and delete consumer groups (Kafka protocol).
     #[command(subcommand)]
     Group(group_cmd::GroupCommand),
@@ -98,6 +106,9 @@ fn main() -> std::process::ExitCode {
             Command::Broker(args) => cluster_cmd::run_broker(args).await,
             Command::Proxy(args) => cluster_cmd::run_proxy(args).await,
             Command::Topic(cmd) => topic_cmd::run(cmd).await,
+            Command::Offsets(args) => offsets_cmd::offsets(args).await,
+            Command::DeleteRecords(args) => offsets_cmd::delete_records(args).await,
+            Command::Configs(args) => offsets_cmd::configs(args).await,
             Command::Group(cmd) => group_cmd::run(cmd).await,
             Command::Produce(args) => client_cmd::produce(args).await,
             Command::Consume(args) => client_cmd::consume(args).await,

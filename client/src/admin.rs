@@ -24,7 +24,9 @@ use crate::connection::{KafkaClient, topic_name};
 use crate::error::{ClientError, check_code};
 
 /// Kafka's resource type for topics (DescribeConfigs, IncrementalAlterConfigs).
-const RESOURCE_TOPIC: i8 = 2;
+pub const RESOURCE_TOPIC: i8 = 2;
+/// Kafka's resource type for brokers (DescribeConfigs).
+pub const RESOURCE_BROKER: i8 = 4;
 /// IncrementalAlterConfigs operations.
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
@@ -149,9 +151,19 @@ impl KafkaClient {
         &mut self,
         name: &str,
     ) -> Result<Vec<ConfigEntry>, ClientError> {
+        self.describe_configs(RESOURCE_TOPIC, name).await
+    }
+
+    /// Every config of a resource ([`RESOURCE_TOPIC`] or
+    /// [`RESOURCE_BROKER`] and its name), sorted by name.
+    pub async fn describe_configs(
+        &mut self,
+        resource_type: i8,
+        name: &str,
+    ) -> Result<Vec<ConfigEntry>, ClientError> {
         let version = self.version::<DescribeConfigsRequest>()?;
         let mut resource = DescribeConfigsResource::default();
-        resource.resource_type = RESOURCE_TOPIC;
+        resource.resource_type = resource_type;
         resource.resource_name = sb(name);
         resource.configuration_keys = None;
         let mut req = DescribeConfigsRequest::default();
@@ -163,7 +175,12 @@ impl KafkaClient {
             .find(|r| r.resource_name.as_str() == name)
             .ok_or_else(|| missing("DescribeConfigs", name))?;
         check_code(result.error_code, result.error_message.as_ref(), || {
-            format!("cannot describe the configs of topic {name}")
+            let what = if resource_type == RESOURCE_BROKER {
+                "broker"
+            } else {
+                "topic"
+            };
+            format!("cannot describe the configs of {what} {name}")
         })?;
         let mut configs: Vec<ConfigEntry> = result
             .configs

@@ -1,7 +1,11 @@
-"""`floe group` against a real `floe standalone` and a real consumer group
-(confluent-kafka): list, describe with lag, reset-offsets (every target,
-dry run, refused with live members), delete-offsets and delete; the
-columns of `kafka-consumer-groups.sh --describe`."""
+"""The operator's commands against one real `floe standalone`:
+- `floe group` with a real consumer group (confluent-kafka): list, describe
+  with lag (the columns of `kafka-consumer-groups.sh --describe`),
+  reset-offsets (every target, dry run, refused with live members),
+  delete-offsets and delete;
+- `floe offsets`, `floe delete-records`, `floe configs`, `floe topic
+  add-partitions`, describe of every topic, --if-exists / --if-not-exists,
+  several --bootstrap addresses."""
 
 import time
 
@@ -20,11 +24,12 @@ def server(floe_bin, tmp_path_factory):
     s.stop()
 
 
-def table(out):
-    """The rows of a `floe group` table as dicts by column, from its header line
-    (the first line in capitals) to the first line that is not a row."""
+def table_of(out, first_column):
+    """The rows of a `floe` table as dicts by column, from its header line
+    (the first line starting with `first_column`) to the first line that is
+    not a row."""
     lines = out.splitlines()
-    start = next(i for i, l in enumerate(lines) if l.startswith("GROUP "))
+    start = next(i for i, l in enumerate(lines) if l.startswith(first_column + " "))
     header = lines[start].split()
     rows = []
     for line in lines[start + 1:]:
@@ -33,6 +38,10 @@ def table(out):
             break
         rows.append(dict(zip(header, cells)))
     return rows
+
+
+def table(out):
+    return table_of(out, "GROUP")
 
 
 def describe(floe_bin, bs, group):
@@ -160,3 +169,71 @@ def test_delete_offsets_then_the_group(floe_bin, server):
     assert group not in [r["GROUP"] for r in table(ok(floe(floe_bin, bs, "group", "list")).stdout)]
     res = floe(floe_bin, bs, "group", "describe", group)
     assert res.returncode != 0 and "does not exist" in res.stderr, res.stderr
+
+
+def offsets(floe_bin, bs, topic, *extra):
+    rows = table_of(ok(floe(floe_bin, bs, "offsets", topic, *extra)).stdout, "TOPIC")
+    return {int(r["PARTITION"]): r for r in rows}
+
+
+def test_offsets_and_delete_records(floe_bin, server):
+    bs = server.bootstrap
+    topic = "cli-offsets"
+    ok(floe(floe_bin, bs, "topic", "create", topic, "--partitions", "2"))
+    produce(floe_bin, bs, topic, 5, 0)
+    produce(floe_bin, bs, topic, 2, 1)
+    got = offsets(floe_bin, bs, topic, "--time", "0")
+    assert [(r["EARLIEST"], r["LATEST"], r["RECORDS"], r["AT-TIME"]) for r in got.values()] == \
+        [("0", "5", "5", "0"), ("0", "2", "2", "0")], got
+    got = offsets(floe_bin, bs, topic, "--partition", "1", "--time", "2999-01-01")
+    assert list(got) == [1] and got[1]["AT-TIME"] == "-1", got
+
+    res = ok(floe(floe_bin, bs, "delete-records", topic, "--partition", "0", "--before", "3"))
+    assert table_of(res.stdout, "TOPIC") == [{"TOPIC": topic, "PARTITION": "0", "EARLIEST": "3"}]
+    ok(floe(floe_bin, bs, "delete-records", topic, "--partition", "1", "--before", "end"))
+    got = offsets(floe_bin, bs, topic)
+    assert [(r["EARLIEST"], r["LATEST"], r["RECORDS"]) for r in got.values()] == \
+        [("3", "5", "2"), ("2", "2", "0")], got
+    res = floe(floe_bin, bs, "delete-records", topic, "--partition", "0", "--before", "99")
+    assert res.returncode != 0 and "OFFSET_OUT_OF_RANGE" in res.stderr, res.stderr
+
+
+def test_topic_add_partitions_describe_all_and_existence_flags(floe_bin, server):
+    bs = server.bootstrap
+    topic = "cli-grow"
+    ok(floe(floe_bin, bs, "topic", "create", topic))
+    res = ok(floe(floe_bin, bs, "topic", "create", topic, "--if-not-exists"))
+    assert "exists already" in res.stdout
+    ok(floe(floe_bin, bs, "topic", "add-partitions", topic, "--total", "3"))
+    produce(floe_bin, bs, topic, 4, 2)
+    res = floe(floe_bin, bs, "topic", "add-partitions", topic, "--total", "2")
+    assert res.returncode != 0 and "INVALID_PARTITIONS" in res.stderr, res.stderr
+
+    # Every topic at once, with offsets per partition.
+    out = ok(floe(floe_bin, bs, "topic", "describe")).stdout
+    block = out.split(f"topic {topic}\t", 1)[1].split("\n\n", 1)[0]
+    parts = [l.split("\t") for l in block.splitlines() if l.strip().startswith("partition ")]
+    assert len(parts) == 3, block
+    assert "latest 4" in parts[2] and "records 4" in parts[2], block
+    assert out.count("\ntopic ") + out.startswith("topic ") >= 2, out
+
+    for cmd in (["topic", "delete", "cli-missing"], ["topic", "add-partitions", "cli-missing", "--total", "2"],
+                ["topic", "alter", "cli-missing", "--config", "retention.ms=1"]):
+        assert floe(floe_bin, bs, *cmd).returncode != 0, cmd
+        res = ok(floe(floe_bin, bs, *cmd, "--if-exists"))
+        assert "does not exist" in res.stdout, cmd
+
+
+def test_configs_of_a_broker_and_several_bootstrap_addresses(floe_bin, server):
+    bs = server.bootstrap
+    topic = "cli-configs"
+    ok(floe(floe_bin, bs, "topic", "create", topic, "--config", "retention.ms=4242"))
+    leader = ok(floe(floe_bin, bs, "topic", "describe", topic)).stdout.split("leader ", 1)[1].split()[0]
+    out = ok(floe(floe_bin, bs, "configs", "--broker", leader)).stdout
+    assert out.strip() and all("=" in l for l in out.splitlines()), out
+    out = ok(floe(floe_bin, bs, "configs", "--topic", topic)).stdout
+    assert "  retention.ms=4242\n" in out, out
+
+    # The first address refuses: the next one is used.
+    res = ok(floe(floe_bin, f"127.0.0.1:1,{bs}", "topic", "list"))
+    assert topic in res.stdout
