@@ -13,6 +13,8 @@ mod kafka_args;
 mod meta_cmd;
 mod offsets_cmd;
 mod ports_file;
+mod record_format;
+mod record_input;
 mod roles;
 mod standalone;
 mod storage_cmd;

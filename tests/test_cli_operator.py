@@ -5,8 +5,13 @@
   delete-offsets and delete;
 - `floe offsets`, `floe delete-records`, `floe configs`, `floe topic
   add-partitions`, describe of every topic, --if-exists / --if-not-exists,
-  several --bootstrap addresses."""
+  several --bootstrap addresses;
+- `floe produce` (JSON lines, headers, tombstones, timestamps, idempotence)
+  and `floe consume` (--output json, -f format strings, --from-time,
+  --group with commits, --follow), checked with confluent-kafka too."""
 
+import json
+import subprocess
 import time
 
 import pytest
@@ -237,3 +242,92 @@ def test_configs_of_a_broker_and_several_bootstrap_addresses(floe_bin, server):
     # The first address refuses: the next one is used.
     res = ok(floe(floe_bin, f"127.0.0.1:1,{bs}", "topic", "list"))
     assert topic in res.stdout
+
+
+JSON_LINES = "".join(json.dumps(r) + "\n" for r in [
+    {"key": "a", "value": "1", "headers": [["h", "x"], ["h", "y"]], "timestamp": 1000},
+    {"key": "a", "timestamp": 2000},
+    {"value": {"n": 2}, "timestamp": "1970-01-01T00:00:03Z"},
+    {"key": {"base64": "/wA="}, "value": "bin", "headers": {"e": None}, "timestamp": 5000},
+])
+
+
+def test_produce_json_lines_and_consume_them_as_json_and_formats(floe_bin, server, kit):
+    bs = server.bootstrap
+    topic = "cli-json"
+    ok(floe(floe_bin, bs, "topic", "create", topic))
+    res = ok(floe(floe_bin, bs, "produce", topic, "--input", "json", input=JSON_LINES))
+    assert "idempotent: producer id" in res.stderr, res.stderr
+
+    out = ok(floe(floe_bin, bs, "consume", topic, "--output", "json")).stdout
+    got = [json.loads(l) for l in out.splitlines()]
+    assert [(r["offset"], r["key"], r["value"], r["headers"]) for r in got] == [
+        (0, "a", "1", [["h", "x"], ["h", "y"]]),
+        (1, "a", None, []),
+        (2, None, '{"n":2}', []),
+        (3, {"base64": "/wA="}, "bin", [["e", None]]),
+    ], got
+    assert got[0]["timestamp"] == 1000 and got[2]["timestamp"] == 3000 and got[3]["timestamp"] == 5000
+    assert got[0]["topic"] == topic and got[0]["partition"] == 0
+
+    out = ok(floe(floe_bin, bs, "consume", topic, "--max-messages", "3",
+                   "-f", r"%p:%o|%T|%k|%K|%S|%h\n")).stdout
+    assert out.splitlines()[:3] == ["0:0|1000|a|1|1|h=x,h=y", "0:1|2000|a|1|-1|",
+                                    "0:2|3000||-1|7|"], out
+
+    # Time lookups: the first record at or after 2.5 s is offset 2.
+    assert offsets(floe_bin, bs, topic, "--time", "2500")[0]["AT-TIME"] == "2"
+    out = ok(floe(floe_bin, bs, "consume", topic, "--from-time", "1970-01-01T00:00:02.500Z", "-f", r"%o\n")).stdout
+    assert out.split() == ["2", "3"], out
+
+    # A Kafka client sees the same headers, tombstone and timestamps.
+    seen = kit.consume(bs, topic)
+    assert [(m[2], m[3]) for m in seen] == [(b"a", b"1"), (b"a", None), (None, b'{"n":2}'), (b"\xff\x00", b"bin")]
+    assert seen[0][4] == [("h", b"x"), ("h", b"y")] and seen[0][5][1] == 1000
+
+
+def test_text_produce_with_headers_timestamp_and_tombstones(floe_bin, server):
+    bs = server.bootstrap
+    topic = "cli-text-flags"
+    ok(floe(floe_bin, bs, "topic", "create", topic))
+    res = ok(floe(floe_bin, bs, "produce", topic, "--key-separator", ":", "--header", "src=cli",
+                  "--timestamp", "2024-05-01T12:00:00Z", "--empty-as-null", "--acks", "1",
+                  input="k:v\nk:\n"))
+    assert "idempotent" not in res.stderr, "acks=1 writes without a producer id"
+    got = [json.loads(l) for l in ok(floe(floe_bin, bs, "consume", topic, "--output", "json")).stdout.splitlines()]
+    assert [(r["key"], r["value"], r["headers"], r["timestamp"]) for r in got] == [
+        ("k", "v", [["src", "cli"]], 1714564800000), ("k", None, [["src", "cli"]], 1714564800000)], got
+    res = floe(floe_bin, bs, "produce", topic, "--input", "json", input='{"vlaue": 1}\n')
+    assert res.returncode != 0 and "stdin line 1" in res.stderr and "unknown field" in res.stderr, res.stderr
+
+
+def test_consume_with_a_group_commits_and_resumes(floe_bin, server):
+    bs = server.bootstrap
+    topic, group = "cli-consume-group", "cli-g-consume"
+    ok(floe(floe_bin, bs, "topic", "create", topic))
+    produce(floe_bin, bs, topic, 5, 0)
+    out = ok(floe(floe_bin, bs, "consume", topic, "--group", group, "--max-messages", "3")).stdout
+    assert out.split() == ["v0", "v1", "v2"], out
+    assert describe(floe_bin, bs, group)[1][(topic, 0)]["CURRENT-OFFSET"] == "3"
+    out = ok(floe(floe_bin, bs, "consume", topic, "--group", group, "--timeout-ms", "1000")).stdout
+    assert out.split() == ["v3", "v4"], out
+    _, rows, total = describe(floe_bin, bs, group)
+    assert rows[(topic, 0)]["CURRENT-OFFSET"] == "5" and total == 0
+
+
+def test_follow_waits_for_new_records(floe_bin, server):
+    bs = server.bootstrap
+    topic = "cli-follow"
+    ok(floe(floe_bin, bs, "topic", "create", topic))
+    follower = subprocess.Popen([str(floe_bin), "consume", topic, "--follow", "--max-messages", "2",
+                                 "--bootstrap", bs], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        produce(floe_bin, bs, topic, 1, 0)
+        produce(floe_bin, bs, topic, 1, 0)
+        out, err = follower.communicate(timeout=60)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+    assert follower.returncode == 0, err
+    assert out.split() == ["v0", "v0"], out
