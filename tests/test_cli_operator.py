@@ -331,3 +331,12 @@ def test_follow_waits_for_new_records(floe_bin, server):
             follower.wait()
     assert follower.returncode == 0, err
     assert out.split() == ["v0", "v0"], out
+
+
+def test_test_drivers_refuse_a_cluster_with_live_brokers(floe_dev_bin, server):
+    # `floe-dev meta commit-stream` / `bench` register a fake broker: pointed at
+    # a real cluster they would take its partitions over.
+    for driver in (["commit-stream", "--count", "1"], ["bench", "--seconds", "1"]):
+        res = subprocess.run([str(floe_dev_bin), "meta", *driver, "--addrs", f"127.0.0.1:{server.meta_port}"],
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode != 0 and "has live brokers" in res.stderr, res.stderr
