@@ -5,6 +5,8 @@
 //! `configs`, `group`, `produce`, `consume`, `query`.
 
 mod admin_http;
+#[cfg(test)]
+mod cli_reference;
 mod client_cmd;
 mod cluster_cmd;
 mod group_cmd;
