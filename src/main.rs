@@ -17,6 +17,7 @@ mod offsets_cmd;
 mod ports_file;
 mod record_format;
 mod record_input;
+mod role_env;
 mod roles;
 mod standalone;
 mod storage_cmd;
@@ -79,15 +80,32 @@ enum Command {
     Query(indexer_cmd::QueryArgs),
 }
 
+/// The log filter without `RUST_LOG`: `info` for a process that runs a
+/// role (the controller's assignments, hand-overs, leases are `info`
+/// lines), `warn` for a tool, whose stderr is its user's.
+fn default_log_filter(command: &Command) -> &'static str {
+    let runs_a_role = match command {
+        Command::Standalone(_) | Command::Broker(_) | Command::Proxy(_) => true,
+        Command::Meta(args) => args.runs_a_node(),
+        Command::Indexer(args) => args.action.is_none(),
+        _ => false,
+    };
+    if runs_a_role { "info" } else { "warn" }
+}
+
 fn main() -> std::process::ExitCode {
+    let args = role_env::with_role_env(std::env::args_os().collect(), |name| {
+        std::env::var(name).ok()
+    });
+    let cli = Cli::parse_from(args);
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new(default_log_filter(&cli.command))
+            }),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     if let Err(e) = admin_http::install_metrics_recorder() {
         eprintln!("floe: {e:#}");
         return std::process::ExitCode::FAILURE;
