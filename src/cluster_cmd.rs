@@ -23,6 +23,8 @@ use crate::roles::{BrokerTuning, ClusterAccess, HttpTuning, ProxyTuning};
 
 #[derive(Debug, Args)]
 pub struct BrokerArgs {
+    #[command(flatten)]
+    pub config: crate::roles::ConfigFileArg,
     /// This broker's id (unique in the cluster, above 0).
     #[arg(long, env = "FLOE_BROKER_ID")]
     pub id: u32,
@@ -54,6 +56,8 @@ pub struct BrokerArgs {
 
 #[derive(Debug, Args)]
 pub struct ProxyArgs {
+    #[command(flatten)]
+    pub config: crate::roles::ConfigFileArg,
     /// This proxy's node id in Kafka answers (unique among brokers and
     /// proxies, above 0). Default: the metadata service gives one (from
     /// 1001 on), and a new one if the registration ever expires.

@@ -38,6 +38,8 @@ pub enum IndexerAction {
 
 #[derive(Debug, Args)]
 pub struct IndexerRunArgs {
+    #[command(flatten)]
+    pub config: crate::roles::ConfigFileArg,
     /// The metadata service and the brokers' store pool.
     #[command(flatten)]
     pub cluster: ClusterAccess,

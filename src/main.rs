@@ -9,6 +9,7 @@ mod admin_http;
 mod cli_reference;
 mod client_cmd;
 mod cluster_cmd;
+mod config_file;
 mod group_cmd;
 mod indexer_cmd;
 mod kafka_args;
@@ -97,6 +98,13 @@ fn main() -> std::process::ExitCode {
     let args = role_env::with_role_env(std::env::args_os().collect(), |name| {
         std::env::var(name).ok()
     });
+    let args = match config_file::with_config_file(args, |name| std::env::var(name).ok()) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("floe: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     let cli = Cli::parse_from(args);
     tracing_subscriber::fmt()
         .with_env_filter(

@@ -39,6 +39,8 @@ impl MetaArgs {
 /// Running a node (the default when no subcommand is given).
 #[derive(Debug, Args)]
 struct RunArgs {
+    #[command(flatten)]
+    pub config: crate::roles::ConfigFileArg,
     /// This node's Raft id (1, 2, 3, …).
     #[arg(long, env = "FLOE_META_ID")]
     id: Option<u64>,

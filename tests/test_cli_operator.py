@@ -340,3 +340,21 @@ def test_test_drivers_refuse_a_cluster_with_live_brokers(floe_dev_bin, server):
         res = subprocess.run([str(floe_dev_bin), "meta", *driver, "--addrs", f"127.0.0.1:{server.meta_port}"],
                              capture_output=True, text=True, timeout=60)
         assert res.returncode != 0 and "has live brokers" in res.stderr, res.stderr
+
+
+def test_a_config_file_sets_a_roles_flags(floe_bin, standalone_factory, tmp_path):
+    # The third way beside flags and variables: top-level keys for every role
+    # that has the flag, a [role] table for one role.
+    cfg = tmp_path / "floe.toml"
+    cfg.write_text('flush-interval-ms = 5\n[standalone]\ndefault-partitions = 3\n[proxy]\ndefault-partitions = 7\n')
+    s = standalone_factory(config_file=str(cfg))
+    ok(floe(floe_bin, s.bootstrap, "topic", "create", "cli-config-file"))
+    leader = ok(floe(floe_bin, s.bootstrap, "topic", "describe", "cli-config-file")).stdout \
+        .split("leader ", 1)[1].split()[0]
+    out = ok(floe(floe_bin, s.bootstrap, "configs", "--broker", leader)).stdout
+    assert "  num.partitions=3\t" in out, out
+
+    cfg.write_text("flush-intervl-ms = 5\n")
+    res = subprocess.run([str(floe_bin), "standalone", "--config-file", str(cfg)], capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode != 0 and "flush-intervl-ms" in res.stderr, res.stderr
