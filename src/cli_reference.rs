@@ -164,6 +164,56 @@ mod tests {
         );
     }
 
+    /// The metric names in a crate's sources: string literals `"floe_…"`.
+    fn metric_names(dir: &std::path::Path, out: &mut std::collections::BTreeSet<String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                metric_names(&path, out);
+            } else if path.extension().is_some_and(|x| x == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                for (i, _) in text.match_indices("\"floe_") {
+                    let rest = &text[i + 1..];
+                    let name: String = rest
+                        .chars()
+                        .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                        .collect();
+                    if rest[name.len()..].starts_with('"') {
+                        out.insert(name);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_metric_in_the_code_is_in_configuration_md() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut names = std::collections::BTreeSet::new();
+        for dir in [
+            "broker/src",
+            "proxy/src",
+            "storage/src",
+            "metadata/src",
+            "indexer/src",
+        ] {
+            metric_names(&root.join(dir), &mut names);
+        }
+        assert!(names.len() > 20, "found only {names:?}");
+        let doc = std::fs::read_to_string(root.join("docs/configuration.md")).unwrap_or_default();
+        let missing: Vec<&String> = names
+            .iter()
+            .filter(|n| !doc.contains(&format!("`{n}`")))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "metrics not in docs/configuration.md's table: {missing:?}"
+        );
+    }
+
     #[test]
     fn every_command_and_environment_variable_is_in_the_reference() {
         let r = reference();

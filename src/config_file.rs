@@ -12,11 +12,11 @@
 //!
 //! Top-level keys apply to every role that has the flag (a key no role has
 //! is an error, a typo); a `[standalone]`, `[broker]`, `[proxy]`,
-//! `[indexer]` or `[meta]` table applies to that role only and wins over
-//! the top level (`meta = "…"` is the `--meta` flag, `[meta]` the metadata
-//! node's table) (a key the role does not have is an error there). A flag
-//! wins over an environment variable, which wins over the file. Arrays are
-//! joined with commas.
+//! `[indexer]` or `[meta-node]` (`floe meta`) table applies to that role
+//! only and wins over the top level; a key the role does not have is an
+//! error there. (TOML cannot have both `meta = "…"`, the `--meta` flag,
+//! and a `[meta]` table.) A flag wins over an environment variable, which
+//! wins over the file. Arrays are joined with commas.
 //!
 //! Like [`crate::role_env`], this works on the arguments before clap parses
 //! them: each setting from the file that neither a flag nor a variable
@@ -31,6 +31,11 @@ use crate::role_env::role_name;
 
 const ROLES: &[&str] = &["standalone", "broker", "proxy", "indexer", "meta"];
 const FLAG: &str = "config-file";
+
+/// The table of a role in the file.
+fn table_name(role: &str) -> &str {
+    if role == "meta" { "meta-node" } else { role }
+}
 
 /// The role subcommand `args` run, if it runs one (no tool subcommand).
 fn running_role(args: &[OsString], cli: &Command) -> Option<String> {
@@ -97,8 +102,7 @@ pub fn settings_for(
     let anyone: BTreeSet<String> = ROLES.iter().flat_map(|r| longs_of(r)).collect();
     let mut out = BTreeMap::new();
     for (key, value) in &table {
-        // `[meta]` is the metadata node's table; `meta = "…"` is --meta.
-        if ROLES.contains(&key.as_str()) && value.is_table() {
+        if ROLES.iter().any(|r| table_name(r) == key) {
             continue;
         }
         if !anyone.contains(key) {
@@ -109,21 +113,21 @@ pub fn settings_for(
         }
     }
     for r in ROLES {
-        match table.get(*r) {
+        let name = table_name(r);
+        match table.get(name) {
             None => {}
-            Some(v) if !v.is_table() && anyone.contains(*r) => {}
             Some(toml::Value::Table(t)) => {
                 if *r != role {
                     continue;
                 }
                 for (key, value) in t {
                     if !mine.contains(key) || key == FLAG {
-                        return Err(format!("[{role}] {key}: floe {role} has no --{key}"));
+                        return Err(format!("[{name}] {key}: floe {role} has no --{key}"));
                     }
                     out.insert(key.clone(), value_text(key, value)?);
                 }
             }
-            Some(_) => return Err(format!("{r} must be a table ([{r}])")),
+            Some(_) => return Err(format!("{name} must be a table ([{name}])")),
         }
     }
     Ok(out)
@@ -233,6 +237,22 @@ mod tests {
             broker.get("admin-listen").map(String::as_str),
             Some("0.0.0.0:9645")
         );
+    }
+
+    #[test]
+    fn the_example_in_configuration_md_is_valid_for_every_role() {
+        let doc = include_str!("../docs/configuration.md");
+        let example = doc
+            .split("```toml\n")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .expect("a TOML example in configuration.md");
+        for role in ROLES {
+            settings_for(example, role, &cli()).unwrap_or_else(|e| panic!("{role}: {e}"));
+        }
+        let broker = settings_for(example, "broker", &cli()).expect("valid");
+        assert_eq!(broker.get("id").map(String::as_str), Some("1"));
+        assert!(broker.contains_key("store") && broker.contains_key("meta"));
     }
 
     #[test]

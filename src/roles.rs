@@ -601,7 +601,7 @@ mod tests {
 pub struct ConfigFileArg {
     /// A TOML file of settings: keys are flag names without the dashes, at
     /// the top level (every role that has the flag) or in a [standalone],
-    /// [broker], [proxy], [indexer] or [meta] table. Flags and environment
+    /// [broker], [proxy], [indexer] or [meta-node] table. Flags and environment
     /// variables win over it.
     #[arg(long = "config-file", env = "FLOE_CONFIG_FILE", value_name = "FILE")]
     pub config_file: Option<std::path::PathBuf>,
