@@ -54,7 +54,7 @@ fn describe(a: &Arg) -> String {
         .unwrap_or_default()
         .trim()
         .to_owned();
-    let mut sentence = |help: &mut String, more: &str| {
+    let sentence = |help: &mut String, more: &str| {
         if !help.is_empty() && !help.ends_with('.') {
             help.push('.');
         }
