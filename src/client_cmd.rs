@@ -23,10 +23,11 @@ use std::time::{Duration, Instant};
 
 use std::collections::BTreeMap;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::{Args, ValueEnum};
 use floe_client::{
-    Acks, Compression, Consumer, Producer, ProducerConfig, ProducerRecord, Record, StartAt,
+    Acks, Compression, Consumer, Producer, ProducerConfig, ProducerRecord, Record, ResponseError,
+    StartAt,
 };
 
 use crate::record_format::{FORMAT_HELP, Format, format_with, parse_format, record_json};
@@ -519,12 +520,27 @@ async fn commit_printed(
         .into_iter()
         .map(|(p, o)| ((topic.clone(), p), o))
         .collect();
-    consumer
-        .client_mut()
-        .commit_offsets(group, &offsets)
-        .await
-        .with_context(|| format!("committing the offsets of group {group}"))?;
-    Ok(())
+    match consumer.client_mut().commit_offsets(group, &offsets).await {
+        Ok(()) => Ok(()),
+        Err(e)
+            if matches!(
+                e.broker_error(),
+                Some(
+                    ResponseError::UnknownMemberId
+                        | ResponseError::IllegalGeneration
+                        | ResponseError::RebalanceInProgress
+                )
+            ) =>
+        {
+            Err(anyhow::Error::new(e).context(format!(
+                "group {group} has live members: `floe consume --group` commits only for a \
+                 group without members (it does not join the group)"
+            )))
+        }
+        Err(e) => {
+            Err(anyhow::Error::new(e).context(format!("committing the offsets of group {group}")))
+        }
+    }
 }
 
 pub async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {

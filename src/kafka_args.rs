@@ -26,26 +26,39 @@ pub struct BootstrapArgs {
 }
 
 impl BootstrapArgs {
-    /// Connects to the first address that answers and negotiates versions;
-    /// the last address's error if none does.
-    pub async fn connect(&self) -> Result<KafkaClient, ClientError> {
+    /// Connects to the first address that answers and negotiates versions.
+    /// With one address its error is returned as it is; with several, every
+    /// address's error.
+    pub async fn connect(&self) -> anyhow::Result<KafkaClient> {
         let timeout = Duration::from_millis(self.request_timeout_ms);
-        let mut last = None;
-        for addr in self
+        let addrs: Vec<&str> = self
             .bootstrap
             .iter()
             .map(|a| a.trim())
             .filter(|a| !a.is_empty())
-        {
+            .collect();
+        let mut errors: Vec<ClientError> = Vec::new();
+        for addr in &addrs {
             match KafkaClient::connect(addr, timeout).await {
                 Ok(client) => return Ok(client),
                 Err(e) => {
                     tracing::debug!(addr, error = %e, "bootstrap address did not answer");
-                    last = Some(e);
+                    errors.push(e);
                 }
             }
         }
-        Err(last
-            .unwrap_or_else(|| ClientError::InvalidInput("--bootstrap names no address".into())))
+        match (errors.len(), errors.pop()) {
+            (_, None) => anyhow::bail!("--bootstrap names no address"),
+            (1, Some(e)) => Err(e.into()),
+            (_, Some(last)) => {
+                let mut all: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                all.push(last.to_string());
+                anyhow::bail!(
+                    "none of the {} bootstrap addresses answered: {}",
+                    addrs.len(),
+                    all.join("; ")
+                )
+            }
+        }
     }
 }

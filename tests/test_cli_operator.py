@@ -109,6 +109,8 @@ def test_describe_shows_members_offsets_and_lag_and_reset_waits_for_an_empty_gro
         assert res.returncode != 0 and "live member" in res.stderr, res.stderr
         res = floe(floe_bin, bs, "group", "delete", group)
         assert res.returncode != 0 and "NON_EMPTY_GROUP" in res.stderr, res.stderr
+        res = floe(floe_bin, bs, "consume", topic, "--group", group, "--max-messages", "1")
+        assert res.returncode != 0 and "has live members" in res.stderr, res.stderr
     finally:
         consumer.close()
 
@@ -242,6 +244,8 @@ def test_configs_of_a_broker_and_several_bootstrap_addresses(floe_bin, server):
     # The first address refuses: the next one is used.
     res = ok(floe(floe_bin, f"127.0.0.1:1,{bs}", "topic", "list"))
     assert topic in res.stdout
+    res = floe(floe_bin, "127.0.0.1:1,127.0.0.1:2", "topic", "list")
+    assert res.returncode != 0 and "none of the 2 bootstrap addresses answered" in res.stderr, res.stderr
 
 
 JSON_LINES = "".join(json.dumps(r) + "\n" for r in [
