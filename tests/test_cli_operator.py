@@ -346,17 +346,28 @@ def test_test_drivers_refuse_a_cluster_with_live_brokers(floe_dev_bin, server):
         assert res.returncode != 0 and "has live brokers" in res.stderr, res.stderr
 
 
-def test_a_config_file_sets_a_roles_flags(floe_bin, standalone_factory, tmp_path):
+def num_partitions_setting(floe_bin, bs):
+    """The `num.partitions` a standalone reports (its --default-partitions)."""
+    ok(floe(floe_bin, bs, "topic", "create", "cli-settings", "--if-not-exists"))
+    leader = ok(floe(floe_bin, bs, "topic", "describe", "cli-settings")).stdout.split("leader ", 1)[1].split()[0]
+    out = ok(floe(floe_bin, bs, "configs", "--broker", leader)).stdout
+    return out.split("num.partitions=", 1)[1].split()[0]
+
+
+def test_a_config_file_sets_a_roles_flags(floe_bin, standalone_factory, tmp_path, monkeypatch):
     # The third way beside flags and variables: top-level keys for every role
     # that has the flag, a [role] table for one role.
     cfg = tmp_path / "floe.toml"
     cfg.write_text('flush-interval-ms = 5\n[standalone]\ndefault-partitions = 3\n[proxy]\ndefault-partitions = 7\n')
     s = standalone_factory(config_file=str(cfg))
-    ok(floe(floe_bin, s.bootstrap, "topic", "create", "cli-config-file"))
-    leader = ok(floe(floe_bin, s.bootstrap, "topic", "describe", "cli-config-file")).stdout \
-        .split("leader ", 1)[1].split()[0]
-    out = ok(floe(floe_bin, s.bootstrap, "configs", "--broker", leader)).stdout
-    assert "  num.partitions=3\t" in out, out
+    assert num_partitions_setting(floe_bin, s.bootstrap) == "3"
+    s.stop()
+
+    # A variable wins over the file, and the role's own name over the shared one.
+    monkeypatch.setenv("FLOE_DEFAULT_PARTITIONS", "9")
+    monkeypatch.setenv("FLOE_STANDALONE_DEFAULT_PARTITIONS", "4")
+    s = standalone_factory(name="per-role-env", config_file=str(cfg))
+    assert num_partitions_setting(floe_bin, s.bootstrap) == "4"
 
     cfg.write_text("flush-intervl-ms = 5\n")
     res = subprocess.run([str(floe_bin), "standalone", "--config-file", str(cfg)], capture_output=True,
