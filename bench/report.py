@@ -9,6 +9,7 @@ COLUMNS = [
     ("records", "records", "{:,.0f}"),
     ("errors", "errors", "{:,.0f}"),
     ("mb_s", "MB/s", "{:,.1f}"),
+    ("stream_mb_s", "MB/s from the first record", "{:,.1f}"),
     ("rec_s", "records/s", "{:,.0f}"),
     ("produce_ms", "produce p50 / p99 / p99.9 ms", None),
     ("e2e_ms", "end-to-end p50 / p99 / p99.9 ms", None),
@@ -65,6 +66,8 @@ def pivot(rows):
             return f"{r.get('rec_s', 0):,.0f} rec/s"
         if r["workload"].startswith("W4") and r.get("puts_per_gib") is not None:
             return f"{r.get('mb_s', 0):,.1f} MB/s, {r['puts_per_gib']:,.0f} PUT/GiB"
+        if r.get("mb_s") and r.get("stream_mb_s"):
+            return f"{r['mb_s']:,.1f} MB/s ({r['stream_mb_s']:,.1f} from the first record)"
         return f"{r.get('mb_s', 0):,.1f} MB/s" if r.get("mb_s") else ""
 
     wls = list(dict.fromkeys(r["workload"] for r in rows if r["workload"] != "start"))

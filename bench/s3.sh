@@ -14,7 +14,8 @@
 #
 # FLOE_BIN=path runs that binary instead of building the release one (to
 # compare two versions in one sitting); BROKER_FLAGS="..." adds broker flags
-# (e.g. "--max-flushes-in-flight 1"); BROKERS=2 starts two brokers;
+# (e.g. "--max-flushes-in-flight 1"), PROXY_FLAGS="..." proxy flags;
+# BROKERS=2 starts two brokers;
 # RDKAFKA_PERF=path is the generator (default: built once from the librdkafka
 # sources that rdkafka-sys ships, linked against confluent-kafka's
 # librdkafka); PERF=1 samples the broker with `perf record` during W1 into
@@ -93,7 +94,7 @@ for id in $(seq 1 "$BROKERS"); do
         >"$WORK/broker$id.log" 2>&1 &
     PIDS+=("$!"); BROKER_PIDS+=("$!")
 done
-"$BIN" proxy --listen 127.0.0.1:0 --meta "$META" --admin-listen 127.0.0.1:0 --default-partitions 16 \
+"$BIN" proxy --listen 127.0.0.1:0 --meta "$META" --admin-listen 127.0.0.1:0 --default-partitions 16 ${PROXY_FLAGS:-} \
     --ports-file "$WORK/proxy.ports" >"$WORK/proxy.log" 2>&1 &
 PIDS+=("$!")
 for id in $(seq 1 "$BROKERS"); do ready "$(ports "$WORK/broker$id.ports" admin)"; done

@@ -225,11 +225,12 @@ pub struct BrokerTuning {
     /// The most bytes one WAL object carries; the rest goes into the next.
     #[arg(long, env = "FLOE_MAX_WAL_OBJECT_BYTES", default_value_t = floe_broker::config::DEFAULT_MAX_WAL_OBJECT_BYTES)]
     pub max_wal_object_bytes: usize,
-    /// Flushes (WAL object write + metadata commit) in flight at once: the
-    /// next object is written while earlier ones still are; commits keep
-    /// their order. 1: one flush at a time.
-    #[arg(long, env = "FLOE_MAX_FLUSHES_IN_FLIGHT", default_value_t = floe_broker::config::DEFAULT_MAX_FLUSHES_IN_FLIGHT)]
-    pub max_flushes_in_flight: usize,
+    /// Flushes (WAL object write + metadata commit) in flight at once;
+    /// beyond the first, one starts only when --flush-bytes wait; commits
+    /// keep their order. 1: one flush at a time. Default by the kind of
+    /// store: 1 on a local folder, 4 on S3 or HDFS.
+    #[arg(long, env = "FLOE_MAX_FLUSHES_IN_FLIGHT")]
+    pub max_flushes_in_flight: Option<usize>,
 }
 
 /// Size bounds of the metadata service (`floe meta`, `floe standalone`).
@@ -276,7 +277,6 @@ impl BrokerTuning {
         c.cache_bytes = self.cache_bytes;
         c.max_unflushed_bytes = self.max_unflushed_bytes.max(1);
         c.max_wal_object_bytes = self.max_wal_object_bytes.max(1);
-        c.max_flushes_in_flight = self.max_flushes_in_flight.max(1);
         c.group.initial_rebalance_delay =
             Duration::from_millis(self.group_initial_rebalance_delay_ms);
         c.group.offset_metadata_max_bytes = self.offset_metadata_max_bytes;
@@ -297,6 +297,9 @@ impl BrokerTuning {
         }
         if let Some(paced) = self.flush_paced {
             p.paced = paced;
+        }
+        if let Some(n) = self.max_flushes_in_flight {
+            p.max_in_flight = n.max(1);
         }
         p
     }
@@ -369,7 +372,7 @@ pub struct ProxyTuning {
     #[arg(
         long,
         env = "FLOE_MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION",
-        default_value_t = 64
+        default_value_t = floe_proxy::limits::DEFAULT_MAX_IN_FLIGHT_REQUESTS
     )]
     pub max_in_flight_requests_per_connection: usize,
     /// Request bytes of one connection being handled; reading pauses while over it.

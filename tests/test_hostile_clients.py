@@ -145,6 +145,35 @@ def counter(standalone, series):
     return 0
 
 
+# ---------------------------------------------------------------- requests in flight
+
+def test_a_connection_is_read_on_while_hundreds_of_produces_wait_for_their_flush(standalone_factory, kit):
+    """A produce is answered after its flush (on S3 up to 250 ms + a PUT), and a
+    client with linger.ms=1 sends up to a request a millisecond: the proxy must go
+    on reading them, or they wait in the socket buffers and add seconds of latency
+    (W3 on S3 had a p50 of 4.5 s with a bound of 64). Here no flush comes for a
+    minute, so every produce read is still unanswered while the test counts them."""
+    s = standalone_factory(flush_interval_ms=60_000, flush_paced="true", flush_bytes=1 << 30)
+    kit.create_topic(s.bootstrap, "pipelined")
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": s.bootstrap, "enable.idempotence": False, "acks": "all",
+                  "linger.ms": 0, "batch.num.messages": 1, "message.timeout.ms": 120_000,
+                  "max.in.flight.requests.per.connection": 1_000_000})
+    before = counter(s, "floe_proxy_requests_total")
+    n = 300
+    for _ in range(n):
+        p.produce("pipelined", b"x", partition=0)
+        p.poll(0)
+    deadline = time.monotonic() + 30
+    while (read := counter(s, "floe_proxy_requests_total") - before) < n:
+        assert time.monotonic() < deadline, f"the proxy stopped reading at {read:.0f} of {n} produces in flight"
+        p.poll(0.2)
+    assert len(p) == n, "no produce was answered before its flush"
+    p.purge()
+    with connect(s) as sock:
+        assert api_versions_v0(sock)[0] == 0
+
+
 # ---------------------------------------------------------------- idle connection
 
 def test_idle_connection_is_closed_after_the_idle_timeout(standalone_factory, kit):

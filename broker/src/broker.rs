@@ -61,13 +61,15 @@ pub struct ProduceOk {
 pub struct FetchData {
     pub high_watermark: i64,
     pub log_start_offset: i64,
-    /// Whole batches, in offset order, the first holding the fetch offset.
-    pub batches: Vec<Bytes>,
+    /// Whole batches in offset order, the first holding the fetch offset,
+    /// in pieces to be sent one after the other: a batch read across two
+    /// cache blocks is two pieces, not copied into one buffer.
+    pub records: Vec<Bytes>,
 }
 
 impl FetchData {
     pub fn bytes(&self) -> usize {
-        self.batches.iter().map(Bytes::len).sum()
+        self.records.iter().map(Bytes::len).sum()
     }
 }
 
@@ -563,7 +565,7 @@ impl Broker {
         let log = self.active_log(key)?;
         log.check_epoch(leader_epoch)?;
         let (plan, log_start, hw) = log.plan_read(offset, max_bytes)?;
-        let batches = match plan {
+        let records = match plan {
             ReadPlan::Empty => Vec::new(),
             ReadPlan::Memory(b) => b,
             ReadPlan::Store(ranges) => self.read_ranges(&ranges, offset, max_bytes, hw).await?,
@@ -571,7 +573,7 @@ impl Broker {
         Ok(FetchData {
             high_watermark: hw,
             log_start_offset: log_start,
-            batches,
+            records,
         })
     }
 
@@ -606,7 +608,7 @@ impl Broker {
             until: hw,
             max_bytes: max_bytes as u64,
         };
-        let mut out = Batches::default();
+        let mut out = Batches::pieces();
         for r in ranges {
             if out.stopped.is_some() {
                 break;

@@ -14,13 +14,6 @@ pub const DEFAULT_MAX_UNFLUSHED_BYTES: usize = 64 * 1024 * 1024;
 /// the store write deadline (10 s) even at a few MB/s.
 pub const DEFAULT_MAX_WAL_OBJECT_BYTES: usize = 16 * 1024 * 1024;
 
-/// Default number of flushes (WAL object written, then committed) a broker
-/// has in flight at once. Measured on moto (docs/benchmarks.md, "Floe on
-/// S3"), 4 gave 1.2× the produce throughput of 1 but twice its p99 latency
-/// at 1,000 records/s, so one at a time stays the default until the flusher
-/// starts extra flushes only when enough bytes wait.
-pub const DEFAULT_MAX_FLUSHES_IN_FLIGHT: usize = 1;
-
 /// Default broker lease (`--lease-ms`). Short, because moving a partition
 /// early can never corrupt it (every commit is fenced by the partition's
 /// epoch): a broker that dies without its port refusing connections (a
@@ -48,6 +41,12 @@ pub struct FlushPolicy {
     /// middle rates. Without it, what queued during a flush goes as soon as
     /// that flush has committed (lowest latency, a PUT per flush round trip).
     pub paced: bool,
+    /// Flushes in flight at once. Beyond the first, a flush starts only
+    /// when a whole `bytes` object waits: under a heavy load the next
+    /// objects are written while earlier ones still are (throughput is not
+    /// one PUT's latency), while a light load keeps to one flush at a time
+    /// and its latency. 1: each flush waits for the one before.
+    pub max_in_flight: usize,
 }
 
 impl FlushPolicy {
@@ -57,6 +56,7 @@ impl FlushPolicy {
         interval: Duration::from_millis(5),
         bytes: 4 * 1024 * 1024,
         paced: false,
+        max_in_flight: 1,
     };
 
     /// A store where each request is a network round trip with a price (S3)
@@ -66,6 +66,7 @@ impl FlushPolicy {
         interval: Duration::from_millis(250),
         bytes: 8 * 1024 * 1024,
         paced: true,
+        max_in_flight: 4,
     };
 
     /// The policy for a pool of these kinds of store: the remote one if any
@@ -98,8 +99,6 @@ pub struct BrokerConfig {
     pub max_unflushed_bytes: usize,
     /// The most bytes of batches one WAL object carries.
     pub max_wal_object_bytes: usize,
-    /// Flushes in flight at once (1: each waits for the one before).
-    pub max_flushes_in_flight: usize,
     /// Committed batches kept in memory per partition for fetches at the tail.
     pub tail_bytes_per_partition: usize,
     /// Block cache for reads from the object store.
@@ -132,7 +131,6 @@ impl BrokerConfig {
             lease: Duration::from_millis(DEFAULT_LEASE_MS),
             max_unflushed_bytes: DEFAULT_MAX_UNFLUSHED_BYTES,
             max_wal_object_bytes: DEFAULT_MAX_WAL_OBJECT_BYTES,
-            max_flushes_in_flight: DEFAULT_MAX_FLUSHES_IN_FLIGHT,
             tail_bytes_per_partition: 4 * 1024 * 1024,
             cache_bytes: 256 * 1024 * 1024,
             compaction_interval: Duration::from_secs(30),

@@ -325,21 +325,24 @@ async fn release(b: Broker, key: PartitionKey, epoch: Epoch) {
 }
 
 /// Flushes every `flush.interval` while data waits, at once when enough
-/// bytes wait or a flush is asked for, with up to `max_flushes_in_flight`
-/// flushes in flight (see [`crate::flush::pipeline`]; with one, each flush
-/// waits for the one before). When one commits, what queued meanwhile goes
-/// at once, unless the policy is paced: then the next flush starts one
-/// interval after the last one started (see [`crate::config::FlushPolicy`]).
+/// bytes wait or a flush is asked for. When one commits, what queued
+/// meanwhile goes at once, unless the policy is paced: then the next flush
+/// starts one interval after the last one started (see
+/// [`crate::config::FlushPolicy`]). While flushes are in flight, up to
+/// `flush.max_in_flight`, another starts only when a whole `flush.bytes`
+/// object waits (see [`crate::flush::pipeline`]).
 pub(crate) async fn flusher(b: Broker) {
     let every = b.inner.cfg.flush.interval;
     let paced = b.inner.cfg.flush.paced;
+    let object_bytes = b.inner.cfg.flush.bytes;
     let flush = b.flush_settings();
-    let mut pipe = Pipeline::new(&flush, b.inner.cfg.max_flushes_in_flight);
+    let mut pipe = Pipeline::new(&flush, b.inner.cfg.flush.max_in_flight);
     // When a flush may start without being asked for.
     let mut due = tokio::time::Instant::now();
     let mut asked = false;
     loop {
-        if pipe.has_room() && (asked || tokio::time::Instant::now() >= due) {
+        let wanted = asked || tokio::time::Instant::now() >= due;
+        if pipe.may_start(wanted, b.inner.backlog.bytes(), object_bytes) {
             asked = false;
             due = tokio::time::Instant::now() + every;
             crate::metrics::unflushed_bytes(b.inner.backlog.bytes());
@@ -371,7 +374,7 @@ pub(crate) async fn flusher(b: Broker) {
                     }
                 }
             }
-            _ = tokio::time::sleep_until(due), if pipe.has_room() => {}
+            _ = tokio::time::sleep_until(due), if pipe.is_empty() => {}
             _ = b.inner.flush_now.notified() => asked = true,
         }
     }

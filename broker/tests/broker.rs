@@ -27,16 +27,24 @@ fn batch(values: &[&str], ts: i64, codec: Compression) -> Bytes {
     b.build(codec).unwrap()
 }
 
+/// A fetch answer's pieces joined: its batches back to back.
+fn joined(d: &floe_broker::FetchData) -> Vec<u8> {
+    d.records.concat()
+}
+
 /// All records (offset, value) from `offset` to the high watermark.
 async fn read_all(b: &Broker, key: &PartitionKey, mut offset: i64) -> Vec<(i64, String)> {
     let mut out = Vec::new();
     loop {
         let d = b.fetch(key, offset, 64 * 1024).await.unwrap();
-        if d.batches.is_empty() {
+        if d.records.is_empty() {
             return out;
         }
-        for raw in &d.batches {
-            for r in decode_records(raw, 1 << 20).unwrap() {
+        let all = bytes::Bytes::from(joined(&d));
+        for item in BatchIter::new(&all, usize::MAX) {
+            let (at, view) = item.unwrap();
+            let raw = all.slice(at..at + view.size());
+            for r in decode_records(&raw, 1 << 20).unwrap() {
                 if r.offset >= offset {
                     out.push((
                         r.offset,
@@ -44,8 +52,7 @@ async fn read_all(b: &Broker, key: &PartitionKey, mut offset: i64) -> Vec<(i64, 
                     ));
                 }
             }
-            let (_, v) = BatchIter::new(raw, usize::MAX).next().unwrap().unwrap();
-            offset = v.next_offset();
+            offset = view.next_offset();
         }
     }
 }
@@ -83,11 +90,10 @@ async fn acknowledged_batches_survive_a_restart_and_are_served_from_the_store() 
     assert_eq!(read_all(&b, &key, 0).await, expected);
     // From the middle of a batch: the batch holding it comes back whole.
     let d = b.fetch(&key, 7, 1).await.unwrap();
-    assert_eq!(d.batches.len(), 1, "at least one batch even over max_bytes");
-    let (_, v) = BatchIter::new(&d.batches[0], usize::MAX)
-        .next()
-        .unwrap()
-        .unwrap();
+    let all = joined(&d);
+    let mut batches = BatchIter::new(&all, usize::MAX);
+    let (_, v) = batches.next().unwrap().unwrap();
+    assert!(batches.next().is_none(), "one batch even over max_bytes");
     assert_eq!(v.base_offset(), 5);
     // Out of range.
     assert_eq!(
@@ -617,7 +623,10 @@ async fn a_lookup_by_time_passes_over_a_decompression_bomb() {
     // The bomb itself is served as stored: fetch copies bytes, decodes nothing.
     let d = b.fetch(&key, 0, 1024).await.unwrap();
     // (base offset and leader epoch are the broker's, the rest as produced)
-    assert!(d.batches[0][16..] == bomb[16..], "the bomb as produced");
+    assert!(
+        joined(&d)[16..bomb.len()] == bomb[16..],
+        "the bomb as produced"
+    );
     b.shutdown().await;
     if let Some(n) = env.meta_node {
         n.shutdown().await;
@@ -715,6 +724,7 @@ async fn a_paced_flush_policy_bounds_the_writes_per_interval() {
                 interval,
                 bytes: 256 * 1024,
                 paced: true,
+                max_in_flight: 1,
             };
         })
         .await;
@@ -763,6 +773,7 @@ async fn a_paced_flush_policy_bounds_the_writes_per_interval() {
                 interval: Duration::from_secs(600),
                 bytes: 64 * 1024,
                 paced: true,
+                max_in_flight: 1,
             };
         })
         .await;

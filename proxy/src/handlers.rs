@@ -856,7 +856,7 @@ impl Context {
                                 let r = match self.route(&snap, &key) {
                                     Ok(h) => {
                                         let r = h.fetch(&key, p.fetch_offset, budget, epoch).await;
-                                        if r.as_ref().is_ok_and(|d| d.batches.is_empty()) {
+                                        if r.as_ref().is_ok_and(|d| d.records.is_empty()) {
                                             waits.push((h, key, p.fetch_offset));
                                         }
                                         r
@@ -877,7 +877,7 @@ impl Context {
                                         pd.records = Some(Bytes::new());
                                         if total == 0 || d.bytes() <= budget {
                                             total += d.bytes();
-                                            pieces = d.batches;
+                                            pieces = d.records;
                                         }
                                     }
                                     Err(e) => {

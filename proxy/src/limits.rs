@@ -39,6 +39,16 @@ pub struct ListenerLimits {
     pub max_decode_bytes: usize,
 }
 
+/// Requests read from one connection and not answered yet, by default. A
+/// produce is answered once it is in the object store, which takes a flush
+/// (on S3 up to its 250 ms interval plus a PUT), while a client with
+/// `linger.ms=1` sends up to a request a millisecond on a connection: the
+/// bound must cover the client's request rate times the flush latency, or
+/// the requests it cannot read wait in the socket buffers, where they add
+/// seconds (1,000 records/s on S3: p50 4.5 s with 64, 151 ms with 1,024;
+/// docs/benchmarks.md). Their bytes stay bounded by `max_in_flight_bytes`.
+pub const DEFAULT_MAX_IN_FLIGHT_REQUESTS: usize = 1024;
+
 /// Kafka's `connections.max.idle.ms` default: 10 minutes.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -47,7 +57,7 @@ impl Default for ListenerLimits {
         Self {
             max_connections: 10_000,
             max_connections_per_ip: 1_000,
-            max_in_flight_requests: 64,
+            max_in_flight_requests: DEFAULT_MAX_IN_FLIGHT_REQUESTS,
             max_in_flight_bytes: codec::DEFAULT_MAX_FRAME,
             queued_max_request_bytes: 4 * codec::DEFAULT_MAX_FRAME,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,

@@ -196,11 +196,7 @@ fn open_local(root: &std::path::Path, direct_io: bool) -> Result<Arc<dyn ObjectS
         .map_err(|e| StorageError::from_object_store(format!("open {}", root.display()), e))?
         .with_fsync(true)
         .with_automatic_cleanup(true);
-    if direct_io {
-        Ok(Arc::new(crate::direct::DirectLocal::new(fs)))
-    } else {
-        Ok(Arc::new(fs))
-    }
+    Ok(Arc::new(crate::local::LocalStore::new(fs, direct_io)))
 }
 
 #[cfg(feature = "hdfs")]

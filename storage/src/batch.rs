@@ -177,6 +177,13 @@ impl<'a> BatchView<'a> {
             });
         }
         let view = BatchView { buf: &buf[..size] };
+        view.check_header()?;
+        Ok(view)
+    }
+
+    /// The header checks of [`BatchView::parse`] (needs [`HEADER_LEN`] bytes).
+    fn check_header(&self) -> Result<(), BatchError> {
+        let view = *self;
         let magic = view.magic();
         if magic != MAGIC_V2 as i8 {
             return Err(BatchError::BadMagic(magic));
@@ -195,7 +202,7 @@ impl<'a> BatchView<'a> {
             return Err(BatchError::Invalid("last offset overflows"));
         }
         Compression::from_id((view.attributes() & COMPRESSION_MASK) as u8)?;
-        Ok(view)
+        Ok(())
     }
 
     /// The batch's bytes, exactly [`BatchView::size`] long.
@@ -359,6 +366,52 @@ pub fn set_log_append_time(batch: &mut [u8], now_ms: i64) -> Result<(), BatchErr
     let crc = crc32c::crc32c(&batch[ATTRIBUTES_AT..]);
     batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
     Ok(())
+}
+
+/// What a batch's header says of it, read from the header alone: for a
+/// batch held in several pieces (a read across cache blocks) that is
+/// handed on without being joined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHead {
+    /// Total size in bytes, header included.
+    pub size: usize,
+    pub base_offset: i64,
+    pub last_offset: i64,
+}
+
+impl BatchHead {
+    /// Checks the header at the start of `head` (at least [`HEADER_LEN`]
+    /// bytes; the rest of the batch may be elsewhere) as
+    /// [`BatchView::parse`] does.
+    pub fn parse(head: &[u8], max_size: usize) -> Result<Self, BatchError> {
+        let size = BatchView::peek_size(head)?;
+        if size > max_size {
+            return Err(BatchError::TooLarge {
+                size,
+                limit: max_size,
+            });
+        }
+        if head.len() < HEADER_LEN {
+            return Err(BatchError::Truncated {
+                needed: HEADER_LEN,
+                available: head.len(),
+            });
+        }
+        let view = BatchView {
+            buf: &head[..HEADER_LEN],
+        };
+        view.check_header()?;
+        Ok(Self {
+            size,
+            base_offset: view.base_offset(),
+            last_offset: view.last_offset(),
+        })
+    }
+
+    /// Offset right after this batch.
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset.saturating_add(1)
+    }
 }
 
 /// Iterates over the batches of a byte string that holds whole batches back to

@@ -13,7 +13,7 @@ use std::ops::Range;
 
 use bytes::Bytes;
 
-use crate::batch::{BatchError, BatchIter, BatchView, LOG_OVERHEAD};
+use crate::batch::{BatchError, BatchHead, BatchIter, BatchView, HEADER_LEN, LOG_OVERHEAD};
 use crate::error::{Result, StorageError};
 use crate::ids::ObjectRef;
 use crate::pool::RangeRead;
@@ -49,6 +49,8 @@ pub enum Stop {
 /// Whole batches taken, across one or more ranges, in offset order.
 #[derive(Debug, Clone, Default)]
 pub struct Batches {
+    /// The batches, each one element; or, made with [`Batches::pieces`],
+    /// pieces whose concatenation is the batches back to back.
     pub batches: Vec<Bytes>,
     /// Bytes of `batches`.
     pub bytes: u64,
@@ -56,9 +58,54 @@ pub struct Batches {
     pub next_offset: Option<i64>,
     /// Set once the read is over: later ranges add nothing.
     pub stopped: Option<Stop>,
+    /// A batch may be handed out in pieces.
+    pieces: bool,
+}
+
+/// What [`Batches::admit`] decides for one batch.
+enum Admit {
+    Take,
+    Skip,
+    Stop,
 }
 
 impl Batches {
+    /// For bytes that go on as they are (a fetch answer): a batch that
+    /// lies across a cache block boundary is taken as its pieces, slices
+    /// of the cached blocks, instead of being copied into one buffer.
+    pub fn pieces() -> Self {
+        Self {
+            pieces: true,
+            ..Self::default()
+        }
+    }
+
+    /// Whether the batch at `head` is taken, skipped, or ends the read (then
+    /// `stopped` says why).
+    fn admit(&mut self, head: &BatchHead, wanted: &Wanted) -> Admit {
+        if head.last_offset < wanted.from {
+            return Admit::Skip;
+        }
+        if head.base_offset >= wanted.until {
+            self.stopped = Some(Stop::Until);
+            return Admit::Stop;
+        }
+        if !self.batches.is_empty() && self.bytes + head.size as u64 > wanted.max_bytes {
+            self.stopped = Some(Stop::Budget);
+            return Admit::Stop;
+        }
+        Admit::Take
+    }
+
+    /// Counts a taken batch.
+    fn took(&mut self, head: &BatchHead, wanted: &Wanted) {
+        self.bytes += head.size as u64;
+        self.next_offset = Some(head.next_offset());
+        if self.bytes >= wanted.max_bytes {
+            self.stopped = Some(Stop::Budget);
+        }
+    }
+
     /// Takes the batches of `buf` (batches back to back, the last one
     /// possibly cut short) as `wanted` says. Returns the bytes of `buf` that
     /// are done with: a cut batch at the end is left for the next read,
@@ -74,26 +121,45 @@ impl Batches {
                 Err(BatchError::Truncated { .. }) if done > 0 => break,
                 Err(e) => return Err(e),
             };
-            let size = view.size();
-            if view.last_offset() >= wanted.from {
-                if view.base_offset() >= wanted.until {
-                    self.stopped = Some(Stop::Until);
-                    break;
-                }
-                if !self.batches.is_empty() && self.bytes + size as u64 > wanted.max_bytes {
-                    self.stopped = Some(Stop::Budget);
-                    break;
-                }
-                self.batches.push(buf.slice(at..at + size));
-                self.bytes += size as u64;
-                self.next_offset = Some(view.next_offset());
-                if self.bytes >= wanted.max_bytes {
-                    self.stopped = Some(Stop::Budget);
+            let head = BatchHead {
+                size: view.size(),
+                base_offset: view.base_offset(),
+                last_offset: view.last_offset(),
+            };
+            match self.admit(&head, wanted) {
+                Admit::Stop => break,
+                Admit::Skip => {}
+                Admit::Take => {
+                    self.batches.push(buf.slice(at..at + head.size));
+                    self.took(&head, wanted);
                 }
             }
-            done = at + size;
+            done = at + head.size;
         }
         Ok(done)
+    }
+
+    /// Takes the one batch whose bytes are `pieces` joined (the first
+    /// holding its whole header), as `wanted` says; returns its size.
+    fn take_pieces(
+        &mut self,
+        pieces: Vec<Bytes>,
+        wanted: &Wanted,
+    ) -> std::result::Result<usize, BatchError> {
+        let first = pieces.first().map(|p| &p[..]).unwrap_or_default();
+        let head = BatchHead::parse(first, usize::MAX)?;
+        let len: usize = pieces.iter().map(Bytes::len).sum();
+        if len != head.size {
+            return Err(BatchError::Truncated {
+                needed: head.size,
+                available: len,
+            });
+        }
+        if let Admit::Take = self.admit(&head, wanted) {
+            self.batches.extend(pieces);
+            self.took(&head, wanted);
+        }
+        Ok(head.size)
     }
 }
 
@@ -159,6 +225,24 @@ async fn read_in_chunks<R: RangeRead>(
                     "{object}: batch at {pos} runs past the range's end {}",
                     bytes.end
                 )));
+            }
+            let boundary = reader.read_boundary().filter(|b| *b > 0);
+            if let Some(b) = boundary.filter(|b| out.pieces && b - pos % b >= HEADER_LEN as u64) {
+                // Block by block, each piece a slice of a cached block.
+                let cuts: Vec<Range<u64>> = std::iter::successors(Some(pos), |at| {
+                    Some((at / b + 1) * b).filter(|next| *next < pos + first)
+                })
+                .map(|at| at..((at / b + 1) * b).min(pos + first))
+                .collect();
+                let pieces = futures::future::try_join_all(
+                    cuts.into_iter().map(|r| reader.read_range(object, r)),
+                )
+                .await?;
+                let done = out
+                    .take_pieces(pieces, wanted)
+                    .map_err(|e| corrupt(pos, e))?;
+                pos += done as u64;
+                continue;
             }
             buf = reader.read_range(object, pos..pos + first).await?;
         }
@@ -297,6 +381,77 @@ mod tests {
                     "boundary {boundary}: {r:?} crosses it"
                 );
             }
+        }
+    }
+
+    #[tokio::test]
+    async fn in_pieces_a_batch_across_a_boundary_is_sliced_not_joined() {
+        let (mut mem, obj, bs) = log(20);
+        let all = bs.concat();
+        for boundary in [64u64, 100, 257, 1000, 1 << 20] {
+            mem.boundary = Some(boundary);
+            mem.asked.lock().unwrap().clear();
+            let mut out = Batches::pieces();
+            read_all(&mem, &obj, u64::MAX, &mut out).await;
+            assert_eq!(out.batches.concat(), all, "boundary {boundary}");
+            assert_eq!(out.bytes, all.len() as u64);
+            assert_eq!(out.next_offset, Some(160));
+            for r in mem.asked.lock().unwrap().iter() {
+                let within = r.start / boundary == (r.end - 1) / boundary;
+                // Joined only where the header itself is cut, or where the
+                // read is shorter than a size prefix.
+                let header_cut = boundary - r.start % boundary < HEADER_LEN as u64;
+                assert!(
+                    within || header_cut,
+                    "boundary {boundary}: {r:?} crosses it"
+                );
+            }
+            if boundary == 257 {
+                assert!(out.batches.len() > bs.len(), "some batches came in pieces");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn in_pieces_the_offsets_and_budget_decide_as_for_whole_batches() {
+        let (mut mem, obj, _) = log(20);
+        mem.boundary = Some(257);
+        for (from, until, max_bytes) in [(104, 115, u64::MAX), (130, i64::MAX, 300), (0, 101, 1)] {
+            let wanted = want(from, until, max_bytes);
+            let (mut whole, mut pieces) = (Batches::default(), Batches::pieces());
+            read_batches(&mem, &obj, 0..obj.size, &wanted, &mut whole)
+                .await
+                .unwrap();
+            read_batches(&mem, &obj, 0..obj.size, &wanted, &mut pieces)
+                .await
+                .unwrap();
+            assert_eq!(
+                pieces.batches.concat(),
+                whole.batches.concat(),
+                "{wanted:?}"
+            );
+            assert_eq!(
+                (pieces.bytes, pieces.next_offset, pieces.stopped),
+                (whole.bytes, whole.next_offset, whole.stopped),
+                "{wanted:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_batch_head_reads_what_the_whole_view_reads() {
+        let (_, _, bs) = log(3);
+        for b in &bs {
+            let view = BatchView::parse(b, usize::MAX).unwrap();
+            let head = BatchHead::parse(&b[..HEADER_LEN], usize::MAX).unwrap();
+            assert_eq!(
+                (head.size, head.base_offset, head.last_offset),
+                (view.size(), view.base_offset(), view.last_offset())
+            );
+            assert!(BatchHead::parse(&b[..HEADER_LEN - 1], usize::MAX).is_err());
+            let mut bad = b.to_vec();
+            bad[16] = 1; // magic
+            assert!(BatchHead::parse(&bad, usize::MAX).is_err());
         }
     }
 

@@ -81,6 +81,13 @@ pub(crate) struct Prepared {
     parts: Vec<Part>,
 }
 
+impl Prepared {
+    /// The size of its WAL object.
+    pub(crate) fn size(&self) -> usize {
+        usize::try_from(self.obj.size).unwrap_or(usize::MAX)
+    }
+}
+
 impl Flush<'_> {
     /// Flushes what `logs` have queued: [`Flush::prepare`], [`Flush::write`]
     /// and [`Flush::commit`] in turn. `None` when nothing was queued.

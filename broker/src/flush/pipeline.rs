@@ -13,6 +13,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -29,6 +30,8 @@ use crate::log::PartitionLog;
 pub(crate) struct Done {
     pub flushed: Flushed,
     pub elapsed: Duration,
+    /// Its WAL object's size, as [`Pipeline::bytes`] counted it.
+    pub size: usize,
 }
 
 /// The flushes in flight of one broker, at most `max` at once.
@@ -39,6 +42,8 @@ pub(crate) struct Pipeline<'a> {
     /// Resolves once the last flush started has committed: the next one
     /// commits after it.
     last: Option<oneshot::Receiver<()>>,
+    /// Bytes of the WAL objects in flight.
+    bytes: usize,
 }
 
 impl<'a> Pipeline<'a> {
@@ -48,6 +53,7 @@ impl<'a> Pipeline<'a> {
             max: max.max(1),
             running: FuturesUnordered::new(),
             last: None,
+            bytes: 0,
         }
     }
 
@@ -58,6 +64,24 @@ impl<'a> Pipeline<'a> {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.running.is_empty()
+    }
+
+    /// Bytes of the WAL objects in flight.
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Whether the flusher starts a flush now. With none in flight: when
+    /// one is asked for or due (`wanted`). With some in flight: when there
+    /// is room and a whole object of `object_bytes` waits, out of the
+    /// `sequenced` bytes not yet committed; a light load so keeps to one
+    /// flush at a time (and its latency), a heavy one overlaps its PUTs.
+    pub(crate) fn may_start(&self, wanted: bool, sequenced: usize, object_bytes: usize) -> bool {
+        if self.is_empty() {
+            return wanted;
+        }
+        self.has_room() && sequenced.saturating_sub(self.bytes) >= object_bytes
     }
 
     /// Whether another flush may start.
@@ -77,6 +101,8 @@ impl<'a> Pipeline<'a> {
             return false;
         };
         let started = Instant::now();
+        let size = prepared.size();
+        self.bytes += size;
         let before = self.last.take();
         let (turn_tx, turn_rx) = oneshot::channel();
         self.last = Some(turn_rx);
@@ -94,6 +120,7 @@ impl<'a> Pipeline<'a> {
             Done {
                 flushed,
                 elapsed: started.elapsed(),
+                size,
             }
         }));
         true
@@ -102,6 +129,12 @@ impl<'a> Pipeline<'a> {
     /// Runs the flushes in flight until one has committed; `None` when none
     /// is in flight. Flushes finish in the order they started.
     pub(crate) fn next(&mut self) -> impl Future<Output = Option<Done>> + Unpin + '_ {
-        self.running.next()
+        futures::future::poll_fn(move |cx| {
+            let polled = self.running.poll_next_unpin(cx);
+            if let Poll::Ready(Some(d)) = &polled {
+                self.bytes = self.bytes.saturating_sub(d.size);
+            }
+            polled
+        })
     }
 }

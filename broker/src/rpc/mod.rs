@@ -371,7 +371,7 @@ async fn rpc_fetch(b: Broker, req: proto::FetchRequest) -> proto::FetchResponse 
             error: None,
             high_watermark: d.high_watermark,
             log_start_offset: d.log_start_offset,
-            batches: d.batches,
+            batches: d.records,
         },
         Err(e) => proto::FetchResponse {
             error: Some(to_proto(&e)),
@@ -619,7 +619,7 @@ impl PartitionOwner for RemoteBroker {
         answered(r.error, || FetchData {
             high_watermark: r.high_watermark,
             log_start_offset: r.log_start_offset,
-            batches: r.batches,
+            records: r.batches,
         })
     }
 

@@ -459,3 +459,42 @@ async fn at_most_the_set_number_of_flushes_are_in_flight() {
     }
     assert_eq!(a.offsets().1, 3);
 }
+
+#[tokio::test]
+async fn with_a_flush_in_flight_another_starts_only_for_a_whole_object() {
+    let meta = FakeMeta::with(&[key(0)]);
+    let (pool, gate) = gated_pool();
+    let f = flush(&meta, &pool);
+    let mut pipe = Pipeline::new(&f, 3);
+    let a = log_of(key(0));
+    let object = 4 * records(1).len();
+    assert!(!pipe.may_start(false, 0, object), "nothing asked, none due");
+    assert!(
+        pipe.may_start(true, 0, object),
+        "none in flight: when asked or due"
+    );
+    gate.hold(1, false);
+    let first = produce(&a, 1);
+    assert!(pipe.start(vec![a.clone()]));
+    drive_until(&mut pipe, || gate.begun() == 1).await;
+    let in_flight = pipe.bytes();
+    assert!(
+        in_flight >= records(1).len(),
+        "its object counted: {in_flight}"
+    );
+    // A light load waits for the flush in flight, even when asked or due.
+    assert!(!pipe.may_start(true, in_flight + object - 1, object));
+    // A whole object waiting starts the next one beside it.
+    assert!(pipe.may_start(false, in_flight + object, object));
+    gate.hold(2, false);
+    let second = produce(&a, 4);
+    assert!(pipe.start(vec![a.clone()]));
+    drive_until(&mut pipe, || gate.begun() == 2).await;
+    assert!(pipe.bytes() > in_flight);
+    gate.release(1);
+    gate.release(2);
+    while pipe.next().await.is_some() {}
+    assert_eq!(pipe.bytes(), 0, "given back as they commit");
+    acked(first).await.expect("acknowledged");
+    acked(second).await.expect("acknowledged");
+}

@@ -1,15 +1,24 @@
-//! A local folder whose large puts bypass the page cache (`O_DIRECT`).
+//! A local folder as an object store: `object_store`'s `LocalFileSystem`,
+//! with range reads that skip its zero-filling and, optionally, puts and
+//! reads that bypass the page cache (`O_DIRECT`).
 //!
-//! A WAL or segment object is written once and read back a few times at
-//! most: by the segment compaction, by a catch-up reader. What the broker
-//! reads again it keeps itself (the partition tail, the block cache), so
-//! copying every written byte into the kernel's page cache as well is work
-//! with little use. On a virtual machine it is the most expensive step of a
-//! produce: a page the guest has freed is backed again by the host on its
-//! next use, and a buffered write of 1 GiB touches 262,144 of them (measured
-//! in `docs/benchmarks.md`).
+//! A plain range read of at least [`DIRECT_MIN_BYTES`] (a catch-up reader's
+//! block) is read here into a buffer that is not zeroed first:
+//! `LocalFileSystem` zero-fills each buffer before reading into it, which
+//! was a tenth of the broker's samples in a catch-up read (`memset` and the
+//! page faults it takes; `docs/benchmarks.md`).
 //!
-//! So a put of at least [`DIRECT_MIN_BYTES`] is copied into a reused,
+//! With direct I/O on (`--store-direct-io`): a WAL or segment object is
+//! written once and read back a few times at most: by the segment
+//! compaction, by a catch-up reader. What the broker reads again it keeps
+//! itself (the partition tail, the block cache), so copying every written
+//! byte into the kernel's page cache as well is work with little use. On a
+//! virtual machine it is the most expensive step of a produce: a page the
+//! guest has freed is backed again by the host on its next use, and a
+//! buffered write of 1 GiB touches 262,144 of them (measured in
+//! `docs/benchmarks.md`).
+//!
+//! So then a put of at least [`DIRECT_MIN_BYTES`] is copied into a reused,
 //! 4 KiB-aligned buffer and written with `O_DIRECT` in 1 MiB steps; the file
 //! is cut to its length, synced, and published as `object_store`'s own
 //! local store does it (a staging file `NAME#N` renamed, or hard-linked for
@@ -63,10 +72,11 @@ struct Block([u8; BLOCK]);
 
 type StepBuf = Vec<Block>;
 
-/// The local store with direct puts. Built by [`DirectLocal::new`].
-pub struct DirectLocal {
+/// The local store. Built by [`LocalStore::new`].
+pub struct LocalStore {
     inner: LocalFileSystem,
-    /// Cleared once the filesystem has refused `O_DIRECT`.
+    /// Direct I/O asked for, and cleared once the filesystem has refused
+    /// `O_DIRECT`.
     direct: AtomicBool,
     buffers: Arc<Buffers>,
 }
@@ -91,15 +101,15 @@ impl Buffers {
     }
 }
 
-impl fmt::Debug for DirectLocal {
+impl fmt::Debug for LocalStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "DirectLocal({})", self.inner)
+        write!(f, "LocalStore({})", self.inner)
     }
 }
 
-impl fmt::Display for DirectLocal {
+impl fmt::Display for LocalStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "DirectLocal({})", self.inner)
+        write!(f, "LocalStore({})", self.inner)
     }
 }
 
@@ -114,14 +124,14 @@ enum DirectError {
     Failed(object_store::Error),
 }
 
-impl DirectLocal {
+impl LocalStore {
     /// `inner` must have been built with fsync on: the puts that go to it
     /// (small ones, and all of them after the filesystem refused
     /// `O_DIRECT`) are durable only then.
-    pub fn new(inner: LocalFileSystem) -> Self {
+    pub fn new(inner: LocalFileSystem, direct_io: bool) -> Self {
         Self {
             inner,
-            direct: AtomicBool::new(true),
+            direct: AtomicBool::new(direct_io),
             buffers: Arc::default(),
         }
     }
@@ -144,7 +154,7 @@ impl DirectLocal {
 
 /// The range of a read this module answers itself: a plain bounded range
 /// of at least [`DIRECT_MIN_BYTES`], with no condition.
-fn direct_range(o: &GetOptions) -> Option<std::ops::Range<u64>> {
+fn own_range(o: &GetOptions) -> Option<std::ops::Range<u64>> {
     let plain = o.if_match.is_none()
         && o.if_none_match.is_none()
         && o.if_modified_since.is_none()
@@ -216,6 +226,37 @@ fn read_direct(
     buffers.give_back(buf);
     read.map_err(|e| DirectError::Failed(io_error(path, e)))?;
     Ok((out.freeze(), meta))
+}
+
+/// A range read through the page cache, on a blocking thread, into a
+/// buffer that is not zeroed first. A range that does not lie inside the
+/// file is delegated.
+fn read_buffered(
+    path: &FsPath,
+    range: std::ops::Range<u64>,
+) -> Result<(Bytes, std::fs::Metadata), DirectError> {
+    let Ok(mut file) = File::open(path) else {
+        return Err(DirectError::Delegate);
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| DirectError::Failed(io_error(path, e)))?;
+    if range.start >= range.end || range.end > meta.len() {
+        return Err(DirectError::Delegate);
+    }
+    let want = usize::try_from(range.end - range.start).map_err(|_| DirectError::Delegate)?;
+    let mut out = Vec::with_capacity(want);
+    let read = (|| -> io::Result<()> {
+        file.seek(SeekFrom::Start(range.start))?;
+        // `read_to_end` reads into the spare capacity as it is: no zeroing.
+        (&mut file).take(want as u64).read_to_end(&mut out)?;
+        if out.len() < want {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        Ok(())
+    })();
+    read.map_err(|e| DirectError::Failed(io_error(path, e)))?;
+    Ok((Bytes::from(out), meta))
 }
 
 /// Reads into whole blocks until they are full or the file ends; returns
@@ -423,13 +464,13 @@ fn e_tag(meta: &std::fs::Metadata) -> String {
 
 fn io_error(path: &FsPath, e: io::Error) -> object_store::Error {
     object_store::Error::Generic {
-        store: "DirectLocal",
+        store: "LocalStore",
         source: format!("{}: {e}", path.display()).into(),
     }
 }
 
 #[async_trait]
-impl ObjectStore for DirectLocal {
+impl ObjectStore for LocalStore {
     async fn put_opts(
         &self,
         location: &Path,
@@ -456,7 +497,7 @@ impl ObjectStore for DirectLocal {
             }
             Ok(Err(DirectError::Delegate)) => self.inner.put_opts(location, payload, opts).await,
             Err(join) => Err(object_store::Error::Generic {
-                store: "DirectLocal",
+                store: "LocalStore",
                 source: Box::new(join),
             }),
         }
@@ -475,14 +516,19 @@ impl ObjectStore for DirectLocal {
         location: &Path,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
-        let Some(range) = direct_range(&options).filter(|_| self.is_direct()) else {
+        let Some(range) = own_range(&options) else {
             return self.inner.get_opts(location, options).await;
         };
         let path = self.inner.path_to_filesystem(location)?;
-        let buffers = self.buffers.clone();
-        let wanted = range.clone();
-        let outcome =
-            tokio::task::spawn_blocking(move || read_direct(&path, wanted, &buffers)).await;
+        let (buffers, wanted, direct) = (self.buffers.clone(), range.clone(), self.is_direct());
+        let outcome = tokio::task::spawn_blocking(move || {
+            if direct {
+                read_direct(&path, wanted, &buffers)
+            } else {
+                read_buffered(&path, wanted)
+            }
+        })
+        .await;
         match outcome {
             Ok(Ok((bytes, meta))) => Ok(GetResult {
                 payload: GetResultPayload::Stream(Box::pin(futures::stream::once(
@@ -509,7 +555,7 @@ impl ObjectStore for DirectLocal {
             }
             Ok(Err(DirectError::Delegate)) => self.inner.get_opts(location, options).await,
             Err(join) => Err(object_store::Error::Generic {
-                store: "DirectLocal",
+                store: "LocalStore",
                 source: Box::new(join),
             }),
         }
@@ -547,11 +593,15 @@ mod tests {
     use futures::TryStreamExt;
     use object_store::ObjectStoreExt;
 
-    fn store(dir: &FsPath) -> DirectLocal {
+    fn store(dir: &FsPath) -> LocalStore {
+        store_with(dir, true)
+    }
+
+    fn store_with(dir: &FsPath, direct_io: bool) -> LocalStore {
         let fs = LocalFileSystem::new_with_prefix(dir)
             .unwrap()
             .with_fsync(true);
-        DirectLocal::new(fs)
+        LocalStore::new(fs, direct_io)
     }
 
     /// A payload in odd-sized chunks whose total is no multiple of a block
@@ -569,11 +619,11 @@ mod tests {
         (chunks.into_iter().collect(), all)
     }
 
-    async fn read(s: &DirectLocal, p: &Path) -> Vec<u8> {
+    async fn read(s: &LocalStore, p: &Path) -> Vec<u8> {
         s.get(p).await.unwrap().bytes().await.unwrap().to_vec()
     }
 
-    async fn listed(s: &DirectLocal) -> Vec<String> {
+    async fn listed(s: &LocalStore) -> Vec<String> {
         let mut v: Vec<String> = s
             .list(None)
             .map_ok(|m| m.location.to_string())
@@ -635,8 +685,16 @@ mod tests {
 
     #[tokio::test]
     async fn large_range_reads_match_the_page_cache_reads() {
+        for direct_io in [true, false] {
+            large_range_reads_match(direct_io).await;
+        }
+    }
+
+    /// Direct reads, or buffered ones into a buffer not zeroed first, give
+    /// `LocalFileSystem`'s answers.
+    async fn large_range_reads_match(direct_io: bool) {
         let dir = tempfile::tempdir().unwrap();
-        let s = store(dir.path());
+        let s = store_with(dir.path(), direct_io);
         let plain = LocalFileSystem::new_with_prefix(dir.path()).unwrap();
         let total = 3 * STEP_BLOCKS * BLOCK + 777;
         let (p, all) = payload(total);
