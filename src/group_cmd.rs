@@ -19,6 +19,9 @@ pub enum GroupCommand {
     List {
         #[command(flatten)]
         conn: BootstrapArgs,
+        /// One JSON object per group instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Show a group's state, members, and per partition its committed
     /// offset, log end offset and lag, with the total lag.
@@ -28,8 +31,12 @@ pub enum GroupCommand {
         /// The group's id.
         group: String,
         /// List the members instead (member id, host, client id, partitions).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "json")]
         members: bool,
+        /// One JSON object (state, members, partitions with offsets and
+        /// lag, total lag) instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Move a group's committed offsets (only while it has no live members,
     /// as in Kafka). Shows the plan and changes nothing unless --execute.
@@ -129,17 +136,18 @@ pub fn parse_topic_spec(s: &str) -> Result<TopicSpec, String> {
 
 pub async fn run(cmd: GroupCommand) -> anyhow::Result<()> {
     match cmd {
-        GroupCommand::List { conn } => list(&mut conn.connect().await?).await,
+        GroupCommand::List { conn, json } => list(&mut conn.connect().await?, json).await,
         GroupCommand::Describe {
             conn,
             group,
             members,
+            json,
         } => {
             let mut client = conn.connect().await?;
             if members {
                 describe_members(&mut client, &group).await
             } else {
-                describe(&mut client, &group).await
+                describe(&mut client, &group, json).await
             }
         }
         GroupCommand::ResetOffsets(args) => reset(args).await,
@@ -159,9 +167,21 @@ pub async fn run(cmd: GroupCommand) -> anyhow::Result<()> {
     }
 }
 
-async fn list(client: &mut KafkaClient) -> anyhow::Result<()> {
+async fn list(client: &mut KafkaClient, json: bool) -> anyhow::Result<()> {
+    let groups = client.list_groups().await?;
+    if json {
+        for g in groups {
+            let v = serde_json::json!({
+                "group": g.group_id,
+                "state": g.state,
+                "protocol_type": g.protocol_type,
+            });
+            println!("{v}");
+        }
+        return Ok(());
+    }
     let mut table = Table::new(&["GROUP", "STATE", "PROTOCOL-TYPE"]);
-    for g in client.list_groups().await? {
+    for g in groups {
         table.row(vec![
             g.group_id,
             g.state.unwrap_or_default(),
@@ -205,7 +225,7 @@ fn owners(desc: &GroupDescription) -> BTreeMap<TopicPartition, usize> {
     out
 }
 
-async fn describe(client: &mut KafkaClient, group: &str) -> anyhow::Result<()> {
+async fn describe(client: &mut KafkaClient, group: &str, json: bool) -> anyhow::Result<()> {
     let desc = client.describe_group(group).await?;
     let committed = client.committed_offsets(group).await?;
     if desc.state == "Dead" && committed.is_empty() {
@@ -215,6 +235,40 @@ async fn describe(client: &mut KafkaClient, group: &str) -> anyhow::Result<()> {
     let partitions: BTreeSet<TopicPartition> =
         committed.keys().chain(owners.keys()).cloned().collect();
     let ends = offsets_at(client, &partitions, LATEST).await?;
+    let lag_of = |tp: &TopicPartition| match (committed.get(tp), ends.get(tp)) {
+        (Some(c), Some(e)) => Some((e - c).max(0)),
+        _ => None,
+    };
+    let total: i64 = partitions.iter().filter_map(lag_of).sum();
+    if json {
+        let rows: Vec<serde_json::Value> = partitions
+            .iter()
+            .map(|tp| {
+                let member = owners.get(tp).map(|i| &desc.members[*i]);
+                serde_json::json!({
+                    "topic": tp.0,
+                    "partition": tp.1,
+                    "current_offset": committed.get(tp),
+                    "log_end_offset": ends.get(tp),
+                    "lag": lag_of(tp),
+                    "consumer_id": member.map(|m| &m.member_id),
+                    "host": member.map(|m| &m.client_host),
+                    "client_id": member.map(|m| &m.client_id),
+                })
+            })
+            .collect();
+        let v = serde_json::json!({
+            "group": group,
+            "state": desc.state,
+            "protocol_type": desc.protocol_type,
+            "assignor": desc.protocol,
+            "members": desc.members.len(),
+            "partitions": rows,
+            "total_lag": total,
+        });
+        println!("{v}");
+        return Ok(());
+    }
     println!(
         "group {group}: state {}, {} member(s){}",
         desc.state,
@@ -236,15 +290,10 @@ async fn describe(client: &mut KafkaClient, group: &str) -> anyhow::Result<()> {
         "HOST",
         "CLIENT-ID",
     ]);
-    let mut total: i64 = 0;
     for tp in &partitions {
         let current = committed.get(tp).copied();
         let end = ends.get(tp).copied();
-        let lag = match (current, end) {
-            (Some(c), Some(e)) => Some((e - c).max(0)),
-            _ => None,
-        };
-        total = total.saturating_add(lag.unwrap_or(0));
+        let lag = lag_of(tp);
         let member = owners.get(tp).map(|i| &desc.members[*i]);
         table.row(vec![
             group.to_owned(),

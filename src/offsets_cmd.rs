@@ -28,6 +28,9 @@ pub struct OffsetsArgs {
     /// 2024-05-01, or -DURATION before now (-15m, -2h, -1d).
     #[arg(long, value_name = "TIME", value_parser = crate::time_arg::parse_time, allow_hyphen_values = true)]
     time: Option<i64>,
+    /// One JSON object per partition instead of a table.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -95,6 +98,21 @@ pub async fn offsets(args: OffsetsArgs) -> anyhow::Result<()> {
         Some(t) => client.list_offsets(&args.topic, &ps, t).await?,
         None => BTreeMap::new(),
     };
+    if args.json {
+        for p in &ps {
+            let (f, e) = (first.get(p).copied(), end.get(p).copied());
+            let v = serde_json::json!({
+                "topic": args.topic,
+                "partition": p,
+                "earliest": f,
+                "latest": e,
+                "records": f.zip(e).map(|(f, e)| (e - f).max(0)),
+                "at_time": args.time.map(|_| at.get(p).copied()),
+            });
+            println!("{v}");
+        }
+        return Ok(());
+    }
     let mut header = vec!["TOPIC", "PARTITION", "EARLIEST", "LATEST", "RECORDS"];
     if args.time.is_some() {
         header.push("AT-TIME");

@@ -118,6 +118,13 @@ def test_describe_shows_members_offsets_and_lag_and_reset_waits_for_an_empty_gro
     assert "state Empty, 0 member(s)" in out, out
     assert total == 3 and all(r["CONSUMER-ID"] == "-" for r in rows.values()), out
 
+    got = json.loads(ok(floe(floe_bin, bs, "group", "describe", group, "--json")).stdout)
+    assert got["state"] == "Empty" and got["total_lag"] == 3 and got["members"] == 0, got
+    assert [(p["partition"], p["current_offset"], p["log_end_offset"], p["lag"], p["consumer_id"])
+            for p in got["partitions"]] == [(0, 6, 6, 0, None), (1, 4, 7, 3, None)], got
+    listed = [json.loads(l) for l in ok(floe(floe_bin, bs, "group", "list", "--json")).stdout.splitlines()]
+    assert {"group": group, "state": "Empty", "protocol_type": "consumer"} in listed, listed
+
 
 def test_reset_offsets_to_every_target(floe_bin, server):
     bs = server.bootstrap
@@ -194,6 +201,9 @@ def test_offsets_and_delete_records(floe_bin, server):
         [("0", "5", "5", "0"), ("0", "2", "2", "0")], got
     got = offsets(floe_bin, bs, topic, "--partition", "1", "--time", "2999-01-01")
     assert list(got) == [1] and got[1]["AT-TIME"] == "-1", got
+    got = [json.loads(l) for l in ok(floe(floe_bin, bs, "offsets", topic, "--json")).stdout.splitlines()]
+    assert got == [{"topic": topic, "partition": p, "earliest": 0, "latest": n, "records": n, "at_time": None}
+                   for p, n in ((0, 5), (1, 2))], got
 
     res = ok(floe(floe_bin, bs, "delete-records", topic, "--partition", "0", "--before", "3"))
     assert table_of(res.stdout, "TOPIC") == [{"TOPIC": topic, "PARTITION": "0", "EARLIEST": "3"}]
