@@ -155,6 +155,39 @@ mod tests {
         );
     }
 
+    /// Every variable any command reads, with the commands reading it.
+    fn all_variables(cmd: &clap::Command, out: &mut std::collections::BTreeSet<String>) {
+        for a in cmd.get_arguments() {
+            if let Some(e) = a.get_env().and_then(|e| e.to_str()) {
+                out.insert(e.to_owned());
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            all_variables(sub, out);
+        }
+    }
+
+    #[test]
+    fn a_role_name_never_is_a_variable_something_else_reads() {
+        let cli = crate::Cli::command();
+        let mut existing = std::collections::BTreeSet::new();
+        all_variables(&cli, &mut existing);
+        for role in ROLES {
+            let cmd = cli.find_subcommand(role).expect("a role");
+            for a in cmd.get_arguments() {
+                let Some(e) = a.get_env().and_then(|e| e.to_str()) else {
+                    continue;
+                };
+                let name = role_name(role, e).expect("FLOE_ names");
+                assert!(
+                    !existing.contains(&name),
+                    "{name} (floe {role} --{:?}) is already read as itself",
+                    a.get_long()
+                );
+            }
+        }
+    }
+
     #[test]
     fn every_role_admin_port_has_its_own_name() {
         assert_eq!(
