@@ -3,26 +3,35 @@
 //! `floe_client`'s [`Producer`] and [`Consumer`]; this file reads lines,
 //! groups them and prints records.
 //!
-//! `produce` reads lines (optionally `key SEP value`), groups them (at most
+//! `produce` reads lines (optionally `key SEP value`, or JSON objects with
+//! `--input-format json`, see [`crate::record_input`]), groups them (at most
 //! `--batch-records` records or `--batch-bytes` bytes, or what was read when
 //! stdin paused for `--linger-ms`), and sends each group as one Produce
 //! request. Keyed records go to the partition Kafka's default partitioner
 //! picks (murmur2 of the key); unkeyed ones to one partition per group, in
 //! turn.
 //!
-//! `consume` starts where `--from` says and fetches until `--max-messages`
-//! records were printed or nothing new came for `--timeout-ms`.
+//! `consume` starts where `--from` (or `--from-time`, or the `--group`'s
+//! committed offsets) says and fetches until `--max-messages` records were
+//! printed or nothing new came for `--timeout-ms`; records are printed as
+//! [`crate::record_format`] says. With `--group` it commits what it printed.
 
 #![allow(clippy::print_stdout)]
 
 use std::io::Write;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
+
+use std::collections::BTreeMap;
 
 use anyhow::{Context as _, bail};
 use clap::{Args, ValueEnum};
 use floe_client::{
-    Acks, Compression, Consumer, Producer, ProducerConfig, ProducerRecord, Record, StartAt,
+    Acks, Compression, Consumer, Producer, ProducerConfig, ProducerRecord, Record, ResponseError,
+    StartAt,
 };
+
+use crate::record_format::{FORMAT_HELP, Format, format_with, parse_format, record_json};
+use crate::topic_cmd::parse_key_value;
 
 use crate::kafka_args::BootstrapArgs;
 
@@ -72,6 +81,23 @@ impl From<CompressionArg> for Compression {
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InputArg {
+    /// A line is a value, or `key SEP value` with --key-separator.
+    Text,
+    /// A line is a JSON object: key, value, headers, timestamp.
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputArg {
+    /// `[partition:offset<TAB>][key<TAB>]value` (or --format).
+    Text,
+    /// One JSON object per record: topic, partition, offset, timestamp,
+    /// key, value, headers.
+    Json,
+}
+
 #[derive(Debug, Args)]
 pub struct ProduceArgs {
     #[command(flatten)]
@@ -81,10 +107,30 @@ pub struct ProduceArgs {
     /// Write every record to this partition (default: by key, or in turn).
     #[arg(long, value_parser = clap::value_parser!(i32).range(0..))]
     partition: Option<i32>,
+    /// How the lines are read: text, or JSON lines
+    /// (`{"key": …, "value": …, "headers": {…}, "timestamp": …}`; a null or
+    /// missing value is a tombstone; `{"base64": "…"}` for binary).
+    #[arg(long, value_enum, default_value_t = InputArg::Text)]
+    input_format: InputArg,
     /// Split each line at the first SEP into key and value (a line without
     /// SEP is an error). Without it, a line is a value with no key.
-    #[arg(long, value_name = "SEP")]
+    #[arg(long, value_name = "SEP", conflicts_with = "input_format")]
     key_separator: Option<String>,
+    /// Send an empty value (text input) as null: a tombstone.
+    #[arg(long)]
+    empty_as_null: bool,
+    /// A header added to every record, as NAME=VALUE; repeat for several.
+    #[arg(long = "header", value_name = "NAME=VALUE", value_parser = parse_key_value)]
+    headers: Vec<(String, String)>,
+    /// The records' timestamp (default: when each is read; a JSON line's
+    /// own timestamp wins): ms since the epoch, 2024-05-01T12:00:00[Z],
+    /// 2024-05-01, or -DURATION before now.
+    #[arg(long, value_name = "TIME", value_parser = crate::time_arg::parse_time, allow_hyphen_values = true)]
+    timestamp: Option<i64>,
+    /// Write as an idempotent producer, so that a retried request is not
+    /// written twice (needs --acks all; off otherwise).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    idempotence: bool,
     /// Which acknowledgement to wait for.
     #[arg(long, value_enum, default_value_t = AcksArg::All)]
     acks: AcksArg,
@@ -118,9 +164,19 @@ pub struct ConsumeArgs {
     #[arg(long, value_parser = clap::value_parser!(i32).range(0..))]
     partition: Option<i32>,
     /// Where to start in each partition: `beginning`, `end`, an offset, or
-    /// `-N` for N records before the end (write `--from=-N`).
+    /// `-N` for N records before the end (write `--from=-N`). With --group,
+    /// only where the group has no committed offset.
     #[arg(long, default_value = "beginning", value_parser = parse_start)]
     from: StartAt,
+    /// Start at the first record at or after this time instead: ms since
+    /// the epoch, 2024-05-01T12:00:00[Z], 2024-05-01, or -DURATION (-15m).
+    #[arg(long, value_name = "TIME", conflicts_with = "from", value_parser = crate::time_arg::parse_time, allow_hyphen_values = true)]
+    from_time: Option<i64>,
+    /// Start at this group's committed offsets and commit what was printed
+    /// (as a standalone consumer, without joining the group: refused while
+    /// the group has live members).
+    #[arg(long, value_name = "GROUP")]
+    group: Option<String>,
     /// Stop after printing this many records.
     #[arg(long)]
     max_messages: Option<u64>,
@@ -138,6 +194,13 @@ pub struct ConsumeArgs {
     /// check, e.g. the helm chart's test pod).
     #[arg(long)]
     min_messages: Option<u64>,
+    /// Print each record as this kcat-like format string instead, e.g.
+    /// '%p:%o %T %k=%s %h\n'.
+    #[arg(long, short = 'f', value_name = "FORMAT", long_help = format!("Print each record as this kcat-like format string instead, e.g. '%p:%o %T %k=%s %h\\n': {FORMAT_HELP}."), conflicts_with_all = ["print_offsets", "output"], value_parser = parse_format)]
+    format: Option<Format>,
+    /// The output: text lines, or one JSON object per record.
+    #[arg(long, value_enum, default_value_t = OutputArg::Text, conflicts_with = "print_offsets")]
+    output: OutputArg,
 }
 
 // ---------------------------------------------------------------------------
@@ -203,11 +266,50 @@ impl Pending {
     }
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
+/// How input lines become records.
+#[derive(Debug, Clone)]
+struct LineParser {
+    input: InputArg,
+    separator: Option<Vec<u8>>,
+    empty_as_null: bool,
+    headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    timestamp: Option<i64>,
+}
+
+impl LineParser {
+    #[cfg(test)]
+    fn text(separator: Option<&[u8]>) -> Self {
+        Self {
+            input: InputArg::Text,
+            separator: separator.map(<[u8]>::to_vec),
+            empty_as_null: false,
+            headers: Vec::new(),
+            timestamp: None,
+        }
+    }
+
+    fn parse(&self, line: &[u8]) -> anyhow::Result<ProducerRecord> {
+        let ts = self.timestamp.unwrap_or_else(crate::time_arg::now_ms);
+        let mut record = match self.input {
+            InputArg::Json => {
+                crate::record_input::parse_json_record(line, ts).map_err(anyhow::Error::msg)?
+            }
+            InputArg::Text => {
+                let (key, value) = split_line(line, self.separator.as_deref())?;
+                ProducerRecord {
+                    key,
+                    value: Some(value).filter(|v| !(self.empty_as_null && v.is_empty())),
+                    timestamp_ms: ts,
+                    headers: Vec::new(),
+                }
+            }
+        };
+        if !self.headers.is_empty() {
+            let own = std::mem::take(&mut record.headers);
+            record.headers = self.headers.iter().cloned().chain(own).collect();
+        }
+        Ok(record)
+    }
 }
 
 /// When a group of records is sent.
@@ -230,11 +332,23 @@ pub async fn produce(args: ProduceArgs) -> anyhow::Result<()> {
         ),
         None => None,
     };
+    let parser = LineParser {
+        input: args.input_format,
+        separator,
+        empty_as_null: args.empty_as_null,
+        headers: args
+            .headers
+            .into_iter()
+            .map(|(k, v)| (k.into_bytes(), Some(v.into_bytes())))
+            .collect(),
+        timestamp: args.timestamp,
+    };
     let client = args.conn.connect().await?;
     let config = ProducerConfig {
         acks: args.acks.into(),
         compression: args.compression.into(),
         partition: args.partition,
+        idempotent: args.idempotence,
         ..ProducerConfig::default()
     };
     let mut producer = Producer::new(client, &args.topic, config).await?;
@@ -243,7 +357,7 @@ pub async fn produce(args: ProduceArgs) -> anyhow::Result<()> {
         max_bytes: args.batch_bytes,
         linger: Duration::from_millis(args.linger_ms),
     };
-    let result = produce_lines(&mut producer, input, separator, limits).await;
+    let result = produce_lines(&mut producer, input, parser, limits).await;
     eprint!("{}", summary(&producer));
     result
 }
@@ -252,19 +366,15 @@ pub async fn produce(args: ProduceArgs) -> anyhow::Result<()> {
 async fn produce_lines(
     producer: &mut Producer,
     input: Option<std::fs::File>,
-    separator: Option<Vec<u8>>,
+    parser: LineParser,
     limits: GroupLimits,
 ) -> anyhow::Result<()> {
     // A thread reads and parses the lines (tokio's stdin needs a feature
     // this crate does not enable) and hands them over a channel.
     let (lines_tx, mut lines_rx) = tokio::sync::mpsc::channel(4096);
     std::thread::spawn(move || match input {
-        Some(file) => read_lines(
-            std::io::BufReader::new(file),
-            separator.as_deref(),
-            &lines_tx,
-        ),
-        None => read_lines(std::io::stdin().lock(), separator.as_deref(), &lines_tx),
+        Some(file) => read_lines(std::io::BufReader::new(file), &parser, &lines_tx),
+        None => read_lines(std::io::stdin().lock(), &parser, &lines_tx),
     });
     let mut pending = Pending::default();
     loop {
@@ -310,6 +420,12 @@ fn summary(producer: &Producer) -> String {
         producer.topic(),
         producer.requests()
     );
+    if let Some(id) = producer.identity() {
+        out.push_str(&format!(
+            "  idempotent: producer id {} epoch {}\n",
+            id.id, id.epoch
+        ));
+    }
     for (p, s) in stats {
         let offsets = match (s.first_offset, s.last_offset) {
             (Some(first), Some(last)) => format!("offsets {first}..={last}"),
@@ -328,7 +444,7 @@ fn summary(producer: &Producer) -> String {
 /// that cannot be parsed is sent as an error and ends the reading.
 fn read_lines(
     mut input: impl std::io::BufRead,
-    separator: Option<&[u8]>,
+    parser: &LineParser,
     lines_tx: &tokio::sync::mpsc::Sender<anyhow::Result<ProducerRecord>>,
 ) {
     let mut line = Vec::new();
@@ -339,13 +455,9 @@ fn read_lines(
             Ok(0) => return,
             Ok(_) => {
                 line_no += 1;
-                split_line(trim_line_end(&line), separator)
-                    .map(|(key, value)| ProducerRecord {
-                        key,
-                        value,
-                        timestamp_ms: now_ms(),
-                    })
-                    .map_err(|e| anyhow::Error::new(e).context(format!("stdin line {line_no}")))
+                parser
+                    .parse(trim_line_end(&line))
+                    .map_err(|e| e.context(format!("stdin line {line_no}")))
             }
             Err(e) => Err(anyhow::Error::new(e).context("reading stdin")),
         };
@@ -374,9 +486,95 @@ pub fn parse_start(s: &str) -> Result<StartAt, String> {
     }
 }
 
+/// How records are printed.
+#[derive(Debug, Clone)]
+enum Printer {
+    /// `[partition:offset\t][key\t]value`.
+    Lines {
+        print_offsets: bool,
+    },
+    Format(Format),
+    Json,
+}
+
+impl Printer {
+    fn of(args: &ConsumeArgs) -> Self {
+        match (&args.format, args.output) {
+            (Some(pieces), _) => Self::Format(pieces.clone()),
+            (None, OutputArg::Json) => Self::Json,
+            (None, OutputArg::Text) => Self::Lines {
+                print_offsets: args.print_offsets,
+            },
+        }
+    }
+
+    fn print(&self, line: &mut Vec<u8>, topic: &str, partition: i32, r: &Record) {
+        match self {
+            Self::Lines { print_offsets } => format_record(line, partition, r, *print_offsets),
+            Self::Format(f) => format_with(line, &f.0, topic, partition, r),
+            Self::Json => {
+                line.extend_from_slice(record_json(topic, partition, r).to_string().as_bytes());
+                line.push(b'\n');
+            }
+        }
+    }
+}
+
+/// Commits the offsets after the records printed, for `--group`.
+async fn commit_printed(
+    consumer: &mut Consumer,
+    group: Option<&str>,
+    printed_up_to: &mut BTreeMap<i32, i64>,
+) -> anyhow::Result<()> {
+    let Some(group) = group else {
+        return Ok(());
+    };
+    if printed_up_to.is_empty() {
+        return Ok(());
+    }
+    let topic = consumer.topic().to_owned();
+    let offsets = std::mem::take(printed_up_to)
+        .into_iter()
+        .map(|(p, o)| ((topic.clone(), p), o))
+        .collect();
+    match consumer.client_mut().commit_offsets(group, &offsets).await {
+        Ok(()) => Ok(()),
+        Err(e)
+            if matches!(
+                e.broker_error(),
+                Some(
+                    ResponseError::UnknownMemberId
+                        | ResponseError::IllegalGeneration
+                        | ResponseError::RebalanceInProgress
+                )
+            ) =>
+        {
+            Err(anyhow::Error::new(e).context(format!(
+                "group {group} has live members: `floe consume --group` commits only for a \
+                 group without members (it does not join the group)"
+            )))
+        }
+        Err(e) => {
+            Err(anyhow::Error::new(e).context(format!("committing the offsets of group {group}")))
+        }
+    }
+}
+
 pub async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
-    let client = args.conn.connect().await?;
-    let mut consumer = Consumer::new(client, &args.topic, args.partition, args.from).await?;
+    let mut client = args.conn.connect().await?;
+    let committed = match &args.group {
+        Some(g) => client.committed_offsets(g).await?,
+        None => Default::default(),
+    };
+    let start = args.from_time.map_or(args.from, StartAt::Time);
+    let mut consumer = Consumer::new(client, &args.topic, args.partition, start).await?;
+    for ((topic, p), o) in committed {
+        if topic == args.topic {
+            consumer.seek(p, o);
+        }
+    }
+    let printer = Printer::of(&args);
+    let group = args.group.as_deref();
     let idle_limit = match (args.follow, args.timeout_ms) {
         (_, Some(ms)) => Some(Duration::from_millis(ms)),
         (true, None) => None,
@@ -387,6 +585,8 @@ pub async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
     tokio::pin!(shutdown);
     let mut last_data = Instant::now();
     let mut printed = 0u64;
+    let mut printed_up_to: BTreeMap<i32, i64> = BTreeMap::new();
+    let mut line = Vec::new();
     'fetch: loop {
         if args.max_messages.is_some_and(|m| printed >= m) {
             break;
@@ -413,21 +613,26 @@ pub async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
                 if args.max_messages.is_some_and(|m| printed >= m) {
                     break 'fetch;
                 }
-                if !write_record(&mut out, fetched.partition, r, args.print_offsets)? {
+                line.clear();
+                printer.print(&mut line, &args.topic, fetched.partition, r);
+                if !stdout_result(out.write_all(&line))? {
                     return Ok(());
                 }
                 printed += 1;
+                printed_up_to.insert(fetched.partition, r.offset + 1);
             }
         }
         if !flush(&mut out)? {
             return Ok(());
         }
+        commit_printed(&mut consumer, group, &mut printed_up_to).await?;
         if let Some(e) = polled.retriable {
             tracing::debug!(error = %e, "retrying fetch");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
     flush(&mut out)?;
+    commit_printed(&mut consumer, group, &mut printed_up_to).await?;
     if let Some(min) = args.min_messages
         && printed < min
     {
@@ -437,20 +642,6 @@ pub async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// Writes one record line; `false` if stdout is closed (e.g. `| head`).
-fn write_record(
-    out: &mut impl Write,
-    partition: i32,
-    r: &Record,
-    print_offsets: bool,
-) -> anyhow::Result<bool> {
-    let mut line = Vec::with_capacity(
-        32 + r.key.as_ref().map_or(0, |k| k.len()) + r.value.as_ref().map_or(0, |v| v.len()),
-    );
-    format_record(&mut line, partition, r, print_offsets);
-    stdout_result(out.write_all(&line))
 }
 
 /// `[partition:offset\t][key\t]value\n`.
@@ -554,13 +745,16 @@ mod tests {
         let (lines_tx, mut lines_rx) = tokio::sync::mpsc::channel(100);
         read_lines(
             std::io::Cursor::new(input.as_bytes()),
-            separator.map(str::as_bytes),
+            &LineParser::text(separator.map(str::as_bytes)),
             &lines_tx,
         );
         drop(lines_tx);
         let mut out = Vec::new();
         while let Some(line) = lines_rx.blocking_recv() {
-            out.push(line.map(|r| (r.key, r.value)).map_err(|e| format!("{e:#}")));
+            out.push(
+                line.map(|r| (r.key, r.value.unwrap_or_default()))
+                    .map_err(|e| format!("{e:#}")),
+            );
         }
         out
     }
@@ -593,11 +787,7 @@ mod tests {
 
     #[test]
     fn a_group_stops_before_the_record_that_would_cross_the_byte_limit() {
-        let record = |n: usize| ProducerRecord {
-            key: None,
-            value: vec![b'x'; n],
-            timestamp_ms: 0,
-        };
+        let record = |n: usize| ProducerRecord::value(vec![b'x'; n], 0);
         let mut pending = Pending::default();
         assert!(
             !pending.overflows_with(&record(500), 100),

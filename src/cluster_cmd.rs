@@ -23,6 +23,8 @@ use crate::roles::{BrokerTuning, ClusterAccess, HttpTuning, ProxyTuning};
 
 #[derive(Debug, Args)]
 pub struct BrokerArgs {
+    #[command(flatten)]
+    pub config: crate::roles::ConfigFileArg,
     /// This broker's id (unique in the cluster, above 0). Default: the
     /// metadata service gives a new one at every start (from 1001 on, never
     /// an earlier node's), for brokers with no stable name (a Kubernetes
@@ -57,6 +59,8 @@ pub struct BrokerArgs {
 
 #[derive(Debug, Args)]
 pub struct ProxyArgs {
+    #[command(flatten)]
+    pub config: crate::roles::ConfigFileArg,
     /// This proxy's node id in Kafka answers (unique among brokers and
     /// proxies, above 0). Default: the metadata service gives one (from
     /// 1001 on), and a new one if the registration ever expires.
@@ -215,12 +219,30 @@ pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
         .with("kafka", proxy.local_addr)
         .with("admin", admin_addr)
         .publish("proxy", args.ports_file.as_deref())?;
-    let v = view
-        .wait_for(Duration::from_secs(30), |s| s.revision.0 > 0)
-        .await;
-    state.ready.store(v.revision.0 > 0, Ordering::SeqCst);
-    eprintln!("floe proxy ready: Kafka on {}", proxy.local_addr);
+    // Ready once the first cluster view came, however long the metadata
+    // service takes (a one-shot wait used to leave /readyz at 503 for good
+    // when it answered after 30 s).
+    let becomes_ready = {
+        let state = state.clone();
+        let view = view.clone();
+        tokio::spawn(async move {
+            loop {
+                let v = view
+                    .wait_for(Duration::from_secs(30), |s| s.revision.0 > 0)
+                    .await;
+                if v.revision.0 > 0 {
+                    state.ready.store(true, Ordering::SeqCst);
+                    return;
+                }
+                tracing::warn!(
+                    "no cluster view from the metadata service yet; /readyz answers 503 until one comes"
+                );
+            }
+        })
+    };
+    eprintln!("floe proxy listening: Kafka on {}", proxy.local_addr);
     crate::shutdown_signal().await;
+    becomes_ready.abort();
     state.ready.store(false, Ordering::SeqCst);
     // Out of every proxy's Metadata answers first, so that clients move on;
     // then the requests already read are answered before the connections close.

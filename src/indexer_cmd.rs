@@ -38,6 +38,8 @@ pub enum IndexerAction {
 
 #[derive(Debug, Args)]
 pub struct IndexerRunArgs {
+    #[command(flatten)]
+    pub config: crate::roles::ConfigFileArg,
     /// The metadata service and the brokers' store pool.
     #[command(flatten)]
     pub cluster: ClusterAccess,
@@ -219,7 +221,7 @@ async fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
     let before = get_json(&http, &args.indexer, &path).await?;
     if before["enabled"] != Value::Bool(true) {
         bail!(
-            "topic {} does not have export.enabled=true; set it first (floe topic alter {} --set export.enabled=true)",
+            "topic {} does not have export.enabled=true; set it first (floe topic alter {} --config export.enabled=true)",
             args.topic,
             args.topic
         );

@@ -1,17 +1,24 @@
-//! The flags every Kafka-protocol command (`topic`, `produce`, `consume`)
-//! shares: where the broker is and how long to wait for it.
+//! The flags every Kafka-protocol command (`topic`, `group`, `offsets`,
+//! `produce`, `consume`, …) shares: where the cluster is and how long to
+//! wait for it.
 
 use std::time::Duration;
 
 use clap::Args;
 use floe_client::{ClientError, KafkaClient};
 
-/// Where the broker is, and how long to wait for it.
+/// Where the cluster is, and how long to wait for it.
 #[derive(Debug, Clone, Args)]
 pub struct BootstrapArgs {
-    /// Kafka bootstrap address (host:port).
-    #[arg(long, env = "FLOE_BOOTSTRAP", default_value = "127.0.0.1:9092")]
-    pub bootstrap: String,
+    /// Kafka bootstrap addresses (host:port), comma-separated: each is tried
+    /// in turn until one answers. Any Floe proxy serves every request.
+    #[arg(
+        long,
+        env = "FLOE_BOOTSTRAP",
+        default_value = "127.0.0.1:9092",
+        value_delimiter = ','
+    )]
+    pub bootstrap: Vec<String>,
     /// Deadline of connecting and of one request, in milliseconds (also sent
     /// to the broker as the timeout of requests that carry one).
     #[arg(long, env = "FLOE_REQUEST_TIMEOUT_MS", default_value_t = 30_000)]
@@ -19,12 +26,39 @@ pub struct BootstrapArgs {
 }
 
 impl BootstrapArgs {
-    /// Connects and negotiates versions.
-    pub async fn connect(&self) -> Result<KafkaClient, ClientError> {
-        KafkaClient::connect(
-            &self.bootstrap,
-            Duration::from_millis(self.request_timeout_ms),
-        )
-        .await
+    /// Connects to the first address that answers and negotiates versions.
+    /// With one address its error is returned as it is; with several, every
+    /// address's error.
+    pub async fn connect(&self) -> anyhow::Result<KafkaClient> {
+        let timeout = Duration::from_millis(self.request_timeout_ms);
+        let addrs: Vec<&str> = self
+            .bootstrap
+            .iter()
+            .map(|a| a.trim())
+            .filter(|a| !a.is_empty())
+            .collect();
+        let mut errors: Vec<ClientError> = Vec::new();
+        for addr in &addrs {
+            match KafkaClient::connect(addr, timeout).await {
+                Ok(client) => return Ok(client),
+                Err(e) => {
+                    tracing::debug!(addr, error = %e, "bootstrap address did not answer");
+                    errors.push(e);
+                }
+            }
+        }
+        match (errors.len(), errors.pop()) {
+            (_, None) => anyhow::bail!("--bootstrap names no address"),
+            (1, Some(e)) => Err(e.into()),
+            (_, Some(last)) => {
+                let mut all: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                all.push(last.to_string());
+                anyhow::bail!(
+                    "none of the {} bootstrap addresses answered: {}",
+                    addrs.len(),
+                    all.join("; ")
+                )
+            }
+        }
     }
 }

@@ -1,19 +1,30 @@
 //! `floe`: the one binary of Floe, with a subcommand per role.
 //!
 //! Roles: `meta`, `broker`, `proxy`, `indexer`, and `standalone` with all of
-//! them in one process; tools: `storage`, `topic`, `produce`, `consume`, `query`, `probe`.
+//! them in one process; tools: `storage`, `topic`, `offsets`, `delete-records`,
+//! `configs`, `group`, `produce`, `consume`, `query`, `probe`.
 
 mod admin_http;
+#[cfg(test)]
+mod cli_reference;
 mod client_cmd;
 mod cluster_cmd;
+mod config_file;
+mod group_cmd;
 mod indexer_cmd;
 mod kafka_args;
 mod meta_cmd;
+mod offsets_cmd;
 mod ports_file;
 mod probe_cmd;
+mod record_format;
+mod record_input;
+mod role_env;
 mod roles;
 mod standalone;
 mod storage_cmd;
+mod table;
+mod time_arg;
 mod topic_cmd;
 
 use clap::{Parser, Subcommand};
@@ -52,6 +63,15 @@ enum Command {
     /// Create, list, describe, alter and delete topics (Kafka protocol).
     #[command(subcommand)]
     Topic(topic_cmd::TopicCommand),
+    /// A topic's first and end offsets per partition, and the offset at a time.
+    Offsets(offsets_cmd::OffsetsArgs),
+    /// Delete a topic's records before an offset (DeleteRecords).
+    DeleteRecords(offsets_cmd::DeleteRecordsArgs),
+    /// Show the configs of a topic or a broker (DescribeConfigs).
+    Configs(offsets_cmd::ConfigsArgs),
+    /// List, describe (with lag), reset and delete consumer groups (Kafka protocol).
+    #[command(subcommand)]
+    Group(group_cmd::GroupCommand),
     /// Write stdin lines to a topic as records (Kafka protocol).
     Produce(client_cmd::ProduceArgs),
     /// Print a topic's records to stdout, one per line (Kafka protocol).
@@ -64,15 +84,39 @@ enum Command {
     Probe(probe_cmd::ProbeArgs),
 }
 
+/// The log filter without `RUST_LOG`: `info` for a process that runs a
+/// role (the controller's assignments, hand-overs, leases are `info`
+/// lines), `warn` for a tool, whose stderr is its user's.
+fn default_log_filter(command: &Command) -> &'static str {
+    let runs_a_role = match command {
+        Command::Standalone(_) | Command::Broker(_) | Command::Proxy(_) => true,
+        Command::Meta(args) => args.runs_a_node(),
+        Command::Indexer(args) => args.action.is_none(),
+        _ => false,
+    };
+    if runs_a_role { "info" } else { "warn" }
+}
+
 fn main() -> std::process::ExitCode {
+    let args = role_env::with_role_env(std::env::args_os().collect(), |name| {
+        std::env::var(name).ok()
+    });
+    let args = match config_file::with_config_file(args, |name| std::env::var(name).ok()) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("floe: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let cli = Cli::parse_from(args);
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new(default_log_filter(&cli.command))
+            }),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     if let Err(e) = admin_http::install_metrics_recorder() {
         eprintln!("floe: {e:#}");
         return std::process::ExitCode::FAILURE;
@@ -95,6 +139,10 @@ fn main() -> std::process::ExitCode {
             Command::Broker(args) => cluster_cmd::run_broker(args).await,
             Command::Proxy(args) => cluster_cmd::run_proxy(args).await,
             Command::Topic(cmd) => topic_cmd::run(cmd).await,
+            Command::Offsets(args) => offsets_cmd::offsets(args).await,
+            Command::DeleteRecords(args) => offsets_cmd::delete_records(args).await,
+            Command::Configs(args) => offsets_cmd::configs(args).await,
+            Command::Group(cmd) => group_cmd::run(cmd).await,
             Command::Produce(args) => client_cmd::produce(args).await,
             Command::Consume(args) => client_cmd::consume(args).await,
             Command::Indexer(args) => indexer_cmd::run(args).await,

@@ -29,9 +29,18 @@ pub struct MetaArgs {
     run: RunArgs,
 }
 
+impl MetaArgs {
+    /// Whether this runs a node (no subcommand) rather than a tool.
+    pub fn runs_a_node(&self) -> bool {
+        self.command.is_none()
+    }
+}
+
 /// Running a node (the default when no subcommand is given).
 #[derive(Debug, Args)]
 struct RunArgs {
+    #[command(flatten)]
+    pub config: crate::roles::ConfigFileArg,
     /// This node's Raft id (1, 2, 3, …).
     #[arg(long, env = "FLOE_META_ID")]
     id: Option<u64>,
@@ -47,8 +56,9 @@ struct RunArgs {
     /// Where the Raft log and snapshots live.
     #[arg(long, env = "FLOE_META_DATA_DIR", default_value = "./floe-meta")]
     data_dir: PathBuf,
-    /// Form a new cluster from --peers (first start of a new cluster only, on one node).
-    #[arg(long)]
+    /// Form a new cluster from --peers (first start of a new cluster only, on
+    /// one node; a node that is already part of a cluster ignores it).
+    #[arg(long, env = "FLOE_META_INIT")]
     init: bool,
     /// Join an existing cluster through any of these members (comma-separated
     /// addresses): the node asks to be added as a voter at its advertised

@@ -597,3 +597,15 @@ mod tests {
         assert!(err.to_string().contains("--meta"), "{err}");
     }
 }
+
+/// The config file every role takes (read before the flags are parsed:
+/// [`crate::config_file`]).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConfigFileArg {
+    /// A TOML file of settings: keys are flag names without the dashes, at
+    /// the top level (every role that has the flag) or in a [standalone],
+    /// [broker], [proxy], [indexer] or [meta-node] table. Flags and environment
+    /// variables win over it.
+    #[arg(long = "config-file", env = "FLOE_CONFIG_FILE", value_name = "FILE")]
+    pub config_file: Option<std::path::PathBuf>,
+}

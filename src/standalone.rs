@@ -28,6 +28,8 @@ use crate::roles::{BrokerTuning, HttpTuning, ProxyTuning};
 
 #[derive(Debug, Args)]
 pub struct StandaloneArgs {
+    #[command(flatten)]
+    pub config: crate::roles::ConfigFileArg,
     /// Where everything is kept (metadata and the log).
     #[arg(long, env = "FLOE_DATA_DIR", default_value = "./floe-data")]
     pub data_dir: PathBuf,

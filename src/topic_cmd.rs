@@ -5,7 +5,10 @@
 
 use anyhow::bail;
 use clap::Subcommand;
-use floe_client::{ConfigSource, KafkaClient, kafka_error_name};
+use floe_client::{
+    ClientError, ConfigEntry, ConfigSource, EARLIEST, KafkaClient, LATEST, ResponseError,
+    kafka_error_name,
+};
 
 use crate::kafka_args::BootstrapArgs;
 
@@ -23,8 +26,7 @@ pub enum TopicCommand {
         /// A topic config, as KEY=VALUE; repeat for several.
         #[arg(long = "config", value_name = "KEY=VALUE", value_parser = parse_key_value)]
         configs: Vec<(String, String)>,
-        /// A topic of that name existing already is not an error (its
-        /// partitions and configs are left as they are).
+        /// Succeed without doing anything if the topic exists already.
         #[arg(long)]
         if_not_exists: bool,
     },
@@ -33,12 +35,28 @@ pub enum TopicCommand {
         #[command(flatten)]
         conn: BootstrapArgs,
     },
-    /// Show a topic's partitions and configs (Metadata, DescribeConfigs).
+    /// Show a topic's partitions (leader, first and end offsets, record
+    /// count) and configs; every topic without a name (Metadata,
+    /// ListOffsets, DescribeConfigs).
     Describe {
+        #[command(flatten)]
+        conn: BootstrapArgs,
+        /// The topic's name (default: every topic).
+        name: Option<String>,
+    },
+    /// Raise a topic's partition count to --total (CreatePartitions). Keyed
+    /// records then map to other partitions; partitions are never removed.
+    AddPartitions {
         #[command(flatten)]
         conn: BootstrapArgs,
         /// The topic's name.
         name: String,
+        /// The partition count wanted (more than it has now).
+        #[arg(long, alias = "partitions", value_parser = clap::value_parser!(i32).range(1..))]
+        total: i32,
+        /// Succeed without doing anything if the topic does not exist.
+        #[arg(long)]
+        if_exists: bool,
     },
     /// Set or remove topic configs (IncrementalAlterConfigs).
     Alter {
@@ -52,6 +70,9 @@ pub enum TopicCommand {
         /// A config to remove (back to its default); repeat for several.
         #[arg(long = "delete-config", value_name = "KEY")]
         delete: Vec<String>,
+        /// Succeed without doing anything if the topic does not exist.
+        #[arg(long)]
+        if_exists: bool,
     },
     /// Delete a topic (DeleteTopics).
     Delete {
@@ -59,7 +80,32 @@ pub enum TopicCommand {
         conn: BootstrapArgs,
         /// The topic's name.
         name: String,
+        /// Succeed without doing anything if the topic does not exist.
+        #[arg(long)]
+        if_exists: bool,
     },
+}
+
+/// `Ok` for a result, and for the error `tolerated` explains away (printed
+/// as a note): `--if-exists` and `--if-not-exists`.
+fn tolerate(
+    result: anyhow::Result<()>,
+    enabled: bool,
+    tolerated: ResponseError,
+    note: &str,
+) -> anyhow::Result<()> {
+    match result {
+        Err(e)
+            if enabled
+                && e.downcast_ref::<ClientError>()
+                    .and_then(ClientError::broker_error)
+                    == Some(tolerated) =>
+        {
+            println!("{note}");
+            Ok(())
+        }
+        other => other,
+    }
 }
 
 pub async fn run(cmd: TopicCommand) -> anyhow::Result<()> {
@@ -70,37 +116,70 @@ pub async fn run(cmd: TopicCommand) -> anyhow::Result<()> {
             partitions,
             configs,
             if_not_exists,
-        } => {
-            let mut client = conn.connect().await?;
-            match create(&mut client, &name, partitions, &configs).await {
-                Err(e)
-                    if if_not_exists
-                        && e.downcast_ref::<floe_client::ClientError>()
-                            .and_then(floe_client::ClientError::broker_error)
-                            .map(kafka_error_name)
-                            .as_deref()
-                            == Some("TOPIC_ALREADY_EXISTS") =>
-                {
-                    println!("topic {name} exists already");
-                    Ok(())
-                }
-                r => r,
-            }
-        }
+        } => tolerate(
+            create(&mut conn.connect().await?, &name, partitions, &configs).await,
+            if_not_exists,
+            ResponseError::TopicAlreadyExists,
+            &format!("topic {name} exists already"),
+        ),
         TopicCommand::List { conn } => list(&mut conn.connect().await?).await,
-        TopicCommand::Describe { conn, name } => describe(&mut conn.connect().await?, &name).await,
+        TopicCommand::Describe { conn, name } => {
+            let mut client = conn.connect().await?;
+            let names = match name {
+                Some(n) => vec![n],
+                None => client
+                    .list_topics()
+                    .await?
+                    .into_iter()
+                    .map(|t| t.name)
+                    .collect(),
+            };
+            for (i, n) in names.iter().enumerate() {
+                if i > 0 {
+                    println!();
+                }
+                describe(&mut client, n).await?;
+            }
+            Ok(())
+        }
+        TopicCommand::AddPartitions {
+            conn,
+            name,
+            total,
+            if_exists,
+        } => tolerate(
+            add_partitions(&mut conn.connect().await?, &name, total).await,
+            if_exists,
+            ResponseError::UnknownTopicOrPartition,
+            &format!("topic {name} does not exist"),
+        ),
         TopicCommand::Alter {
             conn,
             name,
             set,
             delete,
+            if_exists,
         } => {
             if set.is_empty() && delete.is_empty() {
                 bail!("nothing to alter: give --config KEY=VALUE or --delete-config KEY");
             }
-            alter(&mut conn.connect().await?, &name, &set, &delete).await
+            tolerate(
+                alter(&mut conn.connect().await?, &name, &set, &delete).await,
+                if_exists,
+                ResponseError::UnknownTopicOrPartition,
+                &format!("topic {name} does not exist"),
+            )
         }
-        TopicCommand::Delete { conn, name } => delete(&mut conn.connect().await?, &name).await,
+        TopicCommand::Delete {
+            conn,
+            name,
+            if_exists,
+        } => tolerate(
+            delete(&mut conn.connect().await?, &name).await,
+            if_exists,
+            ResponseError::UnknownTopicOrPartition,
+            &format!("topic {name} does not exist"),
+        ),
     }
 }
 
@@ -135,8 +214,21 @@ async fn list(client: &mut KafkaClient) -> anyhow::Result<()> {
     Ok(())
 }
 
+async fn add_partitions(client: &mut KafkaClient, name: &str, total: i32) -> anyhow::Result<()> {
+    client.create_partitions(name, total).await?;
+    println!("topic {name} now has {total} partition(s)");
+    let timeout = client.timeout();
+    if let Err(e) = client.wait_for_leaders(name, total, timeout).await {
+        eprintln!("floe: warning: {e:#}");
+    }
+    Ok(())
+}
+
 async fn describe(client: &mut KafkaClient, name: &str) -> anyhow::Result<()> {
     let topic = client.topic(name).await?;
+    let ids_asked = topic.partition_ids();
+    let first = client.list_offsets(name, &ids_asked, EARLIEST).await?;
+    let end = client.list_offsets(name, &ids_asked, LATEST).await?;
     println!(
         "topic {name}\tid {}\tpartitions {}",
         topic.id,
@@ -151,6 +243,12 @@ async fn describe(client: &mut KafkaClient, name: &str) -> anyhow::Result<()> {
             ids(&p.replicas),
             ids(&p.isr)
         );
+        if let (Some(f), Some(e)) = (first.get(&p.partition), end.get(&p.partition)) {
+            line.push_str(&format!(
+                "\tearliest {f}\tlatest {e}\trecords {}",
+                (e - f).max(0)
+            ));
+        }
         if let Some(e) = p.error {
             line.push_str(&format!("\terror {}", kafka_error_name(e)));
         }
@@ -158,6 +256,12 @@ async fn describe(client: &mut KafkaClient, name: &str) -> anyhow::Result<()> {
     }
     let configs = client.describe_topic_configs(name).await?;
     println!("configs:");
+    print_configs(configs);
+    Ok(())
+}
+
+/// `  name=value[\t(mark)]` per config.
+pub fn print_configs(configs: Vec<ConfigEntry>) {
     for c in configs {
         let value = match (c.value, c.sensitive) {
             (Some(v), _) => v,
@@ -169,7 +273,6 @@ async fn describe(client: &mut KafkaClient, name: &str) -> anyhow::Result<()> {
             None => println!("  {}={value}", c.name),
         }
     }
-    Ok(())
 }
 
 /// How a config's source is marked: `None` for a value set on the topic.

@@ -219,3 +219,33 @@ def test_a_joining_node_never_forms_a_cluster_of_its_own(cluster):
     assert res.returncode == 0, res.stderr
     assert re.search(r"node 2 at \S+: \w+ term \d+ leader 0 .* members \[\]", res.stdout), res.stdout
     assert cluster.procs[2].poll() is None, "the joining node is still running"
+
+
+def test_a_cold_backup_of_one_node_restores_every_node(cluster):
+    # docs/running.md's procedure: copy a stopped follower's data dir; after
+    # losing every node, put that copy in each node's data dir and start them
+    # with their old ids and addresses. The cluster comes back as it was at
+    # the backup: what was committed after it is gone.
+    cluster.start_all()
+    leader = cluster.wait_leader()
+    res = subprocess.run(cluster.commit_stream(100), capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    follower = next(i for i in cluster.addrs if i != leader)
+    p = cluster.procs.pop(follower)
+    p.terminate()
+    p.wait(timeout=30)
+    backup = cluster.tmp / "backup"
+    shutil.copytree(cluster.data_dir(follower), backup)
+    cluster.start(follower)
+    res = subprocess.run(cluster.commit_stream(50), capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert len(read_index(cluster)) == 150
+
+    cluster.stop_all()
+    for i in cluster.ids:
+        shutil.rmtree(cluster.data_dir(i))
+        shutil.copytree(backup, cluster.data_dir(i))
+    for i in cluster.ids:
+        cluster.start(i)
+    cluster.wait_leader(timeout=60)
+    assert len(read_index(cluster)) == 100

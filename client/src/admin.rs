@@ -1,17 +1,22 @@
 //! Topic administration: create, describe configs, alter configs, delete —
 //! what `kafka-topics.sh` and `kafka-configs.sh` do for one topic.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
 use kafka_protocol::messages::{
-    CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
-    IncrementalAlterConfigsRequest,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
+    DescribeConfigsRequest, IncrementalAlterConfigsRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -19,7 +24,9 @@ use crate::connection::{KafkaClient, topic_name};
 use crate::error::{ClientError, check_code};
 
 /// Kafka's resource type for topics (DescribeConfigs, IncrementalAlterConfigs).
-const RESOURCE_TOPIC: i8 = 2;
+pub const RESOURCE_TOPIC: i8 = 2;
+/// Kafka's resource type for brokers (DescribeConfigs).
+pub const RESOURCE_BROKER: i8 = 4;
 /// IncrementalAlterConfigs operations.
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
@@ -144,9 +151,19 @@ impl KafkaClient {
         &mut self,
         name: &str,
     ) -> Result<Vec<ConfigEntry>, ClientError> {
+        self.describe_configs(RESOURCE_TOPIC, name).await
+    }
+
+    /// Every config of a resource ([`RESOURCE_TOPIC`] or
+    /// [`RESOURCE_BROKER`] and its name), sorted by name.
+    pub async fn describe_configs(
+        &mut self,
+        resource_type: i8,
+        name: &str,
+    ) -> Result<Vec<ConfigEntry>, ClientError> {
         let version = self.version::<DescribeConfigsRequest>()?;
         let mut resource = DescribeConfigsResource::default();
-        resource.resource_type = RESOURCE_TOPIC;
+        resource.resource_type = resource_type;
         resource.resource_name = sb(name);
         resource.configuration_keys = None;
         let mut req = DescribeConfigsRequest::default();
@@ -158,7 +175,12 @@ impl KafkaClient {
             .find(|r| r.resource_name.as_str() == name)
             .ok_or_else(|| missing("DescribeConfigs", name))?;
         check_code(result.error_code, result.error_message.as_ref(), || {
-            format!("cannot describe the configs of topic {name}")
+            let what = if resource_type == RESOURCE_BROKER {
+                "broker"
+            } else {
+                "topic"
+            };
+            format!("cannot describe the configs of {what} {name}")
         })?;
         let mut configs: Vec<ConfigEntry> = result
             .configs
@@ -218,6 +240,70 @@ impl KafkaClient {
         check_code(result.error_code, result.error_message.as_ref(), || {
             format!("cannot alter the configs of topic {name}")
         })
+    }
+
+    /// Raises the topic's partition count to `total` (CreatePartitions);
+    /// partitions are never removed.
+    pub async fn create_partitions(&mut self, name: &str, total: i32) -> Result<(), ClientError> {
+        let version = self.version::<CreatePartitionsRequest>()?;
+        let mut req = CreatePartitionsRequest::default();
+        req.topics = vec![
+            CreatePartitionsTopic::default()
+                .with_name(topic_name(name))
+                .with_count(total)
+                .with_assignments(None),
+        ];
+        req.timeout_ms = self.timeout_ms();
+        let resp = self.send(version, req).await?;
+        let result = resp
+            .results
+            .iter()
+            .find(|r| r.name.0.as_str() == name)
+            .ok_or_else(|| missing("CreatePartitions", name))?;
+        check_code(result.error_code, result.error_message.as_ref(), || {
+            format!("cannot add partitions to topic {name}")
+        })
+    }
+
+    /// Moves the start of each partition in `before` up to its offset
+    /// (DeleteRecords: the records before it are deleted); returns each
+    /// partition's new start (low watermark).
+    pub async fn delete_records(
+        &mut self,
+        name: &str,
+        before: &BTreeMap<i32, i64>,
+    ) -> Result<BTreeMap<i32, i64>, ClientError> {
+        let version = self.version::<DeleteRecordsRequest>()?;
+        let mut req = DeleteRecordsRequest::default();
+        req.topics = vec![
+            DeleteRecordsTopic::default()
+                .with_name(topic_name(name))
+                .with_partitions(
+                    before
+                        .iter()
+                        .map(|(p, o)| {
+                            DeleteRecordsPartition::default()
+                                .with_partition_index(*p)
+                                .with_offset(*o)
+                        })
+                        .collect(),
+                ),
+        ];
+        req.timeout_ms = self.timeout_ms();
+        let resp = self.send(version, req).await?;
+        let mut out = BTreeMap::new();
+        for t in resp.topics.iter().filter(|t| t.name.0.as_str() == name) {
+            for p in &t.partitions {
+                check_code(p.error_code, None, || {
+                    format!("deleting records of {name} partition {}", p.partition_index)
+                })?;
+                out.insert(p.partition_index, p.low_watermark);
+            }
+        }
+        if let Some(p) = before.keys().find(|p| !out.contains_key(p)) {
+            return Err(missing("DeleteRecords", &format!("{name} partition {p}")));
+        }
+        Ok(out)
     }
 
     /// Deletes a topic.

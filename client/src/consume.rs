@@ -37,6 +37,9 @@ pub enum StartAt {
     Offset(i64),
     /// This many records before the end (not before the beginning).
     BeforeEnd(i64),
+    /// The first record at or after this time (ms since the epoch); the
+    /// end where there is none.
+    Time(i64),
 }
 
 /// Records fetched from one partition, in offset order.
@@ -113,6 +116,20 @@ impl KafkaClient {
             StartAt::Beginning => self.list_offsets(topic, partitions, EARLIEST).await?,
             StartAt::End => self.list_offsets(topic, partitions, LATEST).await?,
             StartAt::Offset(n) => partitions.iter().map(|p| (*p, n)).collect(),
+            StartAt::Time(t) => {
+                let at = self.list_offsets(topic, partitions, t.max(0)).await?;
+                let end = self.list_offsets(topic, partitions, LATEST).await?;
+                at.into_iter()
+                    .map(|(p, o)| {
+                        let o = if o < 0 {
+                            end.get(&p).copied().unwrap_or(0)
+                        } else {
+                            o
+                        };
+                        (p, o)
+                    })
+                    .collect()
+            }
             StartAt::BeforeEnd(n) => {
                 let first = self.list_offsets(topic, partitions, EARLIEST).await?;
                 let end = self.list_offsets(topic, partitions, LATEST).await?;
@@ -179,6 +196,19 @@ impl Consumer {
     /// The next offset to fetch, by partition.
     pub fn positions(&self) -> &BTreeMap<i32, i64> {
         &self.positions
+    }
+
+    /// Moves a partition read to `offset` (a committed offset, say); a
+    /// partition this consumer does not read is ignored.
+    pub fn seek(&mut self, partition: i32, offset: i64) {
+        if let Some(p) = self.positions.get_mut(&partition) {
+            *p = offset;
+        }
+    }
+
+    /// The connection, for other requests between polls (committing).
+    pub fn client_mut(&mut self) -> &mut KafkaClient {
+        &mut self.client
     }
 
     /// One Fetch: waits on the broker for at most `max_wait` when nothing

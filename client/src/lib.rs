@@ -22,13 +22,14 @@ mod admin;
 mod connection;
 mod consume;
 mod error;
+mod groups;
 mod metadata;
 pub mod partitioner;
 mod produce;
 #[cfg(test)]
 mod test_support;
 
-pub use admin::{ConfigEntry, ConfigSource};
+pub use admin::{ConfigEntry, ConfigSource, RESOURCE_BROKER, RESOURCE_TOPIC};
 pub use connection::{CLIENT_ID, KafkaClient, topic_name};
 pub use consume::{
     Consumer, EARLIEST, LATEST, PartitionRecords, Polled, StartAt, decode_partition,
@@ -36,5 +37,7 @@ pub use consume::{
 pub use error::{ClientError, ErrorKind, check_code, kafka_error_name};
 pub use floe_storage::batch::Compression;
 pub use floe_storage::records::Record;
+pub use groups::{GroupDescription, GroupListing, GroupMember, TopicPartition, decode_assignment};
+pub use kafka_protocol::ResponseError;
 pub use metadata::{PartitionMetadata, TopicListing, TopicMetadata};
 pub use produce::{Acks, PartitionStats, Producer, ProducerConfig, ProducerRecord};

@@ -12,8 +12,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use floe_storage::batch::{BatchError, Compression};
 use floe_storage::records::{BatchBuilder, RecordSpec};
-use kafka_protocol::messages::ProduceRequest;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest};
 
 use crate::connection::{KafkaClient, topic_name};
 use crate::error::{ClientError, check_code};
@@ -51,6 +51,10 @@ pub struct ProducerConfig {
     pub partition: Option<i32>,
     /// Attempts of one request while the broker answers retriable errors.
     pub max_attempts: u32,
+    /// Write as an idempotent producer (a producer id from InitProducerId
+    /// and a sequence per partition), so that a retried request is not
+    /// written twice. Needs `acks=all`, as in Kafka.
+    pub idempotent: bool,
 }
 
 impl Default for ProducerConfig {
@@ -60,24 +64,49 @@ impl Default for ProducerConfig {
             compression: Compression::None,
             partition: None,
             max_attempts: 10,
+            idempotent: true,
         }
     }
 }
 
 /// One record to produce.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ProducerRecord {
     pub key: Option<Vec<u8>>,
-    pub value: Vec<u8>,
+    /// `None` is a null value: a tombstone in a compacted topic.
+    pub value: Option<Vec<u8>>,
     /// Creation time, ms since the Unix epoch.
     pub timestamp_ms: i64,
+    /// Headers in order: name and value (`None` for a null value).
+    pub headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
 }
 
 impl ProducerRecord {
-    /// Key and value bytes.
-    pub fn size(&self) -> usize {
-        self.key.as_ref().map_or(0, Vec::len) + self.value.len()
+    /// A record with a value and no key nor headers.
+    pub fn value(value: impl Into<Vec<u8>>, timestamp_ms: i64) -> Self {
+        Self {
+            value: Some(value.into()),
+            timestamp_ms,
+            ..Self::default()
+        }
     }
+
+    /// Key, value and header bytes.
+    pub fn size(&self) -> usize {
+        let headers: usize = self
+            .headers
+            .iter()
+            .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len))
+            .sum();
+        self.key.as_ref().map_or(0, Vec::len) + self.value.as_ref().map_or(0, Vec::len) + headers
+    }
+}
+
+/// The identity of an idempotent producer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerIdentity {
+    pub id: i64,
+    pub epoch: i16,
 }
 
 /// What was written to one partition.
@@ -103,6 +132,9 @@ pub struct Producer {
     next_round_robin: i32,
     requests: u64,
     stats: BTreeMap<i32, PartitionStats>,
+    /// The producer id when idempotent, and the next sequence per partition.
+    identity: Option<ProducerIdentity>,
+    sequences: BTreeMap<i32, i32>,
 }
 
 impl Producer {
@@ -129,6 +161,11 @@ impl Producer {
             )));
         }
         let version = client.version::<ProduceRequest>()?;
+        let identity = if config.idempotent && config.acks == Acks::All {
+            Some(init_producer_id(&mut client).await?)
+        } else {
+            None
+        };
         Ok(Self {
             client,
             topic: topic.to_owned(),
@@ -141,6 +178,8 @@ impl Producer {
             next_round_robin: 0,
             requests: 0,
             stats: BTreeMap::new(),
+            identity,
+            sequences: BTreeMap::new(),
         })
     }
 
@@ -155,6 +194,11 @@ impl Producer {
     /// The topic's partition count.
     pub fn partitions(&self) -> i32 {
         self.partitions
+    }
+
+    /// The producer id and epoch, when writing idempotently.
+    pub fn identity(&self) -> Option<ProducerIdentity> {
+        self.identity
     }
 
     /// Produce requests sent so far (retries included).
@@ -186,17 +230,21 @@ impl Producer {
             by_partition.entry(p).or_default().push(r);
         }
         let compression = self.config.compression;
+        let identity = self.identity;
+        let sequences = self.sequences.clone();
         // Compression is CPU work: keep it off the async threads.
-        let batches = tokio::task::spawn_blocking(move || build_batches(by_partition, compression))
-            .await
-            .map_err(|source| ClientError::Task {
-                what: "the batch-building task failed".into(),
-                source,
-            })?
-            .map_err(|source| ClientError::Records {
-                what: "building record batches".into(),
-                source,
-            })?;
+        let batches = tokio::task::spawn_blocking(move || {
+            build_batches(by_partition, compression, identity, &sequences)
+        })
+        .await
+        .map_err(|source| ClientError::Task {
+            what: "the batch-building task failed".into(),
+            source,
+        })?
+        .map_err(|source| ClientError::Records {
+            what: "building record batches".into(),
+            source,
+        })?;
         self.produce_with_retries(batches).await
     }
 
@@ -252,6 +300,10 @@ impl Producer {
                 match checked {
                     Ok(()) => {
                         batches.remove(&answer.index);
+                        if self.identity.is_some() {
+                            let next = self.sequences.entry(answer.index).or_insert(0);
+                            *next = next_sequence(*next, count);
+                        }
                         let s = self.stats.entry(answer.index).or_default();
                         s.records += count as u64;
                         if answer.base_offset >= 0 {
@@ -311,18 +363,50 @@ impl Producer {
     }
 }
 
-/// Encodes one batch per partition, with the records' own timestamps.
+/// A new producer id (InitProducerId without a transactional id).
+async fn init_producer_id(client: &mut KafkaClient) -> Result<ProducerIdentity, ClientError> {
+    let version = client.version::<InitProducerIdRequest>()?;
+    let req = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(client.timeout_ms())
+        .with_producer_id(kafka_protocol::messages::ProducerId(-1))
+        .with_producer_epoch(-1);
+    let resp = client.send(version, req).await?;
+    check_code(resp.error_code, None, || "getting a producer id".into())?;
+    Ok(ProducerIdentity {
+        id: resp.producer_id.0,
+        epoch: resp.producer_epoch,
+    })
+}
+
+/// The sequence after `count` records from `sequence`: Kafka's sequences
+/// wrap from `i32::MAX` to 0.
+fn next_sequence(sequence: i32, count: i64) -> i32 {
+    let next = (i64::from(sequence) + count) % (i64::from(i32::MAX) + 1);
+    i32::try_from(next).unwrap_or(0)
+}
+
+/// Encodes one batch per partition, with the records' own timestamps, and
+/// the producer id and each partition's next sequence when idempotent.
 fn build_batches(
     by_partition: BTreeMap<i32, Vec<ProducerRecord>>,
     compression: Compression,
+    identity: Option<ProducerIdentity>,
+    sequences: &BTreeMap<i32, i32>,
 ) -> Result<Batches, BatchError> {
     let mut out = Batches::new();
     for (p, records) in by_partition {
         let base = records.iter().map(|r| r.timestamp_ms).min().unwrap_or(0);
         let mut builder = BatchBuilder::new(0, base);
+        if let Some(id) = identity {
+            let sequence = sequences.get(&p).copied().unwrap_or(0);
+            builder = builder.producer(id.id, id.epoch, sequence, false);
+        }
         let count = records.len() as i64;
         for r in records {
-            builder.push(RecordSpec::new(r.key, Some(r.value), r.timestamp_ms - base));
+            let mut spec = RecordSpec::new(r.key, r.value, r.timestamp_ms - base);
+            spec.headers = r.headers;
+            builder.push(spec);
         }
         out.insert(p, (builder.build(compression)?, count));
     }
@@ -348,8 +432,9 @@ mod tests {
     fn record(key: Option<&str>, value: &str) -> ProducerRecord {
         ProducerRecord {
             key: key.map(|k| k.as_bytes().to_vec()),
-            value: value.as_bytes().to_vec(),
+            value: Some(value.as_bytes().to_vec()),
             timestamp_ms: 1_000,
+            headers: vec![],
         }
     }
 
@@ -358,21 +443,44 @@ mod tests {
         let mut by_partition = BTreeMap::new();
         for p in 0..2 {
             let records = (0..3)
-                .map(|i| ProducerRecord {
-                    key: None,
-                    value: format!("{p}-{i}").into_bytes(),
-                    timestamp_ms: 1_000 + i,
-                })
+                .map(|i| ProducerRecord::value(format!("{p}-{i}"), 1_000 + i))
                 .collect();
             by_partition.insert(p, records);
         }
-        let batches = build_batches(by_partition, Compression::Gzip).expect("builds");
+        let batches =
+            build_batches(by_partition, Compression::Gzip, None, &BTreeMap::new()).expect("builds");
         assert_eq!(batches.len(), 2);
         for (p, (bytes, count)) in batches {
             assert_eq!(count, 3);
             let recs = decode_records(&bytes, DEFAULT_MAX_DECOMPRESSED).expect("decodes");
             assert_eq!(recs[2].value.as_deref(), Some(format!("{p}-2").as_bytes()));
             assert_eq!(recs[2].timestamp, 1_002);
+        }
+    }
+
+    #[test]
+    fn sequences_wrap_to_zero_after_i32_max() {
+        assert_eq!(next_sequence(0, 3), 3);
+        assert_eq!(next_sequence(i32::MAX - 1, 1), i32::MAX);
+        assert_eq!(next_sequence(i32::MAX, 1), 0);
+        assert_eq!(next_sequence(i32::MAX - 1, 4), 2);
+    }
+
+    #[test]
+    fn idempotent_batches_carry_the_producer_id_and_each_partitions_sequence() {
+        let mut by_partition = BTreeMap::new();
+        by_partition.insert(0, vec![ProducerRecord::value("a", 1)]);
+        by_partition.insert(1, vec![ProducerRecord::value("b", 1)]);
+        let sequences = BTreeMap::from([(1, 7)]);
+        let identity = ProducerIdentity { id: 42, epoch: 3 };
+        let batches = build_batches(by_partition, Compression::None, Some(identity), &sequences)
+            .expect("builds");
+        for (p, want) in [(0, 0), (1, 7)] {
+            let bytes = &batches[&p].0;
+            let view = floe_storage::batch::BatchView::parse(bytes, usize::MAX).expect("a batch");
+            assert_eq!(view.producer_id(), 42);
+            assert_eq!(view.producer_epoch(), 3);
+            assert_eq!(view.base_sequence(), want, "partition {p}");
         }
     }
 
@@ -430,6 +538,11 @@ mod tests {
         let client = KafkaClient::connect(addr, Duration::from_secs(5))
             .await
             .expect("connects");
+        // The fake broker does not answer InitProducerId.
+        let config = ProducerConfig {
+            idempotent: false,
+            ..config
+        };
         Producer::new(client, "t", config).await
     }
 
@@ -438,6 +551,7 @@ mod tests {
         let (addr, _) = producing_broker(|_| 0).await;
         let config = ProducerConfig {
             partition: Some(2),
+            idempotent: false,
             ..ProducerConfig::default()
         };
         let err = producer(&addr, config).await.expect_err("no partition 2");
@@ -452,6 +566,7 @@ mod tests {
             producing_broker(move |attempt| if attempt == 1 { not_leader } else { 0 }).await;
         let config = ProducerConfig {
             partition: Some(1),
+            idempotent: false,
             ..ProducerConfig::default()
         };
         let mut p = producer(&addr, config).await.expect("a producer");
@@ -484,6 +599,7 @@ mod tests {
         let (addr, produces) = producing_broker(move |_| not_leader).await;
         let config = ProducerConfig {
             max_attempts: 2,
+            idempotent: false,
             ..ProducerConfig::default()
         };
         let mut p = producer(&addr, config).await.expect("a producer");

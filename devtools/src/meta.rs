@@ -16,8 +16,12 @@ use clap::{Args, Subcommand};
 use floe_metadata::MetaError;
 use floe_metadata::api::MetaApi;
 use floe_metadata::api::client::MetaClient;
-use floe_metadata::ids::{BrokerId, EndpointId, ObjectKey, ObjectRef, PartitionKey, TopicId};
-use floe_metadata::model::{Commit, CommitRange, NodeKind, ObjectSel, PartitionInfo, TopicInfo};
+use floe_metadata::ids::{
+    BrokerId, EndpointId, ObjectKey, ObjectRef, PartitionKey, Revision, TopicId,
+};
+use floe_metadata::model::{
+    Commit, CommitRange, NodeKind, NodeState, ObjectSel, PartitionInfo, TopicInfo,
+};
 
 /// The fake broker the drivers commit as.
 const FAKE_BROKER: BrokerId = BrokerId(1);
@@ -93,9 +97,36 @@ pub async fn run(cmd: MetaCommand) -> anyhow::Result<()> {
     }
 }
 
+/// Refuses to go on when a real broker is live in the cluster: the fake
+/// broker would take partitions over from it and commit made-up data to
+/// real topics.
+async fn refuse_real_brokers(client: &dyn MetaApi) -> anyhow::Result<()> {
+    let view = client
+        .watch(Revision(0), Duration::from_millis(1))
+        .await
+        .context("reading the cluster's nodes")?;
+    let real: Vec<String> = view
+        .nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::Broker && n.state != NodeState::Dead)
+        .filter(|n| !(n.id == FAKE_BROKER && n.addr == FAKE_BROKER_ADDR))
+        .map(|n| format!("broker {} at {}", n.id.0, n.addr))
+        .collect();
+    if !real.is_empty() {
+        bail!(
+            "this cluster has live brokers ({}): floe-dev registers a fake broker that \
+             would take their partitions over; point it at a throw-away metadata cluster",
+            real.join(", ")
+        );
+    }
+    Ok(())
+}
+
 /// Creates `topic` with `partitions` partitions if needed, registers the
 /// fake broker and waits until it owns every partition; returns the topic.
+/// Refused when the cluster has real brokers.
 async fn prepare(client: &dyn MetaApi, topic: &str, partitions: u32) -> anyhow::Result<TopicInfo> {
+    refuse_real_brokers(client).await?;
     match client.create_topic(topic, partitions, HashMap::new()).await {
         Ok(_) | Err(MetaError::TopicExists(_)) => {}
         Err(e) => return Err(e.into()),

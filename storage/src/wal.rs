@@ -70,6 +70,8 @@ struct PartBuf {
     last: i64,
     max_ts: i64,
     crc: u32,
+    /// Record batches appended (an append may carry several).
+    batches: u32,
 }
 
 /// A finished WAL object: its bytes (as chunks, written without a copy) and its footer.
@@ -101,6 +103,7 @@ impl WalBuilder {
         let mut first = None;
         let mut last = None;
         let mut max_ts = i64::MIN;
+        let mut count = 0u32;
         let prev_last = self.parts.get(&partition).map(|p| p.last);
         let mut expect_after = prev_last;
         for item in BatchIter::new(&batches, usize::MAX) {
@@ -118,6 +121,7 @@ impl WalBuilder {
             first.get_or_insert(view.base_offset());
             last = Some(view.last_offset());
             max_ts = max_ts.max(view.max_timestamp());
+            count = count.saturating_add(1);
         }
         let (Some(first), Some(last)) = (first, last) else {
             return Err(StorageError::invalid("no batch to append"));
@@ -135,7 +139,9 @@ impl WalBuilder {
             last,
             max_ts,
             crc: 0,
+            batches: 0,
         });
+        part.batches = part.batches.saturating_add(count);
         part.crc = crc32c::crc32c_combine(part.crc, crc, batches.len());
         part.chunks.push(batches);
         part.len += len;
@@ -173,7 +179,7 @@ impl WalBuilder {
                 first_offset: Offset(part.first),
                 last_offset: Offset(part.last),
                 max_timestamp: part.max_ts,
-                batch_count: part.chunks.len() as u32,
+                batch_count: part.batches,
                 data_crc: part.crc,
             });
             pos += part.len;
@@ -458,6 +464,19 @@ mod tests {
                 .entry(&PartitionKey::new(TopicId::random(), 0))
                 .is_none()
         );
+    }
+
+    #[test]
+    fn the_batch_count_counts_batches_not_appends() {
+        let key = PartitionKey::new(TopicId::random(), 0);
+        let mut both = bytes::BytesMut::new();
+        both.extend_from_slice(&batch(0, 2, 100));
+        both.extend_from_slice(&batch(2, 1, 200));
+        let mut w = WalBuilder::new();
+        w.append(key, both.freeze()).unwrap();
+        w.append(key, batch(3, 1, 300)).unwrap();
+        let obj = w.finish();
+        assert_eq!(obj.entries[0].batch_count, 3);
     }
 
     #[test]

@@ -1,0 +1,529 @@
+//! `floe group …`: consumer groups over the Kafka protocol, like
+//! `kafka-consumer-groups.sh`: list, describe with lag, reset offsets,
+//! delete a group or some of its offsets.
+
+#![allow(clippy::print_stdout)]
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::{Context, bail};
+use clap::{ArgGroup, Args, Subcommand};
+use floe_client::{EARLIEST, GroupDescription, KafkaClient, LATEST, TopicPartition};
+
+use crate::kafka_args::BootstrapArgs;
+use crate::table::{Table, cell};
+
+#[derive(Debug, Subcommand)]
+pub enum GroupCommand {
+    /// List the groups with their state (ListGroups).
+    List {
+        #[command(flatten)]
+        conn: BootstrapArgs,
+        /// One JSON object per group instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a group's state, members, and per partition its committed
+    /// offset, log end offset and lag, with the total lag.
+    Describe {
+        #[command(flatten)]
+        conn: BootstrapArgs,
+        /// The group's id.
+        group: String,
+        /// List the members instead (member id, host, client id, partitions).
+        #[arg(long, conflicts_with = "json")]
+        members: bool,
+        /// One JSON object (state, members, partitions with offsets and
+        /// lag, total lag) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Move a group's committed offsets (only while it has no live members,
+    /// as in Kafka). Shows the plan and changes nothing unless --execute.
+    ResetOffsets(ResetArgs),
+    /// Delete groups and their committed offsets (refused while a group has
+    /// members).
+    Delete {
+        #[command(flatten)]
+        conn: BootstrapArgs,
+        /// The groups' ids.
+        #[arg(required = true)]
+        groups: Vec<String>,
+    },
+    /// Delete a group's committed offsets of some topics or partitions
+    /// (refused for topics its live members subscribe to).
+    DeleteOffsets {
+        #[command(flatten)]
+        conn: BootstrapArgs,
+        /// The group's id.
+        group: String,
+        /// TOPIC (every partition the group has an offset for) or
+        /// TOPIC:P,P,…; repeat for several.
+        #[arg(long = "topic", value_name = "TOPIC[:PARTITIONS]", required = true, value_parser = parse_topic_spec)]
+        topics: Vec<TopicSpec>,
+    },
+}
+
+/// Where `reset-offsets` moves each partition.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("target").required(true).multiple(false)))]
+#[command(group(ArgGroup::new("scope").required(true).multiple(false)))]
+#[command(group(ArgGroup::new("mode").required(false).multiple(false)))]
+pub struct ResetArgs {
+    #[command(flatten)]
+    conn: BootstrapArgs,
+    /// The group's id.
+    group: String,
+    /// TOPIC (all its partitions) or TOPIC:P,P,…; repeat for several.
+    #[arg(long = "topic", value_name = "TOPIC[:PARTITIONS]", group = "scope", value_parser = parse_topic_spec)]
+    topics: Vec<TopicSpec>,
+    /// Every topic the group has committed offsets for.
+    #[arg(long, group = "scope")]
+    all_topics: bool,
+    /// To the first offset of each partition.
+    #[arg(long, group = "target")]
+    to_earliest: bool,
+    /// To the end of each partition (the next offset to be written).
+    #[arg(long, group = "target")]
+    to_latest: bool,
+    /// To the first record at or after this time (the end if there is none);
+    /// ms since the epoch, 2024-05-01T12:00:00[Z|+02:00], 2024-05-01, or
+    /// -DURATION before now (-15m, -2h, -1d).
+    #[arg(long, group = "target", value_name = "TIME", value_parser = crate::time_arg::parse_time, allow_hyphen_values = true)]
+    to_datetime: Option<i64>,
+    /// To this offset (kept within the partition's first and end offsets).
+    #[arg(long, group = "target", value_name = "OFFSET")]
+    to_offset: Option<i64>,
+    /// By N from the committed offset (negative: back), kept within the
+    /// partition's first and end offsets.
+    #[arg(long, group = "target", value_name = "N", allow_hyphen_values = true)]
+    shift_by: Option<i64>,
+    /// Only show the plan (the default).
+    #[arg(long, group = "mode")]
+    dry_run: bool,
+    /// Commit the new offsets.
+    #[arg(long, group = "mode")]
+    execute: bool,
+}
+
+/// `TOPIC` or `TOPIC:P,P,…`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicSpec {
+    pub topic: String,
+    /// `None`: every partition.
+    pub partitions: Option<Vec<i32>>,
+}
+
+pub fn parse_topic_spec(s: &str) -> Result<TopicSpec, String> {
+    let (topic, partitions) = match s.split_once(':') {
+        None => (s, None),
+        Some((t, ps)) => {
+            let parsed: Result<Vec<i32>, _> = ps.split(',').map(|p| p.trim().parse()).collect();
+            match parsed {
+                Ok(v) if !v.is_empty() && v.iter().all(|p| *p >= 0) => (t, Some(v)),
+                _ => return Err(format!("expected TOPIC or TOPIC:P,P,…, got {s:?}")),
+            }
+        }
+    };
+    if topic.is_empty() {
+        return Err(format!("no topic in {s:?}"));
+    }
+    Ok(TopicSpec {
+        topic: topic.to_owned(),
+        partitions,
+    })
+}
+
+pub async fn run(cmd: GroupCommand) -> anyhow::Result<()> {
+    match cmd {
+        GroupCommand::List { conn, json } => list(&mut conn.connect().await?, json).await,
+        GroupCommand::Describe {
+            conn,
+            group,
+            members,
+            json,
+        } => {
+            let mut client = conn.connect().await?;
+            if members {
+                describe_members(&mut client, &group).await
+            } else {
+                describe(&mut client, &group, json).await
+            }
+        }
+        GroupCommand::ResetOffsets(args) => reset(args).await,
+        GroupCommand::Delete { conn, groups } => {
+            let mut client = conn.connect().await?;
+            for g in &groups {
+                client.delete_group(g).await?;
+                println!("deleted group {g}");
+            }
+            Ok(())
+        }
+        GroupCommand::DeleteOffsets {
+            conn,
+            group,
+            topics,
+        } => delete_offsets(&mut conn.connect().await?, &group, &topics).await,
+    }
+}
+
+async fn list(client: &mut KafkaClient, json: bool) -> anyhow::Result<()> {
+    let groups = client.list_groups().await?;
+    if json {
+        for g in groups {
+            let v = serde_json::json!({
+                "group": g.group_id,
+                "state": g.state,
+                "protocol_type": g.protocol_type,
+            });
+            println!("{v}");
+        }
+        return Ok(());
+    }
+    let mut table = Table::new(&["GROUP", "STATE", "PROTOCOL-TYPE"]);
+    for g in groups {
+        table.row(vec![
+            g.group_id,
+            g.state.unwrap_or_default(),
+            g.protocol_type,
+        ]);
+    }
+    print!("{}", table.render());
+    Ok(())
+}
+
+/// The end offset (`LATEST`) or first offset (`EARLIEST`) of each partition
+/// asked, by topic; a topic that no longer exists has none.
+async fn offsets_at(
+    client: &mut KafkaClient,
+    partitions: &BTreeSet<TopicPartition>,
+    at: i64,
+) -> anyhow::Result<BTreeMap<TopicPartition, i64>> {
+    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for (t, p) in partitions {
+        by_topic.entry(t).or_default().push(*p);
+    }
+    let mut out = BTreeMap::new();
+    for (topic, ps) in by_topic {
+        match client.list_offsets(topic, &ps, at).await {
+            Ok(offsets) => out.extend(offsets.into_iter().map(|(p, o)| ((topic.to_owned(), p), o))),
+            Err(e) if e.kind() == floe_client::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).context(format!("listing the offsets of {topic}")),
+        }
+    }
+    Ok(out)
+}
+
+/// Who a partition is assigned to, from the group's members.
+fn owners(desc: &GroupDescription) -> BTreeMap<TopicPartition, usize> {
+    let mut out = BTreeMap::new();
+    for (i, m) in desc.members.iter().enumerate() {
+        for tp in &m.assignment {
+            out.insert(tp.clone(), i);
+        }
+    }
+    out
+}
+
+async fn describe(client: &mut KafkaClient, group: &str, json: bool) -> anyhow::Result<()> {
+    let desc = client.describe_group(group).await?;
+    let committed = client.committed_offsets(group).await?;
+    if desc.state == "Dead" && committed.is_empty() {
+        bail!("group {group} does not exist");
+    }
+    let owners = owners(&desc);
+    let partitions: BTreeSet<TopicPartition> =
+        committed.keys().chain(owners.keys()).cloned().collect();
+    let ends = offsets_at(client, &partitions, LATEST).await?;
+    let lag_of = |tp: &TopicPartition| match (committed.get(tp), ends.get(tp)) {
+        (Some(c), Some(e)) => Some((e - c).max(0)),
+        _ => None,
+    };
+    let total: i64 = partitions.iter().filter_map(lag_of).sum();
+    if json {
+        let rows: Vec<serde_json::Value> = partitions
+            .iter()
+            .map(|tp| {
+                let member = owners.get(tp).map(|i| &desc.members[*i]);
+                serde_json::json!({
+                    "topic": tp.0,
+                    "partition": tp.1,
+                    "current_offset": committed.get(tp),
+                    "log_end_offset": ends.get(tp),
+                    "lag": lag_of(tp),
+                    "consumer_id": member.map(|m| &m.member_id),
+                    "host": member.map(|m| &m.client_host),
+                    "client_id": member.map(|m| &m.client_id),
+                })
+            })
+            .collect();
+        let v = serde_json::json!({
+            "group": group,
+            "state": desc.state,
+            "protocol_type": desc.protocol_type,
+            "assignor": desc.protocol,
+            "members": desc.members.len(),
+            "partitions": rows,
+            "total_lag": total,
+        });
+        println!("{v}");
+        return Ok(());
+    }
+    println!(
+        "group {group}: state {}, {} member(s){}",
+        desc.state,
+        desc.members.len(),
+        if desc.protocol.is_empty() {
+            String::new()
+        } else {
+            format!(", assignor {}", desc.protocol)
+        }
+    );
+    let mut table = Table::new(&[
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+    ]);
+    for tp in &partitions {
+        let current = committed.get(tp).copied();
+        let end = ends.get(tp).copied();
+        let lag = lag_of(tp);
+        let member = owners.get(tp).map(|i| &desc.members[*i]);
+        table.row(vec![
+            group.to_owned(),
+            tp.0.clone(),
+            tp.1.to_string(),
+            cell(current),
+            cell(end),
+            cell(lag),
+            member.map(|m| m.member_id.clone()).unwrap_or_default(),
+            member.map(|m| m.client_host.clone()).unwrap_or_default(),
+            member.map(|m| m.client_id.clone()).unwrap_or_default(),
+        ]);
+    }
+    print!("{}", table.render());
+    println!("TOTAL-LAG {total}");
+    Ok(())
+}
+
+async fn describe_members(client: &mut KafkaClient, group: &str) -> anyhow::Result<()> {
+    let desc = client.describe_group(group).await?;
+    println!(
+        "group {group}: state {}, {} member(s)",
+        desc.state,
+        desc.members.len()
+    );
+    let mut table = Table::new(&[
+        "GROUP",
+        "CONSUMER-ID",
+        "GROUP-INSTANCE-ID",
+        "HOST",
+        "CLIENT-ID",
+        "#PARTITIONS",
+        "ASSIGNMENT",
+    ]);
+    for m in &desc.members {
+        let assignment: Vec<String> = m
+            .assignment
+            .iter()
+            .map(|(t, p)| format!("{t}:{p}"))
+            .collect();
+        table.row(vec![
+            group.to_owned(),
+            m.member_id.clone(),
+            m.group_instance_id.clone().unwrap_or_default(),
+            m.client_host.clone(),
+            m.client_id.clone(),
+            m.assignment.len().to_string(),
+            assignment.join(","),
+        ]);
+    }
+    print!("{}", table.render());
+    Ok(())
+}
+
+/// The partitions a spec names: those listed, or every partition of the
+/// topic.
+async fn partitions_of(
+    client: &mut KafkaClient,
+    spec: &TopicSpec,
+) -> anyhow::Result<Vec<TopicPartition>> {
+    let all = client.topic(&spec.topic).await?.partition_ids();
+    let ps = match &spec.partitions {
+        None => all,
+        Some(ps) => {
+            if let Some(p) = ps.iter().find(|p| !all.contains(p)) {
+                bail!(
+                    "topic {} has {} partition(s); there is no partition {p}",
+                    spec.topic,
+                    all.len()
+                );
+            }
+            ps.clone()
+        }
+    };
+    Ok(ps.into_iter().map(|p| (spec.topic.clone(), p)).collect())
+}
+
+/// The new offset of one partition: `target` kept within
+/// `[earliest, latest]`.
+fn clamp(target: i64, earliest: i64, latest: i64) -> i64 {
+    target.max(earliest).min(latest.max(earliest))
+}
+
+async fn reset(args: ResetArgs) -> anyhow::Result<()> {
+    let mut client = args.conn.connect().await?;
+    let group = args.group.as_str();
+    let desc = client.describe_group(group).await?;
+    let committed = client.committed_offsets(group).await?;
+    if desc.is_active() {
+        let why = format!(
+            "group {group} has {} live member(s) (state {}): offsets can only be reset while \
+             it is inactive (Empty); stop its consumers first",
+            desc.members.len(),
+            desc.state
+        );
+        if args.execute {
+            bail!(why);
+        }
+        eprintln!("floe: warning: {why}");
+    }
+    let mut partitions: BTreeSet<TopicPartition> = BTreeSet::new();
+    if args.all_topics {
+        partitions.extend(committed.keys().cloned());
+    }
+    for spec in &args.topics {
+        partitions.extend(partitions_of(&mut client, spec).await?);
+    }
+    if partitions.is_empty() {
+        bail!("no partition to reset: group {group} has no committed offsets");
+    }
+    let earliest = offsets_at(&mut client, &partitions, EARLIEST).await?;
+    let latest = offsets_at(&mut client, &partitions, LATEST).await?;
+    let at_time = match args.to_datetime {
+        Some(t) => Some(offsets_at(&mut client, &partitions, t).await?),
+        None => None,
+    };
+    let mut plan: BTreeMap<TopicPartition, i64> = BTreeMap::new();
+    for tp in &partitions {
+        let (Some(&first), Some(&end)) = (earliest.get(tp), latest.get(tp)) else {
+            bail!("topic {} does not exist", tp.0);
+        };
+        let target = if args.to_earliest {
+            first
+        } else if args.to_latest {
+            end
+        } else if let Some(o) = args.to_offset {
+            o
+        } else if let Some(n) = args.shift_by {
+            let Some(&current) = committed.get(tp) else {
+                bail!(
+                    "group {group} has no committed offset in {} partition {} to shift from",
+                    tp.0,
+                    tp.1
+                );
+            };
+            current.saturating_add(n)
+        } else if let Some(found) = &at_time {
+            // No record at or after the time: the end, as Kafka does.
+            match found.get(tp).copied() {
+                Some(o) if o >= 0 => o,
+                _ => end,
+            }
+        } else {
+            bail!(
+                "no target: give --to-earliest, --to-latest, --to-datetime, --to-offset or --shift-by"
+            );
+        };
+        plan.insert(tp.clone(), clamp(target, first, end));
+    }
+    let mut table = Table::new(&[
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "NEW-OFFSET",
+    ]);
+    for (tp, new) in &plan {
+        table.row(vec![
+            group.to_owned(),
+            tp.0.clone(),
+            tp.1.to_string(),
+            cell(committed.get(tp).copied()),
+            new.to_string(),
+        ]);
+    }
+    print!("{}", table.render());
+    if args.execute {
+        client.commit_offsets(group, &plan).await?;
+        println!("reset {} partition(s) of group {group}", plan.len());
+    } else {
+        println!("dry run: nothing committed (add --execute to commit these offsets)");
+    }
+    Ok(())
+}
+
+async fn delete_offsets(
+    client: &mut KafkaClient,
+    group: &str,
+    specs: &[TopicSpec],
+) -> anyhow::Result<()> {
+    let committed = client.committed_offsets(group).await?;
+    let mut partitions = Vec::new();
+    for spec in specs {
+        match &spec.partitions {
+            Some(ps) => partitions.extend(ps.iter().map(|p| (spec.topic.clone(), *p))),
+            None => partitions.extend(committed.keys().filter(|(t, _)| *t == spec.topic).cloned()),
+        }
+    }
+    if partitions.is_empty() {
+        bail!("group {group} has no committed offsets in the topics given");
+    }
+    client.delete_offsets(group, &partitions).await?;
+    for (t, p) in &partitions {
+        println!("deleted the offset of group {group} in {t} partition {p}");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_specs_name_a_topic_and_maybe_partitions() {
+        assert_eq!(
+            parse_topic_spec("t"),
+            Ok(TopicSpec {
+                topic: "t".into(),
+                partitions: None
+            })
+        );
+        assert_eq!(
+            parse_topic_spec("t:0,2"),
+            Ok(TopicSpec {
+                topic: "t".into(),
+                partitions: Some(vec![0, 2])
+            })
+        );
+        for bad in ["t:", ":1", "t:x", "t:-1"] {
+            assert!(parse_topic_spec(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn new_offsets_stay_within_the_partition() {
+        assert_eq!(clamp(5, 2, 10), 5);
+        assert_eq!(clamp(-3, 2, 10), 2);
+        assert_eq!(clamp(99, 2, 10), 10);
+        // An empty partition whose start moved past its end cannot happen,
+        // but must not panic either.
+        assert_eq!(clamp(7, 4, 3), 4);
+    }
+}
