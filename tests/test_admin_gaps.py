@@ -68,3 +68,60 @@ def test_create_topics_accepts_consistent_replica_assignments_and_refuses_others
     md = admin(server).list_topics(timeout=10).topics
     assert len(md["assigned"].partitions) == 3
     assert "assigned-uneven" not in md and "assigned-twice" not in md
+
+
+# ---------------------------------------------------------------- compression.type
+
+def describe_topic_config(server, topic):
+    from confluent_kafka.admin import ConfigResource
+
+    client = admin(server)
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    return client.describe_configs([res])[res].result(timeout=30)
+
+
+def test_compression_type_is_validated_described_and_applied_to_produced_batches(server, kit):
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+    got = create(server, [
+        NewTopic("zstd-topic", num_partitions=1, config={"compression.type": "zstd"}),
+        NewTopic("brotli-topic", num_partitions=1, config={"compression.type": "brotli"}),
+    ])
+    assert got["zstd-topic"] is None, got["zstd-topic"]
+    assert error_name(got["brotli-topic"]) == "INVALID_CONFIG"
+    entry = describe_topic_config(server, "zstd-topic")["compression.type"]
+    assert (entry.value, entry.is_default) == ("zstd", False)
+
+    # Batches the producer compressed with gzip, and uncompressed ones, read back
+    # exactly (the broker recompressed them into zstd; librdkafka checks the CRCs).
+    messages = [(f"k{i % 7}".encode(), f"value-{i}".encode() * (1 + i % 5), None, 0, None) for i in range(500)]
+    half = len(messages) // 2
+    reports = kit_produce(server, "zstd-topic", messages[:half], **{"compression.type": "gzip"})
+    reports += kit_produce(server, "zstd-topic", messages[half:], **{"compression.type": "none"})
+    assert [r[2] for r in reports] == list(range(len(messages))), "offsets in produce order"
+    read = kit.consume(server.bootstrap, "zstd-topic")
+    assert [(r[1], r[2], r[3]) for r in read] == [(i, m[0], m[1]) for i, m in enumerate(messages)]
+
+    # Altered incrementally and refused with an unknown codec.
+    client = admin(server)
+    res = ConfigResource(ConfigResource.Type.TOPIC, "zstd-topic", incremental_configs=[
+        ConfigEntry("compression.type", "lz4", incremental_operation=AlterConfigOpType.SET)])
+    client.incremental_alter_configs([res])[res].result(timeout=30)
+    assert describe_topic_config(server, "zstd-topic")["compression.type"].value == "lz4"
+    bad = ConfigResource(ConfigResource.Type.TOPIC, "zstd-topic", incremental_configs=[
+        ConfigEntry("compression.type", "none", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as e:
+        client.incremental_alter_configs([bad])[bad].result(timeout=30)
+    assert e.value.args[0].name() == "INVALID_CONFIG"
+    # A default topic keeps what the producer sent.
+    kit.create_topic(server.bootstrap, "default-codec")
+    assert describe_topic_config(server, "default-codec")["compression.type"].value == "producer"
+
+
+def kit_produce(server, topic, messages, **conf):
+    from test_kafka_clients import assert_delivered, confluent_produce
+
+    reports = confluent_produce(server.bootstrap, topic, messages, **conf)
+    assert_delivered(reports)
+    return reports

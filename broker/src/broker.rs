@@ -11,9 +11,10 @@ use floe_metadata::api::MetaApi;
 use floe_metadata::ids::BrokerId;
 use floe_metadata::model::NodeKind;
 use floe_metadata::watch::ClusterWatch;
-use floe_storage::batch::BatchIter;
+use floe_storage::batch::{BatchIter, Compression};
 use floe_storage::committed::{Batches, Wanted, read_batches};
-use floe_storage::records::{DecodeLimits, RecordStream};
+use floe_storage::recompress;
+use floe_storage::records::{DEFAULT_MAX_DECOMPRESSED, DecodeLimits, RecordStream};
 use floe_storage::segment::{SegmentMeta, SegmentReader};
 use floe_storage::{
     BlockCache, CachedReader, ObjectKey, ObjectRef, Offset, PartitionKey, StorePool,
@@ -466,6 +467,25 @@ impl Broker {
     ) -> Result<PendingProduce> {
         let until = tokio::time::Instant::now() + room_wait;
         let held = self.inner.backlog.hold(records.len(), until).await;
+        // Recompression into the topic's codec is CPU work: off the
+        // runtime's threads, before sequencing (which then finds nothing
+        // left to do).
+        let recompressed = match self.log(key).and_then(|l| l.lock().config.compression) {
+            Some(codec) if recompress::needs_recompression(records, codec) => {
+                let owned = Bytes::copy_from_slice(records);
+                let done = tokio::task::spawn_blocking(move || in_codec(&owned, codec))
+                    .await
+                    .map_err(|e| {
+                        BrokerError::new(
+                            ErrorKind::CorruptMessage,
+                            format!("recompression failed: {e}"),
+                        )
+                    })??;
+                Some(done)
+            }
+            _ => None,
+        };
+        let records = recompressed.as_deref().unwrap_or(records);
         self.sequence(key, records, acks, held)
             .map(|here| PendingProduce(Pending::Here(here)))
     }
@@ -496,6 +516,14 @@ impl Broker {
                 ),
             ));
         };
+        let codec = log.lock().config.compression;
+        let recompressed = match codec {
+            Some(codec) if recompress::needs_recompression(records, codec) => {
+                Some(in_codec(records, codec)?)
+            }
+            _ => None,
+        };
+        let records = recompressed.as_deref().unwrap_or(records);
         let now = floe_metadata::clock::now_ms() as i64;
         let (batches, rx, queued) = match log.append(records, acks == Acks::All, now, held)? {
             crate::log::Appended::New(b, rx, queued) => (b, rx, queued),
@@ -1072,4 +1100,18 @@ impl Broker {
             },
         ]
     }
+}
+
+/// Produced batches rewritten into the topic's `compression.type` codec
+/// (`floe_storage::recompress`), each decompressed within the bound every
+/// reader of batches uses.
+fn in_codec(records: &[u8], codec: Compression) -> Result<Bytes> {
+    recompress::recompress_batches(records, codec, DEFAULT_MAX_DECOMPRESSED).map_err(|e| {
+        let kind = if e.is_over_bounds() {
+            ErrorKind::MessageTooLarge
+        } else {
+            ErrorKind::CorruptMessage
+        };
+        BrokerError::new(kind, format!("recompressing into {codec:?}: {e}"))
+    })
 }
