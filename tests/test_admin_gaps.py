@@ -125,3 +125,29 @@ def kit_produce(server, topic, messages, **conf):
     reports = confluent_produce(server.bootstrap, topic, messages, **conf)
     assert_delivered(reports)
     return reports
+
+
+# ---------------------------------------------------------------- OffsetCommit
+
+def test_offset_commit_for_a_topic_or_partition_that_does_not_exist_is_refused_per_partition(server, kit):
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    kit.create_topic(server.bootstrap, "committed", partitions=2)
+    group = "gaps-commit"
+    c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        asked = [TopicPartition("committed", 0, 5), TopicPartition("no-such-topic", 0, 7),
+                 TopicPartition("committed", 9, 3), TopicPartition("committed", 1, 4)]
+        # librdkafka raises the first partition's error; what each partition
+        # got is read back below from what was stored.
+        with pytest.raises(KafkaException) as e:
+            c.commit(offsets=asked, asynchronous=False)
+        assert e.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART, e.value
+        stored = c.committed([TopicPartition("committed", 0), TopicPartition("committed", 1),
+                              TopicPartition("no-such-topic", 0)], timeout=30)
+        got = {(tp.topic, tp.partition): tp.offset for tp in stored}
+        # The existing partitions are stored; nothing (-1001: no offset) for the missing ones.
+        assert got[("committed", 0)] == 5 and got[("committed", 1)] == 4, got
+        assert got[("no-such-topic", 0)] < 0, got
+    finally:
+        c.close()

@@ -592,6 +592,37 @@ async fn every_group_api_answers_at_every_advertised_version() {
                 );
             }
         }
+        // A negative partition and a topic that does not exist: refused
+        // per partition, nothing stored (partition 0 keeps the last commit).
+        let cv = *versions_of(ApiKey::OffsetCommit).end();
+        let mut req = OffsetCommitRequest::default();
+        req.group_id = group.clone();
+        req.generation_id_or_member_epoch = j.generation_id;
+        req.member_id = j.member_id.clone();
+        req.topics = [("vt", -1), ("no-such-topic", 0)]
+            .into_iter()
+            .map(|(name, partition)| {
+                let mut cp = OffsetCommitRequestPartition::default();
+                cp.partition_index = partition;
+                cp.committed_offset = 999;
+                let mut ct = OffsetCommitRequestTopic::default();
+                ct.name = topic(name);
+                ct.partitions = vec![cp];
+                ct
+            })
+            .collect();
+        let ResponseKind::OffsetCommit(r) = c
+            .call(ApiKey::OffsetCommit, cv, RequestKind::OffsetCommit(req))
+            .await
+        else {
+            panic!()
+        };
+        let codes: Vec<i16> = r
+            .topics
+            .iter()
+            .map(|t| t.partitions[0].error_code)
+            .collect();
+        assert_eq!(codes, vec![3, 3], "UNKNOWN_TOPIC_OR_PARTITION");
         let last = 40 + i64::from(*versions_of(ApiKey::OffsetCommit).end());
         for fv in versions_of(ApiKey::OffsetFetch) {
             let mut req = OffsetFetchRequest::default();
