@@ -151,3 +151,21 @@ def test_offset_commit_for_a_topic_or_partition_that_does_not_exist_is_refused_p
         assert got[("no-such-topic", 0)] < 0, got
     finally:
         c.close()
+
+
+# ---------------------------------------------------------------- keyless records on a compacted topic
+
+def test_keyless_records_on_a_compacted_topic_are_refused_with_invalid_record(server, kit):
+    from test_kafka_clients import confluent_produce
+
+    kit.create_topic(server.bootstrap, "compacted", config={"cleanup.policy": "compact"})
+    # One record per request (linger 0, batch of 1), so each delivery report is
+    # its own batch's answer.
+    conf = {"linger.ms": 0, "batch.num.messages": 1, "message.timeout.ms": 30000}
+    reports = confluent_produce(server.bootstrap, "compacted",
+                                [(b"k1", b"v1", None, 0, None), (None, b"no key", None, 0, None),
+                                 (b"k2", b"v2", None, 0, None)], **conf)
+    errors = [r[0].name() if r[0] else None for r in reports]
+    assert errors == [None, "INVALID_RECORD", None], errors
+    read = kit.consume(server.bootstrap, "compacted")
+    assert [(r[2], r[3]) for r in read] == [(b"k1", b"v1"), (b"k2", b"v2")]

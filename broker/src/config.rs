@@ -165,6 +165,8 @@ pub struct LogConfig {
     /// `cleanup.policy=compact` (without `delete`): compaction is not
     /// built, so retention by time and size is skipped to keep every record.
     pub compact_only: bool,
+    /// `cleanup.policy` names `compact`: a record without a key is refused.
+    pub compacted: bool,
     /// `compression.type`: the codec produced batches are recompressed
     /// into (`None`: `producer`, stored as sent).
     pub compression: Option<Compression>,
@@ -195,6 +197,7 @@ impl LogConfig {
             segment_bytes: c.segment_bytes().max(1) as u64,
             segment_ms: c.segment_ms().max(1),
             compact_only: c.compact_only(),
+            compacted: c.compacted(),
             compression: c.compression_type().map(codec_of),
         }
     }

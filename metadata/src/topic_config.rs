@@ -240,6 +240,13 @@ impl TopicConfig {
         self.get_i64("segment.ms")
     }
 
+    /// Whether `cleanup.policy` names `compact` (alone or with `delete`):
+    /// every record produced to the topic needs a key, as in Kafka.
+    pub fn compacted(&self) -> bool {
+        let policy = self.get("cleanup.policy").unwrap_or("delete");
+        policy.split(',').any(|p| p.trim() == "compact")
+    }
+
     /// Whether `cleanup.policy` asks for compaction and not deletion
     /// (`compact` alone). Log compaction is not built: such a topic keeps
     /// all its records, as `retention.ms`/`retention.bytes` do not apply to
@@ -366,6 +373,10 @@ mod tests {
     fn compact_only_is_compact_without_delete() {
         let policy = |v: &str| TopicConfig::from_settings(&m(&[("cleanup.policy", v)])).unwrap();
         assert!(!TopicConfig::default().compact_only());
+        assert!(!TopicConfig::default().compacted());
+        assert!(policy("compact").compacted());
+        assert!(policy("delete, compact").compacted());
+        assert!(!policy("delete").compacted());
         assert!(policy("compact").compact_only());
         assert!(!policy("compact,delete").compact_only());
         assert!(!policy("delete, compact").compact_only());

@@ -29,7 +29,9 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
@@ -713,7 +715,8 @@ impl Context {
         req: ProduceRequest,
     ) -> impl std::future::Future<Output = ProduceResponse> + Send + 'static {
         enum Part {
-            Done(i32, i16, Option<String>),
+            /// Index, error code, message, the records that caused it.
+            Done(i32, i16, Option<String>, Vec<BatchIndexAndErrorMessage>),
             Waiting(
                 i32,
                 std::pin::Pin<
@@ -735,12 +738,18 @@ impl Context {
             let mut parts = Vec::new();
             for p in t.partition_data {
                 let part = match (acks, Self::key_of(&snap, &t.name.0, p.index)) {
-                    (None, _) => {
-                        Part::Done(p.index, ResponseError::InvalidRequiredAcks.code(), None)
-                    }
-                    (_, None) => {
-                        Part::Done(p.index, ResponseError::UnknownTopicOrPartition.code(), None)
-                    }
+                    (None, _) => Part::Done(
+                        p.index,
+                        ResponseError::InvalidRequiredAcks.code(),
+                        None,
+                        Vec::new(),
+                    ),
+                    (_, None) => Part::Done(
+                        p.index,
+                        ResponseError::UnknownTopicOrPartition.code(),
+                        None,
+                        Vec::new(),
+                    ),
                     (Some(acks), Some(key)) => {
                         let records = p.records.unwrap_or_default();
                         let sequenced = self
@@ -753,7 +762,12 @@ impl Context {
                             ),
                             Err(e) => {
                                 tracing::debug!(topic = %t.name.0.as_str(), partition = p.index, error = %e, "produce refused");
-                                Part::Done(p.index, call_code(&e), Some(e.to_string()))
+                                Part::Done(
+                                    p.index,
+                                    call_code(&e),
+                                    Some(e.to_string()),
+                                    record_errors(&e),
+                                )
                             }
                         }
                     }
@@ -773,11 +787,12 @@ impl Context {
                     pr.log_append_time_ms = -1;
                     pr.log_start_offset = -1;
                     match part {
-                        Part::Done(index, code, msg) => {
+                        Part::Done(index, code, msg, record_errors) => {
                             pr.index = index;
                             pr.error_code = code;
                             if version >= 8 {
                                 pr.error_message = msg.map(s);
+                                pr.record_errors = record_errors;
                             }
                         }
                         Part::Waiting(index, pending) => {
@@ -1071,6 +1086,23 @@ async fn append_retrying(
             other => return other,
         }
     }
+}
+
+/// The records that made a refused batch invalid, for Produce v8+'s
+/// `record_errors` (KIP-467).
+fn record_errors(e: &CallError) -> Vec<BatchIndexAndErrorMessage> {
+    let CallError::Broker(b) = e else {
+        return Vec::new();
+    };
+    b.record_errors()
+        .iter()
+        .map(|r| {
+            let mut out = BatchIndexAndErrorMessage::default();
+            out.batch_index = r.batch_index;
+            out.batch_index_error_message = Some(s(r.message.clone()));
+            out
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -332,6 +332,71 @@ async fn acks_zero_gets_no_answer_and_later_requests_still_do() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyless_records_on_a_compacted_topic_are_refused_with_record_errors() {
+    let e = env().await;
+    let t = e
+        .cluster
+        .create_topic("compacted", 1, &[("cleanup.policy", "compact,delete")])
+        .await;
+    floe_testkit::wait_owned(&e.broker, floe_storage::PartitionKey::new(t, 0)).await;
+    let mut c = Conn::open(e.kafka).await;
+    let keys = |keys: &[Option<&str>]| {
+        let mut b = BatchBuilder::new(0, 1);
+        for k in keys {
+            b.push(RecordSpec::new(
+                k.map(|k| k.as_bytes().to_vec()),
+                Some(b"v".to_vec()),
+                0,
+            ));
+        }
+        b.build(Compression::Snappy).unwrap()
+    };
+    let produce = |batch: Bytes| {
+        let mut pd = PartitionProduceData::default();
+        pd.records = Some(batch);
+        let mut td = TopicProduceData::default();
+        td.name = topic("compacted");
+        td.partition_data = vec![pd];
+        let mut req = ProduceRequest::default();
+        req.acks = -1;
+        req.timeout_ms = 5000;
+        req.topic_data = vec![td];
+        RequestKind::Produce(req)
+    };
+    for v in versions(ApiKey::Produce).filter(|v| *v >= 3) {
+        let batch = keys(&[Some("a"), None, Some("c"), None]);
+        let ResponseKind::Produce(r) = c.call(ApiKey::Produce, v, produce(batch)).await else {
+            panic!()
+        };
+        let p = &r.responses[0].partition_responses[0];
+        assert_eq!(p.error_code, 87, "INVALID_RECORD at v{v}");
+        if v >= 8 {
+            let indexes: Vec<i32> = p.record_errors.iter().map(|e| e.batch_index).collect();
+            assert_eq!(indexes, vec![1, 3], "v{v}");
+            assert!(
+                p.record_errors
+                    .iter()
+                    .all(|e| e.batch_index_error_message.is_some())
+            );
+            assert!(p.error_message.is_some(), "v{v}");
+        }
+    }
+    let ResponseKind::Produce(r) = c
+        .call(ApiKey::Produce, 9, produce(keys(&[Some("a"), Some("b")])))
+        .await
+    else {
+        panic!()
+    };
+    let p = &r.responses[0].partition_responses[0];
+    assert_eq!(
+        (p.error_code, p.base_offset),
+        (0, 0),
+        "nothing stored before"
+    );
+    e.broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resent_idempotent_batch_is_stored_once() {
     let e = env().await;
     let mut c = Conn::open(e.kafka).await;
