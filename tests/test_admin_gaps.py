@@ -169,3 +169,17 @@ def test_keyless_records_on_a_compacted_topic_are_refused_with_invalid_record(se
     assert errors == [None, "INVALID_RECORD", None], errors
     read = kit.consume(server.bootstrap, "compacted")
     assert [(r[2], r[3]) for r in read] == [(b"k1", b"v1"), (b"k2", b"v2")]
+
+
+# ---------------------------------------------------------------- Metadata v0
+
+def test_metadata_v0_with_an_empty_topic_list_lists_every_topic(server, kit):
+    from test_kafka_clients import kcat
+
+    kit.create_topic(server.bootstrap, "listed-at-v0", partitions=2)
+    # Without ApiVersions, librdkafka falls back to Metadata v0, where "all
+    # topics" is an empty list (v1+ sends null).
+    out = kcat("-b", server.bootstrap, "-L", "-X", "api.version.request=false",
+               "-X", "broker.version.fallback=0.9.0", timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert 'topic "listed-at-v0" with 2 partitions' in out.stdout.decode(), out.stdout

@@ -588,11 +588,17 @@ impl Context {
     pub async fn metadata(&self, version: i16, req: &MetadataRequest) -> MetadataResponse {
         let view = &self.view;
         let mut snap = view.current();
-        let wanted: Option<Vec<String>> = req.topics.as_ref().map(|ts| {
-            ts.iter()
-                .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
-                .collect()
-        });
+        // From v1 a null list asks for every topic and an empty one for
+        // none; v0 has no null, and an empty list asks for every topic.
+        let wanted: Option<Vec<String>> = req
+            .topics
+            .as_ref()
+            .filter(|ts| version >= 1 || !ts.is_empty())
+            .map(|ts| {
+                ts.iter()
+                    .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
+                    .collect()
+            });
         // Auto-create topics that do not exist (Kafka's auto.create.topics.enable).
         let allow = version < 4 || req.allow_auto_topic_creation;
         if let (Some(names), true, true) = (&wanted, allow, self.auto_create_topics) {

@@ -193,6 +193,29 @@ async fn every_data_plane_api_answers_at_every_advertised_version() {
         assert_eq!(r.topics[0].error_code, 0, "v{v}");
         assert_eq!(r.topics[0].partitions[0].leader_id.0, 1, "v{v}");
     }
+    // An empty topic list: every topic at v0 (which has no null list), none
+    // from v1 (where null asks for all).
+    for v in versions(ApiKey::Metadata) {
+        let mut req = MetadataRequest::default();
+        req.topics = Some(Vec::new());
+        let ResponseKind::Metadata(r) = c
+            .call(ApiKey::Metadata, v, RequestKind::Metadata(req))
+            .await
+        else {
+            panic!()
+        };
+        let names: Vec<String> = r
+            .topics
+            .iter()
+            .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
+            .collect();
+        let want: Vec<String> = if v == 0 {
+            vec!["vt".into()]
+        } else {
+            Vec::new()
+        };
+        assert_eq!(names, want, "v{v}");
+    }
     // Produce at each version appends one batch; offsets follow.
     let mut expected_offset = 0i64;
     for v in versions(ApiKey::Produce) {
