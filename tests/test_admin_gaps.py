@@ -183,3 +183,48 @@ def test_metadata_v0_with_an_empty_topic_list_lists_every_topic(server, kit):
                "-X", "broker.version.fallback=0.9.0", timeout=60)
     assert out.returncode == 0, out.stderr
     assert 'topic "listed-at-v0" with 2 partitions' in out.stdout.decode(), out.stdout
+
+
+# ---------------------------------------------------------------- OffsetForLeaderEpoch (runs last: restarts the server)
+
+def api_requests(server, api):
+    import re
+    import urllib.request
+
+    with urllib.request.urlopen(server.admin_url + "/metrics", timeout=10) as res:
+        text = res.read().decode()
+    m = re.search(r'floe_proxy_api_requests_total\{[^}]*api="%s"[^}]*\} (\d+)' % api, text)
+    return int(m.group(1)) if m else 0
+
+
+def test_a_consumer_validates_its_position_after_an_owner_change_and_keeps_reading(server, kit):
+    import time
+
+    from test_kafka_clients import confluent_produce
+    from confluent_kafka import TopicPartition
+
+    kit.create_topic(server.bootstrap, "validated")
+    first = [(f"k{i}".encode(), f"a{i}".encode(), None, 0, None) for i in range(50)]
+    confluent_produce(server.bootstrap, "validated", first)
+    c = kit.consumer(server.bootstrap)
+    try:
+        c.assign([TopicPartition("validated", 0, 0)])
+        got = []
+        deadline = time.monotonic() + 60
+        while len(got) < 50 and time.monotonic() < deadline:
+            got += [m for m in c.consume(100, timeout=0.5) if not m.error()]
+        assert [m.offset() for m in got] == list(range(50))
+        # A restart: the partition is taken over again at a new epoch, which the
+        # consumer sees in Metadata and checks its position against (KIP-320).
+        server.restart()
+        second = [(f"k{i}".encode(), f"b{i}".encode(), None, 0, None) for i in range(50)]
+        confluent_produce(server.bootstrap, "validated", second)
+        deadline = time.monotonic() + 90
+        while len(got) < 100 and time.monotonic() < deadline:
+            got += [m for m in c.consume(100, timeout=0.5) if not m.error()]
+        # No reset to the beginning, no gap: the position was found valid.
+        assert [m.offset() for m in got] == list(range(100))
+        assert [m.value() for m in got[50:]] == [v for _, v, _, _, _ in second]
+        assert api_requests(server, "OffsetForLeaderEpoch") > 0, "the client never asked"
+    finally:
+        c.close()

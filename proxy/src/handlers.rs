@@ -29,6 +29,9 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
@@ -48,6 +51,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 0, 11),
     (ApiKey::Fetch, 4, 12),
     (ApiKey::ListOffsets, 1, 8),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::Metadata, 0, 12),
     (ApiKey::FindCoordinator, 0, 4),
     (ApiKey::InitProducerId, 0, 4),
@@ -969,6 +973,60 @@ impl Context {
                                 pr.timestamp = a.timestamp;
                                 if version >= 4 {
                                     pr.leader_epoch = i32::try_from(epoch).unwrap_or(-1);
+                                }
+                            }
+                            Err(e) => pr.error_code = call_code(&e),
+                        },
+                    },
+                }
+                tr.partitions.push(pr);
+            }
+            resp.topics.push(tr);
+        }
+        resp
+    }
+
+    /// OffsetForLeaderEpoch (KIP-320): where the log of a leader epoch
+    /// ends, so that a client can check its position after a change of
+    /// owner. Floe's committed log is never truncated (an owner change keeps
+    /// everything committed in the object store, and consumers read only
+    /// what is committed), so every epoch up to the owner's current one ends
+    /// at the high watermark: the answer is the epoch asked for and the high
+    /// watermark, and no position a consumer reached is ever found
+    /// diverged. An epoch newer than the owner's gets Kafka's undefined
+    /// answer (epoch and offset -1). `current_leader_epoch` is checked as
+    /// in Fetch and ListOffsets.
+    pub async fn offset_for_leader_epoch(
+        &self,
+        _version: i16,
+        req: &OffsetForLeaderEpochRequest,
+    ) -> OffsetForLeaderEpochResponse {
+        let snap = self.view.current();
+        let mut resp = OffsetForLeaderEpochResponse::default();
+        for t in &req.topics {
+            let mut tr = OffsetForLeaderTopicResult::default();
+            tr.topic = t.topic.clone();
+            for p in &t.partitions {
+                let mut pr = EpochEndOffset::default();
+                pr.partition = p.partition;
+                pr.leader_epoch = -1;
+                pr.end_offset = -1;
+                match Self::key_of(&snap, &t.topic.0, p.partition) {
+                    None => pr.error_code = ResponseError::UnknownTopicOrPartition.code(),
+                    Some(key) => match self.route(&snap, &key) {
+                        Err(e) => pr.error_code = routing_code(&e),
+                        Ok(h) => match h
+                            .list_offset(
+                                &key,
+                                OffsetSpec::Latest,
+                                leader_epoch(p.current_leader_epoch),
+                            )
+                            .await
+                        {
+                            Ok((hw, epoch)) => {
+                                if (0..=epoch).contains(&i64::from(p.leader_epoch)) {
+                                    pr.leader_epoch = p.leader_epoch;
+                                    pr.end_offset = hw.offset;
                                 }
                             }
                             Err(e) => pr.error_code = call_code(&e),

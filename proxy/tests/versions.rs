@@ -284,6 +284,47 @@ async fn every_data_plane_api_answers_at_every_advertised_version() {
             assert_eq!((p.error_code, p.offset), (0, want), "v{v} ts {ts}");
         }
     }
+    // OffsetForLeaderEpoch: every epoch up to the owner's ends at the high
+    // watermark (the committed log is never truncated); a newer one is
+    // undefined; a client ahead of the owner, or an unknown topic, an error.
+    let owned = e.broker.owned();
+    let epoch = i32::try_from(e.broker.log(&owned[0]).unwrap().epoch()).unwrap();
+    for v in versions(ApiKey::OffsetForLeaderEpoch) {
+        for (name, current, asked, want) in [
+            ("vt", epoch, epoch, (0, epoch, expected_offset)),
+            ("vt", -1, 0, (0, 0, expected_offset)),
+            ("vt", epoch, epoch + 1, (0, -1, -1)),
+            ("vt", epoch + 1, epoch, (75, -1, -1)),
+            ("nope", -1, 0, (3, -1, -1)),
+        ] {
+            let mut p = offset_for_leader_epoch_request::OffsetForLeaderPartition::default();
+            p.partition = 0;
+            p.current_leader_epoch = current;
+            p.leader_epoch = asked;
+            let mut t = offset_for_leader_epoch_request::OffsetForLeaderTopic::default();
+            t.topic = topic(name);
+            t.partitions = vec![p];
+            let mut req = OffsetForLeaderEpochRequest::default();
+            req.replica_id = BrokerId(-1);
+            req.topics = vec![t];
+            let ResponseKind::OffsetForLeaderEpoch(r) = c
+                .call(
+                    ApiKey::OffsetForLeaderEpoch,
+                    v,
+                    RequestKind::OffsetForLeaderEpoch(req),
+                )
+                .await
+            else {
+                panic!()
+            };
+            let p = &r.topics[0].partitions[0];
+            assert_eq!(
+                (p.error_code, p.leader_epoch, p.end_offset),
+                want,
+                "v{v} {name} current {current} asked {asked}"
+            );
+        }
+    }
     // An unknown topic answers UNKNOWN_TOPIC_OR_PARTITION, not a hang.
     let mut pd = PartitionProduceData::default();
     pd.records = Some(one_batch("x", 1));
