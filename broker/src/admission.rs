@@ -10,7 +10,7 @@
 //!   codec are recompressed into it (`floe_storage::recompress`).
 
 use bytes::Bytes;
-use floe_storage::batch::{BatchView, Compression};
+use floe_storage::batch::{BatchError, BatchView, Compression};
 use floe_storage::recompress;
 use floe_storage::records::{DEFAULT_MAX_DECOMPRESSED, DecodeLimits, RecordStream};
 
@@ -22,6 +22,8 @@ use crate::error::{BrokerError, ErrorKind, RecordError, Result};
 pub(crate) struct Admission {
     pub compacted: bool,
     pub codec: Option<Compression>,
+    /// `max.message.bytes`: a batch larger once recompressed is refused.
+    pub max_batch: usize,
 }
 
 impl Admission {
@@ -29,6 +31,7 @@ impl Admission {
         Self {
             compacted: config.compacted,
             codec: config.compression,
+            max_batch: config.max_message_bytes,
         }
     }
 
@@ -49,22 +52,31 @@ impl Admission {
         }
         match self.codec {
             Some(codec) if recompress::needs_recompression(records, codec) => {
-                in_codec(records, codec).map(Some)
+                in_codec(records, codec, self.max_batch).map(Some)
             }
             _ => Ok(None),
         }
     }
 }
 
-fn corrupt(e: impl std::fmt::Display) -> BrokerError {
-    BrokerError::new(ErrorKind::CorruptMessage, e.to_string())
+/// A batch whose records cannot be decoded: malformed (CORRUPT_MESSAGE),
+/// or over the decoding bounds (MESSAGE_TOO_LARGE).
+fn decoding(e: BatchError) -> BrokerError {
+    let kind = if e.is_over_bounds() {
+        ErrorKind::MessageTooLarge
+    } else {
+        ErrorKind::CorruptMessage
+    };
+    BrokerError::new(kind, e.to_string())
 }
 
 /// Refuses `records` if a record of any batch has no key, naming each one.
 /// A batch that does not parse or whose CRC is wrong is left to the
-/// sequencing checks (CORRUPT_MESSAGE), as are control batches.
+/// sequencing checks (CORRUPT_MESSAGE), as are control batches. All the
+/// batches together are decoded within [`DEFAULT_MAX_DECOMPRESSED`] bytes.
 fn refuse_keyless(records: &[u8]) -> Result<()> {
     let mut keyless = Vec::new();
+    let mut budget = DEFAULT_MAX_DECOMPRESSED;
     let mut pos = 0usize;
     while pos < records.len() {
         let Ok(view) = BatchView::parse(&records[pos..], usize::MAX) else {
@@ -78,16 +90,23 @@ fn refuse_keyless(records: &[u8]) -> Result<()> {
             continue;
         }
         let batch = Bytes::copy_from_slice(view.bytes());
-        let stream = RecordStream::new(&batch, DecodeLimits::DEFAULT).map_err(corrupt)?;
-        for (i, record) in stream.enumerate() {
-            let record = record.map_err(corrupt)?;
+        let limits = DecodeLimits {
+            max_bytes: budget,
+            ..DecodeLimits::DEFAULT
+        };
+        let mut stream = RecordStream::new(&batch, limits).map_err(decoding)?;
+        let mut i = 0usize;
+        while let Some(record) = stream.next() {
+            let record = record.map_err(decoding)?;
+            i += 1;
             if record.key.is_none() {
                 keyless.push(RecordError {
-                    batch_index: i32::try_from(i).unwrap_or(i32::MAX),
+                    batch_index: i32::try_from(i - 1).unwrap_or(i32::MAX),
                     message: "a compacted topic cannot accept a record without a key".into(),
                 });
             }
         }
+        budget = budget.saturating_sub(stream.decoded_bytes());
     }
     if keyless.is_empty() {
         return Ok(());
@@ -103,14 +122,18 @@ fn refuse_keyless(records: &[u8]) -> Result<()> {
     .with_record_errors(keyless))
 }
 
-/// Produced batches rewritten into the topic's `compression.type` codec,
-/// each decompressed within the bound every reader of batches uses.
-fn in_codec(records: &[u8], codec: Compression) -> Result<Bytes> {
-    recompress::recompress_batches(records, codec, DEFAULT_MAX_DECOMPRESSED).map_err(|e| {
-        let kind = if e.is_over_bounds() {
-            ErrorKind::MessageTooLarge
-        } else {
-            ErrorKind::CorruptMessage
+/// Produced batches rewritten into the topic's `compression.type` codec:
+/// all of them decompressed within the bound every reader of one batch
+/// uses, each no larger than `max_batch` once rewritten.
+fn in_codec(records: &[u8], codec: Compression, max_batch: usize) -> Result<Bytes> {
+    let limits = recompress::RecompressLimits {
+        max_decompressed: DEFAULT_MAX_DECOMPRESSED,
+        max_batch,
+    };
+    recompress::recompress_batches(records, codec, limits).map_err(|e| {
+        let kind = match e {
+            BatchError::OverBounds(_) | BatchError::TooLarge { .. } => ErrorKind::MessageTooLarge,
+            _ => ErrorKind::CorruptMessage,
         };
         BrokerError::new(kind, format!("recompressing into {codec:?}: {e}"))
     })
@@ -136,6 +159,7 @@ mod tests {
     const COMPACTED: Admission = Admission {
         compacted: true,
         codec: None,
+        max_batch: usize::MAX,
     };
 
     #[test]
@@ -152,6 +176,7 @@ mod tests {
         let plain = Admission {
             compacted: false,
             codec: None,
+            max_batch: usize::MAX,
         };
         assert!(!plain.has_work(&b));
         assert_eq!(plain.admit(&b).unwrap(), None);
@@ -170,6 +195,7 @@ mod tests {
         let zstd = Admission {
             compacted: true,
             codec: Some(Compression::Zstd),
+            max_batch: usize::MAX,
         };
         let b = batch(&[Some("a")], Compression::Gzip);
         let out = zstd.admit(&b).unwrap().unwrap();

@@ -36,17 +36,29 @@ pub fn needs_recompression(records: &[u8], codec: Compression) -> bool {
     false
 }
 
+/// What one call of [`recompress_batches`] may cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecompressLimits {
+    /// Decompressed bytes of all the batches together: many small
+    /// compressed batches cannot add up to more work or memory than one.
+    pub max_decompressed: usize,
+    /// Size of one batch once rewritten (the topic's `max.message.bytes`).
+    pub max_batch: usize,
+}
+
 /// `records` with every batch compressed with `codec` (see the module
-/// docs), each decompressed within `max_decompressed` bytes. Control
-/// batches are left as they are. Fails on the first batch that does not
-/// parse, whose CRC is wrong, or whose records cannot be decompressed
-/// within the bound.
+/// docs). Control batches are left as they are. Fails on the first batch
+/// that does not parse, whose CRC is wrong, whose records cannot be
+/// decompressed within what is left of `limits.max_decompressed`
+/// ([`BatchError::OverBounds`]), or that is larger than `limits.max_batch`
+/// once rewritten ([`BatchError::TooLarge`]).
 pub fn recompress_batches(
     records: &[u8],
     codec: Compression,
-    max_decompressed: usize,
+    limits: RecompressLimits,
 ) -> Result<Bytes, BatchError> {
     let mut out = BytesMut::with_capacity(records.len());
+    let mut budget = limits.max_decompressed;
     let mut pos = 0usize;
     while pos < records.len() {
         let view = BatchView::parse(&records[pos..], usize::MAX)?;
@@ -54,21 +66,32 @@ pub fn recompress_batches(
         if view.compression() == codec || view.is_control() {
             out.put_slice(view.bytes());
         } else {
-            recompress_into(&view, codec, max_decompressed, &mut out)?;
+            let start = out.len();
+            let used = recompress_into(&view, codec, budget, &mut out)?;
+            budget -= used;
+            let size = out.len() - start;
+            if size > limits.max_batch {
+                return Err(BatchError::TooLarge {
+                    size,
+                    limit: limits.max_batch,
+                });
+            }
         }
         pos += view.size();
     }
     Ok(out.freeze())
 }
 
-/// Appends `view` recompressed with `codec` to `out`.
+/// Appends `view` recompressed with `codec` to `out`; returns the bytes
+/// decompressed (at most `max_decompressed`).
 fn recompress_into(
     view: &BatchView<'_>,
     codec: Compression,
     max_decompressed: usize,
     out: &mut BytesMut,
-) -> Result<(), BatchError> {
+) -> Result<usize, BatchError> {
     let plain = decompress(view.compression(), view.records_bytes(), max_decompressed)?;
+    let used = plain.len();
     let packed = match codec {
         Compression::None => plain,
         codec => compress(codec, &plain)?,
@@ -84,13 +107,18 @@ fn recompress_into(
     batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
     let crc = crc32c::crc32c(&batch[CRC_AT + 4..]);
     batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
-    Ok(())
+    Ok(used)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::records::{BatchBuilder, DEFAULT_MAX_DECOMPRESSED, RecordSpec, decode_records};
+
+    const LIMITS: RecompressLimits = RecompressLimits {
+        max_decompressed: DEFAULT_MAX_DECOMPRESSED,
+        max_batch: usize::MAX,
+    };
 
     const ALL: [Compression; 5] = [
         Compression::None,
@@ -145,7 +173,7 @@ mod tests {
                     from != to,
                     "{from:?} → {to:?}"
                 );
-                let out = recompress_batches(&two, to, DEFAULT_MAX_DECOMPRESSED).unwrap();
+                let out = recompress_batches(&two, to, LIMITS).unwrap();
                 let first = BatchView::parse(&out, usize::MAX).unwrap();
                 first.verify_crc().unwrap();
                 assert_eq!(first.compression(), to);
@@ -170,18 +198,43 @@ mod tests {
         let mut b = batch(Compression::None, 0).to_vec();
         let last = b.len() - 1;
         b[last] ^= 0xff;
-        let err = recompress_batches(&b, Compression::Zstd, DEFAULT_MAX_DECOMPRESSED).unwrap_err();
+        let err = recompress_batches(&b, Compression::Zstd, LIMITS).unwrap_err();
         assert!(matches!(err, BatchError::BadCrc { .. }), "{err}");
-        let err =
-            recompress_batches(&b[..40], Compression::Zstd, DEFAULT_MAX_DECOMPRESSED).unwrap_err();
+        let err = recompress_batches(&b[..40], Compression::Zstd, LIMITS).unwrap_err();
         assert!(matches!(err, BatchError::Truncated { .. }), "{err}");
         assert!(needs_recompression(&b[..40], Compression::None));
     }
 
     #[test]
-    fn decompression_is_bounded() {
-        let b = batch(Compression::Zstd, 0);
-        let err = recompress_batches(&b, Compression::Gzip, 1024).unwrap_err();
+    fn decompression_is_bounded_across_the_batches_and_output_by_the_batch_limit() {
+        let one = batch(Compression::Zstd, 0);
+        let tight = |max_decompressed, max_batch| RecompressLimits {
+            max_decompressed,
+            max_batch,
+        };
+        let err = recompress_batches(&one, Compression::Gzip, tight(1024, usize::MAX)).unwrap_err();
         assert!(err.is_over_bounds(), "{err}");
+        // One batch fits the budget, two of them do not: the budget is shared.
+        let plain = BatchView::parse(
+            &recompress_batches(&one, Compression::None, LIMITS).unwrap(),
+            usize::MAX,
+        )
+        .unwrap()
+        .records_bytes()
+        .len();
+        let mut two = one.to_vec();
+        two.extend_from_slice(&one);
+        recompress_batches(&one, Compression::Gzip, tight(plain, usize::MAX)).unwrap();
+        let err =
+            recompress_batches(&two, Compression::Gzip, tight(plain, usize::MAX)).unwrap_err();
+        assert!(err.is_over_bounds(), "{err}");
+        // A batch larger than max_batch once rewritten is refused.
+        let err = recompress_batches(
+            &one,
+            Compression::None,
+            tight(DEFAULT_MAX_DECOMPRESSED, 1000),
+        )
+        .unwrap_err();
+        assert!(matches!(err, BatchError::TooLarge { .. }), "{err}");
     }
 }
