@@ -95,13 +95,11 @@ fn refuse_keyless(records: &[u8]) -> Result<()> {
             ..DecodeLimits::DEFAULT
         };
         let mut stream = RecordStream::new(&batch, limits).map_err(decoding)?;
-        let mut i = 0usize;
-        while let Some(record) = stream.next() {
+        for (i, record) in stream.by_ref().enumerate() {
             let record = record.map_err(decoding)?;
-            i += 1;
             if record.key.is_none() {
                 keyless.push(RecordError {
-                    batch_index: i32::try_from(i - 1).unwrap_or(i32::MAX),
+                    batch_index: i32::try_from(i).unwrap_or(i32::MAX),
                     message: "a compacted topic cannot accept a record without a key".into(),
                 });
             }
