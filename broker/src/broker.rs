@@ -21,6 +21,7 @@ use floe_storage::{
 use tokio::sync::Notify;
 use tokio_util_shim::CancelFlag;
 
+use crate::admission::Admission;
 use crate::config::{BrokerConfig, LogConfig};
 use crate::error::{BrokerError, CallError, ErrorKind, Result};
 use crate::log::{PartitionLog, ReadPlan, Status, StoredRange};
@@ -449,7 +450,7 @@ impl Broker {
     /// [`Broker::append_within`] to wait for room).
     pub fn append(&self, key: &PartitionKey, records: &[u8], acks: Acks) -> Result<PendingProduce> {
         let held = self.inner.backlog.try_hold(records.len());
-        self.sequence(key, records, acks, held)
+        self.sequence(key, records, acks, held, false)
             .map(|here| PendingProduce(Pending::Here(here)))
     }
 
@@ -466,16 +467,38 @@ impl Broker {
     ) -> Result<PendingProduce> {
         let until = tokio::time::Instant::now() + room_wait;
         let held = self.inner.backlog.hold(records.len(), until).await;
-        self.sequence(key, records, acks, held)
+        // What the topic's settings ask of the records (keys on a
+        // compacted topic, its codec) is CPU work: off the runtime's
+        // threads, before sequencing.
+        let admission = self.log(key).map(|l| Admission::of(&l.lock().config));
+        let admitted = match admission {
+            Some(a) if a.has_work(records) => {
+                let owned = Bytes::copy_from_slice(records);
+                let done = tokio::task::spawn_blocking(move || {
+                    a.admit(&owned).map(|out| out.unwrap_or(owned))
+                })
+                .await
+                .map_err(|e| {
+                    BrokerError::new(ErrorKind::CorruptMessage, format!("admission failed: {e}"))
+                })??;
+                Some(done)
+            }
+            _ => None,
+        };
+        let records = admitted.as_deref().unwrap_or(records);
+        self.sequence(key, records, acks, held, admitted.is_some())
             .map(|here| PendingProduce(Pending::Here(here)))
     }
 
+    /// Sequences `records`; `admitted` when the topic's admission
+    /// ([`Admission`]) was already applied to them.
     fn sequence(
         &self,
         key: &PartitionKey,
         records: &[u8],
         acks: Acks,
         held: Option<crate::backlog::Held>,
+        admitted: bool,
     ) -> Result<Here> {
         if self.inner.stop.is_cancelled() {
             return Err(BrokerError::new(
@@ -496,6 +519,13 @@ impl Broker {
                 ),
             ));
         };
+        let admission = Admission::of(&log.lock().config);
+        let rewritten = if admitted {
+            None
+        } else {
+            admission.admit(records)?
+        };
+        let records = rewritten.as_deref().unwrap_or(records);
         let now = floe_metadata::clock::now_ms() as i64;
         let (batches, rx, queued) = match log.append(records, acks == Acks::All, now, held)? {
             crate::log::Appended::New(b, rx, queued) => (b, rx, queued),
@@ -538,7 +568,7 @@ impl Broker {
         acks: Acks,
     ) -> Result<ProduceOk> {
         let held = self.inner.backlog.try_hold(records.len());
-        PendingProduce::wait_here(self.sequence(key, records, acks, held)?).await
+        PendingProduce::wait_here(self.sequence(key, records, acks, held, false)?).await
     }
 
     /// Whole batches from the one holding `offset`, up to `max_bytes` (at

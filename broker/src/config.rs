@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use floe_metadata::topic_config::TopicConfig;
+use floe_storage::batch::Compression;
 
 /// Default cap on a broker's unflushed bytes: four full WAL objects, so
 /// that the queue keeps the flusher busy while one object is written and
@@ -164,6 +165,11 @@ pub struct LogConfig {
     /// `cleanup.policy=compact` (without `delete`): compaction is not
     /// built, so retention by time and size is skipped to keep every record.
     pub compact_only: bool,
+    /// `cleanup.policy` names `compact`: a record without a key is refused.
+    pub compacted: bool,
+    /// `compression.type`: the codec produced batches are recompressed
+    /// into (`None`: `producer`, stored as sent).
+    pub compression: Option<Compression>,
 }
 
 impl Default for LogConfig {
@@ -191,6 +197,8 @@ impl LogConfig {
             segment_bytes: c.segment_bytes().max(1) as u64,
             segment_ms: c.segment_ms().max(1),
             compact_only: c.compact_only(),
+            compacted: c.compacted(),
+            compression: c.compression_type().map(codec_of),
         }
     }
 
@@ -200,6 +208,19 @@ impl LogConfig {
         Self::from_topic_config(&TopicConfig::from_described(
             entries.iter().map(|e| (e.name.as_str(), e.value.as_str())),
         ))
+    }
+}
+
+/// The codec a `compression.type` other than `producer` names (checked by
+/// the metadata's topic config: an unknown name cannot get here, and would
+/// read as uncompressed).
+fn codec_of(name: &str) -> Compression {
+    match name {
+        "gzip" => Compression::Gzip,
+        "snappy" => Compression::Snappy,
+        "lz4" => Compression::Lz4,
+        "zstd" => Compression::Zstd,
+        _ => Compression::None,
     }
 }
 
@@ -245,6 +266,7 @@ mod tests {
             entry("retention.bytes", "4096"),
             entry("message.timestamp.type", "LogAppendTime"),
             entry("segment.ms", "60000"),
+            entry("compression.type", "lz4"),
             // Refused by the metadata's checks: the default stands.
             entry("segment.bytes", "1"),
             entry("max.message.bytes", "99999999999"),
@@ -254,6 +276,8 @@ mod tests {
         assert_eq!(c.retention_bytes, Some(4096));
         assert_eq!(c.timestamp_type, TimestampType::LogAppendTime);
         assert_eq!(c.segment_ms, 60_000);
+        assert_eq!(c.compression, Some(Compression::Lz4));
+        assert_eq!(d.compression, None, "producer: stored as sent");
         assert_eq!(c.segment_bytes, d.segment_bytes);
         assert_eq!(c.max_message_bytes, d.max_message_bytes);
     }

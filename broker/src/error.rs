@@ -116,11 +116,21 @@ impl ErrorKind {
     }
 }
 
+/// Why one record of a refused batch was refused (Kafka's KIP-467
+/// `record_errors`): its index in its batch and a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordError {
+    pub batch_index: i32,
+    pub message: String,
+}
+
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{message}")]
 pub struct BrokerError {
     kind: ErrorKind,
     message: String,
+    /// The records that made a batch invalid ([`ErrorKind::InvalidRecord`]).
+    record_errors: Vec<RecordError>,
 }
 
 impl BrokerError {
@@ -128,11 +138,22 @@ impl BrokerError {
         Self {
             kind,
             message: message.into(),
+            record_errors: Vec::new(),
         }
+    }
+
+    /// This error with the records that caused it.
+    pub fn with_record_errors(mut self, record_errors: Vec<RecordError>) -> Self {
+        self.record_errors = record_errors;
+        self
     }
 
     pub fn kind(&self) -> ErrorKind {
         self.kind
+    }
+
+    pub fn record_errors(&self) -> &[RecordError] {
+        &self.record_errors
     }
 
     /// A write whose outcome is not known ([`ErrorKind::OutcomeUnknown`]).

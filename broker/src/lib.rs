@@ -10,6 +10,7 @@
 //!   group's coordinator, here or over [`rpc`].
 //! - [`rpc`]: the internal RPC, its route table, server and client.
 
+mod admission;
 mod backlog;
 pub mod broker;
 pub mod config;
@@ -29,6 +30,6 @@ mod tasks;
 
 pub use broker::{Acks, Broker, FetchData, OffsetAnswer, OffsetSpec, PendingProduce, ProduceOk};
 pub use config::{BrokerConfig, LogConfig};
-pub use error::{BrokerError, CallError, ErrorKind, RoutingError, RoutingErrorKind};
+pub use error::{BrokerError, CallError, ErrorKind, RecordError, RoutingError, RoutingErrorKind};
 pub use owner::{Coordinator, PartitionOwner};
 pub use rpc::RemoteBroker;

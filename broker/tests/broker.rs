@@ -406,6 +406,89 @@ fn idempotent(pid: i64, epoch: i16, seq: i32, values: &[&str]) -> Bytes {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produced_batches_are_recompressed_into_the_topics_compression_type() {
+    let env = Cluster::start().await;
+    let t = env
+        .create_topic("zstd-topic", 1, &[("compression.type", "zstd")])
+        .await;
+    let key = PartitionKey::new(t, 0);
+    let b = env.broker(|_| {}).await;
+    wait_owned(&b, key).await;
+    let mut expected = Vec::new();
+    // Every codec, through the async path (recompressed off the runtime)
+    // and the synchronous one.
+    for (i, codec) in [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let vals: Vec<String> = (0..4).map(|j| format!("{codec:?}-{j}")).collect();
+        let refs: Vec<&str> = vals.iter().map(String::as_str).collect();
+        let produced = batch(&refs, 1_000, codec);
+        let base = if i % 2 == 0 {
+            b.produce(&key, &produced, Acks::All)
+                .await
+                .unwrap()
+                .base_offset
+        } else {
+            let pending = b
+                .append_within(&key, &produced, Acks::All, Duration::from_secs(5))
+                .await
+                .unwrap();
+            pending.wait().await.unwrap().base_offset
+        };
+        assert_eq!(base, i as i64 * 4);
+        expected.extend(
+            vals.into_iter()
+                .enumerate()
+                .map(|(j, v)| (base + j as i64, v)),
+        );
+    }
+    // An idempotent batch recompressed, then its retry: recognised as the same.
+    let first = b
+        .produce(&key, &idempotent(9, 0, 0, &["once"]), Acks::All)
+        .await
+        .unwrap();
+    let again = b
+        .produce(&key, &idempotent(9, 0, 0, &["once"]), Acks::All)
+        .await
+        .unwrap();
+    assert_eq!((first.base_offset, again.base_offset), (20, 20));
+    expected.push((20, "once".to_string()));
+    assert_eq!(read_all(&b, &key, 0).await, expected);
+    let d = b.fetch(&key, 0, 1 << 20).await.unwrap();
+    let all = joined(&d);
+    let mut n = 0;
+    for item in BatchIter::new(&all, usize::MAX) {
+        let (_, v) = item.unwrap();
+        v.verify_crc().unwrap();
+        assert_eq!(
+            v.compression(),
+            Compression::Zstd,
+            "batch at {}",
+            v.base_offset()
+        );
+        n += 1;
+    }
+    assert_eq!(n, 6);
+    // A corrupt batch is refused, not given a fresh CRC.
+    let mut bad = batch(&["x"], 1, Compression::Gzip).to_vec();
+    let last = bad.len() - 1;
+    bad[last] ^= 0xff;
+    let e = b.produce(&key, &bad, Acks::All).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::CorruptMessage);
+    b.shutdown().await;
+    if let Some(n) = env.meta_node {
+        n.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idempotent_batches_are_stored_once_across_a_change_of_owner() {
     let env = Cluster::start().await;
     let t = env.create_topic("idem", 1, &[]).await;

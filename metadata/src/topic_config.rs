@@ -37,6 +37,10 @@ fn one_of(v: &str, allowed: &[&str]) -> Result<(), String> {
     }
 }
 
+/// The values of `compression.type`, as Kafka names them.
+pub const COMPRESSION_TYPES: [&str; 6] =
+    ["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"];
+
 const KEYS: &[Key] = &[
     Key {
         name: "retention.ms",
@@ -64,6 +68,12 @@ const KEYS: &[Key] = &[
                 .try_for_each(|p| one_of(p.trim(), &["delete", "compact"]))
         },
         doc: "delete (by retention) and/or compact; compaction is not built, so a compact-only topic keeps everything (retention.ms/bytes do not apply to it)",
+    },
+    Key {
+        name: "compression.type",
+        default: "producer",
+        check: |v| one_of(v, &COMPRESSION_TYPES),
+        doc: "codec of stored batches: producer (kept as the producer compressed them), or uncompressed, gzip, snappy, lz4, zstd (batches in another codec are recompressed on produce)",
     },
     Key {
         name: "message.timestamp.type",
@@ -230,6 +240,13 @@ impl TopicConfig {
         self.get_i64("segment.ms")
     }
 
+    /// Whether `cleanup.policy` names `compact` (alone or with `delete`):
+    /// every record produced to the topic needs a key, as in Kafka.
+    pub fn compacted(&self) -> bool {
+        let policy = self.get("cleanup.policy").unwrap_or("delete");
+        policy.split(',').any(|p| p.trim() == "compact")
+    }
+
     /// Whether `cleanup.policy` asks for compaction and not deletion
     /// (`compact` alone). Log compaction is not built: such a topic keeps
     /// all its records, as `retention.ms`/`retention.bytes` do not apply to
@@ -238,6 +255,13 @@ impl TopicConfig {
         let policy = self.get("cleanup.policy").unwrap_or("delete");
         let mut parts = policy.split(',').map(str::trim);
         parts.clone().any(|p| p == "compact") && !parts.any(|p| p == "delete")
+    }
+
+    /// The codec batches are stored in (`compression.type`): `None` for
+    /// `producer` (as the producer compressed them), else one of
+    /// `uncompressed`, `gzip`, `snappy`, `lz4`, `zstd`.
+    pub fn compression_type(&self) -> Option<&str> {
+        self.get("compression.type").filter(|v| *v != "producer")
     }
 
     pub fn log_append_time(&self) -> bool {
@@ -333,9 +357,26 @@ mod tests {
     }
 
     #[test]
+    fn compression_type_takes_kafkas_values() {
+        assert_eq!(
+            TopicConfig::default().get("compression.type"),
+            Some("producer")
+        );
+        assert_eq!(TopicConfig::default().compression_type(), None);
+        for v in COMPRESSION_TYPES {
+            let c = TopicConfig::from_settings(&m(&[("compression.type", v)])).unwrap();
+            assert_eq!(c.compression_type(), (v != "producer").then_some(v));
+        }
+    }
+
+    #[test]
     fn compact_only_is_compact_without_delete() {
         let policy = |v: &str| TopicConfig::from_settings(&m(&[("cleanup.policy", v)])).unwrap();
         assert!(!TopicConfig::default().compact_only());
+        assert!(!TopicConfig::default().compacted());
+        assert!(policy("compact").compacted());
+        assert!(policy("delete, compact").compacted());
+        assert!(!policy("delete").compacted());
         assert!(policy("compact").compact_only());
         assert!(!policy("compact,delete").compact_only());
         assert!(!policy("delete, compact").compact_only());
@@ -370,6 +411,8 @@ mod tests {
             m(&[("retention.ms", "soon")]),
             m(&[("cleanup.policy", "shred")]),
             m(&[("message.timestamp.type", "Whenever")]),
+            m(&[("compression.type", "brotli")]),
+            m(&[("compression.type", "none")]),
             m(&[("max.message.bytes", "99999999999")]),
             m(&[("no.such.key", "1")]),
             m(&[("retention.ms", "5"), ("segment.bytes", "1")]),

@@ -333,7 +333,11 @@ impl Context {
             .flat_map(|t| {
                 t.partitions.iter().map(move |p| OffsetToCommit {
                     topic: t.name.0.to_string(),
-                    partition: p.partition_index.max(0) as u32,
+                    // A negative index names no partition: u32::MAX is over
+                    // any topic's partition count, so the metadata answers
+                    // it UNKNOWN_TOPIC_OR_PARTITION (before, it was stored
+                    // as partition 0's offset).
+                    partition: u32::try_from(p.partition_index).unwrap_or(u32::MAX),
                     offset: p.committed_offset,
                     leader_epoch: p.committed_leader_epoch,
                     metadata: p
@@ -637,7 +641,11 @@ impl Context {
                 } else {
                     delete.push(mp::GroupOffset {
                         topic: t.name.0.to_string(),
-                        partition: p.partition_index.max(0) as u32,
+                        // A negative index names no partition: u32::MAX is over
+                        // any topic's partition count, so the metadata answers
+                        // it UNKNOWN_TOPIC_OR_PARTITION (before, it was stored
+                        // as partition 0's offset).
+                        partition: u32::try_from(p.partition_index).unwrap_or(u32::MAX),
                         ..Default::default()
                     });
                 }

@@ -29,7 +29,12 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
@@ -46,6 +51,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 0, 11),
     (ApiKey::Fetch, 4, 12),
     (ApiKey::ListOffsets, 1, 8),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::Metadata, 0, 12),
     (ApiKey::FindCoordinator, 0, 4),
     (ApiKey::InitProducerId, 0, 4),
@@ -586,11 +592,17 @@ impl Context {
     pub async fn metadata(&self, version: i16, req: &MetadataRequest) -> MetadataResponse {
         let view = &self.view;
         let mut snap = view.current();
-        let wanted: Option<Vec<String>> = req.topics.as_ref().map(|ts| {
-            ts.iter()
-                .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
-                .collect()
-        });
+        // From v1 a null list asks for every topic and an empty one for
+        // none; v0 has no null, and an empty list asks for every topic.
+        let wanted: Option<Vec<String>> = req
+            .topics
+            .as_ref()
+            .filter(|ts| version >= 1 || !ts.is_empty())
+            .map(|ts| {
+                ts.iter()
+                    .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
+                    .collect()
+            });
         // Auto-create topics that do not exist (Kafka's auto.create.topics.enable).
         let allow = version < 4 || req.allow_auto_topic_creation;
         if let (Some(names), true, true) = (&wanted, allow, self.auto_create_topics) {
@@ -713,7 +725,8 @@ impl Context {
         req: ProduceRequest,
     ) -> impl std::future::Future<Output = ProduceResponse> + Send + 'static {
         enum Part {
-            Done(i32, i16, Option<String>),
+            /// Index, error code, message, the records that caused it.
+            Done(i32, i16, Option<String>, Vec<BatchIndexAndErrorMessage>),
             Waiting(
                 i32,
                 std::pin::Pin<
@@ -735,12 +748,18 @@ impl Context {
             let mut parts = Vec::new();
             for p in t.partition_data {
                 let part = match (acks, Self::key_of(&snap, &t.name.0, p.index)) {
-                    (None, _) => {
-                        Part::Done(p.index, ResponseError::InvalidRequiredAcks.code(), None)
-                    }
-                    (_, None) => {
-                        Part::Done(p.index, ResponseError::UnknownTopicOrPartition.code(), None)
-                    }
+                    (None, _) => Part::Done(
+                        p.index,
+                        ResponseError::InvalidRequiredAcks.code(),
+                        None,
+                        Vec::new(),
+                    ),
+                    (_, None) => Part::Done(
+                        p.index,
+                        ResponseError::UnknownTopicOrPartition.code(),
+                        None,
+                        Vec::new(),
+                    ),
                     (Some(acks), Some(key)) => {
                         let records = p.records.unwrap_or_default();
                         let sequenced = self
@@ -753,7 +772,12 @@ impl Context {
                             ),
                             Err(e) => {
                                 tracing::debug!(topic = %t.name.0.as_str(), partition = p.index, error = %e, "produce refused");
-                                Part::Done(p.index, call_code(&e), Some(e.to_string()))
+                                Part::Done(
+                                    p.index,
+                                    call_code(&e),
+                                    Some(e.to_string()),
+                                    record_errors(&e),
+                                )
                             }
                         }
                     }
@@ -773,11 +797,12 @@ impl Context {
                     pr.log_append_time_ms = -1;
                     pr.log_start_offset = -1;
                     match part {
-                        Part::Done(index, code, msg) => {
+                        Part::Done(index, code, msg, record_errors) => {
                             pr.index = index;
                             pr.error_code = code;
                             if version >= 8 {
                                 pr.error_message = msg.map(s);
+                                pr.record_errors = record_errors;
                             }
                         }
                         Part::Waiting(index, pending) => {
@@ -961,6 +986,60 @@ impl Context {
         resp
     }
 
+    /// OffsetForLeaderEpoch (KIP-320): where the log of a leader epoch
+    /// ends, so that a client can check its position after a change of
+    /// owner. Floe's committed log is never truncated (an owner change keeps
+    /// everything committed in the object store, and consumers read only
+    /// what is committed), so every epoch up to the owner's current one ends
+    /// at the high watermark: the answer is the epoch asked for and the high
+    /// watermark, and no position a consumer reached is ever found
+    /// diverged. An epoch newer than the owner's gets Kafka's undefined
+    /// answer (epoch and offset -1). `current_leader_epoch` is checked as
+    /// in Fetch and ListOffsets.
+    pub async fn offset_for_leader_epoch(
+        &self,
+        _version: i16,
+        req: &OffsetForLeaderEpochRequest,
+    ) -> OffsetForLeaderEpochResponse {
+        let snap = self.view.current();
+        let mut resp = OffsetForLeaderEpochResponse::default();
+        for t in &req.topics {
+            let mut tr = OffsetForLeaderTopicResult::default();
+            tr.topic = t.topic.clone();
+            for p in &t.partitions {
+                let mut pr = EpochEndOffset::default();
+                pr.partition = p.partition;
+                pr.leader_epoch = -1;
+                pr.end_offset = -1;
+                match Self::key_of(&snap, &t.topic.0, p.partition) {
+                    None => pr.error_code = ResponseError::UnknownTopicOrPartition.code(),
+                    Some(key) => match self.route(&snap, &key) {
+                        Err(e) => pr.error_code = routing_code(&e),
+                        Ok(h) => match h
+                            .list_offset(
+                                &key,
+                                OffsetSpec::Latest,
+                                leader_epoch(p.current_leader_epoch),
+                            )
+                            .await
+                        {
+                            Ok((hw, epoch)) => {
+                                if (0..=epoch).contains(&i64::from(p.leader_epoch)) {
+                                    pr.leader_epoch = p.leader_epoch;
+                                    pr.end_offset = hw.offset;
+                                }
+                            }
+                            Err(e) => pr.error_code = call_code(&e),
+                        },
+                    },
+                }
+                tr.partitions.push(pr);
+            }
+            resp.topics.push(tr);
+        }
+        resp
+    }
+
     pub async fn delete_records(
         &self,
         _version: i16,
@@ -1071,6 +1150,23 @@ async fn append_retrying(
             other => return other,
         }
     }
+}
+
+/// The records that made a refused batch invalid, for Produce v8+'s
+/// `record_errors` (KIP-467).
+fn record_errors(e: &CallError) -> Vec<BatchIndexAndErrorMessage> {
+    let CallError::Broker(b) = e else {
+        return Vec::new();
+    };
+    b.record_errors()
+        .iter()
+        .map(|r| {
+            let mut out = BatchIndexAndErrorMessage::default();
+            out.batch_index = r.batch_index;
+            out.batch_index_error_message = Some(s(r.message.clone()));
+            out
+        })
+        .collect()
 }
 
 #[cfg(test)]

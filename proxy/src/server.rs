@@ -516,6 +516,9 @@ async fn handle(
         RequestKind::DeleteRecords(r) => {
             ResponseKind::DeleteRecords(ctx.delete_records(version, r).await)
         }
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            ResponseKind::OffsetForLeaderEpoch(ctx.offset_for_leader_epoch(version, r).await)
+        }
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(ctx.init_producer_id(version, r).await)
         }

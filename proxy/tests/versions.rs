@@ -193,6 +193,29 @@ async fn every_data_plane_api_answers_at_every_advertised_version() {
         assert_eq!(r.topics[0].error_code, 0, "v{v}");
         assert_eq!(r.topics[0].partitions[0].leader_id.0, 1, "v{v}");
     }
+    // An empty topic list: every topic at v0 (which has no null list), none
+    // from v1 (where null asks for all).
+    for v in versions(ApiKey::Metadata) {
+        let mut req = MetadataRequest::default();
+        req.topics = Some(Vec::new());
+        let ResponseKind::Metadata(r) = c
+            .call(ApiKey::Metadata, v, RequestKind::Metadata(req))
+            .await
+        else {
+            panic!()
+        };
+        let names: Vec<String> = r
+            .topics
+            .iter()
+            .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
+            .collect();
+        let want: Vec<String> = if v == 0 {
+            vec!["vt".into()]
+        } else {
+            Vec::new()
+        };
+        assert_eq!(names, want, "v{v}");
+    }
     // Produce at each version appends one batch; offsets follow.
     let mut expected_offset = 0i64;
     for v in versions(ApiKey::Produce) {
@@ -259,6 +282,47 @@ async fn every_data_plane_api_answers_at_every_advertised_version() {
             };
             let p = &r.topics[0].partitions[0];
             assert_eq!((p.error_code, p.offset), (0, want), "v{v} ts {ts}");
+        }
+    }
+    // OffsetForLeaderEpoch: every epoch up to the owner's ends at the high
+    // watermark (the committed log is never truncated); a newer one is
+    // undefined; a client ahead of the owner, or an unknown topic, an error.
+    let owned = e.broker.owned();
+    let epoch = i32::try_from(e.broker.log(&owned[0]).unwrap().epoch()).unwrap();
+    for v in versions(ApiKey::OffsetForLeaderEpoch) {
+        for (name, current, asked, want) in [
+            ("vt", epoch, epoch, (0, epoch, expected_offset)),
+            ("vt", -1, 0, (0, 0, expected_offset)),
+            ("vt", epoch, epoch + 1, (0, -1, -1)),
+            ("vt", epoch + 1, epoch, (75, -1, -1)),
+            ("nope", -1, 0, (3, -1, -1)),
+        ] {
+            let mut p = offset_for_leader_epoch_request::OffsetForLeaderPartition::default();
+            p.partition = 0;
+            p.current_leader_epoch = current;
+            p.leader_epoch = asked;
+            let mut t = offset_for_leader_epoch_request::OffsetForLeaderTopic::default();
+            t.topic = topic(name);
+            t.partitions = vec![p];
+            let mut req = OffsetForLeaderEpochRequest::default();
+            req.replica_id = BrokerId(-1);
+            req.topics = vec![t];
+            let ResponseKind::OffsetForLeaderEpoch(r) = c
+                .call(
+                    ApiKey::OffsetForLeaderEpoch,
+                    v,
+                    RequestKind::OffsetForLeaderEpoch(req),
+                )
+                .await
+            else {
+                panic!()
+            };
+            let p = &r.topics[0].partitions[0];
+            assert_eq!(
+                (p.error_code, p.leader_epoch, p.end_offset),
+                want,
+                "v{v} {name} current {current} asked {asked}"
+            );
         }
     }
     // An unknown topic answers UNKNOWN_TOPIC_OR_PARTITION, not a hang.
@@ -328,6 +392,71 @@ async fn acks_zero_gets_no_answer_and_later_requests_still_do() {
     else {
         panic!()
     };
+    e.broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyless_records_on_a_compacted_topic_are_refused_with_record_errors() {
+    let e = env().await;
+    let t = e
+        .cluster
+        .create_topic("compacted", 1, &[("cleanup.policy", "compact,delete")])
+        .await;
+    floe_testkit::wait_owned(&e.broker, floe_storage::PartitionKey::new(t, 0)).await;
+    let mut c = Conn::open(e.kafka).await;
+    let keys = |keys: &[Option<&str>]| {
+        let mut b = BatchBuilder::new(0, 1);
+        for k in keys {
+            b.push(RecordSpec::new(
+                k.map(|k| k.as_bytes().to_vec()),
+                Some(b"v".to_vec()),
+                0,
+            ));
+        }
+        b.build(Compression::Snappy).unwrap()
+    };
+    let produce = |batch: Bytes| {
+        let mut pd = PartitionProduceData::default();
+        pd.records = Some(batch);
+        let mut td = TopicProduceData::default();
+        td.name = topic("compacted");
+        td.partition_data = vec![pd];
+        let mut req = ProduceRequest::default();
+        req.acks = -1;
+        req.timeout_ms = 5000;
+        req.topic_data = vec![td];
+        RequestKind::Produce(req)
+    };
+    for v in versions(ApiKey::Produce).filter(|v| *v >= 3) {
+        let batch = keys(&[Some("a"), None, Some("c"), None]);
+        let ResponseKind::Produce(r) = c.call(ApiKey::Produce, v, produce(batch)).await else {
+            panic!()
+        };
+        let p = &r.responses[0].partition_responses[0];
+        assert_eq!(p.error_code, 87, "INVALID_RECORD at v{v}");
+        if v >= 8 {
+            let indexes: Vec<i32> = p.record_errors.iter().map(|e| e.batch_index).collect();
+            assert_eq!(indexes, vec![1, 3], "v{v}");
+            assert!(
+                p.record_errors
+                    .iter()
+                    .all(|e| e.batch_index_error_message.is_some())
+            );
+            assert!(p.error_message.is_some(), "v{v}");
+        }
+    }
+    let ResponseKind::Produce(r) = c
+        .call(ApiKey::Produce, 9, produce(keys(&[Some("a"), Some("b")])))
+        .await
+    else {
+        panic!()
+    };
+    let p = &r.responses[0].partition_responses[0];
+    assert_eq!(
+        (p.error_code, p.base_offset),
+        (0, 0),
+        "nothing stored before"
+    );
     e.broker.shutdown().await;
 }
 
@@ -592,6 +721,37 @@ async fn every_group_api_answers_at_every_advertised_version() {
                 );
             }
         }
+        // A negative partition and a topic that does not exist: refused
+        // per partition, nothing stored (partition 0 keeps the last commit).
+        let cv = *versions_of(ApiKey::OffsetCommit).end();
+        let mut req = OffsetCommitRequest::default();
+        req.group_id = group.clone();
+        req.generation_id_or_member_epoch = j.generation_id;
+        req.member_id = j.member_id.clone();
+        req.topics = [("vt", -1), ("no-such-topic", 0)]
+            .into_iter()
+            .map(|(name, partition)| {
+                let mut cp = OffsetCommitRequestPartition::default();
+                cp.partition_index = partition;
+                cp.committed_offset = 999;
+                let mut ct = OffsetCommitRequestTopic::default();
+                ct.name = topic(name);
+                ct.partitions = vec![cp];
+                ct
+            })
+            .collect();
+        let ResponseKind::OffsetCommit(r) = c
+            .call(ApiKey::OffsetCommit, cv, RequestKind::OffsetCommit(req))
+            .await
+        else {
+            panic!()
+        };
+        let codes: Vec<i16> = r
+            .topics
+            .iter()
+            .map(|t| t.partitions[0].error_code)
+            .collect();
+        assert_eq!(codes, vec![3, 3], "UNKNOWN_TOPIC_OR_PARTITION");
         let last = 40 + i64::from(*versions_of(ApiKey::OffsetCommit).end());
         for fv in versions_of(ApiKey::OffsetFetch) {
             let mut req = OffsetFetchRequest::default();

@@ -7,7 +7,8 @@
 //!   `memory://`, `hdfs://` behind a feature) where a failed or slow write
 //!   goes to a new object at once, on another endpoint when there is one.
 //! - [`batch`]: a zero-copy view of a Kafka RecordBatch v2 header, and
-//!   [`records`] to decode (and, for tests and tools, build) the records in it.
+//!   [`records`] to decode (and, for tests and tools, build) the records in it;
+//!   [`recompress`] rewrites produced batches into a topic's `compression.type`.
 //! - [`wal`]: one object holding batches of many partitions, with a footer
 //!   index, readable by byte range.
 //! - [`segment`]: per-partition `.log`, `.index` and `.timeindex` objects and
@@ -28,6 +29,7 @@ pub mod ids;
 pub mod latency;
 pub mod local;
 pub mod pool;
+pub mod recompress;
 pub mod records;
 pub mod segment;
 pub mod wal;

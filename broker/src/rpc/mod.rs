@@ -30,7 +30,7 @@ use floe_metadata::api::convert;
 use floe_storage::PartitionKey;
 
 use crate::broker::{Acks, Broker, FetchData, OffsetAnswer, OffsetSpec, PendingProduce, ProduceOk};
-use crate::error::{BrokerError, CallError, ErrorKind, Result, RoutingError};
+use crate::error::{BrokerError, CallError, ErrorKind, RecordError, Result, RoutingError};
 use crate::owner::PartitionOwner;
 
 pub mod routes;
@@ -46,6 +46,18 @@ pub mod proto {
     pub struct Error {
         #[prost(string, tag = "1")]
         pub kind: String,
+        #[prost(string, tag = "2")]
+        pub message: String,
+        /// The records that made a batch invalid (a peer that does not
+        /// send them: none).
+        #[prost(message, repeated, tag = "3")]
+        pub record_errors: Vec<RecordError>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct RecordError {
+        #[prost(int32, tag = "1")]
+        pub batch_index: i32,
         #[prost(string, tag = "2")]
         pub message: String,
     }
@@ -159,6 +171,14 @@ fn to_proto(e: &BrokerError) -> proto::Error {
     proto::Error {
         kind: e.kind().name().to_string(),
         message: e.to_string(),
+        record_errors: e
+            .record_errors()
+            .iter()
+            .map(|r| proto::RecordError {
+                batch_index: r.batch_index,
+                message: r.message.clone(),
+            })
+            .collect(),
     }
 }
 
@@ -167,7 +187,15 @@ fn from_proto(e: proto::Error) -> BrokerError {
     // data: for a write it may be stored or not (clients retry it with the
     // same sequence numbers).
     let kind = ErrorKind::from_name(&e.kind).unwrap_or(ErrorKind::OutcomeUnknown);
-    BrokerError::new(kind, e.message)
+    let records = e
+        .record_errors
+        .into_iter()
+        .map(|r| RecordError {
+            batch_index: r.batch_index,
+            message: r.message,
+        })
+        .collect();
+    BrokerError::new(kind, e.message).with_record_errors(records)
 }
 
 fn key_of(p: Option<&proto::Partition>) -> Result<PartitionKey> {
@@ -673,5 +701,24 @@ impl PartitionOwner for RemoteBroker {
             })
             .await?;
         answered(r.error, || r.low_watermark)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_crosses_the_rpc_with_its_record_errors() {
+        let e = BrokerError::new(ErrorKind::InvalidRecord, "keyless").with_record_errors(vec![
+            RecordError {
+                batch_index: 2,
+                message: "no key".into(),
+            },
+        ]);
+        let back = from_proto(to_proto(&e));
+        assert_eq!(back.kind(), ErrorKind::InvalidRecord);
+        assert_eq!(back.to_string(), "keyless");
+        assert_eq!(back.record_errors(), e.record_errors());
     }
 }

@@ -57,6 +57,7 @@ const TOPIC_CONFIG_TYPES: &[(&str, i8)] = &[
     ("retention.bytes", TYPE_LONG),
     ("max.message.bytes", TYPE_INT),
     ("cleanup.policy", TYPE_LIST),
+    ("compression.type", TYPE_STRING),
     ("message.timestamp.type", TYPE_STRING),
     ("segment.bytes", TYPE_INT),
     ("segment.ms", TYPE_LONG),

@@ -313,13 +313,80 @@ async fn create_topics_creates_with_default_partitions_and_reports_configs() {
     f.stop().await;
 }
 
+fn assignment(partition: i32, brokers: &[i32]) -> CreatableReplicaAssignment {
+    CreatableReplicaAssignment::default()
+        .with_partition_index(partition)
+        .with_broker_ids(brokers.iter().map(|b| BrokerId(*b)).collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_topics_accepts_consistent_replica_assignments_and_ignores_them() {
+    let f = Fixture::start().await;
+    let assigned =
+        |n: &str, a: Vec<CreatableReplicaAssignment>| new_topic(n, -1, &[]).with_assignments(a);
+    let resp = f
+        .create_topics(
+            7,
+            create_req(vec![
+                // Broker ids Floe does not have: placement is Floe's anyway.
+                assigned(
+                    "placed",
+                    vec![
+                        assignment(0, &[1, 2, 3]),
+                        assignment(1, &[2, 3, 1]),
+                        assignment(2, &[77, 1, 2]),
+                    ],
+                ),
+                assigned("gap", vec![assignment(0, &[1]), assignment(2, &[1])]),
+                assigned("from-one", vec![assignment(1, &[1])]),
+                assigned("uneven", vec![assignment(0, &[1, 2]), assignment(1, &[1])]),
+                assigned("twice", vec![assignment(0, &[1, 1])]),
+                assigned("empty", vec![assignment(0, &[])]),
+                assigned("with-factor", vec![assignment(0, &[1])]).with_replication_factor(1),
+            ]),
+        )
+        .await;
+    let got: Vec<(&str, i16, i32)> = resp
+        .topics
+        .iter()
+        .map(|t| (t.name.as_str(), t.error_code, t.num_partitions))
+        .collect();
+    let bad = code(ResponseError::InvalidReplicaAssignment);
+    assert_eq!(
+        got,
+        vec![
+            ("placed", 0, 3),
+            ("gap", bad, -1),
+            ("from-one", bad, -1),
+            ("uneven", bad, -1),
+            ("twice", bad, -1),
+            ("empty", bad, -1),
+            ("with-factor", code(ResponseError::InvalidRequest), -1),
+        ]
+    );
+    for t in &resp.topics[1..] {
+        assert!(t.error_message.is_some(), "{t:?}");
+    }
+    assert_eq!(resp.topics[0].replication_factor, 1);
+    assert_eq!(
+        f.meta
+            .describe_topic("placed")
+            .await
+            .unwrap()
+            .partition_count,
+        3
+    );
+    f.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_topics_refuses_existing_and_invalid_topics_one_by_one() {
     let f = Fixture::start().await;
     f.given_topic("orders", 1, &[]).await;
 
     let long = "x".repeat(250);
-    let assigned = new_topic("assigned", -1, &[]).with_assignments(vec![
+    // Assignments beside a partition count: refused, as Kafka does.
+    let assigned = new_topic("assigned", 1, &[]).with_assignments(vec![
         CreatableReplicaAssignment::default()
             .with_partition_index(0)
             .with_broker_ids(vec![BrokerId(1)]),
@@ -910,8 +977,10 @@ async fn create_partitions_grows_and_never_shrinks() {
     assert_eq!(count().await, 4, "validate_only added partitions");
 
     let mut assigned = grow_req("orders", 5, false);
+    // Two assignments for the one partition added.
     assigned.topics[0].assignments = Some(vec![
         CreatePartitionsAssignment::default().with_broker_ids(vec![BrokerId(1)]),
+        CreatePartitionsAssignment::default().with_broker_ids(vec![BrokerId(2)]),
     ]);
     for (req, expected) in [
         (
@@ -934,7 +1003,7 @@ async fn create_partitions_grows_and_never_shrinks() {
             grow_req("missing", 3, false),
             ResponseError::UnknownTopicOrPartition,
         ),
-        (assigned, ResponseError::InvalidRequest),
+        (assigned, ResponseError::InvalidReplicaAssignment),
     ] {
         let resp = f.create_partitions(2, req.clone()).await;
         assert_eq!(resp.results[0].error_code, expected.code(), "{req:?}");
@@ -945,6 +1014,16 @@ async fn create_partitions_grows_and_never_shrinks() {
     let resp = f.create_partitions(3, grow_req("orders", 5, false)).await;
     assert_eq!(resp.results[0].error_code, 0);
     assert_eq!(count().await, 5);
+
+    // Assignments of the new partitions, consistent: accepted and ignored.
+    let mut assigned = grow_req("orders", 7, false);
+    assigned.topics[0].assignments = Some(vec![
+        CreatePartitionsAssignment::default().with_broker_ids(vec![BrokerId(1), BrokerId(2)]),
+        CreatePartitionsAssignment::default().with_broker_ids(vec![BrokerId(2), BrokerId(3)]),
+    ]);
+    let resp = f.create_partitions(3, assigned).await;
+    assert_eq!(resp.results[0].error_code, 0, "{resp:?}");
+    assert_eq!(count().await, 7);
     f.stop().await;
 }
 

@@ -17,8 +17,8 @@ use kafka_protocol::messages::create_topics_response::{
 };
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{
-    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-    DeleteTopicsRequest, DeleteTopicsResponse, TopicName,
+    BrokerId, CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
+    CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, TopicName,
 };
 use uuid::Uuid;
 
@@ -105,14 +105,11 @@ async fn try_create(
             format!("topic '{name}' appears more than once in the request"),
         ));
     }
-    if !t.assignments.is_empty() {
-        return Err(Refusal::new(
-            ResponseError::InvalidRequest,
-            "replica assignments are not supported: Floe places partitions itself \
-             and the object store replicates their data",
-        ));
-    }
-    let partitions = partition_count(t.num_partitions, cfg.default_partitions)?;
+    let partitions = if t.assignments.is_empty() {
+        partition_count(t.num_partitions, cfg.default_partitions)?
+    } else {
+        assigned_partition_count(t)?
+    };
     if t.replication_factor != -1 && t.replication_factor < 1 {
         return Err(Refusal::new(
             ResponseError::InvalidReplicationFactor,
@@ -167,6 +164,78 @@ fn partition_count(requested: i32, default: u32) -> Result<u32, Refusal> {
             ),
         )),
     }
+}
+
+/// The partition count of a topic created with explicit replica
+/// assignments. They are checked as Kafka checks them (partitions numbered
+/// 0..n-1, each with the same number of distinct replicas, and neither
+/// `num_partitions` nor `replication_factor` set beside them) and then
+/// ignored: Floe places partitions itself and the object store replicates
+/// their data, so the broker ids are not looked at.
+fn assigned_partition_count(t: &CreatableTopic) -> Result<u32, Refusal> {
+    if t.num_partitions != -1 || t.replication_factor != -1 {
+        return Err(Refusal::new(
+            ResponseError::InvalidRequest,
+            format!(
+                "replica assignments were given with num_partitions {} and replication_factor {}: \
+                 both must be -1 beside assignments",
+                t.num_partitions, t.replication_factor
+            ),
+        ));
+    }
+    for (i, a) in t.assignments.iter().enumerate() {
+        if i64::from(a.partition_index) != i as i64 {
+            return Err(Refusal::new(
+                ResponseError::InvalidReplicaAssignment,
+                format!(
+                    "replica assignments must number partitions 0 to {} in order, \
+                 found partition {} at place {i}",
+                    t.assignments.len() - 1,
+                    a.partition_index
+                ),
+            ));
+        }
+    }
+    check_replica_lists(t.assignments.iter().map(|a| a.broker_ids.as_slice()))?;
+    match u32::try_from(t.assignments.len()) {
+        Ok(n) if n <= MAX_PARTITIONS => Ok(n),
+        _ => Err(Refusal::new(
+            ResponseError::InvalidPartitions,
+            format!(
+                "a topic has at most {MAX_PARTITIONS} partitions, not {}",
+                t.assignments.len()
+            ),
+        )),
+    }
+}
+
+/// Checks the replica lists of new partitions as Kafka does: none empty,
+/// no broker twice in one, all of the same length.
+fn check_replica_lists<'a>(lists: impl Iterator<Item = &'a [BrokerId]>) -> Result<(), Refusal> {
+    let invalid = |m: String| Refusal::new(ResponseError::InvalidReplicaAssignment, m);
+    let mut replicas = None;
+    for (i, brokers) in lists.enumerate() {
+        if brokers.is_empty() {
+            return Err(invalid(format!("new partition {i} is assigned no replica")));
+        }
+        if !repeated(brokers.iter().map(|b| b.0)).is_empty() {
+            return Err(invalid(format!(
+                "new partition {i} names a broker more than once in its replicas"
+            )));
+        }
+        match replicas {
+            None => replicas = Some(brokers.len()),
+            Some(n) if n != brokers.len() => {
+                return Err(invalid(format!(
+                    "new partition {i} has {} replicas, the first has {n}: \
+                     every partition needs the same number",
+                    brokers.len()
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /// The configs of a CreateTopics request as settings: a null value is
@@ -399,12 +468,6 @@ async fn grow(
             format!("topic '{name}' appears more than once in the request"),
         ));
     }
-    if t.assignments.as_ref().is_some_and(|a| !a.is_empty()) {
-        return Err(Refusal::new(
-            ResponseError::InvalidRequest,
-            "replica assignments are not supported: Floe places partitions itself",
-        ));
-    }
     let info = meta
         .describe_topic(name)
         .await
@@ -425,6 +488,21 @@ async fn grow(
                  partitions can only be added"
             ),
         ));
+    }
+    // Assignments of the new partitions are checked as Kafka checks them,
+    // then ignored: Floe places partitions itself.
+    if let Some(assignments) = t.assignments.as_ref().filter(|a| !a.is_empty()) {
+        let added = wanted - current;
+        if i64::try_from(assignments.len()) != Ok(added) {
+            return Err(Refusal::new(
+                ResponseError::InvalidReplicaAssignment,
+                format!(
+                    "{} replica assignments given for {added} new partitions",
+                    assignments.len()
+                ),
+            ));
+        }
+        check_replica_lists(assignments.iter().map(|a| a.broker_ids.as_slice()))?;
     }
     let total = match u32::try_from(wanted) {
         Ok(n) if n <= MAX_PARTITIONS => n,
