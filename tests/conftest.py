@@ -238,6 +238,16 @@ def standalone(standalone_factory):
     return standalone_factory()
 
 
+@pytest.fixture(scope="module")
+def module_standalone(floe_bin, tmp_path_factory, request):
+    """One `floe standalone` with default options shared by a module's tests
+    (each uses its own topics and groups)."""
+    s = Standalone(floe_bin, tmp_path_factory.mktemp(request.module.__name__))
+    s.start()
+    yield s
+    s.stop()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield

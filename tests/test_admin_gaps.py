@@ -5,17 +5,13 @@ not exist, keyless records on a compacted topic."""
 
 import pytest
 
-from conftest import Standalone
 
 pytestmark = [pytest.mark.timeout(180)]
 
 
-@pytest.fixture(scope="module")
-def server(floe_bin, tmp_path_factory):
-    s = Standalone(floe_bin, tmp_path_factory.mktemp("admin-gaps"))
-    s.start()
-    yield s
-    s.stop()
+@pytest.fixture
+def server(module_standalone):
+    return module_standalone
 
 
 @pytest.fixture(autouse=True)

@@ -16,17 +16,13 @@ import time
 
 import pytest
 
-from conftest import Standalone
 from test_cli_kafka import floe, ok
 
 
-@pytest.fixture(scope="module")
-def server(floe_bin, tmp_path_factory):
+@pytest.fixture
+def server(module_standalone):
     """One standalone for the module: each test uses its own topic and group."""
-    s = Standalone(floe_bin, tmp_path_factory.mktemp("cli-groups"))
-    s.start()
-    yield s
-    s.stop()
+    return module_standalone
 
 
 def table_of(out, first_column):

@@ -471,6 +471,9 @@ impl Broker {
         // compacted topic, its codec) is CPU work: off the runtime's
         // threads, before sequencing.
         let admission = self.log(key).map(|l| Admission::of(&l.lock().config));
+        // Decided here whether or not there is work: `sequence` does not
+        // look at the topic's settings again.
+        let admitted_already = admission.is_some();
         let admitted = match admission {
             Some(a) if a.has_work(records) => {
                 let owned = Bytes::copy_from_slice(records);
@@ -486,12 +489,13 @@ impl Broker {
             _ => None,
         };
         let records = admitted.as_deref().unwrap_or(records);
-        self.sequence(key, records, acks, held, admitted.is_some())
+        self.sequence(key, records, acks, held, admitted_already)
             .map(|here| PendingProduce(Pending::Here(here)))
     }
 
     /// Sequences `records`; `admitted` when the topic's admission
-    /// ([`Admission`]) was already applied to them.
+    /// ([`Admission`]) was already decided for them (applied, or found to
+    /// have nothing to do).
     fn sequence(
         &self,
         key: &PartitionKey,
@@ -519,10 +523,10 @@ impl Broker {
                 ),
             ));
         };
-        let admission = Admission::of(&log.lock().config);
         let rewritten = if admitted {
             None
         } else {
+            let admission = Admission::of(&log.lock().config);
             admission.admit(records)?
         };
         let records = rewritten.as_deref().unwrap_or(records);

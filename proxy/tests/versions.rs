@@ -150,6 +150,24 @@ fn topic(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_string()))
 }
 
+/// A Fetch of partition 0 of `name` from `offset`, 1 MiB at most, waiting
+/// up to `max_wait_ms` for one byte.
+fn fetch_one(name: &str, offset: i64, max_wait_ms: i32) -> FetchRequest {
+    let mut fp = FetchPartition::default();
+    fp.partition = 0;
+    fp.fetch_offset = offset;
+    fp.partition_max_bytes = 1 << 20;
+    let mut ft = FetchTopic::default();
+    ft.topic = topic(name);
+    ft.partitions = vec![fp];
+    let mut req = FetchRequest::default();
+    req.max_wait_ms = max_wait_ms;
+    req.min_bytes = 1;
+    req.max_bytes = 1 << 20;
+    req.topics = vec![ft];
+    req
+}
+
 fn one_batch(value: &str, ts: i64) -> Bytes {
     BatchBuilder::new(0, ts)
         .push(RecordSpec::new(
@@ -240,18 +258,7 @@ async fn every_data_plane_api_answers_at_every_advertised_version() {
     }
     // Fetch from offset 1 at each version: the batches from there on.
     for v in versions(ApiKey::Fetch) {
-        let mut fp = FetchPartition::default();
-        fp.partition = 0;
-        fp.fetch_offset = 1;
-        fp.partition_max_bytes = 1 << 20;
-        let mut ft = FetchTopic::default();
-        ft.topic = topic("vt");
-        ft.partitions = vec![fp];
-        let mut req = FetchRequest::default();
-        req.max_wait_ms = 100;
-        req.min_bytes = 1;
-        req.max_bytes = 1 << 20;
-        req.topics = vec![ft];
+        let req = fetch_one("vt", 1, 100);
         let ResponseKind::Fetch(r) = c.call(ApiKey::Fetch, v, RequestKind::Fetch(req)).await else {
             panic!()
         };
@@ -1026,18 +1033,7 @@ async fn a_stopping_proxy_answers_what_it_read_then_closes() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // A fetch at the end of an empty partition waits up to max_wait_ms.
-    let mut fp = FetchPartition::default();
-    fp.partition = 0;
-    fp.fetch_offset = 0;
-    fp.partition_max_bytes = 1 << 20;
-    let mut ft = FetchTopic::default();
-    ft.topic = topic("st");
-    ft.partitions = vec![fp];
-    let mut req = FetchRequest::default();
-    req.max_wait_ms = 1500;
-    req.min_bytes = 1;
-    req.max_bytes = 1 << 20;
-    req.topics = vec![ft];
+    let req = fetch_one("st", 0, 1500);
     let mut h = RequestHeader::default();
     h.request_api_key = ApiKey::Fetch as i16;
     h.request_api_version = 12;

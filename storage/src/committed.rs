@@ -191,6 +191,7 @@ async fn read_in_chunks<R: RangeRead>(
             e,
         )
     };
+    let boundary = reader.read_boundary().filter(|b| *b > 0);
     let mut pos = bytes.start;
     while pos < bytes.end && out.stopped.is_none() {
         // No more than the budget left (the store is not asked for a whole
@@ -201,7 +202,7 @@ async fn read_in_chunks<R: RangeRead>(
             .min(left.max(MIN_READ))
             .max(LOG_OVERHEAD as u64)
             .min(bytes.end - pos);
-        if let Some(b) = reader.read_boundary().filter(|b| *b > 0) {
+        if let Some(b) = boundary {
             // Up to the reader's next boundary only: a cached block is then
             // handed out as a slice instead of blocks being copied together.
             // A batch across the boundary is read alone below.
@@ -226,7 +227,6 @@ async fn read_in_chunks<R: RangeRead>(
                     bytes.end
                 )));
             }
-            let boundary = reader.read_boundary().filter(|b| *b > 0);
             if let Some(b) = boundary.filter(|b| out.pieces && b - pos % b >= HEADER_LEN as u64) {
                 // Block by block, each piece a slice of a cached block.
                 let cuts: Vec<Range<u64>> = std::iter::successors(Some(pos), |at| {

@@ -171,21 +171,20 @@ fn own_range(o: &GetOptions) -> Option<std::ops::Range<u64>> {
     }
 }
 
-/// A range read around the page cache, on a blocking thread: the aligned
-/// blocks that hold `range` are read into a step buffer, and the range is
-/// copied out. A range that does not lie inside the file is delegated.
-fn read_direct(
+/// Opens `path` for a read of `range` (with `flags`, e.g. `O_DIRECT`):
+/// the file, its metadata and the range's length. A range that does not
+/// lie inside the file, or a file that cannot be opened, is delegated;
+/// `O_DIRECT` refused is [`DirectError::Unsupported`].
+fn open_range(
     path: &FsPath,
-    range: std::ops::Range<u64>,
-    buffers: &Buffers,
-) -> Result<(Bytes, std::fs::Metadata), DirectError> {
-    let opened = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(path);
-    let mut file = match opened {
+    range: &std::ops::Range<u64>,
+    flags: i32,
+) -> Result<(File, std::fs::Metadata, usize), DirectError> {
+    let file = match OpenOptions::new().read(true).custom_flags(flags).open(path) {
         Ok(f) => f,
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Err(DirectError::Unsupported),
+        Err(e) if flags != 0 && e.raw_os_error() == Some(libc::EINVAL) => {
+            return Err(DirectError::Unsupported);
+        }
         Err(_) => return Err(DirectError::Delegate),
     };
     let meta = file
@@ -194,9 +193,21 @@ fn read_direct(
     if range.start >= range.end || range.end > meta.len() {
         return Err(DirectError::Delegate);
     }
+    let want = usize::try_from(range.end - range.start).map_err(|_| DirectError::Delegate)?;
+    Ok((file, meta, want))
+}
+
+/// A range read around the page cache, on a blocking thread: the aligned
+/// blocks that hold `range` are read into a step buffer, and the range is
+/// copied out. A range that does not lie inside the file is delegated.
+fn read_direct(
+    path: &FsPath,
+    range: std::ops::Range<u64>,
+    buffers: &Buffers,
+) -> Result<(Bytes, std::fs::Metadata), DirectError> {
+    let (mut file, meta, want) = open_range(path, &range, libc::O_DIRECT)?;
     let block = BLOCK as u64;
     let mut at = range.start / block * block;
-    let want = usize::try_from(range.end - range.start).map_err(|_| DirectError::Delegate)?;
     let mut out = BytesMut::with_capacity(want);
     let mut buf = buffers.take();
     let read = (|| -> io::Result<()> {
@@ -235,16 +246,7 @@ fn read_buffered(
     path: &FsPath,
     range: std::ops::Range<u64>,
 ) -> Result<(Bytes, std::fs::Metadata), DirectError> {
-    let Ok(mut file) = File::open(path) else {
-        return Err(DirectError::Delegate);
-    };
-    let meta = file
-        .metadata()
-        .map_err(|e| DirectError::Failed(io_error(path, e)))?;
-    if range.start >= range.end || range.end > meta.len() {
-        return Err(DirectError::Delegate);
-    }
-    let want = usize::try_from(range.end - range.start).map_err(|_| DirectError::Delegate)?;
+    let (mut file, meta, want) = open_range(path, &range, 0)?;
     let mut out = Vec::with_capacity(want);
     let read = (|| -> io::Result<()> {
         file.seek(SeekFrom::Start(range.start))?;
