@@ -261,6 +261,10 @@ pub enum Command {
         id: BrokerId,
         addr: String,
     },
+    /// A transaction coordinator's step on a transactional id (see
+    /// [`crate::txn`]), fenced by the coordinator shard's epoch. Answered
+    /// [`Response::Txn`] (or [`MetaError::StaleCoordinator`]).
+    Txn(crate::txn::TxnCommand),
 }
 
 /// Decoding the commands of a [`Command::Batch`]: a batch inside a batch is
@@ -334,4 +338,6 @@ pub enum Response {
     Registered {
         id: BrokerId,
     },
+    /// The answer to a [`Command::Txn`].
+    Txn(crate::txn::TxnReply),
 }

@@ -185,6 +185,11 @@ pub struct ClusterState {
     pub groups: BTreeMap<String, GroupOffsets>,
     pub next_producer_id: i64,
     pub shards: BTreeMap<ShardId, Ownership>,
+    /// The transaction coordinators' state. Last, and absent from
+    /// snapshots of older versions (see `raft::state_machine`,
+    /// `decode_applied`).
+    #[serde(default)]
+    pub txn: crate::txn::TxnModel,
 }
 
 impl Default for ClusterState {
@@ -201,6 +206,7 @@ impl Default for ClusterState {
             shards: (0..DEFAULT_SHARDS)
                 .map(|i| (ShardId(i), Ownership::default()))
                 .collect(),
+            txn: crate::txn::TxnModel::default(),
         }
     }
 }
@@ -383,6 +389,7 @@ impl ClusterState {
                     count: *count,
                 }
             }
+            Command::Txn(c) => self.apply_txn(c),
             Command::ForgetObjects { ids } => {
                 for id in ids {
                     if self.objects.get(id).is_some_and(|o| o.refs == 0) {
@@ -405,17 +412,10 @@ impl ClusterState {
         if group.is_empty() {
             return err(MetaError::InvalidRequest("empty group id".into()));
         }
-        if let Some(f) = fence {
-            let current = self.shards.get(&f.shard).copied().unwrap_or_default();
-            if current.owner != Some(f.broker) || current.epoch != f.epoch {
-                return err(MetaError::StaleCoordinator {
-                    shard: f.shard,
-                    broker: f.broker,
-                    given: f.epoch,
-                    owner: current.owner,
-                    current: current.epoch,
-                });
-            }
+        if let Some(f) = fence
+            && let Err(e) = self.check_fence(f)
+        {
+            return err(e);
         }
         let exists = |topic: &str, partition: u32| {
             self.topics
@@ -436,6 +436,21 @@ impl ClusterState {
                 .map(|(t, p, _)| (t.clone(), *p))
                 .collect(),
         }
+    }
+
+    /// Refuses a coordinator that does not own its shard at the epoch it gave.
+    pub(crate) fn check_fence(&self, f: &crate::command::ShardFence) -> Result<(), MetaError> {
+        let current = self.shards.get(&f.shard).copied().unwrap_or_default();
+        if current.owner != Some(f.broker) || current.epoch != f.epoch {
+            return Err(MetaError::StaleCoordinator {
+                shard: f.shard,
+                broker: f.broker,
+                given: f.epoch,
+                owner: current.owner,
+                current: current.epoch,
+            });
+        }
+        Ok(())
     }
 
     /// Drops producers that have not written for more than `expiration_ms`.
