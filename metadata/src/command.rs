@@ -265,6 +265,18 @@ pub enum Command {
     /// [`crate::txn`]), fenced by the coordinator shard's epoch. Answered
     /// [`Response::Txn`] (or [`MetaError::StaleCoordinator`]).
     Txn(crate::txn::TxnCommand),
+    /// A [`Command::Commit`] whose ranges hold transactional batches or
+    /// markers, with those events per partition (see
+    /// [`crate::txn::PartitionTxns`]): applied only if the commit is, and
+    /// refused whole if an event lies outside its partition's range.
+    /// Answered as a commit. Flushes without such events send `Commit`.
+    CommitWithTxns {
+        broker: BrokerId,
+        object: Option<NewObject>,
+        ranges: Vec<CommitRange>,
+        now_ms: u64,
+        txns: Vec<crate::txn::RangeTxns>,
+    },
 }
 
 /// Decoding the commands of a [`Command::Batch`]: a batch inside a batch is

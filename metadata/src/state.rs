@@ -390,6 +390,13 @@ impl ClusterState {
                 }
             }
             Command::Txn(c) => self.apply_txn(c),
+            Command::CommitWithTxns {
+                broker,
+                object,
+                ranges,
+                now_ms,
+                txns,
+            } => self.commit_with_txns(*broker, object.as_ref(), ranges, *now_ms, txns),
             Command::ForgetObjects { ids } => {
                 for id in ids {
                     if self.objects.get(id).is_some_and(|o| o.refs == 0) {
@@ -727,6 +734,7 @@ impl ClusterState {
                 topic: topic.id,
                 partition: p,
             };
+            self.txn.partitions.remove(&key);
             if let Some(state) = self.partitions.remove(&key) {
                 for e in state.index {
                     if let Some(o) = self.objects.get_mut(&e.object) {
@@ -839,7 +847,7 @@ impl ClusterState {
         }
     }
 
-    fn commit(
+    pub(crate) fn commit(
         &mut self,
         broker: BrokerId,
         object: Option<&NewObject>,
@@ -974,6 +982,7 @@ impl ClusterState {
                 o.refs = o.refs.saturating_sub(1);
             }
         }
+        self.txn.partitions.truncate(&partition, log_start_offset);
         Response::LogStart { log_start_offset }
     }
 
@@ -1051,7 +1060,7 @@ impl ClusterState {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::command::OwnedItem;
     use crate::controller;
@@ -1113,7 +1122,7 @@ mod tests {
         });
     }
 
-    fn range(t: TopicId, p: u32, epoch: u64, first: i64, last: i64) -> CommitRange {
+    pub(crate) fn range(t: TopicId, p: u32, epoch: u64, first: i64, last: i64) -> CommitRange {
         CommitRange {
             partition: PartitionKey {
                 topic: t,

@@ -18,7 +18,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::command::{CommittedOffset, Response, ShardFence};
+mod partition;
+
+pub use partition::{AbortedTxn, OpenTxn, PartitionTxns, PartitionsTxns, RangeTxns, TxnEvent};
+
+use crate::command::{CommitRange, CommittedOffset, NewObject, Response, ShardFence};
+use crate::ids::BrokerId;
 use crate::ids::{PartitionKey, ProducerEpoch, ProducerId, TransactionalId};
 use crate::state::{ClusterState, GroupOffsets};
 
@@ -256,10 +261,12 @@ pub struct TxnReply {
     pub unknown: Vec<(String, u32)>,
 }
 
-/// The transactions of the whole cluster, by transactional id.
+/// The transactions of the whole cluster: the coordinators' state by
+/// transactional id, and what each partition knows of them.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct TxnModel {
     pub ids: BTreeMap<TransactionalId, TxnMeta>,
+    pub partitions: PartitionsTxns,
 }
 
 impl TxnModel {
@@ -429,6 +436,45 @@ impl ClusterState {
                 Ok(())
             }
         }
+    }
+
+    /// A broker's commit whose ranges hold transactional batches or
+    /// markers: the commit's rules, then the events, all or nothing.
+    pub(crate) fn commit_with_txns(
+        &mut self,
+        broker: BrokerId,
+        object: Option<&NewObject>,
+        ranges: &[CommitRange],
+        now_ms: u64,
+        txns: &[RangeTxns],
+    ) -> Response {
+        if let Err(e) = PartitionsTxns::check(ranges, txns) {
+            return Response::Error(e);
+        }
+        let r = self.commit(broker, object, ranges, now_ms);
+        if !matches!(r, Response::Committed { .. }) {
+            return r;
+        }
+        for t in txns {
+            self.txn.partitions.apply(t);
+            // A marker's epoch is the producer's on this partition from now
+            // on: a fenced instance's later batches are refused.
+            let Some(p) = self.partitions.get_mut(&t.partition) else {
+                continue;
+            };
+            for e in &t.events {
+                if let TxnEvent::Marker {
+                    producer_id, epoch, ..
+                } = e
+                    && let Some(st) = p.producers.get_mut(&producer_id.0)
+                    && st.epoch < epoch.0
+                {
+                    st.epoch = epoch.0;
+                    st.batches.clear();
+                }
+            }
+        }
+        r
     }
 
     /// InitProducerId with a transactional id.

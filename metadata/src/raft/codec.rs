@@ -91,7 +91,7 @@ mod tests {
         TransactionalId,
     };
     use crate::raft::{Entry, LogId};
-    use crate::txn::{ProducerIdEpoch, TxnCommand, TxnOp};
+    use crate::txn::{ProducerIdEpoch, RangeTxns, TxnCommand, TxnEvent, TxnOp};
 
     fn key() -> PartitionKey {
         PartitionKey::new(TopicId(uuid::Uuid::from_bytes([7; 16])), 3)
@@ -307,6 +307,28 @@ mod tests {
                 op,
             })
         }));
+        all.push(Command::CommitWithTxns {
+            broker: BrokerId(1),
+            object: None,
+            ranges: vec![range()],
+            now_ms: 13,
+            txns: vec![RangeTxns {
+                partition: key(),
+                events: vec![
+                    TxnEvent::Begin {
+                        producer_id: ProducerId(1000),
+                        epoch: ProducerEpoch(0),
+                        offset: 10,
+                    },
+                    TxnEvent::Marker {
+                        producer_id: ProducerId(1000),
+                        epoch: ProducerEpoch(0),
+                        commit: true,
+                        offset: 19,
+                    },
+                ],
+            }],
+        });
         // A group-committed entry holds commands of every kind.
         all.push(Command::Batch(all.clone()));
         all

@@ -586,3 +586,184 @@ fn empty_ids_are_invalid_requests() {
         TxnError::InvalidRequest
     );
 }
+
+mod partitions {
+    use super::*;
+    use crate::command::{CommitRange, NewObject, ProducerBatch};
+    use crate::ids::Epoch;
+
+    /// A range of partition `p` at its epoch, with one batch of producer 77.
+    fn range(t: &Txns, p: u32, first: i64, last: i64) -> CommitRange {
+        let key = t.partition(p);
+        let epoch = t.state.partitions[&key].ownership.epoch;
+        let mut r = crate::state::tests::range(key.topic, p, epoch.0, first, last);
+        r.producers = vec![ProducerBatch {
+            producer_id: 77,
+            epoch: 0,
+            first_sequence: 0,
+            last_sequence: 0,
+            first_offset: first,
+            last_offset: first,
+        }];
+        r
+    }
+
+    /// Commits `first..=last` of partition 0 with `txns`.
+    fn commit(t: &mut Txns, (first, last): (i64, i64), txns: Vec<RangeTxns>) -> Response {
+        let r = range(t, 0, first, last);
+        commit_ranges(t, vec![r], txns)
+    }
+
+    fn commit_ranges(t: &mut Txns, ranges: Vec<CommitRange>, txns: Vec<RangeTxns>) -> Response {
+        t.cmd(Command::CommitWithTxns {
+            broker: BrokerId(1),
+            object: Some(NewObject {
+                endpoint: "default".into(),
+                key: format!("wal/{}", t.rev),
+                size: 10,
+            }),
+            ranges,
+            now_ms: 1,
+            txns,
+        })
+    }
+
+    fn begin(offset: i64) -> TxnEvent {
+        TxnEvent::Begin {
+            producer_id: ProducerId(77),
+            epoch: ProducerEpoch(0),
+            offset,
+        }
+    }
+
+    fn abort(epoch: i16, offset: i64) -> TxnEvent {
+        TxnEvent::Marker {
+            producer_id: ProducerId(77),
+            epoch: ProducerEpoch(epoch),
+            commit: false,
+            offset,
+        }
+    }
+
+    fn lso(t: &Txns, p: u32) -> i64 {
+        let key = t.partition(p);
+        let hw = t.state.partitions[&key].high_watermark;
+        t.state
+            .txn
+            .partitions
+            .get(&key)
+            .map_or(hw, |x| x.last_stable_offset(hw))
+    }
+
+    #[test]
+    fn a_commit_with_transactions_moves_the_lso_and_records_aborts() {
+        let mut t = Txns::new();
+        let key = t.partition(0);
+        let r = commit(
+            &mut t,
+            (0, 4),
+            vec![RangeTxns {
+                partition: key,
+                events: vec![begin(2)],
+            }],
+        );
+        assert!(matches!(r, Response::Committed { .. }), "{r:?}");
+        assert_eq!(t.state.partitions[&key].high_watermark, 5);
+        assert_eq!(lso(&t, 0), 2);
+        // The abort marker comes at a bumped epoch (a timeout fenced the producer).
+        commit(
+            &mut t,
+            (5, 5),
+            vec![RangeTxns {
+                partition: key,
+                events: vec![abort(1, 5)],
+            }],
+        );
+        assert_eq!(lso(&t, 0), 6);
+        let p = t.state.txn.partitions.get(&key).unwrap();
+        assert_eq!(
+            p.aborted,
+            vec![AbortedTxn {
+                producer_id: ProducerId(77),
+                first_offset: 2,
+                last_offset: 5
+            }]
+        );
+        // The producer's epoch on the partition is the marker's.
+        let st = &t.state.partitions[&key].producers[&77];
+        assert_eq!(st.epoch, 1);
+        assert!(st.batches.is_empty());
+        // Retention past the abort forgets it; deleting the topic forgets all.
+        t.cmd(Command::TruncateLog {
+            broker: BrokerId(1),
+            partition: key,
+            epoch: t.state.partitions[&key].ownership.epoch,
+            log_start_offset: 6,
+        });
+        assert!(t.state.txn.partitions.get(&key).is_none());
+        commit(
+            &mut t,
+            (6, 6),
+            vec![RangeTxns {
+                partition: key,
+                events: vec![begin(6)],
+            }],
+        );
+        assert!(t.state.txn.partitions.get(&key).is_some());
+        t.cmd(Command::DeleteTopic { name: "t".into() });
+        assert!(t.state.txn.partitions.0.is_empty());
+    }
+
+    #[test]
+    fn events_outside_their_range_refuse_the_whole_commit() {
+        let mut t = Txns::new();
+        let (k0, k1) = (t.partition(0), t.partition(1));
+        for events in [vec![begin(5)], vec![begin(3), begin(2)], vec![begin(-1)]] {
+            let before = t.state.clone();
+            let r = commit(
+                &mut t,
+                (0, 4),
+                vec![RangeTxns {
+                    partition: k0,
+                    events,
+                }],
+            );
+            assert!(
+                matches!(r, Response::Error(MetaError::InvalidRequest(_))),
+                "{r:?}"
+            );
+            assert_eq!(t.state.partitions, before.partitions);
+            assert_eq!(t.state.txn, before.txn);
+        }
+        // Events of a partition the commit has no range of.
+        let r = commit(
+            &mut t,
+            (0, 4),
+            vec![RangeTxns {
+                partition: k1,
+                events: vec![begin(0)],
+            }],
+        );
+        assert!(
+            matches!(r, Response::Error(MetaError::InvalidRequest(_))),
+            "{r:?}"
+        );
+        // A refused commit (a stale epoch) applies no event either.
+        let mut stale = range(&t, 0, 0, 4);
+        stale.epoch = Epoch(stale.epoch.0 + 5);
+        let r = commit_ranges(
+            &mut t,
+            vec![stale],
+            vec![RangeTxns {
+                partition: k0,
+                events: vec![begin(0)],
+            }],
+        );
+        assert!(
+            matches!(r, Response::Error(MetaError::StaleEpoch { .. })),
+            "{r:?}"
+        );
+        assert!(t.state.txn.partitions.0.is_empty());
+        assert_eq!(t.state.partitions[&k0].high_watermark, 0);
+    }
+}
