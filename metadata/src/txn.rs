@@ -69,6 +69,31 @@ impl TxnState {
         }
     }
 
+    /// Every state, in the order of their wire codes (1 up).
+    pub const ALL: [TxnState; 7] = [
+        TxnState::Empty,
+        TxnState::Ongoing,
+        TxnState::PrepareCommit,
+        TxnState::PrepareAbort,
+        TxnState::CompleteCommit,
+        TxnState::CompleteAbort,
+        TxnState::Dead,
+    ];
+
+    /// The state's number on the metadata API's wire (never 0).
+    pub fn code(self) -> u32 {
+        Self::ALL
+            .iter()
+            .position(|s| *s == self)
+            .map_or(0, |i| i as u32 + 1)
+    }
+
+    /// The state of a wire code.
+    pub fn from_code(code: u32) -> Option<TxnState> {
+        let i = usize::try_from(code.checked_sub(1)?).ok()?;
+        Self::ALL.get(i).copied()
+    }
+
     /// Whether markers are being written (the outcome is decided).
     pub fn is_prepare(self) -> bool {
         matches!(self, TxnState::PrepareCommit | TxnState::PrepareAbort)
@@ -191,6 +216,35 @@ pub enum TxnError {
     /// Producer ids are exhausted.
     #[error("producer ids exhausted")]
     ProducerIdsExhausted,
+}
+
+impl TxnError {
+    /// Every error, in the order of their wire codes (1 up; 0 is none).
+    pub const ALL: [TxnError; 9] = [
+        TxnError::InvalidProducerIdMapping,
+        TxnError::ProducerFenced,
+        TxnError::ConcurrentTransactions,
+        TxnError::InvalidTxnState,
+        TxnError::InvalidTransactionTimeout,
+        TxnError::UnknownTransactionalId,
+        TxnError::UnknownPartition,
+        TxnError::InvalidRequest,
+        TxnError::ProducerIdsExhausted,
+    ];
+
+    /// The error's number on the metadata API's wire (never 0).
+    pub fn code(self) -> u32 {
+        Self::ALL
+            .iter()
+            .position(|e| *e == self)
+            .map_or(0, |i| i as u32 + 1)
+    }
+
+    /// The error of a wire code (`None` for 0 and unknown codes).
+    pub fn from_code(code: u32) -> Option<TxnError> {
+        let i = usize::try_from(code.checked_sub(1)?).ok()?;
+        Self::ALL.get(i).copied()
+    }
 }
 
 /// What a coordinator asks of a transaction. Each is one Raft command

@@ -147,6 +147,7 @@ fn commit_req(
             byte_len: 100,
             producers: vec![],
         }],
+        txns: vec![],
     }
 }
 
@@ -199,6 +200,30 @@ async fn single_node_serves_the_api() {
     assert_eq!(idx.info.unwrap().high_watermark, 10);
     assert_eq!(idx.entries[0].object.as_ref().unwrap().key, "wal/a");
 
+    // A commit with a transaction beginning in its range: the index answer
+    // carries the open transaction (what a new owner loads).
+    let mut with_txn = commit_req(&id, p0, 10, 2, "wal/t");
+    with_txn.txns = vec![proto::RangeTxns {
+        partition: with_txn.ranges[0].partition.clone(),
+        events: vec![proto::TxnEvent {
+            kind: 1,
+            producer_id: 55,
+            epoch: 0,
+            offset: 11,
+        }],
+    }];
+    c.call::<routes::Commit>(&with_txn).await.unwrap();
+    let idx = partition_index(&c, &id, 0).await.unwrap();
+    assert_eq!(idx.info.unwrap().high_watermark, 12);
+    assert_eq!(
+        idx.open_txns,
+        vec![proto::OpenTxn {
+            producer_id: 55,
+            epoch: 0,
+            first_offset: 11
+        }]
+    );
+
     // Group offsets, through the coordinator of shard 0 at its epoch;
     // offsets of a partition that does not exist are not stored.
     let view: proto::ClusterView = c
@@ -239,6 +264,68 @@ async fn single_node_serves_the_api() {
         .await
         .unwrap_err();
     assert_eq!(stale.kind(), ErrorKind::StaleCoordinator, "{stale}");
+
+    // A transaction's steps through the same coordinator (the rules are
+    // unit-tested in `txn`; here: over HTTP, fenced, listed).
+    {
+        use floe_metadata::api::MetaApi;
+        use floe_metadata::command::ShardFence;
+        use floe_metadata::ids::{BrokerId, Epoch, ShardId, TransactionalId};
+        use floe_metadata::txn::{TxnCommand, TxnError, TxnOp, TxnState};
+        let api: &dyn MetaApi = &c;
+        let step = |epoch: u64, op: TxnOp| TxnCommand {
+            fence: ShardFence {
+                broker: BrokerId(7),
+                shard: ShardId(0),
+                epoch: Epoch(epoch),
+            },
+            id: TransactionalId::new("tx"),
+            now_ms: 1_000,
+            op,
+        };
+        let init = TxnOp::InitProducer {
+            timeout_ms: 60_000,
+            max_timeout_ms: 900_000,
+            expected: None,
+        };
+        let r = api
+            .txn_step(&step(shard.epoch, init.clone()))
+            .await
+            .unwrap();
+        assert_eq!(r.refused, None);
+        let t = r.txn.unwrap();
+        assert_eq!((t.state, t.epoch.0), (TxnState::Empty, 0));
+        let r = api
+            .txn_step(&step(shard.epoch, init.clone()))
+            .await
+            .unwrap();
+        assert_eq!(r.txn.unwrap().epoch.0, 1);
+        let old = floe_metadata::txn::ProducerIdEpoch {
+            producer_id: t.producer_id,
+            epoch: t.epoch,
+        };
+        let r = api
+            .txn_step(&step(
+                shard.epoch,
+                TxnOp::End {
+                    producer: old,
+                    commit: true,
+                },
+            ))
+            .await
+            .unwrap();
+        assert_eq!(r.refused, Some(TxnError::ProducerFenced));
+        let stale = api
+            .txn_step(&step(shard.epoch + 1, init))
+            .await
+            .unwrap_err();
+        assert_eq!(stale.kind(), ErrorKind::StaleCoordinator, "{stale}");
+        let all = api.transactions().await.unwrap();
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].0, TransactionalId::new("tx"));
+        assert_eq!(all[0].1.epoch.0, 1);
+    }
+
     let f: proto::FetchOffsetsResponse = c
         .call::<routes::FetchOffsets>(&proto::FetchOffsetsRequest { group: "g1".into() })
         .await
@@ -309,7 +396,9 @@ async fn single_node_serves_the_api() {
     let c = MetaClient::new(vec![addr.to_string()]).unwrap();
     wait_for_leader(&c, &[addr.to_string()]).await;
     let t = describe(&c, "orders").await;
-    assert_eq!(t.partitions[0].high_watermark, 10);
+    assert_eq!(t.partitions[0].high_watermark, 12);
+    let idx = partition_index(&c, &id, 0).await.unwrap();
+    assert_eq!(idx.open_txns.len(), 1, "the open transaction too");
     node.shutdown().await;
 }
 

@@ -298,6 +298,7 @@ pub fn partition_index_from(
         info,
         entries,
         producers,
+        txns: super::txn_routes::partition_txns(&r)?,
     })
 }
 
@@ -323,6 +324,7 @@ pub fn commit_msg(c: &crate::model::Commit) -> proto::CommitRequest {
         broker: c.broker.0,
         object: Some(object_msg(&c.object)),
         ranges: c.ranges.iter().map(commit_range_msg).collect(),
+        txns: Vec::new(),
     }
 }
 

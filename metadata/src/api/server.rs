@@ -258,6 +258,8 @@ serve! {
     ExportBegin => super::export_routes::begin,
     ExportCommit => super::export_routes::commit,
     ExportForget => super::export_routes::forget,
+    TxnStep => super::txn_routes::step,
+    TxnList => super::txn_routes::list,
     ExportReset => super::export_routes::reset,
 }
 
@@ -590,18 +592,34 @@ async fn commit(
             })
         })
         .collect::<Result<Vec<_>, MetaError>>()?;
-    let (resp, index) = s
-        .write(Command::Commit {
-            now_ms: now_ms(),
-            broker: BrokerId(req.broker),
-            object: req.object.map(|o| NewObject {
-                endpoint: o.endpoint,
-                key: o.key,
-                size: o.size,
-            }),
+    let txns = req
+        .txns
+        .iter()
+        .map(super::txn_routes::range_txns)
+        .collect::<Result<Vec<_>, MetaError>>()?;
+    let (now_ms, broker) = (now_ms(), BrokerId(req.broker));
+    let object = req.object.map(|o| NewObject {
+        endpoint: o.endpoint,
+        key: o.key,
+        size: o.size,
+    });
+    let cmd = if txns.is_empty() {
+        Command::Commit {
+            now_ms,
+            broker,
+            object,
             ranges,
-        })
-        .await?;
+        }
+    } else {
+        Command::CommitWithTxns {
+            now_ms,
+            broker,
+            object,
+            ranges,
+            txns,
+        }
+    };
+    let (resp, index) = s.write(cmd).await?;
     match resp {
         Response::Committed {
             object,
@@ -655,6 +673,7 @@ async fn partition_index(
                     .values()
                     .flat_map(|p| p.batches.iter().map(convert::producer_batch_msg))
                     .collect(),
+                ..super::txn_routes::partition_txns_msg(st.txn.partitions.get(&p), req.from_offset)
             })
         })
         .ok_or(MetaError::UnknownPartition(p))
