@@ -29,8 +29,7 @@ use crate::api::routes::{self, Route};
 use crate::api::{PROTOBUF, convert, proto};
 use crate::clock::now_ms;
 use crate::command::{
-    Command, CommitRange, CommittedOffset, NewObject, NodeKind, ObjectSel, OwnedItem, Response,
-    ShardFence,
+    Command, CommitRange, NewObject, NodeKind, ObjectSel, OwnedItem, Response, ShardFence,
 };
 use crate::error::{ErrorKind, MetaError};
 use crate::ids::{BrokerId, Epoch, ObjectId};
@@ -697,33 +696,12 @@ async fn commit_offsets(
         .write(Command::CommitOffsets {
             fence: Some(fence),
             group: req.group,
-            offsets: req
-                .offsets
-                .into_iter()
-                .map(|o| {
-                    (
-                        o.topic,
-                        o.partition,
-                        CommittedOffset {
-                            offset: o.offset,
-                            leader_epoch: o.leader_epoch,
-                            metadata: o.metadata,
-                        },
-                    )
-                })
-                .collect(),
+            offsets: req.offsets.into_iter().map(convert::group_offset).collect(),
         })
         .await?;
     match resp {
         Response::OffsetsCommitted { unknown } => Ok(proto::CommitOffsetsResponse {
-            unknown: unknown
-                .into_iter()
-                .map(|(topic, partition)| proto::GroupOffset {
-                    topic,
-                    partition,
-                    ..Default::default()
-                })
-                .collect(),
+            unknown: convert::unknown_offsets_msg(&unknown),
         }),
         other => Err(MetaError::Storage(format!("unexpected response {other:?}"))),
     }
@@ -740,13 +718,7 @@ async fn fetch_offsets(
             .get(&req.group)
             .map(|g| {
                 g.iter()
-                    .map(|((topic, partition), o)| proto::GroupOffset {
-                        topic: topic.clone(),
-                        partition: *partition,
-                        offset: o.offset,
-                        leader_epoch: o.leader_epoch,
-                        metadata: o.metadata.clone(),
-                    })
+                    .map(|((topic, partition), o)| convert::group_offset_msg(topic, *partition, o))
                     .collect()
             })
             .unwrap_or_default(),

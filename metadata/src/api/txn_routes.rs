@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::server::AppState;
 use super::{convert, proto};
-use crate::command::{Command, CommittedOffset, Response, ShardFence};
+use crate::command::{Command, Response, ShardFence};
 use crate::error::MetaError;
 use crate::ids::{BrokerId, Epoch, ProducerEpoch, ProducerId, ShardId, TransactionalId};
 use crate::state::GroupOffsets;
@@ -37,39 +37,6 @@ fn producer(p: Option<&proto::TxnProducer>) -> Result<Option<ProducerIdEpoch>, M
         })
     })
     .transpose()
-}
-
-fn offset_msg(topic: &str, partition: u32, o: &CommittedOffset) -> proto::GroupOffset {
-    proto::GroupOffset {
-        topic: topic.to_string(),
-        partition,
-        offset: o.offset,
-        leader_epoch: o.leader_epoch,
-        metadata: o.metadata.clone(),
-    }
-}
-
-fn offset(o: proto::GroupOffset) -> (String, u32, CommittedOffset) {
-    (
-        o.topic,
-        o.partition,
-        CommittedOffset {
-            offset: o.offset,
-            leader_epoch: o.leader_epoch,
-            metadata: o.metadata,
-        },
-    )
-}
-
-fn unknown_msg(unknown: &[(String, u32)]) -> Vec<proto::GroupOffset> {
-    unknown
-        .iter()
-        .map(|(topic, partition)| proto::GroupOffset {
-            topic: topic.clone(),
-            partition: *partition,
-            ..Default::default()
-        })
-        .collect()
 }
 
 /// The request of a step.
@@ -111,7 +78,7 @@ pub fn command_msg(c: &TxnCommand) -> proto::TxnRequest {
             m.group = group.clone();
             m.offsets = offsets
                 .iter()
-                .map(|(t, p, o)| offset_msg(t, *p, o))
+                .map(|(t, p, o)| convert::group_offset_msg(t, *p, o))
                 .collect();
             (4, Some(*producer))
         }
@@ -156,16 +123,16 @@ pub fn command(m: proto::TxnRequest) -> Result<TxnCommand, MetaError> {
         4 => TxnOp::CommitOffsets {
             producer: required()?,
             group: m.group,
-            offsets: m.offsets.into_iter().map(offset).collect(),
+            offsets: m.offsets.into_iter().map(convert::group_offset).collect(),
         },
-        5 => TxnOp::End {
-            producer: required()?,
-            commit: m.commit,
-        },
-        6 => TxnOp::Complete {
-            producer: required()?,
-            commit: m.commit,
-        },
+        5 | 6 => {
+            let (producer, commit) = (required()?, m.commit);
+            if m.op == 5 {
+                TxnOp::End { producer, commit }
+            } else {
+                TxnOp::Complete { producer, commit }
+            }
+        }
         7 => TxnOp::AbortExpired {
             producer: required()?,
         },
@@ -204,7 +171,7 @@ pub fn info_msg(id: &TransactionalId, t: &TxnMeta) -> proto::TxnInfo {
                 group: g.clone(),
                 offsets: offsets
                     .iter()
-                    .map(|((topic, p), o)| offset_msg(topic, *p, o))
+                    .map(|((topic, p), o)| convert::group_offset_msg(topic, *p, o))
                     .collect(),
             })
             .collect(),
@@ -219,7 +186,7 @@ pub fn info(m: proto::TxnInfo) -> Result<(TransactionalId, TxnMeta), MetaError> 
         let offsets: GroupOffsets = GroupOffsets(
             g.offsets
                 .into_iter()
-                .map(offset)
+                .map(convert::group_offset)
                 .map(|(t, p, o)| ((t, p), o))
                 .collect(),
         );
@@ -248,7 +215,7 @@ pub fn reply_msg(id: &TransactionalId, r: &TxnReply) -> proto::TxnResponse {
     proto::TxnResponse {
         refused: r.refused.map_or(0, TxnError::code),
         txn: r.txn.as_ref().map(|t| info_msg(id, t)),
-        unknown: unknown_msg(&r.unknown),
+        unknown: convert::unknown_offsets_msg(&r.unknown),
     }
 }
 
@@ -418,6 +385,7 @@ pub(super) async fn list(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::command::CommittedOffset;
     use crate::ids::{PartitionKey, TopicId};
 
     fn p() -> ProducerIdEpoch {
@@ -479,21 +447,7 @@ mod tests {
             },
             TxnOp::AbortExpired { producer: p() },
         ];
-        for op in ops {
-            let c = TxnCommand {
-                fence: ShardFence {
-                    broker: BrokerId(3),
-                    shard: ShardId(5),
-                    epoch: Epoch(8),
-                },
-                id: TransactionalId::new("tx"),
-                now_ms: 99,
-                op,
-            };
-            assert_eq!(command(command_msg(&c)).unwrap(), c);
-        }
-        // A step without a coordinator, a producer, or of an unknown kind is refused.
-        let mut m = command_msg(&TxnCommand {
+        let step = |op| TxnCommand {
             fence: ShardFence {
                 broker: BrokerId(3),
                 shard: ShardId(5),
@@ -501,8 +455,14 @@ mod tests {
             },
             id: TransactionalId::new("tx"),
             now_ms: 99,
-            op: TxnOp::AbortExpired { producer: p() },
-        });
+            op,
+        };
+        for op in ops {
+            let c = step(op);
+            assert_eq!(command(command_msg(&c)).unwrap(), c);
+        }
+        // A step without a coordinator, a producer, or of an unknown kind is refused.
+        let mut m = command_msg(&step(TxnOp::AbortExpired { producer: p() }));
         m.producer = None;
         assert!(command(m.clone()).is_err());
         m.producer = Some(proto::TxnProducer {
