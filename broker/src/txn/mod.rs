@@ -12,6 +12,9 @@
 //!   [`TxnCoordinator::resume`]);
 //! - abort transactions past their timeout ([`TxnCoordinator::abort_expired`]).
 //!
+//! [`partition`] is the other side: a partition owner's view of the
+//! transactions on its partition (open ones, LSO, aborted index).
+//!
 //! Not wired into the broker yet: nothing calls it until the proxy's
 //! transactional requests and the markers' RPC exist.
 
@@ -26,6 +29,8 @@ use floe_metadata::ids::{Epoch, PartitionKey, TransactionalId};
 use floe_metadata::txn::{
     ProducerIdEpoch, TxnCommand, TxnError, TxnMeta, TxnOp, TxnReply, TxnState,
 };
+
+pub mod partition;
 
 #[cfg(test)]
 mod tests;
