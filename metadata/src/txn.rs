@@ -112,9 +112,11 @@ pub struct ProducerIdEpoch {
 pub struct TxnMeta {
     pub producer_id: ProducerId,
     pub epoch: ProducerEpoch,
-    /// The producer id and epoch before the last InitProducerId bump, while
-    /// nothing else happened since: a client that lost that answer and asks
-    /// again with them (KIP-360) gets the current ones, not a fencing error.
+    /// The producer id and epoch before the last InitProducerId bump that
+    /// named them (KIP-360), while nothing else happened since: a client
+    /// that lost that answer and asks again with them gets the current ones,
+    /// not a fencing error. `None` after a bump by a new instance (no pair
+    /// named), so a fenced instance can never present its old pair.
     pub previous: Option<ProducerIdEpoch>,
     pub state: TxnState,
     /// The producer's `transaction.timeout.ms`.
@@ -590,7 +592,10 @@ impl ClusterState {
                 if retry {
                     return Ok(());
                 }
-                let before = t.current();
+                // Only a client that named its current pair may retry with
+                // it (KIP-360); a new instance (no pair) leaves nothing for
+                // an older one to present.
+                let before = expected.map(|_| t.current());
                 if t.epoch.0 >= LAST_PRODUCER_EPOCH {
                     let producer_id = self.take_producer_id()?;
                     let Some(t) = self.txn.ids.get_mut(id) else {
@@ -608,8 +613,8 @@ impl ClusterState {
         }
     }
 
-    fn reset_to_empty(t: &mut TxnMeta, before: ProducerIdEpoch) {
-        t.previous = Some(before);
+    fn reset_to_empty(t: &mut TxnMeta, before: Option<ProducerIdEpoch>) {
+        t.previous = before;
         t.state = TxnState::Empty;
         t.started_ms = 0;
         t.partitions.clear();

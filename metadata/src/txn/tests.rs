@@ -558,6 +558,19 @@ fn a_client_that_lost_the_answer_to_its_init_gets_the_same_epoch_again() {
 }
 
 #[test]
+fn a_fenced_instance_cannot_pass_for_a_retry() {
+    let mut t = Txns::new();
+    let old = pe(&t.init(None).txn.unwrap());
+    // A new instance starts (it names no pair): the old one is fenced.
+    let new = pe(&t.init(None).txn.unwrap());
+    assert_eq!(new.epoch.0, old.epoch.0 + 1);
+    assert_eq!(t.txn().previous, None);
+    // The old one asks with its own pair: fenced, no bump.
+    assert_eq!(t.init(Some(old)).refused, Some(TxnError::ProducerFenced));
+    assert_eq!(t.txn().epoch, new.epoch);
+}
+
+#[test]
 fn empty_ids_are_invalid_requests() {
     let mut t = Txns::new();
     let r = t.cmd(Command::Txn(TxnCommand {
