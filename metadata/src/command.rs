@@ -277,6 +277,13 @@ pub enum Command {
         now_ms: u64,
         txns: Vec<crate::txn::RangeTxns>,
     },
+    /// Forgets transactional ids with no transaction open for more than
+    /// `expiration_ms` before `now_ms` (Kafka's
+    /// `transactional.id.expiration.ms`); proposed by the controller.
+    ExpireTransactionalIds {
+        now_ms: u64,
+        expiration_ms: u64,
+    },
 }
 
 /// Decoding the commands of a [`Command::Batch`]: a batch inside a batch is

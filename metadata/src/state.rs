@@ -390,6 +390,13 @@ impl ClusterState {
                 }
             }
             Command::Txn(c) => self.apply_txn(c),
+            Command::ExpireTransactionalIds {
+                now_ms,
+                expiration_ms,
+            } => {
+                self.txn.expire_ids(*now_ms, *expiration_ms);
+                Response::Ok
+            }
             Command::CommitWithTxns {
                 broker,
                 object,

@@ -30,6 +30,11 @@ use crate::state::{ClusterState, GroupOffsets};
 /// Kafka's default `transaction.max.timeout.ms`: 15 minutes.
 pub const DEFAULT_TRANSACTION_MAX_TIMEOUT_MS: u32 = 900_000;
 
+/// Kafka's default `transactional.id.expiration.ms`: 7 days. A
+/// transactional id with no transaction open that long is forgotten, so
+/// ids that clients leave behind do not fill the Raft state.
+pub const DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS: u64 = 7 * 24 * 3_600_000;
+
 /// The last epoch a producer id is bumped to; past it, InitProducerId gives
 /// a new producer id at epoch 0 (Kafka keeps `i16::MAX` out of use).
 pub const LAST_PRODUCER_EPOCH: i16 = i16::MAX - 1;
@@ -334,6 +339,29 @@ impl TxnModel {
             .filter(|(_, t)| t.expired(now_ms))
             .map(|(id, t)| (id.clone(), t.current()))
             .collect()
+    }
+
+    /// Whether an id has had no open transaction for `expiration_ms` at `now_ms`.
+    fn idle(t: &TxnMeta, now_ms: u64, expiration_ms: u64) -> bool {
+        matches!(
+            t.state,
+            TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+        ) && now_ms.saturating_sub(t.updated_ms) > expiration_ms
+    }
+
+    /// Whether [`crate::command::Command::ExpireTransactionalIds`] at
+    /// `now_ms` would forget any id.
+    pub fn ids_to_expire(&self, now_ms: u64, expiration_ms: u64) -> bool {
+        self.ids
+            .values()
+            .any(|t| Self::idle(t, now_ms, expiration_ms))
+    }
+
+    /// Forgets the ids idle for longer than `expiration_ms` (an id with a
+    /// transaction open or being decided is kept, however old).
+    pub fn expire_ids(&mut self, now_ms: u64, expiration_ms: u64) {
+        self.ids
+            .retain(|_, t| !Self::idle(t, now_ms, expiration_ms));
     }
 
     /// Whether a transaction holds pending offsets of this group's partition.

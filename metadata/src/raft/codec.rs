@@ -329,6 +329,10 @@ mod tests {
                 ],
             }],
         });
+        all.push(Command::ExpireTransactionalIds {
+            now_ms: 14,
+            expiration_ms: 15,
+        });
         // A group-committed entry holds commands of every kind.
         all.push(Command::Batch(all.clone()));
         all

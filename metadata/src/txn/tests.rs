@@ -571,6 +571,34 @@ fn a_fenced_instance_cannot_pass_for_a_retry() {
 }
 
 #[test]
+fn idle_transactional_ids_expire_and_open_transactions_never_do() {
+    const DAY: u64 = 86_400_000;
+    let mut t = Txns::new();
+    t.now_ms = 1_000;
+    let p = pe(&t.init(None).txn.unwrap());
+    let expire = |t: &mut Txns, now_ms| {
+        let c = crate::controller::expire_transactional_ids(&t.state, now_ms, DAY);
+        if let Some(c) = c.clone() {
+            t.cmd(c);
+        }
+        c.is_some()
+    };
+    // An open transaction is kept however old.
+    t.add(p, &[0]).unwrap();
+    assert!(!expire(&mut t, 1_000 + 10 * DAY));
+    assert!(t.state.txn.ids.contains_key(&TransactionalId::new("tx")));
+    t.now_ms = 2_000;
+    t.finish(p, true);
+    // Idle for a day: kept; past it: forgotten.
+    assert!(!expire(&mut t, 2_000 + DAY));
+    assert!(expire(&mut t, 2_001 + DAY));
+    assert!(t.state.txn.ids.is_empty());
+    // The id starts again with a new producer id.
+    let again = pe(&t.init(None).txn.unwrap());
+    assert_ne!(again.producer_id, p.producer_id);
+}
+
+#[test]
 fn empty_ids_are_invalid_requests() {
     let mut t = Txns::new();
     let r = t.cmd(Command::Txn(TxnCommand {
