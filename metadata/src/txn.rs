@@ -171,10 +171,11 @@ impl TxnMeta {
         }
     }
 
-    /// The epoch bumped to fence the current instance (it stays at the
-    /// last epoch when exhausted: the next InitProducerId gives a new id).
+    /// The epoch bumped to fence the current instance. A fence may use
+    /// `i16::MAX`, which InitProducerId never hands out (as in Kafka): the
+    /// next InitProducerId then gives a new producer id.
     fn fence(&mut self) {
-        if self.epoch.0 < LAST_PRODUCER_EPOCH {
+        if self.epoch.0 < i16::MAX {
             self.epoch = ProducerEpoch(self.epoch.0 + 1);
         }
     }

@@ -528,6 +528,32 @@ fn an_exhausted_epoch_gets_a_new_producer_id() {
     let m = t.init(None).txn.unwrap();
     assert_ne!(m.producer_id, first.producer_id);
     assert_eq!(m.epoch, ProducerEpoch(0));
+
+    // At the last epoch with a transaction open, the fence still bumps
+    // (to i16::MAX, never handed out), and the next init rotates the id.
+    let at_last = ProducerIdEpoch {
+        producer_id: m.producer_id,
+        epoch: ProducerEpoch(LAST_PRODUCER_EPOCH),
+    };
+    t.state
+        .txn
+        .ids
+        .get_mut(&TransactionalId::new("tx"))
+        .unwrap()
+        .epoch = at_last.epoch;
+    t.add(at_last, &[0]).unwrap();
+    let r = t.init(None);
+    assert_eq!(r.refused, Some(TxnError::ConcurrentTransactions));
+    let aborting = pe(&r.txn.unwrap());
+    assert_eq!(aborting.epoch, ProducerEpoch(i16::MAX));
+    assert_eq!(t.add(at_last, &[1]), Err(TxnError::ProducerFenced));
+    t.ok(TxnOp::Complete {
+        producer: aborting,
+        commit: false,
+    });
+    let n = t.init(None).txn.unwrap();
+    assert_ne!(n.producer_id, m.producer_id);
+    assert_eq!(n.epoch, ProducerEpoch(0));
 }
 
 #[test]
