@@ -25,7 +25,7 @@ use std::time::Duration;
 use floe_metadata::ErrorKind as MetaKind;
 use floe_metadata::api::MetaApi;
 use floe_metadata::command::ShardFence;
-use floe_metadata::ids::{Epoch, PartitionKey, TransactionalId};
+use floe_metadata::ids::{BrokerId, Epoch, PartitionKey, ShardId, TransactionalId};
 use floe_metadata::txn::{
     ProducerIdEpoch, TxnCommand, TxnError, TxnMeta, TxnOp, TxnReply, TxnState,
 };
@@ -123,6 +123,46 @@ impl std::fmt::Debug for TxnCoordinator {
         f.debug_struct("TxnCoordinator")
             .field("config", &self.config)
             .finish_non_exhaustive()
+    }
+}
+
+impl crate::broker::Broker {
+    /// The fence under which this broker coordinates `id`: the id's shard
+    /// and the epoch this broker holds it at. NOT_COORDINATOR when the shard
+    /// is not ours, or our lease may have lapsed.
+    pub fn txn_fence(&self, id: &TransactionalId) -> Result<ShardFence, CoordError> {
+        let shards = self.view().current().shard_count();
+        let shard = crate::group::shard_of(id.as_str(), shards);
+        if self.check_lease().is_err() {
+            return Err(CoordError::NotCoordinator);
+        }
+        let epoch = self
+            .inner
+            .shards
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&shard)
+            .copied()
+            .ok_or(CoordError::NotCoordinator)?;
+        Ok(ShardFence {
+            broker: BrokerId(self.id()),
+            shard: ShardId(shard),
+            epoch: Epoch(epoch),
+        })
+    }
+
+    /// Whether this broker still holds `f`'s shard at `f`'s epoch (the
+    /// coordinator's [`ShardCheck`]).
+    pub fn holds_shard(&self, f: &ShardFence) -> bool {
+        f.broker.0 == self.id()
+            && self.check_lease().is_ok()
+            && self
+                .inner
+                .shards
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&f.shard.0)
+                == Some(&f.epoch.0)
     }
 }
 
