@@ -9,6 +9,7 @@
 //! - [`owner`]: the traits the proxy calls, a partition's owner and a
 //!   group's coordinator, here or over [`rpc`].
 //! - [`rpc`]: the internal RPC, its route table, server and client.
+//! - [`txn`]: the transaction coordinator (not wired in yet).
 
 mod admission;
 mod backlog;
@@ -27,6 +28,7 @@ pub mod owner;
 pub mod producer;
 pub mod rpc;
 mod tasks;
+pub mod txn;
 
 pub use broker::{Acks, Broker, FetchData, OffsetAnswer, OffsetSpec, PendingProduce, ProduceOk};
 pub use config::{BrokerConfig, LogConfig};

@@ -5,7 +5,7 @@
 
 #![no_main]
 
-use floe_metadata::api::{convert, proto};
+use floe_metadata::api::{convert, proto, txn_routes};
 use floe_metadata::command::Command;
 use floe_metadata::ids::Revision;
 use floe_metadata::raft::TypeConfig;
@@ -59,6 +59,15 @@ fuzz_target!(|data: &[u8]| {
                 .map(|r| convert::partition(r.partition.as_ref()));
             let _ = proto::ExportForgetRequest::decode(body);
             let _ = proto::ExportStateResponse::decode(body);
+            // A transaction coordinator's steps, and a commit's transactional events.
+            if let Ok(r) = proto::TxnRequest::decode(body) {
+                let _ = txn_routes::command(r);
+            }
+            if let Ok(r) = proto::CommitRequest::decode(body) {
+                for t in &r.txns {
+                    let _ = txn_routes::range_txns(t);
+                }
+            }
         }
         4 => {
             if let Ok(cmds) = serde_json::from_slice::<Vec<Command>>(body) {
@@ -110,6 +119,14 @@ fuzz_target!(|data: &[u8]| {
             }
             if let Ok(r) = proto::CommitResponse::decode(body) {
                 let _ = convert::commit_outcome(r);
+            }
+            if let Ok(r) = proto::TxnResponse::decode(body) {
+                let _ = txn_routes::reply(r);
+            }
+            if let Ok(l) = proto::TxnListResponse::decode(body) {
+                for t in l.txns {
+                    let _ = txn_routes::info(t);
+                }
             }
             if let Ok(t) = proto::TopicInfo::decode(body) {
                 let _ = convert::topic_info_from(t);

@@ -261,6 +261,29 @@ pub enum Command {
         id: BrokerId,
         addr: String,
     },
+    /// A transaction coordinator's step on a transactional id (see
+    /// [`crate::txn`]), fenced by the coordinator shard's epoch. Answered
+    /// [`Response::Txn`] (or [`MetaError::StaleCoordinator`]).
+    Txn(crate::txn::TxnCommand),
+    /// A [`Command::Commit`] whose ranges hold transactional batches or
+    /// markers, with those events per partition (see
+    /// [`crate::txn::PartitionTxns`]): applied only if the commit is, and
+    /// refused whole if an event lies outside its partition's range.
+    /// Answered as a commit. Flushes without such events send `Commit`.
+    CommitWithTxns {
+        broker: BrokerId,
+        object: Option<NewObject>,
+        ranges: Vec<CommitRange>,
+        now_ms: u64,
+        txns: Vec<crate::txn::RangeTxns>,
+    },
+    /// Forgets transactional ids with no transaction open for more than
+    /// `expiration_ms` before `now_ms` (Kafka's
+    /// `transactional.id.expiration.ms`); proposed by the controller.
+    ExpireTransactionalIds {
+        now_ms: u64,
+        expiration_ms: u64,
+    },
 }
 
 /// Decoding the commands of a [`Command::Batch`]: a batch inside a batch is
@@ -334,4 +357,6 @@ pub enum Response {
     Registered {
         id: BrokerId,
     },
+    /// The answer to a [`Command::Txn`].
+    Txn(crate::txn::TxnReply),
 }

@@ -275,3 +275,18 @@ pub fn expire_producers(s: &ClusterState, now_ms: u64, expiration_ms: u64) -> Op
             expiration_ms,
         })
 }
+
+/// The command that forgets transactional ids idle for longer than
+/// `expiration_ms`, if there are any (proposed by the leader's controller loop).
+pub fn expire_transactional_ids(
+    s: &ClusterState,
+    now_ms: u64,
+    expiration_ms: u64,
+) -> Option<Command> {
+    s.txn
+        .ids_to_expire(now_ms, expiration_ms)
+        .then_some(Command::ExpireTransactionalIds {
+            now_ms,
+            expiration_ms,
+        })
+}

@@ -2,6 +2,6 @@
 //! re-exported here so that the model reads as one vocabulary.
 
 pub use floe_types::{
-    BrokerId, EndpointId, Epoch, ObjectId, ObjectKey, ObjectRef, Offset, PartitionKey, Revision,
-    ShardId, TopicId,
+    BrokerId, EndpointId, Epoch, ObjectId, ObjectKey, ObjectRef, Offset, PartitionKey,
+    ProducerEpoch, ProducerId, Revision, ShardId, TopicId, TransactionalId,
 };

@@ -2,7 +2,7 @@
 //!
 //! - [`state`]: the cluster model (nodes with leases, topics, partitions with
 //!   owners, epochs and the committed log index, objects, group offsets,
-//!   producer ids, coordinator shards) and the deterministic `apply` of
+//!   producer ids, coordinator shards, transactions) and the deterministic `apply` of
 //!   [`command::Command`]s to it.
 //! - [`controller`]: ownership decisions on the Raft leader.
 //! - [`topic_config`]: topic settings with defaults and validation.
@@ -28,6 +28,7 @@ pub mod raft;
 mod serde_pairs;
 pub mod state;
 pub mod topic_config;
+pub mod txn;
 pub mod watch;
 
 pub use error::{ErrorKind, MetaError};

@@ -90,6 +90,8 @@ pub struct PartitionIndex {
     pub info: PartitionInfo,
     pub entries: Vec<IndexEntry>,
     pub producers: Vec<ProducerBatch>,
+    /// Its open transactions, and the aborted ones from the offset asked for.
+    pub txns: crate::txn::PartitionTxns,
 }
 
 /// A broker's commit of one WAL object: each partition's range at the epoch

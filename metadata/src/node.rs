@@ -291,6 +291,13 @@ async fn controller_loop(state: AppState, every: Duration, producer_expiration: 
                 plan.push(c);
             }
         }
+        let txn_ttl = crate::txn::DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS;
+        if let Some(c) = state
+            .shared
+            .read(|s| controller::expire_transactional_ids(s, now, txn_ttl))
+        {
+            plan.push(c);
+        }
         if !propose(&state, plan).await {
             continue;
         }

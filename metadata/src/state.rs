@@ -185,6 +185,11 @@ pub struct ClusterState {
     pub groups: BTreeMap<String, GroupOffsets>,
     pub next_producer_id: i64,
     pub shards: BTreeMap<ShardId, Ownership>,
+    /// The transaction coordinators' state. Last, and absent from
+    /// snapshots of older versions (see `raft::state_machine`,
+    /// `decode_applied`).
+    #[serde(default)]
+    pub txn: crate::txn::TxnModel,
 }
 
 impl Default for ClusterState {
@@ -201,6 +206,7 @@ impl Default for ClusterState {
             shards: (0..DEFAULT_SHARDS)
                 .map(|i| (ShardId(i), Ownership::default()))
                 .collect(),
+            txn: crate::txn::TxnModel::default(),
         }
     }
 }
@@ -383,6 +389,21 @@ impl ClusterState {
                     count: *count,
                 }
             }
+            Command::Txn(c) => self.apply_txn(c),
+            Command::ExpireTransactionalIds {
+                now_ms,
+                expiration_ms,
+            } => {
+                self.txn.expire_ids(*now_ms, *expiration_ms);
+                Response::Ok
+            }
+            Command::CommitWithTxns {
+                broker,
+                object,
+                ranges,
+                now_ms,
+                txns,
+            } => self.commit_with_txns(*broker, object.as_ref(), ranges, *now_ms, txns),
             Command::ForgetObjects { ids } => {
                 for id in ids {
                     if self.objects.get(id).is_some_and(|o| o.refs == 0) {
@@ -405,17 +426,10 @@ impl ClusterState {
         if group.is_empty() {
             return err(MetaError::InvalidRequest("empty group id".into()));
         }
-        if let Some(f) = fence {
-            let current = self.shards.get(&f.shard).copied().unwrap_or_default();
-            if current.owner != Some(f.broker) || current.epoch != f.epoch {
-                return err(MetaError::StaleCoordinator {
-                    shard: f.shard,
-                    broker: f.broker,
-                    given: f.epoch,
-                    owner: current.owner,
-                    current: current.epoch,
-                });
-            }
+        if let Some(f) = fence
+            && let Err(e) = self.check_fence(f)
+        {
+            return err(e);
         }
         let exists = |topic: &str, partition: u32| {
             self.topics
@@ -436,6 +450,21 @@ impl ClusterState {
                 .map(|(t, p, _)| (t.clone(), *p))
                 .collect(),
         }
+    }
+
+    /// Refuses a coordinator that does not own its shard at the epoch it gave.
+    pub(crate) fn check_fence(&self, f: &crate::command::ShardFence) -> Result<(), MetaError> {
+        let current = self.shards.get(&f.shard).copied().unwrap_or_default();
+        if current.owner != Some(f.broker) || current.epoch != f.epoch {
+            return Err(MetaError::StaleCoordinator {
+                shard: f.shard,
+                broker: f.broker,
+                given: f.epoch,
+                owner: current.owner,
+                current: current.epoch,
+            });
+        }
+        Ok(())
     }
 
     /// Drops producers that have not written for more than `expiration_ms`.
@@ -712,6 +741,7 @@ impl ClusterState {
                 topic: topic.id,
                 partition: p,
             };
+            self.txn.partitions.remove(&key);
             if let Some(state) = self.partitions.remove(&key) {
                 for e in state.index {
                     if let Some(o) = self.objects.get_mut(&e.object) {
@@ -824,7 +854,7 @@ impl ClusterState {
         }
     }
 
-    fn commit(
+    pub(crate) fn commit(
         &mut self,
         broker: BrokerId,
         object: Option<&NewObject>,
@@ -959,6 +989,7 @@ impl ClusterState {
                 o.refs = o.refs.saturating_sub(1);
             }
         }
+        self.txn.partitions.truncate(&partition, log_start_offset);
         Response::LogStart { log_start_offset }
     }
 
@@ -1036,7 +1067,7 @@ impl ClusterState {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::command::OwnedItem;
     use crate::controller;
@@ -1098,7 +1129,7 @@ mod tests {
         });
     }
 
-    fn range(t: TopicId, p: u32, epoch: u64, first: i64, last: i64) -> CommitRange {
+    pub(crate) fn range(t: TopicId, p: u32, epoch: u64, first: i64, last: i64) -> CommitRange {
         CommitRange {
             partition: PartitionKey {
                 topic: t,

@@ -9,8 +9,11 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use floe_metadata::api::client::MetaClient;
-use floe_metadata::api::{proto, routes};
+use floe_metadata::api::{MetaApi, proto, routes};
+use floe_metadata::command::ShardFence;
+use floe_metadata::ids::{BrokerId, Epoch, ShardId, TransactionalId};
 use floe_metadata::node::{MetaConfig, MetaNode};
+use floe_metadata::txn::{TxnCommand, TxnError, TxnOp, TxnState};
 use floe_metadata::{ErrorKind, MetaError};
 
 fn free_addr() -> SocketAddr {
@@ -103,6 +106,63 @@ async fn partition_index(
     .await
 }
 
+/// Shard 0 once the controller gave it to `broker`.
+async fn shard_owned_by(c: &MetaClient, broker: u32) -> proto::ShardInfo {
+    let started = Instant::now();
+    loop {
+        let view: proto::ClusterView = c
+            .call::<routes::Watch>(&proto::WatchRequest {
+                since_revision: 0,
+                timeout_ms: 0,
+            })
+            .await
+            .unwrap();
+        if let Some(s) = view
+            .shards
+            .iter()
+            .find(|s| s.shard == 0 && s.owner == broker)
+        {
+            return s.clone();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "shard 0 not assigned"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// InitProducerId of transactional id "tx" (a minute's timeout).
+fn init_txn() -> TxnOp {
+    TxnOp::InitProducer {
+        timeout_ms: 60_000,
+        max_timeout_ms: 900_000,
+        expected: None,
+    }
+}
+
+/// A step on transactional id "tx" through broker `broker`, the coordinator
+/// of shard 0 at `epoch`.
+async fn txn_step(
+    c: &MetaClient,
+    broker: u32,
+    epoch: u64,
+    op: TxnOp,
+) -> Result<floe_metadata::txn::TxnReply, MetaError> {
+    let cmd = TxnCommand {
+        fence: ShardFence {
+            broker: BrokerId(broker),
+            shard: ShardId(0),
+            epoch: Epoch(epoch),
+        },
+        id: TransactionalId::new("tx"),
+        // The real clock: the controller forgets ids idle for 7 days.
+        now_ms: floe_metadata::clock::now_ms(),
+        op,
+    };
+    (c as &dyn MetaApi).txn_step(&cmd).await
+}
+
 /// Waits until the controller gave every partition of `topic` an owner.
 async fn owned(c: &MetaClient, topic: &str) -> proto::TopicInfo {
     let started = Instant::now();
@@ -147,6 +207,7 @@ fn commit_req(
             byte_len: 100,
             producers: vec![],
         }],
+        txns: vec![],
     }
 }
 
@@ -199,17 +260,33 @@ async fn single_node_serves_the_api() {
     assert_eq!(idx.info.unwrap().high_watermark, 10);
     assert_eq!(idx.entries[0].object.as_ref().unwrap().key, "wal/a");
 
+    // A commit with a transaction beginning in its range: the index answer
+    // carries the open transaction (what a new owner loads).
+    let mut with_txn = commit_req(&id, p0, 10, 2, "wal/t");
+    with_txn.txns = vec![proto::RangeTxns {
+        partition: with_txn.ranges[0].partition.clone(),
+        events: vec![proto::TxnEvent {
+            kind: 1,
+            producer_id: 55,
+            epoch: 0,
+            offset: 11,
+        }],
+    }];
+    c.call::<routes::Commit>(&with_txn).await.unwrap();
+    let idx = partition_index(&c, &id, 0).await.unwrap();
+    assert_eq!(idx.info.unwrap().high_watermark, 12);
+    assert_eq!(
+        idx.open_txns,
+        vec![proto::OpenTxn {
+            producer_id: 55,
+            epoch: 0,
+            first_offset: 11
+        }]
+    );
+
     // Group offsets, through the coordinator of shard 0 at its epoch;
     // offsets of a partition that does not exist are not stored.
-    let view: proto::ClusterView = c
-        .call::<routes::Watch>(&proto::WatchRequest {
-            since_revision: 0,
-            timeout_ms: 0,
-        })
-        .await
-        .unwrap();
-    let shard = view.shards.iter().find(|s| s.shard == 0).unwrap().clone();
-    assert_eq!(shard.owner, 7);
+    let shard = shard_owned_by(&c, 7).await;
     let offset = |topic: &str, partition: u32| proto::GroupOffset {
         topic: topic.into(),
         partition,
@@ -239,6 +316,36 @@ async fn single_node_serves_the_api() {
         .await
         .unwrap_err();
     assert_eq!(stale.kind(), ErrorKind::StaleCoordinator, "{stale}");
+
+    // A transaction's steps through the same coordinator (the rules are
+    // unit-tested in `txn`; here: over HTTP, fenced, listed).
+    {
+        let t = txn_step(&c, 7, shard.epoch, init_txn()).await.unwrap();
+        assert_eq!(t.refused, None);
+        let t = t.txn.unwrap();
+        assert_eq!((t.state, t.epoch.0), (TxnState::Empty, 0));
+        let r = txn_step(&c, 7, shard.epoch, init_txn()).await.unwrap();
+        assert_eq!(r.txn.unwrap().epoch.0, 1);
+        let old = floe_metadata::txn::ProducerIdEpoch {
+            producer_id: t.producer_id,
+            epoch: t.epoch,
+        };
+        let end = TxnOp::End {
+            producer: old,
+            commit: true,
+        };
+        let r = txn_step(&c, 7, shard.epoch, end).await.unwrap();
+        assert_eq!(r.refused, Some(TxnError::ProducerFenced));
+        let stale = txn_step(&c, 7, shard.epoch + 1, init_txn())
+            .await
+            .unwrap_err();
+        assert_eq!(stale.kind(), ErrorKind::StaleCoordinator, "{stale}");
+        let all = (&c as &dyn MetaApi).transactions().await.unwrap();
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].0, TransactionalId::new("tx"));
+        assert_eq!(all[0].1.epoch.0, 1);
+    }
+
     let f: proto::FetchOffsetsResponse = c
         .call::<routes::FetchOffsets>(&proto::FetchOffsetsRequest { group: "g1".into() })
         .await
@@ -309,7 +416,9 @@ async fn single_node_serves_the_api() {
     let c = MetaClient::new(vec![addr.to_string()]).unwrap();
     wait_for_leader(&c, &[addr.to_string()]).await;
     let t = describe(&c, "orders").await;
-    assert_eq!(t.partitions[0].high_watermark, 10);
+    assert_eq!(t.partitions[0].high_watermark, 12);
+    let idx = partition_index(&c, &id, 0).await.unwrap();
+    assert_eq!(idx.open_txns.len(), 1, "the open transaction too");
     node.shutdown().await;
 }
 
@@ -382,6 +491,13 @@ async fn three_nodes_survive_the_leader_and_rebuild_a_wiped_node() {
     register_broker(&c, 1, 60_000).await;
     let t = owned(&c, "events").await;
     let p0 = t.partitions[0].clone();
+    // A transactional id, through the coordinator of shard 0 (broker 1).
+    let shard = shard_owned_by(&c, 1).await;
+    let txn = txn_step(&c, shard.owner, shard.epoch, init_txn())
+        .await
+        .unwrap()
+        .txn
+        .unwrap();
     let mut hw = 0;
     for i in 0..100 {
         let r: proto::CommitResponse = c
@@ -434,6 +550,8 @@ async fn three_nodes_survive_the_leader_and_rebuild_a_wiped_node() {
     }
     let m = nodes[&leader].raft.metrics().borrow().clone();
     assert!(m.snapshot.is_some(), "caught up through a snapshot");
+    let kept = rebuilt.read(|s| s.txn.ids.get(&TransactionalId::new("tx")).cloned());
+    assert_eq!(kept, Some(txn), "the transaction's state came with it");
     for (_, n) in nodes {
         n.shutdown().await;
     }
@@ -583,24 +701,7 @@ async fn oversized_commands_are_refused_and_a_backlog_is_replicated_in_parts() {
     create_topic(&c, "t", 1).await;
     register_broker(&c, 7, 60_000).await;
     owned(&c, "t").await;
-    let started = Instant::now();
-    let shard = loop {
-        let view: proto::ClusterView = c
-            .call::<routes::Watch>(&proto::WatchRequest {
-                since_revision: 0,
-                timeout_ms: 0,
-            })
-            .await
-            .unwrap();
-        if let Some(s) = view.shards.iter().find(|s| s.shard == 0 && s.owner == 7) {
-            break s.clone();
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "shard 0 not assigned"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let shard = shard_owned_by(&c, 7).await;
     let commit = |offset: i64, metadata_bytes: usize| proto::CommitOffsetsRequest {
         group: "g".into(),
         offsets: vec![proto::GroupOffset {

@@ -16,6 +16,7 @@
 //! - [`cache`]: a bounded block cache for object reads.
 //! - [`committed`]: a partition's whole batches read back from a byte range
 //!   of a WAL object or segment (what the broker and the indexer both read).
+//! - [`control`]: transaction markers (COMMIT/ABORT control batches).
 //!
 //! The byte layouts are specified in `docs/storage.md`.
 
@@ -23,6 +24,7 @@ pub mod backend;
 pub mod batch;
 pub mod cache;
 pub mod committed;
+pub mod control;
 pub mod error;
 pub mod fault;
 pub mod ids;

@@ -532,6 +532,7 @@ pub struct BatchBuilder {
     producer_epoch: i16,
     base_sequence: i32,
     transactional: bool,
+    control: bool,
     records: Vec<RecordSpec>,
 }
 
@@ -563,6 +564,7 @@ impl BatchBuilder {
             producer_epoch: -1,
             base_sequence: -1,
             transactional: false,
+            control: false,
             records: Vec::new(),
         }
     }
@@ -579,6 +581,12 @@ impl BatchBuilder {
         self.producer_epoch = epoch;
         self.base_sequence = base_sequence;
         self.transactional = transactional;
+        self
+    }
+
+    /// Marks the batch as a control batch (see [`crate::control`]).
+    pub fn control(mut self) -> Self {
+        self.control = true;
         self
     }
 
@@ -625,6 +633,9 @@ impl BatchBuilder {
         let mut attributes = codec.id() as u16;
         if self.transactional {
             attributes |= 0x10;
+        }
+        if self.control {
+            attributes |= 0x20;
         }
         let mut out = BytesMut::with_capacity(HEADER_LEN + records.len());
         out.put_i64(self.base_offset);

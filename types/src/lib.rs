@@ -62,6 +62,38 @@ int_id!(
     /// A Kafka offset within one partition.
     Offset(i64)
 );
+int_id!(
+    /// A Kafka producer id (idempotent and transactional producers); the
+    /// metadata service hands them out.
+    ProducerId(i64)
+);
+int_id!(
+    /// A producer id's epoch: bumped when a transactional producer is
+    /// initialised again, which fences the previous instance.
+    ProducerEpoch(i16)
+);
+
+/// A producer's `transactional.id`: the key of a transaction's
+/// coordinator state (sharded like group ids).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TransactionalId(pub String);
+
+impl TransactionalId {
+    pub fn new(id: impl Into<String>) -> Self {
+        Self(id.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for TransactionalId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
 
 impl BrokerId {
     /// The id a wire format that has no optional integers sends, where 0

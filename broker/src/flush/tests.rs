@@ -178,6 +178,7 @@ impl FakeMeta {
                 })
                 .collect(),
             producers: vec![],
+            ..Default::default()
         }))
     }
 }

@@ -298,6 +298,7 @@ pub fn partition_index_from(
         info,
         entries,
         producers,
+        txns: super::txn_routes::partition_txns(&r)?,
     })
 }
 
@@ -323,6 +324,7 @@ pub fn commit_msg(c: &crate::model::Commit) -> proto::CommitRequest {
         broker: c.broker.0,
         object: Some(object_msg(&c.object)),
         ranges: c.ranges.iter().map(commit_range_msg).collect(),
+        txns: Vec::new(),
     }
 }
 
@@ -349,4 +351,45 @@ pub fn unreferenced_from(
         id: crate::ids::ObjectId(e.id),
         object: object_ref(o),
     })
+}
+
+/// A group's committed offset of one partition as the API carries it.
+pub fn group_offset_msg(
+    topic: &str,
+    partition: u32,
+    o: &crate::command::CommittedOffset,
+) -> proto::GroupOffset {
+    proto::GroupOffset {
+        topic: topic.to_string(),
+        partition,
+        offset: o.offset,
+        leader_epoch: o.leader_epoch,
+        metadata: o.metadata.clone(),
+    }
+}
+
+/// A group's committed offset of one partition read from the API.
+pub fn group_offset(o: proto::GroupOffset) -> (String, u32, crate::command::CommittedOffset) {
+    (
+        o.topic,
+        o.partition,
+        crate::command::CommittedOffset {
+            offset: o.offset,
+            leader_epoch: o.leader_epoch,
+            metadata: o.metadata,
+        },
+    )
+}
+
+/// Offsets not stored because their (topic, partition) does not exist:
+/// only topic and partition are set.
+pub fn unknown_offsets_msg(unknown: &[(String, u32)]) -> Vec<proto::GroupOffset> {
+    unknown
+        .iter()
+        .map(|(topic, partition)| proto::GroupOffset {
+            topic: topic.clone(),
+            partition: *partition,
+            ..Default::default()
+        })
+        .collect()
 }

@@ -16,12 +16,13 @@ use prost::Message;
 
 use super::routes::{self, Route};
 use super::server::{AppState, Serve};
-use super::{convert, proto};
+use super::{convert, proto, txn_routes};
 use crate::error::MetaError;
-use crate::ids::{BrokerId, Epoch, PartitionKey, Revision, ShardId, TopicId};
+use crate::ids::{BrokerId, Epoch, PartitionKey, Revision, ShardId, TopicId, TransactionalId};
 use crate::model::{
     ClusterView, Commit, CommitOutcome, PartitionIndex, TopicInfo, UnreferencedObject,
 };
+use crate::txn::{RangeTxns, TxnCommand, TxnMeta, TxnReply};
 
 /// A type-erased reply of a route.
 pub type Reply = Box<dyn Any + Send>;
@@ -306,9 +307,19 @@ impl dyn MetaApi + '_ {
 
     /// Commits one WAL object's ranges (see `docs/metadata.md` for the rules).
     pub async fn commit(&self, commit: &Commit) -> Result<CommitOutcome, MetaError> {
-        let r = self
-            .call::<routes::Commit>(convert::commit_msg(commit))
-            .await?;
+        self.commit_with_txns(commit, &[]).await
+    }
+
+    /// A commit whose ranges hold transactional batches or markers, with
+    /// their events per partition (see `crate::txn::PartitionTxns`).
+    pub async fn commit_with_txns(
+        &self,
+        commit: &Commit,
+        txns: &[RangeTxns],
+    ) -> Result<CommitOutcome, MetaError> {
+        let mut req = convert::commit_msg(commit);
+        req.txns = txns.iter().map(txn_routes::range_txns_msg).collect();
+        let r = self.call::<routes::Commit>(req).await?;
         convert::commit_outcome(r)
     }
 
@@ -428,6 +439,22 @@ impl dyn MetaApi + '_ {
         })
         .await?;
         Ok(())
+    }
+
+    /// A transaction coordinator's step (see `crate::txn`): the refusal if
+    /// any and the transaction's state after it. A coordinator whose shard
+    /// moved gets `StaleCoordinator`.
+    pub async fn txn_step(&self, cmd: &TxnCommand) -> Result<TxnReply, MetaError> {
+        let r = self
+            .call::<routes::TxnStep>(txn_routes::command_msg(cmd))
+            .await?;
+        txn_routes::reply(r)
+    }
+
+    /// Every transactional id's state.
+    pub async fn transactions(&self) -> Result<Vec<(TransactionalId, TxnMeta)>, MetaError> {
+        let r = self.call::<routes::TxnList>(proto::Empty {}).await?;
+        r.txns.into_iter().map(txn_routes::info).collect()
     }
 
     /// Starts a topic's exports over; returns the new generation.

@@ -8,6 +8,7 @@ pub mod meta_api;
 pub mod proto;
 pub mod routes;
 pub mod server;
+pub mod txn_routes;
 
 /// Content type of every API body.
 pub const PROTOBUF: &str = "application/x-protobuf";

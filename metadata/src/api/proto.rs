@@ -203,6 +203,10 @@ pub struct CommitRequest {
     pub object: Option<StoreObject>,
     #[prost(message, repeated, tag = "3")]
     pub ranges: Vec<CommitRange>,
+    /// Transactional batches and markers in the ranges, per partition
+    /// (`crate::txn::RangeTxns`); empty for most commits.
+    #[prost(message, repeated, tag = "4")]
+    pub txns: Vec<RangeTxns>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -260,6 +264,12 @@ pub struct IndexResponse {
     /// The partition's idempotent producers (their last batches).
     #[prost(message, repeated, tag = "3")]
     pub producers: Vec<ProducerBatch>,
+    /// Transactions open on the partition.
+    #[prost(message, repeated, tag = "4")]
+    pub open_txns: Vec<OpenTxn>,
+    /// Aborted transactions ending at or after the index's first offset asked for.
+    #[prost(message, repeated, tag = "5")]
+    pub aborted_txns: Vec<AbortedTxn>,
 }
 
 /// An idempotent producer's batch (in a commit, or remembered by a partition).
@@ -618,4 +628,143 @@ pub struct ExportResetRequest {
 pub struct ExportResetResponse {
     #[prost(uint64, tag = "1")]
     pub generation: u64,
+}
+
+/// A producer id and epoch (the epoch is an i16 in Kafka).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TxnProducer {
+    #[prost(int64, tag = "1")]
+    pub producer_id: i64,
+    #[prost(int32, tag = "2")]
+    pub epoch: i32,
+}
+
+/// One step of a transaction coordinator (`crate::txn::TxnOp`): `op` says
+/// which (1 init producer, 2 add partitions, 3 add group, 4 commit
+/// offsets, 5 end, 6 complete, 7 abort expired) and which fields it uses.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TxnRequest {
+    /// The coordinator: its broker id, the shard and the shard epoch it holds.
+    #[prost(uint32, tag = "1")]
+    pub broker: u32,
+    #[prost(uint32, tag = "2")]
+    pub shard: u32,
+    #[prost(uint64, tag = "3")]
+    pub shard_epoch: u64,
+    #[prost(string, tag = "4")]
+    pub transactional_id: String,
+    #[prost(uint64, tag = "5")]
+    pub now_ms: u64,
+    #[prost(uint32, tag = "6")]
+    pub op: u32,
+    /// The client's producer id and epoch (for init: the ones it already
+    /// has, if any).
+    #[prost(message, optional, tag = "7")]
+    pub producer: Option<TxnProducer>,
+    #[prost(uint32, tag = "8")]
+    pub timeout_ms: u32,
+    #[prost(uint32, tag = "9")]
+    pub max_timeout_ms: u32,
+    #[prost(message, repeated, tag = "10")]
+    pub partitions: Vec<Partition>,
+    #[prost(string, tag = "11")]
+    pub group: String,
+    #[prost(message, repeated, tag = "12")]
+    pub offsets: Vec<GroupOffset>,
+    #[prost(bool, tag = "13")]
+    pub commit: bool,
+}
+
+/// A group in a transaction with its pending offsets.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TxnGroup {
+    #[prost(string, tag = "1")]
+    pub group: String,
+    #[prost(message, repeated, tag = "2")]
+    pub offsets: Vec<GroupOffset>,
+}
+
+/// A transactional id's state (`crate::txn::TxnMeta`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TxnInfo {
+    #[prost(string, tag = "1")]
+    pub transactional_id: String,
+    #[prost(message, optional, tag = "2")]
+    pub producer: Option<TxnProducer>,
+    #[prost(message, optional, tag = "3")]
+    pub previous: Option<TxnProducer>,
+    /// `TxnState::code`.
+    #[prost(uint32, tag = "4")]
+    pub state: u32,
+    #[prost(uint32, tag = "5")]
+    pub timeout_ms: u32,
+    #[prost(uint64, tag = "6")]
+    pub started_ms: u64,
+    #[prost(uint64, tag = "7")]
+    pub updated_ms: u64,
+    #[prost(message, repeated, tag = "8")]
+    pub partitions: Vec<Partition>,
+    #[prost(message, repeated, tag = "9")]
+    pub groups: Vec<TxnGroup>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TxnResponse {
+    /// `TxnError::code`, 0 when accepted.
+    #[prost(uint32, tag = "1")]
+    pub refused: u32,
+    /// The state after the step (absent: the id has none).
+    #[prost(message, optional, tag = "2")]
+    pub txn: Option<TxnInfo>,
+    /// Offsets not kept: their partition does not exist.
+    #[prost(message, repeated, tag = "3")]
+    pub unknown: Vec<GroupOffset>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TxnListResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub txns: Vec<TxnInfo>,
+}
+
+/// A transactional event in a committed range (`crate::txn::TxnEvent`):
+/// `kind` 1 a transaction begins, 2 a COMMIT marker, 3 an ABORT marker.
+#[derive(Clone, Copy, PartialEq, prost::Message)]
+pub struct TxnEvent {
+    #[prost(uint32, tag = "1")]
+    pub kind: u32,
+    #[prost(int64, tag = "2")]
+    pub producer_id: i64,
+    #[prost(int32, tag = "3")]
+    pub epoch: i32,
+    #[prost(int64, tag = "4")]
+    pub offset: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RangeTxns {
+    #[prost(message, optional, tag = "1")]
+    pub partition: Option<Partition>,
+    #[prost(message, repeated, tag = "2")]
+    pub events: Vec<TxnEvent>,
+}
+
+#[derive(Clone, Copy, PartialEq, prost::Message)]
+pub struct OpenTxn {
+    #[prost(int64, tag = "1")]
+    pub producer_id: i64,
+    #[prost(int32, tag = "2")]
+    pub epoch: i32,
+    #[prost(int64, tag = "3")]
+    pub first_offset: i64,
+}
+
+#[derive(Clone, Copy, PartialEq, prost::Message)]
+pub struct AbortedTxn {
+    #[prost(int64, tag = "1")]
+    pub producer_id: i64,
+    #[prost(int64, tag = "2")]
+    pub first_offset: i64,
+    #[prost(int64, tag = "3")]
+    pub last_offset: i64,
 }

@@ -68,6 +68,11 @@ routes! {
     ExportCommit = "/v1/exports/commit": ExportCommitRequest => Empty;
     ExportForget = "/v1/exports/forget": ExportForgetRequest => Empty;
     ExportReset = "/v1/exports/reset": ExportResetRequest => ExportResetResponse;
+    /// A transaction coordinator's step (`crate::txn`), fenced by its shard.
+    TxnStep = "/v1/txns/step": TxnRequest => TxnResponse;
+    /// Every transactional id's state (a coordinator taking a shard over
+    /// keeps those of its shard).
+    TxnList = "/v1/txns/list": Empty => TxnListResponse;
 }
 
 #[cfg(test)]
@@ -81,6 +86,6 @@ mod tests {
             assert!(p.starts_with("/v1/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 31);
+        assert_eq!(ALL_PATHS.len(), 33);
     }
 }

@@ -29,8 +29,7 @@ use crate::api::routes::{self, Route};
 use crate::api::{PROTOBUF, convert, proto};
 use crate::clock::now_ms;
 use crate::command::{
-    Command, CommitRange, CommittedOffset, NewObject, NodeKind, ObjectSel, OwnedItem, Response,
-    ShardFence,
+    Command, CommitRange, NewObject, NodeKind, ObjectSel, OwnedItem, Response, ShardFence,
 };
 use crate::error::{ErrorKind, MetaError};
 use crate::ids::{BrokerId, Epoch, ObjectId};
@@ -258,6 +257,8 @@ serve! {
     ExportBegin => super::export_routes::begin,
     ExportCommit => super::export_routes::commit,
     ExportForget => super::export_routes::forget,
+    TxnStep => super::txn_routes::step,
+    TxnList => super::txn_routes::list,
     ExportReset => super::export_routes::reset,
 }
 
@@ -590,18 +591,34 @@ async fn commit(
             })
         })
         .collect::<Result<Vec<_>, MetaError>>()?;
-    let (resp, index) = s
-        .write(Command::Commit {
-            now_ms: now_ms(),
-            broker: BrokerId(req.broker),
-            object: req.object.map(|o| NewObject {
-                endpoint: o.endpoint,
-                key: o.key,
-                size: o.size,
-            }),
+    let txns = req
+        .txns
+        .iter()
+        .map(super::txn_routes::range_txns)
+        .collect::<Result<Vec<_>, MetaError>>()?;
+    let (now_ms, broker) = (now_ms(), BrokerId(req.broker));
+    let object = req.object.map(|o| NewObject {
+        endpoint: o.endpoint,
+        key: o.key,
+        size: o.size,
+    });
+    let cmd = if txns.is_empty() {
+        Command::Commit {
+            now_ms,
+            broker,
+            object,
             ranges,
-        })
-        .await?;
+        }
+    } else {
+        Command::CommitWithTxns {
+            now_ms,
+            broker,
+            object,
+            ranges,
+            txns,
+        }
+    };
+    let (resp, index) = s.write(cmd).await?;
     match resp {
         Response::Committed {
             object,
@@ -655,6 +672,7 @@ async fn partition_index(
                     .values()
                     .flat_map(|p| p.batches.iter().map(convert::producer_batch_msg))
                     .collect(),
+                ..super::txn_routes::partition_txns_msg(st.txn.partitions.get(&p), req.from_offset)
             })
         })
         .ok_or(MetaError::UnknownPartition(p))
@@ -678,33 +696,12 @@ async fn commit_offsets(
         .write(Command::CommitOffsets {
             fence: Some(fence),
             group: req.group,
-            offsets: req
-                .offsets
-                .into_iter()
-                .map(|o| {
-                    (
-                        o.topic,
-                        o.partition,
-                        CommittedOffset {
-                            offset: o.offset,
-                            leader_epoch: o.leader_epoch,
-                            metadata: o.metadata,
-                        },
-                    )
-                })
-                .collect(),
+            offsets: req.offsets.into_iter().map(convert::group_offset).collect(),
         })
         .await?;
     match resp {
         Response::OffsetsCommitted { unknown } => Ok(proto::CommitOffsetsResponse {
-            unknown: unknown
-                .into_iter()
-                .map(|(topic, partition)| proto::GroupOffset {
-                    topic,
-                    partition,
-                    ..Default::default()
-                })
-                .collect(),
+            unknown: convert::unknown_offsets_msg(&unknown),
         }),
         other => Err(MetaError::Storage(format!("unexpected response {other:?}"))),
     }
@@ -721,13 +718,7 @@ async fn fetch_offsets(
             .get(&req.group)
             .map(|g| {
                 g.iter()
-                    .map(|((topic, partition), o)| proto::GroupOffset {
-                        topic: topic.clone(),
-                        partition: *partition,
-                        offset: o.offset,
-                        leader_epoch: o.leader_epoch,
-                        metadata: o.metadata.clone(),
-                    })
+                    .map(|((topic, partition), o)| convert::group_offset_msg(topic, *partition, o))
                     .collect()
             })
             .unwrap_or_default(),

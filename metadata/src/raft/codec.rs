@@ -86,8 +86,12 @@ mod tests {
         Command, CommitRange, CommittedOffset, NewObject, NodeKind, ObjectSel, OwnedItem,
         OwnershipChange, ProducerBatch, ShardFence,
     };
-    use crate::ids::{BrokerId, Epoch, ObjectId, PartitionKey, ShardId, TopicId};
+    use crate::ids::{
+        BrokerId, Epoch, ObjectId, PartitionKey, ProducerEpoch, ProducerId, ShardId, TopicId,
+        TransactionalId,
+    };
     use crate::raft::{Entry, LogId};
+    use crate::txn::{ProducerIdEpoch, RangeTxns, TxnCommand, TxnEvent, TxnOp};
 
     fn key() -> PartitionKey {
         PartitionKey::new(TopicId(uuid::Uuid::from_bytes([7; 16])), 3)
@@ -112,6 +116,18 @@ mod tests {
                 last_offset: 19,
             }],
         }
+    }
+
+    fn offsets() -> Vec<(String, u32, CommittedOffset)> {
+        vec![(
+            "t".into(),
+            1,
+            CommittedOffset {
+                offset: 5,
+                leader_epoch: -1,
+                metadata: "m".into(),
+            },
+        )]
     }
 
     fn every_command() -> Vec<Command> {
@@ -191,15 +207,7 @@ mod tests {
             },
             Command::CommitOffsets {
                 group: "g".into(),
-                offsets: vec![(
-                    "t".into(),
-                    1,
-                    CommittedOffset {
-                        offset: 5,
-                        leader_epoch: -1,
-                        metadata: "m".into(),
-                    },
-                )],
+                offsets: offsets(),
                 fence: Some(ShardFence {
                     broker: BrokerId(1),
                     shard: ShardId(3),
@@ -253,6 +261,78 @@ mod tests {
                 expiration_ms: 20,
             },
         ];
+        // Every transaction step.
+        let producer = ProducerIdEpoch {
+            producer_id: ProducerId(1000),
+            epoch: ProducerEpoch(3),
+        };
+        let ops = [
+            TxnOp::InitProducer {
+                timeout_ms: 60_000,
+                max_timeout_ms: 900_000,
+                expected: Some(producer),
+            },
+            TxnOp::AddPartitions {
+                producer,
+                partitions: vec![key()],
+            },
+            TxnOp::AddGroup {
+                producer,
+                group: "g".into(),
+            },
+            TxnOp::CommitOffsets {
+                producer,
+                group: "g".into(),
+                offsets: offsets(),
+            },
+            TxnOp::End {
+                producer,
+                commit: true,
+            },
+            TxnOp::Complete {
+                producer,
+                commit: false,
+            },
+            TxnOp::AbortExpired { producer },
+        ];
+        all.extend(ops.into_iter().map(|op| {
+            Command::Txn(TxnCommand {
+                fence: ShardFence {
+                    broker: BrokerId(1),
+                    shard: ShardId(3),
+                    epoch: Epoch(2),
+                },
+                id: TransactionalId::new("tx"),
+                now_ms: 12,
+                op,
+            })
+        }));
+        all.push(Command::CommitWithTxns {
+            broker: BrokerId(1),
+            object: None,
+            ranges: vec![range()],
+            now_ms: 13,
+            txns: vec![RangeTxns {
+                partition: key(),
+                events: vec![
+                    TxnEvent::Begin {
+                        producer_id: ProducerId(1000),
+                        epoch: ProducerEpoch(0),
+                        offset: 10,
+                    },
+                    TxnEvent::Marker {
+                        producer_id: ProducerId(1000),
+                        epoch: ProducerEpoch(0),
+                        commit: true,
+                        offset: 19,
+                    },
+                ],
+            }],
+        });
+        all.push(Command::ExpireTransactionalIds {
+            now_ms: 14,
+            expiration_ms: 15,
+        });
         // A group-committed entry holds commands of every kind.
         all.push(Command::Batch(all.clone()));
         all

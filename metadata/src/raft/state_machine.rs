@@ -5,6 +5,7 @@
 //! encoded by [`super::codec`] (binary; a JSON snapshot of an older version,
 //! `snapshot.json`, is still read).
 
+use std::collections::BTreeMap;
 use std::io::{Cursor, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -18,7 +19,10 @@ use super::codec;
 use super::{Entry, LogId, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 use crate::command::Response;
 use crate::ids::Revision;
-use crate::state::ClusterState;
+use crate::ids::{BrokerId, ObjectId, PartitionKey, ShardId};
+use crate::state::{
+    ClusterState, GroupOffsets, NodeInfo, ObjectInfo, Ownership, PartitionState, Topic,
+};
 
 const SNAPSHOT_FILE: &str = "snapshot.bin";
 /// Where versions before the binary encoding kept the snapshot.
@@ -29,6 +33,54 @@ struct Applied {
     last_applied: Option<LogId>,
     membership: StoredMembership,
     state: ClusterState,
+}
+
+/// [`Applied`] as versions before transactions encoded it in binary:
+/// postcard writes a struct as the tuple of its fields, and the model's
+/// fields were those of [`ClusterState`] but its last, `txn`. (A JSON
+/// snapshot needs no such thing: `txn` has a default there.)
+type AppliedBeforeTxn = (Option<LogId>, StoredMembership, StateBeforeTxn);
+
+/// [`ClusterState`]'s fields before `txn`, in order.
+type StateBeforeTxn = (
+    Revision,
+    BTreeMap<BrokerId, NodeInfo>,
+    BTreeMap<String, Topic>,
+    BTreeMap<PartitionKey, PartitionState>,
+    BTreeMap<ObjectId, ObjectInfo>,
+    u64,
+    BTreeMap<String, GroupOffsets>,
+    i64,
+    BTreeMap<ShardId, Ownership>,
+);
+
+/// Decodes a snapshot's [`Applied`]: in the current layout, else (a binary
+/// snapshot written before transactions, which lacks the model's last
+/// field) in the layout before it, with no transactions.
+fn decode_applied(bytes: &[u8]) -> Result<Applied, codec::CodecError> {
+    let e = match codec::decode::<Applied>(bytes) {
+        Ok(a) => return Ok(a),
+        Err(e) => e,
+    };
+    let Ok((last_applied, membership, old)) = codec::decode::<AppliedBeforeTxn>(bytes) else {
+        return Err(e);
+    };
+    Ok(Applied {
+        last_applied,
+        membership,
+        state: ClusterState {
+            revision: old.0,
+            nodes: old.1,
+            topics: old.2,
+            partitions: old.3,
+            objects: old.4,
+            next_object_id: old.5,
+            groups: old.6,
+            next_producer_id: old.7,
+            shards: old.8,
+            txn: Default::default(),
+        },
+    })
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -128,7 +180,7 @@ impl StateMachine {
     pub fn open(dir: &Path) -> Result<(Self, SharedState), StorageError> {
         std::fs::create_dir_all(dir).map_err(sm_err)?;
         let applied = match read_snapshot_file(dir)? {
-            Some(file) => codec::decode::<Applied>(&file.data).map_err(sm_err)?,
+            Some(file) => decode_applied(&file.data).map_err(sm_err)?,
             None => Applied::default(),
         };
         let (revision_tx, revision_rx) = watch::channel(applied.state.revision);
@@ -243,7 +295,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError> {
         let data = snapshot.into_inner();
-        let mut applied: Applied = codec::decode(&data).map_err(snap_err)?;
+        let mut applied = decode_applied(&data).map_err(snap_err)?;
         applied.last_applied = meta.last_log_id;
         applied.membership = meta.last_membership.clone();
         save_snapshot_file(
@@ -265,5 +317,101 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             meta: f.meta,
             snapshot: Box::new(Cursor::new(f.data)),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::command::{Command, ShardFence};
+    use crate::ids::{BrokerId, ShardId, TransactionalId};
+    use crate::txn::{TxnCommand, TxnOp};
+
+    /// A model with a broker owning shard 0, a topic and producer ids.
+    fn model() -> ClusterState {
+        let mut s = ClusterState::default();
+        let cmds = [
+            Command::RegisterNode {
+                id: BrokerId(1),
+                kind: crate::command::NodeKind::Broker,
+                addr: "127.0.0.1:1".into(),
+                now_ms: 1,
+                lease_ms: 1000,
+            },
+            Command::CreateTopic {
+                name: "t".into(),
+                id: crate::ids::TopicId(uuid::Uuid::from_bytes([3; 16])),
+                partitions: 2,
+                config: Default::default(),
+            },
+            Command::AllocateProducerIds { count: 10 },
+            Command::Reassign {
+                changes: vec![crate::command::OwnershipChange {
+                    item: crate::command::OwnedItem::Shard(ShardId(0)),
+                    owner: Some(BrokerId(1)),
+                }],
+            },
+        ];
+        for (i, c) in cmds.iter().enumerate() {
+            s.apply(Revision(i as u64 + 1), c);
+        }
+        s
+    }
+
+    fn applied(state: &ClusterState) -> Applied {
+        Applied {
+            last_applied: None,
+            membership: StoredMembership::default(),
+            state: state.clone(),
+        }
+    }
+
+    #[test]
+    fn a_binary_snapshot_from_before_transactions_still_loads() {
+        let s = model();
+        assert!(s.txn.ids.is_empty());
+        // An older version's bytes are these without the last field, an
+        // empty map: one byte, its length 0.
+        let mut bytes = codec::encode(&applied(&s)).unwrap();
+        assert_eq!(bytes.pop(), Some(0));
+        assert!(codec::decode::<Applied>(&bytes).is_err());
+        assert_eq!(decode_applied(&bytes).unwrap().state, s);
+        // JSON snapshots of older versions have no `txn` either.
+        let mut json = serde_json::to_value(applied(&s)).unwrap();
+        json["state"].as_object_mut().unwrap().remove("txn");
+        let json = serde_json::to_vec(&json).unwrap();
+        assert_eq!(decode_applied(&json).unwrap().state, s);
+        // Garbage is still an error.
+        assert!(decode_applied(&[codec::BINARY_V1, 0xff]).is_err());
+    }
+
+    #[test]
+    fn a_snapshot_with_transactions_round_trips() {
+        let mut s = model();
+        let epoch = s.shards[&ShardId(0)].epoch;
+        let r = s.apply(
+            Revision(10),
+            &Command::Txn(TxnCommand {
+                fence: ShardFence {
+                    broker: BrokerId(1),
+                    shard: ShardId(0),
+                    epoch,
+                },
+                id: TransactionalId::new("tx"),
+                now_ms: 5,
+                op: TxnOp::InitProducer {
+                    timeout_ms: 60_000,
+                    max_timeout_ms: 900_000,
+                    expected: None,
+                },
+            }),
+        );
+        assert!(
+            matches!(r, Response::Txn(ref t) if t.refused.is_none()),
+            "{r:?}"
+        );
+        assert_eq!(s.txn.ids.len(), 1);
+        let bytes = codec::encode(&applied(&s)).unwrap();
+        assert_eq!(decode_applied(&bytes).unwrap().state, s);
     }
 }

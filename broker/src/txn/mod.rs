@@ -1,0 +1,399 @@
+//! The transaction coordinator of the coordinator shards this broker owns
+//! (`docs/transactions.md`). A transaction's state lives in the metadata
+//! service (`floe_metadata::txn`): every step is a Raft command fenced by
+//! the shard's epoch, so this coordinator keeps nothing a successor would
+//! miss. What it adds is what the metadata cannot do:
+//!
+//! - deliver the decided outcome: once a transaction is in PrepareCommit or
+//!   PrepareAbort, write a COMMIT or ABORT marker to every partition in it
+//!   ([`MarkerWriter`], retried until written, the partition is gone or the
+//!   shard moved), then complete it in the metadata;
+//! - resume what a previous coordinator left (a shard taken over:
+//!   [`TxnCoordinator::resume`]);
+//! - abort transactions past their timeout ([`TxnCoordinator::abort_expired`]).
+//!
+//! [`partition`] is the other side: a partition owner's view of the
+//! transactions on its partition (open ones, LSO, aborted index).
+//!
+//! Not wired into the broker yet: nothing calls it until the proxy's
+//! transactional requests and the markers' RPC exist.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use floe_metadata::ErrorKind as MetaKind;
+use floe_metadata::api::MetaApi;
+use floe_metadata::command::ShardFence;
+use floe_metadata::ids::{BrokerId, Epoch, PartitionKey, ShardId, TransactionalId};
+use floe_metadata::txn::{
+    ProducerIdEpoch, TxnCommand, TxnError, TxnMeta, TxnOp, TxnReply, TxnState,
+};
+
+pub mod partition;
+
+#[cfg(test)]
+mod tests;
+
+/// A COMMIT or ABORT marker for one producer on one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Marker {
+    pub producer: ProducerIdEpoch,
+    pub commit: bool,
+    /// The coordinator shard's epoch (the marker record's coordinator epoch).
+    pub coordinator_epoch: Epoch,
+}
+
+/// Why a marker was not written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MarkerError {
+    /// The partition no longer exists: nothing to mark.
+    #[error("the partition no longer exists")]
+    Gone,
+    /// Not written this time (no owner, owner unreachable, a refused
+    /// commit): to be tried again.
+    #[error("marker not written: {0}")]
+    Failed(String),
+}
+
+/// Writes markers at partitions' owners (over the internal RPC, or
+/// directly when this broker owns the partition).
+#[async_trait::async_trait]
+pub trait MarkerWriter: Send + Sync + std::fmt::Debug {
+    /// Returns once the marker is committed at `partition` (or was already:
+    /// a marker for a transaction the partition no longer has open is a
+    /// no-op answered ok).
+    async fn write_marker(
+        &self,
+        partition: PartitionKey,
+        marker: Marker,
+    ) -> Result<(), MarkerError>;
+}
+
+/// Whether this broker still holds a coordinator shard at an epoch.
+pub type ShardCheck = Arc<dyn Fn(&ShardFence) -> bool + Send + Sync>;
+
+/// A coordinator's answer when the transaction's rules did not refuse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CoordError {
+    /// Refused by the transaction's rules (Kafka's error, one to one).
+    #[error(transparent)]
+    Txn(#[from] TxnError),
+    /// The shard moved (NOT_COORDINATOR).
+    #[error("not the coordinator any more")]
+    NotCoordinator,
+    /// The metadata service could not be reached (COORDINATOR_NOT_AVAILABLE).
+    #[error("coordinator not available: {0}")]
+    Unavailable(String),
+}
+
+/// The coordinator's settings.
+#[derive(Debug, Clone)]
+pub struct TxnConfig {
+    /// `transaction.max.timeout.ms`: the most a producer may ask for.
+    pub max_timeout_ms: u32,
+    /// The longest pause between two attempts at a marker or a completion.
+    pub max_backoff: Duration,
+}
+
+impl Default for TxnConfig {
+    fn default() -> Self {
+        Self {
+            max_timeout_ms: floe_metadata::txn::DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
+            max_backoff: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The first pause between two attempts.
+const FIRST_BACKOFF: Duration = Duration::from_millis(10);
+
+/// The transaction coordinator of one broker.
+pub struct TxnCoordinator {
+    meta: Arc<dyn MetaApi>,
+    markers: Arc<dyn MarkerWriter>,
+    holds: ShardCheck,
+    config: TxnConfig,
+    /// Transactions whose markers are being written by a task of ours.
+    completing: Mutex<HashSet<TransactionalId>>,
+}
+
+impl std::fmt::Debug for TxnCoordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TxnCoordinator")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl crate::broker::Broker {
+    /// The fence under which this broker coordinates `id`: the id's shard
+    /// and the epoch this broker holds it at. NOT_COORDINATOR when the shard
+    /// is not ours, or our lease may have lapsed.
+    pub fn txn_fence(&self, id: &TransactionalId) -> Result<ShardFence, CoordError> {
+        let shards = self.view().current().shard_count();
+        let shard = crate::group::shard_of(id.as_str(), shards);
+        if self.check_lease().is_err() {
+            return Err(CoordError::NotCoordinator);
+        }
+        let epoch = self
+            .inner
+            .shards
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&shard)
+            .copied()
+            .ok_or(CoordError::NotCoordinator)?;
+        Ok(ShardFence {
+            broker: BrokerId(self.id()),
+            shard: ShardId(shard),
+            epoch: Epoch(epoch),
+        })
+    }
+
+    /// Whether this broker still holds `f`'s shard at `f`'s epoch (the
+    /// coordinator's [`ShardCheck`]).
+    pub fn holds_shard(&self, f: &ShardFence) -> bool {
+        f.broker.0 == self.id()
+            && self.check_lease().is_ok()
+            && self
+                .inner
+                .shards
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&f.shard.0)
+                == Some(&f.epoch.0)
+    }
+}
+
+/// The epoch's current producer of a transaction.
+fn producer_of(t: &TxnMeta) -> ProducerIdEpoch {
+    ProducerIdEpoch {
+        producer_id: t.producer_id,
+        epoch: t.epoch,
+    }
+}
+
+impl TxnCoordinator {
+    pub fn new(
+        meta: Arc<dyn MetaApi>,
+        markers: Arc<dyn MarkerWriter>,
+        holds: ShardCheck,
+        config: TxnConfig,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            meta,
+            markers,
+            holds,
+            config,
+            completing: Mutex::new(HashSet::new()),
+        })
+    }
+
+    pub fn config(&self) -> &TxnConfig {
+        &self.config
+    }
+
+    /// Applies one step in the metadata. A transaction the answer shows in
+    /// a Prepare state gets its markers written by a task of its own (an
+    /// EndTxn, and also an InitProducerId that aborted an open
+    /// transaction), so the client is answered once the decision is durable.
+    pub async fn step(
+        self: &Arc<Self>,
+        fence: ShardFence,
+        id: &TransactionalId,
+        now_ms: u64,
+        op: TxnOp,
+    ) -> Result<TxnReply, CoordError> {
+        let cmd = TxnCommand {
+            fence,
+            id: id.clone(),
+            now_ms,
+            op,
+        };
+        let reply = self.meta.txn_step(&cmd).await.map_err(|e| match e.kind() {
+            MetaKind::StaleCoordinator => CoordError::NotCoordinator,
+            _ => CoordError::Unavailable(e.to_string()),
+        })?;
+        if let Some(t) = &reply.txn
+            && t.state.is_prepare()
+        {
+            self.spawn_completion(fence, id.clone(), t.clone());
+        }
+        Ok(reply)
+    }
+
+    /// InitProducerId with a transactional id: the producer id and epoch to
+    /// use, or why not (CONCURRENT_TRANSACTIONS while an aborted
+    /// transaction of an earlier instance completes: the client asks again).
+    pub async fn init_producer(
+        self: &Arc<Self>,
+        fence: ShardFence,
+        id: &TransactionalId,
+        timeout_ms: u32,
+        expected: Option<ProducerIdEpoch>,
+        now_ms: u64,
+    ) -> Result<ProducerIdEpoch, CoordError> {
+        let op = TxnOp::InitProducer {
+            timeout_ms,
+            max_timeout_ms: self.config.max_timeout_ms,
+            expected,
+        };
+        let reply = self.step(fence, id, now_ms, op).await?;
+        if let Some(e) = reply.refused {
+            return Err(e.into());
+        }
+        reply
+            .txn
+            .as_ref()
+            .map(producer_of)
+            .ok_or_else(|| CoordError::Unavailable("no state after InitProducerId".into()))
+    }
+
+    /// Takes over the transactions of a shard: those whose outcome was
+    /// decided get their markers written and are completed.
+    pub fn resume(
+        self: &Arc<Self>,
+        fence: ShardFence,
+        txns: impl IntoIterator<Item = (TransactionalId, TxnMeta)>,
+    ) {
+        for (id, t) in txns {
+            if t.state.is_prepare() {
+                self.spawn_completion(fence, id, t);
+            }
+        }
+    }
+
+    /// Aborts the transactions of a shard past their timeout at `now_ms`
+    /// (`txns` are the shard's): the producer is fenced and the markers
+    /// written. Returns how many it aborted.
+    pub async fn abort_expired(
+        self: &Arc<Self>,
+        fence: ShardFence,
+        txns: &[(TransactionalId, TxnMeta)],
+        now_ms: u64,
+    ) -> usize {
+        let mut aborted = 0;
+        for (id, t) in txns.iter().filter(|(_, t)| t.expired(now_ms)) {
+            let op = TxnOp::AbortExpired {
+                producer: producer_of(t),
+            };
+            match self.step(fence, id, now_ms, op).await {
+                Ok(r) if r.refused.is_none() => {
+                    tracing::info!(transactional_id = %id, timeout_ms = t.timeout_ms, "transaction timed out: aborted");
+                    aborted += 1;
+                }
+                // It moved on meanwhile (ended, or a new instance).
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::info!(transactional_id = %id, error = %e, "cannot abort a timed-out transaction now");
+                    if e == CoordError::NotCoordinator {
+                        break;
+                    }
+                }
+            }
+        }
+        aborted
+    }
+
+    fn spawn_completion(self: &Arc<Self>, fence: ShardFence, id: TransactionalId, t: TxnMeta) {
+        {
+            let mut busy = self
+                .completing
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if !busy.insert(id.clone()) {
+                return;
+            }
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            let res = me.complete(fence, &id, &t).await;
+            if let Err(e) = res {
+                tracing::info!(transactional_id = %id, error = %e, "transaction not completed here");
+            }
+            me.completing
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
+        });
+    }
+
+    /// Writes the markers of a decided transaction `t` and completes it in
+    /// the metadata. Stops (NOT_COORDINATOR) once the shard moved: its new
+    /// coordinator resumes.
+    pub async fn complete(
+        &self,
+        fence: ShardFence,
+        id: &TransactionalId,
+        t: &TxnMeta,
+    ) -> Result<(), CoordError> {
+        let commit = match t.state {
+            TxnState::PrepareCommit => true,
+            TxnState::PrepareAbort => false,
+            _ => return Err(TxnError::InvalidTxnState.into()),
+        };
+        let marker = Marker {
+            producer: producer_of(t),
+            commit,
+            coordinator_epoch: fence.epoch,
+        };
+        let writes = t
+            .partitions
+            .iter()
+            .map(|p| self.write_until_done(fence, *p, marker));
+        for res in futures::future::join_all(writes).await {
+            res?;
+        }
+        let cmd = TxnCommand {
+            fence,
+            id: id.clone(),
+            now_ms: floe_metadata::clock::now_ms(),
+            op: TxnOp::Complete {
+                producer: marker.producer,
+                commit,
+            },
+        };
+        let mut pause = FIRST_BACKOFF;
+        loop {
+            match self.meta.txn_step(&cmd).await {
+                Ok(r) => return r.refused.map_or(Ok(()), |e| Err(e.into())),
+                Err(e) if e.kind() == MetaKind::StaleCoordinator => {
+                    return Err(CoordError::NotCoordinator);
+                }
+                Err(e) => {
+                    tracing::debug!(transactional_id = %id, error = %e, "completion not stored yet");
+                    if !(self.holds)(&fence) {
+                        return Err(CoordError::NotCoordinator);
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(self.config.max_backoff);
+                }
+            }
+        }
+    }
+
+    /// Writes one marker, again and again until it is written, the
+    /// partition is gone or the shard is no longer ours.
+    async fn write_until_done(
+        &self,
+        fence: ShardFence,
+        partition: PartitionKey,
+        marker: Marker,
+    ) -> Result<(), CoordError> {
+        let mut pause = FIRST_BACKOFF;
+        loop {
+            match self.markers.write_marker(partition, marker).await {
+                Ok(()) | Err(MarkerError::Gone) => return Ok(()),
+                Err(MarkerError::Failed(why)) => {
+                    tracing::debug!(%partition, why, "marker not written yet");
+                    if !(self.holds)(&fence) {
+                        return Err(CoordError::NotCoordinator);
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(self.config.max_backoff);
+                }
+            }
+        }
+    }
+}
