@@ -74,6 +74,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::DescribeLogDirs, 1, 4),
 ];
 
 /// The lowest version of each key this proxy can decode (Produce: 3).
