@@ -547,6 +547,13 @@ async fn handle(
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(ctx.find_coordinator(version, r))
         }
+        RequestKind::DescribeTopicPartitions(r) => {
+            let snap = ctx.view.current();
+            let nodes = ctx.kafka_nodes(&snap);
+            ResponseKind::DescribeTopicPartitions(crate::topic_partitions::describe(
+                &snap, &nodes, r,
+            ))
+        }
         RequestKind::DescribeLogDirs(r) => {
             let nodes = ctx.kafka_nodes(&ctx.view.current());
             ResponseKind::DescribeLogDirs(
