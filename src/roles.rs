@@ -402,6 +402,15 @@ pub struct ProxyTuning {
         default_value_t = FetchLimits::DEFAULT_MAX_PARTITION_BYTES
     )]
     pub fetch_max_partition_bytes: usize,
+    /// Fetch sessions (KIP-227) this proxy keeps at most (Kafka's
+    /// max.incremental.fetch.session.cache.slots); a new one replaces the
+    /// least recently used; 0: none, every fetch names all its partitions.
+    #[arg(
+        long,
+        env = "FLOE_MAX_FETCH_SESSIONS",
+        default_value_t = floe_proxy::fetch_session::DEFAULT_MAX_SESSIONS
+    )]
+    pub max_fetch_sessions: usize,
 }
 
 impl ProxyTuning {
@@ -474,6 +483,7 @@ impl ProxyTuning {
                 max_bytes: self.fetch_max_bytes.max(1),
                 max_partition_bytes: self.fetch_max_partition_bytes.max(1),
             },
+            fetch_sessions: floe_proxy::fetch_session::FetchSessions::new(self.max_fetch_sessions),
             producer_ids: Default::default(),
             max_view_age,
             down_reports: Default::default(),

@@ -260,3 +260,61 @@ def test_describe_log_dirs_reports_each_partitions_stored_bytes(server, kit):
     # 20 records of 1,000 bytes went to partition 1; partition 0 holds nothing.
     assert got[0] == 0 and got[1] >= 20 * 1000, got
     assert sizes(asked) == got
+
+
+def test_kafka_python_reads_many_partitions_through_an_incremental_fetch_session(server, kit):
+    """kafka-python opens a fetch session (KIP-227) and then fetches
+    incrementally: every record of 12 partitions arrives once, in order, also
+    those written to two partitions while it reads."""
+    import time
+
+    from kafka import KafkaConsumer, TopicPartition
+
+    from test_kafka_clients import confluent_produce
+
+    kit.create_topic(server.bootstrap, "sessions", partitions=12)
+    first = [(None, f"a{p}-{i}".encode(), None, p, None) for p in range(12) for i in range(10)]
+    confluent_produce(server.bootstrap, "sessions", first)
+    before = fetches(server)
+    c = KafkaConsumer(bootstrap_servers=server.bootstrap, enable_auto_commit=False,
+                      auto_offset_reset="earliest", fetch_max_wait_ms=100)
+    try:
+        c.assign([TopicPartition("sessions", p) for p in range(12)])
+        got = {}
+
+        def read(until):
+            deadline = time.monotonic() + 60
+            while sum(len(v) for v in got.values()) < until and time.monotonic() < deadline:
+                for tp, msgs in c.poll(timeout_ms=200).items():
+                    got.setdefault(tp.partition, []).extend((m.offset, m.value.decode()) for m in msgs)
+
+        read(120)
+        second = [(None, f"b{p}-{i}".encode(), None, p, None) for p in (3, 7) for i in range(20)]
+        confluent_produce(server.bootstrap, "sessions", second)
+        read(160)
+        handlers = list(c._fetcher._session_handlers.values())
+    finally:
+        c.close()
+    for p in range(12):
+        want = [f"a{p}-{i}" for i in range(10)] + ([f"b{p}-{i}" for i in range(20)] if p in (3, 7) else [])
+        assert [v for _, v in got[p]] == want, p
+        assert [o for o, _ in got[p]] == list(range(len(want))), p
+    # The client holds a session the proxy opened, and fetched incrementally in it.
+    assert any(h.next_metadata.session_id > 0 and h.next_metadata.epoch > 1 for h in handlers), \
+        [(h.next_metadata.session_id, h.next_metadata.epoch) for h in handlers]
+    after = fetches(server)
+    assert after["opened"] > before["opened"] and after["incremental"] > before["incremental"], (before, after)
+    assert after["refused"] == before["refused"]
+
+
+def fetches(server):
+    """floe_proxy_fetches_total by session use."""
+    import re
+    import urllib.request
+
+    with urllib.request.urlopen(server.admin_url + "/metrics", timeout=10) as res:
+        text = res.read().decode()
+    out = {k: 0 for k in ("none", "opened", "incremental", "refused")}
+    for k, v in re.findall(r'floe_proxy_fetches_total\{session="(\w+)"\} (\d+)', text):
+        out[k] = int(v)
+    return out

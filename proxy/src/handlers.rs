@@ -107,6 +107,8 @@ pub struct Context {
     pub max_fetch_wait: Duration,
     /// Byte caps on a fetch's answer, whatever the client asks.
     pub fetch_limits: FetchLimits,
+    /// Fetch sessions (KIP-227) of the clients of this proxy.
+    pub fetch_sessions: crate::fetch_session::FetchSessions,
     /// Producer ids this proxy hands out, taken from metadata in blocks.
     pub producer_ids: ProducerIdBlock,
     /// How old the cluster view may be (since the metadata service last

@@ -11,6 +11,7 @@ const API_REQUESTS: &str = "floe_proxy_api_requests_total";
 const REFUSED: &str = "floe_proxy_connections_refused_total";
 const IDLE_CLOSED: &str = "floe_proxy_connections_idle_closed_total";
 const AUTO_CREATE_DEFERRED: &str = "floe_proxy_auto_create_deferred_total";
+const FETCHES: &str = "floe_proxy_fetches_total";
 
 /// Describes the proxy's metrics and registers its counters at zero.
 pub(crate) fn register() {
@@ -36,11 +37,20 @@ pub(crate) fn register() {
         AUTO_CREATE_DEFERRED,
         "topics named in Metadata requests that were not auto-created because of --auto-create-max-topics-per-request"
     );
+    describe_counter!(
+        FETCHES,
+        "Fetch requests by fetch session use (`session`: none, opened, incremental, refused)"
+    );
     counter!(IDLE_CLOSED).increment(0);
     counter!(AUTO_CREATE_DEFERRED).increment(0);
     counter!(CONNECTIONS).increment(0);
     counter!(REQUESTS).increment(0);
     counter!(BAD_REQUESTS).increment(0);
+}
+
+/// A Fetch and how it used a fetch session.
+pub(crate) fn fetch(session: &'static str) {
+    counter!(FETCHES, "session" => session).increment(1);
 }
 
 pub(crate) fn connection() {

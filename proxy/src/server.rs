@@ -425,7 +425,7 @@ async fn serve(
                     // Record bytes go out as the owners returned them.
                     let ctx = ctx.clone();
                     tokio::spawn(async move {
-                        let answer = ctx.fetch_answer(version, &f).await;
+                        let answer = ctx.fetch_in_session(version, &f).await;
                         drop(room);
                         match codec::encode_fetch_response(version, corr, answer) {
                             Ok(out) => {

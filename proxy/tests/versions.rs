@@ -72,6 +72,7 @@ async fn env() -> Env {
         auto_create_max_topics: 16,
         max_fetch_wait: Duration::from_secs(5),
         fetch_limits: Default::default(),
+        fetch_sessions: Default::default(),
         producer_ids: Default::default(),
         max_view_age: None,
         down_reports: Default::default(),
