@@ -402,6 +402,13 @@ pub struct ProxyTuning {
         default_value_t = FetchLimits::DEFAULT_MAX_PARTITION_BYTES
     )]
     pub fetch_max_partition_bytes: usize,
+    /// Answer transactional producers (InitProducerId with a
+    /// transactional.id, AddPartitionsToTxn, AddOffsetsToTxn,
+    /// TxnOffsetCommit, EndTxn, DescribeTransactions, ListTransactions).
+    /// Off: a transactional producer is refused at InitProducerId, and the
+    /// transaction APIs are not advertised.
+    #[arg(long, env = "FLOE_TRANSACTIONS", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub transactions: bool,
 }
 
 impl ProxyTuning {
@@ -477,6 +484,7 @@ impl ProxyTuning {
             producer_ids: Default::default(),
             max_view_age,
             down_reports: Default::default(),
+            transactions: self.transactions,
         }))
     }
 }

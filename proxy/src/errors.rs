@@ -158,3 +158,38 @@ mod tests {
         );
     }
 }
+
+/// The Kafka code of a transaction coordinator's refusal or failure.
+/// `fenced` is the code a fenced producer gets at this request and version
+/// (PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH to older versions).
+pub fn txn_code(e: &floe_broker::txn::CoordError, fenced: ResponseError) -> i16 {
+    use floe_broker::txn::CoordError;
+    use floe_metadata::txn::TxnError;
+    let r = match e {
+        CoordError::NotCoordinator => ResponseError::NotCoordinator,
+        CoordError::Unavailable(_) => ResponseError::CoordinatorNotAvailable,
+        CoordError::Txn(t) => match t {
+            TxnError::ProducerFenced => fenced,
+            TxnError::InvalidProducerIdMapping | TxnError::UnknownTransactionalId => {
+                ResponseError::InvalidProducerIdMapping
+            }
+            TxnError::ConcurrentTransactions => ResponseError::ConcurrentTransactions,
+            TxnError::InvalidTxnState => ResponseError::InvalidTxnState,
+            TxnError::InvalidTransactionTimeout => ResponseError::InvalidTransactionTimeout,
+            TxnError::UnknownPartition => ResponseError::UnknownTopicOrPartition,
+            TxnError::InvalidRequest => ResponseError::InvalidRequest,
+            TxnError::ProducerIdsExhausted => ResponseError::CoordinatorNotAvailable,
+        },
+    };
+    r.code()
+}
+
+/// PRODUCER_FENCED from `since` on, INVALID_PRODUCER_EPOCH before (the
+/// versions that do not know it).
+pub fn fenced_code(version: i16, since: i16) -> ResponseError {
+    if version >= since {
+        ResponseError::ProducerFenced
+    } else {
+        ResponseError::InvalidProducerEpoch
+    }
+}

@@ -23,6 +23,7 @@ pub mod nodes;
 pub mod peers;
 pub mod registration;
 pub mod server;
+mod txns;
 
 pub use limits::ListenerLimits;
 pub use server::{Proxy, ProxyConfig};

@@ -70,6 +70,7 @@ async fn env() -> Env {
         },
         auto_create_topics: true,
         auto_create_max_topics: 16,
+        transactions: false,
         max_fetch_wait: Duration::from_secs(5),
         fetch_limits: Default::default(),
         producer_ids: Default::default(),
