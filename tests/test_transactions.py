@@ -94,9 +94,9 @@ def txn_standalone(floe_bin, tmp_path_factory):
     s.stop()
 
 
-def txn_producer(bootstrap, txn_id, **extra):
+def txn_producer(bootstrap, txn_id, init_timeout=30, **extra):
     p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, **extra})
-    p.init_transactions(30)
+    p.init_transactions(init_timeout)
     return p
 
 
@@ -221,3 +221,41 @@ def test_a_hanging_transaction_is_aborted_by_its_timeout(txn_standalone):
         p.commit_transaction(30)
     assert committed(bootstrap, group, topic) is None
     consumer.close()
+
+
+@pytest.mark.timeout(240)
+def test_the_coordinator_moves_with_its_shard_in_a_cluster(floe_bin, tmp_path):
+    """Separate processes: the proxy reaches the coordinator over the internal
+    RPC. The broker coordinating an open transaction is killed with SIGKILL;
+    once its shard moved, a new instance of the producer gets its epoch (the
+    open transaction aborted: its offsets dropped) and commits."""
+    from floe_cluster import Cluster
+    from test_cluster_failover import fnv1a_shard, owned_shards
+
+    cluster = Cluster(floe_bin, tmp_path,
+                      proxy_flags=("--default-partitions", "1", "--transactions", "true"))
+    try:
+        bootstrap = cluster.bootstrap
+        topic, group, tid = "txn-move-in", "txn-move-g", "txn-move"
+        create_topic(bootstrap, topic, 1)
+        p = txn_producer(bootstrap, tid, init_timeout=60)
+        consumer, meta = group_metadata(bootstrap, group)
+        p.begin_transaction()
+        p.send_offsets_to_transaction([confluent_kafka.TopicPartition(topic, 0, 5)], meta, 30)
+        p.commit_transaction(30)
+        assert committed(bootstrap, group, topic) == 5
+
+        p.begin_transaction()
+        p.send_offsets_to_transaction([confluent_kafka.TopicPartition(topic, 0, 9)], meta, 30)
+        shard = fnv1a_shard(tid)
+        [holder] = [b for b in cluster.brokers if shard in owned_shards(b.admin)]
+        holder.kill9()
+        again = txn_producer(bootstrap, tid, init_timeout=90)
+        assert committed(bootstrap, group, topic) == 5, "the open transaction was aborted"
+        again.begin_transaction()
+        again.send_offsets_to_transaction([confluent_kafka.TopicPartition(topic, 0, 12)], meta, 30)
+        again.commit_transaction(30)
+        assert committed(bootstrap, group, topic) == 12
+        consumer.close()
+    finally:
+        cluster.stop()
