@@ -231,6 +231,11 @@ pub struct BrokerTuning {
     /// store: 1 on a local folder, 4 on S3 or HDFS.
     #[arg(long, env = "FLOE_MAX_FLUSHES_IN_FLIGHT")]
     pub max_flushes_in_flight: Option<usize>,
+    /// The longest transaction.timeout.ms a transactional producer may ask
+    /// for (Kafka's transaction.max.timeout.ms); above it InitProducerId
+    /// answers INVALID_TRANSACTION_TIMEOUT.
+    #[arg(long, env = "FLOE_TRANSACTION_MAX_TIMEOUT_MS", default_value_t = floe_metadata::txn::DEFAULT_TRANSACTION_MAX_TIMEOUT_MS)]
+    pub transaction_max_timeout_ms: u32,
 }
 
 /// Size bounds of the metadata service (`floe meta`, `floe standalone`).
@@ -281,6 +286,7 @@ impl BrokerTuning {
             Duration::from_millis(self.group_initial_rebalance_delay_ms);
         c.group.offset_metadata_max_bytes = self.offset_metadata_max_bytes;
         c.producer_expiration = producer_expiration(self.producer_id_expiration_ms);
+        c.txn.max_timeout_ms = self.transaction_max_timeout_ms.max(1);
         c
     }
 }
@@ -411,6 +417,13 @@ pub struct ProxyTuning {
         default_value_t = floe_proxy::fetch_session::DEFAULT_MAX_SESSIONS
     )]
     pub max_fetch_sessions: usize,
+    /// Answer transactional producers (InitProducerId with a
+    /// transactional.id, AddPartitionsToTxn, AddOffsetsToTxn,
+    /// TxnOffsetCommit, EndTxn, DescribeTransactions, ListTransactions).
+    /// Off: a transactional producer is refused at InitProducerId, and the
+    /// transaction APIs are not advertised.
+    #[arg(long, env = "FLOE_TRANSACTIONS", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub transactions: bool,
 }
 
 impl ProxyTuning {
@@ -487,6 +500,7 @@ impl ProxyTuning {
             producer_ids: Default::default(),
             max_view_age,
             down_reports: Default::default(),
+            transactions: self.transactions,
         }))
     }
 }

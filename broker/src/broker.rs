@@ -235,6 +235,10 @@ pub(crate) struct Inner {
     /// Which partition a flush starts with (turns, so none waits behind
     /// the others when a flush cannot take everything).
     pub flush_turn: std::sync::atomic::AtomicUsize,
+    /// The transaction coordinator of the shards this broker owns.
+    pub txn: Arc<crate::txn::TxnCoordinator>,
+    /// Where its markers go (the partition side's writer, given later).
+    pub markers: Arc<crate::txn::MarkerSlot>,
 }
 
 /// A running broker. Cheap to clone.
@@ -282,24 +286,37 @@ impl Broker {
         let backlog = crate::backlog::Backlog::new(cfg.max_unflushed_bytes);
         let mut group_config = cfg.group.clone();
         group_config.shards = floe_metadata::state::DEFAULT_SHARDS;
-        let inner = Arc::new(Inner {
-            cfg,
-            meta,
-            pool,
-            reader,
-            segments,
-            logs: RwLock::new(HashMap::new()),
-            view,
-            flush_now: Notify::new(),
-            flushed: Notify::new(),
-            stop: CancelFlag::default(),
-            stopped: Notify::new(),
-            groups: crate::group::GroupCoordinator::new(group_config),
-            shards: RwLock::new(HashMap::new()),
-            lease: std::sync::Mutex::new(lease),
-            renew_now: Notify::new(),
-            backlog,
-            flush_turn: Default::default(),
+        let markers = Arc::new(crate::txn::MarkerSlot::default());
+        let txn_config = cfg.txn.clone();
+        let inner = Arc::new_cyclic(|me: &std::sync::Weak<Inner>| {
+            let me = me.clone();
+            let holds: crate::txn::ShardCheck = Arc::new(move |f| {
+                me.upgrade()
+                    .is_some_and(|inner| Broker { inner }.holds_shard(f))
+            });
+            let txn =
+                crate::txn::TxnCoordinator::new(meta.clone(), markers.clone(), holds, txn_config);
+            Inner {
+                cfg,
+                meta,
+                pool,
+                reader,
+                segments,
+                logs: RwLock::new(HashMap::new()),
+                view,
+                flush_now: Notify::new(),
+                flushed: Notify::new(),
+                stop: CancelFlag::default(),
+                stopped: Notify::new(),
+                groups: crate::group::GroupCoordinator::new(group_config),
+                shards: RwLock::new(HashMap::new()),
+                lease: std::sync::Mutex::new(lease),
+                renew_now: Notify::new(),
+                backlog,
+                flush_turn: Default::default(),
+                txn,
+                markers,
+            }
         });
         let b = Broker { inner };
         crate::metrics::register();
@@ -307,6 +324,7 @@ impl Broker {
         tokio::spawn(crate::tasks::ownership(b.clone()));
         tokio::spawn(crate::tasks::flusher(b.clone()));
         tokio::spawn(crate::maintenance::run(b.clone()));
+        tokio::spawn(crate::txn::serve::timeouts(b.clone()));
         Ok(b)
     }
 

@@ -116,6 +116,8 @@ pub struct BrokerConfig {
     /// keeps for a producer that has not written for this long is dropped
     /// (`None`: kept forever).
     pub producer_expiration: Option<Duration>,
+    /// The transaction coordinator's settings (`transaction.max.timeout.ms`).
+    pub txn: crate::txn::TxnConfig,
 }
 
 impl BrokerConfig {
@@ -141,6 +143,7 @@ impl BrokerConfig {
             producer_expiration: Some(Duration::from_millis(
                 floe_metadata::state::DEFAULT_PRODUCER_EXPIRATION_MS,
             )),
+            txn: crate::txn::TxnConfig::default(),
         }
     }
 }

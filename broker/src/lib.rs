@@ -9,7 +9,8 @@
 //! - [`owner`]: the traits the proxy calls, a partition's owner and a
 //!   group's coordinator, here or over [`rpc`].
 //! - [`rpc`]: the internal RPC, its route table, server and client.
-//! - [`txn`]: the transaction coordinator (not wired in yet).
+//! - [`txn`]: the transaction coordinator (run by every broker, reached
+//!   through [`owner::TxnCoordination`]) and a partition's transactions.
 
 mod admission;
 mod backlog;
@@ -33,5 +34,5 @@ pub mod txn;
 pub use broker::{Acks, Broker, FetchData, OffsetAnswer, OffsetSpec, PendingProduce, ProduceOk};
 pub use config::{BrokerConfig, LogConfig};
 pub use error::{BrokerError, CallError, ErrorKind, RecordError, RoutingError, RoutingErrorKind};
-pub use owner::{Coordinator, PartitionOwner};
+pub use owner::{Coordinator, PartitionOwner, TxnCoordination};
 pub use rpc::RemoteBroker;

@@ -1,6 +1,7 @@
 //! Who answers a partition's or a group's requests, as the proxy sees it:
-//! [`PartitionOwner`] (the broker that owns a partition) and
-//! [`Coordinator`] (the broker that coordinates a group). Each is
+//! [`PartitionOwner`] (the broker that owns a partition),
+//! [`Coordinator`] (the broker that coordinates a group) and
+//! [`TxnCoordination`] (the one that coordinates a transactional id). Each is
 //! implemented by the [`Broker`] of this process and by
 //! [`RemoteBroker`](crate::rpc::RemoteBroker), the client of a broker in
 //! another; the proxy holds `Arc<dyn …>` and does not know which.
@@ -12,6 +13,8 @@
 //! NOT_COORDINATOR.
 
 use bytes::Bytes;
+use floe_metadata::ids::TransactionalId;
+use floe_metadata::txn::{TxnMeta, TxnOp, TxnReply};
 use floe_storage::PartitionKey;
 
 use crate::broker::{Acks, Broker, FetchData, OffsetAnswer, OffsetSpec, PendingProduce};
@@ -20,6 +23,7 @@ use crate::group::{
     CommitParams, GroupDescription, GroupError, GroupListing, GroupState, JoinParams, JoinResult,
     SyncParams, SyncResult,
 };
+use crate::txn::CoordError;
 
 /// The broker that owns a partition.
 #[async_trait::async_trait]
@@ -107,6 +111,41 @@ pub trait Coordinator: Send + Sync + std::fmt::Debug {
 
     /// The groups of every shard this broker coordinates (ListGroups).
     async fn list_groups(&self, states: &[String]) -> Vec<GroupListing>;
+}
+
+/// The transaction coordinator of a transactional id (the broker that owns
+/// the id's shard). Refusals by the transaction's rules are data
+/// (`TxnReply::refused`); a broker that does not own the shard (or cannot
+/// be reached) is [`CoordError::NotCoordinator`].
+///
+/// [`CoordError::NotCoordinator`]: crate::txn::CoordError::NotCoordinator
+#[async_trait::async_trait]
+pub trait TxnCoordination: Send + Sync + std::fmt::Debug {
+    /// A client's step (InitProducer, AddPartitions, AddGroup,
+    /// CommitOffsets, End) under the coordinator's fence and clock; an
+    /// InitProducer's `max_timeout_ms` is the coordinator's.
+    async fn txn_step(&self, id: &TransactionalId, op: TxnOp) -> Result<TxnReply, CoordError>;
+
+    /// The id's state, `None` if it has none.
+    async fn describe_txn(&self, id: &TransactionalId) -> Result<Option<TxnMeta>, CoordError>;
+
+    /// The transactions of every shard the broker coordinates.
+    async fn list_txns(&self) -> Result<Vec<(TransactionalId, TxnMeta)>, CoordError>;
+}
+
+#[async_trait::async_trait]
+impl TxnCoordination for Broker {
+    async fn txn_step(&self, id: &TransactionalId, op: TxnOp) -> Result<TxnReply, CoordError> {
+        Broker::txn_step(self, id, op).await
+    }
+
+    async fn describe_txn(&self, id: &TransactionalId) -> Result<Option<TxnMeta>, CoordError> {
+        Broker::describe_txn(self, id).await
+    }
+
+    async fn list_txns(&self) -> Result<Vec<(TransactionalId, TxnMeta)>, CoordError> {
+        Broker::list_txns(self).await
+    }
 }
 
 #[async_trait::async_trait]

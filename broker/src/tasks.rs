@@ -255,9 +255,12 @@ pub(crate) async fn ownership(b: Broker) {
 
 /// Coordinator shards: owned ones are served; one handed over or lost drops
 /// its groups (members find the new coordinator and rejoin; committed
-/// offsets are in the metadata).
+/// offsets are in the metadata). A shard taken over has its transactions
+/// resumed (the decided ones completed).
 async fn follow_shards(b: &Broker, shards: &[ShardInfo]) {
     let mut release = Vec::new();
+    // Shards taken over now: their transactions are resumed.
+    let mut taken = Vec::new();
     {
         let mut owned = b.inner.shards.write().unwrap_or_else(|p| p.into_inner());
         let mine: std::collections::HashMap<u32, &ShardInfo> = shards
@@ -282,11 +285,20 @@ async fn follow_shards(b: &Broker, shards: &[ShardInfo]) {
             } else {
                 owned.entry(shard).or_insert_with(|| {
                     crate::metrics::owned_shard(shard, true);
+                    taken.push(floe_metadata::command::ShardFence {
+                        broker: b.broker_id(),
+                        shard: s.shard,
+                        epoch: s.epoch,
+                    });
                     s.epoch.0
                 });
             }
         }
         crate::metrics::owned_shards(owned.len());
+    }
+    for fence in taken {
+        let b = b.clone();
+        tokio::spawn(async move { b.resume_txns(fence).await });
     }
     if !release.is_empty()
         && let Err(e) = b.inner.meta.release(b.broker_id(), &[], &release).await

@@ -12,7 +12,13 @@ use floe_storage::ids::{PartitionKey, TopicId};
 use floe_storage::records::{BatchBuilder, RecordSpec};
 use floe_storage::segment::SegmentBuilder;
 use floe_storage::wal::WalBuilder;
+use kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::create_topics_request::{
     CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
 };
@@ -37,7 +43,9 @@ use kafka_protocol::messages::{
     DeleteRecordsRequest, DeleteTopicsRequest, DescribeConfigsRequest, FetchRequest,
     FindCoordinatorRequest, GroupId, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest,
     ListOffsetsRequest, MetadataRequest, MetadataResponse, ProduceRequest, RequestHeader,
-    RequestKind, ResponseKind, TopicName, TransactionalId,
+    RequestKind, ResponseKind, TopicName, TransactionalId, AddPartitionsToTxnRequest,
+    AddOffsetsToTxnRequest, TxnOffsetCommitRequest, EndTxnRequest, DescribeTransactionsRequest,
+    ListTransactionsRequest, ProducerId,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -409,6 +417,71 @@ fn request_body(api_key: ApiKey, version: i16, records: &Bytes) -> Option<Reques
                         .with_metadata(Bytes::from_static(&[0, 3, 0, 0, 0, 0])),
                 ]),
         ),
+        ApiKey::AddPartitionsToTxn => {
+            let topics = vec![
+                AddPartitionsToTxnTopic::default()
+                    .with_name(name("orders"))
+                    .with_partitions(vec![0, 1]),
+            ];
+            let r = if version <= 3 {
+                AddPartitionsToTxnRequest::default()
+                    .with_v3_and_below_transactional_id(TransactionalId(text("txn-a")))
+                    .with_v3_and_below_producer_id(ProducerId(7))
+                    .with_v3_and_below_producer_epoch(2)
+                    .with_v3_and_below_topics(topics)
+            } else {
+                AddPartitionsToTxnRequest::default().with_transactions(vec![
+                    AddPartitionsToTxnTransaction::default()
+                        .with_transactional_id(TransactionalId(text("txn-a")))
+                        .with_producer_id(ProducerId(7))
+                        .with_producer_epoch(2)
+                        .with_verify_only(true)
+                        .with_topics(topics),
+                ])
+            };
+            RequestKind::AddPartitionsToTxn(r)
+        }
+        ApiKey::AddOffsetsToTxn => RequestKind::AddOffsetsToTxn(
+            AddOffsetsToTxnRequest::default()
+                .with_transactional_id(TransactionalId(text("txn-a")))
+                .with_producer_id(ProducerId(7))
+                .with_producer_epoch(2)
+                .with_group_id(GroupId(text("group-a"))),
+        ),
+        ApiKey::TxnOffsetCommit => RequestKind::TxnOffsetCommit(
+            TxnOffsetCommitRequest::default()
+                .with_transactional_id(TransactionalId(text("txn-a")))
+                .with_group_id(GroupId(text("group-a")))
+                .with_producer_id(ProducerId(7))
+                .with_producer_epoch(2)
+                .with_topics(vec![
+                    TxnOffsetCommitRequestTopic::default()
+                        .with_name(name("orders"))
+                        .with_partitions(vec![
+                            TxnOffsetCommitRequestPartition::default()
+                                .with_partition_index(0)
+                                .with_committed_offset(42)
+                                .with_committed_metadata(Some(text("m"))),
+                        ]),
+                ]),
+        ),
+        ApiKey::EndTxn => RequestKind::EndTxn(
+            EndTxnRequest::default()
+                .with_transactional_id(TransactionalId(text("txn-a")))
+                .with_producer_id(ProducerId(7))
+                .with_producer_epoch(2)
+                .with_committed(true),
+        ),
+        ApiKey::DescribeTransactions => RequestKind::DescribeTransactions(
+            DescribeTransactionsRequest::default()
+                .with_transactional_ids(vec![TransactionalId(text("txn-a"))]),
+        ),
+        ApiKey::ListTransactions => RequestKind::ListTransactions(
+            ListTransactionsRequest::default()
+                .with_state_filters(vec![text("Ongoing")])
+                .with_producer_id_filters(vec![ProducerId(7)])
+                .with_duration_filter(if version >= 1 { 1_000 } else { -1 }),
+        ),
         _ => return None,
     })
 }
@@ -434,6 +507,12 @@ fn kafka_requests(root: &Path) -> AnyResult<()> {
         ApiKey::InitProducerId,
         ApiKey::DescribeConfigs,
         ApiKey::JoinGroup,
+        ApiKey::AddPartitionsToTxn,
+        ApiKey::AddOffsetsToTxn,
+        ApiKey::TxnOffsetCommit,
+        ApiKey::EndTxn,
+        ApiKey::DescribeTransactions,
+        ApiKey::ListTransactions,
     ];
     for api_key in apis {
         let range = api_key.valid_versions();

@@ -1,6 +1,8 @@
 //! Fuzzes the broker's internal RPC decoding: every request a broker decodes
 //! from a peer proxy and every reply a proxy decodes from a broker
-//! (protobuf, `floe_broker::rpc::proto` and `floe_broker::group_rpc::proto`),
+//! (protobuf, `floe_broker::rpc::proto`, `floe_broker::group_rpc::proto` and
+//! `floe_broker::txn::rpc::proto`, with a transaction step read into its
+//! command and a reply into the coordinator's answer),
 //! then what is read out of them: the partition (`convert::partition`), an
 //! error's kind by its wire name, the offset spec. The first byte picks the
 //! message. Nothing may panic, and decoding may not allocate beyond what the
@@ -12,7 +14,8 @@
 use floe_broker::ErrorKind;
 use floe_broker::group_rpc::proto as group;
 use floe_broker::rpc::proto;
-use floe_metadata::api::convert;
+use floe_broker::txn::rpc::proto as txn;
+use floe_metadata::api::{convert, txn_routes};
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
 
@@ -37,7 +40,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let body = bytes::Bytes::copy_from_slice(rest);
-    match which % 16 {
+    match which % 20 {
         0 => {
             if let Ok(r) = proto::ProduceRequest::decode(body) {
                 partition(r.partition.as_ref());
@@ -106,8 +109,35 @@ fuzz_target!(|data: &[u8]| {
             let _ = group::GroupIds::decode(body);
             let _ = group::ErrorReply::decode(bytes::Bytes::copy_from_slice(rest));
         }
-        _ => {
+        15 => {
             let _ = group::Descriptions::decode(body);
+        }
+        16 => {
+            if let Ok(r) = txn::TxnRequest::decode(body)
+                && let Ok(cmd) = txn_routes::command(r)
+            {
+                // A step read from the wire encodes to the same step.
+                let again = txn_routes::command(txn_routes::command_msg(&cmd));
+                assert_eq!(again.ok(), Some(cmd));
+            }
+        }
+        17 => {
+            if let Ok(r) = txn::StepReply::decode(body)
+                && let Some(reply) = r.reply
+            {
+                let _ = txn_routes::reply(reply);
+            }
+        }
+        18 => {
+            if let Ok(r) = txn::Infos::decode(body) {
+                for t in r.txns {
+                    let _ = txn_routes::info(t);
+                }
+            }
+        }
+        _ => {
+            let _ = txn::TxnId::decode(body);
+            let _ = txn::ListRequest::decode(bytes::Bytes::copy_from_slice(rest));
         }
     }
 });

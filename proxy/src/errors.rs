@@ -62,6 +62,41 @@ pub fn call_code(e: &CallError) -> i16 {
     }
 }
 
+/// The Kafka code of a transaction coordinator's refusal or failure.
+/// `fenced` is the code a fenced producer gets at this request and version
+/// (PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH to older versions).
+pub fn txn_code(e: &floe_broker::txn::CoordError, fenced: ResponseError) -> i16 {
+    use floe_broker::txn::CoordError;
+    use floe_metadata::txn::TxnError;
+    let r = match e {
+        CoordError::NotCoordinator => ResponseError::NotCoordinator,
+        CoordError::Unavailable(_) => ResponseError::CoordinatorNotAvailable,
+        CoordError::Txn(t) => match t {
+            TxnError::ProducerFenced => fenced,
+            TxnError::InvalidProducerIdMapping | TxnError::UnknownTransactionalId => {
+                ResponseError::InvalidProducerIdMapping
+            }
+            TxnError::ConcurrentTransactions => ResponseError::ConcurrentTransactions,
+            TxnError::InvalidTxnState => ResponseError::InvalidTxnState,
+            TxnError::InvalidTransactionTimeout => ResponseError::InvalidTransactionTimeout,
+            TxnError::UnknownPartition => ResponseError::UnknownTopicOrPartition,
+            TxnError::InvalidRequest => ResponseError::InvalidRequest,
+            TxnError::ProducerIdsExhausted => ResponseError::CoordinatorNotAvailable,
+        },
+    };
+    r.code()
+}
+
+/// PRODUCER_FENCED from `since` on, INVALID_PRODUCER_EPOCH before (the
+/// versions that do not know it).
+pub fn fenced_code(version: i16, since: i16) -> ResponseError {
+    if version >= since {
+        ResponseError::ProducerFenced
+    } else {
+        ResponseError::InvalidProducerEpoch
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,5 +191,17 @@ mod tests {
             call_code(&CallError::Broker(e)),
             ResponseError::OffsetOutOfRange.code()
         );
+    }
+
+    #[test]
+    fn a_fenced_producer_gets_the_code_its_version_knows() {
+        use floe_broker::txn::CoordError;
+        use floe_metadata::txn::TxnError;
+        let fenced = CoordError::Txn(TxnError::ProducerFenced);
+        assert_eq!(txn_code(&fenced, fenced_code(4, 4)), 90);
+        assert_eq!(txn_code(&fenced, fenced_code(3, 4)), 47);
+        let busy = CoordError::Txn(TxnError::ConcurrentTransactions);
+        assert_eq!(txn_code(&busy, fenced_code(0, 2)), 51);
+        assert_eq!(txn_code(&CoordError::NotCoordinator, fenced_code(0, 2)), 16);
     }
 }

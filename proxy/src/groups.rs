@@ -44,6 +44,14 @@ pub struct ClientInfo {
     pub host: String,
 }
 
+/// Where a coordinator shard is served.
+pub(crate) enum ShardOwner {
+    /// This process's broker.
+    Local(floe_broker::Broker),
+    /// A broker in another process.
+    Remote(Arc<floe_broker::RemoteBroker>),
+}
+
 fn s(v: impl Into<String>) -> StrBytes {
     StrBytes::from_string(v.into())
 }
@@ -53,33 +61,48 @@ fn code(e: Option<GroupError>) -> i16 {
 }
 
 impl Context {
-    fn shard_count(&self) -> u32 {
+    pub(crate) fn shard_count(&self) -> u32 {
         self.view.current().shard_count()
     }
 
-    /// The coordinator of `group_id`: the broker that owns its shard.
-    fn coordinator(&self, group_id: &str) -> Result<Arc<dyn Coordinator>, RoutingError> {
+    /// The broker that owns the coordinator shard of `key` (a group id or a
+    /// transactional id): this process's broker or a client of another.
+    pub(crate) fn shard_owner(&self, key: &str) -> Result<ShardOwner, RoutingError> {
         let not_coordinator =
             |why: &str| RoutingError::new(RoutingErrorKind::NotCoordinator, why.to_string());
-        let shards = self.shard_count();
-        let shard = floe_broker::group::shard_of(group_id, shards);
+        let shard = floe_broker::group::shard_of(key, self.shard_count());
         let snap = self.view.current();
         let owner = snap
             .shards
             .iter()
             .find(|x| x.shard.0 == shard && x.handover_to.is_none())
             .and_then(|x| x.owner)
-            .ok_or_else(|| not_coordinator("the group's shard has no owner"))?;
+            .ok_or_else(|| not_coordinator("the key's coordinator shard has no owner"))?;
         if let Some(local) = self.local.as_ref().filter(|b| b.broker_id() == owner) {
-            local
-                .coordinator(group_id, shards)
-                .map_err(|_| not_coordinator("this broker has not taken the group's shard over"))?;
-            return Ok(Arc::new(local.clone()));
+            return Ok(ShardOwner::Local(local.clone()));
         }
         let addr = snap
             .broker_addr(owner)
-            .ok_or_else(|| not_coordinator("no address for the group's coordinator"))?;
-        Ok(self.remote(addr))
+            .ok_or_else(|| not_coordinator("no address for the key's coordinator"))?;
+        Ok(ShardOwner::Remote(self.remote(addr)))
+    }
+
+    /// The coordinator of `group_id`: the broker that owns its shard.
+    fn coordinator(&self, group_id: &str) -> Result<Arc<dyn Coordinator>, RoutingError> {
+        match self.shard_owner(group_id)? {
+            ShardOwner::Local(local) => {
+                local
+                    .coordinator(group_id, self.shard_count())
+                    .map_err(|_| {
+                        RoutingError::new(
+                            RoutingErrorKind::NotCoordinator,
+                            "this broker has not taken the group's shard over",
+                        )
+                    })?;
+                Ok(Arc::new(local))
+            }
+            ShardOwner::Remote(r) => Ok(r),
+        }
     }
 
     /// FindCoordinator: this proxy (it forwards to the shard's owner) once
@@ -426,6 +449,9 @@ impl Context {
                 match self.committed(&g.group_id.0).await {
                     Err(e) => rg.error_code = e,
                     Ok(committed) => {
+                        let unstable = self
+                            .unstable_offsets(&g.group_id.0, req.require_stable)
+                            .await;
                         let wanted: Option<Vec<(String, Vec<i32>)>> = g.topics.as_ref().map(|ts| {
                             ts.iter()
                                 .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
@@ -441,6 +467,7 @@ impl Context {
                                 rp.committed_leader_epoch =
                                     o.as_ref().map_or(-1, |o| o.leader_epoch);
                                 rp.metadata = Some(s(o.map(|o| o.metadata).unwrap_or_default()));
+                                rp.error_code = unstable_code(&unstable, &topic, p);
                                 rt.partitions.push(rp);
                             }
                             rg.topics.push(rt);
@@ -471,6 +498,9 @@ impl Context {
                 }
             }
             Ok(committed) => {
+                let unstable = self
+                    .unstable_offsets(&req.group_id.0, version >= 7 && req.require_stable)
+                    .await;
                 let wanted: Option<Vec<(String, Vec<i32>)>> = req.topics.as_ref().map(|ts| {
                     ts.iter()
                         .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
@@ -487,6 +517,7 @@ impl Context {
                             rp.committed_leader_epoch = o.as_ref().map_or(-1, |o| o.leader_epoch);
                         }
                         rp.metadata = Some(s(o.map(|o| o.metadata).unwrap_or_default()));
+                        rp.error_code = unstable_code(&unstable, &topic, p);
                         rt.partitions.push(rp);
                     }
                     resp.topics.push(rt);
@@ -721,6 +752,16 @@ impl Context {
 /// The topics a consumer-protocol subscription (JoinGroup metadata of
 /// protocol type "consumer") names: version (i16), then an array of strings.
 /// `None` if the bytes are not such a subscription.
+/// UNSTABLE_OFFSET_COMMIT for an offset a transaction holds pending.
+fn unstable_code(unstable: &std::collections::HashSet<(String, u32)>, topic: &str, p: i32) -> i16 {
+    let held = u32::try_from(p).is_ok_and(|p| unstable.contains(&(topic.to_string(), p)));
+    if held {
+        ResponseError::UnstableOffsetCommit.code()
+    } else {
+        0
+    }
+}
+
 fn subscribed_topics(metadata: &[u8]) -> Option<Vec<String>> {
     let mut b = metadata;
     let take = |b: &mut &[u8], n: usize| -> Option<Vec<u8>> {

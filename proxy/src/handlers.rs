@@ -78,9 +78,31 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeTopicPartitions, 0, 0),
 ];
 
+/// The transaction APIs, answered only with `--transactions`
+/// ([`Context::transactions`]); InitProducerId with a transactional id too.
+pub const TXN_SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::AddPartitionsToTxn, 0, 4),
+    (ApiKey::AddOffsetsToTxn, 0, 3),
+    (ApiKey::EndTxn, 0, 3),
+    (ApiKey::TxnOffsetCommit, 0, 3),
+    (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::ListTransactions, 0, 1),
+];
+
+/// The APIs answered: [`SUPPORTED`], and [`TXN_SUPPORTED`] with transactions on.
+fn answered(transactions: bool) -> impl Iterator<Item = &'static (ApiKey, i16, i16)> {
+    let txn: &'static [(ApiKey, i16, i16)] = if transactions { TXN_SUPPORTED } else { &[] };
+    SUPPORTED.iter().chain(txn)
+}
+
 /// The lowest version of each key this proxy can decode (Produce: 3).
 pub fn decodable(key: ApiKey, version: i16) -> bool {
-    SUPPORTED.iter().any(|(k, min, max)| {
+    decodable_with(key, version, false)
+}
+
+/// [`decodable`], with the transaction APIs when `transactions` is on.
+pub fn decodable_with(key: ApiKey, version: i16, transactions: bool) -> bool {
+    answered(transactions).any(|(k, min, max)| {
         *k == key && version <= *max && version >= (*min).max(key.valid_versions().min)
     })
 }
@@ -119,6 +141,10 @@ pub struct Context {
     /// Owners whose address refused a connection, reported to the metadata
     /// service (at most once a second per address).
     pub down_reports: DownReports,
+    /// Whether transactions are answered (`--transactions`): InitProducerId
+    /// with a transactional id and the APIs of [`TXN_SUPPORTED`]. Off, a
+    /// transactional producer is refused at InitProducerId.
+    pub transactions: bool,
 }
 
 /// Reports of owners whose address refused a connection: the process is
@@ -314,10 +340,14 @@ fn topic_name(v: &str) -> TopicName {
 }
 
 pub fn api_versions(error: i16) -> ApiVersionsResponse {
+    api_versions_with(error, false)
+}
+
+/// [`api_versions`], listing the transaction APIs when `transactions` is on.
+pub fn api_versions_with(error: i16, transactions: bool) -> ApiVersionsResponse {
     let mut r = ApiVersionsResponse::default();
     r.error_code = error;
-    r.api_keys = SUPPORTED
-        .iter()
+    r.api_keys = answered(transactions)
         .map(|(k, min, max)| {
             let mut v = ApiVersion::default();
             v.api_key = *k as i16;
@@ -547,7 +577,11 @@ impl Context {
         self.me.nodes(snap)
     }
 
-    fn key_of(snap: &ClusterSnapshot, topic: &str, partition: i32) -> Option<PartitionKey> {
+    pub(crate) fn key_of(
+        snap: &ClusterSnapshot,
+        topic: &str,
+        partition: i32,
+    ) -> Option<PartitionKey> {
         snap.partition_key(topic, partition)
     }
 
@@ -1077,19 +1111,22 @@ impl Context {
 
     /// InitProducerId for idempotent producers: a new producer id at epoch 0,
     /// or (KIP-360) the same id at the next epoch when the client asks to
-    /// bump its own. Transactional ids are refused: transactions are not
-    /// implemented.
+    /// bump its own. A transactional id goes to its transaction coordinator
+    /// with `--transactions`, and is refused (UNSUPPORTED_VERSION) without.
     pub async fn init_producer_id(
         &self,
-        _version: i16,
+        version: i16,
         req: &InitProducerIdRequest,
     ) -> InitProducerIdResponse {
         let mut resp = InitProducerIdResponse::default();
         resp.producer_id = ProducerId(-1);
         resp.producer_epoch = -1;
-        if req.transactional_id.is_some() {
-            resp.error_code = ResponseError::UnsupportedVersion.code();
-            return resp;
+        if let Some(id) = &req.transactional_id {
+            if !self.transactions {
+                resp.error_code = ResponseError::UnsupportedVersion.code();
+                return resp;
+            }
+            return self.init_txn_producer(version, req, &id.0).await;
         }
         if req.producer_id.0 >= 0 && req.producer_epoch >= 0 && req.producer_epoch < i16::MAX - 1 {
             resp.producer_id = req.producer_id;

@@ -369,12 +369,12 @@ async fn serve(
             // version gets the v0 answer with UNSUPPORTED_VERSION.
             if key == Some(ApiKey::ApiVersions) && !handlers::decodable(ApiKey::ApiVersions, prefix.api_version) {
                 metrics::api_request(ApiKey::ApiVersions);
-                let body = ResponseKind::ApiVersions(handlers::api_versions(ResponseError::UnsupportedVersion.code()));
+                let body = ResponseKind::ApiVersions(handlers::api_versions_with(ResponseError::UnsupportedVersion.code(), ctx.transactions));
                 let out = codec::encode_response(ApiKey::ApiVersions, 0, prefix.correlation_id, &body)?;
                 let _ = otx.send(Some(codec::Frame::One(out)));
                 continue;
             }
-            let Some(key) = key.filter(|k| handlers::decodable(*k, prefix.api_version)) else {
+            let Some(key) = key.filter(|k| handlers::decodable_with(*k, prefix.api_version, ctx.transactions)) else {
                 metrics::bad_request();
                 tracing::info!(api_key = prefix.api_key, version = prefix.api_version, "unsupported API key or version; closing the connection");
                 // Kafka closes the connection for versions it cannot parse.
@@ -508,7 +508,25 @@ async fn handle(
     client: &ClientInfo,
 ) -> Option<ResponseKind> {
     Some(match &body {
-        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(handlers::api_versions(0)),
+        RequestKind::ApiVersions(_) => {
+            ResponseKind::ApiVersions(handlers::api_versions_with(0, ctx.transactions))
+        }
+        RequestKind::AddPartitionsToTxn(r) => {
+            ResponseKind::AddPartitionsToTxn(ctx.add_partitions_to_txn(version, r).await)
+        }
+        RequestKind::AddOffsetsToTxn(r) => {
+            ResponseKind::AddOffsetsToTxn(ctx.add_offsets_to_txn(version, r).await)
+        }
+        RequestKind::TxnOffsetCommit(r) => {
+            ResponseKind::TxnOffsetCommit(ctx.txn_offset_commit(version, r).await)
+        }
+        RequestKind::EndTxn(r) => ResponseKind::EndTxn(ctx.end_txn(version, r).await),
+        RequestKind::DescribeTransactions(r) => {
+            ResponseKind::DescribeTransactions(ctx.describe_transactions(version, r).await)
+        }
+        RequestKind::ListTransactions(r) => {
+            ResponseKind::ListTransactions(ctx.list_transactions(version, r).await)
+        }
         RequestKind::Metadata(r) => ResponseKind::Metadata(ctx.metadata(version, r).await),
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(ctx.list_offsets(version, r).await)

@@ -1,10 +1,11 @@
 //! docs/kafka-compatibility.md cannot drift from what the proxy answers:
 //! every Kafka API key is either in its table of answered keys, with the
-//! versions ApiVersions advertises, or in its table of keys not answered.
+//! versions ApiVersions advertises (the transaction APIs with
+//! `--transactions`), or in its table of keys not answered.
 
 use std::collections::HashMap;
 
-use floe_proxy::handlers::SUPPORTED;
+use floe_proxy::handlers::{SUPPORTED, TXN_SUPPORTED};
 use kafka_protocol::messages::ApiKey;
 
 /// Rows `| key | API | second column | …` of the doc's tables, by key number:
@@ -45,7 +46,11 @@ fn every_api_key_is_in_the_compatibility_doc_with_the_versions_advertised() {
         assert_eq!(found.len(), 1, "key {n} ({name}) has {} rows", found.len());
         let (doc_name, cell) = &found[0];
         assert_eq!(doc_name, &name, "key {n} is named {doc_name} in the doc");
-        match SUPPORTED.iter().find(|(k, _, _)| *k == key) {
+        match SUPPORTED
+            .iter()
+            .chain(TXN_SUPPORTED)
+            .find(|(k, _, _)| *k == key)
+        {
             Some((_, min, max)) => {
                 let want = if min == max {
                     format!("{min}")

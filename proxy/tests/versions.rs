@@ -15,7 +15,7 @@ use bytes::Bytes;
 use floe_broker::Broker;
 use floe_proxy::admin::{AdminConfig, ClusterIdentity};
 use floe_proxy::codec::{self, decode_response, encode_request};
-use floe_proxy::handlers::{Context, SUPPORTED};
+use floe_proxy::handlers::{Context, SUPPORTED, TXN_SUPPORTED};
 use floe_proxy::{Proxy, ProxyConfig};
 use floe_storage::batch::Compression;
 use floe_storage::records::{BatchBuilder, RecordSpec};
@@ -37,6 +37,11 @@ struct Env {
 }
 
 async fn env() -> Env {
+    env_with(false).await
+}
+
+/// [`env`], with `--transactions` as given.
+async fn env_with(transactions: bool) -> Env {
     let cluster = Cluster::start().await;
     let meta = cluster.meta.clone();
     let pool = cluster.pool().await;
@@ -70,6 +75,7 @@ async fn env() -> Env {
         },
         auto_create_topics: true,
         auto_create_max_topics: 16,
+        transactions,
         max_fetch_wait: Duration::from_secs(5),
         fetch_limits: Default::default(),
         fetch_sessions: Default::default(),
@@ -1083,4 +1089,276 @@ async fn a_stopping_proxy_answers_what_it_read_then_closes() {
     assert_eq!(left, 0, "every connection closed within the grace period");
     assert!(started.elapsed() < Duration::from_secs(10));
     e.broker.shutdown().await;
+}
+
+fn txn_versions(key: ApiKey) -> std::ops::RangeInclusive<i16> {
+    let (_, min, max) = TXN_SUPPORTED.iter().find(|(k, _, _)| *k == key).unwrap();
+    *min..=*max
+}
+
+fn txn_id(id: &str) -> TransactionalId {
+    TransactionalId(StrBytes::from_string(id.to_string()))
+}
+
+/// InitProducerId v4 with a transactional id, asked again while the
+/// coordinator's shard has no owner yet (or a previous instance's
+/// transaction is being aborted); the producer id and epoch.
+async fn init_txn(c: &mut Conn, id: &str) -> (ProducerId, i16) {
+    let started = std::time::Instant::now();
+    loop {
+        let mut req = InitProducerIdRequest::default();
+        req.transactional_id = Some(txn_id(id));
+        req.transaction_timeout_ms = 60_000;
+        req.producer_id = ProducerId(-1);
+        req.producer_epoch = -1;
+        let ResponseKind::InitProducerId(r) = c
+            .call(ApiKey::InitProducerId, 4, RequestKind::InitProducerId(req))
+            .await
+        else {
+            panic!()
+        };
+        if r.error_code == 0 {
+            return (r.producer_id, r.producer_epoch);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "InitProducerId {id}: {}",
+            r.error_code
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_transaction_api_answers_at_every_advertised_version() {
+    use kafka_protocol::messages::add_partitions_to_txn_request::{
+        AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+    };
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+
+    let e = env_with(true).await;
+    let mut c = Conn::open(e.kafka).await;
+    let ResponseKind::ApiVersions(r) = c
+        .call(
+            ApiKey::ApiVersions,
+            3,
+            RequestKind::ApiVersions(ApiVersionsRequest::default()),
+        )
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.api_keys.len(), SUPPORTED.len() + TXN_SUPPORTED.len());
+    for t in ["txv", "txv2"] {
+        c.call(ApiKey::Metadata, 9, RequestKind::Metadata(auto_create(t)))
+            .await;
+    }
+    let txv = |parts: Vec<i32>| {
+        let mut t = AddPartitionsToTxnTopic::default();
+        t.name = topic("txv");
+        t.partitions = parts;
+        t
+    };
+    let codes = |r: &AddPartitionsToTxnResponse, v: i16| -> Vec<i16> {
+        let topics = if v <= 3 {
+            r.results_by_topic_v3_and_below.clone()
+        } else {
+            r.results_by_transaction[0].topic_results.clone()
+        };
+        topics
+            .iter()
+            .flat_map(|t| {
+                t.results_by_partition
+                    .iter()
+                    .map(|p| p.partition_error_code)
+            })
+            .collect()
+    };
+    for v in txn_versions(ApiKey::AddPartitionsToTxn) {
+        let id = format!("tx-ap{v}");
+        let (pid, epoch) = init_txn(&mut c, &id).await;
+        let add = |topics: Vec<AddPartitionsToTxnTopic>, v: i16, verify: bool| {
+            let mut r = AddPartitionsToTxnRequest::default();
+            if v <= 3 {
+                r.v3_and_below_transactional_id = txn_id(&id);
+                r.v3_and_below_producer_id = pid;
+                r.v3_and_below_producer_epoch = epoch;
+                r.v3_and_below_topics = topics;
+            } else {
+                let mut t = AddPartitionsToTxnTransaction::default();
+                t.transactional_id = txn_id(&id);
+                t.producer_id = pid;
+                t.producer_epoch = epoch;
+                t.verify_only = verify;
+                t.topics = topics;
+                r.transactions = vec![t];
+            }
+            RequestKind::AddPartitionsToTxn(r)
+        };
+        // A partition that does not exist: nothing is added.
+        let ResponseKind::AddPartitionsToTxn(r) = c
+            .call(
+                ApiKey::AddPartitionsToTxn,
+                v,
+                add(vec![txv(vec![0, 9])], v, false),
+            )
+            .await
+        else {
+            panic!()
+        };
+        assert_eq!(codes(&r, v), [55, 3], "v{v}");
+        let ResponseKind::AddPartitionsToTxn(r) = c
+            .call(
+                ApiKey::AddPartitionsToTxn,
+                v,
+                add(vec![txv(vec![0])], v, false),
+            )
+            .await
+        else {
+            panic!()
+        };
+        assert_eq!(codes(&r, v), [0], "v{v}");
+        if v >= 4 {
+            // Verify-only answers from the coordinator's state: partition 0 is
+            // in the transaction; nothing else is added.
+            let mut other = txv(vec![0]);
+            other.name = topic("txv2");
+            let ResponseKind::AddPartitionsToTxn(r) = c
+                .call(
+                    ApiKey::AddPartitionsToTxn,
+                    v,
+                    add(vec![txv(vec![0]), other], v, true),
+                )
+                .await
+            else {
+                panic!()
+            };
+            assert_eq!(codes(&r, v), [0, 48], "v{v}");
+        }
+    }
+
+    for v in txn_versions(ApiKey::AddOffsetsToTxn) {
+        let id = format!("tx-ao{v}");
+        let (pid, epoch) = init_txn(&mut c, &id).await;
+        let mut req = AddOffsetsToTxnRequest::default();
+        req.transactional_id = txn_id(&id);
+        req.producer_id = pid;
+        req.producer_epoch = epoch;
+        req.group_id = GroupId(StrBytes::from_string(format!("g-ao{v}")));
+        let ResponseKind::AddOffsetsToTxn(r) = c
+            .call(
+                ApiKey::AddOffsetsToTxn,
+                v,
+                RequestKind::AddOffsetsToTxn(req),
+            )
+            .await
+        else {
+            panic!()
+        };
+        assert_eq!(r.error_code, 0, "v{v}");
+        for tv in txn_versions(ApiKey::TxnOffsetCommit) {
+            let mut p = TxnOffsetCommitRequestPartition::default();
+            p.partition_index = 0;
+            p.committed_offset = 7;
+            let mut t = TxnOffsetCommitRequestTopic::default();
+            t.name = topic("txv");
+            t.partitions = vec![p];
+            let mut req = TxnOffsetCommitRequest::default();
+            req.transactional_id = txn_id(&id);
+            req.group_id = GroupId(StrBytes::from_string(format!("g-ao{v}")));
+            req.producer_id = pid;
+            req.producer_epoch = epoch;
+            req.topics = vec![t];
+            let ResponseKind::TxnOffsetCommit(r) = c
+                .call(
+                    ApiKey::TxnOffsetCommit,
+                    tv,
+                    RequestKind::TxnOffsetCommit(req),
+                )
+                .await
+            else {
+                panic!()
+            };
+            assert_eq!(r.topics[0].partitions[0].error_code, 0, "v{tv}");
+        }
+    }
+
+    for v in txn_versions(ApiKey::EndTxn) {
+        let id = format!("tx-end{v}");
+        let (old, old_epoch) = init_txn(&mut c, &id).await;
+        let (pid, epoch) = init_txn(&mut c, &id).await;
+        let end = |pid, epoch| {
+            let mut req = EndTxnRequest::default();
+            req.transactional_id = txn_id(&id);
+            req.producer_id = pid;
+            req.producer_epoch = epoch;
+            req.committed = true;
+            RequestKind::EndTxn(req)
+        };
+        // The fenced instance: PRODUCER_FENCED from v2, INVALID_PRODUCER_EPOCH before.
+        let ResponseKind::EndTxn(r) = c.call(ApiKey::EndTxn, v, end(old, old_epoch)).await else {
+            panic!()
+        };
+        assert_eq!(r.error_code, if v >= 2 { 90 } else { 47 }, "v{v}");
+        // Nothing open: INVALID_TXN_STATE.
+        let ResponseKind::EndTxn(r) = c.call(ApiKey::EndTxn, v, end(pid, epoch)).await else {
+            panic!()
+        };
+        assert_eq!(r.error_code, 48, "v{v}");
+    }
+
+    let mut req = DescribeTransactionsRequest::default();
+    req.transactional_ids = vec![txn_id("tx-ao0"), txn_id("tx-none")];
+    let ResponseKind::DescribeTransactions(r) = c
+        .call(
+            ApiKey::DescribeTransactions,
+            0,
+            RequestKind::DescribeTransactions(req),
+        )
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.transaction_states[0].error_code, 0);
+    assert_eq!(
+        r.transaction_states[0].transaction_state.as_str(),
+        "Ongoing"
+    );
+    assert_eq!(r.transaction_states[1].error_code, 105);
+    for v in txn_versions(ApiKey::ListTransactions) {
+        let mut req = ListTransactionsRequest::default();
+        req.state_filters = vec![
+            StrBytes::from_static_str("Ongoing"),
+            StrBytes::from_static_str("Bogus"),
+        ];
+        req.duration_filter = -1;
+        let ResponseKind::ListTransactions(r) = c
+            .call(
+                ApiKey::ListTransactions,
+                v,
+                RequestKind::ListTransactions(req),
+            )
+            .await
+        else {
+            panic!()
+        };
+        assert_eq!(r.error_code, 0);
+        assert_eq!(r.unknown_state_filters.len(), 1);
+        assert!(
+            r.transaction_states
+                .iter()
+                .any(|t| t.transactional_id.0.as_str() == "tx-ao0")
+        );
+        assert!(
+            r.transaction_states
+                .iter()
+                .all(|t| t.transaction_state.as_str() == "Ongoing")
+        );
+    }
+    e.broker.shutdown().await;
+    if let Some(n) = e.cluster.meta_node {
+        n.shutdown().await;
+    }
 }

@@ -313,6 +313,9 @@ pub fn router(broker: Broker) -> Router {
     let r = serve!(r, routes::GroupDescribe, g::rpc_describe);
     let r = serve!(r, routes::GroupList, g::rpc_list);
     let r = serve!(r, routes::GroupDelete, g::rpc_delete);
+    let r = serve!(r, routes::TxnStep, crate::txn::rpc::rpc_step);
+    let r = serve!(r, routes::TxnDescribe, crate::txn::rpc::rpc_describe);
+    let r = serve!(r, routes::TxnList, crate::txn::rpc::rpc_list);
     r.layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(broker)
 }

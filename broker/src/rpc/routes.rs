@@ -6,6 +6,7 @@
 
 use super::proto;
 use crate::group_rpc::proto as group;
+use crate::txn::rpc::proto as txn;
 
 /// One route of the broker RPC (`POST`, protobuf bodies).
 pub trait Route: Send + Sync + 'static {
@@ -54,6 +55,12 @@ routes! {
     GroupDescribe = "/rpc/group/describe": group::GroupIds => group::Descriptions;
     GroupList = "/rpc/group/list": group::GroupIds => group::Descriptions;
     GroupDelete = "/rpc/group/delete": group::GroupIds => group::ErrorReply;
+    /// A transaction step of a client (InitProducerId with a transactional
+    /// id, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn).
+    TxnStep = "/rpc/txn/step": txn::TxnRequest => txn::StepReply;
+    TxnDescribe = "/rpc/txn/describe": txn::TxnId => txn::Infos;
+    /// The transactions of every shard the broker coordinates.
+    TxnList = "/rpc/txn/list": txn::ListRequest => txn::Infos;
 }
 
 #[cfg(test)]
@@ -67,6 +74,6 @@ mod tests {
             assert!(p.starts_with("/rpc/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 13);
+        assert_eq!(ALL_PATHS.len(), 16);
     }
 }

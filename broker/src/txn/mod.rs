@@ -15,8 +15,11 @@
 //! [`partition`] is the other side: a partition owner's view of the
 //! transactions on its partition (open ones, LSO, aborted index).
 //!
-//! Not wired into the broker yet: nothing calls it until the proxy's
-//! transactional requests and the markers' RPC exist.
+//! Every [`Broker`](crate::broker::Broker) runs one ([`serve`]: the steps
+//! the proxy asks for under the broker's fence and clock, the timeout
+//! timer, resume at a shard's take-over); the proxy reaches it through
+//! [`crate::owner::TxnCoordination`], here or over [`rpc`]. The markers go
+//! through the broker's [`MarkerSlot`], which the partition side fills.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -31,6 +34,8 @@ use floe_metadata::txn::{
 };
 
 pub mod partition;
+pub mod rpc;
+pub(crate) mod serve;
 
 #[cfg(test)]
 mod tests;
@@ -68,6 +73,35 @@ pub trait MarkerWriter: Send + Sync + std::fmt::Debug {
         partition: PartitionKey,
         marker: Marker,
     ) -> Result<(), MarkerError>;
+}
+
+/// The broker's marker writer, given after the broker is built
+/// ([`crate::broker::Broker::set_marker_writer`]: the writer needs the
+/// broker). Until then every marker fails (and is tried again).
+#[derive(Debug, Default)]
+pub struct MarkerSlot(std::sync::OnceLock<Arc<dyn MarkerWriter>>);
+
+impl MarkerSlot {
+    /// Sets the writer; false if one was set already (that one stays).
+    pub fn set(&self, w: Arc<dyn MarkerWriter>) -> bool {
+        self.0.set(w).is_ok()
+    }
+}
+
+#[async_trait::async_trait]
+impl MarkerWriter for MarkerSlot {
+    async fn write_marker(
+        &self,
+        partition: PartitionKey,
+        marker: Marker,
+    ) -> Result<(), MarkerError> {
+        match self.0.get() {
+            Some(w) => w.write_marker(partition, marker).await,
+            None => Err(MarkerError::Failed(
+                "this broker has no marker writer yet".into(),
+            )),
+        }
+    }
 }
 
 /// Whether this broker still holds a coordinator shard at an epoch.
@@ -116,6 +150,9 @@ pub struct TxnCoordinator {
     config: TxnConfig,
     /// Transactions whose markers are being written by a task of ours.
     completing: Mutex<HashSet<TransactionalId>>,
+    /// Whether this coordinator has seen a transaction (a step, or one
+    /// found at a take-over): until then the timeout timer reads nothing.
+    active: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for TxnCoordinator {
@@ -187,11 +224,22 @@ impl TxnCoordinator {
             holds,
             config,
             completing: Mutex::new(HashSet::new()),
+            active: Default::default(),
         })
     }
 
     pub fn config(&self) -> &TxnConfig {
         &self.config
+    }
+
+    /// Whether a transaction was seen here (the timer has work).
+    pub fn is_active(&self) -> bool {
+        self.active.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn set_active(&self) {
+        self.active
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Applies one step in the metadata. A transaction the answer shows in
@@ -205,6 +253,7 @@ impl TxnCoordinator {
         now_ms: u64,
         op: TxnOp,
     ) -> Result<TxnReply, CoordError> {
+        self.set_active();
         let cmd = TxnCommand {
             fence,
             id: id.clone(),
@@ -258,6 +307,7 @@ impl TxnCoordinator {
         txns: impl IntoIterator<Item = (TransactionalId, TxnMeta)>,
     ) {
         for (id, t) in txns {
+            self.set_active();
             if t.state.is_prepare() {
                 self.spawn_completion(fence, id, t);
             }

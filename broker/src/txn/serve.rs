@@ -1,0 +1,168 @@
+//! The broker's side of its [`TxnCoordinator`]: the steps a proxy asks for,
+//! run under this broker's fence of the id's shard and its clock; the
+//! transactions of a shard taken over resumed; and the timer that aborts
+//! transactions past their timeout in the shards this broker owns.
+
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
+
+use floe_metadata::command::ShardFence;
+use floe_metadata::ids::{BrokerId, Epoch, ShardId, TransactionalId};
+use floe_metadata::txn::{TxnError, TxnMeta, TxnOp, TxnReply};
+
+use super::{CoordError, MarkerWriter, TxnCoordinator};
+use crate::broker::Broker;
+
+/// How often the timer looks for transactions past their timeout.
+const TIMEOUT_CHECK: Duration = Duration::from_secs(1);
+
+fn unavailable(e: impl std::fmt::Display) -> CoordError {
+    CoordError::Unavailable(e.to_string())
+}
+
+impl Broker {
+    /// This broker's transaction coordinator.
+    pub fn txn_coordinator(&self) -> &Arc<TxnCoordinator> {
+        &self.inner.txn
+    }
+
+    /// Gives the coordinator its marker writer (the partition side's, which
+    /// needs this broker). False if one was given already.
+    pub fn set_marker_writer(&self, w: Arc<dyn MarkerWriter>) -> bool {
+        self.inner.markers.set(w)
+    }
+
+    /// The fence of a shard this broker owns now.
+    fn shard_fence(&self, shard: u32) -> Option<ShardFence> {
+        let epoch = *self
+            .inner
+            .shards
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&shard)?;
+        Some(ShardFence {
+            broker: BrokerId(self.id()),
+            shard: ShardId(shard),
+            epoch: Epoch(epoch),
+        })
+    }
+
+    /// One client step on `id` (InitProducer, AddPartitions, AddGroup,
+    /// CommitOffsets, End), under this broker's fence of the id's shard and
+    /// at its clock. Refusals by the transaction's rules are in the reply;
+    /// the coordinator's own steps (Complete, AbortExpired) are not the
+    /// client's to ask (INVALID_REQUEST).
+    pub async fn txn_step(&self, id: &TransactionalId, op: TxnOp) -> Result<TxnReply, CoordError> {
+        let op = match op {
+            TxnOp::InitProducer {
+                timeout_ms,
+                expected,
+                ..
+            } => TxnOp::InitProducer {
+                timeout_ms,
+                max_timeout_ms: self.inner.txn.config().max_timeout_ms,
+                expected,
+            },
+            TxnOp::Complete { .. } | TxnOp::AbortExpired { .. } => {
+                return Err(TxnError::InvalidRequest.into());
+            }
+            op => op,
+        };
+        let fence = self.txn_fence(id)?;
+        let now = floe_metadata::clock::now_ms();
+        self.inner.txn.step(fence, id, now, op).await
+    }
+
+    /// The transactions of the shards this broker coordinates now.
+    pub async fn list_txns(&self) -> Result<Vec<(TransactionalId, TxnMeta)>, CoordError> {
+        let owned = self.owned_shards();
+        if owned.is_empty() || self.check_lease().is_err() {
+            return Ok(Vec::new());
+        }
+        let shards = self.view().current().shard_count();
+        let all = self.inner.meta.transactions().await.map_err(unavailable)?;
+        Ok(all
+            .into_iter()
+            .filter(|(id, _)| {
+                owned
+                    .binary_search(&crate::group::shard_of(id.as_str(), shards))
+                    .is_ok()
+            })
+            .collect())
+    }
+
+    /// One transactional id's state (`None`: unknown), if this broker
+    /// coordinates it (NOT_COORDINATOR otherwise).
+    pub async fn describe_txn(&self, id: &TransactionalId) -> Result<Option<TxnMeta>, CoordError> {
+        self.txn_fence(id)?;
+        let all = self.inner.meta.transactions().await.map_err(unavailable)?;
+        Ok(all.into_iter().find(|(i, _)| i == id).map(|(_, t)| t))
+    }
+
+    /// The transactions of `shard` (taken over at `fence`) whose outcome a
+    /// previous coordinator decided get their markers written and are
+    /// completed. Retried until read, or the shard is no longer ours.
+    pub(crate) async fn resume_txns(&self, fence: ShardFence) {
+        let mut pause = Duration::from_millis(50);
+        loop {
+            if !self.holds_shard(&fence) || self.is_stopping() {
+                return;
+            }
+            match self.inner.meta.transactions().await {
+                Ok(all) => {
+                    let shards = self.view().current().shard_count();
+                    let mine = all.into_iter().filter(|(id, _)| {
+                        crate::group::shard_of(id.as_str(), shards) == fence.shard.0
+                    });
+                    self.inner.txn.resume(fence, mine);
+                    return;
+                }
+                Err(e) => {
+                    tracing::info!(shard = fence.shard.0, error = %e, "reading the shard's transactions failed; will retry");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+            }
+        }
+    }
+}
+
+/// Every second: the transactions of the shards this broker owns that are
+/// past their timeout are aborted (their producer fenced). Reads nothing
+/// until this coordinator has seen a transaction.
+pub(crate) async fn timeouts(b: Broker) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(TIMEOUT_CHECK) => {}
+            _ = b.inner.stopped.notified() => return,
+        }
+        if b.is_stopping() {
+            return;
+        }
+        if !b.inner.txn.is_active() || b.owned_shards().is_empty() {
+            continue;
+        }
+        let all = match b.inner.meta.transactions().await {
+            Ok(all) => all,
+            Err(e) => {
+                tracing::debug!(error = %e, "reading transactions for their timeouts failed");
+                continue;
+            }
+        };
+        let now = floe_metadata::clock::now_ms();
+        let shards = b.view().current().shard_count();
+        let mut by_shard: std::collections::HashMap<u32, Vec<(TransactionalId, TxnMeta)>> =
+            Default::default();
+        for (id, t) in all.into_iter().filter(|(_, t)| t.expired(now)) {
+            by_shard
+                .entry(crate::group::shard_of(id.as_str(), shards))
+                .or_default()
+                .push((id, t));
+        }
+        for (shard, txns) in by_shard {
+            if let Some(fence) = b.shard_fence(shard) {
+                b.inner.txn.abort_expired(fence, &txns, now).await;
+            }
+        }
+    }
+}
