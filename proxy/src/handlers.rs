@@ -21,7 +21,9 @@ use crate::codec::FetchAnswer;
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
 use kafka_protocol::messages::list_offsets_request::ListOffsetsPartition;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -847,6 +849,9 @@ impl Context {
         let limits = self.fetch_limits;
         let total_max = limits.request_budget(req.max_bytes);
         let targets = fetch_targets(req);
+        // Isolation level 1 (read_committed): only below the last stable
+        // offset, with the aborted transactions of what is returned.
+        let read_committed = req.isolation_level == 1;
         loop {
             let mut resp = FetchResponse::default();
             let mut total = 0usize;
@@ -880,9 +885,27 @@ impl Context {
                                 };
                                 let r = match self.route(&snap, &key) {
                                     Ok(h) => {
-                                        let r = h.fetch(&key, p.fetch_offset, budget, epoch).await;
-                                        if r.as_ref().is_ok_and(|d| d.records.is_empty()) {
-                                            waits.push((h, key, p.fetch_offset));
+                                        let r = h
+                                            .fetch_isolated(
+                                                &key,
+                                                p.fetch_offset,
+                                                budget,
+                                                epoch,
+                                                read_committed,
+                                            )
+                                            .await;
+                                        if let Ok(d) = &r
+                                            && d.records.is_empty()
+                                        {
+                                            // A read_committed reader at the
+                                            // LSO waits for the next commit
+                                            // (a marker's moves the LSO).
+                                            let past = if read_committed {
+                                                p.fetch_offset.max(d.high_watermark)
+                                            } else {
+                                                p.fetch_offset
+                                            };
+                                            waits.push((h, key, past));
                                         }
                                         r
                                     }
@@ -891,7 +914,20 @@ impl Context {
                                 match r {
                                     Ok(d) => {
                                         pd.high_watermark = d.high_watermark;
-                                        pd.last_stable_offset = d.high_watermark;
+                                        pd.last_stable_offset = d.last_stable_offset;
+                                        if read_committed {
+                                            pd.aborted_transactions = Some(
+                                                d.aborted
+                                                    .iter()
+                                                    .map(|a| {
+                                                        let mut t = AbortedTransaction::default();
+                                                        t.producer_id = ProducerId(a.producer_id.0);
+                                                        t.first_offset = a.first_offset;
+                                                        t
+                                                    })
+                                                    .collect(),
+                                            );
+                                        }
                                         if version >= 5 {
                                             pd.log_start_offset = d.log_start_offset;
                                         }
@@ -955,6 +991,8 @@ impl Context {
                 pr.offset = -1;
                 pr.leader_epoch = -1;
                 let spec = match p.timestamp {
+                    // read_committed (v2+): latest is the last stable offset.
+                    -1 if req.isolation_level == 1 => Some(OffsetSpec::LastStable),
                     -1 => Some(OffsetSpec::Latest),
                     // -4: earliest local (tiered storage): all of Floe's log is local.
                     -2 | -4 => Some(OffsetSpec::Earliest),
@@ -1217,13 +1255,21 @@ mod tests {
             }))
         }
 
-        async fn fetch(
+        async fn fetch_isolated(
             &self,
             _: &PartitionKey,
             _: i64,
             _: usize,
             _: Option<u64>,
+            _: bool,
         ) -> Result<FetchData, CallError> {
+            Err(BrokerError::new(ErrorKind::Unsupported, "fake").into())
+        }
+
+        async fn producers(
+            &self,
+            _: &PartitionKey,
+        ) -> Result<Vec<floe_broker::txn::markers::ProducerInfo>, CallError> {
             Err(BrokerError::new(ErrorKind::Unsupported, "fake").into())
         }
 

@@ -54,6 +54,10 @@ routes! {
     GroupDescribe = "/rpc/group/describe": group::GroupIds => group::Descriptions;
     GroupList = "/rpc/group/list": group::GroupIds => group::Descriptions;
     GroupDelete = "/rpc/group/delete": group::GroupIds => group::ErrorReply;
+    /// Answers once the marker is committed (as `acks=all`).
+    TxnMarker = "/rpc/txn/marker": proto::MarkerRequest => proto::MarkerResponse;
+    /// DescribeProducers of one partition.
+    Producers = "/rpc/producers": proto::ProducersRequest => proto::ProducersResponse;
 }
 
 #[cfg(test)]
@@ -67,6 +71,6 @@ mod tests {
             assert!(p.starts_with("/rpc/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 13);
+        assert_eq!(ALL_PATHS.len(), 15);
     }
 }

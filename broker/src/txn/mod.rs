@@ -30,6 +30,7 @@ use floe_metadata::txn::{
     ProducerIdEpoch, TxnCommand, TxnError, TxnMeta, TxnOp, TxnReply, TxnState,
 };
 
+pub mod markers;
 pub mod partition;
 
 #[cfg(test)]
