@@ -1,0 +1,279 @@
+//! Transactions on a partition's owner, driven through the real
+//! coordinator (producer ids from the metadata's transactional
+//! InitProducer step) whose markers go to the owner ([`OwnerMarkers`]):
+//! transactional batches, COMMIT and ABORT markers, the last stable offset
+//! and the aborted index as `read_committed` reads see them, and a new
+//! owner that knows the open transactions and the aborted ones.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use floe_broker::txn::markers::OwnerMarkers;
+use floe_broker::txn::{Marker, MarkerError, MarkerWriter, TxnConfig, TxnCoordinator};
+use floe_broker::{Acks, Broker, ErrorKind, OffsetSpec, PartitionOwner, RemoteBroker};
+use floe_metadata::command::ShardFence;
+use floe_metadata::ids::{Epoch, PartitionKey, ProducerId, TopicId, TransactionalId};
+use floe_metadata::txn::{AbortedTxn, ProducerIdEpoch, TxnOp, TxnState};
+use floe_storage::batch::{BatchIter, Compression};
+use floe_storage::records::{BatchBuilder, RecordSpec};
+use floe_testkit::{Cluster, free_addr, wait_owned};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn batch(pid: i64, epoch: i16, seq: i32, txn: bool, value: &str) -> Bytes {
+    let mut b = BatchBuilder::new(0, 1_000);
+    if pid >= 0 {
+        b = b.producer(pid, epoch, seq, txn);
+    }
+    b.push(RecordSpec::new(None, Some(value.as_bytes().to_vec()), 0));
+    b.build(Compression::None).unwrap()
+}
+
+/// (base offset, is control) of each batch fetched.
+fn batches(pieces: &[Bytes]) -> Vec<(i64, bool)> {
+    let mut all = BytesMut::new();
+    for p in pieces {
+        all.extend_from_slice(p);
+    }
+    BatchIter::new(&all, usize::MAX)
+        .map(|r| {
+            let (_, v) = r.unwrap();
+            (v.base_offset(), v.is_control())
+        })
+        .collect()
+}
+
+async fn fence_of(b: &Broker, id: &TransactionalId) -> ShardFence {
+    let started = Instant::now();
+    loop {
+        if let Ok(f) = b.txn_fence(id) {
+            return f;
+        }
+        assert!(started.elapsed() < WAIT, "shard never owned");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn until_state(b: &Broker, id: &TransactionalId, state: TxnState) {
+    let started = Instant::now();
+    loop {
+        let all = b.meta().transactions().await.unwrap();
+        let t = &all.iter().find(|(i, _)| i == id).unwrap().1;
+        if t.state == state {
+            return;
+        }
+        assert!(started.elapsed() < WAIT, "never {state:?}: {t:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn lso(b: &Broker, key: &PartitionKey) -> i64 {
+    b.list_offset(key, OffsetSpec::LastStable)
+        .await
+        .unwrap()
+        .offset
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn committed_and_aborted_transactions_on_a_partition_and_its_next_owner() {
+    let c = Cluster::start().await;
+    let topic = c.create_topic("txp", 1, &[]).await;
+    let key = PartitionKey::new(topic, 0);
+    let b = c.broker(|_| {}).await;
+    wait_owned(&b, key).await;
+    let id = TransactionalId::new("txp-1");
+    let fence = fence_of(&b, &id).await;
+    let holder = b.clone();
+    let coord = TxnCoordinator::new(
+        b.meta().clone(),
+        Arc::new(OwnerMarkers::new(&b)),
+        Arc::new(move |f| holder.holds_shard(f)),
+        TxnConfig::default(),
+    );
+    let now = floe_metadata::clock::now_ms();
+    let producer: ProducerIdEpoch = coord
+        .init_producer(fence, &id, 60_000, None, now)
+        .await
+        .unwrap();
+    let (pid, epoch) = (producer.producer_id.0, producer.epoch.0);
+    let add = TxnOp::AddPartitions {
+        producer,
+        partitions: vec![key],
+    };
+    let end = |commit| TxnOp::End { producer, commit };
+
+    // A plain record at 0, then a transaction's two batches at 1 and 2.
+    b.produce(&key, &batch(-1, 0, 0, false, "plain"), Acks::All)
+        .await
+        .unwrap();
+    coord.step(fence, &id, now, add.clone()).await.unwrap();
+    for (seq, v) in [(0, "t1a"), (1, "t1b")] {
+        b.produce(&key, &batch(pid, epoch, seq, true, v), Acks::All)
+            .await
+            .unwrap();
+    }
+    assert_eq!(lso(&b, &key).await, 1, "the open transaction holds the LSO");
+    assert_eq!(
+        b.list_offset(&key, OffsetSpec::Latest).await.unwrap().offset,
+        3
+    );
+    let committed = b.fetch_isolated(&key, 0, 1 << 20, None, true).await.unwrap();
+    assert_eq!((committed.high_watermark, committed.last_stable_offset), (3, 1));
+    assert_eq!(batches(&committed.records), vec![(0, false)]);
+    let at_lso = b.fetch_isolated(&key, 1, 1 << 20, None, true).await.unwrap();
+    assert!(at_lso.records.is_empty());
+    let all = b.fetch_isolated(&key, 0, 1 << 20, None, false).await.unwrap();
+    assert_eq!(batches(&all.records).len(), 3, "read_uncommitted sees it all");
+    let ps = b.producers(&key).unwrap();
+    let p = ps.iter().find(|p| p.producer_id == pid).unwrap();
+    assert_eq!((p.epoch, p.last_sequence, p.txn_start_offset), (epoch, 1, 1));
+
+    // Committed: the marker at 3, the LSO at the high watermark.
+    coord.step(fence, &id, now, end(true)).await.unwrap();
+    until_state(&b, &id, TxnState::CompleteCommit).await;
+    assert_eq!(lso(&b, &key).await, 4);
+    let d = b.fetch_isolated(&key, 0, 1 << 20, None, true).await.unwrap();
+    assert_eq!(
+        batches(&d.records),
+        vec![(0, false), (1, false), (2, false), (3, true)]
+    );
+    assert!(d.aborted.is_empty());
+    // A marker retried after it landed writes nothing.
+    let again = Marker {
+        producer,
+        commit: true,
+        coordinator_epoch: fence.epoch,
+    };
+    OwnerMarkers::new(&b)
+        .write_marker(key, again)
+        .await
+        .unwrap();
+    assert_eq!(b.list_offset(&key, OffsetSpec::Latest).await.unwrap().offset, 4);
+
+    // Aborted: its batch at 4, the marker at 5, in the aborted index.
+    coord.step(fence, &id, now, add.clone()).await.unwrap();
+    b.produce(&key, &batch(pid, epoch, 2, true, "t2"), Acks::All)
+        .await
+        .unwrap();
+    coord.step(fence, &id, now, end(false)).await.unwrap();
+    until_state(&b, &id, TxnState::CompleteAbort).await;
+    assert_eq!(lso(&b, &key).await, 6);
+    let aborted = AbortedTxn {
+        producer_id: ProducerId(pid),
+        first_offset: 4,
+        last_offset: 5,
+    };
+    let d = b.fetch_isolated(&key, 0, 1 << 20, None, true).await.unwrap();
+    assert_eq!(d.aborted, vec![aborted]);
+    let d = b.fetch_isolated(&key, 6, 1 << 20, None, true).await.unwrap();
+    assert!(d.aborted.is_empty(), "not in the range fetched");
+    let d = b.fetch_isolated(&key, 0, 1 << 20, None, false).await.unwrap();
+    assert!(d.aborted.is_empty(), "read_uncommitted gets no list");
+
+    // A third transaction left open at 6; then the owner goes away.
+    coord.step(fence, &id, now, add.clone()).await.unwrap();
+    b.produce(&key, &batch(pid, epoch, 3, true, "t3"), Acks::All)
+        .await
+        .unwrap();
+    b.shutdown().await;
+    drop(coord);
+    drop(b);
+
+    // The next owner knows the open transaction and the aborted one.
+    let b2 = c.broker(|_| {}).await;
+    wait_owned(&b2, key).await;
+    assert_eq!(lso(&b2, &key).await, 6);
+    let d = b2.fetch_isolated(&key, 0, 1 << 20, None, true).await.unwrap();
+    assert_eq!((d.high_watermark, d.last_stable_offset), (7, 6));
+    assert_eq!(d.aborted, vec![aborted]);
+    let p = b2.producers(&key).unwrap();
+    assert_eq!(p.iter().find(|p| p.producer_id == pid).unwrap().txn_start_offset, 6);
+    // Its marker, over the RPC this time: the LSO moves past it.
+    let addr = free_addr();
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let server = tokio::spawn(floe_broker::rpc::serve(
+        listener,
+        b2.clone(),
+        floe_metadata::http_server::HttpLimits::with_body_limit(floe_broker::rpc::MAX_BODY_BYTES),
+    ));
+    let remote = RemoteBroker::new(addr.to_string());
+    let abort = Marker {
+        producer,
+        commit: false,
+        coordinator_epoch: Epoch(fence.epoch.0 + 1),
+    };
+    remote.write_marker(&key, &abort).await.unwrap();
+    assert_eq!(lso(&b2, &key).await, 8);
+    let d = remote.fetch_isolated(&key, 0, 1 << 20, None, true).await.unwrap();
+    assert_eq!(d.last_stable_offset, 8);
+    assert_eq!(
+        d.aborted,
+        vec![
+            aborted,
+            AbortedTxn {
+                producer_id: ProducerId(pid),
+                first_offset: 6,
+                last_offset: 7
+            }
+        ]
+    );
+    let ps = remote.producers(&key).await.unwrap();
+    assert_eq!(ps.iter().find(|p| p.producer_id == pid).unwrap().txn_start_offset, -1);
+    let latest = remote
+        .list_offset(&key, OffsetSpec::LastStable, None)
+        .await
+        .unwrap();
+    assert_eq!(latest.0.offset, 8);
+
+    // A partition that does not exist: nothing to mark.
+    let gone = PartitionKey::new(TopicId(uuid::Uuid::new_v4()), 0);
+    assert_eq!(
+        OwnerMarkers::new(&b2).write_marker(gone, abort).await,
+        Err(MarkerError::Gone)
+    );
+    // Client batches may not be control batches.
+    let mut forged = BatchBuilder::new(0, 1).producer(pid, epoch, -1, true).control();
+    forged.push(RecordSpec::new(Some(vec![0, 0, 0, 1]), None, 0));
+    let e = b2
+        .produce(&key, &forged.build(Compression::None).unwrap(), Acks::All)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidRecord);
+    server.abort();
+    b2.shutdown().await;
+}
+
+/// A marker with a newer producer epoch (the coordinator fenced the
+/// producer, e.g. its transaction timed out) fences the producer's older
+/// instance on the partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_marker_at_a_newer_epoch_fences_the_older_instance() {
+    let c = Cluster::start().await;
+    let topic = c.create_topic("txf", 1, &[]).await;
+    let key = PartitionKey::new(topic, 0);
+    let b = c.broker(|_| {}).await;
+    wait_owned(&b, key).await;
+    let pid = 4242;
+    b.produce(&key, &batch(pid, 0, 0, true, "zombie"), Acks::All)
+        .await
+        .unwrap();
+    let marker = Marker {
+        producer: ProducerIdEpoch {
+            producer_id: ProducerId(pid),
+            epoch: floe_metadata::ids::ProducerEpoch(1),
+        },
+        commit: false,
+        coordinator_epoch: Epoch(1),
+    };
+    b.write_marker(&key, &marker).await.unwrap();
+    let e = b
+        .produce(&key, &batch(pid, 0, 1, true, "late"), Acks::All)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidProducerEpoch);
+    assert_eq!(lso(&b, &key).await, 2);
+    b.shutdown().await;
+}
