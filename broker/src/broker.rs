@@ -624,14 +624,15 @@ impl Broker {
         let log = self.active_log(key)?;
         log.check_epoch(leader_epoch)?;
         let (plan, bounds) = log.plan_read(offset, max_bytes, read_committed)?;
-        let until = if read_committed { bounds.lso } else { bounds.hw };
+        let until = if read_committed {
+            bounds.lso
+        } else {
+            bounds.hw
+        };
         let records = match plan {
             ReadPlan::Empty => Vec::new(),
             ReadPlan::Memory(b) => b,
-            ReadPlan::Store(ranges) => {
-                self.read_ranges(&ranges, offset, max_bytes, until)
-                    .await?
-            }
+            ReadPlan::Store(ranges) => self.read_ranges(&ranges, offset, max_bytes, until).await?,
         };
         Ok(FetchData {
             high_watermark: bounds.hw,

@@ -448,7 +448,8 @@ impl PartitionLog {
         let corrupt = |e: floe_storage::batch::BatchError| {
             BrokerError::new(ErrorKind::CorruptMessage, e.to_string())
         };
-        let mut out = BytesMut::from(&floe_storage::control::marker_batch(&m, now_ms).map_err(corrupt)?[..]);
+        let mut out =
+            BytesMut::from(&floe_storage::control::marker_batch(&m, now_ms).map_err(corrupt)?[..]);
         let offset = st.leo;
         batch::set_base_offset(&mut out, offset).map_err(corrupt)?;
         let leader_epoch = i32::try_from(st.epoch).unwrap_or(i32::MAX);
@@ -687,9 +688,7 @@ impl PartitionLog {
                     if v.last_offset() < offset {
                         continue;
                     }
-                    if v.base_offset() >= until
-                        || (total > 0 && total + v.size() > max_bytes)
-                    {
+                    if v.base_offset() >= until || (total > 0 && total + v.size() > max_bytes) {
                         return Ok((ReadPlan::Memory(out), bounds));
                     }
                     total += v.size();

@@ -117,25 +117,50 @@ async fn committed_and_aborted_transactions_on_a_partition_and_its_next_owner() 
     }
     assert_eq!(lso(&b, &key).await, 1, "the open transaction holds the LSO");
     assert_eq!(
-        b.list_offset(&key, OffsetSpec::Latest).await.unwrap().offset,
+        b.list_offset(&key, OffsetSpec::Latest)
+            .await
+            .unwrap()
+            .offset,
         3
     );
-    let committed = b.fetch_isolated(&key, 0, 1 << 20, None, true).await.unwrap();
-    assert_eq!((committed.high_watermark, committed.last_stable_offset), (3, 1));
+    let committed = b
+        .fetch_isolated(&key, 0, 1 << 20, None, true)
+        .await
+        .unwrap();
+    assert_eq!(
+        (committed.high_watermark, committed.last_stable_offset),
+        (3, 1)
+    );
     assert_eq!(batches(&committed.records), vec![(0, false)]);
-    let at_lso = b.fetch_isolated(&key, 1, 1 << 20, None, true).await.unwrap();
+    let at_lso = b
+        .fetch_isolated(&key, 1, 1 << 20, None, true)
+        .await
+        .unwrap();
     assert!(at_lso.records.is_empty());
-    let all = b.fetch_isolated(&key, 0, 1 << 20, None, false).await.unwrap();
-    assert_eq!(batches(&all.records).len(), 3, "read_uncommitted sees it all");
+    let all = b
+        .fetch_isolated(&key, 0, 1 << 20, None, false)
+        .await
+        .unwrap();
+    assert_eq!(
+        batches(&all.records).len(),
+        3,
+        "read_uncommitted sees it all"
+    );
     let ps = b.producers(&key).unwrap();
     let p = ps.iter().find(|p| p.producer_id == pid).unwrap();
-    assert_eq!((p.epoch, p.last_sequence, p.txn_start_offset), (epoch, 1, 1));
+    assert_eq!(
+        (p.epoch, p.last_sequence, p.txn_start_offset),
+        (epoch, 1, 1)
+    );
 
     // Committed: the marker at 3, the LSO at the high watermark.
     coord.step(fence, &id, now, end(true)).await.unwrap();
     until_state(&b, &id, TxnState::CompleteCommit).await;
     assert_eq!(lso(&b, &key).await, 4);
-    let d = b.fetch_isolated(&key, 0, 1 << 20, None, true).await.unwrap();
+    let d = b
+        .fetch_isolated(&key, 0, 1 << 20, None, true)
+        .await
+        .unwrap();
     assert_eq!(
         batches(&d.records),
         vec![(0, false), (1, false), (2, false), (3, true)]
@@ -151,7 +176,13 @@ async fn committed_and_aborted_transactions_on_a_partition_and_its_next_owner() 
         .write_marker(key, again)
         .await
         .unwrap();
-    assert_eq!(b.list_offset(&key, OffsetSpec::Latest).await.unwrap().offset, 4);
+    assert_eq!(
+        b.list_offset(&key, OffsetSpec::Latest)
+            .await
+            .unwrap()
+            .offset,
+        4
+    );
 
     // Aborted: its batch at 4, the marker at 5, in the aborted index.
     coord.step(fence, &id, now, add.clone()).await.unwrap();
@@ -166,11 +197,20 @@ async fn committed_and_aborted_transactions_on_a_partition_and_its_next_owner() 
         first_offset: 4,
         last_offset: 5,
     };
-    let d = b.fetch_isolated(&key, 0, 1 << 20, None, true).await.unwrap();
+    let d = b
+        .fetch_isolated(&key, 0, 1 << 20, None, true)
+        .await
+        .unwrap();
     assert_eq!(d.aborted, vec![aborted]);
-    let d = b.fetch_isolated(&key, 6, 1 << 20, None, true).await.unwrap();
+    let d = b
+        .fetch_isolated(&key, 6, 1 << 20, None, true)
+        .await
+        .unwrap();
     assert!(d.aborted.is_empty(), "not in the range fetched");
-    let d = b.fetch_isolated(&key, 0, 1 << 20, None, false).await.unwrap();
+    let d = b
+        .fetch_isolated(&key, 0, 1 << 20, None, false)
+        .await
+        .unwrap();
     assert!(d.aborted.is_empty(), "read_uncommitted gets no list");
 
     // A third transaction left open at 6; then the owner goes away.
@@ -186,11 +226,20 @@ async fn committed_and_aborted_transactions_on_a_partition_and_its_next_owner() 
     let b2 = c.broker(|_| {}).await;
     wait_owned(&b2, key).await;
     assert_eq!(lso(&b2, &key).await, 6);
-    let d = b2.fetch_isolated(&key, 0, 1 << 20, None, true).await.unwrap();
+    let d = b2
+        .fetch_isolated(&key, 0, 1 << 20, None, true)
+        .await
+        .unwrap();
     assert_eq!((d.high_watermark, d.last_stable_offset), (7, 6));
     assert_eq!(d.aborted, vec![aborted]);
     let p = b2.producers(&key).unwrap();
-    assert_eq!(p.iter().find(|p| p.producer_id == pid).unwrap().txn_start_offset, 6);
+    assert_eq!(
+        p.iter()
+            .find(|p| p.producer_id == pid)
+            .unwrap()
+            .txn_start_offset,
+        6
+    );
     // Its marker, over the RPC this time: the LSO moves past it.
     let addr = free_addr();
     let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
@@ -207,7 +256,10 @@ async fn committed_and_aborted_transactions_on_a_partition_and_its_next_owner() 
     };
     remote.write_marker(&key, &abort).await.unwrap();
     assert_eq!(lso(&b2, &key).await, 8);
-    let d = remote.fetch_isolated(&key, 0, 1 << 20, None, true).await.unwrap();
+    let d = remote
+        .fetch_isolated(&key, 0, 1 << 20, None, true)
+        .await
+        .unwrap();
     assert_eq!(d.last_stable_offset, 8);
     assert_eq!(
         d.aborted,
@@ -221,7 +273,13 @@ async fn committed_and_aborted_transactions_on_a_partition_and_its_next_owner() 
         ]
     );
     let ps = remote.producers(&key).await.unwrap();
-    assert_eq!(ps.iter().find(|p| p.producer_id == pid).unwrap().txn_start_offset, -1);
+    assert_eq!(
+        ps.iter()
+            .find(|p| p.producer_id == pid)
+            .unwrap()
+            .txn_start_offset,
+        -1
+    );
     let latest = remote
         .list_offset(&key, OffsetSpec::LastStable, None)
         .await
@@ -235,7 +293,9 @@ async fn committed_and_aborted_transactions_on_a_partition_and_its_next_owner() 
         Err(MarkerError::Gone)
     );
     // Client batches may not be control batches.
-    let mut forged = BatchBuilder::new(0, 1).producer(pid, epoch, -1, true).control();
+    let mut forged = BatchBuilder::new(0, 1)
+        .producer(pid, epoch, -1, true)
+        .control();
     forged.push(RecordSpec::new(Some(vec![0, 0, 0, 1]), None, 0));
     let e = b2
         .produce(&key, &forged.build(Compression::None).unwrap(), Acks::All)

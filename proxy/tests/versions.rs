@@ -1093,7 +1093,11 @@ async fn read_committed_fetches_stop_at_the_last_stable_offset() {
     let e = env().await;
     let mut c = Conn::open(e.kafka).await;
     let ResponseKind::Metadata(_) = c
-        .call(ApiKey::Metadata, 12, RequestKind::Metadata(auto_create("rc")))
+        .call(
+            ApiKey::Metadata,
+            12,
+            RequestKind::Metadata(auto_create("rc")),
+        )
         .await
     else {
         panic!()
@@ -1176,7 +1180,11 @@ async fn read_committed_fetches_stop_at_the_last_stable_offset() {
                 panic!()
             };
             let p = &r.topics[0].partitions[0];
-            assert_eq!((p.error_code, p.offset), (0, want), "v{v} isolation {isolation}");
+            assert_eq!(
+                (p.error_code, p.offset),
+                (0, want),
+                "v{v} isolation {isolation}"
+            );
         }
     }
     for v in versions(ApiKey::DescribeProducers) {
@@ -1203,7 +1211,11 @@ async fn read_committed_fetches_stop_at_the_last_stable_offset() {
             .find(|s| s.producer_id.0 == 77)
             .unwrap();
         assert_eq!(
-            (s.producer_epoch, s.last_sequence, s.current_txn_start_offset),
+            (
+                s.producer_epoch,
+                s.last_sequence,
+                s.current_txn_start_offset
+            ),
             (0, 1, 3)
         );
     }

@@ -146,7 +146,11 @@ impl MarkerWriter for OwnerMarkers {
         let owner = snap
             .by_id
             .get(&partition.topic)
-            .and_then(|t| t.partitions.iter().find(|p| p.partition == partition.partition))
+            .and_then(|t| {
+                t.partitions
+                    .iter()
+                    .find(|p| p.partition == partition.partition)
+            })
             .map(|p| p.owner);
         let owner = match owner {
             Some(Some(o)) => o,
