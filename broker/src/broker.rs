@@ -475,6 +475,7 @@ impl Broker {
         acks: Acks,
         room_wait: Duration,
     ) -> Result<PendingProduce> {
+        self.verify_transactional(key, records).await?;
         let until = tokio::time::Instant::now() + room_wait;
         let held = self.inner.backlog.hold(records.len(), until).await;
         // What the topic's settings ask of the records (keys on a
@@ -581,6 +582,7 @@ impl Broker {
         records: &[u8],
         acks: Acks,
     ) -> Result<ProduceOk> {
+        self.verify_transactional(key, records).await?;
         let held = self.inner.backlog.try_hold(records.len());
         PendingProduce::wait_here(self.sequence(key, records, acks, held, false)?).await
     }

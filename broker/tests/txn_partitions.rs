@@ -306,34 +306,88 @@ async fn committed_and_aborted_transactions_on_a_partition_and_its_next_owner() 
     b2.shutdown().await;
 }
 
-/// A marker with a newer producer epoch (the coordinator fenced the
-/// producer, e.g. its transaction timed out) fences the producer's older
-/// instance on the partition.
+/// Transactional batches are taken only from a producer whose ongoing
+/// transaction holds the partition (KIP-890's check against the
+/// metadata); a new instance of the transactional id aborts the old one's
+/// transaction with a marker at the new epoch, which fences the old
+/// instance's later batches.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_marker_at_a_newer_epoch_fences_the_older_instance() {
+async fn unverified_and_zombie_transactional_batches_are_refused() {
     let c = Cluster::start().await;
-    let topic = c.create_topic("txf", 1, &[]).await;
+    let topic = c.create_topic("txf", 2, &[]).await;
     let key = PartitionKey::new(topic, 0);
+    let other = PartitionKey::new(topic, 1);
     let b = c.broker(|_| {}).await;
     wait_owned(&b, key).await;
-    let pid = 4242;
-    b.produce(&key, &batch(pid, 0, 0, true, "zombie"), Acks::All)
+    wait_owned(&b, other).await;
+
+    // A producer id no transaction has.
+    let e = b
+        .produce(&key, &batch(4242, 0, 0, true, "forged"), Acks::All)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidTxnState);
+
+    let id = TransactionalId::new("txf-1");
+    let fence = fence_of(&b, &id).await;
+    let holder = b.clone();
+    let coord = TxnCoordinator::new(
+        b.meta().clone(),
+        Arc::new(OwnerMarkers::new(&b)),
+        Arc::new(move |f| holder.holds_shard(f)),
+        TxnConfig::default(),
+    );
+    let now = floe_metadata::clock::now_ms();
+    let old = coord
+        .init_producer(fence, &id, 60_000, None, now)
         .await
         .unwrap();
-    let marker = Marker {
-        producer: ProducerIdEpoch {
-            producer_id: ProducerId(pid),
-            epoch: floe_metadata::ids::ProducerEpoch(1),
-        },
-        commit: false,
-        coordinator_epoch: Epoch(1),
+    let (pid, epoch) = (old.producer_id.0, old.epoch.0);
+    let add = TxnOp::AddPartitions {
+        producer: old,
+        partitions: vec![key],
     };
-    b.write_marker(&key, &marker).await.unwrap();
+    coord.step(fence, &id, now, add).await.unwrap();
+    // A partition not added to the transaction.
     let e = b
-        .produce(&key, &batch(pid, 0, 1, true, "late"), Acks::All)
+        .produce(&other, &batch(pid, epoch, 0, true, "not added"), Acks::All)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidTxnState);
+    b.produce(&key, &batch(pid, epoch, 0, true, "zombie"), Acks::All)
+        .await
+        .unwrap();
+    assert_eq!(lso(&b, &key).await, 0);
+
+    // A new instance: the open transaction is aborted at the next epoch.
+    let started = Instant::now();
+    let new = loop {
+        match coord.init_producer(fence, &id, 60_000, None, now).await {
+            Ok(p) => break p,
+            Err(e) => {
+                assert!(started.elapsed() < WAIT, "{e:?}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    assert!(new.epoch.0 > epoch);
+    assert_eq!(lso(&b, &key).await, 2, "the abort marker at 1");
+    let d = b
+        .fetch_isolated(&key, 0, 1 << 20, None, true)
+        .await
+        .unwrap();
+    assert_eq!(
+        d.aborted,
+        vec![AbortedTxn {
+            producer_id: ProducerId(pid),
+            first_offset: 0,
+            last_offset: 1
+        }]
+    );
+    let e = b
+        .produce(&key, &batch(pid, epoch, 1, true, "late"), Acks::All)
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidProducerEpoch);
-    assert_eq!(lso(&b, &key).await, 2);
     b.shutdown().await;
 }

@@ -1102,35 +1102,74 @@ async fn read_committed_fetches_stop_at_the_last_stable_offset() {
     else {
         panic!()
     };
+    let started = std::time::Instant::now();
+    let deadline = || assert!(started.elapsed() < Duration::from_secs(30), "timed out");
     let key = loop {
+        deadline();
         if let Some(k) = e.broker.view().current().partition_key("rc", 0) {
             break k;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     floe_testkit::wait_owned(&e.broker, key).await;
+    let b = &e.broker;
+    // A transactional producer through the broker's coordinator logic.
+    let id = floe_metadata::ids::TransactionalId::new("rc-tx");
+    let fence = loop {
+        deadline();
+        if let Ok(f) = b.txn_fence(&id) {
+            break f;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let holder = b.clone();
+    let coord = floe_broker::txn::TxnCoordinator::new(
+        b.meta().clone(),
+        Arc::new(floe_broker::txn::markers::OwnerMarkers::new(b)),
+        Arc::new(move |f| holder.holds_shard(f)),
+        Default::default(),
+    );
+    let now = floe_metadata::clock::now_ms();
+    let producer = coord
+        .init_producer(fence, &id, 60_000, None, now)
+        .await
+        .unwrap();
+    let pid = producer.producer_id.0;
+    let add = floe_metadata::txn::TxnOp::AddPartitions {
+        producer,
+        partitions: vec![key],
+    };
     let txn = |seq: i32| {
         BatchBuilder::new(0, 1_000)
-            .producer(77, 0, seq, true)
+            .producer(pid, producer.epoch.0, seq, true)
             .push(RecordSpec::new(None, Some(b"t".to_vec()), 0))
             .build(Compression::None)
             .unwrap()
     };
-    let b = &e.broker;
     // Aborted at 0 (marker at 1), plain at 2, open from 3.
+    coord.step(fence, &id, now, add.clone()).await.unwrap();
     b.produce(&key, &txn(0), Acks::All).await.unwrap();
-    let abort = floe_broker::txn::Marker {
-        producer: floe_metadata::txn::ProducerIdEpoch {
-            producer_id: floe_metadata::ids::ProducerId(77),
-            epoch: floe_metadata::ids::ProducerEpoch(0),
-        },
+    let abort = floe_metadata::txn::TxnOp::End {
+        producer,
         commit: false,
-        coordinator_epoch: floe_metadata::ids::Epoch(1),
     };
-    b.write_marker(&key, &abort).await.unwrap();
+    coord.step(fence, &id, now, abort).await.unwrap();
+    while b.log(&key).unwrap().last_stable_offset() < 2 {
+        deadline();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     b.produce(&key, &one_batch("plain", 1_000), Acks::All)
         .await
         .unwrap();
+    loop {
+        // Retried until the abort completed (CONCURRENT_TRANSACTIONS before).
+        deadline();
+        let r = coord.step(fence, &id, now, add.clone()).await.unwrap();
+        if r.refused.is_none() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     b.produce(&key, &txn(1), Acks::All).await.unwrap();
     let bases = |recs: &Bytes| -> Vec<i64> {
         floe_storage::batch::BatchIter::new(recs, usize::MAX)
@@ -1153,7 +1192,10 @@ async fn read_committed_fetches_stop_at_the_last_stable_offset() {
                 assert_eq!(bases(&recs), vec![0, 1, 2], "v{v}");
                 let aborted = p.aborted_transactions.as_ref().unwrap();
                 assert_eq!(aborted.len(), 1, "v{v}");
-                assert_eq!((aborted[0].producer_id.0, aborted[0].first_offset), (77, 0));
+                assert_eq!(
+                    (aborted[0].producer_id.0, aborted[0].first_offset),
+                    (pid, 0)
+                );
             } else {
                 assert_eq!(bases(&recs), vec![0, 1, 2, 3], "v{v}");
                 let none = p.aborted_transactions.as_ref().is_none_or(Vec::is_empty);
@@ -1208,7 +1250,7 @@ async fn read_committed_fetches_stop_at_the_last_stable_offset() {
         let s = p
             .active_producers
             .iter()
-            .find(|s| s.producer_id.0 == 77)
+            .find(|s| s.producer_id.0 == pid)
             .unwrap();
         assert_eq!(
             (

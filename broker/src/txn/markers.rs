@@ -60,6 +60,77 @@ impl Broker {
         }
     }
 
+    /// KIP-890's check, before a produce is sequenced: a transactional
+    /// batch that would begin a transaction on `key` (its producer has none
+    /// open here) is taken only if the metadata shows that producer id, at
+    /// that epoch, in an ongoing transaction that holds the partition
+    /// (AddPartitionsToTxn is answered before the client sends). A batch
+    /// of a transaction already open here needs no check: its marker ends
+    /// it. So a forged or late transactional batch can never hold the last
+    /// stable offset without a coordinator that will end it.
+    pub(crate) async fn verify_transactional(
+        &self,
+        key: &PartitionKey,
+        records: &[u8],
+    ) -> Result<()> {
+        let Some(log) = self.log(key) else {
+            return Ok(()); // sequencing refuses it
+        };
+        let mut unchecked: Vec<(i64, i16)> = Vec::new();
+        {
+            let st = log.lock();
+            for item in floe_storage::batch::BatchIter::new(records, usize::MAX) {
+                let Ok((_, v)) = item else { break }; // sequencing refuses it
+                let who = (v.producer_id(), v.producer_epoch());
+                if v.is_transactional()
+                    && !v.is_control()
+                    && !st.txns.is_open(ProducerId(who.0))
+                    && !unchecked.contains(&who)
+                {
+                    unchecked.push(who);
+                }
+            }
+        }
+        if unchecked.is_empty() {
+            return Ok(());
+        }
+        let txns = self
+            .meta()
+            .transactions()
+            .await
+            .map_err(BrokerError::from)?;
+        for (pid, epoch) in unchecked {
+            let Some((id, t)) = txns.iter().find(|(_, t)| t.producer_id.0 == pid) else {
+                return Err(BrokerError::new(
+                    ErrorKind::InvalidTxnState,
+                    format!("producer {pid} has no transaction"),
+                ));
+            };
+            if t.epoch.0 > epoch {
+                return Err(BrokerError::new(
+                    ErrorKind::InvalidProducerEpoch,
+                    format!(
+                        "producer {pid} epoch {epoch} is fenced by epoch {}",
+                        t.epoch.0
+                    ),
+                ));
+            }
+            if t.epoch.0 != epoch
+                || t.state != floe_metadata::txn::TxnState::Ongoing
+                || !t.partitions.contains(key)
+            {
+                return Err(BrokerError::new(
+                    ErrorKind::InvalidTxnState,
+                    format!(
+                        "{key} is not in an ongoing transaction of {} at producer {pid} epoch {epoch}",
+                        id.as_str()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The producers the owner of `key` knows, with their open
     /// transactions' start offsets.
     pub fn producers(&self, key: &PartitionKey) -> Result<Vec<ProducerInfo>> {
