@@ -108,6 +108,20 @@ fuzz_target!(|data: &[u8]| {
         }
         _ => {
             let _ = group::Descriptions::decode(body);
+            // The transaction routes (markers, DescribeProducers).
+            let again = || bytes::Bytes::copy_from_slice(rest);
+            if let Ok(r) = proto::MarkerRequest::decode(again()) {
+                partition(r.partition.as_ref());
+            }
+            if let Ok(r) = proto::MarkerResponse::decode(again()) {
+                error(r.error.as_ref());
+            }
+            if let Ok(r) = proto::ProducersRequest::decode(again()) {
+                partition(r.partition.as_ref());
+            }
+            if let Ok(r) = proto::ProducersResponse::decode(again()) {
+                error(r.error.as_ref());
+            }
         }
     }
 });

@@ -73,23 +73,25 @@ impl Broker {
         key: &PartitionKey,
         records: &[u8],
     ) -> Result<()> {
+        // Headers only, without the log's lock: most produces hold no
+        // transactional batch.
+        let mut unchecked: Vec<(i64, i16)> = Vec::new();
+        for item in floe_storage::batch::BatchIter::new(records, usize::MAX) {
+            let Ok((_, v)) = item else { break }; // sequencing refuses it
+            let who = (v.producer_id(), v.producer_epoch());
+            if v.is_transactional() && !v.is_control() && !unchecked.contains(&who) {
+                unchecked.push(who);
+            }
+        }
+        if unchecked.is_empty() {
+            return Ok(());
+        }
         let Some(log) = self.log(key) else {
             return Ok(()); // sequencing refuses it
         };
-        let mut unchecked: Vec<(i64, i16)> = Vec::new();
         {
             let st = log.lock();
-            for item in floe_storage::batch::BatchIter::new(records, usize::MAX) {
-                let Ok((_, v)) = item else { break }; // sequencing refuses it
-                let who = (v.producer_id(), v.producer_epoch());
-                if v.is_transactional()
-                    && !v.is_control()
-                    && !st.txns.is_open(ProducerId(who.0))
-                    && !unchecked.contains(&who)
-                {
-                    unchecked.push(who);
-                }
-            }
+            unchecked.retain(|(pid, _)| !st.txns.is_open(ProducerId(*pid)));
         }
         if unchecked.is_empty() {
             return Ok(());
