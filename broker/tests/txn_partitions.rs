@@ -391,3 +391,114 @@ async fn unverified_and_zombie_transactional_batches_are_refused() {
     assert_eq!(e.kind(), ErrorKind::InvalidProducerEpoch);
     b.shutdown().await;
 }
+
+/// The coordinator's markers reach a partition owned by another broker
+/// over the RPC: `OwnerMarkers` of a broker that does not own the
+/// partition finds its owner in the cluster view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_marker_reaches_the_owner_on_another_broker() {
+    let c = Cluster::start().await;
+    let topic = c.create_topic("txr", 1, &[]).await;
+    let key = PartitionKey::new(topic, 0);
+    // Each broker serves its RPC at the address it advertises.
+    let mut servers = Vec::new();
+    let mut brokers = Vec::new();
+    for id in [1u32, 2] {
+        let addr = free_addr();
+        let b = c
+            .broker(|cfg| {
+                cfg.id = id;
+                cfg.advertise = addr.to_string();
+            })
+            .await;
+        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+        servers.push(tokio::spawn(floe_broker::rpc::serve(
+            listener,
+            b.clone(),
+            floe_metadata::http_server::HttpLimits::with_body_limit(
+                floe_broker::rpc::MAX_BODY_BYTES,
+            ),
+        )));
+        brokers.push(b);
+        if id == 1 {
+            wait_owned(&brokers[0], key).await;
+        }
+    }
+    // The owner, and the other broker once its view knows the owner's address.
+    let started = Instant::now();
+    let (owner, other) = loop {
+        assert!(started.elapsed() < WAIT, "no owner in the views");
+        let owned: Vec<bool> = brokers.iter().map(|b| b.owned().contains(&key)).collect();
+        if let Some(i) = owned.iter().position(|o| *o) {
+            let (o, x) = (&brokers[i], &brokers[1 - i]);
+            let snap = x.view().current();
+            let known = snap
+                .by_id
+                .get(&topic)
+                .and_then(|t| t.partitions.iter().find(|p| p.partition == 0))
+                .and_then(|p| p.owner)
+                == Some(o.broker_id());
+            if known && snap.broker_addr(o.broker_id()).is_some() {
+                break (o.clone(), x.clone());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let id = TransactionalId::new("txr-1");
+    // The id's coordinator: whichever broker holds its shard.
+    let started = Instant::now();
+    let (coordinator, fence) = loop {
+        assert!(started.elapsed() < WAIT, "shard never owned");
+        let held = [&owner, &other]
+            .into_iter()
+            .find_map(|b| b.txn_fence(&id).ok().map(|f| (b.clone(), f)));
+        if let Some(x) = held {
+            break x;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let holder = coordinator.clone();
+    let coord = TxnCoordinator::new(
+        coordinator.meta().clone(),
+        Arc::new(OwnerMarkers::new(&coordinator)),
+        Arc::new(move |f| holder.holds_shard(f)),
+        TxnConfig::default(),
+    );
+    let now = floe_metadata::clock::now_ms();
+    let producer = coord
+        .init_producer(fence, &id, 60_000, None, now)
+        .await
+        .unwrap();
+    let add = TxnOp::AddPartitions {
+        producer,
+        partitions: vec![key],
+    };
+    let r = coord.step(fence, &id, now, add).await.unwrap();
+    assert_eq!(r.refused, None);
+    owner
+        .produce(
+            &key,
+            &batch(producer.producer_id.0, producer.epoch.0, 0, true, "t"),
+            Acks::All,
+        )
+        .await
+        .unwrap();
+    assert_eq!(lso(&owner, &key).await, 0);
+    // Written from the broker that does not own the partition.
+    let commit = Marker {
+        producer,
+        commit: true,
+        coordinator_epoch: fence.epoch,
+    };
+    OwnerMarkers::new(&other)
+        .write_marker(key, commit)
+        .await
+        .unwrap();
+    assert_eq!(lso(&owner, &key).await, 2);
+    for s in servers {
+        s.abort();
+    }
+    for b in brokers {
+        b.shutdown().await;
+    }
+}
