@@ -128,6 +128,10 @@ pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
     let broker = Broker::start(config, meta, pool.clone(), view)
         .await
         .context("broker")?;
+    // The transaction coordinator writes its markers at partitions' owners.
+    broker.set_marker_writer(Arc::new(floe_broker::txn::markers::OwnerMarkers::new(
+        &broker,
+    )));
     let b = broker.clone();
     let rpc_limits = args.http.limits(floe_broker::rpc::MAX_BODY_BYTES);
     let rpc_task = tokio::spawn(async move {

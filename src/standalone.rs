@@ -98,6 +98,10 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
     let broker = Broker::start(bcfg, meta.clone(), pool.clone(), view.clone())
         .await
         .context("broker")?;
+    // The transaction coordinator writes its markers at partitions' owners.
+    broker.set_marker_writer(Arc::new(floe_broker::txn::markers::OwnerMarkers::new(
+        &broker,
+    )));
 
     let advertise = args
         .kafka_advertise

@@ -35,8 +35,8 @@ impl std::fmt::Debug for Held {
 }
 
 impl Held {
-    /// A reservation in no backlog (tests, and batches built by hand).
-    #[cfg(test)]
+    /// A reservation in no backlog (tests, and transaction markers: a few
+    /// dozen bytes that free a partition's last stable offset).
     pub(crate) fn untracked() -> Self {
         Held {
             backlog: None,

@@ -66,6 +66,13 @@ pub struct FetchData {
     /// in pieces to be sent one after the other: a batch read across two
     /// cache blocks is two pieces, not copied into one buffer.
     pub records: Vec<Bytes>,
+    /// The last stable offset (the high watermark when no transaction is
+    /// open); a `read_committed` fetch returns nothing at or past it.
+    pub last_stable_offset: i64,
+    /// For a `read_committed` fetch: the aborted transactions whose
+    /// records may be among those returned (their producer and first
+    /// offset tell the client which records to drop).
+    pub aborted: Vec<floe_metadata::txn::AbortedTxn>,
 }
 
 impl FetchData {
@@ -82,6 +89,9 @@ pub enum OffsetSpec {
     MaxTimestamp,
     /// The first record with a timestamp at or after this (ms).
     Timestamp(i64),
+    /// The latest offset a `read_committed` reader sees: the last stable
+    /// offset.
+    LastStable,
 }
 
 /// (offset, timestamp) as ListOffsets answers; offset −1 when nothing matches.
@@ -449,7 +459,7 @@ impl Broker {
     }
 
     /// The owned log of `key`, if this broker may serve it now.
-    fn active_log(&self, key: &PartitionKey) -> Result<Arc<PartitionLog>> {
+    pub(crate) fn active_log(&self, key: &PartitionKey) -> Result<Arc<PartitionLog>> {
         self.check_lease()?;
         match self.log(key) {
             Some(l) if l.status() != Status::Gone => Ok(l),
@@ -483,6 +493,7 @@ impl Broker {
         acks: Acks,
         room_wait: Duration,
     ) -> Result<PendingProduce> {
+        self.verify_transactional(key, records).await?;
         let until = tokio::time::Instant::now() + room_wait;
         let held = self.inner.backlog.hold(records.len(), until).await;
         // What the topic's settings ask of the records (keys on a
@@ -589,6 +600,7 @@ impl Broker {
         records: &[u8],
         acks: Acks,
     ) -> Result<ProduceOk> {
+        self.verify_transactional(key, records).await?;
         let held = self.inner.backlog.try_hold(records.len());
         PendingProduce::wait_here(self.sequence(key, records, acks, held, false)?).await
     }
@@ -614,18 +626,40 @@ impl Broker {
         max_bytes: usize,
         leader_epoch: Option<u64>,
     ) -> Result<FetchData> {
+        self.fetch_isolated(key, offset, max_bytes, leader_epoch, false)
+            .await
+    }
+
+    /// [`Broker::fetch_at_epoch`] at an isolation level: `read_committed`
+    /// reads only below the last stable offset and answers the aborted
+    /// transactions of what it may return.
+    pub async fn fetch_isolated(
+        &self,
+        key: &PartitionKey,
+        offset: i64,
+        max_bytes: usize,
+        leader_epoch: Option<u64>,
+        read_committed: bool,
+    ) -> Result<FetchData> {
         let log = self.active_log(key)?;
         log.check_epoch(leader_epoch)?;
-        let (plan, log_start, hw) = log.plan_read(offset, max_bytes)?;
+        let (plan, bounds) = log.plan_read(offset, max_bytes, read_committed)?;
+        let until = if read_committed {
+            bounds.lso
+        } else {
+            bounds.hw
+        };
         let records = match plan {
             ReadPlan::Empty => Vec::new(),
             ReadPlan::Memory(b) => b,
-            ReadPlan::Store(ranges) => self.read_ranges(&ranges, offset, max_bytes, hw).await?,
+            ReadPlan::Store(ranges) => self.read_ranges(&ranges, offset, max_bytes, until).await?,
         };
         Ok(FetchData {
-            high_watermark: hw,
-            log_start_offset: log_start,
+            high_watermark: bounds.hw,
+            log_start_offset: bounds.log_start,
             records,
+            last_stable_offset: bounds.lso,
+            aborted: bounds.aborted,
         })
     }
 
@@ -653,11 +687,11 @@ impl Broker {
         ranges: &[StoredRange],
         offset: i64,
         max_bytes: usize,
-        hw: i64,
+        until: i64,
     ) -> Result<Vec<Bytes>> {
         let wanted = Wanted {
             from: offset,
-            until: hw,
+            until,
             max_bytes: max_bytes as u64,
         };
         let mut out = Batches::pieces();
@@ -707,6 +741,10 @@ impl Broker {
             }),
             OffsetSpec::Latest => Ok(OffsetAnswer {
                 offset: hw,
+                timestamp: -1,
+            }),
+            OffsetSpec::LastStable => Ok(OffsetAnswer {
+                offset: log.last_stable_offset(),
                 timestamp: -1,
             }),
             OffsetSpec::MaxTimestamp => {
@@ -1007,6 +1045,7 @@ impl Broker {
             r.segment = Some(Arc::new(self.segment_objects(&r.object, r).await?));
         }
         let producers = crate::producer::Producers::from_batches(idx.producers);
+        let txns = idx.txns;
         let log = Arc::new(PartitionLog::new(
             key,
             topic,
@@ -1017,6 +1056,7 @@ impl Broker {
                 hw: info.high_watermark,
                 index: ranges,
                 producers,
+                txns,
             },
         ));
         tracing::info!(partition = %key, epoch, hw = info.high_watermark, "took partition over");

@@ -59,11 +59,16 @@ pub enum ErrorKind {
     /// Nothing stored; clients see NOT_LEADER_OR_FOLLOWER and retry it after
     /// them (see `producer.rs`).
     SequenceGap,
+    /// A transactional batch from a producer whose transaction does not
+    /// hold this partition (not added with AddPartitionsToTxn, already
+    /// decided, or no transactional producer's id): Kafka's
+    /// INVALID_TXN_STATE (KIP-890's verification).
+    InvalidTxnState,
 }
 
 impl ErrorKind {
     /// Every kind, once.
-    pub const ALL: [ErrorKind; 19] = [
+    pub const ALL: [ErrorKind; 20] = [
         ErrorKind::NotOwner,
         ErrorKind::UnknownTopicOrPartition,
         ErrorKind::OffsetOutOfRange,
@@ -83,6 +88,7 @@ impl ErrorKind {
         ErrorKind::UnknownLeaderEpoch,
         ErrorKind::OutcomeUnknown,
         ErrorKind::SequenceGap,
+        ErrorKind::InvalidTxnState,
     ];
 
     /// The kind's name as the internal RPC carries it (its variant name).
@@ -107,6 +113,7 @@ impl ErrorKind {
             ErrorKind::UnknownLeaderEpoch => "UnknownLeaderEpoch",
             ErrorKind::OutcomeUnknown => "OutcomeUnknown",
             ErrorKind::SequenceGap => "SequenceGap",
+            ErrorKind::InvalidTxnState => "InvalidTxnState",
         }
     }
 

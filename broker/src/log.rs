@@ -13,6 +13,9 @@ use tokio::sync::{oneshot, watch};
 use crate::config::{LogConfig, TimestampType};
 use crate::error::{BrokerError, ErrorKind, Result};
 use crate::producer::{self, Check, ProducerBatch, Producers};
+use crate::txn::partition::PartitionTxnLog;
+use floe_metadata::ids::{ProducerEpoch, ProducerId};
+use floe_metadata::txn::{AbortedTxn, PartitionTxns};
 
 /// Batches with their offsets assigned.
 #[derive(Debug, Clone)]
@@ -61,6 +64,15 @@ pub(crate) enum Appended {
     Duplicate { first_offset: i64, last_offset: i64 },
 }
 
+/// What [`PartitionLog::append_marker`] gives back.
+#[derive(Debug)]
+pub(crate) enum MarkerAppended {
+    /// Sequenced: the receiver resolves once it is committed.
+    New(oneshot::Receiver<Result<()>>, usize),
+    /// The producer has no transaction open here: nothing to write.
+    NotNeeded,
+}
+
 #[derive(Debug)]
 pub(crate) struct Pending {
     pub batches: Batches,
@@ -104,6 +116,9 @@ pub(crate) struct LogState {
     pub tail_bytes: usize,
     pub index: Vec<StoredRange>,
     pub producers: Producers,
+    /// The partition's transactions: open ones, the aborted index, and the
+    /// events of batches sequenced but not committed yet.
+    pub txns: PartitionTxnLog,
     /// Retention was skipped for a compact-only topic and that was logged.
     pub retention_skip_logged: bool,
 }
@@ -132,6 +147,23 @@ pub(crate) struct Committed {
     pub hw: i64,
     pub index: Vec<StoredRange>,
     pub producers: Producers,
+    /// Its transactions as the metadata committed them.
+    pub txns: PartitionTxns,
+}
+
+/// Where a fetch may read up to, and what a `read_committed` reader
+/// needs to drop aborted records (decided under the log's lock with the
+/// plan).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadBounds {
+    pub log_start: i64,
+    pub hw: i64,
+    /// The last stable offset: the first offset of the oldest open
+    /// transaction, or the high watermark.
+    pub lso: i64,
+    /// For `read_committed`: the aborted transactions overlapping the
+    /// range that may be returned (empty otherwise).
+    pub aborted: Vec<AbortedTxn>,
 }
 
 impl PartitionLog {
@@ -147,6 +179,7 @@ impl PartitionLog {
             hw,
             index,
             producers,
+            txns,
         } = committed;
         let (hw_tx, _) = watch::channel(hw);
         Self {
@@ -167,6 +200,7 @@ impl PartitionLog {
                 tail_bytes: 0,
                 index,
                 producers,
+                txns: PartitionTxnLog::from_committed(txns),
                 retention_skip_logged: false,
             }),
             hw_tx,
@@ -243,10 +277,10 @@ impl PartitionLog {
                     "clients may not produce control batches",
                 ));
             }
-            if view.is_transactional() {
+            if view.is_transactional() && view.producer_id() < 0 {
                 return Err(BrokerError::new(
-                    ErrorKind::Unsupported,
-                    "transactional batches are not supported yet",
+                    ErrorKind::InvalidRecord,
+                    "a transactional batch without a producer id",
                 ));
             }
             if view.producer_id() >= 0 {
@@ -302,6 +336,8 @@ impl PartitionLog {
         let mut out = BytesMut::from(records);
         let first_offset = st.leo;
         let mut producers = Vec::new();
+        // (producer, epoch, offset) of each transactional batch.
+        let mut transactional = Vec::new();
         let mut next = st.leo;
         let mut max_ts = -1i64;
         let epoch = i32::try_from(st.epoch).unwrap_or(i32::MAX);
@@ -324,6 +360,13 @@ impl PartitionLog {
             let v = BatchView::parse(b, usize::MAX)
                 .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, e.to_string()))?;
             max_ts = max_ts.max(v.max_timestamp());
+            if v.is_transactional() {
+                transactional.push((
+                    ProducerId(v.producer_id()),
+                    ProducerEpoch(v.producer_epoch()),
+                    next,
+                ));
+            }
             if v.producer_id() >= 0 {
                 producers.push(ProducerBatch {
                     producer_id: v.producer_id(),
@@ -345,6 +388,9 @@ impl PartitionLog {
         for p in &producers {
             st.producers
                 .record_at(*p, u64::try_from(now_ms).unwrap_or(0));
+        }
+        for (pid, epoch, offset) in transactional {
+            st.txns.sequenced_batch(pid, epoch, offset);
         }
         let batches = Batches {
             first_offset,
@@ -368,6 +414,68 @@ impl PartitionLog {
             held,
         });
         Ok(Appended::New(batches, rx, queued))
+    }
+
+    /// Sequences a COMMIT or ABORT marker (a control batch) for a
+    /// producer's open transaction, like a produce with `acks=all`; the
+    /// receiver resolves once it is committed. A producer with no
+    /// transaction open here needs none (a retry whose first write
+    /// landed, or a partition it never wrote to).
+    pub(crate) fn append_marker(
+        &self,
+        marker: &crate::txn::Marker,
+        now_ms: i64,
+        held: crate::backlog::Held,
+    ) -> Result<MarkerAppended> {
+        let mut st = self.lock();
+        if st.status != Status::Active {
+            return Err(BrokerError::not_owner(self.key));
+        }
+        let (pid, epoch) = (marker.producer.producer_id, marker.producer.epoch);
+        if !st.txns.needs_marker(pid) {
+            return Ok(MarkerAppended::NotNeeded);
+        }
+        let m = floe_storage::control::Marker {
+            kind: if marker.commit {
+                floe_storage::control::ControlType::Commit
+            } else {
+                floe_storage::control::ControlType::Abort
+            },
+            producer_id: pid.0,
+            producer_epoch: epoch.0,
+            coordinator_epoch: i32::try_from(marker.coordinator_epoch.0).unwrap_or(i32::MAX),
+        };
+        let corrupt = |e: floe_storage::batch::BatchError| {
+            BrokerError::new(ErrorKind::CorruptMessage, e.to_string())
+        };
+        let mut out =
+            BytesMut::from(&floe_storage::control::marker_batch(&m, now_ms).map_err(corrupt)?[..]);
+        let offset = st.leo;
+        batch::set_base_offset(&mut out, offset).map_err(corrupt)?;
+        let leader_epoch = i32::try_from(st.epoch).unwrap_or(i32::MAX);
+        batch::set_partition_leader_epoch(&mut out, leader_epoch).map_err(corrupt)?;
+        let batches = Batches {
+            first_offset: offset,
+            last_offset: offset,
+            max_timestamp: now_ms,
+            bytes: out.freeze(),
+            producers: Vec::new(),
+        };
+        st.txns.sequenced_marker(pid, epoch, marker.commit, offset);
+        // The marker's epoch is the producer's here from now on (as the
+        // metadata applies it with the commit): a fenced instance's later
+        // batches are refused.
+        st.producers.fence(pid.0, epoch.0);
+        st.leo = offset + 1;
+        let (tx, rx) = oneshot::channel();
+        st.unflushed_bytes += batches.bytes.len();
+        let queued = st.unflushed_bytes;
+        st.unflushed.push(Pending {
+            batches,
+            waiter: Some(tx),
+            held,
+        });
+        Ok(MarkerAppended::New(rx, queued))
     }
 
     /// Takes the queue for a flush (at the epoch it was sequenced under):
@@ -422,6 +530,7 @@ impl PartitionLog {
             let mut st = self.lock();
             st.in_flight = st.in_flight.saturating_sub(1);
             st.hw = st.hw.max(hw);
+            st.txns.committed_through(range.last_offset);
             st.index.push(range);
             for p in pending {
                 st.tail_bytes += p.batches.bytes.len();
@@ -490,6 +599,7 @@ impl PartitionLog {
             let end = from.unwrap_or(st.hw).max(st.hw);
             st.leo = end;
             st.producers.forget_from(end);
+            st.txns.forget_from(end);
         }
         for w in waiters {
             let _ = w.send(Err(why.clone()));
@@ -531,8 +641,15 @@ impl PartitionLog {
         }
     }
 
-    /// Decides where a fetch at `offset` reads from.
-    pub(crate) fn plan_read(&self, offset: i64, max_bytes: usize) -> Result<(ReadPlan, i64, i64)> {
+    /// Decides where a fetch at `offset` reads from. A `read_committed`
+    /// fetch reads only below the last stable offset and gets the aborted
+    /// transactions of that range.
+    pub(crate) fn plan_read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        read_committed: bool,
+    ) -> Result<(ReadPlan, ReadBounds)> {
         let st = self.lock();
         if st.status == Status::Gone {
             return Err(BrokerError::not_owner(self.key));
@@ -544,8 +661,19 @@ impl PartitionLog {
                 format!("offset {offset} is outside [{start}, {hw}] of {}", self.key),
             ));
         }
-        if offset == hw {
-            return Ok((ReadPlan::Empty, start, hw));
+        let lso = st.txns.last_stable_offset(hw);
+        let until = if read_committed { lso } else { hw };
+        let mut bounds = ReadBounds {
+            log_start: start,
+            hw,
+            lso,
+            aborted: Vec::new(),
+        };
+        if offset >= until {
+            return Ok((ReadPlan::Empty, bounds));
+        }
+        if read_committed {
+            bounds.aborted = st.txns.aborted_in(offset, until - 1);
         }
         if let Some(front) = st.tail.front()
             && front.first_offset <= offset
@@ -560,20 +688,20 @@ impl PartitionLog {
                     if v.last_offset() < offset {
                         continue;
                     }
-                    if total > 0 && total + v.size() > max_bytes {
-                        return Ok((ReadPlan::Memory(out), start, hw));
+                    if v.base_offset() >= until || (total > 0 && total + v.size() > max_bytes) {
+                        return Ok((ReadPlan::Memory(out), bounds));
                     }
                     total += v.size();
                     out.push(b.bytes.slice(pos..pos + v.size()));
                 }
             }
-            return Ok((ReadPlan::Memory(out), start, hw));
+            return Ok((ReadPlan::Memory(out), bounds));
         }
         // The ranges from the one holding `offset`, up to the budget.
         let i = st.index.partition_point(|r| r.last_offset < offset);
         let mut ranges = Vec::new();
         let mut total = 0u64;
-        for r in &st.index[i..] {
+        for r in st.index[i..].iter().take_while(|r| r.first_offset < until) {
             if !ranges.is_empty() && total + r.byte_len > max_bytes as u64 {
                 break;
             }
@@ -583,7 +711,13 @@ impl PartitionLog {
                 break; // a segment read brings its own budget
             }
         }
-        Ok((ReadPlan::Store(ranges), start, hw))
+        Ok((ReadPlan::Store(ranges), bounds))
+    }
+
+    /// The last stable offset now.
+    pub fn last_stable_offset(&self) -> i64 {
+        let st = self.lock();
+        st.txns.last_stable_offset(st.hw)
     }
 }
 

@@ -269,6 +269,7 @@ pub(crate) async fn truncate(
         st.log_start = st.log_start.max(start);
         let ls = st.log_start;
         st.index.retain(|r| r.last_offset >= ls);
+        st.txns.truncate(ls);
         while st.tail.front().is_some_and(|t| t.last_offset < ls) {
             if let Some(t) = st.tail.pop_front() {
                 st.tail_bytes -= t.bytes.len();

@@ -53,7 +53,28 @@ pub trait PartitionOwner: Send + Sync + std::fmt::Debug {
         offset: i64,
         max_bytes: usize,
         leader_epoch: Option<u64>,
+    ) -> Result<FetchData, CallError> {
+        self.fetch_isolated(key, offset, max_bytes, leader_epoch, false)
+            .await
+    }
+
+    /// [`PartitionOwner::fetch`] at an isolation level: with
+    /// `read_committed`, only below the last stable offset, with the
+    /// aborted transactions of that range.
+    async fn fetch_isolated(
+        &self,
+        key: &PartitionKey,
+        offset: i64,
+        max_bytes: usize,
+        leader_epoch: Option<u64>,
+        read_committed: bool,
     ) -> Result<FetchData, CallError>;
+
+    /// The producers the owner knows of the partition (DescribeProducers).
+    async fn producers(
+        &self,
+        key: &PartitionKey,
+    ) -> Result<Vec<crate::txn::markers::ProducerInfo>, CallError>;
 
     /// Returns when data past `offset` may be there, or at `until`.
     async fn wait_for_data(&self, key: &PartitionKey, offset: i64, until: tokio::time::Instant);
@@ -160,14 +181,25 @@ impl PartitionOwner for Broker {
         Ok(Broker::append_within(self, key, &records, acks, room_wait).await?)
     }
 
-    async fn fetch(
+    async fn fetch_isolated(
         &self,
         key: &PartitionKey,
         offset: i64,
         max_bytes: usize,
         leader_epoch: Option<u64>,
+        read_committed: bool,
     ) -> Result<FetchData, CallError> {
-        Ok(Broker::fetch_at_epoch(self, key, offset, max_bytes, leader_epoch).await?)
+        Ok(
+            Broker::fetch_isolated(self, key, offset, max_bytes, leader_epoch, read_committed)
+                .await?,
+        )
+    }
+
+    async fn producers(
+        &self,
+        key: &PartitionKey,
+    ) -> Result<Vec<crate::txn::markers::ProducerInfo>, CallError> {
+        Ok(Broker::producers(self, key)?)
     }
 
     async fn wait_for_data(&self, key: &PartitionKey, offset: i64, until: tokio::time::Instant) {

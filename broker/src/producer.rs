@@ -172,6 +172,40 @@ impl Producers {
         before - self.by_id.len()
     }
 
+    /// A transaction marker of `producer_id` at `epoch` was written: that
+    /// epoch is the producer's from now on (its batches before are
+    /// forgotten, as the metadata does when it commits the marker), so an
+    /// older instance's later batches are refused. Unknown producers stay
+    /// unknown.
+    pub fn fence(&mut self, producer_id: i64, epoch: i16) {
+        if let Some(e) = self.by_id.get_mut(&producer_id)
+            && e.epoch < epoch
+        {
+            e.epoch = epoch;
+            e.batches.clear();
+        }
+    }
+
+    /// Every producer known here: (id, epoch, last sequence or -1, last
+    /// write in ms or -1 when not known), by id.
+    pub fn describe(&self) -> Vec<(i64, i16, i32, i64)> {
+        let mut out: Vec<_> = self
+            .by_id
+            .iter()
+            .map(|(id, e)| {
+                let last = e.batches.back().map_or(-1, |b| b.last_sequence);
+                let at = if e.last_write_ms == 0 {
+                    -1
+                } else {
+                    i64::try_from(e.last_write_ms).unwrap_or(i64::MAX)
+                };
+                (*id, e.epoch, last, at)
+            })
+            .collect();
+        out.sort_unstable_by_key(|p| p.0);
+        out
+    }
+
     /// Records a batch appended here (its time unchanged).
     pub fn record(&mut self, b: ProducerBatch) {
         self.insert(b).wrote_here = true;

@@ -111,6 +111,20 @@ fuzz_target!(|data: &[u8]| {
         }
         15 => {
             let _ = group::Descriptions::decode(body);
+            // The transaction routes (markers, DescribeProducers).
+            let again = || bytes::Bytes::copy_from_slice(rest);
+            if let Ok(r) = proto::MarkerRequest::decode(again()) {
+                partition(r.partition.as_ref());
+            }
+            if let Ok(r) = proto::MarkerResponse::decode(again()) {
+                error(r.error.as_ref());
+            }
+            if let Ok(r) = proto::ProducersRequest::decode(again()) {
+                partition(r.partition.as_ref());
+            }
+            if let Ok(r) = proto::ProducersResponse::decode(again()) {
+                error(r.error.as_ref());
+            }
         }
         16 => {
             if let Ok(r) = txn::TxnRequest::decode(body)

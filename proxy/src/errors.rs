@@ -32,6 +32,7 @@ pub fn code_for(e: &BrokerError) -> i16 {
         // Not stored; retried after the batches before it (not out of
         // order, which makes librdkafka re-send under a new epoch).
         ErrorKind::SequenceGap => ResponseError::NotLeaderOrFollower,
+        ErrorKind::InvalidTxnState => ResponseError::InvalidTxnState,
     };
     r.code()
 }

@@ -21,7 +21,9 @@ use crate::codec::FetchAnswer;
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
 use kafka_protocol::messages::list_offsets_request::ListOffsetsPartition;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -76,6 +78,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::DescribeTopicPartitions, 0, 0),
+    (ApiKey::DescribeProducers, 0, 0),
 ];
 
 /// The transaction APIs, answered only with `--transactions`
@@ -885,6 +888,9 @@ impl Context {
         let limits = self.fetch_limits;
         let total_max = limits.request_budget(req.max_bytes);
         let targets = fetch_targets(req);
+        // Isolation level 1 (read_committed): only below the last stable
+        // offset, with the aborted transactions of what is returned.
+        let read_committed = req.isolation_level == 1;
         loop {
             let mut resp = FetchResponse::default();
             let mut total = 0usize;
@@ -918,9 +924,27 @@ impl Context {
                                 };
                                 let r = match self.route(&snap, &key) {
                                     Ok(h) => {
-                                        let r = h.fetch(&key, p.fetch_offset, budget, epoch).await;
-                                        if r.as_ref().is_ok_and(|d| d.records.is_empty()) {
-                                            waits.push((h, key, p.fetch_offset));
+                                        let r = h
+                                            .fetch_isolated(
+                                                &key,
+                                                p.fetch_offset,
+                                                budget,
+                                                epoch,
+                                                read_committed,
+                                            )
+                                            .await;
+                                        if let Ok(d) = &r
+                                            && d.records.is_empty()
+                                        {
+                                            // A read_committed reader at the
+                                            // LSO waits for the next commit
+                                            // (a marker's moves the LSO).
+                                            let past = if read_committed {
+                                                p.fetch_offset.max(d.high_watermark)
+                                            } else {
+                                                p.fetch_offset
+                                            };
+                                            waits.push((h, key, past));
                                         }
                                         r
                                     }
@@ -929,7 +953,20 @@ impl Context {
                                 match r {
                                     Ok(d) => {
                                         pd.high_watermark = d.high_watermark;
-                                        pd.last_stable_offset = d.high_watermark;
+                                        pd.last_stable_offset = d.last_stable_offset;
+                                        if read_committed {
+                                            pd.aborted_transactions = Some(
+                                                d.aborted
+                                                    .iter()
+                                                    .map(|a| {
+                                                        let mut t = AbortedTransaction::default();
+                                                        t.producer_id = ProducerId(a.producer_id.0);
+                                                        t.first_offset = a.first_offset;
+                                                        t
+                                                    })
+                                                    .collect(),
+                                            );
+                                        }
                                         if version >= 5 {
                                             pd.log_start_offset = d.log_start_offset;
                                         }
@@ -993,6 +1030,8 @@ impl Context {
                 pr.offset = -1;
                 pr.leader_epoch = -1;
                 let spec = match p.timestamp {
+                    // read_committed (v2+): latest is the last stable offset.
+                    -1 if req.isolation_level == 1 => Some(OffsetSpec::LastStable),
                     -1 => Some(OffsetSpec::Latest),
                     // -4: earliest local (tiered storage): all of Floe's log is local.
                     -2 | -4 => Some(OffsetSpec::Earliest),
@@ -1016,6 +1055,57 @@ impl Context {
                             Err(e) => pr.error_code = call_code(&e),
                         },
                     },
+                }
+                tr.partitions.push(pr);
+            }
+            resp.topics.push(tr);
+        }
+        resp
+    }
+
+    /// DescribeProducers: per partition, the producers its owner knows
+    /// (id, epoch, last sequence, last write, where an open transaction
+    /// begins). The coordinator epoch of their last marker is not kept: -1.
+    pub async fn describe_producers(
+        &self,
+        _version: i16,
+        req: &DescribeProducersRequest,
+    ) -> DescribeProducersResponse {
+        use kafka_protocol::messages::describe_producers_response::{
+            PartitionResponse, ProducerState, TopicResponse,
+        };
+        let snap = self.view.current();
+        let mut resp = DescribeProducersResponse::default();
+        for t in &req.topics {
+            let mut tr = TopicResponse::default();
+            tr.name = t.name.clone();
+            for &index in &t.partition_indexes {
+                let mut pr = PartitionResponse::default();
+                pr.partition_index = index;
+                let answer = match Self::key_of(&snap, &t.name.0, index) {
+                    None => Err(ResponseError::UnknownTopicOrPartition.code()),
+                    Some(key) => match self.route(&snap, &key) {
+                        Err(e) => Err(routing_code(&e)),
+                        Ok(h) => h.producers(&key).await.map_err(|e| call_code(&e)),
+                    },
+                };
+                match answer {
+                    Err(code) => pr.error_code = code,
+                    Ok(ps) => {
+                        pr.active_producers = ps
+                            .into_iter()
+                            .map(|p| {
+                                let mut st = ProducerState::default();
+                                st.producer_id = ProducerId(p.producer_id);
+                                st.producer_epoch = i32::from(p.epoch);
+                                st.last_sequence = p.last_sequence;
+                                st.last_timestamp = p.last_timestamp;
+                                st.coordinator_epoch = -1;
+                                st.current_txn_start_offset = p.txn_start_offset;
+                                st
+                            })
+                            .collect();
+                    }
                 }
                 tr.partitions.push(pr);
             }
@@ -1258,13 +1348,21 @@ mod tests {
             }))
         }
 
-        async fn fetch(
+        async fn fetch_isolated(
             &self,
             _: &PartitionKey,
             _: i64,
             _: usize,
             _: Option<u64>,
+            _: bool,
         ) -> Result<FetchData, CallError> {
+            Err(BrokerError::new(ErrorKind::Unsupported, "fake").into())
+        }
+
+        async fn producers(
+            &self,
+            _: &PartitionKey,
+        ) -> Result<Vec<floe_broker::txn::markers::ProducerInfo>, CallError> {
             Err(BrokerError::new(ErrorKind::Unsupported, "fake").into())
         }
 

@@ -559,6 +559,9 @@ async fn handle(
             ResponseKind::DescribeGroups(ctx.describe_groups(version, r).await)
         }
         RequestKind::ListGroups(r) => ResponseKind::ListGroups(ctx.list_groups(version, r).await),
+        RequestKind::DescribeProducers(r) => {
+            ResponseKind::DescribeProducers(ctx.describe_producers(version, r).await)
+        }
         RequestKind::DeleteGroups(r) => {
             ResponseKind::DeleteGroups(ctx.delete_groups(version, r).await)
         }

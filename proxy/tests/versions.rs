@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use floe_broker::Broker;
+use floe_broker::{Acks, Broker};
 use floe_proxy::admin::{AdminConfig, ClusterIdentity};
 use floe_proxy::codec::{self, decode_response, encode_request};
 use floe_proxy::handlers::{Context, SUPPORTED, TXN_SUPPORTED};
@@ -1355,6 +1355,189 @@ async fn every_transaction_api_answers_at_every_advertised_version() {
             r.transaction_states
                 .iter()
                 .all(|t| t.transaction_state.as_str() == "Ongoing")
+        );
+    }
+    e.broker.shutdown().await;
+    if let Some(n) = e.cluster.meta_node {
+        n.shutdown().await;
+    }
+}
+
+/// Fetch at isolation level 1 at every version stops at the last stable
+/// offset and lists the aborted transactions; level 0 reads to the high
+/// watermark and lists none; ListOffsets (v2+) answers the LSO for
+/// read_committed; DescribeProducers shows the open transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_committed_fetches_stop_at_the_last_stable_offset() {
+    let e = env().await;
+    let mut c = Conn::open(e.kafka).await;
+    let ResponseKind::Metadata(_) = c
+        .call(
+            ApiKey::Metadata,
+            12,
+            RequestKind::Metadata(auto_create("rc")),
+        )
+        .await
+    else {
+        panic!()
+    };
+    let started = std::time::Instant::now();
+    let deadline = || assert!(started.elapsed() < Duration::from_secs(30), "timed out");
+    let key = loop {
+        deadline();
+        if let Some(k) = e.broker.view().current().partition_key("rc", 0) {
+            break k;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    floe_testkit::wait_owned(&e.broker, key).await;
+    let b = &e.broker;
+    // A transactional producer through the broker's coordinator logic.
+    let id = floe_metadata::ids::TransactionalId::new("rc-tx");
+    let fence = loop {
+        deadline();
+        if let Ok(f) = b.txn_fence(&id) {
+            break f;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let holder = b.clone();
+    let coord = floe_broker::txn::TxnCoordinator::new(
+        b.meta().clone(),
+        Arc::new(floe_broker::txn::markers::OwnerMarkers::new(b)),
+        Arc::new(move |f| holder.holds_shard(f)),
+        Default::default(),
+    );
+    let now = floe_metadata::clock::now_ms();
+    let producer = coord
+        .init_producer(fence, &id, 60_000, None, now)
+        .await
+        .unwrap();
+    let pid = producer.producer_id.0;
+    let add = floe_metadata::txn::TxnOp::AddPartitions {
+        producer,
+        partitions: vec![key],
+    };
+    let txn = |seq: i32| {
+        BatchBuilder::new(0, 1_000)
+            .producer(pid, producer.epoch.0, seq, true)
+            .push(RecordSpec::new(None, Some(b"t".to_vec()), 0))
+            .build(Compression::None)
+            .unwrap()
+    };
+    // Aborted at 0 (marker at 1), plain at 2, open from 3.
+    coord.step(fence, &id, now, add.clone()).await.unwrap();
+    b.produce(&key, &txn(0), Acks::All).await.unwrap();
+    let abort = floe_metadata::txn::TxnOp::End {
+        producer,
+        commit: false,
+    };
+    coord.step(fence, &id, now, abort).await.unwrap();
+    while b.log(&key).unwrap().last_stable_offset() < 2 {
+        deadline();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    b.produce(&key, &one_batch("plain", 1_000), Acks::All)
+        .await
+        .unwrap();
+    loop {
+        // Retried until the abort completed (CONCURRENT_TRANSACTIONS before).
+        deadline();
+        let r = coord.step(fence, &id, now, add.clone()).await.unwrap();
+        if r.refused.is_none() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    b.produce(&key, &txn(1), Acks::All).await.unwrap();
+    let bases = |recs: &Bytes| -> Vec<i64> {
+        floe_storage::batch::BatchIter::new(recs, usize::MAX)
+            .map(|r| r.unwrap().1.base_offset())
+            .collect()
+    };
+    for v in versions(ApiKey::Fetch) {
+        for isolation in [0i8, 1] {
+            let mut req = fetch_one("rc", 0, 0);
+            req.isolation_level = isolation;
+            let ResponseKind::Fetch(r) = c.call(ApiKey::Fetch, v, RequestKind::Fetch(req)).await
+            else {
+                panic!()
+            };
+            let p = &r.responses[0].partitions[0];
+            assert_eq!(p.error_code, 0, "v{v}");
+            assert_eq!((p.high_watermark, p.last_stable_offset), (4, 3), "v{v}");
+            let recs = p.records.clone().unwrap();
+            if isolation == 1 {
+                assert_eq!(bases(&recs), vec![0, 1, 2], "v{v}");
+                let aborted = p.aborted_transactions.as_ref().unwrap();
+                assert_eq!(aborted.len(), 1, "v{v}");
+                assert_eq!(
+                    (aborted[0].producer_id.0, aborted[0].first_offset),
+                    (pid, 0)
+                );
+            } else {
+                assert_eq!(bases(&recs), vec![0, 1, 2, 3], "v{v}");
+                let none = p.aborted_transactions.as_ref().is_none_or(Vec::is_empty);
+                assert!(none, "v{v}");
+            }
+        }
+    }
+    for v in versions(ApiKey::ListOffsets).filter(|v| *v >= 2) {
+        for (isolation, want) in [(0i8, 4i64), (1, 3)] {
+            let mut lp = ListOffsetsPartition::default();
+            lp.partition_index = 0;
+            lp.timestamp = -1;
+            let mut lt = ListOffsetsTopic::default();
+            lt.name = topic("rc");
+            lt.partitions = vec![lp];
+            let mut req = ListOffsetsRequest::default();
+            req.replica_id = BrokerId(-1);
+            req.isolation_level = isolation;
+            req.topics = vec![lt];
+            let ResponseKind::ListOffsets(r) = c
+                .call(ApiKey::ListOffsets, v, RequestKind::ListOffsets(req))
+                .await
+            else {
+                panic!()
+            };
+            let p = &r.topics[0].partitions[0];
+            assert_eq!(
+                (p.error_code, p.offset),
+                (0, want),
+                "v{v} isolation {isolation}"
+            );
+        }
+    }
+    for v in versions(ApiKey::DescribeProducers) {
+        let mut t = describe_producers_request::TopicRequest::default();
+        t.name = topic("rc");
+        t.partition_indexes = vec![0];
+        let mut req = DescribeProducersRequest::default();
+        req.topics = vec![t];
+        let ResponseKind::DescribeProducers(r) = c
+            .call(
+                ApiKey::DescribeProducers,
+                v,
+                RequestKind::DescribeProducers(req),
+            )
+            .await
+        else {
+            panic!()
+        };
+        let p = &r.topics[0].partitions[0];
+        assert_eq!(p.error_code, 0);
+        let s = p
+            .active_producers
+            .iter()
+            .find(|s| s.producer_id.0 == pid)
+            .unwrap();
+        assert_eq!(
+            (
+                s.producer_epoch,
+                s.last_sequence,
+                s.current_txn_start_offset
+            ),
+            (0, 1, 3)
         );
     }
     e.broker.shutdown().await;

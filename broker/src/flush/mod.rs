@@ -28,6 +28,7 @@ use floe_metadata::api::MetaApi;
 use floe_metadata::error::ErrorKind as MetaKind;
 use floe_metadata::ids::{BrokerId, Epoch, ObjectId};
 use floe_metadata::model::{Commit, CommitRange, IndexEntry, ObjectSel};
+use floe_metadata::txn::RangeTxns;
 use floe_storage::wal::{WalBuilder, WalEntry, WalObject};
 use floe_storage::{ObjectKey, ObjectRef, StorePool};
 
@@ -176,7 +177,14 @@ impl Flush<'_> {
         }
         let mut committed = 0;
         while !parts.is_empty() {
-            match self.meta.commit(&self.commit_of(&stored, &parts)).await {
+            let commit = self.commit_of(&stored, &parts);
+            let txns = Self::txns_of(&parts);
+            let answer = if txns.is_empty() {
+                self.meta.commit(&commit).await
+            } else {
+                self.meta.commit_with_txns(&commit, &txns).await
+            };
+            match answer {
                 Ok(outcome) => {
                     committed += parts.len();
                     self.finish(std::mem::take(&mut parts), &stored, outcome.object);
@@ -271,6 +279,26 @@ impl Flush<'_> {
                 })
                 .collect(),
         }
+    }
+
+    /// The transactional events (first batches of transactions, markers)
+    /// of each part's range, for the partitions that have any: a flush
+    /// without them sends a plain commit.
+    fn txns_of(parts: &[Part]) -> Vec<RangeTxns> {
+        parts
+            .iter()
+            .filter_map(|p| {
+                let events = p
+                    .log
+                    .lock()
+                    .txns
+                    .events_in(p.entry.first_offset.0, p.entry.last_offset.0);
+                (!events.is_empty()).then_some(RangeTxns {
+                    partition: p.log.key,
+                    events,
+                })
+            })
+            .collect()
     }
 
     /// What the metadata holds now for a partition whose commit was refused.

@@ -215,6 +215,7 @@ fn log_of(p: PartitionKey) -> Arc<PartitionLog> {
             hw: 0,
             index: Vec::new(),
             producers: Default::default(),
+            txns: Default::default(),
         },
     ))
 }

@@ -99,6 +99,9 @@ pub mod proto {
         /// The client's current leader epoch; absent: no check.
         #[prost(uint64, optional, tag = "4")]
         pub leader_epoch: Option<u64>,
+        /// Isolation level 1: only below the last stable offset.
+        #[prost(bool, tag = "5")]
+        pub read_committed: bool,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -111,6 +114,74 @@ pub mod proto {
         pub log_start_offset: i64,
         #[prost(bytes = "bytes", repeated, tag = "4")]
         pub batches: Vec<bytes::Bytes>,
+        /// Absent from a broker that predates transactions: the high
+        /// watermark.
+        #[prost(int64, optional, tag = "5")]
+        pub last_stable_offset: Option<i64>,
+        #[prost(message, repeated, tag = "6")]
+        pub aborted: Vec<AbortedTxn>,
+    }
+
+    /// An aborted transaction's records on a partition.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct AbortedTxn {
+        #[prost(int64, tag = "1")]
+        pub producer_id: i64,
+        #[prost(int64, tag = "2")]
+        pub first_offset: i64,
+        #[prost(int64, tag = "3")]
+        pub last_offset: i64,
+    }
+
+    /// A COMMIT or ABORT marker to write at a partition's owner.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct MarkerRequest {
+        #[prost(message, optional, tag = "1")]
+        pub partition: Option<Partition>,
+        #[prost(int64, tag = "2")]
+        pub producer_id: i64,
+        #[prost(int32, tag = "3")]
+        pub producer_epoch: i32,
+        #[prost(bool, tag = "4")]
+        pub commit: bool,
+        #[prost(uint64, tag = "5")]
+        pub coordinator_epoch: u64,
+    }
+
+    /// The answer once the marker is committed (or needed no writing).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct MarkerResponse {
+        #[prost(message, optional, tag = "1")]
+        pub error: Option<Error>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ProducersRequest {
+        #[prost(message, optional, tag = "1")]
+        pub partition: Option<Partition>,
+    }
+
+    /// The producers a partition's owner knows (DescribeProducers).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ProducersResponse {
+        #[prost(message, optional, tag = "1")]
+        pub error: Option<Error>,
+        #[prost(message, repeated, tag = "2")]
+        pub producers: Vec<ProducerInfo>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ProducerInfo {
+        #[prost(int64, tag = "1")]
+        pub producer_id: i64,
+        #[prost(int32, tag = "2")]
+        pub epoch: i32,
+        #[prost(int32, tag = "3")]
+        pub last_sequence: i32,
+        #[prost(int64, tag = "4")]
+        pub last_timestamp: i64,
+        #[prost(int64, tag = "5")]
+        pub txn_start_offset: i64,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -133,6 +204,9 @@ pub mod proto {
         /// The client's current leader epoch; absent: no check.
         #[prost(uint64, optional, tag = "3")]
         pub leader_epoch: Option<u64>,
+        /// Latest for a `read_committed` reader: the last stable offset.
+        #[prost(bool, tag = "4")]
+        pub last_stable: bool,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -167,7 +241,7 @@ pub mod proto {
     pub struct Empty {}
 }
 
-fn to_proto(e: &BrokerError) -> proto::Error {
+pub(crate) fn to_proto(e: &BrokerError) -> proto::Error {
     proto::Error {
         kind: e.kind().name().to_string(),
         message: e.to_string(),
@@ -182,7 +256,7 @@ fn to_proto(e: &BrokerError) -> proto::Error {
     }
 }
 
-fn from_proto(e: proto::Error) -> BrokerError {
+pub(crate) fn from_proto(e: proto::Error) -> BrokerError {
     // A kind this broker does not know (a newer peer) is no verdict on the
     // data: for a write it may be stored or not (clients retry it with the
     // same sequence numbers).
@@ -198,17 +272,17 @@ fn from_proto(e: proto::Error) -> BrokerError {
     BrokerError::new(kind, e.message).with_record_errors(records)
 }
 
-fn key_of(p: Option<&proto::Partition>) -> Result<PartitionKey> {
+pub(crate) fn key_of(p: Option<&proto::Partition>) -> Result<PartitionKey> {
     convert::partition(p).map_err(|e| BrokerError::new(ErrorKind::InvalidRequest, e.to_string()))
 }
 
-fn part(key: &PartitionKey) -> proto::Partition {
+pub(crate) fn part(key: &PartitionKey) -> proto::Partition {
     convert::partition_msg(key)
 }
 
 fn spec_to_i64(s: OffsetSpec) -> i64 {
     match s {
-        OffsetSpec::Latest => -1,
+        OffsetSpec::Latest | OffsetSpec::LastStable => -1,
         OffsetSpec::Earliest => -2,
         OffsetSpec::MaxTimestamp => -3,
         OffsetSpec::Timestamp(t) => t,
@@ -316,6 +390,8 @@ pub fn router(broker: Broker) -> Router {
     let r = serve!(r, routes::TxnStep, crate::txn::rpc::rpc_step);
     let r = serve!(r, routes::TxnDescribe, crate::txn::rpc::rpc_describe);
     let r = serve!(r, routes::TxnList, crate::txn::rpc::rpc_list);
+    let r = serve!(r, routes::TxnMarker, crate::txn::markers::rpc_marker);
+    let r = serve!(r, routes::Producers, crate::txn::markers::rpc_producers);
     r.layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(broker)
 }
@@ -392,7 +468,7 @@ async fn rpc_fetch(b: Broker, req: proto::FetchRequest) -> proto::FetchResponse 
     let max = usize::try_from(req.max_bytes).unwrap_or(usize::MAX);
     let r = match key_of(req.partition.as_ref()) {
         Ok(k) => {
-            b.fetch_at_epoch(&k, req.offset, max, req.leader_epoch)
+            b.fetch_isolated(&k, req.offset, max, req.leader_epoch, req.read_committed)
                 .await
         }
         Err(e) => Err(e),
@@ -403,6 +479,16 @@ async fn rpc_fetch(b: Broker, req: proto::FetchRequest) -> proto::FetchResponse 
             high_watermark: d.high_watermark,
             log_start_offset: d.log_start_offset,
             batches: d.records,
+            last_stable_offset: Some(d.last_stable_offset),
+            aborted: d
+                .aborted
+                .iter()
+                .map(|a| proto::AbortedTxn {
+                    producer_id: a.producer_id.0,
+                    first_offset: a.first_offset,
+                    last_offset: a.last_offset,
+                })
+                .collect(),
         },
         Err(e) => proto::FetchResponse {
             error: Some(to_proto(&e)),
@@ -422,8 +508,11 @@ async fn rpc_wait(b: Broker, req: proto::WaitRequest) -> proto::Empty {
 async fn rpc_list_offset(b: Broker, req: proto::ListOffsetRequest) -> proto::ListOffsetResponse {
     let r = async {
         let k = key_of(req.partition.as_ref())?;
-        b.list_offset_and_epoch(&k, spec_from_i64(req.spec)?, req.leader_epoch)
-            .await
+        let spec = match spec_from_i64(req.spec)? {
+            OffsetSpec::Latest if req.last_stable => OffsetSpec::LastStable,
+            s => s,
+        };
+        b.list_offset_and_epoch(&k, spec, req.leader_epoch).await
     }
     .await;
     match r {
@@ -632,12 +721,13 @@ impl PartitionOwner for RemoteBroker {
         }))
     }
 
-    async fn fetch(
+    async fn fetch_isolated(
         &self,
         key: &PartitionKey,
         offset: i64,
         max_bytes: usize,
         leader_epoch: Option<u64>,
+        read_committed: bool,
     ) -> Result<FetchData, CallError> {
         let r = self
             .call::<routes::Fetch>(proto::FetchRequest {
@@ -645,11 +735,22 @@ impl PartitionOwner for RemoteBroker {
                 offset,
                 max_bytes: max_bytes as u64,
                 leader_epoch,
+                read_committed,
             })
             .await?;
         answered(r.error, || FetchData {
             high_watermark: r.high_watermark,
             log_start_offset: r.log_start_offset,
+            last_stable_offset: r.last_stable_offset.unwrap_or(r.high_watermark),
+            aborted: r
+                .aborted
+                .iter()
+                .map(|a| floe_metadata::txn::AbortedTxn {
+                    producer_id: floe_metadata::ids::ProducerId(a.producer_id),
+                    first_offset: a.first_offset,
+                    last_offset: a.last_offset,
+                })
+                .collect(),
             records: r.batches,
         })
     }
@@ -683,6 +784,7 @@ impl PartitionOwner for RemoteBroker {
                 partition: Some(part(key)),
                 spec: spec_to_i64(spec),
                 leader_epoch,
+                last_stable: spec == OffsetSpec::LastStable,
             })
             .await?;
         answered(r.error, || {
@@ -694,6 +796,13 @@ impl PartitionOwner for RemoteBroker {
                 r.epoch,
             )
         })
+    }
+
+    async fn producers(
+        &self,
+        key: &PartitionKey,
+    ) -> Result<Vec<crate::txn::markers::ProducerInfo>, CallError> {
+        self.producers_of(key).await
     }
 
     async fn delete_records(&self, key: &PartitionKey, offset: i64) -> Result<i64, CallError> {

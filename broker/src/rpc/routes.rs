@@ -61,6 +61,10 @@ routes! {
     TxnDescribe = "/rpc/txn/describe": txn::TxnId => txn::Infos;
     /// The transactions of every shard the broker coordinates.
     TxnList = "/rpc/txn/list": txn::ListRequest => txn::Infos;
+    /// Answers once the marker is committed (as `acks=all`).
+    TxnMarker = "/rpc/txn/marker": proto::MarkerRequest => proto::MarkerResponse;
+    /// DescribeProducers of one partition.
+    Producers = "/rpc/producers": proto::ProducersRequest => proto::ProducersResponse;
 }
 
 #[cfg(test)]
@@ -74,6 +78,6 @@ mod tests {
             assert!(p.starts_with("/rpc/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 16);
+        assert_eq!(ALL_PATHS.len(), 18);
     }
 }

@@ -33,6 +33,7 @@ use floe_metadata::txn::{
     ProducerIdEpoch, TxnCommand, TxnError, TxnMeta, TxnOp, TxnReply, TxnState,
 };
 
+pub mod markers;
 pub mod partition;
 pub mod rpc;
 pub(crate) mod serve;

@@ -9,8 +9,7 @@
 //! high watermark, and one whose marker is not committed yet is still open,
 //! so `read_committed` readers never see past a decision that could be lost.
 //!
-//! Not wired into the partition log yet (transactional batches are still
-//! refused at produce).
+//! Each [`crate::log::PartitionLog`] holds one (`LogState::txns`).
 
 use std::collections::VecDeque;
 
@@ -52,6 +51,38 @@ impl PartitionTxnLog {
             }
         }
         open
+    }
+
+    /// Where `producer`'s open transaction here begins, counting batches
+    /// sequenced but not committed (DescribeProducers).
+    pub fn open_since(&self, producer: ProducerId) -> Option<i64> {
+        let mut at = self.committed.open.get(&producer).map(|t| t.first_offset);
+        for e in &self.pending {
+            match *e {
+                TxnEvent::Begin {
+                    producer_id,
+                    offset,
+                    ..
+                } if producer_id == producer => at = at.or(Some(offset)),
+                TxnEvent::Marker { producer_id, .. } if producer_id == producer => at = None,
+                _ => {}
+            }
+        }
+        at
+    }
+
+    /// The producers with a transaction open here (committed or not).
+    pub fn open_producers(&self) -> Vec<ProducerId> {
+        let mut out: Vec<ProducerId> = self.committed.open.keys().copied().collect();
+        for e in &self.pending {
+            if let TxnEvent::Begin { producer_id, .. } = e
+                && !out.contains(producer_id)
+            {
+                out.push(*producer_id);
+            }
+        }
+        out.retain(|p| self.is_open(*p));
+        out
     }
 
     /// A transactional batch of `producer` was sequenced at `offset`: the

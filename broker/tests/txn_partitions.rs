@@ -1,0 +1,504 @@
+//! Transactions on a partition's owner, driven through the real
+//! coordinator (producer ids from the metadata's transactional
+//! InitProducer step) whose markers go to the owner ([`OwnerMarkers`]):
+//! transactional batches, COMMIT and ABORT markers, the last stable offset
+//! and the aborted index as `read_committed` reads see them, and a new
+//! owner that knows the open transactions and the aborted ones.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use floe_broker::txn::markers::OwnerMarkers;
+use floe_broker::txn::{Marker, MarkerError, MarkerWriter, TxnConfig, TxnCoordinator};
+use floe_broker::{Acks, Broker, ErrorKind, OffsetSpec, PartitionOwner, RemoteBroker};
+use floe_metadata::command::ShardFence;
+use floe_metadata::ids::{Epoch, PartitionKey, ProducerId, TopicId, TransactionalId};
+use floe_metadata::txn::{AbortedTxn, ProducerIdEpoch, TxnOp, TxnState};
+use floe_storage::batch::{BatchIter, Compression};
+use floe_storage::records::{BatchBuilder, RecordSpec};
+use floe_testkit::{Cluster, free_addr, wait_owned};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn batch(pid: i64, epoch: i16, seq: i32, txn: bool, value: &str) -> Bytes {
+    let mut b = BatchBuilder::new(0, 1_000);
+    if pid >= 0 {
+        b = b.producer(pid, epoch, seq, txn);
+    }
+    b.push(RecordSpec::new(None, Some(value.as_bytes().to_vec()), 0));
+    b.build(Compression::None).unwrap()
+}
+
+/// (base offset, is control) of each batch fetched.
+fn batches(pieces: &[Bytes]) -> Vec<(i64, bool)> {
+    let mut all = BytesMut::new();
+    for p in pieces {
+        all.extend_from_slice(p);
+    }
+    BatchIter::new(&all, usize::MAX)
+        .map(|r| {
+            let (_, v) = r.unwrap();
+            (v.base_offset(), v.is_control())
+        })
+        .collect()
+}
+
+async fn fence_of(b: &Broker, id: &TransactionalId) -> ShardFence {
+    let started = Instant::now();
+    loop {
+        if let Ok(f) = b.txn_fence(id) {
+            return f;
+        }
+        assert!(started.elapsed() < WAIT, "shard never owned");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn until_state(b: &Broker, id: &TransactionalId, state: TxnState) {
+    let started = Instant::now();
+    loop {
+        let all = b.meta().transactions().await.unwrap();
+        let t = &all.iter().find(|(i, _)| i == id).unwrap().1;
+        if t.state == state {
+            return;
+        }
+        assert!(started.elapsed() < WAIT, "never {state:?}: {t:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn lso(b: &Broker, key: &PartitionKey) -> i64 {
+    b.list_offset(key, OffsetSpec::LastStable)
+        .await
+        .unwrap()
+        .offset
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn committed_and_aborted_transactions_on_a_partition_and_its_next_owner() {
+    let c = Cluster::start().await;
+    let topic = c.create_topic("txp", 1, &[]).await;
+    let key = PartitionKey::new(topic, 0);
+    let b = c.broker(|_| {}).await;
+    wait_owned(&b, key).await;
+    let id = TransactionalId::new("txp-1");
+    let fence = fence_of(&b, &id).await;
+    let holder = b.clone();
+    let coord = TxnCoordinator::new(
+        b.meta().clone(),
+        Arc::new(OwnerMarkers::new(&b)),
+        Arc::new(move |f| holder.holds_shard(f)),
+        TxnConfig::default(),
+    );
+    let now = floe_metadata::clock::now_ms();
+    let producer: ProducerIdEpoch = coord
+        .init_producer(fence, &id, 60_000, None, now)
+        .await
+        .unwrap();
+    let (pid, epoch) = (producer.producer_id.0, producer.epoch.0);
+    let add = TxnOp::AddPartitions {
+        producer,
+        partitions: vec![key],
+    };
+    let end = |commit| TxnOp::End { producer, commit };
+
+    // A plain record at 0, then a transaction's two batches at 1 and 2.
+    b.produce(&key, &batch(-1, 0, 0, false, "plain"), Acks::All)
+        .await
+        .unwrap();
+    coord.step(fence, &id, now, add.clone()).await.unwrap();
+    for (seq, v) in [(0, "t1a"), (1, "t1b")] {
+        b.produce(&key, &batch(pid, epoch, seq, true, v), Acks::All)
+            .await
+            .unwrap();
+    }
+    assert_eq!(lso(&b, &key).await, 1, "the open transaction holds the LSO");
+    assert_eq!(
+        b.list_offset(&key, OffsetSpec::Latest)
+            .await
+            .unwrap()
+            .offset,
+        3
+    );
+    let committed = b
+        .fetch_isolated(&key, 0, 1 << 20, None, true)
+        .await
+        .unwrap();
+    assert_eq!(
+        (committed.high_watermark, committed.last_stable_offset),
+        (3, 1)
+    );
+    assert_eq!(batches(&committed.records), vec![(0, false)]);
+    let at_lso = b
+        .fetch_isolated(&key, 1, 1 << 20, None, true)
+        .await
+        .unwrap();
+    assert!(at_lso.records.is_empty());
+    let all = b
+        .fetch_isolated(&key, 0, 1 << 20, None, false)
+        .await
+        .unwrap();
+    assert_eq!(
+        batches(&all.records).len(),
+        3,
+        "read_uncommitted sees it all"
+    );
+    let ps = b.producers(&key).unwrap();
+    let p = ps.iter().find(|p| p.producer_id == pid).unwrap();
+    assert_eq!(
+        (p.epoch, p.last_sequence, p.txn_start_offset),
+        (epoch, 1, 1)
+    );
+
+    // Committed: the marker at 3, the LSO at the high watermark.
+    coord.step(fence, &id, now, end(true)).await.unwrap();
+    until_state(&b, &id, TxnState::CompleteCommit).await;
+    assert_eq!(lso(&b, &key).await, 4);
+    let d = b
+        .fetch_isolated(&key, 0, 1 << 20, None, true)
+        .await
+        .unwrap();
+    assert_eq!(
+        batches(&d.records),
+        vec![(0, false), (1, false), (2, false), (3, true)]
+    );
+    assert!(d.aborted.is_empty());
+    // A marker retried after it landed writes nothing.
+    let again = Marker {
+        producer,
+        commit: true,
+        coordinator_epoch: fence.epoch,
+    };
+    OwnerMarkers::new(&b)
+        .write_marker(key, again)
+        .await
+        .unwrap();
+    assert_eq!(
+        b.list_offset(&key, OffsetSpec::Latest)
+            .await
+            .unwrap()
+            .offset,
+        4
+    );
+
+    // Aborted: its batch at 4, the marker at 5, in the aborted index.
+    coord.step(fence, &id, now, add.clone()).await.unwrap();
+    b.produce(&key, &batch(pid, epoch, 2, true, "t2"), Acks::All)
+        .await
+        .unwrap();
+    coord.step(fence, &id, now, end(false)).await.unwrap();
+    until_state(&b, &id, TxnState::CompleteAbort).await;
+    assert_eq!(lso(&b, &key).await, 6);
+    let aborted = AbortedTxn {
+        producer_id: ProducerId(pid),
+        first_offset: 4,
+        last_offset: 5,
+    };
+    let d = b
+        .fetch_isolated(&key, 0, 1 << 20, None, true)
+        .await
+        .unwrap();
+    assert_eq!(d.aborted, vec![aborted]);
+    let d = b
+        .fetch_isolated(&key, 6, 1 << 20, None, true)
+        .await
+        .unwrap();
+    assert!(d.aborted.is_empty(), "not in the range fetched");
+    let d = b
+        .fetch_isolated(&key, 0, 1 << 20, None, false)
+        .await
+        .unwrap();
+    assert!(d.aborted.is_empty(), "read_uncommitted gets no list");
+
+    // A third transaction left open at 6; then the owner goes away.
+    coord.step(fence, &id, now, add.clone()).await.unwrap();
+    b.produce(&key, &batch(pid, epoch, 3, true, "t3"), Acks::All)
+        .await
+        .unwrap();
+    b.shutdown().await;
+    drop(coord);
+    drop(b);
+
+    // The next owner knows the open transaction and the aborted one.
+    let b2 = c.broker(|_| {}).await;
+    wait_owned(&b2, key).await;
+    assert_eq!(lso(&b2, &key).await, 6);
+    let d = b2
+        .fetch_isolated(&key, 0, 1 << 20, None, true)
+        .await
+        .unwrap();
+    assert_eq!((d.high_watermark, d.last_stable_offset), (7, 6));
+    assert_eq!(d.aborted, vec![aborted]);
+    let p = b2.producers(&key).unwrap();
+    assert_eq!(
+        p.iter()
+            .find(|p| p.producer_id == pid)
+            .unwrap()
+            .txn_start_offset,
+        6
+    );
+    // Its marker, over the RPC this time: the LSO moves past it.
+    let addr = free_addr();
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let server = tokio::spawn(floe_broker::rpc::serve(
+        listener,
+        b2.clone(),
+        floe_metadata::http_server::HttpLimits::with_body_limit(floe_broker::rpc::MAX_BODY_BYTES),
+    ));
+    let remote = RemoteBroker::new(addr.to_string());
+    let abort = Marker {
+        producer,
+        commit: false,
+        coordinator_epoch: Epoch(fence.epoch.0 + 1),
+    };
+    remote.write_marker(&key, &abort).await.unwrap();
+    assert_eq!(lso(&b2, &key).await, 8);
+    let d = remote
+        .fetch_isolated(&key, 0, 1 << 20, None, true)
+        .await
+        .unwrap();
+    assert_eq!(d.last_stable_offset, 8);
+    assert_eq!(
+        d.aborted,
+        vec![
+            aborted,
+            AbortedTxn {
+                producer_id: ProducerId(pid),
+                first_offset: 6,
+                last_offset: 7
+            }
+        ]
+    );
+    let ps = remote.producers(&key).await.unwrap();
+    assert_eq!(
+        ps.iter()
+            .find(|p| p.producer_id == pid)
+            .unwrap()
+            .txn_start_offset,
+        -1
+    );
+    let latest = remote
+        .list_offset(&key, OffsetSpec::LastStable, None)
+        .await
+        .unwrap();
+    assert_eq!(latest.0.offset, 8);
+
+    // A partition that does not exist: nothing to mark.
+    let gone = PartitionKey::new(TopicId(uuid::Uuid::new_v4()), 0);
+    assert_eq!(
+        OwnerMarkers::new(&b2).write_marker(gone, abort).await,
+        Err(MarkerError::Gone)
+    );
+    // Client batches may not be control batches.
+    let mut forged = BatchBuilder::new(0, 1)
+        .producer(pid, epoch, -1, true)
+        .control();
+    forged.push(RecordSpec::new(Some(vec![0, 0, 0, 1]), None, 0));
+    let e = b2
+        .produce(&key, &forged.build(Compression::None).unwrap(), Acks::All)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidRecord);
+    server.abort();
+    b2.shutdown().await;
+}
+
+/// Transactional batches are taken only from a producer whose ongoing
+/// transaction holds the partition (KIP-890's check against the
+/// metadata); a new instance of the transactional id aborts the old one's
+/// transaction with a marker at the new epoch, which fences the old
+/// instance's later batches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unverified_and_zombie_transactional_batches_are_refused() {
+    let c = Cluster::start().await;
+    let topic = c.create_topic("txf", 2, &[]).await;
+    let key = PartitionKey::new(topic, 0);
+    let other = PartitionKey::new(topic, 1);
+    let b = c.broker(|_| {}).await;
+    wait_owned(&b, key).await;
+    wait_owned(&b, other).await;
+
+    // A producer id no transaction has.
+    let e = b
+        .produce(&key, &batch(4242, 0, 0, true, "forged"), Acks::All)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidTxnState);
+
+    let id = TransactionalId::new("txf-1");
+    let fence = fence_of(&b, &id).await;
+    let holder = b.clone();
+    let coord = TxnCoordinator::new(
+        b.meta().clone(),
+        Arc::new(OwnerMarkers::new(&b)),
+        Arc::new(move |f| holder.holds_shard(f)),
+        TxnConfig::default(),
+    );
+    let now = floe_metadata::clock::now_ms();
+    let old = coord
+        .init_producer(fence, &id, 60_000, None, now)
+        .await
+        .unwrap();
+    let (pid, epoch) = (old.producer_id.0, old.epoch.0);
+    let add = TxnOp::AddPartitions {
+        producer: old,
+        partitions: vec![key],
+    };
+    coord.step(fence, &id, now, add).await.unwrap();
+    // A partition not added to the transaction.
+    let e = b
+        .produce(&other, &batch(pid, epoch, 0, true, "not added"), Acks::All)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidTxnState);
+    b.produce(&key, &batch(pid, epoch, 0, true, "zombie"), Acks::All)
+        .await
+        .unwrap();
+    assert_eq!(lso(&b, &key).await, 0);
+
+    // A new instance: the open transaction is aborted at the next epoch.
+    let started = Instant::now();
+    let new = loop {
+        match coord.init_producer(fence, &id, 60_000, None, now).await {
+            Ok(p) => break p,
+            Err(e) => {
+                assert!(started.elapsed() < WAIT, "{e:?}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    assert!(new.epoch.0 > epoch);
+    assert_eq!(lso(&b, &key).await, 2, "the abort marker at 1");
+    let d = b
+        .fetch_isolated(&key, 0, 1 << 20, None, true)
+        .await
+        .unwrap();
+    assert_eq!(
+        d.aborted,
+        vec![AbortedTxn {
+            producer_id: ProducerId(pid),
+            first_offset: 0,
+            last_offset: 1
+        }]
+    );
+    let e = b
+        .produce(&key, &batch(pid, epoch, 1, true, "late"), Acks::All)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidProducerEpoch);
+    b.shutdown().await;
+}
+
+/// The coordinator's markers reach a partition owned by another broker
+/// over the RPC: `OwnerMarkers` of a broker that does not own the
+/// partition finds its owner in the cluster view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_marker_reaches_the_owner_on_another_broker() {
+    let c = Cluster::start().await;
+    let topic = c.create_topic("txr", 1, &[]).await;
+    let key = PartitionKey::new(topic, 0);
+    // Each broker serves its RPC at the address it advertises.
+    let mut servers = Vec::new();
+    let mut brokers = Vec::new();
+    for id in [1u32, 2] {
+        let addr = free_addr();
+        let b = c
+            .broker(|cfg| {
+                cfg.id = id;
+                cfg.advertise = addr.to_string();
+            })
+            .await;
+        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+        servers.push(tokio::spawn(floe_broker::rpc::serve(
+            listener,
+            b.clone(),
+            floe_metadata::http_server::HttpLimits::with_body_limit(
+                floe_broker::rpc::MAX_BODY_BYTES,
+            ),
+        )));
+        brokers.push(b);
+        if id == 1 {
+            wait_owned(&brokers[0], key).await;
+        }
+    }
+    // The owner, and the other broker once its view knows the owner's address.
+    let started = Instant::now();
+    let (owner, other) = loop {
+        assert!(started.elapsed() < WAIT, "no owner in the views");
+        let owned: Vec<bool> = brokers.iter().map(|b| b.owned().contains(&key)).collect();
+        if let Some(i) = owned.iter().position(|o| *o) {
+            let (o, x) = (&brokers[i], &brokers[1 - i]);
+            let snap = x.view().current();
+            let known = snap
+                .by_id
+                .get(&topic)
+                .and_then(|t| t.partitions.iter().find(|p| p.partition == 0))
+                .and_then(|p| p.owner)
+                == Some(o.broker_id());
+            if known && snap.broker_addr(o.broker_id()).is_some() {
+                break (o.clone(), x.clone());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let id = TransactionalId::new("txr-1");
+    // The id's coordinator: whichever broker holds its shard.
+    let started = Instant::now();
+    let (coordinator, fence) = loop {
+        assert!(started.elapsed() < WAIT, "shard never owned");
+        let held = [&owner, &other]
+            .into_iter()
+            .find_map(|b| b.txn_fence(&id).ok().map(|f| (b.clone(), f)));
+        if let Some(x) = held {
+            break x;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let holder = coordinator.clone();
+    let coord = TxnCoordinator::new(
+        coordinator.meta().clone(),
+        Arc::new(OwnerMarkers::new(&coordinator)),
+        Arc::new(move |f| holder.holds_shard(f)),
+        TxnConfig::default(),
+    );
+    let now = floe_metadata::clock::now_ms();
+    let producer = coord
+        .init_producer(fence, &id, 60_000, None, now)
+        .await
+        .unwrap();
+    let add = TxnOp::AddPartitions {
+        producer,
+        partitions: vec![key],
+    };
+    let r = coord.step(fence, &id, now, add).await.unwrap();
+    assert_eq!(r.refused, None);
+    owner
+        .produce(
+            &key,
+            &batch(producer.producer_id.0, producer.epoch.0, 0, true, "t"),
+            Acks::All,
+        )
+        .await
+        .unwrap();
+    assert_eq!(lso(&owner, &key).await, 0);
+    // Written from the broker that does not own the partition.
+    let commit = Marker {
+        producer,
+        commit: true,
+        coordinator_epoch: fence.epoch,
+    };
+    OwnerMarkers::new(&other)
+        .write_marker(key, commit)
+        .await
+        .unwrap();
+    assert_eq!(lso(&owner, &key).await, 2);
+    for s in servers {
+        s.abort();
+    }
+    for b in brokers {
+        b.shutdown().await;
+    }
+}
