@@ -1,13 +1,15 @@
 """Transactions with real clients (issue 14, docs/transactions.md).
 
-Without `--transactions` (the default until the whole path works) a
-transactional producer is refused at InitProducerId:
+Without `--transactions` (off by default for now) a transactional producer
+is refused at InitProducerId:
 `test_a_transactional_producer_is_refused_until_transactions_work` holds
-that promise. With the flag, the coordinator's side is tested here with what
-needs no transactional batch in a partition (the partition side, markers and
-read_committed, comes with it): init, fencing, offsets sent in a
-transaction, abort, the timeout, and the admin APIs. The test of committed
-and aborted records is written and skipped until the partition side works."""
+that promise. With the flag (`txn_standalone`, one process for the module;
+a cluster of processes for the coordinator's failover): committed and
+aborted transactions seen by read_committed and read_uncommitted
+consumers, fencing, offsets sent in a transaction, the timeout and the
+LSO it holds, a consume-transform-produce loop killed with SIGKILL and
+restarted (exactly once), kafka-python's and aiokafka's transactional
+producers, the admin APIs, and the benchmark's quick form."""
 
 import time
 
@@ -55,9 +57,9 @@ def test_a_transactional_producer_is_refused_until_transactions_work(standalone)
     assert e.value.args[0].code() == confluent_kafka.KafkaError.UNSUPPORTED_VERSION
 
 
-@pytest.mark.skip(reason="transactions are not enabled yet (issue 14): see docs/transactions.md")
 @pytest.mark.timeout(180)
-def test_read_committed_sees_exactly_the_committed_transactions(standalone):
+def test_read_committed_sees_exactly_the_committed_transactions(txn_standalone):
+    standalone = txn_standalone
     topic = "txn-basic"
     create_topic(standalone.bootstrap, topic, 2)
     p = confluent_kafka.Producer({"bootstrap.servers": standalone.bootstrap,
@@ -259,3 +261,194 @@ def test_the_coordinator_moves_with_its_shard_in_a_cluster(floe_bin, tmp_path):
         consumer.close()
     finally:
         cluster.stop()
+
+
+def read_all(bootstrap, topic, partitions, expect, isolation, timeout=90):
+    """(partition, value) of every data record, read from the start."""
+    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{isolation}",
+                                  "enable.auto.commit": False, "isolation.level": isolation})
+    c.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+              for p in range(partitions)])
+    out, deadline, settle = [], time.time() + timeout, None
+    try:
+        while time.time() < deadline:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                out.append((m.partition(), m.value().decode()))
+            if len(out) >= expect:
+                settle = settle or time.time() + 1.5
+                if time.time() > settle:
+                    break
+    finally:
+        c.close()
+    return out
+
+
+@pytest.mark.timeout(300)
+def test_consume_transform_produce_is_exactly_once_across_kill_9(txn_standalone, tmp_path):
+    """The transforming process is killed with SIGKILL three times while it
+    runs and started again with the same transactional id: the output holds
+    every input record exactly once, in each partition's order."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    bootstrap = txn_standalone.bootstrap
+    src, dst, group = "eos-in", "eos-out", "eos-g"
+    create_topic(bootstrap, src, 2)
+    create_topic(bootstrap, dst, 2)
+    inputs = [(i % 2, f"r{i:04d}") for i in range(800)]
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for part, v in inputs:
+        p.produce(src, value=v, partition=part)
+    assert p.flush(60) == 0
+    script = os.path.join(os.path.dirname(__file__), "txn_transformer.py")
+
+    def start(n):
+        log = open(tmp_path / f"transformer{n}.log", "w")
+        return subprocess.Popen([sys.executable, script, bootstrap, src, dst, group, "eos-transformer"],
+                                stdout=log, stderr=subprocess.STDOUT), log
+
+    def commits(n):
+        return (tmp_path / f"transformer{n}.log").read_text().count("committed ")
+
+    for n in range(3):
+        proc, log = start(n)
+        try:
+            # Killed once it has committed at least one transaction, inside a later one.
+            deadline = time.time() + 60
+            while commits(n) < 1 and time.time() < deadline and proc.poll() is None:
+                time.sleep(0.05)
+            assert proc.poll() is None, (tmp_path / f"transformer{n}.log").read_text()
+            assert commits(n) >= 1, "no transaction committed before the kill"
+            time.sleep(0.2)
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            log.close()
+    proc, log = start(3)
+    try:
+        got = read_all(bootstrap, dst, 2, len(inputs), "read_committed", timeout=120)
+    finally:
+        proc.kill()
+        proc.wait()
+        log.close()
+    expected = [(part, v.upper()) for part, v in inputs]
+    assert sorted(got) == sorted(expected), \
+        f"{len(got)} records, {len(set(got))} distinct, {len(expected)} expected"
+    for part in (0, 1):
+        assert [v for q, v in got if q == part] == [v for q, v in expected if q == part]
+    # Aborted attempts left records that read_uncommitted sees, never read_committed.
+    raw = read_all(bootstrap, dst, 2, len(inputs), "read_uncommitted", timeout=30)
+    assert len(raw) >= len(expected)
+
+
+@pytest.mark.timeout(180)
+def test_kafka_python_and_aiokafka_transactional_producers(txn_standalone):
+    """kafka-python's and aiokafka's transactional producers, each with one
+    committed and one aborted transaction: read_committed sees the committed
+    records only."""
+    import asyncio
+
+    import aiokafka
+    import kafka
+
+    bootstrap = txn_standalone.bootstrap
+    topic = "txn-other-clients"
+    create_topic(bootstrap, topic, 1)
+
+    kp = kafka.KafkaProducer(bootstrap_servers=bootstrap, transactional_id="txn-kafka-python")
+    kp.init_transactions()
+    for commit in (True, False):
+        kp.begin_transaction()
+        for i in range(5):
+            kp.send(topic, value=f"kp-{commit}-{i}".encode(), partition=0)
+        # Sent before the end, so that an abort has records to abort (a
+        # client drops what it has not sent yet).
+        kp.flush()
+        if commit:
+            kp.commit_transaction()
+        else:
+            kp.abort_transaction()
+    kp.close()
+
+    async def aio():
+        p = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="txn-aiokafka")
+        await p.start()
+        try:
+            async with p.transaction():
+                for i in range(5):
+                    await p.send(topic, value=f"aio-True-{i}".encode(), partition=0)
+            await p.begin_transaction()
+            for i in range(5):
+                await p.send_and_wait(topic, value=f"aio-False-{i}".encode(), partition=0)
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+
+    asyncio.run(aio())
+    expected = [f"kp-True-{i}" for i in range(5)] + [f"aio-True-{i}" for i in range(5)]
+    got = [v for _, v in read_all(bootstrap, topic, 1, len(expected), "read_committed")]
+    assert got == expected
+    raw = [v for _, v in read_all(bootstrap, topic, 1, 20, "read_uncommitted")]
+    assert len(raw) == 20 and set(expected) <= set(raw)
+
+
+@pytest.mark.timeout(180)
+def test_a_hanging_transaction_holds_the_lso_until_its_timeout_aborts_it(txn_standalone):
+    """A producer stops inside a transaction that wrote records: while it is
+    open the last stable offset stays at its first record, so a later
+    committed transaction waits behind it; its timeout aborts it and the LSO
+    moves on."""
+    bootstrap = txn_standalone.bootstrap
+    topic = "txn-lso"
+    create_topic(bootstrap, topic, 1)
+    hanging = txn_producer(bootstrap, "txn-lso-hang", **{"transaction.timeout.ms": 6000})
+    hanging.begin_transaction()
+    for i in range(3):
+        hanging.produce(topic, value=f"hang-{i}", partition=0)
+    hanging.flush(30)
+    later = txn_producer(bootstrap, "txn-lso-later")
+    later.begin_transaction()
+    for i in range(3):
+        later.produce(topic, value=f"later-{i}", partition=0)
+    later.commit_transaction(30)
+
+    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "txn-lso-g",
+                                  "isolation.level": "read_committed"})
+    try:
+        before = wait_state(bootstrap, "txn-lso-hang", {"Ongoing", "PrepareAbort", "CompleteAbort"})
+        _, lso = c.get_watermark_offsets(confluent_kafka.TopicPartition(topic, 0), timeout=30)
+        after = wait_state(bootstrap, "txn-lso-hang", {"Ongoing", "PrepareAbort", "CompleteAbort"})
+        if getattr(after.state, "value", after.state) == "Ongoing":
+            assert getattr(before.state, "value", before.state) == "Ongoing"
+            assert lso == 0, "the open transaction's first record bounds what read_committed sees"
+        wait_state(bootstrap, "txn-lso-hang", {"CompleteAbort"})
+    finally:
+        c.close()
+    got = [v for _, v in read_all(bootstrap, topic, 1, 3, "read_committed")]
+    assert got == [f"later-{i}" for i in range(3)]
+
+
+@pytest.mark.timeout(180)
+def test_the_transaction_benchmark_runs_in_its_quick_form(floe_bin):
+    """bench/txn.py with tiny counts, so the harness cannot rot: every mode
+    gives a rate, and the transactional ones commit latencies."""
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    res = subprocess.run([sys.executable, root / "bench" / "txn.py", "--records", "300", "--partitions", "2",
+                          "--per-txn", "10", "100", "--rounds", "1"],
+                         env=dict(os.environ, FLOE_BIN=str(floe_bin)), capture_output=True, text=True,
+                         timeout=170, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    rows = {line.split("|")[1].strip(): line for line in res.stdout.splitlines()
+            if line.startswith("| ") and not line.startswith("| mode")}
+    assert set(rows) == {"idempotent", "txn-10", "txn-100"}, res.stdout
+    for mode in ("txn-10", "txn-100"):
+        p50, p99 = (float(x) for x in rows[mode].split("|")[5].split("/"))
+        assert 0 < p50 <= p99, rows[mode]

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Transactional produce against idempotent produce (issue 14's figures).
+
+Starts `floe standalone --transactions` (the binary of `FLOE_BIN`, else the
+release build) on a fresh data dir with ports chosen by the system, then, with
+confluent-kafka, produces `--records` records of `--size` bytes to a topic of
+`--partitions` partitions:
+
+- `idempotent`: `enable.idempotence`, no transactions;
+- `txn-N` for each N of `--per-txn` (default 10 and 1000): transactions of N
+  records each (begin, produce, commit).
+
+Each mode runs `--rounds` times, alternated, each on its own topic. Printed:
+MB/s per run and its median, the ratio to idempotent, and the commit latency
+(`commit_transaction()`, which returns once the coordinator has the commit
+decided and its markers written) p50/p99 over every transaction of the mode.
+
+Usage: FLOE_BIN=target/release/floe python bench/txn.py [--records 100000]
+"""
+
+import argparse
+import os
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+import confluent_kafka as ck  # noqa: E402
+import confluent_kafka.admin  # noqa: E402
+
+from conftest import Standalone  # noqa: E402
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+def create(bootstrap, topic, partitions):
+    a = ck.admin.AdminClient({"bootstrap.servers": bootstrap})
+    a.create_topics([ck.admin.NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+def run(bootstrap, topic, records, size, per_txn):
+    """Returns (MB/s, [commit seconds])."""
+    conf = {"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1 << 20,
+            "queue.buffering.max.messages": 1_000_000, "enable.idempotence": True}
+    if per_txn:
+        conf["transactional.id"] = f"bench-{topic}"
+    p = ck.Producer(conf)
+    if per_txn:
+        p.init_transactions(60)
+    value = b"x" * size
+    commits = []
+    start = time.perf_counter()
+    sent = 0
+    while sent < records:
+        n = min(per_txn or records, records - sent)
+        if per_txn:
+            p.begin_transaction()
+        for _ in range(n):
+            while True:
+                try:
+                    p.produce(topic, value=value)
+                    break
+                except BufferError:
+                    p.poll(0.01)
+            p.poll(0)
+        if per_txn:
+            t = time.perf_counter()
+            p.commit_transaction(60)
+            commits.append(time.perf_counter() - t)
+        sent += n
+    assert p.flush(120) == 0
+    elapsed = time.perf_counter() - start
+    return records * size / elapsed / 1e6, commits
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=100_000)
+    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--partitions", type=int, default=16)
+    ap.add_argument("--per-txn", type=int, nargs="+", default=[10, 1000])
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    floe = os.environ.get("FLOE_BIN", str(ROOT / "target" / "release" / "floe"))
+    modes = [("idempotent", 0)] + [(f"txn-{n}", n) for n in args.per_txn]
+    with tempfile.TemporaryDirectory(prefix="floe-bench-txn-") as work:
+        s = Standalone(floe, work, transactions=True)
+        s.start()
+        try:
+            mbs = {m: [] for m, _ in modes}
+            commits = {m: [] for m, _ in modes}
+            for r in range(args.rounds):
+                for name, n in modes:
+                    topic = f"{name}-{r}"
+                    create(s.bootstrap, topic, args.partitions)
+                    rate, c = run(s.bootstrap, topic, args.records, args.size, n)
+                    mbs[name].append(rate)
+                    commits[name] += c
+                    print(f"round {r} {name}: {rate:.1f} MB/s", flush=True)
+        finally:
+            s.stop()
+    base = statistics.median(mbs["idempotent"])
+    print(f"\n{args.records} records of {args.size} B, {args.partitions} partitions, {args.rounds} rounds, {floe}")
+    print("| mode | MB/s (median) | runs | ratio to idempotent | commit p50 / p99 ms |")
+    print("|---|---|---|---|---|")
+    for name, _ in modes:
+        med = statistics.median(mbs[name])
+        lat = (f"{pct(commits[name], 0.5) * 1e3:.1f} / {pct(commits[name], 0.99) * 1e3:.1f}"
+               if commits[name] else "—")
+        runs = ", ".join(f"{x:.1f}" for x in mbs[name])
+        print(f"| {name} | {med:.1f} | {runs} | {med / base:.2f} | {lat} |")
+
+
+if __name__ == "__main__":
+    main()
