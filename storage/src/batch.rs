@@ -309,7 +309,7 @@ impl<'a> BatchView<'a> {
     /// batch that passed [`Self::verify_crc`] or was written here.
     pub fn whole_crc(&self) -> u32 {
         let head = crc32c::crc32c(&self.buf[..ATTRIBUTES_AT]);
-        crc32c::crc32c_combine(head, self.crc(), self.buf.len() - ATTRIBUTES_AT)
+        crate::crc::combine(head, self.crc(), self.buf.len() - ATTRIBUTES_AT)
     }
 
     pub fn verify_crc(&self) -> Result<(), BatchError> {

@@ -116,7 +116,7 @@ impl WalBuilder {
                     view.base_offset()
                 )));
             }
-            crc = crc32c::crc32c_combine(crc, view.whole_crc(), view.size());
+            crc = crate::crc::combine(crc, view.whole_crc(), view.size());
             expect_after = Some(view.last_offset());
             first.get_or_insert(view.base_offset());
             last = Some(view.last_offset());
@@ -142,7 +142,7 @@ impl WalBuilder {
             batches: 0,
         });
         part.batches = part.batches.saturating_add(count);
-        part.crc = crc32c::crc32c_combine(part.crc, crc, batches.len());
+        part.crc = crate::crc::combine(part.crc, crc, batches.len());
         part.chunks.push(batches);
         part.len += len;
         part.last = last;
