@@ -450,7 +450,7 @@ impl Broker {
     /// [`Broker::append_within`] to wait for room).
     pub fn append(&self, key: &PartitionKey, records: &[u8], acks: Acks) -> Result<PendingProduce> {
         let held = self.inner.backlog.try_hold(records.len());
-        self.sequence(key, records, acks, held, false)
+        self.sequence(key, Bytes::copy_from_slice(records), acks, held, false)
             .map(|here| PendingProduce(Pending::Here(here)))
     }
 
@@ -461,7 +461,7 @@ impl Broker {
     pub async fn append_within(
         &self,
         key: &PartitionKey,
-        records: &[u8],
+        records: Bytes,
         acks: Acks,
         room_wait: Duration,
     ) -> Result<PendingProduce> {
@@ -475,8 +475,8 @@ impl Broker {
         // look at the topic's settings again.
         let admitted_already = admission.is_some();
         let admitted = match admission {
-            Some(a) if a.has_work(records) => {
-                let owned = Bytes::copy_from_slice(records);
+            Some(a) if a.has_work(&records) => {
+                let owned = records.clone();
                 let done = tokio::task::spawn_blocking(move || {
                     a.admit(&owned).map(|out| out.unwrap_or(owned))
                 })
@@ -488,7 +488,7 @@ impl Broker {
             }
             _ => None,
         };
-        let records = admitted.as_deref().unwrap_or(records);
+        let records = admitted.unwrap_or(records);
         self.sequence(key, records, acks, held, admitted_already)
             .map(|here| PendingProduce(Pending::Here(here)))
     }
@@ -499,7 +499,7 @@ impl Broker {
     fn sequence(
         &self,
         key: &PartitionKey,
-        records: &[u8],
+        records: Bytes,
         acks: Acks,
         held: Option<crate::backlog::Held>,
         admitted: bool,
@@ -527,11 +527,11 @@ impl Broker {
             None
         } else {
             let admission = Admission::of(&log.lock().config);
-            admission.admit(records)?
+            admission.admit(&records)?
         };
-        let records = rewritten.as_deref().unwrap_or(records);
+        let records = rewritten.unwrap_or(records);
         let now = floe_metadata::clock::now_ms() as i64;
-        let (batches, rx, queued) = match log.append(records, acks == Acks::All, now, held)? {
+        let (batches, rx, queued) = match log.append(&records, acks == Acks::All, now, held)? {
             crate::log::Appended::New(b, rx, queued) => (b, rx, queued),
             crate::log::Appended::Duplicate {
                 first_offset,
@@ -572,6 +572,7 @@ impl Broker {
         acks: Acks,
     ) -> Result<ProduceOk> {
         let held = self.inner.backlog.try_hold(records.len());
+        let records = Bytes::copy_from_slice(records);
         PendingProduce::wait_here(self.sequence(key, records, acks, held, false)?).await
     }
 

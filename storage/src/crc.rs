@@ -20,11 +20,7 @@ const ONE: u32 = 1 << 31;
 
 /// `v · x mod P`.
 const fn times_x(v: u32) -> u32 {
-    if v & 1 == 1 {
-        (v >> 1) ^ POLY
-    } else {
-        v >> 1
-    }
+    if v & 1 == 1 { (v >> 1) ^ POLY } else { v >> 1 }
 }
 
 /// `a · b mod P`.
@@ -97,7 +93,22 @@ mod tests {
     #[test]
     fn combine_is_the_crc_of_the_concatenation() {
         let lens = [
-            0usize, 1, 2, 3, 7, 8, 9, 21, 61, 255, 256, 4095, 4096, 65_536, 65_537, 1 << 20,
+            0usize,
+            1,
+            2,
+            3,
+            7,
+            8,
+            9,
+            21,
+            61,
+            255,
+            256,
+            4095,
+            4096,
+            65_536,
+            65_537,
+            1 << 20,
         ];
         for (i, &la) in lens.iter().enumerate() {
             for (j, &lb) in lens.iter().enumerate() {
