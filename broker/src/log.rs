@@ -748,8 +748,10 @@ mod tests {
 
     #[test]
     fn log_append_time_rewrites_the_split_header_and_its_crc() {
-        let mut cfg = LogConfig::default();
-        cfg.timestamp_type = TimestampType::LogAppendTime;
+        let cfg = LogConfig {
+            timestamp_type: TimestampType::LogAppendTime,
+            ..LogConfig::default()
+        };
         let log = PartitionLog::new(
             PartitionKey::new(TopicId(uuid::Uuid::nil()), 0),
             "t".into(),
