@@ -27,12 +27,6 @@
 //! least [`DIRECT_MIN_BYTES`] is read the same way: whole aligned blocks
 //! into a reused buffer, and the range copied out once (a buffered read of
 //! data that is not in the page cache costs as much as a buffered write).
-//! Without direct I/O, a put of at least [`DIRECT_MIN_BYTES`] in several
-//! chunks (a WAL object: each batch is its header and a slice of the
-//! request it came in) is written with vectored writes, up to
-//! [`MAX_IOVECS`] chunks per system call, where `LocalFileSystem` makes one
-//! call per chunk; then synced and published the same way.
-//!
 //! Everything else (small puts and reads, conditional reads, listing,
 //! deletes) goes to `object_store`'s `LocalFileSystem`, which also skips the
 //! staging files when it lists. A filesystem that refuses `O_DIRECT` (tmpfs
@@ -65,9 +59,6 @@ pub const DIRECT_MIN_BYTES: usize = 64 * 1024;
 
 /// The alignment `O_DIRECT` asks of buffers, offsets and lengths here.
 const BLOCK: usize = 4096;
-
-/// Chunks of a payload written per vectored system call (Linux's `IOV_MAX`).
-const MAX_IOVECS: usize = 1024;
 
 /// Blocks written per system call (1 MiB, well under `IOV_MAX`).
 const STEP_BLOCKS: usize = 256;
@@ -306,7 +297,7 @@ fn put_direct(
     mode: &PutMode,
     buffers: &Buffers,
 ) -> Result<PutResult, DirectError> {
-    let (file, staging) = open_staging(dest, libc::O_DIRECT)?;
+    let (file, staging) = open_staging(dest)?;
     let mut buf = buffers.take();
     let written = write_all_direct(&file, payload, &mut buf);
     buffers.give_back(buf);
@@ -326,57 +317,9 @@ fn put_direct(
     })
 }
 
-/// A put through the page cache, on a blocking thread, of a payload in
-/// many chunks (a WAL object: a header and a slice of a request per batch):
-/// vectored writes, a few system calls for the whole object where
-/// `LocalFileSystem` makes one per chunk. Synced and published as a direct
-/// put is.
-fn put_vectored(
-    dest: &FsPath,
-    payload: &PutPayload,
-    mode: &PutMode,
-) -> Result<PutResult, DirectError> {
-    let (file, staging) = open_staging(dest, 0)?;
-    let published = write_all_vectored(&file, payload)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| io_error(&staging, e))
-        .and_then(|()| {
-            drop(file);
-            publish(&staging, dest, mode)
-        });
-    if published.is_err() {
-        let _ = std::fs::remove_file(&staging);
-    }
-    published.map_err(DirectError::Failed)?;
-    let meta = std::fs::metadata(dest).map_err(|e| DirectError::Failed(io_error(dest, e)))?;
-    Ok(PutResult {
-        e_tag: Some(e_tag(&meta)),
-        version: None,
-        extensions: Default::default(),
-    })
-}
-
-/// Writes every chunk of `payload`, up to [`MAX_IOVECS`] of them per call.
-fn write_all_vectored(mut file: &File, payload: &PutPayload) -> io::Result<()> {
-    let chunks: Vec<&Bytes> = payload.iter().filter(|c| !c.is_empty()).collect();
-    for group in chunks.chunks(MAX_IOVECS) {
-        let mut slices: Vec<IoSlice<'_>> = group.iter().map(|c| IoSlice::new(c)).collect();
-        let mut left: &mut [IoSlice<'_>] = &mut slices;
-        while !left.is_empty() {
-            match file.write_vectored(left) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => IoSlice::advance_slices(&mut left, n),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Opens a new staging file `DEST#N` (with `flags`, e.g. `O_DIRECT`),
-/// creating (and syncing) missing parent folders.
-fn open_staging(dest: &FsPath, flags: i32) -> Result<(File, PathBuf), DirectError> {
+/// Opens a new staging file `DEST#N` for direct writes, creating (and
+/// syncing) missing parent folders.
+fn open_staging(dest: &FsPath) -> Result<(File, PathBuf), DirectError> {
     let mut n = 1u32;
     loop {
         let mut name = dest.as_os_str().to_owned();
@@ -385,7 +328,7 @@ fn open_staging(dest: &FsPath, flags: i32) -> Result<(File, PathBuf), DirectErro
         let opened = OpenOptions::new()
             .write(true)
             .create_new(true)
-            .custom_flags(flags)
+            .custom_flags(libc::O_DIRECT)
             .open(&path);
         match opened {
             Ok(f) => return Ok((f, path)),
@@ -393,7 +336,7 @@ fn open_staging(dest: &FsPath, flags: i32) -> Result<(File, PathBuf), DirectErro
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 create_parents(&path).map_err(|e| DirectError::Failed(io_error(&path, e)))?;
             }
-            Err(e) if flags != 0 && e.raw_os_error() == Some(libc::EINVAL) => {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
                 // Some filesystems create the file before refusing the flag.
                 let _ = std::fs::remove_file(&path);
                 return Err(DirectError::Unsupported);
@@ -536,27 +479,11 @@ impl ObjectStore for LocalStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
-        let plain = payload.content_length() >= DIRECT_MIN_BYTES
+        let eligible = self.is_direct()
+            && payload.content_length() >= DIRECT_MIN_BYTES
             && matches!(opts.mode, PutMode::Create | PutMode::Overwrite)
             && opts.attributes.is_empty();
-        if plain && !self.is_direct() && payload.iter().nth(1).is_some() {
-            let dest = self.inner.path_to_filesystem(location)?;
-            let (mode, data) = (opts.mode.clone(), payload.clone());
-            let outcome =
-                tokio::task::spawn_blocking(move || put_vectored(&dest, &data, &mode)).await;
-            return match outcome {
-                Ok(Ok(done)) => Ok(done),
-                Ok(Err(DirectError::Failed(e))) => Err(e),
-                Ok(Err(DirectError::Unsupported | DirectError::Delegate)) => {
-                    self.inner.put_opts(location, payload, opts).await
-                }
-                Err(join) => Err(object_store::Error::Generic {
-                    store: "LocalStore",
-                    source: Box::new(join),
-                }),
-            };
-        }
-        if !(plain && self.is_direct()) {
+        if !eligible {
             return self.inner.put_opts(location, payload, opts).await;
         }
         let dest = self.inner.path_to_filesystem(location)?;
@@ -860,40 +787,6 @@ mod tests {
         s.put(&at, second).await.unwrap();
         assert_eq!(read(&s, &at).await, second_bytes);
         assert_eq!(files_in(dir.path()), vec!["seg/1.log".to_string()]);
-    }
-
-    /// More chunks than one vectored write takes, some of them empty.
-    fn many_chunks(n: usize) -> (PutPayload, Vec<u8>) {
-        let chunks: Vec<Bytes> = (0..n)
-            .map(|i| Bytes::from(vec![(i % 251) as u8; if i % 3 == 0 { 61 } else { i % 200 }]))
-            .collect();
-        let all = chunks.concat();
-        (chunks.into_iter().collect(), all)
-    }
-
-    #[tokio::test]
-    async fn a_put_in_many_chunks_through_the_page_cache_is_written_whole_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = store_with(dir.path(), false);
-        let at = Path::from("wal/7.wal");
-        let (p, all) = many_chunks(MAX_IOVECS * 2 + 17);
-        assert!(all.len() >= DIRECT_MIN_BYTES);
-        let create = PutOptions {
-            mode: PutMode::Create,
-            ..Default::default()
-        };
-        s.put_opts(&at, p, create.clone()).await.unwrap();
-        assert_eq!(read(&s, &at).await, all);
-        let (again, _) = many_chunks(MAX_IOVECS + 1);
-        let refused = s.put_opts(&at, again.clone(), create).await;
-        assert!(
-            matches!(refused, Err(object_store::Error::AlreadyExists { .. })),
-            "{refused:?}"
-        );
-        assert_eq!(read(&s, &at).await, all);
-        s.put(&at, again).await.unwrap();
-        assert_eq!(read(&s, &at).await, many_chunks(MAX_IOVECS + 1).1);
-        assert_eq!(files_in(dir.path()), vec!["wal/7.wal".to_string()]);
     }
 
     #[tokio::test]
