@@ -609,6 +609,38 @@ mod tests {
     }
 
     #[test]
+    fn a_split_batch_reads_as_the_whole_one() {
+        let whole = bytes::Bytes::from(sample(100, 5));
+        let b = SplitBatch::new(whole.slice(..HEADER_LEN), whole.slice(HEADER_LEN..)).unwrap();
+        let v = BatchView::parse(&whole, usize::MAX).unwrap();
+        assert_eq!(b.len(), whole.len());
+        assert_eq!(b.to_vec(), whole.to_vec());
+        assert_eq!((b.base_offset(), b.last_offset()), (100, 104));
+        assert_eq!(b.max_timestamp(), v.max_timestamp());
+        assert_eq!(b.whole_crc(), crc32c::crc32c(&whole));
+        // Pieces that do not add up to the length the header gives.
+        let short = SplitBatch::new(whole.slice(..HEADER_LEN), whole.slice(HEADER_LEN + 1..));
+        assert!(short.is_err());
+        let no_header =
+            SplitBatch::new(whole.slice(..HEADER_LEN - 1), whole.slice(HEADER_LEN - 1..));
+        assert!(no_header.is_err());
+    }
+
+    #[test]
+    fn log_append_time_on_a_split_batch_matches_the_whole_batch() {
+        let mut whole = sample(0, 4);
+        let mut header = whole[..HEADER_LEN].to_vec();
+        set_log_append_time_split(&mut header, &whole[HEADER_LEN..], 42).unwrap();
+        set_log_append_time(&mut whole, 42).unwrap();
+        assert_eq!(header, whole[..HEADER_LEN]);
+        BatchView::parse(&whole, usize::MAX)
+            .unwrap()
+            .verify_crc()
+            .unwrap();
+        assert!(set_log_append_time_split(&mut header[..60], &[], 42).is_err());
+    }
+
+    #[test]
     fn parses_header_fields_of_a_built_batch() {
         let bytes = sample(100, 5);
         let v = BatchView::parse(&bytes, usize::MAX).unwrap();
