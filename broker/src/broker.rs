@@ -478,7 +478,7 @@ impl Broker {
     /// [`Broker::append_within`] to wait for room).
     pub fn append(&self, key: &PartitionKey, records: &[u8], acks: Acks) -> Result<PendingProduce> {
         let held = self.inner.backlog.try_hold(records.len());
-        self.sequence(key, records, acks, held, false)
+        self.sequence(key, Bytes::copy_from_slice(records), acks, held, false)
             .map(|here| PendingProduce(Pending::Here(here)))
     }
 
@@ -489,11 +489,11 @@ impl Broker {
     pub async fn append_within(
         &self,
         key: &PartitionKey,
-        records: &[u8],
+        records: Bytes,
         acks: Acks,
         room_wait: Duration,
     ) -> Result<PendingProduce> {
-        self.verify_transactional(key, records).await?;
+        self.verify_transactional(key, &records[..]).await?;
         let until = tokio::time::Instant::now() + room_wait;
         let held = self.inner.backlog.hold(records.len(), until).await;
         // What the topic's settings ask of the records (keys on a
@@ -504,8 +504,8 @@ impl Broker {
         // look at the topic's settings again.
         let admitted_already = admission.is_some();
         let admitted = match admission {
-            Some(a) if a.has_work(records) => {
-                let owned = Bytes::copy_from_slice(records);
+            Some(a) if a.has_work(&records) => {
+                let owned = records.clone();
                 let done = tokio::task::spawn_blocking(move || {
                     a.admit(&owned).map(|out| out.unwrap_or(owned))
                 })
@@ -517,7 +517,7 @@ impl Broker {
             }
             _ => None,
         };
-        let records = admitted.as_deref().unwrap_or(records);
+        let records = admitted.unwrap_or(records);
         self.sequence(key, records, acks, held, admitted_already)
             .map(|here| PendingProduce(Pending::Here(here)))
     }
@@ -528,7 +528,7 @@ impl Broker {
     fn sequence(
         &self,
         key: &PartitionKey,
-        records: &[u8],
+        records: Bytes,
         acks: Acks,
         held: Option<crate::backlog::Held>,
         admitted: bool,
@@ -556,11 +556,11 @@ impl Broker {
             None
         } else {
             let admission = Admission::of(&log.lock().config);
-            admission.admit(records)?
+            admission.admit(&records)?
         };
-        let records = rewritten.as_deref().unwrap_or(records);
+        let records = rewritten.unwrap_or(records);
         let now = floe_metadata::clock::now_ms() as i64;
-        let (batches, rx, queued) = match log.append(records, acks == Acks::All, now, held)? {
+        let (batches, rx, queued) = match log.append(&records, acks == Acks::All, now, held)? {
             crate::log::Appended::New(b, rx, queued) => (b, rx, queued),
             crate::log::Appended::Duplicate {
                 first_offset,
@@ -602,6 +602,7 @@ impl Broker {
     ) -> Result<ProduceOk> {
         self.verify_transactional(key, records).await?;
         let held = self.inner.backlog.try_hold(records.len());
+        let records = Bytes::copy_from_slice(records);
         PendingProduce::wait_here(self.sequence(key, records, acks, held, false)?).await
     }
 

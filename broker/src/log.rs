@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use bytes::{Bytes, BytesMut};
-use floe_storage::batch::{self, BatchIter, BatchView};
+use floe_storage::batch::{self, BatchView, HEADER_LEN, SplitBatch};
 use floe_storage::{ObjectRef, PartitionKey};
 use tokio::sync::{oneshot, watch};
 
@@ -23,10 +23,41 @@ pub struct Batches {
     pub first_offset: i64,
     pub last_offset: i64,
     pub max_timestamp: i64,
-    pub bytes: Bytes,
+    /// Each batch as its header written here and the rest of it, a slice
+    /// of the request it came in (never copied).
+    pub stored: Vec<SplitBatch>,
+    /// Their total size in bytes.
+    pub len: usize,
     /// The idempotent batches among them.
     pub producers: Vec<ProducerBatch>,
+    /// When they went into the partition's tail (committed).
+    pub committed_at: Option<std::time::Instant>,
 }
+
+impl Batches {
+    /// Gives the batches buffers of their own once they have been in the
+    /// tail for `after`: a slice of a request holds the whole request in
+    /// memory, which must not outlive the tail's turnover by much (a
+    /// partition that gets a small part of every request, or none, would
+    /// otherwise hold many requests, or one forever).
+    ///
+    /// Returns whether they were that old (and so hold no request now).
+    fn detach_if_older(&mut self, now: std::time::Instant, after: std::time::Duration) -> bool {
+        let old = self
+            .committed_at
+            .is_some_and(|at| now.saturating_duration_since(at) >= after);
+        if old {
+            for b in self.stored.iter_mut().filter(|b| b.shares_its_buffer()) {
+                b.detach();
+            }
+        }
+        old
+    }
+}
+
+/// How long committed batches in a partition's tail may go on holding the
+/// request they came in ([`Batches::detach_if_older`]).
+pub(crate) const TAIL_DETACH_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A committed range of the log and where its bytes are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,6 +145,9 @@ pub(crate) struct LogState {
     pub flush_failed: Option<BrokerError>,
     pub tail: VecDeque<Batches>,
     pub tail_bytes: usize,
+    /// How many of the tail's first batches hold buffers of their own
+    /// ([`Batches::detach_if_older`]).
+    pub tail_detached: usize,
     pub index: Vec<StoredRange>,
     pub producers: Producers,
     /// The partition's transactions: open ones, the aborted index, and the
@@ -129,6 +163,31 @@ pub(crate) enum ReadPlan {
     Empty,
     Memory(Vec<Bytes>),
     Store(Vec<StoredRange>),
+}
+
+impl LogState {
+    /// Drops the oldest batches of the tail.
+    pub(crate) fn pop_tail(&mut self) -> Option<Batches> {
+        let b = self.tail.pop_front()?;
+        self.tail_bytes -= b.len;
+        self.tail_detached = self.tail_detached.saturating_sub(1);
+        Some(b)
+    }
+
+    /// Detaches the tail's batches older than [`TAIL_DETACH_AFTER`]. The
+    /// tail is in commit order: the first `tail_detached` are done, and
+    /// the first young one ends the walk.
+    fn detach_old(&mut self, now: std::time::Instant) {
+        let done = self.tail_detached.min(self.tail.len());
+        let mut n = done;
+        for b in self.tail.iter_mut().skip(done) {
+            if !b.detach_if_older(now, TAIL_DETACH_AFTER) {
+                break;
+            }
+            n += 1;
+        }
+        self.tail_detached = n;
+    }
 }
 
 /// One owned partition.
@@ -198,6 +257,7 @@ impl PartitionLog {
                 flush_failed: None,
                 tail: VecDeque::new(),
                 tail_bytes: 0,
+                tail_detached: 0,
                 index,
                 producers,
                 txns: PartitionTxnLog::from_committed(txns),
@@ -240,7 +300,7 @@ impl PartitionLog {
     /// queued batches until they are committed or fail.
     pub(crate) fn append(
         &self,
-        records: &[u8],
+        records: &Bytes,
         wait: bool,
         now_ms: i64,
         held: crate::backlog::Held,
@@ -333,33 +393,37 @@ impl PartitionLog {
                 });
             }
         }
-        let mut out = BytesMut::from(records);
         let first_offset = st.leo;
         let mut producers = Vec::new();
         // (producer, epoch, offset) of each transactional batch.
         let mut transactional = Vec::new();
+        let mut stored = Vec::with_capacity(sizes.len());
         let mut next = st.leo;
         let mut max_ts = -1i64;
         let epoch = i32::try_from(st.epoch).unwrap_or(i32::MAX);
+        let log_append_time = st.config.timestamp_type == TimestampType::LogAppendTime;
+        let corrupt = |e: floe_storage::batch::BatchError| {
+            BrokerError::new(ErrorKind::CorruptMessage, e.to_string())
+        };
         let mut at = 0usize;
         for size in sizes {
-            let b = &mut out[at..at + size];
-            let count = {
-                let v = BatchView::parse(b, usize::MAX)
-                    .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, e.to_string()))?;
-                i64::from(v.last_offset_delta()) + 1
-            };
-            batch::set_base_offset(b, next)
-                .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, e.to_string()))?;
-            batch::set_partition_leader_epoch(b, epoch)
-                .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, e.to_string()))?;
-            if st.config.timestamp_type == TimestampType::LogAppendTime {
-                batch::set_log_append_time(b, now_ms)
-                    .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, e.to_string()))?;
+            let whole = &records[at..at + size];
+            let v = BatchView::parse(whole, usize::MAX).map_err(corrupt)?;
+            let count = i64::from(v.last_offset_delta()) + 1;
+            // Only the header changes: offsets and leader epoch (outside
+            // the CRC) and, for LogAppendTime, the attributes, the max
+            // timestamp and the CRC, which covers the records too and is
+            // computed over them where they are.
+            let mut header = BytesMut::from(&whole[..HEADER_LEN]);
+            batch::set_base_offset(&mut header, next).map_err(corrupt)?;
+            batch::set_partition_leader_epoch(&mut header, epoch).map_err(corrupt)?;
+            if log_append_time {
+                batch::set_log_append_time_split(&mut header, &whole[HEADER_LEN..], now_ms)
+                    .map_err(corrupt)?;
             }
-            let v = BatchView::parse(b, usize::MAX)
-                .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, e.to_string()))?;
-            max_ts = max_ts.max(v.max_timestamp());
+            let split = SplitBatch::new(header.freeze(), records.slice(at + HEADER_LEN..at + size))
+                .map_err(corrupt)?;
+            max_ts = max_ts.max(split.max_timestamp());
             if v.is_transactional() {
                 transactional.push((
                     ProducerId(v.producer_id()),
@@ -380,6 +444,7 @@ impl PartitionLog {
                     last_offset: next + count - 1,
                 });
             }
+            stored.push(split);
             next = next.checked_add(count).ok_or_else(|| {
                 BrokerError::new(ErrorKind::InvalidRecord, "offsets would overflow")
             })?;
@@ -396,8 +461,10 @@ impl PartitionLog {
             first_offset,
             last_offset: next - 1,
             max_timestamp: max_ts,
-            bytes: out.freeze(),
+            len: at,
+            stored,
             producers,
+            committed_at: None,
         };
         st.leo = next;
         let (waiter, rx) = if wait {
@@ -406,7 +473,7 @@ impl PartitionLog {
         } else {
             (None, None)
         };
-        st.unflushed_bytes += batches.bytes.len();
+        st.unflushed_bytes += batches.len;
         let queued = st.unflushed_bytes;
         st.unflushed.push(Pending {
             batches: batches.clone(),
@@ -454,12 +521,16 @@ impl PartitionLog {
         batch::set_base_offset(&mut out, offset).map_err(corrupt)?;
         let leader_epoch = i32::try_from(st.epoch).unwrap_or(i32::MAX);
         batch::set_partition_leader_epoch(&mut out, leader_epoch).map_err(corrupt)?;
+        let len = out.len();
+        let header = out.split_to(HEADER_LEN).freeze();
         let batches = Batches {
             first_offset: offset,
             last_offset: offset,
             max_timestamp: now_ms,
-            bytes: out.freeze(),
+            stored: vec![SplitBatch::new(header, out.freeze()).map_err(corrupt)?],
+            len,
             producers: Vec::new(),
+            committed_at: None,
         };
         st.txns.sequenced_marker(pid, epoch, marker.commit, offset);
         // The marker's epoch is the producer's here from now on (as the
@@ -468,7 +539,7 @@ impl PartitionLog {
         st.producers.fence(pid.0, epoch.0);
         st.leo = offset + 1;
         let (tx, rx) = oneshot::channel();
-        st.unflushed_bytes += batches.bytes.len();
+        st.unflushed_bytes += batches.len;
         let queued = st.unflushed_bytes;
         st.unflushed.push(Pending {
             batches,
@@ -496,7 +567,7 @@ impl PartitionLog {
         let mut n = 0;
         let mut bytes = 0usize;
         for p in &st.unflushed {
-            let len = p.batches.bytes.len();
+            let len = p.batches.len;
             if bytes.saturating_add(len) > max_bytes && (n > 0 || !at_least_one) {
                 break;
             }
@@ -516,6 +587,13 @@ impl PartitionLog {
         Some((st.epoch, taken))
     }
 
+    /// Gives the tail's batches that have held their request for
+    /// [`TAIL_DETACH_AFTER`] buffers of their own (for a partition that
+    /// no longer commits anything).
+    pub(crate) fn detach_old_tail(&self) {
+        self.lock().detach_old(std::time::Instant::now());
+    }
+
     /// Bytes queued and not yet taken by a flush.
     #[cfg(test)]
     pub(crate) fn unflushed_bytes(&self) -> usize {
@@ -532,16 +610,18 @@ impl PartitionLog {
             st.hw = st.hw.max(hw);
             st.txns.committed_through(range.last_offset);
             st.index.push(range);
+            let now = std::time::Instant::now();
             for p in pending {
-                st.tail_bytes += p.batches.bytes.len();
-                st.tail.push_back(p.batches);
+                let mut batches = p.batches;
+                batches.committed_at = Some(now);
+                st.tail_bytes += batches.len;
+                st.tail.push_back(batches);
                 waiters.extend(p.waiter);
             }
             while st.tail_bytes > tail_budget && st.tail.len() > 1 {
-                if let Some(b) = st.tail.pop_front() {
-                    st.tail_bytes -= b.bytes.len();
-                }
+                st.pop_tail();
             }
+            st.detach_old(now);
         }
         self.publish_hw(hw);
         for w in waiters {
@@ -681,18 +761,17 @@ impl PartitionLog {
             let mut out = Vec::new();
             let mut total = 0usize;
             for b in st.tail.iter().filter(|b| b.last_offset >= offset) {
-                // Whole produce requests are kept together; split them
-                // into batches so the budget is honoured per batch.
-                for item in BatchIter::new(&b.bytes, usize::MAX) {
-                    let Ok((pos, v)) = item else { break };
+                // Whole produce requests are kept together; the budget is
+                // honoured per batch.
+                for v in &b.stored {
                     if v.last_offset() < offset {
                         continue;
                     }
-                    if v.base_offset() >= until || (total > 0 && total + v.size() > max_bytes) {
+                    if v.base_offset() >= until || (total > 0 && total + v.len() > max_bytes) {
                         return Ok((ReadPlan::Memory(out), bounds));
                     }
-                    total += v.size();
-                    out.push(b.bytes.slice(pos..pos + v.size()));
+                    total += v.len();
+                    out.extend(v.pieces().into_iter().filter(|p| !p.is_empty()).cloned());
                 }
             }
             return Ok((ReadPlan::Memory(out), bounds));
@@ -735,6 +814,148 @@ mod tests {
             LogConfig::default(),
             Committed::default(),
         )
+    }
+
+    fn request(batches: &[(usize, i64)]) -> Bytes {
+        use floe_storage::batch::Compression;
+        use floe_storage::records::{BatchBuilder, RecordSpec};
+        let mut out = BytesMut::new();
+        for &(n, ts) in batches {
+            let mut b = BatchBuilder::new(0, ts);
+            for i in 0..n {
+                b.push(RecordSpec::new(None, Some(vec![i as u8; 100]), i as i64));
+            }
+            out.extend_from_slice(&b.build(Compression::None).unwrap());
+        }
+        out.freeze()
+    }
+
+    fn appended(log: &PartitionLog, records: &Bytes, now_ms: i64) -> Batches {
+        match log
+            .append(records, false, now_ms, crate::backlog::Held::untracked())
+            .unwrap()
+        {
+            Appended::New(b, _, _) => b,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn joined(b: &Batches) -> Vec<u8> {
+        b.stored.iter().flat_map(SplitBatch::to_vec).collect()
+    }
+
+    fn within(piece: &[u8], buf: &[u8]) -> bool {
+        let r = buf.as_ptr_range();
+        r.contains(&piece.as_ptr()) && piece.as_ptr_range().end <= r.end
+    }
+
+    #[test]
+    fn an_append_patches_the_headers_and_keeps_the_clients_records_where_they_are() {
+        let log = log_at(7);
+        log.lock().leo = 40;
+        let req = request(&[(3, 1_000), (5, 2_000)]);
+        let b = appended(&log, &req, 9_999);
+        assert_eq!((b.first_offset, b.last_offset), (40, 47));
+        assert_eq!(b.len, req.len());
+        assert_eq!(b.stored.len(), 2);
+        let whole = joined(&b);
+        let mut expect_base = 40;
+        for item in floe_storage::batch::BatchIter::new(&whole, usize::MAX) {
+            let (_, v) = item.unwrap();
+            assert_eq!(v.base_offset(), expect_base);
+            assert_eq!(v.partition_leader_epoch(), 7);
+            v.verify_crc().expect("the client's CRC still holds");
+            expect_base = v.next_offset();
+        }
+        assert_eq!(expect_base, 48);
+        for s in &b.stored {
+            let [header, body] = s.pieces();
+            assert_eq!(header.len(), HEADER_LEN);
+            assert!(within(body, &req), "the records are not copied");
+            assert!(!within(header, &req), "the header is a copy");
+            let one = s.to_vec();
+            let v = BatchView::parse(&one, usize::MAX).unwrap();
+            assert_eq!(s.whole_crc(), v.whole_crc());
+        }
+        assert_eq!(
+            &req[..8],
+            &0i64.to_be_bytes(),
+            "the client's base offset is left alone"
+        );
+    }
+
+    #[test]
+    fn log_append_time_rewrites_the_split_header_and_its_crc() {
+        let cfg = LogConfig {
+            timestamp_type: TimestampType::LogAppendTime,
+            ..LogConfig::default()
+        };
+        let log = PartitionLog::new(
+            PartitionKey::new(TopicId(uuid::Uuid::nil()), 0),
+            "t".into(),
+            1,
+            cfg,
+            Committed::default(),
+        );
+        let req = request(&[(4, 1_000)]);
+        let b = appended(&log, &req, 123_456);
+        assert_eq!(b.max_timestamp, 123_456);
+        let whole = joined(&b);
+        let v = BatchView::parse(&whole, usize::MAX).unwrap();
+        assert_eq!(
+            v.timestamp_type(),
+            floe_storage::batch::TimestampType::LogAppendTime
+        );
+        assert_eq!(v.max_timestamp(), 123_456);
+        v.verify_crc()
+            .expect("the CRC is rewritten over the new header");
+        assert!(within(b.stored[0].pieces()[1], &req));
+    }
+
+    #[test]
+    fn tail_batches_let_go_of_their_request_once_old() {
+        let log = log_at(1);
+        let req = request(&[(2, 0)]);
+        let (old, young) = (appended(&log, &req, 0), appended(&log, &req, 0));
+        let now = std::time::Instant::now();
+        {
+            let mut st = log.lock();
+            for (mut b, at) in [(old, now - TAIL_DETACH_AFTER * 2), (young, now)] {
+                b.committed_at = Some(at);
+                st.tail_bytes += b.len;
+                st.tail.push_back(b);
+            }
+        }
+        log.detach_old_tail();
+        let st = log.lock();
+        assert_eq!(st.tail_detached, 1);
+        let [_, old_body] = st.tail[0].stored[0].pieces();
+        let [_, young_body] = st.tail[1].stored[0].pieces();
+        assert!(!within(old_body, &req), "the old batch holds a copy");
+        assert!(within(young_body, &req), "the young one still the request");
+        assert_eq!(joined(&st.tail[0])[HEADER_LEN..], req[HEADER_LEN..]);
+    }
+
+    #[test]
+    fn a_fetch_from_the_tail_gets_each_batch_as_its_pieces() {
+        let log = log_at(1);
+        let req = request(&[(2, 0), (3, 0)]);
+        let b = appended(&log, &req, 0);
+        {
+            let mut st = log.lock();
+            st.hw = 5;
+            st.tail_bytes += b.len;
+            st.tail.push_back(b);
+        }
+        let (plan, _) = log.plan_read(2, usize::MAX, false).unwrap();
+        let ReadPlan::Memory(pieces) = plan else {
+            panic!("{plan:?}")
+        };
+        assert_eq!(pieces.len(), 2, "the second batch: header and records");
+        let one = pieces.concat();
+        let v = BatchView::parse(&one, usize::MAX).unwrap();
+        assert_eq!((v.base_offset(), v.last_offset()), (2, 4));
+        v.verify_crc().unwrap();
     }
 
     #[test]

@@ -30,8 +30,9 @@ pub(crate) async fn run(b: Broker) {
     let mut next_compaction = tokio::time::Instant::now() + cfg.compaction_interval;
     let mut next_retention = tokio::time::Instant::now() + cfg.retention_check_interval;
     let mut seen_unreferenced: HashMap<u64, Instant> = HashMap::new();
+    let mut next_detach = tokio::time::Instant::now() + crate::log::TAIL_DETACH_AFTER;
     loop {
-        let next = next_compaction.min(next_retention);
+        let next = next_compaction.min(next_retention).min(next_detach);
         tokio::select! {
             _ = tokio::time::sleep_until(next) => {}
             _ = b.inner.stopped.notified() => return,
@@ -40,6 +41,14 @@ pub(crate) async fn run(b: Broker) {
             return;
         }
         let now = tokio::time::Instant::now();
+        if now >= next_detach {
+            // Committed batches stop holding their requests in memory
+            // even where nothing more is committed.
+            for log in b.logs() {
+                log.detach_old_tail();
+            }
+            next_detach = now + crate::log::TAIL_DETACH_AFTER;
+        }
         if now >= next_compaction {
             for log in b.logs() {
                 if let Err(e) = compact(&b, &log).await {
@@ -271,9 +280,7 @@ pub(crate) async fn truncate(
         st.index.retain(|r| r.last_offset >= ls);
         st.txns.truncate(ls);
         while st.tail.front().is_some_and(|t| t.last_offset < ls) {
-            if let Some(t) = st.tail.pop_front() {
-                st.tail_bytes -= t.bytes.len();
-            }
+            st.pop_tail();
         }
     }
     tracing::info!(partition = %log.key, log_start = start, "log start moved");

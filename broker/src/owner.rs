@@ -178,7 +178,7 @@ impl PartitionOwner for Broker {
         acks: Acks,
         room_wait: std::time::Duration,
     ) -> Result<PendingProduce, CallError> {
-        Ok(Broker::append_within(self, key, &records, acks, room_wait).await?)
+        Ok(Broker::append_within(self, key, records, acks, room_wait).await?)
     }
 
     async fn fetch_isolated(

@@ -437,7 +437,7 @@ async fn produced_batches_are_recompressed_into_the_topics_compression_type() {
                 .base_offset
         } else {
             let pending = b
-                .append_within(&key, &produced, Acks::All, Duration::from_secs(5))
+                .append_within(&key, produced.clone(), Acks::All, Duration::from_secs(5))
                 .await
                 .unwrap();
             pending.wait().await.unwrap().base_offset

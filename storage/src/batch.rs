@@ -309,7 +309,7 @@ impl<'a> BatchView<'a> {
     /// batch that passed [`Self::verify_crc`] or was written here.
     pub fn whole_crc(&self) -> u32 {
         let head = crc32c::crc32c(&self.buf[..ATTRIBUTES_AT]);
-        crc32c::crc32c_combine(head, self.crc(), self.buf.len() - ATTRIBUTES_AT)
+        crate::crc::combine(head, self.crc(), self.buf.len() - ATTRIBUTES_AT)
     }
 
     pub fn verify_crc(&self) -> Result<(), BatchError> {
@@ -368,6 +368,27 @@ pub fn set_log_append_time(batch: &mut [u8], now_ms: i64) -> Result<(), BatchErr
     Ok(())
 }
 
+/// [`set_log_append_time`] for a batch held as its header (`header`,
+/// [`HEADER_LEN`] bytes, changed here) and the rest (`rest`, read only).
+pub fn set_log_append_time_split(
+    header: &mut [u8],
+    rest: &[u8],
+    now_ms: i64,
+) -> Result<(), BatchError> {
+    if header.len() != HEADER_LEN {
+        return Err(BatchError::Truncated {
+            needed: HEADER_LEN,
+            available: header.len(),
+        });
+    }
+    let attrs = u16::from_be_bytes([header[ATTRIBUTES_AT], header[ATTRIBUTES_AT + 1]]) | 0x08;
+    header[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attrs.to_be_bytes());
+    header[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&now_ms.to_be_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[ATTRIBUTES_AT..]), rest);
+    header[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    Ok(())
+}
+
 /// What a batch's header says of it, read from the header alone: for a
 /// batch held in several pieces (a read across cache blocks) that is
 /// handed on without being joined.
@@ -411,6 +432,94 @@ impl BatchHead {
     /// Offset right after this batch.
     pub fn next_offset(&self) -> i64 {
         self.last_offset.saturating_add(1)
+    }
+}
+
+/// One batch held as two pieces: its header as the broker wrote it (base
+/// offset, leader epoch, and for `LogAppendTime` the timestamp, attributes
+/// and CRC) and the rest of it, a slice of the bytes the client sent. A
+/// produce so stores and writes its batches without copying them: only
+/// the [`HEADER_LEN`] bytes of each header are new.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SplitBatch {
+    header: bytes::Bytes,
+    body: bytes::Bytes,
+}
+
+impl SplitBatch {
+    /// Puts a batch together from its header and the rest of it; the
+    /// header is checked as [`BatchView::parse`] does and must say the
+    /// batch is exactly as long as the two pieces.
+    pub fn new(header: bytes::Bytes, body: bytes::Bytes) -> Result<Self, BatchError> {
+        let head = BatchHead::parse(&header, usize::MAX)?;
+        if header.len() != HEADER_LEN || head.size != HEADER_LEN + body.len() {
+            return Err(BatchError::Invalid(
+                "a split batch's pieces do not add up to its length",
+            ));
+        }
+        Ok(Self { header, body })
+    }
+
+    fn head(&self) -> BatchView<'_> {
+        // Only the header's fields are read through it (never its size).
+        BatchView { buf: &self.header }
+    }
+
+    /// Total size in bytes, header included.
+    pub fn len(&self) -> usize {
+        HEADER_LEN + self.body.len()
+    }
+
+    /// Never: a batch has at least its header.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The two pieces, to be sent or written one after the other.
+    pub fn pieces(&self) -> [&bytes::Bytes; 2] {
+        [&self.header, &self.body]
+    }
+
+    pub fn header(&self) -> &[u8] {
+        &self.header
+    }
+
+    pub fn base_offset(&self) -> i64 {
+        self.head().base_offset()
+    }
+
+    pub fn last_offset(&self) -> i64 {
+        self.head().last_offset()
+    }
+
+    pub fn max_timestamp(&self) -> i64 {
+        self.head().max_timestamp()
+    }
+
+    /// The CRC-32C of the whole batch, from its header and the CRC it
+    /// carries (which covers the rest and was checked when produced), as
+    /// [`BatchView::whole_crc`].
+    pub fn whole_crc(&self) -> u32 {
+        let head = crc32c::crc32c(&self.header[..ATTRIBUTES_AT]);
+        crate::crc::combine(head, self.head().crc(), self.len() - ATTRIBUTES_AT)
+    }
+
+    /// Whether the rest of the batch is still a slice of a larger buffer
+    /// that something else also holds (the client's request, other
+    /// partitions' batches of it).
+    pub fn shares_its_buffer(&self) -> bool {
+        !self.body.is_unique()
+    }
+
+    /// Copies the rest of the batch into a buffer of its own, so that the
+    /// request it came in is no longer held.
+    pub fn detach(&mut self) {
+        self.body = bytes::Bytes::copy_from_slice(&self.body);
+    }
+
+    /// The batch as one buffer (a copy).
+    pub fn to_vec(&self) -> Vec<u8> {
+        [&self.header[..], &self.body[..]].concat()
     }
 }
 
@@ -497,6 +606,38 @@ mod tests {
             ));
         }
         b.build(Compression::None).unwrap().to_vec()
+    }
+
+    #[test]
+    fn a_split_batch_reads_as_the_whole_one() {
+        let whole = bytes::Bytes::from(sample(100, 5));
+        let b = SplitBatch::new(whole.slice(..HEADER_LEN), whole.slice(HEADER_LEN..)).unwrap();
+        let v = BatchView::parse(&whole, usize::MAX).unwrap();
+        assert_eq!(b.len(), whole.len());
+        assert_eq!(b.to_vec(), whole.to_vec());
+        assert_eq!((b.base_offset(), b.last_offset()), (100, 104));
+        assert_eq!(b.max_timestamp(), v.max_timestamp());
+        assert_eq!(b.whole_crc(), crc32c::crc32c(&whole));
+        // Pieces that do not add up to the length the header gives.
+        let short = SplitBatch::new(whole.slice(..HEADER_LEN), whole.slice(HEADER_LEN + 1..));
+        assert!(short.is_err());
+        let no_header =
+            SplitBatch::new(whole.slice(..HEADER_LEN - 1), whole.slice(HEADER_LEN - 1..));
+        assert!(no_header.is_err());
+    }
+
+    #[test]
+    fn log_append_time_on_a_split_batch_matches_the_whole_batch() {
+        let mut whole = sample(0, 4);
+        let mut header = whole[..HEADER_LEN].to_vec();
+        set_log_append_time_split(&mut header, &whole[HEADER_LEN..], 42).unwrap();
+        set_log_append_time(&mut whole, 42).unwrap();
+        assert_eq!(header, whole[..HEADER_LEN]);
+        BatchView::parse(&whole, usize::MAX)
+            .unwrap()
+            .verify_crc()
+            .unwrap();
+        assert!(set_log_append_time_split(&mut header[..60], &[], 42).is_err());
     }
 
     #[test]

@@ -17,6 +17,7 @@
 //! - [`committed`]: a partition's whole batches read back from a byte range
 //!   of a WAL object or segment (what the broker and the indexer both read).
 //! - [`control`]: transaction markers (COMMIT/ABORT control batches).
+//! - [`crc`]: CRC-32C of concatenated byte strings from their own CRCs.
 //!
 //! The byte layouts are specified in `docs/storage.md`.
 
@@ -25,6 +26,7 @@ pub mod batch;
 pub mod cache;
 pub mod committed;
 pub mod control;
+pub mod crc;
 pub mod error;
 pub mod fault;
 pub mod ids;

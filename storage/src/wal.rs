@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::batch::{BatchIter, BatchView};
+use crate::batch::{BatchIter, BatchView, SplitBatch};
 use crate::bytes_ext::{be_i64, be_u16, be_u32, be_u64};
 use crate::error::{Result, StorageError};
 use crate::ids::{ObjectRef, Offset, PartitionKey, TopicId};
@@ -74,6 +74,16 @@ struct PartBuf {
     batches: u32,
 }
 
+/// What [`WalBuilder`] reads of a batch's header.
+#[derive(Debug)]
+struct Head {
+    base_offset: i64,
+    last_offset: i64,
+    max_timestamp: i64,
+    whole_crc: u32,
+    size: usize,
+}
+
 /// A finished WAL object: its bytes (as chunks, written without a copy) and its footer.
 #[derive(Debug, Clone)]
 pub struct WalObject {
@@ -99,39 +109,78 @@ impl WalBuilder {
     /// must be right (checked when it was produced): the entry's data CRC is
     /// built from them rather than from reading the bytes once more.
     pub fn append(&mut self, partition: PartitionKey, batches: Bytes) -> Result<()> {
+        let mut heads = Vec::new();
+        for item in BatchIter::new(&batches, usize::MAX) {
+            let (_, view): (usize, BatchView<'_>) = item?;
+            heads.push(Head {
+                base_offset: view.base_offset(),
+                last_offset: view.last_offset(),
+                max_timestamp: view.max_timestamp(),
+                whole_crc: view.whole_crc(),
+                size: view.size(),
+            });
+        }
+        debug_assert_eq!(
+            heads
+                .iter()
+                .fold(0, |crc, h| crate::crc::combine(crc, h.whole_crc, h.size)),
+            crc32c::crc32c(&batches),
+            "the batches are whole and their CRCs right"
+        );
+        self.add(partition, &heads, vec![batches])
+    }
+
+    /// [`WalBuilder::append`] for batches held as a header and the rest
+    /// ([`SplitBatch`]): their pieces are written as they are.
+    pub fn append_split(&mut self, partition: PartitionKey, batches: &[SplitBatch]) -> Result<()> {
+        let heads: Vec<Head> = batches
+            .iter()
+            .map(|b| Head {
+                base_offset: b.base_offset(),
+                last_offset: b.last_offset(),
+                max_timestamp: b.max_timestamp(),
+                whole_crc: b.whole_crc(),
+                size: b.len(),
+            })
+            .collect();
+        let chunks = batches
+            .iter()
+            .flat_map(|b| b.pieces())
+            .filter(|p| !p.is_empty())
+            .cloned()
+            .collect();
+        self.add(partition, &heads, chunks)
+    }
+
+    fn add(&mut self, partition: PartitionKey, heads: &[Head], chunks: Vec<Bytes>) -> Result<()> {
         let mut crc = 0u32;
         let mut first = None;
         let mut last = None;
         let mut max_ts = i64::MIN;
         let mut count = 0u32;
+        let mut len = 0u64;
         let prev_last = self.parts.get(&partition).map(|p| p.last);
         let mut expect_after = prev_last;
-        for item in BatchIter::new(&batches, usize::MAX) {
-            let (_, view): (usize, BatchView<'_>) = item?;
+        for h in heads {
             if let Some(prev) = expect_after
-                && view.base_offset() <= prev
+                && h.base_offset <= prev
             {
                 return Err(StorageError::invalid(format!(
                     "{partition}: batch at offset {} does not follow offset {prev}",
-                    view.base_offset()
+                    h.base_offset
                 )));
             }
-            crc = crc32c::crc32c_combine(crc, view.whole_crc(), view.size());
-            expect_after = Some(view.last_offset());
-            first.get_or_insert(view.base_offset());
-            last = Some(view.last_offset());
-            max_ts = max_ts.max(view.max_timestamp());
+            crc = crate::crc::combine(crc, h.whole_crc, h.size);
+            expect_after = Some(h.last_offset);
+            first.get_or_insert(h.base_offset);
+            last = Some(h.last_offset);
+            max_ts = max_ts.max(h.max_timestamp);
             count = count.saturating_add(1);
+            len += h.size as u64;
         }
         let (Some(first), Some(last)) = (first, last) else {
             return Err(StorageError::invalid("no batch to append"));
         };
-        let len = batches.len() as u64;
-        debug_assert_eq!(
-            crc,
-            crc32c::crc32c(&batches),
-            "the batches are whole and their CRCs right"
-        );
         let part = self.parts.entry(partition).or_insert(PartBuf {
             chunks: Vec::new(),
             len: 0,
@@ -142,8 +191,8 @@ impl WalBuilder {
             batches: 0,
         });
         part.batches = part.batches.saturating_add(count);
-        part.crc = crc32c::crc32c_combine(part.crc, crc, batches.len());
-        part.chunks.push(batches);
+        part.crc = crate::crc::combine(part.crc, crc, len as usize);
+        part.chunks.extend(chunks);
         part.len += len;
         part.last = last;
         part.max_ts = part.max_ts.max(max_ts);
@@ -440,6 +489,42 @@ mod tests {
 
     fn flatten(o: &WalObject) -> Vec<u8> {
         o.chunks.iter().flat_map(|c| c.iter().copied()).collect()
+    }
+
+    fn split(b: &Bytes) -> SplitBatch {
+        let at = crate::batch::HEADER_LEN;
+        SplitBatch::new(b.slice(..at), b.slice(at..)).unwrap()
+    }
+
+    #[test]
+    fn split_batches_make_the_same_object_as_whole_ones() {
+        let key = PartitionKey::new(TopicId::random(), 2);
+        let (a, b, c) = (batch(10, 3, 500), batch(13, 1, 900), batch(14, 5, 700));
+        let mut whole = WalBuilder::new();
+        whole.append(key, a.clone()).unwrap();
+        whole
+            .append(key, [b.clone(), c.clone()].concat().into())
+            .unwrap();
+        let mut split_up = WalBuilder::new();
+        split_up.append_split(key, &[split(&a)]).unwrap();
+        split_up.append_split(key, &[split(&b), split(&c)]).unwrap();
+        let (w, s) = (whole.finish(), split_up.finish());
+        assert_eq!(
+            w.entries, s.entries,
+            "offsets, timestamps, count and data CRC"
+        );
+        assert_eq!(flatten(&w), flatten(&s));
+        assert_eq!(s.entries[0].data_crc, crc32c::crc32c(&[a, b, c].concat()));
+        assert!(
+            split_up_refuses_what_does_not_follow(key, &split(&batch(12, 1, 0))),
+            "offsets must increase"
+        );
+    }
+
+    fn split_up_refuses_what_does_not_follow(key: PartitionKey, late: &SplitBatch) -> bool {
+        let mut w = WalBuilder::new();
+        w.append_split(key, &[split(&batch(10, 3, 500))]).unwrap();
+        w.append_split(key, std::slice::from_ref(late)).is_err()
     }
 
     #[test]

@@ -108,7 +108,7 @@ impl Flush<'_> {
         let mut budget = self.max_object_bytes;
         for log in logs {
             if let Some((epoch, pending)) = log.take_unflushed(budget, taken.is_empty()) {
-                let bytes: usize = pending.iter().map(|p| p.batches.bytes.len()).sum();
+                let bytes: usize = pending.iter().map(|p| p.batches.len).sum();
                 budget = budget.saturating_sub(bytes);
                 taken.push((log, Epoch(epoch), pending));
             }
@@ -125,7 +125,7 @@ impl Flush<'_> {
         for (log, epoch, pending) in taken {
             let appended = pending
                 .iter()
-                .try_for_each(|p| wal.append(log.key, p.batches.bytes.clone()));
+                .try_for_each(|p| wal.append_split(log.key, &p.batches.stored));
             match appended {
                 Ok(()) => held.push((log, epoch, pending)),
                 Err(e) => {

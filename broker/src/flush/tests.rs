@@ -414,7 +414,7 @@ async fn batches_the_wal_refuses_fail_alone_and_the_partition_stays_flushable() 
     let (pool, _) = pool();
     let (a, b) = (log_of(key(0)), log_of(key(1)));
     let rb = produce(&b, 2);
-    // Bytes no batch parser accepts, queued as if sequenced at offset 0.
+    // Batches the WAL refuses, queued as if sequenced at offset 0.
     let (tx, bad) = oneshot::channel();
     {
         let mut st = a.lock();
@@ -424,8 +424,11 @@ async fn batches_the_wal_refuses_fail_alone_and_the_partition_stays_flushable() 
                 first_offset: 0,
                 last_offset: 2,
                 max_timestamp: 0,
-                bytes: bytes::Bytes::from_static(b"not a record batch"),
+                // No batch at all: the WAL refuses it.
+                stored: Vec::new(),
+                len: 18,
                 producers: vec![],
+                committed_at: None,
             },
             waiter: Some(tx),
             held: Held::untracked(),

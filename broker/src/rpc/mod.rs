@@ -442,7 +442,10 @@ async fn rpc_produce(b: Broker, req: proto::ProduceRequest) -> Answer<proto::Pro
     };
     let room_wait = Duration::from_millis(req.room_wait_ms).min(MAX_ROOM_WAIT);
     let appended = match key_of(req.partition.as_ref()) {
-        Ok(k) => b.append_within(&k, &req.records, acks, room_wait).await,
+        Ok(k) => {
+            b.append_within(&k, req.records.clone(), acks, room_wait)
+                .await
+        }
         Err(e) => Err(e),
     };
     match appended {

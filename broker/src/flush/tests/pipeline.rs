@@ -387,7 +387,7 @@ async fn batches_the_wal_refuses_behind_a_range_in_flight_roll_back_to_its_end()
     let r1 = produce(&a, 3);
     assert!(pipe.start(vec![a.clone()]));
     drive_until(&mut pipe, || gate.begun() == 1).await;
-    // Bytes no batch parser accepts, queued as if sequenced at 3..=5.
+    // Batches the WAL refuses, queued as if sequenced at 3..=5.
     let (tx, bad) = oneshot::channel();
     {
         let mut st = a.lock();
@@ -397,8 +397,11 @@ async fn batches_the_wal_refuses_behind_a_range_in_flight_roll_back_to_its_end()
                 first_offset: 3,
                 last_offset: 5,
                 max_timestamp: 0,
-                bytes: bytes::Bytes::from_static(b"not a record batch"),
+                // No batch at all: the WAL refuses it.
+                stored: Vec::new(),
+                len: 18,
                 producers: vec![],
+                committed_at: None,
             },
             waiter: Some(tx),
             held: Held::untracked(),
