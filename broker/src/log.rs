@@ -104,8 +104,6 @@ pub(crate) struct LogState {
     pub tail_bytes: usize,
     pub index: Vec<StoredRange>,
     pub producers: Producers,
-    /// Retention was skipped for a compact-only topic and that was logged.
-    pub retention_skip_logged: bool,
 }
 
 /// Where a fetch finds its data, decided under the lock, read outside it.
@@ -167,7 +165,6 @@ impl PartitionLog {
                 tail_bytes: 0,
                 index,
                 producers,
-                retention_skip_logged: false,
             }),
             hw_tx,
         }

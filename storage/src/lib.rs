@@ -17,12 +17,14 @@
 //! - [`committed`]: a partition's whole batches read back from a byte range
 //!   of a WAL object or segment (what the broker and the indexer both read).
 //! - [`control`]: transaction markers (COMMIT/ABORT control batches).
+//! - [`clean`]: log compaction's key map and batch rewriting.
 //!
 //! The byte layouts are specified in `docs/storage.md`.
 
 pub mod backend;
 pub mod batch;
 pub mod cache;
+pub mod clean;
 pub mod committed;
 pub mod control;
 pub mod error;
