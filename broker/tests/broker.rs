@@ -274,6 +274,12 @@ async fn the_cleaner_keeps_the_latest_record_of_each_key() {
     // From inside a gap: the next batch.
     assert_eq!(read_all_keys(&b, &key, 5).await, want);
     assert_eq!(read_all_keys(&b, &key, 39).await, want[2..]);
+    // Every record has timestamp 1000: by time, the first one kept.
+    let at = b
+        .list_offset(&key, OffsetSpec::Timestamp(1_000))
+        .await
+        .unwrap();
+    assert_eq!(at.offset, 37);
     // The tombstone's horizon (delete.retention.ms = 0) has passed at the
     // next cleaning.
     assert_eq!(b.clean_now().await.unwrap(), 1);
