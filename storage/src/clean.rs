@@ -24,8 +24,7 @@ use crate::records::{DEFAULT_MAX_DECOMPRESSED, Record, compress, decode_records,
 
 /// Memory one entry of a [`KeyMap`] is counted at: a slot is 25 bytes (a
 /// 16-byte key hash, an 8-byte offset, a control byte) and the table is
-/// 57% to 87% full, so a key takes 29 to 44 bytes, up to 57 right after
-/// the table doubled.
+/// 44% (just after it doubled) to 87% full, so a key takes 29 to 57 bytes.
 pub const KEY_MAP_ENTRY_BYTES: u64 = 40;
 
 /// The latest offset of each key seen, for keys hashed to 128 bits (two
