@@ -184,6 +184,11 @@ pub struct BrokerTuning {
     /// How often committed WAL ranges are compacted into segments.
     #[arg(long, env = "FLOE_COMPACTION_INTERVAL_MS", default_value_t = 30_000)]
     pub compaction_interval_ms: u64,
+    /// Memory for the log cleaner's key map (latest offset per key of a
+    /// compacted partition); a partition with more keys is cleaned in
+    /// several passes.
+    #[arg(long, env = "FLOE_CLEANER_MAP_BYTES", default_value_t = floe_broker::config::DEFAULT_CLEANER_MAP_BYTES)]
+    pub cleaner_map_bytes: u64,
     /// How often retention and the unreferenced-object sweeper run.
     #[arg(
         long,
@@ -276,6 +281,7 @@ impl BrokerTuning {
         c.flush = self.flush_policy(store);
         c.lease = Duration::from_millis(self.lease_ms.max(300));
         c.compaction_interval = Duration::from_millis(self.compaction_interval_ms.max(10));
+        c.cleaner_map_bytes = self.cleaner_map_bytes;
         c.retention_check_interval =
             Duration::from_millis(self.retention_check_interval_ms.max(10));
         c.orphan_grace = Duration::from_millis(self.orphan_grace_ms);

@@ -15,6 +15,11 @@ pub const DEFAULT_MAX_UNFLUSHED_BYTES: usize = 64 * 1024 * 1024;
 /// the store write deadline (10 s) even at a few MB/s.
 pub const DEFAULT_MAX_WAL_OBJECT_BYTES: usize = 16 * 1024 * 1024;
 
+/// Default memory of the log cleaner's key map (Kafka's
+/// `log.cleaner.dedupe.buffer.size`): about 3.3 million keys at
+/// [`floe_storage::clean::KEY_MAP_ENTRY_BYTES`] each.
+pub const DEFAULT_CLEANER_MAP_BYTES: u64 = 128 * 1024 * 1024;
+
 /// Default broker lease (`--lease-ms`). Short, because moving a partition
 /// early can never corrupt it (every commit is fenced by the partition's
 /// epoch): a broker that dies without its port refusing connections (a
@@ -106,6 +111,9 @@ pub struct BrokerConfig {
     pub cache_bytes: u64,
     /// How often committed WAL ranges are rewritten into segments.
     pub compaction_interval: Duration,
+    /// Memory for the log cleaner's key map (`--cleaner-map-bytes`): a
+    /// partition with more keys than fit is cleaned in several passes.
+    pub cleaner_map_bytes: u64,
     /// How often retention (time and size) is applied.
     pub retention_check_interval: Duration,
     /// How long an unreferenced object is left before it is deleted.
@@ -137,6 +145,7 @@ impl BrokerConfig {
             tail_bytes_per_partition: 4 * 1024 * 1024,
             cache_bytes: 256 * 1024 * 1024,
             compaction_interval: Duration::from_secs(30),
+            cleaner_map_bytes: DEFAULT_CLEANER_MAP_BYTES,
             retention_check_interval: Duration::from_secs(30),
             orphan_grace: Duration::from_secs(60),
             group: crate::group::GroupConfig::default(),
@@ -155,8 +164,25 @@ pub enum TimestampType {
     LogAppendTime,
 }
 
+/// The log cleaner's topic settings (Kafka's names and meanings).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CleaningConfig {
+    /// `delete.retention.ms`: a tombstone stays this long after the
+    /// cleaning that first kept it.
+    pub delete_retention_ms: i64,
+    /// `min.compaction.lag.ms`: a segment holding a younger record is not
+    /// cleaned yet.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a partition whose oldest dirty segment is
+    /// this old is cleaned whatever its dirty ratio.
+    pub max_compaction_lag_ms: i64,
+    /// `min.cleanable.dirty.ratio`: cleaned when dirty bytes are at least
+    /// this share of the segments' bytes.
+    pub min_cleanable_dirty_ratio: f64,
+}
+
 /// The topic settings the broker's partition logs use.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LogConfig {
     pub max_message_bytes: usize,
     pub timestamp_type: TimestampType,
@@ -165,11 +191,14 @@ pub struct LogConfig {
     pub retention_bytes: Option<i64>,
     pub segment_bytes: u64,
     pub segment_ms: i64,
-    /// `cleanup.policy=compact` (without `delete`): compaction is not
-    /// built, so retention by time and size is skipped to keep every record.
+    /// `cleanup.policy=compact` (without `delete`): retention by time and
+    /// size does not apply.
     pub compact_only: bool,
-    /// `cleanup.policy` names `compact`: a record without a key is refused.
+    /// `cleanup.policy` names `compact`: a record without a key is refused,
+    /// and the log cleaner keeps the latest record of each key.
     pub compacted: bool,
+    /// What the log cleaner follows on a compacted topic.
+    pub cleaning: CleaningConfig,
     /// `compression.type`: the codec produced batches are recompressed
     /// into (`None`: `producer`, stored as sent).
     pub compression: Option<Compression>,
@@ -201,6 +230,12 @@ impl LogConfig {
             segment_ms: c.segment_ms().max(1),
             compact_only: c.compact_only(),
             compacted: c.compacted(),
+            cleaning: CleaningConfig {
+                delete_retention_ms: c.delete_retention_ms().max(0),
+                min_compaction_lag_ms: c.min_compaction_lag_ms().max(0),
+                max_compaction_lag_ms: c.max_compaction_lag_ms().max(1),
+                min_cleanable_dirty_ratio: c.min_cleanable_dirty_ratio().clamp(0.0, 1.0),
+            },
             compression: c.compression_type().map(codec_of),
         }
     }

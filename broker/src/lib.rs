@@ -15,6 +15,7 @@
 mod admission;
 mod backlog;
 pub mod broker;
+mod cleaner;
 pub mod config;
 pub mod error;
 mod flush;

@@ -153,8 +153,6 @@ pub(crate) struct LogState {
     /// The partition's transactions: open ones, the aborted index, and the
     /// events of batches sequenced but not committed yet.
     pub txns: PartitionTxnLog,
-    /// Retention was skipped for a compact-only topic and that was logged.
-    pub retention_skip_logged: bool,
 }
 
 /// Where a fetch finds its data, decided under the lock, read outside it.
@@ -261,7 +259,6 @@ impl PartitionLog {
                 index,
                 producers,
                 txns: PartitionTxnLog::from_committed(txns),
-                retention_skip_logged: false,
             }),
             hw_tx,
         }

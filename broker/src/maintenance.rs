@@ -3,6 +3,8 @@
 //! - compaction: committed WAL ranges are rewritten into per-partition
 //!   segments (`.log`, `.index`, `.timeindex`) and swapped in with one
 //!   metadata command per segment;
+//! - log cleaning: the segments of a compacted topic keep the latest record
+//!   of each key (see [`crate::cleaner`]);
 //! - retention: whole segments older than `retention.ms`, or beyond
 //!   `retention.bytes`, leave the log (the log start moves);
 //! - producer expiry: idempotent producers idle for `producer.id.expiration.ms`
@@ -19,11 +21,12 @@ use floe_storage::segment::{SegmentBuilder, write_segment};
 use floe_storage::{EndpointId, RangeRead};
 
 use crate::broker::Broker;
+use crate::cleaner::Cleaner;
 use crate::error::{BrokerError, Result};
 use crate::log::{PartitionLog, Status, StoredRange};
 
 /// Index entry every this many bytes of a segment.
-const INDEX_INTERVAL_BYTES: u64 = 4096;
+pub(crate) const INDEX_INTERVAL_BYTES: u64 = 4096;
 
 pub(crate) async fn run(b: Broker) {
     let cfg = b.inner.cfg.clone();
@@ -31,6 +34,7 @@ pub(crate) async fn run(b: Broker) {
     let mut next_retention = tokio::time::Instant::now() + cfg.retention_check_interval;
     let mut seen_unreferenced: HashMap<u64, Instant> = HashMap::new();
     let mut next_detach = tokio::time::Instant::now() + crate::log::TAIL_DETACH_AFTER;
+    let mut cleaner = Cleaner::default();
     loop {
         let next = next_compaction.min(next_retention).min(next_detach);
         tokio::select! {
@@ -50,9 +54,19 @@ pub(crate) async fn run(b: Broker) {
             next_detach = now + crate::log::TAIL_DETACH_AFTER;
         }
         if now >= next_compaction {
-            for log in b.logs() {
-                if let Err(e) = compact(&b, &log).await {
+            let logs = b.logs();
+            for log in &logs {
+                if let Err(e) = compact(&b, log).await {
                     tracing::warn!(partition = %log.key, error = %e, "compaction failed; will retry");
+                }
+            }
+            cleaner.retain(&logs);
+            for log in &logs {
+                if b.is_stopping() {
+                    return;
+                }
+                if let Err(e) = cleaner.clean(&b, log).await {
+                    tracing::warn!(partition = %log.key, error = %e, "log cleaning failed; will retry");
                 }
             }
             next_compaction = now + cfg.compaction_interval;
@@ -133,76 +147,103 @@ pub(crate) async fn compact(b: &Broker, log: &Arc<PartitionLog>) -> Result<usize
             builder.append(bytes)?;
         }
         let built = builder.finish()?;
-        let prefix = format!("segments/{}/{}", log.key.topic.0, log.key.partition);
-        let seg = write_segment(&b.inner.pool, &prefix, built).await?;
         let max_ts = g.iter().map(|r| r.max_timestamp).max().unwrap_or(-1);
-        let req = proto::ReplaceRangesRequest {
-            broker: b.id(),
-            partition: Some(convert::partition_msg(&log.key)),
+        swap_in(
+            b,
+            log,
             epoch,
-            first_offset,
-            last_offset,
-            max_timestamp: max_ts,
-            object: Some(convert::object_msg(&seg.log)),
-        };
-        let resp: proto::CommitResponse =
-            match b.inner.meta.call::<routes::ReplaceRanges>(req).await {
-                Ok(r) => r,
-                Err(e) => {
-                    // The segment is not referenced: delete it now.
-                    for o in [&seg.log, &seg.index, &seg.timeindex] {
-                        let _ = b.inner.pool.delete(o).await;
-                    }
-                    return Err(e.into());
-                }
-            };
-        let range = StoredRange {
-            first_offset,
-            last_offset,
-            max_timestamp: max_ts,
-            object: seg.log.clone(),
-            object_id: resp.object_id,
-            byte_start: 0,
-            byte_len: seg.log.size,
-            segment: Some(Arc::new(seg)),
-            committed_ms: now,
-        };
-        {
-            let mut st = log.lock();
-            if let (Some(i), Some(j)) = (
-                st.index.iter().position(|r| r.first_offset == first_offset),
-                st.index.iter().position(|r| r.last_offset == last_offset),
-            ) && i <= j
-            {
-                st.index.splice(i..=j, [range]);
-            }
-        }
+            (first_offset, last_offset, max_ts),
+            built,
+            false,
+        )
+        .await?;
         tracing::info!(partition = %log.key, first_offset, last_offset, "compacted WAL ranges into a segment");
         made += 1;
     }
     Ok(made)
 }
 
+/// Writes `built` as a segment of the partition and swaps it in for the
+/// index entries that cover exactly `first..=last` (one metadata command,
+/// ReplaceRanges; the objects it replaces are left to the sweeper). With
+/// `drop_tail`, committed batches the broker keeps in memory for those
+/// offsets are dropped too (their bytes changed: fetches go to the store).
+pub(crate) async fn swap_in(
+    b: &Broker,
+    log: &Arc<PartitionLog>,
+    epoch: u64,
+    (first_offset, last_offset, max_ts): (i64, i64, i64),
+    built: floe_storage::segment::BuiltSegment,
+    drop_tail: bool,
+) -> Result<()> {
+    let prefix = format!("segments/{}/{}", log.key.topic.0, log.key.partition);
+    let seg = write_segment(&b.inner.pool, &prefix, built).await?;
+    // The segment covers the entries it replaces, whatever offsets its
+    // first and last batches have.
+    let seg = floe_storage::segment::SegmentMeta {
+        base_offset: floe_storage::Offset(first_offset),
+        last_offset: floe_storage::Offset(last_offset),
+        max_timestamp: max_ts,
+        ..seg
+    };
+    let req = proto::ReplaceRangesRequest {
+        broker: b.id(),
+        partition: Some(convert::partition_msg(&log.key)),
+        epoch,
+        first_offset,
+        last_offset,
+        max_timestamp: max_ts,
+        object: Some(convert::object_msg(&seg.log)),
+    };
+    let resp: proto::CommitResponse = match b.inner.meta.call::<routes::ReplaceRanges>(req).await {
+        Ok(r) => r,
+        Err(e) => {
+            // The segment is not referenced: delete it now.
+            for o in [&seg.log, &seg.index, &seg.timeindex] {
+                let _ = b.inner.pool.delete(o).await;
+            }
+            return Err(e.into());
+        }
+    };
+    let range = StoredRange {
+        first_offset,
+        last_offset,
+        max_timestamp: max_ts,
+        object: seg.log.clone(),
+        object_id: resp.object_id,
+        byte_start: 0,
+        byte_len: seg.log.size,
+        segment: Some(Arc::new(seg)),
+        committed_ms: floe_metadata::clock::now_ms() as i64,
+    };
+    let mut st = log.lock();
+    if let (Some(i), Some(j)) = (
+        st.index.iter().position(|r| r.first_offset == first_offset),
+        st.index.iter().position(|r| r.last_offset == last_offset),
+    ) && i <= j
+    {
+        st.index.splice(i..=j, [range]);
+    }
+    if drop_tail {
+        while st
+            .tail
+            .front()
+            .is_some_and(|t| t.first_offset <= last_offset)
+        {
+            st.pop_tail();
+        }
+    }
+    Ok(())
+}
+
 /// Deletes whole segments by `retention.ms` and `retention.bytes` (never the
 /// newest entry of the log). A compact-only topic (`cleanup.policy=compact`)
-/// is skipped: log compaction is not built, and deleting by time or size
-/// would lose the latest value of keys that compaction would keep.
+/// is skipped, as in Kafka: the cleaner keeps the latest value of each key,
+/// which deleting by time or size would lose (`compact,delete` does both).
 pub(crate) async fn apply_retention(b: &Broker, log: &Arc<PartitionLog>) -> Result<Option<i64>> {
     let (epoch, start, new_start) = {
-        let mut st = log.lock();
-        if st.status != Status::Active || st.index.len() < 2 {
-            return Ok(None);
-        }
-        if st.config.compact_only {
-            let limited = st.config.retention_ms.is_some() || st.config.retention_bytes.is_some();
-            if limited && !st.retention_skip_logged {
-                st.retention_skip_logged = true;
-                tracing::info!(
-                    partition = %log.key,
-                    topic = %log.topic,
-                    "cleanup.policy=compact: log compaction is not built, so retention.ms and retention.bytes are not applied; the topic keeps every record"
-                );
-            }
+        let st = log.lock();
+        if st.status != Status::Active || st.index.len() < 2 || st.config.compact_only {
             return Ok(None);
         }
         let now = floe_metadata::clock::now_ms() as i64;

@@ -210,8 +210,113 @@ async fn offsets_by_time_validation_and_acks() {
     b.shutdown().await;
 }
 
-/// Log compaction is not built: a compact-only topic keeps every record
-/// whatever its retention settings say, while `compact,delete` still
+/// Log compaction keeps the latest record of each key at its offset; a
+/// fetch from an offset compacted away answers from the next batch, and a
+/// tombstone goes once delete.retention.ms has passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cleaner_keeps_the_latest_record_of_each_key() {
+    let env = Cluster::start().await;
+    let topic = env
+        .create_topic(
+            "cleaned",
+            1,
+            &[
+                ("cleanup.policy", "compact"),
+                ("segment.bytes", "1000"),
+                ("delete.retention.ms", "0"),
+            ],
+        )
+        .await;
+    let key = PartitionKey::new(topic, 0);
+    let b = env.broker(|_| {}).await;
+    wait_owned(&b, key).await;
+    let one = |k: &str, v: Option<&str>, codec| {
+        let mut x = BatchBuilder::new(0, 1_000);
+        x.push(RecordSpec::new(
+            Some(k.as_bytes().to_vec()),
+            v.map(|v| v.as_bytes().to_vec()),
+            0,
+        ));
+        x.build(codec).unwrap()
+    };
+    for i in 0..40 {
+        let v = format!("v{i}-{}", "p".repeat(60));
+        let codec = if i % 2 == 0 {
+            Compression::Zstd
+        } else {
+            Compression::None
+        };
+        b.produce(
+            &key,
+            &one(&format!("k{}", i % 4), Some(&v), codec),
+            Acks::All,
+        )
+        .await
+        .unwrap();
+    }
+    // k3's last value is deleted; offset 41 keeps the log's end a record.
+    b.produce(&key, &one("k3", None, Compression::None), Acks::All)
+        .await
+        .unwrap();
+    b.produce(&key, &one("k0", Some("last"), Compression::None), Acks::All)
+        .await
+        .unwrap();
+    assert!(b.compact_now().await.unwrap() >= 3, "several segments");
+    assert_eq!(b.clean_now().await.unwrap(), 38);
+    let got = read_all_keys(&b, &key, 0).await;
+    let want: Vec<(i64, String, Option<String>)> = vec![
+        (37, "k1".into(), Some(format!("v37-{}", "p".repeat(60)))),
+        (38, "k2".into(), Some(format!("v38-{}", "p".repeat(60)))),
+        (40, "k3".into(), None),
+        (41, "k0".into(), Some("last".into())),
+    ];
+    assert_eq!(got, want);
+    // From inside a gap: the next batch.
+    assert_eq!(read_all_keys(&b, &key, 5).await, want);
+    assert_eq!(read_all_keys(&b, &key, 39).await, want[2..]);
+    // Every record has timestamp 1000: by time, the first one kept.
+    let at = b
+        .list_offset(&key, OffsetSpec::Timestamp(1_000))
+        .await
+        .unwrap();
+    assert_eq!(at.offset, 37);
+    // The tombstone's horizon (delete.retention.ms = 0) has passed at the
+    // next cleaning.
+    assert_eq!(b.clean_now().await.unwrap(), 1);
+    let got = read_all_keys(&b, &key, 0).await;
+    assert_eq!(got, [want[0].clone(), want[1].clone(), want[3].clone()]);
+    b.shutdown().await;
+}
+
+/// Every record from `offset` on as (offset, key, value).
+async fn read_all_keys(
+    b: &Broker,
+    key: &PartitionKey,
+    mut offset: i64,
+) -> Vec<(i64, String, Option<String>)> {
+    let hw = b.log(key).unwrap().offsets().1;
+    let mut out = Vec::new();
+    let text = |x: Option<bytes::Bytes>| x.map(|x| String::from_utf8(x.to_vec()).unwrap());
+    while offset < hw {
+        let d = b.fetch(key, offset, 64 * 1024).await.unwrap();
+        assert!(!d.records.is_empty(), "nothing at {offset} below {hw}");
+        let all = bytes::Bytes::from(joined(&d));
+        for item in BatchIter::new(&all, usize::MAX) {
+            let (at, view) = item.unwrap();
+            let raw = all.slice(at..at + view.size());
+            for r in decode_records(&raw, 1 << 20).unwrap() {
+                if r.offset >= offset {
+                    out.push((r.offset, text(r.key).unwrap(), text(r.value)));
+                }
+            }
+            offset = view.next_offset();
+        }
+    }
+    out
+}
+
+/// A compact-only topic is never deleted by retention (the cleaner keeps
+/// the latest record of each key instead), while `compact,delete` still
 /// deletes by size as Kafka does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compact_only_topics_skip_time_and_size_retention() {

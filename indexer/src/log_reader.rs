@@ -120,6 +120,13 @@ impl LogReader {
         if out.next_offset == from {
             out.next_offset = read.next_offset.unwrap_or(from);
         }
+        if read.next_offset.is_none() && read.stopped.is_none() {
+            // No batch in the ranges read: offsets a log compaction removed
+            // at their end. The next read starts after them.
+            if let Some(e) = idx.entries.iter().rev().find(|e| e.first_offset < until) {
+                out.next_offset = out.next_offset.max((e.last_offset + 1).min(until));
+            }
+        }
         Ok(out)
     }
 }

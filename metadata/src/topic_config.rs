@@ -37,6 +37,14 @@ fn one_of(v: &str, allowed: &[&str]) -> Result<(), String> {
     }
 }
 
+fn ratio(v: &str) -> Result<(), String> {
+    match v.parse::<f64>() {
+        Ok(x) if (0.0..=1.0).contains(&x) => Ok(()),
+        Ok(x) => Err(format!("{x} is not between 0 and 1")),
+        Err(_) => Err(format!("{v:?} is not a number")),
+    }
+}
+
 /// The values of `compression.type`, as Kafka names them.
 pub const COMPRESSION_TYPES: [&str; 6] =
     ["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"];
@@ -67,7 +75,7 @@ const KEYS: &[Key] = &[
             v.split(',')
                 .try_for_each(|p| one_of(p.trim(), &["delete", "compact"]))
         },
-        doc: "delete (by retention) and/or compact; compaction is not built, so a compact-only topic keeps everything (retention.ms/bytes do not apply to it)",
+        doc: "delete (by retention.ms/retention.bytes) and/or compact (keep the latest record of each key); a compact-only topic is never deleted by retention",
     },
     Key {
         name: "compression.type",
@@ -100,10 +108,22 @@ const KEYS: &[Key] = &[
         doc: "minimum age before a record may be compacted",
     },
     Key {
+        name: "max.compaction.lag.ms",
+        default: "9223372036854775807",
+        check: |v| at_least(v, 1),
+        doc: "longest a record may stay uncompacted: a compacted partition whose oldest dirty segment is older is cleaned whatever its dirty ratio",
+    },
+    Key {
+        name: "min.cleanable.dirty.ratio",
+        default: "0.5",
+        check: ratio,
+        doc: "a compacted partition is cleaned when its dirty (not yet cleaned) bytes are at least this share of its segments' bytes",
+    },
+    Key {
         name: "delete.retention.ms",
         default: "86400000",
         check: |v| at_least(v, 0),
-        doc: "how long delete tombstones are kept",
+        doc: "how long a delete tombstone stays in a compacted topic after the cleaning that first kept it",
     },
     Key {
         name: "export.enabled",
@@ -240,6 +260,24 @@ impl TopicConfig {
         self.get_i64("segment.ms")
     }
 
+    pub fn delete_retention_ms(&self) -> i64 {
+        self.get_i64("delete.retention.ms")
+    }
+
+    pub fn min_compaction_lag_ms(&self) -> i64 {
+        self.get_i64("min.compaction.lag.ms")
+    }
+
+    pub fn max_compaction_lag_ms(&self) -> i64 {
+        self.get_i64("max.compaction.lag.ms")
+    }
+
+    pub fn min_cleanable_dirty_ratio(&self) -> f64 {
+        self.get("min.cleanable.dirty.ratio")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.5)
+    }
+
     /// Whether `cleanup.policy` names `compact` (alone or with `delete`):
     /// every record produced to the topic needs a key, as in Kafka.
     pub fn compacted(&self) -> bool {
@@ -248,9 +286,8 @@ impl TopicConfig {
     }
 
     /// Whether `cleanup.policy` asks for compaction and not deletion
-    /// (`compact` alone). Log compaction is not built: such a topic keeps
-    /// all its records, as `retention.ms`/`retention.bytes` do not apply to
-    /// a compacted topic in Kafka either (`compact,delete` deletes by both).
+    /// (`compact` alone): `retention.ms`/`retention.bytes` do not apply, as
+    /// in Kafka (`compact,delete` compacts and deletes by both).
     pub fn compact_only(&self) -> bool {
         let policy = self.get("cleanup.policy").unwrap_or("delete");
         let mut parts = policy.split(',').map(str::trim);
@@ -384,6 +421,22 @@ mod tests {
     }
 
     #[test]
+    fn compaction_settings_have_kafkas_defaults() {
+        let c = TopicConfig::default();
+        assert_eq!(c.delete_retention_ms(), 86_400_000);
+        assert_eq!(c.min_compaction_lag_ms(), 0);
+        assert_eq!(c.max_compaction_lag_ms(), i64::MAX);
+        assert_eq!(c.min_cleanable_dirty_ratio(), 0.5);
+        let c = TopicConfig::from_settings(&m(&[
+            ("min.cleanable.dirty.ratio", "0.01"),
+            ("max.compaction.lag.ms", "1000"),
+        ]))
+        .unwrap();
+        assert_eq!(c.min_cleanable_dirty_ratio(), 0.01);
+        assert_eq!(c.max_compaction_lag_ms(), 1000);
+    }
+
+    #[test]
     fn described_pairs_keep_what_passes_the_checks_one_by_one() {
         let c = TopicConfig::from_described([
             ("retention.ms", "1000"),
@@ -413,6 +466,10 @@ mod tests {
             m(&[("message.timestamp.type", "Whenever")]),
             m(&[("compression.type", "brotli")]),
             m(&[("compression.type", "none")]),
+            m(&[("min.cleanable.dirty.ratio", "1.5")]),
+            m(&[("min.cleanable.dirty.ratio", "half")]),
+            m(&[("max.compaction.lag.ms", "0")]),
+            m(&[("delete.retention.ms", "-1")]),
             m(&[("max.message.bytes", "99999999999")]),
             m(&[("no.such.key", "1")]),
             m(&[("retention.ms", "5"), ("segment.bytes", "1")]),

@@ -32,25 +32,25 @@ pub const HEADER_LEN: usize = 61;
 /// The only record-batch format Floe stores.
 pub const MAGIC_V2: u8 = 2;
 
-const BASE_OFFSET_AT: usize = 0;
-const LENGTH_AT: usize = 8;
-const LEADER_EPOCH_AT: usize = 12;
-const MAGIC_AT: usize = 16;
-const CRC_AT: usize = 17;
-const ATTRIBUTES_AT: usize = 21;
-const LAST_OFFSET_DELTA_AT: usize = 23;
-const FIRST_TIMESTAMP_AT: usize = 27;
-const MAX_TIMESTAMP_AT: usize = 35;
-const PRODUCER_ID_AT: usize = 43;
-const PRODUCER_EPOCH_AT: usize = 51;
-const BASE_SEQUENCE_AT: usize = 53;
-const RECORD_COUNT_AT: usize = 57;
+pub(crate) const BASE_OFFSET_AT: usize = 0;
+pub(crate) const LENGTH_AT: usize = 8;
+pub(crate) const LEADER_EPOCH_AT: usize = 12;
+pub(crate) const MAGIC_AT: usize = 16;
+pub(crate) const CRC_AT: usize = 17;
+pub(crate) const ATTRIBUTES_AT: usize = 21;
+pub(crate) const LAST_OFFSET_DELTA_AT: usize = 23;
+pub(crate) const FIRST_TIMESTAMP_AT: usize = 27;
+pub(crate) const MAX_TIMESTAMP_AT: usize = 35;
+pub(crate) const PRODUCER_ID_AT: usize = 43;
+pub(crate) const PRODUCER_EPOCH_AT: usize = 51;
+pub(crate) const BASE_SEQUENCE_AT: usize = 53;
+pub(crate) const RECORD_COUNT_AT: usize = 57;
 
-const COMPRESSION_MASK: u16 = 0x07;
-const TIMESTAMP_TYPE_BIT: u16 = 0x08;
-const TRANSACTIONAL_BIT: u16 = 0x10;
-const CONTROL_BIT: u16 = 0x20;
-const DELETE_HORIZON_BIT: u16 = 0x40;
+pub(crate) const COMPRESSION_MASK: u16 = 0x07;
+pub(crate) const TIMESTAMP_TYPE_BIT: u16 = 0x08;
+pub(crate) const TRANSACTIONAL_BIT: u16 = 0x10;
+pub(crate) const CONTROL_BIT: u16 = 0x20;
+pub(crate) const DELETE_HORIZON_BIT: u16 = 0x40;
 
 /// Why a byte string is not a valid record batch.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

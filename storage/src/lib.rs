@@ -18,12 +18,14 @@
 //!   of a WAL object or segment (what the broker and the indexer both read).
 //! - [`control`]: transaction markers (COMMIT/ABORT control batches).
 //! - [`crc`]: CRC-32C of concatenated byte strings from their own CRCs.
+//! - [`clean`]: log compaction's key map and batch rewriting.
 //!
 //! The byte layouts are specified in `docs/storage.md`.
 
 pub mod backend;
 pub mod batch;
 pub mod cache;
+pub mod clean;
 pub mod committed;
 pub mod control;
 pub mod crc;

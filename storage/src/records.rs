@@ -536,7 +536,7 @@ pub struct BatchBuilder {
     records: Vec<RecordSpec>,
 }
 
-fn put_varlong(buf: &mut BytesMut, v: i64) {
+pub(crate) fn put_varlong(buf: &mut BytesMut, v: i64) {
     let mut z = ((v << 1) ^ (v >> 63)) as u64;
     while z >= 0x80 {
         buf.put_u8((z as u8) | 0x80);

@@ -322,6 +322,17 @@ impl SegmentBuilder {
         }
     }
 
+    /// A builder for a segment that starts at `base_offset` even if its
+    /// first batch starts later (a cleaned segment whose first records were
+    /// compacted away keeps the offsets it covers: its index is relative to
+    /// `base_offset`).
+    pub fn with_base(index_interval_bytes: u64, base_offset: i64) -> Self {
+        let mut b = Self::new(index_interval_bytes);
+        b.base = Some(base_offset);
+        b.last = base_offset.saturating_sub(1);
+        b
+    }
+
     pub fn size(&self) -> u64 {
         self.pos
     }
@@ -405,6 +416,7 @@ impl SegmentBuilder {
     pub fn finish(self) -> Result<BuiltSegment> {
         let base = self
             .base
+            .filter(|_| !self.log.is_empty())
             .ok_or_else(|| StorageError::invalid("empty segment"))?;
         Ok(BuiltSegment {
             base_offset: Offset(base),
@@ -944,6 +956,23 @@ mod tests {
             }
         }
         assert!(errors > 0);
+    }
+
+    #[tokio::test]
+    async fn a_segment_based_before_its_first_batch_reads_from_that_batch() {
+        let (pool, _, bs) = stored(10, 100).await;
+        let mut b = SegmentBuilder::with_base(100, 900);
+        assert!(SegmentBuilder::with_base(100, 900).finish().is_err());
+        for x in &bs {
+            b.append(x.clone()).unwrap();
+        }
+        let built = b.finish().unwrap();
+        assert_eq!(built.base_offset, Offset(900));
+        let meta = write_segment(&pool, "seg/t/1", built).await.unwrap();
+        let reader = SegmentReader::new(&pool, 1 << 20);
+        let got = reader.read(&meta, Offset(950), 1).await.unwrap().unwrap();
+        assert_eq!(&got.bytes[..], &bs[0][..]);
+        assert_eq!(got.first_offset, Offset(1000));
     }
 
     #[test]

@@ -42,6 +42,7 @@ const TYPE_STRING: i8 = 2;
 const TYPE_INT: i8 = 3;
 const TYPE_SHORT: i8 = 4;
 const TYPE_LONG: i8 = 5;
+const TYPE_DOUBLE: i8 = 6;
 const TYPE_LIST: i8 = 7;
 
 /// IncrementalAlterConfigs operations.
@@ -62,6 +63,8 @@ const TOPIC_CONFIG_TYPES: &[(&str, i8)] = &[
     ("segment.bytes", TYPE_INT),
     ("segment.ms", TYPE_LONG),
     ("min.compaction.lag.ms", TYPE_LONG),
+    ("max.compaction.lag.ms", TYPE_LONG),
+    ("min.cleanable.dirty.ratio", TYPE_DOUBLE),
     ("delete.retention.ms", TYPE_LONG),
     ("export.enabled", TYPE_BOOLEAN),
     ("export.index", TYPE_STRING),
