@@ -10,6 +10,8 @@
 //!   group's coordinator, here or over [`rpc`].
 //! - [`rpc`]: the internal RPC, its route table, server and client.
 //! - [`txn`]: the transaction coordinator (not wired in yet).
+//! - [`share`]: share groups (KIP-932), the share-partition state machine
+//!   (not wired in yet).
 
 mod admission;
 mod backlog;
@@ -27,6 +29,7 @@ mod metrics;
 pub mod owner;
 pub mod producer;
 pub mod rpc;
+pub mod share;
 mod tasks;
 pub mod txn;
 
