@@ -4,9 +4,16 @@
 //! - [`partition`]: one share group's state on one partition (the
 //!   in-flight window of records, their locks, states and delivery counts),
 //!   held by the partition's owner. Not wired into the broker yet.
+//! - [`group`]: one share group's membership and assignment (ShareGroup-
+//!   Heartbeat, ShareGroupDescribe), held by its coordinator shard's owner.
 
+pub mod group;
 pub mod partition;
 
+pub use group::{
+    Assignment, DescribedShareMember, Heartbeat, HeartbeatAnswer, ShareGroup, ShareGroupConfig,
+    ShareGroupDescription, ShareGroupError, ShareGroupState, TopicInfo,
+};
 pub use partition::{
     AckBatch, AckType, Acquired, Backoff, DurableState, MemberId, ShareConfig, ShareError,
     SharePartition, ShareSnapshot, SnapshotRange,
