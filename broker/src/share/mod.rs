@@ -6,9 +6,12 @@
 //!   held by the partition's owner. Not wired into the broker yet.
 //! - [`group`]: one share group's membership and assignment (ShareGroup-
 //!   Heartbeat, ShareGroupDescribe), held by its coordinator shard's owner.
+//! - [`service`]: both, in memory, for the proxy of `floe standalone`
+//!   (behind `--share-groups`).
 
 pub mod group;
 pub mod partition;
+pub mod service;
 
 pub use group::{
     Assignment, DescribedShareMember, Heartbeat, HeartbeatAnswer, ShareGroup, ShareGroupConfig,
@@ -18,3 +21,4 @@ pub use partition::{
     AckBatch, AckType, Acquired, Backoff, DurableState, MemberId, ShareConfig, ShareError,
     SharePartition, ShareSnapshot, SnapshotRange,
 };
+pub use service::{AutoOffsetReset, ShareFetched, ShareService};

@@ -288,16 +288,28 @@ impl SharePartition {
         self.start + self.window.len() as i64
     }
 
-    /// Acquires up to `max_records` records for `member`, locked until
-    /// `now_ms + lock duration`: first records available again (released,
-    /// expired; those whose backoff has passed), oldest first, then new
-    /// offsets from the end offset up to `high_watermark` (exclusive), as
-    /// far as the in-flight cap allows. Expired locks are released first.
+    /// The first offset an acquire at `now_ms` would take: the oldest
+    /// record available again, else the end offset (expired locks are
+    /// released first). The caller reads the log from there.
+    pub fn first_acquirable(&mut self, now_ms: u64) -> Offset {
+        self.expire(now_ms);
+        let due = self.window.iter().position(|slot| {
+            matches!(slot, Slot::Available { not_before_ms, .. } if *not_before_ms <= now_ms)
+        });
+        Offset(due.map_or(self.end(), |i| self.start + i as i64))
+    }
+
+    /// Acquires up to `max_records` records below `limit` (the high
+    /// watermark, or the end of the batches the caller read) for `member`,
+    /// locked until `now_ms + lock duration`: first records available again
+    /// (released, expired; those whose backoff has passed), oldest first,
+    /// then new offsets from the end offset, as far as the in-flight cap
+    /// allows. Expired locks are released first.
     pub fn acquire(
         &mut self,
         member: &MemberId,
         max_records: u32,
-        high_watermark: Offset,
+        limit: Offset,
         now_ms: u64,
     ) -> Vec<Acquired> {
         self.expire(now_ms);
@@ -305,7 +317,7 @@ impl SharePartition {
         let mut left = max_records as usize;
         let mut out = Ranges::default();
         for (i, slot) in self.window.iter_mut().enumerate() {
-            if left == 0 {
+            if left == 0 || self.start + i as i64 >= limit.0 {
                 break;
             }
             if let Slot::Available {
@@ -325,7 +337,7 @@ impl SharePartition {
             }
         }
         let cap = self.config.max_record_locks as usize;
-        while left > 0 && self.end() < high_watermark.0 && self.window.len() < cap {
+        while left > 0 && self.end() < limit.0 && self.window.len() < cap {
             let offset = self.end();
             self.window.push_back(Slot::Acquired {
                 deliveries: 1,

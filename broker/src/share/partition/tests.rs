@@ -85,6 +85,18 @@ fn acquire_stops_at_the_record_lock_cap_and_resumes_when_the_window_moves() {
 }
 
 #[test]
+fn first_acquirable_is_the_oldest_due_redelivery_else_the_end() {
+    let mut sp = acquired(4, &a());
+    assert_eq!(sp.first_acquirable(0), Offset(4));
+    sp.acknowledge(&a(), &AckBatch::all(2, 2, AckType::Release), 0)
+        .unwrap();
+    assert_eq!(sp.first_acquirable(0), Offset(2));
+    // Redeliveries at or past the limit are left for a later read.
+    assert_eq!(sp.acquire(&b(), 10, Offset(2), 0), vec![]);
+    assert_eq!(sp.first_acquirable(5_000), Offset(0));
+}
+
+#[test]
 fn two_members_never_acquire_the_same_record() {
     let mut sp = SharePartition::new(config(), Offset(0));
     assert_eq!(sp.acquire(&a(), 3, Offset(8), 0), vec![range(0, 2, 1)]);

@@ -1,0 +1,270 @@
+//! Share groups served in one process: the share groups' membership (as
+//! their coordinator) and the share-partitions (as the partitions' owner),
+//! in memory, over any [`PartitionOwner`] for the records.
+//!
+//! This first stretch runs where the partition owner and the coordinator
+//! are the proxy's own broker (`floe standalone`); the next one moves the
+//! share-partitions into [`crate::Broker`] behind the internal RPC and makes
+//! their state durable (`docs/queues.md`).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::{Bytes, BytesMut};
+use floe_storage::PartitionKey;
+use floe_types::Offset;
+
+use super::group::{
+    Heartbeat, HeartbeatAnswer, ShareGroup, ShareGroupConfig, ShareGroupDescription,
+    ShareGroupError, TopicInfo,
+};
+use super::partition::{AckBatch, Acquired, MemberId, ShareConfig, ShareError, SharePartition};
+use crate::broker::OffsetSpec;
+use crate::error::CallError;
+use crate::owner::PartitionOwner;
+
+/// Where a new share-partition starts (the group's
+/// `share.auto.offset.reset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AutoOffsetReset {
+    Earliest,
+    /// Kafka's default: only records produced from now on.
+    #[default]
+    Latest,
+}
+
+/// What one ShareFetch got from one partition.
+#[derive(Debug, Default)]
+pub struct ShareFetched {
+    /// Whole batches holding the acquired records (and possibly others,
+    /// which the client skips: it delivers only acquired offsets).
+    pub records: Bytes,
+    pub acquired: Vec<Acquired>,
+}
+
+/// Share groups and share-partitions of this process.
+#[derive(Debug)]
+pub struct ShareService {
+    partition_config: ShareConfig,
+    group_config: ShareGroupConfig,
+    reset: AutoOffsetReset,
+    groups: Mutex<HashMap<String, ShareGroup>>,
+    partitions: Mutex<HashMap<(String, PartitionKey), SharePartition>>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The offset just past the last batch of `records` (whole batches in
+/// offset order, as a fetch returns them); `None` if none is whole.
+fn end_of_batches(records: &[u8]) -> Option<i64> {
+    let mut pos = 0usize;
+    let mut end = None;
+    while let Some(header) = records.get(pos..pos + 27) {
+        let base = i64::from_be_bytes(header[0..8].try_into().ok()?);
+        let len = i32::from_be_bytes(header[8..12].try_into().ok()?);
+        let delta = i32::from_be_bytes(header[23..27].try_into().ok()?);
+        let size = usize::try_from(len).ok()?.checked_add(12)?;
+        if records.len() < pos + size {
+            break;
+        }
+        end = Some(base + i64::from(delta) + 1);
+        pos += size;
+    }
+    end
+}
+
+impl ShareService {
+    pub fn new(
+        partition_config: ShareConfig,
+        group_config: ShareGroupConfig,
+        reset: AutoOffsetReset,
+    ) -> Self {
+        Self {
+            partition_config,
+            group_config,
+            reset,
+            groups: Mutex::new(HashMap::new()),
+            partitions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn lock_duration_ms(&self) -> u64 {
+        self.partition_config.lock_duration_ms
+    }
+
+    /// A ShareGroupHeartbeat; members that timed out release their records.
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        hb: &Heartbeat,
+        topics: &dyn Fn(&str) -> Option<TopicInfo>,
+    ) -> Result<HeartbeatAnswer, ShareGroupError> {
+        let now = now_ms();
+        let (answer, mut gone) = {
+            let mut groups = lock(&self.groups);
+            let group = groups
+                .entry(group_id.to_owned())
+                .or_insert_with(|| ShareGroup::new(group_id, self.group_config));
+            let gone = group.expire(now, topics);
+            (group.heartbeat(hb, now, topics), gone)
+        };
+        if hb.member_epoch == -1 && answer.is_ok() {
+            gone.push(hb.member_id.clone());
+        }
+        for member in &gone {
+            self.release_member(group_id, member);
+        }
+        answer
+    }
+
+    pub fn describe(&self, group_id: &str) -> Option<ShareGroupDescription> {
+        lock(&self.groups).get(group_id).map(ShareGroup::describe)
+    }
+
+    /// Whether `member` is in `group_id` now.
+    pub fn has_member(&self, group_id: &str, member: &MemberId) -> bool {
+        lock(&self.groups)
+            .get(group_id)
+            .is_some_and(|g| g.has_member(member))
+    }
+
+    /// Releases every record `member` holds in `group_id` (its share session
+    /// closed, or it left).
+    pub fn release_member(&self, group_id: &str, member: &MemberId) {
+        let now = now_ms();
+        for ((g, _), sp) in lock(&self.partitions).iter_mut() {
+            if g == group_id {
+                sp.release_member(member, now);
+            }
+        }
+    }
+
+    /// Applies a member's acknowledgements on one partition, batch by batch;
+    /// the first refusal is answered (the batches before it stand, as in
+    /// Kafka).
+    pub fn acknowledge(
+        &self,
+        group_id: &str,
+        key: &PartitionKey,
+        member: &MemberId,
+        batches: &[AckBatch],
+    ) -> Result<(), ShareError> {
+        let now = now_ms();
+        let mut partitions = lock(&self.partitions);
+        let Some(sp) = partitions.get_mut(&(group_id.to_owned(), *key)) else {
+            return match batches.first() {
+                Some(b) => Err(ShareError::InvalidRecordState { offset: b.first }),
+                None => Ok(()),
+            };
+        };
+        let mut result = Ok(());
+        for batch in batches {
+            if let Err(e) = sp.acknowledge(member, batch, now)
+                && result.is_ok()
+            {
+                result = Err(e);
+            }
+        }
+        result
+    }
+
+    /// Acquires up to `max_records` records of one partition for `member`
+    /// and reads the batches holding them (up to `max_bytes`, at least one
+    /// batch). A share-partition seen for the first time starts at the
+    /// log's start or end (`share.auto.offset.reset`).
+    pub async fn fetch(
+        &self,
+        owner: &dyn PartitionOwner,
+        group_id: &str,
+        key: &PartitionKey,
+        member: &MemberId,
+        max_records: u32,
+        max_bytes: usize,
+    ) -> Result<ShareFetched, CallError> {
+        let id = (group_id.to_owned(), *key);
+        let exists = lock(&self.partitions).contains_key(&id);
+        if !exists {
+            let spec = match self.reset {
+                AutoOffsetReset::Earliest => OffsetSpec::Earliest,
+                AutoOffsetReset::Latest => OffsetSpec::Latest,
+            };
+            let (start, _) = owner.list_offset(key, spec, None).await?;
+            lock(&self.partitions).entry(id.clone()).or_insert_with(|| {
+                SharePartition::new(self.partition_config, Offset(start.offset))
+            });
+        }
+        let from = match lock(&self.partitions).get_mut(&id) {
+            Some(sp) => sp.first_acquirable(now_ms()),
+            None => return Ok(ShareFetched::default()),
+        };
+        let data = owner.fetch(key, from.0, max_bytes.max(1), None).await?;
+        if data.high_watermark <= from.0 || data.records.is_empty() {
+            return Ok(ShareFetched::default());
+        }
+        let mut buf = BytesMut::with_capacity(data.bytes());
+        for piece in &data.records {
+            buf.extend_from_slice(piece);
+        }
+        let records = buf.freeze();
+        let limit = end_of_batches(&records)
+            .map_or(data.high_watermark, |end| end.min(data.high_watermark));
+        let acquired = match lock(&self.partitions).get_mut(&id) {
+            Some(sp) => {
+                sp.advance_log_start(Offset(data.log_start_offset));
+                sp.acquire(member, max_records, Offset(limit), now_ms())
+            }
+            None => Vec::new(),
+        };
+        if acquired.is_empty() {
+            return Ok(ShareFetched::default());
+        }
+        Ok(ShareFetched { records, acquired })
+    }
+
+    /// The earliest moment a share-partition of `group_id` on `key` has a
+    /// lock to expire or a backoff to end, for a fetch waiting for records.
+    pub fn next_deadline_ms(&self, group_id: &str, key: &PartitionKey) -> Option<u64> {
+        lock(&self.partitions)
+            .get(&(group_id.to_owned(), *key))
+            .and_then(|sp| sp.next_deadline(now_ms()))
+    }
+
+    /// Now, on the clock locks run on.
+    pub fn now_ms(&self) -> u64 {
+        now_ms()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::end_of_batches;
+
+    fn header(base: i64, records: i32, body: usize) -> Vec<u8> {
+        let mut b = vec![0u8; 61 + body];
+        b[0..8].copy_from_slice(&base.to_be_bytes());
+        let len = i32::try_from(b.len() - 12).unwrap();
+        b[8..12].copy_from_slice(&len.to_be_bytes());
+        b[23..27].copy_from_slice(&(records - 1).to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn the_end_of_batches_is_past_the_last_whole_batch() {
+        let mut two = header(10, 3, 5);
+        two.extend(header(13, 2, 0));
+        assert_eq!(end_of_batches(&two), Some(15));
+        let cut = &two[..two.len() - 1];
+        assert_eq!(end_of_batches(cut), Some(13));
+        assert_eq!(end_of_batches(&two[..20]), None);
+        assert_eq!(end_of_batches(&[]), None);
+    }
+}
