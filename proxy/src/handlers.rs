@@ -76,9 +76,21 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeCluster, 0, 1),
 ];
 
-/// The lowest version of each key this proxy can decode (Produce: 3).
-pub fn decodable(key: ApiKey, version: i16) -> bool {
-    SUPPORTED.iter().any(|(k, min, max)| {
+/// The keys and versions this proxy answers: [`SUPPORTED`], and the share
+/// APIs with `--share-groups` (`share`).
+fn answered(share: bool) -> impl Iterator<Item = &'static (ApiKey, i16, i16)> {
+    let share_apis: &[(ApiKey, i16, i16)] = if share {
+        crate::share::SHARE_SUPPORTED
+    } else {
+        &[]
+    };
+    SUPPORTED.iter().chain(share_apis)
+}
+
+/// The lowest version of each key this proxy can decode (Produce: 3); the
+/// share APIs only with `share` (`--share-groups`).
+pub fn decodable(key: ApiKey, version: i16, share: bool) -> bool {
+    answered(share).any(|(k, min, max)| {
         *k == key && version <= *max && version >= (*min).max(key.valid_versions().min)
     })
 }
@@ -115,6 +127,9 @@ pub struct Context {
     /// Owners whose address refused a connection, reported to the metadata
     /// service (at most once a second per address).
     pub down_reports: DownReports,
+    /// Share groups (`--share-groups`; `floe standalone` only for now):
+    /// `None` leaves the share APIs out of ApiVersions.
+    pub share: Option<Arc<crate::share::ShareContext>>,
 }
 
 /// Reports of owners whose address refused a connection: the process is
@@ -309,11 +324,10 @@ fn topic_name(v: &str) -> TopicName {
     TopicName(s(v))
 }
 
-pub fn api_versions(error: i16) -> ApiVersionsResponse {
+pub fn api_versions(error: i16, share: bool) -> ApiVersionsResponse {
     let mut r = ApiVersionsResponse::default();
     r.error_code = error;
-    r.api_keys = SUPPORTED
-        .iter()
+    r.api_keys = answered(share)
         .map(|(k, min, max)| {
             let mut v = ApiVersion::default();
             v.api_key = *k as i16;
@@ -600,7 +614,15 @@ impl Context {
             .filter(|ts| version >= 1 || !ts.is_empty())
             .map(|ts| {
                 ts.iter()
-                    .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
+                    .filter_map(|t| match &t.name {
+                        Some(n) => Some(n.0.to_string()),
+                        // v10+: a topic asked by id (share consumers do);
+                        // an unknown id is left out.
+                        None => snap
+                            .by_id
+                            .get(&floe_types::TopicId(t.topic_id))
+                            .map(|info| info.name.clone()),
+                    })
                     .collect()
             });
         // Auto-create topics that do not exist (Kafka's auto.create.topics.enable).

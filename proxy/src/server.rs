@@ -367,14 +367,14 @@ async fn serve(
             let key = ApiKey::try_from(prefix.api_key).ok();
             // ApiVersions is answered at any version (KIP-511): an unknown
             // version gets the v0 answer with UNSUPPORTED_VERSION.
-            if key == Some(ApiKey::ApiVersions) && !handlers::decodable(ApiKey::ApiVersions, prefix.api_version) {
+            if key == Some(ApiKey::ApiVersions) && !handlers::decodable(ApiKey::ApiVersions, prefix.api_version, false) {
                 metrics::api_request(ApiKey::ApiVersions);
-                let body = ResponseKind::ApiVersions(handlers::api_versions(ResponseError::UnsupportedVersion.code()));
+                let body = ResponseKind::ApiVersions(handlers::api_versions(ResponseError::UnsupportedVersion.code(), ctx.share.is_some()));
                 let out = codec::encode_response(ApiKey::ApiVersions, 0, prefix.correlation_id, &body)?;
                 let _ = otx.send(Some(codec::Frame::One(out)));
                 continue;
             }
-            let Some(key) = key.filter(|k| handlers::decodable(*k, prefix.api_version)) else {
+            let Some(key) = key.filter(|k| handlers::decodable(*k, prefix.api_version, ctx.share.is_some())) else {
                 metrics::bad_request();
                 tracing::info!(api_key = prefix.api_key, version = prefix.api_version, "unsupported API key or version; closing the connection");
                 // Kafka closes the connection for versions it cannot parse.
@@ -508,7 +508,19 @@ async fn handle(
     client: &ClientInfo,
 ) -> Option<ResponseKind> {
     Some(match &body {
-        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(handlers::api_versions(0)),
+        RequestKind::ApiVersions(_) => {
+            ResponseKind::ApiVersions(handlers::api_versions(0, ctx.share.is_some()))
+        }
+        RequestKind::ShareGroupHeartbeat(r) => {
+            ResponseKind::ShareGroupHeartbeat(ctx.share_group_heartbeat(r).await)
+        }
+        RequestKind::ShareGroupDescribe(r) => {
+            ResponseKind::ShareGroupDescribe(ctx.share_group_describe(r).await)
+        }
+        RequestKind::ShareFetch(r) => ResponseKind::ShareFetch(ctx.share_fetch(r).await),
+        RequestKind::ShareAcknowledge(r) => {
+            ResponseKind::ShareAcknowledge(ctx.share_acknowledge(r).await)
+        }
         RequestKind::Metadata(r) => ResponseKind::Metadata(ctx.metadata(version, r).await),
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(ctx.list_offsets(version, r).await)

@@ -75,6 +75,7 @@ async fn env() -> Env {
         producer_ids: Default::default(),
         max_view_age: None,
         down_reports: Default::default(),
+        share: None,
     });
     let proxy = Proxy::start(
         ProxyConfig {
