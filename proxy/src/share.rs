@@ -586,3 +586,83 @@ fn group_by_topic(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use floe_broker::share::{AutoOffsetReset, ShareConfig, ShareGroupConfig};
+
+    use super::*;
+    use crate::handlers::{api_versions, decodable};
+
+    fn ctx() -> ShareContext {
+        ShareContext::new(ShareService::new(
+            ShareConfig::default(),
+            ShareGroupConfig::default(),
+            AutoOffsetReset::Latest,
+        ))
+    }
+
+    fn step(
+        share: &ShareContext,
+        epoch: i32,
+        add: &[(uuid::Uuid, i32)],
+        forget: &[(uuid::Uuid, i32)],
+    ) -> Result<Vec<(uuid::Uuid, i32)>, ResponseError> {
+        Context::session_step(share, "g", "m", epoch, add, forget).map(|s| match s {
+            SessionStep::Fetch(p) => p,
+            SessionStep::Close => Vec::new(),
+        })
+    }
+
+    #[test]
+    fn share_apis_are_listed_and_decoded_only_with_share_groups() {
+        let keys = |share| -> Vec<i16> {
+            api_versions(0, share)
+                .api_keys
+                .iter()
+                .map(|k| k.api_key)
+                .collect()
+        };
+        for (key, min, _) in SHARE_SUPPORTED {
+            assert!(!keys(false).contains(&(*key as i16)));
+            assert!(keys(true).contains(&(*key as i16)));
+            assert!(!decodable(*key, *min, false));
+            assert!(decodable(*key, *min, true));
+        }
+    }
+
+    #[test]
+    fn share_session_epochs_follow_kip_932() {
+        let share = ctx();
+        let (t, u) = (uuid::Uuid::from_u128(1), uuid::Uuid::from_u128(2));
+        // No session yet: only epoch 0 opens one.
+        assert_eq!(
+            step(&share, 1, &[], &[]),
+            Err(ResponseError::ShareSessionNotFound)
+        );
+        assert_eq!(step(&share, 0, &[(t, 0)], &[]), Ok(vec![(t, 0)]));
+        // The next epoch is 1; a repeated or skipped one is refused.
+        assert_eq!(
+            step(&share, 2, &[], &[]),
+            Err(ResponseError::InvalidShareSessionEpoch)
+        );
+        assert_eq!(step(&share, 1, &[(u, 3)], &[]), Ok(vec![(t, 0), (u, 3)]));
+        assert_eq!(
+            step(&share, 1, &[], &[]),
+            Err(ResponseError::InvalidShareSessionEpoch)
+        );
+        assert_eq!(step(&share, 2, &[], &[(t, 0)]), Ok(vec![(u, 3)]));
+        // −1 closes it; then it is gone.
+        assert_eq!(step(&share, -1, &[], &[]), Ok(vec![]));
+        assert_eq!(
+            step(&share, -1, &[], &[]),
+            Err(ResponseError::ShareSessionNotFound)
+        );
+        assert_eq!(
+            step(&share, 3, &[], &[]),
+            Err(ResponseError::ShareSessionNotFound)
+        );
+    }
+}
