@@ -21,7 +21,7 @@ use super::group::{
 };
 use super::partition::{AckBatch, Acquired, MemberId, ShareConfig, ShareError, SharePartition};
 use crate::broker::OffsetSpec;
-use crate::error::CallError;
+use crate::error::{CallError, ErrorKind};
 use crate::owner::PartitionOwner;
 
 /// Where a new share-partition starts (the group's
@@ -206,7 +206,18 @@ impl ShareService {
             Some(sp) => sp.first_acquirable(now_ms()),
             None => return Ok(ShareFetched::default()),
         };
-        let data = owner.fetch(key, from.0, max_bytes.max(1), None).await?;
+        let data = match owner.fetch(key, from.0, max_bytes.max(1), None).await {
+            // Retention or DeleteRecords moved the log start past the
+            // share-partition's start: what is gone is gone for it too.
+            Err(CallError::Broker(e)) if e.kind() == ErrorKind::OffsetOutOfRange => {
+                let (start, _) = owner.list_offset(key, OffsetSpec::Earliest, None).await?;
+                if let Some(sp) = lock(&self.partitions).get_mut(&id) {
+                    sp.advance_log_start(Offset(start.offset));
+                }
+                return Ok(ShareFetched::default());
+            }
+            other => other?,
+        };
         if data.high_watermark <= from.0 || data.records.is_empty() {
             return Ok(ShareFetched::default());
         }
