@@ -2,8 +2,18 @@
 standalone --share-groups true`: one consumer and then three on one partition read
 every record with explicit acknowledgements, none delivered to two consumers; a
 RELEASEd record comes back with a higher delivery count; an accepted record never
-comes back. The share state is in memory for now (docs/queues.md)."""
+comes back; the records of a consumer killed (kill -9) while holding them go to
+another once their locks expire. Without the flag a ShareConsumer is told the
+broker does not support share groups. The share state is in memory for now
+(docs/queues.md)."""
 
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 import uuid
@@ -146,3 +156,71 @@ def test_a_released_record_comes_back_with_a_higher_delivery_count(floe, kit):
     finally:
         c.close()
     assert sorted(deliveries) == [(0, 1), (1, 1), (1, 2), (2, 1)]
+
+
+# A share consumer that prints the offsets of its first poll and then holds them
+# (never acknowledges) until it is killed.
+HOLDER = textwrap.dedent("""
+    import json, sys, time
+    from confluent_kafka import ShareConsumer
+    bootstrap, group, topic = sys.argv[1:4]
+    c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                       "share.acknowledgement.mode": "explicit"})
+    c.subscribe([topic])
+    while True:
+        msgs = c.poll(0.5)
+        if len(msgs):
+            print(json.dumps([m.offset() for m in msgs if m.error() is None]), flush=True)
+            break
+    time.sleep(3600)
+""")
+
+
+def test_records_of_a_killed_consumer_go_to_another_after_their_locks_expire(standalone_factory, kit):
+    floe = standalone_factory(share_groups=True, share_auto_offset_reset="earliest",
+                              share_record_lock_duration_ms=2000)
+    topic, group = new_topic(kit, floe), f"g-{uuid.uuid4().hex[:8]}"
+    produce(floe.bootstrap, topic, [b"r%d" % i for i in range(10)])
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, floe.bootstrap, group, topic],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        held = json.loads(holder.stdout.readline() or "[]")
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(30)
+    assert held, "the holder got no records"
+    got = {}
+    c = share_consumer(floe.bootstrap, group, topic)
+    try:
+        def take(m):
+            got[m.offset()] = m.delivery_count()
+            return AcknowledgeType.ACCEPT
+        poll_until(c, lambda: len(got) >= 10, take)
+    finally:
+        c.close()
+    assert sorted(got) == list(range(10))
+    # The held records were delivered a second time; the others once.
+    assert {o: d for o, d in got.items() if o in held} == {o: 2 for o in held}
+    assert all(d == 1 for o, d in got.items() if o not in held)
+
+
+def test_without_the_flag_a_share_consumer_is_told_share_groups_are_not_supported(standalone):
+    lines = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            lines.append(record.getMessage())
+
+    logger = logging.getLogger(f"share-{uuid.uuid4().hex[:8]}")
+    logger.addHandler(Collect())
+    logger.setLevel(logging.DEBUG)
+    c = ShareConsumer({"bootstrap.servers": standalone.bootstrap, "group.id": "g",
+                       "debug": "cgrp", "logger": logger})
+    c.subscribe(["anything"])
+    try:
+        deadline = time.monotonic() + 30
+        while not any("ShareGroupHeartbeatRequest not supported by broker" in m for m in lines):
+            assert time.monotonic() < deadline, lines[-5:]
+            assert len(c.poll(0.2)) == 0
+    finally:
+        c.close()
