@@ -111,11 +111,17 @@ impl ShareService {
         let now = now_ms();
         let (answer, mut gone) = {
             let mut groups = lock(&self.groups);
-            let group = groups
-                .entry(group_id.to_owned())
-                .or_insert_with(|| ShareGroup::new(group_id, self.group_config));
+            // A refused first heartbeat leaves no group behind.
+            let existed = groups.contains_key(group_id);
+            let mut group = groups
+                .remove(group_id)
+                .unwrap_or_else(|| ShareGroup::new(group_id, self.group_config));
             let gone = group.expire(now, topics);
-            (group.heartbeat(hb, now, topics), gone)
+            let answer = group.heartbeat(hb, now, topics);
+            if existed || answer.is_ok() {
+                groups.insert(group_id.to_owned(), group);
+            }
+            (answer, gone)
         };
         if hb.member_epoch == -1 && answer.is_ok() {
             gone.push(hb.member_id.clone());
@@ -257,7 +263,243 @@ impl ShareService {
 
 #[cfg(test)]
 mod tests {
-    use super::end_of_batches;
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::Mutex;
+
+    use floe_storage::batch::Compression;
+    use floe_storage::records::{BatchBuilder, RecordSpec};
+    use floe_types::TopicId;
+
+    use super::*;
+    use crate::broker::{Acks, FetchData, OffsetAnswer, PendingProduce};
+    use crate::error::BrokerError;
+    use crate::share::partition::{AckType, DurableState};
+
+    /// A log of batches of 3 records each, from `start` (the log start) up.
+    #[derive(Debug)]
+    struct FakeLog {
+        start: Mutex<i64>,
+        batches: Vec<(i64, Bytes)>,
+    }
+
+    impl FakeLog {
+        fn new(batches: i64) -> Self {
+            let batches = (0..batches)
+                .map(|b| {
+                    let mut builder = BatchBuilder::new(b * 3, 1_700_000_000_000);
+                    for i in 0..3 {
+                        builder.push(RecordSpec::new(None, Some(vec![i as u8]), 0));
+                    }
+                    (b * 3, builder.build(Compression::None).unwrap())
+                })
+                .collect();
+            Self {
+                start: Mutex::new(0),
+                batches,
+            }
+        }
+
+        fn hw(&self) -> i64 {
+            self.batches.len() as i64 * 3
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl PartitionOwner for FakeLog {
+        async fn append(
+            &self,
+            _: &PartitionKey,
+            _: Bytes,
+            _: Acks,
+            _: std::time::Duration,
+        ) -> Result<PendingProduce, CallError> {
+            Err(BrokerError::new(ErrorKind::InvalidRequest, "read only").into())
+        }
+
+        async fn fetch(
+            &self,
+            _: &PartitionKey,
+            offset: i64,
+            max_bytes: usize,
+            _: Option<u64>,
+        ) -> Result<FetchData, CallError> {
+            let start = *self.start.lock().unwrap();
+            if offset < start || offset > self.hw() {
+                return Err(BrokerError::new(ErrorKind::OffsetOutOfRange, "out").into());
+            }
+            let mut records: Vec<Bytes> = Vec::new();
+            let mut size = 0;
+            for (base, b) in &self.batches {
+                if base + 3 <= offset || (!records.is_empty() && size + b.len() > max_bytes) {
+                    continue;
+                }
+                size += b.len();
+                records.push(b.clone());
+            }
+            Ok(FetchData {
+                high_watermark: self.hw(),
+                log_start_offset: start,
+                records,
+            })
+        }
+
+        async fn wait_for_data(&self, _: &PartitionKey, _: i64, _: tokio::time::Instant) {}
+
+        async fn list_offset(
+            &self,
+            _: &PartitionKey,
+            spec: OffsetSpec,
+            _: Option<u64>,
+        ) -> Result<(OffsetAnswer, i64), CallError> {
+            let offset = match spec {
+                OffsetSpec::Earliest => *self.start.lock().unwrap(),
+                _ => self.hw(),
+            };
+            Ok((
+                OffsetAnswer {
+                    offset,
+                    timestamp: -1,
+                },
+                0,
+            ))
+        }
+
+        async fn delete_records(&self, _: &PartitionKey, offset: i64) -> Result<i64, CallError> {
+            *self.start.lock().unwrap() = offset;
+            Ok(offset)
+        }
+    }
+
+    fn service(reset: AutoOffsetReset) -> ShareService {
+        ShareService::new(ShareConfig::default(), ShareGroupConfig::default(), reset)
+    }
+
+    fn key() -> PartitionKey {
+        PartitionKey::new(TopicId(uuid::Uuid::nil()), 0)
+    }
+
+    fn member() -> MemberId {
+        MemberId::new("m")
+    }
+
+    #[tokio::test]
+    async fn a_fetch_acquires_only_what_the_batches_it_read_hold() {
+        let log = FakeLog::new(4);
+        let svc = service(AutoOffsetReset::Earliest);
+        // One byte allowed: one whole batch is read, so three records.
+        let f = svc
+            .fetch(&log, "g", &key(), &member(), 100, 1)
+            .await
+            .unwrap();
+        assert_eq!(f.acquired.len(), 1);
+        assert_eq!((f.acquired[0].first.0, f.acquired[0].last.0), (0, 2));
+        assert_eq!(end_of_batches(&f.records), Some(3));
+        // The rest, up to max_records.
+        let f = svc
+            .fetch(&log, "g", &key(), &member(), 4, 1 << 20)
+            .await
+            .unwrap();
+        assert_eq!((f.acquired[0].first.0, f.acquired[0].last.0), (3, 6));
+        // A release comes back first, with its delivery count.
+        svc.acknowledge(
+            "g",
+            &key(),
+            &member(),
+            &[AckBatch::all(1, 1, AckType::Release)],
+        )
+        .unwrap();
+        let f = svc
+            .fetch(&log, "g", &key(), &member(), 1, 1 << 20)
+            .await
+            .unwrap();
+        assert_eq!(
+            (f.acquired[0].first.0, f.acquired[0].delivery_count),
+            (1, 2)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_new_share_partition_starts_at_the_reset_offset() {
+        let log = FakeLog::new(2);
+        let svc = service(AutoOffsetReset::Latest);
+        let f = svc
+            .fetch(&log, "g", &key(), &member(), 100, 1 << 20)
+            .await
+            .unwrap();
+        assert!(f.acquired.is_empty());
+        assert!(f.records.is_empty());
+        let partitions = lock(&svc.partitions);
+        let sp = partitions.get(&("g".to_owned(), key())).unwrap();
+        assert_eq!(sp.start_offset(), Offset(6));
+    }
+
+    #[tokio::test]
+    async fn a_share_partition_behind_the_log_start_moves_to_it() {
+        let log = FakeLog::new(4);
+        let svc = service(AutoOffsetReset::Earliest);
+        svc.fetch(&log, "g", &key(), &member(), 2, 1 << 20)
+            .await
+            .unwrap();
+        svc.release_member("g", &member());
+        log.delete_records(&key(), 6).await.unwrap();
+        // The first read fails on the log start and moves the share-partition.
+        let f = svc
+            .fetch(&log, "g", &key(), &member(), 100, 1 << 20)
+            .await
+            .unwrap();
+        assert!(f.acquired.is_empty());
+        let f = svc
+            .fetch(&log, "g", &key(), &member(), 100, 1 << 20)
+            .await
+            .unwrap();
+        assert_eq!((f.acquired[0].first.0, f.acquired[0].last.0), (6, 11));
+        let snap = lock(&svc.partitions)
+            .get(&("g".to_owned(), key()))
+            .unwrap()
+            .snapshot();
+        assert_eq!(snap.start, Offset(6));
+        assert!(
+            snap.ranges
+                .iter()
+                .all(|r| r.state == DurableState::Available { not_before_ms: 0 })
+        );
+    }
+
+    #[test]
+    fn acknowledging_where_nothing_was_acquired_is_refused() {
+        let svc = service(AutoOffsetReset::Earliest);
+        assert_eq!(
+            svc.acknowledge(
+                "g",
+                &key(),
+                &member(),
+                &[AckBatch::all(0, 0, AckType::Accept)]
+            ),
+            Err(ShareError::InvalidRecordState { offset: Offset(0) })
+        );
+        assert_eq!(svc.acknowledge("g", &key(), &member(), &[]), Ok(()));
+    }
+
+    #[test]
+    fn a_refused_first_heartbeat_leaves_no_group() {
+        let svc = service(AutoOffsetReset::Earliest);
+        let hb = Heartbeat {
+            member_id: member(),
+            member_epoch: 0,
+            subscribed_topics: None,
+            rack_id: None,
+        };
+        assert!(svc.heartbeat("g", &hb, &|_| None).is_err());
+        assert!(svc.describe("g").is_none());
+        let hb = Heartbeat {
+            subscribed_topics: Some(vec!["t".into()]),
+            ..hb
+        };
+        assert!(svc.heartbeat("g", &hb, &|_| None).is_ok());
+        assert!(svc.has_member("g", &member()));
+        assert!(svc.describe("g").is_some());
+    }
 
     fn header(base: i64, records: i32, body: usize) -> Vec<u8> {
         let mut b = vec![0u8; 61 + body];
