@@ -146,6 +146,29 @@ impl Conn {
     }
 }
 
+impl Conn {
+    /// Produces one record to partition 0 of `name` with acks=all (v9);
+    /// returns the partition's error code.
+    async fn produce_acked(&mut self, name: &str, value: &str, ts: i64) -> i16 {
+        let data = PartitionProduceData::default().with_records(Some(one_batch(value, ts)));
+        let req = ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(5000)
+            .with_topic_data(vec![
+                TopicProduceData::default()
+                    .with_name(topic(name))
+                    .with_partition_data(vec![data]),
+            ]);
+        let ResponseKind::Produce(r) = self
+            .call(ApiKey::Produce, 9, RequestKind::Produce(req))
+            .await
+        else {
+            panic!()
+        };
+        r.responses[0].partition_responses[0].error_code
+    }
+}
+
 fn versions(key: ApiKey) -> std::ops::RangeInclusive<i16> {
     let (_, min, max) = SUPPORTED.iter().find(|(k, _, _)| *k == key).unwrap();
     // Produce v0–v2 are advertised for librdkafka but cannot be decoded.
@@ -930,20 +953,7 @@ async fn reads_check_the_client_leader_epoch_and_name_a_partition_once() {
     };
     let epoch = r.topics[0].partitions[0].leader_epoch;
     assert!(epoch >= 0, "{epoch}");
-    let mut pd = PartitionProduceData::default();
-    pd.records = Some(one_batch("x", 1_000));
-    let mut td = TopicProduceData::default();
-    td.name = topic("ep");
-    td.partition_data = vec![pd];
-    let mut req = ProduceRequest::default();
-    req.acks = -1;
-    req.timeout_ms = 5000;
-    req.topic_data = vec![td];
-    let ResponseKind::Produce(r) = c.call(ApiKey::Produce, 9, RequestKind::Produce(req)).await
-    else {
-        panic!()
-    };
-    assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+    assert_eq!(c.produce_acked("ep", "x", 1_000).await, 0);
 
     let fetch = |epoch: i32, times: usize| {
         let mut ft = FetchTopic::default();
@@ -1117,20 +1127,7 @@ async fn the_share_apis_answer_at_v1() {
     };
     let topic_id = md.topics[0].topic_id;
     for value in ["a", "b"] {
-        let mut pd = PartitionProduceData::default();
-        pd.records = Some(one_batch(value, 1));
-        let mut td = TopicProduceData::default();
-        td.name = topic("q");
-        td.partition_data = vec![pd];
-        let mut req = ProduceRequest::default();
-        req.acks = -1;
-        req.timeout_ms = 10_000;
-        req.topic_data = vec![td];
-        let ResponseKind::Produce(r) = c.call(ApiKey::Produce, 9, RequestKind::Produce(req)).await
-        else {
-            panic!()
-        };
-        assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+        assert_eq!(c.produce_acked("q", value, 1).await, 0);
     }
     let group = GroupId(StrBytes::from_static_str("sg"));
     let member = StrBytes::from_static_str("bWVtYmVyLTE");
