@@ -41,9 +41,9 @@ const MAX_SESSIONS: usize = 2_000;
 /// Records a ShareFetch without `max_records` acquires at most.
 const DEFAULT_MAX_RECORDS: u32 = 500;
 
-/// How often a ShareFetch that acquired nothing looks again until its
-/// `max_wait_ms` ends.
-const RETRY_SLICE: Duration = Duration::from_millis(50);
+/// The longest a ShareFetch that acquired nothing waits before it looks
+/// again (it is woken earlier by new data or a lock to expire).
+const RETRY_SLICE: Duration = Duration::from_millis(500);
 
 /// One share session: (group, member) → the next epoch and its partitions.
 #[derive(Debug, Default)]
@@ -431,6 +431,9 @@ impl Context {
         loop {
             let mut left = max_records;
             let mut got_any = false;
+            // What to wait on if nothing is acquired: each partition's high
+            // watermark as read.
+            let mut read: Vec<(PartitionKey, i64)> = Vec::new();
             for &tp in &partitions {
                 if left == 0 {
                     break;
@@ -461,6 +464,7 @@ impl Context {
                             pd.acquired_records.push(ar);
                         }
                     }
+                    Ok(f) if f.high_watermark >= 0 => read.push((key, f.high_watermark)),
                     Ok(_) => {}
                     Err(e) => {
                         let i = answer_at(&mut answers, tp);
@@ -471,7 +475,23 @@ impl Context {
             if got_any || partitions.is_empty() || tokio::time::Instant::now() >= deadline {
                 break;
             }
-            tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + RETRY_SLICE)).await;
+            // Until new data, a lock expiring or a backoff ending, or the
+            // deadline; a slice at most, should a wake-up be missed.
+            let now = tokio::time::Instant::now();
+            let now_ms = share.service.now_ms();
+            let until = read
+                .iter()
+                .filter_map(|(key, _)| share.service.next_deadline_ms(group, key))
+                .map(|at| now + Duration::from_millis(at.saturating_sub(now_ms)))
+                .fold(deadline.min(now + RETRY_SLICE), tokio::time::Instant::min);
+            if read.is_empty() {
+                tokio::time::sleep_until(until).await;
+            } else {
+                let waits = read
+                    .iter()
+                    .map(|(key, hw)| Box::pin(local.wait_for_data(key, *hw, until)));
+                futures::future::select_all(waits).await;
+            }
         }
         r.responses = group_by_topic(answers, |pd: &PartitionData| {
             pd.error_code != 0

@@ -35,12 +35,15 @@ pub enum AutoOffsetReset {
 }
 
 /// What one ShareFetch got from one partition.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ShareFetched {
     /// Whole batches holding the acquired records (and possibly others,
     /// which the client skips: it delivers only acquired offsets).
     pub records: Bytes,
     pub acquired: Vec<Acquired>,
+    /// The partition's high watermark when it was read (-1: not read), for
+    /// a fetch that acquired nothing to wait for it to move.
+    pub high_watermark: i64,
 }
 
 /// Share groups and share-partitions of this process.
@@ -80,6 +83,17 @@ fn end_of_batches(records: &[u8]) -> Option<i64> {
         pos += size;
     }
     end
+}
+
+impl ShareFetched {
+    /// Nothing acquired; the log was read up to `high_watermark`.
+    fn nothing(high_watermark: i64) -> Self {
+        Self {
+            records: Bytes::new(),
+            acquired: Vec::new(),
+            high_watermark,
+        }
+    }
 }
 
 impl ShareService {
@@ -210,7 +224,7 @@ impl ShareService {
         }
         let from = match lock(&self.partitions).get_mut(&id) {
             Some(sp) => sp.first_acquirable(now_ms()),
-            None => return Ok(ShareFetched::default()),
+            None => return Ok(ShareFetched::nothing(-1)),
         };
         let data = match owner.fetch(key, from.0, max_bytes.max(1), None).await {
             // Retention or DeleteRecords moved the log start past the
@@ -220,12 +234,13 @@ impl ShareService {
                 if let Some(sp) = lock(&self.partitions).get_mut(&id) {
                     sp.advance_log_start(Offset(start.offset));
                 }
-                return Ok(ShareFetched::default());
+                return Ok(ShareFetched::nothing(-1));
             }
             other => other?,
         };
-        if data.high_watermark <= from.0 || data.records.is_empty() {
-            return Ok(ShareFetched::default());
+        let hw = data.high_watermark;
+        if hw <= from.0 || data.records.is_empty() {
+            return Ok(ShareFetched::nothing(hw));
         }
         let mut buf = BytesMut::with_capacity(data.bytes());
         for piece in &data.records {
@@ -242,9 +257,13 @@ impl ShareService {
             None => Vec::new(),
         };
         if acquired.is_empty() {
-            return Ok(ShareFetched::default());
+            return Ok(ShareFetched::nothing(hw));
         }
-        Ok(ShareFetched { records, acquired })
+        Ok(ShareFetched {
+            records,
+            acquired,
+            high_watermark: hw,
+        })
     }
 
     /// The earliest moment a share-partition of `group_id` on `key` has a
