@@ -36,8 +36,8 @@ pub enum TopicCommand {
         conn: BootstrapArgs,
     },
     /// Show a topic's partitions (leader, first and end offsets, record
-    /// count) and configs; every topic without a name (Metadata,
-    /// ListOffsets, DescribeConfigs).
+    /// count, stored bytes) and configs; every topic without a name
+    /// (Metadata, ListOffsets, DescribeLogDirs, DescribeConfigs).
     Describe {
         #[command(flatten)]
         conn: BootstrapArgs,
@@ -229,6 +229,15 @@ async fn describe(client: &mut KafkaClient, name: &str) -> anyhow::Result<()> {
     let ids_asked = topic.partition_ids();
     let first = client.list_offsets(name, &ids_asked, EARLIEST).await?;
     let end = client.list_offsets(name, &ids_asked, LATEST).await?;
+    // Sizes come from DescribeLogDirs; a broker without it (not Floe) leaves
+    // them out rather than failing the description.
+    let sizes = match client.partition_sizes(name).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("floe: partition sizes unknown: {e}");
+            Default::default()
+        }
+    };
     println!(
         "topic {name}\tid {}\tpartitions {}",
         topic.id,
@@ -248,6 +257,9 @@ async fn describe(client: &mut KafkaClient, name: &str) -> anyhow::Result<()> {
                 "\tearliest {f}\tlatest {e}\trecords {}",
                 (e - f).max(0)
             ));
+        }
+        if let Some(b) = sizes.get(&p.partition) {
+            line.push_str(&format!("\tbytes {b}"));
         }
         if let Some(e) = p.error {
             line.push_str(&format!("\terror {}", kafka_error_name(e)));

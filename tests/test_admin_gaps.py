@@ -224,3 +224,39 @@ def test_a_consumer_validates_its_position_after_an_owner_change_and_keeps_readi
         assert api_requests(server, "OffsetForLeaderEpoch") > 0, "the client never asked"
     finally:
         c.close()
+
+
+def test_describe_log_dirs_reports_each_partitions_stored_bytes(server, kit):
+    """kafka-python's describe_log_dirs (as `kafka-log-dirs.sh` asks): one log
+    directory, each partition once, its size the bytes stored."""
+    from kafka.admin import KafkaAdminClient
+
+    from test_kafka_clients import confluent_produce
+
+    kit.create_topic(server.bootstrap, "sized", partitions=2)
+    value = b"v" * 1000
+    confluent_produce(server.bootstrap, "sized", [(None, value, None, 1, None)] * 20)
+    client = KafkaAdminClient(bootstrap_servers=server.bootstrap)
+    try:
+        answers = client.describe_log_dirs()
+        asked = client.describe_log_dirs({"sized": [0, 1]})
+    finally:
+        client.close()
+
+    def sizes(answers):
+        """{partition: size} of "sized" over every broker's answer."""
+        out = {}
+        for broker in answers:
+            for d in broker["log_dirs"]:
+                assert d["error_code"] == 0, d
+                for t in (t for t in d["topics"] if t["name"] == "sized"):
+                    for p in t["partitions"]:
+                        assert p["partition_index"] not in out, "a partition reported twice"
+                        out[p["partition_index"]] = p["partition_size"]
+        return out
+
+    got = sizes(answers)
+    assert sorted(got) == [0, 1], got
+    # 20 records of 1,000 bytes went to partition 1; partition 0 holds nothing.
+    assert got[0] == 0 and got[1] >= 20 * 1000, got
+    assert sizes(asked) == got

@@ -222,12 +222,17 @@ def test_topic_add_partitions_describe_all_and_existence_flags(floe_bin, server)
     res = floe(floe_bin, bs, "topic", "add-partitions", topic, "--total", "2")
     assert res.returncode != 0 and "INVALID_PARTITIONS" in res.stderr, res.stderr
 
-    # Every topic at once, with offsets per partition.
+    # Every topic at once, with offsets per partition (a second topic, so that the
+    # test does not lean on the others' topics).
+    ok(floe(floe_bin, bs, "topic", "create", "cli-grow-second", "--if-not-exists"))
     out = ok(floe(floe_bin, bs, "topic", "describe")).stdout
     block = out.split(f"topic {topic}\t", 1)[1].split("\n\n", 1)[0]
     parts = [l.split("\t") for l in block.splitlines() if l.strip().startswith("partition ")]
     assert len(parts) == 3, block
     assert "latest 4" in parts[2] and "records 4" in parts[2], block
+    # Stored bytes per partition (DescribeLogDirs): only partition 2 holds records.
+    sizes = [int(next(c for c in p if c.startswith("bytes ")).split()[1]) for p in parts]
+    assert sizes[0] == sizes[1] == 0 and sizes[2] > 0, block
     assert out.count("\ntopic ") + out.startswith("topic ") >= 2, out
 
     for cmd in (["topic", "delete", "cli-missing"], ["topic", "add-partitions", "cli-missing", "--total", "2"],

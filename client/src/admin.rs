@@ -11,12 +11,13 @@ use kafka_protocol::messages::delete_records_request::{
 };
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
 use kafka_protocol::messages::{
     CreatePartitionsRequest, CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
-    DescribeConfigsRequest, IncrementalAlterConfigsRequest,
+    DescribeConfigsRequest, DescribeLogDirsRequest, IncrementalAlterConfigsRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -304,6 +305,73 @@ impl KafkaClient {
             return Err(missing("DeleteRecords", &format!("{name} partition {p}")));
         }
         Ok(out)
+    }
+
+    /// The bytes each partition of `name` stores, as its leader reports them
+    /// (DescribeLogDirs: a broker lists the partitions it leads, so each
+    /// leader is asked for its own; this connection when it is one of them).
+    /// A partition no leader reports is left out.
+    pub async fn partition_sizes(&mut self, name: &str) -> Result<BTreeMap<i32, i64>, ClientError> {
+        let meta = self.metadata(Some(&[name])).await?;
+        let topic = self.topic(name).await?;
+        let mut sizes = BTreeMap::new();
+        let mut leaders: Vec<i32> = topic.partitions.iter().map(|p| p.leader).collect();
+        leaders.sort_unstable();
+        leaders.dedup();
+        for leader in leaders.into_iter().filter(|l| *l >= 0) {
+            let Some(b) = meta.brokers.iter().find(|b| b.node_id.0 == leader) else {
+                continue;
+            };
+            let addr = format!("{}:{}", b.host.as_str(), b.port);
+            let mut other;
+            let conn = if addr == self.addr() {
+                &mut *self
+            } else {
+                other = KafkaClient::connect(&addr, self.timeout()).await?;
+                &mut other
+            };
+            let led: Vec<i32> = topic
+                .partitions
+                .iter()
+                .filter(|p| p.leader == leader)
+                .map(|p| p.partition)
+                .collect();
+            for (p, bytes) in conn.log_dir_sizes(name, led).await? {
+                *sizes.entry(p).or_insert(0) += bytes;
+            }
+        }
+        Ok(sizes)
+    }
+
+    /// The sizes of `partitions` of `name` this broker reports, summed over
+    /// its log directories.
+    async fn log_dir_sizes(
+        &mut self,
+        name: &str,
+        partitions: Vec<i32>,
+    ) -> Result<BTreeMap<i32, i64>, ClientError> {
+        let version = self.version::<DescribeLogDirsRequest>()?;
+        let req = DescribeLogDirsRequest::default().with_topics(Some(vec![
+            DescribableLogDirTopic::default()
+                .with_topic(topic_name(name))
+                .with_partitions(partitions),
+        ]));
+        let resp = self.send(version, req).await?;
+        check_code(resp.error_code, None, || {
+            format!("describing the log dirs of {name}")
+        })?;
+        let mut sizes = BTreeMap::new();
+        for dir in &resp.results {
+            check_code(dir.error_code, None, || {
+                format!("log dir {} of {}", dir.log_dir.as_str(), self.addr())
+            })?;
+            for t in dir.topics.iter().filter(|t| t.name.0.as_str() == name) {
+                for p in t.partitions.iter().filter(|p| p.partition_size >= 0) {
+                    *sizes.entry(p.partition_index).or_insert(0) += p.partition_size;
+                }
+            }
+        }
+        Ok(sizes)
     }
 
     /// Deletes a topic.

@@ -40,6 +40,7 @@ pub(crate) const CLIENT_VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListOffsets, 1, 8),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::InitProducerId, 0, 4),
     // Groups: one group per request (OffsetFetch v8 batches groups).
     (ApiKey::ListGroups, 0, 4),

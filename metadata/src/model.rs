@@ -26,6 +26,9 @@ pub struct PartitionInfo {
     /// A hand-over in progress to this broker: the owner should finish what
     /// it has in flight and release.
     pub handover_to: Option<BrokerId>,
+    /// Bytes its committed ranges hold from the log start: known in a
+    /// described topic (`MetaApi::describe_topic`), not in the cluster view.
+    pub stored_bytes: Option<u64>,
 }
 
 /// A topic with its settings and (where asked for) its partitions.

@@ -111,6 +111,19 @@ pub struct PartitionState {
     pub export: crate::export::ExportState,
 }
 
+impl PartitionState {
+    /// Bytes of the committed ranges that hold records from the log start
+    /// on (a range that straddles the log start counts whole, as a Kafka
+    /// segment does until it is deleted).
+    pub fn stored_bytes(&self) -> u64 {
+        self.index
+            .iter()
+            .filter(|e| e.last_offset >= self.log_start_offset)
+            .map(|e| e.byte_len)
+            .sum()
+    }
+}
+
 /// Batches an idempotent producer's partition log remembers (as Kafka: five,
 /// a client's most requests in flight with idempotence). The partition's
 /// owner keeps the same number (`floe_broker::producer`), so a new owner
@@ -2244,5 +2257,35 @@ pub(crate) mod tests {
             sm.state.partitions[&p0].producers[&8].last_write_ms,
             100_000
         );
+    }
+}
+
+#[cfg(test)]
+mod stored_bytes_tests {
+    use super::*;
+
+    fn entry(first: i64, last: i64, len: u64) -> IndexEntry {
+        IndexEntry {
+            first_offset: first,
+            last_offset: last,
+            max_timestamp: 0,
+            object: ObjectId(1),
+            byte_start: 0,
+            byte_len: len,
+        }
+    }
+
+    #[test]
+    fn stored_bytes_count_the_ranges_from_the_log_start_on() {
+        let mut p = PartitionState {
+            index: vec![entry(0, 9, 100), entry(10, 19, 200), entry(20, 29, 400)],
+            ..PartitionState::default()
+        };
+        assert_eq!(p.stored_bytes(), 700);
+        // A range the log start falls inside counts whole; one before it, not.
+        p.log_start_offset = 15;
+        assert_eq!(p.stored_bytes(), 600);
+        p.log_start_offset = 30;
+        assert_eq!(p.stored_bytes(), 0);
     }
 }

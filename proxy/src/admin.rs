@@ -1,6 +1,8 @@
 //! Kafka admin requests answered from the metadata service: CreateTopics,
 //! DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs,
-//! IncrementalAlterConfigs and DescribeCluster.
+//! IncrementalAlterConfigs and DescribeCluster; DescribeLogDirs
+//! ([`log_dirs`]) also needs this proxy's own id, so the connection loop
+//! calls it directly.
 //!
 //! The connection loop hands every decoded request to [`handle_admin`]; it
 //! answers the ones above and returns `None` for the rest. Every answer is
@@ -38,6 +40,7 @@
 
 mod cluster;
 mod configs;
+pub mod log_dirs;
 #[cfg(test)]
 mod tests;
 mod topics;
@@ -82,6 +85,7 @@ pub const ADMIN_API_VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::DescribeLogDirs, 1, 4),
 ];
 
 /// Answers an admin request from the metadata service. Returns `None` when

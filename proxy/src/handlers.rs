@@ -52,7 +52,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Fetch, 4, 12),
     (ApiKey::ListOffsets, 1, 8),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
-    (ApiKey::Metadata, 0, 12),
+    (ApiKey::Metadata, 0, 13),
     (ApiKey::FindCoordinator, 0, 4),
     (ApiKey::InitProducerId, 0, 4),
     (ApiKey::OffsetCommit, 2, 8),
@@ -65,7 +65,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListGroups, 0, 4),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
-    (ApiKey::ApiVersions, 0, 3),
+    (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DeleteRecords, 0, 2),
@@ -73,7 +73,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
-    (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::DescribeTopicPartitions, 0, 0),
 ];
 
 /// The keys and versions this proxy answers: [`SUPPORTED`], and the share

@@ -25,6 +25,7 @@ pub mod peers;
 pub mod registration;
 pub mod server;
 pub mod share;
+pub mod topic_partitions;
 
 pub use limits::ListenerLimits;
 pub use server::{Proxy, ProxyConfig};

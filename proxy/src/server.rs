@@ -559,6 +559,26 @@ async fn handle(
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(ctx.find_coordinator(version, r))
         }
+        RequestKind::DescribeTopicPartitions(r) => {
+            let snap = ctx.view.current();
+            let nodes = ctx.kafka_nodes(&snap);
+            ResponseKind::DescribeTopicPartitions(crate::topic_partitions::describe(
+                &snap, &nodes, r,
+            ))
+        }
+        RequestKind::DescribeLogDirs(r) => {
+            let nodes = ctx.kafka_nodes(&ctx.view.current());
+            ResponseKind::DescribeLogDirs(
+                crate::admin::log_dirs::describe_log_dirs(
+                    ctx.meta.as_ref(),
+                    &nodes,
+                    ctx.me.id(),
+                    version,
+                    r,
+                )
+                .await,
+            )
+        }
         _ => {
             let nodes = ctx.kafka_nodes(&ctx.view.current());
             let resp = handle_admin(ctx.meta.as_ref(), &ctx.admin, &nodes, version, &body).await;

@@ -158,6 +158,7 @@ impl FakeMeta {
                 log_start_offset: 0,
                 high_watermark: st.hw,
                 handover_to: 0,
+                stored_bytes: None,
             }),
             entries: st
                 .entries

@@ -33,6 +33,7 @@ pub fn partition_info(index: u32, p: &PartitionState) -> proto::PartitionInfo {
         log_start_offset: p.log_start_offset,
         high_watermark: p.high_watermark,
         handover_to: p.ownership.handover.map_or(0, |h| h.to.0),
+        stored_bytes: None,
     }
 }
 
@@ -46,7 +47,10 @@ pub fn topic_info(state: &ClusterState, t: &Topic, with_partitions: bool) -> pro
                         topic: t.id,
                         partition: i,
                     })
-                    .map(|p| partition_info(i, p))
+                    .map(|p| proto::PartitionInfo {
+                        stored_bytes: Some(p.stored_bytes()),
+                        ..partition_info(i, p)
+                    })
             })
             .collect()
     } else {
@@ -198,6 +202,7 @@ pub fn partition_info_from(p: &proto::PartitionInfo) -> crate::model::PartitionI
         log_start_offset: p.log_start_offset,
         high_watermark: p.high_watermark,
         handover_to: BrokerId::from_wire(p.handover_to),
+        stored_bytes: p.stored_bytes,
     }
 }
 

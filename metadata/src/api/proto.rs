@@ -87,6 +87,10 @@ pub struct PartitionInfo {
     /// finish what it has in flight and release.
     #[prost(uint32, tag = "6")]
     pub handover_to: u32,
+    /// Bytes the partition's committed ranges hold from its log start (a
+    /// described topic only; absent in the cluster view).
+    #[prost(uint64, optional, tag = "7")]
+    pub stored_bytes: Option<u64>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

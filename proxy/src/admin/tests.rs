@@ -1264,3 +1264,110 @@ fn metadata_errors_map_to_the_kafka_errors_clients_expect() {
         assert_eq!(kafka_error_for(&e), expected, "{e}");
     }
 }
+
+/// DescribeLogDirs asked of two proxies, through each version's wire form.
+async fn log_dirs_of(
+    meta: &dyn MetaApi,
+    nodes: &KafkaNodes,
+    me: i32,
+    version: i16,
+    req: kafka_protocol::messages::DescribeLogDirsRequest,
+) -> kafka_protocol::messages::DescribeLogDirsResponse {
+    use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse};
+    use kafka_protocol::protocol::{Decodable, Encodable};
+    let mut wire = BytesMut::new();
+    req.encode(&mut wire, version).unwrap();
+    let req = DescribeLogDirsRequest::decode(&mut wire.freeze(), version).unwrap();
+    let resp = log_dirs::describe_log_dirs(meta, nodes, me, version, &req).await;
+    let mut wire = BytesMut::new();
+    resp.encode(&mut wire, version)
+        .unwrap_or_else(|e| panic!("DescribeLogDirs v{version} response does not encode: {e}"));
+    DescribeLogDirsResponse::decode(&mut wire.freeze(), version).unwrap()
+}
+
+#[tokio::test]
+async fn describe_log_dirs_splits_partitions_between_proxies_as_their_leaders() {
+    use kafka_protocol::messages::DescribeLogDirsRequest;
+    use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+    let f = Fixture::start().await;
+    f.given_topic("sized", 6, &[]).await;
+    f.given_topic("other", 2, &[]).await;
+    let node = |id| crate::nodes::KafkaNode {
+        id,
+        host: "h".into(),
+        port: 1,
+    };
+    let nodes = KafkaNodes::new(vec![node(7), node(8)], node(7));
+    for version in 1..=4 {
+        let mut seen = Vec::new();
+        for me in [7, 8] {
+            // Every topic (null), then the one asked for and one that is not there.
+            let all = log_dirs_of(
+                f.meta.as_ref(),
+                &nodes,
+                me,
+                version,
+                DescribeLogDirsRequest::default().with_topics(None),
+            )
+            .await;
+            assert_eq!(all.results.len(), 1);
+            let dir = &all.results[0];
+            assert_eq!(dir.error_code, 0);
+            assert_eq!(dir.log_dir.as_str(), log_dirs::LOG_DIR);
+            if version >= 4 {
+                assert_eq!((dir.total_bytes, dir.usable_bytes), (-1, -1));
+            }
+            let asked = log_dirs_of(
+                f.meta.as_ref(),
+                &nodes,
+                me,
+                version,
+                DescribeLogDirsRequest::default().with_topics(Some(vec![
+                    DescribableLogDirTopic::default()
+                        .with_topic(TopicName(str_bytes("sized")))
+                        .with_partitions(vec![0, 1, 2, 3, 4, 5, 99]),
+                    DescribableLogDirTopic::default()
+                        .with_topic(TopicName(str_bytes("missing")))
+                        .with_partitions(vec![0]),
+                ])),
+            )
+            .await;
+            for t in &asked.results[0].topics {
+                assert_eq!(
+                    t.name.0.as_str(),
+                    "sized",
+                    "only existing topics are listed"
+                );
+                for p in &t.partitions {
+                    // No data was written: nothing stored yet.
+                    assert_eq!(p.partition_size, 0);
+                    let key = floe_metadata::ids::PartitionKey::new(
+                        f.meta.describe_topic("sized").await.unwrap().id,
+                        p.partition_index as u32,
+                    );
+                    assert_eq!(nodes.leader(&key).id, me, "a proxy lists what it leads");
+                    seen.push(p.partition_index);
+                }
+            }
+            let in_all: usize = dir
+                .topics
+                .iter()
+                .filter(|t| t.name.0.as_str() == "sized")
+                .map(|t| t.partitions.len())
+                .sum();
+            let in_asked: usize = asked.results[0]
+                .topics
+                .iter()
+                .map(|t| t.partitions.len())
+                .sum();
+            assert_eq!(in_all, in_asked);
+        }
+        seen.sort();
+        assert_eq!(
+            seen,
+            vec![0, 1, 2, 3, 4, 5],
+            "v{version}: each partition once"
+        );
+    }
+    f.stop().await;
+}
