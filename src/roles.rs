@@ -430,6 +430,25 @@ pub struct ProxyTuning {
     /// transaction APIs are not advertised.
     #[arg(long, env = "FLOE_TRANSACTIONS", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub transactions: bool,
+    /// Answer share groups (KIP-932: ShareGroupHeartbeat, ShareGroupDescribe,
+    /// ShareFetch, ShareAcknowledge) and list them in ApiVersions. Off by
+    /// default until the share state is durable; `floe standalone` only for
+    /// now (docs/queues.md).
+    #[arg(long, env = "FLOE_SHARE_GROUPS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub share_groups: bool,
+    /// Where a share group starts reading a partition it has not read yet
+    /// (`share.auto.offset.reset`, until group configs exist): `latest` or
+    /// `earliest`.
+    #[arg(long, env = "FLOE_SHARE_AUTO_OFFSET_RESET", default_value = "latest", value_parser = ["latest", "earliest"])]
+    pub share_auto_offset_reset: String,
+    /// How long a record acquired by a share consumer stays locked to it
+    /// (`share.record.lock.duration.ms`, until group configs exist).
+    #[arg(
+        long,
+        env = "FLOE_SHARE_RECORD_LOCK_DURATION_MS",
+        default_value_t = 30_000
+    )]
+    pub share_record_lock_duration_ms: u64,
 }
 
 impl ProxyTuning {
@@ -475,6 +494,30 @@ impl ProxyTuning {
             .rsplit_once(':')
             .and_then(|(h, p)| Some((h.to_string(), p.parse::<i32>().ok()?)))
             .with_context(|| format!("the advertised address {advertise:?} must be HOST:PORT"))?;
+        if self.share_groups && local.is_none() {
+            anyhow::bail!(
+                "--share-groups is served by `floe standalone` only for now (docs/queues.md)"
+            );
+        }
+        let share = self.share_groups.then(|| {
+            use floe_broker::share::{
+                AutoOffsetReset, ShareConfig, ShareGroupConfig, ShareService,
+            };
+            let reset = if self.share_auto_offset_reset == "earliest" {
+                AutoOffsetReset::Earliest
+            } else {
+                AutoOffsetReset::Latest
+            };
+            let config = ShareConfig {
+                lock_duration_ms: self.share_record_lock_duration_ms.max(1),
+                ..ShareConfig::default()
+            };
+            Arc::new(floe_proxy::share::ShareContext::new(ShareService::new(
+                config,
+                ShareGroupConfig::default(),
+                reset,
+            )))
+        });
         let me = if local.is_some() {
             SelfNode::alone(node_id, host.clone(), port)
         } else {
@@ -507,6 +550,7 @@ impl ProxyTuning {
             max_view_age,
             down_reports: Default::default(),
             transactions: self.transactions,
+            share,
         }))
     }
 }

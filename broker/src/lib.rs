@@ -11,6 +11,8 @@
 //! - [`rpc`]: the internal RPC, its route table, server and client.
 //! - [`txn`]: the transaction coordinator (run by every broker, reached
 //!   through [`owner::TxnCoordination`]) and a partition's transactions.
+//! - [`share`]: share groups (KIP-932): the share-partition state machine,
+//!   the membership and the service the standalone proxy uses.
 
 mod admission;
 mod backlog;
@@ -29,6 +31,7 @@ mod metrics;
 pub mod owner;
 pub mod producer;
 pub mod rpc;
+pub mod share;
 mod tasks;
 pub mod txn;
 

@@ -38,6 +38,13 @@ use kafka_protocol::messages::offset_fetch_request::{
     OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
 };
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::share_acknowledge_request::{
+    AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch as ShareAckBatch,
+};
+use kafka_protocol::messages::share_fetch_request::{
+    AcknowledgementBatch, FetchPartition as ShareFetchPartition, FetchTopic as ShareFetchTopic,
+    ForgottenTopic,
+};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, CreateTopicsRequest,
     DeleteRecordsRequest, DeleteTopicsRequest, DescribeConfigsRequest, FetchRequest,
@@ -46,6 +53,10 @@ use kafka_protocol::messages::{
     RequestKind, ResponseKind, TopicName, TransactionalId, AddPartitionsToTxnRequest,
     AddOffsetsToTxnRequest, TxnOffsetCommitRequest, EndTxnRequest, DescribeTransactionsRequest,
     ListTransactionsRequest, ProducerId,
+};
+use kafka_protocol::messages::{
+    ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupDescribeRequest,
+    ShareGroupHeartbeatRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -482,6 +493,70 @@ fn request_body(api_key: ApiKey, version: i16, records: &Bytes) -> Option<Reques
                 .with_producer_id_filters(vec![ProducerId(7)])
                 .with_duration_filter(if version >= 1 { 1_000 } else { -1 }),
         ),
+        ApiKey::ShareGroupHeartbeat => RequestKind::ShareGroupHeartbeat(
+            ShareGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(text("share-a")))
+                .with_member_id(text("Qk5mZW1iZXItMQ"))
+                .with_member_epoch(0)
+                .with_subscribed_topic_names(Some(vec![name("orders")])),
+        ),
+        ApiKey::ShareGroupDescribe => RequestKind::ShareGroupDescribe(
+            ShareGroupDescribeRequest::default().with_group_ids(vec![GroupId(text("share-a"))]),
+        ),
+        ApiKey::ShareFetch => RequestKind::ShareFetch(
+            ShareFetchRequest::default()
+                .with_group_id(Some(GroupId(text("share-a"))))
+                .with_member_id(Some(text("Qk5mZW1iZXItMQ")))
+                .with_share_session_epoch(2)
+                .with_max_wait_ms(500)
+                .with_max_bytes(1 << 20)
+                .with_max_records(500)
+                .with_topics(vec![
+                    ShareFetchTopic::default()
+                        .with_topic_id(uuid::Uuid::from_u128(7))
+                        .with_partitions(vec![
+                            ShareFetchPartition::default()
+                                .with_partition_index(0)
+                                .with_acknowledgement_batches(vec![
+                                    AcknowledgementBatch::default()
+                                        .with_first_offset(10)
+                                        .with_last_offset(12)
+                                        .with_acknowledge_types(vec![1, 2, 3]),
+                                ]),
+                        ]),
+                ])
+                .with_forgotten_topics_data(vec![
+                    ForgottenTopic::default()
+                        .with_topic_id(uuid::Uuid::from_u128(8))
+                        .with_partitions(vec![1]),
+                ]),
+        ),
+        ApiKey::ShareAcknowledge => {
+            // Partition 0 accepts a range, partition 1 gives one type per offset.
+            let batch = |first: i64, types: Vec<i8>| {
+                ShareAckBatch::default()
+                    .with_first_offset(first)
+                    .with_last_offset(first + types.len().max(1) as i64 - 1)
+                    .with_acknowledge_types(types)
+            };
+            let partitions = vec![
+                AcknowledgePartition::default()
+                    .with_acknowledgement_batches(vec![batch(13, vec![1])]),
+                AcknowledgePartition::default()
+                    .with_partition_index(1)
+                    .with_acknowledgement_batches(vec![batch(4, vec![0, 1, 2, 3, 4])]),
+            ];
+            let topic = AcknowledgeTopic::default()
+                .with_topic_id(uuid::Uuid::from_u128(7))
+                .with_partitions(partitions);
+            RequestKind::ShareAcknowledge(
+                ShareAcknowledgeRequest::default()
+                    .with_group_id(Some(GroupId(text("share-a"))))
+                    .with_member_id(Some(text("Qk5mZW1iZXItMQ")))
+                    .with_share_session_epoch(3)
+                    .with_topics(vec![topic]),
+            )
+        }
         _ => return None,
     })
 }
@@ -513,6 +588,10 @@ fn kafka_requests(root: &Path) -> AnyResult<()> {
         ApiKey::EndTxn,
         ApiKey::DescribeTransactions,
         ApiKey::ListTransactions,
+        ApiKey::ShareGroupHeartbeat,
+        ApiKey::ShareGroupDescribe,
+        ApiKey::ShareFetch,
+        ApiKey::ShareAcknowledge,
     ];
     for api_key in apis {
         let range = api_key.valid_versions();

@@ -92,20 +92,34 @@ pub const TXN_SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListTransactions, 0, 1),
 ];
 
-/// The APIs answered: [`SUPPORTED`], and [`TXN_SUPPORTED`] with transactions on.
-fn answered(transactions: bool) -> impl Iterator<Item = &'static (ApiKey, i16, i16)> {
-    let txn: &'static [(ApiKey, i16, i16)] = if transactions { TXN_SUPPORTED } else { &[] };
-    SUPPORTED.iter().chain(txn)
+/// The APIs that are answered only when switched on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Optional {
+    /// `--transactions`: [`TXN_SUPPORTED`].
+    pub transactions: bool,
+    /// `--share-groups`: `crate::share::SHARE_SUPPORTED`.
+    pub share: bool,
+}
+
+/// The APIs answered: [`SUPPORTED`], and the optional ones switched on.
+fn answered(on: Optional) -> impl Iterator<Item = &'static (ApiKey, i16, i16)> {
+    let txn: &'static [(ApiKey, i16, i16)] = if on.transactions { TXN_SUPPORTED } else { &[] };
+    let share: &'static [(ApiKey, i16, i16)] = if on.share {
+        crate::share::SHARE_SUPPORTED
+    } else {
+        &[]
+    };
+    SUPPORTED.iter().chain(txn).chain(share)
 }
 
 /// The lowest version of each key this proxy can decode (Produce: 3).
 pub fn decodable(key: ApiKey, version: i16) -> bool {
-    decodable_with(key, version, false)
+    decodable_with(key, version, Optional::default())
 }
 
-/// [`decodable`], with the transaction APIs when `transactions` is on.
-pub fn decodable_with(key: ApiKey, version: i16, transactions: bool) -> bool {
-    answered(transactions).any(|(k, min, max)| {
+/// [`decodable`], with the optional APIs switched on in `on`.
+pub fn decodable_with(key: ApiKey, version: i16, on: Optional) -> bool {
+    answered(on).any(|(k, min, max)| {
         *k == key && version <= *max && version >= (*min).max(key.valid_versions().min)
     })
 }
@@ -148,6 +162,9 @@ pub struct Context {
     /// with a transactional id and the APIs of [`TXN_SUPPORTED`]. Off, a
     /// transactional producer is refused at InitProducerId.
     pub transactions: bool,
+    /// Share groups (`--share-groups`; `floe standalone` only for now):
+    /// `None` leaves the share APIs out of ApiVersions.
+    pub share: Option<Arc<crate::share::ShareContext>>,
 }
 
 /// Reports of owners whose address refused a connection: the process is
@@ -343,14 +360,14 @@ fn topic_name(v: &str) -> TopicName {
 }
 
 pub fn api_versions(error: i16) -> ApiVersionsResponse {
-    api_versions_with(error, false)
+    api_versions_with(error, Optional::default())
 }
 
-/// [`api_versions`], listing the transaction APIs when `transactions` is on.
-pub fn api_versions_with(error: i16, transactions: bool) -> ApiVersionsResponse {
+/// [`api_versions`], listing the optional APIs switched on in `on`.
+pub fn api_versions_with(error: i16, on: Optional) -> ApiVersionsResponse {
     let mut r = ApiVersionsResponse::default();
     r.error_code = error;
-    r.api_keys = answered(transactions)
+    r.api_keys = answered(on)
         .map(|(k, min, max)| {
             let mut v = ApiVersion::default();
             v.api_key = *k as i16;
@@ -363,6 +380,14 @@ pub fn api_versions_with(error: i16, transactions: bool) -> ApiVersionsResponse 
 }
 
 impl Context {
+    /// The optional APIs this proxy answers.
+    pub fn optional(&self) -> Optional {
+        Optional {
+            transactions: self.transactions,
+            share: self.share.is_some(),
+        }
+    }
+
     /// Where a partition's requests go: its owner, in this process or another.
     fn route(
         &self,
@@ -641,7 +666,15 @@ impl Context {
             .filter(|ts| version >= 1 || !ts.is_empty())
             .map(|ts| {
                 ts.iter()
-                    .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
+                    .filter_map(|t| match &t.name {
+                        Some(n) => Some(n.0.to_string()),
+                        // v10+: a topic asked by id (share consumers do);
+                        // an unknown id is left out.
+                        None => snap
+                            .by_id
+                            .get(&floe_types::TopicId(t.topic_id))
+                            .map(|info| info.name.clone()),
+                    })
                     .collect()
             });
         // Auto-create topics that do not exist (Kafka's auto.create.topics.enable).

@@ -11,6 +11,7 @@
 //!   leaders and coordinators spread over them.
 //! - [`registration`]: a proxy's registration and lease with the metadata service.
 //! - [`peers`]: probes of the other proxies' ports (a killed one is left out at once).
+//! - [`share`]: share groups (KIP-932) behind `--share-groups`, and the share sessions.
 
 pub mod admin;
 pub mod codec;
@@ -24,6 +25,7 @@ pub mod nodes;
 pub mod peers;
 pub mod registration;
 pub mod server;
+pub mod share;
 pub mod topic_partitions;
 mod txns;
 

@@ -369,12 +369,12 @@ async fn serve(
             // version gets the v0 answer with UNSUPPORTED_VERSION.
             if key == Some(ApiKey::ApiVersions) && !handlers::decodable(ApiKey::ApiVersions, prefix.api_version) {
                 metrics::api_request(ApiKey::ApiVersions);
-                let body = ResponseKind::ApiVersions(handlers::api_versions_with(ResponseError::UnsupportedVersion.code(), ctx.transactions));
+                let body = ResponseKind::ApiVersions(handlers::api_versions_with(ResponseError::UnsupportedVersion.code(), ctx.optional()));
                 let out = codec::encode_response(ApiKey::ApiVersions, 0, prefix.correlation_id, &body)?;
                 let _ = otx.send(Some(codec::Frame::One(out)));
                 continue;
             }
-            let Some(key) = key.filter(|k| handlers::decodable_with(*k, prefix.api_version, ctx.transactions)) else {
+            let Some(key) = key.filter(|k| handlers::decodable_with(*k, prefix.api_version, ctx.optional())) else {
                 metrics::bad_request();
                 tracing::info!(api_key = prefix.api_key, version = prefix.api_version, "unsupported API key or version; closing the connection");
                 // Kafka closes the connection for versions it cannot parse.
@@ -509,7 +509,7 @@ async fn handle(
 ) -> Option<ResponseKind> {
     Some(match &body {
         RequestKind::ApiVersions(_) => {
-            ResponseKind::ApiVersions(handlers::api_versions_with(0, ctx.transactions))
+            ResponseKind::ApiVersions(handlers::api_versions_with(0, ctx.optional()))
         }
         RequestKind::AddPartitionsToTxn(r) => {
             ResponseKind::AddPartitionsToTxn(ctx.add_partitions_to_txn(version, r).await)
@@ -526,6 +526,16 @@ async fn handle(
         }
         RequestKind::ListTransactions(r) => {
             ResponseKind::ListTransactions(ctx.list_transactions(version, r).await)
+        }
+        RequestKind::ShareGroupHeartbeat(r) => {
+            ResponseKind::ShareGroupHeartbeat(ctx.share_group_heartbeat(r).await)
+        }
+        RequestKind::ShareGroupDescribe(r) => {
+            ResponseKind::ShareGroupDescribe(ctx.share_group_describe(r).await)
+        }
+        RequestKind::ShareFetch(r) => ResponseKind::ShareFetch(ctx.share_fetch(r).await),
+        RequestKind::ShareAcknowledge(r) => {
+            ResponseKind::ShareAcknowledge(ctx.share_acknowledge(r).await)
         }
         RequestKind::Metadata(r) => ResponseKind::Metadata(ctx.metadata(version, r).await),
         RequestKind::ListOffsets(r) => {

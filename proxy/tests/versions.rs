@@ -37,11 +37,12 @@ struct Env {
 }
 
 async fn env() -> Env {
-    env_with(false).await
+    env_with(false, None).await
 }
 
-/// [`env`], with `--transactions` as given.
-async fn env_with(transactions: bool) -> Env {
+/// [`env`], with `--transactions` as given and share groups served
+/// (`--share-groups`) or not.
+async fn env_with(transactions: bool, share: Option<Arc<floe_proxy::share::ShareContext>>) -> Env {
     let cluster = Cluster::start().await;
     let meta = cluster.meta.clone();
     let pool = cluster.pool().await;
@@ -76,6 +77,7 @@ async fn env_with(transactions: bool) -> Env {
         auto_create_topics: true,
         auto_create_max_topics: 16,
         transactions,
+        share,
         max_fetch_wait: Duration::from_secs(5),
         fetch_limits: Default::default(),
         fetch_sessions: Default::default(),
@@ -144,6 +146,29 @@ impl Conn {
         let d = decode_response(key, version, resp).unwrap();
         assert_eq!(d.header.correlation_id, self.corr);
         d.body
+    }
+}
+
+impl Conn {
+    /// Produces one record to partition 0 of `name` with acks=all (v9);
+    /// returns the partition's error code.
+    async fn produce_acked(&mut self, name: &str, value: &str, ts: i64) -> i16 {
+        let data = PartitionProduceData::default().with_records(Some(one_batch(value, ts)));
+        let req = ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(5000)
+            .with_topic_data(vec![
+                TopicProduceData::default()
+                    .with_name(topic(name))
+                    .with_partition_data(vec![data]),
+            ]);
+        let ResponseKind::Produce(r) = self
+            .call(ApiKey::Produce, 9, RequestKind::Produce(req))
+            .await
+        else {
+            panic!()
+        };
+        r.responses[0].partition_responses[0].error_code
     }
 }
 
@@ -1138,7 +1163,7 @@ async fn every_transaction_api_answers_at_every_advertised_version() {
         TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
     };
 
-    let e = env_with(true).await;
+    let e = env_with(true, None).await;
     let mut c = Conn::open(e.kafka).await;
     let ResponseKind::ApiVersions(r) = c
         .call(
@@ -1540,6 +1565,164 @@ async fn read_committed_fetches_stop_at_the_last_stable_offset() {
             (0, 1, 3)
         );
     }
+    e.broker.shutdown().await;
+    if let Some(n) = e.cluster.meta_node {
+        n.shutdown().await;
+    }
+}
+
+/// The four share APIs at v1 with `--share-groups`: a member joins, is
+/// described, fetches the records it is assigned, acknowledges them, and
+/// they are not delivered again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_share_apis_answer_at_v1() {
+    use floe_broker::share::{AutoOffsetReset, ShareConfig, ShareGroupConfig, ShareService};
+    use floe_proxy::share::ShareContext;
+
+    let share = ShareContext::new(ShareService::new(
+        ShareConfig::default(),
+        ShareGroupConfig::default(),
+        AutoOffsetReset::Earliest,
+    ));
+    let e = env_with(false, Some(Arc::new(share))).await;
+    let mut c = Conn::open(e.kafka).await;
+    let ResponseKind::Metadata(md) = c
+        .call(
+            ApiKey::Metadata,
+            12,
+            RequestKind::Metadata(auto_create("q")),
+        )
+        .await
+    else {
+        panic!()
+    };
+    let topic_id = md.topics[0].topic_id;
+    for value in ["a", "b"] {
+        assert_eq!(c.produce_acked("q", value, 1).await, 0);
+    }
+    let group = GroupId(StrBytes::from_static_str("sg"));
+    let member = StrBytes::from_static_str("bWVtYmVyLTE");
+
+    let mut hb = ShareGroupHeartbeatRequest::default();
+    hb.group_id = group.clone();
+    hb.member_id = member.clone();
+    hb.subscribed_topic_names = Some(vec![topic("q")]);
+    let ResponseKind::ShareGroupHeartbeat(r) = c
+        .call(
+            ApiKey::ShareGroupHeartbeat,
+            1,
+            RequestKind::ShareGroupHeartbeat(hb),
+        )
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!((r.error_code, r.member_epoch), (0, 1));
+    let assigned = &r.assignment.unwrap().topic_partitions[0];
+    assert_eq!(
+        (assigned.topic_id, assigned.partitions.clone()),
+        (topic_id, vec![0])
+    );
+
+    let mut d = ShareGroupDescribeRequest::default();
+    d.group_ids = vec![group.clone(), GroupId(StrBytes::from_static_str("none"))];
+    let ResponseKind::ShareGroupDescribe(r) = c
+        .call(
+            ApiKey::ShareGroupDescribe,
+            1,
+            RequestKind::ShareGroupDescribe(d),
+        )
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.groups[0].group_state.as_str(), "Stable");
+    assert_eq!(r.groups[0].members[0].member_id, member);
+    assert_eq!(
+        r.groups[0].members[0].assignment.topic_partitions[0].topic_name,
+        topic("q")
+    );
+    assert_eq!(r.groups[1].error_code, 69, "GROUP_ID_NOT_FOUND");
+
+    let fetch = |epoch: i32, acks: Vec<share_fetch_request::AcknowledgementBatch>| {
+        let mut p = share_fetch_request::FetchPartition::default();
+        p.partition_index = 0;
+        p.acknowledgement_batches = acks;
+        let mut t = share_fetch_request::FetchTopic::default();
+        t.topic_id = topic_id;
+        t.partitions = vec![p];
+        let mut f = ShareFetchRequest::default();
+        f.group_id = Some(group.clone());
+        f.member_id = Some(member.clone());
+        f.share_session_epoch = epoch;
+        f.max_wait_ms = 100;
+        f.max_bytes = 1 << 20;
+        f.max_records = 100;
+        f.topics = vec![t];
+        RequestKind::ShareFetch(f)
+    };
+    let ResponseKind::ShareFetch(r) = c.call(ApiKey::ShareFetch, 1, fetch(0, vec![])).await else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 0);
+    let p = &r.responses[0].partitions[0];
+    let acquired: Vec<(i64, i64, i16)> = p
+        .acquired_records
+        .iter()
+        .map(|a| (a.first_offset, a.last_offset, a.delivery_count))
+        .collect();
+    assert_eq!(acquired, vec![(0, 1, 1)]);
+    assert!(p.records.as_ref().is_some_and(|b| !b.is_empty()));
+
+    // Offset 0 accepted here, offset 1 through ShareAcknowledge.
+    let mut b = share_fetch_request::AcknowledgementBatch::default();
+    b.first_offset = 0;
+    b.last_offset = 0;
+    b.acknowledge_types = vec![1];
+    let ResponseKind::ShareFetch(r) = c.call(ApiKey::ShareFetch, 1, fetch(1, vec![b])).await else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.responses[0].partitions[0].acknowledge_error_code, 0);
+    assert!(r.responses[0].partitions[0].acquired_records.is_empty());
+
+    let mut b = share_acknowledge_request::AcknowledgementBatch::default();
+    b.first_offset = 1;
+    b.last_offset = 1;
+    b.acknowledge_types = vec![1];
+    let mut p = share_acknowledge_request::AcknowledgePartition::default();
+    p.acknowledgement_batches = vec![b];
+    let mut t = share_acknowledge_request::AcknowledgeTopic::default();
+    t.topic_id = topic_id;
+    t.partitions = vec![p];
+    let mut a = ShareAcknowledgeRequest::default();
+    a.group_id = Some(group.clone());
+    a.member_id = Some(member.clone());
+    a.share_session_epoch = 2;
+    a.topics = vec![t];
+    let ResponseKind::ShareAcknowledge(r) = c
+        .call(
+            ApiKey::ShareAcknowledge,
+            1,
+            RequestKind::ShareAcknowledge(a),
+        )
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.responses[0].partitions[0].error_code, 0);
+
+    // Both accepted: nothing to deliver; a stale epoch is refused.
+    let ResponseKind::ShareFetch(r) = c.call(ApiKey::ShareFetch, 1, fetch(3, vec![])).await else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 0);
+    assert!(r.responses.is_empty());
+    let ResponseKind::ShareFetch(r) = c.call(ApiKey::ShareFetch, 1, fetch(3, vec![])).await else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 123, "INVALID_SHARE_SESSION_EPOCH");
     e.broker.shutdown().await;
     if let Some(n) = e.cluster.meta_node {
         n.shutdown().await;

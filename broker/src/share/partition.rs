@@ -1,0 +1,604 @@
+//! The state of one share group on one partition (a *share-partition*,
+//! KIP-932): which records are in flight, who holds a lock on which, how
+//! often each was delivered, and the start offset below which everything
+//! is done for this group.
+//!
+//! Synchronous and free of IO, with time passed in (epoch milliseconds, so
+//! the durable form can carry deadlines): the partition's owner calls it
+//! under a lock, stores its [`ShareSnapshot`] and serves the records. The
+//! window `[start, end)` holds one slot per offset and never more than
+//! [`ShareConfig::max_record_locks`] of them, which bounds memory per
+//! share-partition whatever the consumers do.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::Arc;
+
+use floe_types::Offset;
+
+#[cfg(test)]
+mod tests;
+
+/// A share group member's id (the client chooses it, a UUID string).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MemberId(Arc<str>);
+
+impl MemberId {
+    pub fn new(id: &str) -> Self {
+        Self(Arc::from(id))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for MemberId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// How a member acknowledges a record, with Kafka's codes
+/// (ShareFetch / ShareAcknowledge `acknowledge_types`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AckType {
+    /// The offset holds no record the client could deliver (a control
+    /// batch, a compacted-away key): done, never delivered again.
+    Gap,
+    /// Processed: never delivered again.
+    Accept,
+    /// Give it back: available again (or archived at the delivery limit).
+    Release,
+    /// Cannot be processed: archived, never delivered again.
+    Reject,
+    /// Keep the lock for another lock duration (KIP-1222).
+    Renew,
+}
+
+impl AckType {
+    /// The type for a Kafka code; `None` for an unknown code.
+    pub fn from_code(code: i8) -> Option<Self> {
+        match code {
+            0 => Some(Self::Gap),
+            1 => Some(Self::Accept),
+            2 => Some(Self::Release),
+            3 => Some(Self::Reject),
+            4 => Some(Self::Renew),
+            _ => None,
+        }
+    }
+
+    pub fn code(self) -> i8 {
+        match self {
+            Self::Gap => 0,
+            Self::Accept => 1,
+            Self::Release => 2,
+            Self::Reject => 3,
+            Self::Renew => 4,
+        }
+    }
+}
+
+/// Floe's redelivery backoff: a released record is available again only
+/// after `min(base × 2^(count−1), max)` ms. `base_ms == 0` (the default,
+/// and Kafka's behaviour) redelivers at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Backoff {
+    pub base_ms: u64,
+    pub max_ms: u64,
+}
+
+impl Backoff {
+    /// The delay before a record delivered `deliveries` times is available
+    /// again.
+    pub fn delay_ms(self, deliveries: u16) -> u64 {
+        if self.base_ms == 0 {
+            return 0;
+        }
+        let doublings = u32::from(deliveries.saturating_sub(1)).min(32);
+        self.base_ms
+            .saturating_mul(1u64 << doublings)
+            .min(self.max_ms.max(self.base_ms))
+    }
+}
+
+/// A share-partition's settings (the group's configs, with Kafka's names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShareConfig {
+    /// `share.record.lock.duration.ms`: how long an acquired record stays
+    /// locked to its member.
+    pub lock_duration_ms: u64,
+    /// `share.delivery.count.limit`: a record delivered this many times is
+    /// archived instead of being made available again.
+    pub delivery_count_limit: u16,
+    /// `group.share.partition.max.record.locks`: the most offsets in flight
+    /// (between the start and the end offset) at once.
+    pub max_record_locks: u32,
+    /// Floe's redelivery backoff (none by default).
+    pub backoff: Backoff,
+}
+
+/// Kafka's defaults.
+impl Default for ShareConfig {
+    fn default() -> Self {
+        Self {
+            lock_duration_ms: 30_000,
+            delivery_count_limit: 5,
+            max_record_locks: 2_000,
+            backoff: Backoff::default(),
+        }
+    }
+}
+
+/// Why an acknowledgement or a restore was refused. Nothing changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShareError {
+    /// An offset of the batch is not acquired by this member (never
+    /// acquired, acknowledged already, its lock expired, or another
+    /// member's): Kafka's INVALID_RECORD_STATE (121).
+    #[error("offset {offset} is not acquired by this member")]
+    InvalidRecordState { offset: Offset },
+    /// The request itself is malformed (inverted range, wrong number of
+    /// types, an unknown type code): Kafka's INVALID_REQUEST (42).
+    #[error("invalid request: {0}")]
+    InvalidRequest(&'static str),
+    /// A stored snapshot that does not describe a window.
+    #[error("corrupt share-partition snapshot: {0}")]
+    CorruptSnapshot(&'static str),
+}
+
+/// One range of acquired records, as ShareFetch answers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Acquired {
+    pub first: Offset,
+    pub last: Offset,
+    /// How many times these records have been delivered, this time
+    /// included (1 on the first delivery).
+    pub delivery_count: u16,
+}
+
+/// One acknowledgement batch: offsets `first..=last` and either one type
+/// for all of them or one per offset (Kafka's `AcknowledgementBatch`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AckBatch {
+    pub first: Offset,
+    pub last: Offset,
+    pub types: Vec<AckType>,
+}
+
+impl AckBatch {
+    /// One type for the whole range.
+    pub fn all(first: i64, last: i64, ty: AckType) -> Self {
+        Self {
+            first: Offset(first),
+            last: Offset(last),
+            types: vec![ty],
+        }
+    }
+
+    /// The type for `offset` (inside the range, checked by the caller).
+    fn type_at(&self, offset: i64) -> AckType {
+        match self.types.as_slice() {
+            [one] => *one,
+            many => many[(offset - self.first.0) as usize],
+        }
+    }
+}
+
+/// The state an in-flight record is stored in (an acquired record is
+/// stored as available: locks do not survive the owner).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DurableState {
+    /// Available from `not_before_ms` on (0: at once).
+    Available {
+        not_before_ms: u64,
+    },
+    Acknowledged,
+    Archived,
+}
+
+/// Consecutive offsets in one stored state with one delivery count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotRange {
+    pub first: Offset,
+    pub last: Offset,
+    pub state: DurableState,
+    pub deliveries: u16,
+}
+
+/// The durable form of a share-partition: its start offset and its window
+/// as ranges, from the start offset up, with no hole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShareSnapshot {
+    pub start: Offset,
+    pub ranges: Vec<SnapshotRange>,
+}
+
+/// One offset of the window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Slot {
+    Available {
+        deliveries: u16,
+        not_before_ms: u64,
+    },
+    Acquired {
+        deliveries: u16,
+        member: MemberId,
+        until_ms: u64,
+    },
+    Acknowledged,
+    Archived,
+}
+
+impl Slot {
+    fn is_done(&self) -> bool {
+        matches!(self, Slot::Acknowledged | Slot::Archived)
+    }
+}
+
+/// One share group's state on one partition.
+#[derive(Debug, Clone)]
+pub struct SharePartition {
+    config: ShareConfig,
+    /// The share-partition start offset (SPSO): everything below is done.
+    start: i64,
+    /// `window[i]` is offset `start + i`; its end is the SPEO, the first
+    /// offset never acquired.
+    window: VecDeque<Slot>,
+}
+
+impl SharePartition {
+    /// A share-partition that starts at `start` (the group's
+    /// `share.auto.offset.reset`: the log start or the high watermark).
+    pub fn new(config: ShareConfig, start: Offset) -> Self {
+        Self {
+            config,
+            start: start.0,
+            window: VecDeque::new(),
+        }
+    }
+
+    pub fn config(&self) -> &ShareConfig {
+        &self.config
+    }
+
+    /// New settings (a group config changed); records in flight keep their
+    /// locks, the new limits apply from the next change.
+    pub fn set_config(&mut self, config: ShareConfig) {
+        self.config = config;
+    }
+
+    /// The start offset (SPSO).
+    pub fn start_offset(&self) -> Offset {
+        Offset(self.start)
+    }
+
+    /// The end offset (SPEO): the first offset never acquired.
+    pub fn end_offset(&self) -> Offset {
+        Offset(self.end())
+    }
+
+    /// Offsets between the start and the end offset, whatever their state.
+    pub fn in_flight(&self) -> usize {
+        self.window.len()
+    }
+
+    fn end(&self) -> i64 {
+        self.start + self.window.len() as i64
+    }
+
+    /// The first offset an acquire at `now_ms` would take: the oldest
+    /// record available again, else the end offset (expired locks are
+    /// released first). The caller reads the log from there.
+    pub fn first_acquirable(&mut self, now_ms: u64) -> Offset {
+        self.expire(now_ms);
+        let due = self.window.iter().position(|slot| {
+            matches!(slot, Slot::Available { not_before_ms, .. } if *not_before_ms <= now_ms)
+        });
+        Offset(due.map_or(self.end(), |i| self.start + i as i64))
+    }
+
+    /// Acquires up to `max_records` records below `limit` (the high
+    /// watermark, or the end of the batches the caller read) for `member`,
+    /// locked until `now_ms + lock duration`: first records available again
+    /// (released, expired; those whose backoff has passed), oldest first,
+    /// then new offsets from the end offset, as far as the in-flight cap
+    /// allows. Expired locks are released first.
+    pub fn acquire(
+        &mut self,
+        member: &MemberId,
+        max_records: u32,
+        limit: Offset,
+        now_ms: u64,
+    ) -> Vec<Acquired> {
+        self.expire(now_ms);
+        let until_ms = now_ms.saturating_add(self.config.lock_duration_ms);
+        let mut left = max_records as usize;
+        let mut out = Ranges::default();
+        for (i, slot) in self.window.iter_mut().enumerate() {
+            if left == 0 || self.start + i as i64 >= limit.0 {
+                break;
+            }
+            if let Slot::Available {
+                deliveries,
+                not_before_ms,
+            } = *slot
+                && not_before_ms <= now_ms
+            {
+                let deliveries = deliveries.saturating_add(1);
+                *slot = Slot::Acquired {
+                    deliveries,
+                    member: member.clone(),
+                    until_ms,
+                };
+                out.push(self.start + i as i64, deliveries);
+                left -= 1;
+            }
+        }
+        let cap = self.config.max_record_locks as usize;
+        while left > 0 && self.end() < limit.0 && self.window.len() < cap {
+            let offset = self.end();
+            self.window.push_back(Slot::Acquired {
+                deliveries: 1,
+                member: member.clone(),
+                until_ms,
+            });
+            out.push(offset, 1);
+            left -= 1;
+        }
+        out.0
+    }
+
+    /// Applies one acknowledgement batch of `member`, all or nothing: every
+    /// offset must be acquired by `member` and its lock not expired at
+    /// `now_ms`. The start offset then moves over what is done.
+    pub fn acknowledge(
+        &mut self,
+        member: &MemberId,
+        batch: &AckBatch,
+        now_ms: u64,
+    ) -> Result<(), ShareError> {
+        let (first, last) = (batch.first.0, batch.last.0);
+        if last < first {
+            return Err(ShareError::InvalidRequest(
+                "last offset before first offset",
+            ));
+        }
+        let len = (last - first).saturating_add(1);
+        if batch.types.is_empty() || (batch.types.len() != 1 && batch.types.len() as i64 != len) {
+            return Err(ShareError::InvalidRequest(
+                "acknowledge types do not match the range",
+            ));
+        }
+        self.expire(now_ms);
+        if first < self.start || last >= self.end() {
+            let offset = if first < self.start { first } else { last };
+            return Err(ShareError::InvalidRecordState {
+                offset: Offset(offset),
+            });
+        }
+        let lo = (first - self.start) as usize;
+        let hi = (last - self.start) as usize;
+        for (i, slot) in self.window.range(lo..=hi).enumerate() {
+            match slot {
+                Slot::Acquired { member: holder, .. } if holder == member => {}
+                _ => {
+                    return Err(ShareError::InvalidRecordState {
+                        offset: Offset(first + i as i64),
+                    });
+                }
+            }
+        }
+        let config = self.config;
+        for (i, slot) in self.window.range_mut(lo..=hi).enumerate() {
+            let Slot::Acquired { deliveries, .. } = *slot else {
+                continue;
+            };
+            match batch.type_at(first + i as i64) {
+                AckType::Accept => *slot = Slot::Acknowledged,
+                AckType::Gap | AckType::Reject => *slot = Slot::Archived,
+                AckType::Release => *slot = released(config, deliveries, now_ms),
+                AckType::Renew => {
+                    if let Slot::Acquired { until_ms, .. } = slot {
+                        *until_ms = now_ms.saturating_add(config.lock_duration_ms);
+                    }
+                }
+            }
+        }
+        self.advance();
+        Ok(())
+    }
+
+    /// Releases every lock that expired at `now_ms` (as a RELEASE: available
+    /// again, or archived at the delivery limit). Returns how many.
+    pub fn expire(&mut self, now_ms: u64) -> usize {
+        let config = self.config;
+        let mut n = 0;
+        for slot in self.window.iter_mut() {
+            if let Slot::Acquired {
+                deliveries,
+                until_ms,
+                ..
+            } = *slot
+                && until_ms <= now_ms
+            {
+                *slot = released(config, deliveries, now_ms);
+                n += 1;
+            }
+        }
+        if n > 0 {
+            self.advance();
+        }
+        n
+    }
+
+    /// Releases every record `member` holds (it left the group or closed its
+    /// share session). Returns how many.
+    pub fn release_member(&mut self, member: &MemberId, now_ms: u64) -> usize {
+        let config = self.config;
+        let mut n = 0;
+        for slot in self.window.iter_mut() {
+            if let Slot::Acquired {
+                deliveries,
+                member: holder,
+                ..
+            } = slot
+                && holder == member
+            {
+                *slot = released(config, *deliveries, now_ms);
+                n += 1;
+            }
+        }
+        if n > 0 {
+            self.advance();
+        }
+        n
+    }
+
+    /// When this share-partition next needs attention after `now_ms`: the
+    /// earliest lock deadline or backoff end, if any.
+    pub fn next_deadline(&self, now_ms: u64) -> Option<u64> {
+        self.window
+            .iter()
+            .filter_map(|slot| match *slot {
+                Slot::Acquired { until_ms, .. } => Some(until_ms),
+                Slot::Available { not_before_ms, .. } if not_before_ms > now_ms => {
+                    Some(not_before_ms)
+                }
+                _ => None,
+            })
+            .min()
+    }
+
+    /// The log's start moved to `log_start` (retention, DeleteRecords):
+    /// records below it are gone for this group too.
+    pub fn advance_log_start(&mut self, log_start: Offset) {
+        let log_start = log_start.0;
+        if log_start <= self.start {
+            return;
+        }
+        let drop = (log_start - self.start).min(self.window.len() as i64) as usize;
+        self.window.drain(..drop);
+        self.start = log_start;
+        self.advance();
+    }
+
+    /// The durable form: the start offset and the window as ranges;
+    /// acquired records are stored as available with their counts.
+    pub fn snapshot(&self) -> ShareSnapshot {
+        let mut ranges: Vec<SnapshotRange> = Vec::new();
+        for (i, slot) in self.window.iter().enumerate() {
+            let offset = self.start + i as i64;
+            let (state, deliveries) = match *slot {
+                Slot::Available {
+                    deliveries,
+                    not_before_ms,
+                } => (DurableState::Available { not_before_ms }, deliveries),
+                Slot::Acquired { deliveries, .. } => {
+                    (DurableState::Available { not_before_ms: 0 }, deliveries)
+                }
+                Slot::Acknowledged => (DurableState::Acknowledged, 0),
+                Slot::Archived => (DurableState::Archived, 0),
+            };
+            match ranges.last_mut() {
+                Some(r) if r.state == state && r.deliveries == deliveries => {
+                    r.last = Offset(offset)
+                }
+                _ => ranges.push(SnapshotRange {
+                    first: Offset(offset),
+                    last: Offset(offset),
+                    state,
+                    deliveries,
+                }),
+            }
+        }
+        ShareSnapshot {
+            start: Offset(self.start),
+            ranges,
+        }
+    }
+
+    /// A share-partition resumed from its durable form (a new owner after a
+    /// take-over). The ranges must run from the start offset up without a
+    /// hole; a window wider than the cap is kept (the cap may have been
+    /// lowered since) but nothing new is acquired until it shrinks.
+    pub fn restore(config: ShareConfig, snapshot: &ShareSnapshot) -> Result<Self, ShareError> {
+        let mut window = VecDeque::new();
+        let mut next = snapshot.start.0;
+        for r in &snapshot.ranges {
+            if r.first.0 != next {
+                return Err(ShareError::CorruptSnapshot("ranges not contiguous"));
+            }
+            if r.last.0 < r.first.0 {
+                return Err(ShareError::CorruptSnapshot("inverted range"));
+            }
+            let len = r.last.0 - r.first.0 + 1;
+            if window.len() as i64 + len > i64::from(config.max_record_locks.max(1)) * 4 {
+                return Err(ShareError::CorruptSnapshot("window far beyond the cap"));
+            }
+            let slot = match r.state {
+                DurableState::Available { not_before_ms } => Slot::Available {
+                    deliveries: r.deliveries,
+                    not_before_ms,
+                },
+                DurableState::Acknowledged => Slot::Acknowledged,
+                DurableState::Archived => Slot::Archived,
+            };
+            window.extend(std::iter::repeat_n(slot, len as usize));
+            next = r.last.0 + 1;
+        }
+        let mut partition = Self {
+            config,
+            start: snapshot.start.0,
+            window,
+        };
+        partition.advance();
+        Ok(partition)
+    }
+
+    /// Moves the start offset over the done prefix of the window.
+    fn advance(&mut self) {
+        while self.window.front().is_some_and(Slot::is_done) {
+            self.window.pop_front();
+            self.start += 1;
+        }
+    }
+
+    #[cfg(test)]
+    fn slot(&self, offset: i64) -> Option<&Slot> {
+        let i = usize::try_from(offset - self.start).ok()?;
+        self.window.get(i)
+    }
+}
+
+/// What a released (or expired) record becomes.
+fn released(config: ShareConfig, deliveries: u16, now_ms: u64) -> Slot {
+    if deliveries >= config.delivery_count_limit {
+        Slot::Archived
+    } else {
+        Slot::Available {
+            deliveries,
+            not_before_ms: now_ms.saturating_add(config.backoff.delay_ms(deliveries)),
+        }
+    }
+}
+
+/// Acquired offsets gathered into ranges of one delivery count.
+#[derive(Default)]
+struct Ranges(Vec<Acquired>);
+
+impl Ranges {
+    fn push(&mut self, offset: i64, delivery_count: u16) {
+        match self.0.last_mut() {
+            Some(r) if r.last.0 + 1 == offset && r.delivery_count == delivery_count => {
+                r.last = Offset(offset)
+            }
+            _ => self.0.push(Acquired {
+                first: Offset(offset),
+                last: Offset(offset),
+                delivery_count,
+            }),
+        }
+    }
+}

@@ -1,0 +1,488 @@
+//! Every transition of the share-partition state machine.
+
+use floe_types::Offset;
+
+use super::*;
+
+fn a() -> MemberId {
+    MemberId::new("member-a")
+}
+
+fn b() -> MemberId {
+    MemberId::new("member-b")
+}
+
+fn config() -> ShareConfig {
+    ShareConfig {
+        lock_duration_ms: 1_000,
+        delivery_count_limit: 3,
+        max_record_locks: 10,
+        backoff: Backoff::default(),
+    }
+}
+
+fn range(first: i64, last: i64, delivery_count: u16) -> Acquired {
+    Acquired {
+        first: Offset(first),
+        last: Offset(last),
+        delivery_count,
+    }
+}
+
+/// A share-partition starting at 0 whose records 0..n are acquired by `m`.
+fn acquired(n: u32, m: &MemberId) -> SharePartition {
+    let mut sp = SharePartition::new(config(), Offset(0));
+    let got = sp.acquire(m, n, Offset(100), 0);
+    assert_eq!(got, vec![range(0, i64::from(n) - 1, 1)]);
+    sp
+}
+
+#[test]
+fn acquire_takes_new_records_up_to_max_records_with_delivery_count_one() {
+    let mut sp = SharePartition::new(config(), Offset(5));
+    assert_eq!(sp.acquire(&a(), 3, Offset(100), 0), vec![range(5, 7, 1)]);
+    assert_eq!(sp.start_offset(), Offset(5));
+    assert_eq!(sp.end_offset(), Offset(8));
+    assert_eq!(sp.in_flight(), 3);
+    assert_eq!(
+        sp.slot(6),
+        Some(&Slot::Acquired {
+            deliveries: 1,
+            member: a(),
+            until_ms: 1_000
+        })
+    );
+}
+
+#[test]
+fn acquire_stops_at_the_high_watermark() {
+    let mut sp = SharePartition::new(config(), Offset(0));
+    assert_eq!(sp.acquire(&a(), 10, Offset(4), 0), vec![range(0, 3, 1)]);
+    assert_eq!(sp.acquire(&a(), 10, Offset(4), 0), vec![]);
+    assert_eq!(sp.acquire(&a(), 10, Offset(6), 0), vec![range(4, 5, 1)]);
+}
+
+#[test]
+fn acquire_stops_at_the_record_lock_cap_and_resumes_when_the_window_moves() {
+    let mut sp = SharePartition::new(config(), Offset(0));
+    assert_eq!(sp.acquire(&a(), 100, Offset(100), 0), vec![range(0, 9, 1)]);
+    assert_eq!(sp.in_flight(), 10);
+    assert_eq!(sp.acquire(&b(), 100, Offset(100), 0), vec![]);
+    // Accepting out of order does not move the start: still capped.
+    sp.acknowledge(&a(), &AckBatch::all(5, 9, AckType::Accept), 0)
+        .unwrap();
+    assert_eq!(sp.start_offset(), Offset(0));
+    assert_eq!(sp.acquire(&b(), 100, Offset(100), 0), vec![]);
+    // The prefix is done: the window slides and frees room for as many.
+    sp.acknowledge(&a(), &AckBatch::all(0, 4, AckType::Accept), 0)
+        .unwrap();
+    assert_eq!(sp.start_offset(), Offset(10));
+    assert_eq!(sp.in_flight(), 0);
+    assert_eq!(
+        sp.acquire(&b(), 100, Offset(100), 0),
+        vec![range(10, 19, 1)]
+    );
+}
+
+#[test]
+fn first_acquirable_is_the_oldest_due_redelivery_else_the_end() {
+    let mut sp = acquired(4, &a());
+    assert_eq!(sp.first_acquirable(0), Offset(4));
+    sp.acknowledge(&a(), &AckBatch::all(2, 2, AckType::Release), 0)
+        .unwrap();
+    assert_eq!(sp.first_acquirable(0), Offset(2));
+    // Redeliveries at or past the limit are left for a later read.
+    assert_eq!(sp.acquire(&b(), 10, Offset(2), 0), vec![]);
+    assert_eq!(sp.first_acquirable(5_000), Offset(0));
+}
+
+#[test]
+fn two_members_never_acquire_the_same_record() {
+    let mut sp = SharePartition::new(config(), Offset(0));
+    assert_eq!(sp.acquire(&a(), 3, Offset(8), 0), vec![range(0, 2, 1)]);
+    assert_eq!(sp.acquire(&b(), 3, Offset(8), 0), vec![range(3, 5, 1)]);
+    assert_eq!(sp.acquire(&a(), 3, Offset(8), 0), vec![range(6, 7, 1)]);
+    assert_eq!(sp.acquire(&b(), 3, Offset(8), 0), vec![]);
+}
+
+#[test]
+fn accept_moves_the_start_over_the_acknowledged_prefix_only() {
+    let mut sp = acquired(4, &a());
+    sp.acknowledge(&a(), &AckBatch::all(1, 2, AckType::Accept), 10)
+        .unwrap();
+    assert_eq!(sp.start_offset(), Offset(0));
+    assert_eq!(sp.slot(1), Some(&Slot::Acknowledged));
+    sp.acknowledge(&a(), &AckBatch::all(0, 0, AckType::Accept), 10)
+        .unwrap();
+    assert_eq!(sp.start_offset(), Offset(3));
+    assert_eq!(sp.in_flight(), 1);
+    // An accepted record is never acquired again, even long after; the
+    // one left, whose lock expired, is.
+    assert_eq!(
+        sp.acquire(&b(), 10, Offset(4), 1_000_000),
+        vec![range(3, 3, 2)]
+    );
+}
+
+#[test]
+fn release_makes_a_record_available_again_with_a_higher_delivery_count() {
+    let mut sp = acquired(3, &a());
+    sp.acknowledge(&a(), &AckBatch::all(1, 1, AckType::Release), 10)
+        .unwrap();
+    assert_eq!(
+        sp.slot(1),
+        Some(&Slot::Available {
+            deliveries: 1,
+            not_before_ms: 10
+        })
+    );
+    // Redeliveries come first, then new records.
+    assert_eq!(
+        sp.acquire(&b(), 2, Offset(100), 20),
+        vec![range(1, 1, 2), range(3, 3, 1)]
+    );
+}
+
+#[test]
+fn reject_archives_a_record_for_good() {
+    let mut sp = acquired(2, &a());
+    sp.acknowledge(&a(), &AckBatch::all(0, 0, AckType::Reject), 10)
+        .unwrap();
+    assert_eq!(sp.start_offset(), Offset(1));
+    assert_eq!(sp.acquire(&b(), 10, Offset(2), 5_000), vec![range(1, 1, 2)]);
+}
+
+#[test]
+fn gap_archives_an_offset_without_a_record() {
+    let mut sp = acquired(3, &a());
+    sp.acknowledge(&a(), &AckBatch::all(1, 1, AckType::Gap), 10)
+        .unwrap();
+    assert_eq!(sp.slot(1), Some(&Slot::Archived));
+}
+
+#[test]
+fn renew_extends_the_lock_and_keeps_the_delivery_count() {
+    let mut sp = acquired(1, &a());
+    sp.acknowledge(&a(), &AckBatch::all(0, 0, AckType::Renew), 900)
+        .unwrap();
+    assert_eq!(
+        sp.slot(0),
+        Some(&Slot::Acquired {
+            deliveries: 1,
+            member: a(),
+            until_ms: 1_900
+        })
+    );
+    // Past the first lock, before the renewed one: still held.
+    assert_eq!(sp.expire(1_500), 0);
+    assert_eq!(sp.acquire(&b(), 10, Offset(1), 1_500), vec![]);
+    sp.acknowledge(&a(), &AckBatch::all(0, 0, AckType::Accept), 1_800)
+        .unwrap();
+    assert_eq!(sp.start_offset(), Offset(1));
+}
+
+#[test]
+fn per_offset_types_apply_each_to_its_offset() {
+    let mut sp = acquired(3, &a());
+    let batch = AckBatch {
+        first: Offset(0),
+        last: Offset(2),
+        types: vec![AckType::Accept, AckType::Release, AckType::Reject],
+    };
+    sp.acknowledge(&a(), &batch, 10).unwrap();
+    assert_eq!(sp.start_offset(), Offset(1));
+    assert!(matches!(sp.slot(1), Some(Slot::Available { .. })));
+    assert_eq!(sp.slot(2), Some(&Slot::Archived));
+}
+
+#[test]
+fn an_acknowledgement_of_another_members_record_refuses_the_whole_batch() {
+    let mut sp = SharePartition::new(config(), Offset(0));
+    sp.acquire(&a(), 2, Offset(100), 0);
+    sp.acquire(&b(), 2, Offset(100), 0);
+    let before = sp.snapshot();
+    assert_eq!(
+        sp.acknowledge(&a(), &AckBatch::all(0, 3, AckType::Accept), 10),
+        Err(ShareError::InvalidRecordState { offset: Offset(2) })
+    );
+    assert_eq!(sp.snapshot(), before);
+    assert!(matches!(sp.slot(0), Some(Slot::Acquired { .. })));
+}
+
+#[test]
+fn acknowledging_twice_or_outside_the_window_is_refused() {
+    let mut sp = acquired(2, &a());
+    sp.acknowledge(&a(), &AckBatch::all(1, 1, AckType::Accept), 10)
+        .unwrap();
+    assert_eq!(
+        sp.acknowledge(&a(), &AckBatch::all(1, 1, AckType::Accept), 10),
+        Err(ShareError::InvalidRecordState { offset: Offset(1) })
+    );
+    // Beyond the end offset: never acquired.
+    assert_eq!(
+        sp.acknowledge(&a(), &AckBatch::all(0, 5, AckType::Accept), 10),
+        Err(ShareError::InvalidRecordState { offset: Offset(5) })
+    );
+    sp.acknowledge(&a(), &AckBatch::all(0, 0, AckType::Accept), 10)
+        .unwrap();
+    // Below the start offset: done already.
+    assert_eq!(
+        sp.acknowledge(&a(), &AckBatch::all(0, 0, AckType::Accept), 10),
+        Err(ShareError::InvalidRecordState { offset: Offset(0) })
+    );
+}
+
+#[test]
+fn malformed_batches_are_invalid_requests() {
+    let mut sp = acquired(3, &a());
+    assert!(matches!(
+        sp.acknowledge(&a(), &AckBatch::all(2, 1, AckType::Accept), 10),
+        Err(ShareError::InvalidRequest(_))
+    ));
+    let wrong_count = AckBatch {
+        first: Offset(0),
+        last: Offset(2),
+        types: vec![AckType::Accept, AckType::Accept],
+    };
+    assert!(matches!(
+        sp.acknowledge(&a(), &wrong_count, 10),
+        Err(ShareError::InvalidRequest(_))
+    ));
+    let none = AckBatch {
+        first: Offset(0),
+        last: Offset(0),
+        types: vec![],
+    };
+    assert!(matches!(
+        sp.acknowledge(&a(), &none, 10),
+        Err(ShareError::InvalidRequest(_))
+    ));
+    assert_eq!(AckType::from_code(5), None);
+    for code in 0..=4 {
+        assert_eq!(AckType::from_code(code).map(AckType::code), Some(code));
+    }
+}
+
+#[test]
+fn an_expired_lock_makes_the_record_available_with_its_count() {
+    let mut sp = acquired(2, &a());
+    assert_eq!(sp.next_deadline(0), Some(1_000));
+    assert_eq!(sp.expire(999), 0);
+    assert_eq!(sp.expire(1_000), 2);
+    assert_eq!(
+        sp.slot(0),
+        Some(&Slot::Available {
+            deliveries: 1,
+            not_before_ms: 1_000
+        })
+    );
+    // The late member's acknowledgement is refused; another gets them.
+    assert_eq!(
+        sp.acknowledge(&a(), &AckBatch::all(0, 1, AckType::Accept), 1_001),
+        Err(ShareError::InvalidRecordState { offset: Offset(0) })
+    );
+    assert_eq!(sp.acquire(&b(), 10, Offset(2), 1_001), vec![range(0, 1, 2)]);
+}
+
+#[test]
+fn acquire_and_acknowledge_expire_locks_themselves() {
+    let mut sp = acquired(1, &a());
+    assert_eq!(
+        sp.acknowledge(&a(), &AckBatch::all(0, 0, AckType::Accept), 1_000),
+        Err(ShareError::InvalidRecordState { offset: Offset(0) })
+    );
+    let mut sp = acquired(1, &a());
+    assert_eq!(sp.acquire(&b(), 1, Offset(1), 1_000), vec![range(0, 0, 2)]);
+}
+
+#[test]
+fn the_delivery_limit_archives_on_release_and_on_expiry() {
+    // Limit 3: delivered 3 times, then archived.
+    let mut sp = acquired(2, &a());
+    sp.acknowledge(&a(), &AckBatch::all(0, 1, AckType::Release), 1)
+        .unwrap();
+    assert_eq!(sp.acquire(&a(), 10, Offset(2), 2), vec![range(0, 1, 2)]);
+    sp.acknowledge(&a(), &AckBatch::all(0, 1, AckType::Release), 3)
+        .unwrap();
+    assert_eq!(sp.acquire(&a(), 10, Offset(2), 4), vec![range(0, 1, 3)]);
+    // Third delivery: a release archives offset 0, an expiry offset 1.
+    sp.acknowledge(&a(), &AckBatch::all(0, 0, AckType::Release), 5)
+        .unwrap();
+    assert_eq!(sp.start_offset(), Offset(1));
+    assert_eq!(sp.expire(10_000), 1);
+    assert_eq!(sp.start_offset(), Offset(2));
+    assert_eq!(sp.acquire(&b(), 10, Offset(2), 10_001), vec![]);
+}
+
+#[test]
+fn a_leaving_member_releases_only_its_own_records() {
+    let mut sp = SharePartition::new(config(), Offset(0));
+    sp.acquire(&a(), 2, Offset(100), 0);
+    sp.acquire(&b(), 2, Offset(100), 0);
+    assert_eq!(sp.release_member(&a(), 50), 2);
+    assert!(matches!(
+        sp.slot(0),
+        Some(Slot::Available { deliveries: 1, .. })
+    ));
+    assert!(matches!(sp.slot(2), Some(Slot::Acquired { member, .. }) if *member == b()));
+    assert_eq!(sp.release_member(&a(), 50), 0);
+}
+
+#[test]
+fn backoff_delays_a_redelivery_without_holding_up_the_records_behind() {
+    let mut cfg = config();
+    cfg.backoff = Backoff {
+        base_ms: 100,
+        max_ms: 150,
+    };
+    let mut sp = SharePartition::new(cfg, Offset(0));
+    sp.acquire(&a(), 1, Offset(100), 0);
+    sp.acknowledge(&a(), &AckBatch::all(0, 0, AckType::Release), 10)
+        .unwrap();
+    assert_eq!(sp.next_deadline(10), Some(110));
+    // Not due: the next record is acquired instead.
+    assert_eq!(sp.acquire(&b(), 1, Offset(100), 50), vec![range(1, 1, 1)]);
+    assert_eq!(sp.acquire(&b(), 1, Offset(100), 110), vec![range(0, 0, 2)]);
+    // The second release waits twice as long, capped at the maximum.
+    sp.acknowledge(&b(), &AckBatch::all(0, 0, AckType::Release), 200)
+        .unwrap();
+    assert_eq!(sp.next_deadline(200), Some(350));
+    assert_eq!(Backoff::default().delay_ms(4), 0);
+    assert_eq!(
+        Backoff {
+            base_ms: 10,
+            max_ms: 1_000
+        }
+        .delay_ms(3),
+        40
+    );
+}
+
+#[test]
+fn the_next_deadline_is_the_earliest_lock() {
+    let mut sp = SharePartition::new(config(), Offset(0));
+    assert_eq!(sp.next_deadline(0), None);
+    sp.acquire(&a(), 1, Offset(100), 0);
+    sp.acquire(&b(), 1, Offset(100), 500);
+    assert_eq!(sp.next_deadline(500), Some(1_000));
+    sp.acknowledge(&a(), &AckBatch::all(0, 0, AckType::Accept), 600)
+        .unwrap();
+    assert_eq!(sp.next_deadline(600), Some(1_500));
+}
+
+#[test]
+fn a_log_start_moving_past_the_window_drops_what_is_below_it() {
+    let mut sp = acquired(4, &a());
+    sp.advance_log_start(Offset(2));
+    assert_eq!(sp.start_offset(), Offset(2));
+    assert_eq!(sp.in_flight(), 2);
+    sp.advance_log_start(Offset(50));
+    assert_eq!(sp.start_offset(), Offset(50));
+    assert_eq!(sp.in_flight(), 0);
+    assert_eq!(sp.acquire(&a(), 1, Offset(100), 0), vec![range(50, 50, 1)]);
+    // A start behind the share-partition's changes nothing.
+    sp.advance_log_start(Offset(10));
+    assert_eq!(sp.start_offset(), Offset(50));
+}
+
+#[test]
+fn a_restored_snapshot_redelivers_acquired_records_and_never_accepted_ones() {
+    let mut sp = acquired(5, &a());
+    sp.acknowledge(&a(), &AckBatch::all(0, 0, AckType::Accept), 10)
+        .unwrap();
+    sp.acknowledge(&a(), &AckBatch::all(2, 2, AckType::Accept), 10)
+        .unwrap();
+    sp.acknowledge(&a(), &AckBatch::all(3, 3, AckType::Release), 10)
+        .unwrap();
+    let snap = sp.snapshot();
+    assert_eq!(snap.start, Offset(1));
+    assert_eq!(
+        snap.ranges,
+        vec![
+            SnapshotRange {
+                first: Offset(1),
+                last: Offset(1),
+                state: DurableState::Available { not_before_ms: 0 },
+                deliveries: 1,
+            },
+            SnapshotRange {
+                first: Offset(2),
+                last: Offset(2),
+                state: DurableState::Acknowledged,
+                deliveries: 0,
+            },
+            SnapshotRange {
+                first: Offset(3),
+                last: Offset(3),
+                state: DurableState::Available { not_before_ms: 10 },
+                deliveries: 1,
+            },
+            SnapshotRange {
+                first: Offset(4),
+                last: Offset(4),
+                state: DurableState::Available { not_before_ms: 0 },
+                deliveries: 1,
+            },
+        ]
+    );
+    // A new owner: the locks are gone, the counts and the accepts kept.
+    let mut resumed = SharePartition::restore(config(), &snap).unwrap();
+    assert_eq!(resumed.snapshot(), snap);
+    assert_eq!(
+        resumed.acquire(&b(), 10, Offset(6), 20),
+        vec![range(1, 1, 2), range(3, 4, 2), range(5, 5, 1)]
+    );
+}
+
+#[test]
+fn a_restored_snapshot_with_a_done_prefix_starts_after_it() {
+    let snap = ShareSnapshot {
+        start: Offset(7),
+        ranges: vec![SnapshotRange {
+            first: Offset(7),
+            last: Offset(8),
+            state: DurableState::Archived,
+            deliveries: 0,
+        }],
+    };
+    let sp = SharePartition::restore(config(), &snap).unwrap();
+    assert_eq!(sp.start_offset(), Offset(9));
+    assert_eq!(sp.in_flight(), 0);
+}
+
+#[test]
+fn a_corrupt_snapshot_is_refused() {
+    let hole = ShareSnapshot {
+        start: Offset(0),
+        ranges: vec![SnapshotRange {
+            first: Offset(1),
+            last: Offset(1),
+            state: DurableState::Acknowledged,
+            deliveries: 0,
+        }],
+    };
+    assert!(matches!(
+        SharePartition::restore(config(), &hole),
+        Err(ShareError::CorruptSnapshot(_))
+    ));
+    let inverted = ShareSnapshot {
+        start: Offset(0),
+        ranges: vec![SnapshotRange {
+            first: Offset(0),
+            last: Offset(-5),
+            state: DurableState::Acknowledged,
+            deliveries: 0,
+        }],
+    };
+    assert!(SharePartition::restore(config(), &inverted).is_err());
+    let huge = ShareSnapshot {
+        start: Offset(0),
+        ranges: vec![SnapshotRange {
+            first: Offset(0),
+            last: Offset(i64::MAX - 1),
+            state: DurableState::Available { not_before_ms: 0 },
+            deliveries: 1,
+        }],
+    };
+    assert!(SharePartition::restore(config(), &huge).is_err());
+}

@@ -1,0 +1,692 @@
+//! Share groups (KIP-932) at the proxy, behind `--share-groups`:
+//! ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch (with piggy-backed
+//! acknowledgements) and ShareAcknowledge, and the share sessions.
+//!
+//! In this first stretch the share groups and share-partitions are served
+//! by this process's own broker (`floe standalone`), through
+//! [`ShareService`]; `docs/queues.md` says what is left.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use floe_broker::share::{
+    AckBatch, AckType, Heartbeat, MemberId, ShareError, ShareGroupError, ShareService, TopicInfo,
+};
+use floe_metadata::watch::ClusterSnapshot;
+use floe_storage::PartitionKey;
+use floe_types::{Offset, TopicId};
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::share_fetch_response::{
+    AcquiredRecords, LeaderIdAndEpoch, NodeEndpoint, PartitionData, ShareFetchableTopicResponse,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+use crate::errors::call_code;
+use crate::handlers::Context;
+
+/// The share APIs and versions ApiVersions lists with `--share-groups`.
+pub const SHARE_SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::ShareGroupHeartbeat, 1, 1),
+    (ApiKey::ShareGroupDescribe, 1, 1),
+    (ApiKey::ShareFetch, 1, 1),
+    (ApiKey::ShareAcknowledge, 1, 1),
+];
+
+/// Share sessions one proxy keeps at most (Kafka's
+/// `group.share.max.share.sessions`).
+const MAX_SESSIONS: usize = 2_000;
+
+/// Records a ShareFetch without `max_records` acquires at most.
+const DEFAULT_MAX_RECORDS: u32 = 500;
+
+/// The longest a ShareFetch that acquired nothing waits before it looks
+/// again (it is woken earlier by new data or a lock to expire).
+const RETRY_SLICE: Duration = Duration::from_millis(500);
+
+/// One share session: (group, member) → the next epoch and its partitions.
+#[derive(Debug, Default)]
+struct Session {
+    next_epoch: i32,
+    partitions: BTreeSet<(uuid::Uuid, i32)>,
+}
+
+/// The share groups' state this proxy serves, and its share sessions.
+#[derive(Debug)]
+pub struct ShareContext {
+    pub service: ShareService,
+    sessions: Mutex<HashMap<(String, String), Session>>,
+}
+
+impl ShareContext {
+    pub fn new(service: ShareService) -> Self {
+        Self {
+            service,
+            sessions: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+fn s(v: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(v.into())
+}
+
+/// Kafka's code for a refused heartbeat.
+fn group_code(e: ShareGroupError) -> ResponseError {
+    match e {
+        ShareGroupError::UnknownMemberId => ResponseError::UnknownMemberId,
+        ShareGroupError::FencedMemberEpoch => ResponseError::FencedMemberEpoch,
+        ShareGroupError::GroupMaxSizeReached => ResponseError::GroupMaxSizeReached,
+        ShareGroupError::InvalidRequest(_) => ResponseError::InvalidRequest,
+    }
+}
+
+/// Kafka's code for a refused acknowledgement.
+fn ack_code(e: &ShareError) -> ResponseError {
+    match e {
+        ShareError::InvalidRecordState { .. } => ResponseError::InvalidRecordState,
+        ShareError::InvalidRequest(_) | ShareError::CorruptSnapshot(_) => {
+            ResponseError::InvalidRequest
+        }
+    }
+}
+
+/// The topics a member may subscribe to, from the cluster view.
+fn topic_lookup(snap: &ClusterSnapshot) -> impl Fn(&str) -> Option<TopicInfo> + '_ {
+    |name| {
+        snap.topics.get(name).map(|t| TopicInfo {
+            id: t.id,
+            partitions: t.partition_count,
+        })
+    }
+}
+
+/// Acknowledgement batches of the wire, checked.
+fn ack_batches(
+    batches: &[share_fetch_request::AcknowledgementBatch],
+) -> Result<Vec<AckBatch>, ResponseError> {
+    batches
+        .iter()
+        .map(|b| {
+            let types = b
+                .acknowledge_types
+                .iter()
+                .map(|t| AckType::from_code(*t))
+                .collect::<Option<Vec<_>>>()
+                .ok_or(ResponseError::InvalidRequest)?;
+            Ok(AckBatch {
+                first: Offset(b.first_offset),
+                last: Offset(b.last_offset),
+                types,
+            })
+        })
+        .collect()
+}
+
+/// What a session step decided.
+enum SessionStep {
+    /// Go on; the partitions to fetch from.
+    Fetch(Vec<(uuid::Uuid, i32)>),
+    /// Epoch −1: acknowledge, then the session is gone.
+    Close,
+}
+
+impl Context {
+    fn share(&self) -> Option<&Arc<ShareContext>> {
+        self.share.as_ref()
+    }
+
+    fn node_endpoint(&self) -> NodeEndpoint {
+        let id = &self.admin.identity;
+        let mut n = NodeEndpoint::default();
+        n.node_id = BrokerId(id.node_id);
+        n.host = s(id.host.clone());
+        n.port = id.port;
+        n
+    }
+
+    fn leader(&self, snap: &ClusterSnapshot, key: &PartitionKey) -> LeaderIdAndEpoch {
+        let mut l = LeaderIdAndEpoch::default();
+        l.leader_id = self.admin.identity.node_id;
+        l.leader_epoch = snap
+            .by_id
+            .get(&key.topic)
+            .and_then(|t| t.partitions.iter().find(|p| p.partition == key.partition))
+            .map_or(-1, |p| i32::try_from(p.epoch.0).unwrap_or(i32::MAX));
+        l
+    }
+
+    pub async fn share_group_heartbeat(
+        &self,
+        req: &ShareGroupHeartbeatRequest,
+    ) -> ShareGroupHeartbeatResponse {
+        let mut r = ShareGroupHeartbeatResponse::default();
+        let Some(share) = self.share() else {
+            r.error_code = ResponseError::UnsupportedVersion.code();
+            return r;
+        };
+        let snap = self.view.current();
+        let hb = Heartbeat {
+            member_id: MemberId::new(req.member_id.as_str()),
+            member_epoch: req.member_epoch,
+            subscribed_topics: req
+                .subscribed_topic_names
+                .as_ref()
+                .map(|ts| ts.iter().map(|t| t.0.to_string()).collect()),
+            rack_id: req.rack_id.as_ref().map(|r| r.to_string()),
+        };
+        match share
+            .service
+            .heartbeat(req.group_id.as_str(), &hb, &topic_lookup(&snap))
+        {
+            Ok(answer) => {
+                r.member_id = Some(req.member_id.clone());
+                r.member_epoch = answer.member_epoch;
+                r.heartbeat_interval_ms =
+                    i32::try_from(answer.heartbeat_interval_ms).unwrap_or(i32::MAX);
+                r.assignment = answer.assignment.map(|a| {
+                    let mut out = share_group_heartbeat_response::Assignment::default();
+                    out.topic_partitions = a
+                        .into_iter()
+                        .map(|(topic, partitions)| {
+                            let mut tp = share_group_heartbeat_response::TopicPartitions::default();
+                            tp.topic_id = topic.0;
+                            tp.partitions = partitions;
+                            tp
+                        })
+                        .collect();
+                    out
+                });
+            }
+            Err(e) => {
+                r.error_code = group_code(e).code();
+                r.error_message = Some(s(e.to_string()));
+            }
+        }
+        r
+    }
+
+    pub async fn share_group_describe(
+        &self,
+        req: &ShareGroupDescribeRequest,
+    ) -> ShareGroupDescribeResponse {
+        let mut r = ShareGroupDescribeResponse::default();
+        let snap = self.view.current();
+        for id in &req.group_ids {
+            let mut g = share_group_describe_response::DescribedGroup::default();
+            g.group_id = id.clone();
+            g.authorized_operations = i32::MIN;
+            g.assignor_name = s("simple");
+            match self.share().and_then(|sh| sh.service.describe(id.as_str())) {
+                None => {
+                    g.error_code = ResponseError::GroupIdNotFound.code();
+                    g.group_state = s("Dead");
+                }
+                Some(d) => {
+                    g.group_state = s(d.state.as_str());
+                    g.group_epoch = d.group_epoch;
+                    g.assignment_epoch = d.assignment_epoch;
+                    g.members = d
+                        .members
+                        .into_iter()
+                        .map(|m| {
+                            let mut out = share_group_describe_response::Member::default();
+                            out.member_id = s(m.member_id.as_str());
+                            out.member_epoch = m.member_epoch;
+                            out.rack_id = m.rack_id.map(s);
+                            out.subscribed_topic_names = m
+                                .subscribed_topics
+                                .into_iter()
+                                .map(|t| TopicName(s(t)))
+                                .collect();
+                            out.assignment.topic_partitions = m
+                                .assignment
+                                .into_iter()
+                                .map(|(topic, partitions)| {
+                                    let mut tp =
+                                        share_group_describe_response::TopicPartitions::default();
+                                    tp.topic_id = topic.0;
+                                    if let Some(t) = snap.by_id.get(&topic) {
+                                        tp.topic_name = TopicName(s(t.name.clone()));
+                                    }
+                                    tp.partitions = partitions;
+                                    tp
+                                })
+                                .collect();
+                            out
+                        })
+                        .collect();
+                }
+            }
+            r.groups.push(g);
+        }
+        r
+    }
+
+    /// One step of the share session of (group, member) at `epoch`, adding
+    /// `add` and removing `forget`.
+    fn session_step(
+        share: &ShareContext,
+        group: &str,
+        member: &str,
+        epoch: i32,
+        add: &[(uuid::Uuid, i32)],
+        forget: &[(uuid::Uuid, i32)],
+    ) -> Result<SessionStep, ResponseError> {
+        let mut sessions = share
+            .sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let key = (group.to_owned(), member.to_owned());
+        match epoch {
+            0 => {
+                if !sessions.contains_key(&key) && sessions.len() >= MAX_SESSIONS {
+                    return Err(ResponseError::ShareSessionLimitReached);
+                }
+                let session = Session {
+                    next_epoch: 1,
+                    partitions: add.iter().copied().collect(),
+                };
+                let partitions = session.partitions.iter().copied().collect();
+                sessions.insert(key, session);
+                Ok(SessionStep::Fetch(partitions))
+            }
+            -1 => match sessions.remove(&key) {
+                Some(_) => Ok(SessionStep::Close),
+                None => Err(ResponseError::ShareSessionNotFound),
+            },
+            e => {
+                let session = sessions
+                    .get_mut(&key)
+                    .ok_or(ResponseError::ShareSessionNotFound)?;
+                if e != session.next_epoch {
+                    return Err(ResponseError::InvalidShareSessionEpoch);
+                }
+                session.next_epoch = if e == i32::MAX { 1 } else { e + 1 };
+                session.partitions.extend(add.iter().copied());
+                for f in forget {
+                    session.partitions.remove(f);
+                }
+                Ok(SessionStep::Fetch(
+                    session.partitions.iter().copied().collect(),
+                ))
+            }
+        }
+    }
+
+    pub async fn share_fetch(&self, req: &ShareFetchRequest) -> ShareFetchResponse {
+        let mut r = ShareFetchResponse::default();
+        let (Some(share), Some(local)) = (self.share().cloned(), self.local.clone()) else {
+            r.error_code = ResponseError::UnsupportedVersion.code();
+            return r;
+        };
+        let (Some(group), Some(member_id)) = (req.group_id.as_ref(), req.member_id.as_ref()) else {
+            r.error_code = ResponseError::InvalidRequest.code();
+            return r;
+        };
+        let (group, member_id) = (group.as_str(), member_id.as_str());
+        let member = MemberId::new(member_id);
+        r.acquisition_lock_timeout_ms =
+            i32::try_from(share.service.lock_duration_ms()).unwrap_or(i32::MAX);
+        r.node_endpoints = vec![self.node_endpoint()];
+        let has_acks = req
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .any(|p| !p.acknowledgement_batches.is_empty());
+        if req.share_session_epoch == 0 && has_acks {
+            r.error_code = ResponseError::InvalidRequest.code();
+            return r;
+        }
+        if req.share_session_epoch == 0 && !share.service.has_member(group, &member) {
+            r.error_code = ResponseError::UnknownMemberId.code();
+            return r;
+        }
+        let add: Vec<(uuid::Uuid, i32)> = req
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, p.partition_index)))
+            .collect();
+        let forget: Vec<(uuid::Uuid, i32)> = req
+            .forgotten_topics_data
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, *p)))
+            .collect();
+        let step = match Self::session_step(
+            &share,
+            group,
+            member_id,
+            req.share_session_epoch,
+            &add,
+            &forget,
+        ) {
+            Ok(step) => step,
+            Err(e) => {
+                r.error_code = e.code();
+                return r;
+            }
+        };
+        let snap = self.view.current();
+        let key_of = |topic: uuid::Uuid, partition: i32| {
+            let p = u32::try_from(partition).ok()?;
+            snap.by_id.get(&TopicId(topic))?.partition_key(p)
+        };
+        // Partition answers by (topic, partition), in request order.
+        let mut answers: Vec<((uuid::Uuid, i32), PartitionData)> = Vec::new();
+        let answer_at = |answers: &mut Vec<((uuid::Uuid, i32), PartitionData)>,
+                         tp: (uuid::Uuid, i32)|
+         -> usize {
+            if let Some(i) = answers.iter().position(|(k, _)| *k == tp) {
+                return i;
+            }
+            let mut pd = PartitionData::default();
+            pd.partition_index = tp.1;
+            answers.push((tp, pd));
+            answers.len() - 1
+        };
+        for t in &req.topics {
+            for p in &t.partitions {
+                if p.acknowledgement_batches.is_empty() {
+                    continue;
+                }
+                let tp = (t.topic_id, p.partition_index);
+                let i = answer_at(&mut answers, tp);
+                let pd = &mut answers[i].1;
+                let Some(key) = key_of(tp.0, tp.1) else {
+                    pd.acknowledge_error_code = ResponseError::UnknownTopicId.code();
+                    continue;
+                };
+                pd.current_leader = self.leader(&snap, &key);
+                let result = ack_batches(&p.acknowledgement_batches).and_then(|b| {
+                    share
+                        .service
+                        .acknowledge(group, &key, &member, &b)
+                        .map_err(|e| ack_code(&e))
+                });
+                if let Err(code) = result {
+                    pd.acknowledge_error_code = code.code();
+                }
+            }
+        }
+        let partitions = match step {
+            SessionStep::Close => {
+                share.service.release_member(group, &member);
+                Vec::new()
+            }
+            SessionStep::Fetch(partitions) => partitions,
+        };
+        let max_records = u32::try_from(req.max_records)
+            .ok()
+            .filter(|n| *n > 0)
+            .unwrap_or(DEFAULT_MAX_RECORDS);
+        let max_bytes = usize::try_from(req.max_bytes)
+            .ok()
+            .filter(|n| *n > 0)
+            .unwrap_or(self.fetch_limits.max_bytes)
+            .min(self.fetch_limits.max_bytes);
+        let wait = Duration::from_millis(u64::try_from(req.max_wait_ms).unwrap_or(0))
+            .min(self.max_fetch_wait);
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let mut left = max_records;
+            let mut got_any = false;
+            // What to wait on if nothing is acquired: each partition's high
+            // watermark as read.
+            let mut read: Vec<(PartitionKey, i64)> = Vec::new();
+            for &tp in &partitions {
+                if left == 0 {
+                    break;
+                }
+                let Some(key) = key_of(tp.0, tp.1) else {
+                    let i = answer_at(&mut answers, tp);
+                    answers[i].1.error_code = ResponseError::UnknownTopicId.code();
+                    continue;
+                };
+                match share
+                    .service
+                    .fetch(&local, group, &key, &member, left, max_bytes)
+                    .await
+                {
+                    Ok(f) if !f.acquired.is_empty() => {
+                        got_any = true;
+                        let i = answer_at(&mut answers, tp);
+                        let pd = &mut answers[i].1;
+                        pd.current_leader = self.leader(&snap, &key);
+                        pd.records = Some(f.records);
+                        for a in &f.acquired {
+                            let n = (a.last.0 - a.first.0 + 1) as u32;
+                            left = left.saturating_sub(n);
+                            let mut ar = AcquiredRecords::default();
+                            ar.first_offset = a.first.0;
+                            ar.last_offset = a.last.0;
+                            ar.delivery_count = i16::try_from(a.delivery_count).unwrap_or(i16::MAX);
+                            pd.acquired_records.push(ar);
+                        }
+                    }
+                    Ok(f) if f.high_watermark >= 0 => read.push((key, f.high_watermark)),
+                    Ok(_) => {}
+                    Err(e) => {
+                        let i = answer_at(&mut answers, tp);
+                        answers[i].1.error_code = call_code(&e);
+                    }
+                }
+            }
+            if got_any || partitions.is_empty() || tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            // Until new data, a lock expiring or a backoff ending, or the
+            // deadline; a slice at most, should a wake-up be missed.
+            let now = tokio::time::Instant::now();
+            let now_ms = share.service.now_ms();
+            let until = read
+                .iter()
+                .filter_map(|(key, _)| share.service.next_deadline_ms(group, key))
+                .map(|at| now + Duration::from_millis(at.saturating_sub(now_ms)))
+                .fold(deadline.min(now + RETRY_SLICE), tokio::time::Instant::min);
+            if read.is_empty() {
+                tokio::time::sleep_until(until).await;
+            } else {
+                let waits = read
+                    .iter()
+                    .map(|(key, hw)| Box::pin(local.wait_for_data(key, *hw, until)));
+                futures::future::select_all(waits).await;
+            }
+        }
+        r.responses = group_by_topic(answers, |pd: &PartitionData| {
+            pd.error_code != 0
+                || pd.acknowledge_error_code != 0
+                || pd.records.is_some()
+                || !pd.acquired_records.is_empty()
+        });
+        r
+    }
+
+    pub async fn share_acknowledge(
+        &self,
+        req: &ShareAcknowledgeRequest,
+    ) -> ShareAcknowledgeResponse {
+        let mut r = ShareAcknowledgeResponse::default();
+        let Some(share) = self.share().cloned() else {
+            r.error_code = ResponseError::UnsupportedVersion.code();
+            return r;
+        };
+        let (Some(group), Some(member_id)) = (req.group_id.as_ref(), req.member_id.as_ref()) else {
+            r.error_code = ResponseError::InvalidRequest.code();
+            return r;
+        };
+        let (group, member_id) = (group.as_str(), member_id.as_str());
+        let member = MemberId::new(member_id);
+        let mut le = share_acknowledge_response::NodeEndpoint::default();
+        let id = &self.admin.identity;
+        le.node_id = BrokerId(id.node_id);
+        le.host = s(id.host.clone());
+        le.port = id.port;
+        r.node_endpoints = vec![le];
+        if req.share_session_epoch == 0 {
+            r.error_code = ResponseError::InvalidShareSessionEpoch.code();
+            return r;
+        }
+        let step =
+            match Self::session_step(&share, group, member_id, req.share_session_epoch, &[], &[]) {
+                Ok(step) => step,
+                Err(e) => {
+                    r.error_code = e.code();
+                    return r;
+                }
+            };
+        let snap = self.view.current();
+        for t in &req.topics {
+            let mut tr = share_acknowledge_response::ShareAcknowledgeTopicResponse::default();
+            tr.topic_id = t.topic_id;
+            for p in &t.partitions {
+                let mut pd = share_acknowledge_response::PartitionData::default();
+                pd.partition_index = p.partition_index;
+                let key = u32::try_from(p.partition_index)
+                    .ok()
+                    .and_then(|i| snap.by_id.get(&TopicId(t.topic_id))?.partition_key(i));
+                match key {
+                    None => pd.error_code = ResponseError::UnknownTopicId.code(),
+                    Some(key) => {
+                        let leader = self.leader(&snap, &key);
+                        pd.current_leader.leader_id = leader.leader_id;
+                        pd.current_leader.leader_epoch = leader.leader_epoch;
+                        let batches: Vec<share_fetch_request::AcknowledgementBatch> = p
+                            .acknowledgement_batches
+                            .iter()
+                            .map(|b| {
+                                let mut out = share_fetch_request::AcknowledgementBatch::default();
+                                out.first_offset = b.first_offset;
+                                out.last_offset = b.last_offset;
+                                out.acknowledge_types = b.acknowledge_types.clone();
+                                out
+                            })
+                            .collect();
+                        let result = ack_batches(&batches).and_then(|b| {
+                            share
+                                .service
+                                .acknowledge(group, &key, &member, &b)
+                                .map_err(|e| ack_code(&e))
+                        });
+                        if let Err(code) = result {
+                            pd.error_code = code.code();
+                        }
+                    }
+                }
+                tr.partitions.push(pd);
+            }
+            r.responses.push(tr);
+        }
+        if matches!(step, SessionStep::Close) {
+            share.service.release_member(group, &member);
+        }
+        r
+    }
+}
+
+/// Partition answers (those `keep` keeps) grouped by topic, in order.
+fn group_by_topic(
+    answers: Vec<((uuid::Uuid, i32), PartitionData)>,
+    keep: impl Fn(&PartitionData) -> bool,
+) -> Vec<ShareFetchableTopicResponse> {
+    let mut out: Vec<ShareFetchableTopicResponse> = Vec::new();
+    for ((topic, _), pd) in answers {
+        if !keep(&pd) {
+            continue;
+        }
+        match out.iter_mut().find(|t| t.topic_id == topic) {
+            Some(t) => t.partitions.push(pd),
+            None => {
+                let mut t = ShareFetchableTopicResponse::default();
+                t.topic_id = topic;
+                t.partitions.push(pd);
+                out.push(t);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use floe_broker::share::{AutoOffsetReset, ShareConfig, ShareGroupConfig};
+
+    use super::*;
+    use crate::handlers::decodable;
+
+    fn ctx() -> ShareContext {
+        ShareContext::new(ShareService::new(
+            ShareConfig::default(),
+            ShareGroupConfig::default(),
+            AutoOffsetReset::Latest,
+        ))
+    }
+
+    fn step(
+        share: &ShareContext,
+        epoch: i32,
+        add: &[(uuid::Uuid, i32)],
+        forget: &[(uuid::Uuid, i32)],
+    ) -> Result<Vec<(uuid::Uuid, i32)>, ResponseError> {
+        Context::session_step(share, "g", "m", epoch, add, forget).map(|s| match s {
+            SessionStep::Fetch(p) => p,
+            SessionStep::Close => Vec::new(),
+        })
+    }
+
+    #[test]
+    fn share_apis_are_listed_and_decoded_only_with_share_groups() {
+        let on = |share| crate::handlers::Optional {
+            transactions: false,
+            share,
+        };
+        let keys = |share| -> Vec<i16> {
+            crate::handlers::api_versions_with(0, on(share))
+                .api_keys
+                .iter()
+                .map(|k| k.api_key)
+                .collect()
+        };
+        for (key, min, _) in SHARE_SUPPORTED {
+            assert!(!keys(false).contains(&(*key as i16)));
+            assert!(keys(true).contains(&(*key as i16)));
+            assert!(!decodable(*key, *min));
+            assert!(crate::handlers::decodable_with(*key, *min, on(true)));
+        }
+    }
+
+    #[test]
+    fn share_session_epochs_follow_kip_932() {
+        let share = ctx();
+        let (t, u) = (uuid::Uuid::from_u128(1), uuid::Uuid::from_u128(2));
+        // No session yet: only epoch 0 opens one.
+        assert_eq!(
+            step(&share, 1, &[], &[]),
+            Err(ResponseError::ShareSessionNotFound)
+        );
+        assert_eq!(step(&share, 0, &[(t, 0)], &[]), Ok(vec![(t, 0)]));
+        // The next epoch is 1; a repeated or skipped one is refused.
+        assert_eq!(
+            step(&share, 2, &[], &[]),
+            Err(ResponseError::InvalidShareSessionEpoch)
+        );
+        assert_eq!(step(&share, 1, &[(u, 3)], &[]), Ok(vec![(t, 0), (u, 3)]));
+        assert_eq!(
+            step(&share, 1, &[], &[]),
+            Err(ResponseError::InvalidShareSessionEpoch)
+        );
+        assert_eq!(step(&share, 2, &[], &[(t, 0)]), Ok(vec![(u, 3)]));
+        // −1 closes it; then it is gone.
+        assert_eq!(step(&share, -1, &[], &[]), Ok(vec![]));
+        assert_eq!(
+            step(&share, -1, &[], &[]),
+            Err(ResponseError::ShareSessionNotFound)
+        );
+        assert_eq!(
+            step(&share, 3, &[], &[]),
+            Err(ResponseError::ShareSessionNotFound)
+        );
+    }
+}
