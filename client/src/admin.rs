@@ -313,7 +313,7 @@ impl KafkaClient {
     /// A partition no leader reports is left out.
     pub async fn partition_sizes(&mut self, name: &str) -> Result<BTreeMap<i32, i64>, ClientError> {
         let meta = self.metadata(Some(&[name])).await?;
-        let topic = self.topic(name).await?;
+        let topic = crate::metadata::topic_in(&meta, name)?;
         let mut sizes = BTreeMap::new();
         let mut leaders: Vec<i32> = topic.partitions.iter().map(|p| p.leader).collect();
         leaders.sort_unstable();

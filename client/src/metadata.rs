@@ -98,23 +98,8 @@ impl KafkaClient {
     /// error the broker reports for it.
     pub async fn topic(&mut self, name: &str) -> Result<TopicMetadata, ClientError> {
         let response = self.metadata(Some(&[name])).await?;
-        let found = response
-            .topics
-            .into_iter()
-            .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == name));
-        match found {
-            Some(t) => {
-                check_code(t.error_code, None, || format!("topic {name}"))?;
-                Ok(TopicMetadata::from_response(name, t))
-            }
-            None => Err(ClientError::Broker {
-                what: format!("topic {name}"),
-                error: ResponseError::UnknownTopicOrPartition,
-                message: Some("not in the metadata response".into()),
-            }),
-        }
+        topic_in(&response, name)
     }
-
     /// Every topic with its partition count, sorted by name.
     pub async fn list_topics(&mut self) -> Result<Vec<TopicListing>, ClientError> {
         let response = self.metadata(None).await?;
@@ -130,6 +115,28 @@ impl KafkaClient {
             .collect();
         topics.sort();
         Ok(topics)
+    }
+}
+
+/// Topic `name` of a Metadata answer; an error as [`KafkaClient::topic`] gives.
+pub(crate) fn topic_in(
+    response: &MetadataResponse,
+    name: &str,
+) -> Result<TopicMetadata, ClientError> {
+    let found = response
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == name));
+    match found {
+        Some(t) => {
+            check_code(t.error_code, None, || format!("topic {name}"))?;
+            Ok(TopicMetadata::from_response(name, t.clone()))
+        }
+        None => Err(ClientError::Broker {
+            what: format!("topic {name}"),
+            error: ResponseError::UnknownTopicOrPartition,
+            message: Some("not in the metadata response".into()),
+        }),
     }
 }
 

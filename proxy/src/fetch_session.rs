@@ -131,7 +131,10 @@ impl FetchSessions {
     /// The full request to answer for `req`, and the session it uses.
     pub fn begin(&self, version: i16, req: &FetchRequest) -> Begin {
         let full = Begin::AsSent;
-        if version < FIRST_SESSION_VERSION {
+        // No session asked for and none to close (librdkafka, kafkajs):
+        // the cache is not touched.
+        let sessionless = req.session_epoch == FINAL_EPOCH && req.session_id == 0;
+        if version < FIRST_SESSION_VERSION || sessionless {
             return full(SessionUse::None);
         }
         let now = Instant::now();

@@ -87,6 +87,29 @@ impl Context {
         Ok(ShardOwner::Remote(self.remote(addr)))
     }
 
+    /// Every broker that owns a coordinator shard, once, with how to reach
+    /// it (ListGroups and ListTransactions ask each of them).
+    pub(crate) fn shard_owners(
+        &self,
+        snap: &floe_metadata::watch::ClusterSnapshot,
+    ) -> Vec<(FloeBrokerId, ShardOwner)> {
+        let mut owners: Vec<FloeBrokerId> = snap.shards.iter().filter_map(|x| x.owner).collect();
+        owners.sort_unstable();
+        owners.dedup();
+        owners
+            .into_iter()
+            .filter_map(|owner| {
+                let o = if let Some(local) = self.local.as_ref().filter(|b| b.broker_id() == owner)
+                {
+                    ShardOwner::Local(local.clone())
+                } else {
+                    ShardOwner::Remote(self.remote(snap.broker_addr(owner)?))
+                };
+                Some((owner, o))
+            })
+            .collect()
+    }
+
     /// The coordinator of `group_id`: the broker that owns its shard.
     fn coordinator(&self, group_id: &str) -> Result<Arc<dyn Coordinator>, RoutingError> {
         match self.shard_owner(group_id)? {
@@ -578,19 +601,12 @@ impl Context {
             Vec::new()
         };
         let snap = self.view.current();
-        let mut owners: Vec<FloeBrokerId> = snap.shards.iter().filter_map(|x| x.owner).collect();
-        owners.sort_unstable();
-        owners.dedup();
         let mut listed = Vec::new();
-        for owner in owners {
-            let c: Arc<dyn Coordinator> =
-                if let Some(local) = self.local.as_ref().filter(|b| b.broker_id() == owner) {
-                    Arc::new(local.clone())
-                } else if let Some(addr) = snap.broker_addr(owner) {
-                    self.remote(addr)
-                } else {
-                    continue;
-                };
+        for (_, owner) in self.shard_owners(&snap) {
+            let c: Arc<dyn Coordinator> = match owner {
+                ShardOwner::Local(local) => Arc::new(local),
+                ShardOwner::Remote(r) => r,
+            };
             listed.extend(c.list_groups(&states).await);
         }
         let mut resp = ListGroupsResponse::default();

@@ -405,19 +405,12 @@ impl Context {
             }
         }
         let snap = self.view.current();
-        let mut owners: Vec<_> = snap.shards.iter().filter_map(|x| x.owner).collect();
-        owners.sort_unstable();
-        owners.dedup();
         let mut all = BTreeMap::new();
-        for owner in owners {
-            let c: Arc<dyn TxnCoordination> =
-                if let Some(local) = self.local.as_ref().filter(|b| b.broker_id() == owner) {
-                    Arc::new(local.clone())
-                } else if let Some(addr) = snap.broker_addr(owner) {
-                    self.remote(addr)
-                } else {
-                    continue;
-                };
+        for (owner, o) in self.shard_owners(&snap) {
+            let c: Arc<dyn TxnCoordination> = match o {
+                ShardOwner::Local(local) => Arc::new(local),
+                ShardOwner::Remote(r) => r,
+            };
             match c.list_txns().await {
                 Ok(txns) => all.extend(txns),
                 Err(e) => {
