@@ -65,7 +65,7 @@ else
 fi
 
 step "end-to-end tests (pytest)"
-.venv/bin/pytest tests -q -p no:cacheprovider --timeout 600 2>&1 | tee target/pytest.log
+.venv/bin/pytest tests -q -p no:cacheprovider --timeout 600 --durations=40 2>&1 | tee target/pytest.log
 
 if [ "${FLOE_LONG:-}" = 1 ]; then
     step "long mode: the cluster scenarios on Garage"
