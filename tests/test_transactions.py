@@ -194,7 +194,7 @@ def test_offsets_sent_in_a_transaction_are_committed_by_its_commit_only(txn_stan
 
     a = admin(bootstrap)
     try:
-        # Per broker: every proxy answers for the whole cluster.
+        # Per broker: each proxy answers for the ids it is coordinator of.
         listed = [t for ts in a.list_transactions().values() for t in ts]
         mine = [t for t in listed if t.transactional_id == "txn-offsets"]
         assert len(mine) == 1, listed

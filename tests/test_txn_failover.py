@@ -1,5 +1,5 @@
-"""The transaction coordinator's broker killed mid-commit, in a cluster of
-processes (issue 14, docs/transactions.md "What survives what").
+"""Transactions in a cluster of processes: the coordinator's broker killed
+mid-commit (issue 14, docs/transactions.md "What survives what").
 
 Two brokers: one holds the transactional id's coordinator shard, the other
 owns some of the transaction's partitions. The other one is stopped
@@ -9,7 +9,10 @@ broker is killed with SIGKILL before its last marker. Once the stopped
 broker runs again it takes the shard over, sends the markers again and
 completes the transaction: a read_committed consumer sees every record of
 a committed transaction and none of an aborted one (then the records of a
-later transaction, so the LSO moved past it). No test hook in the broker."""
+later transaction, so the LSO moved past it). No test hook in the broker.
+
+And with two proxies, ListGroups and ListTransactions asked of each name
+every group and transactional id once."""
 
 import os
 import signal
@@ -95,4 +98,51 @@ def test_the_coordinator_killed_between_prepare_and_its_last_marker(floe_bin, tm
     finally:
         if stopped is not None and stopped.alive():
             os.kill(stopped.pid, signal.SIGCONT)
+        cluster.stop()
+
+
+def group_name(g):
+    """A ListGroups entry's group id (kafka-python: a dict or a tuple)."""
+    if isinstance(g, dict):
+        return g["group_id"]
+    return getattr(g, "group_id", None) or g[0]
+
+
+@pytest.mark.timeout(180)
+def test_each_proxy_lists_the_groups_and_transactions_it_coordinates(floe_bin, tmp_path):
+    """Two proxies: ListGroups and ListTransactions asked of each (as admin
+    clients do) name every group and transactional id once, at the proxy
+    FindCoordinator names for it."""
+    from test_transactions import admin
+
+    cluster = Cluster(floe_bin, tmp_path, proxies=2,
+                      proxy_flags=("--default-partitions", "1", "--transactions", "true"))
+    try:
+        bootstrap = cluster.bootstrap
+        topic = "txn-list-in"
+        create_topic(bootstrap, topic, 1)
+        tids = [f"txn-list-{i}" for i in range(8)]
+        for tid in tids:
+            txn_producer(bootstrap, tid, init_timeout=60)
+        groups = [f"txn-list-g{i}" for i in range(8)]
+        for g in groups:
+            c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": g,
+                                          "enable.auto.commit": False})
+            c.commit(offsets=[confluent_kafka.TopicPartition(topic, 0, 1)], asynchronous=False)
+            c.close()
+
+        a = admin(bootstrap)
+        try:
+            # One entry per broker the client knows: each proxy.
+            listed = a.list_transactions()
+            proxies = sorted(listed)
+            assert len(proxies) == 2, listed
+            names = [t.transactional_id for ts in listed.values() for t in ts]
+            assert sorted(n for n in names if n in tids) == sorted(tids), listed
+            per_proxy = {b: [group_name(g) for g in a.list_groups(broker_ids=[b])] for b in proxies}
+            named = [g for gs in per_proxy.values() for g in gs]
+            assert sorted(g for g in named if g in groups) == sorted(groups), per_proxy
+        finally:
+            a.close()
+    finally:
         cluster.stop()
