@@ -501,7 +501,11 @@ impl Context {
         if !self.transactions || !require_stable {
             return HashSet::new();
         }
-        match self.meta.transactions().await {
+        let holding = floe_metadata::txn::TxnFilter {
+            pending_group: Some(group.to_string()),
+            ..Default::default()
+        };
+        match self.meta.transactions_where(&holding).await {
             Ok(all) => all
                 .iter()
                 .filter(|(_, t)| pending(t))
