@@ -48,7 +48,7 @@ def test_the_coordinator_killed_between_prepare_and_its_last_marker(floe_bin, tm
     # A lease long enough that the stopped broker keeps its partitions while
     # the decision is taken and the coordinator killed.
     cluster = Cluster(floe_bin, tmp_path, lease_ms=8000,
-                      proxy_flags=("--default-partitions", "1", "--transactions", "true"))
+                      proxy_flags=("--default-partitions", "1"))
     stopped = None
     try:
         bootstrap = cluster.bootstrap
@@ -116,7 +116,7 @@ def test_each_proxy_lists_the_groups_and_transactions_it_coordinates(floe_bin, t
     from test_transactions import admin
 
     cluster = Cluster(floe_bin, tmp_path, proxies=2,
-                      proxy_flags=("--default-partitions", "1", "--transactions", "true"))
+                      proxy_flags=("--default-partitions", "1"))
     try:
         bootstrap = cluster.bootstrap
         topic = "txn-list-in"
@@ -146,3 +146,73 @@ def test_each_proxy_lists_the_groups_and_transactions_it_coordinates(floe_bin, t
             a.close()
     finally:
         cluster.stop()
+
+
+def scrape(admin_url):
+    """`/metrics` as {name with labels: value}."""
+    import urllib.request
+    with urllib.request.urlopen(f"{admin_url}/metrics", timeout=5) as r:
+        out = {}
+        for line in r.read().decode().splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                out[name] = float(value)
+        return out
+
+
+def wait_metric(admin_url, name, ok, timeout=60):
+    """Scrapes until metric `name` (with its labels) satisfies `ok`."""
+    deadline = time.time() + timeout
+    while True:
+        v = scrape(admin_url).get(name)
+        if v is not None and ok(v):
+            return v
+        assert time.time() < deadline, f"{name} = {v}"
+        time.sleep(0.2)
+
+
+@pytest.mark.timeout(180)
+def test_the_transaction_metrics_count_what_happened(txn_metrics_standalone):
+    s = txn_metrics_standalone
+    bootstrap, url = s.bootstrap, s.admin_url
+    topic = "txn-metrics"
+    lag = f'floe_broker_partition_lso_lag{{topic="{topic}",partition="0"}}'
+    create_topic(bootstrap, topic, 1)
+    p = txn_producer(bootstrap, "txn-metrics-1")
+    p.begin_transaction()
+    for i in range(5):
+        p.produce(topic, value=f"m{i}", partition=0)
+    assert p.flush(30) == 0
+    # The open transaction holds its five records back from read_committed.
+    wait_metric(url, lag, lambda v: v == 5)
+    wait_metric(url, "floe_broker_txn_open", lambda v: v >= 1)
+    p.commit_transaction(30)
+    wait_metric(url, lag, lambda v: v == 0)
+    p.begin_transaction()
+    p.produce(topic, value="aborted", partition=0)
+    assert p.flush(30) == 0  # else nothing reaches the broker to abort
+    p.abort_transaction(30)
+    # A hanging transaction: aborted by its timeout.
+    hang = txn_producer(bootstrap, "txn-metrics-2", **{"transaction.timeout.ms": 1500})
+    hang.begin_transaction()
+    hang.produce(topic, value="hangs", partition=0)
+    assert hang.flush(30) == 0
+    wait_metric(url, "floe_broker_txn_timed_out_total", lambda v: v >= 1)
+    wait_metric(url, 'floe_broker_txn_completed_total{outcome="abort"}', lambda v: v >= 2)
+    wait_metric(url, lag, lambda v: v == 0)
+    m = scrape(url)
+    assert m['floe_broker_txn_completed_total{outcome="commit"}'] >= 1, m
+    # One marker per partition of each of the three transactions.
+    assert m["floe_broker_txn_marker_writes_total"] >= 3, m
+    assert "floe_broker_txn_marker_retries_total" in m, m
+    count = [v for k, v in m.items() if k.startswith("floe_broker_txn_markers_duration_seconds_count")]
+    assert count and count[0] >= 3, m
+
+
+@pytest.fixture(scope="module")
+def txn_metrics_standalone(floe_bin, tmp_path_factory):
+    from conftest import Standalone
+    s = Standalone(floe_bin, tmp_path_factory.mktemp("txn-metrics"))
+    s.start()
+    yield s
+    s.stop()

@@ -570,7 +570,7 @@ async fn a_resent_idempotent_batch_is_stored_once() {
         panic!()
     };
     assert_eq!(r.topics[0].partitions[0].offset, 1, "stored once");
-    // A transactional id is refused plainly: transactions are not implemented.
+    // A transactional id is refused plainly without `--transactions`.
     let mut req = InitProducerIdRequest::default();
     req.transactional_id = Some(TransactionalId(StrBytes::from_static_str("tx")));
     let ResponseKind::InitProducerId(r) = c2

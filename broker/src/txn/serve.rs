@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use floe_metadata::command::ShardFence;
 use floe_metadata::ids::{BrokerId, Epoch, ShardId, TransactionalId};
-use floe_metadata::txn::{TxnError, TxnFilter, TxnMeta, TxnOp, TxnReply};
+use floe_metadata::txn::{TxnError, TxnFilter, TxnMeta, TxnOp, TxnReply, TxnState};
 
 use super::{CoordError, MarkerWriter, TxnCoordinator};
 use crate::broker::Broker;
@@ -139,6 +139,7 @@ pub(crate) async fn timeouts(b: Broker) {
             return;
         }
         if !b.inner.txn.is_active() || b.owned_shards().is_empty() {
+            crate::metrics::txn_open(0);
             continue;
         }
         let shards = b.view().current().shard_count();
@@ -151,6 +152,11 @@ pub(crate) async fn timeouts(b: Broker) {
             }
         };
         let now = floe_metadata::clock::now_ms();
+        crate::metrics::txn_open(
+            all.iter()
+                .filter(|(_, t)| t.state == TxnState::Ongoing || t.state.is_prepare())
+                .count(),
+        );
         let mut by_shard: std::collections::HashMap<u32, Vec<(TransactionalId, TxnMeta)>> =
             Default::default();
         for (id, t) in all.into_iter().filter(|(_, t)| t.expired(now)) {
