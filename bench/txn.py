@@ -15,7 +15,10 @@ MB/s per run and its median, the ratio to idempotent, and the commit latency
 (`commit_transaction()`, which returns once the coordinator has the commit
 decided and its markers written) p50/p99 over every transaction of the mode.
 
-Usage: FLOE_BIN=target/release/floe python bench/txn.py [--records 100000]
+With `--ids N`, N other transactional ids are registered first (a cluster
+with many transactional producers), so lookups that grow with the ids show.
+
+Usage: FLOE_BIN=target/release/floe python bench/txn.py [--records 100000] [--ids 1000]
 """
 
 import argparse
@@ -87,6 +90,9 @@ def main():
     ap.add_argument("--partitions", type=int, default=16)
     ap.add_argument("--per-txn", type=int, nargs="+", default=[10, 1000])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--ids", type=int, default=0,
+                    help="transactional ids registered (InitProducerId) before measuring, as a cluster "
+                         "with many producers has: lookups that read every id's state grow with them")
     args = ap.parse_args()
     floe = os.environ.get("FLOE_BIN", str(ROOT / "target" / "release" / "floe"))
     modes = [("idempotent", 0)] + [(f"txn-{n}", n) for n in args.per_txn]
@@ -94,6 +100,9 @@ def main():
         s = Standalone(floe, work, transactions=True)
         s.start()
         try:
+            for i in range(args.ids):
+                ck.Producer({"bootstrap.servers": s.bootstrap,
+                             "transactional.id": f"bench-idle-{i}"}).init_transactions(60)
             mbs = {m: [] for m, _ in modes}
             commits = {m: [] for m, _ in modes}
             for r in range(args.rounds):
@@ -107,7 +116,8 @@ def main():
         finally:
             s.stop()
     base = statistics.median(mbs["idempotent"])
-    print(f"\n{args.records} records of {args.size} B, {args.partitions} partitions, {args.rounds} rounds, {floe}")
+    print(f"\n{args.records} records of {args.size} B, {args.partitions} partitions, {args.rounds} rounds, "
+          f"{args.ids} other transactional ids, {floe}")
     print("| mode | MB/s (median) | runs | ratio to idempotent | commit p50 / p99 ms |")
     print("|---|---|---|---|---|")
     for name, _ in modes:

@@ -426,9 +426,9 @@ pub struct ProxyTuning {
     /// Answer transactional producers (InitProducerId with a
     /// transactional.id, AddPartitionsToTxn, AddOffsetsToTxn,
     /// TxnOffsetCommit, EndTxn, DescribeTransactions, ListTransactions).
-    /// Off: a transactional producer is refused at InitProducerId, and the
-    /// transaction APIs are not advertised.
-    #[arg(long, env = "FLOE_TRANSACTIONS", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    /// On by default; `false`: a transactional producer is refused at
+    /// InitProducerId, and the transaction APIs are not advertised.
+    #[arg(long, env = "FLOE_TRANSACTIONS", default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub transactions: bool,
     /// Answer share groups (KIP-932: ShareGroupHeartbeat, ShareGroupDescribe,
     /// ShareFetch, ShareAcknowledge) and list them in ApiVersions. Off by

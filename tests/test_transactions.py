@@ -1,9 +1,9 @@
 """Transactions with real clients (issue 14, docs/transactions.md).
 
-Without `--transactions` (off by default for now) a transactional producer
-is refused at InitProducerId:
-`test_a_transactional_producer_is_refused_until_transactions_work` holds
-that promise. With the flag (`txn_standalone`, one process for the module;
+With `--transactions false` (transactions are on by default) a
+transactional producer is refused at InitProducerId:
+`test_a_transactional_producer_is_refused_with_transactions_off` holds
+that promise. With them on (`txn_standalone`, one process for the module;
 a cluster of processes for the coordinator's failover): committed and
 aborted transactions seen by read_committed and read_uncommitted
 consumers, fencing, offsets sent in a transaction, the timeout and the
@@ -48,13 +48,19 @@ def read_committed(bootstrap, topic, partitions, expect, timeout=60):
 
 
 @pytest.mark.timeout(120)
-def test_a_transactional_producer_is_refused_until_transactions_work(standalone):
-    p = confluent_kafka.Producer({"bootstrap.servers": standalone.bootstrap,
-                                  "transactional.id": "txn-refused"})
-    with pytest.raises(confluent_kafka.KafkaException) as e:
-        p.init_transactions(5)
-    # librdkafka takes it as retriable and asks again until the timeout.
-    assert e.value.args[0].code() == confluent_kafka.KafkaError.UNSUPPORTED_VERSION
+def test_a_transactional_producer_is_refused_with_transactions_off(floe_bin, tmp_path):
+    from conftest import Standalone
+    off = Standalone(floe_bin, tmp_path, transactions=False)
+    off.start()
+    try:
+        p = confluent_kafka.Producer({"bootstrap.servers": off.bootstrap,
+                                      "transactional.id": "txn-refused"})
+        with pytest.raises(confluent_kafka.KafkaException) as e:
+            p.init_transactions(5)
+        # librdkafka takes it as retriable and asks again until the timeout.
+        assert e.value.args[0].code() == confluent_kafka.KafkaError.UNSUPPORTED_VERSION
+    finally:
+        off.stop()
 
 
 @pytest.mark.timeout(180)
@@ -87,10 +93,10 @@ def test_read_committed_sees_exactly_the_committed_transactions(txn_standalone):
 
 @pytest.fixture(scope="module")
 def txn_standalone(floe_bin, tmp_path_factory):
-    """One `floe standalone --transactions` shared by the module's tests (each
-    uses its own transactional ids and groups)."""
+    """One `floe standalone` (transactions on by default) shared by the
+    module's tests (each uses its own transactional ids and groups)."""
     from conftest import Standalone
-    s = Standalone(floe_bin, tmp_path_factory.mktemp("txn"), transactions=True)
+    s = Standalone(floe_bin, tmp_path_factory.mktemp("txn"))
     s.start()
     yield s
     s.stop()
@@ -194,7 +200,7 @@ def test_offsets_sent_in_a_transaction_are_committed_by_its_commit_only(txn_stan
 
     a = admin(bootstrap)
     try:
-        # Per broker: every proxy answers for the whole cluster.
+        # Per broker: each proxy answers for the ids it is coordinator of.
         listed = [t for ts in a.list_transactions().values() for t in ts]
         mine = [t for t in listed if t.transactional_id == "txn-offsets"]
         assert len(mine) == 1, listed
@@ -235,7 +241,7 @@ def test_the_coordinator_moves_with_its_shard_in_a_cluster(floe_bin, tmp_path):
     from test_cluster_failover import fnv1a_shard, owned_shards
 
     cluster = Cluster(floe_bin, tmp_path,
-                      proxy_flags=("--default-partitions", "1", "--transactions", "true"))
+                      proxy_flags=("--default-partitions", "1"))
     try:
         bootstrap = cluster.bootstrap
         topic, group, tid = "txn-move-in", "txn-move-g", "txn-move"

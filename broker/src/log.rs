@@ -795,6 +795,13 @@ impl PartitionLog {
         let st = self.lock();
         st.txns.last_stable_offset(st.hw)
     }
+
+    /// The high watermark minus the last stable offset now: what open
+    /// transactions hold back from read_committed readers.
+    pub fn lso_lag(&self) -> i64 {
+        let st = self.lock();
+        st.hw - st.txns.last_stable_offset(st.hw)
+    }
 }
 
 #[cfg(test)]

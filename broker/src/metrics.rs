@@ -21,6 +21,13 @@ const BACKPRESSURE: &str = "floe_broker_backpressure_refusals_total";
 const UNFLUSHED_BYTES: &str = "floe_broker_unflushed_bytes";
 const FLUSHES_IN_FLIGHT: &str = "floe_broker_flushes_in_flight";
 const BATCHES_NOT_DECODED: &str = "floe_broker_batches_not_decoded_total";
+const TXN_OPEN: &str = "floe_broker_txn_open";
+const TXN_COMPLETED: &str = "floe_broker_txn_completed_total";
+const TXN_TIMED_OUT: &str = "floe_broker_txn_timed_out_total";
+const TXN_MARKERS: &str = "floe_broker_txn_marker_writes_total";
+const TXN_MARKER_RETRIES: &str = "floe_broker_txn_marker_retries_total";
+const TXN_MARKERS_SECONDS: &str = "floe_broker_txn_markers_duration_seconds";
+const LSO_LAG: &str = "floe_broker_partition_lso_lag";
 
 /// Describes the broker's metrics and registers the counters and gauges, so
 /// that a broker serves them at zero before its first flush.
@@ -78,6 +85,42 @@ pub(crate) fn register() {
     for reason in ["over_bounds", "malformed"] {
         counter!(BATCHES_NOT_DECODED, "reason" => reason).increment(0);
     }
+    describe_gauge!(
+        TXN_OPEN,
+        "transactions open (ongoing or being decided) in the coordinator shards this broker serves"
+    );
+    describe_counter!(
+        TXN_COMPLETED,
+        "transactions this coordinator completed (markers written), outcome=commit or abort"
+    );
+    describe_counter!(
+        TXN_TIMED_OUT,
+        "transactions this coordinator aborted past their transaction.timeout.ms"
+    );
+    describe_counter!(
+        TXN_MARKERS,
+        "COMMIT/ABORT markers this coordinator had written (one per partition of a transaction)"
+    );
+    describe_counter!(
+        TXN_MARKER_RETRIES,
+        "marker writes that failed and were tried again"
+    );
+    describe_histogram!(
+        TXN_MARKERS_SECONDS,
+        Unit::Seconds,
+        "from a transaction's decision (EndTxn, a timeout, or the take-over resuming it) to its completion stored, every marker written"
+    );
+    describe_gauge!(
+        LSO_LAG,
+        "per partition served: high watermark minus last stable offset (offsets held back by open transactions)"
+    );
+    gauge!(TXN_OPEN).set(0.0);
+    for outcome in ["commit", "abort"] {
+        counter!(TXN_COMPLETED, "outcome" => outcome).increment(0);
+    }
+    counter!(TXN_TIMED_OUT).increment(0);
+    counter!(TXN_MARKERS).increment(0);
+    counter!(TXN_MARKER_RETRIES).increment(0);
     counter!(FLUSHES).increment(0);
     counter!(FLUSHED_BYTES).increment(0);
     counter!(COMMIT_REFUSALS).increment(0);
@@ -145,6 +188,39 @@ pub(crate) fn unflushed_bytes(bytes: usize) {
 /// Flushes in flight now.
 pub(crate) fn flushes_in_flight(n: usize) {
     gauge!(FLUSHES_IN_FLIGHT).set(n as f64);
+}
+
+/// Transactions open in the shards served, after a pass over them.
+pub(crate) fn txn_open(n: usize) {
+    gauge!(TXN_OPEN).set(n as f64);
+}
+
+/// A transaction completed here, `took` after its decision (or take-over).
+pub(crate) fn txn_completed(commit: bool, took: Duration) {
+    let outcome = if commit { "commit" } else { "abort" };
+    counter!(TXN_COMPLETED, "outcome" => outcome).increment(1);
+    histogram!(TXN_MARKERS_SECONDS).record(took);
+}
+
+/// A transaction was aborted by its timeout.
+pub(crate) fn txn_timed_out() {
+    counter!(TXN_TIMED_OUT).increment(1);
+}
+
+/// A marker was written (`retry`: an attempt failed, to be tried again).
+pub(crate) fn txn_marker(written: bool) {
+    if written {
+        counter!(TXN_MARKERS).increment(1);
+    } else {
+        counter!(TXN_MARKER_RETRIES).increment(1);
+    }
+}
+
+/// A partition's high watermark minus its last stable offset (0 once it is
+/// no longer served).
+pub(crate) fn lso_lag(topic: &str, partition: u32, lag: i64) {
+    gauge!(LSO_LAG, "topic" => topic.to_string(), "partition" => partition.to_string())
+        .set(lag.max(0) as f64);
 }
 
 #[cfg(test)]

@@ -239,8 +239,11 @@ pub(crate) async fn ownership(b: Broker) {
             })
             .await;
         for log in b.logs() {
-            if !wanted.contains(&log.key) {
+            if wanted.contains(&log.key) {
+                crate::metrics::lso_lag(&log.topic, log.key.partition, log.lso_lag());
+            } else {
                 b.drop_partition(&log.key);
+                crate::metrics::lso_lag(&log.topic, log.key.partition, 0);
             }
         }
         crate::metrics::owned_partitions(b.owned().len());

@@ -331,7 +331,80 @@ pub struct TxnModel {
     pub partitions: PartitionsTxns,
 }
 
+/// The coordinator shard of a key (a group id or a transactional id):
+/// 32-bit FNV-1a of its UTF-8 bytes, modulo `shards` (0 when `shards` is 0).
+pub fn shard_of(key: &str, shards: u32) -> u32 {
+    const OFFSET_BASIS: u32 = 0x811c_9dc5;
+    const PRIME: u32 = 0x0100_0193;
+    let hash = key
+        .bytes()
+        .fold(OFFSET_BASIS, |h, b| (h ^ u32::from(b)).wrapping_mul(PRIME));
+    hash.checked_rem(shards).unwrap_or(0)
+}
+
+/// Which transactional ids a lookup wants (`TxnModel::select`); every
+/// condition given must hold, and none given is every id.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TxnFilter {
+    /// These ids only (one keyed read each).
+    pub ids: Vec<TransactionalId>,
+    /// The id holding this producer id (the KIP-890 check of a partition).
+    pub producer_id: Option<ProducerId>,
+    /// The ids of these coordinator shards, out of `shard_count`.
+    pub shards: Option<(u32, Vec<u32>)>,
+    /// Transactions holding pending offsets of this group (open or being
+    /// decided).
+    pub pending_group: Option<String>,
+}
+
+impl TxnFilter {
+    /// One id.
+    pub fn id(id: TransactionalId) -> Self {
+        Self {
+            ids: vec![id],
+            ..Self::default()
+        }
+    }
+
+    /// The ids of `shards` out of `shard_count`.
+    pub fn shards(shard_count: u32, shards: Vec<u32>) -> Self {
+        Self {
+            shards: Some((shard_count, shards)),
+            ..Self::default()
+        }
+    }
+
+    fn holds(&self, id: &TransactionalId, t: &TxnMeta) -> bool {
+        self.producer_id.is_none_or(|p| t.producer_id == p)
+            && self
+                .shards
+                .as_ref()
+                .is_none_or(|(n, shards)| shards.contains(&shard_of(id.as_str(), *n)))
+            && self.pending_group.as_ref().is_none_or(|g| {
+                matches!(
+                    t.state,
+                    TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort
+                ) && t.groups.contains_key(g)
+            })
+    }
+}
+
 impl TxnModel {
+    /// The ids `f` selects with their state: keyed reads when it names ids,
+    /// else one pass in memory (nothing of the others leaves the state
+    /// machine).
+    pub fn select(&self, f: &TxnFilter) -> Vec<(&TransactionalId, &TxnMeta)> {
+        if f.ids.is_empty() {
+            self.ids.iter().filter(|(id, t)| f.holds(id, t)).collect()
+        } else {
+            f.ids
+                .iter()
+                .filter_map(|id| self.ids.get_key_value(id))
+                .filter(|(id, t)| f.holds(id, t))
+                .collect()
+        }
+    }
+
     /// Ongoing transactions past their timeout at `now_ms`, with the
     /// producer the abort must name.
     pub fn expired(&self, now_ms: u64) -> Vec<(TransactionalId, ProducerIdEpoch)> {

@@ -87,13 +87,35 @@ impl Context {
         Ok(ShardOwner::Remote(self.remote(addr)))
     }
 
-    /// Every broker that owns a coordinator shard, once, with how to reach
-    /// it (ListGroups and ListTransactions ask each of them).
+    /// The coordinator shards this proxy is named coordinator of
+    /// (FindCoordinator's answer): ListGroups and ListTransactions answer
+    /// for their keys only, so that an admin client asking every broker
+    /// gets each group and transaction once.
+    pub(crate) fn named_shards(
+        &self,
+        snap: &floe_metadata::watch::ClusterSnapshot,
+    ) -> std::collections::HashSet<u32> {
+        let nodes = self.kafka_nodes(snap);
+        let me = self.me.id();
+        (0..snap.shard_count())
+            .filter(|shard| nodes.coordinator(*shard).id == me)
+            .collect()
+    }
+
+    /// Every broker that owns one of the coordinator shards `shards`, once,
+    /// with how to reach it (ListGroups and ListTransactions ask each of
+    /// them).
     pub(crate) fn shard_owners(
         &self,
         snap: &floe_metadata::watch::ClusterSnapshot,
+        shards: &std::collections::HashSet<u32>,
     ) -> Vec<(FloeBrokerId, ShardOwner)> {
-        let mut owners: Vec<FloeBrokerId> = snap.shards.iter().filter_map(|x| x.owner).collect();
+        let mut owners: Vec<FloeBrokerId> = snap
+            .shards
+            .iter()
+            .filter(|x| shards.contains(&x.shard.0))
+            .filter_map(|x| x.owner)
+            .collect();
         owners.sort_unstable();
         owners.dedup();
         owners
@@ -111,7 +133,7 @@ impl Context {
     }
 
     /// The coordinator of `group_id`: the broker that owns its shard.
-    fn coordinator(&self, group_id: &str) -> Result<Arc<dyn Coordinator>, RoutingError> {
+    pub(crate) fn coordinator(&self, group_id: &str) -> Result<Arc<dyn Coordinator>, RoutingError> {
         match self.shard_owner(group_id)? {
             ShardOwner::Local(local) => {
                 local
@@ -593,7 +615,8 @@ impl Context {
         resp
     }
 
-    /// ListGroups: the groups of every broker that owns a coordinator shard.
+    /// ListGroups: the groups of the coordinator shards this proxy is named
+    /// coordinator of, from the brokers that own them.
     pub async fn list_groups(&self, version: i16, req: &ListGroupsRequest) -> ListGroupsResponse {
         let states: Vec<String> = if version >= 4 {
             req.states_filter.iter().map(|s| s.to_string()).collect()
@@ -602,12 +625,16 @@ impl Context {
         };
         let snap = self.view.current();
         let mut listed = Vec::new();
-        for (_, owner) in self.shard_owners(&snap) {
+        let named = self.named_shards(&snap);
+        let shard_count = snap.shard_count();
+        for (_, owner) in self.shard_owners(&snap, &named) {
             let c: Arc<dyn Coordinator> = match owner {
                 ShardOwner::Local(local) => Arc::new(local),
                 ShardOwner::Remote(r) => r,
             };
-            listed.extend(c.list_groups(&states).await);
+            listed.extend(c.list_groups(&states).await.into_iter().filter(|l| {
+                named.contains(&floe_broker::group::shard_of(&l.group_id, shard_count))
+            }));
         }
         let mut resp = ListGroupsResponse::default();
         resp.groups = listed

@@ -259,9 +259,44 @@ impl Context {
     /// (OffsetFetch with `require_stable` answers UNSTABLE_OFFSET_COMMIT
     /// for them meanwhile). Routed by the transactional id: the pending
     /// offsets are the transaction's state.
+    /// TxnOffsetCommit v3+: the consumer's member id, generation and
+    /// instance id the producer sent, checked against the group at its
+    /// coordinator as Kafka does: an unknown member is UNKNOWN_MEMBER_ID,
+    /// another static member under the instance id FENCED_INSTANCE_ID, a
+    /// generation other than the group's ILLEGAL_GENERATION. Nothing is
+    /// checked when none was sent (an empty member id, generation -1): a
+    /// producer sending offsets of a group it does not consume in. A
+    /// rebalance under way does not refuse the offsets (Kafka's does not).
+    /// The check is the heartbeat's (which refreshes the member's session,
+    /// as a commit would).
+    async fn check_txn_member(&self, version: i16, req: &TxnOffsetCommitRequest) -> i16 {
+        let member = req.member_id.as_str();
+        let generation = req.generation_id;
+        let instance = req.group_instance_id.as_ref().map(|i| i.as_str());
+        if version < 3 || (member.is_empty() && generation < 0 && instance.is_none()) {
+            return 0;
+        }
+        let group = req.group_id.0.as_str();
+        let c = match self.coordinator(group) {
+            Ok(c) => c,
+            Err(e) => return crate::errors::routing_code(&e),
+        };
+        use floe_broker::group::GroupError;
+        match c.heartbeat(group, generation, member, instance).await {
+            Ok(()) | Err(GroupError::RebalanceInProgress) => 0,
+            // No generation sent: only the member is checked.
+            Err(GroupError::IllegalGeneration) if generation < 0 => 0,
+            // A generation without a member: Kafka compares the generation.
+            Err(GroupError::UnknownMemberId) if member.is_empty() && instance.is_none() => {
+                GroupError::IllegalGeneration.kafka_code()
+            }
+            Err(e) => e.kafka_code(),
+        }
+    }
+
     pub async fn txn_offset_commit(
         &self,
-        _version: i16,
+        version: i16,
         req: &TxnOffsetCommitRequest,
     ) -> TxnOffsetCommitResponse {
         let offsets: Vec<(String, u32, CommittedOffset)> = req
@@ -290,13 +325,18 @@ impl Context {
             group: req.group_id.0.to_string(),
             offsets,
         };
-        let (code, unknown) = match self.txn_step(&req.transactional_id.0, op).await {
-            Ok(r) => (0, r.unknown.into_iter().collect::<HashSet<_>>()),
-            // Kafka's group coordinator answers a stale epoch so.
-            Err(e) => (
-                txn_code(&e, ResponseError::InvalidProducerEpoch),
-                HashSet::new(),
-            ),
+        let member_code = self.check_txn_member(version, req).await;
+        let (code, unknown) = if member_code != 0 {
+            (member_code, HashSet::new())
+        } else {
+            match self.txn_step(&req.transactional_id.0, op).await {
+                Ok(r) => (0, r.unknown.into_iter().collect::<HashSet<_>>()),
+                // Kafka's group coordinator answers a stale epoch so.
+                Err(e) => (
+                    txn_code(&e, ResponseError::InvalidProducerEpoch),
+                    HashSet::new(),
+                ),
+            }
         };
         let mut resp = TxnOffsetCommitResponse::default();
         for t in &req.topics {
@@ -388,8 +428,9 @@ impl Context {
         resp
     }
 
-    /// ListTransactions: the transactions of every broker that owns a
-    /// coordinator shard, filtered by state, producer id and (v1) how long
+    /// ListTransactions: the transactions of the coordinator shards this
+    /// proxy is named coordinator of (from the brokers that own them),
+    /// filtered by state, producer id and (v1) how long
     /// they have been open.
     pub async fn list_transactions(
         &self,
@@ -406,13 +447,17 @@ impl Context {
         }
         let snap = self.view.current();
         let mut all = BTreeMap::new();
-        for (owner, o) in self.shard_owners(&snap) {
+        let named = self.named_shards(&snap);
+        let shard_count = snap.shard_count();
+        for (owner, o) in self.shard_owners(&snap, &named) {
             let c: Arc<dyn TxnCoordination> = match o {
                 ShardOwner::Local(local) => Arc::new(local),
                 ShardOwner::Remote(r) => r,
             };
             match c.list_txns().await {
-                Ok(txns) => all.extend(txns),
+                Ok(txns) => all.extend(txns.into_iter().filter(|(id, _)| {
+                    named.contains(&floe_broker::group::shard_of(&id.0, shard_count))
+                })),
                 Err(e) => {
                     tracing::info!(broker = %owner, error = %e, "a coordinator did not list its transactions");
                     resp.error_code = ResponseError::CoordinatorLoadInProgress.code();
@@ -456,7 +501,11 @@ impl Context {
         if !self.transactions || !require_stable {
             return HashSet::new();
         }
-        match self.meta.transactions().await {
+        let holding = floe_metadata::txn::TxnFilter {
+            pending_group: Some(group.to_string()),
+            ..Default::default()
+        };
+        match self.meta.transactions_where(&holding).await {
             Ok(all) => all
                 .iter()
                 .filter(|(_, t)| pending(t))

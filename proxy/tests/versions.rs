@@ -570,7 +570,7 @@ async fn a_resent_idempotent_batch_is_stored_once() {
         panic!()
     };
     assert_eq!(r.topics[0].partitions[0].offset, 1, "stored once");
-    // A transactional id is refused plainly: transactions are not implemented.
+    // A transactional id is refused plainly without `--transactions`.
     let mut req = InitProducerIdRequest::default();
     req.transactional_id = Some(TransactionalId(StrBytes::from_static_str("tx")));
     let ResponseKind::InitProducerId(r) = c2
@@ -1283,7 +1283,7 @@ async fn every_transaction_api_answers_at_every_advertised_version() {
             panic!()
         };
         assert_eq!(r.error_code, 0, "v{v}");
-        for tv in txn_versions(ApiKey::TxnOffsetCommit) {
+        let req_at = || {
             let mut p = TxnOffsetCommitRequestPartition::default();
             p.partition_index = 0;
             p.committed_offset = 7;
@@ -1296,6 +1296,10 @@ async fn every_transaction_api_answers_at_every_advertised_version() {
             req.producer_id = pid;
             req.producer_epoch = epoch;
             req.topics = vec![t];
+            req
+        };
+        for tv in txn_versions(ApiKey::TxnOffsetCommit) {
+            let req = req_at();
             let ResponseKind::TxnOffsetCommit(r) = c
                 .call(
                     ApiKey::TxnOffsetCommit,
@@ -1307,6 +1311,29 @@ async fn every_transaction_api_answers_at_every_advertised_version() {
                 panic!()
             };
             assert_eq!(r.topics[0].partitions[0].error_code, 0, "v{tv}");
+            if tv >= 3 {
+                // v3 names the consumer: checked against the group (which
+                // has no member) as OffsetCommit does.
+                for (member, generation, code) in [("nobody", 1, 25), ("", 4, 22)] {
+                    let mut req = req_at();
+                    req.member_id = StrBytes::from_static_str(member);
+                    req.generation_id = generation;
+                    let ResponseKind::TxnOffsetCommit(r) = c
+                        .call(
+                            ApiKey::TxnOffsetCommit,
+                            tv,
+                            RequestKind::TxnOffsetCommit(req),
+                        )
+                        .await
+                    else {
+                        panic!()
+                    };
+                    assert_eq!(
+                        r.topics[0].partitions[0].error_code, code,
+                        "v{tv} member {member:?} generation {generation}"
+                    );
+                }
+            }
         }
     }
 

@@ -40,12 +40,7 @@ pub use types::{
 /// The shard of a group id: 32-bit FNV-1a of the id's UTF-8 bytes, modulo
 /// `shards` (0 when `shards` is 0).
 pub fn shard_of(group_id: &str, shards: u32) -> u32 {
-    const OFFSET_BASIS: u32 = 0x811c_9dc5;
-    const PRIME: u32 = 0x0100_0193;
-    let hash = group_id
-        .bytes()
-        .fold(OFFSET_BASIS, |h, b| (h ^ u32::from(b)).wrapping_mul(PRIME));
-    hash.checked_rem(shards).unwrap_or(0)
+    floe_metadata::txn::shard_of(group_id, shards)
 }
 
 /// The groups of the coordinator shards this broker owns.

@@ -96,12 +96,16 @@ impl Broker {
         if unchecked.is_empty() {
             return Ok(());
         }
-        let txns = self
-            .meta()
-            .transactions()
-            .await
-            .map_err(BrokerError::from)?;
         for (pid, epoch) in unchecked {
+            // One keyed lookup: the transactional id holding this producer id.
+            let txns = self
+                .meta()
+                .transactions_where(&floe_metadata::txn::TxnFilter {
+                    producer_id: Some(floe_metadata::ids::ProducerId(pid)),
+                    ..Default::default()
+                })
+                .await
+                .map_err(BrokerError::from)?;
             let Some((id, t)) = txns.iter().find(|(_, t)| t.producer_id.0 == pid) else {
                 return Err(BrokerError::new(
                     ErrorKind::InvalidTxnState,

@@ -332,6 +332,7 @@ impl TxnCoordinator {
             match self.step(fence, id, now_ms, op).await {
                 Ok(r) if r.refused.is_none() => {
                     tracing::info!(transactional_id = %id, timeout_ms = t.timeout_ms, "transaction timed out: aborted");
+                    crate::metrics::txn_timed_out();
                     aborted += 1;
                 }
                 // It moved on meanwhile (ended, or a new instance).
@@ -384,6 +385,7 @@ impl TxnCoordinator {
             TxnState::PrepareAbort => false,
             _ => return Err(TxnError::InvalidTxnState.into()),
         };
+        let decided = std::time::Instant::now();
         let marker = Marker {
             producer: producer_of(t),
             commit,
@@ -408,7 +410,15 @@ impl TxnCoordinator {
         let mut pause = FIRST_BACKOFF;
         loop {
             match self.meta.txn_step(&cmd).await {
-                Ok(r) => return r.refused.map_or(Ok(()), |e| Err(e.into())),
+                Ok(r) => {
+                    return match r.refused {
+                        None => {
+                            crate::metrics::txn_completed(commit, decided.elapsed());
+                            Ok(())
+                        }
+                        Some(e) => Err(e.into()),
+                    };
+                }
                 Err(e) if e.kind() == MetaKind::StaleCoordinator => {
                     return Err(CoordError::NotCoordinator);
                 }
@@ -435,8 +445,13 @@ impl TxnCoordinator {
         let mut pause = FIRST_BACKOFF;
         loop {
             match self.markers.write_marker(partition, marker).await {
-                Ok(()) | Err(MarkerError::Gone) => return Ok(()),
+                Ok(()) => {
+                    crate::metrics::txn_marker(true);
+                    return Ok(());
+                }
+                Err(MarkerError::Gone) => return Ok(()),
                 Err(MarkerError::Failed(why)) => {
+                    crate::metrics::txn_marker(false);
                     tracing::debug!(%partition, why, "marker not written yet");
                     if !(self.holds)(&fence) {
                         return Err(CoordError::NotCoordinator);

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use floe_metadata::command::ShardFence;
 use floe_metadata::ids::{BrokerId, Epoch, ShardId, TransactionalId};
-use floe_metadata::txn::{TxnError, TxnMeta, TxnOp, TxnReply};
+use floe_metadata::txn::{TxnError, TxnFilter, TxnMeta, TxnOp, TxnReply, TxnState};
 
 use super::{CoordError, MarkerWriter, TxnCoordinator};
 use crate::broker::Broker;
@@ -80,23 +80,24 @@ impl Broker {
             return Ok(Vec::new());
         }
         let shards = self.view().current().shard_count();
-        let all = self.inner.meta.transactions().await.map_err(unavailable)?;
-        Ok(all
-            .into_iter()
-            .filter(|(id, _)| {
-                owned
-                    .binary_search(&crate::group::shard_of(id.as_str(), shards))
-                    .is_ok()
-            })
-            .collect())
+        self.inner
+            .meta
+            .transactions_where(&TxnFilter::shards(shards, owned))
+            .await
+            .map_err(unavailable)
     }
 
     /// One transactional id's state (`None`: unknown), if this broker
     /// coordinates it (NOT_COORDINATOR otherwise).
     pub async fn describe_txn(&self, id: &TransactionalId) -> Result<Option<TxnMeta>, CoordError> {
         self.txn_fence(id)?;
-        let all = self.inner.meta.transactions().await.map_err(unavailable)?;
-        Ok(all.into_iter().find(|(i, _)| i == id).map(|(_, t)| t))
+        let one = self
+            .inner
+            .meta
+            .transactions_where(&TxnFilter::id(id.clone()))
+            .await
+            .map_err(unavailable)?;
+        Ok(one.into_iter().find(|(i, _)| i == id).map(|(_, t)| t))
     }
 
     /// The transactions of `shard` (taken over at `fence`) whose outcome a
@@ -108,12 +109,10 @@ impl Broker {
             if !self.holds_shard(&fence) || self.is_stopping() {
                 return;
             }
-            match self.inner.meta.transactions().await {
-                Ok(all) => {
-                    let shards = self.view().current().shard_count();
-                    let mine = all.into_iter().filter(|(id, _)| {
-                        crate::group::shard_of(id.as_str(), shards) == fence.shard.0
-                    });
+            let shards = self.view().current().shard_count();
+            let mine = TxnFilter::shards(shards, vec![fence.shard.0]);
+            match self.inner.meta.transactions_where(&mine).await {
+                Ok(mine) => {
                     self.inner.txn.resume(fence, mine);
                     return;
                 }
@@ -140,9 +139,12 @@ pub(crate) async fn timeouts(b: Broker) {
             return;
         }
         if !b.inner.txn.is_active() || b.owned_shards().is_empty() {
+            crate::metrics::txn_open(0);
             continue;
         }
-        let all = match b.inner.meta.transactions().await {
+        let shards = b.view().current().shard_count();
+        let owned = TxnFilter::shards(shards, b.owned_shards());
+        let all = match b.inner.meta.transactions_where(&owned).await {
             Ok(all) => all,
             Err(e) => {
                 tracing::debug!(error = %e, "reading transactions for their timeouts failed");
@@ -150,7 +152,11 @@ pub(crate) async fn timeouts(b: Broker) {
             }
         };
         let now = floe_metadata::clock::now_ms();
-        let shards = b.view().current().shard_count();
+        crate::metrics::txn_open(
+            all.iter()
+                .filter(|(_, t)| t.state == TxnState::Ongoing || t.state.is_prepare())
+                .count(),
+        );
         let mut by_shard: std::collections::HashMap<u32, Vec<(TransactionalId, TxnMeta)>> =
             Default::default();
         for (id, t) in all.into_iter().filter(|(_, t)| t.expired(now)) {

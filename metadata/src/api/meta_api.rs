@@ -22,7 +22,7 @@ use crate::ids::{BrokerId, Epoch, PartitionKey, Revision, ShardId, TopicId, Tran
 use crate::model::{
     ClusterView, Commit, CommitOutcome, PartitionIndex, TopicInfo, UnreferencedObject,
 };
-use crate::txn::{RangeTxns, TxnCommand, TxnMeta, TxnReply};
+use crate::txn::{RangeTxns, TxnCommand, TxnFilter, TxnMeta, TxnReply};
 
 /// A type-erased reply of a route.
 pub type Reply = Box<dyn Any + Send>;
@@ -453,7 +453,18 @@ impl dyn MetaApi + '_ {
 
     /// Every transactional id's state.
     pub async fn transactions(&self) -> Result<Vec<(TransactionalId, TxnMeta)>, MetaError> {
-        let r = self.call::<routes::TxnList>(proto::Empty {}).await?;
+        self.transactions_where(&TxnFilter::default()).await
+    }
+
+    /// The state of the transactional ids `f` selects (one keyed read for
+    /// an id; the others never leave the metadata service).
+    pub async fn transactions_where(
+        &self,
+        f: &TxnFilter,
+    ) -> Result<Vec<(TransactionalId, TxnMeta)>, MetaError> {
+        let r = self
+            .call::<routes::TxnList>(txn_routes::filter_msg(f))
+            .await?;
         r.txns.into_iter().map(txn_routes::info).collect()
     }
 

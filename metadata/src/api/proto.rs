@@ -725,6 +725,23 @@ pub struct TxnResponse {
     pub unknown: Vec<GroupOffset>,
 }
 
+/// Which transactional ids to list (`crate::txn::TxnFilter`); an empty
+/// request (as older clients send) lists every id.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TxnListRequest {
+    #[prost(string, repeated, tag = "1")]
+    pub ids: Vec<String>,
+    #[prost(int64, optional, tag = "2")]
+    pub producer_id: Option<i64>,
+    /// With `shards`: the ids of those shards out of this many.
+    #[prost(uint32, optional, tag = "3")]
+    pub shard_count: Option<u32>,
+    #[prost(uint32, repeated, tag = "4")]
+    pub shards: Vec<u32>,
+    #[prost(string, optional, tag = "5")]
+    pub pending_group: Option<String>,
+}
+
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct TxnListResponse {
     #[prost(message, repeated, tag = "1")]

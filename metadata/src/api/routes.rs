@@ -70,9 +70,9 @@ routes! {
     ExportReset = "/v1/exports/reset": ExportResetRequest => ExportResetResponse;
     /// A transaction coordinator's step (`crate::txn`), fenced by its shard.
     TxnStep = "/v1/txns/step": TxnRequest => TxnResponse;
-    /// Every transactional id's state (a coordinator taking a shard over
-    /// keeps those of its shard).
-    TxnList = "/v1/txns/list": Empty => TxnListResponse;
+    /// The state of the transactional ids a filter selects (by id, producer
+    /// id, shard or pending group; an empty request: every id).
+    TxnList = "/v1/txns/list": TxnListRequest => TxnListResponse;
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use crate::ids::{BrokerId, Epoch, ProducerEpoch, ProducerId, ShardId, Transactio
 use crate::state::GroupOffsets;
 use crate::txn::{
     AbortedTxn, OpenTxn, PartitionTxns, ProducerIdEpoch, RangeTxns, TxnCommand, TxnError, TxnEvent,
-    TxnMeta, TxnOp, TxnReply, TxnState,
+    TxnFilter, TxnMeta, TxnOp, TxnReply, TxnState,
 };
 
 fn bad(what: &str) -> MetaError {
@@ -372,13 +372,44 @@ pub(super) async fn step(
     }
 }
 
+/// A lookup's filter on the wire.
+pub fn filter_msg(f: &TxnFilter) -> proto::TxnListRequest {
+    proto::TxnListRequest {
+        ids: f.ids.iter().map(|i| i.as_str().to_string()).collect(),
+        producer_id: f.producer_id.map(|p| p.0),
+        shard_count: f.shards.as_ref().map(|(n, _)| *n),
+        shards: f
+            .shards
+            .as_ref()
+            .map(|(_, s)| s.clone())
+            .unwrap_or_default(),
+        pending_group: f.pending_group.clone(),
+    }
+}
+
+/// A lookup's filter from the wire.
+pub fn filter(m: proto::TxnListRequest) -> TxnFilter {
+    TxnFilter {
+        ids: m.ids.into_iter().map(TransactionalId::new).collect(),
+        producer_id: m.producer_id.map(ProducerId),
+        shards: m.shard_count.map(|n| (n, m.shards)),
+        pending_group: m.pending_group,
+    }
+}
+
 pub(super) async fn list(
     s: AppState,
-    _: proto::Empty,
+    req: proto::TxnListRequest,
 ) -> Result<proto::TxnListResponse, MetaError> {
+    let f = filter(req);
     s.linearizable().await?;
     Ok(s.shared.read(|st| proto::TxnListResponse {
-        txns: st.txn.ids.iter().map(|(id, t)| info_msg(id, t)).collect(),
+        txns: st
+            .txn
+            .select(&f)
+            .into_iter()
+            .map(|(id, t)| info_msg(id, t))
+            .collect(),
     }))
 }
 
@@ -397,6 +428,28 @@ mod tests {
 
     fn key() -> PartitionKey {
         PartitionKey::new(TopicId(uuid::Uuid::from_bytes([9; 16])), 4)
+    }
+
+    #[test]
+    fn a_filter_crosses_the_wire_and_an_empty_request_lists_everything() {
+        use prost::Message;
+        let f = TxnFilter {
+            ids: vec![TransactionalId::new("a")],
+            producer_id: Some(ProducerId(9)),
+            shards: Some((16, vec![1, 4])),
+            pending_group: Some("g".into()),
+        };
+        let bytes = filter_msg(&f).encode_to_vec();
+        assert_eq!(
+            filter(proto::TxnListRequest::decode(&bytes[..]).unwrap()),
+            f
+        );
+        // What an older client sends (`Empty`): no filter.
+        let old = proto::Empty {}.encode_to_vec();
+        assert_eq!(
+            filter(proto::TxnListRequest::decode(&old[..]).unwrap()),
+            TxnFilter::default()
+        );
     }
 
     fn off() -> (String, u32, CommittedOffset) {

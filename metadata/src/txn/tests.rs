@@ -834,3 +834,54 @@ mod partitions {
         assert_eq!(t.state.partitions[&k0].high_watermark, 0);
     }
 }
+
+#[test]
+fn a_lookup_selects_by_id_producer_shard_and_pending_group() {
+    let mut t = Txns::new();
+    let base = t.init(None).txn.unwrap();
+    let mut model = TxnModel::default();
+    for i in 0..20i64 {
+        let mut m = base.clone();
+        m.producer_id = ProducerId(100 + i);
+        if i == 7 {
+            m.state = TxnState::Ongoing;
+            m.groups.insert("g".into(), Default::default());
+        }
+        model.ids.insert(TransactionalId::new(format!("id-{i}")), m);
+    }
+    let names = |f: &TxnFilter| -> Vec<String> {
+        model
+            .select(f)
+            .into_iter()
+            .map(|(id, _)| id.as_str().to_string())
+            .collect()
+    };
+    assert_eq!(names(&TxnFilter::default()).len(), 20);
+    assert_eq!(
+        names(&TxnFilter::id(TransactionalId::new("id-3"))),
+        ["id-3"]
+    );
+    assert!(names(&TxnFilter::id(TransactionalId::new("nope"))).is_empty());
+    let by_producer = TxnFilter {
+        producer_id: Some(ProducerId(112)),
+        ..Default::default()
+    };
+    assert_eq!(names(&by_producer), ["id-12"]);
+    let pending = TxnFilter {
+        pending_group: Some("g".into()),
+        ..Default::default()
+    };
+    assert_eq!(names(&pending), ["id-7"]);
+    let shard = shard_of("id-5", 16);
+    let of_shard = names(&TxnFilter::shards(16, vec![shard]));
+    assert!(of_shard.contains(&"id-5".to_string()));
+    assert!(of_shard.iter().all(|id| shard_of(id, 16) == shard));
+}
+
+#[test]
+fn shard_of_is_fnv1a_modulo_the_shard_count() {
+    // FNV-1a of "" is its offset basis.
+    assert_eq!(shard_of("", 1 << 31), 0x811c_9dc5 % (1 << 31));
+    assert_eq!(shard_of("a", 0), 0);
+    assert_eq!(shard_of("a", u32::MAX), 0xe40c_292c % u32::MAX);
+}

@@ -1,0 +1,218 @@
+"""Transactions in a cluster of processes: the coordinator's broker killed
+mid-commit (issue 14, docs/transactions.md "What survives what").
+
+Two brokers: one holds the transactional id's coordinator shard, the other
+owns some of the transaction's partitions. The other one is stopped
+(SIGSTOP), so its markers cannot be written; EndTxn is answered once the
+decision is durable (PrepareCommit / PrepareAbort), and the coordinator's
+broker is killed with SIGKILL before its last marker. Once the stopped
+broker runs again it takes the shard over, sends the markers again and
+completes the transaction: a read_committed consumer sees every record of
+a committed transaction and none of an aborted one (then the records of a
+later transaction, so the LSO moved past it). No test hook in the broker.
+
+And with two proxies, ListGroups and ListTransactions asked of each name
+every group and transactional id once."""
+
+import os
+import signal
+import time
+
+import pytest
+
+from floe_cluster import Cluster
+from test_cluster_failover import fnv1a_shard, owned, owned_shards
+from test_transactions import create_topic, read_committed, txn_producer, wait_state
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+PARTITIONS = 4
+
+
+def wait_moved(bootstrap, tid, state, timeout):
+    """DescribeTransactions until `tid` is in `state`, through NOT_COORDINATOR
+    and the like while its shard moves."""
+    import kafka.errors
+    deadline = time.time() + timeout
+    while True:
+        try:
+            return wait_state(bootstrap, tid, {state}, timeout=max(1, deadline - time.time()))
+        except kafka.errors.KafkaError as e:
+            assert time.time() < deadline, f"{tid} not {state}: {e}"
+            time.sleep(0.5)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("outcome", ["commit", "abort"])
+def test_the_coordinator_killed_between_prepare_and_its_last_marker(floe_bin, tmp_path, outcome):
+    # A lease long enough that the stopped broker keeps its partitions while
+    # the decision is taken and the coordinator killed.
+    cluster = Cluster(floe_bin, tmp_path, lease_ms=8000,
+                      proxy_flags=("--default-partitions", "1"))
+    stopped = None
+    try:
+        bootstrap = cluster.bootstrap
+        topic, tid = f"txn-fo-{outcome}", f"txn-fo-{outcome}"
+        create_topic(bootstrap, topic, PARTITIONS)
+        p = txn_producer(bootstrap, tid, init_timeout=60)
+        p.begin_transaction()
+        decided = [(i % PARTITIONS, f"decided-{i}") for i in range(20)]
+        for part, value in decided:
+            p.produce(topic, value=value, partition=part)
+        assert p.flush(30) == 0
+
+        shard = fnv1a_shard(tid)
+        [coordinator] = [b for b in cluster.brokers if shard in owned_shards(b.admin)]
+        [other] = [b for b in cluster.brokers if b is not coordinator]
+        assert owned(other.admin) > 0, "the other broker owns some of the partitions"
+        os.kill(other.pid, signal.SIGSTOP)
+        stopped = other
+        if outcome == "commit":
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+        prepare = "PrepareCommit" if outcome == "commit" else "PrepareAbort"
+        d = wait_state(bootstrap, tid, {prepare}, timeout=30)
+        assert d.producer_id >= 0
+        coordinator.kill9()
+        os.kill(other.pid, signal.SIGCONT)
+        stopped = None
+        del p
+
+        # The new coordinator (the other broker, once the shard moved)
+        # completes the decided transaction; a new instance then commits.
+        complete = "CompleteCommit" if outcome == "commit" else "CompleteAbort"
+        wait_moved(bootstrap, tid, complete, timeout=120)
+        again = txn_producer(bootstrap, tid, init_timeout=90)
+        again.begin_transaction()
+        after = [(i % PARTITIONS, f"after-{i}") for i in range(8)]
+        for part, value in after:
+            again.produce(topic, value=value, partition=part)
+        again.commit_transaction(60)
+
+        expected = (decided if outcome == "commit" else []) + after
+        got = read_committed(bootstrap, topic, PARTITIONS, len(expected), timeout=90)
+        assert sorted(got) == sorted(expected), "all or nothing, then the later transaction"
+        for part in range(PARTITIONS):
+            assert [v for q, v in got if q == part] == [v for q, v in expected if q == part]
+    finally:
+        if stopped is not None and stopped.alive():
+            os.kill(stopped.pid, signal.SIGCONT)
+        cluster.stop()
+
+
+def group_name(g):
+    """A ListGroups entry's group id (kafka-python: a dict or a tuple)."""
+    if isinstance(g, dict):
+        return g["group_id"]
+    return getattr(g, "group_id", None) or g[0]
+
+
+@pytest.mark.timeout(180)
+def test_each_proxy_lists_the_groups_and_transactions_it_coordinates(floe_bin, tmp_path):
+    """Two proxies: ListGroups and ListTransactions asked of each (as admin
+    clients do) name every group and transactional id once, at the proxy
+    FindCoordinator names for it."""
+    from test_transactions import admin
+
+    cluster = Cluster(floe_bin, tmp_path, proxies=2,
+                      proxy_flags=("--default-partitions", "1"))
+    try:
+        bootstrap = cluster.bootstrap
+        topic = "txn-list-in"
+        create_topic(bootstrap, topic, 1)
+        tids = [f"txn-list-{i}" for i in range(8)]
+        for tid in tids:
+            txn_producer(bootstrap, tid, init_timeout=60)
+        groups = [f"txn-list-g{i}" for i in range(8)]
+        for g in groups:
+            c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": g,
+                                          "enable.auto.commit": False})
+            c.commit(offsets=[confluent_kafka.TopicPartition(topic, 0, 1)], asynchronous=False)
+            c.close()
+
+        a = admin(bootstrap)
+        try:
+            # One entry per broker the client knows: each proxy.
+            listed = a.list_transactions()
+            proxies = sorted(listed)
+            assert len(proxies) == 2, listed
+            names = [t.transactional_id for ts in listed.values() for t in ts]
+            assert sorted(n for n in names if n in tids) == sorted(tids), listed
+            per_proxy = {b: [group_name(g) for g in a.list_groups(broker_ids=[b])] for b in proxies}
+            named = [g for gs in per_proxy.values() for g in gs]
+            assert sorted(g for g in named if g in groups) == sorted(groups), per_proxy
+        finally:
+            a.close()
+    finally:
+        cluster.stop()
+
+
+def scrape(admin_url):
+    """`/metrics` as {name with labels: value}."""
+    import urllib.request
+    with urllib.request.urlopen(f"{admin_url}/metrics", timeout=5) as r:
+        out = {}
+        for line in r.read().decode().splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                out[name] = float(value)
+        return out
+
+
+def wait_metric(admin_url, name, ok, timeout=60):
+    """Scrapes until metric `name` (with its labels) satisfies `ok`."""
+    deadline = time.time() + timeout
+    while True:
+        v = scrape(admin_url).get(name)
+        if v is not None and ok(v):
+            return v
+        assert time.time() < deadline, f"{name} = {v}"
+        time.sleep(0.2)
+
+
+@pytest.mark.timeout(180)
+def test_the_transaction_metrics_count_what_happened(txn_metrics_standalone):
+    s = txn_metrics_standalone
+    bootstrap, url = s.bootstrap, s.admin_url
+    topic = "txn-metrics"
+    lag = f'floe_broker_partition_lso_lag{{topic="{topic}",partition="0"}}'
+    create_topic(bootstrap, topic, 1)
+    p = txn_producer(bootstrap, "txn-metrics-1")
+    p.begin_transaction()
+    for i in range(5):
+        p.produce(topic, value=f"m{i}", partition=0)
+    assert p.flush(30) == 0
+    # The open transaction holds its five records back from read_committed.
+    wait_metric(url, lag, lambda v: v == 5)
+    wait_metric(url, "floe_broker_txn_open", lambda v: v >= 1)
+    p.commit_transaction(30)
+    wait_metric(url, lag, lambda v: v == 0)
+    p.begin_transaction()
+    p.produce(topic, value="aborted", partition=0)
+    assert p.flush(30) == 0  # else nothing reaches the broker to abort
+    p.abort_transaction(30)
+    # A hanging transaction: aborted by its timeout.
+    hang = txn_producer(bootstrap, "txn-metrics-2", **{"transaction.timeout.ms": 1500})
+    hang.begin_transaction()
+    hang.produce(topic, value="hangs", partition=0)
+    assert hang.flush(30) == 0
+    wait_metric(url, "floe_broker_txn_timed_out_total", lambda v: v >= 1)
+    wait_metric(url, 'floe_broker_txn_completed_total{outcome="abort"}', lambda v: v >= 2)
+    wait_metric(url, lag, lambda v: v == 0)
+    m = scrape(url)
+    assert m['floe_broker_txn_completed_total{outcome="commit"}'] >= 1, m
+    # One marker per partition of each of the three transactions.
+    assert m["floe_broker_txn_marker_writes_total"] >= 3, m
+    assert "floe_broker_txn_marker_retries_total" in m, m
+    count = [v for k, v in m.items() if k.startswith("floe_broker_txn_markers_duration_seconds_count")]
+    assert count and count[0] >= 3, m
+
+
+@pytest.fixture(scope="module")
+def txn_metrics_standalone(floe_bin, tmp_path_factory):
+    from conftest import Standalone
+    s = Standalone(floe_bin, tmp_path_factory.mktemp("txn-metrics"))
+    s.start()
+    yield s
+    s.stop()
