@@ -14,6 +14,7 @@ import time
 import pytest
 
 from conftest import KafkaKit, Standalone
+from test_cli_kafka import floe, ok
 from test_indexer import duck, exports, http_json, local_scan, records_url
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -42,8 +43,9 @@ def transaction(p, topic, values, commit, partitions=2):
     p.begin_transaction()
     for i, v in enumerate(values):
         p.produce(topic, key=f"k{i % 3}", value=json.dumps({"v": v}), partition=i % partitions)
+    # Written before the end (an abort would drop what is not sent yet).
+    assert p.flush(30) == 0
     if commit is None:
-        assert p.flush(30) == 0
         return
     if commit:
         p.commit_transaction(30)
@@ -51,10 +53,10 @@ def transaction(p, topic, values, commit, partitions=2):
         p.abort_transaction(30)
 
 
-def last_stable_offsets(bootstrap, topic, partitions):
-    """What a read_committed reader is told the end is (ListOffsets with
-    isolation_level=1: the LSO)."""
-    c = KafkaKit.consumer(bootstrap, **{"isolation.level": "read_committed"})
+def end_offsets(bootstrap, topic, partitions, isolation="read_committed"):
+    """What a reader is told the end is: read committed (ListOffsets with
+    isolation_level=1) the LSO, read uncommitted the high watermark."""
+    c = KafkaKit.consumer(bootstrap, **{"isolation.level": isolation})
     try:
         return {p: c.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), timeout=10,
                                            cached=False)[1]
@@ -69,8 +71,8 @@ def wait_stable(bootstrap, topic, partitions, timeout=60):
     the high watermarks."""
     deadline = time.monotonic() + timeout
     while True:
-        lso = last_stable_offsets(bootstrap, topic, partitions)
-        hw = {p: KafkaKit.watermarks(bootstrap, topic, p)[1] for p in range(partitions)}
+        lso = end_offsets(bootstrap, topic, partitions)
+        hw = end_offsets(bootstrap, topic, partitions, "read_uncommitted")
         if lso == hw:
             return lso
         assert time.monotonic() < deadline, f"{topic}: LSO {lso} never reached the high watermarks {hw}"
@@ -131,7 +133,7 @@ def test_the_indexer_exports_only_committed_records(txs):
     later = [f"later-{i}" for i in range(4)]
     transaction(b, topic, later, True)
 
-    lso = last_stable_offsets(txs.bootstrap, topic, 2)
+    lso = end_offsets(txs.bootstrap, topic, 2)
     state = wait_exported_to(txs.admin_url, topic, lso)
     assert all(p["high_watermark"] > lso[p["partition"]] for p in state["partitions"]), state
     assert exported_values(txs, topic) == sorted(committed), "exactly the committed records below the LSO"
@@ -147,7 +149,77 @@ def test_the_indexer_exports_only_committed_records(txs):
     a.commit_transaction(30)
     committed += opened + later
     wait_exported_to(txs.admin_url, topic, wait_stable(txs.bootstrap, topic, 2))
-    assert exported_values(txs, topic) == sorted(committed)
+    got = exported_values(txs, topic)
+    assert got == sorted(committed), (sorted(set(committed) - set(got)), sorted(set(got) - set(committed)))
     status, body = http_json(records_url(txs.admin_url, topic, limit=1000))
     assert status == 200, body
     assert sorted(json.loads(r["value"])["v"] for r in body["records"]) == sorted(committed)
+
+
+def cli_json(floe_bin, bootstrap, *args):
+    return [json.loads(line) for line in ok(floe(floe_bin, bootstrap, *args)).stdout.splitlines()]
+
+
+def test_the_cli_reads_committed_and_shows_transactions_producers_and_lag(txs, floe_bin):
+    topic, bs = "txn-cli", txs.bootstrap
+    KafkaKit.create_topic(bs, topic, partitions=1)
+    p = txn_producer(bs, "cli-a")
+    # Offsets: c0..c2 0-2, COMMIT 3, a0..a2 4-6, ABORT 7, o0 o1 8-9 (open).
+    for prefix, commit in (("c", True), ("a", False), ("o", None)):
+        p.begin_transaction()
+        for i in range(3 if prefix != "o" else 2):
+            p.produce(topic, value=f"{prefix}{i}", partition=0)
+        assert p.flush(30) == 0
+        if commit is None:
+            pass
+        elif commit:
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+
+    def consume(*extra):
+        out = ok(floe(floe_bin, bs, "consume", topic, "--timeout-ms", "1500", *extra)).stdout
+        return out.splitlines()
+
+    assert consume() == ["c0", "c1", "c2", "a0", "a1", "a2", "o0", "o1"], "read_uncommitted by default"
+    assert consume("--isolation", "read_committed") == ["c0", "c1", "c2"]
+    assert consume("--isolation", "read_committed", "--from", "end") == []
+
+    listed = ok(floe(floe_bin, bs, "transactions", "list")).stdout
+    assert any(line.split() == ["cli-a", str(line.split()[1]), "Ongoing"]
+               for line in listed.splitlines()[1:]), listed
+    assert [t["transactional_id"] for t in cli_json(floe_bin, bs, "transactions", "list", "--state", "Ongoing",
+                                                    "--json")] == ["cli-a"]
+    [d] = cli_json(floe_bin, bs, "transactions", "describe", "cli-a", "--json")
+    assert d["state"] == "Ongoing" and d["partitions"] == [f"{topic}-0"] and d["start_ms"] > 0, d
+    assert d["timeout_ms"] > 0 and d["producer_epoch"] >= 0, d
+    [pr] = cli_json(floe_bin, bs, "producers", topic, "0", "--json")
+    assert pr["producer_id"] == d["producer_id"] and pr["current_txn_start_offset"] == 8, pr
+    table = ok(floe(floe_bin, bs, "producers", topic)).stdout
+    assert "TXN-START-OFFSET" in table.splitlines()[0] and table.splitlines()[1].split()[-1] == "8", table
+    missing = floe(floe_bin, bs, "transactions", "describe", "no-such-id")
+    assert missing.returncode != 0 and "no-such-id" in missing.stderr, missing
+
+    # A group that committed offset 2: its lag to the high watermark (10)
+    # and, read committed, to the LSO (8).
+    c = KafkaKit.consumer(bs, **{"group.id": "cli-g"})
+    c.commit(offsets=[confluent_kafka.TopicPartition(topic, 0, 2)], asynchronous=False)
+    c.close()
+    [plain] = cli_json(floe_bin, bs, "group", "describe", "cli-g", "--json")
+    [row] = plain["partitions"]
+    assert (row["log_end_offset"], row["lag"], plain["lag_to"]) == (10, 8, "log_end_offset"), plain
+    assert "last_stable_offset" not in row
+    [rc] = cli_json(floe_bin, bs, "group", "describe", "cli-g", "--isolation", "read_committed", "--json")
+    [row] = rc["partitions"]
+    assert (row["log_end_offset"], row["last_stable_offset"], row["lag"], rc["total_lag"], rc["lag_to"]) == \
+        (10, 8, 6, 6, "last_stable_offset"), rc
+    out = ok(floe(floe_bin, bs, "group", "describe", "cli-g", "--isolation", "read_committed")).stdout
+    assert "LAST-STABLE-OFFSET" in out and "TOTAL-LAG 6" in out, out
+
+    p.commit_transaction(30)
+    wait_stable(bs, topic, 1)
+    assert consume("--isolation", "read_committed") == ["c0", "c1", "c2", "o0", "o1"]
+    [d] = cli_json(floe_bin, bs, "transactions", "describe", "cli-a", "--json")
+    assert d["state"] == "CompleteCommit" and d["partitions"] == [], d
+    [pr] = cli_json(floe_bin, bs, "producers", topic, "0", "--json")
+    assert pr["current_txn_start_offset"] is None, pr

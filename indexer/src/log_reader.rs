@@ -236,8 +236,8 @@ fn record_bytes(r: &Record) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use floe_metadata::txn::TxnEvent;
     use floe_metadata::ids::{ProducerEpoch, ProducerId};
+    use floe_metadata::txn::TxnEvent;
 
     #[test]
     fn aborted_ranges_hold_only_their_producers_batches() {
