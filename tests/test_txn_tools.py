@@ -25,15 +25,16 @@ pytestmark = [pytest.mark.timeout(180)]
 @pytest.fixture(scope="module")
 def txs(floe_bin, tmp_path_factory):
     s = Standalone(floe_bin, tmp_path_factory.mktemp("txn-tools"), transactions=True,
-                   indexer_poll_ms=100)
+                   indexer_poll_ms=100, compaction_interval_ms=200)
     s.start()
     yield s
     s.stop()
 
 
 def txn_producer(bootstrap, txn_id):
+    # A timeout longer than any test: a transaction left open stays open.
     p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
-                                  "linger.ms": 5})
+                                  "linger.ms": 5, "transaction.timeout.ms": 600000})
     p.init_transactions(30)
     return p
 
@@ -223,3 +224,83 @@ def test_the_cli_reads_committed_and_shows_transactions_producers_and_lag(txs, f
     assert d["state"] == "CompleteCommit" and d["partitions"] == [], d
     [pr] = cli_json(floe_bin, bs, "producers", topic, "0", "--json")
     assert pr["current_txn_start_offset"] is None, pr
+
+
+def read_to_end(bootstrap, topic, isolation, timeout=30):
+    """(offset, key, value) of every record a reader at `isolation` gets
+    from the beginning of partition 0 to its end."""
+    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "txn-tools-read",
+                                  "enable.auto.commit": False, "enable.partition.eof": True,
+                                  "isolation.level": isolation})
+    c.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+    out = []
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            assert time.monotonic() < deadline, f"{topic}: no end after {timeout}s; read {out}"
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                    return out
+                continue
+            value = m.value().decode().split("-", 1)[0] if m.value() else None
+            out.append((m.offset(), m.key().decode(), value))
+    finally:
+        c.close()
+
+
+def test_compaction_removes_aborted_records_and_never_an_open_transactions(txs):
+    topic, bs = "txn-compacted", txs.bootstrap
+    KafkaKit.create_topic(bs, topic, partitions=1, config={
+        "cleanup.policy": "compact", "segment.bytes": "1024", "segment.ms": "100",
+        "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "1000"})
+    plain = confluent_kafka.Producer({"bootstrap.servers": bs, "enable.idempotence": True})
+
+    # Values of 700 bytes in segments of 1024: about a batch a segment, so
+    # that segments lie wholly below the LSO (the one holding it is not
+    # cleaned).
+    pad = "-" + "x" * 700
+
+    def put(pairs):
+        for k, v in pairs:
+            plain.produce(topic, key=k, value=v + pad, partition=0)
+        assert plain.flush(30) == 0
+
+    t = txn_producer(bs, "compact-a")
+
+    def txn(pairs, commit):
+        t.begin_transaction()
+        for k, v in pairs:
+            t.produce(topic, key=k, value=v + pad, partition=0)
+        assert t.flush(30) == 0
+        if commit is not None:
+            (t.commit_transaction if commit else t.abort_transaction)(30)
+
+    put([("k1", "v1"), ("k2", "v1")])                    # 0, 1
+    txn([("k1", "c1")], True)                            # 2, COMMIT 3
+    txn([("k2", "aborted"), ("k3", "aborted")], False)   # 4, 5, ABORT 6
+    put([("k5", "v1")])                                  # 7
+    wait_stable(bs, topic, 1)
+    txn([("k2", "open")], None)                          # 8: open, holds the LSO
+    put([("k5", "v2")])                                  # 9: after the LSO
+
+    # Below the LSO: k1's old value goes (a committed transaction's record
+    # replaces it as any record), the aborted records go. From the LSO on
+    # nothing is cleaned: k2=open, and k5=v1 whose newer value is past it.
+    want = [(1, "k2", "v1"), (2, "k1", "c1"), (7, "k5", "v1"), (8, "k2", "open"), (9, "k5", "v2")]
+    deadline = time.monotonic() + 90
+    while (got := read_to_end(bs, topic, "read_uncommitted")) != want:
+        assert time.monotonic() < deadline, f"not compacted after 90 s: {got}, want {want}"
+        time.sleep(0.5)
+    assert read_to_end(bs, topic, "read_committed") == [(1, "k2", "v1"), (2, "k1", "c1"), (7, "k5", "v1")]
+
+    # Committed, the transaction is decided: k2=v1 and k5=v1 go.
+    t.commit_transaction(30)
+    put([("k6", "end")])
+    want = [(2, "k1", "c1"), (8, "k2", "open"), (9, "k5", "v2"), (11, "k6", "end")]
+    deadline = time.monotonic() + 90
+    while (got := read_to_end(bs, topic, "read_committed")) != want:
+        assert time.monotonic() < deadline, f"not compacted after 90 s: {got}, want {want}"
+        time.sleep(0.5)
