@@ -33,7 +33,7 @@ use floe_client::{
 use crate::record_format::{FORMAT_HELP, Format, format_with, parse_format, record_json};
 use crate::topic_cmd::parse_key_value;
 
-use crate::kafka_args::BootstrapArgs;
+use crate::kafka_args::{BootstrapArgs, IsolationArg};
 
 /// Longest wait of one Fetch on the broker.
 const FETCH_MAX_WAIT: Duration = Duration::from_millis(500);
@@ -201,6 +201,13 @@ pub struct ConsumeArgs {
     /// The output: text lines, or one JSON object per record.
     #[arg(long, value_enum, default_value_t = OutputArg::Text, conflicts_with = "print_offsets")]
     output: OutputArg,
+    /// What to read of transactions: `read_uncommitted` (the default, as
+    /// Kafka's consumers and kafka-console-consumer: every record in the
+    /// log, which is what a tool for looking at a topic shows) or
+    /// `read_committed` (only committed records, up to the last stable
+    /// offset; `--from end` starts there).
+    #[arg(long, value_enum, value_name = "LEVEL", default_value_t = IsolationArg::ReadUncommitted)]
+    isolation: IsolationArg,
 }
 
 // ---------------------------------------------------------------------------
@@ -567,7 +574,14 @@ pub async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
         None => Default::default(),
     };
     let start = args.from_time.map_or(args.from, StartAt::Time);
-    let mut consumer = Consumer::new(client, &args.topic, args.partition, start).await?;
+    let mut consumer = Consumer::isolated(
+        client,
+        &args.topic,
+        args.partition,
+        start,
+        args.isolation.into(),
+    )
+    .await?;
     for ((topic, p), o) in committed {
         if topic == args.topic {
             consumer.seek(p, o);

@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, bail};
 use clap::{ArgGroup, Args, Subcommand};
-use floe_client::{EARLIEST, GroupDescription, KafkaClient, LATEST, TopicPartition};
+use floe_client::{EARLIEST, GroupDescription, Isolation, KafkaClient, LATEST, TopicPartition};
 
-use crate::kafka_args::BootstrapArgs;
+use crate::kafka_args::{BootstrapArgs, IsolationArg};
 use crate::table::{Table, cell};
 
 #[derive(Debug, Subcommand)]
@@ -30,6 +30,13 @@ pub enum GroupCommand {
         conn: BootstrapArgs,
         /// The group's id.
         group: String,
+        /// The lag of which readers: `read_uncommitted` (the default, as
+        /// kafka-consumer-groups.sh) measures it to the log end offset (the
+        /// high watermark); `read_committed` to the last stable offset
+        /// (shown in a LAST-STABLE-OFFSET column), which such consumers
+        /// cannot pass while a transaction is open.
+        #[arg(long, value_enum, value_name = "LEVEL", default_value_t = IsolationArg::ReadUncommitted, conflicts_with = "members")]
+        isolation: IsolationArg,
         /// List the members instead (member id, host, client id, partitions).
         #[arg(long, conflicts_with = "json")]
         members: bool,
@@ -140,6 +147,7 @@ pub async fn run(cmd: GroupCommand) -> anyhow::Result<()> {
         GroupCommand::Describe {
             conn,
             group,
+            isolation,
             members,
             json,
         } => {
@@ -147,7 +155,7 @@ pub async fn run(cmd: GroupCommand) -> anyhow::Result<()> {
             if members {
                 describe_members(&mut client, &group).await
             } else {
-                describe(&mut client, &group, json).await
+                describe(&mut client, &group, isolation.into(), json).await
             }
         }
         GroupCommand::ResetOffsets(args) => reset(args).await,
@@ -199,13 +207,27 @@ async fn offsets_at(
     partitions: &BTreeSet<TopicPartition>,
     at: i64,
 ) -> anyhow::Result<BTreeMap<TopicPartition, i64>> {
+    offsets_isolated(client, partitions, at, Isolation::ReadUncommitted).await
+}
+
+/// [`offsets_at`] at an isolation level (`LATEST` read committed is the
+/// last stable offset).
+async fn offsets_isolated(
+    client: &mut KafkaClient,
+    partitions: &BTreeSet<TopicPartition>,
+    at: i64,
+    isolation: Isolation,
+) -> anyhow::Result<BTreeMap<TopicPartition, i64>> {
     let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
     for (t, p) in partitions {
         by_topic.entry(t).or_default().push(*p);
     }
     let mut out = BTreeMap::new();
     for (topic, ps) in by_topic {
-        match client.list_offsets(topic, &ps, at).await {
+        match client
+            .list_offsets_isolated(topic, &ps, at, isolation)
+            .await
+        {
             Ok(offsets) => out.extend(offsets.into_iter().map(|(p, o)| ((topic.to_owned(), p), o))),
             Err(e) if e.kind() == floe_client::ErrorKind::NotFound => {}
             Err(e) => return Err(e).context(format!("listing the offsets of {topic}")),
@@ -225,7 +247,12 @@ fn owners(desc: &GroupDescription) -> BTreeMap<TopicPartition, usize> {
     out
 }
 
-async fn describe(client: &mut KafkaClient, group: &str, json: bool) -> anyhow::Result<()> {
+async fn describe(
+    client: &mut KafkaClient,
+    group: &str,
+    isolation: Isolation,
+    json: bool,
+) -> anyhow::Result<()> {
     let desc = client.describe_group(group).await?;
     let committed = client.committed_offsets(group).await?;
     if desc.state == "Dead" && committed.is_empty() {
@@ -235,7 +262,16 @@ async fn describe(client: &mut KafkaClient, group: &str, json: bool) -> anyhow::
     let partitions: BTreeSet<TopicPartition> =
         committed.keys().chain(owners.keys()).cloned().collect();
     let ends = offsets_at(client, &partitions, LATEST).await?;
-    let lag_of = |tp: &TopicPartition| match (committed.get(tp), ends.get(tp)) {
+    // The lag is measured to the offset these readers can reach: the log
+    // end (high watermark), or read committed the last stable offset.
+    let stable = match isolation {
+        Isolation::ReadUncommitted => None,
+        Isolation::ReadCommitted => {
+            Some(offsets_isolated(client, &partitions, LATEST, isolation).await?)
+        }
+    };
+    let lag_to = stable.as_ref().unwrap_or(&ends);
+    let lag_of = |tp: &TopicPartition| match (committed.get(tp), lag_to.get(tp)) {
         (Some(c), Some(e)) => Some((e - c).max(0)),
         _ => None,
     };
@@ -245,7 +281,7 @@ async fn describe(client: &mut KafkaClient, group: &str, json: bool) -> anyhow::
             .iter()
             .map(|tp| {
                 let member = owners.get(tp).map(|i| &desc.members[*i]);
-                serde_json::json!({
+                let mut row = serde_json::json!({
                     "topic": tp.0,
                     "partition": tp.1,
                     "current_offset": committed.get(tp),
@@ -254,7 +290,11 @@ async fn describe(client: &mut KafkaClient, group: &str, json: bool) -> anyhow::
                     "consumer_id": member.map(|m| &m.member_id),
                     "host": member.map(|m| &m.client_host),
                     "client_id": member.map(|m| &m.client_id),
-                })
+                });
+                if let Some(stable) = &stable {
+                    row["last_stable_offset"] = serde_json::json!(stable.get(tp));
+                }
+                row
             })
             .collect();
         let v = serde_json::json!({
@@ -265,6 +305,7 @@ async fn describe(client: &mut KafkaClient, group: &str, json: bool) -> anyhow::
             "members": desc.members.len(),
             "partitions": rows,
             "total_lag": total,
+            "lag_to": if stable.is_some() { "last_stable_offset" } else { "log_end_offset" },
         });
         println!("{v}");
         return Ok(());
@@ -279,33 +320,40 @@ async fn describe(client: &mut KafkaClient, group: &str, json: bool) -> anyhow::
             format!(", assignor {}", desc.protocol)
         }
     );
-    let mut table = Table::new(&[
+    let mut header = vec![
         "GROUP",
         "TOPIC",
         "PARTITION",
         "CURRENT-OFFSET",
         "LOG-END-OFFSET",
-        "LAG",
-        "CONSUMER-ID",
-        "HOST",
-        "CLIENT-ID",
-    ]);
+    ];
+    if stable.is_some() {
+        header.push("LAST-STABLE-OFFSET");
+    }
+    header.extend(["LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]);
+    let mut table = Table::new(&header);
     for tp in &partitions {
         let current = committed.get(tp).copied();
         let end = ends.get(tp).copied();
         let lag = lag_of(tp);
         let member = owners.get(tp).map(|i| &desc.members[*i]);
-        table.row(vec![
+        let mut row = vec![
             group.to_owned(),
             tp.0.clone(),
             tp.1.to_string(),
             cell(current),
             cell(end),
+        ];
+        if let Some(stable) = &stable {
+            row.push(cell(stable.get(tp).copied()));
+        }
+        row.extend([
             cell(lag),
             member.map(|m| m.member_id.clone()).unwrap_or_default(),
             member.map(|m| m.client_host.clone()).unwrap_or_default(),
             member.map(|m| m.client_id.clone()).unwrap_or_default(),
         ]);
+        table.row(row);
     }
     print!("{}", table.render());
     println!("TOTAL-LAG {total}");

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use clap::Args;
-use floe_client::{ClientError, KafkaClient};
+use clap::{Args, ValueEnum};
+use floe_client::{ClientError, Isolation, KafkaClient};
 
 /// Where the cluster is, and how long to wait for it.
 #[derive(Debug, Clone, Args)]
@@ -59,6 +59,29 @@ impl BootstrapArgs {
                     all.join("; ")
                 )
             }
+        }
+    }
+}
+
+/// `--isolation`: what a reader sees of transactions (Kafka's
+/// `isolation.level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum IsolationArg {
+    /// Every record up to the high watermark, also of open and aborted
+    /// transactions (Kafka's default).
+    #[default]
+    #[value(name = "read_uncommitted")]
+    ReadUncommitted,
+    /// Only committed records, up to the last stable offset.
+    #[value(name = "read_committed")]
+    ReadCommitted,
+}
+
+impl From<IsolationArg> for Isolation {
+    fn from(a: IsolationArg) -> Self {
+        match a {
+            IsolationArg::ReadUncommitted => Isolation::ReadUncommitted,
+            IsolationArg::ReadCommitted => Isolation::ReadCommitted,
         }
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! Roles: `meta`, `broker`, `proxy`, `indexer`, and `standalone` with all of
 //! them in one process; tools: `storage`, `topic`, `offsets`, `delete-records`,
-//! `configs`, `group`, `produce`, `consume`, `query`, `probe`.
+//! `configs`, `group`, `produce`, `consume`, `query`, `probe`, `transactions`,
+//! `producers`.
 
 mod admin_http;
 #[cfg(test)]
@@ -26,6 +27,7 @@ mod storage_cmd;
 mod table;
 mod time_arg;
 mod topic_cmd;
+mod txn_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -82,6 +84,12 @@ enum Command {
     Query(indexer_cmd::QueryArgs),
     /// Ask a Floe process on this machine for `/livez` (a container's health check).
     Probe(probe_cmd::ProbeArgs),
+    /// List and describe transactions (ListTransactions, DescribeTransactions).
+    #[command(subcommand)]
+    Transactions(txn_cmd::TransactionsCommand),
+    /// Show the producers of a topic's partitions: epochs, sequences, open
+    /// transactions (DescribeProducers).
+    Producers(txn_cmd::ProducersArgs),
 }
 
 /// The log filter without `RUST_LOG`: `info` for a process that runs a
@@ -148,6 +156,8 @@ fn main() -> std::process::ExitCode {
             Command::Indexer(args) => indexer_cmd::run(args).await,
             Command::Query(args) => indexer_cmd::query(args).await,
             Command::Probe(args) => probe_cmd::run(args).await,
+            Command::Transactions(cmd) => txn_cmd::run(cmd).await,
+            Command::Producers(args) => txn_cmd::producers(args).await,
         }
     });
     match result {

@@ -644,13 +644,13 @@ impl Broker {
     ) -> Result<FetchData> {
         let log = self.active_log(key)?;
         log.check_epoch(leader_epoch)?;
-        let (mut plan, bounds) = log.plan_read(offset, max_bytes, read_committed)?;
-        let until = if read_committed {
-            bounds.lso
-        } else {
-            bounds.hw
-        };
+        let (mut plan, mut bounds) = log.plan_read(offset, max_bytes, read_committed)?;
         let records = loop {
+            let until = if read_committed {
+                bounds.lso
+            } else {
+                bounds.hw
+            };
             match plan {
                 ReadPlan::Empty => break Vec::new(),
                 ReadPlan::Memory(b) => break b,
@@ -663,9 +663,20 @@ impl Broker {
                     // away at its end: the answer starts after it.
                     match ranges.last() {
                         Some(r) if got.is_empty() && r.last_offset + 1 < until => {
-                            plan = log
-                                .plan_read(r.last_offset + 1, max_bytes, read_committed)?
-                                .0;
+                            // The answer is the later plan's: its bounds (the
+                            // LSO may have moved on), and the aborted
+                            // transactions of both ranges.
+                            let (next, later) =
+                                log.plan_read(r.last_offset + 1, max_bytes, read_committed)?;
+                            plan = next;
+                            let mut aborted = std::mem::take(&mut bounds.aborted);
+                            for a in later.aborted.iter() {
+                                if !aborted.contains(a) {
+                                    aborted.push(*a);
+                                }
+                            }
+                            bounds = later;
+                            bounds.aborted = aborted;
                         }
                         _ => break got,
                     }

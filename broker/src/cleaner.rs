@@ -20,6 +20,20 @@
 //!    objects are left to the sweeper). A group left empty is carried into
 //!    the next one, so a segment always holds a batch.
 //!
+//! Transactions (as Kafka's cleaner): the cleanable section ends below the
+//! last stable offset, so an open transaction's records are never touched;
+//! a committed transaction's records are compacted as any record; an
+//! aborted one's (the partition's aborted index) are removed whole and
+//! hide no earlier value; a COMMIT marker stays while records of its
+//! transaction are left, then gets a delete horizon (`delete.retention.ms`,
+//! as a tombstone) and goes at the first cleaning after it
+//! ([`clean_decided_batch`]). ABORT markers stay: the aborted index keeps
+//! its entries until the log start passes them, and a `read_committed`
+//! client told of an aborted transaction whose records are gone drops
+//! nothing, but needs the marker to stop dropping the producer's later
+//! batches. (Kafka drops the index entry with the marker; here the index
+//! lives in the metadata, which the cleaner does not rewrite.)
+//!
 //! The first dirty offset and the next delete horizon are kept in memory
 //! only: after a restart or a change of owner the whole log is dirty once,
 //! which costs one more cleaning and loses nothing (cleaning twice gives the
@@ -30,7 +44,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use floe_storage::batch::BatchIter;
-use floe_storage::clean::{CleanPolicy, CleanedBatch, KeyMap, clean_batch};
+use floe_storage::clean::{
+    AbortedTxns, CleanPolicy, CleanedBatch, KeyMap, TxnCleaning, clean_decided_batch,
+};
 use floe_storage::segment::SegmentBuilder;
 use floe_storage::{PartitionKey, RangeRead};
 
@@ -112,24 +128,35 @@ impl Cleaner {
         go_on: bool,
     ) -> Result<Option<PassStats>> {
         let now = floe_metadata::clock::now_ms() as i64;
-        let (epoch, log_start, cfg, seg_bytes, segments) = {
+        let (epoch, log_start, cfg, seg_bytes, segments, aborted) = {
             let st = log.lock();
             if st.status != Status::Active || !st.config.compacted {
                 return Ok(None);
             }
+            // Never an open transaction's data: the cleanable section ends
+            // below the last stable offset, where every transaction is
+            // decided (committed, or in the aborted index).
+            let lso = st.txns.last_stable_offset(st.hw);
             let segments: Vec<StoredRange> = st
                 .index
                 .iter()
                 .filter(|r| r.last_offset >= st.log_start)
-                .take_while(|r| r.is_segment())
+                .take_while(|r| r.is_segment() && r.last_offset < lso)
                 .cloned()
                 .collect();
+            let aborted = AbortedTxns::new(
+                st.txns
+                    .aborted_in(st.log_start, lso)
+                    .into_iter()
+                    .map(|a| (a.producer_id.0, a.first_offset, a.last_offset)),
+            );
             (
                 st.epoch,
                 st.log_start,
                 st.config.cleaning,
                 st.config.segment_bytes,
                 segments,
+                aborted,
             )
         };
         let lag = cfg.min_compaction_lag_ms;
@@ -170,7 +197,10 @@ impl Cleaner {
                     continue;
                 }
                 let batch = bytes.slice(pos..pos + v.size());
-                if !map.add_batch(&batch).map_err(|e| corrupt(r, e))? {
+                if !map
+                    .add_decided_batch(&batch, &aborted)
+                    .map_err(|e| corrupt(r, e))?
+                {
                     break 'map;
                 }
             }
@@ -196,6 +226,7 @@ impl Cleaner {
         let mut i = 0;
         let mut carried: Vec<&StoredRange> = Vec::new();
         let mut carried_out: Vec<Bytes> = Vec::new();
+        let mut txns = TxnCleaning::new(&aborted);
         while i < to_clean.len() {
             // A group: consecutive segments up to segment.bytes (at least one).
             let mut group: Vec<&StoredRange> = std::mem::take(&mut carried);
@@ -216,7 +247,8 @@ impl Cleaner {
                 for item in BatchIter::new(&bytes, usize::MAX) {
                     let (pos, v) = item.map_err(|e| corrupt(r, e))?;
                     let batch = bytes.slice(pos..pos + v.size());
-                    let mut c = clean_batch(&batch, &map, policy).map_err(|e| corrupt(r, e))?;
+                    let mut c = clean_decided_batch(&batch, &map, policy, &mut txns)
+                        .map_err(|e| corrupt(r, e))?;
                     if c.bytes.is_none() && v.last_offset() + 1 == end {
                         // The newest batch of the cleanable section stays, so
                         // the log never ends in a gap a reader waits on.

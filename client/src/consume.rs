@@ -28,6 +28,28 @@ pub const EARLIEST: i64 = -2;
 /// ListOffsets timestamp meaning "the next offset to be written".
 pub const LATEST: i64 = -1;
 
+/// What a reader sees of transactions (Kafka's `isolation.level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Isolation {
+    /// Every data record up to the high watermark, also of transactions
+    /// still open or aborted (Kafka's default).
+    #[default]
+    ReadUncommitted,
+    /// Records up to the last stable offset, without those of aborted
+    /// transactions; the end offset (`LATEST`) is the last stable offset.
+    ReadCommitted,
+}
+
+impl Isolation {
+    /// The wire value (Fetch and ListOffsets `isolation_level`).
+    pub fn code(self) -> i8 {
+        match self {
+            Isolation::ReadUncommitted => 0,
+            Isolation::ReadCommitted => 1,
+        }
+    }
+}
+
 /// Where a [`Consumer`] starts in each partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StartAt {
@@ -70,9 +92,29 @@ impl KafkaClient {
         partitions: &[i32],
         timestamp: i64,
     ) -> Result<BTreeMap<i32, i64>, ClientError> {
+        self.list_offsets_isolated(topic, partitions, timestamp, Isolation::ReadUncommitted)
+            .await
+    }
+
+    /// [`Self::list_offsets`] at an isolation level: with
+    /// [`Isolation::ReadCommitted`], [`LATEST`] is the last stable offset.
+    pub async fn list_offsets_isolated(
+        &mut self,
+        topic: &str,
+        partitions: &[i32],
+        timestamp: i64,
+        isolation: Isolation,
+    ) -> Result<BTreeMap<i32, i64>, ClientError> {
         let version = self.version::<ListOffsetsRequest>()?;
+        if version < 2 && isolation == Isolation::ReadCommitted {
+            return Err(ClientError::InvalidInput(format!(
+                "the broker speaks ListOffsets v{version}, without an isolation level \
+                 (read_committed needs v2)"
+            )));
+        }
         let req = ListOffsetsRequest::default()
             .with_replica_id(BrokerId(-1))
+            .with_isolation_level(isolation.code())
             .with_topics(vec![
                 ListOffsetsTopic::default()
                     .with_name(topic_name(topic))
@@ -111,14 +153,20 @@ impl KafkaClient {
         topic: &str,
         partitions: &[i32],
         start: StartAt,
+        isolation: Isolation,
     ) -> Result<BTreeMap<i32, i64>, ClientError> {
         Ok(match start {
             StartAt::Beginning => self.list_offsets(topic, partitions, EARLIEST).await?,
-            StartAt::End => self.list_offsets(topic, partitions, LATEST).await?,
+            StartAt::End => {
+                self.list_offsets_isolated(topic, partitions, LATEST, isolation)
+                    .await?
+            }
             StartAt::Offset(n) => partitions.iter().map(|p| (*p, n)).collect(),
             StartAt::Time(t) => {
                 let at = self.list_offsets(topic, partitions, t.max(0)).await?;
-                let end = self.list_offsets(topic, partitions, LATEST).await?;
+                let end = self
+                    .list_offsets_isolated(topic, partitions, LATEST, isolation)
+                    .await?;
                 at.into_iter()
                     .map(|(p, o)| {
                         let o = if o < 0 {
@@ -132,7 +180,9 @@ impl KafkaClient {
             }
             StartAt::BeforeEnd(n) => {
                 let first = self.list_offsets(topic, partitions, EARLIEST).await?;
-                let end = self.list_offsets(topic, partitions, LATEST).await?;
+                let end = self
+                    .list_offsets_isolated(topic, partitions, LATEST, isolation)
+                    .await?;
                 end.into_iter()
                     .map(|(p, e)| {
                         let low = first.get(&p).copied().unwrap_or(0);
@@ -152,16 +202,30 @@ pub struct Consumer {
     version: i16,
     positions: BTreeMap<i32, i64>,
     round: usize,
+    isolation: Isolation,
 }
 
 impl Consumer {
     /// Looks the topic up and finds the start of each partition read:
     /// every partition, or only `partition`.
     pub async fn new(
+        client: KafkaClient,
+        topic: &str,
+        partition: Option<i32>,
+        start: StartAt,
+    ) -> Result<Self, ClientError> {
+        Self::isolated(client, topic, partition, start, Isolation::ReadUncommitted).await
+    }
+
+    /// [`Self::new`] reading at an isolation level: with
+    /// [`Isolation::ReadCommitted`] fetches stop at the last stable offset
+    /// and records of aborted transactions are dropped.
+    pub async fn isolated(
         mut client: KafkaClient,
         topic: &str,
         partition: Option<i32>,
         start: StartAt,
+        isolation: Isolation,
     ) -> Result<Self, ClientError> {
         let mut partitions = client.topic(topic).await?.partition_ids();
         if let Some(p) = partition {
@@ -178,7 +242,9 @@ impl Consumer {
                 "topic {topic} has no partitions"
             )));
         }
-        let positions = client.start_positions(topic, &partitions, start).await?;
+        let positions = client
+            .start_positions(topic, &partitions, start, isolation)
+            .await?;
         let version = client.version::<FetchRequest>()?;
         Ok(Self {
             client,
@@ -186,6 +252,7 @@ impl Consumer {
             version,
             positions,
             round: 0,
+            isolation,
         })
     }
 
@@ -214,7 +281,13 @@ impl Consumer {
     /// One Fetch: waits on the broker for at most `max_wait` when nothing
     /// is there, and returns the records after each partition's position.
     pub async fn poll(&mut self, max_wait: Duration) -> Result<Polled, ClientError> {
-        let req = fetch_request(&self.topic, &self.positions, self.round, max_wait);
+        let req = fetch_request(
+            &self.topic,
+            &self.positions,
+            self.round,
+            max_wait,
+            self.isolation,
+        );
         self.round = self.round.wrapping_add(1);
         let resp = self.client.send(self.version, req).await?;
         let topic = &self.topic;
@@ -236,7 +309,17 @@ impl Consumer {
                     (Err(e), _) if e.is_retriable() => retriable = Some(e),
                     (Err(e), _) => return Err(e),
                     (Ok(()), Some(records)) if !records.is_empty() => {
-                        fetched.push((p.partition_index, records, position));
+                        // Read uncommitted, the list is empty: nothing is dropped.
+                        let aborted = match self.isolation {
+                            Isolation::ReadUncommitted => Vec::new(),
+                            Isolation::ReadCommitted => p
+                                .aborted_transactions
+                                .unwrap_or_default()
+                                .iter()
+                                .map(|a| (a.producer_id.0, a.first_offset))
+                                .collect(),
+                        };
+                        fetched.push((p.partition_index, records, position, aborted));
                     }
                     (Ok(()), _) => {}
                 }
@@ -246,8 +329,8 @@ impl Consumer {
         let decoded = tokio::task::spawn_blocking(move || {
             fetched
                 .into_iter()
-                .map(|(p, records, position)| {
-                    decode_partition(&records, position)
+                .map(|(p, records, position, aborted)| {
+                    decode_committed(&records, position, &aborted)
                         .map(|(recs, next)| (p, recs, next))
                         .map_err(|source| ClientError::Records {
                             what: format!("decoding partition {p} from offset {position}"),
@@ -293,6 +376,7 @@ fn fetch_request(
     positions: &BTreeMap<i32, i64>,
     round: usize,
     wait: Duration,
+    isolation: Isolation,
 ) -> FetchRequest {
     let mut partitions: Vec<FetchPartition> = positions
         .iter()
@@ -314,6 +398,7 @@ fn fetch_request(
         .with_max_wait_ms(i32::try_from(wait.as_millis()).unwrap_or(i32::MAX))
         .with_min_bytes(1)
         .with_max_bytes(FETCH_MAX_BYTES)
+        .with_isolation_level(isolation.code())
         .with_topics(vec![
             FetchTopic::default()
                 .with_topic(topic_name(topic))
@@ -323,10 +408,24 @@ fn fetch_request(
 
 /// The records at or after `position` in a fetched partition's bytes, and the
 /// next offset to fetch. A batch cut off at the end is left for the next fetch.
-pub fn decode_partition(
+pub fn decode_partition(records: &Bytes, position: i64) -> Result<(Vec<Record>, i64), BatchError> {
+    decode_committed(records, position, &[])
+}
+
+/// [`decode_partition`] for a `read_committed` fetch: `aborted` is its
+/// `aborted_transactions` (producer id, first offset). A transactional batch
+/// of a producer whose aborted transaction began at or before it, and whose
+/// ABORT marker has not been passed yet, is dropped (as Kafka's consumers
+/// do); the marker ends it.
+pub fn decode_committed(
     records: &Bytes,
     mut position: i64,
+    aborted: &[(i64, i64)],
 ) -> Result<(Vec<Record>, i64), BatchError> {
+    let mut pending: Vec<(i64, i64)> = aborted.to_vec();
+    // Oldest last, so that the next one to begin is popped first.
+    pending.sort_unstable_by(|a, b| b.1.cmp(&a.1));
+    let mut in_aborted: std::collections::HashSet<i64> = std::collections::HashSet::new();
     let mut out = Vec::new();
     for item in BatchIter::new(records, usize::MAX) {
         let (at, view) = match item {
@@ -334,12 +433,26 @@ pub fn decode_partition(
             Err(BatchError::Truncated { .. }) => break,
             Err(e) => return Err(e),
         };
+        while pending.last().is_some_and(|a| a.1 <= view.last_offset()) {
+            if let Some((pid, _)) = pending.pop() {
+                in_aborted.insert(pid);
+            }
+        }
         let next = view.next_offset();
+        let dropped = view.is_transactional() && in_aborted.contains(&view.producer_id());
+        if view.is_control() {
+            let batch = records.slice(at..at + view.size());
+            if let Some(m) = floe_storage::control::read_marker(&batch)?
+                && m.kind == floe_storage::control::ControlType::Abort
+            {
+                in_aborted.remove(&m.producer_id);
+            }
+        }
         if next <= position {
             continue;
         }
         // Control batches (transaction markers) hold no records to return.
-        if !view.is_control() {
+        if !view.is_control() && !dropped {
             view.verify_crc()?;
             let batch = records.slice(at..at + view.size());
             out.extend(
@@ -393,6 +506,63 @@ mod tests {
         assert_eq!(next, 10);
     }
 
+    fn txn_batch(base: i64, n: usize, producer: i64) -> Vec<u8> {
+        let mut b = BatchBuilder::new(base, 1_700_000_000_000).producer(producer, 0, 0, true);
+        for i in 0..n {
+            b.push(RecordSpec::new(
+                None,
+                Some(format!("p{producer}-{i}").into_bytes()),
+                0,
+            ));
+        }
+        b.build(Compression::None)
+            .expect("encoding a batch")
+            .to_vec()
+    }
+
+    fn marker(at: i64, producer: i64, kind: floe_storage::control::ControlType) -> Vec<u8> {
+        let m = floe_storage::control::Marker {
+            kind,
+            producer_id: producer,
+            producer_epoch: 0,
+            coordinator_epoch: 0,
+        };
+        let mut b = floe_storage::control::marker_batch(&m, 1_700_000_000_000)
+            .expect("a marker")
+            .to_vec();
+        floe_storage::batch::set_base_offset(&mut b, at).expect("rebased");
+        b
+    }
+
+    #[test]
+    fn read_committed_drops_the_aborted_transactions_until_their_marker() {
+        use floe_storage::control::ControlType::{Abort, Commit};
+        let mut all = Vec::new();
+        all.extend(txn_batch(0, 3, 7)); // 0..=2: producer 7, aborted
+        all.extend(txn_batch(3, 2, 8)); // 3..=4: producer 8, committed
+        all.extend(marker(5, 7, Abort));
+        all.extend(marker(6, 8, Commit));
+        all.extend(txn_batch(7, 2, 7)); // 7..=8: producer 7's next one
+        all.extend(batch(9, 1, Compression::None)); // not transactional
+        let all = Bytes::from(all);
+        let offsets = |aborted: &[(i64, i64)], from| {
+            let (records, next) = decode_committed(&all, from, aborted).expect("decodes");
+            assert_eq!(next, 10);
+            records.iter().map(|r| r.offset).collect::<Vec<_>>()
+        };
+        assert_eq!(offsets(&[(7, 0)], 0), vec![3, 4, 7, 8, 9]);
+        assert_eq!(offsets(&[(7, 0)], 2), vec![3, 4, 7, 8, 9]);
+        assert_eq!(
+            offsets(&[], 0),
+            (0..10).filter(|o| ![5, 6].contains(o)).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            offsets(&[(8, 3)], 0),
+            vec![0, 1, 2, 7, 8, 9],
+            "a producer's own list"
+        );
+    }
+
     #[test]
     fn a_batch_with_a_bad_checksum_is_an_error() {
         let mut bytes = batch(0, 3, Compression::None).to_vec();
@@ -405,7 +575,14 @@ mod tests {
     fn fetches_rotate_the_partition_order() {
         let positions: BTreeMap<i32, i64> = [(0, 10), (1, 20), (2, 30)].into();
         let order = |round| {
-            fetch_request("t", &positions, round, Duration::from_millis(100)).topics[0]
+            fetch_request(
+                "t",
+                &positions,
+                round,
+                Duration::from_millis(100),
+                Isolation::ReadUncommitted,
+            )
+            .topics[0]
                 .partitions
                 .iter()
                 .map(|p| (p.partition, p.fetch_offset))
@@ -491,7 +668,7 @@ mod tests {
         ];
         for (start, expected) in cases {
             let got = client
-                .start_positions("t", &[0, 1], start)
+                .start_positions("t", &[0, 1], start, Isolation::ReadUncommitted)
                 .await
                 .expect("lists");
             assert_eq!(got, expected, "{start:?}");

@@ -11,7 +11,10 @@
 //! - [`Producer`]: records to a topic, one request per call, with retries of
 //!   retriable broker errors.
 //! - [`Consumer`]: records of a topic from a start position, one Fetch per
-//!   poll.
+//!   poll, read uncommitted or committed ([`Isolation`]).
+//! - Transactions and producers: [`KafkaClient::list_transactions`],
+//!   [`KafkaClient::describe_transactions`],
+//!   [`KafkaClient::describe_producers`].
 //!
 //! Every error is a [`ClientError`] with an [`ErrorKind`] to branch on and
 //! [`ClientError::is_retriable`]. Frames are read and bodies decoded through
@@ -28,11 +31,13 @@ pub mod partitioner;
 mod produce;
 #[cfg(test)]
 mod test_support;
+mod txns;
 
 pub use admin::{ConfigEntry, ConfigSource, RESOURCE_BROKER, RESOURCE_TOPIC};
 pub use connection::{CLIENT_ID, KafkaClient, topic_name};
 pub use consume::{
-    Consumer, EARLIEST, LATEST, PartitionRecords, Polled, StartAt, decode_partition,
+    Consumer, EARLIEST, Isolation, LATEST, PartitionRecords, Polled, StartAt, decode_committed,
+    decode_partition,
 };
 pub use error::{ClientError, ErrorKind, check_code, kafka_error_name};
 pub use floe_storage::batch::Compression;
@@ -41,3 +46,4 @@ pub use groups::{GroupDescription, GroupListing, GroupMember, TopicPartition, de
 pub use kafka_protocol::ResponseError;
 pub use metadata::{PartitionMetadata, TopicListing, TopicMetadata};
 pub use produce::{Acks, PartitionStats, Producer, ProducerConfig, ProducerRecord};
+pub use txns::{ProducerDescription, TransactionDescription, TransactionListing};

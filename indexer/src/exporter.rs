@@ -278,6 +278,11 @@ impl Indexer {
                 )
                 .await?;
             crate::metrics::log_read(read.bytes);
+            if read.next_offset <= start && read.last_stable <= start {
+                // A transaction open at `start`: nothing is stable to export
+                // yet; its data waits for its marker (the LSO moving on).
+                return Ok(());
+            }
             let (records, last) = cut_at_hour(read.records, read.next_offset - 1);
             if last < start {
                 return Err(IndexerError::corrupt(format!(

@@ -116,7 +116,9 @@ pub async fn run(ix: &Indexer, topic: &str, q: &Query) -> Result<QueryAnswer> {
                 crate::log_reader::MAX_DECODED_BYTES,
             )
             .await?;
-        if read.next_offset < p.high_watermark {
+        // Records of an open transaction (at the LSO and after) are not
+        // committed yet: a query does not see them, as the exports do not.
+        if read.next_offset < p.high_watermark.min(read.last_stable) {
             answer.stats.log_scan_limited = true;
         }
         answer.stats.log_records_scanned += read.records.len() as u64;

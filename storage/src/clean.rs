@@ -11,7 +11,7 @@
 //! timestamp field, record timestamps re-encoded against it, as Kafka's
 //! KIP-534); its tombstones go at the first cleaning after the horizon.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -92,9 +92,27 @@ impl KeyMap {
     /// aborted: its records must not make an earlier value disappear), but
     /// are covered.
     pub fn add_batch(&mut self, batch: &Bytes) -> Result<bool, BatchError> {
+        self.add(batch, None)
+    }
+
+    /// [`Self::add_batch`] for a batch below the partition's last stable
+    /// offset, whose transaction is decided: a committed transaction's
+    /// records add their keys as any record does; an aborted one's
+    /// (`aborted`) add none.
+    pub fn add_decided_batch(
+        &mut self,
+        batch: &Bytes,
+        aborted: &AbortedTxns,
+    ) -> Result<bool, BatchError> {
+        self.add(batch, Some(aborted))
+    }
+
+    fn add(&mut self, batch: &Bytes, decided: Option<&AbortedTxns>) -> Result<bool, BatchError> {
         let view = BatchView::parse(batch, usize::MAX)?;
         let next = view.next_offset();
-        if view.is_control() || view.is_transactional() {
+        let undecided_or_aborted = view.is_transactional()
+            && decided.is_none_or(|a| a.holds(view.producer_id(), view.base_offset()));
+        if view.is_control() || undecided_or_aborted {
             self.end = Some(next);
             return Ok(true);
         }
@@ -122,6 +140,132 @@ impl KeyMap {
         self.end = Some(next);
         Ok(true)
     }
+}
+
+/// A partition's aborted transactions, from its aborted index: per
+/// producer id, the offsets each one covers (its first record to its ABORT
+/// marker). A producer has one transaction open on a partition at a time,
+/// so its transactional batches in such a range are that transaction's.
+#[derive(Debug, Default, Clone)]
+pub struct AbortedTxns(HashMap<i64, Vec<(i64, i64)>>);
+
+impl AbortedTxns {
+    /// From (producer id, first offset, last offset) triples.
+    pub fn new(txns: impl IntoIterator<Item = (i64, i64, i64)>) -> Self {
+        let mut by_producer: HashMap<i64, Vec<(i64, i64)>> = HashMap::new();
+        for (producer, first, last) in txns {
+            by_producer.entry(producer).or_default().push((first, last));
+        }
+        Self(by_producer)
+    }
+
+    /// Whether the transactional batch of `producer_id` at `offset` is
+    /// part of an aborted transaction.
+    pub fn holds(&self, producer_id: i64, offset: i64) -> bool {
+        self.0
+            .get(&producer_id)
+            .is_some_and(|r| r.iter().any(|&(f, l)| f <= offset && offset <= l))
+    }
+}
+
+/// Cleaning a partition's decided section (below its last stable offset)
+/// with its transactions, batch after batch in offset order from the log
+/// start ([`clean_decided_batch`]): aborted transactions' batches go, and a
+/// committed transaction's marker goes once none of its data is left and
+/// its delete horizon has passed.
+#[derive(Debug)]
+pub struct TxnCleaning<'a> {
+    aborted: &'a AbortedTxns,
+    /// Producers whose current transaction still has records in the log.
+    data_left: HashSet<i64>,
+}
+
+impl<'a> TxnCleaning<'a> {
+    pub fn new(aborted: &'a AbortedTxns) -> Self {
+        Self {
+            aborted,
+            data_left: HashSet::new(),
+        }
+    }
+}
+
+/// [`clean_batch`] for a batch below the last stable offset, fed in offset
+/// order from the log start (see [`TxnCleaning`]):
+///
+/// - a batch of an aborted transaction goes whole;
+/// - a COMMIT marker stays while records of its transaction are left; once
+///   none is, it gets a delete horizon (`delete.retention.ms` from now, as
+///   a tombstone does, so a reader that already fetched the transaction's
+///   records still sees its end), and goes at the first cleaning after it;
+/// - an ABORT marker stays: the aborted index (kept in the metadata until
+///   the log start passes the transaction) still names its transaction in
+///   `read_committed` fetches, and a client that was told of an aborted
+///   transaction drops the producer's batches until it sees its marker.
+pub fn clean_decided_batch(
+    batch: &Bytes,
+    map: &KeyMap,
+    policy: CleanPolicy,
+    txns: &mut TxnCleaning<'_>,
+) -> Result<CleanedBatch, BatchError> {
+    let view = BatchView::parse(batch, usize::MAX)?;
+    let producer = view.producer_id();
+    if view.is_control() {
+        view.verify_crc()?;
+        let unchanged = |horizon| CleanedBatch {
+            bytes: Some(batch.clone()),
+            changed: false,
+            records_kept: view.record_count().max(0) as usize,
+            records_dropped: 0,
+            horizon,
+        };
+        let had_data = txns.data_left.remove(&producer);
+        let commit = crate::control::read_marker(batch)?
+            .is_some_and(|m| m.kind == crate::control::ControlType::Commit);
+        // An ABORT marker stays (until the log start passes it): the
+        // partition's aborted index keeps naming its transaction, and a
+        // read_committed client takes the producer's later batches for
+        // aborted until it sees that marker.
+        if !commit || had_data {
+            return Ok(unchanged(None));
+        }
+        let old_horizon = view.has_delete_horizon().then(|| view.first_timestamp());
+        return Ok(match old_horizon {
+            Some(h) if policy.now_ms >= h => CleanedBatch {
+                bytes: None,
+                changed: true,
+                records_kept: 0,
+                records_dropped: view.record_count().max(0) as usize,
+                horizon: None,
+            },
+            Some(h) => unchanged(Some(h)),
+            None => {
+                let h = policy.now_ms.saturating_add(policy.delete_retention_ms);
+                let records = decode_records(batch, DEFAULT_MAX_DECOMPRESSED)?;
+                CleanedBatch {
+                    bytes: Some(rebuild(&view, &records, Some(h))?),
+                    changed: true,
+                    records_kept: records.len(),
+                    records_dropped: 0,
+                    horizon: Some(h),
+                }
+            }
+        });
+    }
+    if view.is_transactional() && txns.aborted.holds(producer, view.base_offset()) {
+        view.verify_crc()?;
+        return Ok(CleanedBatch {
+            bytes: None,
+            changed: true,
+            records_kept: 0,
+            records_dropped: view.record_count().max(0) as usize,
+            horizon: None,
+        });
+    }
+    let cleaned = clean_batch(batch, map, policy)?;
+    if view.is_transactional() && cleaned.records_kept > 0 {
+        txns.data_left.insert(producer);
+    }
+    Ok(cleaned)
 }
 
 /// What decides which records stay.
@@ -514,6 +658,128 @@ mod tests {
             "the aborted value does not replace a1, the marker stays"
         );
         assert_eq!(out, log);
+    }
+
+    fn txn_batch(base: i64, producer: i64, recs: &[(&str, &str)]) -> Bytes {
+        let mut b = BatchBuilder::new(base, 5000).producer(producer, 0, 0, true);
+        for (k, v) in recs {
+            b.push(RecordSpec::new(
+                Some(k.as_bytes().to_vec()),
+                Some(v.as_bytes().to_vec()),
+                0,
+            ));
+        }
+        b.build(Compression::None).unwrap()
+    }
+
+    fn marker_at(at: i64, producer: i64, kind: crate::control::ControlType) -> Bytes {
+        let m = crate::control::marker_batch(
+            &crate::control::Marker {
+                kind,
+                producer_id: producer,
+                producer_epoch: 0,
+                coordinator_epoch: 0,
+            },
+            5000,
+        )
+        .unwrap();
+        let mut m = m.to_vec();
+        crate::batch::set_base_offset(&mut m, at).unwrap();
+        Bytes::from(m)
+    }
+
+    /// One pass over a log below its LSO, as the broker's cleaner makes it
+    /// with the partition's aborted transactions.
+    fn clean_decided(log: &[Bytes], aborted: &AbortedTxns, now: i64) -> Vec<Bytes> {
+        let mut map = KeyMap::new(1000);
+        for b in log {
+            assert!(map.add_decided_batch(b, aborted).unwrap());
+        }
+        let mut txns = TxnCleaning::new(aborted);
+        log.iter()
+            .filter_map(|b| {
+                clean_decided_batch(b, &map, policy(now), &mut txns)
+                    .unwrap()
+                    .bytes
+            })
+            .collect()
+    }
+
+    fn offsets_and_kinds(log: &[Bytes]) -> Vec<(i64, bool)> {
+        log.iter()
+            .map(|b| {
+                let v = BatchView::parse(b, usize::MAX).unwrap();
+                v.verify_crc().unwrap();
+                (v.base_offset(), v.is_control())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn aborted_records_go_and_commit_markers_go_once_their_transaction_is_empty_and_past_the_horizon()
+     {
+        use crate::control::ControlType::{Abort, Commit};
+        let log = vec![
+            batch(0, &[("a", Some("a1"))], Compression::None),
+            txn_batch(1, 9, &[("a", "aborted")]),
+            marker_at(2, 9, Abort),
+            txn_batch(3, 10, &[("c", "c1")]),
+            marker_at(4, 10, Commit),
+            txn_batch(5, 11, &[("a", "a2"), ("b", "b1")]),
+            marker_at(7, 11, Commit),
+            batch(
+                8,
+                &[("b", Some("b2")), ("c", Some("c2"))],
+                Compression::None,
+            ),
+        ];
+        let aborted = AbortedTxns::new([(9, 1, 2)]);
+        let out = clean_decided(&log, &aborted, NOW);
+        assert_eq!(
+            all_values(
+                &out.iter()
+                    .filter(|b| !is_control(b))
+                    .cloned()
+                    .collect::<Vec<_>>()
+            ),
+            vec![
+                (5, "a".into(), Some("a2".into())),
+                (8, "b".into(), Some("b2".into())),
+                (9, "c".into(), Some("c2".into())),
+            ],
+            "the aborted value is gone and hides nothing; a committed one replaces a1"
+        );
+        // The COMMIT marker of the emptied transaction 10 (compacted away)
+        // gets a delete horizon; the one of 11, which has a record left,
+        // and the ABORT marker of 9 stay as they were.
+        assert_eq!(
+            offsets_and_kinds(&out),
+            vec![(2, true), (4, true), (5, false), (7, true), (8, false)]
+        );
+        let horizons: Vec<Option<i64>> = out
+            .iter()
+            .filter(|b| is_control(b))
+            .map(|b| {
+                let v = BatchView::parse(b, usize::MAX).unwrap();
+                v.has_delete_horizon().then(|| v.first_timestamp())
+            })
+            .collect();
+        assert_eq!(horizons, vec![None, Some(NOW + 100), None]);
+        assert_eq!(
+            crate::control::read_marker(&out[0]).unwrap().unwrap().kind,
+            Abort
+        );
+        // Before the horizon they stay; from it on they go.
+        assert_eq!(clean_decided(&out, &aborted, NOW + 99), out);
+        let later = clean_decided(&out, &aborted, NOW + 100);
+        assert_eq!(
+            offsets_and_kinds(&later),
+            vec![(2, true), (5, false), (7, true), (8, false)]
+        );
+    }
+
+    fn is_control(b: &Bytes) -> bool {
+        BatchView::parse(b, usize::MAX).unwrap().is_control()
     }
 
     #[test]
