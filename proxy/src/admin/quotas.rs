@@ -372,6 +372,29 @@ mod tests {
         }
     }
 
+    /// The fuzz seeds of the quota requests (`fuzz/corpus/kafka_requests/*quotas*`)
+    /// decode as what they are named after and re-encode to the same bytes.
+    #[test]
+    fn the_quota_request_seeds_decode_and_re_encode() {
+        use kafka_protocol::messages::ApiKey;
+
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fuzz/corpus/kafka_requests");
+        for version in 0..=1 {
+            for (name, key) in [
+                ("describeclientquotas", ApiKey::DescribeClientQuotas),
+                ("alterclientquotas", ApiKey::AlterClientQuotas),
+            ] {
+                let file = format!("{name}_v{version}");
+                let bytes = bytes::Bytes::from(std::fs::read(dir.join(&file)).unwrap());
+                let decoded = crate::codec::decode_request(bytes.clone()).unwrap();
+                assert_eq!((decoded.api_key, decoded.version), (key, version), "{file}");
+                let again = crate::codec::encode_request(&decoded.header, &decoded.body).unwrap();
+                assert_eq!(&again[4..], &bytes[..], "{file}");
+            }
+        }
+    }
+
     fn component(t: &str, match_type: i8, name: Option<&str>) -> ComponentData {
         ComponentData::default()
             .with_entity_type(str_bytes(t))
