@@ -423,6 +423,13 @@ pub struct ProxyTuning {
         default_value_t = floe_proxy::fetch_session::DEFAULT_MAX_SESSIONS
     )]
     pub max_fetch_sessions: usize,
+    /// Samples in a client quota's measuring window (Kafka's quota.window.num).
+    #[arg(long, env = "FLOE_QUOTA_WINDOW_NUM", default_value_t = floe_proxy::quota::DEFAULT_WINDOW_NUM)]
+    pub quota_window_num: u32,
+    /// Length of one sample of a client quota's window, in milliseconds
+    /// (Kafka's quota.window.size.seconds, in ms).
+    #[arg(long, env = "FLOE_QUOTA_WINDOW_SIZE_MS", default_value_t = 1000)]
+    pub quota_window_size_ms: u64,
     /// Answer transactional producers (InitProducerId with a
     /// transactional.id, AddPartitionsToTxn, AddOffsetsToTxn,
     /// TxnOffsetCommit, EndTxn, DescribeTransactions, ListTransactions).
@@ -551,6 +558,10 @@ impl ProxyTuning {
             down_reports: Default::default(),
             transactions: self.transactions,
             share,
+            quotas: floe_proxy::quota::Throttles::new(floe_proxy::quota::QuotaWindow {
+                num: self.quota_window_num.max(1),
+                size: Duration::from_millis(self.quota_window_size_ms.max(1)),
+            }),
         }))
     }
 }

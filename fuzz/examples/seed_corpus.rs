@@ -16,6 +16,10 @@ use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
 use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::alter_client_quotas_request::{
+    EntityData as QuotaEntityData, EntryData as QuotaEntryData, OpData as QuotaOpData,
+};
+use kafka_protocol::messages::describe_client_quotas_request::ComponentData as QuotaComponent;
 use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
 };
@@ -557,6 +561,38 @@ fn request_body(api_key: ApiKey, version: i16, records: &Bytes) -> Option<Reques
                     .with_topics(vec![topic]),
             )
         }
+        ApiKey::DescribeClientQuotas => RequestKind::DescribeClientQuotas(
+            kafka_protocol::messages::DescribeClientQuotasRequest::default()
+                .with_components(vec![
+                    QuotaComponent::default()
+                        .with_entity_type(text("client-id"))
+                        .with_match_type(0)
+                        .with_match(Some(text("app"))),
+                    QuotaComponent::default()
+                        .with_entity_type(text("user"))
+                        .with_match_type(1),
+                ])
+                .with_strict(true),
+        ),
+        ApiKey::AlterClientQuotas => RequestKind::AlterClientQuotas(
+            kafka_protocol::messages::AlterClientQuotasRequest::default().with_entries(vec![
+                QuotaEntryData::default()
+                    .with_entity(vec![
+                        QuotaEntityData::default()
+                            .with_entity_type(text("client-id"))
+                            .with_entity_name(Some(text("app"))),
+                        QuotaEntityData::default().with_entity_type(text("user")),
+                    ])
+                    .with_ops(vec![
+                        QuotaOpData::default()
+                            .with_key(text("producer_byte_rate"))
+                            .with_value(1_048_576.0),
+                        QuotaOpData::default()
+                            .with_key(text("consumer_byte_rate"))
+                            .with_remove(true),
+                    ]),
+            ]),
+        ),
         _ => return None,
     })
 }
@@ -592,6 +628,8 @@ fn kafka_requests(root: &Path) -> AnyResult<()> {
         ApiKey::ShareGroupDescribe,
         ApiKey::ShareFetch,
         ApiKey::ShareAcknowledge,
+        ApiKey::DescribeClientQuotas,
+        ApiKey::AlterClientQuotas,
     ];
     for api_key in apis {
         let range = api_key.valid_versions();

@@ -284,6 +284,11 @@ pub enum Command {
         now_ms: u64,
         expiration_ms: u64,
     },
+    /// Sets and removes client quotas (AlterClientQuotas), all or nothing
+    /// (see [`crate::quota`]). Answered [`Response::Ok`].
+    AlterClientQuotas {
+        alterations: Vec<crate::quota::QuotaAlteration>,
+    },
 }
 
 /// Decoding the commands of a [`Command::Batch`]: a batch inside a batch is

@@ -24,6 +24,7 @@ mod metrics;
 pub mod model;
 pub mod node;
 pub mod probe;
+pub mod quota;
 pub mod raft;
 mod serde_pairs;
 pub mod state;

@@ -72,6 +72,7 @@ pub struct ClusterView {
     pub nodes: Vec<NodeInfo>,
     pub topics: Vec<TopicInfo>,
     pub shards: Vec<ShardInfo>,
+    pub quotas: crate::quota::QuotaModel,
 }
 
 /// One committed range of a partition's log: offsets → bytes of an object.

@@ -203,6 +203,10 @@ pub struct ClusterState {
     /// `decode_applied`).
     #[serde(default)]
     pub txn: crate::txn::TxnModel,
+    /// Client quotas ([`crate::quota`]). Last, and absent from snapshots
+    /// of older versions (see `raft::state_machine`, `decode_applied`).
+    #[serde(default)]
+    pub quotas: crate::quota::QuotaModel,
 }
 
 impl Default for ClusterState {
@@ -220,6 +224,7 @@ impl Default for ClusterState {
                 .map(|i| (ShardId(i), Ownership::default()))
                 .collect(),
             txn: crate::txn::TxnModel::default(),
+            quotas: crate::quota::QuotaModel::default(),
         }
     }
 }
@@ -403,6 +408,10 @@ impl ClusterState {
                 }
             }
             Command::Txn(c) => self.apply_txn(c),
+            Command::AlterClientQuotas { alterations } => match self.quotas.alter(alterations) {
+                Ok(()) => Response::Ok,
+                Err(e) => err(e),
+            },
             Command::ExpireTransactionalIds {
                 now_ms,
                 expiration_ms,

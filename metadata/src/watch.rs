@@ -22,6 +22,8 @@ pub struct ClusterSnapshot {
     pub nodes: Vec<NodeInfo>,
     /// Coordinator shards and their owners.
     pub shards: Vec<ShardInfo>,
+    /// Client quotas.
+    pub quotas: Arc<crate::quota::QuotaModel>,
 }
 
 impl ClusterSnapshot {
@@ -53,6 +55,7 @@ impl ClusterSnapshot {
             revision: v.revision,
             nodes: v.nodes,
             shards: v.shards,
+            quotas: Arc::new(v.quotas),
             ..Default::default()
         };
         for t in v.topics {

@@ -41,6 +41,7 @@
 mod cluster;
 mod configs;
 pub mod log_dirs;
+pub mod quotas;
 #[cfg(test)]
 mod tests;
 mod topics;

@@ -79,6 +79,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::DescribeProducers, 0, 0),
+    (ApiKey::DescribeClientQuotas, 0, 1),
+    (ApiKey::AlterClientQuotas, 0, 1),
 ];
 
 /// The transaction APIs, answered only with `--transactions`
@@ -165,6 +167,8 @@ pub struct Context {
     /// Share groups (`--share-groups`; `floe standalone` only for now):
     /// `None` leaves the share APIs out of ApiVersions.
     pub share: Option<Arc<crate::share::ShareContext>>,
+    /// Client quotas' measures ([`crate::quota`]).
+    pub quotas: crate::quota::Throttles,
 }
 
 /// Reports of owners whose address refused a connection: the process is

@@ -11,6 +11,7 @@
 //!   leaders and coordinators spread over them.
 //! - [`registration`]: a proxy's registration and lease with the metadata service.
 //! - [`peers`]: probes of the other proxies' ports (a killed one is left out at once).
+//! - [`quota`]: client quotas enforced by throttling (KIP-13, KIP-219).
 //! - [`share`]: share groups (KIP-932) behind `--share-groups`, and the share sessions.
 
 pub mod admin;
@@ -23,6 +24,7 @@ pub mod limits;
 mod metrics;
 pub mod nodes;
 pub mod peers;
+pub mod quota;
 pub mod registration;
 pub mod server;
 pub mod share;

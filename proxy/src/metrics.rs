@@ -12,6 +12,8 @@ const REFUSED: &str = "floe_proxy_connections_refused_total";
 const IDLE_CLOSED: &str = "floe_proxy_connections_idle_closed_total";
 const AUTO_CREATE_DEFERRED: &str = "floe_proxy_auto_create_deferred_total";
 const FETCHES: &str = "floe_proxy_fetches_total";
+const THROTTLED: &str = "floe_proxy_throttled_total";
+const THROTTLE_MS: &str = "floe_proxy_throttle_ms_total";
 
 /// Describes the proxy's metrics and registers its counters at zero.
 pub(crate) fn register() {
@@ -41,11 +43,26 @@ pub(crate) fn register() {
         FETCHES,
         "Fetch requests by fetch session use (`session`: none, opened, incremental, refused)"
     );
+    describe_counter!(
+        THROTTLED,
+        "answers throttled by a client quota (`quota`: produce, fetch)"
+    );
+    describe_counter!(
+        THROTTLE_MS,
+        "throttle time given to clients over their quota, in milliseconds (`quota`: produce, fetch)"
+    );
     counter!(IDLE_CLOSED).increment(0);
     counter!(AUTO_CREATE_DEFERRED).increment(0);
     counter!(CONNECTIONS).increment(0);
     counter!(REQUESTS).increment(0);
     counter!(BAD_REQUESTS).increment(0);
+}
+
+/// An answer throttled for `time` by a `quota` (produce, fetch).
+pub(crate) fn throttled(quota: &'static str, time: std::time::Duration) {
+    counter!(THROTTLED, "quota" => quota).increment(1);
+    counter!(THROTTLE_MS, "quota" => quota)
+        .increment(u64::try_from(time.as_millis()).unwrap_or(u64::MAX));
 }
 
 /// A Fetch and how it used a fetch session.

@@ -26,6 +26,7 @@ use crate::groups::ClientInfo;
 use crate::handlers::{self, Context};
 use crate::limits::{ConnectionCounter, ListenerLimits, LogEvery};
 use crate::metrics;
+use crate::quota::{Mute, QuotaKind};
 
 /// Proxy settings.
 #[derive(Debug, Clone)]
@@ -290,6 +291,8 @@ async fn serve(
     });
     let idle = limits.idle_timeout.max(Duration::from_millis(1));
     let mut stopping = shared.stopping.clone();
+    // Set while a client over its quota is throttled (KIP-219).
+    let mute = Arc::new(Mute::default());
     let result = async {
         loop {
             // The length prefix is read with `read` (cancel-safe), so that a
@@ -352,6 +355,13 @@ async fn serve(
                 }
             };
             metrics::request();
+            // A throttled client's next request waits out its mute.
+            if let Some(until) = mute.until(tokio::time::Instant::now()) {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(until) => {}
+                    _ = stopped(&mut stopping) => return Ok(()),
+                }
+            }
             let prefix = match codec::peek_prefix(&frame) {
                 Ok(p) => p,
                 Err(e) => {
@@ -409,10 +419,14 @@ async fn serve(
                 RequestKind::Produce(p) => {
                     // Sequenced here, in order; the wait runs on its own.
                     let no_response = p.acks == 0;
+                    // Recorded as it is read: the connection's next request
+                    // waits for the mute, however many are pipelined.
+                    let throttled = throttle(ctx, &mute, QuotaKind::Produce, version, &client.client_id, len as u64);
                     let fut = ctx.produce_start(version, p).await;
                     tokio::spawn(async move {
-                        let resp = fut.await;
+                        let mut resp = fut.await;
                         drop(room);
+                        resp.throttle_time_ms = hold_back(QuotaKind::Produce, version, throttled).await;
                         if no_response {
                             let _ = otx.send(None);
                             return;
@@ -423,10 +437,14 @@ async fn serve(
                 }
                 RequestKind::Fetch(f) => {
                     // Record bytes go out as the owners returned them.
-                    let ctx = ctx.clone();
+                    let (ctx, mute) = (ctx.clone(), mute.clone());
                     tokio::spawn(async move {
-                        let answer = ctx.fetch_in_session(version, &f).await;
+                        let mut answer = ctx.fetch_in_session(version, &f).await;
                         drop(room);
+                        let bytes = answer.records.iter().flatten().map(|b| b.len() as u64).sum();
+                        let throttled = throttle(&ctx, &mute, QuotaKind::Fetch, version, &client.client_id, bytes);
+                        let throttled = hold_back(QuotaKind::Fetch, version, throttled).await;
+                        answer.resp.throttle_time_ms = answer.resp.throttle_time_ms.max(throttled);
                         match codec::encode_fetch_response(version, corr, answer) {
                             Ok(out) => {
                                 let _ = otx.send(Some(out));
@@ -459,6 +477,35 @@ async fn serve(
     drop(tx);
     let _ = writer.await;
     result
+}
+
+/// Records `bytes` of `kind` against the client's quota and returns how
+/// long it is throttled: the connection is muted that long (KIP-219), or,
+/// at a version before KIP-219, [`hold_back`] delays the answer instead.
+fn throttle(
+    ctx: &Context,
+    mute: &Mute,
+    kind: QuotaKind,
+    version: i16,
+    client_id: &str,
+    bytes: u64,
+) -> Duration {
+    let now = tokio::time::Instant::now();
+    let quotas = ctx.view.current().quotas.clone();
+    let t = ctx.quotas.record(&quotas, kind, client_id, bytes, now);
+    if kind.mutes_at(version) {
+        mute.extend(now, t);
+    }
+    t
+}
+
+/// Holds an answer back for a throttle `t` at a version before KIP-219;
+/// returns its `throttle_time_ms`.
+async fn hold_back(kind: QuotaKind, version: i16, t: Duration) -> i32 {
+    if !t.is_zero() && !kind.mutes_at(version) {
+        tokio::time::sleep(t).await;
+    }
+    crate::quota::millis(t)
 }
 
 /// Writes a response frame: one buffer, or its chunks with vectored writes
@@ -585,6 +632,12 @@ async fn handle(
                 &snap, &nodes, r,
             ))
         }
+        RequestKind::DescribeClientQuotas(r) => ResponseKind::DescribeClientQuotas(
+            crate::admin::quotas::describe_client_quotas(&ctx.view.current().quotas, r),
+        ),
+        RequestKind::AlterClientQuotas(r) => ResponseKind::AlterClientQuotas(
+            crate::admin::quotas::alter_client_quotas(ctx.meta.as_ref(), &ctx.view, r).await,
+        ),
         RequestKind::DescribeLogDirs(r) => {
             let nodes = ctx.kafka_nodes(&ctx.view.current());
             ResponseKind::DescribeLogDirs(

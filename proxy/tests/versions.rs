@@ -84,6 +84,7 @@ async fn env_with(transactions: bool, share: Option<Arc<floe_proxy::share::Share
         producer_ids: Default::default(),
         max_view_age: None,
         down_reports: Default::default(),
+        quotas: Default::default(),
     });
     let proxy = Proxy::start(
         ProxyConfig {

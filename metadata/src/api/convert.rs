@@ -100,6 +100,7 @@ pub fn cluster_view(state: &ClusterState) -> proto::ClusterView {
             .values()
             .map(|t| topic_info(state, t, true))
             .collect(),
+        quotas: super::quota_routes::quota_entries(&state.quotas),
         shards: state
             .shards
             .iter()
@@ -246,10 +247,12 @@ pub fn cluster_view_from(v: proto::ClusterView) -> Result<crate::model::ClusterV
             })
         })
         .collect();
+    let quotas = super::quota_routes::quota_model(&v.quotas);
     Ok(crate::model::ClusterView {
         revision: Revision(v.revision),
         nodes,
         topics,
+        quotas,
         shards: v
             .shards
             .iter()

@@ -6,6 +6,7 @@ pub mod convert;
 mod export_routes;
 pub mod meta_api;
 pub mod proto;
+pub mod quota_routes;
 pub mod routes;
 pub mod server;
 pub mod txn_routes;

@@ -428,6 +428,54 @@ pub struct ClusterView {
     pub topics: Vec<TopicInfo>,
     #[prost(message, repeated, tag = "4")]
     pub shards: Vec<ShardInfo>,
+    /// Client quotas (`crate::quota`).
+    #[prost(message, repeated, tag = "5")]
+    pub quotas: Vec<QuotaEntry>,
+}
+
+/// One part of a client-quota entity: its type (`user`, `client-id`) and
+/// its name, or the default of that type.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct QuotaEntityPart {
+    #[prost(string, tag = "1")]
+    pub entity_type: String,
+    #[prost(string, tag = "2")]
+    pub name: String,
+    #[prost(bool, tag = "3")]
+    pub is_default: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct QuotaValue {
+    #[prost(string, tag = "1")]
+    pub key: String,
+    #[prost(uint64, tag = "2")]
+    pub value: u64,
+}
+
+/// An entity's quotas (in the view), or a change to them (`remove`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct QuotaEntry {
+    #[prost(message, repeated, tag = "1")]
+    pub entity: Vec<QuotaEntityPart>,
+    #[prost(message, repeated, tag = "2")]
+    pub values: Vec<QuotaValue>,
+    #[prost(string, repeated, tag = "3")]
+    pub remove: Vec<String>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AlterQuotasRequest {
+    #[prost(message, repeated, tag = "1")]
+    pub alterations: Vec<QuotaEntry>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AlterQuotasResponse {
+    /// The revision at which the change applied: a proxy waits for its
+    /// view to reach it before answering.
+    #[prost(uint64, tag = "1")]
+    pub revision: u64,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

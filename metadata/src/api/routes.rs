@@ -73,6 +73,8 @@ routes! {
     /// The state of the transactional ids a filter selects (by id, producer
     /// id, shard or pending group; an empty request: every id).
     TxnList = "/v1/txns/list": TxnListRequest => TxnListResponse;
+    /// Sets and removes client quotas (`crate::quota`), all or nothing.
+    AlterQuotas = "/v1/quotas/alter": AlterQuotasRequest => AlterQuotasResponse;
 }
 
 #[cfg(test)]
@@ -86,6 +88,6 @@ mod tests {
             assert!(p.starts_with("/v1/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 33);
+        assert_eq!(ALL_PATHS.len(), 34);
     }
 }

@@ -260,6 +260,7 @@ serve! {
     TxnStep => super::txn_routes::step,
     TxnList => super::txn_routes::list,
     ExportReset => super::export_routes::reset,
+    AlterQuotas => super::quota_routes::alter,
 }
 
 /// A Raft RPC's answer, in the format its request came in.

@@ -333,6 +333,16 @@ mod tests {
             now_ms: 14,
             expiration_ms: 15,
         });
+        all.push(Command::AlterClientQuotas {
+            alterations: vec![crate::quota::QuotaAlteration {
+                entity: crate::quota::QuotaEntity {
+                    user: Some(crate::quota::EntityName::Default),
+                    client_id: Some(crate::quota::EntityName::Named("c".into())),
+                },
+                set: BTreeMap::from([("producer_byte_rate".into(), 1024)]),
+                remove: vec!["consumer_byte_rate".into()],
+            }],
+        });
         // A group-committed entry holds commands of every kind.
         all.push(Command::Batch(all.clone()));
         all

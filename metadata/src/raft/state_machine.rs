@@ -54,14 +54,52 @@ type StateBeforeTxn = (
     BTreeMap<ShardId, Ownership>,
 );
 
+/// [`Applied`] as versions before client quotas encoded it in binary: the
+/// model without its last field, `quotas`.
+type AppliedBeforeQuotas = (Option<LogId>, StoredMembership, StateBeforeQuotas);
+
+/// [`ClusterState`]'s fields before `quotas`, in order.
+type StateBeforeQuotas = (
+    Revision,
+    BTreeMap<BrokerId, NodeInfo>,
+    BTreeMap<String, Topic>,
+    BTreeMap<PartitionKey, PartitionState>,
+    BTreeMap<ObjectId, ObjectInfo>,
+    u64,
+    BTreeMap<String, GroupOffsets>,
+    i64,
+    BTreeMap<ShardId, Ownership>,
+    crate::txn::TxnModel,
+);
+
 /// Decodes a snapshot's [`Applied`]: in the current layout, else (a binary
-/// snapshot written before transactions, which lacks the model's last
-/// field) in the layout before it, with no transactions.
+/// snapshot written before client quotas, or before transactions, which
+/// lack the model's last fields) in the layouts before it, with no quotas
+/// and no transactions.
 fn decode_applied(bytes: &[u8]) -> Result<Applied, codec::CodecError> {
     let e = match codec::decode::<Applied>(bytes) {
         Ok(a) => return Ok(a),
         Err(e) => e,
     };
+    if let Ok((last_applied, membership, old)) = codec::decode::<AppliedBeforeQuotas>(bytes) {
+        return Ok(Applied {
+            last_applied,
+            membership,
+            state: ClusterState {
+                revision: old.0,
+                nodes: old.1,
+                topics: old.2,
+                partitions: old.3,
+                objects: old.4,
+                next_object_id: old.5,
+                groups: old.6,
+                next_producer_id: old.7,
+                shards: old.8,
+                txn: old.9,
+                quotas: Default::default(),
+            },
+        });
+    }
     let Ok((last_applied, membership, old)) = codec::decode::<AppliedBeforeTxn>(bytes) else {
         return Err(e);
     };
@@ -79,6 +117,7 @@ fn decode_applied(bytes: &[u8]) -> Result<Applied, codec::CodecError> {
             next_producer_id: old.7,
             shards: old.8,
             txn: Default::default(),
+            quotas: Default::default(),
         },
     })
 }
