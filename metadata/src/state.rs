@@ -203,6 +203,10 @@ pub struct ClusterState {
     /// `decode_applied`).
     #[serde(default)]
     pub txn: crate::txn::TxnModel,
+    /// Groups' configs (those with any set), by group id. Last, and absent
+    /// from snapshots of older versions (see `raft::state_machine`).
+    #[serde(default)]
+    pub group_configs: BTreeMap<String, crate::group_config::GroupConfigs>,
 }
 
 impl Default for ClusterState {
@@ -220,6 +224,7 @@ impl Default for ClusterState {
                 .map(|i| (ShardId(i), Ownership::default()))
                 .collect(),
             txn: crate::txn::TxnModel::default(),
+            group_configs: BTreeMap::new(),
         }
     }
 }
@@ -417,6 +422,9 @@ impl ClusterState {
                 now_ms,
                 txns,
             } => self.commit_with_txns(*broker, object.as_ref(), ranges, *now_ms, txns),
+            Command::AlterGroupConfig { group, set, delete } => {
+                self.alter_group_config(group, set, delete)
+            }
             Command::ForgetObjects { ids } => {
                 for id in ids {
                     if self.objects.get(id).is_some_and(|o| o.refs == 0) {
@@ -490,6 +498,27 @@ impl ClusterState {
                 now_ms.saturating_sub(st.last_write_ms) <= expiration_ms
             });
         }
+    }
+
+    fn alter_group_config(
+        &mut self,
+        group: &str,
+        set: &BTreeMap<String, String>,
+        delete: &[String],
+    ) -> Response {
+        if let Err(e) = crate::group_config::check_group_id(group) {
+            return err(e);
+        }
+        let mut configs = self.group_configs.get(group).cloned().unwrap_or_default();
+        if let Err(e) = configs.alter(set, delete) {
+            return err(e);
+        }
+        if configs.is_empty() {
+            self.group_configs.remove(group);
+        } else {
+            self.group_configs.insert(group.to_string(), configs);
+        }
+        Response::Ok
     }
 
     /// Whether [`Command::ExpireProducers`] at `now_ms` would change anything.

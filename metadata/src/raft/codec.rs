@@ -333,6 +333,11 @@ mod tests {
             now_ms: 14,
             expiration_ms: 15,
         });
+        all.push(Command::AlterGroupConfig {
+            group: "g".into(),
+            set: BTreeMap::from([("share.delivery.count.limit".into(), "3".into())]),
+            delete: vec!["consumer.session.timeout.ms".into()],
+        });
         // A group-committed entry holds commands of every kind.
         all.push(Command::Batch(all.clone()));
         all

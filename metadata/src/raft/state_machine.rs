@@ -54,14 +54,54 @@ type StateBeforeTxn = (
     BTreeMap<ShardId, Ownership>,
 );
 
+/// [`Applied`] as versions before group configs encoded it in binary: the
+/// model without its last field, `group_configs`.
+type AppliedBeforeGroupConfigs = (
+    Option<LogId>,
+    StoredMembership,
+    (
+        Revision,
+        BTreeMap<BrokerId, NodeInfo>,
+        BTreeMap<String, Topic>,
+        BTreeMap<PartitionKey, PartitionState>,
+        BTreeMap<ObjectId, ObjectInfo>,
+        u64,
+        BTreeMap<String, GroupOffsets>,
+        i64,
+        BTreeMap<ShardId, Ownership>,
+        crate::txn::TxnModel,
+    ),
+);
+
 /// Decodes a snapshot's [`Applied`]: in the current layout, else (a binary
-/// snapshot written before transactions, which lacks the model's last
-/// field) in the layout before it, with no transactions.
+/// snapshot of an older version, which lacks the model's last fields) in
+/// the layout before group configs (none set), else in the one before
+/// transactions (none either).
 fn decode_applied(bytes: &[u8]) -> Result<Applied, codec::CodecError> {
     let e = match codec::decode::<Applied>(bytes) {
         Ok(a) => return Ok(a),
         Err(e) => e,
     };
+    if let Ok((last_applied, membership, old)) = codec::decode::<AppliedBeforeGroupConfigs>(bytes)
+    {
+        return Ok(Applied {
+            last_applied,
+            membership,
+            state: ClusterState {
+                revision: old.0,
+                nodes: old.1,
+                topics: old.2,
+                partitions: old.3,
+                objects: old.4,
+                next_object_id: old.5,
+                groups: old.6,
+                next_producer_id: old.7,
+                shards: old.8,
+                txn: old.9,
+                group_configs: BTreeMap::new(),
+            },
+        });
+    }
     let Ok((last_applied, membership, old)) = codec::decode::<AppliedBeforeTxn>(bytes) else {
         return Err(e);
     };
@@ -79,6 +119,7 @@ fn decode_applied(bytes: &[u8]) -> Result<Applied, codec::CodecError> {
             next_producer_id: old.7,
             shards: old.8,
             txn: Default::default(),
+            group_configs: BTreeMap::new(),
         },
     })
 }
@@ -370,10 +411,13 @@ mod tests {
     fn a_binary_snapshot_from_before_transactions_still_loads() {
         let s = model();
         assert!(s.txn.ids.is_empty());
-        // An older version's bytes are these without the last field, an
-        // empty map: one byte, its length 0.
+        // An older version's bytes are these without the last fields: the
+        // group configs (an empty map: one byte, its length 0) and the
+        // transactions.
         let mut bytes = codec::encode(&applied(&s)).unwrap();
         assert_eq!(bytes.pop(), Some(0));
+        let txn_len = codec::encoded_len(&s.txn).unwrap() - 1;
+        bytes.truncate(bytes.len() - txn_len);
         assert!(codec::decode::<Applied>(&bytes).is_err());
         assert_eq!(decode_applied(&bytes).unwrap().state, s);
         // JSON snapshots of older versions have no `txn` either.
@@ -383,6 +427,39 @@ mod tests {
         assert_eq!(decode_applied(&json).unwrap().state, s);
         // Garbage is still an error.
         assert!(decode_applied(&[codec::BINARY_V1, 0xff]).is_err());
+    }
+
+    #[test]
+    fn a_binary_snapshot_from_before_group_configs_still_loads() {
+        let mut s = model();
+        s.apply(
+            Revision(10),
+            &Command::AllocateProducerIds { count: 3 },
+        );
+        let mut bytes = codec::encode(&applied(&s)).unwrap();
+        assert_eq!(bytes.pop(), Some(0));
+        assert!(codec::decode::<Applied>(&bytes).is_err());
+        assert_eq!(decode_applied(&bytes).unwrap().state, s);
+        // With group configs, they round-trip.
+        let r = s.apply(
+            Revision(11),
+            &Command::AlterGroupConfig {
+                group: "g".into(),
+                set: BTreeMap::from([(
+                    "consumer.session.timeout.ms".to_string(),
+                    "50000".to_string(),
+                )]),
+                delete: Vec::new(),
+            },
+        );
+        assert_eq!(r, Response::Ok);
+        let bytes = codec::encode(&applied(&s)).unwrap();
+        let back = decode_applied(&bytes).unwrap().state;
+        assert_eq!(back, s);
+        assert_eq!(
+            back.group_configs["g"].consumer_session_timeout_ms(),
+            Some(50_000)
+        );
     }
 
     #[test]
