@@ -29,7 +29,7 @@ mod produce;
 #[cfg(test)]
 mod test_support;
 
-pub use admin::{ConfigEntry, ConfigSource, RESOURCE_BROKER, RESOURCE_TOPIC};
+pub use admin::{ConfigEntry, ConfigSource, RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC};
 pub use connection::{CLIENT_ID, KafkaClient, topic_name};
 pub use consume::{
     Consumer, EARLIEST, LATEST, PartitionRecords, Polled, StartAt, decode_partition,
