@@ -441,7 +441,9 @@ mod tests {
         assert_eq!(iso_duration_ms("P1DT30M"), Some(86_400_000 + 1_800_000));
         assert_eq!(iso_duration_ms("PT0.5S"), Some(500));
         assert_eq!(iso_duration_ms("P2D"), Some(172_800_000));
-        for bad in ["", "P", "PT", "1H", "PT1D", "P1H", "PT1M1H", "P-1D", "PT1.5M"] {
+        for bad in [
+            "", "P", "PT", "1H", "PT1D", "P1H", "PT1M1H", "P-1D", "PT1.5M",
+        ] {
             assert_eq!(iso_duration_ms(bad), None, "{bad:?}");
         }
     }

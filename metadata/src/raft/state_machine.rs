@@ -82,8 +82,7 @@ fn decode_applied(bytes: &[u8]) -> Result<Applied, codec::CodecError> {
         Ok(a) => return Ok(a),
         Err(e) => e,
     };
-    if let Ok((last_applied, membership, old)) = codec::decode::<AppliedBeforeGroupConfigs>(bytes)
-    {
+    if let Ok((last_applied, membership, old)) = codec::decode::<AppliedBeforeGroupConfigs>(bytes) {
         return Ok(Applied {
             last_applied,
             membership,
@@ -432,10 +431,7 @@ mod tests {
     #[test]
     fn a_binary_snapshot_from_before_group_configs_still_loads() {
         let mut s = model();
-        s.apply(
-            Revision(10),
-            &Command::AllocateProducerIds { count: 3 },
-        );
+        s.apply(Revision(10), &Command::AllocateProducerIds { count: 3 });
         let mut bytes = codec::encode(&applied(&s)).unwrap();
         assert_eq!(bytes.pop(), Some(0));
         assert!(codec::decode::<Applied>(&bytes).is_err());

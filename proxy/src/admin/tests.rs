@@ -1403,7 +1403,11 @@ async fn group_configs_are_described_altered_and_validated() {
     assert_eq!(r.configs.len(), 8);
     let session = entry(&r.configs, "consumer.session.timeout.ms");
     assert_eq!(
-        (session.value.as_deref(), session.config_source, session.config_type),
+        (
+            session.value.as_deref(),
+            session.config_source,
+            session.config_type
+        ),
         (Some("45000"), 5, 3)
     );
     assert_eq!(
@@ -1426,15 +1430,26 @@ async fn group_configs_are_described_altered_and_validated() {
         .await;
     assert_eq!(resp.responses[0].error_code, 0);
     let unchanged = describe(4).await;
-    assert!(unchanged.results[0].configs.iter().all(|c| c.config_source == 5));
+    assert!(
+        unchanged.results[0]
+            .configs
+            .iter()
+            .all(|c| c.config_source == 5)
+    );
     let resp = f
         .incremental_alter_configs(1, at_group_incremental(set.with_validate_only(false)))
         .await;
     let r = &resp.responses[0];
-    assert_eq!((r.error_code, r.resource_type, r.resource_name.as_str()), (0, 32, "payments"));
+    assert_eq!(
+        (r.error_code, r.resource_type, r.resource_name.as_str()),
+        (0, 32, "payments")
+    );
     let resp = describe(4).await;
     let session = entry(&resp.results[0].configs, "consumer.session.timeout.ms");
-    assert_eq!((session.value.as_deref(), session.config_source), (Some("50000"), 8));
+    assert_eq!(
+        (session.value.as_deref(), session.config_source),
+        (Some("50000"), 8)
+    );
     let synonyms: Vec<i8> = session.synonyms.iter().map(|s| s.source).collect();
     assert_eq!(synonyms, vec![8, 5], "GROUP_CONFIG, then the default");
     let configs = f.meta.group_configs("payments").await.unwrap();
@@ -1461,7 +1476,10 @@ async fn group_configs_are_described_altered_and_validated() {
             vec![("consumer.session.timeout.ms", 0, Some("1000"))],
             ResponseError::InvalidConfig,
         ),
-        (vec![("no.such.key", 0, Some("1"))], ResponseError::InvalidConfig),
+        (
+            vec![("no.such.key", 0, Some("1"))],
+            ResponseError::InvalidConfig,
+        ),
         (
             vec![("share.isolation.level", 2, Some("x"))],
             ResponseError::InvalidConfig,
@@ -1472,7 +1490,10 @@ async fn group_configs_are_described_altered_and_validated() {
         ),
     ] {
         let resp = f
-            .incremental_alter_configs(1, at_group_incremental(incremental_req("payments", &ops, false)))
+            .incremental_alter_configs(
+                1,
+                at_group_incremental(incremental_req("payments", &ops, false)),
+            )
             .await;
         assert_eq!(resp.responses[0].error_code, code(error), "{ops:?}");
     }
@@ -1486,7 +1507,10 @@ async fn group_configs_are_described_altered_and_validated() {
             )),
         )
         .await;
-    assert_eq!(resp.responses[0].error_code, code(ResponseError::InvalidRequest));
+    assert_eq!(
+        resp.responses[0].error_code,
+        code(ResponseError::InvalidRequest)
+    );
     assert_eq!(f.meta.group_configs("payments").await.unwrap(), configs);
 
     // AlterConfigs replaces the group's whole set.
@@ -1500,6 +1524,10 @@ async fn group_configs_are_described_altered_and_validated() {
     assert_eq!(resp.responses[0].error_code, 0);
     let configs = f.meta.group_configs("payments").await.unwrap();
     assert_eq!(configs.share_record_lock_duration_ms(), 20_000);
-    assert_eq!(configs.share_delivery_count_limit(), 5, "back to its default");
+    assert_eq!(
+        configs.share_delivery_count_limit(),
+        5,
+        "back to its default"
+    );
     f.stop().await;
 }
