@@ -69,6 +69,29 @@ pub enum GroupCommand {
         #[arg(long = "topic", value_name = "TOPIC[:PARTITIONS]", required = true, value_parser = parse_topic_spec)]
         topics: Vec<TopicSpec>,
     },
+    /// Show a group's configs, set or default (DescribeConfigs on the
+    /// group; the group need not exist).
+    Configs {
+        #[command(flatten)]
+        conn: BootstrapArgs,
+        /// The group's id.
+        group: String,
+    },
+    /// Set or remove a group's configs (IncrementalAlterConfigs on the
+    /// group): consumer.session.timeout.ms, share.record.lock.duration.ms
+    /// and the other keys `floe group configs` lists.
+    Alter {
+        #[command(flatten)]
+        conn: BootstrapArgs,
+        /// The group's id.
+        group: String,
+        /// A config to set, as KEY=VALUE; repeat for several.
+        #[arg(long = "config", value_name = "KEY=VALUE", value_parser = crate::topic_cmd::parse_key_value)]
+        set: Vec<(String, String)>,
+        /// A config to remove (back to its default); repeat for several.
+        #[arg(long = "delete-config", value_name = "KEY")]
+        delete: Vec<String>,
+    },
 }
 
 /// Where `reset-offsets` moves each partition.
@@ -172,7 +195,41 @@ pub async fn run(cmd: GroupCommand) -> anyhow::Result<()> {
             group,
             topics,
         } => delete_offsets(&mut conn.connect().await?, &group, &topics).await,
+        GroupCommand::Configs { conn, group } => {
+            let configs = conn
+                .connect()
+                .await?
+                .describe_configs(floe_client::RESOURCE_GROUP, &group)
+                .await?;
+            crate::topic_cmd::print_configs(configs);
+            Ok(())
+        }
+        GroupCommand::Alter {
+            conn,
+            group,
+            set,
+            delete,
+        } => alter_configs(&mut conn.connect().await?, &group, &set, &delete).await,
     }
+}
+
+async fn alter_configs(
+    client: &mut KafkaClient,
+    group: &str,
+    set: &[(String, String)],
+    delete: &[String],
+) -> anyhow::Result<()> {
+    if set.is_empty() && delete.is_empty() {
+        bail!("nothing to alter: give --config KEY=VALUE or --delete-config KEY");
+    }
+    client
+        .alter_configs(floe_client::RESOURCE_GROUP, group, set, delete)
+        .await?;
+    println!(
+        "altered group {group}: {}",
+        crate::topic_cmd::altered(set, delete)
+    );
+    Ok(())
 }
 
 async fn list(client: &mut KafkaClient, json: bool) -> anyhow::Result<()> {

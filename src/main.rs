@@ -69,7 +69,7 @@ enum Command {
     Offsets(offsets_cmd::OffsetsArgs),
     /// Delete a topic's records before an offset (DeleteRecords).
     DeleteRecords(offsets_cmd::DeleteRecordsArgs),
-    /// Show the configs of a topic or a broker (DescribeConfigs).
+    /// Show the configs of a topic, a broker or a group (DescribeConfigs).
     Configs(offsets_cmd::ConfigsArgs),
     /// List, describe (with lag), reset and delete consumer groups (Kafka protocol).
     #[command(subcommand)]

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use anyhow::bail;
 use clap::{ArgGroup, Args};
-use floe_client::{EARLIEST, KafkaClient, LATEST, RESOURCE_BROKER, RESOURCE_TOPIC};
+use floe_client::{EARLIEST, KafkaClient, LATEST, RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC};
 
 use crate::kafka_args::BootstrapArgs;
 use crate::table::{Table, cell};
@@ -59,6 +59,10 @@ pub struct ConfigsArgs {
     /// A broker's configs, by the id clients see in Metadata (a proxy's id).
     #[arg(long, group = "resource", value_name = "ID")]
     broker: Option<i32>,
+    /// A group's configs (Kafka 4's group configs; `floe group alter`
+    /// changes them). A group never altered shows the defaults.
+    #[arg(long, group = "resource", value_name = "GROUP")]
+    group: Option<String>,
 }
 
 /// An offset, or `end` (-1: DeleteRecords' "the high watermark").
@@ -151,10 +155,11 @@ pub async fn delete_records(args: DeleteRecordsArgs) -> anyhow::Result<()> {
 
 pub async fn configs(args: ConfigsArgs) -> anyhow::Result<()> {
     let mut client = args.conn.connect().await?;
-    let (kind, name) = match (&args.topic, args.broker) {
-        (Some(t), _) => (RESOURCE_TOPIC, t.clone()),
-        (None, Some(b)) => (RESOURCE_BROKER, b.to_string()),
-        (None, None) => bail!("give --topic NAME or --broker ID"),
+    let (kind, name) = match (&args.topic, args.broker, &args.group) {
+        (Some(t), _, _) => (RESOURCE_TOPIC, t.clone()),
+        (None, Some(b), _) => (RESOURCE_BROKER, b.to_string()),
+        (None, None, Some(g)) => (RESOURCE_GROUP, g.clone()),
+        (None, None, None) => bail!("give --topic NAME, --broker ID or --group GROUP"),
     };
     let configs = client.describe_configs(kind, &name).await?;
     crate::topic_cmd::print_configs(configs);

@@ -287,10 +287,11 @@ pub fn print_configs(configs: Vec<ConfigEntry>) {
     }
 }
 
-/// How a config's source is marked: `None` for a value set on the topic.
+/// How a config's source is marked: `None` for a value set on the topic
+/// (or the group).
 fn source_mark(source: ConfigSource) -> Option<&'static str> {
     match source {
-        ConfigSource::Topic => None,
+        ConfigSource::Topic | ConfigSource::Group => None,
         ConfigSource::DynamicBroker => Some("default: dynamic broker config"),
         ConfigSource::DynamicDefaultBroker => Some("default: dynamic default broker config"),
         ConfigSource::StaticBroker => Some("default: static broker config"),
@@ -306,10 +307,15 @@ async fn alter(
     delete: &[String],
 ) -> anyhow::Result<()> {
     client.alter_topic_configs(name, set, delete).await?;
+    println!("altered topic {name}: {}", altered(set, delete));
+    Ok(())
+}
+
+/// What an alter did: `set K=V, …, deleted K, …`.
+pub fn altered(set: &[(String, String)], delete: &[String]) -> String {
     let mut done: Vec<String> = set.iter().map(|(k, v)| format!("set {k}={v}")).collect();
     done.extend(delete.iter().map(|k| format!("deleted {k}")));
-    println!("altered topic {name}: {}", done.join(", "));
-    Ok(())
+    done.join(", ")
 }
 
 async fn delete(client: &mut KafkaClient, name: &str) -> anyhow::Result<()> {
@@ -337,6 +343,7 @@ mod tests {
     #[test]
     fn only_topic_level_configs_are_unmarked() {
         assert_eq!(source_mark(ConfigSource::Topic), None);
+        assert_eq!(source_mark(ConfigSource::Group), None);
         assert_eq!(source_mark(ConfigSource::Default), Some("default"));
         for other in [
             ConfigSource::DynamicBroker,

@@ -229,6 +229,10 @@ pub(crate) struct Inner {
     pub logs: RwLock<HashMap<PartitionKey, Arc<PartitionLog>>>,
     pub view: ClusterWatch,
     pub flush_now: Notify,
+    /// A partition being handed over waits for its last flush: the flusher
+    /// starts it at once, beside flushes in flight if there is room and
+    /// whatever the pacing, instead of after them (see `tasks::release`).
+    pub flush_at_once: std::sync::atomic::AtomicBool,
     pub flushed: Notify,
     pub stop: CancelFlag,
     pub stopped: Notify,
@@ -315,6 +319,7 @@ impl Broker {
                 logs: RwLock::new(HashMap::new()),
                 view,
                 flush_now: Notify::new(),
+                flush_at_once: std::sync::atomic::AtomicBool::new(false),
                 flushed: Notify::new(),
                 stop: CancelFlag::default(),
                 stopped: Notify::new(),

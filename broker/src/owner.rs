@@ -220,7 +220,32 @@ impl PartitionOwner for Broker {
     }
 }
 
+/// How long a join waits for the group's configs before it goes on with
+/// the session timeout the member asked for.
+const GROUP_CONFIGS_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Broker {
+    /// The group's `consumer.session.timeout.ms` if set on it (a group
+    /// config, `floe_metadata::group_config`): it then replaces the session
+    /// timeout members join with. `None` when it is not set, or when the
+    /// metadata service does not answer within [`GROUP_CONFIGS_WAIT`].
+    async fn group_session_timeout_ms(&self, group_id: &str) -> Option<i32> {
+        let asked = self.meta().group_configs(group_id);
+        match tokio::time::timeout(GROUP_CONFIGS_WAIT, asked).await {
+            Ok(Ok(configs)) => configs
+                .consumer_session_timeout_ms()
+                .and_then(|ms| i32::try_from(ms).ok()),
+            Ok(Err(e)) => {
+                tracing::debug!(group = %group_id, error = %e, "group configs not read");
+                None
+            }
+            Err(_) => {
+                tracing::debug!(group = %group_id, "group configs not read in time");
+                None
+            }
+        }
+    }
+
     /// The group's coordinator if this broker owns the group's shard now.
     fn coordinator_of(
         &self,
@@ -234,9 +259,14 @@ impl Broker {
 /// (NOT_COORDINATOR otherwise), as it does over the RPC.
 #[async_trait::async_trait]
 impl Coordinator for Broker {
-    async fn join_group(&self, p: JoinParams) -> JoinResult {
+    async fn join_group(&self, mut p: JoinParams) -> JoinResult {
         match self.coordinator_of(&p.group_id) {
-            Ok(c) => c.join_group(p).await,
+            Ok(c) => {
+                if let Some(ms) = self.group_session_timeout_ms(&p.group_id).await {
+                    p.session_timeout_ms = ms;
+                }
+                c.join_group(p).await
+            }
             Err(e) => JoinResult::failed(p.member_id, e),
         }
     }

@@ -310,6 +310,15 @@ async fn follow_shards(b: &Broker, shards: &[ShardInfo]) {
     }
 }
 
+/// Asks the flusher for a flush now, beside those in flight and whatever
+/// the pacing: a hand-over waits on it.
+fn flush_at_once(b: &Broker) {
+    b.inner
+        .flush_at_once
+        .store(true, std::sync::atomic::Ordering::Release);
+    b.inner.flush_now.notify_one();
+}
+
 /// Drains a partition's queue, then tells metadata it is released.
 async fn release(b: Broker, key: PartitionKey, epoch: Epoch) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
@@ -322,7 +331,11 @@ async fn release(b: Broker, key: PartitionKey, epoch: Epoch) {
             if !busy || tokio::time::Instant::now() > deadline {
                 break;
             }
-            b.inner.flush_now.notify_one();
+            if !log.lock().unflushed.is_empty() {
+                flush_at_once(&b);
+            } else {
+                b.inner.flush_now.notify_one();
+            }
             let _ =
                 tokio::time::timeout(Duration::from_millis(50), b.inner.flushed.notified()).await;
         }
@@ -357,7 +370,14 @@ pub(crate) async fn flusher(b: Broker) {
     let mut asked = false;
     loop {
         let wanted = asked || tokio::time::Instant::now() >= due;
-        if pipe.may_start(wanted, b.inner.backlog.bytes(), object_bytes) {
+        // A hand-over waits on this flush: no waiting for those in flight.
+        let at_once = b
+            .inner
+            .flush_at_once
+            .swap(false, std::sync::atomic::Ordering::AcqRel);
+        if pipe.may_start(wanted || at_once, b.inner.backlog.bytes(), object_bytes)
+            || (at_once && pipe.has_room())
+        {
             asked = false;
             due = tokio::time::Instant::now() + every;
             crate::metrics::unflushed_bytes(b.inner.backlog.bytes());

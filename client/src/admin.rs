@@ -28,6 +28,9 @@ use crate::error::{ClientError, check_code};
 pub const RESOURCE_TOPIC: i8 = 2;
 /// Kafka's resource type for brokers (DescribeConfigs).
 pub const RESOURCE_BROKER: i8 = 4;
+/// Kafka's config resource type for groups (Kafka 4; DescribeConfigs,
+/// IncrementalAlterConfigs).
+pub const RESOURCE_GROUP: i8 = 32;
 /// IncrementalAlterConfigs operations.
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
@@ -42,6 +45,8 @@ pub enum ConfigSource {
     StaticBroker,
     /// The built-in default.
     Default,
+    /// Set on the group itself (a group config).
+    Group,
     /// A source code this client does not know.
     Unknown(i8),
 }
@@ -54,6 +59,7 @@ impl ConfigSource {
             3 => Self::DynamicDefaultBroker,
             4 => Self::StaticBroker,
             5 => Self::Default,
+            8 => Self::Group,
             other => Self::Unknown(other),
         }
     }
@@ -67,6 +73,15 @@ pub struct ConfigEntry {
     pub value: Option<String>,
     pub sensitive: bool,
     pub source: ConfigSource,
+}
+
+/// A config resource type named as an error message says it.
+fn resource_kind(resource_type: i8) -> &'static str {
+    match resource_type {
+        RESOURCE_BROKER => "broker",
+        RESOURCE_GROUP => "group",
+        _ => "topic",
+    }
 }
 
 fn sb(s: &str) -> StrBytes {
@@ -176,11 +191,7 @@ impl KafkaClient {
             .find(|r| r.resource_name.as_str() == name)
             .ok_or_else(|| missing("DescribeConfigs", name))?;
         check_code(result.error_code, result.error_message.as_ref(), || {
-            let what = if resource_type == RESOURCE_BROKER {
-                "broker"
-            } else {
-                "topic"
-            };
+            let what = resource_kind(resource_type);
             format!("cannot describe the configs of {what} {name}")
         })?;
         let mut configs: Vec<ConfigEntry> = result
@@ -201,6 +212,19 @@ impl KafkaClient {
     /// their defaults), in one request.
     pub async fn alter_topic_configs(
         &mut self,
+        name: &str,
+        set: &[(String, String)],
+        delete: &[String],
+    ) -> Result<(), ClientError> {
+        self.alter_configs(RESOURCE_TOPIC, name, set, delete).await
+    }
+
+    /// Sets and removes configs of a resource ([`RESOURCE_TOPIC`] or
+    /// [`RESOURCE_GROUP`] and its name) with IncrementalAlterConfigs; keys
+    /// not named keep their values.
+    pub async fn alter_configs(
+        &mut self,
+        resource_type: i8,
         name: &str,
         set: &[(String, String)],
         delete: &[String],
@@ -227,7 +251,7 @@ impl KafkaClient {
                 .with_value(None)
         }));
         let mut resource = AlterConfigsResource::default();
-        resource.resource_type = RESOURCE_TOPIC;
+        resource.resource_type = resource_type;
         resource.resource_name = sb(name);
         resource.configs = configs;
         let mut req = IncrementalAlterConfigsRequest::default();
@@ -239,7 +263,10 @@ impl KafkaClient {
             .find(|r| r.resource_name.as_str() == name)
             .ok_or_else(|| missing("IncrementalAlterConfigs", name))?;
         check_code(result.error_code, result.error_message.as_ref(), || {
-            format!("cannot alter the configs of topic {name}")
+            format!(
+                "cannot alter the configs of {} {name}",
+                resource_kind(resource_type)
+            )
         })
     }
 
@@ -410,6 +437,7 @@ mod tests {
         assert_eq!(ConfigSource::from_code(1), ConfigSource::Topic);
         assert_eq!(ConfigSource::from_code(5), ConfigSource::Default);
         assert_eq!(ConfigSource::from_code(4), ConfigSource::StaticBroker);
+        assert_eq!(ConfigSource::from_code(8), ConfigSource::Group);
         assert_eq!(ConfigSource::from_code(42), ConfigSource::Unknown(42));
     }
 

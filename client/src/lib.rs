@@ -33,7 +33,7 @@ mod produce;
 mod test_support;
 mod txns;
 
-pub use admin::{ConfigEntry, ConfigSource, RESOURCE_BROKER, RESOURCE_TOPIC};
+pub use admin::{ConfigEntry, ConfigSource, RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC};
 pub use connection::{CLIENT_ID, KafkaClient, topic_name};
 pub use consume::{
     Consumer, EARLIEST, Isolation, LATEST, PartitionRecords, Polled, StartAt, decode_committed,

@@ -289,6 +289,14 @@ pub enum Command {
     AlterClientQuotas {
         alterations: Vec<crate::quota::QuotaAlteration>,
     },
+    /// Sets and removes a group's configs (Kafka's GROUP config resource,
+    /// see [`crate::group_config`]), all or nothing. The group need not
+    /// exist: its configs are kept apart from its offsets.
+    AlterGroupConfig {
+        group: String,
+        set: BTreeMap<String, String>,
+        delete: Vec<String>,
+    },
 }
 
 /// Decoding the commands of a [`Command::Batch`]: a batch inside a batch is

@@ -6,6 +6,7 @@
 //!   [`command::Command`]s to it.
 //! - [`controller`]: ownership decisions on the Raft leader.
 //! - [`topic_config`]: topic settings with defaults and validation.
+//! - [`group_config`]: group settings (Kafka's GROUP config resource).
 //! - [`export_def`]: the indexer's per-topic typed columns (`export.index`).
 //!
 //! The model and its rules are described in `docs/metadata.md`.
@@ -17,6 +18,7 @@ pub mod controller;
 pub mod error;
 pub mod export;
 pub mod export_def;
+pub mod group_config;
 pub mod http;
 pub mod http_server;
 pub mod ids;

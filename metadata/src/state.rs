@@ -203,10 +203,14 @@ pub struct ClusterState {
     /// `decode_applied`).
     #[serde(default)]
     pub txn: crate::txn::TxnModel,
-    /// Client quotas ([`crate::quota`]). Last, and absent from snapshots
+    /// Client quotas ([`crate::quota`]). Absent from snapshots
     /// of older versions (see `raft::state_machine`, `decode_applied`).
     #[serde(default)]
     pub quotas: crate::quota::QuotaModel,
+    /// Groups' configs (those with any set), by group id. Last, and absent
+    /// from snapshots of older versions (see `raft::state_machine`).
+    #[serde(default)]
+    pub group_configs: BTreeMap<String, crate::group_config::GroupConfigs>,
 }
 
 impl Default for ClusterState {
@@ -225,6 +229,7 @@ impl Default for ClusterState {
                 .collect(),
             txn: crate::txn::TxnModel::default(),
             quotas: crate::quota::QuotaModel::default(),
+            group_configs: BTreeMap::new(),
         }
     }
 }
@@ -426,6 +431,9 @@ impl ClusterState {
                 now_ms,
                 txns,
             } => self.commit_with_txns(*broker, object.as_ref(), ranges, *now_ms, txns),
+            Command::AlterGroupConfig { group, set, delete } => {
+                self.alter_group_config(group, set, delete)
+            }
             Command::ForgetObjects { ids } => {
                 for id in ids {
                     if self.objects.get(id).is_some_and(|o| o.refs == 0) {
@@ -499,6 +507,27 @@ impl ClusterState {
                 now_ms.saturating_sub(st.last_write_ms) <= expiration_ms
             });
         }
+    }
+
+    fn alter_group_config(
+        &mut self,
+        group: &str,
+        set: &BTreeMap<String, String>,
+        delete: &[String],
+    ) -> Response {
+        if let Err(e) = crate::group_config::check_group_id(group) {
+            return err(e);
+        }
+        let mut configs = self.group_configs.get(group).cloned().unwrap_or_default();
+        if let Err(e) = configs.alter(set, delete) {
+            return err(e);
+        }
+        if configs.is_empty() {
+            self.group_configs.remove(group);
+        } else {
+            self.group_configs.insert(group.to_string(), configs);
+        }
+        Response::Ok
     }
 
     /// Whether [`Command::ExpireProducers`] at `now_ms` would change anything.

@@ -14,7 +14,7 @@ struct Key {
     doc: &'static str,
 }
 
-fn at_least(v: &str, min: i64) -> Result<(), String> {
+pub(crate) fn at_least(v: &str, min: i64) -> Result<(), String> {
     match v.parse::<i64>() {
         Ok(n) if n >= min => Ok(()),
         Ok(n) => Err(format!("{n} is below the minimum {min}")),
@@ -29,7 +29,7 @@ fn fits_i32(v: &str) -> Result<(), String> {
     }
 }
 
-fn one_of(v: &str, allowed: &[&str]) -> Result<(), String> {
+pub(crate) fn one_of(v: &str, allowed: &[&str]) -> Result<(), String> {
     if allowed.contains(&v) {
         Ok(())
     } else {

@@ -193,7 +193,17 @@ impl GroupCoordinator {
         group_instance_id: Option<&str>,
     ) -> Result<(), GroupError> {
         let Some(handle) = self.get(group_id) else {
-            return if generation_id >= 0 {
+            return if generation_id >= 0 && !member_id.is_empty() {
+                // A member of the group under its previous coordinator
+                // (the group's shard moved here, e.g. a rolling restart):
+                // its commit is taken, and it learns of the move at its
+                // next heartbeat and rejoins. The shard fence keeps the
+                // previous coordinator from committing meanwhile.
+                let handle = self.get_or_create(group_id);
+                self.with_group(&handle, |g, _, _| g.adopt(generation_id));
+                tracing::info!(group = %group_id, generation = generation_id, "group adopted from its previous coordinator");
+                Ok(())
+            } else if generation_id >= 0 {
                 Err(GroupError::IllegalGeneration)
             } else if !member_id.is_empty() || group_instance_id.is_some() {
                 Err(GroupError::UnknownMemberId)

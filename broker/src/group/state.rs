@@ -62,6 +62,10 @@ pub(super) struct Group {
     pub timer_running: bool,
     /// The instant the timer task sleeps until.
     pub timer_wake: Option<Instant>,
+    /// A generation of the group under its previous coordinator (the
+    /// group's shard moved here, its members do not know yet): commits of
+    /// that generation are taken until the group moves past it here.
+    adopted: Option<i32>,
 }
 
 fn millis(ms: i32) -> Duration {
@@ -87,6 +91,17 @@ impl Group {
             has_offsets: false,
             timer_running: false,
             timer_wake: None,
+            adopted: None,
+        }
+    }
+
+    /// Takes over generation `generation` of a group this coordinator did
+    /// not hold (its shard moved here): a member of it may commit until the
+    /// group rebalances here, which numbers the next generation after it.
+    pub fn adopt(&mut self, generation: i32) {
+        if self.state == GroupState::Empty && self.members.is_empty() && generation >= 0 {
+            self.generation = self.generation.max(generation);
+            self.adopted = Some(generation);
         }
     }
 
@@ -734,6 +749,16 @@ impl Group {
     ) -> Result<(), GroupError> {
         if self.state == GroupState::Dead {
             return Err(GroupError::NotCoordinator);
+        }
+        let adopted = self.adopted == Some(generation_id)
+            && self.generation == generation_id
+            && matches!(
+                self.state,
+                GroupState::Empty | GroupState::PreparingRebalance
+            )
+            && !self.members.contains_key(member_id);
+        if adopted {
+            return Ok(());
         }
         if generation_id >= 0 || !member_id.is_empty() || instance.is_some() {
             self.validate_member(member_id, instance)?;

@@ -892,3 +892,26 @@ fn errors_carry_kafkas_codes() {
         assert_eq!(error.kafka_code(), code, "{error:?}");
     }
 }
+
+#[tokio::test]
+async fn a_member_of_the_previous_coordinator_commits_until_the_group_rebalances_here() {
+    let c = coordinator();
+    // The group's shard moved here: its members still hold generation 5.
+    assert_eq!(c.validate_commit(GROUP, 5, "client-a", None), Ok(()));
+    assert_eq!(c.validate_commit(GROUP, 5, "client-b", None), Ok(()));
+    assert!(c.validate_commit(GROUP, 4, "client-a", None).is_err());
+    // Their heartbeats tell them to rejoin.
+    assert_eq!(
+        c.heartbeat(GROUP, 5, "client-a", None),
+        Err(GroupError::UnknownMemberId)
+    );
+    // The next generation follows the adopted one; the old one is over.
+    let joined = join_all(&c, vec![join("")]).await;
+    assert_eq!(joined[0].generation_id, 6);
+    sync_all(&c, &joined).await;
+    assert!(c.validate_commit(GROUP, 5, "client-b", None).is_err());
+    assert_eq!(
+        c.validate_commit(GROUP, 6, &joined[0].member_id, None),
+        Ok(())
+    );
+}

@@ -468,6 +468,40 @@ impl dyn MetaApi + '_ {
         r.txns.into_iter().map(txn_routes::info).collect()
     }
 
+    /// A group's configs (Kafka's GROUP config resource): the values set on
+    /// it, every other key at its default. A group never altered, or not
+    /// existing, has only defaults. Read linearizably on the Raft leader.
+    pub async fn group_configs(
+        &self,
+        group: &str,
+    ) -> Result<crate::group_config::GroupConfigs, MetaError> {
+        let r = self
+            .call::<routes::GroupConfigs>(proto::GroupConfigsRequest {
+                group: group.to_string(),
+            })
+            .await?;
+        Ok(crate::group_config::GroupConfigs::from_described(
+            r.set.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        ))
+    }
+
+    /// Sets and removes a group's configs, all or nothing (INVALID_CONFIG
+    /// for an unknown key or a value out of bounds).
+    pub async fn alter_group_configs(
+        &self,
+        group: &str,
+        set: std::collections::HashMap<String, String>,
+        delete: Vec<String>,
+    ) -> Result<(), MetaError> {
+        self.call::<routes::AlterGroupConfig>(proto::AlterGroupConfigRequest {
+            group: group.to_string(),
+            set,
+            delete,
+        })
+        .await?;
+        Ok(())
+    }
+
     /// Starts a topic's exports over; returns the new generation.
     pub async fn export_reset(&self, topic: &str) -> Result<u64, MetaError> {
         let r = self

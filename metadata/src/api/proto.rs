@@ -837,3 +837,28 @@ pub struct AbortedTxn {
     #[prost(int64, tag = "3")]
     pub last_offset: i64,
 }
+
+/// A group's configs: asked by group id.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GroupConfigsRequest {
+    #[prost(string, tag = "1")]
+    pub group: String,
+}
+
+/// The configs set on a group (keys not listed are at their defaults, see
+/// `crate::group_config`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GroupConfigsResponse {
+    #[prost(map = "string, string", tag = "1")]
+    pub set: HashMap<String, String>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AlterGroupConfigRequest {
+    #[prost(string, tag = "1")]
+    pub group: String,
+    #[prost(map = "string, string", tag = "2")]
+    pub set: HashMap<String, String>,
+    #[prost(string, repeated, tag = "3")]
+    pub delete: Vec<String>,
+}

@@ -261,6 +261,8 @@ serve! {
     TxnList => super::txn_routes::list,
     ExportReset => super::export_routes::reset,
     AlterQuotas => super::quota_routes::alter,
+    GroupConfigs => group_configs,
+    AlterGroupConfig => alter_group_config,
 }
 
 /// A Raft RPC's answer, in the format its request came in.
@@ -405,6 +407,34 @@ async fn alter_topic(
 ) -> Result<proto::Empty, MetaError> {
     s.write(Command::AlterTopicConfig {
         name: req.name,
+        set: map_of(req.set),
+        delete: req.delete,
+    })
+    .await?;
+    Ok(proto::Empty {})
+}
+
+async fn group_configs(
+    s: AppState,
+    req: proto::GroupConfigsRequest,
+) -> Result<proto::GroupConfigsResponse, MetaError> {
+    crate::group_config::check_group_id(&req.group)?;
+    s.linearizable().await?;
+    let set = s.shared.read(|st| {
+        st.group_configs
+            .get(&req.group)
+            .map(|c| c.overrides().clone().into_iter().collect())
+            .unwrap_or_default()
+    });
+    Ok(proto::GroupConfigsResponse { set })
+}
+
+async fn alter_group_config(
+    s: AppState,
+    req: proto::AlterGroupConfigRequest,
+) -> Result<proto::Empty, MetaError> {
+    s.write(Command::AlterGroupConfig {
+        group: req.group,
         set: map_of(req.set),
         delete: req.delete,
     })

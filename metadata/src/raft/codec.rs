@@ -343,6 +343,11 @@ mod tests {
                 remove: vec!["consumer_byte_rate".into()],
             }],
         });
+        all.push(Command::AlterGroupConfig {
+            group: "g".into(),
+            set: BTreeMap::from([("share.delivery.count.limit".into(), "3".into())]),
+            delete: vec!["consumer.session.timeout.ms".into()],
+        });
         // A group-committed entry holds commands of every kind.
         all.push(Command::Batch(all.clone()));
         all

@@ -97,6 +97,7 @@ fn decode_applied(bytes: &[u8]) -> Result<Applied, codec::CodecError> {
                 shards: old.8,
                 txn: old.9,
                 quotas: Default::default(),
+                group_configs: BTreeMap::new(),
             },
         });
     }
@@ -118,6 +119,7 @@ fn decode_applied(bytes: &[u8]) -> Result<Applied, codec::CodecError> {
             shards: old.8,
             txn: Default::default(),
             quotas: Default::default(),
+            group_configs: BTreeMap::new(),
         },
     })
 }
@@ -409,10 +411,13 @@ mod tests {
     fn a_binary_snapshot_from_before_transactions_still_loads() {
         let s = model();
         assert!(s.txn.ids.is_empty());
-        // An older version's bytes are these without the last field, an
-        // empty map: one byte, its length 0.
+        // An older version's bytes are these without the last fields: the
+        // group configs (an empty map: one byte, its length 0) and the
+        // transactions.
         let mut bytes = codec::encode(&applied(&s)).unwrap();
         assert_eq!(bytes.pop(), Some(0));
+        let txn_len = codec::encoded_len(&s.txn).unwrap() - 1;
+        bytes.truncate(bytes.len() - txn_len);
         assert!(codec::decode::<Applied>(&bytes).is_err());
         assert_eq!(decode_applied(&bytes).unwrap().state, s);
         // JSON snapshots of older versions have no `txn` either.
@@ -422,6 +427,36 @@ mod tests {
         assert_eq!(decode_applied(&json).unwrap().state, s);
         // Garbage is still an error.
         assert!(decode_applied(&[codec::BINARY_V1, 0xff]).is_err());
+    }
+
+    #[test]
+    fn a_binary_snapshot_from_before_group_configs_still_loads() {
+        let mut s = model();
+        s.apply(Revision(10), &Command::AllocateProducerIds { count: 3 });
+        let mut bytes = codec::encode(&applied(&s)).unwrap();
+        assert_eq!(bytes.pop(), Some(0));
+        assert!(codec::decode::<Applied>(&bytes).is_err());
+        assert_eq!(decode_applied(&bytes).unwrap().state, s);
+        // With group configs, they round-trip.
+        let r = s.apply(
+            Revision(11),
+            &Command::AlterGroupConfig {
+                group: "g".into(),
+                set: BTreeMap::from([(
+                    "consumer.session.timeout.ms".to_string(),
+                    "50000".to_string(),
+                )]),
+                delete: Vec::new(),
+            },
+        );
+        assert_eq!(r, Response::Ok);
+        let bytes = codec::encode(&applied(&s)).unwrap();
+        let back = decode_applied(&bytes).unwrap().state;
+        assert_eq!(back, s);
+        assert_eq!(
+            back.group_configs["g"].consumer_session_timeout_ms(),
+            Some(50_000)
+        );
     }
 
     #[test]

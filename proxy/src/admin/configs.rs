@@ -3,12 +3,16 @@
 //! Topic configs live in the metadata service (`TopicInfo.configs`: every
 //! known key with its value and whether it is the default). Broker configs
 //! are the proxy's own static settings: a few are described, none altered.
+//! Group configs (resource type 32, Kafka 4) live in the metadata service
+//! too (`floe_metadata::group_config`), per group id, whether or not the
+//! group exists.
 
 use std::collections::BTreeMap;
 
 use floe_metadata::api::MetaApi;
 use floe_metadata::api::{proto, routes};
 use floe_metadata::error::MetaError;
+use floe_metadata::group_config::{GroupConfigType, GroupConfigs};
 use floe_metadata::topic_config::TopicConfig;
 use futures::future::join_all;
 use kafka_protocol::ResponseError;
@@ -29,11 +33,13 @@ use crate::nodes::KafkaNodes;
 /// Kafka's config resource types.
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
+const RESOURCE_GROUP: i8 = 32;
 
 /// Kafka's config sources.
 const SOURCE_DYNAMIC_TOPIC: i8 = 1;
 const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
+const SOURCE_GROUP: i8 = 8;
 
 /// Kafka's config types (DescribeConfigs v3+).
 const TYPE_UNKNOWN: i8 = 0;
@@ -152,6 +158,7 @@ pub(super) async fn describe_configs(
         let settings = match r.resource_type {
             RESOURCE_TOPIC => topic_settings(meta, r.resource_name.as_str()).await,
             RESOURCE_BROKER => broker_settings(cfg, nodes, r.resource_name.as_str()),
+            RESOURCE_GROUP => group_settings(meta, r.resource_name.as_str()).await,
             other => Err(unsupported_resource(other)),
         };
         match settings {
@@ -184,7 +191,10 @@ fn asked_for(r: &DescribeConfigsResource, name: &str) -> bool {
 fn unsupported_resource(resource_type: i8) -> Refusal {
     Refusal::new(
         ResponseError::InvalidRequest,
-        format!("config resource type {resource_type} is not supported (topics: 2, brokers: 4)"),
+        format!(
+            "config resource type {resource_type} is not supported \
+             (topics: 2, brokers: 4, groups: 32)"
+        ),
     )
 }
 
@@ -211,6 +221,58 @@ async fn topic_settings(meta: &dyn MetaApi, name: &str) -> Result<Vec<Setting>, 
             }
         })
         .collect())
+}
+
+/// A group id as a config resource names it: not empty.
+fn check_group(name: &str) -> Result<(), Refusal> {
+    floe_metadata::group_config::check_group_id(name).map_err(|e| Refusal::from_meta(&e, name))
+}
+
+/// The configs set on a group (none for a group never altered).
+async fn group_configs(meta: &dyn MetaApi, name: &str) -> Result<GroupConfigs, Refusal> {
+    check_group(name)?;
+    meta.group_configs(name)
+        .await
+        .map_err(|e| Refusal::from_meta(&e, name))
+}
+
+/// Every group config, set (source GROUP_CONFIG) or at its default.
+async fn group_settings(meta: &dyn MetaApi, name: &str) -> Result<Vec<Setting>, Refusal> {
+    let configs = group_configs(meta, name).await?;
+    Ok(configs
+        .describe()
+        .into_iter()
+        .map(|c| Setting {
+            name: c.name.to_string(),
+            value: c.value,
+            source: if c.is_default {
+                SOURCE_DEFAULT
+            } else {
+                SOURCE_GROUP
+            },
+            read_only: false,
+            config_type: match c.kind {
+                GroupConfigType::Int => TYPE_INT,
+                GroupConfigType::String => TYPE_STRING,
+            },
+            doc: Some(c.doc),
+            default: Some(c.default.to_string()),
+        })
+        .collect())
+}
+
+/// Alters a group's configs in the metadata service.
+async fn alter_group(
+    meta: &dyn MetaApi,
+    name: &str,
+    set: BTreeMap<String, String>,
+    delete: Vec<String>,
+) -> Result<(), Refusal> {
+    meta.alter_group_configs(name, set.into_iter().collect(), delete)
+        .await
+        .map_err(|e| Refusal::from_meta(&e, name))?;
+    tracing::info!(group = %name, "group configs altered");
+    Ok(())
 }
 
 /// The broker settings that hold for the proxy, the only broker clients see.
@@ -287,6 +349,7 @@ fn alterable(resource_type: i8, name: &str, duplicate: bool) -> Result<(), Refus
     }
     match resource_type {
         RESOURCE_TOPIC => check_topic_name(name),
+        RESOURCE_GROUP => check_group(name),
         RESOURCE_BROKER => Err(Refusal::new(
             ResponseError::InvalidRequest,
             "broker configs cannot be altered: they are the proxy's static settings",
@@ -385,6 +448,22 @@ async fn replace_configs(
         .iter()
         .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
         .collect();
+    if r.resource_type == RESOURCE_GROUP {
+        let current = group_configs(meta, name).await?;
+        let delete: Vec<String> = current
+            .overrides()
+            .keys()
+            .filter(|k| !wanted.contains_key(*k))
+            .cloned()
+            .collect();
+        GroupConfigs::default()
+            .alter(&wanted, &[])
+            .map_err(|e| Refusal::from_meta(&e, name))?;
+        if validate_only {
+            return Ok(());
+        }
+        return alter_group(meta, name, wanted, delete).await;
+    }
     let info = meta
         .describe_topic(name)
         .await
@@ -442,6 +521,9 @@ async fn change_configs(
     let name = r.resource_name.as_str();
     alterable(r.resource_type, name, duplicate)?;
     refuse_repeated_keys(r.configs.iter().map(|c| c.name.as_str()))?;
+    if r.resource_type == RESOURCE_GROUP {
+        return change_group_configs(meta, validate_only, r).await;
+    }
     let info = meta
         .describe_topic(name)
         .await
@@ -508,6 +590,53 @@ async fn change_configs(
         return Ok(());
     }
     alter_topic(meta, name, set, delete).await
+}
+
+/// IncrementalAlterConfigs on a group: SET and DELETE (no group config is
+/// a list, so APPEND and SUBTRACT are refused, as Kafka refuses them on
+/// non-list configs).
+async fn change_group_configs(
+    meta: &dyn MetaApi,
+    validate_only: bool,
+    r: &incremental_alter_configs_request::AlterConfigsResource,
+) -> Result<(), Refusal> {
+    let name = r.resource_name.as_str();
+    let mut set = BTreeMap::new();
+    let mut delete = Vec::new();
+    for c in &r.configs {
+        let key = c.name.as_str();
+        match c.config_operation {
+            OP_SET => {
+                set.insert(key.to_string(), value_of(c)?.to_string());
+            }
+            OP_DELETE => delete.push(key.to_string()),
+            OP_APPEND | OP_SUBTRACT => {
+                return Err(Refusal::new(
+                    ResponseError::InvalidConfig,
+                    format!(
+                        "config {key:?} is not a list: \
+                         values cannot be appended to or subtracted from it"
+                    ),
+                ));
+            }
+            other => {
+                return Err(Refusal::new(
+                    ResponseError::InvalidRequest,
+                    format!("unknown config operation {other} for {key:?}"),
+                ));
+            }
+        }
+    }
+    // The metadata service's checks, so that validate_only answers what
+    // the change would.
+    let mut configs = group_configs(meta, name).await?;
+    configs
+        .alter(&set, &delete)
+        .map_err(|e| Refusal::from_meta(&e, name))?;
+    if validate_only {
+        return Ok(());
+    }
+    alter_group(meta, name, set, delete).await
 }
 
 fn value_of(c: &incremental_alter_configs_request::AlterableConfig) -> Result<&StrBytes, Refusal> {

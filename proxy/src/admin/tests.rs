@@ -1371,3 +1371,163 @@ async fn describe_log_dirs_splits_partitions_between_proxies_as_their_leaders() 
     }
     f.stop().await;
 }
+
+/// `req` aimed at group `group` (resource type 32) instead of a topic.
+fn at_group_incremental(mut req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsRequest {
+    for r in &mut req.resources {
+        r.resource_type = 32;
+    }
+    req
+}
+
+fn group_resource(group: &str) -> DescribeConfigsResource {
+    DescribeConfigsResource::default()
+        .with_resource_type(32)
+        .with_resource_name(str_bytes(group))
+        .with_configuration_keys(None)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_configs_are_described_altered_and_validated() {
+    let f = Fixture::start().await;
+    let describe = |version: i16| {
+        f.describe_configs(
+            version,
+            describe_req(vec![group_resource("payments")]).with_include_synonyms(true),
+        )
+    };
+    // A group never altered (and not existing): every key at its default.
+    let resp = describe(4).await;
+    let r = &resp.results[0];
+    assert_eq!((r.error_code, r.resource_type), (0, 32));
+    assert_eq!(r.configs.len(), 8);
+    let session = entry(&r.configs, "consumer.session.timeout.ms");
+    assert_eq!(
+        (
+            session.value.as_deref(),
+            session.config_source,
+            session.config_type
+        ),
+        (Some("45000"), 5, 3)
+    );
+    assert_eq!(
+        entry(&r.configs, "share.auto.offset.reset").config_type,
+        2,
+        "STRING"
+    );
+
+    // SET two keys (validate_only first), then DELETE one.
+    let set = incremental_req(
+        "payments",
+        &[
+            ("consumer.session.timeout.ms", 0, Some("50000")),
+            ("share.delivery.count.limit", 0, Some("3")),
+        ],
+        true,
+    );
+    let resp = f
+        .incremental_alter_configs(1, at_group_incremental(set.clone()))
+        .await;
+    assert_eq!(resp.responses[0].error_code, 0);
+    let unchanged = describe(4).await;
+    assert!(
+        unchanged.results[0]
+            .configs
+            .iter()
+            .all(|c| c.config_source == 5)
+    );
+    let resp = f
+        .incremental_alter_configs(1, at_group_incremental(set.with_validate_only(false)))
+        .await;
+    let r = &resp.responses[0];
+    assert_eq!(
+        (r.error_code, r.resource_type, r.resource_name.as_str()),
+        (0, 32, "payments")
+    );
+    let resp = describe(4).await;
+    let session = entry(&resp.results[0].configs, "consumer.session.timeout.ms");
+    assert_eq!(
+        (session.value.as_deref(), session.config_source),
+        (Some("50000"), 8)
+    );
+    let synonyms: Vec<i8> = session.synonyms.iter().map(|s| s.source).collect();
+    assert_eq!(synonyms, vec![8, 5], "GROUP_CONFIG, then the default");
+    let configs = f.meta.group_configs("payments").await.unwrap();
+    assert_eq!(configs.consumer_session_timeout_ms(), Some(50_000));
+    assert_eq!(configs.share_delivery_count_limit(), 3);
+    let resp = f
+        .incremental_alter_configs(
+            0,
+            at_group_incremental(incremental_req(
+                "payments",
+                &[("consumer.session.timeout.ms", 1, None)],
+                false,
+            )),
+        )
+        .await;
+    assert_eq!(resp.responses[0].error_code, 0);
+    let configs = f.meta.group_configs("payments").await.unwrap();
+    assert_eq!(configs.consumer_session_timeout_ms(), None);
+    assert_eq!(configs.share_delivery_count_limit(), 3, "not named: kept");
+
+    // Refused with Kafka's errors, nothing changed.
+    for (ops, error) in [
+        (
+            vec![("consumer.session.timeout.ms", 0, Some("1000"))],
+            ResponseError::InvalidConfig,
+        ),
+        (
+            vec![("no.such.key", 0, Some("1"))],
+            ResponseError::InvalidConfig,
+        ),
+        (
+            vec![("share.isolation.level", 2, Some("x"))],
+            ResponseError::InvalidConfig,
+        ),
+        (
+            vec![("share.auto.offset.reset", 0, None)],
+            ResponseError::InvalidRequest,
+        ),
+    ] {
+        let resp = f
+            .incremental_alter_configs(
+                1,
+                at_group_incremental(incremental_req("payments", &ops, false)),
+            )
+            .await;
+        assert_eq!(resp.responses[0].error_code, code(error), "{ops:?}");
+    }
+    let resp = f
+        .incremental_alter_configs(
+            1,
+            at_group_incremental(incremental_req(
+                "",
+                &[("share.delivery.count.limit", 0, Some("4"))],
+                false,
+            )),
+        )
+        .await;
+    assert_eq!(
+        resp.responses[0].error_code,
+        code(ResponseError::InvalidRequest)
+    );
+    assert_eq!(f.meta.group_configs("payments").await.unwrap(), configs);
+
+    // AlterConfigs replaces the group's whole set.
+    let mut replace = alter_req(
+        "payments",
+        &[("share.record.lock.duration.ms", Some("20000"))],
+        false,
+    );
+    replace.resources[0].resource_type = 32;
+    let resp = f.alter_configs(2, replace).await;
+    assert_eq!(resp.responses[0].error_code, 0);
+    let configs = f.meta.group_configs("payments").await.unwrap();
+    assert_eq!(configs.share_record_lock_duration_ms(), 20_000);
+    assert_eq!(
+        configs.share_delivery_count_limit(),
+        5,
+        "back to its default"
+    );
+    f.stop().await;
+}

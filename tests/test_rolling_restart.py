@@ -1,0 +1,152 @@
+"""A rolling restart of every broker of a cluster of processes (3 metadata
+nodes, 3 brokers, 2 proxies, S3 on moto) under an idempotent acks=all
+confluent-kafka producer and a confluent-kafka consumer in a group that
+commits after each batch it reads. Each broker in turn is stopped with
+SIGTERM (it drains: hands its partitions and coordinator shards over, then
+exits), started again on the same id and port, and given its share back
+before the next one stops.
+
+Checked: no error reaches the producer or the consumer (no failed delivery,
+no failed commit, no error event), nothing acknowledged is lost (the
+two-reader consistency check), and the committed group reads no record
+twice and every acknowledged one. Printed per restart: the longest time any
+partition took no acknowledged write (the figure docs/operations.md
+quotes). FLOE_LONG=1: 12 partitions, 400 records/s, the whole cluster
+rolled 3 times, medians printed; the CI form rolls it once on 6
+partitions."""
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from s3_cluster import Load, S3Cluster, create_topic, median, verify
+from test_s3_cluster_brokers import log_count, owned, window_gaps
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+LONG = os.environ.get("FLOE_LONG") == "1"
+PARTITIONS = 12 if LONG else 6
+RATE = 400 if LONG else 200
+ROUNDS = 3 if LONG else 1
+
+
+class GroupReader(threading.Thread):
+    """A consumer in group `group` reading `topic` from the start, committing
+    synchronously after each batch; records every (partition, offset) it was
+    given and every error it saw."""
+
+    def __init__(self, bootstrap, topic, group):
+        super().__init__(name="group-reader", daemon=True)
+        self.stop_event = threading.Event()
+        self.read = []  # [(partition, offset)]
+        self.errors = []
+        self.c = confluent_kafka.Consumer({
+            "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "session.timeout.ms": 10_000,
+            "error_cb": lambda e: self.errors.append(f"error event: {e}"),
+        })
+        self.c.subscribe([topic])
+
+    def run(self):
+        try:
+            while not self.stop_event.is_set():
+                msgs = self.c.consume(num_messages=500, timeout=0.2)
+                batch = []
+                for m in msgs:
+                    if m.error():
+                        if m.error().code() != confluent_kafka.KafkaError._PARTITION_EOF:
+                            self.errors.append(f"message error: {m.error()}")
+                        continue
+                    batch.append((m.partition(), m.offset()))
+                if not batch:
+                    continue
+                self.read += batch
+                try:
+                    self.c.commit(asynchronous=False)
+                except confluent_kafka.KafkaException as e:
+                    # _NO_OFFSET: nothing new to commit (the batch was
+                    # committed as part of a rebalance); anything else fails.
+                    if e.args[0].code() != confluent_kafka.KafkaError._NO_OFFSET:
+                        self.errors.append(f"commit failed: {e}")
+        finally:
+            self.c.close()
+
+    def wait_read(self, wanted, timeout=120):
+        """Waits until every (partition, offset) of `wanted` was read."""
+        deadline = time.time() + timeout
+        while not wanted <= set(self.read):
+            assert self.is_alive(), "the group reader stopped"
+            assert time.time() < deadline, f"{len(wanted - set(self.read))} acknowledged records never read"
+            time.sleep(0.1)
+
+    def stop(self):
+        self.stop_event.set()
+        self.join(60)
+
+
+def wait_share(cluster, broker, timeout=60):
+    """Waits until `broker` owns its share again (and every partition has an owner)."""
+    deadline = time.time() + timeout
+    while True:
+        counts = [owned(cluster, b) for b in cluster.brokers]
+        if owned(cluster, broker) >= PARTITIONS // len(cluster.brokers) - 1 and sum(counts) == PARTITIONS:
+            return
+        assert time.time() < deadline, f"{broker.name} not given its share back: {counts}"
+        time.sleep(0.1)
+
+
+@pytest.mark.timeout(900 if LONG else 300)
+def test_a_rolling_restart_of_every_broker_surfaces_no_error(floe_bin, tmp_path):
+    cluster = S3Cluster(floe_bin, tmp_path, endpoints=1)
+    reader = None
+    try:
+        create_topic(cluster.bootstrap, "orders", PARTITIONS)
+        load = Load(cluster.bootstrap, "orders", PARTITIONS, rate=RATE)
+        reader = GroupReader(cluster.bootstrap, "orders", "rolling")
+        reader.start()
+        load.wait_acked(RATE, also=cluster.brokers)
+        for b in cluster.brokers:
+            wait_share(cluster, b)
+        gaps, exits = [], []
+        for _ in range(ROUNDS):
+            for b in cluster.brokers:
+                stopped_at = time.time()
+                b.p.send_signal(signal.SIGTERM)
+                b.p.wait(30)
+                exits.append(time.time() - stopped_at)
+                assert b.p.returncode == 0, b.tail()
+                b.start()
+                cluster.wait_ready(b)
+                wait_share(cluster, b)
+                others = [o for o in cluster.brokers if o is not b]
+                load.wait_acked(RATE // 2, timeout=120, also=others)
+                worst, each = window_gaps(load, stopped_at, time.time())
+                gaps.append(worst)
+                print(f"{b.name} restarted (exited {exits[-1]:.2f} s after SIGTERM): longest partition gap "
+                      f"{worst:.2f} s (per partition: {each})", flush=True)
+        until = load.stop()
+        assert not load.errors, load.errors[:5]
+        acked = {(w.partition, w.offset) for w in load.acked}
+        reader.wait_read(acked)
+        reader.stop()
+        assert not reader.errors, reader.errors[:5]
+        seen = {}
+        for po in reader.read:
+            seen[po] = seen.get(po, 0) + 1
+        twice = sorted(po for po, n in seen.items() if n > 1)
+        assert not twice, f"read twice by the committed group: {twice[:10]} ({len(twice)})"
+        for b in cluster.brokers:
+            assert log_count(b, "drained: everything handed over") == ROUNDS, b.tail()
+        report = verify(cluster.bootstrap, [load], "orders", PARTITIONS)
+        print(f"checked: {report.summary()}; group read {len(reader.read)} records once each", flush=True)
+        print(f"rolling restart ({ROUNDS} x {len(cluster.brokers)} brokers, {PARTITIONS} partitions, "
+              f"{RATE}/s): longest partition gap per restart median {median(gaps):.2f} s, worst "
+              f"{max(gaps):.2f} s ({', '.join(f'{g:.2f}' for g in gaps)}); exit after SIGTERM median "
+              f"{median(exits):.2f} s; window {until - load.started:.0f} s", flush=True)
+    finally:
+        if reader is not None and reader.is_alive():
+            reader.stop()
+        cluster.stop()
