@@ -111,7 +111,7 @@ impl Context {
     }
 
     /// The coordinator of `group_id`: the broker that owns its shard.
-    fn coordinator(&self, group_id: &str) -> Result<Arc<dyn Coordinator>, RoutingError> {
+    pub(crate) fn coordinator(&self, group_id: &str) -> Result<Arc<dyn Coordinator>, RoutingError> {
         match self.shard_owner(group_id)? {
             ShardOwner::Local(local) => {
                 local
@@ -564,6 +564,9 @@ impl Context {
                 Ok(c) => {
                     let desc = c.describe_group(g).await;
                     d.error_code = code(desc.error);
+                    if version >= 6 && desc.error == Some(GroupError::GroupIdNotFound) {
+                        d.error_message = Some(s(format!("Group {} is not a classic group.", g.0)));
+                    }
                     d.group_state = s(desc.state.as_str());
                     d.protocol_type = s(desc.protocol_type);
                     d.protocol_data = s(desc.protocol_data);
@@ -600,6 +603,17 @@ impl Context {
         } else {
             Vec::new()
         };
+        // v5: `classic`, `consumer` (the coordinators' groups) and `share`
+        // (none listed here yet: share groups live in the share service,
+        // `floe_broker::share`, which is where to add them).
+        let types: Vec<String> = if version >= 5 {
+            req.types_filter
+                .iter()
+                .map(|s| s.to_ascii_lowercase())
+                .collect()
+        } else {
+            Vec::new()
+        };
         let snap = self.view.current();
         let mut listed = Vec::new();
         for (_, owner) in self.shard_owners(&snap) {
@@ -607,7 +621,11 @@ impl Context {
                 ShardOwner::Local(local) => Arc::new(local),
                 ShardOwner::Remote(r) => r,
             };
-            listed.extend(c.list_groups(&states).await);
+            listed.extend(
+                c.list_groups(&states).await.into_iter().filter(|l| {
+                    types.is_empty() || types.iter().any(|t| t == l.group_type.as_str())
+                }),
+            );
         }
         let mut resp = ListGroupsResponse::default();
         resp.groups = listed
@@ -617,7 +635,10 @@ impl Context {
                 g.group_id = GroupId(s(l.group_id));
                 g.protocol_type = s(l.protocol_type);
                 if version >= 4 {
-                    g.group_state = s(l.state.as_str());
+                    g.group_state = s(l.state);
+                }
+                if version >= 5 {
+                    g.group_type = s(l.group_type.as_str());
                 }
                 g
             })

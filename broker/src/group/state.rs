@@ -906,7 +906,8 @@ impl Group {
         GroupListing {
             group_id: self.id.clone(),
             protocol_type: self.protocol_type.clone().unwrap_or_default(),
-            state: self.state,
+            state: self.state.as_str().to_string(),
+            group_type: super::GroupType::Classic,
         }
     }
 }

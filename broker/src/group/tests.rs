@@ -25,6 +25,7 @@ fn config() -> GroupConfig {
         new_member_join_timeout: Duration::from_secs(60),
         shards: 8,
         offset_metadata_max_bytes: 4096,
+        consumer: Default::default(),
     }
 }
 
