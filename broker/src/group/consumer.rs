@@ -191,11 +191,13 @@ fn is_subset(a: &Assignment, b: &Assignment) -> bool {
 }
 
 impl ConsumerGroup {
-    pub fn new(id: &str) -> Self {
+    /// A group whose epochs start above `first_epoch` (0, or higher after
+    /// a shard move: see `GroupCoordinator::shard_taken`).
+    pub fn new(id: &str, first_epoch: i32) -> Self {
         Self {
             id: id.to_string(),
-            group_epoch: 0,
-            assignment_epoch: 0,
+            group_epoch: first_epoch,
+            assignment_epoch: first_epoch,
             members: BTreeMap::new(),
             target: BTreeMap::new(),
             topics_seen: BTreeMap::new(),

@@ -66,6 +66,21 @@ pub struct GroupCoordinator {
     consumer: Mutex<ConsumerGroups>,
     /// The origin of the consumer groups' millisecond clock.
     started: Instant,
+    /// Per shard, the generation (and consumer group epoch) new groups
+    /// start above: from the shard epoch this broker took the shard at, so
+    /// generations keep increasing across a coordinator move.
+    first_generations: Mutex<HashMap<u32, i32>>,
+}
+
+/// Generations a coordinator may use before they reach those of the next
+/// owner of its shard (2^16).
+const GENERATIONS_PER_SHARD_EPOCH: i32 = 1 << 16;
+
+/// The first generation of groups created under `shard_epoch`:
+/// `shard_epoch × 2^16`, wrapping after 2^15 epochs (it must fit an i32).
+pub fn first_generation(shard_epoch: u64) -> i32 {
+    let epochs = u64::try_from(i32::MAX / GENERATIONS_PER_SHARD_EPOCH).unwrap_or(1) + 1;
+    i32::try_from(shard_epoch % epochs).unwrap_or(0) * GENERATIONS_PER_SHARD_EPOCH
 }
 
 impl GroupCoordinator {
@@ -75,7 +90,30 @@ impl GroupCoordinator {
             groups: Mutex::new(HashMap::new()),
             consumer: Mutex::new(HashMap::new()),
             started: Instant::now(),
+            first_generations: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// This broker took `shard` over at `shard_epoch`: its groups, created
+    /// from now on, start their generations (and consumer group epochs) at
+    /// [`first_generation`] of the epoch, above those of the shard's
+    /// previous owners. Membership itself is not carried over: members
+    /// rejoin.
+    pub fn shard_taken(&self, shard: u32, shard_epoch: u64) {
+        self.first_generations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(shard, first_generation(shard_epoch));
+    }
+
+    fn first_generation_of(&self, group_id: &str) -> i32 {
+        let shard = shard_of(group_id, self.config.shards);
+        self.first_generations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&shard)
+            .copied()
+            .unwrap_or(0)
     }
 
     fn consumer_groups(&self) -> MutexGuard<'_, ConsumerGroups> {
@@ -120,7 +158,10 @@ impl GroupCoordinator {
                 Some(g) => g.clone(),
                 None if hb.member_epoch == 0 => consumer
                     .entry(hb.group_id.clone())
-                    .or_insert_with(|| Arc::new(Mutex::new(ConsumerGroup::new(&hb.group_id))))
+                    .or_insert_with(|| {
+                        let first = self.first_generation_of(&hb.group_id);
+                        Arc::new(Mutex::new(ConsumerGroup::new(&hb.group_id, first)))
+                    })
                     .clone(),
                 None => return Err(GroupError::UnknownMemberId),
             }
@@ -158,9 +199,10 @@ impl GroupCoordinator {
     }
 
     fn get_or_create(&self, group_id: &str) -> Arc<GroupHandle> {
+        let first = self.first_generation_of(group_id);
         self.groups()
             .entry(group_id.to_string())
-            .or_insert_with(|| GroupHandle::new(group_id.to_string()))
+            .or_insert_with(|| GroupHandle::new(group_id.to_string(), first))
             .clone()
     }
 
@@ -313,6 +355,7 @@ impl GroupCoordinator {
     /// listed and described; an Empty group whose offsets are all gone is
     /// forgotten.
     pub fn set_has_offsets(&self, group_id: &str, has_offsets: bool) {
+        let first = self.first_generation_of(group_id);
         let mut groups = self.groups();
         if self.consumer_groups().contains_key(group_id) {
             return;
@@ -320,7 +363,7 @@ impl GroupCoordinator {
         if has_offsets {
             let handle = groups
                 .entry(group_id.to_string())
-                .or_insert_with(|| GroupHandle::new(group_id.to_string()));
+                .or_insert_with(|| GroupHandle::new(group_id.to_string(), first));
             handle.lock().has_offsets = true;
         } else if let Some(handle) = groups.get(group_id).cloned() {
             let mut group = handle.lock();

@@ -42,6 +42,9 @@ pub(super) struct Group {
     pub id: String,
     state: GroupState,
     generation: i32,
+    /// The generation before the first rebalance (see
+    /// `GroupCoordinator::shard_taken`): 0, or higher after a shard move.
+    first_generation: i32,
     protocol_type: Option<String>,
     protocol_name: Option<String>,
     leader: Option<String>,
@@ -69,11 +72,12 @@ fn millis(ms: i32) -> Duration {
 }
 
 impl Group {
-    pub fn new(id: String) -> Self {
+    pub fn new(id: String, first_generation: i32) -> Self {
         Self {
             id,
             state: GroupState::Empty,
-            generation: 0,
+            generation: first_generation,
+            first_generation,
             protocol_type: None,
             protocol_name: None,
             leader: None,
@@ -281,7 +285,8 @@ impl Group {
         now: Instant,
     ) -> Outcome<JoinResult> {
         let (tx, rx) = oneshot::channel();
-        if self.state == GroupState::PreparingRebalance && self.generation == 0 {
+        if self.state == GroupState::PreparingRebalance && self.generation == self.first_generation
+        {
             self.new_member_added = true;
         }
         if self.members.is_empty() {

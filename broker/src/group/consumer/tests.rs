@@ -87,7 +87,7 @@ fn no_overlap(clients: &[&Client]) {
 
 #[test]
 fn one_member_gets_everything_at_epoch_one() {
-    let mut g = ConsumerGroup::new("g");
+    let mut g = ConsumerGroup::new("g", 0);
     let a = Client::join(&mut g, "a", 0);
     assert_eq!(a.epoch, 1);
     assert_eq!(parts(&a.owned).len(), 6);
@@ -96,7 +96,7 @@ fn one_member_gets_everything_at_epoch_one() {
 
 #[test]
 fn a_partition_moves_only_after_its_owner_gave_it_up() {
-    let mut g = ConsumerGroup::new("g");
+    let mut g = ConsumerGroup::new("g", 0);
     let mut a = Client::join(&mut g, "a", 0);
     let mut b = Client::join(&mut g, "b", 1);
     // b joined while a holds everything: b gets nothing yet.
@@ -118,7 +118,7 @@ fn a_partition_moves_only_after_its_owner_gave_it_up() {
 
 #[test]
 fn an_unacknowledged_revocation_keeps_the_partition_from_others() {
-    let mut g = ConsumerGroup::new("g");
+    let mut g = ConsumerGroup::new("g", 0);
     let mut a = Client::join(&mut g, "a", 0);
     let mut b = Client::join(&mut g, "b", 1);
     // a is told to give up three but its heartbeat still reports all six.
@@ -143,7 +143,7 @@ fn an_unacknowledged_revocation_keeps_the_partition_from_others() {
 
 #[test]
 fn a_silent_member_is_removed_after_the_session_timeout() {
-    let mut g = ConsumerGroup::new("g");
+    let mut g = ConsumerGroup::new("g", 0);
     let mut a = Client::join(&mut g, "a", 0);
     let mut b = Client::join(&mut g, "b", 0);
     for t in 1..4 {
@@ -163,7 +163,7 @@ fn a_silent_member_is_removed_after_the_session_timeout() {
 
 #[test]
 fn a_member_that_does_not_revoke_in_time_is_removed() {
-    let mut g = ConsumerGroup::new("g");
+    let mut g = ConsumerGroup::new("g", 0);
     let a = Client::join(&mut g, "a", 0);
     let all = a.owned.clone();
     let mut b = Client::join(&mut g, "b", 1);
@@ -178,7 +178,7 @@ fn a_member_that_does_not_revoke_in_time_is_removed() {
 
 #[test]
 fn leaving_hands_partitions_over() {
-    let mut g = ConsumerGroup::new("g");
+    let mut g = ConsumerGroup::new("g", 0);
     let mut a = Client::join(&mut g, "a", 0);
     let mut b = Client::join(&mut g, "b", 0);
     for t in 1..4 {
@@ -195,7 +195,7 @@ fn leaving_hands_partitions_over() {
 
 #[test]
 fn wrong_epochs_are_fenced() {
-    let mut g = ConsumerGroup::new("g");
+    let mut g = ConsumerGroup::new("g", 0);
     let a = Client::join(&mut g, "a", 0);
     let e = g.heartbeat(beat("a", a.epoch + 5, &a.owned), &cfg(), 1, &topics);
     assert_eq!(e, Err(GroupError::FencedMemberEpoch));
@@ -220,7 +220,7 @@ fn wrong_epochs_are_fenced() {
 
 #[test]
 fn regex_subscriptions_and_unknown_assignors_are_refused() {
-    let mut g = ConsumerGroup::new("g");
+    let mut g = ConsumerGroup::new("g", 0);
     let mut hb = join("a");
     hb.subscribed_topic_regex = Some("t.*".into());
     assert!(matches!(
@@ -238,7 +238,7 @@ fn regex_subscriptions_and_unknown_assignors_are_refused() {
 
 #[test]
 fn a_static_member_comes_back_with_its_partitions() {
-    let mut g = ConsumerGroup::new("g");
+    let mut g = ConsumerGroup::new("g", 0);
     let mut hb = join("a1");
     hb.instance_id = Some("i".into());
     let first = g.heartbeat(hb, &cfg(), 0, &topics).unwrap();
