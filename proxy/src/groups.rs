@@ -665,7 +665,20 @@ impl Context {
             Ok(c) => c,
         };
         let desc = c.describe_group(&group).await;
-        if let Some(e) = desc.error {
+        // A consumer group (KIP-848) is not a classic group: its members'
+        // subscriptions come from ConsumerGroupDescribe.
+        let consumer_group = if desc.error == Some(GroupError::GroupIdNotFound) {
+            match c.consumer_describe(&group).await {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    resp.error_code = e.kafka_code();
+                    return resp;
+                }
+            }
+        } else {
+            None
+        };
+        if let (None, Some(e)) = (&consumer_group, desc.error) {
             resp.error_code = e.kafka_code();
             return resp;
         }
@@ -677,19 +690,32 @@ impl Context {
             }
         };
         use floe_broker::group::GroupState;
-        if desc.state == GroupState::Dead && committed.is_empty() {
+        if consumer_group.is_none() && desc.state == GroupState::Dead && committed.is_empty() {
             resp.error_code = GroupError::GroupIdNotFound.kafka_code();
             return resp;
         }
-        let busy = !matches!(desc.state, GroupState::Empty | GroupState::Dead);
-        let subscribed: Option<Vec<String>> = match desc.state {
-            GroupState::Stable if desc.protocol_type == "consumer" => desc
-                .members
-                .iter()
-                .map(|m| subscribed_topics(&m.metadata))
-                .collect::<Option<Vec<Vec<String>>>>()
-                .map(|v| v.into_iter().flatten().collect()),
-            _ => None,
+        let (busy, subscribed): (bool, Option<Vec<String>>) = match &consumer_group {
+            Some(d) => (
+                !d.members.is_empty(),
+                Some(
+                    d.members
+                        .iter()
+                        .flat_map(|m| m.subscribed_topic_names.iter().cloned())
+                        .collect(),
+                ),
+            ),
+            None => (
+                !matches!(desc.state, GroupState::Empty | GroupState::Dead),
+                match desc.state {
+                    GroupState::Stable if desc.protocol_type == "consumer" => desc
+                        .members
+                        .iter()
+                        .map(|m| subscribed_topics(&m.metadata))
+                        .collect::<Option<Vec<Vec<String>>>>()
+                        .map(|v| v.into_iter().flatten().collect()),
+                    _ => None,
+                },
+            ),
         };
         let is_subscribed = |topic: &str| {
             busy && subscribed
