@@ -58,9 +58,14 @@ def at_end(c, partitions):
     for tp in c.position(assigned):
         try:
             _, high = c.get_watermark_offsets(tp, timeout=5, cached=False)
+            offset = tp.offset
+            if offset < 0:
+                # Nothing fetched from it since the last rebalance (it was read
+                # to its end before): it starts at its committed offset.
+                offset = c.committed([tp], timeout=5)[0].offset
         except confluent_kafka.KafkaException:
             return False
-        if tp.offset != high:
+        if offset != high:
             return False
     return True
 
