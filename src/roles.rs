@@ -207,6 +207,22 @@ pub struct BrokerTuning {
         default_value_t = 3000
     )]
     pub group_initial_rebalance_delay_ms: u64,
+    /// A member of a consumer group (the KIP-848 protocol) silent this long
+    /// is removed (Kafka's group.consumer.session.timeout.ms).
+    #[arg(
+        long,
+        env = "FLOE_CONSUMER_GROUP_SESSION_TIMEOUT_MS",
+        default_value_t = 45_000
+    )]
+    pub consumer_group_session_timeout_ms: u64,
+    /// The heartbeat interval told to consumer group members (Kafka's
+    /// group.consumer.heartbeat.interval.ms).
+    #[arg(
+        long,
+        env = "FLOE_CONSUMER_GROUP_HEARTBEAT_INTERVAL_MS",
+        default_value_t = 5_000
+    )]
+    pub consumer_group_heartbeat_interval_ms: u32,
     /// Block cache for reads from the object store (bytes).
     #[arg(long, env = "FLOE_CACHE_BYTES", default_value_t = 256 * 1024 * 1024)]
     pub cache_bytes: u64,
@@ -291,6 +307,8 @@ impl BrokerTuning {
         c.group.initial_rebalance_delay =
             Duration::from_millis(self.group_initial_rebalance_delay_ms);
         c.group.offset_metadata_max_bytes = self.offset_metadata_max_bytes;
+        c.group.consumer.session_timeout_ms = self.consumer_group_session_timeout_ms.max(1);
+        c.group.consumer.heartbeat_interval_ms = self.consumer_group_heartbeat_interval_ms.max(1);
         c.producer_expiration = producer_expiration(self.producer_id_expiration_ms);
         c.txn.max_timeout_ms = self.transaction_max_timeout_ms.max(1);
         c

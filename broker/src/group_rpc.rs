@@ -7,9 +7,13 @@
 use std::time::Duration;
 
 use crate::broker::Broker;
+use crate::group::assignor::Assignment;
+use crate::group::consumer::{
+    ConsumerGroupDescription, ConsumerHeartbeat, ConsumerHeartbeatAnswer, DescribedConsumer,
+};
 use crate::group::{
     CommitParams, DescribedMember, GroupDescription, GroupError, GroupListing, GroupState,
-    JoinMember, JoinParams, JoinResult, OffsetToCommit, SyncParams, SyncResult,
+    GroupType, JoinMember, JoinParams, JoinResult, OffsetToCommit, SyncParams, SyncResult,
 };
 use crate::owner::Coordinator;
 use crate::rpc::{RemoteBroker, routes};
@@ -194,6 +198,9 @@ pub mod proto {
         pub protocol_data: String,
         #[prost(message, repeated, tag = "6")]
         pub members: Vec<Member>,
+        /// ListGroups: `classic` or `consumer` (empty: classic).
+        #[prost(string, tag = "7")]
+        pub group_type: String,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -201,9 +208,114 @@ pub mod proto {
         #[prost(message, repeated, tag = "1")]
         pub groups: Vec<Description>,
     }
+
+    /// Partitions of one topic (a consumer group's assignment).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct TopicParts {
+        #[prost(bytes = "vec", tag = "1")]
+        pub topic_id: Vec<u8>,
+        #[prost(int32, repeated, tag = "2")]
+        pub partitions: Vec<i32>,
+    }
+
+    /// A ConsumerGroupHeartbeat (KIP-848). `has_*` tell a null list from
+    /// an empty one.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ConsumerBeat {
+        #[prost(string, tag = "1")]
+        pub group_id: String,
+        #[prost(string, tag = "2")]
+        pub member_id: String,
+        #[prost(int32, tag = "3")]
+        pub member_epoch: i32,
+        #[prost(string, optional, tag = "4")]
+        pub instance_id: Option<String>,
+        #[prost(string, optional, tag = "5")]
+        pub rack_id: Option<String>,
+        #[prost(int32, tag = "6")]
+        pub rebalance_timeout_ms: i32,
+        #[prost(bool, tag = "7")]
+        pub has_topic_names: bool,
+        #[prost(string, repeated, tag = "8")]
+        pub topic_names: Vec<String>,
+        #[prost(string, optional, tag = "9")]
+        pub topic_regex: Option<String>,
+        #[prost(string, optional, tag = "10")]
+        pub server_assignor: Option<String>,
+        #[prost(bool, tag = "11")]
+        pub has_owned: bool,
+        #[prost(message, repeated, tag = "12")]
+        pub owned: Vec<TopicParts>,
+        #[prost(string, tag = "13")]
+        pub client_id: String,
+        #[prost(string, tag = "14")]
+        pub client_host: String,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ConsumerBeatReply {
+        #[prost(int32, tag = "1")]
+        pub error: i32,
+        #[prost(string, tag = "2")]
+        pub member_id: String,
+        #[prost(int32, tag = "3")]
+        pub member_epoch: i32,
+        #[prost(int32, tag = "4")]
+        pub heartbeat_interval_ms: i32,
+        #[prost(bool, tag = "5")]
+        pub has_assignment: bool,
+        #[prost(message, repeated, tag = "6")]
+        pub assignment: Vec<TopicParts>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ConsumerMember {
+        #[prost(string, tag = "1")]
+        pub member_id: String,
+        #[prost(string, optional, tag = "2")]
+        pub instance_id: Option<String>,
+        #[prost(string, optional, tag = "3")]
+        pub rack_id: Option<String>,
+        #[prost(int32, tag = "4")]
+        pub member_epoch: i32,
+        #[prost(string, tag = "5")]
+        pub client_id: String,
+        #[prost(string, tag = "6")]
+        pub client_host: String,
+        #[prost(string, repeated, tag = "7")]
+        pub topic_names: Vec<String>,
+        #[prost(message, repeated, tag = "8")]
+        pub assignment: Vec<TopicParts>,
+        #[prost(message, repeated, tag = "9")]
+        pub target: Vec<TopicParts>,
+    }
+
+    /// ConsumerGroupDescribe of one group.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ConsumerDescription {
+        #[prost(int32, tag = "1")]
+        pub error: i32,
+        #[prost(string, tag = "2")]
+        pub group_id: String,
+        #[prost(string, tag = "3")]
+        pub state: String,
+        #[prost(int32, tag = "4")]
+        pub group_epoch: i32,
+        #[prost(int32, tag = "5")]
+        pub assignment_epoch: i32,
+        #[prost(string, tag = "6")]
+        pub assignor: String,
+        #[prost(message, repeated, tag = "7")]
+        pub members: Vec<ConsumerMember>,
+    }
 }
 
-const ALL_ERRORS: [GroupError; 16] = [
+const ALL_ERRORS: [GroupError; 21] = [
+    GroupError::FencedMemberEpoch,
+    GroupError::StaleMemberEpoch,
+    GroupError::UnreleasedInstanceId,
+    GroupError::UnsupportedAssignor,
+    GroupError::InvalidRequest("refused by the coordinator"),
     GroupError::CoordinatorNotAvailable,
     GroupError::OffsetMetadataTooLarge,
     GroupError::UnknownTopicOrPartition,
@@ -292,6 +404,7 @@ fn description_msg(d: GroupDescription) -> proto::Description {
         protocol_type: d.protocol_type,
         protocol_data: d.protocol_data,
         members: d.members.iter().map(member_msg).collect(),
+        group_type: String::new(),
     }
 }
 
@@ -506,8 +619,9 @@ pub(crate) async fn rpc_list(b: Broker, r: proto::GroupIds) -> proto::Descriptio
         .into_iter()
         .map(|l| proto::Description {
             group_id: l.group_id,
-            state: l.state.as_str().to_string(),
+            state: l.state,
             protocol_type: l.protocol_type,
+            group_type: l.group_type.as_str().to_string(),
             ..Default::default()
         })
         .collect();
@@ -522,6 +636,117 @@ pub(crate) async fn rpc_delete(b: Broker, r: proto::GroupIds) -> proto::ErrorRep
     proto::ErrorReply {
         error: 0,
         per_member: per,
+    }
+}
+
+fn parts_msg(a: &Assignment) -> Vec<proto::TopicParts> {
+    a.iter()
+        .map(|(t, ps)| proto::TopicParts {
+            topic_id: t.0.as_bytes().to_vec(),
+            partitions: ps.iter().copied().collect(),
+        })
+        .collect()
+}
+
+fn parts_from(v: Vec<proto::TopicParts>) -> Assignment {
+    v.into_iter()
+        .filter_map(|t| {
+            let id = uuid::Uuid::from_slice(&t.topic_id).ok()?;
+            Some((floe_types::TopicId(id), t.partitions.into_iter().collect()))
+        })
+        .collect()
+}
+
+fn beat_msg(hb: ConsumerHeartbeat) -> proto::ConsumerBeat {
+    proto::ConsumerBeat {
+        group_id: hb.group_id,
+        member_id: hb.member_id,
+        member_epoch: hb.member_epoch,
+        instance_id: hb.instance_id,
+        rack_id: hb.rack_id,
+        rebalance_timeout_ms: hb.rebalance_timeout_ms,
+        has_topic_names: hb.subscribed_topic_names.is_some(),
+        topic_names: hb.subscribed_topic_names.unwrap_or_default(),
+        topic_regex: hb.subscribed_topic_regex,
+        server_assignor: hb.server_assignor,
+        has_owned: hb.owned.is_some(),
+        owned: hb.owned.as_ref().map(parts_msg).unwrap_or_default(),
+        client_id: hb.client_id,
+        client_host: hb.client_host,
+    }
+}
+
+fn beat_from(r: proto::ConsumerBeat) -> ConsumerHeartbeat {
+    ConsumerHeartbeat {
+        group_id: r.group_id,
+        member_id: r.member_id,
+        member_epoch: r.member_epoch,
+        instance_id: r.instance_id,
+        rack_id: r.rack_id,
+        rebalance_timeout_ms: r.rebalance_timeout_ms,
+        subscribed_topic_names: r.has_topic_names.then_some(r.topic_names),
+        subscribed_topic_regex: r.topic_regex,
+        server_assignor: r.server_assignor,
+        owned: r.has_owned.then(|| parts_from(r.owned)),
+        client_id: r.client_id,
+        client_host: r.client_host,
+    }
+}
+
+pub(crate) async fn rpc_consumer_beat(
+    b: Broker,
+    r: proto::ConsumerBeat,
+) -> proto::ConsumerBeatReply {
+    match Coordinator::consumer_heartbeat(&b, beat_from(r)).await {
+        Err(e) => proto::ConsumerBeatReply {
+            error: to_code(Some(e)),
+            ..Default::default()
+        },
+        Ok(a) => proto::ConsumerBeatReply {
+            error: 0,
+            member_id: a.member_id,
+            member_epoch: a.member_epoch,
+            heartbeat_interval_ms: a.heartbeat_interval_ms,
+            has_assignment: a.assignment.is_some(),
+            assignment: a.assignment.as_ref().map(parts_msg).unwrap_or_default(),
+        },
+    }
+}
+
+pub(crate) async fn rpc_consumer_describe(
+    b: Broker,
+    r: proto::GroupIds,
+) -> proto::ConsumerDescription {
+    let id = r.group_ids.into_iter().next().unwrap_or_default();
+    match Coordinator::consumer_describe(&b, &id).await {
+        Err(e) => proto::ConsumerDescription {
+            error: to_code(Some(e)),
+            group_id: id,
+            ..Default::default()
+        },
+        Ok(d) => proto::ConsumerDescription {
+            error: 0,
+            group_id: d.group_id,
+            state: d.state,
+            group_epoch: d.group_epoch,
+            assignment_epoch: d.assignment_epoch,
+            assignor: d.assignor_name,
+            members: d
+                .members
+                .into_iter()
+                .map(|m| proto::ConsumerMember {
+                    member_id: m.member_id,
+                    instance_id: m.instance_id,
+                    rack_id: m.rack_id,
+                    member_epoch: m.member_epoch,
+                    client_id: m.client_id,
+                    client_host: m.client_host,
+                    topic_names: m.subscribed_topic_names,
+                    assignment: parts_msg(&m.assignment),
+                    target: parts_msg(&m.target_assignment),
+                })
+                .collect(),
+        },
     }
 }
 
@@ -708,6 +933,64 @@ impl Coordinator for RemoteBroker {
         }
     }
 
+    async fn consumer_heartbeat(
+        &self,
+        hb: ConsumerHeartbeat,
+    ) -> Result<ConsumerHeartbeatAnswer, GroupError> {
+        let r = self
+            .call_timeout::<routes::ConsumerBeat>(beat_msg(hb), MEMBER_CALL_TIMEOUT)
+            .await
+            .map_err(|_| GroupError::NotCoordinator)?;
+        if let Some(e) = from_code(r.error) {
+            return Err(e);
+        }
+        Ok(ConsumerHeartbeatAnswer {
+            member_id: r.member_id,
+            member_epoch: r.member_epoch,
+            heartbeat_interval_ms: r.heartbeat_interval_ms,
+            assignment: r.has_assignment.then(|| parts_from(r.assignment)),
+        })
+    }
+
+    async fn consumer_describe(
+        &self,
+        group_id: &str,
+    ) -> Result<ConsumerGroupDescription, GroupError> {
+        let msg = proto::GroupIds {
+            group_ids: vec![group_id.to_string()],
+            states: vec![],
+        };
+        let d = self
+            .call_timeout::<routes::ConsumerDescribe>(msg, MEMBER_CALL_TIMEOUT)
+            .await
+            .map_err(|_| GroupError::NotCoordinator)?;
+        if let Some(e) = from_code(d.error) {
+            return Err(e);
+        }
+        Ok(ConsumerGroupDescription {
+            group_id: d.group_id,
+            state: d.state,
+            group_epoch: d.group_epoch,
+            assignment_epoch: d.assignment_epoch,
+            assignor_name: d.assignor,
+            members: d
+                .members
+                .into_iter()
+                .map(|m| DescribedConsumer {
+                    member_id: m.member_id,
+                    instance_id: m.instance_id,
+                    rack_id: m.rack_id,
+                    member_epoch: m.member_epoch,
+                    client_id: m.client_id,
+                    client_host: m.client_host,
+                    subscribed_topic_names: m.topic_names,
+                    assignment: parts_from(m.assignment),
+                    target_assignment: parts_from(m.target),
+                })
+                .collect(),
+        })
+    }
+
     /// ListGroups of this broker; none if it cannot be reached.
     async fn list_groups(&self, states: &[String]) -> Vec<GroupListing> {
         let msg = proto::GroupIds {
@@ -725,7 +1008,12 @@ impl Coordinator for RemoteBroker {
                 .map(|g| GroupListing {
                     group_id: g.group_id,
                     protocol_type: g.protocol_type,
-                    state: state_from(&g.state),
+                    state: g.state,
+                    group_type: if g.group_type == GroupType::Consumer.as_str() {
+                        GroupType::Consumer
+                    } else {
+                        GroupType::Classic
+                    },
                 })
                 .collect(),
         }

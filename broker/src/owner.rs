@@ -19,6 +19,9 @@ use floe_storage::PartitionKey;
 
 use crate::broker::{Acks, Broker, FetchData, OffsetAnswer, OffsetSpec, PendingProduce};
 use crate::error::CallError;
+use crate::group::consumer::{
+    ConsumerGroupDescription, ConsumerHeartbeat, ConsumerHeartbeatAnswer, TopicMeta,
+};
 use crate::group::{
     CommitParams, GroupDescription, GroupError, GroupListing, GroupState, JoinParams, JoinResult,
     SyncParams, SyncResult,
@@ -132,6 +135,18 @@ pub trait Coordinator: Send + Sync + std::fmt::Debug {
 
     /// The groups of every shard this broker coordinates (ListGroups).
     async fn list_groups(&self, states: &[String]) -> Vec<GroupListing>;
+
+    /// ConsumerGroupHeartbeat (KIP-848).
+    async fn consumer_heartbeat(
+        &self,
+        hb: ConsumerHeartbeat,
+    ) -> Result<ConsumerHeartbeatAnswer, GroupError>;
+
+    /// ConsumerGroupDescribe of one group.
+    async fn consumer_describe(
+        &self,
+        group_id: &str,
+    ) -> Result<ConsumerGroupDescription, GroupError>;
 }
 
 /// The transaction coordinator of a transactional id (the broker that owns
@@ -329,6 +344,28 @@ impl Coordinator for Broker {
 
     async fn list_groups(&self, states: &[String]) -> Vec<GroupListing> {
         self.groups().list_groups(states)
+    }
+
+    async fn consumer_heartbeat(
+        &self,
+        hb: ConsumerHeartbeat,
+    ) -> Result<ConsumerHeartbeatAnswer, GroupError> {
+        let c = self.coordinator_of(&hb.group_id)?;
+        let snap = self.view().current();
+        let topics = |name: &str| {
+            snap.topics.get(name).map(|t| TopicMeta {
+                id: t.id,
+                partitions: t.partition_count,
+            })
+        };
+        c.consumer_heartbeat(hb, &topics)
+    }
+
+    async fn consumer_describe(
+        &self,
+        group_id: &str,
+    ) -> Result<ConsumerGroupDescription, GroupError> {
+        self.coordinator_of(group_id)?.consumer_describe(group_id)
     }
 }
 

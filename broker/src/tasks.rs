@@ -288,6 +288,7 @@ async fn follow_shards(b: &Broker, shards: &[ShardInfo]) {
             } else {
                 owned.entry(shard).or_insert_with(|| {
                     crate::metrics::owned_shard(shard, true);
+                    b.inner.groups.shard_taken(shard, s.epoch.0);
                     taken.push(floe_metadata::command::ShardFence {
                         broker: b.broker_id(),
                         shard: s.shard,

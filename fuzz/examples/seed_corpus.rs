@@ -31,6 +31,7 @@ use kafka_protocol::messages::delete_records_request::{
 };
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions as ConsumerGroupTopicPartitions;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -61,6 +62,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::messages::{
     ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupDescribeRequest,
     ShareGroupHeartbeatRequest,
+    ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, ListGroupsRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -593,6 +595,38 @@ fn request_body(api_key: ApiKey, version: i16, records: &Bytes) -> Option<Reques
                     ]),
             ]),
         ),
+        ApiKey::ConsumerGroupHeartbeat => RequestKind::ConsumerGroupHeartbeat(
+            ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(text("consumer-a")))
+                .with_member_id(text("Qk5mZW1iZXItMQ"))
+                .with_member_epoch(3)
+                .with_instance_id(Some(text("instance-1")))
+                .with_rebalance_timeout_ms(300_000)
+                .with_subscribed_topic_names(Some(vec![name("orders")]))
+                .with_server_assignor(Some(text("uniform")))
+                .with_topic_partitions(Some(vec![
+                    ConsumerGroupTopicPartitions::default()
+                        .with_topic_id(uuid::Uuid::from_u128(7))
+                        .with_partitions(vec![0, 2]),
+                ])),
+        ),
+        ApiKey::ConsumerGroupDescribe => RequestKind::ConsumerGroupDescribe(
+            ConsumerGroupDescribeRequest::default()
+                .with_group_ids(vec![GroupId(text("consumer-a"))]),
+        ),
+        ApiKey::ListGroups => RequestKind::ListGroups(
+            ListGroupsRequest::default()
+                .with_states_filter(if version >= 4 {
+                    vec![text("Stable")]
+                } else {
+                    vec![]
+                })
+                .with_types_filter(if version >= 5 {
+                    vec![text("consumer")]
+                } else {
+                    vec![]
+                }),
+        ),
         _ => return None,
     })
 }
@@ -630,6 +664,9 @@ fn kafka_requests(root: &Path) -> AnyResult<()> {
         ApiKey::ShareAcknowledge,
         ApiKey::DescribeClientQuotas,
         ApiKey::AlterClientQuotas,
+        ApiKey::ConsumerGroupHeartbeat,
+        ApiKey::ConsumerGroupDescribe,
+        ApiKey::ListGroups,
     ];
     for api_key in apis {
         let range = api_key.valid_versions();

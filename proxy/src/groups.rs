@@ -586,6 +586,9 @@ impl Context {
                 Ok(c) => {
                     let desc = c.describe_group(g).await;
                     d.error_code = code(desc.error);
+                    if version >= 6 && desc.error == Some(GroupError::GroupIdNotFound) {
+                        d.error_message = Some(s(format!("Group {} is not a classic group.", g.0)));
+                    }
                     d.group_state = s(desc.state.as_str());
                     d.protocol_type = s(desc.protocol_type);
                     d.protocol_data = s(desc.protocol_data);
@@ -623,6 +626,17 @@ impl Context {
         } else {
             Vec::new()
         };
+        // v5: `classic`, `consumer` (the coordinators' groups) and `share`
+        // (none listed here yet: share groups live in the share service,
+        // `floe_broker::share`, which is where to add them).
+        let types: Vec<String> = if version >= 5 {
+            req.types_filter
+                .iter()
+                .map(|s| s.to_ascii_lowercase())
+                .collect()
+        } else {
+            Vec::new()
+        };
         let snap = self.view.current();
         let mut listed = Vec::new();
         let named = self.named_shards(&snap);
@@ -634,6 +648,7 @@ impl Context {
             };
             listed.extend(c.list_groups(&states).await.into_iter().filter(|l| {
                 named.contains(&floe_broker::group::shard_of(&l.group_id, shard_count))
+                    && (types.is_empty() || types.iter().any(|t| t == l.group_type.as_str()))
             }));
         }
         let mut resp = ListGroupsResponse::default();
@@ -644,7 +659,10 @@ impl Context {
                 g.group_id = GroupId(s(l.group_id));
                 g.protocol_type = s(l.protocol_type);
                 if version >= 4 {
-                    g.group_state = s(l.state.as_str());
+                    g.group_state = s(l.state);
+                }
+                if version >= 5 {
+                    g.group_type = s(l.group_type.as_str());
                 }
                 g
             })
@@ -671,7 +689,20 @@ impl Context {
             Ok(c) => c,
         };
         let desc = c.describe_group(&group).await;
-        if let Some(e) = desc.error {
+        // A consumer group (KIP-848) is not a classic group: its members'
+        // subscriptions come from ConsumerGroupDescribe.
+        let consumer_group = if desc.error == Some(GroupError::GroupIdNotFound) {
+            match c.consumer_describe(&group).await {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    resp.error_code = e.kafka_code();
+                    return resp;
+                }
+            }
+        } else {
+            None
+        };
+        if let (None, Some(e)) = (&consumer_group, desc.error) {
             resp.error_code = e.kafka_code();
             return resp;
         }
@@ -683,19 +714,32 @@ impl Context {
             }
         };
         use floe_broker::group::GroupState;
-        if desc.state == GroupState::Dead && committed.is_empty() {
+        if consumer_group.is_none() && desc.state == GroupState::Dead && committed.is_empty() {
             resp.error_code = GroupError::GroupIdNotFound.kafka_code();
             return resp;
         }
-        let busy = !matches!(desc.state, GroupState::Empty | GroupState::Dead);
-        let subscribed: Option<Vec<String>> = match desc.state {
-            GroupState::Stable if desc.protocol_type == "consumer" => desc
-                .members
-                .iter()
-                .map(|m| subscribed_topics(&m.metadata))
-                .collect::<Option<Vec<Vec<String>>>>()
-                .map(|v| v.into_iter().flatten().collect()),
-            _ => None,
+        let (busy, subscribed): (bool, Option<Vec<String>>) = match &consumer_group {
+            Some(d) => (
+                !d.members.is_empty(),
+                Some(
+                    d.members
+                        .iter()
+                        .flat_map(|m| m.subscribed_topic_names.iter().cloned())
+                        .collect(),
+                ),
+            ),
+            None => (
+                !matches!(desc.state, GroupState::Empty | GroupState::Dead),
+                match desc.state {
+                    GroupState::Stable if desc.protocol_type == "consumer" => desc
+                        .members
+                        .iter()
+                        .map(|m| subscribed_topics(&m.metadata))
+                        .collect::<Option<Vec<Vec<String>>>>()
+                        .map(|v| v.into_iter().flatten().collect()),
+                    _ => None,
+                },
+            ),
         };
         let is_subscribed = |topic: &str| {
             busy && subscribed

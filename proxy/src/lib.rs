@@ -16,6 +16,7 @@
 
 pub mod admin;
 pub mod codec;
+mod consumer_groups;
 mod errors;
 pub mod fetch_session;
 pub mod groups;

@@ -616,6 +616,12 @@ async fn handle(
             ResponseKind::DescribeGroups(ctx.describe_groups(version, r).await)
         }
         RequestKind::ListGroups(r) => ResponseKind::ListGroups(ctx.list_groups(version, r).await),
+        RequestKind::ConsumerGroupHeartbeat(r) => ResponseKind::ConsumerGroupHeartbeat(
+            ctx.consumer_group_heartbeat(version, r, client).await,
+        ),
+        RequestKind::ConsumerGroupDescribe(r) => {
+            ResponseKind::ConsumerGroupDescribe(ctx.consumer_group_describe(version, r).await)
+        }
         RequestKind::DescribeProducers(r) => {
             ResponseKind::DescribeProducers(ctx.describe_producers(version, r).await)
         }

@@ -19,9 +19,9 @@ pub(super) struct GroupHandle {
 }
 
 impl GroupHandle {
-    pub fn new(id: String) -> Arc<Self> {
+    pub fn new(id: String, first_generation: i32) -> Arc<Self> {
         Arc::new(Self {
-            group: Mutex::new(Group::new(id)),
+            group: Mutex::new(Group::new(id, first_generation)),
             wake: Notify::new(),
         })
     }

@@ -15,6 +15,8 @@
 //! rebalances, the initial rebalance delay) run on Tokio's clock in a task
 //! per group that exists only while the group has something to time out.
 
+pub mod assignor;
+pub mod consumer;
 mod handle;
 mod member;
 mod state;
@@ -28,14 +30,19 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::time::Instant;
 
+use consumer::{
+    ConsumerGroup, ConsumerGroupDescription, ConsumerHeartbeat, ConsumerHeartbeatAnswer, TopicMeta,
+};
 use handle::GroupHandle;
 use state::{Group, Outcome};
 
 pub use types::{
     CommitParams, DEFAULT_OFFSET_METADATA_MAX_BYTES, DescribedMember, GroupConfig,
-    GroupDescription, GroupError, GroupListing, GroupState, JoinMember, JoinParams, JoinResult,
-    OffsetToCommit, SyncParams, SyncResult,
+    GroupDescription, GroupError, GroupListing, GroupState, GroupType, JoinMember, JoinParams,
+    JoinResult, OffsetToCommit, SyncParams, SyncResult,
 };
+
+type ConsumerGroups = HashMap<String, Arc<Mutex<ConsumerGroup>>>;
 
 /// The shard of a group id: 32-bit FNV-1a of the id's UTF-8 bytes, modulo
 /// `shards` (0 when `shards` is 0).
@@ -48,6 +55,27 @@ pub fn shard_of(group_id: &str, shards: u32) -> u32 {
 pub struct GroupCoordinator {
     config: Arc<GroupConfig>,
     groups: Mutex<HashMap<String, Arc<GroupHandle>>>,
+    /// Groups of the new protocol (KIP-848). Group ids are one namespace:
+    /// an id is in `groups` or here (while it has members), never both.
+    /// Lock order: `groups`, then `consumer`, then a group.
+    consumer: Mutex<ConsumerGroups>,
+    /// The origin of the consumer groups' millisecond clock.
+    started: Instant,
+    /// Per shard, the generation (and consumer group epoch) new groups
+    /// start above: from the shard epoch this broker took the shard at, so
+    /// generations keep increasing across a coordinator move.
+    first_generations: Mutex<HashMap<u32, i32>>,
+}
+
+/// Generations a coordinator may use before they reach those of the next
+/// owner of its shard (2^16).
+const GENERATIONS_PER_SHARD_EPOCH: i32 = 1 << 16;
+
+/// The first generation of groups created under `shard_epoch`:
+/// `shard_epoch × 2^16`, wrapping after 2^15 epochs (it must fit an i32).
+pub fn first_generation(shard_epoch: u64) -> i32 {
+    let epochs = u64::try_from(i32::MAX / GENERATIONS_PER_SHARD_EPOCH).unwrap_or(1) + 1;
+    i32::try_from(shard_epoch % epochs).unwrap_or(0) * GENERATIONS_PER_SHARD_EPOCH
 }
 
 impl GroupCoordinator {
@@ -55,7 +83,102 @@ impl GroupCoordinator {
         Self {
             config: Arc::new(config),
             groups: Mutex::new(HashMap::new()),
+            consumer: Mutex::new(HashMap::new()),
+            started: Instant::now(),
+            first_generations: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// This broker took `shard` over at `shard_epoch`: its groups, created
+    /// from now on, start their generations (and consumer group epochs) at
+    /// [`first_generation`] of the epoch, above those of the shard's
+    /// previous owners. Membership itself is not carried over: members
+    /// rejoin.
+    pub fn shard_taken(&self, shard: u32, shard_epoch: u64) {
+        self.first_generations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(shard, first_generation(shard_epoch));
+    }
+
+    fn first_generation_of(&self, group_id: &str) -> i32 {
+        let shard = shard_of(group_id, self.config.shards);
+        self.first_generations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&shard)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn consumer_groups(&self) -> MutexGuard<'_, ConsumerGroups> {
+        self.consumer.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn consumer_group(&self, group_id: &str) -> Option<Arc<Mutex<ConsumerGroup>>> {
+        self.consumer_groups().get(group_id).cloned()
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// ConsumerGroupHeartbeat. A join (epoch 0) creates the group; an id
+    /// that is a classic group with members is GROUP_ID_NOT_FOUND (an
+    /// empty classic group becomes a consumer group, its offsets kept).
+    /// `topics` resolves subscribed topic names.
+    pub fn consumer_heartbeat(
+        &self,
+        hb: ConsumerHeartbeat,
+        topics: &dyn Fn(&str) -> Option<TopicMeta>,
+    ) -> Result<ConsumerHeartbeatAnswer, GroupError> {
+        if hb.group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId);
+        }
+        let handle = {
+            let mut classic = self.groups();
+            if let Some(h) = classic.get(&hb.group_id).cloned() {
+                let mut g = h.lock();
+                match g.state() {
+                    GroupState::Empty | GroupState::Dead if hb.member_epoch == 0 => {
+                        g.kill(GroupError::NotCoordinator);
+                        h.arm(&mut g, &self.config);
+                        classic.remove(&hb.group_id);
+                    }
+                    _ => return Err(GroupError::GroupIdNotFound),
+                }
+            }
+            let mut consumer = self.consumer_groups();
+            match consumer.get(&hb.group_id) {
+                Some(g) => g.clone(),
+                None if hb.member_epoch == 0 => consumer
+                    .entry(hb.group_id.clone())
+                    .or_insert_with(|| {
+                        let first = self.first_generation_of(&hb.group_id);
+                        Arc::new(Mutex::new(ConsumerGroup::new(&hb.group_id, first)))
+                    })
+                    .clone(),
+                None => return Err(GroupError::UnknownMemberId),
+            }
+        };
+        let now = self.now_ms();
+        let mut g = handle.lock().unwrap_or_else(PoisonError::into_inner);
+        g.heartbeat(hb, &self.config.consumer, now, topics)
+    }
+
+    /// ConsumerGroupDescribe of one group: GROUP_ID_NOT_FOUND for an
+    /// unknown id or a classic group.
+    pub fn consumer_describe(
+        &self,
+        group_id: &str,
+    ) -> Result<ConsumerGroupDescription, GroupError> {
+        let handle = self
+            .consumer_group(group_id)
+            .ok_or(GroupError::GroupIdNotFound)?;
+        let now = self.now_ms();
+        let mut g = handle.lock().unwrap_or_else(PoisonError::into_inner);
+        g.expire(&self.config.consumer, now);
+        Ok(g.describe())
     }
 
     pub fn config(&self) -> &GroupConfig {
@@ -71,9 +194,10 @@ impl GroupCoordinator {
     }
 
     fn get_or_create(&self, group_id: &str) -> Arc<GroupHandle> {
+        let first = self.first_generation_of(group_id);
         self.groups()
             .entry(group_id.to_string())
-            .or_insert_with(|| GroupHandle::new(group_id.to_string()))
+            .or_insert_with(|| GroupHandle::new(group_id.to_string(), first))
             .clone()
     }
 
@@ -102,6 +226,16 @@ impl GroupCoordinator {
         let max = i64::try_from(self.config.max_session_timeout.as_millis()).unwrap_or(i64::MAX);
         if session < min || session > max {
             return JoinResult::failed(member_id, GroupError::InvalidSessionTimeout);
+        }
+        if let Some(cg) = self.consumer_group(&params.group_id) {
+            let now = self.now_ms();
+            let mut cg = cg.lock().unwrap_or_else(PoisonError::into_inner);
+            cg.expire(&self.config.consumer, now);
+            if !cg.is_empty() {
+                return JoinResult::failed(member_id, GroupError::InconsistentGroupProtocol);
+            }
+            drop(cg);
+            self.consumer_groups().remove(&params.group_id);
         }
         // Only a member without an id creates the group.
         let handle = if member_id.is_empty() {
@@ -192,6 +326,11 @@ impl GroupCoordinator {
         member_id: &str,
         group_instance_id: Option<&str>,
     ) -> Result<(), GroupError> {
+        if let Some(cg) = self.consumer_group(group_id) {
+            let now = self.now_ms();
+            let mut cg = cg.lock().unwrap_or_else(PoisonError::into_inner);
+            return cg.validate_commit(generation_id, member_id, &self.config.consumer, now);
+        }
         let Some(handle) = self.get(group_id) else {
             return if generation_id >= 0 && !member_id.is_empty() {
                 // A member of the group under its previous coordinator
@@ -221,11 +360,15 @@ impl GroupCoordinator {
     /// listed and described; an Empty group whose offsets are all gone is
     /// forgotten.
     pub fn set_has_offsets(&self, group_id: &str, has_offsets: bool) {
+        let first = self.first_generation_of(group_id);
         let mut groups = self.groups();
+        if self.consumer_groups().contains_key(group_id) {
+            return;
+        }
         if has_offsets {
             let handle = groups
                 .entry(group_id.to_string())
-                .or_insert_with(|| GroupHandle::new(group_id.to_string()));
+                .or_insert_with(|| GroupHandle::new(group_id.to_string(), first));
             handle.lock().has_offsets = true;
         } else if let Some(handle) = groups.get(group_id).cloned() {
             let mut group = handle.lock();
@@ -241,6 +384,16 @@ impl GroupCoordinator {
     /// DescribeGroups for one group. An unknown group is described as Dead
     /// with no error, as Kafka does.
     pub fn describe_group(&self, group_id: &str) -> GroupDescription {
+        if self.consumer_group(group_id).is_some() {
+            return GroupDescription {
+                error: Some(GroupError::GroupIdNotFound),
+                group_id: group_id.to_string(),
+                state: GroupState::Dead,
+                protocol_type: String::new(),
+                protocol_data: String::new(),
+                members: Vec::new(),
+            };
+        }
         match self.get(group_id) {
             Some(handle) => handle.lock().describe(),
             None => GroupDescription {
@@ -261,16 +414,35 @@ impl GroupCoordinator {
         let mut listed: Vec<GroupListing> = handles
             .iter()
             .map(|h| h.lock().listing())
-            .filter(|l| l.state != GroupState::Dead)
+            .filter(|l| l.state != GroupState::Dead.as_str())
+            .chain(self.consumer_listings())
             .filter(|l| {
-                states.is_empty()
-                    || states
-                        .iter()
-                        .any(|s| s.eq_ignore_ascii_case(l.state.as_str()))
+                states.is_empty() || states.iter().any(|s| s.eq_ignore_ascii_case(&l.state))
             })
             .collect();
         listed.sort_by(|a, b| a.group_id.cmp(&b.group_id));
         listed
+    }
+
+    /// Every consumer group, as ListGroups lists it.
+    fn consumer_listings(&self) -> Vec<GroupListing> {
+        let handles: Vec<Arc<Mutex<ConsumerGroup>>> =
+            self.consumer_groups().values().cloned().collect();
+        let now = self.now_ms();
+        handles
+            .iter()
+            .map(|h| {
+                let mut g = h.lock().unwrap_or_else(PoisonError::into_inner);
+                g.expire(&self.config.consumer, now);
+                let d = g.describe();
+                GroupListing {
+                    group_id: d.group_id,
+                    protocol_type: "consumer".to_string(),
+                    state: d.state,
+                    group_type: GroupType::Consumer,
+                }
+            })
+            .collect()
     }
 
     /// DeleteGroups: an Empty group is forgotten; one with members gives
@@ -282,6 +454,19 @@ impl GroupCoordinator {
         group_ids
             .iter()
             .map(|id| {
+                let mut consumer = self.consumer_groups();
+                if let Some(cg) = consumer.get(id).cloned() {
+                    let now = self.now_ms();
+                    let mut cg = cg.lock().unwrap_or_else(PoisonError::into_inner);
+                    cg.expire(&self.config.consumer, now);
+                    if !cg.is_empty() {
+                        return (id.clone(), Err(GroupError::NonEmptyGroup));
+                    }
+                    consumer.remove(id);
+                    tracing::info!(group = %id, "consumer group deleted");
+                    return (id.clone(), Ok(()));
+                }
+                drop(consumer);
                 let Some(handle) = groups.get(id).cloned() else {
                     return (id.clone(), Ok(()));
                 };
@@ -312,7 +497,10 @@ impl GroupCoordinator {
                 .filter(|id| shard_of(id, self.config.shards) == shard)
                 .cloned()
                 .collect();
-            ids.iter().filter_map(|id| groups.remove(id)).collect()
+            let dropped = ids.iter().filter_map(|id| groups.remove(id)).collect();
+            self.consumer_groups()
+                .retain(|id, _| shard_of(id, self.config.shards) != shard);
+            dropped
         };
         for handle in &dropped {
             let mut group = handle.lock();

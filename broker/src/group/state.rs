@@ -42,6 +42,9 @@ pub(super) struct Group {
     pub id: String,
     state: GroupState,
     generation: i32,
+    /// The generation before the first rebalance (see
+    /// `GroupCoordinator::shard_taken`): 0, or higher after a shard move.
+    first_generation: i32,
     protocol_type: Option<String>,
     protocol_name: Option<String>,
     leader: Option<String>,
@@ -73,11 +76,12 @@ fn millis(ms: i32) -> Duration {
 }
 
 impl Group {
-    pub fn new(id: String) -> Self {
+    pub fn new(id: String, first_generation: i32) -> Self {
         Self {
             id,
             state: GroupState::Empty,
-            generation: 0,
+            generation: first_generation,
+            first_generation,
             protocol_type: None,
             protocol_name: None,
             leader: None,
@@ -100,8 +104,10 @@ impl Group {
     /// group rebalances here, which numbers the next generation after it.
     pub fn adopt(&mut self, generation: i32) {
         if self.state == GroupState::Empty && self.members.is_empty() && generation >= 0 {
+            // The next generation formed here follows both the adopted one
+            // and the first of this shard epoch (`GroupCoordinator::shard_taken`).
             self.generation = self.generation.max(generation);
-            self.adopted = Some(generation);
+            self.adopted = Some(self.adopted.map_or(generation, |a| a.max(generation)));
         }
     }
 
@@ -296,7 +302,8 @@ impl Group {
         now: Instant,
     ) -> Outcome<JoinResult> {
         let (tx, rx) = oneshot::channel();
-        if self.state == GroupState::PreparingRebalance && self.generation == 0 {
+        if self.state == GroupState::PreparingRebalance && self.generation == self.first_generation
+        {
             self.new_member_added = true;
         }
         if self.members.is_empty() {
@@ -494,6 +501,8 @@ impl Group {
             return;
         }
         self.generation = self.generation.wrapping_add(1);
+        // The adopted generation is over once one is formed here.
+        self.adopted = None;
         self.pending_sync.clear();
         self.sync_deadline = None;
         self.new_member_added = false;
@@ -751,7 +760,6 @@ impl Group {
             return Err(GroupError::NotCoordinator);
         }
         let adopted = self.adopted == Some(generation_id)
-            && self.generation == generation_id
             && matches!(
                 self.state,
                 GroupState::Empty | GroupState::PreparingRebalance
@@ -931,7 +939,8 @@ impl Group {
         GroupListing {
             group_id: self.id.clone(),
             protocol_type: self.protocol_type.clone().unwrap_or_default(),
-            state: self.state,
+            state: self.state.as_str().to_string(),
+            group_type: super::GroupType::Classic,
         }
     }
 }

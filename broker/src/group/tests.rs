@@ -25,6 +25,7 @@ fn config() -> GroupConfig {
         new_member_join_timeout: Duration::from_secs(60),
         shards: 8,
         offset_metadata_max_bytes: 4096,
+        consumer: Default::default(),
     }
 }
 
@@ -914,4 +915,59 @@ async fn a_member_of_the_previous_coordinator_commits_until_the_group_rebalances
         c.validate_commit(GROUP, 6, &joined[0].member_id, None),
         Ok(())
     );
+}
+
+#[tokio::test]
+async fn generations_start_above_the_previous_owners_after_a_shard_move() {
+    let c = coordinator();
+    let shard = shard_of(GROUP, config().shards);
+    c.shard_taken(shard, 1);
+    let first = join_all(&c, vec![join("")]).await;
+    sync_all(&c, &first).await;
+    let g1 = first[0].generation_id;
+    assert_eq!(g1, first_generation(1) + 1);
+    // The shard moves away and back (another owner had epoch 2 meanwhile).
+    c.drop_shard(shard);
+    c.shard_taken(shard, 3);
+    let again = join_all(&c, vec![join("")]).await;
+    assert!(
+        again[0].generation_id > g1,
+        "{} after {g1}",
+        again[0].generation_id
+    );
+    assert_eq!(
+        c.validate_commit(GROUP, g1, &first[0].member_id, None),
+        Err(GroupError::UnknownMemberId)
+    );
+    // Consumer groups' epochs too.
+    let topics = |_: &str| None;
+    let beat = consumer::ConsumerHeartbeat {
+        group_id: "cg".into(),
+        member_id: "m".into(),
+        member_epoch: 0,
+        rebalance_timeout_ms: 1000,
+        subscribed_topic_names: Some(vec![]),
+        ..Default::default()
+    };
+    c.shard_taken(shard_of("cg", config().shards), 3);
+    let a = c.consumer_heartbeat(beat, &topics).unwrap();
+    assert!(a.member_epoch > first_generation(3), "{}", a.member_epoch);
+    assert_eq!(first_generation(1 << 15), 0, "wraps within an i32");
+    assert!(first_generation((1 << 15) - 1) > 0);
+}
+
+#[tokio::test]
+async fn an_adopted_generation_commits_and_the_next_one_starts_above_the_shard_epochs() {
+    let c = coordinator();
+    let shard = shard_of(GROUP, config().shards);
+    c.shard_taken(shard, 2);
+    // Members of the previous coordinator (generation 7) commit after the move.
+    assert_eq!(c.validate_commit(GROUP, 7, "client-a", None), Ok(()));
+    assert!(c.validate_commit(GROUP, 6, "client-a", None).is_err());
+    // Once a generation is formed here it is above the shard epoch's first,
+    // and the adopted one is over.
+    let joined = join_all(&c, vec![join("")]).await;
+    sync_all(&c, &joined).await;
+    assert!(joined[0].generation_id > first_generation(2));
+    assert!(c.validate_commit(GROUP, 7, "client-a", None).is_err());
 }

@@ -28,6 +28,8 @@ pub struct GroupConfig {
     /// `offset.metadata.max.bytes`: an offset commit's metadata string above
     /// this is refused (OFFSET_METADATA_TOO_LARGE for that partition).
     pub offset_metadata_max_bytes: usize,
+    /// Groups of the new protocol (KIP-848).
+    pub consumer: super::consumer::ConsumerGroupConfig,
 }
 
 /// Default of `offset.metadata.max.bytes` (Kafka's).
@@ -42,6 +44,7 @@ impl Default for GroupConfig {
             new_member_join_timeout: Duration::from_secs(300),
             shards: 50,
             offset_metadata_max_bytes: DEFAULT_OFFSET_METADATA_MAX_BYTES,
+            consumer: super::consumer::ConsumerGroupConfig::default(),
         }
     }
 }
@@ -81,6 +84,18 @@ pub enum GroupError {
     OffsetMetadataTooLarge,
     #[error("the topic or partition does not exist")]
     UnknownTopicOrPartition,
+    /// A consumer group member's epoch is ahead of (or not) its current one.
+    #[error("the member epoch is not the member's current epoch")]
+    FencedMemberEpoch,
+    /// An OffsetCommit with an older epoch of a consumer group member.
+    #[error("the member epoch is older than the member's current epoch")]
+    StaleMemberEpoch,
+    #[error("another member of the group uses this instance id")]
+    UnreleasedInstanceId,
+    #[error("the coordinator has no such server-side assignor")]
+    UnsupportedAssignor,
+    #[error("invalid request: {0}")]
+    InvalidRequest(&'static str),
 }
 
 impl GroupError {
@@ -105,6 +120,11 @@ impl GroupError {
             GroupError::GroupIdNotFound => 69,
             GroupError::MemberIdRequired => 79,
             GroupError::FencedInstanceId => 82,
+            GroupError::InvalidRequest(_) => 42,
+            GroupError::FencedMemberEpoch => 110,
+            GroupError::UnreleasedInstanceId => 111,
+            GroupError::UnsupportedAssignor => 112,
+            GroupError::StaleMemberEpoch => 113,
         }
     }
 }
@@ -293,5 +313,26 @@ pub struct GroupDescription {
 pub struct GroupListing {
     pub group_id: String,
     pub protocol_type: String,
-    pub state: GroupState,
+    /// Kafka's state name (a classic [`GroupState`], or a consumer group's
+    /// Empty / Assigning / Reconciling / Stable).
+    pub state: String,
+    /// ListGroups v5's group type: `classic` or `consumer`.
+    pub group_type: GroupType,
+}
+
+/// The protocol a group speaks (ListGroups v5's `GroupType`; share groups
+/// are kept by the share service, `crate::share`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GroupType {
+    Classic,
+    Consumer,
+}
+
+impl GroupType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupType::Classic => "classic",
+            GroupType::Consumer => "consumer",
+        }
+    }
 }

@@ -392,6 +392,8 @@ pub fn router(broker: Broker) -> Router {
     let r = serve!(r, routes::TxnList, crate::txn::rpc::rpc_list);
     let r = serve!(r, routes::TxnMarker, crate::txn::markers::rpc_marker);
     let r = serve!(r, routes::Producers, crate::txn::markers::rpc_producers);
+    let r = serve!(r, routes::ConsumerBeat, g::rpc_consumer_beat);
+    let r = serve!(r, routes::ConsumerDescribe, g::rpc_consumer_describe);
     r.layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(broker)
 }

@@ -65,6 +65,10 @@ routes! {
     TxnMarker = "/rpc/txn/marker": proto::MarkerRequest => proto::MarkerResponse;
     /// DescribeProducers of one partition.
     Producers = "/rpc/producers": proto::ProducersRequest => proto::ProducersResponse;
+    /// ConsumerGroupHeartbeat (KIP-848).
+    ConsumerBeat = "/rpc/group/consumer-heartbeat": group::ConsumerBeat => group::ConsumerBeatReply;
+    /// ConsumerGroupDescribe of the first id.
+    ConsumerDescribe = "/rpc/group/consumer-describe": group::GroupIds => group::ConsumerDescription;
 }
 
 #[cfg(test)]
@@ -78,6 +82,6 @@ mod tests {
             assert!(p.starts_with("/rpc/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 18);
+        assert_eq!(ALL_PATHS.len(), 20);
     }
 }
