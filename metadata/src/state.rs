@@ -284,6 +284,13 @@ impl ClusterState {
                 epoch,
                 log_start_offset,
             } => self.truncate_log(*broker, *partition, *epoch, *log_start_offset),
+            Command::ShareState {
+                broker,
+                partition,
+                epoch,
+                group,
+                state,
+            } => self.share_state(*broker, *partition, *epoch, group, state),
             Command::ReplaceRanges {
                 broker,
                 partition,
@@ -963,6 +970,37 @@ impl ClusterState {
             });
         }
         Ok(p)
+    }
+
+    /// Stores a share group's state of a partition, from its owner at its
+    /// epoch (see [`Command::ShareState`]).
+    fn share_state(
+        &mut self,
+        broker: BrokerId,
+        partition: PartitionKey,
+        epoch: Epoch,
+        group: &str,
+        state: &CommittedOffset,
+    ) -> Response {
+        if group.is_empty() {
+            return err(MetaError::InvalidRequest("empty group id".into()));
+        }
+        if let Err(e) = self.owned_partition(broker, partition, epoch) {
+            return err(e);
+        }
+        let Some(topic) = self
+            .topics
+            .iter()
+            .find(|(_, t)| t.id == partition.topic)
+            .map(|(name, _)| name.clone())
+        else {
+            return err(MetaError::UnknownPartition(partition));
+        };
+        self.groups
+            .entry(group.to_string())
+            .or_default()
+            .insert((topic, partition.partition), state.clone());
+        Response::Ok
     }
 
     fn truncate_log(

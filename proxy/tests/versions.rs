@@ -1576,14 +1576,13 @@ async fn read_committed_fetches_stop_at_the_last_stable_offset() {
 /// they are not delivered again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_share_apis_answer_at_v1() {
-    use floe_broker::share::{AutoOffsetReset, ShareConfig, ShareGroupConfig, ShareService};
+    use floe_broker::share::{AutoOffsetReset, ShareSettings};
     use floe_proxy::share::ShareContext;
 
-    let share = ShareContext::new(ShareService::new(
-        ShareConfig::default(),
-        ShareGroupConfig::default(),
-        AutoOffsetReset::Earliest,
-    ));
+    let share = ShareContext::new(ShareSettings {
+        lock_duration_ms: 30_000,
+        reset: AutoOffsetReset::Earliest,
+    });
     let e = env_with(false, Some(Arc::new(share))).await;
     let mut c = Conn::open(e.kafka).await;
     let ResponseKind::Metadata(md) = c

@@ -392,6 +392,11 @@ pub fn router(broker: Broker) -> Router {
     let r = serve!(r, routes::TxnList, crate::txn::rpc::rpc_list);
     let r = serve!(r, routes::TxnMarker, crate::txn::markers::rpc_marker);
     let r = serve!(r, routes::Producers, crate::txn::markers::rpc_producers);
+    let r = serve!(r, routes::ShareFetch, crate::share::rpc::rpc_fetch);
+    let r = serve!(r, routes::ShareAck, crate::share::rpc::rpc_ack);
+    let r = serve!(r, routes::ShareRelease, crate::share::rpc::rpc_release);
+    let r = serve!(r, routes::ShareHeartbeat, crate::share::rpc::rpc_heartbeat);
+    let r = serve!(r, routes::ShareDescribe, crate::share::rpc::rpc_describe);
     r.layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(broker)
 }

@@ -6,6 +6,7 @@
 
 use super::proto;
 use crate::group_rpc::proto as group;
+use crate::share::rpc::proto as share;
 use crate::txn::rpc::proto as txn;
 
 /// One route of the broker RPC (`POST`, protobuf bodies).
@@ -65,6 +66,16 @@ routes! {
     TxnMarker = "/rpc/txn/marker": proto::MarkerRequest => proto::MarkerResponse;
     /// DescribeProducers of one partition.
     Producers = "/rpc/producers": proto::ProducersRequest => proto::ProducersResponse;
+    /// Share groups (KIP-932): acquire records of a share-partition at the
+    /// partition's owner.
+    ShareFetch = "/rpc/share/fetch": share::FetchRequest => share::FetchResponse;
+    /// Acknowledgements, answered once the share state is written.
+    ShareAck = "/rpc/share/ack": share::AckRequest => share::AckResponse;
+    /// A member's records released (its share session closed).
+    ShareRelease = "/rpc/share/release": share::ReleaseRequest => share::ReleaseResponse;
+    /// ShareGroupHeartbeat at the group's coordinator.
+    ShareHeartbeat = "/rpc/share/heartbeat": share::HeartbeatRequest => share::HeartbeatResponse;
+    ShareDescribe = "/rpc/share/describe": share::DescribeRequest => share::DescribeResponse;
 }
 
 #[cfg(test)]
@@ -78,6 +89,6 @@ mod tests {
             assert!(p.starts_with("/rpc/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 18);
+        assert_eq!(ALL_PATHS.len(), 23);
     }
 }

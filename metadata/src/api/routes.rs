@@ -73,6 +73,9 @@ routes! {
     /// Every transactional id's state (a coordinator taking a shard over
     /// keeps those of its shard).
     TxnList = "/v1/txns/list": Empty => TxnListResponse;
+    /// A share group's state of a partition, from the partition's owner at
+    /// its epoch (read back with `FetchOffsets`).
+    ShareState = "/v1/share/state": ShareStateRequest => Empty;
 }
 
 #[cfg(test)]
@@ -86,6 +89,6 @@ mod tests {
             assert!(p.starts_with("/v1/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 33);
+        assert_eq!(ALL_PATHS.len(), 34);
     }
 }

@@ -260,6 +260,7 @@ serve! {
     TxnStep => super::txn_routes::step,
     TxnList => super::txn_routes::list,
     ExportReset => super::export_routes::reset,
+    ShareState => share_state,
 }
 
 /// A Raft RPC's answer, in the format its request came in.
@@ -764,6 +765,27 @@ async fn truncate_log(
         .await?;
     match resp {
         Response::LogStart { log_start_offset } => Ok(proto::TruncateResponse { log_start_offset }),
+        other => Err(MetaError::Storage(format!("unexpected response {other:?}"))),
+    }
+}
+
+async fn share_state(s: AppState, req: proto::ShareStateRequest) -> Result<proto::Empty, MetaError> {
+    let partition = convert::partition(req.partition.as_ref())?;
+    let (resp, _) = s
+        .write(Command::ShareState {
+            broker: BrokerId(req.broker),
+            partition,
+            epoch: Epoch(req.epoch),
+            group: req.group,
+            state: crate::command::CommittedOffset {
+                offset: req.start_offset,
+                leader_epoch: -1,
+                metadata: req.state,
+            },
+        })
+        .await?;
+    match resp {
+        Response::Ok => Ok(proto::Empty {}),
         other => Err(MetaError::Storage(format!("unexpected response {other:?}"))),
     }
 }

@@ -333,6 +333,17 @@ mod tests {
             now_ms: 14,
             expiration_ms: 15,
         });
+        all.push(Command::ShareState {
+            broker: BrokerId(1),
+            partition: key(),
+            epoch: Epoch(1),
+            group: "sg".into(),
+            state: CommittedOffset {
+                offset: 3,
+                leader_epoch: -1,
+                metadata: "3-4:a0:1".into(),
+            },
+        });
         // A group-committed entry holds commands of every kind.
         all.push(Command::Batch(all.clone()));
         all
