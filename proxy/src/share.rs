@@ -359,9 +359,7 @@ impl Context {
                 Ok(SessionStep::Fetch(partitions))
             }
             -1 => match sessions.remove(&key) {
-                Some(session) => Ok(SessionStep::Close(
-                    session.partitions.into_iter().collect(),
-                )),
+                Some(session) => Ok(SessionStep::Close(session.partitions.into_iter().collect())),
                 None => Err(ResponseError::ShareSessionNotFound),
             },
             e => {
@@ -479,7 +477,8 @@ impl Context {
                         continue;
                     }
                 };
-                pd.acknowledge_error_code = self.acknowledge_at_owner(&snap, call(key), &batches).await;
+                pd.acknowledge_error_code =
+                    self.acknowledge_at_owner(&snap, call(key), &batches).await;
             }
         }
         let partitions = match step {

@@ -18,8 +18,11 @@ pub trait ShareStore: Send + Sync {
     fn owned_epoch(&self, key: &PartitionKey) -> Option<u64>;
 
     /// The last state written for `group` on `key`, if any.
-    async fn load(&self, group: &str, key: &PartitionKey)
-    -> Result<Option<ShareSnapshot>, CallError>;
+    async fn load(
+        &self,
+        group: &str,
+        key: &PartitionKey,
+    ) -> Result<Option<ShareSnapshot>, CallError>;
 
     /// Writes the state of `group` on `key`, refused unless this broker
     /// still owns `key` at `epoch`.
@@ -132,7 +135,10 @@ mod tests {
             ],
         };
         let text = encode_window(&snap);
-        assert_eq!(text, "1;10-12:a:2,13-13:k:0,14-20:a1700000000000:1,21-21:x:0");
+        assert_eq!(
+            text,
+            "1;10-12:a:2,13-13:k:0,14-20:a1700000000000:1,21-21:x:0"
+        );
         assert_eq!(decode_window(10, &text).unwrap(), snap);
         let empty = ShareSnapshot {
             start: Offset(5),
@@ -143,7 +149,14 @@ mod tests {
 
     #[test]
     fn a_damaged_window_is_refused() {
-        for text in ["", "2;1-2:a:1", "1;1-2:a", "1;1:a:1", "1;1-2:q:1", "1;1-2:a:x"] {
+        for text in [
+            "",
+            "2;1-2:a:1",
+            "1;1-2:a",
+            "1;1:a:1",
+            "1;1-2:q:1",
+            "1;1-2:a:x",
+        ] {
             assert!(decode_window(0, text).is_err(), "{text}");
         }
     }

@@ -18,6 +18,7 @@ pub mod partition;
 pub mod rpc;
 pub mod service;
 
+pub use durable::ShareStore;
 pub use group::{
     Assignment, DescribedShareMember, Heartbeat, HeartbeatAnswer, ShareGroup, ShareGroupConfig,
     ShareGroupDescription, ShareGroupError, ShareGroupState, TopicInfo,
@@ -26,6 +27,5 @@ pub use partition::{
     AckBatch, AckType, Acquired, Backoff, DurableState, MemberId, ShareConfig, ShareError,
     SharePartition, ShareSnapshot, SnapshotRange,
 };
-pub use durable::ShareStore;
 pub use rpc::{ShareCall, ShareCoordinator, ShareOwner};
 pub use service::{AutoOffsetReset, ShareFetched, ShareService, ShareSettings};

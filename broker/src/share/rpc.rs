@@ -583,7 +583,11 @@ pub(crate) async fn rpc_heartbeat(
             member_epoch: a.member_epoch,
             heartbeat_interval_ms: a.heartbeat_interval_ms,
             has_assignment: a.assignment.is_some(),
-            assignment: a.assignment.as_ref().map(assignment_msg).unwrap_or_default(),
+            assignment: a
+                .assignment
+                .as_ref()
+                .map(assignment_msg)
+                .unwrap_or_default(),
         },
         Err(e) => proto::HeartbeatResponse {
             error: group_error_code(e),
@@ -593,10 +597,7 @@ pub(crate) async fn rpc_heartbeat(
     }
 }
 
-pub(crate) async fn rpc_describe(
-    b: Broker,
-    r: proto::DescribeRequest,
-) -> proto::DescribeResponse {
+pub(crate) async fn rpc_describe(b: Broker, r: proto::DescribeRequest) -> proto::DescribeResponse {
     match b.share_describe(&r.group).await {
         Err(e) => proto::DescribeResponse {
             error: group_error_code(e),

@@ -389,7 +389,8 @@ impl ShareService {
         let acquired = match lock(&self.partitions).get_mut(&id) {
             Some(held) => {
                 held.sp.advance_log_start(Offset(data.log_start_offset));
-                held.sp.acquire(member, max_records, Offset(limit), now_ms())
+                held.sp
+                    .acquire(member, max_records, Offset(limit), now_ms())
             }
             None => Vec::new(),
         };
@@ -441,7 +442,12 @@ mod tests {
             group: &str,
             _: &PartitionKey,
         ) -> Result<Option<ShareSnapshot>, CallError> {
-            Ok(self.saved.lock().unwrap().get(group).map(|(_, s)| s.clone()))
+            Ok(self
+                .saved
+                .lock()
+                .unwrap()
+                .get(group)
+                .map(|(_, s)| s.clone()))
         }
 
         async fn save(

@@ -769,7 +769,10 @@ async fn truncate_log(
     }
 }
 
-async fn share_state(s: AppState, req: proto::ShareStateRequest) -> Result<proto::Empty, MetaError> {
+async fn share_state(
+    s: AppState,
+    req: proto::ShareStateRequest,
+) -> Result<proto::Empty, MetaError> {
     let partition = convert::partition(req.partition.as_ref())?;
     let (resp, _) = s
         .write(Command::ShareState {
