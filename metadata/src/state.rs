@@ -2053,6 +2053,40 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn share_state_is_written_only_by_the_owner_at_its_epoch() {
+        let mut sm = owned();
+        let p1 = PartitionKey {
+            topic: tid(1),
+            partition: 1,
+        };
+        let write = |epoch: u64, broker: u32, offset: i64| Command::ShareState {
+            broker: BrokerId(broker),
+            partition: p1,
+            epoch: Epoch(epoch),
+            group: "sg".into(),
+            state: CommittedOffset {
+                offset,
+                leader_epoch: -1,
+                metadata: "1;".into(),
+            },
+        };
+        assert!(matches!(
+            sm.error(write(2, 1, 5)),
+            MetaError::StaleEpoch { .. }
+        ));
+        assert!(matches!(
+            sm.error(write(1, 2, 5)),
+            MetaError::NotOwner { .. }
+        ));
+        assert_eq!(sm.apply(write(1, 1, 5)), Response::Ok);
+        // Stored as the group's offset of the partition, by topic name.
+        assert_eq!(sm.state.groups["sg"][&("t".to_string(), 1)].offset, 5);
+        // Gone with the topic.
+        sm.ok(Command::DeleteTopic { name: "t".into() });
+        assert!(sm.state.groups["sg"].is_empty());
+    }
+
+    #[test]
     fn replace_ranges_swaps_exact_runs_for_a_segment() {
         let mut sm = owned();
         let p0 = PartitionKey {
