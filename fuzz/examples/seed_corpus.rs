@@ -55,9 +55,11 @@ use kafka_protocol::messages::{
     ListTransactionsRequest, ProducerId,
 };
 use kafka_protocol::messages::{
-    ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupDescribeRequest,
+    DescribeShareGroupOffsetsRequest, ShareAcknowledgeRequest, ShareFetchRequest,
+    ShareGroupDescribeRequest,
     ShareGroupHeartbeatRequest,
 };
+use kafka_protocol::messages::describe_share_group_offsets_request;
 use kafka_protocol::protocol::StrBytes;
 
 type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;
@@ -557,6 +559,17 @@ fn request_body(api_key: ApiKey, version: i16, records: &Bytes) -> Option<Reques
                     .with_topics(vec![topic]),
             )
         }
+        ApiKey::DescribeShareGroupOffsets => RequestKind::DescribeShareGroupOffsets(
+            DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+                describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::default()
+                    .with_group_id(GroupId(text("share-a")))
+                    .with_topics(Some(vec![
+                        describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic::default()
+                            .with_topic_name(name("orders"))
+                            .with_partitions(vec![0, 1]),
+                    ])),
+            ]),
+        ),
         _ => return None,
     })
 }
@@ -592,6 +605,7 @@ fn kafka_requests(root: &Path) -> AnyResult<()> {
         ApiKey::ShareGroupDescribe,
         ApiKey::ShareFetch,
         ApiKey::ShareAcknowledge,
+        ApiKey::DescribeShareGroupOffsets,
     ];
     for api_key in apis {
         let range = api_key.valid_versions();

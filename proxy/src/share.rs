@@ -35,6 +35,7 @@ pub const SHARE_SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ShareGroupDescribe, 1, 1),
     (ApiKey::ShareFetch, 1, 1),
     (ApiKey::ShareAcknowledge, 1, 1),
+    (ApiKey::DescribeShareGroupOffsets, 0, 0),
 ];
 
 /// Share sessions one proxy keeps at most (Kafka's
@@ -711,6 +712,90 @@ impl Context {
             Ok(None) => false,
             Err(_) => true,
         }
+    }
+}
+
+impl Context {
+    /// DescribeShareGroupOffsets: each share-partition's start offset, as
+    /// its owner last wrote it (the group's stored offset of the partition,
+    /// `Command::ShareState`); -1 for a partition the group has no state on
+    /// yet. Without topics: every partition the group has state on.
+    pub async fn describe_share_group_offsets(
+        &self,
+        req: &DescribeShareGroupOffsetsRequest,
+    ) -> DescribeShareGroupOffsetsResponse {
+        use describe_share_group_offsets_response::{
+            DescribeShareGroupOffsetsResponseGroup as Group,
+            DescribeShareGroupOffsetsResponsePartition as Partition,
+            DescribeShareGroupOffsetsResponseTopic as Topic,
+        };
+        use floe_metadata::api::{proto as mp, routes};
+
+        let mut r = DescribeShareGroupOffsetsResponse::default();
+        let snap = self.view.current();
+        for g in &req.groups {
+            let mut out = Group::default();
+            out.group_id = g.group_id.clone();
+            let stored = self
+                .meta
+                .call::<routes::FetchOffsets>(mp::FetchOffsetsRequest {
+                    group: g.group_id.to_string(),
+                })
+                .await;
+            let states: std::collections::BTreeMap<(String, i32), i64> = match stored {
+                Ok(resp) => resp
+                    .offsets
+                    .into_iter()
+                    .filter(|o| floe_broker::share::durable::is_share_state(&o.metadata))
+                    .filter_map(|o| Some(((o.topic, i32::try_from(o.partition).ok()?), o.offset)))
+                    .collect(),
+                Err(e) => {
+                    out.error_code = ResponseError::CoordinatorNotAvailable.code();
+                    out.error_message = Some(s(e.to_string()));
+                    r.groups.push(out);
+                    continue;
+                }
+            };
+            let wanted: Vec<(String, Vec<i32>)> = match &g.topics {
+                Some(topics) => topics
+                    .iter()
+                    .map(|t| (t.topic_name.to_string(), t.partitions.clone()))
+                    .collect(),
+                None => {
+                    let mut by_topic: Vec<(String, Vec<i32>)> = Vec::new();
+                    for (topic, p) in states.keys() {
+                        match by_topic.last_mut() {
+                            Some((t, ps)) if t == topic => ps.push(*p),
+                            _ => by_topic.push((topic.clone(), vec![*p])),
+                        }
+                    }
+                    by_topic
+                }
+            };
+            for (name, partitions) in wanted {
+                let mut t = Topic::default();
+                t.topic_name = TopicName(s(name.clone()));
+                let known = snap.topics.get(&name);
+                if let Some(info) = known {
+                    t.topic_id = info.id.0;
+                }
+                for p in partitions {
+                    let mut pd = Partition::default();
+                    pd.partition_index = p;
+                    pd.leader_epoch = -1;
+                    pd.start_offset = states.get(&(name.clone(), p)).copied().unwrap_or(-1);
+                    let exists = known
+                        .is_some_and(|i| u32::try_from(p).is_ok_and(|p| p < i.partition_count));
+                    if !exists {
+                        pd.error_code = ResponseError::UnknownTopicOrPartition.code();
+                    }
+                    t.partitions.push(pd);
+                }
+                out.topics.push(t);
+            }
+            r.groups.push(out);
+        }
+        r
     }
 }
 

@@ -58,6 +58,12 @@ pub fn encode_window(snapshot: &ShareSnapshot) -> String {
     out
 }
 
+/// Whether a group's stored offset metadata is a share-partition's state
+/// (and not a classic group's commit metadata).
+pub fn is_share_state(text: &str) -> bool {
+    text.starts_with("1;")
+}
+
 /// The snapshot from its start offset and [`encode_window`]'s text.
 pub fn decode_window(start: i64, text: &str) -> Result<ShareSnapshot, ShareError> {
     let bad = ShareError::CorruptSnapshot;
