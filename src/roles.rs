@@ -457,8 +457,9 @@ pub struct ProxyTuning {
     pub transactions: bool,
     /// Answer share groups (KIP-932: ShareGroupHeartbeat, ShareGroupDescribe,
     /// ShareFetch, ShareAcknowledge) and list them in ApiVersions. Off by
-    /// default until the share state is durable; `floe standalone` only for
-    /// now (docs/queues.md).
+    /// default until the admin APIs and group configs exist
+    /// (docs/queues.md). The brokers serve share groups whatever this says:
+    /// the proxy sends them the settings below with each call.
     #[arg(long, env = "FLOE_SHARE_GROUPS", default_value_t = false, action = clap::ArgAction::Set)]
     pub share_groups: bool,
     /// Where a share group starts reading a partition it has not read yet
@@ -519,29 +520,17 @@ impl ProxyTuning {
             .rsplit_once(':')
             .and_then(|(h, p)| Some((h.to_string(), p.parse::<i32>().ok()?)))
             .with_context(|| format!("the advertised address {advertise:?} must be HOST:PORT"))?;
-        if self.share_groups && local.is_none() {
-            anyhow::bail!(
-                "--share-groups is served by `floe standalone` only for now (docs/queues.md)"
-            );
-        }
         let share = self.share_groups.then(|| {
-            use floe_broker::share::{
-                AutoOffsetReset, ShareConfig, ShareGroupConfig, ShareService,
-            };
+            use floe_broker::share::{AutoOffsetReset, ShareSettings};
             let reset = if self.share_auto_offset_reset == "earliest" {
                 AutoOffsetReset::Earliest
             } else {
                 AutoOffsetReset::Latest
             };
-            let config = ShareConfig {
+            Arc::new(floe_proxy::share::ShareContext::new(ShareSettings {
                 lock_duration_ms: self.share_record_lock_duration_ms.max(1),
-                ..ShareConfig::default()
-            };
-            Arc::new(floe_proxy::share::ShareContext::new(ShareService::new(
-                config,
-                ShareGroupConfig::default(),
                 reset,
-            )))
+            }))
         });
         let me = if local.is_some() {
             SelfNode::alone(node_id, host.clone(), port)

@@ -253,6 +253,9 @@ pub(crate) struct Inner {
     pub txn: Arc<crate::txn::TxnCoordinator>,
     /// Where its markers go (the partition side's writer, given later).
     pub markers: Arc<crate::txn::MarkerSlot>,
+    /// Share groups (KIP-932): the groups of its coordinator shards and the
+    /// share-partitions of its partitions.
+    pub share: crate::share::ShareService,
 }
 
 /// A running broker. Cheap to clone.
@@ -331,6 +334,10 @@ impl Broker {
                 flush_turn: Default::default(),
                 txn,
                 markers,
+                share: crate::share::ShareService::new(
+                    crate::share::ShareConfig::default(),
+                    crate::share::ShareGroupConfig::default(),
+                ),
             }
         });
         let b = Broker { inner };
@@ -1132,6 +1139,7 @@ impl Broker {
             tracing::info!(partition = %key, "partition no longer owned");
             old.close(&BrokerError::not_owner(key));
         }
+        self.inner.share.forget_partition(key);
     }
 
     /// How this broker flushes (see [`crate::flush`]).

@@ -60,10 +60,12 @@ use kafka_protocol::messages::{
     ListTransactionsRequest, ProducerId,
 };
 use kafka_protocol::messages::{
-    ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupDescribeRequest,
+    DescribeShareGroupOffsetsRequest, ShareAcknowledgeRequest, ShareFetchRequest,
+    ShareGroupDescribeRequest,
     ShareGroupHeartbeatRequest,
     ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, ListGroupsRequest,
 };
+use kafka_protocol::messages::describe_share_group_offsets_request;
 use kafka_protocol::protocol::StrBytes;
 
 type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;
@@ -627,6 +629,17 @@ fn request_body(api_key: ApiKey, version: i16, records: &Bytes) -> Option<Reques
                     vec![]
                 }),
         ),
+        ApiKey::DescribeShareGroupOffsets => RequestKind::DescribeShareGroupOffsets(
+            DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+                describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::default()
+                    .with_group_id(GroupId(text("share-a")))
+                    .with_topics(Some(vec![
+                        describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic::default()
+                            .with_topic_name(name("orders"))
+                            .with_partitions(vec![0, 1]),
+                    ])),
+            ]),
+        ),
         _ => return None,
     })
 }
@@ -667,6 +680,7 @@ fn kafka_requests(root: &Path) -> AnyResult<()> {
         ApiKey::ConsumerGroupHeartbeat,
         ApiKey::ConsumerGroupDescribe,
         ApiKey::ListGroups,
+        ApiKey::DescribeShareGroupOffsets,
     ];
     for api_key in apis {
         let range = api_key.valid_versions();

@@ -297,6 +297,20 @@ pub enum Command {
         set: BTreeMap<String, String>,
         delete: Vec<String>,
     },
+    /// A share group's durable state on one partition (its start offset
+    /// and its in-flight window, encoded by the broker in `state.metadata`),
+    /// written by the partition's owner at the epoch it holds it: refused
+    /// once the partition moved, so a paused old owner cannot answer an
+    /// acknowledgement the new one does not know. Stored as the group's
+    /// offset of the partition (so the start offset is what
+    /// DescribeShareGroupOffsets reads). Answered [`Response::Ok`].
+    ShareState {
+        broker: BrokerId,
+        partition: PartitionKey,
+        epoch: Epoch,
+        group: String,
+        state: CommittedOffset,
+    },
 }
 
 /// Decoding the commands of a [`Command::Batch`]: a batch inside a batch is

@@ -294,6 +294,13 @@ impl ClusterState {
                 epoch,
                 log_start_offset,
             } => self.truncate_log(*broker, *partition, *epoch, *log_start_offset),
+            Command::ShareState {
+                broker,
+                partition,
+                epoch,
+                group,
+                state,
+            } => self.share_state(*broker, *partition, *epoch, group, state),
             Command::ReplaceRanges {
                 broker,
                 partition,
@@ -1001,6 +1008,37 @@ impl ClusterState {
             });
         }
         Ok(p)
+    }
+
+    /// Stores a share group's state of a partition, from its owner at its
+    /// epoch (see [`Command::ShareState`]).
+    fn share_state(
+        &mut self,
+        broker: BrokerId,
+        partition: PartitionKey,
+        epoch: Epoch,
+        group: &str,
+        state: &CommittedOffset,
+    ) -> Response {
+        if group.is_empty() {
+            return err(MetaError::InvalidRequest("empty group id".into()));
+        }
+        if let Err(e) = self.owned_partition(broker, partition, epoch) {
+            return err(e);
+        }
+        let Some(topic) = self
+            .topics
+            .iter()
+            .find(|(_, t)| t.id == partition.topic)
+            .map(|(name, _)| name.clone())
+        else {
+            return err(MetaError::UnknownPartition(partition));
+        };
+        self.groups
+            .entry(group.to_string())
+            .or_default()
+            .insert((topic, partition.partition), state.clone());
+        Response::Ok
     }
 
     fn truncate_log(
@@ -2050,6 +2088,40 @@ pub(crate) mod tests {
                 log_start_offset: 15
             }
         );
+    }
+
+    #[test]
+    fn share_state_is_written_only_by_the_owner_at_its_epoch() {
+        let mut sm = owned();
+        let p1 = PartitionKey {
+            topic: tid(1),
+            partition: 1,
+        };
+        let write = |epoch: u64, broker: u32, offset: i64| Command::ShareState {
+            broker: BrokerId(broker),
+            partition: p1,
+            epoch: Epoch(epoch),
+            group: "sg".into(),
+            state: CommittedOffset {
+                offset,
+                leader_epoch: -1,
+                metadata: "1;".into(),
+            },
+        };
+        assert!(matches!(
+            sm.error(write(2, 1, 5)),
+            MetaError::StaleEpoch { .. }
+        ));
+        assert!(matches!(
+            sm.error(write(1, 2, 5)),
+            MetaError::NotOwner { .. }
+        ));
+        assert_eq!(sm.apply(write(1, 1, 5)), Response::Ok);
+        // Stored as the group's offset of the partition, by topic name.
+        assert_eq!(sm.state.groups["sg"][&("t".to_string(), 1)].offset, 5);
+        // Gone with the topic.
+        sm.ok(Command::DeleteTopic { name: "t".into() });
+        assert!(sm.state.groups["sg"].is_empty());
     }
 
     #[test]

@@ -166,8 +166,8 @@ pub struct Context {
     /// with a transactional id and the APIs of [`TXN_SUPPORTED`]. Off, a
     /// transactional producer is refused at InitProducerId.
     pub transactions: bool,
-    /// Share groups (`--share-groups`; `floe standalone` only for now):
-    /// `None` leaves the share APIs out of ApiVersions.
+    /// Share groups (`--share-groups`): `None` leaves the share APIs out of
+    /// ApiVersions.
     pub share: Option<Arc<crate::share::ShareContext>>,
     /// Client quotas' measures ([`crate::quota`]).
     pub quotas: crate::quota::Throttles,
@@ -400,6 +400,19 @@ impl Context {
         snap: &ClusterSnapshot,
         key: &PartitionKey,
     ) -> Result<Arc<dyn PartitionOwner>, RoutingError> {
+        Ok(match self.owner_of(snap, key)? {
+            crate::groups::ShardOwner::Local(b) => Arc::new(b),
+            crate::groups::ShardOwner::Remote(r) => r,
+        })
+    }
+
+    /// The broker that owns a partition: this process's or a client of
+    /// another (share groups reach its share-partitions through it too).
+    pub(crate) fn owner_of(
+        &self,
+        snap: &ClusterSnapshot,
+        key: &PartitionKey,
+    ) -> Result<crate::groups::ShardOwner, RoutingError> {
         if let Some(max) = self.max_view_age
             && !self.view.confirmed_within(max)
         {
@@ -429,7 +442,7 @@ impl Context {
                 )
             })?;
         if let Some(b) = self.local.as_ref().filter(|b| b.broker_id() == owner) {
-            return Ok(Arc::new(b.clone()));
+            return Ok(crate::groups::ShardOwner::Local(b.clone()));
         }
         let addr = snap.broker_addr(owner).ok_or_else(|| {
             RoutingError::new(
@@ -437,7 +450,7 @@ impl Context {
                 format!("no address for broker {owner}, the owner of {key}"),
             )
         })?;
-        Ok(self.remote(addr))
+        Ok(crate::groups::ShardOwner::Remote(self.remote(addr)))
     }
 
     /// Sequences `records` at the partition's owner. Right after a partition

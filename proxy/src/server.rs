@@ -584,6 +584,9 @@ async fn handle(
         RequestKind::ShareAcknowledge(r) => {
             ResponseKind::ShareAcknowledge(ctx.share_acknowledge(r).await)
         }
+        RequestKind::DescribeShareGroupOffsets(r) => {
+            ResponseKind::DescribeShareGroupOffsets(ctx.describe_share_group_offsets(r).await)
+        }
         RequestKind::Metadata(r) => ResponseKind::Metadata(ctx.metadata(version, r).await),
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(ctx.list_offsets(version, r).await)

@@ -2,16 +2,19 @@
 //! ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch (with piggy-backed
 //! acknowledgements) and ShareAcknowledge, and the share sessions.
 //!
-//! In this first stretch the share groups and share-partitions are served
-//! by this process's own broker (`floe standalone`), through
-//! [`ShareService`]; `docs/queues.md` says what is left.
+//! A share group's membership is served by its coordinator shard's owner
+//! and its share-partitions by the partitions' owners ([`ShareCoordinator`],
+//! [`ShareOwner`]: this process's broker or another over the internal
+//! RPC); the proxy keeps the share sessions and sends each owner its part.
+//! `docs/queues.md` says what is left.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use floe_broker::share::{
-    AckBatch, AckType, Heartbeat, MemberId, ShareError, ShareGroupError, ShareService, TopicInfo,
+    AckBatch, AckType, Heartbeat, MemberId, ShareCall, ShareCoordinator, ShareError,
+    ShareGroupError, ShareOwner, ShareSettings,
 };
 use floe_metadata::watch::ClusterSnapshot;
 use floe_storage::PartitionKey;
@@ -32,6 +35,7 @@ pub const SHARE_SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ShareGroupDescribe, 1, 1),
     (ApiKey::ShareFetch, 1, 1),
     (ApiKey::ShareAcknowledge, 1, 1),
+    (ApiKey::DescribeShareGroupOffsets, 0, 0),
 ];
 
 /// Share sessions one proxy keeps at most (Kafka's
@@ -55,14 +59,16 @@ struct Session {
 /// The share groups' state this proxy serves, and its share sessions.
 #[derive(Debug)]
 pub struct ShareContext {
-    pub service: ShareService,
+    /// The share groups' settings, sent with each call to an owner (the
+    /// flags; a group's configs once they exist).
+    pub settings: ShareSettings,
     sessions: Mutex<HashMap<(String, String), Session>>,
 }
 
 impl ShareContext {
-    pub fn new(service: ShareService) -> Self {
+    pub fn new(settings: ShareSettings) -> Self {
         Self {
-            service,
+            settings,
             sessions: Mutex::new(HashMap::new()),
         }
     }
@@ -79,6 +85,7 @@ fn group_code(e: ShareGroupError) -> ResponseError {
         ShareGroupError::FencedMemberEpoch => ResponseError::FencedMemberEpoch,
         ShareGroupError::GroupMaxSizeReached => ResponseError::GroupMaxSizeReached,
         ShareGroupError::InvalidRequest(_) => ResponseError::InvalidRequest,
+        ShareGroupError::NotCoordinator => ResponseError::NotCoordinator,
     }
 }
 
@@ -89,16 +96,6 @@ fn ack_code(e: &ShareError) -> ResponseError {
         ShareError::InvalidRequest(_) | ShareError::CorruptSnapshot(_) => {
             ResponseError::InvalidRequest
         }
-    }
-}
-
-/// The topics a member may subscribe to, from the cluster view.
-fn topic_lookup(snap: &ClusterSnapshot) -> impl Fn(&str) -> Option<TopicInfo> + '_ {
-    |name| {
-        snap.topics.get(name).map(|t| TopicInfo {
-            id: t.id,
-            partitions: t.partition_count,
-        })
     }
 }
 
@@ -128,8 +125,9 @@ fn ack_batches(
 enum SessionStep {
     /// Go on; the partitions to fetch from.
     Fetch(Vec<(uuid::Uuid, i32)>),
-    /// Epoch −1: acknowledge, then the session is gone.
-    Close,
+    /// Epoch −1: acknowledge, then the session is gone; the partitions it
+    /// had, whose owners release the member's records.
+    Close(Vec<(uuid::Uuid, i32)>),
 }
 
 impl Context {
@@ -137,18 +135,70 @@ impl Context {
         self.share.as_ref()
     }
 
-    fn node_endpoint(&self) -> NodeEndpoint {
-        let id = &self.admin.identity;
-        let mut n = NodeEndpoint::default();
-        n.node_id = BrokerId(id.node_id);
-        n.host = s(id.host.clone());
-        n.port = id.port;
-        n
+    /// The proxies named as brokers (the leaders answers name).
+    fn node_endpoints(&self, snap: &ClusterSnapshot) -> Vec<NodeEndpoint> {
+        self.kafka_nodes(snap)
+            .all()
+            .iter()
+            .map(|k| {
+                let mut n = NodeEndpoint::default();
+                n.node_id = BrokerId(k.id);
+                n.host = s(k.host.clone());
+                n.port = k.port;
+                n
+            })
+            .collect()
+    }
+
+    /// The coordinator of a share group: its shard's owner.
+    fn share_coordinator(&self, group: &str) -> Result<Arc<dyn ShareCoordinator>, ResponseError> {
+        match self.shard_owner(group) {
+            Ok(crate::groups::ShardOwner::Local(b)) => Ok(Arc::new(b)),
+            Ok(crate::groups::ShardOwner::Remote(r)) => Ok(r),
+            Err(_) => Err(ResponseError::NotCoordinator),
+        }
+    }
+
+    /// The owner of a partition, for its share-partitions.
+    fn share_owner(
+        &self,
+        snap: &ClusterSnapshot,
+        key: &PartitionKey,
+    ) -> Result<Arc<dyn ShareOwner>, i16> {
+        match self.owner_of(snap, key) {
+            Ok(crate::groups::ShardOwner::Local(b)) => Ok(Arc::new(b)),
+            Ok(crate::groups::ShardOwner::Remote(r)) => Ok(r),
+            Err(e) => Err(call_code(&e.into())),
+        }
+    }
+
+    /// Releases `member`'s records at the owners of `partitions`.
+    async fn release_at_owners(&self, group: &str, member: &MemberId, partitions: &[PartitionKey]) {
+        let snap = self.view.current();
+        let mut done = Vec::new();
+        for key in partitions {
+            let Ok(owner) = self.share_owner(&snap, key) else {
+                continue;
+            };
+            // One call per owner: it releases the member everywhere there.
+            let who = snap
+                .by_id
+                .get(&key.topic)
+                .and_then(|t| t.partitions.iter().find(|p| p.partition == key.partition))
+                .and_then(|p| p.owner);
+            if done.contains(&who) {
+                continue;
+            }
+            done.push(who);
+            if let Err(e) = owner.share_release(group, member).await {
+                tracing::debug!(group, error = %e, "share release not delivered; locks expire");
+            }
+        }
     }
 
     fn leader(&self, snap: &ClusterSnapshot, key: &PartitionKey) -> LeaderIdAndEpoch {
         let mut l = LeaderIdAndEpoch::default();
-        l.leader_id = self.admin.identity.node_id;
+        l.leader_id = self.kafka_nodes(snap).leader(key).id;
         l.leader_epoch = snap
             .by_id
             .get(&key.topic)
@@ -162,11 +212,10 @@ impl Context {
         req: &ShareGroupHeartbeatRequest,
     ) -> ShareGroupHeartbeatResponse {
         let mut r = ShareGroupHeartbeatResponse::default();
-        let Some(share) = self.share() else {
+        if self.share().is_none() {
             r.error_code = ResponseError::UnsupportedVersion.code();
             return r;
-        };
-        let snap = self.view.current();
+        }
         let hb = Heartbeat {
             member_id: MemberId::new(req.member_id.as_str()),
             member_epoch: req.member_epoch,
@@ -176,9 +225,16 @@ impl Context {
                 .map(|ts| ts.iter().map(|t| t.0.to_string()).collect()),
             rack_id: req.rack_id.as_ref().map(|r| r.to_string()),
         };
-        match share
-            .service
-            .heartbeat(req.group_id.as_str(), &hb, &topic_lookup(&snap))
+        let coordinator = match self.share_coordinator(req.group_id.as_str()) {
+            Ok(c) => c,
+            Err(e) => {
+                r.error_code = e.code();
+                return r;
+            }
+        };
+        match coordinator
+            .share_heartbeat(req.group_id.as_str(), &hb)
+            .await
         {
             Ok(answer) => {
                 r.member_id = Some(req.member_id.clone());
@@ -218,12 +274,23 @@ impl Context {
             g.group_id = id.clone();
             g.authorized_operations = i32::MIN;
             g.assignor_name = s("simple");
-            match self.share().and_then(|sh| sh.service.describe(id.as_str())) {
-                None => {
+            let described = match self.share() {
+                None => Ok(None),
+                Some(_) => match self.share_coordinator(id.as_str()) {
+                    Ok(c) => c.share_describe(id.as_str()).await,
+                    Err(_) => Err(ShareGroupError::NotCoordinator),
+                },
+            };
+            match described {
+                Err(e) => {
+                    g.error_code = group_code(e).code();
+                    g.error_message = Some(s(e.to_string()));
+                }
+                Ok(None) => {
                     g.error_code = ResponseError::GroupIdNotFound.code();
                     g.group_state = s("Dead");
                 }
-                Some(d) => {
+                Ok(Some(d)) => {
                     g.group_state = s(d.state.as_str());
                     g.group_epoch = d.group_epoch;
                     g.assignment_epoch = d.assignment_epoch;
@@ -293,7 +360,7 @@ impl Context {
                 Ok(SessionStep::Fetch(partitions))
             }
             -1 => match sessions.remove(&key) {
-                Some(_) => Ok(SessionStep::Close),
+                Some(session) => Ok(SessionStep::Close(session.partitions.into_iter().collect())),
                 None => Err(ResponseError::ShareSessionNotFound),
             },
             e => {
@@ -317,7 +384,7 @@ impl Context {
 
     pub async fn share_fetch(&self, req: &ShareFetchRequest) -> ShareFetchResponse {
         let mut r = ShareFetchResponse::default();
-        let (Some(share), Some(local)) = (self.share().cloned(), self.local.clone()) else {
+        let Some(share) = self.share().cloned() else {
             r.error_code = ResponseError::UnsupportedVersion.code();
             return r;
         };
@@ -328,8 +395,15 @@ impl Context {
         let (group, member_id) = (group.as_str(), member_id.as_str());
         let member = MemberId::new(member_id);
         r.acquisition_lock_timeout_ms =
-            i32::try_from(share.service.lock_duration_ms()).unwrap_or(i32::MAX);
-        r.node_endpoints = vec![self.node_endpoint()];
+            i32::try_from(share.settings.lock_duration_ms).unwrap_or(i32::MAX);
+        let snap = self.view.current();
+        r.node_endpoints = self.node_endpoints(&snap);
+        let call = |key: PartitionKey| ShareCall {
+            group: group.to_owned(),
+            key,
+            member: member.clone(),
+            settings: share.settings,
+        };
         let has_acks = req
             .topics
             .iter()
@@ -339,7 +413,7 @@ impl Context {
             r.error_code = ResponseError::InvalidRequest.code();
             return r;
         }
-        if req.share_session_epoch == 0 && !share.service.has_member(group, &member) {
+        if req.share_session_epoch == 0 && !self.is_share_member(group, &member).await {
             r.error_code = ResponseError::UnknownMemberId.code();
             return r;
         }
@@ -367,7 +441,6 @@ impl Context {
                 return r;
             }
         };
-        let snap = self.view.current();
         let key_of = |topic: uuid::Uuid, partition: i32| {
             let p = u32::try_from(partition).ok()?;
             snap.by_id.get(&TopicId(topic))?.partition_key(p)
@@ -398,20 +471,22 @@ impl Context {
                     continue;
                 };
                 pd.current_leader = self.leader(&snap, &key);
-                let result = ack_batches(&p.acknowledgement_batches).and_then(|b| {
-                    share
-                        .service
-                        .acknowledge(group, &key, &member, &b)
-                        .map_err(|e| ack_code(&e))
-                });
-                if let Err(code) = result {
-                    pd.acknowledge_error_code = code.code();
-                }
+                let batches = match ack_batches(&p.acknowledgement_batches) {
+                    Ok(b) => b,
+                    Err(code) => {
+                        pd.acknowledge_error_code = code.code();
+                        continue;
+                    }
+                };
+                pd.acknowledge_error_code =
+                    self.acknowledge_at_owner(&snap, call(key), &batches).await;
             }
         }
         let partitions = match step {
-            SessionStep::Close => {
-                share.service.release_member(group, &member);
+            SessionStep::Close(had) => {
+                let keys: Vec<PartitionKey> =
+                    had.iter().filter_map(|tp| key_of(tp.0, tp.1)).collect();
+                self.release_at_owners(group, &member, &keys).await;
                 Vec::new()
             }
             SessionStep::Fetch(partitions) => partitions,
@@ -431,9 +506,10 @@ impl Context {
         loop {
             let mut left = max_records;
             let mut got_any = false;
-            // What to wait on if nothing is acquired: each partition's high
-            // watermark as read.
-            let mut read: Vec<(PartitionKey, i64)> = Vec::new();
+            // What to wait on if nothing is acquired: each partition's owner
+            // and high watermark as read, and the earliest lock to expire.
+            let mut read: Vec<(Arc<dyn ShareOwner>, PartitionKey, i64)> = Vec::new();
+            let mut retry_in: Option<u64> = None;
             for &tp in &partitions {
                 if left == 0 {
                     break;
@@ -443,11 +519,15 @@ impl Context {
                     answers[i].1.error_code = ResponseError::UnknownTopicId.code();
                     continue;
                 };
-                match share
-                    .service
-                    .fetch(&local, group, &key, &member, left, max_bytes)
-                    .await
-                {
+                let owner = match self.share_owner(&snap, &key) {
+                    Ok(o) => o,
+                    Err(code) => {
+                        let i = answer_at(&mut answers, tp);
+                        answers[i].1.error_code = code;
+                        continue;
+                    }
+                };
+                match owner.share_fetch(&call(key), left, max_bytes).await {
                     Ok(f) if !f.acquired.is_empty() => {
                         got_any = true;
                         let i = answer_at(&mut answers, tp);
@@ -464,8 +544,14 @@ impl Context {
                             pd.acquired_records.push(ar);
                         }
                     }
-                    Ok(f) if f.high_watermark >= 0 => read.push((key, f.high_watermark)),
-                    Ok(_) => {}
+                    Ok(f) => {
+                        if let Some(ms) = f.retry_in_ms {
+                            retry_in = Some(retry_in.map_or(ms, |r| r.min(ms)));
+                        }
+                        if f.high_watermark >= 0 {
+                            read.push((owner, key, f.high_watermark));
+                        }
+                    }
                     Err(e) => {
                         let i = answer_at(&mut answers, tp);
                         answers[i].1.error_code = call_code(&e);
@@ -478,18 +564,16 @@ impl Context {
             // Until new data, a lock expiring or a backoff ending, or the
             // deadline; a slice at most, should a wake-up be missed.
             let now = tokio::time::Instant::now();
-            let now_ms = share.service.now_ms();
-            let until = read
-                .iter()
-                .filter_map(|(key, _)| share.service.next_deadline_ms(group, key))
-                .map(|at| now + Duration::from_millis(at.saturating_sub(now_ms)))
+            let until = retry_in
+                .map(|ms| now + Duration::from_millis(ms))
+                .into_iter()
                 .fold(deadline.min(now + RETRY_SLICE), tokio::time::Instant::min);
             if read.is_empty() {
                 tokio::time::sleep_until(until).await;
             } else {
                 let waits = read
                     .iter()
-                    .map(|(key, hw)| Box::pin(local.wait_for_data(key, *hw, until)));
+                    .map(|(owner, key, hw)| owner.wait_for_data(key, *hw, until));
                 futures::future::select_all(waits).await;
             }
         }
@@ -517,12 +601,18 @@ impl Context {
         };
         let (group, member_id) = (group.as_str(), member_id.as_str());
         let member = MemberId::new(member_id);
-        let mut le = share_acknowledge_response::NodeEndpoint::default();
-        let id = &self.admin.identity;
-        le.node_id = BrokerId(id.node_id);
-        le.host = s(id.host.clone());
-        le.port = id.port;
-        r.node_endpoints = vec![le];
+        let snap = self.view.current();
+        r.node_endpoints = self
+            .node_endpoints(&snap)
+            .into_iter()
+            .map(|n| {
+                let mut le = share_acknowledge_response::NodeEndpoint::default();
+                le.node_id = n.node_id;
+                le.host = n.host;
+                le.port = n.port;
+                le
+            })
+            .collect();
         if req.share_session_epoch == 0 {
             r.error_code = ResponseError::InvalidShareSessionEpoch.code();
             return r;
@@ -535,7 +625,6 @@ impl Context {
                     return r;
                 }
             };
-        let snap = self.view.current();
         for t in &req.topics {
             let mut tr = share_acknowledge_response::ShareAcknowledgeTopicResponse::default();
             tr.topic_id = t.topic_id;
@@ -562,23 +651,149 @@ impl Context {
                                 out
                             })
                             .collect();
-                        let result = ack_batches(&batches).and_then(|b| {
-                            share
-                                .service
-                                .acknowledge(group, &key, &member, &b)
-                                .map_err(|e| ack_code(&e))
-                        });
-                        if let Err(code) = result {
-                            pd.error_code = code.code();
-                        }
+                        pd.error_code = match ack_batches(&batches) {
+                            Err(code) => code.code(),
+                            Ok(b) => {
+                                let call = ShareCall {
+                                    group: group.to_owned(),
+                                    key,
+                                    member: member.clone(),
+                                    settings: share.settings,
+                                };
+                                self.acknowledge_at_owner(&snap, call, &b).await
+                            }
+                        };
                     }
                 }
                 tr.partitions.push(pd);
             }
             r.responses.push(tr);
         }
-        if matches!(step, SessionStep::Close) {
-            share.service.release_member(group, &member);
+        if let SessionStep::Close(had) = step {
+            let keys: Vec<PartitionKey> = had
+                .iter()
+                .filter_map(|(t, p)| {
+                    snap.by_id
+                        .get(&TopicId(*t))?
+                        .partition_key(u32::try_from(*p).ok()?)
+                })
+                .collect();
+            self.release_at_owners(group, &member, &keys).await;
+        }
+        r
+    }
+
+    /// Applies acknowledgements at the partition's owner: 0 or the code.
+    async fn acknowledge_at_owner(
+        &self,
+        snap: &ClusterSnapshot,
+        call: ShareCall,
+        batches: &[AckBatch],
+    ) -> i16 {
+        let owner = match self.share_owner(snap, &call.key) {
+            Ok(o) => o,
+            Err(code) => return code,
+        };
+        match owner.share_acknowledge(&call, batches).await {
+            Ok(Ok(())) => 0,
+            Ok(Err(e)) => ack_code(&e).code(),
+            Err(e) => call_code(&e),
+        }
+    }
+
+    /// Whether `member` is in `group` (a coordinator that cannot answer now
+    /// lets the session open: the member's heartbeats settle it).
+    async fn is_share_member(&self, group: &str, member: &MemberId) -> bool {
+        let Ok(coordinator) = self.share_coordinator(group) else {
+            return true;
+        };
+        match coordinator.share_describe(group).await {
+            Ok(Some(d)) => d.members.iter().any(|m| &m.member_id == member),
+            Ok(None) => false,
+            Err(_) => true,
+        }
+    }
+}
+
+impl Context {
+    /// DescribeShareGroupOffsets: each share-partition's start offset, as
+    /// its owner last wrote it (the group's stored offset of the partition,
+    /// `Command::ShareState`); -1 for a partition the group has no state on
+    /// yet. Without topics: every partition the group has state on.
+    pub async fn describe_share_group_offsets(
+        &self,
+        req: &DescribeShareGroupOffsetsRequest,
+    ) -> DescribeShareGroupOffsetsResponse {
+        use describe_share_group_offsets_response::{
+            DescribeShareGroupOffsetsResponseGroup as Group,
+            DescribeShareGroupOffsetsResponsePartition as Partition,
+            DescribeShareGroupOffsetsResponseTopic as Topic,
+        };
+        use floe_metadata::api::{proto as mp, routes};
+
+        let mut r = DescribeShareGroupOffsetsResponse::default();
+        let snap = self.view.current();
+        for g in &req.groups {
+            let mut out = Group::default();
+            out.group_id = g.group_id.clone();
+            let stored = self
+                .meta
+                .call::<routes::FetchOffsets>(mp::FetchOffsetsRequest {
+                    group: g.group_id.to_string(),
+                })
+                .await;
+            let states: std::collections::BTreeMap<(String, i32), i64> = match stored {
+                Ok(resp) => resp
+                    .offsets
+                    .into_iter()
+                    .filter(|o| floe_broker::share::durable::is_share_state(&o.metadata))
+                    .filter_map(|o| Some(((o.topic, i32::try_from(o.partition).ok()?), o.offset)))
+                    .collect(),
+                Err(e) => {
+                    out.error_code = ResponseError::CoordinatorNotAvailable.code();
+                    out.error_message = Some(s(e.to_string()));
+                    r.groups.push(out);
+                    continue;
+                }
+            };
+            let wanted: Vec<(String, Vec<i32>)> = match &g.topics {
+                Some(topics) => topics
+                    .iter()
+                    .map(|t| (t.topic_name.to_string(), t.partitions.clone()))
+                    .collect(),
+                None => {
+                    let mut by_topic: Vec<(String, Vec<i32>)> = Vec::new();
+                    for (topic, p) in states.keys() {
+                        match by_topic.last_mut() {
+                            Some((t, ps)) if t == topic => ps.push(*p),
+                            _ => by_topic.push((topic.clone(), vec![*p])),
+                        }
+                    }
+                    by_topic
+                }
+            };
+            for (name, partitions) in wanted {
+                let mut t = Topic::default();
+                t.topic_name = TopicName(s(name.clone()));
+                let known = snap.topics.get(&name);
+                if let Some(info) = known {
+                    t.topic_id = info.id.0;
+                }
+                for p in partitions {
+                    let mut pd = Partition::default();
+                    pd.partition_index = p;
+                    pd.leader_epoch = -1;
+                    pd.start_offset = states.get(&(name.clone(), p)).copied().unwrap_or(-1);
+                    let exists = known
+                        .is_some_and(|i| u32::try_from(p).is_ok_and(|p| p < i.partition_count));
+                    if !exists {
+                        pd.error_code = ResponseError::UnknownTopicOrPartition.code();
+                    }
+                    t.partitions.push(pd);
+                }
+                out.topics.push(t);
+            }
+            r.groups.push(out);
         }
         r
     }
@@ -611,17 +826,11 @@ fn group_by_topic(
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use floe_broker::share::{AutoOffsetReset, ShareConfig, ShareGroupConfig};
-
     use super::*;
     use crate::handlers::decodable;
 
     fn ctx() -> ShareContext {
-        ShareContext::new(ShareService::new(
-            ShareConfig::default(),
-            ShareGroupConfig::default(),
-            AutoOffsetReset::Latest,
-        ))
+        ShareContext::new(ShareSettings::default())
     }
 
     fn step(
@@ -632,7 +841,7 @@ mod tests {
     ) -> Result<Vec<(uuid::Uuid, i32)>, ResponseError> {
         Context::session_step(share, "g", "m", epoch, add, forget).map(|s| match s {
             SessionStep::Fetch(p) => p,
-            SessionStep::Close => Vec::new(),
+            SessionStep::Close(_) => Vec::new(),
         })
     }
 

@@ -1604,14 +1604,13 @@ async fn read_committed_fetches_stop_at_the_last_stable_offset() {
 /// they are not delivered again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_share_apis_answer_at_v1() {
-    use floe_broker::share::{AutoOffsetReset, ShareConfig, ShareGroupConfig, ShareService};
+    use floe_broker::share::{AutoOffsetReset, ShareSettings};
     use floe_proxy::share::ShareContext;
 
-    let share = ShareContext::new(ShareService::new(
-        ShareConfig::default(),
-        ShareGroupConfig::default(),
-        AutoOffsetReset::Earliest,
-    ));
+    let share = ShareContext::new(ShareSettings {
+        lock_duration_ms: 30_000,
+        reset: AutoOffsetReset::Earliest,
+    });
     let e = env_with(false, Some(Arc::new(share))).await;
     let mut c = Conn::open(e.kafka).await;
     let ResponseKind::Metadata(md) = c
@@ -1751,6 +1750,47 @@ async fn the_share_apis_answer_at_v1() {
         panic!()
     };
     assert_eq!(r.error_code, 123, "INVALID_SHARE_SESSION_EPOCH");
+
+    // DescribeShareGroupOffsets: the start offset the owner wrote, past both
+    // accepted records; a partition that does not exist is an error.
+    let describe = |topics| {
+        let mut g =
+            describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::default();
+        g.group_id = group.clone();
+        g.topics = topics;
+        let mut d = DescribeShareGroupOffsetsRequest::default();
+        d.groups = vec![g];
+        RequestKind::DescribeShareGroupOffsets(d)
+    };
+    let mut t =
+        describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic::default();
+    t.topic_name = topic("q");
+    t.partitions = vec![0, 99];
+    let ResponseKind::DescribeShareGroupOffsets(r) = c
+        .call(
+            ApiKey::DescribeShareGroupOffsets,
+            0,
+            describe(Some(vec![t])),
+        )
+        .await
+    else {
+        panic!()
+    };
+    let got: Vec<(i32, i64, i16)> = r.groups[0].topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.start_offset, p.error_code))
+        .collect();
+    assert_eq!(got, vec![(0, 2, 0), (99, -1, 3)]);
+    assert_eq!(r.groups[0].topics[0].topic_id, topic_id);
+    let ResponseKind::DescribeShareGroupOffsets(r) = c
+        .call(ApiKey::DescribeShareGroupOffsets, 0, describe(None))
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.groups[0].topics.len(), 1);
+    assert_eq!(r.groups[0].topics[0].partitions[0].start_offset, 2);
     e.broker.shutdown().await;
     if let Some(n) = e.cluster.meta_node {
         n.shutdown().await;

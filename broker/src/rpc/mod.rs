@@ -394,6 +394,11 @@ pub fn router(broker: Broker) -> Router {
     let r = serve!(r, routes::Producers, crate::txn::markers::rpc_producers);
     let r = serve!(r, routes::ConsumerBeat, g::rpc_consumer_beat);
     let r = serve!(r, routes::ConsumerDescribe, g::rpc_consumer_describe);
+    let r = serve!(r, routes::ShareFetch, crate::share::rpc::rpc_fetch);
+    let r = serve!(r, routes::ShareAck, crate::share::rpc::rpc_ack);
+    let r = serve!(r, routes::ShareRelease, crate::share::rpc::rpc_release);
+    let r = serve!(r, routes::ShareHeartbeat, crate::share::rpc::rpc_heartbeat);
+    let r = serve!(r, routes::ShareDescribe, crate::share::rpc::rpc_describe);
     r.layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(broker)
 }

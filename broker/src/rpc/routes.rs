@@ -6,6 +6,7 @@
 
 use super::proto;
 use crate::group_rpc::proto as group;
+use crate::share::rpc::proto as share;
 use crate::txn::rpc::proto as txn;
 
 /// One route of the broker RPC (`POST`, protobuf bodies).
@@ -69,6 +70,16 @@ routes! {
     ConsumerBeat = "/rpc/group/consumer-heartbeat": group::ConsumerBeat => group::ConsumerBeatReply;
     /// ConsumerGroupDescribe of the first id.
     ConsumerDescribe = "/rpc/group/consumer-describe": group::GroupIds => group::ConsumerDescription;
+    /// Share groups (KIP-932): acquire records of a share-partition at the
+    /// partition's owner.
+    ShareFetch = "/rpc/share/fetch": share::FetchRequest => share::FetchResponse;
+    /// Acknowledgements, answered once the share state is written.
+    ShareAck = "/rpc/share/ack": share::AckRequest => share::AckResponse;
+    /// A member's records released (its share session closed).
+    ShareRelease = "/rpc/share/release": share::ReleaseRequest => share::ReleaseResponse;
+    /// ShareGroupHeartbeat at the group's coordinator.
+    ShareHeartbeat = "/rpc/share/heartbeat": share::HeartbeatRequest => share::HeartbeatResponse;
+    ShareDescribe = "/rpc/share/describe": share::DescribeRequest => share::DescribeResponse;
 }
 
 #[cfg(test)]
@@ -82,6 +93,6 @@ mod tests {
             assert!(p.starts_with("/rpc/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 20);
+        assert_eq!(ALL_PATHS.len(), 25);
     }
 }

@@ -62,6 +62,10 @@ pub enum ShareGroupError {
     /// INVALID_REQUEST (42): an empty member id, a join without topics.
     #[error("invalid request: {0}")]
     InvalidRequest(&'static str),
+    /// NOT_COORDINATOR (16): the broker asked does not own the group's
+    /// coordinator shard (now), or could not be reached.
+    #[error("not the group's coordinator")]
+    NotCoordinator,
 }
 
 /// One member's partitions: topic → partition indexes, sorted.

@@ -6,13 +6,19 @@
 //!   held by the partition's owner. Not wired into the broker yet.
 //! - [`group`]: one share group's membership and assignment (ShareGroup-
 //!   Heartbeat, ShareGroupDescribe), held by its coordinator shard's owner.
-//! - [`service`]: both, in memory, for the proxy of `floe standalone`
-//!   (behind `--share-groups`).
+//! - [`service`]: both, as one broker serves them (its coordinator shards'
+//!   groups, its partitions' share-partitions).
+//! - [`durable`]: the share-partitions' durable form in the metadata
+//!   service, fenced by the partition's epoch.
+//! - [`rpc`]: how a proxy reaches them, in its process or another.
 
+pub mod durable;
 pub mod group;
 pub mod partition;
+pub mod rpc;
 pub mod service;
 
+pub use durable::ShareStore;
 pub use group::{
     Assignment, DescribedShareMember, Heartbeat, HeartbeatAnswer, ShareGroup, ShareGroupConfig,
     ShareGroupDescription, ShareGroupError, ShareGroupState, TopicInfo,
@@ -21,4 +27,5 @@ pub use partition::{
     AckBatch, AckType, Acquired, Backoff, DurableState, MemberId, ShareConfig, ShareError,
     SharePartition, ShareSnapshot, SnapshotRange,
 };
-pub use service::{AutoOffsetReset, ShareFetched, ShareService};
+pub use rpc::{ShareCall, ShareCoordinator, ShareOwner};
+pub use service::{AutoOffsetReset, ShareFetched, ShareService, ShareSettings};

@@ -1,27 +1,25 @@
-//! Share groups served in one process: the share groups' membership (as
-//! their coordinator) and the share-partitions (as the partitions' owner),
-//! in memory, over any [`PartitionOwner`] for the records.
-//!
-//! This first stretch runs where the partition owner and the coordinator
-//! are the proxy's own broker (`floe standalone`); the next one moves the
-//! share-partitions into [`crate::Broker`] behind the internal RPC and makes
-//! their state durable (`docs/queues.md`).
+//! Share groups served by one broker: the share groups' membership of the
+//! coordinator shards it owns, and the share-partitions of the partitions
+//! it owns, over any [`PartitionOwner`] for the records and a
+//! [`ShareStore`] for their durable form. Proxies reach it in the same
+//! process or over the internal RPC (`super::rpc`).
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 use floe_storage::PartitionKey;
 use floe_types::Offset;
 
+use super::durable::ShareStore;
 use super::group::{
     Heartbeat, HeartbeatAnswer, ShareGroup, ShareGroupConfig, ShareGroupDescription,
     ShareGroupError, TopicInfo,
 };
 use super::partition::{AckBatch, Acquired, MemberId, ShareConfig, ShareError, SharePartition};
 use crate::broker::OffsetSpec;
-use crate::error::{CallError, ErrorKind};
+use crate::error::{BrokerError, CallError, ErrorKind};
 use crate::owner::PartitionOwner;
 
 /// Where a new share-partition starts (the group's
@@ -34,6 +32,25 @@ pub enum AutoOffsetReset {
     Latest,
 }
 
+/// A share group's settings as the proxy resolves them and sends them with
+/// each call (the flags today; the group's configs once they exist).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShareSettings {
+    /// `share.record.lock.duration.ms`.
+    pub lock_duration_ms: u64,
+    /// `share.auto.offset.reset`.
+    pub reset: AutoOffsetReset,
+}
+
+impl Default for ShareSettings {
+    fn default() -> Self {
+        Self {
+            lock_duration_ms: ShareConfig::default().lock_duration_ms,
+            reset: AutoOffsetReset::Latest,
+        }
+    }
+}
+
 /// What one ShareFetch got from one partition.
 #[derive(Debug)]
 pub struct ShareFetched {
@@ -44,16 +61,30 @@ pub struct ShareFetched {
     /// The partition's high watermark when it was read (-1: not read), for
     /// a fetch that acquired nothing to wait for it to move.
     pub high_watermark: i64,
+    /// When nothing was acquired: in how many ms a lock expires or a
+    /// backoff ends on this share-partition, if one does.
+    pub retry_in_ms: Option<u64>,
 }
 
-/// Share groups and share-partitions of this process.
+/// One share-partition, with the partition epoch its state was loaded at.
+#[derive(Debug)]
+struct Held {
+    sp: SharePartition,
+    epoch: u64,
+}
+
+type Id = (String, PartitionKey);
+
+/// Share groups and share-partitions of this broker.
 #[derive(Debug)]
 pub struct ShareService {
     partition_config: ShareConfig,
     group_config: ShareGroupConfig,
-    reset: AutoOffsetReset,
     groups: Mutex<HashMap<String, ShareGroup>>,
-    partitions: Mutex<HashMap<(String, PartitionKey), SharePartition>>,
+    partitions: Mutex<HashMap<Id, Held>>,
+    /// One writer at a time per share-partition, so its durable states are
+    /// written in the order they were taken.
+    writers: Mutex<HashMap<Id, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 fn now_ms() -> u64 {
@@ -87,35 +118,38 @@ fn end_of_batches(records: &[u8]) -> Option<i64> {
 
 impl ShareFetched {
     /// Nothing acquired; the log was read up to `high_watermark`.
-    fn nothing(high_watermark: i64) -> Self {
+    fn nothing(high_watermark: i64, retry_in_ms: Option<u64>) -> Self {
         Self {
             records: Bytes::new(),
             acquired: Vec::new(),
             high_watermark,
+            retry_in_ms,
         }
     }
 }
 
 impl ShareService {
-    pub fn new(
-        partition_config: ShareConfig,
-        group_config: ShareGroupConfig,
-        reset: AutoOffsetReset,
-    ) -> Self {
+    /// `partition_config` gives the settings a call does not carry (the
+    /// delivery limit, the in-flight cap, the backoff).
+    pub fn new(partition_config: ShareConfig, group_config: ShareGroupConfig) -> Self {
         Self {
             partition_config,
             group_config,
-            reset,
             groups: Mutex::new(HashMap::new()),
             partitions: Mutex::new(HashMap::new()),
+            writers: Mutex::new(HashMap::new()),
         }
     }
 
-    pub fn lock_duration_ms(&self) -> u64 {
-        self.partition_config.lock_duration_ms
+    fn config(&self, settings: &ShareSettings) -> ShareConfig {
+        ShareConfig {
+            lock_duration_ms: settings.lock_duration_ms.max(1),
+            ..self.partition_config
+        }
     }
 
-    /// A ShareGroupHeartbeat; members that timed out release their records.
+    /// A ShareGroupHeartbeat; members that timed out release their records
+    /// on the share-partitions of this broker (elsewhere their locks expire).
     pub fn heartbeat(
         &self,
         group_id: &str,
@@ -157,90 +191,193 @@ impl ShareService {
             .is_some_and(|g| g.has_member(member))
     }
 
-    /// Releases every record `member` holds in `group_id` (its share session
-    /// closed, or it left).
+    /// Releases every record `member` holds in `group_id` here (its share
+    /// session closed, or it left). Not written: a release changes no
+    /// delivery count, and a new owner restores acquired records as
+    /// available anyway.
     pub fn release_member(&self, group_id: &str, member: &MemberId) {
         let now = now_ms();
-        for ((g, _), sp) in lock(&self.partitions).iter_mut() {
+        for ((g, _), held) in lock(&self.partitions).iter_mut() {
             if g == group_id {
-                sp.release_member(member, now);
+                held.sp.release_member(member, now);
             }
         }
     }
 
-    /// Applies a member's acknowledgements on one partition, batch by batch;
-    /// the first refusal is answered (the batches before it stand, as in
-    /// Kafka).
-    pub fn acknowledge(
+    /// Forgets the share-partitions of a partition this broker no longer
+    /// owns (their state is in the metadata service).
+    pub fn forget_partition(&self, key: &PartitionKey) {
+        lock(&self.partitions).retain(|(_, k), _| k != key);
+        lock(&self.writers).retain(|(_, k), _| k != key);
+    }
+
+    /// The share-partition of `group_id` on `key` in memory, loaded at the
+    /// partition's current epoch: restored from its durable form, or new at
+    /// the log's start or end (`share.auto.offset.reset`). Returns that
+    /// epoch; fails if this broker does not own the partition.
+    async fn ensure(
         &self,
+        owner: &dyn PartitionOwner,
+        store: &dyn ShareStore,
+        settings: &ShareSettings,
         group_id: &str,
         key: &PartitionKey,
-        member: &MemberId,
-        batches: &[AckBatch],
-    ) -> Result<(), ShareError> {
-        let now = now_ms();
-        let mut partitions = lock(&self.partitions);
-        let Some(sp) = partitions.get_mut(&(group_id.to_owned(), *key)) else {
-            return match batches.first() {
-                Some(b) => Err(ShareError::InvalidRecordState { offset: b.first }),
-                None => Ok(()),
-            };
+    ) -> Result<u64, CallError> {
+        let epoch = store
+            .owned_epoch(key)
+            .ok_or_else(|| CallError::from(BrokerError::not_owner(*key)))?;
+        let config = self.config(settings);
+        let id = (group_id.to_owned(), *key);
+        if let Some(held) = lock(&self.partitions).get_mut(&id)
+            && held.epoch == epoch
+        {
+            if *held.sp.config() != config {
+                held.sp.set_config(config);
+            }
+            return Ok(epoch);
+        }
+        let sp = match store.load(group_id, key).await? {
+            Some(snapshot) => match SharePartition::restore(config, &snapshot) {
+                Ok(sp) => sp,
+                Err(e) => {
+                    tracing::warn!(group = group_id, partition = %key, error = %e,
+                        "share state unreadable; resuming at its start offset");
+                    SharePartition::new(config, snapshot.start)
+                }
+            },
+            None => {
+                let spec = match settings.reset {
+                    AutoOffsetReset::Earliest => OffsetSpec::Earliest,
+                    AutoOffsetReset::Latest => OffsetSpec::Latest,
+                };
+                let (start, _) = owner.list_offset(key, spec, None).await?;
+                SharePartition::new(config, Offset(start.offset))
+            }
         };
-        let mut result = Ok(());
-        for batch in batches {
-            if let Err(e) = sp.acknowledge(member, batch, now)
-                && result.is_ok()
-            {
-                result = Err(e);
+        let mut partitions = lock(&self.partitions);
+        match partitions.get(&id) {
+            // Loaded meanwhile by another call at this epoch: that one stands.
+            Some(held) if held.epoch == epoch => {}
+            _ => {
+                partitions.insert(id, Held { sp, epoch });
+            }
+        }
+        Ok(epoch)
+    }
+
+    /// Writes the share-partition's state; on failure forgets it (it is
+    /// loaded again from what was written, or the partition moved).
+    async fn persist(
+        &self,
+        store: &dyn ShareStore,
+        group_id: &str,
+        key: &PartitionKey,
+    ) -> Result<(), CallError> {
+        let id = (group_id.to_owned(), *key);
+        let writer = lock(&self.writers).entry(id.clone()).or_default().clone();
+        let _turn = writer.lock().await;
+        let Some((snapshot, epoch)) = lock(&self.partitions)
+            .get(&id)
+            .map(|h| (h.sp.snapshot(), h.epoch))
+        else {
+            return Err(BrokerError::not_owner(*key).into());
+        };
+        let result = store.save(group_id, key, epoch, &snapshot).await;
+        if result.is_err() {
+            let mut partitions = lock(&self.partitions);
+            if partitions.get(&id).is_some_and(|h| h.epoch == epoch) {
+                partitions.remove(&id);
             }
         }
         result
     }
 
+    /// Applies a member's acknowledgements on one partition, batch by batch,
+    /// and answers once the new state is written (so an ACCEPT answered is
+    /// never undone by a new owner). The first refusal is answered (the
+    /// batches before it stand, as in Kafka); the outer error is the call's
+    /// (not the owner, the write refused).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn acknowledge(
+        &self,
+        owner: &dyn PartitionOwner,
+        store: &dyn ShareStore,
+        settings: &ShareSettings,
+        group_id: &str,
+        key: &PartitionKey,
+        member: &MemberId,
+        batches: &[AckBatch],
+    ) -> Result<Result<(), ShareError>, CallError> {
+        if batches.is_empty() {
+            return Ok(Ok(()));
+        }
+        self.ensure(owner, store, settings, group_id, key).await?;
+        let now = now_ms();
+        let (result, changed) = {
+            let mut partitions = lock(&self.partitions);
+            let Some(held) = partitions.get_mut(&(group_id.to_owned(), *key)) else {
+                return Err(BrokerError::not_owner(*key).into());
+            };
+            let mut result = Ok(());
+            let mut changed = false;
+            for batch in batches {
+                match held.sp.acknowledge(member, batch, now) {
+                    Ok(()) => changed = true,
+                    Err(e) if result.is_ok() => result = Err(e),
+                    Err(_) => {}
+                }
+            }
+            (result, changed)
+        };
+        if changed {
+            self.persist(store, group_id, key).await?;
+        }
+        Ok(result)
+    }
+
     /// Acquires up to `max_records` records of one partition for `member`
     /// and reads the batches holding them (up to `max_bytes`, at least one
-    /// batch). A share-partition seen for the first time starts at the
-    /// log's start or end (`share.auto.offset.reset`).
+    /// batch).
+    #[allow(clippy::too_many_arguments)]
     pub async fn fetch(
         &self,
         owner: &dyn PartitionOwner,
+        store: &dyn ShareStore,
+        settings: &ShareSettings,
         group_id: &str,
         key: &PartitionKey,
         member: &MemberId,
         max_records: u32,
         max_bytes: usize,
     ) -> Result<ShareFetched, CallError> {
+        self.ensure(owner, store, settings, group_id, key).await?;
         let id = (group_id.to_owned(), *key);
-        let exists = lock(&self.partitions).contains_key(&id);
-        if !exists {
-            let spec = match self.reset {
-                AutoOffsetReset::Earliest => OffsetSpec::Earliest,
-                AutoOffsetReset::Latest => OffsetSpec::Latest,
-            };
-            let (start, _) = owner.list_offset(key, spec, None).await?;
-            lock(&self.partitions).entry(id.clone()).or_insert_with(|| {
-                SharePartition::new(self.partition_config, Offset(start.offset))
-            });
-        }
+        let retry = |this: &Self| {
+            let now = now_ms();
+            lock(&this.partitions)
+                .get(&id)
+                .and_then(|h| h.sp.next_deadline(now))
+                .map(|at| at.saturating_sub(now))
+        };
         let from = match lock(&self.partitions).get_mut(&id) {
-            Some(sp) => sp.first_acquirable(now_ms()),
-            None => return Ok(ShareFetched::nothing(-1)),
+            Some(held) => held.sp.first_acquirable(now_ms()),
+            None => return Ok(ShareFetched::nothing(-1, None)),
         };
         let data = match owner.fetch(key, from.0, max_bytes.max(1), None).await {
             // Retention or DeleteRecords moved the log start past the
             // share-partition's start: what is gone is gone for it too.
             Err(CallError::Broker(e)) if e.kind() == ErrorKind::OffsetOutOfRange => {
                 let (start, _) = owner.list_offset(key, OffsetSpec::Earliest, None).await?;
-                if let Some(sp) = lock(&self.partitions).get_mut(&id) {
-                    sp.advance_log_start(Offset(start.offset));
+                if let Some(held) = lock(&self.partitions).get_mut(&id) {
+                    held.sp.advance_log_start(Offset(start.offset));
                 }
-                return Ok(ShareFetched::nothing(-1));
+                return Ok(ShareFetched::nothing(-1, None));
             }
             other => other?,
         };
         let hw = data.high_watermark;
         if hw <= from.0 || data.records.is_empty() {
-            return Ok(ShareFetched::nothing(hw));
+            return Ok(ShareFetched::nothing(hw, retry(self)));
         }
         let mut buf = BytesMut::with_capacity(data.bytes());
         for piece in &data.records {
@@ -250,33 +387,22 @@ impl ShareService {
         let limit = end_of_batches(&records)
             .map_or(data.high_watermark, |end| end.min(data.high_watermark));
         let acquired = match lock(&self.partitions).get_mut(&id) {
-            Some(sp) => {
-                sp.advance_log_start(Offset(data.log_start_offset));
-                sp.acquire(member, max_records, Offset(limit), now_ms())
+            Some(held) => {
+                held.sp.advance_log_start(Offset(data.log_start_offset));
+                held.sp
+                    .acquire(member, max_records, Offset(limit), now_ms())
             }
             None => Vec::new(),
         };
         if acquired.is_empty() {
-            return Ok(ShareFetched::nothing(hw));
+            return Ok(ShareFetched::nothing(hw, retry(self)));
         }
         Ok(ShareFetched {
             records,
             acquired,
             high_watermark: hw,
+            retry_in_ms: None,
         })
-    }
-
-    /// The earliest moment a share-partition of `group_id` on `key` has a
-    /// lock to expire or a backoff to end, for a fetch waiting for records.
-    pub fn next_deadline_ms(&self, group_id: &str, key: &PartitionKey) -> Option<u64> {
-        lock(&self.partitions)
-            .get(&(group_id.to_owned(), *key))
-            .and_then(|sp| sp.next_deadline(now_ms()))
-    }
-
-    /// Now, on the clock locks run on.
-    pub fn now_ms(&self) -> u64 {
-        now_ms()
     }
 }
 
@@ -293,13 +419,53 @@ mod tests {
     use super::*;
     use crate::broker::{Acks, FetchData, OffsetAnswer, PendingProduce};
     use crate::error::BrokerError;
-    use crate::share::partition::{AckType, DurableState};
+    use crate::share::partition::{AckType, DurableState, ShareSnapshot};
 
     /// A log of batches of 3 records each, from `start` (the log start) up.
     #[derive(Debug)]
     struct FakeLog {
         start: Mutex<i64>,
         batches: Vec<(i64, Bytes)>,
+        /// The share store: epoch owned, and what was written.
+        epoch: Mutex<Option<u64>>,
+        saved: Mutex<HashMap<String, (u64, ShareSnapshot)>>,
+    }
+
+    #[async_trait::async_trait]
+    impl ShareStore for FakeLog {
+        fn owned_epoch(&self, _: &PartitionKey) -> Option<u64> {
+            *self.epoch.lock().unwrap()
+        }
+
+        async fn load(
+            &self,
+            group: &str,
+            _: &PartitionKey,
+        ) -> Result<Option<ShareSnapshot>, CallError> {
+            Ok(self
+                .saved
+                .lock()
+                .unwrap()
+                .get(group)
+                .map(|(_, s)| s.clone()))
+        }
+
+        async fn save(
+            &self,
+            group: &str,
+            key: &PartitionKey,
+            epoch: u64,
+            snapshot: &ShareSnapshot,
+        ) -> Result<(), CallError> {
+            if Some(epoch) != *self.epoch.lock().unwrap() {
+                return Err(BrokerError::not_owner(*key).into());
+            }
+            self.saved
+                .lock()
+                .unwrap()
+                .insert(group.to_owned(), (epoch, snapshot.clone()));
+            Ok(())
+        }
     }
 
     impl FakeLog {
@@ -316,6 +482,8 @@ mod tests {
             Self {
                 start: Mutex::new(0),
                 batches,
+                epoch: Mutex::new(Some(1)),
+                saved: Mutex::new(HashMap::new()),
             }
         }
 
@@ -400,9 +568,21 @@ mod tests {
         }
     }
 
-    fn service(reset: AutoOffsetReset) -> ShareService {
-        ShareService::new(ShareConfig::default(), ShareGroupConfig::default(), reset)
+    fn service() -> ShareService {
+        ShareService::new(ShareConfig::default(), ShareGroupConfig::default())
     }
+
+    fn settings(reset: AutoOffsetReset) -> ShareSettings {
+        ShareSettings {
+            lock_duration_ms: 30_000,
+            reset,
+        }
+    }
+
+    const EARLIEST: ShareSettings = ShareSettings {
+        lock_duration_ms: 30_000,
+        reset: AutoOffsetReset::Earliest,
+    };
 
     fn key() -> PartitionKey {
         PartitionKey::new(TopicId(uuid::Uuid::nil()), 0)
@@ -415,10 +595,10 @@ mod tests {
     #[tokio::test]
     async fn a_fetch_acquires_only_what_the_batches_it_read_hold() {
         let log = FakeLog::new(4);
-        let svc = service(AutoOffsetReset::Earliest);
+        let svc = service();
         // One byte allowed: one whole batch is read, so three records.
         let f = svc
-            .fetch(&log, "g", &key(), &member(), 100, 1)
+            .fetch(&log, &log, &EARLIEST, "g", &key(), &member(), 100, 1)
             .await
             .unwrap();
         assert_eq!(f.acquired.len(), 1);
@@ -426,20 +606,25 @@ mod tests {
         assert_eq!(end_of_batches(&f.records), Some(3));
         // The rest, up to max_records.
         let f = svc
-            .fetch(&log, "g", &key(), &member(), 4, 1 << 20)
+            .fetch(&log, &log, &EARLIEST, "g", &key(), &member(), 4, 1 << 20)
             .await
             .unwrap();
         assert_eq!((f.acquired[0].first.0, f.acquired[0].last.0), (3, 6));
         // A release comes back first, with its delivery count.
         svc.acknowledge(
+            &log,
+            &log,
+            &EARLIEST,
             "g",
             &key(),
             &member(),
             &[AckBatch::all(1, 1, AckType::Release)],
         )
+        .await
+        .unwrap()
         .unwrap();
         let f = svc
-            .fetch(&log, "g", &key(), &member(), 1, 1 << 20)
+            .fetch(&log, &log, &EARLIEST, "g", &key(), &member(), 1, 1 << 20)
             .await
             .unwrap();
         assert_eq!(
@@ -451,41 +636,43 @@ mod tests {
     #[tokio::test]
     async fn a_new_share_partition_starts_at_the_reset_offset() {
         let log = FakeLog::new(2);
-        let svc = service(AutoOffsetReset::Latest);
+        let svc = service();
+        let latest = settings(AutoOffsetReset::Latest);
         let f = svc
-            .fetch(&log, "g", &key(), &member(), 100, 1 << 20)
+            .fetch(&log, &log, &latest, "g", &key(), &member(), 100, 1 << 20)
             .await
             .unwrap();
         assert!(f.acquired.is_empty());
         assert!(f.records.is_empty());
         let partitions = lock(&svc.partitions);
-        let sp = partitions.get(&("g".to_owned(), key())).unwrap();
-        assert_eq!(sp.start_offset(), Offset(6));
+        let held = partitions.get(&("g".to_owned(), key())).unwrap();
+        assert_eq!(held.sp.start_offset(), Offset(6));
     }
 
     #[tokio::test]
     async fn a_share_partition_behind_the_log_start_moves_to_it() {
         let log = FakeLog::new(4);
-        let svc = service(AutoOffsetReset::Earliest);
-        svc.fetch(&log, "g", &key(), &member(), 2, 1 << 20)
+        let svc = service();
+        svc.fetch(&log, &log, &EARLIEST, "g", &key(), &member(), 2, 1 << 20)
             .await
             .unwrap();
         svc.release_member("g", &member());
         log.delete_records(&key(), 6).await.unwrap();
         // The first read fails on the log start and moves the share-partition.
         let f = svc
-            .fetch(&log, "g", &key(), &member(), 100, 1 << 20)
+            .fetch(&log, &log, &EARLIEST, "g", &key(), &member(), 100, 1 << 20)
             .await
             .unwrap();
         assert!(f.acquired.is_empty());
         let f = svc
-            .fetch(&log, "g", &key(), &member(), 100, 1 << 20)
+            .fetch(&log, &log, &EARLIEST, "g", &key(), &member(), 100, 1 << 20)
             .await
             .unwrap();
         assert_eq!((f.acquired[0].first.0, f.acquired[0].last.0), (6, 11));
         let snap = lock(&svc.partitions)
             .get(&("g".to_owned(), key()))
             .unwrap()
+            .sp
             .snapshot();
         assert_eq!(snap.start, Offset(6));
         assert!(
@@ -495,24 +682,92 @@ mod tests {
         );
     }
 
-    #[test]
-    fn acknowledging_where_nothing_was_acquired_is_refused() {
-        let svc = service(AutoOffsetReset::Earliest);
+    #[tokio::test]
+    async fn acknowledging_where_nothing_was_acquired_is_refused() {
+        let log = FakeLog::new(1);
+        let svc = service();
+        let ack = |batches: Vec<AckBatch>| {
+            let (svc, log) = (&svc, &log);
+            async move {
+                svc.acknowledge(log, log, &EARLIEST, "g", &key(), &member(), &batches)
+                    .await
+                    .unwrap()
+            }
+        };
         assert_eq!(
-            svc.acknowledge(
+            ack(vec![AckBatch::all(0, 0, AckType::Accept)]).await,
+            Err(ShareError::InvalidRecordState { offset: Offset(0) })
+        );
+        assert_eq!(ack(vec![]).await, Ok(()));
+        // Nothing changed: nothing written.
+        assert!(log.saved.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_new_owner_resumes_from_what_acknowledgements_wrote() {
+        let log = FakeLog::new(3);
+        let svc = service();
+        let f = svc
+            .fetch(&log, &log, &EARLIEST, "g", &key(), &member(), 6, 1 << 20)
+            .await
+            .unwrap();
+        assert_eq!((f.acquired[0].first.0, f.acquired[0].last.0), (0, 5));
+        svc.acknowledge(
+            &log,
+            &log,
+            &EARLIEST,
+            "g",
+            &key(),
+            &member(),
+            &[
+                AckBatch::all(0, 1, AckType::Accept),
+                AckBatch::all(3, 3, AckType::Accept),
+            ],
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        // The partition moves (a new epoch): another broker, or this one
+        // again, loads what was written.
+        *log.epoch.lock().unwrap() = Some(2);
+        let other = service();
+        let f = other
+            .fetch(&log, &log, &EARLIEST, "g", &key(), &member(), 100, 1 << 20)
+            .await
+            .unwrap();
+        // 0, 1 and 3 were accepted: never again; 2, 4, 5 come back with
+        // their delivery count, then the records never acquired.
+        let got: Vec<(i64, i64, u16)> = f
+            .acquired
+            .iter()
+            .map(|a| (a.first.0, a.last.0, a.delivery_count))
+            .collect();
+        assert_eq!(got, vec![(2, 2, 2), (4, 5, 2), (6, 8, 1)]);
+        // The old owner's next acknowledgement is refused, not answered.
+        let stale = svc
+            .acknowledge(
+                &log,
+                &log,
+                &EARLIEST,
                 "g",
                 &key(),
                 &member(),
-                &[AckBatch::all(0, 0, AckType::Accept)]
-            ),
-            Err(ShareError::InvalidRecordState { offset: Offset(0) })
+                &[AckBatch::all(2, 2, AckType::Accept)],
+            )
+            .await;
+        assert!(stale.is_ok_and(|r| r.is_err()));
+        *log.epoch.lock().unwrap() = None;
+        assert!(
+            other
+                .fetch(&log, &log, &EARLIEST, "g", &key(), &member(), 1, 1)
+                .await
+                .is_err()
         );
-        assert_eq!(svc.acknowledge("g", &key(), &member(), &[]), Ok(()));
     }
 
     #[test]
     fn a_refused_first_heartbeat_leaves_no_group() {
-        let svc = service(AutoOffsetReset::Earliest);
+        let svc = service();
         let hb = Heartbeat {
             member_id: member(),
             member_epoch: 0,

@@ -525,6 +525,25 @@ pub struct RemoveMemberRequest {
     pub id: u64,
 }
 
+/// A share group's state of one partition (see `Command::ShareState`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ShareStateRequest {
+    #[prost(uint32, tag = "1")]
+    pub broker: u32,
+    #[prost(message, optional, tag = "2")]
+    pub partition: Option<Partition>,
+    #[prost(uint64, tag = "3")]
+    pub epoch: u64,
+    #[prost(string, tag = "4")]
+    pub group: String,
+    /// The share-partition start offset.
+    #[prost(int64, tag = "5")]
+    pub start_offset: i64,
+    /// The in-flight window, as the broker encodes it.
+    #[prost(string, tag = "6")]
+    pub state: String,
+}
+
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct TruncateRequest {
     #[prost(uint32, tag = "1")]

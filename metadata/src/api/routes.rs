@@ -78,6 +78,9 @@ routes! {
     /// The configs set on a group (Kafka's GROUP config resource).
     GroupConfigs = "/v1/groups/configs": GroupConfigsRequest => GroupConfigsResponse;
     AlterGroupConfig = "/v1/groups/configs/alter": AlterGroupConfigRequest => Empty;
+    /// A share group's state of a partition, from the partition's owner at
+    /// its epoch (read back with `FetchOffsets`).
+    ShareState = "/v1/share/state": ShareStateRequest => Empty;
 }
 
 #[cfg(test)]
@@ -91,6 +94,6 @@ mod tests {
             assert!(p.starts_with("/v1/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 36);
+        assert_eq!(ALL_PATHS.len(), 37);
     }
 }

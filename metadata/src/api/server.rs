@@ -263,6 +263,7 @@ serve! {
     AlterQuotas => super::quota_routes::alter,
     GroupConfigs => group_configs,
     AlterGroupConfig => alter_group_config,
+    ShareState => share_state,
 }
 
 /// A Raft RPC's answer, in the format its request came in.
@@ -795,6 +796,30 @@ async fn truncate_log(
         .await?;
     match resp {
         Response::LogStart { log_start_offset } => Ok(proto::TruncateResponse { log_start_offset }),
+        other => Err(MetaError::Storage(format!("unexpected response {other:?}"))),
+    }
+}
+
+async fn share_state(
+    s: AppState,
+    req: proto::ShareStateRequest,
+) -> Result<proto::Empty, MetaError> {
+    let partition = convert::partition(req.partition.as_ref())?;
+    let (resp, _) = s
+        .write(Command::ShareState {
+            broker: BrokerId(req.broker),
+            partition,
+            epoch: Epoch(req.epoch),
+            group: req.group,
+            state: crate::command::CommittedOffset {
+                offset: req.start_offset,
+                leader_epoch: -1,
+                metadata: req.state,
+            },
+        })
+        .await?;
+    match resp {
+        Response::Ok => Ok(proto::Empty {}),
         other => Err(MetaError::Storage(format!("unexpected response {other:?}"))),
     }
 }

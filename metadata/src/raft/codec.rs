@@ -348,6 +348,17 @@ mod tests {
             set: BTreeMap::from([("share.delivery.count.limit".into(), "3".into())]),
             delete: vec!["consumer.session.timeout.ms".into()],
         });
+        all.push(Command::ShareState {
+            broker: BrokerId(1),
+            partition: key(),
+            epoch: Epoch(1),
+            group: "sg".into(),
+            state: CommittedOffset {
+                offset: 3,
+                leader_epoch: -1,
+                metadata: "3-4:a0:1".into(),
+            },
+        });
         // A group-committed entry holds commands of every kind.
         all.push(Command::Batch(all.clone()));
         all

@@ -704,10 +704,19 @@ fn the_share_request_seeds_decode_and_re_encode() {
         ("sharegroupdescribe_v1", ApiKey::ShareGroupDescribe),
         ("sharefetch_v1", ApiKey::ShareFetch),
         ("shareacknowledge_v1", ApiKey::ShareAcknowledge),
+        (
+            "describesharegroupoffsets_v0",
+            ApiKey::DescribeShareGroupOffsets,
+        ),
     ] {
         let bytes = Bytes::from(std::fs::read(dir.join(file)).unwrap());
         let decoded = decode_request(bytes.clone()).unwrap();
-        assert_eq!((decoded.api_key, decoded.version), (key, 1), "{file}");
+        let version = if key == ApiKey::DescribeShareGroupOffsets {
+            0
+        } else {
+            1
+        };
+        assert_eq!((decoded.api_key, decoded.version), (key, version), "{file}");
         let again = encode_request(&decoded.header, &decoded.body).unwrap();
         assert_eq!(&again[4..], &bytes[..], "{file}");
     }

@@ -1,0 +1,169 @@
+//! The durable form of a share-partition as the metadata service keeps it
+//! (`Command::ShareState`): the start offset as the group's offset of the
+//! partition, and the in-flight window as a short text in its metadata
+//! string, fenced by the partition's epoch. [`ShareStore`] is where a
+//! [`super::ShareService`] reads and writes it.
+
+use floe_storage::PartitionKey;
+use floe_types::Offset;
+
+use super::partition::{DurableState, ShareError, ShareSnapshot, SnapshotRange};
+use crate::error::CallError;
+
+/// Where share-partitions are kept durably, and who may write them.
+#[async_trait::async_trait]
+pub trait ShareStore: Send + Sync {
+    /// The epoch at which this broker serves `key` now; `None` if it does
+    /// not (then nothing of the partition's share state is served here).
+    fn owned_epoch(&self, key: &PartitionKey) -> Option<u64>;
+
+    /// The last state written for `group` on `key`, if any.
+    async fn load(
+        &self,
+        group: &str,
+        key: &PartitionKey,
+    ) -> Result<Option<ShareSnapshot>, CallError>;
+
+    /// Writes the state of `group` on `key`, refused unless this broker
+    /// still owns `key` at `epoch`.
+    async fn save(
+        &self,
+        group: &str,
+        key: &PartitionKey,
+        epoch: u64,
+        snapshot: &ShareSnapshot,
+    ) -> Result<(), CallError>;
+}
+
+/// The window as text: `first-last:state:count` ranges joined by `,`, where
+/// state is `a` (available; `a<ms>` available from that time), `k`
+/// (acknowledged) or `x` (archived). Versioned by a leading `1;`.
+pub fn encode_window(snapshot: &ShareSnapshot) -> String {
+    let mut out = String::from("1;");
+    for (i, r) in snapshot.ranges.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let state = match r.state {
+            DurableState::Available { not_before_ms: 0 } => "a".to_owned(),
+            DurableState::Available { not_before_ms } => format!("a{not_before_ms}"),
+            DurableState::Acknowledged => "k".to_owned(),
+            DurableState::Archived => "x".to_owned(),
+        };
+        out.push_str(&format!(
+            "{}-{}:{}:{}",
+            r.first.0, r.last.0, state, r.deliveries
+        ));
+    }
+    out
+}
+
+/// Whether a group's stored offset metadata is a share-partition's state
+/// (and not a classic group's commit metadata).
+pub fn is_share_state(text: &str) -> bool {
+    text.starts_with("1;")
+}
+
+/// The snapshot from its start offset and [`encode_window`]'s text.
+pub fn decode_window(start: i64, text: &str) -> Result<ShareSnapshot, ShareError> {
+    let bad = ShareError::CorruptSnapshot;
+    let body = text.strip_prefix("1;").ok_or(bad("unknown version"))?;
+    let mut ranges = Vec::new();
+    for part in body.split(',').filter(|p| !p.is_empty()) {
+        let mut fields = part.split(':');
+        let (Some(span), Some(state), Some(count), None) =
+            (fields.next(), fields.next(), fields.next(), fields.next())
+        else {
+            return Err(bad("a range without three fields"));
+        };
+        let (first, last) = span.split_once('-').ok_or(bad("a range without '-'"))?;
+        let num = |s: &str| s.parse::<i64>().map_err(|_| bad("not a number"));
+        let state = match state {
+            "k" => DurableState::Acknowledged,
+            "x" => DurableState::Archived,
+            s => DurableState::Available {
+                not_before_ms: match s.strip_prefix('a').ok_or(bad("unknown state"))? {
+                    "" => 0,
+                    ms => ms.parse().map_err(|_| bad("not a time"))?,
+                },
+            },
+        };
+        ranges.push(SnapshotRange {
+            first: Offset(num(first)?),
+            last: Offset(num(last)?),
+            state,
+            deliveries: count.parse().map_err(|_| bad("not a count"))?,
+        });
+    }
+    Ok(ShareSnapshot {
+        start: Offset(start),
+        ranges,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_window_survives_its_text_form() {
+        let snap = ShareSnapshot {
+            start: Offset(10),
+            ranges: vec![
+                SnapshotRange {
+                    first: Offset(10),
+                    last: Offset(12),
+                    state: DurableState::Available { not_before_ms: 0 },
+                    deliveries: 2,
+                },
+                SnapshotRange {
+                    first: Offset(13),
+                    last: Offset(13),
+                    state: DurableState::Acknowledged,
+                    deliveries: 0,
+                },
+                SnapshotRange {
+                    first: Offset(14),
+                    last: Offset(20),
+                    state: DurableState::Available {
+                        not_before_ms: 1_700_000_000_000,
+                    },
+                    deliveries: 1,
+                },
+                SnapshotRange {
+                    first: Offset(21),
+                    last: Offset(21),
+                    state: DurableState::Archived,
+                    deliveries: 0,
+                },
+            ],
+        };
+        let text = encode_window(&snap);
+        assert_eq!(
+            text,
+            "1;10-12:a:2,13-13:k:0,14-20:a1700000000000:1,21-21:x:0"
+        );
+        assert_eq!(decode_window(10, &text).unwrap(), snap);
+        let empty = ShareSnapshot {
+            start: Offset(5),
+            ranges: vec![],
+        };
+        assert_eq!(decode_window(5, &encode_window(&empty)).unwrap(), empty);
+    }
+
+    #[test]
+    fn a_damaged_window_is_refused() {
+        for text in [
+            "",
+            "2;1-2:a:1",
+            "1;1-2:a",
+            "1;1:a:1",
+            "1;1-2:q:1",
+            "1;1-2:a:x",
+        ] {
+            assert!(decode_window(0, text).is_err(), "{text}");
+        }
+    }
+}

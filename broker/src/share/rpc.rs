@@ -1,0 +1,823 @@
+//! How a proxy reaches share groups: [`ShareOwner`] (the share-partitions
+//! of a partition, at the partition's owner) and [`ShareCoordinator`] (a
+//! share group's membership, at its coordinator shard's owner), each
+//! implemented by the [`Broker`] of this process and by [`RemoteBroker`]
+//! over the internal RPC (the routes `/rpc/share/*`), as
+//! [`crate::owner::PartitionOwner`] and [`crate::owner::Coordinator`] are.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use floe_storage::PartitionKey;
+use floe_types::{Offset, TopicId};
+
+use super::durable::{ShareStore, decode_window, encode_window};
+use super::group::{
+    Assignment, DescribedShareMember, Heartbeat, HeartbeatAnswer, ShareGroupDescription,
+    ShareGroupError, ShareGroupState, TopicInfo,
+};
+use super::partition::{AckBatch, AckType, Acquired, MemberId, ShareError, ShareSnapshot};
+use super::service::{AutoOffsetReset, ShareFetched, ShareSettings};
+use crate::broker::Broker;
+use crate::error::{BrokerError, CallError, ErrorKind};
+use crate::owner::PartitionOwner;
+use crate::rpc::{RemoteBroker, from_proto, key_of, part, proto as rpc_proto, routes, to_proto};
+
+/// One share group's member on one partition, with the group's settings.
+#[derive(Debug, Clone)]
+pub struct ShareCall {
+    pub group: String,
+    pub key: PartitionKey,
+    pub member: MemberId,
+    pub settings: ShareSettings,
+}
+
+/// The owner of a partition, for its share-partitions.
+#[async_trait::async_trait]
+pub trait ShareOwner: PartitionOwner {
+    /// Acquires records for the member (see [`super::ShareService::fetch`]).
+    async fn share_fetch(
+        &self,
+        call: &ShareCall,
+        max_records: u32,
+        max_bytes: usize,
+    ) -> Result<ShareFetched, CallError>;
+
+    /// Applies acknowledgements, answered once written (see
+    /// [`super::ShareService::acknowledge`]).
+    async fn share_acknowledge(
+        &self,
+        call: &ShareCall,
+        batches: &[AckBatch],
+    ) -> Result<Result<(), ShareError>, CallError>;
+
+    /// Releases every record the member holds in the group on this broker.
+    async fn share_release(&self, group: &str, member: &MemberId) -> Result<(), CallError>;
+}
+
+/// The coordinator of a share group (the owner of its shard).
+#[async_trait::async_trait]
+pub trait ShareCoordinator: Send + Sync + std::fmt::Debug {
+    async fn share_heartbeat(
+        &self,
+        group: &str,
+        hb: &Heartbeat,
+    ) -> Result<HeartbeatAnswer, ShareGroupError>;
+
+    /// `Ok(None)`: no such group.
+    async fn share_describe(
+        &self,
+        group: &str,
+    ) -> Result<Option<ShareGroupDescription>, ShareGroupError>;
+}
+
+pub mod proto {
+    use crate::rpc::proto::{Error, Partition};
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Call {
+        #[prost(string, tag = "1")]
+        pub group: String,
+        #[prost(message, optional, tag = "2")]
+        pub partition: Option<Partition>,
+        #[prost(string, tag = "3")]
+        pub member: String,
+        #[prost(uint64, tag = "4")]
+        pub lock_duration_ms: u64,
+        #[prost(bool, tag = "5")]
+        pub reset_earliest: bool,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct FetchRequest {
+        #[prost(message, optional, tag = "1")]
+        pub call: Option<Call>,
+        #[prost(uint32, tag = "2")]
+        pub max_records: u32,
+        #[prost(uint64, tag = "3")]
+        pub max_bytes: u64,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Range {
+        #[prost(int64, tag = "1")]
+        pub first: i64,
+        #[prost(int64, tag = "2")]
+        pub last: i64,
+        #[prost(uint32, tag = "3")]
+        pub count: u32,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct FetchResponse {
+        #[prost(message, optional, tag = "1")]
+        pub error: Option<Error>,
+        #[prost(bytes = "bytes", tag = "2")]
+        pub records: bytes::Bytes,
+        #[prost(message, repeated, tag = "3")]
+        pub acquired: Vec<Range>,
+        #[prost(int64, tag = "4")]
+        pub high_watermark: i64,
+        #[prost(uint64, optional, tag = "5")]
+        pub retry_in_ms: Option<u64>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Batch {
+        #[prost(int64, tag = "1")]
+        pub first: i64,
+        #[prost(int64, tag = "2")]
+        pub last: i64,
+        /// Kafka's acknowledge type codes.
+        #[prost(bytes = "vec", tag = "3")]
+        pub types: Vec<u8>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct AckRequest {
+        #[prost(message, optional, tag = "1")]
+        pub call: Option<Call>,
+        #[prost(message, repeated, tag = "2")]
+        pub batches: Vec<Batch>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct AckResponse {
+        #[prost(message, optional, tag = "1")]
+        pub error: Option<Error>,
+        /// 0, or Kafka's code of the refused batch (121, 42).
+        #[prost(int32, tag = "2")]
+        pub refused: i32,
+        #[prost(int64, tag = "3")]
+        pub offset: i64,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ReleaseRequest {
+        #[prost(string, tag = "1")]
+        pub group: String,
+        #[prost(string, tag = "2")]
+        pub member: String,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ReleaseResponse {
+        #[prost(message, optional, tag = "1")]
+        pub error: Option<Error>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct TopicPartitions {
+        #[prost(string, tag = "1")]
+        pub topic_id: String,
+        #[prost(int32, repeated, tag = "2")]
+        pub partitions: Vec<i32>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct HeartbeatRequest {
+        #[prost(string, tag = "1")]
+        pub group: String,
+        #[prost(string, tag = "2")]
+        pub member: String,
+        #[prost(int32, tag = "3")]
+        pub member_epoch: i32,
+        #[prost(bool, tag = "4")]
+        pub has_subscription: bool,
+        #[prost(string, repeated, tag = "5")]
+        pub subscribed: Vec<String>,
+        #[prost(string, optional, tag = "6")]
+        pub rack_id: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct HeartbeatResponse {
+        /// 0, or Kafka's code.
+        #[prost(int32, tag = "1")]
+        pub error: i32,
+        #[prost(string, tag = "2")]
+        pub message: String,
+        #[prost(int32, tag = "3")]
+        pub member_epoch: i32,
+        #[prost(uint32, tag = "4")]
+        pub heartbeat_interval_ms: u32,
+        #[prost(bool, tag = "5")]
+        pub has_assignment: bool,
+        #[prost(message, repeated, tag = "6")]
+        pub assignment: Vec<TopicPartitions>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct DescribeRequest {
+        #[prost(string, tag = "1")]
+        pub group: String,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Member {
+        #[prost(string, tag = "1")]
+        pub member_id: String,
+        #[prost(int32, tag = "2")]
+        pub member_epoch: i32,
+        #[prost(string, optional, tag = "3")]
+        pub rack_id: Option<String>,
+        #[prost(string, repeated, tag = "4")]
+        pub subscribed: Vec<String>,
+        #[prost(message, repeated, tag = "5")]
+        pub assignment: Vec<TopicPartitions>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct DescribeResponse {
+        #[prost(int32, tag = "1")]
+        pub error: i32,
+        #[prost(bool, tag = "2")]
+        pub found: bool,
+        #[prost(bool, tag = "3")]
+        pub stable: bool,
+        #[prost(int32, tag = "4")]
+        pub group_epoch: i32,
+        #[prost(int32, tag = "5")]
+        pub assignment_epoch: i32,
+        #[prost(message, repeated, tag = "6")]
+        pub members: Vec<Member>,
+    }
+}
+
+// Conversions.
+
+fn call_msg(c: &ShareCall) -> proto::Call {
+    proto::Call {
+        group: c.group.clone(),
+        partition: Some(part(&c.key)),
+        member: c.member.as_str().to_owned(),
+        lock_duration_ms: c.settings.lock_duration_ms,
+        reset_earliest: c.settings.reset == AutoOffsetReset::Earliest,
+    }
+}
+
+fn call_from(c: Option<proto::Call>) -> Result<ShareCall, BrokerError> {
+    let c = c.ok_or_else(|| BrokerError::new(ErrorKind::InvalidRequest, "no share call"))?;
+    Ok(ShareCall {
+        key: key_of(c.partition.as_ref())?,
+        member: MemberId::new(&c.member),
+        settings: ShareSettings {
+            lock_duration_ms: c.lock_duration_ms,
+            reset: if c.reset_earliest {
+                AutoOffsetReset::Earliest
+            } else {
+                AutoOffsetReset::Latest
+            },
+        },
+        group: c.group,
+    })
+}
+
+const INVALID_RECORD_STATE: i32 = 121;
+const INVALID_REQUEST: i32 = 42;
+const UNKNOWN_MEMBER_ID: i32 = 25;
+const FENCED_MEMBER_EPOCH: i32 = 110;
+const GROUP_MAX_SIZE_REACHED: i32 = 81;
+const NOT_COORDINATOR: i32 = 16;
+
+fn group_error_code(e: ShareGroupError) -> i32 {
+    match e {
+        ShareGroupError::UnknownMemberId => UNKNOWN_MEMBER_ID,
+        ShareGroupError::FencedMemberEpoch => FENCED_MEMBER_EPOCH,
+        ShareGroupError::GroupMaxSizeReached => GROUP_MAX_SIZE_REACHED,
+        ShareGroupError::InvalidRequest(_) => INVALID_REQUEST,
+        ShareGroupError::NotCoordinator => NOT_COORDINATOR,
+    }
+}
+
+fn group_error_from(code: i32) -> ShareGroupError {
+    match code {
+        UNKNOWN_MEMBER_ID => ShareGroupError::UnknownMemberId,
+        FENCED_MEMBER_EPOCH => ShareGroupError::FencedMemberEpoch,
+        GROUP_MAX_SIZE_REACHED => ShareGroupError::GroupMaxSizeReached,
+        INVALID_REQUEST => ShareGroupError::InvalidRequest("refused by the coordinator"),
+        _ => ShareGroupError::NotCoordinator,
+    }
+}
+
+fn assignment_msg(a: &Assignment) -> Vec<proto::TopicPartitions> {
+    a.iter()
+        .map(|(t, ps)| proto::TopicPartitions {
+            topic_id: t.0.to_string(),
+            partitions: ps.clone(),
+        })
+        .collect()
+}
+
+fn assignment_from(a: Vec<proto::TopicPartitions>) -> Assignment {
+    a.into_iter()
+        .filter_map(|tp| Some((TopicId(tp.topic_id.parse().ok()?), tp.partitions)))
+        .collect()
+}
+
+fn batch_from(b: proto::Batch) -> Result<AckBatch, ShareError> {
+    let types = b
+        .types
+        .iter()
+        .map(|t| AckType::from_code(*t as i8))
+        .collect::<Option<Vec<_>>>()
+        .ok_or(ShareError::InvalidRequest("unknown acknowledge type"))?;
+    Ok(AckBatch {
+        first: Offset(b.first),
+        last: Offset(b.last),
+        types,
+    })
+}
+
+// The broker's side: its own share service, over itself.
+
+impl Broker {
+    fn share_topics(&self) -> impl Fn(&str) -> Option<TopicInfo> + '_ {
+        let snap = self.view().current();
+        move |name| {
+            snap.topics.get(name).map(|t| TopicInfo {
+                id: t.id,
+                partitions: t.partition_count,
+            })
+        }
+    }
+
+    fn share_coordinator_check(&self, group: &str) -> Result<(), ShareGroupError> {
+        self.coordinator(group, self.view().current().shard_count())
+            .map(|_| ())
+            .map_err(|_| ShareGroupError::NotCoordinator)
+    }
+}
+
+#[async_trait::async_trait]
+impl ShareStore for Broker {
+    fn owned_epoch(&self, key: &PartitionKey) -> Option<u64> {
+        self.active_log(key).ok().map(|l| l.epoch())
+    }
+
+    async fn load(
+        &self,
+        group: &str,
+        key: &PartitionKey,
+    ) -> Result<Option<ShareSnapshot>, CallError> {
+        let Some(topic) = self
+            .view()
+            .current()
+            .by_id
+            .get(&key.topic)
+            .map(|t| t.name.clone())
+        else {
+            return Err(BrokerError::not_owner(*key).into());
+        };
+        let r = self
+            .meta()
+            .call::<floe_metadata::api::routes::FetchOffsets>(
+                floe_metadata::api::proto::FetchOffsetsRequest {
+                    group: group.to_owned(),
+                },
+            )
+            .await
+            .map_err(BrokerError::from)?;
+        let Some(o) = r
+            .offsets
+            .into_iter()
+            .find(|o| o.topic == topic && o.partition == key.partition)
+        else {
+            return Ok(None);
+        };
+        match decode_window(o.offset, &o.metadata) {
+            Ok(s) => Ok(Some(s)),
+            // Not a share group's state (a classic group's offset under the
+            // same id): its offset is where the share group starts.
+            Err(_) => Ok(Some(ShareSnapshot {
+                start: Offset(o.offset),
+                ranges: Vec::new(),
+            })),
+        }
+    }
+
+    async fn save(
+        &self,
+        group: &str,
+        key: &PartitionKey,
+        epoch: u64,
+        snapshot: &ShareSnapshot,
+    ) -> Result<(), CallError> {
+        self.meta()
+            .call::<floe_metadata::api::routes::ShareState>(
+                floe_metadata::api::proto::ShareStateRequest {
+                    broker: self.id(),
+                    partition: Some(part(key)),
+                    epoch,
+                    group: group.to_owned(),
+                    start_offset: snapshot.start.0,
+                    state: encode_window(snapshot),
+                },
+            )
+            .await
+            .map_err(BrokerError::from)?;
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl ShareOwner for Broker {
+    async fn share_fetch(
+        &self,
+        call: &ShareCall,
+        max_records: u32,
+        max_bytes: usize,
+    ) -> Result<ShareFetched, CallError> {
+        let share = &self.inner.share;
+        share
+            .fetch(
+                self,
+                self,
+                &call.settings,
+                &call.group,
+                &call.key,
+                &call.member,
+                max_records,
+                max_bytes,
+            )
+            .await
+    }
+
+    async fn share_acknowledge(
+        &self,
+        call: &ShareCall,
+        batches: &[AckBatch],
+    ) -> Result<Result<(), ShareError>, CallError> {
+        let share = &self.inner.share;
+        share
+            .acknowledge(
+                self,
+                self,
+                &call.settings,
+                &call.group,
+                &call.key,
+                &call.member,
+                batches,
+            )
+            .await
+    }
+
+    async fn share_release(&self, group: &str, member: &MemberId) -> Result<(), CallError> {
+        self.inner.share.release_member(group, member);
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl ShareCoordinator for Broker {
+    async fn share_heartbeat(
+        &self,
+        group: &str,
+        hb: &Heartbeat,
+    ) -> Result<HeartbeatAnswer, ShareGroupError> {
+        self.share_coordinator_check(group)?;
+        self.inner.share.heartbeat(group, hb, &self.share_topics())
+    }
+
+    async fn share_describe(
+        &self,
+        group: &str,
+    ) -> Result<Option<ShareGroupDescription>, ShareGroupError> {
+        self.share_coordinator_check(group)?;
+        Ok(self.inner.share.describe(group))
+    }
+}
+
+// The server's handlers.
+
+pub(crate) async fn rpc_fetch(b: Broker, r: proto::FetchRequest) -> proto::FetchResponse {
+    let failed = |e: &BrokerError| proto::FetchResponse {
+        error: Some(to_proto(e)),
+        ..Default::default()
+    };
+    let call = match call_from(r.call) {
+        Ok(c) => c,
+        Err(e) => return failed(&e),
+    };
+    let max_bytes = usize::try_from(r.max_bytes).unwrap_or(usize::MAX);
+    match b.share_fetch(&call, r.max_records, max_bytes).await {
+        Ok(f) => proto::FetchResponse {
+            error: None,
+            records: f.records,
+            acquired: f
+                .acquired
+                .iter()
+                .map(|a| proto::Range {
+                    first: a.first.0,
+                    last: a.last.0,
+                    count: u32::from(a.delivery_count),
+                })
+                .collect(),
+            high_watermark: f.high_watermark,
+            retry_in_ms: f.retry_in_ms,
+        },
+        Err(CallError::Broker(e)) => failed(&e),
+        Err(e) => failed(&BrokerError::new(ErrorKind::OutcomeUnknown, e.to_string())),
+    }
+}
+
+pub(crate) async fn rpc_ack(b: Broker, r: proto::AckRequest) -> proto::AckResponse {
+    let failed = |e: &BrokerError| proto::AckResponse {
+        error: Some(to_proto(e)),
+        ..Default::default()
+    };
+    let call = match call_from(r.call) {
+        Ok(c) => c,
+        Err(e) => return failed(&e),
+    };
+    let refused = |e: ShareError| match e {
+        ShareError::InvalidRecordState { offset } => proto::AckResponse {
+            error: None,
+            refused: INVALID_RECORD_STATE,
+            offset: offset.0,
+        },
+        _ => proto::AckResponse {
+            error: None,
+            refused: INVALID_REQUEST,
+            offset: -1,
+        },
+    };
+    let batches = match r
+        .batches
+        .into_iter()
+        .map(batch_from)
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(b) => b,
+        Err(e) => return refused(e),
+    };
+    match b.share_acknowledge(&call, &batches).await {
+        Ok(Ok(())) => proto::AckResponse::default(),
+        Ok(Err(e)) => refused(e),
+        Err(CallError::Broker(e)) => failed(&e),
+        Err(e) => failed(&BrokerError::new(ErrorKind::OutcomeUnknown, e.to_string())),
+    }
+}
+
+pub(crate) async fn rpc_release(b: Broker, r: proto::ReleaseRequest) -> proto::ReleaseResponse {
+    b.inner
+        .share
+        .release_member(&r.group, &MemberId::new(&r.member));
+    proto::ReleaseResponse { error: None }
+}
+
+pub(crate) async fn rpc_heartbeat(
+    b: Broker,
+    r: proto::HeartbeatRequest,
+) -> proto::HeartbeatResponse {
+    let hb = Heartbeat {
+        member_id: MemberId::new(&r.member),
+        member_epoch: r.member_epoch,
+        subscribed_topics: r.has_subscription.then_some(r.subscribed),
+        rack_id: r.rack_id,
+    };
+    match b.share_heartbeat(&r.group, &hb).await {
+        Ok(a) => proto::HeartbeatResponse {
+            error: 0,
+            message: String::new(),
+            member_epoch: a.member_epoch,
+            heartbeat_interval_ms: a.heartbeat_interval_ms,
+            has_assignment: a.assignment.is_some(),
+            assignment: a
+                .assignment
+                .as_ref()
+                .map(assignment_msg)
+                .unwrap_or_default(),
+        },
+        Err(e) => proto::HeartbeatResponse {
+            error: group_error_code(e),
+            message: e.to_string(),
+            ..Default::default()
+        },
+    }
+}
+
+pub(crate) async fn rpc_describe(b: Broker, r: proto::DescribeRequest) -> proto::DescribeResponse {
+    match b.share_describe(&r.group).await {
+        Err(e) => proto::DescribeResponse {
+            error: group_error_code(e),
+            ..Default::default()
+        },
+        Ok(None) => proto::DescribeResponse::default(),
+        Ok(Some(d)) => proto::DescribeResponse {
+            error: 0,
+            found: true,
+            stable: d.state == ShareGroupState::Stable,
+            group_epoch: d.group_epoch,
+            assignment_epoch: d.assignment_epoch,
+            members: d
+                .members
+                .iter()
+                .map(|m| proto::Member {
+                    member_id: m.member_id.as_str().to_owned(),
+                    member_epoch: m.member_epoch,
+                    rack_id: m.rack_id.clone(),
+                    subscribed: m.subscribed_topics.clone(),
+                    assignment: assignment_msg(&m.assignment),
+                })
+                .collect(),
+        },
+    }
+}
+
+// The client's side: a broker in another process.
+
+const SHARE_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn answered<T>(error: Option<rpc_proto::Error>, ok: impl FnOnce() -> T) -> Result<T, CallError> {
+    match error {
+        Some(e) => Err(from_proto(e).into()),
+        None => Ok(ok()),
+    }
+}
+
+#[async_trait::async_trait]
+impl ShareOwner for RemoteBroker {
+    async fn share_fetch(
+        &self,
+        call: &ShareCall,
+        max_records: u32,
+        max_bytes: usize,
+    ) -> Result<ShareFetched, CallError> {
+        let r = self
+            .call_timeout::<routes::ShareFetch>(
+                proto::FetchRequest {
+                    call: Some(call_msg(call)),
+                    max_records,
+                    max_bytes: max_bytes as u64,
+                },
+                SHARE_CALL_TIMEOUT,
+            )
+            .await?;
+        let (records, acquired, hw, retry) =
+            (r.records, r.acquired, r.high_watermark, r.retry_in_ms);
+        answered(r.error, || ShareFetched {
+            records: if acquired.is_empty() {
+                Bytes::new()
+            } else {
+                records
+            },
+            acquired: acquired
+                .into_iter()
+                .map(|a| Acquired {
+                    first: Offset(a.first),
+                    last: Offset(a.last),
+                    delivery_count: u16::try_from(a.count).unwrap_or(u16::MAX),
+                })
+                .collect(),
+            high_watermark: hw,
+            retry_in_ms: retry,
+        })
+    }
+
+    async fn share_acknowledge(
+        &self,
+        call: &ShareCall,
+        batches: &[AckBatch],
+    ) -> Result<Result<(), ShareError>, CallError> {
+        let r = self
+            .call_timeout::<routes::ShareAck>(
+                proto::AckRequest {
+                    call: Some(call_msg(call)),
+                    batches: batches
+                        .iter()
+                        .map(|b| proto::Batch {
+                            first: b.first.0,
+                            last: b.last.0,
+                            types: b.types.iter().map(|t| t.code() as u8).collect(),
+                        })
+                        .collect(),
+                },
+                SHARE_CALL_TIMEOUT,
+            )
+            .await?;
+        let (refused, offset) = (r.refused, r.offset);
+        answered(r.error, || match refused {
+            0 => Ok(()),
+            INVALID_RECORD_STATE => Err(ShareError::InvalidRecordState {
+                offset: Offset(offset),
+            }),
+            _ => Err(ShareError::InvalidRequest("refused by the owner")),
+        })
+    }
+
+    async fn share_release(&self, group: &str, member: &MemberId) -> Result<(), CallError> {
+        let r = self
+            .call_timeout::<routes::ShareRelease>(
+                proto::ReleaseRequest {
+                    group: group.to_owned(),
+                    member: member.as_str().to_owned(),
+                },
+                SHARE_CALL_TIMEOUT,
+            )
+            .await?;
+        answered(r.error, || ())
+    }
+}
+
+#[async_trait::async_trait]
+impl ShareCoordinator for RemoteBroker {
+    async fn share_heartbeat(
+        &self,
+        group: &str,
+        hb: &Heartbeat,
+    ) -> Result<HeartbeatAnswer, ShareGroupError> {
+        let msg = proto::HeartbeatRequest {
+            group: group.to_owned(),
+            member: hb.member_id.as_str().to_owned(),
+            member_epoch: hb.member_epoch,
+            has_subscription: hb.subscribed_topics.is_some(),
+            subscribed: hb.subscribed_topics.clone().unwrap_or_default(),
+            rack_id: hb.rack_id.clone(),
+        };
+        let r = self
+            .call_timeout::<routes::ShareHeartbeat>(msg, SHARE_CALL_TIMEOUT)
+            .await
+            .map_err(|_| ShareGroupError::NotCoordinator)?;
+        if r.error != 0 {
+            return Err(group_error_from(r.error));
+        }
+        Ok(HeartbeatAnswer {
+            member_epoch: r.member_epoch,
+            heartbeat_interval_ms: r.heartbeat_interval_ms,
+            assignment: r.has_assignment.then(|| assignment_from(r.assignment)),
+        })
+    }
+
+    async fn share_describe(
+        &self,
+        group: &str,
+    ) -> Result<Option<ShareGroupDescription>, ShareGroupError> {
+        let r = self
+            .call_timeout::<routes::ShareDescribe>(
+                proto::DescribeRequest {
+                    group: group.to_owned(),
+                },
+                SHARE_CALL_TIMEOUT,
+            )
+            .await
+            .map_err(|_| ShareGroupError::NotCoordinator)?;
+        if r.error != 0 {
+            return Err(group_error_from(r.error));
+        }
+        if !r.found {
+            return Ok(None);
+        }
+        Ok(Some(ShareGroupDescription {
+            group_id: group.to_owned(),
+            state: if r.stable {
+                ShareGroupState::Stable
+            } else {
+                ShareGroupState::Empty
+            },
+            group_epoch: r.group_epoch,
+            assignment_epoch: r.assignment_epoch,
+            members: r
+                .members
+                .into_iter()
+                .map(|m| DescribedShareMember {
+                    member_id: MemberId::new(&m.member_id),
+                    member_epoch: m.member_epoch,
+                    rack_id: m.rack_id,
+                    subscribed_topics: m.subscribed,
+                    assignment: assignment_from(m.assignment),
+                })
+                .collect(),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn group_errors_cross_the_rpc_as_kafka_codes() {
+        for e in [
+            ShareGroupError::UnknownMemberId,
+            ShareGroupError::FencedMemberEpoch,
+            ShareGroupError::GroupMaxSizeReached,
+            ShareGroupError::NotCoordinator,
+        ] {
+            assert_eq!(group_error_from(group_error_code(e)), e);
+        }
+        assert!(matches!(
+            group_error_from(group_error_code(ShareGroupError::InvalidRequest("x"))),
+            ShareGroupError::InvalidRequest(_)
+        ));
+    }
+
+    #[test]
+    fn an_assignment_crosses_the_rpc() {
+        let mut a = Assignment::new();
+        a.insert(TopicId(uuid::Uuid::from_u128(7)), vec![0, 2]);
+        assert_eq!(assignment_from(assignment_msg(&a)), a);
+    }
+}
