@@ -1161,6 +1161,35 @@ pub(crate) mod tests {
     use crate::command::OwnedItem;
     use crate::controller;
 
+    #[test]
+    fn group_configs_are_set_refused_whole_and_forgotten_when_all_deleted() {
+        let alter =
+            |group: &str, set: &[(&str, &str)], delete: &[&str]| Command::AlterGroupConfig {
+                group: group.into(),
+                set: set
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                delete: delete.iter().map(|k| k.to_string()).collect(),
+            };
+        let mut sm = Sm::new();
+        sm.ok(alter("g", &[("share.delivery.count.limit", "4")], &[]));
+        assert_eq!(sm.state.group_configs["g"].share_delivery_count_limit(), 4);
+        let e = sm.error(alter(
+            "g",
+            &[
+                ("share.delivery.count.limit", "6"),
+                ("consumer.session.timeout.ms", "1"),
+            ],
+            &[],
+        ));
+        assert_eq!(e.kind(), crate::error::ErrorKind::InvalidConfig);
+        let e = sm.error(alter("", &[("share.delivery.count.limit", "6")], &[]));
+        assert_eq!(e.kind(), crate::error::ErrorKind::InvalidRequest);
+        sm.ok(alter("g", &[], &["share.delivery.count.limit"]));
+        assert!(sm.state.group_configs.is_empty(), "no entry for defaults");
+    }
+
     fn tid(n: u8) -> TopicId {
         TopicId(uuid::Uuid::from_bytes([n; 16]))
     }
