@@ -83,6 +83,23 @@ def run(bootstrap, topic, records, size, per_txn):
     return records * size / elapsed / 1e6, commits
 
 
+def describe(bootstrap, ids, calls):
+    """Times `calls` DescribeTransactions of the registered ids."""
+    import kafka.admin
+    a = kafka.admin.KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+    try:
+        a.describe_transactions(["bench-idle-0"])
+        xs = []
+        for r in range(calls):
+            t = time.perf_counter()
+            a.describe_transactions([f"bench-idle-{r % ids}"])
+            xs.append(time.perf_counter() - t)
+    finally:
+        a.close()
+    print(f"DescribeTransactions with {ids} ids: p50 {pct(xs, 0.5) * 1e3:.2f} ms, "
+          f"p99 {pct(xs, 0.99) * 1e3:.2f} ms over {calls} calls", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=100_000)
@@ -93,6 +110,9 @@ def main():
     ap.add_argument("--ids", type=int, default=0,
                     help="transactional ids registered (InitProducerId) before measuring, as a cluster "
                          "with many producers has: lookups that read every id's state grow with them")
+    ap.add_argument("--describe", type=int, default=0,
+                    help="after registering the ids, time this many DescribeTransactions of them "
+                         "(kafka-python's admin client) and print p50/p99")
     args = ap.parse_args()
     floe = os.environ.get("FLOE_BIN", str(ROOT / "target" / "release" / "floe"))
     modes = [("idempotent", 0)] + [(f"txn-{n}", n) for n in args.per_txn]
@@ -103,6 +123,8 @@ def main():
             for i in range(args.ids):
                 ck.Producer({"bootstrap.servers": s.bootstrap,
                              "transactional.id": f"bench-idle-{i}"}).init_transactions(60)
+            if args.describe:
+                describe(s.bootstrap, max(args.ids, 1), args.describe)
             mbs = {m: [] for m, _ in modes}
             commits = {m: [] for m, _ in modes}
             for r in range(args.rounds):

@@ -883,5 +883,5 @@ fn shard_of_is_fnv1a_modulo_the_shard_count() {
     // FNV-1a of "" is its offset basis.
     assert_eq!(shard_of("", 1 << 31), 0x811c_9dc5 % (1 << 31));
     assert_eq!(shard_of("a", 0), 0);
-    assert_eq!(shard_of("a", u32::MAX), 0xe40c_292c % u32::MAX);
+    assert_eq!(shard_of("a", 1000), 0xe40c_292c % 1000);
 }
