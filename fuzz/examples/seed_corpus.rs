@@ -16,6 +16,9 @@ use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
 use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::create_topics_request::{
     CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
 };
@@ -24,11 +27,6 @@ use kafka_protocol::messages::delete_records_request::{
 };
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
-use kafka_protocol::messages::describe_producers_request::TopicRequest as ProducersTopic;
-use kafka_protocol::messages::describe_topic_partitions_request::{
-    Cursor as PartitionsCursor, TopicRequest as PartitionsTopic,
-};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -47,24 +45,26 @@ use kafka_protocol::messages::share_fetch_request::{
     AcknowledgementBatch, FetchPartition as ShareFetchPartition, FetchTopic as ShareFetchTopic,
     ForgottenTopic,
 };
-use kafka_protocol::messages::txn_offset_commit_request::{
-    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
-};
 use kafka_protocol::messages::{
-    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiKey, ApiVersionsRequest,
-    ApiVersionsResponse, BrokerId, CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
-    DescribeConfigsRequest, DescribeTransactionsRequest, EndTxnRequest, FetchRequest,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, CreateTopicsRequest,
+    DeleteRecordsRequest, DeleteTopicsRequest, DescribeConfigsRequest, FetchRequest,
     FindCoordinatorRequest, GroupId, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest,
-    ListOffsetsRequest, ListTransactionsRequest, MetadataRequest, MetadataResponse, ProduceRequest,
-    ProducerId, RequestHeader, RequestKind, ResponseKind, TopicName, TransactionalId,
-    TxnOffsetCommitRequest,
-};
-use kafka_protocol::messages::{
-    DescribeLogDirsRequest, DescribeProducersRequest, DescribeTopicPartitionsRequest,
+    ListOffsetsRequest, MetadataRequest, MetadataResponse, ProduceRequest, RequestHeader,
+    RequestKind, ResponseKind, TopicName, TransactionalId, AddPartitionsToTxnRequest,
+    AddOffsetsToTxnRequest, TxnOffsetCommitRequest, EndTxnRequest, DescribeTransactionsRequest,
+    ListTransactionsRequest, ProducerId,
 };
 use kafka_protocol::messages::{
     ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupDescribeRequest,
     ShareGroupHeartbeatRequest,
+};
+use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+use kafka_protocol::messages::describe_producers_request::TopicRequest as ProducersTopic;
+use kafka_protocol::messages::describe_topic_partitions_request::{
+    Cursor as PartitionsCursor, TopicRequest as PartitionsTopic,
+};
+use kafka_protocol::messages::{
+    DescribeLogDirsRequest, DescribeProducersRequest, DescribeTopicPartitionsRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -565,13 +565,13 @@ fn request_body(api_key: ApiKey, version: i16, records: &Bytes) -> Option<Reques
                     .with_topics(vec![topic]),
             )
         }
-        ApiKey::DescribeLogDirs => {
-            RequestKind::DescribeLogDirs(DescribeLogDirsRequest::default().with_topics(Some(vec![
+        ApiKey::DescribeLogDirs => RequestKind::DescribeLogDirs(
+            DescribeLogDirsRequest::default().with_topics(Some(vec![
                 DescribableLogDirTopic::default()
                     .with_topic(name("orders"))
                     .with_partitions(vec![0, 1, 2]),
-            ])))
-        }
+            ])),
+        ),
         ApiKey::DescribeTopicPartitions => RequestKind::DescribeTopicPartitions(
             DescribeTopicPartitionsRequest::default()
                 .with_topics(vec![
@@ -585,13 +585,13 @@ fn request_body(api_key: ApiKey, version: i16, records: &Bytes) -> Option<Reques
                         .with_partition_index(1),
                 )),
         ),
-        ApiKey::DescribeProducers => {
-            RequestKind::DescribeProducers(DescribeProducersRequest::default().with_topics(vec![
+        ApiKey::DescribeProducers => RequestKind::DescribeProducers(
+            DescribeProducersRequest::default().with_topics(vec![
                 ProducersTopic::default()
                     .with_name(name("orders"))
                     .with_partition_indexes(vec![0, 1]),
-            ]))
-        }
+            ]),
+        ),
         _ => return None,
     })
 }
@@ -735,8 +735,7 @@ fn indexer_inputs(root: &Path) -> AnyResult<()> {
             br#"[{"name":"amount","path":"$.order.amount","type":"float64"},{"name":"sku","path":"$.items[0][\"sku id\"]","type":"string"}]"#,
         ),
     )?;
-    let value =
-        br#"{"a":{"b":"x"},"items":[{"n":5}],"x y":1.5,"ok":true,"at":"2026-11-29T14:00:00Z"}"#;
+    let value = br#"{"a":{"b":"x"},"items":[{"n":5}],"x y":1.5,"ok":true,"at":"2026-11-29T14:00:00Z"}"#;
     write(&d, "value", &with(1, value))?;
     let records: Vec<floe_storage::records::Record> = (0..40)
         .map(|i| floe_storage::records::Record {
@@ -759,10 +758,7 @@ fn indexer_inputs(root: &Path) -> AnyResult<()> {
     write(
         &d,
         "query",
-        &with(
-            3,
-            b"key=k1&from=2026-11-29T14:00:00Z&to=1795964400000&limit=5",
-        ),
+        &with(3, b"key=k1&from=2026-11-29T14:00:00Z&to=1795964400000&limit=5"),
     )?;
     Ok(())
 }
