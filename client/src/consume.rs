@@ -424,7 +424,7 @@ pub fn decode_committed(
 ) -> Result<(Vec<Record>, i64), BatchError> {
     let mut pending: Vec<(i64, i64)> = aborted.to_vec();
     // Oldest last, so that the next one to begin is popped first.
-    pending.sort_unstable_by(|a, b| b.1.cmp(&a.1));
+    pending.sort_unstable_by_key(|a| std::cmp::Reverse(a.1));
     let mut in_aborted: std::collections::HashSet<i64> = std::collections::HashSet::new();
     let mut out = Vec::new();
     for item in BatchIter::new(records, usize::MAX) {

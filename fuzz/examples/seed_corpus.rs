@@ -66,6 +66,14 @@ use kafka_protocol::messages::{
     ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, ListGroupsRequest,
 };
 use kafka_protocol::messages::describe_share_group_offsets_request;
+use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+use kafka_protocol::messages::describe_producers_request::TopicRequest as ProducersTopic;
+use kafka_protocol::messages::describe_topic_partitions_request::{
+    Cursor as PartitionsCursor, TopicRequest as PartitionsTopic,
+};
+use kafka_protocol::messages::{
+    DescribeLogDirsRequest, DescribeProducersRequest, DescribeTopicPartitionsRequest,
+};
 use kafka_protocol::protocol::StrBytes;
 
 type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;
@@ -638,6 +646,31 @@ fn request_body(api_key: ApiKey, version: i16, records: &Bytes) -> Option<Reques
                             .with_topic_name(name("orders"))
                             .with_partitions(vec![0, 1]),
                     ])),
+        ApiKey::DescribeLogDirs => RequestKind::DescribeLogDirs(
+            DescribeLogDirsRequest::default().with_topics(Some(vec![
+                DescribableLogDirTopic::default()
+                    .with_topic(name("orders"))
+                    .with_partitions(vec![0, 1, 2]),
+            ])),
+        ),
+        ApiKey::DescribeTopicPartitions => RequestKind::DescribeTopicPartitions(
+            DescribeTopicPartitionsRequest::default()
+                .with_topics(vec![
+                    PartitionsTopic::default().with_name(name("orders")),
+                    PartitionsTopic::default().with_name(name("payments")),
+                ])
+                .with_response_partition_limit(2)
+                .with_cursor(Some(
+                    PartitionsCursor::default()
+                        .with_topic_name(name("orders"))
+                        .with_partition_index(1),
+                )),
+        ),
+        ApiKey::DescribeProducers => RequestKind::DescribeProducers(
+            DescribeProducersRequest::default().with_topics(vec![
+                ProducersTopic::default()
+                    .with_name(name("orders"))
+                    .with_partition_indexes(vec![0, 1]),
             ]),
         ),
         _ => return None,
@@ -681,6 +714,9 @@ fn kafka_requests(root: &Path) -> AnyResult<()> {
         ApiKey::ConsumerGroupDescribe,
         ApiKey::ListGroups,
         ApiKey::DescribeShareGroupOffsets,
+        ApiKey::DescribeLogDirs,
+        ApiKey::DescribeTopicPartitions,
+        ApiKey::DescribeProducers,
     ];
     for api_key in apis {
         let range = api_key.valid_versions();

@@ -721,3 +721,27 @@ fn the_share_request_seeds_decode_and_re_encode() {
         assert_eq!(&again[4..], &bytes[..], "{file}");
     }
 }
+
+/// The fuzz seeds of the describe requests `floe` and admin clients send
+/// (`fuzz/corpus/kafka_requests/describe{logdirs,topicpartitions,producers}_v*`)
+/// decode as what they are named after and re-encode to the same bytes.
+#[test]
+fn the_describe_request_seeds_decode_and_re_encode() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/kafka_requests");
+    for (prefix, key) in [
+        ("describelogdirs", ApiKey::DescribeLogDirs),
+        ("describetopicpartitions", ApiKey::DescribeTopicPartitions),
+        ("describeproducers", ApiKey::DescribeProducers),
+    ] {
+        let range = key.valid_versions();
+        for version in range.min..=range.max {
+            let file = format!("{prefix}_v{version}");
+            let bytes = Bytes::from(std::fs::read(dir.join(&file)).unwrap());
+            let decoded = decode_request(bytes.clone()).unwrap();
+            assert_eq!((decoded.api_key, decoded.version), (key, version), "{file}");
+            let again = encode_request(&decoded.header, &decoded.body).unwrap();
+            assert_eq!(&again[4..], &bytes[..], "{file}");
+        }
+    }
+}
