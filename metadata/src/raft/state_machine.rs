@@ -409,10 +409,23 @@ mod tests {
     fn a_binary_snapshot_from_before_transactions_still_loads() {
         let s = model();
         assert!(s.txn.ids.is_empty());
-        // An older version's bytes are these without the last field, an
-        // empty map: one byte, its length 0.
-        let mut bytes = codec::encode(&applied(&s)).unwrap();
-        assert_eq!(bytes.pop(), Some(0));
+        // An older version's bytes: the model's fields before `txn`.
+        let old: AppliedBeforeTxn = (
+            None,
+            StoredMembership::default(),
+            (
+                s.revision,
+                s.nodes.clone(),
+                s.topics.clone(),
+                s.partitions.clone(),
+                s.objects.clone(),
+                s.next_object_id,
+                s.groups.clone(),
+                s.next_producer_id,
+                s.shards.clone(),
+            ),
+        );
+        let bytes = codec::encode(&old).unwrap();
         assert!(codec::decode::<Applied>(&bytes).is_err());
         assert_eq!(decode_applied(&bytes).unwrap().state, s);
         // JSON snapshots of older versions have no `txn` either.
@@ -422,6 +435,40 @@ mod tests {
         assert_eq!(decode_applied(&json).unwrap().state, s);
         // Garbage is still an error.
         assert!(decode_applied(&[codec::BINARY_V1, 0xff]).is_err());
+    }
+
+    #[test]
+    fn a_binary_snapshot_from_before_client_quotas_still_loads() {
+        let s = model();
+        // An older version's bytes are these without the last field, an
+        // empty list of quotas: one byte, its length 0.
+        let mut bytes = codec::encode(&applied(&s)).unwrap();
+        assert_eq!(bytes.pop(), Some(0));
+        assert!(codec::decode::<Applied>(&bytes).is_err());
+        assert_eq!(decode_applied(&bytes).unwrap().state, s);
+    }
+
+    #[test]
+    fn a_snapshot_with_client_quotas_round_trips() {
+        let mut s = model();
+        let r = s.apply(
+            Revision(10),
+            &Command::AlterClientQuotas {
+                alterations: vec![crate::quota::QuotaAlteration {
+                    entity: crate::quota::QuotaEntity {
+                        user: None,
+                        client_id: Some(crate::quota::EntityName::Named("c".into())),
+                    },
+                    set: BTreeMap::from([(crate::quota::PRODUCER_BYTE_RATE.into(), 10)]),
+                    remove: vec![],
+                }],
+            },
+        );
+        assert_eq!(r, Response::Ok);
+        let bytes = codec::encode(&applied(&s)).unwrap();
+        assert_eq!(decode_applied(&bytes).unwrap().state, s);
+        let json = serde_json::to_vec(&applied(&s)).unwrap();
+        assert_eq!(decode_applied(&json).unwrap().state, s);
     }
 
     #[test]
