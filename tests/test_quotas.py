@@ -48,9 +48,9 @@ def kafka_admin(server):
     return KafkaAdminClient(bootstrap_servers=server.bootstrap, request_timeout_ms=30000)
 
 
-def call(admin, request):
+def call(admin, request, node_id=None):
     async def send():
-        return await admin._manager.send(request)
+        return await admin._manager.send(request, node_id=node_id)
 
     return admin._manager.run(send)
 
@@ -71,13 +71,13 @@ def alter(admin, entries, validate_only=False):
     return [(e.error_code, e.error_message) for e in resp.entries]
 
 
-def describe(admin, components, strict=False):
+def describe(admin, components, strict=False, node_id=None):
     """components: [(entity type, match type, name)]; returns {entity tuple: {key: value}}."""
     from kafka.protocol.admin.client_quotas import DescribeClientQuotasRequest as Req
 
     req = Req(components=[Req.ComponentData(entity_type=t, match_type=m, match=n) for t, m, n in components],
               strict=strict)
-    resp = call(admin, req)
+    resp = call(admin, req, node_id)
     assert resp.error_code == 0, (resp.error_code, resp.error_message)
     return {tuple((e.entity_type, e.entity_name) for e in entry.entity):
             {v.key: v.value for v in entry.values} for entry in resp.entries}
@@ -238,3 +238,28 @@ def test_a_consumer_over_its_quota_is_throttled_near_the_quota(server, kit):
     assert got < want, "the consumer read everything: no throttling"
     assert throttles and max(throttles) > 0, "librdkafka saw no throttling"
     assert metric(server, "floe_proxy_throttled_total", 'quota="fetch"') > 0
+
+
+def test_a_quota_altered_through_one_proxy_is_seen_by_every_proxy(floe_bin, tmp_path):
+    from kafka.admin import KafkaAdminClient
+
+    from floe_cluster import Cluster
+
+    cluster = Cluster(floe_bin, tmp_path, metas=1, brokers=1, proxies=2)
+    try:
+        p1 = cluster.proxies[0].addr("kafka")
+        admin = KafkaAdminClient(bootstrap_servers=p1, request_timeout_ms=30000)
+        try:
+            assert alter(admin, [({"client-id": "everywhere"}, {"consumer_byte_rate": 4096})]) == [(0, None)]
+            want = {(("client-id", "everywhere"),): {"consumer_byte_rate": 4096.0}}
+            nodes = [b.node_id for b in admin._manager.cluster.brokers()]
+            assert len(nodes) == 2, nodes
+            deadline = time.monotonic() + 30
+            for node in nodes:
+                while (got := describe(admin, [], node_id=node)) != want:
+                    assert time.monotonic() < deadline, f"proxy {node} describes {got}"
+                    time.sleep(0.2)
+        finally:
+            admin.close()
+    finally:
+        cluster.stop()

@@ -411,13 +411,23 @@ mod tests {
     fn a_binary_snapshot_from_before_transactions_still_loads() {
         let s = model();
         assert!(s.txn.ids.is_empty());
-        // An older version's bytes are these without the last fields: the
-        // group configs (an empty map: one byte, its length 0) and the
-        // transactions.
-        let mut bytes = codec::encode(&applied(&s)).unwrap();
-        assert_eq!(bytes.pop(), Some(0));
-        let txn_len = codec::encoded_len(&s.txn).unwrap() - 1;
-        bytes.truncate(bytes.len() - txn_len);
+        // An older version's bytes: the model's fields before `txn`.
+        let old: AppliedBeforeTxn = (
+            None,
+            StoredMembership::default(),
+            (
+                s.revision,
+                s.nodes.clone(),
+                s.topics.clone(),
+                s.partitions.clone(),
+                s.objects.clone(),
+                s.next_object_id,
+                s.groups.clone(),
+                s.next_producer_id,
+                s.shards.clone(),
+            ),
+        );
+        let bytes = codec::encode(&old).unwrap();
         assert!(codec::decode::<Applied>(&bytes).is_err());
         assert_eq!(decode_applied(&bytes).unwrap().state, s);
         // JSON snapshots of older versions have no `txn` either.
@@ -430,14 +440,48 @@ mod tests {
     }
 
     #[test]
-    fn a_binary_snapshot_from_before_group_configs_still_loads() {
+    fn a_binary_snapshot_from_before_client_quotas_and_group_configs_still_loads() {
         let mut s = model();
         s.apply(Revision(10), &Command::AllocateProducerIds { count: 3 });
-        let mut bytes = codec::encode(&applied(&s)).unwrap();
-        assert_eq!(bytes.pop(), Some(0));
+        // The layout of the last release: every field up to `txn`.
+        let old: AppliedBeforeQuotas = (
+            None,
+            StoredMembership::default(),
+            (
+                s.revision,
+                s.nodes.clone(),
+                s.topics.clone(),
+                s.partitions.clone(),
+                s.objects.clone(),
+                s.next_object_id,
+                s.groups.clone(),
+                s.next_producer_id,
+                s.shards.clone(),
+                s.txn.clone(),
+            ),
+        );
+        let bytes = codec::encode(&old).unwrap();
         assert!(codec::decode::<Applied>(&bytes).is_err());
         assert_eq!(decode_applied(&bytes).unwrap().state, s);
-        // With group configs, they round-trip.
+    }
+
+    #[test]
+    fn a_snapshot_with_client_quotas_and_group_configs_round_trips() {
+        let mut s = model();
+        let r = s.apply(
+            Revision(10),
+            &Command::AlterClientQuotas {
+                alterations: vec![crate::quota::QuotaAlteration {
+                    entity: crate::quota::QuotaEntity {
+                        user: None,
+                        client_id: Some(crate::quota::EntityName::Named("c".into())),
+                    },
+                    set: BTreeMap::from([(crate::quota::PRODUCER_BYTE_RATE.into(), 10)]),
+                    remove: vec![],
+                }],
+            },
+        );
+        assert_eq!(r, Response::Ok);
         let r = s.apply(
             Revision(11),
             &Command::AlterGroupConfig {
@@ -457,6 +501,8 @@ mod tests {
             back.group_configs["g"].consumer_session_timeout_ms(),
             Some(50_000)
         );
+        let json = serde_json::to_vec(&applied(&s)).unwrap();
+        assert_eq!(decode_applied(&json).unwrap().state, s);
     }
 
     #[test]

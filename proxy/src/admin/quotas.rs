@@ -378,8 +378,8 @@ mod tests {
     fn the_quota_request_seeds_decode_and_re_encode() {
         use kafka_protocol::messages::ApiKey;
 
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../fuzz/corpus/kafka_requests");
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/kafka_requests");
         for version in 0..=1 {
             for (name, key) in [
                 ("describeclientquotas", ApiKey::DescribeClientQuotas),
