@@ -236,6 +236,7 @@ impl ShareService {
             }
             return Ok(epoch);
         }
+        let mut fresh = false;
         let sp = match store.load(group_id, key).await? {
             Some(snapshot) => match SharePartition::restore(config, &snapshot) {
                 Ok(sp) => sp,
@@ -251,16 +252,25 @@ impl ShareService {
                     AutoOffsetReset::Latest => OffsetSpec::Latest,
                 };
                 let (start, _) = owner.list_offset(key, spec, None).await?;
+                fresh = true;
                 SharePartition::new(config, Offset(start.offset))
             }
         };
-        let mut partitions = lock(&self.partitions);
-        match partitions.get(&id) {
-            // Loaded meanwhile by another call at this epoch: that one stands.
-            Some(held) if held.epoch == epoch => {}
-            _ => {
-                partitions.insert(id, Held { sp, epoch });
+        {
+            let mut partitions = lock(&self.partitions);
+            match partitions.get(&id) {
+                // Loaded meanwhile by another call at this epoch: that one stands.
+                Some(held) if held.epoch == epoch => fresh = false,
+                _ => {
+                    partitions.insert(id, Held { sp, epoch });
+                }
             }
+        }
+        // Where a new share-partition starts is written at once (Kafka
+        // initializes the share state too): a new owner must not take
+        // "latest" again and skip what was produced in between.
+        if fresh {
+            self.persist(store, group_id, key).await?;
         }
         Ok(epoch)
     }
@@ -647,6 +657,8 @@ mod tests {
         let partitions = lock(&svc.partitions);
         let held = partitions.get(&("g".to_owned(), key())).unwrap();
         assert_eq!(held.sp.start_offset(), Offset(6));
+        // Written at once: a new owner starts there too.
+        assert_eq!(log.saved.lock().unwrap()["g"].1.start, Offset(6));
     }
 
     #[tokio::test]
@@ -699,8 +711,9 @@ mod tests {
             Err(ShareError::InvalidRecordState { offset: Offset(0) })
         );
         assert_eq!(ack(vec![]).await, Ok(()));
-        // Nothing changed: nothing written.
-        assert!(log.saved.lock().unwrap().is_empty());
+        // Only where the share-partition starts was written.
+        let saved = log.saved.lock().unwrap()["g"].1.clone();
+        assert_eq!((saved.start, saved.ranges.len()), (Offset(0), 0));
     }
 
     #[tokio::test]
