@@ -6,6 +6,7 @@ partitions go to the others after the session timeout); a classic group and a
 consumer group on the same topic; one group id namespace for both protocols;
 ListGroups by type and ConsumerGroupDescribe."""
 
+import os
 import subprocess
 import sys
 import threading
@@ -125,19 +126,21 @@ def all_seen(members, count):
     return set(seen) >= set(range(count))
 
 
-def test_members_join_and_leave_each_partition_owned_once_records_consumed_once(floe, kit):
-    topic, group = "cp-join-leave", "cp-g1"
+@pytest.mark.parametrize("assignor", ["uniform", "range"])
+def test_members_join_and_leave_each_partition_owned_once_records_consumed_once(floe, kit, assignor):
+    topic, group = f"cp-join-leave-{assignor}", f"cp-g1-{assignor}"
     kit.create_topic(floe.bootstrap, topic, partitions=TOPIC_PARTITIONS)
     produce(floe.bootstrap, topic, 0, 300)
     events, lock = [], threading.Lock()
-    a = Member(floe.bootstrap, group, topic, "a", events, lock)
-    b = Member(floe.bootstrap, group, topic, "b", events, lock)
+    conf = {"group.remote.assignor": assignor}
+    a = Member(floe.bootstrap, group, topic, "a", events, lock, **conf)
+    b = Member(floe.bootstrap, group, topic, "b", events, lock, **conf)
     members = [a, b]
     try:
         wait_for("two members owning 3 partitions each",
                  lambda: len(a.owned) == 3 and len(b.owned) == 3, 60)
         wait_for("the first 300 records", lambda: all_seen(members, 300), 60)
-        c = Member(floe.bootstrap, group, topic, "c", events, lock)
+        c = Member(floe.bootstrap, group, topic, "c", events, lock, **conf)
         members.append(c)
         produce(floe.bootstrap, topic, 300, 300)
         wait_for("three members owning 2 partitions each",
@@ -147,6 +150,7 @@ def test_members_join_and_leave_each_partition_owned_once_records_consumed_once(
         admin = AdminClient({"bootstrap.servers": floe.bootstrap})
         desc = admin.describe_consumer_groups([group])[group].result(30)
         assert desc.type == ConsumerGroupType.CONSUMER
+        assert desc.partition_assignor == assignor
         assert len(desc.members) == 3
         assigned = sorted(tp.partition for m in desc.members for tp in m.assignment.topic_partitions)
         assert assigned == list(range(TOPIC_PARTITIONS))
@@ -246,6 +250,12 @@ def test_classic_and_consumer_groups_on_one_topic_and_one_id_namespace(floe, kit
         types = {g.group_id: g.type for g in admin.list_consumer_groups().result(30).valid}
         assert types.get("cp-new") == ConsumerGroupType.CONSUMER
         assert types.get("cp-old") == ConsumerGroupType.CLASSIC
+        # OffsetDelete knows the consumer group's subscriptions (`floe group
+        # delete-offsets` sends it).
+        res = subprocess.run([str(floe.bin), "group", "delete-offsets", "cp-new", "--topic", f"{topic}:0"],
+                             capture_output=True, text=True, timeout=60,
+                             env=dict(os.environ, FLOE_BOOTSTRAP=floe.bootstrap))
+        assert "subscribed" in (res.stdout + res.stderr).lower(), (res.returncode, res.stdout, res.stderr)
     finally:
         if intruder is not None:
             intruder.close()

@@ -514,10 +514,22 @@ impl GroupCoordinator {
     }
 
     /// Forgets Empty groups without committed offsets or pending members
-    /// (Kafka drops those in its periodic offset expiry); returns how many.
+    /// (Kafka drops those in its periodic offset expiry), and consumer
+    /// groups without members (their offsets stay in the metadata); returns
+    /// how many.
     pub fn remove_idle_groups(&self) -> usize {
         let mut groups = self.groups();
-        let before = groups.len();
+        let now = self.now_ms();
+        let mut consumer = self.consumer_groups();
+        let consumer_before = consumer.len();
+        consumer.retain(|_, g| {
+            let mut g = g.lock().unwrap_or_else(PoisonError::into_inner);
+            g.expire(&self.config.consumer, now);
+            !g.is_empty()
+        });
+        let consumer_removed = consumer_before - consumer.len();
+        drop(consumer);
+        let before = groups.len() + consumer_removed;
         groups.retain(|_, handle| {
             let mut group = handle.lock();
             if group.is_idle() {
