@@ -530,6 +530,7 @@ impl ProxyTuning {
             Arc::new(floe_proxy::share::ShareContext::new(ShareSettings {
                 lock_duration_ms: self.share_record_lock_duration_ms.max(1),
                 reset,
+                delivery_count_limit: 0,
             }))
         });
         let me = if local.is_some() {

@@ -10,11 +10,11 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use floe_broker::share::{
-    AckBatch, AckType, Heartbeat, MemberId, ShareCall, ShareCoordinator, ShareError,
-    ShareGroupError, ShareOwner, ShareSettings,
+    AckBatch, AckType, AutoOffsetReset, Heartbeat, MemberId, ShareCall, ShareCoordinator,
+    ShareError, ShareGroupError, ShareOwner, ShareSettings,
 };
 use floe_metadata::watch::ClusterSnapshot;
 use floe_storage::PartitionKey;
@@ -56,13 +56,21 @@ struct Session {
     partitions: BTreeSet<(uuid::Uuid, i32)>,
 }
 
+/// How long a group's configs read from the metadata service are used
+/// before they are read again (a change made through another proxy takes
+/// at most this long to apply here).
+const GROUP_CONFIGS_TTL: Duration = Duration::from_secs(5);
+
 /// The share groups' state this proxy serves, and its share sessions.
 #[derive(Debug)]
 pub struct ShareContext {
-    /// The share groups' settings, sent with each call to an owner (the
-    /// flags; a group's configs once they exist).
+    /// The settings of a group without configs of its own (the flags),
+    /// sent with each call to an owner.
     pub settings: ShareSettings,
     sessions: Mutex<HashMap<(String, String), Session>>,
+    /// Each group's settings as its configs (the GROUP config resource)
+    /// make them, with when they were read.
+    resolved: Mutex<HashMap<String, (Instant, ShareSettings)>>,
 }
 
 impl ShareContext {
@@ -70,7 +78,75 @@ impl ShareContext {
         Self {
             settings,
             sessions: Mutex::new(HashMap::new()),
+            resolved: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// `group`'s settings: its `share.*` configs where set, else the
+    /// flags'. Read from the metadata service at most every
+    /// [`GROUP_CONFIGS_TTL`]; the flags' when it cannot be read.
+    pub async fn settings_for(
+        &self,
+        meta: &dyn floe_metadata::api::MetaApi,
+        group: &str,
+    ) -> ShareSettings {
+        let now = Instant::now();
+        if let Some((at, s)) = self
+            .resolved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(group)
+        {
+            if now.duration_since(*at) < GROUP_CONFIGS_TTL {
+                return *s;
+            }
+        }
+        let read = tokio::time::timeout(Duration::from_secs(2), meta.group_configs(group)).await;
+        let settings = match read {
+            Ok(Ok(configs)) => self.apply(&configs, group),
+            Ok(Err(e)) => {
+                tracing::warn!(group, error = %e, "share group configs not read; using the flags'");
+                return self.settings;
+            }
+            Err(_) => {
+                tracing::warn!(
+                    group,
+                    "share group configs not read in 2 s; using the flags'"
+                );
+                return self.settings;
+            }
+        };
+        self.resolved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(group.to_owned(), (now, settings));
+        settings
+    }
+
+    /// The flags' settings with `configs`' set keys over them.
+    fn apply(
+        &self,
+        configs: &floe_metadata::group_config::GroupConfigs,
+        group: &str,
+    ) -> ShareSettings {
+        let mut s = self.settings;
+        if configs.is_set("share.record.lock.duration.ms") {
+            s.lock_duration_ms = u64::from(configs.share_record_lock_duration_ms());
+        }
+        s.delivery_count_limit =
+            u16::try_from(configs.share_delivery_count_limit()).unwrap_or(u16::MAX);
+        if configs.is_set("share.auto.offset.reset") {
+            match configs.share_auto_offset_reset() {
+                "earliest" => s.reset = AutoOffsetReset::Earliest,
+                "latest" => s.reset = AutoOffsetReset::Latest,
+                other => tracing::warn!(
+                    group,
+                    value = other,
+                    "share.auto.offset.reset by duration is not supported yet; using the flag's"
+                ),
+            }
+        }
+        s
     }
 }
 
@@ -394,15 +470,16 @@ impl Context {
         };
         let (group, member_id) = (group.as_str(), member_id.as_str());
         let member = MemberId::new(member_id);
+        let settings = share.settings_for(self.meta.as_ref(), group).await;
         r.acquisition_lock_timeout_ms =
-            i32::try_from(share.settings.lock_duration_ms).unwrap_or(i32::MAX);
+            i32::try_from(settings.lock_duration_ms).unwrap_or(i32::MAX);
         let snap = self.view.current();
         r.node_endpoints = self.node_endpoints(&snap);
         let call = |key: PartitionKey| ShareCall {
             group: group.to_owned(),
             key,
             member: member.clone(),
-            settings: share.settings,
+            settings,
         };
         let has_acks = req
             .topics
@@ -601,6 +678,7 @@ impl Context {
         };
         let (group, member_id) = (group.as_str(), member_id.as_str());
         let member = MemberId::new(member_id);
+        let settings = share.settings_for(self.meta.as_ref(), group).await;
         let snap = self.view.current();
         r.node_endpoints = self
             .node_endpoints(&snap)
@@ -658,7 +736,7 @@ impl Context {
                                     group: group.to_owned(),
                                     key,
                                     member: member.clone(),
-                                    settings: share.settings,
+                                    settings,
                                 };
                                 self.acknowledge_at_owner(&snap, call, &b).await
                             }

@@ -86,6 +86,9 @@ pub mod proto {
         pub lock_duration_ms: u64,
         #[prost(bool, tag = "5")]
         pub reset_earliest: bool,
+        /// 0 (as older proxies send): the broker's default.
+        #[prost(uint32, tag = "6")]
+        pub delivery_count_limit: u32,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -253,6 +256,7 @@ fn call_msg(c: &ShareCall) -> proto::Call {
         member: c.member.as_str().to_owned(),
         lock_duration_ms: c.settings.lock_duration_ms,
         reset_earliest: c.settings.reset == AutoOffsetReset::Earliest,
+        delivery_count_limit: u32::from(c.settings.delivery_count_limit),
     }
 }
 
@@ -268,6 +272,7 @@ fn call_from(c: Option<proto::Call>) -> Result<ShareCall, BrokerError> {
             } else {
                 AutoOffsetReset::Latest
             },
+            delivery_count_limit: u16::try_from(c.delivery_count_limit).unwrap_or(u16::MAX),
         },
         group: c.group,
     })

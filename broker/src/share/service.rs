@@ -32,14 +32,16 @@ pub enum AutoOffsetReset {
     Latest,
 }
 
-/// A share group's settings as the proxy resolves them and sends them with
-/// each call (the flags today; the group's configs once they exist).
+/// A share group's settings as the proxy resolves them (the group's
+/// configs over the proxy's flags) and sends them with each call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ShareSettings {
     /// `share.record.lock.duration.ms`.
     pub lock_duration_ms: u64,
     /// `share.auto.offset.reset`.
     pub reset: AutoOffsetReset,
+    /// `share.delivery.count.limit` (0: the broker's default, 5).
+    pub delivery_count_limit: u16,
 }
 
 impl Default for ShareSettings {
@@ -47,6 +49,7 @@ impl Default for ShareSettings {
         Self {
             lock_duration_ms: ShareConfig::default().lock_duration_ms,
             reset: AutoOffsetReset::Latest,
+            delivery_count_limit: ShareConfig::default().delivery_count_limit,
         }
     }
 }
@@ -142,8 +145,13 @@ impl ShareService {
     }
 
     fn config(&self, settings: &ShareSettings) -> ShareConfig {
+        let limit = match settings.delivery_count_limit {
+            0 => self.partition_config.delivery_count_limit,
+            n => n,
+        };
         ShareConfig {
             lock_duration_ms: settings.lock_duration_ms.max(1),
+            delivery_count_limit: limit,
             ..self.partition_config
         }
     }
@@ -586,12 +594,14 @@ mod tests {
         ShareSettings {
             lock_duration_ms: 30_000,
             reset,
+            delivery_count_limit: 0,
         }
     }
 
     const EARLIEST: ShareSettings = ShareSettings {
         lock_duration_ms: 30_000,
         reset: AutoOffsetReset::Earliest,
+        delivery_count_limit: 0,
     };
 
     fn key() -> PartitionKey {
