@@ -91,15 +91,16 @@ impl ShareContext {
         group: &str,
     ) -> ShareSettings {
         let now = Instant::now();
-        if let Some((at, s)) = self
+        let cached = self
             .resolved
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(group)
+            .copied();
+        if let Some((at, s)) = cached
+            && now.duration_since(at) < GROUP_CONFIGS_TTL
         {
-            if now.duration_since(*at) < GROUP_CONFIGS_TTL {
-                return *s;
-            }
+            return s;
         }
         let read = tokio::time::timeout(Duration::from_secs(2), meta.group_configs(group)).await;
         let settings = match read {
