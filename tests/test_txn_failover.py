@@ -12,7 +12,8 @@ a committed transaction and none of an aborted one (then the records of a
 later transaction, so the LSO moved past it). No test hook in the broker.
 
 And with two proxies, ListGroups and ListTransactions asked of each name
-every group and transactional id once."""
+every group and transactional id once (and `floe group list`, through one
+proxy, asks each)."""
 
 import os
 import signal
@@ -144,6 +145,13 @@ def test_each_proxy_lists_the_groups_and_transactions_it_coordinates(floe_bin, t
             assert sorted(g for g in named if g in groups) == sorted(groups), per_proxy
         finally:
             a.close()
+        # `floe group list` through one proxy asks each of them.
+        import json
+        import subprocess
+        out = subprocess.run([str(floe_bin), "group", "list", "--json", "--bootstrap", cluster.proxy.addr("kafka")],
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+        listed = [json.loads(line)["group"] for line in out.splitlines() if line.strip()]
+        assert sorted(g for g in listed if g in groups) == sorted(groups), out
     finally:
         cluster.stop()
 

@@ -106,8 +106,31 @@ pub fn decode_assignment(bytes: &Bytes) -> Result<Vec<TopicPartition>, ClientErr
 }
 
 impl KafkaClient {
-    /// Every group the cluster knows, sorted by id.
+    /// Every group the cluster knows, sorted by id: each broker lists the
+    /// groups it is coordinator of (as Kafka's do), so every broker of the
+    /// Metadata answer is asked (this connection when it is one of them).
     pub async fn list_groups(&mut self) -> Result<Vec<GroupListing>, ClientError> {
+        let meta = self.metadata(Some(&[])).await?;
+        let mut groups = Vec::new();
+        for b in &meta.brokers {
+            let addr = format!("{}:{}", b.host.as_str(), b.port);
+            if addr == self.addr() {
+                groups.extend(self.list_groups_here().await?);
+            } else {
+                let mut other = KafkaClient::connect(&addr, self.timeout()).await?;
+                groups.extend(other.list_groups_here().await?);
+            }
+        }
+        if meta.brokers.is_empty() {
+            groups = self.list_groups_here().await?;
+        }
+        groups.sort();
+        groups.dedup();
+        Ok(groups)
+    }
+
+    /// The groups the broker of this connection lists.
+    async fn list_groups_here(&mut self) -> Result<Vec<GroupListing>, ClientError> {
         let version = self.version::<ListGroupsRequest>()?;
         let resp = self.send(version, ListGroupsRequest::default()).await?;
         check_code(resp.error_code, None, || "listing groups".into())?;
