@@ -162,8 +162,23 @@ impl GroupCoordinator {
             }
         };
         let now = self.now_ms();
-        let mut g = handle.lock().unwrap_or_else(PoisonError::into_inner);
-        g.heartbeat(hb, &self.config.consumer, now, topics)
+        let answer = {
+            let mut g = handle.lock().unwrap_or_else(PoisonError::into_inner);
+            g.heartbeat(hb.clone(), &self.config.consumer, now, topics)
+        };
+        if hb.member_epoch == -1 {
+            // The last member left: the group is forgotten (its committed
+            // offsets stay in the metadata).
+            let mut consumer = self.consumer_groups();
+            let empty = consumer.get(&hb.group_id).is_some_and(|g| {
+                Arc::ptr_eq(g, &handle)
+                    && g.lock().unwrap_or_else(PoisonError::into_inner).is_empty()
+            });
+            if empty {
+                consumer.remove(&hb.group_id);
+            }
+        }
+        answer
     }
 
     /// ConsumerGroupDescribe of one group: GROUP_ID_NOT_FOUND for an
