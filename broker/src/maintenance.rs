@@ -9,6 +9,8 @@
 //!   `retention.bytes`, leave the log (the log start moves);
 //! - producer expiry: idempotent producers idle for `producer.id.expiration.ms`
 //!   are forgotten (checked with retention);
+//! - idle groups: Empty groups without offsets, and consumer groups without
+//!   members, are forgotten (checked with retention);
 //! - the sweeper: objects no index entry references any more are deleted
 //!   from the store after a grace period, then forgotten by the metadata.
 
@@ -82,6 +84,12 @@ pub(crate) async fn run(b: Broker) {
             }
             if let Err(e) = sweep(&b, &mut seen_unreferenced).await {
                 tracing::warn!(error = %e, "sweeping unreferenced objects failed");
+            }
+            // Groups with nothing left (Empty, no offsets; consumer groups
+            // without members) are forgotten, as Kafka's offset expiry does.
+            let idle = b.inner.groups.remove_idle_groups();
+            if idle > 0 {
+                tracing::debug!(groups = idle, "idle groups forgotten");
             }
             next_retention = now + cfg.retention_check_interval;
         }

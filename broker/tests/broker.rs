@@ -979,3 +979,24 @@ async fn a_paced_flush_policy_bounds_the_writes_per_interval() {
     produced.unwrap().unwrap();
     b.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_groups_are_forgotten_by_the_maintenance_task() {
+    let env = Cluster::start().await;
+    let b = env
+        .broker(|c| c.retention_check_interval = Duration::from_millis(200))
+        .await;
+    // A member of a previous coordinator's generation commits: the group is
+    // adopted here, Empty and without offsets, so nothing keeps it.
+    b.groups().validate_commit("idle", 3, "m", None).unwrap();
+    assert_eq!(b.groups().list_groups(&[]).len(), 1);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !b.groups().list_groups(&[]).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the idle group was never forgotten"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    b.shutdown().await;
+}
