@@ -8,8 +8,10 @@ before the next one stops.
 
 Checked: no error reaches the producer or the consumer (no failed delivery,
 no failed commit, no error event), nothing acknowledged is lost (the
-two-reader consistency check), and the committed group reads no record
-twice and every acknowledged one. Printed per restart: the longest time any
+two-reader consistency check), the committed group reads no record twice
+and every acknowledged one, and its consumer is never rebalanced: each
+coordinator move resumes the group from its stored membership (one
+assignment in the whole run, no revocation). Printed per restart: the longest time any
 partition took no acknowledged write (the figure docs/operations.md
 quotes). FLOE_LONG=1: 12 partitions, 400 records/s, the whole cluster
 rolled 3 times, medians printed; the CI form rolls it once on 6
@@ -43,12 +45,18 @@ class GroupReader(threading.Thread):
         self.stop_event = threading.Event()
         self.read = []  # [(partition, offset)]
         self.errors = []
+        self.assigned = []  # one list of partitions per assignment
+        self.revoked = []
         self.c = confluent_kafka.Consumer({
             "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "session.timeout.ms": 10_000,
             "error_cb": lambda e: self.errors.append(f"error event: {e}"),
         })
-        self.c.subscribe([topic])
+        self.c.subscribe(
+            [topic],
+            on_assign=lambda _c, ps: self.assigned.append(sorted(p.partition for p in ps)),
+            on_revoke=lambda _c, ps: self.revoked.append(sorted(p.partition for p in ps)),
+        )
 
     def run(self):
         try:
@@ -131,6 +139,8 @@ def test_a_rolling_restart_of_every_broker_surfaces_no_error(floe_bin, tmp_path)
         assert not load.errors, load.errors[:5]
         acked = {(w.partition, w.offset) for w in load.acked}
         reader.wait_read(acked)
+        # Checked before close, which revokes everything.
+        rebalances = (list(reader.assigned), list(reader.revoked))
         reader.stop()
         assert not reader.errors, reader.errors[:5]
         seen = {}
@@ -138,6 +148,10 @@ def test_a_rolling_restart_of_every_broker_surfaces_no_error(floe_bin, tmp_path)
             seen[po] = seen.get(po, 0) + 1
         twice = sorted(po for po, n in seen.items() if n > 1)
         assert not twice, f"read twice by the committed group: {twice[:10]} ({len(twice)})"
+        assert rebalances == ([list(range(PARTITIONS))], []), \
+            f"the group was rebalanced (assigned, revoked): {rebalances}"
+        resumed = sum(log_count(b, "group resumed from its stored membership") for b in cluster.brokers)
+        assert resumed >= ROUNDS, f"group resumed {resumed} times"
         for b in cluster.brokers:
             assert log_count(b, "drained: everything handed over") == ROUNDS, b.tail()
         report = verify(cluster.bootstrap, [load], "orders", PARTITIONS)

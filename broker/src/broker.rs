@@ -305,6 +305,12 @@ impl Broker {
         group_config.shards = floe_metadata::state::DEFAULT_SHARDS;
         let markers = Arc::new(crate::txn::MarkerSlot::default());
         let txn_config = cfg.txn.clone();
+        let groups = crate::group::GroupCoordinator::new(group_config).with_store(Arc::new(
+            crate::group_store::MetaGroupStore {
+                meta: meta.clone(),
+                broker: cfg.id,
+            },
+        ));
         let inner = Arc::new_cyclic(|me: &std::sync::Weak<Inner>| {
             let me = me.clone();
             let holds: crate::txn::ShardCheck = Arc::new(move |f| {
@@ -326,7 +332,7 @@ impl Broker {
                 flushed: Notify::new(),
                 stop: CancelFlag::default(),
                 stopped: Notify::new(),
-                groups: crate::group::GroupCoordinator::new(group_config),
+                groups,
                 shards: RwLock::new(HashMap::new()),
                 lease: std::sync::Mutex::new(lease),
                 renew_now: Notify::new(),

@@ -24,6 +24,7 @@ mod flush;
 pub mod group;
 mod group_commit;
 pub mod group_rpc;
+mod group_store;
 mod lease;
 pub mod log;
 mod maintenance;

@@ -257,13 +257,16 @@ pub(crate) async fn ownership(b: Broker) {
 }
 
 /// Coordinator shards: owned ones are served; one handed over or lost drops
-/// its groups (members find the new coordinator and rejoin; committed
-/// offsets are in the metadata). A shard taken over has its transactions
-/// resumed (the decided ones completed).
+/// its groups (their members carry on at the new coordinator, which resumes
+/// them from their stored membership; committed offsets are in the
+/// metadata). A shard taken over is served once its stored groups are
+/// loaded (until then its calls get NOT_COORDINATOR, and a failed load is
+/// tried again at the next pass), and has its transactions resumed (the
+/// decided ones completed).
 async fn follow_shards(b: &Broker, shards: &[ShardInfo]) {
     let mut release = Vec::new();
-    // Shards taken over now: their transactions are resumed.
-    let mut taken = Vec::new();
+    // Shards to take over now.
+    let mut new = Vec::new();
     {
         let mut owned = b.inner.shards.write().unwrap_or_else(|p| p.into_inner());
         let mine: std::collections::HashMap<u32, &ShardInfo> = shards
@@ -285,19 +288,43 @@ async fn follow_shards(b: &Broker, shards: &[ShardInfo]) {
         for (shard, s) in mine {
             if s.handover_to.is_some() {
                 release.push((s.shard, s.epoch));
-            } else {
-                owned.entry(shard).or_insert_with(|| {
-                    crate::metrics::owned_shard(shard, true);
-                    b.inner.groups.shard_taken(shard, s.epoch.0);
-                    taken.push(floe_metadata::command::ShardFence {
-                        broker: b.broker_id(),
-                        shard: s.shard,
-                        epoch: s.epoch,
-                    });
-                    s.epoch.0
-                });
+            } else if !owned.contains_key(&shard) {
+                new.push((s.shard, s.epoch));
             }
         }
+    }
+    // Shards taken over now: their transactions are resumed.
+    let mut taken = Vec::new();
+    for (shard, epoch) in new {
+        b.inner.groups.shard_taken(shard.0, epoch.0);
+        let records = match crate::group_store::load_shard(b.inner.meta.as_ref(), shard.0).await {
+            Ok(r) => r,
+            Err(error) => {
+                tracing::warn!(shard = shard.0, %error, "reading the shard's stored groups failed; tried again at the next pass");
+                continue;
+            }
+        };
+        let mut owned = b.inner.shards.write().unwrap_or_else(|p| p.into_inner());
+        if owned.contains_key(&shard.0) {
+            continue;
+        }
+        let resumed = b.inner.groups.load_shard(shard.0, records);
+        tracing::info!(
+            shard = shard.0,
+            epoch = epoch.0,
+            groups = resumed,
+            "coordinator shard taken over"
+        );
+        owned.insert(shard.0, epoch.0);
+        crate::metrics::owned_shard(shard.0, true);
+        taken.push(floe_metadata::command::ShardFence {
+            broker: b.broker_id(),
+            shard,
+            epoch,
+        });
+    }
+    {
+        let owned = b.inner.shards.read().unwrap_or_else(|p| p.into_inner());
         crate::metrics::owned_shards(owned.len());
     }
     for fence in taken {

@@ -784,6 +784,119 @@ async fn a_coordinator_whose_shard_moved_cannot_move_offsets_back() {
     b2.shutdown().await;
 }
 
+/// A classic group formed on one broker carries on at the broker its shard
+/// is handed to (a drain, as in a rolling restart): the member's heartbeat,
+/// commit and SyncGroup at the new coordinator answer the same generation
+/// and assignment, with no rebalance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_carries_on_at_the_broker_its_shard_is_handed_to() {
+    use floe_broker::group::{GroupState, JoinParams, SyncParams};
+    let env = Cluster::start().await;
+    env.create_topic("offsets", 1, &[]).await;
+    let group = "resumed-group";
+    let quick = |c: &mut floe_broker::BrokerConfig| {
+        c.group.initial_rebalance_delay = Duration::ZERO;
+    };
+    let one = env
+        .broker(|c| {
+            c.id = 1;
+            quick(c);
+        })
+        .await;
+    let join = JoinParams {
+        group_id: group.into(),
+        member_id: String::new(),
+        group_instance_id: None,
+        client_id: "c".into(),
+        client_host: "/127.0.0.1".into(),
+        session_timeout_ms: 30_000,
+        rebalance_timeout_ms: 30_000,
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".into(), Bytes::from_static(b"sub"))],
+        require_known_member_id: false,
+    };
+    let started = Instant::now();
+    let joined = loop {
+        let j = Coordinator::join_group(&one, join.clone()).await;
+        match j.error {
+            None => break j,
+            Some(GroupError::NotCoordinator) => {
+                assert!(
+                    started.elapsed() < Duration::from_secs(30),
+                    "no coordinator"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Some(e) => panic!("{e}"),
+        }
+    };
+    let sync = SyncParams {
+        group_id: group.into(),
+        generation_id: joined.generation_id,
+        member_id: joined.member_id.clone(),
+        group_instance_id: None,
+        protocol_type: Some("consumer".into()),
+        protocol_name: Some("range".into()),
+        assignments: vec![(joined.member_id.clone(), Bytes::from_static(b"mine"))],
+    };
+    let synced = Coordinator::sync_group(&one, sync.clone()).await;
+    assert_eq!(synced.error, None);
+    assert_eq!(synced.assignment, Bytes::from_static(b"mine"));
+
+    let two = env
+        .broker(|c| {
+            c.id = 2;
+            quick(c);
+        })
+        .await;
+    let started = Instant::now();
+    while !one
+        .view()
+        .current()
+        .nodes
+        .iter()
+        .any(|n| n.id.0 == 2 && n.state == floe_metadata::model::NodeState::Live)
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "broker 2 not seen"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(one.drain(Duration::from_secs(15)).await, "handed over");
+    // The member finds the new coordinator and carries on.
+    let (generation, member) = (joined.generation_id, joined.member_id.as_str());
+    let started = Instant::now();
+    loop {
+        match Coordinator::heartbeat(&two, group, generation, member, None).await {
+            Ok(()) => break,
+            Err(GroupError::NotCoordinator) => {
+                assert!(
+                    started.elapsed() < Duration::from_secs(30),
+                    "no coordinator"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("the member was not resumed: {e}"),
+        }
+    }
+    let described = Coordinator::describe_group(&two, group).await;
+    assert_eq!(described.state, GroupState::Stable);
+    assert_eq!(described.members.len(), 1);
+    assert_eq!(described.members[0].assignment, Bytes::from_static(b"mine"));
+    let mut commit = commit_params(group, &[("offsets", 0, 42, 0)]);
+    commit.generation_id = generation;
+    commit.member_id = member.to_string();
+    assert_eq!(
+        Coordinator::commit_offsets(&two, commit).await,
+        Ok(vec![Ok(())])
+    );
+    let again = Coordinator::sync_group(&two, sync).await;
+    assert_eq!(again.error, None);
+    assert_eq!(again.assignment, Bytes::from_static(b"mine"));
+    two.shutdown().await;
+}
+
 /// A zstd batch whose one record inflates past the decoding bound (64 MiB
 /// of zeros: a few KiB on the wire), followed by ordinary batches: a
 /// lookup by time passes over the bomb and still finds the record after it.

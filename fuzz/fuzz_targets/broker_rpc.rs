@@ -2,7 +2,8 @@
 //! from a peer proxy and every reply a proxy decodes from a broker
 //! (protobuf, `floe_broker::rpc::proto`, `floe_broker::group_rpc::proto` and
 //! `floe_broker::txn::rpc::proto`, with a transaction step read into its
-//! command and a reply into the coordinator's answer),
+//! command and a reply into the coordinator's answer; and a group's stored
+//! membership, `GroupRecord`, resumed by a coordinator),
 //! then what is read out of them: the partition (`convert::partition`), an
 //! error's kind by its wire name, the offset spec. The first byte picks the
 //! message. Nothing may panic, and decoding may not allocate beyond what the
@@ -108,6 +109,16 @@ fuzz_target!(|data: &[u8]| {
         14 => {
             let _ = group::GroupIds::decode(body);
             let _ = group::ErrorReply::decode(bytes::Bytes::copy_from_slice(rest));
+            // A group's stored membership, as another broker wrote it to the
+            // metadata service, resumed by a coordinator taking the shard.
+            use floe_broker::group::{GroupConfig, GroupCoordinator, GroupRecord, shard_of};
+            if GroupRecord::from_bytes("g", rest).is_ok() {
+                let c = GroupCoordinator::new(GroupConfig::default());
+                let shard = shard_of("g", c.config().shards);
+                assert_eq!(c.load_shard(shard, vec![("g".into(), rest.to_vec())]), 1);
+                let _ = c.describe_group("g");
+                let _ = c.list_groups(&[]);
+            }
         }
         15 => {
             let _ = group::Descriptions::decode(body);

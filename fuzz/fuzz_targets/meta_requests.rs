@@ -59,6 +59,9 @@ fuzz_target!(|data: &[u8]| {
                 .map(|r| convert::partition(r.partition.as_ref()));
             let _ = proto::ExportForgetRequest::decode(body);
             let _ = proto::ExportStateResponse::decode(body);
+            // Classic groups' stored membership.
+            let _ = proto::StoreGroupRequest::decode(body);
+            let _ = proto::GroupRecordsResponse::decode(body);
             // A transaction coordinator's steps, and a commit's transactional events.
             if let Ok(r) = proto::TxnRequest::decode(body) {
                 let _ = txn_routes::command(r);

@@ -311,6 +311,17 @@ pub enum Command {
         group: String,
         state: CommittedOffset,
     },
+    /// A classic group's membership as its coordinator stored it last (its
+    /// generation, leader, members and their assignments, encoded by the
+    /// broker), so that the next coordinator of the group's shard resumes
+    /// the group where it was, without a rebalance; `None` forgets it (the
+    /// group has no members). Fenced by the coordinator's shard. Answered
+    /// [`Response::Ok`].
+    StoreGroup {
+        fence: ShardFence,
+        group: String,
+        record: Option<Vec<u8>>,
+    },
 }
 
 /// Decoding the commands of a [`Command::Batch`]: a batch inside a batch is

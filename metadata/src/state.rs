@@ -211,6 +211,11 @@ pub struct ClusterState {
     /// from snapshots of older versions (see `raft::state_machine`).
     #[serde(default)]
     pub group_configs: BTreeMap<String, crate::group_config::GroupConfigs>,
+    /// Classic groups' membership as their coordinators stored it, by
+    /// group id (see [`Command::StoreGroup`]): only groups with members
+    /// have one. Last, and absent from snapshots of older versions.
+    #[serde(default)]
+    pub group_records: BTreeMap<String, Vec<u8>>,
 }
 
 impl Default for ClusterState {
@@ -230,6 +235,7 @@ impl Default for ClusterState {
             txn: crate::txn::TxnModel::default(),
             quotas: crate::quota::QuotaModel::default(),
             group_configs: BTreeMap::new(),
+            group_records: BTreeMap::new(),
         }
     }
 }
@@ -301,6 +307,11 @@ impl ClusterState {
                 group,
                 state,
             } => self.share_state(*broker, *partition, *epoch, group, state),
+            Command::StoreGroup {
+                fence,
+                group,
+                record,
+            } => self.store_group(fence, group, record.as_deref()),
             Command::ReplaceRanges {
                 broker,
                 partition,
@@ -389,6 +400,7 @@ impl ClusterState {
             Command::DeleteGroups { groups } => {
                 for g in groups {
                     self.groups.remove(g);
+                    self.group_records.remove(g);
                 }
                 Response::Ok
             }
@@ -487,6 +499,39 @@ impl ClusterState {
                 .map(|(t, p, _)| (t.clone(), *p))
                 .collect(),
         }
+    }
+
+    /// Stores (or forgets) a classic group's membership, from the
+    /// coordinator of the group's shard (see [`Command::StoreGroup`]).
+    fn store_group(
+        &mut self,
+        fence: &crate::command::ShardFence,
+        group: &str,
+        record: Option<&[u8]>,
+    ) -> Response {
+        if group.is_empty() {
+            return err(MetaError::InvalidRequest("empty group id".into()));
+        }
+        let shards = u32::try_from(self.shards.len()).unwrap_or(u32::MAX);
+        let shard = crate::txn::shard_of(group, shards);
+        if shard != fence.shard.0 {
+            return err(MetaError::InvalidRequest(format!(
+                "group {group} is in shard {shard}, not {}",
+                fence.shard
+            )));
+        }
+        if let Err(e) = self.check_fence(fence) {
+            return err(e);
+        }
+        match record {
+            Some(r) => {
+                self.group_records.insert(group.to_string(), r.to_vec());
+            }
+            None => {
+                self.group_records.remove(group);
+            }
+        }
+        Response::Ok
     }
 
     /// Refuses a coordinator that does not own its shard at the epoch it gave.
@@ -2302,6 +2347,54 @@ pub(crate) mod tests {
             crate::ErrorKind::StaleCoordinator
         );
         assert_eq!(sm.state.groups["g"][&("t".to_string(), 0)].offset, 100);
+    }
+
+    #[test]
+    fn group_records_are_fenced_by_their_shard_and_forgotten_with_the_group() {
+        let mut sm = owned();
+        let shard = ShardId(crate::txn::shard_of("g", DEFAULT_SHARDS));
+        let held = sm.state.shards[&shard];
+        assert_eq!(held.owner, Some(BrokerId(1)));
+        let store = |shard: ShardId, epoch: Epoch, record: Option<Vec<u8>>| Command::StoreGroup {
+            fence: crate::command::ShardFence {
+                broker: BrokerId(1),
+                shard,
+                epoch,
+            },
+            group: "g".into(),
+            record,
+        };
+        sm.ok(store(shard, held.epoch, Some(vec![7])));
+        assert_eq!(sm.state.group_records["g"], vec![7]);
+        // Through another shard: refused.
+        let other = ShardId((shard.0 + 1) % DEFAULT_SHARDS);
+        let other_epoch = sm.state.shards[&other].epoch;
+        assert_eq!(
+            sm.error(store(other, other_epoch, Some(vec![8]))).kind(),
+            crate::ErrorKind::InvalidRequest
+        );
+        // `None` forgets it; DeleteGroups does too.
+        sm.ok(store(shard, held.epoch, None));
+        assert!(!sm.state.group_records.contains_key("g"));
+        sm.ok(store(shard, held.epoch, Some(vec![9])));
+        sm.ok(Command::DeleteGroups {
+            groups: vec!["g".into()],
+        });
+        assert!(sm.state.group_records.is_empty());
+        // After the shard moves, the previous coordinator is refused.
+        sm.ok(store(shard, held.epoch, Some(vec![1])));
+        register(&mut sm, 2, 0);
+        sm.ok(Command::Reassign {
+            changes: vec![OwnershipChange {
+                item: OwnedItem::Shard(shard),
+                owner: Some(BrokerId(2)),
+            }],
+        });
+        assert_eq!(
+            sm.error(store(shard, held.epoch, Some(vec![2]))).kind(),
+            crate::ErrorKind::StaleCoordinator
+        );
+        assert_eq!(sm.state.group_records["g"], vec![1]);
     }
 
     #[test]

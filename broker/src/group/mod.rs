@@ -5,10 +5,14 @@
 //! Group ids are spread over [`GroupConfig::shards`] coordinator shards by
 //! [`shard_of`]; the caller routes a request here only when this broker owns
 //! the group's shard, and calls [`GroupCoordinator::drop_shard`] when it
-//! loses one. Groups are created on first use and live in memory only:
-//! after a shard moves, members rejoin at the new owner. Committed offsets
-//! are stored by the caller; [`GroupCoordinator::validate_commit`] says
-//! whether a commit may be stored.
+//! loses one. Groups are created on first use. A classic group's membership
+//! (generation, members, assignments) is written to a [`GroupStore`] before
+//! a generation's assignment is handed out, and forgotten when the group
+//! empties; a broker taking a shard over resumes its groups from there
+//! ([`GroupCoordinator::load_shard`]), so members carry on without a
+//! rebalance. Committed offsets are stored by the caller;
+//! [`GroupCoordinator::validate_commit`] says whether a commit may be
+//! stored.
 //!
 //! Each group sits behind its own lock; no lock is held across an await.
 //! JoinGroup and SyncGroup wait on a oneshot channel. Timeouts (sessions,
@@ -19,6 +23,7 @@ pub mod assignor;
 pub mod consumer;
 mod handle;
 mod member;
+mod record;
 mod state;
 mod types;
 
@@ -36,6 +41,7 @@ use consumer::{
 use handle::GroupHandle;
 use state::{Group, Outcome};
 
+pub use record::{GroupRecord, GroupStore, RecordError};
 pub use types::{
     CommitParams, DEFAULT_OFFSET_METADATA_MAX_BYTES, DescribedMember, GroupConfig,
     GroupDescription, GroupError, GroupListing, GroupState, GroupType, JoinMember, JoinParams,
@@ -61,10 +67,19 @@ pub struct GroupCoordinator {
     consumer: Mutex<ConsumerGroups>,
     /// The origin of the consumer groups' millisecond clock.
     started: Instant,
-    /// Per shard, the generation (and consumer group epoch) new groups
-    /// start above: from the shard epoch this broker took the shard at, so
-    /// generations keep increasing across a coordinator move.
-    first_generations: Mutex<HashMap<u32, i32>>,
+    /// Per shard, the shard epoch this broker took the shard at, and the
+    /// generation (and consumer group epoch) new groups start above: from
+    /// that epoch, so generations keep increasing across a coordinator move.
+    shard_starts: Mutex<HashMap<u32, ShardStart>>,
+    /// Where classic groups are stored (`None`: nowhere, they live in
+    /// memory only).
+    store: Option<Arc<dyn GroupStore>>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct ShardStart {
+    epoch: u64,
+    first_generation: i32,
 }
 
 /// Generations a coordinator may use before they reach those of the next
@@ -85,30 +100,96 @@ impl GroupCoordinator {
             groups: Mutex::new(HashMap::new()),
             consumer: Mutex::new(HashMap::new()),
             started: Instant::now(),
-            first_generations: Mutex::new(HashMap::new()),
+            shard_starts: Mutex::new(HashMap::new()),
+            store: None,
         }
+    }
+
+    /// Stores classic groups in `store` (see [`GroupStore`]).
+    pub fn with_store(mut self, store: Arc<dyn GroupStore>) -> Self {
+        self.store = Some(store);
+        self
     }
 
     /// This broker took `shard` over at `shard_epoch`: its groups, created
     /// from now on, start their generations (and consumer group epochs) at
     /// [`first_generation`] of the epoch, above those of the shard's
-    /// previous owners. Membership itself is not carried over: members
-    /// rejoin.
+    /// previous owners, and are stored under that epoch. The groups stored
+    /// by the previous owner are resumed by [`Self::load_shard`].
     pub fn shard_taken(&self, shard: u32, shard_epoch: u64) {
-        self.first_generations
+        self.shard_starts
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(shard, first_generation(shard_epoch));
+            .insert(
+                shard,
+                ShardStart {
+                    epoch: shard_epoch,
+                    first_generation: first_generation(shard_epoch),
+                },
+            );
     }
 
-    fn first_generation_of(&self, group_id: &str) -> i32 {
-        let shard = shard_of(group_id, self.config.shards);
-        self.first_generations
+    fn shard_start(&self, shard: u32) -> ShardStart {
+        self.shard_starts
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(&shard)
             .copied()
-            .unwrap_or(0)
+            .unwrap_or_default()
+    }
+
+    fn first_generation_of(&self, group_id: &str) -> i32 {
+        self.shard_start(shard_of(group_id, self.config.shards))
+            .first_generation
+    }
+
+    fn new_handle(&self, group_id: &str) -> Arc<GroupHandle> {
+        let start = self.shard_start(shard_of(group_id, self.config.shards));
+        GroupHandle::new(
+            group_id.to_string(),
+            start.first_generation,
+            start.epoch,
+            self.store.clone(),
+        )
+    }
+
+    /// Resumes the groups of `shard` (taken over with [`Self::shard_taken`])
+    /// from their stored records, as `(group id, record)`: each is Stable
+    /// at its stored generation with its members and assignments, and each
+    /// member's session starts now. A record that does not decode is
+    /// skipped (its members rejoin). Returns how many groups were resumed.
+    pub fn load_shard(&self, shard: u32, records: Vec<(String, Vec<u8>)>) -> usize {
+        let start = self.shard_start(shard);
+        let now = Instant::now();
+        let mut loaded = 0;
+        for (id, bytes) in records {
+            if shard_of(&id, self.config.shards) != shard {
+                continue;
+            }
+            let record = match GroupRecord::from_bytes(&id, &bytes) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(error = %e, "stored group skipped; its members rejoin");
+                    continue;
+                }
+            };
+            let (generation, members) = (record.generation, record.members.len());
+            let group =
+                state::Group::restore(id.clone(), record, start.first_generation, start.epoch, now);
+            let handle = GroupHandle::with_group(group, self.store.clone());
+            let previous = self.groups().insert(id.clone(), handle.clone());
+            if let Some(old) = previous {
+                let mut g = old.lock();
+                g.kill(GroupError::NotCoordinator);
+                old.arm(&mut g, &self.config);
+            }
+            let mut g = handle.lock();
+            handle.arm(&mut g, &self.config);
+            drop(g);
+            loaded += 1;
+            tracing::info!(group = %id, generation, members, "group resumed from its stored membership");
+        }
+        loaded
     }
 
     fn consumer_groups(&self) -> MutexGuard<'_, ConsumerGroups> {
@@ -209,10 +290,10 @@ impl GroupCoordinator {
     }
 
     fn get_or_create(&self, group_id: &str) -> Arc<GroupHandle> {
-        let first = self.first_generation_of(group_id);
+        let fresh = self.new_handle(group_id);
         self.groups()
             .entry(group_id.to_string())
-            .or_insert_with(|| GroupHandle::new(group_id.to_string(), first))
+            .or_insert(fresh)
             .clone()
     }
 
@@ -375,15 +456,13 @@ impl GroupCoordinator {
     /// listed and described; an Empty group whose offsets are all gone is
     /// forgotten.
     pub fn set_has_offsets(&self, group_id: &str, has_offsets: bool) {
-        let first = self.first_generation_of(group_id);
+        let fresh = self.new_handle(group_id);
         let mut groups = self.groups();
         if self.consumer_groups().contains_key(group_id) {
             return;
         }
         if has_offsets {
-            let handle = groups
-                .entry(group_id.to_string())
-                .or_insert_with(|| GroupHandle::new(group_id.to_string(), first));
+            let handle = groups.entry(group_id.to_string()).or_insert(fresh);
             handle.lock().has_offsets = true;
         } else if let Some(handle) = groups.get(group_id).cloned() {
             let mut group = handle.lock();

@@ -16,6 +16,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::member::Member;
+use super::record::{GroupRecord, MemberRecord, ProtocolRecord};
 use super::types::{
     DescribedMember, GroupConfig, GroupDescription, GroupError, GroupListing, GroupState,
     JoinMember, JoinParams, JoinResult, SyncParams, SyncResult,
@@ -26,6 +27,14 @@ use super::types::{
 pub(super) enum Outcome<T> {
     Ready(T),
     Wait(oneshot::Receiver<T>),
+}
+
+/// What the metadata service should hold of a group next.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Durable {
+    Record(GroupRecord),
+    /// The group has no members: its record is deleted.
+    Forget,
 }
 
 /// When the join phase of a rebalance ends.
@@ -69,6 +78,25 @@ pub(super) struct Group {
     /// group's shard moved here, its members do not know yet): commits of
     /// that generation are taken until the group moves past it here.
     adopted: Option<i32>,
+    /// The epoch of its shard the group was created or resumed under: its
+    /// records are stored with it, so a write from before a move is refused.
+    pub shard_epoch: u64,
+    /// Counts changes to what is stored of the group ([`Group::next_write`]).
+    version: u64,
+    /// The last version the metadata service holds.
+    written: u64,
+    /// The metadata service holds a record of the group.
+    has_record: bool,
+    /// The version whose storing hands the leader's assignment out: as in
+    /// Kafka, members learn a generation's assignment only once it is
+    /// stored, so a new coordinator resumes every generation a member knows.
+    storing: Option<u64>,
+    /// A replaced static member's JoinGroup answer, held until the
+    /// replacement (this version) is stored: the new coordinator must not
+    /// know only the old member id, which it would fence.
+    held_join: Option<(u64, String, JoinResult)>,
+    /// A task is writing the group to the store.
+    pub persist_running: bool,
 }
 
 fn millis(ms: i32) -> Duration {
@@ -76,7 +104,7 @@ fn millis(ms: i32) -> Duration {
 }
 
 impl Group {
-    pub fn new(id: String, first_generation: i32) -> Self {
+    pub fn new(id: String, first_generation: i32, shard_epoch: u64) -> Self {
         Self {
             id,
             state: GroupState::Empty,
@@ -96,6 +124,174 @@ impl Group {
             timer_running: false,
             timer_wake: None,
             adopted: None,
+            shard_epoch,
+            version: 0,
+            written: 0,
+            has_record: false,
+            storing: None,
+            held_join: None,
+            persist_running: false,
+        }
+    }
+
+    /// A group as a previous coordinator of its shard stored it: Stable
+    /// with its members and assignments (Empty without members), each
+    /// member's session starting now.
+    pub fn restore(
+        id: String,
+        record: GroupRecord,
+        first_generation: i32,
+        shard_epoch: u64,
+        now: Instant,
+    ) -> Self {
+        let mut g = Self::new(id, first_generation, shard_epoch);
+        let non_empty = |s: String| (!s.is_empty()).then_some(s);
+        g.generation = record.generation;
+        g.protocol_type = non_empty(record.protocol_type);
+        g.protocol_name = non_empty(record.protocol_name);
+        for m in record.members {
+            let session_timeout = Duration::from_millis(u64::from(m.session_timeout_ms));
+            if let Some(instance) = &m.group_instance_id {
+                g.static_members
+                    .insert(instance.clone(), m.member_id.clone());
+            }
+            g.members.insert(
+                m.member_id.clone(),
+                Member {
+                    id: m.member_id,
+                    instance_id: m.group_instance_id,
+                    client_id: m.client_id,
+                    client_host: m.client_host,
+                    session_timeout,
+                    rebalance_timeout: Duration::from_millis(u64::from(m.rebalance_timeout_ms)),
+                    protocols: m
+                        .protocols
+                        .into_iter()
+                        .map(|p| (p.name, p.metadata))
+                        .collect(),
+                    assignment: m.assignment,
+                    is_new: false,
+                    deadline: now + session_timeout,
+                    join_tx: None,
+                    sync_tx: None,
+                },
+            );
+        }
+        g.leader = if g.members.contains_key(&record.leader) {
+            Some(record.leader)
+        } else {
+            g.members.keys().next().cloned()
+        };
+        g.has_record = true;
+        if g.members.is_empty() {
+            // A record of an empty group is stale: it is deleted.
+            g.version = 1;
+        } else {
+            g.state = GroupState::Stable;
+        }
+        g
+    }
+
+    /// The group as stored: its generation, protocol, leader and members.
+    fn record(&self) -> GroupRecord {
+        let ms = |d: Duration| u32::try_from(d.as_millis()).unwrap_or(u32::MAX);
+        GroupRecord {
+            generation: self.generation,
+            protocol_type: self.protocol_type.clone().unwrap_or_default(),
+            protocol_name: self.protocol_name.clone().unwrap_or_default(),
+            leader: self.leader.clone().unwrap_or_default(),
+            members: self
+                .members
+                .values()
+                .map(|m| MemberRecord {
+                    member_id: m.id.clone(),
+                    group_instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    session_timeout_ms: ms(m.session_timeout),
+                    rebalance_timeout_ms: ms(m.rebalance_timeout),
+                    protocols: m
+                        .protocols
+                        .iter()
+                        .map(|(name, metadata)| ProtocolRecord {
+                            name: name.clone(),
+                            metadata: metadata.clone(),
+                        })
+                        .collect(),
+                    assignment: m.assignment.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// What to write to the store now, with the version it stands for;
+    /// `None` when the store is up to date, or the group is between states
+    /// that are stored (a rebalance in progress keeps the last record).
+    pub fn next_write(&self) -> Option<(u64, Durable)> {
+        if self.written == self.version {
+            return None;
+        }
+        let durable = match self.state {
+            GroupState::Stable => Durable::Record(self.record()),
+            GroupState::CompletingRebalance if self.storing.is_some() => {
+                Durable::Record(self.record())
+            }
+            GroupState::Empty if self.has_record => Durable::Forget,
+            _ => return None,
+        };
+        Some((self.version, durable))
+    }
+
+    /// The store answered the write of `version` (`forget`: a deletion).
+    /// Stored, the assignment waiting for it is handed out (the group is
+    /// Stable) and a held JoinGroup answered; not stored, the generation is
+    /// abandoned as Kafka does: its members get `error` and rejoin.
+    pub fn on_written(
+        &mut self,
+        version: u64,
+        forget: bool,
+        result: Result<(), GroupError>,
+        cfg: &GroupConfig,
+        now: Instant,
+    ) {
+        if self.state == GroupState::Dead {
+            return;
+        }
+        let storing_done = self.storing.is_some_and(|v| v <= version)
+            && self.state == GroupState::CompletingRebalance;
+        let held = match &self.held_join {
+            Some((v, _, _)) if *v <= version => self.held_join.take(),
+            _ => None,
+        };
+        match result {
+            Ok(()) => {
+                self.written = self.written.max(version);
+                self.has_record = !forget;
+                if storing_done {
+                    self.storing = None;
+                    self.propagate_assignment(now);
+                    self.state = GroupState::Stable;
+                    tracing::info!(group = %self.id, generation = self.generation, "group stable");
+                }
+                if let Some((_, id, result)) = held
+                    && let Some(m) = self.members.get_mut(&id)
+                {
+                    m.answer_join(result);
+                }
+            }
+            Err(error) => {
+                tracing::warn!(group = %self.id, generation = self.generation, %error, "storing the group failed");
+                if let Some((_, id, _)) = held
+                    && let Some(m) = self.members.get_mut(&id)
+                {
+                    m.fail_join(&id, error);
+                }
+                if storing_done {
+                    self.storing = None;
+                    self.reset_and_propagate_error(error, now);
+                    self.prepare_rebalance(cfg, now);
+                }
+            }
         }
     }
 
@@ -408,9 +604,8 @@ impl Group {
                     // the leader, so that it does not compute an assignment a
                     // Stable group would not hand out.
                     let result = self.current_join_result(&new_id, old_leader);
-                    if let Some(m) = self.members.get_mut(&new_id) {
-                        m.answer_join(result);
-                    }
+                    self.version += 1;
+                    self.held_join = Some((self.version, new_id.clone(), result));
                 } else {
                     self.prepare_rebalance(cfg, now);
                 }
@@ -440,6 +635,10 @@ impl Group {
         if self.state == GroupState::CompletingRebalance {
             self.reset_and_propagate_error(GroupError::RebalanceInProgress, now);
         }
+        // An assignment not stored yet is never handed out; a held JoinGroup
+        // is answered by this rebalance.
+        self.storing = None;
+        self.held_join = None;
         self.pending_sync.clear();
         self.sync_deadline = None;
         let timeout = self.rebalance_timeout();
@@ -509,6 +708,7 @@ impl Group {
         if self.members.is_empty() {
             self.protocol_name = None;
             self.state = GroupState::Empty;
+            self.version += 1;
             tracing::info!(group = %self.id, generation = self.generation, "group is empty");
             return;
         }
@@ -646,16 +846,16 @@ impl Group {
                     m.sync_tx = Some(tx);
                 }
                 self.synced(&p.member_id);
-                if self.leader.as_deref() == Some(p.member_id.as_str()) {
+                if self.leader.as_deref() == Some(p.member_id.as_str()) && self.storing.is_none() {
                     // Members the leader left out get an empty assignment;
-                    // ids that are not members are ignored.
+                    // ids that are not members are ignored. It is handed
+                    // out once stored (`on_written`).
                     let mut given: HashMap<String, Bytes> = p.assignments.into_iter().collect();
                     for m in self.members.values_mut() {
                         m.assignment = given.remove(&m.id).unwrap_or_default();
                     }
-                    self.propagate_assignment(now);
-                    self.state = GroupState::Stable;
-                    tracing::info!(group = %self.id, generation = self.generation, "group stable");
+                    self.version += 1;
+                    self.storing = Some(self.version);
                 }
                 Outcome::Wait(rx)
             }
@@ -886,6 +1086,8 @@ impl Group {
     /// `error` and nothing times out any more.
     pub fn kill(&mut self, error: GroupError) {
         self.state = GroupState::Dead;
+        self.storing = None;
+        self.held_join = None;
         self.join_timer = None;
         self.sync_deadline = None;
         self.pending_members.clear();

@@ -983,3 +983,7 @@ async fn an_adopted_generation_commits_and_the_next_one_starts_above_the_shard_e
     assert!(joined[0].generation_id > first_generation(2));
     assert!(c.validate_commit(GROUP, 7, "client-a", None).is_err());
 }
+
+/// With a store: see the module's file.
+#[path = "store_tests.rs"]
+mod stored;

@@ -857,6 +857,43 @@ pub struct AbortedTxn {
     pub last_offset: i64,
 }
 
+/// A classic group's membership from its coordinator (see
+/// `Command::StoreGroup`); no `record` forgets it.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct StoreGroupRequest {
+    #[prost(uint32, tag = "1")]
+    pub broker: u32,
+    #[prost(uint32, tag = "2")]
+    pub shard: u32,
+    #[prost(uint64, tag = "3")]
+    pub shard_epoch: u64,
+    #[prost(string, tag = "4")]
+    pub group: String,
+    #[prost(bytes = "vec", optional, tag = "5")]
+    pub record: Option<Vec<u8>>,
+}
+
+/// The stored membership of every group of one coordinator shard.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GroupRecordsRequest {
+    #[prost(uint32, tag = "1")]
+    pub shard: u32,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GroupRecordsResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub groups: Vec<GroupRecord>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GroupRecord {
+    #[prost(string, tag = "1")]
+    pub group: String,
+    #[prost(bytes = "vec", tag = "2")]
+    pub record: Vec<u8>,
+}
+
 /// A group's configs: asked by group id.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct GroupConfigsRequest {

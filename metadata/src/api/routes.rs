@@ -81,6 +81,11 @@ routes! {
     /// A share group's state of a partition, from the partition's owner at
     /// its epoch (read back with `FetchOffsets`).
     ShareState = "/v1/share/state": ShareStateRequest => Empty;
+    /// A classic group's membership, from the coordinator of its shard.
+    StoreGroup = "/v1/groups/store": StoreGroupRequest => Empty;
+    /// The stored membership of one shard's groups (read by a coordinator
+    /// taking the shard over, linearizably).
+    GroupRecords = "/v1/groups/records": GroupRecordsRequest => GroupRecordsResponse;
 }
 
 #[cfg(test)]
@@ -94,6 +99,6 @@ mod tests {
             assert!(p.starts_with("/v1/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 37);
+        assert_eq!(ALL_PATHS.len(), 39);
     }
 }

@@ -32,7 +32,7 @@ use crate::command::{
     Command, CommitRange, NewObject, NodeKind, ObjectSel, OwnedItem, Response, ShardFence,
 };
 use crate::error::{ErrorKind, MetaError};
-use crate::ids::{BrokerId, Epoch, ObjectId};
+use crate::ids::{BrokerId, Epoch, ObjectId, ShardId};
 use crate::raft::codec::{self, Format};
 use crate::raft::proposer::Proposer;
 use crate::raft::state_machine::SharedState;
@@ -264,6 +264,8 @@ serve! {
     GroupConfigs => group_configs,
     AlterGroupConfig => alter_group_config,
     ShareState => share_state,
+    StoreGroup => store_group,
+    GroupRecords => group_records,
 }
 
 /// A Raft RPC's answer, in the format its request came in.
@@ -822,6 +824,42 @@ async fn share_state(
         Response::Ok => Ok(proto::Empty {}),
         other => Err(MetaError::Storage(format!("unexpected response {other:?}"))),
     }
+}
+
+async fn store_group(
+    s: AppState,
+    req: proto::StoreGroupRequest,
+) -> Result<proto::Empty, MetaError> {
+    s.write(Command::StoreGroup {
+        fence: crate::command::ShardFence {
+            broker: BrokerId(req.broker),
+            shard: ShardId(req.shard),
+            epoch: Epoch(req.shard_epoch),
+        },
+        group: req.group,
+        record: req.record,
+    })
+    .await?;
+    Ok(proto::Empty {})
+}
+
+async fn group_records(
+    s: AppState,
+    req: proto::GroupRecordsRequest,
+) -> Result<proto::GroupRecordsResponse, MetaError> {
+    s.linearizable().await?;
+    let groups = s.shared.read(|st| {
+        let shards = u32::try_from(st.shards.len()).unwrap_or(u32::MAX);
+        st.group_records
+            .iter()
+            .filter(|(g, _)| crate::txn::shard_of(g, shards) == req.shard)
+            .map(|(g, r)| proto::GroupRecord {
+                group: g.clone(),
+                record: r.clone(),
+            })
+            .collect()
+    });
+    Ok(proto::GroupRecordsResponse { groups })
 }
 
 async fn replace_ranges(

@@ -214,6 +214,15 @@ mod tests {
                     epoch: Epoch(2),
                 }),
             },
+            Command::StoreGroup {
+                fence: ShardFence {
+                    broker: BrokerId(1),
+                    shard: ShardId(3),
+                    epoch: Epoch(2),
+                },
+                group: "g".into(),
+                record: Some(vec![1, 2, 3]),
+            },
             Command::DeleteGroups {
                 groups: vec!["g".into()],
             },

@@ -72,15 +72,56 @@ type StateBeforeQuotas = (
     crate::txn::TxnModel,
 );
 
+/// [`Applied`] as versions before stored group membership encoded it in
+/// binary: the model without its last field, `group_records`.
+type AppliedBeforeGroupRecords = (Option<LogId>, StoredMembership, StateBeforeGroupRecords);
+
+/// [`ClusterState`]'s fields before `group_records`, in order.
+type StateBeforeGroupRecords = (
+    Revision,
+    BTreeMap<BrokerId, NodeInfo>,
+    BTreeMap<String, Topic>,
+    BTreeMap<PartitionKey, PartitionState>,
+    BTreeMap<ObjectId, ObjectInfo>,
+    u64,
+    BTreeMap<String, GroupOffsets>,
+    i64,
+    BTreeMap<ShardId, Ownership>,
+    crate::txn::TxnModel,
+    crate::quota::QuotaModel,
+    BTreeMap<String, crate::group_config::GroupConfigs>,
+);
+
 /// Decodes a snapshot's [`Applied`]: in the current layout, else (a binary
-/// snapshot written before client quotas, or before transactions, which
-/// lack the model's last fields) in the layouts before it, with no quotas
-/// and no transactions.
+/// snapshot written before stored group membership, before client quotas,
+/// or before transactions, which lack the model's last fields) in the
+/// layouts before it, with those fields empty.
 fn decode_applied(bytes: &[u8]) -> Result<Applied, codec::CodecError> {
     let e = match codec::decode::<Applied>(bytes) {
         Ok(a) => return Ok(a),
         Err(e) => e,
     };
+    if let Ok((last_applied, membership, old)) = codec::decode::<AppliedBeforeGroupRecords>(bytes) {
+        return Ok(Applied {
+            last_applied,
+            membership,
+            state: ClusterState {
+                revision: old.0,
+                nodes: old.1,
+                topics: old.2,
+                partitions: old.3,
+                objects: old.4,
+                next_object_id: old.5,
+                groups: old.6,
+                next_producer_id: old.7,
+                shards: old.8,
+                txn: old.9,
+                quotas: old.10,
+                group_configs: old.11,
+                group_records: BTreeMap::new(),
+            },
+        });
+    }
     if let Ok((last_applied, membership, old)) = codec::decode::<AppliedBeforeQuotas>(bytes) {
         return Ok(Applied {
             last_applied,
@@ -98,6 +139,7 @@ fn decode_applied(bytes: &[u8]) -> Result<Applied, codec::CodecError> {
                 txn: old.9,
                 quotas: Default::default(),
                 group_configs: BTreeMap::new(),
+                group_records: BTreeMap::new(),
             },
         });
     }
@@ -120,6 +162,7 @@ fn decode_applied(bytes: &[u8]) -> Result<Applied, codec::CodecError> {
             txn: Default::default(),
             quotas: Default::default(),
             group_configs: BTreeMap::new(),
+            group_records: BTreeMap::new(),
         },
     })
 }
@@ -463,6 +506,59 @@ mod tests {
         let bytes = codec::encode(&old).unwrap();
         assert!(codec::decode::<Applied>(&bytes).is_err());
         assert_eq!(decode_applied(&bytes).unwrap().state, s);
+    }
+
+    #[test]
+    fn a_binary_snapshot_from_before_stored_groups_still_loads() {
+        let mut s = model();
+        s.apply(Revision(10), &Command::AllocateProducerIds { count: 3 });
+        // The layout of the last release: every field up to `group_configs`.
+        let old: AppliedBeforeGroupRecords = (
+            None,
+            StoredMembership::default(),
+            (
+                s.revision,
+                s.nodes.clone(),
+                s.topics.clone(),
+                s.partitions.clone(),
+                s.objects.clone(),
+                s.next_object_id,
+                s.groups.clone(),
+                s.next_producer_id,
+                s.shards.clone(),
+                s.txn.clone(),
+                s.quotas.clone(),
+                s.group_configs.clone(),
+            ),
+        );
+        let bytes = codec::encode(&old).unwrap();
+        assert!(codec::decode::<Applied>(&bytes).is_err());
+        assert_eq!(decode_applied(&bytes).unwrap().state, s);
+    }
+
+    #[test]
+    fn a_snapshot_with_stored_groups_round_trips() {
+        let mut s = model();
+        let shard = ShardId(crate::txn::shard_of("g", crate::state::DEFAULT_SHARDS));
+        s.shards.get_mut(&shard).unwrap().owner = Some(BrokerId(1));
+        let fence = ShardFence {
+            broker: BrokerId(1),
+            shard,
+            epoch: s.shards[&shard].epoch,
+        };
+        let r = s.apply(
+            Revision(10),
+            &Command::StoreGroup {
+                fence,
+                group: "g".into(),
+                record: Some(vec![1, 2, 3]),
+            },
+        );
+        assert_eq!(r, Response::Ok);
+        let bytes = codec::encode(&applied(&s)).unwrap();
+        let back = decode_applied(&bytes).unwrap().state;
+        assert_eq!(back.group_records["g"], vec![1, 2, 3]);
+        assert_eq!(back, s);
     }
 
     #[test]
