@@ -70,6 +70,10 @@ def at_end(c, partitions):
     return True
 
 
+def log_count(log_path, text):
+    return sum(text in line for line in log_path.read_text(errors="replace").splitlines())
+
+
 def generations(log_path, group):
     """The generations (classic) or group epochs (KIP-848) a broker's log shows for `group`."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", log_path.read_text(errors="replace"))
@@ -86,7 +90,12 @@ def generations(log_path, group):
 
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
-def test_coordinator_broker_killed_members_rejoin_and_resume_from_committed_offsets(floe_bin, tmp_path, protocol):
+def test_coordinator_broker_killed_the_group_carries_on_without_a_rebalance(floe_bin, tmp_path, protocol):
+    """The broker coordinating a group (and owning some of its partitions) is
+    killed with SIGKILL: the survivor resumes the group from its stored
+    membership, so the consumer is never rebalanced (one assignment, nothing
+    revoked or lost), reads every record, and a later member of the group
+    resumes from the committed offsets."""
     cluster = Cluster(floe_bin, tmp_path, broker_flags=("--group-initial-rebalance-delay-ms", "200",
                                                         "--consumer-group-session-timeout-ms", "6000",
                                                         "--consumer-group-heartbeat-interval-ms", "500"))
@@ -118,7 +127,11 @@ def test_coordinator_broker_killed_members_rejoin_and_resume_from_committed_offs
             return confluent_kafka.Consumer(conf)
 
         c = consumer()
-        c.subscribe(["events"])
+        assigned, revoked = [], []
+        c.subscribe(["events"],
+                    on_assign=lambda _c, ps: assigned.append(sorted(p.partition for p in ps)),
+                    on_revoke=lambda _c, ps: revoked.append(sorted(p.partition for p in ps)),
+                    on_lost=lambda _c, ps: revoked.append(("lost", sorted(p.partition for p in ps))))
         seen = []
         deadline = time.time() + 60
         while len(seen) < total // 2 and time.time() < deadline:
@@ -150,6 +163,10 @@ def test_coordinator_broker_killed_members_rejoin_and_resume_from_committed_offs
                 except confluent_kafka.KafkaException:
                     pass  # a commit during the move may be refused; the next one lands
         assert set(seen) == set(range(total)), f"{total - len(set(seen))} messages never consumed"
+        # Checked before close, which revokes everything.
+        assert (assigned, revoked) == ([[0, 1, 2, 3]], []), \
+            f"the group was rebalanced (assigned, revoked): {assigned}, {revoked}"
+        assert log_count(cluster.brokers[0].log_path, "resumed from its stored membership") >= 1
         deadline = time.time() + 30
         while True:
             try:

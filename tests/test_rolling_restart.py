@@ -118,6 +118,12 @@ def test_a_rolling_restart_of_every_broker_surfaces_no_error(floe_bin, tmp_path)
         load.wait_acked(RATE, also=cluster.brokers)
         for b in cluster.brokers:
             wait_share(cluster, b)
+        # The group is formed before the first restart, so that every
+        # restart moves a live group's coordinator.
+        deadline = time.time() + 60
+        while not reader.assigned:
+            assert time.time() < deadline and reader.is_alive(), "the group reader was never assigned"
+            time.sleep(0.1)
         gaps, exits = [], []
         for _ in range(ROUNDS):
             for b in cluster.brokers:

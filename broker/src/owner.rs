@@ -358,7 +358,7 @@ impl Coordinator for Broker {
                 partitions: t.partition_count,
             })
         };
-        c.consumer_heartbeat(hb, &topics)
+        c.consumer_heartbeat(hb, &topics).await
     }
 
     async fn consumer_describe(

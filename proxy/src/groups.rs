@@ -60,6 +60,22 @@ fn code(e: Option<GroupError>) -> i16 {
     e.map_or(0, |e| e.kafka_code())
 }
 
+/// A member's call (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+/// OffsetCommit) that meets its coordinator on the move (the group's shard
+/// has no owner yet, its owner cannot be reached, or has not loaded the
+/// shard's groups yet) is answered COORDINATOR_LOAD_IN_PROGRESS, which
+/// clients retry here. NOT_COORDINATOR would send them to FindCoordinator,
+/// which names this proxy again (any proxy forwards to the shard's owner);
+/// librdkafka then drops its pending OffsetCommit at each coordinator
+/// change and can stop heartbeating until its session runs out.
+fn member_code(code: i16) -> i16 {
+    if code == ResponseError::NotCoordinator.code() {
+        ResponseError::CoordinatorLoadInProgress.code()
+    } else {
+        code
+    }
+}
+
 impl Context {
     pub(crate) fn shard_count(&self) -> u32 {
         self.view.current().shard_count()
@@ -238,7 +254,7 @@ impl Context {
         let mut resp = JoinGroupResponse::default();
         let result = match self.coordinator(&req.group_id.0) {
             Err(e) => {
-                resp.error_code = routing_code(&e);
+                resp.error_code = member_code(routing_code(&e));
                 resp.generation_id = -1;
                 resp.member_id = req.member_id.clone();
                 return resp;
@@ -267,7 +283,7 @@ impl Context {
                 .await
             }
         };
-        resp.error_code = code(result.error);
+        resp.error_code = member_code(code(result.error));
         resp.generation_id = result.generation_id;
         if version >= 7 {
             resp.protocol_type = result.protocol_type.map(s);
@@ -295,7 +311,7 @@ impl Context {
         let mut resp = SyncGroupResponse::default();
         let result = match self.coordinator(&req.group_id.0) {
             Err(e) => {
-                resp.error_code = routing_code(&e);
+                resp.error_code = member_code(routing_code(&e));
                 return resp;
             }
             Ok(c) => {
@@ -315,7 +331,7 @@ impl Context {
                 .await
             }
         };
-        resp.error_code = code(result.error);
+        resp.error_code = member_code(code(result.error));
         if version >= 5 {
             resp.protocol_type = result.protocol_type.map(s);
             resp.protocol_name = result.protocol_name.map(s);
@@ -326,7 +342,7 @@ impl Context {
 
     pub async fn heartbeat(&self, _version: i16, req: &HeartbeatRequest) -> HeartbeatResponse {
         let mut resp = HeartbeatResponse::default();
-        resp.error_code = match self.coordinator(&req.group_id.0) {
+        resp.error_code = member_code(match self.coordinator(&req.group_id.0) {
             Err(e) => routing_code(&e),
             Ok(c) => c
                 .heartbeat(
@@ -338,7 +354,7 @@ impl Context {
                 .await
                 .err()
                 .map_or(0, |e| e.kafka_code()),
-        };
+        });
         resp
     }
 
@@ -359,13 +375,13 @@ impl Context {
         };
         let c = match self.coordinator(&req.group_id.0) {
             Err(e) => {
-                resp.error_code = routing_code(&e);
+                resp.error_code = member_code(routing_code(&e));
                 return resp;
             }
             Ok(c) => c,
         };
         match c.leave_group(&req.group_id.0, &members).await {
-            Err(e) => resp.error_code = e.kafka_code(),
+            Err(e) => resp.error_code = member_code(e.kafka_code()),
             Ok(per) => {
                 if version >= 3 {
                     resp.members = members
@@ -418,7 +434,7 @@ impl Context {
             .collect();
         let n = offsets.len();
         let codes: Vec<i16> = match self.coordinator(&group) {
-            Err(e) => vec![routing_code(&e); n],
+            Err(e) => vec![member_code(routing_code(&e)); n],
             Ok(c) => match c
                 .commit_offsets(CommitParams {
                     group_id: group.clone(),
@@ -429,7 +445,7 @@ impl Context {
                 })
                 .await
             {
-                Err(e) => vec![e.kafka_code(); n],
+                Err(e) => vec![member_code(e.kafka_code()); n],
                 Ok(per) => per.into_iter().map(|r| code(r.err())).collect(),
             },
         };
@@ -906,6 +922,34 @@ fn select(
                 ps.sort_by_key(|(p, _)| *p);
             }
             v
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_member_meeting_a_moving_coordinator_is_told_to_retry_here() {
+        let not_coordinator = ResponseError::NotCoordinator.code();
+        assert_eq!(
+            member_code(not_coordinator),
+            ResponseError::CoordinatorLoadInProgress.code()
+        );
+        assert_eq!(
+            member_code(routing_code(&RoutingError::new(
+                RoutingErrorKind::NotCoordinator,
+                "moving".to_string()
+            ))),
+            ResponseError::CoordinatorLoadInProgress.code()
+        );
+        for other in [
+            0,
+            GroupError::UnknownMemberId.kafka_code(),
+            GroupError::IllegalGeneration.kafka_code(),
+        ] {
+            assert_eq!(member_code(other), other);
         }
     }
 }

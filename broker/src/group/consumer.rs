@@ -19,6 +19,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use floe_types::TopicId;
 
 use super::assignor::{self, Assignment, AssignorMember};
+use super::record::{
+    ConsumerMemberRecord, ConsumerRecord, GroupRecord, SeenTopic, TopicPartitions,
+};
 use super::types::GroupError;
 
 /// A subscribed topic as the caller knows it.
@@ -152,6 +155,45 @@ pub struct ConsumerGroup {
     /// The subscribed topics as they were when the target was computed.
     topics_seen: BTreeMap<String, Option<TopicMeta>>,
     assignor: String,
+    /// The epoch of its shard the group was created or resumed under: its
+    /// records are stored with it.
+    pub(super) shard_epoch: u64,
+    /// What the store holds of the group ([`Self::durable`] as last
+    /// written, or loaded); `None`: nothing.
+    pub(super) written: Option<Vec<u8>>,
+}
+
+fn state_code(s: MemberState) -> i32 {
+    match s {
+        MemberState::Stable => 0,
+        MemberState::Unrevoked => 1,
+        MemberState::Unreleased => 2,
+    }
+}
+
+fn topic_partitions(a: &Assignment) -> Vec<TopicPartitions> {
+    a.iter()
+        .map(|(t, ps)| TopicPartitions {
+            topic_id: t.as_bytes().to_vec(),
+            partitions: ps.iter().copied().collect(),
+        })
+        .collect()
+}
+
+fn topic_id(bytes: &[u8]) -> Result<TopicId, String> {
+    uuid::Uuid::from_slice(bytes)
+        .map(TopicId)
+        .map_err(|_| format!("a topic id of {} bytes", bytes.len()))
+}
+
+fn assignment(tps: &[TopicPartitions]) -> Result<Assignment, String> {
+    let mut out = Assignment::new();
+    for tp in tps {
+        out.entry(topic_id(&tp.topic_id)?)
+            .or_default()
+            .extend(tp.partitions.iter().copied());
+    }
+    Ok(out)
 }
 
 fn contains_any(a: &Assignment, b: &Assignment) -> bool {
@@ -202,7 +244,129 @@ impl ConsumerGroup {
             target: BTreeMap::new(),
             topics_seen: BTreeMap::new(),
             assignor: assignor::UNIFORM.to_string(),
+            shard_epoch: 0,
+            written: None,
         }
+    }
+
+    /// The group as stored: `None` when it has no members (its record is
+    /// then deleted). Sessions and revocation deadlines are not stored: a
+    /// resumed group starts them over.
+    pub fn durable(&self) -> Option<Vec<u8>> {
+        if self.members.is_empty() {
+            return None;
+        }
+        let record = ConsumerRecord {
+            group_epoch: self.group_epoch,
+            assignment_epoch: self.assignment_epoch,
+            assignor: self.assignor.clone(),
+            members: self
+                .members
+                .iter()
+                .map(|(id, m)| ConsumerMemberRecord {
+                    member_id: id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    rack_id: m.rack_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    epoch: m.epoch,
+                    previous_epoch: m.previous_epoch,
+                    state: state_code(m.state),
+                    subscribed: m.subscribed.iter().cloned().collect(),
+                    assignor: m.assignor.clone(),
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    assigned: topic_partitions(&m.assigned),
+                    revoking: topic_partitions(&m.revoking),
+                    target: self
+                        .target
+                        .get(id)
+                        .map(topic_partitions)
+                        .unwrap_or_default(),
+                    left_static: m.left_static,
+                })
+                .collect(),
+            topics_seen: self
+                .topics_seen
+                .iter()
+                .map(|(name, t)| SeenTopic {
+                    name: name.clone(),
+                    exists: t.is_some(),
+                    topic_id: t.map(|t| t.id.as_bytes().to_vec()).unwrap_or_default(),
+                    partitions: t.map_or(0, |t| t.partitions),
+                })
+                .collect(),
+        };
+        Some(
+            GroupRecord {
+                consumer: Some(record),
+                ..Default::default()
+            }
+            .to_bytes(),
+        )
+    }
+
+    /// A group as a previous coordinator stored it; every member's session
+    /// (and a revocation in progress) starts over at `now_ms`, and each
+    /// member is sent its whole assignment at its next heartbeat.
+    pub fn restore(
+        id: &str,
+        record: ConsumerRecord,
+        shard_epoch: u64,
+        now_ms: u64,
+    ) -> Result<Self, String> {
+        let mut g = Self::new(id, record.group_epoch);
+        g.assignment_epoch = record.assignment_epoch;
+        if assignor::ASSIGNORS.contains(&record.assignor.as_str()) {
+            g.assignor = record.assignor;
+        }
+        g.shard_epoch = shard_epoch;
+        for t in record.topics_seen {
+            let meta = if t.exists {
+                Some(TopicMeta {
+                    id: topic_id(&t.topic_id)?,
+                    partitions: t.partitions,
+                })
+            } else {
+                None
+            };
+            g.topics_seen.insert(t.name, meta);
+        }
+        for m in record.members {
+            let state = match m.state {
+                0 => MemberState::Stable,
+                1 => MemberState::Unrevoked,
+                2 => MemberState::Unreleased,
+                other => return Err(format!("member state {other}")),
+            };
+            let target = assignment(&m.target)?;
+            if !target.is_empty() {
+                g.target.insert(m.member_id.clone(), target);
+            }
+            g.members.insert(
+                m.member_id,
+                Member {
+                    instance_id: m.instance_id,
+                    rack_id: m.rack_id,
+                    client_id: m.client_id,
+                    client_host: m.client_host,
+                    epoch: m.epoch,
+                    previous_epoch: m.previous_epoch,
+                    state,
+                    subscribed: m.subscribed.into_iter().collect(),
+                    assignor: m.assignor,
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    assigned: assignment(&m.assigned)?,
+                    revoking: assignment(&m.revoking)?,
+                    last_seen_ms: now_ms,
+                    revoke_deadline_ms: (state == MemberState::Unrevoked)
+                        .then(|| now_ms.saturating_add(m.rebalance_timeout_ms)),
+                    told: None,
+                    left_static: m.left_static,
+                },
+            );
+        }
+        g.written = g.durable();
+        Ok(g)
     }
 
     pub fn is_empty(&self) -> bool {

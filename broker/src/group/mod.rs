@@ -7,8 +7,10 @@
 //! the group's shard, and calls [`GroupCoordinator::drop_shard`] when it
 //! loses one. Groups are created on first use. A classic group's membership
 //! (generation, members, assignments) is written to a [`GroupStore`] before
-//! a generation's assignment is handed out, and forgotten when the group
-//! empties; a broker taking a shard over resumes its groups from there
+//! a generation's assignment is handed out, a consumer group's (epochs,
+//! target, members' partitions) before a heartbeat that changed it is
+//! answered, and both are forgotten when the group empties; a broker taking
+//! a shard over resumes its groups from there
 //! ([`GroupCoordinator::load_shard`]), so members carry on without a
 //! rebalance. Committed offsets are stored by the caller;
 //! [`GroupCoordinator::validate_commit`] says whether a commit may be
@@ -71,10 +73,16 @@ pub struct GroupCoordinator {
     /// generation (and consumer group epoch) new groups start above: from
     /// that epoch, so generations keep increasing across a coordinator move.
     shard_starts: Mutex<HashMap<u32, ShardStart>>,
-    /// Where classic groups are stored (`None`: nowhere, they live in
-    /// memory only).
+    /// Where groups are stored (`None`: nowhere, they live in memory only).
     store: Option<Arc<dyn GroupStore>>,
+    /// Per consumer group, the turn to write it: one write at a time, each
+    /// of the group as it is then, so the last one holds the latest state.
+    consumer_turns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
+
+/// How long one write of a consumer group may take before the heartbeat
+/// that waits on it is answered COORDINATOR_NOT_AVAILABLE.
+const CONSUMER_STORE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[derive(Debug, Clone, Copy, Default)]
 struct ShardStart {
@@ -102,6 +110,7 @@ impl GroupCoordinator {
             started: Instant::now(),
             shard_starts: Mutex::new(HashMap::new()),
             store: None,
+            consumer_turns: Mutex::new(HashMap::new()),
         }
     }
 
@@ -138,11 +147,6 @@ impl GroupCoordinator {
             .unwrap_or_default()
     }
 
-    fn first_generation_of(&self, group_id: &str) -> i32 {
-        self.shard_start(shard_of(group_id, self.config.shards))
-            .first_generation
-    }
-
     fn new_handle(&self, group_id: &str) -> Arc<GroupHandle> {
         let start = self.shard_start(shard_of(group_id, self.config.shards));
         GroupHandle::new(
@@ -166,13 +170,30 @@ impl GroupCoordinator {
             if shard_of(&id, self.config.shards) != shard {
                 continue;
             }
-            let record = match GroupRecord::from_bytes(&id, &bytes) {
+            let mut record = match GroupRecord::from_bytes(&id, &bytes) {
                 Ok(r) => r,
                 Err(e) => {
                     tracing::warn!(error = %e, "stored group skipped; its members rejoin");
                     continue;
                 }
             };
+            if let Some(consumer) = record.consumer.take() {
+                let members = consumer.members.len();
+                match ConsumerGroup::restore(&id, consumer, start.epoch, self.now_ms()) {
+                    Ok(g) => {
+                        let epoch = g.describe().group_epoch;
+                        self.groups().remove(&id);
+                        self.consumer_groups()
+                            .insert(id.clone(), Arc::new(Mutex::new(g)));
+                        loaded += 1;
+                        tracing::info!(group = %id, epoch, members, "consumer group resumed from its stored membership");
+                    }
+                    Err(reason) => {
+                        tracing::warn!(group = %id, %reason, "stored consumer group skipped; its members rejoin");
+                    }
+                }
+                continue;
+            }
             let (generation, members) = (record.generation, record.members.len());
             let group =
                 state::Group::restore(id.clone(), record, start.first_generation, start.epoch, now);
@@ -208,10 +229,16 @@ impl GroupCoordinator {
     /// that is a classic group with members is GROUP_ID_NOT_FOUND (an
     /// empty classic group becomes a consumer group, its offsets kept).
     /// `topics` resolves subscribed topic names.
-    pub fn consumer_heartbeat(
+    ///
+    /// A heartbeat that changed what is stored of the group (a join, a
+    /// leave, new epochs or partitions) is answered once the group is
+    /// stored: a coordinator that resumes it knows every epoch a member was
+    /// told. Not stored, the answer is the store's error
+    /// (COORDINATOR_NOT_AVAILABLE, or NOT_COORDINATOR once the shard moved).
+    pub async fn consumer_heartbeat(
         &self,
         hb: ConsumerHeartbeat,
-        topics: &dyn Fn(&str) -> Option<TopicMeta>,
+        topics: &(dyn Fn(&str) -> Option<TopicMeta> + Sync),
     ) -> Result<ConsumerHeartbeatAnswer, GroupError> {
         if hb.group_id.is_empty() {
             return Err(GroupError::InvalidGroupId);
@@ -235,8 +262,10 @@ impl GroupCoordinator {
                 None if hb.member_epoch == 0 => consumer
                     .entry(hb.group_id.clone())
                     .or_insert_with(|| {
-                        let first = self.first_generation_of(&hb.group_id);
-                        Arc::new(Mutex::new(ConsumerGroup::new(&hb.group_id, first)))
+                        let start = self.shard_start(shard_of(&hb.group_id, self.config.shards));
+                        let mut g = ConsumerGroup::new(&hb.group_id, start.first_generation);
+                        g.shard_epoch = start.epoch;
+                        Arc::new(Mutex::new(g))
                     })
                     .clone(),
                 None => return Err(GroupError::UnknownMemberId),
@@ -246,7 +275,8 @@ impl GroupCoordinator {
         let answer = {
             let mut g = handle.lock().unwrap_or_else(PoisonError::into_inner);
             g.heartbeat(hb.clone(), &self.config.consumer, now, topics)
-        };
+        }?;
+        self.store_consumer(&hb.group_id, &handle).await?;
         if hb.member_epoch == -1 {
             // The last member left: the group is forgotten (its committed
             // offsets stay in the metadata).
@@ -259,7 +289,66 @@ impl GroupCoordinator {
                 consumer.remove(&hb.group_id);
             }
         }
-        answer
+        Ok(answer)
+    }
+
+    fn consumer_turn(&self, group_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.consumer_turns
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(group_id.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// Brings the store up to date with the consumer group (nothing to do
+    /// when it holds the group as it is).
+    async fn store_consumer(
+        &self,
+        group_id: &str,
+        handle: &Arc<Mutex<ConsumerGroup>>,
+    ) -> Result<(), GroupError> {
+        let Some(store) = self.store.clone() else {
+            return Ok(());
+        };
+        store_consumer_in(
+            store,
+            self.consumer_turn(group_id),
+            self.config.shards,
+            group_id,
+            handle,
+        )
+        .await
+    }
+
+    /// Deletes the records of consumer groups this coordinator forgot
+    /// (idle, or deleted), in the background.
+    fn forget_consumers(&self, forgotten: Vec<(String, Arc<Mutex<ConsumerGroup>>)>) {
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        for (id, handle) in forgotten {
+            let stored = handle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .written
+                .is_some();
+            if !stored {
+                continue;
+            }
+            let (store, turn, shards) =
+                (store.clone(), self.consumer_turn(&id), self.config.shards);
+            rt.spawn(async move {
+                // The group is out of the coordinator's map, without
+                // members: its record is deleted.
+                if let Err(e) = store_consumer_in(store, turn, shards, &id, &handle).await {
+                    tracing::warn!(group = %id, error = %e, "deleting a forgotten consumer group's record failed");
+                }
+            });
+        }
     }
 
     /// ConsumerGroupDescribe of one group: GROUP_ID_NOT_FOUND for an
@@ -556,7 +645,10 @@ impl GroupCoordinator {
                     if !cg.is_empty() {
                         return (id.clone(), Err(GroupError::NonEmptyGroup));
                     }
-                    consumer.remove(id);
+                    drop(cg);
+                    if let Some(h) = consumer.remove(id) {
+                        self.forget_consumers(vec![(id.clone(), h)]);
+                    }
                     tracing::info!(group = %id, "consumer group deleted");
                     return (id.clone(), Ok(()));
                 }
@@ -594,6 +686,10 @@ impl GroupCoordinator {
             let dropped = ids.iter().filter_map(|id| groups.remove(id)).collect();
             self.consumer_groups()
                 .retain(|id, _| shard_of(id, self.config.shards) != shard);
+            self.consumer_turns
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .retain(|id, _| shard_of(id, self.config.shards) != shard);
             dropped
         };
         for handle in &dropped {
@@ -615,14 +711,18 @@ impl GroupCoordinator {
         let mut groups = self.groups();
         let now = self.now_ms();
         let mut consumer = self.consumer_groups();
-        let consumer_before = consumer.len();
-        consumer.retain(|_, g| {
-            let mut g = g.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut forgotten = Vec::new();
+        consumer.retain(|id, handle| {
+            let mut g = handle.lock().unwrap_or_else(PoisonError::into_inner);
             g.expire(&self.config.consumer, now);
+            if g.is_empty() {
+                forgotten.push((id.clone(), handle.clone()));
+            }
             !g.is_empty()
         });
-        let consumer_removed = consumer_before - consumer.len();
+        let consumer_removed = forgotten.len();
         drop(consumer);
+        self.forget_consumers(forgotten);
         let before = groups.len() + consumer_removed;
         groups.retain(|_, handle| {
             let mut group = handle.lock();
@@ -636,4 +736,34 @@ impl GroupCoordinator {
         });
         before - groups.len()
     }
+}
+
+/// Writes the consumer group as it is now, unless the store already holds
+/// that, under the group's turn.
+async fn store_consumer_in(
+    store: Arc<dyn GroupStore>,
+    turn: Arc<tokio::sync::Mutex<()>>,
+    shards: u32,
+    group_id: &str,
+    handle: &Arc<Mutex<ConsumerGroup>>,
+) -> Result<(), GroupError> {
+    let _turn = turn.lock().await;
+    let (now, shard_epoch) = {
+        let g = handle.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = g.durable();
+        if now == g.written {
+            return Ok(());
+        }
+        (now, g.shard_epoch)
+    };
+    let shard = shard_of(group_id, shards);
+    let write = store.write(shard, shard_epoch, group_id, now.clone());
+    tokio::time::timeout(CONSUMER_STORE_TIMEOUT, write)
+        .await
+        .unwrap_or(Err(GroupError::CoordinatorNotAvailable))?;
+    handle
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .written = now;
+    Ok(())
 }

@@ -1,9 +1,12 @@
-//! What the metadata service keeps of a classic group so that the next
-//! coordinator of its shard resumes it without a rebalance (Kafka keeps the
-//! same in its `__consumer_offsets` group metadata records): the generation,
-//! the protocol, the leader, and every member with its subscription and
-//! assignment. Written when a generation's assignment is handed out and
-//! when a static member is replaced, forgotten when the group empties (see
+//! What the metadata service keeps of a group so that the next coordinator
+//! of its shard resumes it without a rebalance (Kafka keeps the same in its
+//! `__consumer_offsets` group records). A classic group: the generation,
+//! the protocol, the leader, and every member with its subscriptions and
+//! assignment, written when a generation's assignment is handed out and
+//! when a static member is replaced. A consumer group (KIP-848): the group
+//! and assignment epochs, the target assignment, and every member's epochs,
+//! subscription and partitions, written before a heartbeat that changed
+//! any of it is answered. Forgotten when the group empties (see
 //! [`GroupStore`]); encoded with protobuf so that fields can be added.
 
 use std::fmt;
@@ -25,6 +28,84 @@ pub struct GroupRecord {
     pub leader: String,
     #[prost(message, repeated, tag = "5")]
     pub members: Vec<MemberRecord>,
+    /// Set for a consumer group (KIP-848), whose record this is then (the
+    /// fields above are unused).
+    #[prost(message, optional, tag = "6")]
+    pub consumer: Option<ConsumerRecord>,
+}
+
+/// A consumer group (KIP-848) as stored.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ConsumerRecord {
+    #[prost(int32, tag = "1")]
+    pub group_epoch: i32,
+    #[prost(int32, tag = "2")]
+    pub assignment_epoch: i32,
+    #[prost(string, tag = "3")]
+    pub assignor: String,
+    #[prost(message, repeated, tag = "4")]
+    pub members: Vec<ConsumerMemberRecord>,
+    /// The subscribed topics as they were when the target was computed.
+    #[prost(message, repeated, tag = "5")]
+    pub topics_seen: Vec<SeenTopic>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ConsumerMemberRecord {
+    #[prost(string, tag = "1")]
+    pub member_id: String,
+    #[prost(string, optional, tag = "2")]
+    pub instance_id: Option<String>,
+    #[prost(string, optional, tag = "3")]
+    pub rack_id: Option<String>,
+    #[prost(string, tag = "4")]
+    pub client_id: String,
+    #[prost(string, tag = "5")]
+    pub client_host: String,
+    #[prost(int32, tag = "6")]
+    pub epoch: i32,
+    #[prost(int32, tag = "7")]
+    pub previous_epoch: i32,
+    /// 0 stable, 1 must give partitions up, 2 waits for released ones.
+    #[prost(int32, tag = "8")]
+    pub state: i32,
+    #[prost(string, repeated, tag = "9")]
+    pub subscribed: Vec<String>,
+    #[prost(string, optional, tag = "10")]
+    pub assignor: Option<String>,
+    #[prost(uint64, tag = "11")]
+    pub rebalance_timeout_ms: u64,
+    #[prost(message, repeated, tag = "12")]
+    pub assigned: Vec<TopicPartitions>,
+    #[prost(message, repeated, tag = "13")]
+    pub revoking: Vec<TopicPartitions>,
+    /// The member's part of the target assignment.
+    #[prost(message, repeated, tag = "14")]
+    pub target: Vec<TopicPartitions>,
+    #[prost(bool, tag = "15")]
+    pub left_static: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TopicPartitions {
+    /// The topic's UUID, 16 bytes.
+    #[prost(bytes = "vec", tag = "1")]
+    pub topic_id: Vec<u8>,
+    #[prost(int32, repeated, tag = "2")]
+    pub partitions: Vec<i32>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SeenTopic {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    /// The topic existed (then `topic_id` and `partitions` are set).
+    #[prost(bool, tag = "2")]
+    pub exists: bool,
+    #[prost(bytes = "vec", tag = "3")]
+    pub topic_id: Vec<u8>,
+    #[prost(uint32, tag = "4")]
+    pub partitions: u32,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -76,7 +157,13 @@ impl GroupRecord {
             group: group.to_string(),
             reason: e.to_string(),
         })?;
-        if record.members.iter().any(|m| m.member_id.is_empty()) {
+        if record.members.iter().any(|m| m.member_id.is_empty())
+            || record
+                .consumer
+                .iter()
+                .flat_map(|c| &c.members)
+                .any(|m| m.member_id.is_empty())
+        {
             return Err(RecordError {
                 group: group.to_string(),
                 reason: "a member without an id".into(),
@@ -126,6 +213,7 @@ mod tests {
                 }],
                 assignment: bytes::Bytes::from_static(b"assigned"),
             }],
+            consumer: None,
         };
         assert_eq!(GroupRecord::from_bytes("g", &r.to_bytes()).unwrap(), r);
         assert!(GroupRecord::from_bytes("g", &[0xff, 0xff, 0xff]).is_err());

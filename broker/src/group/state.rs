@@ -221,6 +221,7 @@ impl Group {
                     assignment: m.assignment.clone(),
                 })
                 .collect(),
+            consumer: None,
         }
     }
 

@@ -298,3 +298,124 @@ async fn a_replaced_static_member_is_answered_once_its_new_id_is_stored() {
     assert_eq!(record.members[0].member_id, restarted.member_id);
     assert_eq!(record.members[0].group_instance_id.as_deref(), Some("a"));
 }
+
+fn consumer_join(member: &str) -> consumer::ConsumerHeartbeat {
+    consumer::ConsumerHeartbeat {
+        group_id: "cg".into(),
+        member_id: member.into(),
+        member_epoch: 0,
+        rebalance_timeout_ms: 5_000,
+        subscribed_topic_names: Some(vec!["t".into()]),
+        owned: Some(Default::default()),
+        ..Default::default()
+    }
+}
+
+fn consumer_topics(name: &str) -> Option<consumer::TopicMeta> {
+    (name == "t").then_some(consumer::TopicMeta {
+        id: floe_types::TopicId(uuid::Uuid::from_bytes([3; 16])),
+        partitions: 4,
+    })
+}
+
+#[tokio::test]
+async fn a_consumer_group_is_stored_before_answering_and_resumed_by_the_next_coordinator() {
+    let store = MemStore::new(true);
+    let shard = shard_of("cg", config().shards);
+    let before = GroupCoordinator::new(config()).with_store(store.clone());
+    before.shard_taken(shard, 1);
+    let before = Arc::new(before);
+    let a = before
+        .consumer_heartbeat(consumer_join("a"), &consumer_topics)
+        .await
+        .unwrap();
+    assert!(store.record("cg").unwrap().consumer.is_some());
+    // Held shut: b's join waits for the store.
+    store.shut();
+    let b = {
+        let c = before.clone();
+        tokio::spawn(async move {
+            c.consumer_heartbeat(consumer_join("b"), &consumer_topics)
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!b.is_finished(), "answered before the group was stored");
+    store.open();
+    let b = within(b).await.unwrap().unwrap();
+    let stored = store.record("cg").unwrap().consumer.unwrap();
+    assert_eq!(stored.members.len(), 2);
+    // A plain heartbeat that changes nothing stored writes nothing.
+    let writes = store.writes.lock().unwrap().len();
+    let again = consumer::ConsumerHeartbeat {
+        member_epoch: b.member_epoch,
+        subscribed_topic_names: None,
+        rebalance_timeout_ms: -1,
+        owned: b.assignment.clone(),
+        ..consumer_join("b")
+    };
+    before
+        .consumer_heartbeat(again.clone(), &consumer_topics)
+        .await
+        .unwrap();
+    before
+        .consumer_heartbeat(again.clone(), &consumer_topics)
+        .await
+        .unwrap();
+    assert_eq!(store.writes.lock().unwrap().len(), writes);
+
+    // The shard moves: the next coordinator resumes both members.
+    before.drop_shard(shard);
+    let after = GroupCoordinator::new(config()).with_store(store.clone());
+    after.shard_taken(shard, 2);
+    assert_eq!(after.load_shard(shard, store.all()), 1);
+    let described = after.consumer_describe("cg").unwrap();
+    assert_eq!(described.members.len(), 2);
+    let answer = after
+        .consumer_heartbeat(again, &consumer_topics)
+        .await
+        .expect("b carries on at its epoch");
+    assert_eq!(answer.member_epoch, b.member_epoch);
+    let a_epoch = described
+        .members
+        .iter()
+        .find(|m| m.member_id == "a")
+        .map(|m| m.member_epoch)
+        .unwrap();
+    assert!(a_epoch >= a.member_epoch);
+    assert_eq!(after.validate_commit("cg", a_epoch, "a", None), Ok(()));
+    // Both leave: the record is deleted with the group.
+    for m in ["a", "b"] {
+        let leave = consumer::ConsumerHeartbeat {
+            group_id: "cg".into(),
+            member_id: m.into(),
+            member_epoch: -1,
+            ..Default::default()
+        };
+        after
+            .consumer_heartbeat(leave, &consumer_topics)
+            .await
+            .unwrap();
+    }
+    assert!(store.record("cg").is_none());
+    let last = store.writes.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(last, (2, "cg".to_string(), false));
+}
+
+#[tokio::test]
+async fn a_consumer_heartbeat_whose_change_cannot_be_stored_is_an_error() {
+    let store = MemStore::new(true);
+    store.fail.store(true, Ordering::SeqCst);
+    let c = GroupCoordinator::new(config()).with_store(store.clone());
+    let e = c
+        .consumer_heartbeat(consumer_join("a"), &consumer_topics)
+        .await
+        .unwrap_err();
+    assert_eq!(e, GroupError::CoordinatorNotAvailable);
+    // Once the store works, the member's retry joins.
+    store.fail.store(false, Ordering::SeqCst);
+    c.consumer_heartbeat(consumer_join("a"), &consumer_topics)
+        .await
+        .unwrap();
+    assert!(store.record("cg").is_some());
+}

@@ -950,7 +950,7 @@ async fn generations_start_above_the_previous_owners_after_a_shard_move() {
         ..Default::default()
     };
     c.shard_taken(shard_of("cg", config().shards), 3);
-    let a = c.consumer_heartbeat(beat, &topics).unwrap();
+    let a = c.consumer_heartbeat(beat, &topics).await.unwrap();
     assert!(a.member_epoch > first_generation(3), "{}", a.member_epoch);
     // A consumer group is forgotten when its last member leaves.
     let leave = consumer::ConsumerHeartbeat {
@@ -959,7 +959,7 @@ async fn generations_start_above_the_previous_owners_after_a_shard_move() {
         member_epoch: -1,
         ..Default::default()
     };
-    c.consumer_heartbeat(leave, &topics).unwrap();
+    c.consumer_heartbeat(leave, &topics).await.unwrap();
     assert_eq!(
         c.consumer_describe("cg").err(),
         Some(GroupError::GroupIdNotFound)

@@ -255,3 +255,47 @@ fn a_static_member_comes_back_with_its_partitions() {
     assert_eq!(back.member_epoch, first.member_epoch);
     assert_eq!(back.assignment, first.assignment);
 }
+
+#[test]
+fn a_stored_group_resumes_with_its_epochs_and_partitions_mid_reconciliation() {
+    let mut g = ConsumerGroup::new("g", 0);
+    let mut a = Client::join(&mut g, "a", 0);
+    let b = Client::join(&mut g, "b", 1);
+    // a is told to give three up and has not yet: a revocation in progress.
+    a.beat(&mut g, 2);
+    let before = g.describe();
+    assert_eq!(before.state, "Reconciling");
+    let bytes = g.durable().expect("a group with members is stored");
+    let record = crate::group::GroupRecord::from_bytes("g", &bytes)
+        .unwrap()
+        .consumer
+        .expect("a consumer group's record");
+    let mut resumed = ConsumerGroup::restore("g", record.clone(), 4, 1_000).unwrap();
+    assert_eq!(resumed.describe(), before);
+    assert_eq!(resumed.shard_epoch, 4);
+    assert_eq!(resumed.written, resumed.durable(), "counts as stored");
+    // The members carry on at their epochs: a reports the three gone and
+    // moves on; b, at its epoch, gets its whole assignment again.
+    let gone: Assignment = a.owned.clone();
+    let answer = resumed
+        .heartbeat(beat("a", a.epoch, &gone), &cfg(), 1_001, &topics)
+        .unwrap();
+    assert!(answer.member_epoch >= a.epoch);
+    let answer = resumed
+        .heartbeat(beat("b", b.epoch, &b.owned), &cfg(), 1_002, &topics)
+        .unwrap();
+    assert_eq!(answer.member_epoch, b.epoch);
+    assert!(answer.assignment.is_some(), "resent after a move");
+    // Sessions start over at the load, not at the stored group's clock.
+    resumed.expire(&cfg(), 1_000 + cfg().session_timeout_ms - 1);
+    assert_eq!(resumed.describe().members.len(), 2);
+    // A damaged record is an error, not a panic.
+    let mut bad = record;
+    bad.members[0].assigned[0].topic_id = vec![1, 2, 3];
+    assert!(ConsumerGroup::restore("g", bad.clone(), 4, 0).is_err());
+    bad.members[0].assigned.clear();
+    bad.members[0].state = 9;
+    assert!(ConsumerGroup::restore("g", bad, 4, 0).is_err());
+    // Without members nothing is stored.
+    assert_eq!(ConsumerGroup::new("e", 0).durable(), None);
+}
