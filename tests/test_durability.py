@@ -126,3 +126,56 @@ def test_sigterm_shutdown_keeps_everything_acknowledged(standalone, kit):
     p.produce(topic, key=b"%06d" % 7500, value=payload(7500), on_delivery=track2)
     assert p.flush(30) == 0
     assert track2.acked == {7500: 7500}, (track2.acked, track2.failed)
+
+
+def test_a_consumer_group_carries_on_across_a_kill9_restart(standalone):
+    """The group's membership is stored with its offsets: after `floe standalone`
+    is killed with SIGKILL and started again on its data dir, the consumer's
+    heartbeats find its group (resumed from the metadata service), so it is never
+    rebalanced and goes on reading what is produced after the restart."""
+    from confluent_kafka import Consumer, KafkaError
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = "group-across-restart"
+    admin = AdminClient({"bootstrap.servers": standalone.bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    p = producer(standalone.bootstrap)
+    for i in range(100):
+        p.produce(topic, key=b"%06d" % i, value=payload(i), partition=i % 2)
+    assert p.flush(30) == 0
+    assigned, revoked = [], []
+    c = Consumer({"bootstrap.servers": standalone.bootstrap, "group.id": "across-restart",
+                  "auto.offset.reset": "earliest", "session.timeout.ms": 30000,
+                  "heartbeat.interval.ms": 500, "reconnect.backoff.max.ms": 500})
+    c.subscribe([topic],
+                on_assign=lambda _c, ps: assigned.append(sorted(x.partition for x in ps)),
+                on_revoke=lambda _c, ps: revoked.append(sorted(x.partition for x in ps)),
+                on_lost=lambda _c, ps: revoked.append(("lost", sorted(x.partition for x in ps))))
+    try:
+        seen = set()
+
+        def read_until(n, timeout):
+            deadline = time.time() + timeout
+            while len(seen) < n:
+                assert time.time() < deadline, f"read {len(seen)} of {n}"
+                m = c.poll(0.2)
+                if m is None or (m.error() and m.error().code() == KafkaError._PARTITION_EOF):
+                    continue
+                if m.error():
+                    continue  # transport errors while the process restarts
+                seen.add(int(m.key()))
+
+        read_until(100, 60)
+        c.commit(asynchronous=False)
+        standalone.kill9()
+        standalone.start()
+        p = producer(standalone.bootstrap)
+        for i in range(100, 200):
+            p.produce(topic, key=b"%06d" % i, value=payload(i), partition=i % 2)
+        assert p.flush(60) == 0
+        read_until(200, 90)
+        assert (assigned, revoked) == ([[0, 1]], []), f"rebalanced (assigned, revoked): {assigned}, {revoked}"
+        log = standalone.log_path.read_text(errors="replace")
+        assert "group resumed from its stored membership" in log
+    finally:
+        c.close()
