@@ -231,6 +231,16 @@ def test_a_cold_backup_of_one_node_restores_every_node(cluster):
     res = subprocess.run(cluster.commit_stream(100), capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     follower = next(i for i in cluster.addrs if i != leader)
+    # The copy holds what the follower has: it is stopped once it has caught
+    # up with the leader (a majority acknowledged the last commit, which may
+    # not have reached this follower yet).
+    deadline = time.time() + 30
+    while True:
+        st = cluster.status()
+        if follower in st and leader in st and st[follower][1] >= st[leader][1]:
+            break
+        assert time.time() < deadline, f"follower {follower} never caught up: {st}"
+        time.sleep(0.1)
     p = cluster.procs.pop(follower)
     p.terminate()
     p.wait(timeout=30)
