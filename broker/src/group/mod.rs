@@ -114,7 +114,7 @@ impl GroupCoordinator {
         }
     }
 
-    /// Stores classic groups in `store` (see [`GroupStore`]).
+    /// Stores groups (classic and consumer) in `store` (see [`GroupStore`]).
     pub fn with_store(mut self, store: Arc<dyn GroupStore>) -> Self {
         self.store = Some(store);
         self
@@ -182,7 +182,13 @@ impl GroupCoordinator {
                 match ConsumerGroup::restore(&id, consumer, start.epoch, self.now_ms()) {
                     Ok(g) => {
                         let epoch = g.describe().group_epoch;
-                        self.groups().remove(&id);
+                        // One id namespace: a classic group of the same id
+                        // (only ever an empty one) gives way.
+                        if let Some(old) = self.groups().remove(&id) {
+                            let mut old_group = old.lock();
+                            old_group.kill(GroupError::NotCoordinator);
+                            old.arm(&mut old_group, &self.config);
+                        }
                         self.consumer_groups()
                             .insert(id.clone(), Arc::new(Mutex::new(g)));
                         loaded += 1;
