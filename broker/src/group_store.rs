@@ -32,14 +32,17 @@ impl GroupStore for MetaGroupStore {
         record: Option<Vec<u8>>,
     ) -> Result<(), GroupError> {
         let forget = record.is_none();
-        let req = proto::StoreGroupRequest {
-            broker: self.broker,
-            shard,
-            shard_epoch,
-            group: group.to_string(),
-            record,
+        let store = |record: Option<Vec<u8>>| {
+            self.meta
+                .call::<routes::StoreGroup>(proto::StoreGroupRequest {
+                    broker: self.broker,
+                    shard,
+                    shard_epoch,
+                    group: group.to_string(),
+                    record,
+                })
         };
-        match self.meta.call::<routes::StoreGroup>(req).await {
+        match store(record).await {
             Ok(_) => Ok(()),
             Err(e) if e.kind() == MetaKind::StaleCoordinator => {
                 tracing::info!(group, shard, shard_epoch, error = %e, "group not stored: the shard moved");
@@ -50,15 +53,7 @@ impl GroupStore for MetaGroupStore {
                 // with large subscriptions): the group runs unstored, and
                 // an older record must not outlive it.
                 tracing::warn!(group, error = %e, "group membership too large to store; a coordinator move makes its members rejoin");
-                let req = proto::StoreGroupRequest {
-                    broker: self.broker,
-                    shard,
-                    shard_epoch,
-                    group: group.to_string(),
-                    record: None,
-                };
-                self.meta
-                    .call::<routes::StoreGroup>(req)
+                store(None)
                     .await
                     .map(|_| ())
                     .map_err(|_| GroupError::CoordinatorNotAvailable)

@@ -691,6 +691,25 @@ fn commit_params(group: &str, offsets: &[(&str, u32, i64, usize)]) -> CommitPara
     }
 }
 
+/// Waits (10 s at most) until `b`'s view shows broker `id` live: a drain
+/// hands over only to brokers it sees.
+async fn wait_seen_live(b: &Broker, id: u32) {
+    let started = Instant::now();
+    while !b
+        .view()
+        .current()
+        .nodes
+        .iter()
+        .any(|n| n.id.0 == id && n.state == floe_metadata::model::NodeState::Live)
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "broker {id} not seen"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Commits through `b` until it coordinates the group (bounded).
 async fn commit_when_coordinator(b: &Broker, p: CommitParams) -> Vec<Result<(), GroupError>> {
     let started = Instant::now();
@@ -849,20 +868,7 @@ async fn a_group_carries_on_at_the_broker_its_shard_is_handed_to() {
             quick(c);
         })
         .await;
-    let started = Instant::now();
-    while !one
-        .view()
-        .current()
-        .nodes
-        .iter()
-        .any(|n| n.id.0 == 2 && n.state == floe_metadata::model::NodeState::Live)
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "broker 2 not seen"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_seen_live(&one, 2).await;
     assert!(one.drain(Duration::from_secs(15)).await, "handed over");
     // The member finds the new coordinator and carries on.
     let (generation, member) = (joined.generation_id, joined.member_id.as_str());
@@ -948,20 +954,7 @@ async fn a_draining_broker_hands_everything_over_before_it_stops() {
     }
     let two = env.broker(|c| c.id = 2).await;
     // Alone, a broker has nowhere to hand over to: until it sees broker 2.
-    let started = Instant::now();
-    while !one
-        .view()
-        .current()
-        .nodes
-        .iter()
-        .any(|n| n.id.0 == 2 && n.state == floe_metadata::model::NodeState::Live)
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "broker 2 not seen"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_seen_live(&one, 2).await;
     // Writes acknowledged by whichever broker owns each partition now.
     let mut written = Vec::new();
     for (i, k) in keys.iter().enumerate() {

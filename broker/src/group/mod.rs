@@ -385,10 +385,9 @@ impl GroupCoordinator {
     }
 
     fn get_or_create(&self, group_id: &str) -> Arc<GroupHandle> {
-        let fresh = self.new_handle(group_id);
         self.groups()
             .entry(group_id.to_string())
-            .or_insert(fresh)
+            .or_insert_with(|| self.new_handle(group_id))
             .clone()
     }
 
@@ -551,13 +550,14 @@ impl GroupCoordinator {
     /// listed and described; an Empty group whose offsets are all gone is
     /// forgotten.
     pub fn set_has_offsets(&self, group_id: &str, has_offsets: bool) {
-        let fresh = self.new_handle(group_id);
         let mut groups = self.groups();
         if self.consumer_groups().contains_key(group_id) {
             return;
         }
         if has_offsets {
-            let handle = groups.entry(group_id.to_string()).or_insert(fresh);
+            let handle = groups
+                .entry(group_id.to_string())
+                .or_insert_with(|| self.new_handle(group_id));
             handle.lock().has_offsets = true;
         } else if let Some(handle) = groups.get(group_id).cloned() {
             let mut group = handle.lock();

@@ -55,116 +55,100 @@ type StateBeforeTxn = (
 );
 
 /// [`Applied`] as versions before client quotas encoded it in binary: the
-/// model without its last field, `quotas`.
+/// model without its last fields, from `quotas` on.
 type AppliedBeforeQuotas = (Option<LogId>, StoredMembership, StateBeforeQuotas);
 
-/// [`ClusterState`]'s fields before `quotas`, in order.
-type StateBeforeQuotas = (
-    Revision,
-    BTreeMap<BrokerId, NodeInfo>,
-    BTreeMap<String, Topic>,
-    BTreeMap<PartitionKey, PartitionState>,
-    BTreeMap<ObjectId, ObjectInfo>,
-    u64,
-    BTreeMap<String, GroupOffsets>,
-    i64,
-    BTreeMap<ShardId, Ownership>,
-    crate::txn::TxnModel,
-);
+/// [`ClusterState`]'s fields before `quotas`. Postcard writes a tuple as its
+/// elements one after the other, so a nested tuple reads the same bytes as
+/// the flat list of fields.
+type StateBeforeQuotas = (StateBeforeTxn, crate::txn::TxnModel);
 
 /// [`Applied`] as versions before stored group membership encoded it in
 /// binary: the model without its last field, `group_records`.
 type AppliedBeforeGroupRecords = (Option<LogId>, StoredMembership, StateBeforeGroupRecords);
 
-/// [`ClusterState`]'s fields before `group_records`, in order.
+/// [`ClusterState`]'s fields before `group_records`.
 type StateBeforeGroupRecords = (
-    Revision,
-    BTreeMap<BrokerId, NodeInfo>,
-    BTreeMap<String, Topic>,
-    BTreeMap<PartitionKey, PartitionState>,
-    BTreeMap<ObjectId, ObjectInfo>,
-    u64,
-    BTreeMap<String, GroupOffsets>,
-    i64,
-    BTreeMap<ShardId, Ownership>,
-    crate::txn::TxnModel,
+    StateBeforeQuotas,
     crate::quota::QuotaModel,
     BTreeMap<String, crate::group_config::GroupConfigs>,
 );
 
+/// The model from the fields of the oldest binary layout, the later ones
+/// empty.
+fn state_before_txn(old: StateBeforeTxn) -> ClusterState {
+    let (
+        revision,
+        nodes,
+        topics,
+        partitions,
+        objects,
+        next_object_id,
+        groups,
+        next_producer_id,
+        shards,
+    ) = old;
+    ClusterState {
+        revision,
+        nodes,
+        topics,
+        partitions,
+        objects,
+        next_object_id,
+        groups,
+        next_producer_id,
+        shards,
+        txn: Default::default(),
+        quotas: Default::default(),
+        group_configs: BTreeMap::new(),
+        group_records: BTreeMap::new(),
+    }
+}
+
+fn state_before_quotas((old, txn): StateBeforeQuotas) -> ClusterState {
+    ClusterState {
+        txn,
+        ..state_before_txn(old)
+    }
+}
+
+fn state_before_group_records(
+    (old, quotas, group_configs): StateBeforeGroupRecords,
+) -> ClusterState {
+    ClusterState {
+        quotas,
+        group_configs,
+        ..state_before_quotas(old)
+    }
+}
+
 /// Decodes a snapshot's [`Applied`]: in the current layout, else (a binary
 /// snapshot written before stored group membership, before client quotas,
 /// or before transactions, which lack the model's last fields) in the
-/// layouts before it, with those fields empty.
+/// layouts before it, newest first, with those fields empty.
 fn decode_applied(bytes: &[u8]) -> Result<Applied, codec::CodecError> {
     let e = match codec::decode::<Applied>(bytes) {
         Ok(a) => return Ok(a),
         Err(e) => e,
     };
-    if let Ok((last_applied, membership, old)) = codec::decode::<AppliedBeforeGroupRecords>(bytes) {
-        return Ok(Applied {
+    let older = codec::decode::<AppliedBeforeGroupRecords>(bytes)
+        .map(|(l, m, old)| (l, m, state_before_group_records(old)))
+        .or_else(|_| {
+            codec::decode::<AppliedBeforeQuotas>(bytes)
+                .map(|(l, m, old)| (l, m, state_before_quotas(old)))
+        })
+        .or_else(|_| {
+            codec::decode::<AppliedBeforeTxn>(bytes)
+                .map(|(l, m, old)| (l, m, state_before_txn(old)))
+        });
+    match older {
+        Ok((last_applied, membership, state)) => Ok(Applied {
             last_applied,
             membership,
-            state: ClusterState {
-                revision: old.0,
-                nodes: old.1,
-                topics: old.2,
-                partitions: old.3,
-                objects: old.4,
-                next_object_id: old.5,
-                groups: old.6,
-                next_producer_id: old.7,
-                shards: old.8,
-                txn: old.9,
-                quotas: old.10,
-                group_configs: old.11,
-                group_records: BTreeMap::new(),
-            },
-        });
+            state,
+        }),
+        Err(_) => Err(e),
     }
-    if let Ok((last_applied, membership, old)) = codec::decode::<AppliedBeforeQuotas>(bytes) {
-        return Ok(Applied {
-            last_applied,
-            membership,
-            state: ClusterState {
-                revision: old.0,
-                nodes: old.1,
-                topics: old.2,
-                partitions: old.3,
-                objects: old.4,
-                next_object_id: old.5,
-                groups: old.6,
-                next_producer_id: old.7,
-                shards: old.8,
-                txn: old.9,
-                quotas: Default::default(),
-                group_configs: BTreeMap::new(),
-                group_records: BTreeMap::new(),
-            },
-        });
-    }
-    let Ok((last_applied, membership, old)) = codec::decode::<AppliedBeforeTxn>(bytes) else {
-        return Err(e);
-    };
-    Ok(Applied {
-        last_applied,
-        membership,
-        state: ClusterState {
-            revision: old.0,
-            nodes: old.1,
-            topics: old.2,
-            partitions: old.3,
-            objects: old.4,
-            next_object_id: old.5,
-            groups: old.6,
-            next_producer_id: old.7,
-            shards: old.8,
-            txn: Default::default(),
-            quotas: Default::default(),
-            group_configs: BTreeMap::new(),
-            group_records: BTreeMap::new(),
-        },
-    })
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -487,8 +471,9 @@ mod tests {
         let mut s = model();
         s.apply(Revision(10), &Command::AllocateProducerIds { count: 3 });
         // The layout of the last release: every field up to `txn`.
-        let old: AppliedBeforeQuotas = (
-            None,
+        // Written flat, as that release did (the layout types nest).
+        let old = (
+            None::<LogId>,
             StoredMembership::default(),
             (
                 s.revision,
@@ -513,8 +498,9 @@ mod tests {
         let mut s = model();
         s.apply(Revision(10), &Command::AllocateProducerIds { count: 3 });
         // The layout of the last release: every field up to `group_configs`.
-        let old: AppliedBeforeGroupRecords = (
-            None,
+        // Written flat, as that release did (the layout types nest).
+        let old = (
+            None::<LogId>,
             StoredMembership::default(),
             (
                 s.revision,
