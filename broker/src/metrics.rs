@@ -27,6 +27,7 @@ const TXN_TIMED_OUT: &str = "floe_broker_txn_timed_out_total";
 const TXN_MARKERS: &str = "floe_broker_txn_marker_writes_total";
 const TXN_MARKER_RETRIES: &str = "floe_broker_txn_marker_retries_total";
 const TXN_MARKERS_SECONDS: &str = "floe_broker_txn_markers_duration_seconds";
+const TXN_STEPS_HELD: &str = "floe_broker_txn_steps_held_total";
 const LSO_LAG: &str = "floe_broker_partition_lso_lag";
 
 /// Describes the broker's metrics and registers the counters and gauges, so
@@ -110,6 +111,10 @@ pub(crate) fn register() {
         Unit::Seconds,
         "from a transaction's decision (EndTxn, a timeout, or the take-over resuming it) to its completion stored, every marker written"
     );
+    describe_counter!(
+        TXN_STEPS_HELD,
+        "client steps (the next transaction's AddPartitionsToTxn, AddOffsetsToTxn, InitProducerId) held until the previous transaction completed, instead of answered CONCURRENT_TRANSACTIONS"
+    );
     describe_gauge!(
         LSO_LAG,
         "per partition served: high watermark minus last stable offset (offsets held back by open transactions)"
@@ -121,6 +126,7 @@ pub(crate) fn register() {
     counter!(TXN_TIMED_OUT).increment(0);
     counter!(TXN_MARKERS).increment(0);
     counter!(TXN_MARKER_RETRIES).increment(0);
+    counter!(TXN_STEPS_HELD).increment(0);
     counter!(FLUSHES).increment(0);
     counter!(FLUSHED_BYTES).increment(0);
     counter!(COMMIT_REFUSALS).increment(0);
@@ -200,6 +206,12 @@ pub(crate) fn txn_completed(commit: bool, took: Duration) {
     let outcome = if commit { "commit" } else { "abort" };
     counter!(TXN_COMPLETED, "outcome" => outcome).increment(1);
     histogram!(TXN_MARKERS_SECONDS).record(took);
+}
+
+/// A client's step waited for the previous transaction's completion and
+/// was applied again.
+pub(crate) fn txn_step_held() {
+    counter!(TXN_STEPS_HELD).increment(1);
 }
 
 /// A transaction was aborted by its timeout.

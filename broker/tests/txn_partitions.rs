@@ -502,3 +502,71 @@ async fn a_marker_reaches_the_owner_on_another_broker() {
         b.shutdown().await;
     }
 }
+
+/// A marker is flushed at once where flushes are not paced (the producer's
+/// next transaction and read_committed readers wait for it), and with the
+/// next paced flush where they are (markers never add PUTs there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_marker_goes_at_once_unless_flushes_are_paced() {
+    for paced in [false, true] {
+        let c = Cluster::start().await;
+        let topic = c.create_topic("txm", 1, &[]).await;
+        let key = PartitionKey::new(topic, 0);
+        // No flush comes by the clock during the test.
+        let b = c
+            .broker(|cfg| {
+                cfg.flush.interval = Duration::from_secs(3_600);
+                cfg.flush.paced = paced;
+            })
+            .await;
+        wait_owned(&b, key).await;
+        let id = TransactionalId::new("txm-1");
+        let fence = fence_of(&b, &id).await;
+        let holder = b.clone();
+        let coord = TxnCoordinator::new(
+            b.meta().clone(),
+            Arc::new(OwnerMarkers::new(&b)),
+            Arc::new(move |f| holder.holds_shard(f)),
+            TxnConfig::default(),
+        );
+        let now = floe_metadata::clock::now_ms();
+        let producer = coord
+            .init_producer(fence, &id, 60_000, None, now)
+            .await
+            .unwrap();
+        let add = TxnOp::AddPartitions {
+            producer,
+            partitions: vec![key],
+        };
+        coord.step(fence, &id, now, add).await.unwrap();
+        // acks=1: answered once sequenced, not flushed.
+        b.produce(
+            &key,
+            &batch(producer.producer_id.0, producer.epoch.0, 0, true, "v"),
+            Acks::Leader,
+        )
+        .await
+        .unwrap();
+        let marker = Marker {
+            producer,
+            commit: true,
+            coordinator_epoch: fence.epoch,
+        };
+        let writer = OwnerMarkers::new(&b);
+        let write = writer.write_marker(key, marker);
+        tokio::pin!(write);
+        if paced {
+            // Nothing flushes it before the paced flush is due.
+            let early = tokio::time::timeout(Duration::from_millis(500), &mut write).await;
+            assert!(early.is_err(), "a paced broker flushed for a marker");
+            b.shutdown().await;
+        } else {
+            tokio::time::timeout(WAIT, write)
+                .await
+                .expect("the marker waited for the flush interval")
+                .unwrap();
+            assert_eq!(lso(&b, &key).await, 2, "data at 0, the marker at 1");
+            b.shutdown().await;
+        }
+    }
+}

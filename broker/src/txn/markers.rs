@@ -51,7 +51,11 @@ impl Broker {
             MarkerAppended::NotNeeded => return Ok(()),
             MarkerAppended::New(rx, queued) => (rx, queued),
         };
-        if queued >= self.inner.cfg.flush.bytes {
+        // The producer's next transaction and read_committed readers wait
+        // for this marker: it goes at once unless flushes are paced (a
+        // store that charges per PUT), where it takes the next paced flush
+        // as a produce does, so markers never raise the PUT rate.
+        if !self.inner.cfg.flush.paced || queued >= self.inner.cfg.flush.bytes {
             self.inner.flush_now.notify_one();
         }
         match rx.await {

@@ -147,6 +147,12 @@ struct Setup {
 }
 
 fn setup() -> Setup {
+    setup_with(Duration::ZERO)
+}
+
+/// [`setup`] with steps held up to `completion_wait` while the previous
+/// transaction completes.
+fn setup_with(completion_wait: Duration) -> Setup {
     let meta = Meta::new();
     let owners = Arc::new(Owners::default());
     let holds = Arc::new(AtomicBool::new(true));
@@ -157,6 +163,7 @@ fn setup() -> Setup {
         Arc::new(move |_: &ShardFence| h.load(Ordering::SeqCst)),
         TxnConfig {
             max_backoff: Duration::from_millis(20),
+            completion_wait,
             ..TxnConfig::default()
         },
     );
@@ -407,4 +414,92 @@ async fn a_coordinator_whose_shard_moved_is_not_the_coordinator() {
         .init_producer(s.meta.fence(), &tx(), u32::MAX, None, 1_000)
         .await;
     assert_eq!(r, Err(CoordError::Txn(TxnError::InvalidTransactionTimeout)));
+}
+
+#[tokio::test]
+async fn the_next_transaction_waits_for_the_markers_of_the_last_instead_of_being_refused() {
+    let s = setup_with(Duration::from_secs(20));
+    let p = s.init().await.unwrap();
+    s.add(p, &[0], 2_000).await;
+    // The marker fails a few times (about 10 + 20 + 20 ms of backoff).
+    s.owners
+        .failing
+        .lock()
+        .unwrap()
+        .insert(s.meta.partition(0), 3);
+    s.ok(
+        TxnOp::End {
+            producer: p,
+            commit: true,
+        },
+        3_000,
+    )
+    .await;
+    // The next transaction's first AddPartitionsToTxn, at once: answered
+    // once the commit completed, not CONCURRENT_TRANSACTIONS.
+    let next = s
+        .ok(
+            TxnOp::AddPartitions {
+                producer: p,
+                partitions: vec![s.meta.partition(1)],
+            },
+            4_000,
+        )
+        .await;
+    assert_eq!(next.state, TxnState::Ongoing);
+    assert_eq!(
+        next.partitions.iter().copied().collect::<Vec<_>>(),
+        vec![s.meta.partition(1)]
+    );
+    assert_eq!(s.owners.written().len(), 1, "the commit's marker first");
+    // A new instance is held the same way while the old one's transaction
+    // is aborted.
+    s.owners
+        .failing
+        .lock()
+        .unwrap()
+        .insert(s.meta.partition(1), 3);
+    let fresh = s.init().await.unwrap();
+    assert_eq!(fresh.epoch.0, p.epoch.0 + 2, "fenced, then bumped");
+    let w = s.owners.written();
+    assert_eq!(w.len(), 2);
+    assert!(!w[1].1.commit);
+}
+
+#[tokio::test]
+async fn a_held_step_is_answered_concurrent_transactions_when_the_markers_take_too_long() {
+    let s = setup_with(Duration::from_millis(100));
+    let p = s.init().await.unwrap();
+    s.add(p, &[0], 2_000).await;
+    s.owners
+        .failing
+        .lock()
+        .unwrap()
+        .insert(s.meta.partition(0), usize::MAX);
+    s.ok(
+        TxnOp::End {
+            producer: p,
+            commit: true,
+        },
+        3_000,
+    )
+    .await;
+    let started = tokio::time::Instant::now();
+    let r = s
+        .step(
+            TxnOp::AddPartitions {
+                producer: p,
+                partitions: vec![s.meta.partition(1)],
+            },
+            4_000,
+        )
+        .await;
+    assert_eq!(r.refused, Some(TxnError::ConcurrentTransactions));
+    assert!(
+        started.elapsed() >= Duration::from_millis(100),
+        "held for the wait first"
+    );
+    // Once the owner is back, the commit completes.
+    s.owners.failing.lock().unwrap().clear();
+    s.until(TxnState::CompleteCommit).await;
 }
