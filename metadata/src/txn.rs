@@ -325,10 +325,41 @@ pub struct TxnReply {
 
 /// The transactions of the whole cluster: the coordinators' state by
 /// transactional id, and what each partition knows of them.
+///
+/// `ids` is changed only through this model's methods (the transaction
+/// steps, [`TxnModel::insert`], [`TxnModel::expire_ids`]), which keep the
+/// index by producer id with it; the index is not stored (snapshots keep
+/// their layout) but rebuilt whenever a model is decoded.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(from = "TxnModelStored")]
 pub struct TxnModel {
-    pub ids: BTreeMap<TransactionalId, TxnMeta>,
+    ids: BTreeMap<TransactionalId, TxnMeta>,
     pub partitions: PartitionsTxns,
+    /// The transactional id holding each producer id.
+    #[serde(skip_serializing)]
+    by_producer: BTreeMap<ProducerId, TransactionalId>,
+}
+
+/// [`TxnModel`] as stored: its fields without the index.
+#[derive(Deserialize)]
+struct TxnModelStored {
+    ids: BTreeMap<TransactionalId, TxnMeta>,
+    partitions: PartitionsTxns,
+}
+
+impl From<TxnModelStored> for TxnModel {
+    fn from(s: TxnModelStored) -> Self {
+        let by_producer = s
+            .ids
+            .iter()
+            .map(|(id, t)| (t.producer_id, id.clone()))
+            .collect();
+        Self {
+            ids: s.ids,
+            partitions: s.partitions,
+            by_producer,
+        }
+    }
 }
 
 /// The coordinator shard of a key (a group id or a transactional id):
@@ -390,18 +421,53 @@ impl TxnFilter {
 }
 
 impl TxnModel {
-    /// The ids `f` selects with their state: keyed reads when it names ids,
-    /// else one pass in memory (nothing of the others leaves the state
-    /// machine).
+    /// The ids `f` selects with their state: keyed reads when it names ids
+    /// or a producer id, else one pass in memory (nothing of the others
+    /// leaves the state machine).
     pub fn select(&self, f: &TxnFilter) -> Vec<(&TransactionalId, &TxnMeta)> {
-        if f.ids.is_empty() {
-            self.ids.iter().filter(|(id, t)| f.holds(id, t)).collect()
-        } else {
+        if !f.ids.is_empty() {
             f.ids
                 .iter()
                 .filter_map(|id| self.ids.get_key_value(id))
                 .filter(|(id, t)| f.holds(id, t))
                 .collect()
+        } else if let Some(p) = f.producer_id {
+            self.by_producer
+                .get(&p)
+                .and_then(|id| self.ids.get_key_value(id))
+                .filter(|(id, t)| f.holds(id, t))
+                .into_iter()
+                .collect()
+        } else {
+            self.ids.iter().filter(|(id, t)| f.holds(id, t)).collect()
+        }
+    }
+
+    /// Every transactional id's state.
+    pub fn ids(&self) -> &BTreeMap<TransactionalId, TxnMeta> {
+        &self.ids
+    }
+
+    /// One id's state.
+    pub fn get(&self, id: &TransactionalId) -> Option<&TxnMeta> {
+        self.ids.get(id)
+    }
+
+    /// Sets an id's state, keeping the index by producer id.
+    pub fn insert(&mut self, id: TransactionalId, t: TxnMeta) {
+        if let Some(old) = self.ids.get(&id) {
+            self.by_producer.remove(&old.producer_id);
+        }
+        self.by_producer.insert(t.producer_id, id.clone());
+        self.ids.insert(id, t);
+    }
+
+    /// Gives `id` a new producer id (its epochs ran out), keeping the index.
+    fn set_producer_id(&mut self, id: &TransactionalId, producer_id: ProducerId) {
+        if let Some(t) = self.ids.get_mut(id) {
+            self.by_producer.remove(&t.producer_id);
+            t.producer_id = producer_id;
+            self.by_producer.insert(producer_id, id.clone());
         }
     }
 
@@ -434,8 +500,14 @@ impl TxnModel {
     /// Forgets the ids idle for longer than `expiration_ms` (an id with a
     /// transaction open or being decided is kept, however old).
     pub fn expire_ids(&mut self, now_ms: u64, expiration_ms: u64) {
-        self.ids
-            .retain(|_, t| !Self::idle(t, now_ms, expiration_ms));
+        let by_producer = &mut self.by_producer;
+        self.ids.retain(|_, t| {
+            let keep = !Self::idle(t, now_ms, expiration_ms);
+            if !keep {
+                by_producer.remove(&t.producer_id);
+            }
+            keep
+        });
     }
 
     /// Whether a transaction holds pending offsets of this group's partition.
@@ -649,7 +721,7 @@ impl ClusterState {
         }
         let Some(t) = self.txn.ids.get_mut(id) else {
             let producer_id = self.take_producer_id()?;
-            self.txn.ids.insert(
+            self.txn.insert(
                 id.clone(),
                 TxnMeta {
                     producer_id,
@@ -700,10 +772,10 @@ impl ClusterState {
                 let before = expected.map(|_| t.current());
                 if t.epoch.0 >= LAST_PRODUCER_EPOCH {
                     let producer_id = self.take_producer_id()?;
+                    self.txn.set_producer_id(id, producer_id);
                     let Some(t) = self.txn.ids.get_mut(id) else {
                         return Err(TxnError::UnknownTransactionalId);
                     };
-                    t.producer_id = producer_id;
                     t.epoch = ProducerEpoch(0);
                     Self::reset_to_empty(t, before);
                 } else {

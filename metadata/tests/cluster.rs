@@ -550,7 +550,7 @@ async fn three_nodes_survive_the_leader_and_rebuild_a_wiped_node() {
     }
     let m = nodes[&leader].raft.metrics().borrow().clone();
     assert!(m.snapshot.is_some(), "caught up through a snapshot");
-    let kept = rebuilt.read(|s| s.txn.ids.get(&TransactionalId::new("tx")).cloned());
+    let kept = rebuilt.read(|s| s.txn.ids().get(&TransactionalId::new("tx")).cloned());
     assert_eq!(kept, Some(txn), "the transaction's state came with it");
     for (_, n) in nodes {
         n.shutdown().await;

@@ -80,12 +80,12 @@ impl Meta {
 
     fn txn(&self, id: &str) -> TxnMeta {
         let g = self.state.lock().unwrap();
-        g.0.txn.ids[&TransactionalId::new(id)].clone()
+        g.0.txn.ids()[&TransactionalId::new(id)].clone()
     }
 
     fn txns(&self) -> Vec<(TransactionalId, TxnMeta)> {
         let g = self.state.lock().unwrap();
-        g.0.txn.ids.clone().into_iter().collect()
+        g.0.txn.ids().clone().into_iter().collect()
     }
 }
 

@@ -437,7 +437,7 @@ mod tests {
     #[test]
     fn a_binary_snapshot_from_before_transactions_still_loads() {
         let s = model();
-        assert!(s.txn.ids.is_empty());
+        assert!(s.txn.ids().is_empty());
         // An older version's bytes: the model's fields before `txn`.
         let old: AppliedBeforeTxn = (
             None,
@@ -612,7 +612,7 @@ mod tests {
             matches!(r, Response::Txn(ref t) if t.refused.is_none()),
             "{r:?}"
         );
-        assert_eq!(s.txn.ids.len(), 1);
+        assert_eq!(s.txn.ids().len(), 1);
         let bytes = codec::encode(&applied(&s)).unwrap();
         assert_eq!(decode_applied(&bytes).unwrap().state, s);
     }

@@ -109,7 +109,7 @@ impl Txns {
     }
 
     fn txn(&self) -> &TxnMeta {
-        &self.state.txn.ids[&TransactionalId::new("tx")]
+        &self.state.txn.ids()[&TransactionalId::new("tx")]
     }
 
     fn add(&mut self, producer: ProducerIdEpoch, partitions: &[u32]) -> Result<TxnMeta, TxnError> {
@@ -167,7 +167,7 @@ fn a_timeout_of_zero_or_above_the_maximum_is_refused() {
         });
         assert_eq!(e, TxnError::InvalidTransactionTimeout);
     }
-    assert!(t.state.txn.ids.is_empty());
+    assert!(t.state.txn.ids().is_empty());
 }
 
 #[test]
@@ -612,13 +612,13 @@ fn idle_transactional_ids_expire_and_open_transactions_never_do() {
     // An open transaction is kept however old.
     t.add(p, &[0]).unwrap();
     assert!(!expire(&mut t, 1_000 + 10 * DAY));
-    assert!(t.state.txn.ids.contains_key(&TransactionalId::new("tx")));
+    assert!(t.state.txn.ids().contains_key(&TransactionalId::new("tx")));
     t.now_ms = 2_000;
     t.finish(p, true);
     // Idle for a day: kept; past it: forgotten.
     assert!(!expire(&mut t, 2_000 + DAY));
     assert!(expire(&mut t, 2_001 + DAY));
-    assert!(t.state.txn.ids.is_empty());
+    assert!(t.state.txn.ids().is_empty());
     // The id starts again with a new producer id.
     let again = pe(&t.init(None).txn.unwrap());
     assert_ne!(again.producer_id, p.producer_id);
@@ -847,7 +847,7 @@ fn a_lookup_selects_by_id_producer_shard_and_pending_group() {
             m.state = TxnState::Ongoing;
             m.groups.insert("g".into(), Default::default());
         }
-        model.ids.insert(TransactionalId::new(format!("id-{i}")), m);
+        model.insert(TransactionalId::new(format!("id-{i}")), m);
     }
     let names = |f: &TxnFilter| -> Vec<String> {
         model
@@ -884,4 +884,58 @@ fn shard_of_is_fnv1a_modulo_the_shard_count() {
     assert_eq!(shard_of("", 1 << 31), 0x811c_9dc5 % (1 << 31));
     assert_eq!(shard_of("a", 0), 0);
     assert_eq!(shard_of("a", 1000), 0xe40c_292c % 1000);
+}
+
+#[test]
+fn the_producer_id_index_follows_new_ids_rotations_expiry_and_decoding() {
+    let by = |t: &Txns, p: ProducerId| -> Vec<String> {
+        t.state
+            .txn
+            .select(&TxnFilter {
+                producer_id: Some(p),
+                ..Default::default()
+            })
+            .into_iter()
+            .map(|(id, _)| id.as_str().to_string())
+            .collect()
+    };
+    let mut t = Txns::new();
+    let first = pe(&t.init(None).txn.unwrap());
+    assert_eq!(by(&t, first.producer_id), ["tx"]);
+    assert!(by(&t, ProducerId(first.producer_id.0 + 1)).is_empty());
+
+    // Epochs run out: the id gets a new producer id, the old one is free.
+    t.state
+        .txn
+        .ids
+        .get_mut(&TransactionalId::new("tx"))
+        .unwrap()
+        .epoch = ProducerEpoch(LAST_PRODUCER_EPOCH);
+    let rotated = pe(&t.init(None).txn.unwrap());
+    assert_ne!(rotated.producer_id, first.producer_id);
+    assert!(by(&t, first.producer_id).is_empty());
+    assert_eq!(by(&t, rotated.producer_id), ["tx"]);
+
+    // Decoded from a snapshot (binary and JSON), the index is rebuilt.
+    for format in [
+        crate::raft::codec::Format::Binary,
+        crate::raft::codec::Format::Json,
+    ] {
+        let bytes = crate::raft::codec::encode_as(format, &t.state.txn).unwrap();
+        let back: TxnModel = crate::raft::codec::decode(&bytes).unwrap();
+        assert_eq!(back, t.state.txn, "{format:?}");
+        assert_eq!(
+            back.select(&TxnFilter {
+                producer_id: Some(rotated.producer_id),
+                ..Default::default()
+            })
+            .len(),
+            1
+        );
+    }
+
+    // Expired, it is gone from the index too.
+    t.state.txn.expire_ids(u64::MAX, 0);
+    assert!(t.state.txn.ids().is_empty());
+    assert!(by(&t, rotated.producer_id).is_empty());
 }
