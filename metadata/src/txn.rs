@@ -644,14 +644,7 @@ impl ClusterState {
                 if t.state != prepare {
                     return Err(TxnError::InvalidTxnState);
                 }
-                t.state = complete;
-                t.started_ms = 0;
-                t.updated_ms = now_ms;
-                t.partitions.clear();
-                let groups = std::mem::take(&mut t.groups);
-                if *commit {
-                    self.store_txn_offsets(groups);
-                }
+                self.complete_txn(&cmd.id, *commit, now_ms);
                 Ok(())
             }
             TxnOp::AbortExpired { producer } => {
@@ -692,19 +685,79 @@ impl ClusterState {
             let Some(p) = self.partitions.get_mut(&t.partition) else {
                 continue;
             };
+            let mut marked = Vec::new();
             for e in &t.events {
                 if let TxnEvent::Marker {
-                    producer_id, epoch, ..
+                    producer_id,
+                    epoch,
+                    commit,
+                    ..
                 } = e
-                    && let Some(st) = p.producers.get_mut(&producer_id.0)
-                    && st.epoch < epoch.0
                 {
-                    st.epoch = epoch.0;
-                    st.batches.clear();
+                    if let Some(st) = p.producers.get_mut(&producer_id.0)
+                        && st.epoch < epoch.0
+                    {
+                        st.epoch = epoch.0;
+                        st.batches.clear();
+                    }
+                    let producer = ProducerIdEpoch {
+                        producer_id: *producer_id,
+                        epoch: *epoch,
+                    };
+                    marked.push((producer, *commit));
                 }
+            }
+            for (producer, commit) in marked {
+                self.marker_committed(t.partition, producer, commit, now_ms);
             }
         }
         r
+    }
+
+    /// Moves a decided transaction to its Complete state: its pending
+    /// offsets are stored if it committed.
+    fn complete_txn(&mut self, id: &TransactionalId, commit: bool, now_ms: u64) {
+        let Some(t) = self.txn.ids.get_mut(id) else {
+            return;
+        };
+        t.state = outcome_states(commit).1;
+        t.started_ms = 0;
+        t.updated_ms = now_ms;
+        t.partitions.clear();
+        let groups = std::mem::take(&mut t.groups);
+        if commit {
+            self.store_txn_offsets(groups);
+        }
+    }
+
+    /// A marker committed at `partition`: the decided transaction it ends
+    /// (same producer id, epoch and outcome) no longer waits for it, and
+    /// once it waits for none it is complete, in this same command, as its
+    /// coordinator's `Complete` would make it (which then finds it done).
+    /// A marker of anything else (a retry, an older epoch) changes nothing.
+    fn marker_committed(
+        &mut self,
+        partition: PartitionKey,
+        producer: ProducerIdEpoch,
+        commit: bool,
+        now_ms: u64,
+    ) {
+        let Some(id) = self.txn.by_producer.get(&producer.producer_id).cloned() else {
+            return;
+        };
+        let Some(t) = self.txn.ids.get_mut(&id) else {
+            return;
+        };
+        if t.state != outcome_states(commit).0
+            || t.current() != producer
+            || !t.partitions.remove(&partition)
+        {
+            return;
+        }
+        t.updated_ms = t.updated_ms.max(now_ms);
+        if t.partitions.is_empty() {
+            self.complete_txn(&id, commit, now_ms);
+        }
     }
 
     /// InitProducerId with a transactional id.

@@ -30,7 +30,7 @@ use floe_metadata::api::MetaApi;
 use floe_metadata::command::ShardFence;
 use floe_metadata::ids::{BrokerId, Epoch, PartitionKey, ShardId, TransactionalId};
 use floe_metadata::txn::{
-    ProducerIdEpoch, TxnCommand, TxnError, TxnMeta, TxnOp, TxnReply, TxnState,
+    ProducerIdEpoch, TxnCommand, TxnError, TxnFilter, TxnMeta, TxnOp, TxnReply, TxnState,
 };
 
 pub mod markers;
@@ -465,6 +465,11 @@ impl TxnCoordinator {
         for res in futures::future::join_all(writes).await {
             res?;
         }
+        // The commit of the last marker usually completed it already.
+        if !self.still_decided(id, marker.producer, commit).await {
+            crate::metrics::txn_completed(commit, decided.elapsed());
+            return Ok(());
+        }
         let cmd = TxnCommand {
             fence,
             id: id.clone(),
@@ -498,6 +503,37 @@ impl TxnCoordinator {
                     pause = (pause * 2).min(self.config.max_backoff);
                 }
             }
+        }
+    }
+
+    /// Whether the metadata still shows `id` decided (PrepareCommit or
+    /// PrepareAbort) at `producer` once every marker is written: then its
+    /// completion is ours to store. The metadata completes a transaction
+    /// in the command that commits its last marker, so usually it is
+    /// complete already (and its producer may have begun the next one); a
+    /// marker that was not needed or a partition that is gone leaves it
+    /// decided. A failed read says yes: `Complete` is idempotent.
+    async fn still_decided(
+        &self,
+        id: &TransactionalId,
+        producer: ProducerIdEpoch,
+        commit: bool,
+    ) -> bool {
+        let decided = if commit {
+            TxnState::PrepareCommit
+        } else {
+            TxnState::PrepareAbort
+        };
+        match self
+            .meta
+            .transactions_where(&TxnFilter::id(id.clone()))
+            .await
+        {
+            Ok(all) => all
+                .iter()
+                .find(|(i, _)| i == id)
+                .is_some_and(|(_, t)| producer_of(t) == producer && t.state == decided),
+            Err(_) => true,
         }
     }
 

@@ -781,6 +781,111 @@ mod partitions {
         assert!(t.state.txn.partitions.0.is_empty());
     }
 
+    /// A marker of transaction "tx" at partition `p`, alone in a range.
+    fn marker_range(
+        t: &Txns,
+        p: u32,
+        at: i64,
+        producer: ProducerIdEpoch,
+        commit: bool,
+    ) -> (CommitRange, RangeTxns) {
+        let key = t.partition(p);
+        let epoch = t.state.partitions[&key].ownership.epoch;
+        let r = crate::state::tests::range(key.topic, p, epoch.0, at, at);
+        let events = vec![TxnEvent::Marker {
+            producer_id: producer.producer_id,
+            epoch: producer.epoch,
+            commit,
+            offset: at,
+        }];
+        (
+            r,
+            RangeTxns {
+                partition: key,
+                events,
+            },
+        )
+    }
+
+    #[test]
+    fn the_commit_of_a_decided_transactions_last_marker_completes_it() {
+        for commit in [true, false] {
+            let mut t = Txns::new();
+            let p = pe(&t.init(None).txn.unwrap());
+            t.add(p, &[0, 1]).unwrap();
+            t.ok(TxnOp::AddGroup {
+                producer: p,
+                group: "g".into(),
+            });
+            t.ok(TxnOp::CommitOffsets {
+                producer: p,
+                group: "g".into(),
+                offsets: vec![("t".into(), 0, offset(42))],
+            });
+            // A marker before the decision, of another epoch, or of the other
+            // outcome, changes nothing.
+            let (r, e) = marker_range(&t, 0, 0, p, commit);
+            commit_ranges(&mut t, vec![r], vec![e]);
+            assert_eq!(t.txn().state, TxnState::Ongoing);
+            assert_eq!(t.txn().partitions.len(), 2);
+            t.ok(TxnOp::End {
+                producer: p,
+                commit,
+            });
+            let older = ProducerIdEpoch {
+                epoch: ProducerEpoch(p.epoch.0.wrapping_sub(1)),
+                ..p
+            };
+            for (producer, outcome) in [(older, commit), (p, !commit)] {
+                let (r, e) = marker_range(&t, 0, 1, producer, outcome);
+                commit_ranges(&mut t, vec![r], vec![e]);
+                assert_eq!(t.txn().partitions.len(), 2, "{producer:?} {outcome}");
+            }
+            // Partition 0's marker: it waits for partition 1's only.
+            let (r, e) = marker_range(&t, 0, 2, p, commit);
+            commit_ranges(&mut t, vec![r], vec![e]);
+            let decided = if commit {
+                TxnState::PrepareCommit
+            } else {
+                TxnState::PrepareAbort
+            };
+            assert_eq!(t.txn().state, decided);
+            assert_eq!(
+                t.txn().partitions.iter().copied().collect::<Vec<_>>(),
+                vec![t.partition(1)]
+            );
+            // The last one completes it in the same command.
+            let (r, e) = marker_range(&t, 1, 0, p, commit);
+            let answer = commit_ranges(&mut t, vec![r], vec![e]);
+            assert!(matches!(answer, Response::Committed { .. }), "{answer:?}");
+            let done = if commit {
+                TxnState::CompleteCommit
+            } else {
+                TxnState::CompleteAbort
+            };
+            assert_eq!(t.txn().state, done);
+            assert!(t.txn().partitions.is_empty() && t.txn().groups.is_empty());
+            let stored = t
+                .state
+                .groups
+                .get("g")
+                .and_then(|g| g.0.get(&("t".to_string(), 0)))
+                .map(|o| o.offset);
+            assert_eq!(
+                stored,
+                commit.then_some(42),
+                "offsets stored on commit only"
+            );
+            // The coordinator's own Complete then finds it done.
+            t.ok(TxnOp::Complete {
+                producer: p,
+                commit,
+            });
+            // And the next transaction may begin.
+            t.add(p, &[1]).unwrap();
+        }
+    }
+
     #[test]
     fn events_outside_their_range_refuse_the_whole_commit() {
         let mut t = Txns::new();
