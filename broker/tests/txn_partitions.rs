@@ -70,6 +70,39 @@ async fn until_state(b: &Broker, id: &TransactionalId, state: TxnState) {
     }
 }
 
+/// A coordinator running on `b`, its markers written through `b`.
+fn coordinator_at(b: &Broker) -> Arc<TxnCoordinator> {
+    let holder = b.clone();
+    TxnCoordinator::new(
+        b.meta().clone(),
+        Arc::new(OwnerMarkers::new(b)),
+        Arc::new(move |f| holder.holds_shard(f)),
+        TxnConfig::default(),
+    )
+}
+
+/// InitProducerId for `id`, then AddPartitionsToTxn of `key`, both
+/// accepted: the producer, with a transaction open on `key`.
+async fn begin_on(
+    coord: &Arc<TxnCoordinator>,
+    fence: ShardFence,
+    id: &TransactionalId,
+    key: PartitionKey,
+) -> ProducerIdEpoch {
+    let now = floe_metadata::clock::now_ms();
+    let producer = coord
+        .init_producer(fence, id, 60_000, None, now)
+        .await
+        .unwrap();
+    let add = TxnOp::AddPartitions {
+        producer,
+        partitions: vec![key],
+    };
+    let r = coord.step(fence, id, now, add).await.unwrap();
+    assert_eq!(r.refused, None);
+    producer
+}
+
 async fn lso(b: &Broker, key: &PartitionKey) -> i64 {
     b.list_offset(key, OffsetSpec::LastStable)
         .await
@@ -86,13 +119,7 @@ async fn committed_and_aborted_transactions_on_a_partition_and_its_next_owner() 
     wait_owned(&b, key).await;
     let id = TransactionalId::new("txp-1");
     let fence = fence_of(&b, &id).await;
-    let holder = b.clone();
-    let coord = TxnCoordinator::new(
-        b.meta().clone(),
-        Arc::new(OwnerMarkers::new(&b)),
-        Arc::new(move |f| holder.holds_shard(f)),
-        TxnConfig::default(),
-    );
+    let coord = coordinator_at(&b);
     let now = floe_metadata::clock::now_ms();
     let producer: ProducerIdEpoch = coord
         .init_producer(fence, &id, 60_000, None, now)
@@ -330,24 +357,10 @@ async fn unverified_and_zombie_transactional_batches_are_refused() {
 
     let id = TransactionalId::new("txf-1");
     let fence = fence_of(&b, &id).await;
-    let holder = b.clone();
-    let coord = TxnCoordinator::new(
-        b.meta().clone(),
-        Arc::new(OwnerMarkers::new(&b)),
-        Arc::new(move |f| holder.holds_shard(f)),
-        TxnConfig::default(),
-    );
+    let coord = coordinator_at(&b);
     let now = floe_metadata::clock::now_ms();
-    let old = coord
-        .init_producer(fence, &id, 60_000, None, now)
-        .await
-        .unwrap();
+    let old = begin_on(&coord, fence, &id, key).await;
     let (pid, epoch) = (old.producer_id.0, old.epoch.0);
-    let add = TxnOp::AddPartitions {
-        producer: old,
-        partitions: vec![key],
-    };
-    coord.step(fence, &id, now, add).await.unwrap();
     // A partition not added to the transaction.
     let e = b
         .produce(&other, &batch(pid, epoch, 0, true, "not added"), Acks::All)
@@ -457,24 +470,8 @@ async fn a_marker_reaches_the_owner_on_another_broker() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    let holder = coordinator.clone();
-    let coord = TxnCoordinator::new(
-        coordinator.meta().clone(),
-        Arc::new(OwnerMarkers::new(&coordinator)),
-        Arc::new(move |f| holder.holds_shard(f)),
-        TxnConfig::default(),
-    );
-    let now = floe_metadata::clock::now_ms();
-    let producer = coord
-        .init_producer(fence, &id, 60_000, None, now)
-        .await
-        .unwrap();
-    let add = TxnOp::AddPartitions {
-        producer,
-        partitions: vec![key],
-    };
-    let r = coord.step(fence, &id, now, add).await.unwrap();
-    assert_eq!(r.refused, None);
+    let coord = coordinator_at(&coordinator);
+    let producer = begin_on(&coord, fence, &id, key).await;
     owner
         .produce(
             &key,
@@ -522,23 +519,8 @@ async fn a_marker_goes_at_once_unless_flushes_are_paced() {
         wait_owned(&b, key).await;
         let id = TransactionalId::new("txm-1");
         let fence = fence_of(&b, &id).await;
-        let holder = b.clone();
-        let coord = TxnCoordinator::new(
-            b.meta().clone(),
-            Arc::new(OwnerMarkers::new(&b)),
-            Arc::new(move |f| holder.holds_shard(f)),
-            TxnConfig::default(),
-        );
-        let now = floe_metadata::clock::now_ms();
-        let producer = coord
-            .init_producer(fence, &id, 60_000, None, now)
-            .await
-            .unwrap();
-        let add = TxnOp::AddPartitions {
-            producer,
-            partitions: vec![key],
-        };
-        coord.step(fence, &id, now, add).await.unwrap();
+        let coord = coordinator_at(&b);
+        let producer = begin_on(&coord, fence, &id, key).await;
         // acks=1: answered once sequenced, not flushed.
         b.produce(
             &key,

@@ -448,11 +448,6 @@ impl TxnModel {
         &self.ids
     }
 
-    /// One id's state.
-    pub fn get(&self, id: &TransactionalId) -> Option<&TxnMeta> {
-        self.ids.get(id)
-    }
-
     /// Sets an id's state, keeping the index by producer id.
     pub fn insert(&mut self, id: TransactionalId, t: TxnMeta) {
         if let Some(old) = self.ids.get(&id) {

@@ -271,14 +271,19 @@ impl TxnCoordinator {
         now_ms: u64,
         op: TxnOp,
     ) -> Result<TxnReply, CoordError> {
-        let waits = matches!(
+        // Kept for a second attempt only where one may follow.
+        let again = matches!(
             op,
             TxnOp::AddPartitions { .. } | TxnOp::AddGroup { .. } | TxnOp::InitProducer { .. }
-        );
-        let reply = self.step_once(fence, id, now_ms, op.clone()).await?;
+        )
+        .then(|| op.clone());
+        let reply = self.step_once(fence, id, now_ms, op).await?;
         let concurrent = reply.refused == Some(TxnError::ConcurrentTransactions)
             && reply.txn.as_ref().is_some_and(|t| t.state.is_prepare());
-        if !(waits && concurrent && self.wait_completed(id).await) {
+        let Some(op) = again.filter(|_| concurrent) else {
+            return Ok(reply);
+        };
+        if !self.wait_completed(id).await {
             return Ok(reply);
         }
         crate::metrics::txn_step_held();

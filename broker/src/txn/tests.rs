@@ -209,6 +209,20 @@ impl Setup {
         .await;
     }
 
+    /// The next `attempts` markers at partition `p` fail.
+    fn fail_markers(&self, p: u32, attempts: usize) {
+        self.owners
+            .failing
+            .lock()
+            .unwrap()
+            .insert(self.meta.partition(p), attempts);
+    }
+
+    /// EndTxn, accepted.
+    async fn end(&self, producer: ProducerIdEpoch, commit: bool, now_ms: u64) -> TxnMeta {
+        self.ok(TxnOp::End { producer, commit }, now_ms).await
+    }
+
     /// Waits until "tx" is in `state` (for at most 20 s).
     async fn until(&self, state: TxnState) {
         until(&format!("{state:?}"), || self.meta.txn("tx").state == state).await;
@@ -232,15 +246,7 @@ async fn a_commit_writes_a_marker_to_every_partition_then_completes() {
     let s = setup();
     let p = s.init().await.unwrap();
     s.add(p, &[0, 2], 2_000).await;
-    let m = s
-        .ok(
-            TxnOp::End {
-                producer: p,
-                commit: true,
-            },
-            3_000,
-        )
-        .await;
+    let m = s.end(p, true, 3_000).await;
     // Answered once decided; the markers follow.
     assert_eq!(m.state, TxnState::PrepareCommit);
     s.until(TxnState::CompleteCommit).await;
@@ -260,20 +266,9 @@ async fn a_marker_that_fails_is_written_again_and_a_deleted_partition_is_skipped
     let s = setup();
     let p = s.init().await.unwrap();
     s.add(p, &[0, 1], 2_000).await;
-    s.owners
-        .failing
-        .lock()
-        .unwrap()
-        .insert(s.meta.partition(0), 5);
+    s.fail_markers(0, 5);
     s.owners.gone.lock().unwrap().insert(s.meta.partition(1));
-    s.ok(
-        TxnOp::End {
-            producer: p,
-            commit: false,
-        },
-        3_000,
-    )
-    .await;
+    s.end(p, false, 3_000).await;
     s.until(TxnState::CompleteAbort).await;
     let w = s.owners.written();
     assert_eq!(w.len(), 1);
@@ -288,11 +283,7 @@ async fn a_new_instance_waits_for_the_abort_of_the_old_ones_transaction() {
     let old = s.init().await.unwrap();
     s.add(old, &[1], 2_000).await;
     // Its markers cannot be written for a while.
-    s.owners
-        .failing
-        .lock()
-        .unwrap()
-        .insert(s.meta.partition(1), 3);
+    s.fail_markers(1, 3);
     assert_eq!(
         s.init().await,
         Err(CoordError::Txn(TxnError::ConcurrentTransactions))
@@ -340,19 +331,8 @@ async fn a_new_coordinator_completes_what_the_old_one_decided() {
     s.add(p, &[0], 2_000).await;
     // The old coordinator decides, and cannot reach the partition before
     // it loses the shard.
-    s.owners
-        .failing
-        .lock()
-        .unwrap()
-        .insert(s.meta.partition(0), usize::MAX);
-    s.ok(
-        TxnOp::End {
-            producer: p,
-            commit: true,
-        },
-        3_000,
-    )
-    .await;
+    s.fail_markers(0, usize::MAX);
+    s.end(p, true, 3_000).await;
     s.holds.store(false, Ordering::SeqCst);
     s.meta.move_shard();
     // The old coordinator gives up at its next failed attempt.
@@ -422,19 +402,8 @@ async fn the_next_transaction_waits_for_the_markers_of_the_last_instead_of_being
     let p = s.init().await.unwrap();
     s.add(p, &[0], 2_000).await;
     // The marker fails a few times (about 10 + 20 + 20 ms of backoff).
-    s.owners
-        .failing
-        .lock()
-        .unwrap()
-        .insert(s.meta.partition(0), 3);
-    s.ok(
-        TxnOp::End {
-            producer: p,
-            commit: true,
-        },
-        3_000,
-    )
-    .await;
+    s.fail_markers(0, 3);
+    s.end(p, true, 3_000).await;
     // The next transaction's first AddPartitionsToTxn, at once: answered
     // once the commit completed, not CONCURRENT_TRANSACTIONS.
     let next = s
@@ -454,11 +423,7 @@ async fn the_next_transaction_waits_for_the_markers_of_the_last_instead_of_being
     assert_eq!(s.owners.written().len(), 1, "the commit's marker first");
     // A new instance is held the same way while the old one's transaction
     // is aborted.
-    s.owners
-        .failing
-        .lock()
-        .unwrap()
-        .insert(s.meta.partition(1), 3);
+    s.fail_markers(1, 3);
     let fresh = s.init().await.unwrap();
     assert_eq!(fresh.epoch.0, p.epoch.0 + 2, "fenced, then bumped");
     let w = s.owners.written();
@@ -471,19 +436,8 @@ async fn a_held_step_is_answered_concurrent_transactions_when_the_markers_take_t
     let s = setup_with(Duration::from_millis(100));
     let p = s.init().await.unwrap();
     s.add(p, &[0], 2_000).await;
-    s.owners
-        .failing
-        .lock()
-        .unwrap()
-        .insert(s.meta.partition(0), usize::MAX);
-    s.ok(
-        TxnOp::End {
-            producer: p,
-            commit: true,
-        },
-        3_000,
-    )
-    .await;
+    s.fail_markers(0, usize::MAX);
+    s.end(p, true, 3_000).await;
     let started = tokio::time::Instant::now();
     let r = s
         .step(

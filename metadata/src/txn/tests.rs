@@ -108,6 +108,20 @@ impl Txns {
         self.ok(TxnOp::Complete { producer, commit })
     }
 
+    /// AddOffsetsToTxn for group "g", then TxnOffsetCommit of `o` for
+    /// partition `partition` of "t", both accepted.
+    fn pend_offset(&mut self, producer: ProducerIdEpoch, partition: u32, o: i64) {
+        self.ok(TxnOp::AddGroup {
+            producer,
+            group: "g".into(),
+        });
+        self.ok(TxnOp::CommitOffsets {
+            producer,
+            group: "g".into(),
+            offsets: vec![("t".into(), partition, offset(o))],
+        });
+    }
+
     fn txn(&self) -> &TxnMeta {
         &self.state.txn.ids()[&TransactionalId::new("tx")]
     }
@@ -230,15 +244,7 @@ fn a_committed_transaction_stores_its_offsets_when_it_completes() {
 fn an_aborted_transaction_drops_its_offsets() {
     let mut t = Txns::new();
     let p = pe(&t.init(None).txn.unwrap());
-    t.ok(TxnOp::AddGroup {
-        producer: p,
-        group: "g".into(),
-    });
-    t.ok(TxnOp::CommitOffsets {
-        producer: p,
-        group: "g".into(),
-        offsets: vec![("t".into(), 1, offset(3))],
-    });
+    t.pend_offset(p, 1, 3);
     let m = t.ok(TxnOp::End {
         producer: p,
         commit: false,
@@ -813,15 +819,7 @@ mod partitions {
             let mut t = Txns::new();
             let p = pe(&t.init(None).txn.unwrap());
             t.add(p, &[0, 1]).unwrap();
-            t.ok(TxnOp::AddGroup {
-                producer: p,
-                group: "g".into(),
-            });
-            t.ok(TxnOp::CommitOffsets {
-                producer: p,
-                group: "g".into(),
-                offsets: vec![("t".into(), 0, offset(42))],
-            });
+            t.pend_offset(p, 0, 42);
             // A marker before the decision, of another epoch, or of the other
             // outcome, changes nothing.
             let (r, e) = marker_range(&t, 0, 0, p, commit);
