@@ -252,6 +252,13 @@ pub struct BrokerTuning {
     /// store: 1 on a local folder, 4 on S3 or HDFS.
     #[arg(long, env = "FLOE_MAX_FLUSHES_IN_FLIGHT")]
     pub max_flushes_in_flight: Option<usize>,
+    /// For this long after the broker takes a partition over, writes to it
+    /// are flushed at once, whatever the pacing (their producers already
+    /// waited for the take-over); 0 turns it off. Default by the kind of
+    /// store: 0 on a local folder (flushes are not paced there), 250 on S3
+    /// or HDFS.
+    #[arg(long, env = "FLOE_FLUSH_AFTER_TAKEOVER_MS")]
+    pub flush_after_takeover_ms: Option<u64>,
     /// The longest transaction.timeout.ms a transactional producer may ask
     /// for (Kafka's transaction.max.timeout.ms); above it InitProducerId
     /// answers INVALID_TRANSACTION_TIMEOUT.
@@ -330,6 +337,9 @@ impl BrokerTuning {
         }
         if let Some(n) = self.max_flushes_in_flight {
             p.max_in_flight = n.max(1);
+        }
+        if let Some(ms) = self.flush_after_takeover_ms {
+            p.after_take_over = Duration::from_millis(ms);
         }
         p
     }
@@ -668,13 +678,19 @@ mod tests {
             "1000",
             "--flush-paced",
             "false",
+            "--flush-after-takeover-ms",
+            "0",
         ])
         .unwrap()
         .broker;
         let p = set.flush_policy([StoreKind::S3]);
         assert_eq!(
-            (p.interval, p.bytes, p.paced),
-            (Duration::from_millis(20), 1000, false)
+            (p.interval, p.bytes, p.paced, p.after_take_over),
+            (Duration::from_millis(20), 1000, false, Duration::ZERO)
+        );
+        assert_eq!(
+            none.flush_policy([StoreKind::S3]).after_take_over,
+            Duration::from_millis(250)
         );
     }
 

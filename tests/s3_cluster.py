@@ -355,7 +355,9 @@ def wait_leaders(bootstrap, topic, partitions, timeout=90):
 
 def debug_config(pid):
     """With FLOE_SOAK_CLIENT_LOGS=<dir>, each producer's librdkafka log of its
-    idempotence state (epochs, sequences, retries) goes to <dir>/producer-<id>.log."""
+    idempotence state (epochs, sequences, retries) goes to <dir>/producer-<id>.log;
+    FLOE_CLIENT_DEBUG names other librdkafka debug contexts (`eos,protocol,msg`
+    adds each batch sent and delivered, per partition)."""
     where = os.environ.get("FLOE_SOAK_CLIENT_LOGS")
     if not where:
         return {}
@@ -367,7 +369,7 @@ def debug_config(pid):
     h = logging.FileHandler(os.path.join(where, f"producer-{pid}.log"))
     h.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
     log.addHandler(h)
-    return {"debug": "eos,protocol", "logger": log}
+    return {"debug": os.environ.get("FLOE_CLIENT_DEBUG", "eos,protocol"), "logger": log}
 
 
 class Producer(threading.Thread):

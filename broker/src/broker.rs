@@ -285,6 +285,7 @@ impl Broker {
             interval = ?cfg.flush.interval,
             bytes = cfg.flush.bytes,
             paced = cfg.flush.paced,
+            after_take_over = ?cfg.flush.after_take_over,
             "flush policy"
         );
         let cache = BlockCache::new(cfg.cache_bytes, 1024 * 1024)?;
@@ -592,8 +593,11 @@ impl Broker {
                 });
             }
         };
-        let flush_bytes = self.inner.cfg.flush.bytes;
-        if queued >= flush_bytes || self.inner.backlog.bytes() >= flush_bytes {
+        let flush = &self.inner.cfg.flush;
+        if log.just_taken(flush.after_take_over) {
+            // Its producers waited for the take-over: no pacing on top.
+            self.flush_at_once();
+        } else if queued >= flush.bytes || self.inner.backlog.bytes() >= flush.bytes {
             self.inner.flush_now.notify_one();
         }
         let log_append_time = match log.lock().config.timestamp_type {
@@ -976,6 +980,16 @@ impl Broker {
         crate::maintenance::sweep(self, &mut Default::default()).await
     }
 
+    /// Asks the flusher for a flush now, beside those in flight and whatever
+    /// the pacing: a hand-over waits on it, and so do the writes a take-over
+    /// held.
+    pub(crate) fn flush_at_once(&self) {
+        self.inner
+            .flush_at_once
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.inner.flush_now.notify_one();
+    }
+
     /// Flushes everything queued now and waits for it (used at shutdown and hand-over).
     pub async fn flush_all(&self, timeout: Duration) {
         let deadline = tokio::time::Instant::now() + timeout;
@@ -996,6 +1010,10 @@ impl Broker {
         }
     }
 
+    /// How long a drained broker keeps answering before it stops (see
+    /// [`Broker::drain`]).
+    pub const DRAINED_LINGER: Duration = Duration::from_millis(200);
+
     /// Hands everything this broker owns to the other brokers before it
     /// stops (a graceful stop, `SIGTERM`): asks the metadata service to
     /// drain it, so the controller hands its partitions and coordinator
@@ -1003,7 +1021,10 @@ impl Broker {
     /// it at the next epoch) and gives it nothing new; then waits, up to
     /// `within`, until it owns nothing. Meanwhile it keeps serving and
     /// renewing its lease, so a client sees at most a short pause per
-    /// partition (its writes wait in the proxy for the new owner). Returns
+    /// partition (its writes wait in the proxy for the new owner). Once it
+    /// owns nothing it goes on answering for [`Self::DRAINED_LINGER`], so
+    /// that calls routed here by a view a moment old are refused cleanly
+    /// rather than cut off by the process ending. Returns
     /// whether everything moved; with no other live broker there is nowhere
     /// to move to, and it returns false at once.
     pub async fn drain(&self, within: Duration) -> bool {
@@ -1040,6 +1061,12 @@ impl Broker {
             let (partitions, shards) = (self.logs().len(), self.owned_shards().len());
             if partitions == 0 && shards == 0 {
                 tracing::info!(broker = %me, elapsed_ms = started.elapsed().as_millis() as u64, "drained: everything handed over");
+                // A proxy whose view has not shown the last release yet may
+                // still send a write here: it is refused (nothing is owned)
+                // and the proxy sends it to the new owner, where a process
+                // already gone would have broken the call off and left
+                // its outcome unknown (REQUEST_TIMED_OUT to the client).
+                tokio::time::sleep(Self::DRAINED_LINGER).await;
                 return true;
             }
             if tokio::time::Instant::now() >= deadline {

@@ -195,6 +195,9 @@ pub struct PartitionLog {
     pub topic: String,
     pub(crate) state: Mutex<LogState>,
     hw_tx: watch::Sender<i64>,
+    /// When this broker took the partition over (see
+    /// [`PartitionLog::just_taken`]).
+    taken_at: std::time::Instant,
 }
 
 /// What the metadata holds of a partition when a broker takes it over.
@@ -261,7 +264,14 @@ impl PartitionLog {
                 txns: PartitionTxnLog::from_committed(txns),
             }),
             hw_tx,
+            taken_at: std::time::Instant::now(),
         }
+    }
+
+    /// Whether this broker took the partition over less than `within` ago
+    /// (see [`crate::config::FlushPolicy::after_take_over`]).
+    pub(crate) fn just_taken(&self, within: std::time::Duration) -> bool {
+        self.taken_at.elapsed() < within
     }
 
     pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, LogState> {

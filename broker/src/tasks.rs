@@ -338,15 +338,6 @@ async fn follow_shards(b: &Broker, shards: &[ShardInfo]) {
     }
 }
 
-/// Asks the flusher for a flush now, beside those in flight and whatever
-/// the pacing: a hand-over waits on it.
-fn flush_at_once(b: &Broker) {
-    b.inner
-        .flush_at_once
-        .store(true, std::sync::atomic::Ordering::Release);
-    b.inner.flush_now.notify_one();
-}
-
 /// Drains a partition's queue, then tells metadata it is released.
 async fn release(b: Broker, key: PartitionKey, epoch: Epoch) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
@@ -360,7 +351,7 @@ async fn release(b: Broker, key: PartitionKey, epoch: Epoch) {
                 break;
             }
             if !log.lock().unflushed.is_empty() {
-                flush_at_once(&b);
+                b.flush_at_once();
             } else {
                 b.inner.flush_now.notify_one();
             }

@@ -1019,6 +1019,7 @@ async fn a_paced_flush_policy_bounds_the_writes_per_interval() {
                 bytes: 256 * 1024,
                 paced: true,
                 max_in_flight: 1,
+                after_take_over: Duration::ZERO,
             };
         })
         .await;
@@ -1068,6 +1069,7 @@ async fn a_paced_flush_policy_bounds_the_writes_per_interval() {
                 bytes: 64 * 1024,
                 paced: true,
                 max_in_flight: 1,
+                after_take_over: Duration::ZERO,
             };
         })
         .await;
@@ -1084,6 +1086,54 @@ async fn a_paced_flush_policy_bounds_the_writes_per_interval() {
     );
     produced.unwrap().unwrap();
     b.shutdown().await;
+}
+
+/// Writes to a partition the broker has just taken over are flushed at
+/// once, paced or not (their producers already waited for the take-over);
+/// past `after_take_over`, and with it at 0, they wait for the pace again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_just_after_a_take_over_are_flushed_without_waiting_for_the_pace() {
+    let env = Cluster::start().await;
+    let t = env.create_topic("moved", 1, &[]).await;
+    let key = PartitionKey::new(t, 0);
+    let policy = |after_take_over| floe_broker::config::FlushPolicy {
+        // No paced flush comes by the clock during the test.
+        interval: Duration::from_secs(3_600),
+        bytes: 8 * 1024 * 1024,
+        paced: true,
+        max_in_flight: 4,
+        after_take_over,
+    };
+    let write = |b: floe_broker::Broker| async move {
+        let records = batch(&["v"], 1, Compression::None);
+        let w = b.produce(&key, &records, Acks::All);
+        tokio::time::timeout(Duration::from_millis(700), w).await
+    };
+    // Within the window: acknowledged at once, twice.
+    let b = env
+        .broker(|c| c.flush = policy(Duration::from_secs(600)))
+        .await;
+    wait_owned(&b, key).await;
+    for _ in 0..2 {
+        let acked = write(b.clone()).await;
+        assert!(
+            acked.is_ok(),
+            "a write just after the take-over waited for the pace"
+        );
+        acked.unwrap().unwrap();
+    }
+    b.shutdown().await;
+    // Without the exception, and after the window: the pace holds.
+    for window in [Duration::ZERO, Duration::from_millis(200)] {
+        let b = env.broker(|c| c.flush = policy(window)).await;
+        wait_owned(&b, key).await;
+        tokio::time::sleep(window).await;
+        assert!(
+            write(b.clone()).await.is_err(),
+            "a write {window:?} after the take-over went before the paced flush"
+        );
+        b.shutdown().await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -137,6 +137,24 @@ async fn a_remote_broker_answers_every_route_of_the_table() {
         r => panic!("expected a broker error, got {r:?}"),
     }
 
+    // A produce refused before it is sequenced is refused by `append`
+    // itself, not by its acknowledgement: the proxy then knows the write
+    // was not stored and sends it again once the partition has an owner.
+    match owner
+        .append(&other, batch("c"), Acks::All, Duration::from_secs(5))
+        .await
+    {
+        Err(CallError::Broker(e)) => assert!(
+            matches!(
+                e.kind(),
+                ErrorKind::NotOwner | ErrorKind::UnknownTopicOrPartition
+            ),
+            "{e}"
+        ),
+        Err(e) => panic!("expected a broker error, got {e}"),
+        Ok(_) => panic!("a refused produce was taken as sequenced"),
+    }
+
     let coordinator: Arc<dyn Coordinator> = Arc::new(client);
     assert!(coordinator.list_groups(&[]).await.is_empty());
 

@@ -252,7 +252,8 @@ async fn controller_loop(state: AppState, every: Duration, producer_expiration: 
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            // A broker registered: its share is planned now, not a round later.
+            // A broker registered (its share is planned now, not a round
+            // later) or asked to be drained (its items are handed over now).
             _ = state.controller_wake.notified() => {}
         }
         if state.raft.current_leader().await != Some(state.id) {

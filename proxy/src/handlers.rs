@@ -909,6 +909,7 @@ impl Context {
                                     }
                                 }
                                 Err(e) => {
+                                    tracing::debug!(topic = %tr.name.0.as_str(), partition = index, error = %e, "produce failed after it was sequenced");
                                     pr.error_code = call_code(&e);
                                     if version >= 8 {
                                         pr.error_message = Some(s(e.to_string()));
@@ -916,6 +917,9 @@ impl Context {
                                 }
                             }
                         }
+                    }
+                    if pr.error_code != 0 {
+                        crate::metrics::produce_error(pr.error_code);
                     }
                     tr.partition_responses.push(pr);
                 }

@@ -14,6 +14,7 @@ const AUTO_CREATE_DEFERRED: &str = "floe_proxy_auto_create_deferred_total";
 const FETCHES: &str = "floe_proxy_fetches_total";
 const THROTTLED: &str = "floe_proxy_throttled_total";
 const THROTTLE_MS: &str = "floe_proxy_throttle_ms_total";
+const PRODUCE_ERRORS: &str = "floe_proxy_produce_errors_total";
 
 /// Describes the proxy's metrics and registers its counters at zero.
 pub(crate) fn register() {
@@ -51,6 +52,10 @@ pub(crate) fn register() {
         THROTTLE_MS,
         "throttle time given to clients over their quota, in milliseconds (`quota`: produce, fetch)"
     );
+    describe_counter!(
+        PRODUCE_ERRORS,
+        "partitions of Produce requests answered with an error (`error`: the Kafka error's name)"
+    );
     counter!(IDLE_CLOSED).increment(0);
     counter!(AUTO_CREATE_DEFERRED).increment(0);
     counter!(CONNECTIONS).increment(0);
@@ -63,6 +68,16 @@ pub(crate) fn throttled(quota: &'static str, time: std::time::Duration) {
     counter!(THROTTLED, "quota" => quota).increment(1);
     counter!(THROTTLE_MS, "quota" => quota)
         .increment(u64::try_from(time.as_millis()).unwrap_or(u64::MAX));
+}
+
+/// A partition of a Produce answered with Kafka error `code` (not 0).
+pub(crate) fn produce_error(code: i16) {
+    use kafka_protocol::ResponseError;
+    let error = match ResponseError::try_from_code(code) {
+        Some(ResponseError::Unknown(_)) | None => code.to_string(),
+        Some(e) => format!("{e:?}"),
+    };
+    counter!(PRODUCE_ERRORS, "error" => error).increment(1);
 }
 
 /// A Fetch and how it used a fetch session.
@@ -117,6 +132,9 @@ mod tests {
                 super::request();
                 super::api_request(key);
             }
+            super::produce_error(6);
+            super::produce_error(6);
+            super::produce_error(-12345);
         });
         let values: Vec<(String, Vec<String>, DebugValue)> = snap
             .snapshot()
@@ -147,6 +165,15 @@ mod tests {
         );
         assert_eq!(
             value(super::API_REQUESTS, &["api=Fetch"]),
+            Some(&DebugValue::Counter(1))
+        );
+        // Produce errors by name; a code without one by its number.
+        assert_eq!(
+            value(super::PRODUCE_ERRORS, &["error=NotLeaderOrFollower"]),
+            Some(&DebugValue::Counter(2))
+        );
+        assert_eq!(
+            value(super::PRODUCE_ERRORS, &["error=-12345"]),
             Some(&DebugValue::Counter(1))
         );
     }

@@ -317,6 +317,14 @@ fn bad(e: impl std::fmt::Display) -> Response {
     (StatusCode::BAD_REQUEST, e.to_string()).into_response()
 }
 
+/// The header that marks a reply given whole at once ([`Answer::Now`]).
+/// For a produce it means the write was refused before it was sequenced
+/// (not owned, being handed over, the lease ran out, no room): surely not
+/// stored, so the caller may send it again elsewhere. A produce answered
+/// without it was sequenced, and only its body (the acknowledgement) is
+/// still to come.
+pub const ANSWERED_NOW: &str = "floe-answered-now";
+
 /// What a handler answers: its reply now, or (a produce) the headers now
 /// and the reply as the body once it is ready.
 pub(crate) enum Answer<T> {
@@ -349,7 +357,12 @@ impl Serve for Router<Broker> {
                     Err(e) => return bad(e),
                 };
                 match handler(b, req).await {
-                    Answer::Now(reply) => protobuf(reply),
+                    Answer::Now(reply) => {
+                        let mut resp = protobuf(reply);
+                        resp.headers_mut()
+                            .insert(ANSWERED_NOW, axum::http::HeaderValue::from_static("1"));
+                        resp
+                    }
                     Answer::Later(reply) => {
                         let body = futures::stream::once(async move {
                             Ok::<_, std::convert::Infallible>(Bytes::from(
@@ -680,6 +693,24 @@ impl RemoteBroker {
     }
 }
 
+impl RemoteBroker {
+    /// Reads a produce's answer from the body; a body that does not come
+    /// leaves the outcome unknown.
+    async fn produce_answer(addr: &str, resp: Answered) -> Result<ProduceOk, CallError> {
+        let r = Self::body::<routes::Produce>(addr, resp)
+            .await
+            .map_err(|e| match e {
+                CallError::Routing(r) => BrokerError::outcome_unknown(r).into(),
+                other => other,
+            })?;
+        answered(r.error, || ProduceOk {
+            base_offset: r.base_offset,
+            log_start_offset: r.log_start_offset,
+            log_append_time: r.log_append_time,
+        })
+    }
+}
+
 fn answered<T>(error: Option<proto::Error>, ok: impl FnOnce() -> T) -> Result<T, CallError> {
     match error {
         Some(e) => Err(from_proto(e).into()),
@@ -690,7 +721,8 @@ fn answered<T>(error: Option<proto::Error>, ok: impl FnOnce() -> T) -> Result<T,
 #[async_trait::async_trait]
 impl PartitionOwner for RemoteBroker {
     /// Sends a produce; returns once the remote broker sequenced it (the
-    /// response headers), the acknowledgement coming with the body.
+    /// response headers), the acknowledgement coming with the body. A
+    /// refusal before sequencing ([`ANSWERED_NOW`]) is returned here.
     async fn append(
         &self,
         key: &PartitionKey,
@@ -715,19 +747,18 @@ impl PartitionOwner for RemoteBroker {
             .send_write::<routes::Produce>(req, self.timeout.min(SEQUENCE_TIMEOUT) + room_wait)
             .await?;
         let addr = self.addr.clone();
+        if resp.headers().contains_key(ANSWERED_NOW) {
+            // Refused before it was sequenced: the refusal is the answer to
+            // this call, so that the caller can tell it from a failure
+            // after sequencing and send the write again (to the partition's
+            // next owner, say). Without the header (a broker from before
+            // it) a refusal comes as below, like a failure after sequencing.
+            let ok = Self::produce_answer(&addr, resp).await?;
+            return Ok(PendingProduce::remote(async move { Ok(ok) }));
+        }
+        // Sequenced: from here a lost answer leaves the outcome unknown.
         Ok(PendingProduce::remote(async move {
-            // Sequenced: from here a lost answer leaves the outcome unknown.
-            let r = Self::body::<routes::Produce>(&addr, resp)
-                .await
-                .map_err(|e| match e {
-                    CallError::Routing(r) => BrokerError::outcome_unknown(r).into(),
-                    other => other,
-                })?;
-            answered(r.error, || ProduceOk {
-                base_offset: r.base_offset,
-                log_start_offset: r.log_start_offset,
-                log_append_time: r.log_append_time,
-            })
+            Self::produce_answer(&addr, resp).await
         }))
     }
 

@@ -526,6 +526,8 @@ async fn drain(s: AppState, req: proto::HeartbeatRequest) -> Result<proto::Empty
         id: BrokerId(req.id),
     })
     .await?;
+    // Its items are handed over in this round rather than the next.
+    s.controller_wake.notify_one();
     Ok(proto::Empty {})
 }
 
