@@ -32,8 +32,8 @@ async fn a_remote_broker_answers_every_route_of_the_table() {
     let key = PartitionKey::new(t, 0);
     let b = env.broker(|_| {}).await;
     wait_owned(&b, key).await;
-    let addr = free_addr();
-    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(floe_broker::rpc::serve(
         listener,
         b.clone(),

@@ -170,8 +170,8 @@ async fn the_proxy_reaches_the_coordinator_over_the_rpc() {
     let b = c.broker(|_| {}).await;
     let id = TransactionalId::new("tx-rpc");
     fence_of(&b, &id).await;
-    let addr = floe_testkit::free_addr();
-    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(floe_broker::rpc::serve(
         listener,
         b.clone(),

@@ -19,7 +19,7 @@ use floe_metadata::ids::{Epoch, PartitionKey, ProducerId, TopicId, Transactional
 use floe_metadata::txn::{AbortedTxn, ProducerIdEpoch, TxnOp, TxnState};
 use floe_storage::batch::{BatchIter, Compression};
 use floe_storage::records::{BatchBuilder, RecordSpec};
-use floe_testkit::{Cluster, free_addr, wait_owned};
+use floe_testkit::{Cluster, wait_owned};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -268,8 +268,8 @@ async fn committed_and_aborted_transactions_on_a_partition_and_its_next_owner() 
         6
     );
     // Its marker, over the RPC this time: the LSO moves past it.
-    let addr = free_addr();
-    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(floe_broker::rpc::serve(
         listener,
         b2.clone(),
@@ -417,14 +417,14 @@ async fn a_marker_reaches_the_owner_on_another_broker() {
     let mut servers = Vec::new();
     let mut brokers = Vec::new();
     for id in [1u32, 2] {
-        let addr = free_addr();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
         let b = c
             .broker(|cfg| {
                 cfg.id = id;
                 cfg.advertise = addr.to_string();
             })
             .await;
-        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
         servers.push(tokio::spawn(floe_broker::rpc::serve(
             listener,
             b.clone(),

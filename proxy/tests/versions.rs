@@ -19,7 +19,7 @@ use floe_proxy::handlers::{Context, SUPPORTED, TXN_SUPPORTED};
 use floe_proxy::{Proxy, ProxyConfig};
 use floe_storage::batch::Compression;
 use floe_storage::records::{BatchBuilder, RecordSpec};
-use floe_testkit::{Cluster, broker_config, free_addr};
+use floe_testkit::{Cluster, broker_config};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -54,7 +54,9 @@ async fn env_with(transactions: bool, share: Option<Arc<floe_proxy::share::Share
     let broker = Broker::start(cfg, meta.clone(), pool, view.clone())
         .await
         .unwrap();
-    let listen = free_addr();
+    // Bound first: the proxy advertises the port it got.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listen = listener.local_addr().unwrap();
     let ctx = Arc::new(Context {
         me: Arc::new(floe_proxy::nodes::SelfNode::alone(
             1,
@@ -86,7 +88,8 @@ async fn env_with(transactions: bool, share: Option<Arc<floe_proxy::share::Share
         down_reports: Default::default(),
         quotas: Default::default(),
     });
-    let proxy = Proxy::start(
+    let proxy = Proxy::start_on(
+        listener,
         ProxyConfig {
             listen,
             max_frame: codec::DEFAULT_MAX_FRAME,
@@ -94,7 +97,6 @@ async fn env_with(transactions: bool, share: Option<Arc<floe_proxy::share::Share
         },
         ctx,
     )
-    .await
     .unwrap();
     Env {
         cluster,

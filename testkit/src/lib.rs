@@ -22,7 +22,11 @@ use floe_storage::{PartitionKey, PoolOptions, StorePool, TopicId};
 /// How long a test waits for a broker to take a partition over.
 const OWNER_WAIT: Duration = Duration::from_secs(20);
 
-/// A free port on 127.0.0.1 (free when asked; the caller binds it soon).
+/// A free port on 127.0.0.1 (free when asked; the caller binds it soon,
+/// and another process may take it first). Only for an address that must
+/// be known before its server can bind it (the metadata node's, which its
+/// Raft configuration names) or one nothing is to listen on; a server a
+/// test starts itself binds port 0 and reports the address it got.
 pub fn free_addr() -> SocketAddr {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

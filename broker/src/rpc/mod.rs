@@ -691,9 +691,7 @@ impl RemoteBroker {
         Ok(R::Resp::decode(bytes)
             .map_err(|e| RoutingError::unreachable(addr, format!("bad answer: {e}")))?)
     }
-}
 
-impl RemoteBroker {
     /// Reads a produce's answer from the body; a body that does not come
     /// leaves the outcome unknown.
     async fn produce_answer(addr: &str, resp: Answered) -> Result<ProduceOk, CallError> {
