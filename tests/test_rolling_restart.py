@@ -24,12 +24,11 @@ import os
 import signal
 import threading
 import time
-import urllib.request
 
 import pytest
 
 from s3_cluster import Load, S3Cluster, create_topic, median, verify
-from test_s3_cluster_brokers import log_count, owned, window_gaps
+from test_s3_cluster_brokers import labelled, log_count, owned, window_gaps
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -99,17 +98,6 @@ class GroupReader(threading.Thread):
         self.join(60)
 
 
-def produce_errors(proxy):
-    """{error name: partitions of Produce requests the proxy answered with it}."""
-    out = {}
-    with urllib.request.urlopen(f"http://{proxy.admin}/metrics", timeout=5) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith("floe_proxy_produce_errors_total{"):
-                name = line.split('error="', 1)[1].split('"', 1)[0]
-                out[name] = out.get(name, 0) + int(float(line.split()[-1]))
-    return out
-
-
 def wait_share(cluster, broker, timeout=60):
     """Waits until `broker` owns its share again (and every partition has an owner)."""
     deadline = time.time() + timeout
@@ -170,11 +158,10 @@ def test_a_rolling_restart_of_every_broker_surfaces_no_error(floe_bin, tmp_path)
         # and back off). REQUEST_TIMED_OUT stays possible where a call is
         # cut off by a process ending (its outcome is unknown); the long
         # runs in docs/operations.md saw none.
-        errors = {p.name: produce_errors(p) for p in cluster.proxies}
+        errors = {p.name: labelled(p.admin, "floe_proxy_produce_errors_total", "error") for p in cluster.proxies}
         print(f"produce errors answered by the proxies: {errors}", flush=True)
         for name, e in errors.items():
             assert "NotLeaderOrFollower" not in e, f"{name} answered produce errors: {e}"
-
         acked = {(w.partition, w.offset) for w in load.acked}
         reader.wait_read(acked)
         # Checked before close, which revokes everything.

@@ -46,6 +46,17 @@ def metric(admin, name):
     return -1.0
 
 
+def labelled(admin, name, label):
+    """{value of `label`: the sum of metric `name` with it} on a process's /metrics."""
+    out = {}
+    with urllib.request.urlopen(f"http://{admin}/metrics", timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + "{") and f'{label}="' in line:
+                value = line.split(f'{label}="', 1)[1].split('"', 1)[0]
+                out[value] = out.get(value, 0) + float(line.split()[-1])
+    return out
+
+
 def log_count(role, text):
     """Lines of `role`'s log containing `text`."""
     return sum(text in line for line in pathlib.Path(role.log_path).read_text(errors="replace").splitlines())
