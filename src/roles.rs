@@ -466,11 +466,12 @@ pub struct ProxyTuning {
     #[arg(long, env = "FLOE_TRANSACTIONS", default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub transactions: bool,
     /// Answer share groups (KIP-932: ShareGroupHeartbeat, ShareGroupDescribe,
-    /// ShareFetch, ShareAcknowledge) and list them in ApiVersions. Off by
-    /// default until the admin APIs and group configs exist
-    /// (docs/queues.md). The brokers serve share groups whatever this says:
-    /// the proxy sends them the settings below with each call.
-    #[arg(long, env = "FLOE_SHARE_GROUPS", default_value_t = false, action = clap::ArgAction::Set)]
+    /// ShareFetch, ShareAcknowledge, their admin APIs) and list them in
+    /// ApiVersions. On by default; `false`: a share consumer is told the
+    /// broker does not support share groups (docs/queues.md). The brokers
+    /// serve share groups whatever this says: the proxy sends them the
+    /// settings below with each call.
+    #[arg(long, env = "FLOE_SHARE_GROUPS", default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub share_groups: bool,
     /// Where a share group starts reading a partition it has not read yet
     /// (`share.auto.offset.reset`, until group configs exist): `latest` or
@@ -540,7 +541,7 @@ impl ProxyTuning {
             Arc::new(floe_proxy::share::ShareContext::new(ShareSettings {
                 lock_duration_ms: self.share_record_lock_duration_ms.max(1),
                 reset,
-                delivery_count_limit: 0,
+                ..ShareSettings::default()
             }))
         });
         let me = if local.is_some() {
@@ -692,6 +693,23 @@ mod tests {
             none.flush_policy([StoreKind::S3]).after_take_over,
             Duration::from_millis(250)
         );
+    }
+
+    #[derive(Debug, Parser)]
+    struct ProxyTuned {
+        #[command(flatten)]
+        proxy: ProxyTuning,
+    }
+
+    #[test]
+    fn share_groups_are_served_unless_turned_off() {
+        if std::env::var_os("FLOE_SHARE_GROUPS").is_some() {
+            return;
+        }
+        let parse = |args: &[&str]| ProxyTuned::try_parse_from(args).unwrap().proxy.share_groups;
+        assert!(parse(&["x"]));
+        assert!(parse(&["x", "--share-groups"]));
+        assert!(!parse(&["x", "--share-groups", "false"]));
     }
 
     #[test]

@@ -242,7 +242,8 @@ def test_records_of_a_killed_consumer_go_to_another_after_their_locks_expire(sta
     assert all(d == 1 for o, d in got.items() if o not in held)
 
 
-def test_without_the_flag_a_share_consumer_is_told_share_groups_are_not_supported(standalone):
+def test_with_the_flag_off_a_share_consumer_is_told_share_groups_are_not_supported(standalone_factory):
+    standalone = standalone_factory(share_groups=False)
     lines = []
 
     class Collect(logging.Handler):

@@ -256,6 +256,9 @@ pub(crate) struct Inner {
     /// Share groups (KIP-932): the groups of its coordinator shards and the
     /// share-partitions of its partitions.
     pub share: crate::share::ShareService,
+    /// Clients of the other brokers this one calls (markers, share
+    /// releases), one per address.
+    pub peers: crate::rpc::Peers,
 }
 
 /// A running broker. Cheap to clone.
@@ -345,6 +348,7 @@ impl Broker {
                     crate::share::ShareConfig::default(),
                     crate::share::ShareGroupConfig::default(),
                 ),
+                peers: crate::rpc::Peers::default(),
             }
         });
         let b = Broker { inner };
@@ -354,6 +358,7 @@ impl Broker {
         tokio::spawn(crate::tasks::flusher(b.clone()));
         tokio::spawn(crate::maintenance::run(b.clone()));
         tokio::spawn(crate::txn::serve::timeouts(b.clone()));
+        tokio::spawn(crate::share::rpc::sweep_members(b.clone()));
         Ok(b)
     }
 

@@ -16,6 +16,7 @@ use floe_broker::share::{
     AckBatch, AckType, AutoOffsetReset, Heartbeat, MemberId, ShareCall, ShareCoordinator,
     ShareError, ShareGroupError, ShareOwner, ShareSettings,
 };
+use floe_metadata::group_config;
 use floe_metadata::watch::ClusterSnapshot;
 use floe_storage::PartitionKey;
 use floe_types::{Offset, TopicId};
@@ -125,27 +126,38 @@ impl ShareContext {
     }
 
     /// The flags' settings with `configs`' set keys over them.
-    fn apply(
-        &self,
-        configs: &floe_metadata::group_config::GroupConfigs,
-        group: &str,
-    ) -> ShareSettings {
+    fn apply(&self, configs: &group_config::GroupConfigs, group: &str) -> ShareSettings {
         let mut s = self.settings;
-        if configs.is_set("share.record.lock.duration.ms") {
+        if configs.is_set(group_config::SHARE_RECORD_LOCK_DURATION_MS) {
             s.lock_duration_ms = u64::from(configs.share_record_lock_duration_ms());
         }
         s.delivery_count_limit =
             u16::try_from(configs.share_delivery_count_limit()).unwrap_or(u16::MAX);
-        if configs.is_set("share.auto.offset.reset") {
-            match configs.share_auto_offset_reset() {
+        if configs.is_set(group_config::SHARE_AUTO_OFFSET_RESET) {
+            let value = configs.share_auto_offset_reset();
+            match value {
                 "earliest" => s.reset = AutoOffsetReset::Earliest,
                 "latest" => s.reset = AutoOffsetReset::Latest,
-                other => tracing::warn!(
-                    group,
-                    value = other,
-                    "share.auto.offset.reset by duration is not supported yet; using the flag's"
-                ),
+                other => match other
+                    .strip_prefix("by_duration:")
+                    .and_then(group_config::iso_duration_ms)
+                {
+                    Some(ms) => s.reset = AutoOffsetReset::ByDuration(ms),
+                    // Checked when it was set; only a config stored by a
+                    // later version could get here.
+                    None => tracing::warn!(
+                        group,
+                        value = other,
+                        "share.auto.offset.reset not understood; using the flag's"
+                    ),
+                },
             }
+        }
+        if configs.is_set(group_config::SHARE_HEARTBEAT_INTERVAL_MS) {
+            s.heartbeat_interval_ms = Some(configs.share_heartbeat_interval_ms());
+        }
+        if configs.is_set(group_config::SHARE_SESSION_TIMEOUT_MS) {
+            s.session_timeout_ms = Some(configs.share_session_timeout_ms());
         }
         s
     }
@@ -309,8 +321,14 @@ impl Context {
                 return r;
             }
         };
+        let Some(share) = self.share() else {
+            return r;
+        };
+        let settings = share
+            .settings_for(self.meta.as_ref(), req.group_id.as_str())
+            .await;
         match coordinator
-            .share_heartbeat(req.group_id.as_str(), &hb)
+            .share_heartbeat(req.group_id.as_str(), &hb, &settings)
             .await
         {
             Ok(answer) => {
@@ -922,6 +940,24 @@ mod tests {
             SessionStep::Fetch(p) => p,
             SessionStep::Close(_) => Vec::new(),
         })
+    }
+
+    #[test]
+    fn a_groups_configs_make_its_settings_over_the_flags() {
+        let share = ctx();
+        let none = group_config::GroupConfigs::default();
+        assert_eq!(share.apply(&none, "g"), ShareSettings::default());
+        let set = group_config::GroupConfigs::from_described([
+            (group_config::SHARE_AUTO_OFFSET_RESET, "by_duration:PT1H"),
+            (group_config::SHARE_HEARTBEAT_INTERVAL_MS, "6000"),
+            (group_config::SHARE_SESSION_TIMEOUT_MS, "50000"),
+            (group_config::SHARE_RECORD_LOCK_DURATION_MS, "15000"),
+        ]);
+        let s = share.apply(&set, "g");
+        assert_eq!(s.reset, AutoOffsetReset::ByDuration(3_600_000));
+        assert_eq!(s.heartbeat_interval_ms, Some(6_000));
+        assert_eq!(s.session_timeout_ms, Some(50_000));
+        assert_eq!(s.lock_duration_ms, 15_000);
     }
 
     #[test]

@@ -574,6 +574,25 @@ async fn rpc_delete_records(
     }
 }
 
+/// One [`RemoteBroker`] per peer address, made on first use and reused (so
+/// each peer keeps one connection).
+#[derive(Debug, Default)]
+pub struct Peers {
+    by_addr: std::sync::Mutex<std::collections::HashMap<String, RemoteBroker>>,
+}
+
+impl Peers {
+    /// The client of the broker at `addr`.
+    pub fn get(&self, addr: &str) -> RemoteBroker {
+        self.by_addr
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(addr.to_owned())
+            .or_insert_with(|| RemoteBroker::new(addr))
+            .clone()
+    }
+}
+
 /// A client of a broker in another process (HTTP/2, one connection reused).
 #[derive(Debug, Clone)]
 pub struct RemoteBroker {

@@ -163,6 +163,13 @@ impl ShareGroup {
         &self.id
     }
 
+    /// Takes the group's settings as they are now (its configs may have
+    /// changed): a new heartbeat interval is told at the next heartbeat, a
+    /// new session timeout counts from each member's last heartbeat.
+    pub fn set_config(&mut self, config: ShareGroupConfig) {
+        self.config = config;
+    }
+
     pub fn epoch(&self) -> i32 {
         self.epoch
     }

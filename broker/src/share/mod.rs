@@ -3,14 +3,15 @@
 //!
 //! - [`partition`]: one share group's state on one partition (the
 //!   in-flight window of records, their locks, states and delivery counts),
-//!   held by the partition's owner. Not wired into the broker yet.
+//!   held by the partition's owner.
 //! - [`group`]: one share group's membership and assignment (ShareGroup-
 //!   Heartbeat, ShareGroupDescribe), held by its coordinator shard's owner.
 //! - [`service`]: both, as one broker serves them (its coordinator shards'
 //!   groups, its partitions' share-partitions).
 //! - [`durable`]: the share-partitions' durable form in the metadata
 //!   service, fenced by the partition's epoch.
-//! - [`rpc`]: how a proxy reaches them, in its process or another.
+//! - [`rpc`]: how a proxy reaches them, in its process or another, and
+//!   the coordinator's sweep of members that timed out.
 
 pub mod durable;
 pub mod group;

@@ -58,10 +58,13 @@ pub trait ShareOwner: PartitionOwner {
 /// The coordinator of a share group (the owner of its shard).
 #[async_trait::async_trait]
 pub trait ShareCoordinator: Send + Sync + std::fmt::Debug {
+    /// One heartbeat; `settings` carries the group's timings (its
+    /// `share.heartbeat.interval.ms` and `share.session.timeout.ms`).
     async fn share_heartbeat(
         &self,
         group: &str,
         hb: &Heartbeat,
+        settings: &ShareSettings,
     ) -> Result<HeartbeatAnswer, ShareGroupError>;
 
     /// `Ok(None)`: no such group.
@@ -89,6 +92,10 @@ pub mod proto {
         /// 0 (as older proxies send): the broker's default.
         #[prost(uint32, tag = "6")]
         pub delivery_count_limit: u32,
+        /// `share.auto.offset.reset` `by_duration:`, in ms (then
+        /// `reset_earliest` is false); absent: latest or earliest.
+        #[prost(uint64, optional, tag = "7")]
+        pub reset_by_duration_ms: Option<u64>,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -191,6 +198,13 @@ pub mod proto {
         pub subscribed: Vec<String>,
         #[prost(string, optional, tag = "6")]
         pub rack_id: Option<String>,
+        /// The group's `share.heartbeat.interval.ms`; 0 (as older proxies
+        /// send): the coordinator's.
+        #[prost(uint32, tag = "7")]
+        pub heartbeat_interval_ms: u32,
+        /// The group's `share.session.timeout.ms`; 0: the coordinator's.
+        #[prost(uint32, tag = "8")]
+        pub session_timeout_ms: u32,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -257,6 +271,10 @@ fn call_msg(c: &ShareCall) -> proto::Call {
         lock_duration_ms: c.settings.lock_duration_ms,
         reset_earliest: c.settings.reset == AutoOffsetReset::Earliest,
         delivery_count_limit: u32::from(c.settings.delivery_count_limit),
+        reset_by_duration_ms: match c.settings.reset {
+            AutoOffsetReset::ByDuration(ms) => Some(ms),
+            _ => None,
+        },
     }
 }
 
@@ -267,12 +285,14 @@ fn call_from(c: Option<proto::Call>) -> Result<ShareCall, BrokerError> {
         member: MemberId::new(&c.member),
         settings: ShareSettings {
             lock_duration_ms: c.lock_duration_ms,
-            reset: if c.reset_earliest {
-                AutoOffsetReset::Earliest
-            } else {
-                AutoOffsetReset::Latest
+            reset: match (c.reset_by_duration_ms, c.reset_earliest) {
+                (Some(ms), _) => AutoOffsetReset::ByDuration(ms),
+                (None, true) => AutoOffsetReset::Earliest,
+                (None, false) => AutoOffsetReset::Latest,
             },
             delivery_count_limit: u16::try_from(c.delivery_count_limit).unwrap_or(u16::MAX),
+            // Timings travel with heartbeats, not with calls to owners.
+            ..ShareSettings::default()
         },
         group: c.group,
     })
@@ -351,6 +371,59 @@ impl Broker {
         self.coordinator(group, self.view().current().shard_count())
             .map(|_| ())
             .map_err(|_| ShareGroupError::NotCoordinator)
+    }
+
+    /// Releases the records a member that left `group` holds on the other
+    /// brokers (this one released its own): every broker in the view is
+    /// told, since the member may hold records of partitions no longer in
+    /// its assignment. In the background; a broker not reached keeps the
+    /// records until their locks expire.
+    fn release_elsewhere(&self, group: &str, member: MemberId) {
+        let snap = self.view().current();
+        let me = self.broker_id();
+        for node in snap
+            .nodes
+            .iter()
+            .filter(|n| n.kind == floe_metadata::model::NodeKind::Broker && n.id != me)
+        {
+            let peer = self.inner.peers.get(&node.addr);
+            let (group, member) = (group.to_owned(), member.clone());
+            tokio::spawn(async move {
+                if let Err(e) = peer.share_release(&group, &member).await {
+                    tracing::debug!(group, member = member.as_str(), error = %e,
+                        "a left member's records not released there; their locks expire");
+                }
+            });
+        }
+    }
+}
+
+/// Every second, removes the share group members silent for their
+/// session timeout from the groups this broker coordinates, and releases
+/// their records on every broker (so a consumer killed without leaving
+/// gives its records back after the session timeout at the latest, or
+/// sooner when their locks expire first).
+pub(crate) async fn sweep_members(b: Broker) {
+    const EVERY: Duration = Duration::from_secs(1);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(EVERY) => {}
+            _ = b.inner.stopped.notified() => return,
+        }
+        if b.is_stopping() {
+            return;
+        }
+        let shards = b.view().current().shard_count();
+        let owned = |group: &str| b.coordinator(group, shards).is_ok();
+        let gone = b.inner.share.expire_members(&owned, &b.share_topics());
+        for (group, member) in gone {
+            tracing::info!(
+                group,
+                member = member.as_str(),
+                "share group member timed out"
+            );
+            b.release_elsewhere(&group, member);
+        }
     }
 }
 
@@ -479,9 +552,17 @@ impl ShareCoordinator for Broker {
         &self,
         group: &str,
         hb: &Heartbeat,
+        settings: &ShareSettings,
     ) -> Result<HeartbeatAnswer, ShareGroupError> {
         self.share_coordinator_check(group)?;
-        self.inner.share.heartbeat(group, hb, &self.share_topics())
+        let (answer, gone) = self
+            .inner
+            .share
+            .heartbeat(group, hb, settings, &self.share_topics());
+        for member in gone {
+            self.release_elsewhere(group, member);
+        }
+        answer
     }
 
     async fn share_describe(
@@ -581,7 +662,12 @@ pub(crate) async fn rpc_heartbeat(
         subscribed_topics: r.has_subscription.then_some(r.subscribed),
         rack_id: r.rack_id,
     };
-    match b.share_heartbeat(&r.group, &hb).await {
+    let settings = ShareSettings {
+        heartbeat_interval_ms: (r.heartbeat_interval_ms > 0).then_some(r.heartbeat_interval_ms),
+        session_timeout_ms: (r.session_timeout_ms > 0).then_some(r.session_timeout_ms),
+        ..ShareSettings::default()
+    };
+    match b.share_heartbeat(&r.group, &hb, &settings).await {
         Ok(a) => proto::HeartbeatResponse {
             error: 0,
             message: String::new(),
@@ -731,6 +817,7 @@ impl ShareCoordinator for RemoteBroker {
         &self,
         group: &str,
         hb: &Heartbeat,
+        settings: &ShareSettings,
     ) -> Result<HeartbeatAnswer, ShareGroupError> {
         let msg = proto::HeartbeatRequest {
             group: group.to_owned(),
@@ -739,6 +826,8 @@ impl ShareCoordinator for RemoteBroker {
             has_subscription: hb.subscribed_topics.is_some(),
             subscribed: hb.subscribed_topics.clone().unwrap_or_default(),
             rack_id: hb.rack_id.clone(),
+            heartbeat_interval_ms: settings.heartbeat_interval_ms.unwrap_or(0),
+            session_timeout_ms: settings.session_timeout_ms.unwrap_or(0),
         };
         let r = self
             .call_timeout::<routes::ShareHeartbeat>(msg, SHARE_CALL_TIMEOUT)

@@ -30,6 +30,9 @@ pub enum AutoOffsetReset {
     /// Kafka's default: only records produced from now on.
     #[default]
     Latest,
+    /// `by_duration:`: the first record no older than this many ms when
+    /// the share-partition starts (the log end if none is).
+    ByDuration(u64),
 }
 
 /// A share group's settings as the proxy resolves them (the group's
@@ -42,6 +45,10 @@ pub struct ShareSettings {
     pub reset: AutoOffsetReset,
     /// `share.delivery.count.limit` (0: the broker's default, 5).
     pub delivery_count_limit: u16,
+    /// `share.heartbeat.interval.ms` (`None`: the coordinator's, 5 s).
+    pub heartbeat_interval_ms: Option<u32>,
+    /// `share.session.timeout.ms` (`None`: the coordinator's, 45 s).
+    pub session_timeout_ms: Option<u32>,
 }
 
 impl Default for ShareSettings {
@@ -50,6 +57,8 @@ impl Default for ShareSettings {
             lock_duration_ms: ShareConfig::default().lock_duration_ms,
             reset: AutoOffsetReset::Latest,
             delivery_count_limit: ShareConfig::default().delivery_count_limit,
+            heartbeat_interval_ms: None,
+            session_timeout_ms: None,
         }
     }
 }
@@ -119,6 +128,29 @@ fn end_of_batches(records: &[u8]) -> Option<i64> {
     end
 }
 
+/// Where a new share-partition of `key` starts, by `reset`.
+async fn start_offset(
+    owner: &dyn PartitionOwner,
+    key: &PartitionKey,
+    reset: AutoOffsetReset,
+) -> Result<i64, CallError> {
+    let spec = match reset {
+        AutoOffsetReset::Earliest => OffsetSpec::Earliest,
+        AutoOffsetReset::Latest => OffsetSpec::Latest,
+        AutoOffsetReset::ByDuration(ms) => {
+            let since = now_ms().saturating_sub(ms);
+            OffsetSpec::Timestamp(i64::try_from(since).unwrap_or(i64::MAX))
+        }
+    };
+    let (found, _) = owner.list_offset(key, spec, None).await?;
+    if found.offset >= 0 {
+        return Ok(found.offset);
+    }
+    // No record that recent: from the end, as Kafka does.
+    let (end, _) = owner.list_offset(key, OffsetSpec::Latest, None).await?;
+    Ok(end.offset)
+}
+
 impl ShareFetched {
     /// Nothing acquired; the log was read up to `high_watermark`.
     fn nothing(high_watermark: i64, retry_in_ms: Option<u64>) -> Self {
@@ -156,14 +188,29 @@ impl ShareService {
         }
     }
 
-    /// A ShareGroupHeartbeat; members that timed out release their records
-    /// on the share-partitions of this broker (elsewhere their locks expire).
+    /// The group settings of one share group: the coordinator's, with the
+    /// group's own timings over them.
+    fn group_config(&self, settings: &ShareSettings) -> ShareGroupConfig {
+        let mut config = self.group_config;
+        if let Some(ms) = settings.heartbeat_interval_ms {
+            config.heartbeat_interval_ms = ms.max(1);
+        }
+        if let Some(ms) = settings.session_timeout_ms {
+            config.session_timeout_ms = u64::from(ms.max(1));
+        }
+        config
+    }
+
+    /// A ShareGroupHeartbeat. Returns its answer and the members that left
+    /// the group with it (timed out, or this one leaving): their records
+    /// are released here; the caller releases them at the other owners.
     pub fn heartbeat(
         &self,
         group_id: &str,
         hb: &Heartbeat,
+        settings: &ShareSettings,
         topics: &dyn Fn(&str) -> Option<TopicInfo>,
-    ) -> Result<HeartbeatAnswer, ShareGroupError> {
+    ) -> (Result<HeartbeatAnswer, ShareGroupError>, Vec<MemberId>) {
         let now = now_ms();
         let (answer, mut gone) = {
             let mut groups = lock(&self.groups);
@@ -172,6 +219,7 @@ impl ShareService {
             let mut group = groups
                 .remove(group_id)
                 .unwrap_or_else(|| ShareGroup::new(group_id, self.group_config));
+            group.set_config(self.group_config(settings));
             let gone = group.expire(now, topics);
             let answer = group.heartbeat(hb, now, topics);
             if existed || answer.is_ok() {
@@ -185,7 +233,39 @@ impl ShareService {
         for member in &gone {
             self.release_member(group_id, member);
         }
-        answer
+        (answer, gone)
+    }
+
+    /// Removes the members silent for their group's session timeout, from
+    /// the groups `owned` says this broker coordinates, and forgets the
+    /// others' groups (their shard moved: the new coordinator has them).
+    /// Returns the members removed; their records are released here, the
+    /// caller releases them at the other owners.
+    pub fn expire_members(
+        &self,
+        owned: &dyn Fn(&str) -> bool,
+        topics: &dyn Fn(&str) -> Option<TopicInfo>,
+    ) -> Vec<(String, MemberId)> {
+        let now = now_ms();
+        let mut gone = Vec::new();
+        {
+            let mut groups = lock(&self.groups);
+            groups.retain(|id, _| owned(id));
+            for (id, group) in groups.iter_mut() {
+                if group.next_deadline().is_some_and(|at| at <= now) {
+                    gone.extend(
+                        group
+                            .expire(now, topics)
+                            .into_iter()
+                            .map(|m| (id.clone(), m)),
+                    );
+                }
+            }
+        }
+        for (group, member) in &gone {
+            self.release_member(group, member);
+        }
+        gone
     }
 
     pub fn describe(&self, group_id: &str) -> Option<ShareGroupDescription> {
@@ -255,13 +335,9 @@ impl ShareService {
                 }
             },
             None => {
-                let spec = match settings.reset {
-                    AutoOffsetReset::Earliest => OffsetSpec::Earliest,
-                    AutoOffsetReset::Latest => OffsetSpec::Latest,
-                };
-                let (start, _) = owner.list_offset(key, spec, None).await?;
+                let start = start_offset(owner, key, settings.reset).await?;
                 fresh = true;
-                SharePartition::new(config, Offset(start.offset))
+                SharePartition::new(config, Offset(start))
             }
         };
         {
@@ -447,6 +523,8 @@ mod tests {
         /// The share store: epoch owned, and what was written.
         epoch: Mutex<Option<u64>>,
         saved: Mutex<HashMap<String, (u64, ShareSnapshot)>>,
+        /// What ListOffsets by timestamp answers (−1: no record that recent).
+        by_time: Mutex<i64>,
     }
 
     #[async_trait::async_trait]
@@ -502,6 +580,7 @@ mod tests {
                 batches,
                 epoch: Mutex::new(Some(1)),
                 saved: Mutex::new(HashMap::new()),
+                by_time: Mutex::new(-1),
             }
         }
 
@@ -569,6 +648,7 @@ mod tests {
         ) -> Result<(OffsetAnswer, i64), CallError> {
             let offset = match spec {
                 OffsetSpec::Earliest => *self.start.lock().unwrap(),
+                OffsetSpec::Timestamp(_) => *self.by_time.lock().unwrap(),
                 _ => self.hw(),
             };
             Ok((
@@ -591,17 +671,15 @@ mod tests {
     }
 
     fn settings(reset: AutoOffsetReset) -> ShareSettings {
-        ShareSettings {
-            lock_duration_ms: 30_000,
-            reset,
-            delivery_count_limit: 0,
-        }
+        ShareSettings { reset, ..EARLIEST }
     }
 
     const EARLIEST: ShareSettings = ShareSettings {
         lock_duration_ms: 30_000,
         reset: AutoOffsetReset::Earliest,
         delivery_count_limit: 0,
+        heartbeat_interval_ms: None,
+        session_timeout_ms: None,
     };
 
     fn key() -> PartitionKey {
@@ -797,15 +875,112 @@ mod tests {
             subscribed_topics: None,
             rack_id: None,
         };
-        assert!(svc.heartbeat("g", &hb, &|_| None).is_err());
+        assert!(svc.heartbeat("g", &hb, &EARLIEST, &|_| None).0.is_err());
         assert!(svc.describe("g").is_none());
         let hb = Heartbeat {
             subscribed_topics: Some(vec!["t".into()]),
             ..hb
         };
-        assert!(svc.heartbeat("g", &hb, &|_| None).is_ok());
+        assert!(svc.heartbeat("g", &hb, &EARLIEST, &|_| None).0.is_ok());
         assert!(svc.has_member("g", &member()));
         assert!(svc.describe("g").is_some());
+    }
+
+    fn join(m: &MemberId) -> Heartbeat {
+        Heartbeat {
+            member_id: m.clone(),
+            member_epoch: 0,
+            subscribed_topics: Some(vec!["t".into()]),
+            rack_id: None,
+        }
+    }
+
+    #[test]
+    fn a_groups_own_heartbeat_interval_is_told_to_its_members() {
+        let svc = service();
+        let (answer, _) = svc.heartbeat("g", &join(&member()), &EARLIEST, &|_| None);
+        assert_eq!(answer.unwrap().heartbeat_interval_ms, 5_000);
+        let own = ShareSettings {
+            heartbeat_interval_ms: Some(700),
+            ..EARLIEST
+        };
+        let (answer, _) = svc.heartbeat("h", &join(&member()), &own, &|_| None);
+        assert_eq!(answer.unwrap().heartbeat_interval_ms, 700);
+    }
+
+    #[tokio::test]
+    async fn a_silent_member_is_swept_out_after_its_groups_session_timeout_and_its_records_released()
+     {
+        let log = FakeLog::new(2);
+        let svc = service();
+        let quick = ShareSettings {
+            session_timeout_ms: Some(30),
+            ..EARLIEST
+        };
+        let (answer, gone) = svc.heartbeat("g", &join(&member()), &quick, &|_| None);
+        assert!(answer.is_ok() && gone.is_empty());
+        let f = svc
+            .fetch(&log, &log, &quick, "g", &key(), &member(), 3, 1 << 20)
+            .await
+            .unwrap();
+        assert_eq!(f.acquired.len(), 1);
+        let owned = |_: &str| true;
+        // Within the timeout: nobody goes.
+        assert!(svc.expire_members(&owned, &|_| None).is_empty());
+        tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+        let gone = svc.expire_members(&owned, &|_| None);
+        assert_eq!(gone, vec![("g".to_owned(), member())]);
+        assert!(!svc.has_member("g", &member()));
+        // Its records are available again, long before their 30 s locks.
+        let other = MemberId::new("other");
+        let f = svc
+            .fetch(&log, &log, &quick, "g", &key(), &other, 3, 1 << 20)
+            .await
+            .unwrap();
+        assert_eq!(
+            (f.acquired[0].first.0, f.acquired[0].delivery_count),
+            (0, 2)
+        );
+    }
+
+    #[test]
+    fn the_sweep_forgets_groups_whose_shard_moved_away_without_releasing_anything() {
+        let svc = service();
+        let quick = ShareSettings {
+            session_timeout_ms: Some(1),
+            ..EARLIEST
+        };
+        assert!(
+            svc.heartbeat("g", &join(&member()), &quick, &|_| None)
+                .0
+                .is_ok()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        // Not this broker's any more: forgotten, its member not "timed out"
+        // (it heartbeats to the new coordinator).
+        assert!(svc.expire_members(&|_| false, &|_| None).is_empty());
+        assert!(svc.describe("g").is_none());
+    }
+
+    #[tokio::test]
+    async fn by_duration_starts_at_the_first_recent_record_or_else_the_end() {
+        let log = FakeLog::new(4);
+        let svc = service();
+        *log.by_time.lock().unwrap() = 6;
+        let recent = settings(AutoOffsetReset::ByDuration(60_000));
+        let f = svc
+            .fetch(&log, &log, &recent, "g", &key(), &member(), 100, 1)
+            .await
+            .unwrap();
+        assert_eq!(f.acquired[0].first.0, 6);
+        // Nothing that recent: from the end, as "latest".
+        *log.by_time.lock().unwrap() = -1;
+        let f = svc
+            .fetch(&log, &log, &recent, "h", &key(), &member(), 100, 1)
+            .await
+            .unwrap();
+        assert!(f.acquired.is_empty());
+        assert_eq!(log.saved.lock().unwrap()["h"].1.start, Offset(12));
     }
 
     fn header(base: i64, records: i32, body: usize) -> Vec<u8> {

@@ -5,8 +5,7 @@
 //! and the producers of a partition (DescribeProducers,
 //! [`Broker::producers`], route `/rpc/producers`).
 
-use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError, Weak};
+use std::sync::Weak;
 
 use floe_metadata::ErrorKind as MetaKind;
 use floe_metadata::ids::{Epoch, PartitionKey, ProducerEpoch, ProducerId};
@@ -182,25 +181,13 @@ impl Broker {
 #[derive(Debug)]
 pub struct OwnerMarkers {
     broker: Weak<Inner>,
-    /// One client per peer address, reused.
-    peers: Mutex<HashMap<String, RemoteBroker>>,
 }
 
 impl OwnerMarkers {
     pub fn new(broker: &Broker) -> Self {
         Self {
             broker: std::sync::Arc::downgrade(&broker.inner),
-            peers: Mutex::new(HashMap::new()),
         }
-    }
-
-    fn peer(&self, addr: &str) -> RemoteBroker {
-        self.peers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(addr.to_string())
-            .or_insert_with(|| RemoteBroker::new(addr))
-            .clone()
     }
 }
 
@@ -270,7 +257,13 @@ impl MarkerWriter for OwnerMarkers {
                 "the owner {owner} of {partition} is not registered"
             )));
         };
-        match self.peer(addr).write_marker(&partition, &marker).await {
+        match broker
+            .inner
+            .peers
+            .get(addr)
+            .write_marker(&partition, &marker)
+            .await
+        {
             Ok(()) => Ok(()),
             Err(CallError::Broker(e)) => Err(verdict(&e)),
             Err(CallError::Routing(e)) => Err(MarkerError::Failed(e.to_string())),
