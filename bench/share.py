@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Share groups against classic consumption (issue 15's figures).
+
+Starts `floe standalone` (the binary of `FLOE_BIN`, else the release build)
+on a fresh data dir with ports chosen by the system, produces `--records`
+records of `--size` bytes to a topic of one partition, then reads all of them:
+
+- `classic`: one confluent-kafka `Consumer` of a new group (auto commit);
+  its clock runs from the first record received to the last, as the share
+  modes' clock does (group joins are not counted);
+- `share-K` for each K of `--consumers` (default 1, 3 and 10): K
+  `ShareConsumer`s, each in its own process, of a new share group, each
+  record acknowledged ACCEPT explicitly (the acknowledgements ride on the
+  next poll, as a client in a loop sends them).
+
+Each mode runs `--rounds` times, alternated. Printed: records/s per run and
+the median, the ratio to classic, and for share modes whether any record
+was delivered twice. Then `--redeliveries` samples of the redelivery
+latency after a lock expiry: a consumer takes one record and holds it
+without acknowledging; another polls; the time from the lock's end (the
+acquisition plus `--lock-ms`, the proxy's `--share-record-lock-duration-ms`)
+to the record reaching the other consumer.
+
+With `--quick` everything is small (a smoke run of the script itself).
+
+Usage: FLOE_BIN=target/release/floe python bench/share.py [--records 50000]
+"""
+
+import argparse
+import multiprocessing as mp
+import os
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+import confluent_kafka as ck  # noqa: E402
+import confluent_kafka.admin  # noqa: E402
+
+from conftest import Standalone  # noqa: E402
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+def create(bootstrap, topic, partitions=1):
+    a = ck.admin.AdminClient({"bootstrap.servers": bootstrap})
+    a.create_topics([ck.admin.NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+def fill(bootstrap, topic, records, size):
+    p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                     "queue.buffering.max.messages": 1_000_000})
+    value = b"x" * size
+    for _ in range(records):
+        while True:
+            try:
+                p.produce(topic, value=value)
+                break
+            except BufferError:
+                p.poll(0.01)
+    assert p.flush(120) == 0
+
+
+def classic(bootstrap, topic, records):
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"classic-{uuid.uuid4().hex[:8]}",
+                     "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    got = 0
+    start = None
+    deadline = time.monotonic() + 300
+    while got < records:
+        assert time.monotonic() < deadline, f"classic read {got} of {records}"
+        for m in c.consume(1000, 0.5):
+            if m.error() is None:
+                if start is None:
+                    start = time.perf_counter()
+                got += 1
+    elapsed = time.perf_counter() - start
+    c.close()
+    return records / elapsed
+
+
+def share_worker(bootstrap, group, topic, total, counted, first, go, out):
+    """One share consumer: polls and ACCEPTs until `counted` reaches `total`;
+    sends back the offsets it got. The first record any worker gets sets
+    `first` (the clock's start, as for classic)."""
+    c = ck.ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                          "share.acknowledgement.mode": "explicit"})
+    c.subscribe([topic])
+    go.wait()
+    offsets = []
+    deadline = time.monotonic() + 300
+    while counted.value < total and time.monotonic() < deadline:
+        msgs = c.poll(0.2)
+        n = 0
+        for m in msgs:
+            if m.error() is None:
+                c.acknowledge(m, ck.AcknowledgeType.ACCEPT)
+                offsets.append(m.offset())
+                n += 1
+        if n:
+            with counted.get_lock():
+                if counted.value == 0:
+                    first.value = time.perf_counter()
+                counted.value += n
+    c.commit_sync()
+    c.close()
+    out.put(offsets)
+
+
+def share(bootstrap, topic, records, consumers):
+    """Returns (records/s, records delivered more than once)."""
+    group = f"share-{uuid.uuid4().hex[:8]}"
+    counted = mp.Value("q", 0)
+    first = mp.Value("d", 0.0)
+    go = mp.Event()
+    out = mp.Queue()
+    procs = [mp.Process(target=share_worker,
+                        args=(bootstrap, group, topic, records, counted, first, go, out))
+             for _ in range(consumers)]
+    for p in procs:
+        p.start()
+    time.sleep(1.0)  # let them all subscribe: the group's first assignment
+    go.set()
+    started = time.perf_counter()
+    while counted.value < records:
+        time.sleep(0.005)
+        assert time.perf_counter() - started < 300, f"share-{consumers} read {counted.value} of {records}"
+    elapsed = time.perf_counter() - first.value
+    seen = []
+    for _ in procs:
+        seen += out.get(timeout=60)
+    for p in procs:
+        p.join(60)
+    return records / elapsed, len(seen) - len(set(seen))
+
+
+def redelivery(bootstrap, topic, lock_ms, samples):
+    """Seconds from each held record's lock end to its redelivery elsewhere."""
+    out = []
+    for _ in range(samples):
+        group = f"redeliver-{uuid.uuid4().hex[:8]}"
+        holder = ck.ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                   "share.acknowledgement.mode": "explicit"})
+        holder.subscribe([topic])
+        taken = None
+        deadline = time.monotonic() + 60
+        while taken is None:
+            assert time.monotonic() < deadline, "the holder got nothing"
+            for m in holder.poll(0.5):
+                if m.error() is None and taken is None:
+                    taken = (m.offset(), time.time())
+        other = ck.ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                  "share.acknowledgement.mode": "explicit"})
+        other.subscribe([topic])
+        back = None
+        deadline = time.monotonic() + 60 + lock_ms / 1000
+        while back is None:
+            assert time.monotonic() < deadline, "the held record never came back"
+            for m in other.poll(0.05):
+                if m.error() is None:
+                    if m.offset() == taken[0]:
+                        back = time.time()
+                    other.acknowledge(m, ck.AcknowledgeType.ACCEPT)
+        out.append(back - (taken[1] + lock_ms / 1000))
+        other.close()
+        holder.close()
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=50_000)
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--consumers", type=int, nargs="+", default=[1, 3, 10])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--lock-ms", type=int, default=1000)
+    ap.add_argument("--redeliveries", type=int, default=5)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    if args.quick:
+        args.records, args.consumers, args.rounds, args.redeliveries = 2000, [1, 2], 1, 1
+    floe = os.environ.get("FLOE_BIN", str(ROOT / "target" / "release" / "floe"))
+    modes = [("classic", 0)] + [(f"share-{k}", k) for k in args.consumers]
+    rates = {m: [] for m, _ in modes}
+    dupes = {m: 0 for m, _ in modes}
+    with tempfile.TemporaryDirectory(prefix="floe-bench-share-") as work:
+        s = Standalone(floe, work, share_auto_offset_reset="earliest",
+                       share_record_lock_duration_ms=args.lock_ms)
+        s.start()
+        try:
+            for r in range(args.rounds):
+                topic = f"bench-{r}"
+                create(s.bootstrap, topic)
+                fill(s.bootstrap, topic, args.records, args.size)
+                for name, k in modes:
+                    if k == 0:
+                        rate = classic(s.bootstrap, topic, args.records)
+                    else:
+                        rate, d = share(s.bootstrap, topic, args.records, k)
+                        dupes[name] += d
+                    rates[name].append(rate)
+                    print(f"round {r} {name}: {rate:,.0f} records/s", flush=True)
+            topic = "redelivery"
+            create(s.bootstrap, topic)
+            fill(s.bootstrap, topic, 10, args.size)
+            lat = redelivery(s.bootstrap, topic, args.lock_ms, args.redeliveries)
+        finally:
+            s.stop()
+    base = statistics.median(rates["classic"])
+    print(f"\n{args.records} records of {args.size} B on one partition, {args.rounds} rounds, {floe}")
+    print("| mode | records/s (median) | runs | ratio to classic | delivered twice |")
+    print("|---|---|---|---|---|")
+    for name, k in modes:
+        med = statistics.median(rates[name])
+        runs = ", ".join(f"{x:,.0f}" for x in rates[name])
+        twice = "—" if k == 0 else str(dupes[name])
+        print(f"| {name} | {med:,.0f} | {runs} | {med / base:.2f} | {twice} |")
+    print(f"\nredelivery after a {args.lock_ms} ms lock expired, {len(lat)} samples: "
+          f"p50 {pct(lat, 0.5) * 1e3:.0f} ms, max {max(lat) * 1e3:.0f} ms after the lock's end")
+    if any(dupes.values()):
+        sys.exit("a record was delivered twice")
+
+
+if __name__ == "__main__":
+    main()
