@@ -6,6 +6,8 @@
 //!   held by the partition's owner.
 //! - [`group`]: one share group's membership and assignment (ShareGroup-
 //!   Heartbeat, ShareGroupDescribe), held by its coordinator shard's owner.
+//! - [`isolation`]: what a `read_committed` share group never sees
+//!   (records of aborted transactions, markers).
 //! - [`service`]: both, as one broker serves them (its coordinator shards'
 //!   groups, its partitions' share-partitions).
 //! - [`durable`]: the share-partitions' durable form in the metadata
@@ -15,6 +17,7 @@
 
 pub mod durable;
 pub mod group;
+pub mod isolation;
 pub mod partition;
 pub mod rpc;
 pub mod service;
