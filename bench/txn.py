@@ -18,7 +18,13 @@ decided and its markers written) p50/p99 over every transaction of the mode.
 With `--ids N`, N other transactional ids are registered first (a cluster
 with many transactional producers), so lookups that grow with the ids show.
 
-Usage: FLOE_BIN=target/release/floe python bench/txn.py [--records 100000] [--ids 1000]
+With `--s3`, the same runs go to a cluster of processes on S3 (one metadata
+node, `--brokers` brokers, one proxy; the store is moto, or Garage with
+`FLOE_S3_SERVER=garage`, as in `tests/s3_cluster.py`), where flushes are
+paced (250 ms by default): a commit waits for its data's flush and for its
+markers' flush.
+
+Usage: FLOE_BIN=target/release/floe python bench/txn.py [--records 100000] [--ids 1000] [--s3]
 """
 
 import argparse
@@ -110,6 +116,9 @@ def main():
     ap.add_argument("--ids", type=int, default=0,
                     help="transactional ids registered (InitProducerId) before measuring, as a cluster "
                          "with many producers has: lookups that read every id's state grow with them")
+    ap.add_argument("--s3", action="store_true",
+                    help="a cluster of processes on S3 (moto) instead of a standalone on a local folder")
+    ap.add_argument("--brokers", type=int, default=2, help="brokers of the --s3 cluster")
     ap.add_argument("--describe", type=int, default=0,
                     help="after registering the ids, time this many DescribeTransactions of them "
                          "(kafka-python's admin client) and print p50/p99")
@@ -117,8 +126,14 @@ def main():
     floe = os.environ.get("FLOE_BIN", str(ROOT / "target" / "release" / "floe"))
     modes = [("idempotent", 0)] + [(f"txn-{n}", n) for n in args.per_txn]
     with tempfile.TemporaryDirectory(prefix="floe-bench-txn-") as work:
-        s = Standalone(floe, work, transactions=True)
-        s.start()
+        if args.s3:
+            from s3_cluster import S3Cluster
+            s = S3Cluster(floe, work, metas=1, brokers=args.brokers, proxies=1, endpoints=1)
+            where = f"a cluster on S3 ({args.brokers} brokers, 1 proxy, 1 metadata node)"
+        else:
+            s = Standalone(floe, work, transactions=True)
+            s.start()
+            where = "floe standalone on a local folder"
         try:
             for i in range(args.ids):
                 ck.Producer({"bootstrap.servers": s.bootstrap,
@@ -138,8 +153,8 @@ def main():
         finally:
             s.stop()
     base = statistics.median(mbs["idempotent"])
-    print(f"\n{args.records} records of {args.size} B, {args.partitions} partitions, {args.rounds} rounds, "
-          f"{args.ids} other transactional ids, {floe}")
+    print(f"\n{where}: {args.records} records of {args.size} B, {args.partitions} partitions, "
+          f"{args.rounds} rounds, {args.ids} other transactional ids, {floe}")
     print("| mode | MB/s (median) | runs | ratio to idempotent | commit p50 / p99 ms |")
     print("|---|---|---|---|---|")
     for name, _ in modes:
