@@ -743,6 +743,16 @@ impl Context {
             }
             Ok(c) => c,
         };
+        // A share group's stored offsets are its share state: changed only
+        // through DeleteShareGroupOffsets (Kafka: GROUP_ID_NOT_FOUND).
+        if matches!(
+            self.share_check(&group).await,
+            Ok(Some(floe_broker::share::GroupKind::Share))
+                | Err(floe_broker::share::ShareGroupError::NonEmptyGroup)
+        ) {
+            resp.error_code = GroupError::GroupIdNotFound.kafka_code();
+            return resp;
+        }
         let desc = c.describe_group(&group).await;
         // A consumer group (KIP-848) is not a classic group: its members'
         // subscriptions come from ConsumerGroupDescribe.
