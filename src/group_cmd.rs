@@ -15,7 +15,8 @@ use crate::table::{Table, cell};
 
 #[derive(Debug, Subcommand)]
 pub enum GroupCommand {
-    /// List the groups with their state (ListGroups).
+    /// List the groups (classic, consumer and share) with their type and
+    /// state (ListGroups).
     List {
         #[command(flatten)]
         conn: BootstrapArgs,
@@ -24,7 +25,9 @@ pub enum GroupCommand {
         json: bool,
     },
     /// Show a group's state, members, and per partition its committed
-    /// offset, log end offset and lag, with the total lag.
+    /// offset, log end offset and lag, with the total lag. For a share
+    /// group: per partition its start offset, log end offset, lag (end
+    /// minus start) and the members assigned it.
     Describe {
         #[command(flatten)]
         conn: BootstrapArgs,
@@ -45,11 +48,12 @@ pub enum GroupCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Move a group's committed offsets (only while it has no live members,
-    /// as in Kafka). Shows the plan and changes nothing unless --execute.
+    /// Move a group's committed offsets, or a share group's start offsets
+    /// (AlterShareGroupOffsets), only while it has no live members, as in
+    /// Kafka. Shows the plan and changes nothing unless --execute.
     ResetOffsets(ResetArgs),
-    /// Delete groups and their committed offsets (refused while a group has
-    /// members).
+    /// Delete groups (classic, consumer or share) and their committed
+    /// offsets or share state (refused while a group has members).
     Delete {
         #[command(flatten)]
         conn: BootstrapArgs,
@@ -58,7 +62,9 @@ pub enum GroupCommand {
         groups: Vec<String>,
     },
     /// Delete a group's committed offsets of some topics or partitions
-    /// (refused for topics its live members subscribe to).
+    /// (refused for topics its live members subscribe to), or a share
+    /// group's start offsets of whole topics (DeleteShareGroupOffsets,
+    /// refused while it has members).
     DeleteOffsets {
         #[command(flatten)]
         conn: BootstrapArgs,
@@ -103,37 +109,37 @@ pub struct ResetArgs {
     #[command(flatten)]
     conn: BootstrapArgs,
     /// The group's id.
-    group: String,
+    pub(crate) group: String,
     /// TOPIC (all its partitions) or TOPIC:P,P,…; repeat for several.
     #[arg(long = "topic", value_name = "TOPIC[:PARTITIONS]", group = "scope", value_parser = parse_topic_spec)]
-    topics: Vec<TopicSpec>,
+    pub(crate) topics: Vec<TopicSpec>,
     /// Every topic the group has committed offsets for.
     #[arg(long, group = "scope")]
-    all_topics: bool,
+    pub(crate) all_topics: bool,
     /// To the first offset of each partition.
     #[arg(long, group = "target")]
-    to_earliest: bool,
+    pub(crate) to_earliest: bool,
     /// To the end of each partition (the next offset to be written).
     #[arg(long, group = "target")]
-    to_latest: bool,
+    pub(crate) to_latest: bool,
     /// To the first record at or after this time (the end if there is none);
     /// ms since the epoch, 2024-05-01T12:00:00[Z|+02:00], 2024-05-01, or
     /// -DURATION before now (-15m, -2h, -1d).
     #[arg(long, group = "target", value_name = "TIME", value_parser = crate::time_arg::parse_time, allow_hyphen_values = true)]
-    to_datetime: Option<i64>,
+    pub(crate) to_datetime: Option<i64>,
     /// To this offset (kept within the partition's first and end offsets).
     #[arg(long, group = "target", value_name = "OFFSET")]
-    to_offset: Option<i64>,
+    pub(crate) to_offset: Option<i64>,
     /// By N from the committed offset (negative: back), kept within the
     /// partition's first and end offsets.
     #[arg(long, group = "target", value_name = "N", allow_hyphen_values = true)]
-    shift_by: Option<i64>,
+    pub(crate) shift_by: Option<i64>,
     /// Only show the plan (the default).
     #[arg(long, group = "mode")]
-    dry_run: bool,
+    pub(crate) dry_run: bool,
     /// Commit the new offsets.
     #[arg(long, group = "mode")]
-    execute: bool,
+    pub(crate) execute: bool,
 }
 
 /// `TOPIC` or `TOPIC:P,P,…`.
@@ -175,7 +181,9 @@ pub async fn run(cmd: GroupCommand) -> anyhow::Result<()> {
             json,
         } => {
             let mut client = conn.connect().await?;
-            if members {
+            if let Some(share) = client.describe_share_group(&group).await? {
+                crate::share_group_cmd::describe(&mut client, &share, members, json).await
+            } else if members {
                 describe_members(&mut client, &group).await
             } else {
                 describe(&mut client, &group, isolation.into(), json).await
@@ -238,6 +246,7 @@ async fn list(client: &mut KafkaClient, json: bool) -> anyhow::Result<()> {
         for g in groups {
             let v = serde_json::json!({
                 "group": g.group_id,
+                "type": group_type(&g),
                 "state": g.state,
                 "protocol_type": g.protocol_type,
             });
@@ -245,10 +254,11 @@ async fn list(client: &mut KafkaClient, json: bool) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let mut table = Table::new(&["GROUP", "STATE", "PROTOCOL-TYPE"]);
+    let mut table = Table::new(&["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"]);
     for g in groups {
         table.row(vec![
-            g.group_id,
+            g.group_id.clone(),
+            group_type(&g),
             g.state.unwrap_or_default(),
             g.protocol_type,
         ]);
@@ -257,9 +267,19 @@ async fn list(client: &mut KafkaClient, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A listed group's type: as the broker says (ListGroups v5), else from
+/// its protocol type.
+fn group_type(g: &floe_client::GroupListing) -> String {
+    match &g.group_type {
+        Some(t) if !t.is_empty() => t.clone(),
+        _ if g.protocol_type == "share" => "share".to_owned(),
+        _ => "classic".to_owned(),
+    }
+}
+
 /// The end offset (`LATEST`) or first offset (`EARLIEST`) of each partition
 /// asked, by topic; a topic that no longer exists has none.
-async fn offsets_at(
+pub(crate) async fn offsets_at(
     client: &mut KafkaClient,
     partitions: &BTreeSet<TopicPartition>,
     at: i64,
@@ -455,7 +475,7 @@ async fn describe_members(client: &mut KafkaClient, group: &str) -> anyhow::Resu
 
 /// The partitions a spec names: those listed, or every partition of the
 /// topic.
-async fn partitions_of(
+pub(crate) async fn partitions_of(
     client: &mut KafkaClient,
     spec: &TopicSpec,
 ) -> anyhow::Result<Vec<TopicPartition>> {
@@ -476,15 +496,69 @@ async fn partitions_of(
     Ok(ps.into_iter().map(|p| (spec.topic.clone(), p)).collect())
 }
 
+/// Where each of `partitions` moves: the target `args` names, from the
+/// `current` offsets (for --shift-by), kept within the partition.
+pub(crate) async fn plan(
+    client: &mut KafkaClient,
+    args: &ResetArgs,
+    group: &str,
+    partitions: &BTreeSet<TopicPartition>,
+    current: &BTreeMap<TopicPartition, i64>,
+) -> anyhow::Result<BTreeMap<TopicPartition, i64>> {
+    let earliest = offsets_at(client, partitions, EARLIEST).await?;
+    let latest = offsets_at(client, partitions, LATEST).await?;
+    let at_time = match args.to_datetime {
+        Some(t) => Some(offsets_at(client, partitions, t).await?),
+        None => None,
+    };
+    let mut plan: BTreeMap<TopicPartition, i64> = BTreeMap::new();
+    for tp in partitions {
+        let (Some(&first), Some(&end)) = (earliest.get(tp), latest.get(tp)) else {
+            bail!("topic {} does not exist", tp.0);
+        };
+        let target = if args.to_earliest {
+            first
+        } else if args.to_latest {
+            end
+        } else if let Some(o) = args.to_offset {
+            o
+        } else if let Some(n) = args.shift_by {
+            let Some(&current) = current.get(tp) else {
+                bail!(
+                    "group {group} has no offset in {} partition {} to shift from",
+                    tp.0,
+                    tp.1
+                );
+            };
+            current.saturating_add(n)
+        } else if let Some(found) = &at_time {
+            // No record at or after the time: the end, as Kafka does.
+            match found.get(tp).copied() {
+                Some(o) if o >= 0 => o,
+                _ => end,
+            }
+        } else {
+            bail!(
+                "no target: give --to-earliest, --to-latest, --to-datetime, --to-offset or --shift-by"
+            );
+        };
+        plan.insert(tp.clone(), clamp(target, first, end));
+    }
+    Ok(plan)
+}
+
 /// The new offset of one partition: `target` kept within
 /// `[earliest, latest]`.
-fn clamp(target: i64, earliest: i64, latest: i64) -> i64 {
+pub(crate) fn clamp(target: i64, earliest: i64, latest: i64) -> i64 {
     target.max(earliest).min(latest.max(earliest))
 }
 
 async fn reset(args: ResetArgs) -> anyhow::Result<()> {
     let mut client = args.conn.connect().await?;
     let group = args.group.as_str();
+    if let Some(share) = client.describe_share_group(group).await? {
+        return crate::share_group_cmd::reset(&mut client, &share, &args).await;
+    }
     let desc = client.describe_group(group).await?;
     let committed = client.committed_offsets(group).await?;
     if desc.is_active() {
@@ -509,45 +583,7 @@ async fn reset(args: ResetArgs) -> anyhow::Result<()> {
     if partitions.is_empty() {
         bail!("no partition to reset: group {group} has no committed offsets");
     }
-    let earliest = offsets_at(&mut client, &partitions, EARLIEST).await?;
-    let latest = offsets_at(&mut client, &partitions, LATEST).await?;
-    let at_time = match args.to_datetime {
-        Some(t) => Some(offsets_at(&mut client, &partitions, t).await?),
-        None => None,
-    };
-    let mut plan: BTreeMap<TopicPartition, i64> = BTreeMap::new();
-    for tp in &partitions {
-        let (Some(&first), Some(&end)) = (earliest.get(tp), latest.get(tp)) else {
-            bail!("topic {} does not exist", tp.0);
-        };
-        let target = if args.to_earliest {
-            first
-        } else if args.to_latest {
-            end
-        } else if let Some(o) = args.to_offset {
-            o
-        } else if let Some(n) = args.shift_by {
-            let Some(&current) = committed.get(tp) else {
-                bail!(
-                    "group {group} has no committed offset in {} partition {} to shift from",
-                    tp.0,
-                    tp.1
-                );
-            };
-            current.saturating_add(n)
-        } else if let Some(found) = &at_time {
-            // No record at or after the time: the end, as Kafka does.
-            match found.get(tp).copied() {
-                Some(o) if o >= 0 => o,
-                _ => end,
-            }
-        } else {
-            bail!(
-                "no target: give --to-earliest, --to-latest, --to-datetime, --to-offset or --shift-by"
-            );
-        };
-        plan.insert(tp.clone(), clamp(target, first, end));
-    }
+    let plan = plan(&mut client, &args, group, &partitions, &committed).await?;
     let mut table = Table::new(&[
         "GROUP",
         "TOPIC",
@@ -579,6 +615,9 @@ async fn delete_offsets(
     group: &str,
     specs: &[TopicSpec],
 ) -> anyhow::Result<()> {
+    if client.describe_share_group(group).await?.is_some() {
+        return crate::share_group_cmd::delete_offsets(client, group, specs).await;
+    }
     let committed = client.committed_offsets(group).await?;
     let mut partitions = Vec::new();
     for spec in specs {

@@ -22,6 +22,7 @@ mod record_format;
 mod record_input;
 mod role_env;
 mod roles;
+mod share_group_cmd;
 mod standalone;
 mod storage_cmd;
 mod table;

@@ -18,6 +18,19 @@ pub(crate) async fn commit_offsets(
 ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
     let shards = b.view().current().shard_count();
     let c = b.coordinator(&p.group_id, shards)?;
+    // One id namespace: a share group's stored offsets are its share
+    // state, never a commit (Kafka answers GROUP_ID_NOT_FOUND). A member's
+    // commit is of a classic or consumer group (their joins refuse share
+    // groups); an admin's (no generation) is checked against what is
+    // stored too.
+    let share = if p.generation_id < 0 {
+        b.kind_or_live(&p.group_id).await == Some(crate::share::GroupKind::Share)
+    } else {
+        b.live_kind(&p.group_id) == Some(crate::share::GroupKind::Share)
+    };
+    if share {
+        return Err(GroupError::GroupIdNotFound);
+    }
     c.validate_commit(
         &p.group_id,
         p.generation_id,

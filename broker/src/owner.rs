@@ -277,6 +277,11 @@ impl Coordinator for Broker {
     async fn join_group(&self, mut p: JoinParams) -> JoinResult {
         match self.coordinator_of(&p.group_id) {
             Ok(c) => {
+                // One id namespace: a share group's id is refused.
+                let kind = self.kind_or_live(&p.group_id).await;
+                if let Some(e) = crate::share::namespace::refusal_of_share(kind, true) {
+                    return JoinResult::failed(p.member_id, e);
+                }
                 if let Some(ms) = self.group_session_timeout_ms(&p.group_id).await {
                     p.session_timeout_ms = ms;
                 }
@@ -351,6 +356,16 @@ impl Coordinator for Broker {
         hb: ConsumerHeartbeat,
     ) -> Result<ConsumerHeartbeatAnswer, GroupError> {
         let c = self.coordinator_of(&hb.group_id)?;
+        // One id namespace: a share group's id is refused (its stored
+        // state is read only for a join of a group not in memory).
+        let kind = if hb.member_epoch == 0 {
+            self.kind_or_live(&hb.group_id).await
+        } else {
+            self.live_kind(&hb.group_id)
+        };
+        if let Some(e) = crate::share::namespace::refusal_of_share(kind, false) {
+            return Err(e);
+        }
         let snap = self.view().current();
         let topics = |name: &str| {
             snap.topics.get(name).map(|t| TopicMeta {

@@ -43,12 +43,18 @@ pub(crate) const CLIENT_VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::InitProducerId, 0, 4),
     // Groups: one group per request (OffsetFetch v8 batches groups).
-    (ApiKey::ListGroups, 0, 4),
+    // v5: the group's type (classic, consumer, share).
+    (ApiKey::ListGroups, 0, 5),
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::OffsetFetch, 1, 7),
     (ApiKey::OffsetCommit, 2, 8),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
+    // Share groups (KIP-932), when the broker serves them.
+    (ApiKey::ShareGroupDescribe, 1, 1),
+    (ApiKey::DescribeShareGroupOffsets, 0, 0),
+    (ApiKey::AlterShareGroupOffsets, 0, 0),
+    (ApiKey::DeleteShareGroupOffsets, 0, 0),
     // Transactions and producers (`floe transactions`, `floe producers`).
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTransactions, 0, 0),

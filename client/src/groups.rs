@@ -36,6 +36,9 @@ pub struct GroupListing {
     pub protocol_type: String,
     /// The state, if the broker says (ListGroups v4 and later).
     pub state: Option<String>,
+    /// `classic`, `consumer` or `share`, if the broker says (ListGroups v5
+    /// and later).
+    pub group_type: Option<String>,
 }
 
 /// One member of a group.
@@ -141,6 +144,7 @@ impl KafkaClient {
                 group_id: g.group_id.0.to_string(),
                 protocol_type: g.protocol_type.to_string(),
                 state: (version >= 4).then(|| g.group_state.to_string()),
+                group_type: (version >= 5).then(|| g.group_type.to_string()),
             })
             .collect();
         groups.sort();

@@ -29,6 +29,7 @@ mod groups;
 mod metadata;
 pub mod partitioner;
 mod produce;
+mod share_groups;
 #[cfg(test)]
 mod test_support;
 mod txns;
@@ -46,4 +47,5 @@ pub use groups::{GroupDescription, GroupListing, GroupMember, TopicPartition, de
 pub use kafka_protocol::ResponseError;
 pub use metadata::{PartitionMetadata, TopicListing, TopicMetadata};
 pub use produce::{Acks, PartitionStats, Producer, ProducerConfig, ProducerRecord};
+pub use share_groups::{ShareGroupDescription, ShareMember};
 pub use txns::{ProducerDescription, TransactionDescription, TransactionListing};

@@ -66,6 +66,10 @@ use kafka_protocol::messages::{
     ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, ListGroupsRequest,
 };
 use kafka_protocol::messages::describe_share_group_offsets_request;
+use kafka_protocol::messages::{
+    AlterShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequest,
+    alter_share_group_offsets_request, delete_share_group_offsets_request,
+};
 use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
 use kafka_protocol::messages::describe_producers_request::TopicRequest as ProducersTopic;
 use kafka_protocol::messages::describe_topic_partitions_request::{
@@ -646,6 +650,34 @@ fn request_body(api_key: ApiKey, version: i16, records: &Bytes) -> Option<Reques
                             .with_topic_name(name("orders"))
                             .with_partitions(vec![0, 1]),
                     ])),
+            ]),
+        ),
+        ApiKey::AlterShareGroupOffsets => RequestKind::AlterShareGroupOffsets(
+            AlterShareGroupOffsetsRequest::default()
+                .with_group_id(GroupId(text("share-a")))
+                .with_topics(vec![
+                    alter_share_group_offsets_request::AlterShareGroupOffsetsRequestTopic::default()
+                        .with_topic_name(name("orders"))
+                        .with_partitions(vec![
+                            alter_share_group_offsets_request::AlterShareGroupOffsetsRequestPartition::default()
+                                .with_partition_index(0)
+                                .with_start_offset(42),
+                            alter_share_group_offsets_request::AlterShareGroupOffsetsRequestPartition::default()
+                                .with_partition_index(1)
+                                .with_start_offset(0),
+                        ]),
+                ]),
+        ),
+        ApiKey::DeleteShareGroupOffsets => RequestKind::DeleteShareGroupOffsets(
+            DeleteShareGroupOffsetsRequest::default()
+                .with_group_id(GroupId(text("share-a")))
+                .with_topics(vec![
+                    delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic::default()
+                        .with_topic_name(name("orders")),
+                    delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic::default()
+                        .with_topic_name(name("payments")),
+                ]),
+        ),
         ApiKey::DescribeLogDirs => RequestKind::DescribeLogDirs(
             DescribeLogDirsRequest::default().with_topics(Some(vec![
                 DescribableLogDirTopic::default()
@@ -714,6 +746,8 @@ fn kafka_requests(root: &Path) -> AnyResult<()> {
         ApiKey::ConsumerGroupDescribe,
         ApiKey::ListGroups,
         ApiKey::DescribeShareGroupOffsets,
+        ApiKey::AlterShareGroupOffsets,
+        ApiKey::DeleteShareGroupOffsets,
         ApiKey::DescribeLogDirs,
         ApiKey::DescribeTopicPartitions,
         ApiKey::DescribeProducers,

@@ -67,6 +67,18 @@ pub struct CommittedOffset {
     pub metadata: String,
 }
 
+/// How a share-partition's state (written by [`Command::ShareState`])
+/// begins its offset metadata: the broker's encoding of the window is
+/// versioned by this prefix, which no classic commit of Floe's clients
+/// writes. It is how a group's stored offsets tell a share group from a
+/// classic one (one id namespace).
+pub const SHARE_STATE_PREFIX: &str = "1;";
+
+/// Whether a stored offset's metadata is a share-partition's state.
+pub fn is_share_state(metadata: &str) -> bool {
+    metadata.starts_with(SHARE_STATE_PREFIX)
+}
+
 /// The coordinator shard an offset commit comes through: the broker that
 /// coordinates the group and the shard's epoch it holds. The commit is
 /// applied only while that is the shard's current owner and epoch, so a

@@ -605,6 +605,20 @@ impl Context {
                     if version >= 6 && desc.error == Some(GroupError::GroupIdNotFound) {
                         d.error_message = Some(s(format!("Group {} is not a classic group.", g.0)));
                     }
+                    // A share group is not a classic group either (v6+
+                    // says so; before, Kafka answers Dead without error).
+                    if version >= 6
+                        && desc.error.is_none()
+                        && desc.state == floe_broker::group::GroupState::Dead
+                        && matches!(
+                            self.share_check(&g.0).await,
+                            Ok(Some(floe_broker::share::GroupKind::Share))
+                                | Err(floe_broker::share::ShareGroupError::NonEmptyGroup)
+                        )
+                    {
+                        d.error_code = GroupError::GroupIdNotFound.kafka_code();
+                        d.error_message = Some(s(format!("Group {} is not a classic group.", g.0)));
+                    }
                     d.group_state = s(desc.state.as_str());
                     d.protocol_type = s(desc.protocol_type);
                     d.protocol_data = s(desc.protocol_data);
@@ -643,8 +657,7 @@ impl Context {
             Vec::new()
         };
         // v5: `classic`, `consumer` (the coordinators' groups) and `share`
-        // (none listed here yet: share groups live in the share service,
-        // `floe_broker::share`, which is where to add them).
+        // (the share groups of the same shards, `crate::share_admin`).
         let types: Vec<String> = if version >= 5 {
             req.types_filter
                 .iter()
@@ -667,6 +680,12 @@ impl Context {
                     && (types.is_empty() || types.iter().any(|t| t == l.group_type.as_str()))
             }));
         }
+        let share_wanted = types.is_empty() || types.iter().any(|t| t == "share");
+        let shares = if share_wanted {
+            self.share_listings(&snap, &named).await
+        } else {
+            Vec::new()
+        };
         let mut resp = ListGroupsResponse::default();
         resp.groups = listed
             .into_iter()
@@ -683,6 +702,26 @@ impl Context {
                 g
             })
             .collect();
+        for (id, state) in shares {
+            if !states.is_empty()
+                && !states
+                    .iter()
+                    .any(|x| x.eq_ignore_ascii_case(state.as_str()))
+            {
+                continue;
+            }
+            let mut g = ListedGroup::default();
+            g.group_id = GroupId(s(id));
+            g.protocol_type = s("share");
+            if version >= 4 {
+                g.group_state = s(state.as_str());
+            }
+            if version >= 5 {
+                g.group_type = s("share");
+            }
+            resp.groups.push(g);
+        }
+        resp.groups.sort_by(|a, b| a.group_id.0.cmp(&b.group_id.0));
         resp
     }
 
@@ -704,6 +743,16 @@ impl Context {
             }
             Ok(c) => c,
         };
+        // A share group's stored offsets are its share state: changed only
+        // through DeleteShareGroupOffsets (Kafka: GROUP_ID_NOT_FOUND).
+        if matches!(
+            self.share_check(&group).await,
+            Ok(Some(floe_broker::share::GroupKind::Share))
+                | Err(floe_broker::share::ShareGroupError::NonEmptyGroup)
+        ) {
+            resp.error_code = GroupError::GroupIdNotFound.kafka_code();
+            return resp;
+        }
         let desc = c.describe_group(&group).await;
         // A consumer group (KIP-848) is not a classic group: its members'
         // subscriptions come from ConsumerGroupDescribe.
@@ -815,6 +864,17 @@ impl Context {
             r.error_code = match self.coordinator(g) {
                 Err(e) => routing_code(&e),
                 Ok(c) => {
+                    // A share group: deleted through its coordinator and
+                    // its partitions' owners.
+                    if matches!(
+                        self.share_check(&g.0).await,
+                        Ok(Some(floe_broker::share::GroupKind::Share))
+                            | Err(floe_broker::share::ShareGroupError::NonEmptyGroup)
+                    ) {
+                        r.error_code = self.delete_share_group(&g.0).await;
+                        resp.results.push(r);
+                        continue;
+                    }
                     // A group neither the coordinator nor the metadata knows: GROUP_ID_NOT_FOUND.
                     let unknown = c.describe_group(&g.0).await.state
                         == floe_broker::group::GroupState::Dead

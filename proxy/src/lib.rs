@@ -29,6 +29,7 @@ pub mod quota;
 pub mod registration;
 pub mod server;
 pub mod share;
+pub mod share_admin;
 pub mod topic_partitions;
 mod txns;
 

@@ -587,6 +587,12 @@ async fn handle(
         RequestKind::DescribeShareGroupOffsets(r) => {
             ResponseKind::DescribeShareGroupOffsets(ctx.describe_share_group_offsets(r).await)
         }
+        RequestKind::AlterShareGroupOffsets(r) => {
+            ResponseKind::AlterShareGroupOffsets(ctx.alter_share_group_offsets(r).await)
+        }
+        RequestKind::DeleteShareGroupOffsets(r) => {
+            ResponseKind::DeleteShareGroupOffsets(ctx.delete_share_group_offsets(r).await)
+        }
         RequestKind::Metadata(r) => ResponseKind::Metadata(ctx.metadata(version, r).await),
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(ctx.list_offsets(version, r).await)

@@ -37,6 +37,8 @@ pub const SHARE_SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ShareFetch, 1, 1),
     (ApiKey::ShareAcknowledge, 1, 1),
     (ApiKey::DescribeShareGroupOffsets, 0, 0),
+    (ApiKey::AlterShareGroupOffsets, 0, 0),
+    (ApiKey::DeleteShareGroupOffsets, 0, 0),
 ];
 
 /// Share sessions one proxy keeps at most (Kafka's
@@ -175,6 +177,8 @@ fn group_code(e: ShareGroupError) -> ResponseError {
         ShareGroupError::GroupMaxSizeReached => ResponseError::GroupMaxSizeReached,
         ShareGroupError::InvalidRequest(_) => ResponseError::InvalidRequest,
         ShareGroupError::NotCoordinator => ResponseError::NotCoordinator,
+        ShareGroupError::NotShareGroup => ResponseError::GroupIdNotFound,
+        ShareGroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
     }
 }
 
@@ -350,6 +354,13 @@ impl Context {
                     out
                 });
             }
+            Err(ShareGroupError::NotShareGroup) => {
+                r.error_code = ResponseError::GroupIdNotFound.code();
+                r.error_message = Some(s(format!(
+                    "Group {} is not a share group.",
+                    req.group_id.as_str()
+                )));
+            }
             Err(e) => {
                 r.error_code = group_code(e).code();
                 r.error_message = Some(s(e.to_string()));
@@ -381,10 +392,22 @@ impl Context {
                     g.error_code = group_code(e).code();
                     g.error_message = Some(s(e.to_string()));
                 }
-                Ok(None) => {
-                    g.error_code = ResponseError::GroupIdNotFound.code();
-                    g.group_state = s("Dead");
-                }
+                Ok(None) => match self.share_check(id.as_str()).await {
+                    // Known only from its stored state (no member since
+                    // its coordinator started): Empty.
+                    Ok(Some(floe_broker::share::GroupKind::Share)) => {
+                        g.group_state = s("Empty");
+                    }
+                    // As Kafka says which: another kind of group, or none.
+                    other => {
+                        g.error_code = ResponseError::GroupIdNotFound.code();
+                        g.group_state = s("Dead");
+                        g.error_message = Some(s(match other {
+                            Ok(Some(_)) => format!("Group {} is not a share group.", id.as_str()),
+                            _ => format!("Group {} not found.", id.as_str()),
+                        }));
+                    }
+                },
                 Ok(Some(d)) => {
                     g.group_state = s(d.state.as_str());
                     g.group_epoch = d.group_epoch;

@@ -1806,3 +1806,321 @@ async fn the_share_apis_answer_at_v1() {
         n.shutdown().await;
     }
 }
+
+/// The share groups' admin side: AlterShareGroupOffsets and
+/// DeleteShareGroupOffsets v0, ListGroups v5 by type, DeleteGroups of a
+/// share group, each refused while the group has a member; and one id
+/// namespace (a share group's id refused to JoinGroup, a classic group's
+/// to ShareGroupHeartbeat and AlterShareGroupOffsets).
+#[tokio::test]
+async fn the_share_admin_apis_answer_at_v0_and_keep_one_group_namespace() {
+    use floe_broker::share::{AutoOffsetReset, ShareSettings};
+    use floe_proxy::share::ShareContext;
+
+    let share = ShareContext::new(ShareSettings {
+        lock_duration_ms: 30_000,
+        reset: AutoOffsetReset::Earliest,
+        ..ShareSettings::default()
+    });
+    let e = env_with(false, Some(Arc::new(share))).await;
+    let mut c = Conn::open(e.kafka).await;
+    let ResponseKind::Metadata(md) = c
+        .call(
+            ApiKey::Metadata,
+            12,
+            RequestKind::Metadata(auto_create("q")),
+        )
+        .await
+    else {
+        panic!()
+    };
+    let topic_id = md.topics[0].topic_id;
+    for value in ["a", "b", "c"] {
+        assert_eq!(c.produce_acked("q", value, 1).await, 0);
+    }
+    let group = GroupId(StrBytes::from_static_str("sg"));
+    let member = StrBytes::from_static_str("bWVtYmVyLTE");
+    let heartbeat = |group: &GroupId, epoch: i32| {
+        let mut hb = ShareGroupHeartbeatRequest::default();
+        hb.group_id = group.clone();
+        hb.member_id = member.clone();
+        hb.member_epoch = epoch;
+        hb.subscribed_topic_names = (epoch == 0).then(|| vec![topic("q")]);
+        RequestKind::ShareGroupHeartbeat(hb)
+    };
+    let ResponseKind::ShareGroupHeartbeat(r) = c
+        .call(ApiKey::ShareGroupHeartbeat, 1, heartbeat(&group, 0))
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 0);
+    // The share-partition starts (and is written) at its first fetch.
+    let mut p = share_fetch_request::FetchPartition::default();
+    p.partition_index = 0;
+    let mut t = share_fetch_request::FetchTopic::default();
+    t.topic_id = topic_id;
+    t.partitions = vec![p];
+    let mut f = ShareFetchRequest::default();
+    f.group_id = Some(group.clone());
+    f.member_id = Some(member.clone());
+    f.max_wait_ms = 100;
+    f.max_bytes = 1 << 20;
+    f.max_records = 1;
+    f.topics = vec![t];
+    let ResponseKind::ShareFetch(r) = c
+        .call(ApiKey::ShareFetch, 1, RequestKind::ShareFetch(f))
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 0);
+
+    let alter = |group: &GroupId, partitions: Vec<(i32, i64)>| {
+        let mut t =
+            alter_share_group_offsets_request::AlterShareGroupOffsetsRequestTopic::default();
+        t.topic_name = topic("q");
+        t.partitions = partitions
+            .into_iter()
+            .map(|(p, o)| {
+                let mut x =
+                    alter_share_group_offsets_request::AlterShareGroupOffsetsRequestPartition::default();
+                x.partition_index = p;
+                x.start_offset = o;
+                x
+            })
+            .collect();
+        let mut a = AlterShareGroupOffsetsRequest::default();
+        a.group_id = group.clone();
+        a.topics = vec![t];
+        RequestKind::AlterShareGroupOffsets(a)
+    };
+    let list = |types: &[&'static str]| {
+        let mut l = ListGroupsRequest::default();
+        l.types_filter = types.iter().map(|t| StrBytes::from_static_str(t)).collect();
+        RequestKind::ListGroups(l)
+    };
+    let delete_group = |group: &GroupId| {
+        let mut d = DeleteGroupsRequest::default();
+        d.groups_names = vec![group.clone()];
+        RequestKind::DeleteGroups(d)
+    };
+
+    // A member: every change is refused, and the group is listed Stable.
+    let ResponseKind::AlterShareGroupOffsets(r) = c
+        .call(
+            ApiKey::AlterShareGroupOffsets,
+            0,
+            alter(&group, vec![(0, 0)]),
+        )
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 68, "NON_EMPTY_GROUP");
+    assert_eq!(r.responses[0].partitions[0].error_code, 68);
+    let ResponseKind::DeleteGroups(r) = c.call(ApiKey::DeleteGroups, 2, delete_group(&group)).await
+    else {
+        panic!()
+    };
+    assert_eq!(r.results[0].error_code, 68);
+    let ResponseKind::ListGroups(r) = c.call(ApiKey::ListGroups, 5, list(&["share"])).await else {
+        panic!()
+    };
+    let listed: Vec<(&str, &str, &str)> = r
+        .groups
+        .iter()
+        .map(|g| {
+            (
+                g.group_id.as_str(),
+                g.group_state.as_str(),
+                g.group_type.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(listed, vec![("sg", "Stable", "share")]);
+    let ResponseKind::ListGroups(r) = c.call(ApiKey::ListGroups, 5, list(&["classic"])).await
+    else {
+        panic!()
+    };
+    assert!(r.groups.iter().all(|g| g.group_id.as_str() != "sg"));
+
+    // One namespace: JoinGroup on a share group.
+    let mut p = join_group_request::JoinGroupRequestProtocol::default();
+    p.name = StrBytes::from_static_str("range");
+    p.metadata = Bytes::from_static(b"meta");
+    let mut j = JoinGroupRequest::default();
+    j.group_id = group.clone();
+    j.session_timeout_ms = 10_000;
+    j.rebalance_timeout_ms = 10_000;
+    j.protocol_type = StrBytes::from_static_str("consumer");
+    j.protocols = vec![p];
+    let ResponseKind::JoinGroup(r) = c
+        .call(ApiKey::JoinGroup, 5, RequestKind::JoinGroup(j))
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 23, "INCONSISTENT_GROUP_PROTOCOL");
+
+    // The member leaves: the start offset moves (kept within the log), a
+    // partition that does not exist is refused.
+    let ResponseKind::ShareGroupHeartbeat(r) = c
+        .call(ApiKey::ShareGroupHeartbeat, 1, heartbeat(&group, -1))
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 0);
+    let ResponseKind::AlterShareGroupOffsets(r) = c
+        .call(
+            ApiKey::AlterShareGroupOffsets,
+            0,
+            alter(&group, vec![(0, 2), (9, 0)]),
+        )
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 0);
+    let codes: Vec<i16> = r.responses[0]
+        .partitions
+        .iter()
+        .map(|p| p.error_code)
+        .collect();
+    assert_eq!(codes, vec![0, 3]);
+    assert_eq!(r.responses[0].topic_id, topic_id);
+    let describe = || {
+        let mut g =
+            describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::default();
+        g.group_id = group.clone();
+        g.topics = None;
+        let mut d = DescribeShareGroupOffsetsRequest::default();
+        d.groups = vec![g];
+        RequestKind::DescribeShareGroupOffsets(d)
+    };
+    let ResponseKind::DescribeShareGroupOffsets(r) = c
+        .call(ApiKey::DescribeShareGroupOffsets, 0, describe())
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.groups[0].topics[0].partitions[0].start_offset, 2);
+
+    // DeleteShareGroupOffsets: the state is gone.
+    let mut t = delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic::default();
+    t.topic_name = topic("q");
+    let mut d = DeleteShareGroupOffsetsRequest::default();
+    d.group_id = group.clone();
+    d.topics = vec![t];
+    let ResponseKind::DeleteShareGroupOffsets(r) = c
+        .call(
+            ApiKey::DeleteShareGroupOffsets,
+            0,
+            RequestKind::DeleteShareGroupOffsets(d),
+        )
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!((r.error_code, r.responses[0].error_code), (0, 0));
+    let ResponseKind::DescribeShareGroupOffsets(r) = c
+        .call(ApiKey::DescribeShareGroupOffsets, 0, describe())
+        .await
+    else {
+        panic!()
+    };
+    assert!(r.groups[0].topics.is_empty());
+
+    // An admin's OffsetCommit would overwrite the share state: refused.
+    let mut cp = offset_commit_request::OffsetCommitRequestPartition::default();
+    cp.partition_index = 0;
+    cp.committed_offset = 0;
+    let mut ct = offset_commit_request::OffsetCommitRequestTopic::default();
+    ct.name = topic("q");
+    ct.partitions = vec![cp];
+    let mut oc = OffsetCommitRequest::default();
+    oc.group_id = group.clone();
+    oc.generation_id_or_member_epoch = -1;
+    oc.topics = vec![ct];
+    let ResponseKind::OffsetCommit(r) = c
+        .call(ApiKey::OffsetCommit, 8, RequestKind::OffsetCommit(oc))
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.topics[0].partitions[0].error_code, 69);
+    let mut op = offset_delete_request::OffsetDeleteRequestPartition::default();
+    op.partition_index = 0;
+    let mut ot = offset_delete_request::OffsetDeleteRequestTopic::default();
+    ot.name = topic("q");
+    ot.partitions = vec![op];
+    let mut od = OffsetDeleteRequest::default();
+    od.group_id = group.clone();
+    od.topics = vec![ot];
+    let ResponseKind::OffsetDelete(r) = c
+        .call(ApiKey::OffsetDelete, 0, RequestKind::OffsetDelete(od))
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 69);
+
+    // DeleteGroups: the share group is gone from the listing.
+    let ResponseKind::DeleteGroups(r) = c.call(ApiKey::DeleteGroups, 2, delete_group(&group)).await
+    else {
+        panic!()
+    };
+    assert_eq!(r.results[0].error_code, 0);
+    let ResponseKind::ListGroups(r) = c.call(ApiKey::ListGroups, 5, list(&[])).await else {
+        panic!()
+    };
+    assert!(r.groups.iter().all(|g| g.group_id.as_str() != "sg"));
+
+    // A classic group (offsets committed by an admin, no member): refused
+    // to a share member and to AlterShareGroupOffsets, as Kafka says.
+    let classic = GroupId(StrBytes::from_static_str("cg"));
+    let mut cp = offset_commit_request::OffsetCommitRequestPartition::default();
+    cp.partition_index = 0;
+    cp.committed_offset = 1;
+    let mut ct = offset_commit_request::OffsetCommitRequestTopic::default();
+    ct.name = topic("q");
+    ct.partitions = vec![cp];
+    let mut oc = OffsetCommitRequest::default();
+    oc.group_id = classic.clone();
+    oc.generation_id_or_member_epoch = -1;
+    oc.topics = vec![ct];
+    let ResponseKind::OffsetCommit(r) = c
+        .call(ApiKey::OffsetCommit, 8, RequestKind::OffsetCommit(oc))
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.topics[0].partitions[0].error_code, 0);
+    let ResponseKind::ShareGroupHeartbeat(r) = c
+        .call(ApiKey::ShareGroupHeartbeat, 1, heartbeat(&classic, 0))
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 69, "GROUP_ID_NOT_FOUND");
+    assert_eq!(
+        r.error_message.as_deref(),
+        Some("Group cg is not a share group.")
+    );
+    let ResponseKind::AlterShareGroupOffsets(r) = c
+        .call(
+            ApiKey::AlterShareGroupOffsets,
+            0,
+            alter(&classic, vec![(0, 0)]),
+        )
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 69);
+    e.broker.shutdown().await;
+    if let Some(n) = e.cluster.meta_node {
+        n.shutdown().await;
+    }
+}

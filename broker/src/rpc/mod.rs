@@ -412,6 +412,14 @@ pub fn router(broker: Broker) -> Router {
     let r = serve!(r, routes::ShareRelease, crate::share::rpc::rpc_release);
     let r = serve!(r, routes::ShareHeartbeat, crate::share::rpc::rpc_heartbeat);
     let r = serve!(r, routes::ShareDescribe, crate::share::rpc::rpc_describe);
+    let r = serve!(r, routes::ShareReset, crate::share::admin::rpc_reset);
+    let r = serve!(r, routes::ShareGroups, crate::share::admin::rpc_groups);
+    let r = serve!(r, routes::ShareCheck, crate::share::admin::rpc_check);
+    let r = serve!(
+        r,
+        routes::ShareDeleteGroup,
+        crate::share::admin::rpc_delete_group
+    );
     r.layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(broker)
 }

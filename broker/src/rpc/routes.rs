@@ -6,6 +6,7 @@
 
 use super::proto;
 use crate::group_rpc::proto as group;
+use crate::share::admin::proto as share_admin;
 use crate::share::rpc::proto as share;
 use crate::txn::rpc::proto as txn;
 
@@ -80,6 +81,16 @@ routes! {
     /// ShareGroupHeartbeat at the group's coordinator.
     ShareHeartbeat = "/rpc/share/heartbeat": share::HeartbeatRequest => share::HeartbeatResponse;
     ShareDescribe = "/rpc/share/describe": share::DescribeRequest => share::DescribeResponse;
+    /// A share-partition's start offset moved or its state deleted, at the
+    /// partition's owner, fenced by its epoch (Alter/DeleteShareGroupOffsets).
+    ShareReset = "/rpc/share/reset": share_admin::ResetRequest => share_admin::ResetResponse;
+    /// The share groups in memory at a coordinator (ListGroups).
+    ShareGroups = "/rpc/share/groups": share_admin::GroupsRequest => share_admin::GroupsResponse;
+    /// A group's kind, once its members without a session are removed;
+    /// NON_EMPTY_GROUP for a share group with members.
+    ShareCheck = "/rpc/share/check": share_admin::GroupRequest => share_admin::CheckResponse;
+    /// DeleteGroups of a share group, at its coordinator.
+    ShareDeleteGroup = "/rpc/share/delete-group": share_admin::GroupRequest => share_admin::DeleteResponse;
 }
 
 #[cfg(test)]
@@ -93,6 +104,6 @@ mod tests {
             assert!(p.starts_with("/rpc/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 25);
+        assert_eq!(ALL_PATHS.len(), 29);
     }
 }

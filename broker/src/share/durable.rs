@@ -33,6 +33,11 @@ pub trait ShareStore: Send + Sync {
         epoch: u64,
         snapshot: &ShareSnapshot,
     ) -> Result<(), CallError>;
+
+    /// Deletes the state of `group` on `key` (a deleted share group, or
+    /// DeleteShareGroupOffsets); the next use starts it afresh at
+    /// `share.auto.offset.reset`.
+    async fn forget(&self, group: &str, key: &PartitionKey) -> Result<(), CallError>;
 }
 
 /// The window as text: `first-last:state:count` ranges joined by `,`, where
@@ -61,7 +66,7 @@ pub fn encode_window(snapshot: &ShareSnapshot) -> String {
 /// Whether a group's stored offset metadata is a share-partition's state
 /// (and not a classic group's commit metadata).
 pub fn is_share_state(text: &str) -> bool {
-    text.starts_with("1;")
+    floe_metadata::command::is_share_state(text)
 }
 
 /// The snapshot from its start offset and [`encode_window`]'s text.

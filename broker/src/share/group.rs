@@ -66,6 +66,14 @@ pub enum ShareGroupError {
     /// coordinator shard (now), or could not be reached.
     #[error("not the group's coordinator")]
     NotCoordinator,
+    /// GROUP_ID_NOT_FOUND (69): the id is a classic or consumer group's
+    /// (one id namespace, see `super::namespace`).
+    #[error("the group is not a share group")]
+    NotShareGroup,
+    /// NON_EMPTY_GROUP (68): the group has members (a deletion, a change
+    /// of its offsets).
+    #[error("the group is not empty")]
+    NonEmptyGroup,
 }
 
 /// One member's partitions: topic → partition indexes, sorted.

@@ -14,19 +14,27 @@
 //!   service, fenced by the partition's epoch.
 //! - [`rpc`]: how a proxy reaches them, in its process or another, and
 //!   the coordinator's sweep of members that timed out.
+//! - [`namespace`]: one id namespace for classic, consumer and share groups.
+//! - [`admin`]: the admin side (listing and deleting share groups, moving
+//!   or deleting a share-partition's start offset), in-process or over the
+//!   RPC.
 
+pub mod admin;
 pub mod durable;
 pub mod group;
 pub mod isolation;
+pub mod namespace;
 pub mod partition;
 pub mod rpc;
 pub mod service;
 
+pub use admin::{ShareGroupAdmin, ShareGroupListing, SharePartitionAdmin};
 pub use durable::ShareStore;
 pub use group::{
     Assignment, DescribedShareMember, Heartbeat, HeartbeatAnswer, ShareGroup, ShareGroupConfig,
     ShareGroupDescription, ShareGroupError, ShareGroupState, TopicInfo,
 };
+pub use namespace::GroupKind;
 pub use partition::{
     AckBatch, AckType, Acquired, Backoff, DurableState, MemberId, ShareConfig, ShareError,
     SharePartition, ShareSnapshot, SnapshotRange,

@@ -263,7 +263,7 @@ pub mod proto {
 
 // Conversions.
 
-fn call_msg(c: &ShareCall) -> proto::Call {
+pub(super) fn call_msg(c: &ShareCall) -> proto::Call {
     proto::Call {
         group: c.group.clone(),
         partition: Some(part(&c.key)),
@@ -278,7 +278,7 @@ fn call_msg(c: &ShareCall) -> proto::Call {
     }
 }
 
-fn call_from(c: Option<proto::Call>) -> Result<ShareCall, BrokerError> {
+pub(super) fn call_from(c: Option<proto::Call>) -> Result<ShareCall, BrokerError> {
     let c = c.ok_or_else(|| BrokerError::new(ErrorKind::InvalidRequest, "no share call"))?;
     Ok(ShareCall {
         key: key_of(c.partition.as_ref())?,
@@ -304,19 +304,25 @@ const UNKNOWN_MEMBER_ID: i32 = 25;
 const FENCED_MEMBER_EPOCH: i32 = 110;
 const GROUP_MAX_SIZE_REACHED: i32 = 81;
 const NOT_COORDINATOR: i32 = 16;
+const GROUP_ID_NOT_FOUND: i32 = 69;
+const NON_EMPTY_GROUP: i32 = 68;
 
-fn group_error_code(e: ShareGroupError) -> i32 {
+pub(crate) fn group_error_code(e: ShareGroupError) -> i32 {
     match e {
         ShareGroupError::UnknownMemberId => UNKNOWN_MEMBER_ID,
         ShareGroupError::FencedMemberEpoch => FENCED_MEMBER_EPOCH,
         ShareGroupError::GroupMaxSizeReached => GROUP_MAX_SIZE_REACHED,
         ShareGroupError::InvalidRequest(_) => INVALID_REQUEST,
         ShareGroupError::NotCoordinator => NOT_COORDINATOR,
+        ShareGroupError::NotShareGroup => GROUP_ID_NOT_FOUND,
+        ShareGroupError::NonEmptyGroup => NON_EMPTY_GROUP,
     }
 }
 
-fn group_error_from(code: i32) -> ShareGroupError {
+pub(crate) fn group_error_from(code: i32) -> ShareGroupError {
     match code {
+        GROUP_ID_NOT_FOUND => ShareGroupError::NotShareGroup,
+        NON_EMPTY_GROUP => ShareGroupError::NonEmptyGroup,
         UNKNOWN_MEMBER_ID => ShareGroupError::UnknownMemberId,
         FENCED_MEMBER_EPOCH => ShareGroupError::FencedMemberEpoch,
         GROUP_MAX_SIZE_REACHED => ShareGroupError::GroupMaxSizeReached,
@@ -357,7 +363,7 @@ fn batch_from(b: proto::Batch) -> Result<AckBatch, ShareError> {
 // The broker's side: its own share service, over itself.
 
 impl Broker {
-    fn share_topics(&self) -> impl Fn(&str) -> Option<TopicInfo> + '_ {
+    pub(crate) fn share_topics(&self) -> impl Fn(&str) -> Option<TopicInfo> + '_ {
         let snap = self.view().current();
         move |name| {
             snap.topics.get(name).map(|t| TopicInfo {
@@ -367,7 +373,7 @@ impl Broker {
         }
     }
 
-    fn share_coordinator_check(&self, group: &str) -> Result<(), ShareGroupError> {
+    pub(crate) fn share_coordinator_check(&self, group: &str) -> Result<(), ShareGroupError> {
         self.coordinator(group, self.view().current().shard_count())
             .map(|_| ())
             .map_err(|_| ShareGroupError::NotCoordinator)
@@ -378,7 +384,7 @@ impl Broker {
     /// told, since the member may hold records of partitions no longer in
     /// its assignment. In the background; a broker not reached keeps the
     /// records until their locks expire.
-    fn release_elsewhere(&self, group: &str, member: MemberId) {
+    pub(crate) fn release_elsewhere(&self, group: &str, member: MemberId) {
         let snap = self.view().current();
         let me = self.broker_id();
         for node in snap
@@ -496,6 +502,10 @@ impl ShareStore for Broker {
             .map_err(BrokerError::from)?;
         Ok(())
     }
+
+    async fn forget(&self, group: &str, key: &PartitionKey) -> Result<(), CallError> {
+        super::admin::forget_stored(self, group, key).await
+    }
 }
 
 #[async_trait::async_trait]
@@ -555,6 +565,17 @@ impl ShareCoordinator for Broker {
         settings: &ShareSettings,
     ) -> Result<HeartbeatAnswer, ShareGroupError> {
         self.share_coordinator_check(group)?;
+        // One id namespace: a classic or consumer group's id is refused
+        // (its stored offsets are read only for a join of a group not in
+        // memory).
+        let kind = if hb.member_epoch == 0 {
+            self.kind_or_live(group).await
+        } else {
+            self.live_kind(group)
+        };
+        if super::namespace::refuses_share(kind) {
+            return Err(ShareGroupError::NotShareGroup);
+        }
         let (answer, gone) = self
             .inner
             .share
@@ -899,6 +920,8 @@ mod tests {
             ShareGroupError::FencedMemberEpoch,
             ShareGroupError::GroupMaxSizeReached,
             ShareGroupError::NotCoordinator,
+            ShareGroupError::NotShareGroup,
+            ShareGroupError::NonEmptyGroup,
         ] {
             assert_eq!(group_error_from(group_error_code(e)), e);
         }

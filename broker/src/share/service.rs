@@ -500,6 +500,95 @@ impl ShareService {
     }
 }
 
+/// The admin side: share groups listed and deleted at their coordinator,
+/// a share-partition's start offset moved or deleted at its owner.
+impl ShareService {
+    /// Whether `group_id` is a share group in memory here.
+    pub fn has_group(&self, group_id: &str) -> bool {
+        lock(&self.groups).contains_key(group_id)
+    }
+
+    /// The share groups in memory here with their states, sorted by id.
+    pub fn groups(&self) -> Vec<(String, super::group::ShareGroupState)> {
+        let mut out: Vec<_> = lock(&self.groups)
+            .iter()
+            .map(|(id, g)| (id.clone(), g.describe().state))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// Removes the members of `group_id` whose session ran out (and
+    /// releases their records here), as a heartbeat would; returns them
+    /// (the caller releases them at the other owners).
+    pub fn expire_group(
+        &self,
+        group_id: &str,
+        topics: &dyn Fn(&str) -> Option<TopicInfo>,
+    ) -> Vec<MemberId> {
+        let gone = match lock(&self.groups).get_mut(group_id) {
+            Some(g) => g.expire(now_ms(), topics),
+            None => return Vec::new(),
+        };
+        for member in &gone {
+            self.release_member(group_id, member);
+        }
+        gone
+    }
+
+    /// Forgets a share group without members (NON_EMPTY_GROUP while it has
+    /// some). Its share-partitions are dropped by their owners
+    /// ([`Self::reset`]) and its stored state by the caller.
+    pub fn delete_group(&self, group_id: &str) -> Result<(), ShareGroupError> {
+        let mut groups = lock(&self.groups);
+        match groups.get(group_id) {
+            Some(g) if !g.is_empty() => Err(ShareGroupError::NonEmptyGroup),
+            _ => {
+                groups.remove(group_id);
+                Ok(())
+            }
+        }
+    }
+
+    /// Moves the start offset of `group_id` on `key` to `to` (kept within
+    /// the log's start and end), or with `None` deletes its state. Done by
+    /// the partition's owner under the share-partition's writer turn, so no
+    /// acknowledgement's write lands over it: the share-partition starts
+    /// again at the new offset with an empty window (records acquired
+    /// before are no longer held), written fenced by the partition epoch
+    /// before the call is answered. Returns where it starts now.
+    pub async fn reset(
+        &self,
+        owner: &dyn PartitionOwner,
+        store: &dyn ShareStore,
+        settings: &ShareSettings,
+        group_id: &str,
+        key: &PartitionKey,
+        to: Option<i64>,
+    ) -> Result<Option<i64>, CallError> {
+        let epoch = store
+            .owned_epoch(key)
+            .ok_or_else(|| CallError::from(BrokerError::not_owner(*key)))?;
+        let id = (group_id.to_owned(), *key);
+        let writer = lock(&self.writers).entry(id.clone()).or_default().clone();
+        let _turn = writer.lock().await;
+        // Whatever is in memory is stale from here on.
+        lock(&self.partitions).remove(&id);
+        let Some(to) = to else {
+            store.forget(group_id, key).await?;
+            lock(&self.partitions).remove(&id);
+            return Ok(None);
+        };
+        let (first, _) = owner.list_offset(key, OffsetSpec::Earliest, None).await?;
+        let (end, _) = owner.list_offset(key, OffsetSpec::Latest, None).await?;
+        let at = to.clamp(first.offset, end.offset.max(first.offset));
+        let sp = SharePartition::new(self.config(settings), Offset(at));
+        store.save(group_id, key, epoch, &sp.snapshot()).await?;
+        lock(&self.partitions).insert(id, Held { sp, epoch });
+        Ok(Some(at))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -560,6 +649,11 @@ mod tests {
                 .lock()
                 .unwrap()
                 .insert(group.to_owned(), (epoch, snapshot.clone()));
+            Ok(())
+        }
+
+        async fn forget(&self, group: &str, _: &PartitionKey) -> Result<(), CallError> {
+            self.saved.lock().unwrap().remove(group);
             Ok(())
         }
     }
@@ -1001,5 +1095,122 @@ mod tests {
         assert_eq!(end_of_batches(cut), Some(13));
         assert_eq!(end_of_batches(&two[..20]), None);
         assert_eq!(end_of_batches(&[]), None);
+    }
+
+    #[tokio::test]
+    async fn a_reset_moves_the_start_at_the_owner_and_a_delete_starts_afresh() {
+        let log = FakeLog::new(4);
+        let svc = service();
+        let f = svc
+            .fetch(&log, &log, &EARLIEST, "g", &key(), &member(), 3, 1 << 20)
+            .await
+            .unwrap();
+        assert_eq!((f.acquired[0].first.0, f.acquired[0].last.0), (0, 2));
+        svc.acknowledge(
+            &log,
+            &log,
+            &EARLIEST,
+            "g",
+            &key(),
+            &member(),
+            &[AckBatch::all(0, 1, AckType::Accept)],
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(log.saved.lock().unwrap()["g"].1.start, Offset(2));
+        // Back to 1: written before it is answered, and served from there
+        // (an accepted record comes again only because the admin asked).
+        let at = svc
+            .reset(&log, &log, &EARLIEST, "g", &key(), Some(1))
+            .await
+            .unwrap();
+        assert_eq!(at, Some(1));
+        let saved = log.saved.lock().unwrap()["g"].1.clone();
+        assert_eq!((saved.start, saved.ranges.len()), (Offset(1), 0));
+        // Offset 2, acquired before the reset, is no longer held.
+        let refused = svc
+            .acknowledge(
+                &log,
+                &log,
+                &EARLIEST,
+                "g",
+                &key(),
+                &member(),
+                &[AckBatch::all(2, 2, AckType::Accept)],
+            )
+            .await
+            .unwrap();
+        assert!(refused.is_err());
+        let f = svc
+            .fetch(&log, &log, &EARLIEST, "g", &key(), &member(), 2, 1 << 20)
+            .await
+            .unwrap();
+        assert_eq!((f.acquired[0].first.0, f.acquired[0].last.0), (1, 2));
+        assert_eq!(f.acquired[0].delivery_count, 1);
+        // Past the end: kept at the end.
+        let at = svc
+            .reset(&log, &log, &EARLIEST, "g", &key(), Some(1_000))
+            .await
+            .unwrap();
+        assert_eq!(at, Some(log.hw()));
+        // Deleted: nothing stored; the next fetch starts at the reset
+        // policy (earliest here) again.
+        let at = svc
+            .reset(&log, &log, &EARLIEST, "g", &key(), None)
+            .await
+            .unwrap();
+        assert_eq!(at, None);
+        assert!(!log.saved.lock().unwrap().contains_key("g"));
+        let f = svc
+            .fetch(&log, &log, &EARLIEST, "g", &key(), &member(), 1, 1 << 20)
+            .await
+            .unwrap();
+        assert_eq!(f.acquired[0].first.0, 0);
+        // Not the owner: refused, nothing written.
+        *log.epoch.lock().unwrap() = None;
+        assert!(
+            svc.reset(&log, &log, &EARLIEST, "g", &key(), Some(0))
+                .await
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn a_share_group_with_members_is_not_deleted() {
+        let svc = service();
+        let topics = |_: &str| {
+            Some(TopicInfo {
+                id: TopicId(uuid::Uuid::nil()),
+                partitions: 1,
+            })
+        };
+        let join = Heartbeat {
+            member_id: member(),
+            member_epoch: 0,
+            subscribed_topics: Some(vec!["t".into()]),
+            rack_id: None,
+        };
+        let answer = svc.heartbeat("g", &join, &EARLIEST, &topics).0.unwrap();
+        assert!(svc.has_group("g"));
+        assert_eq!(
+            svc.groups(),
+            vec![("g".to_owned(), super::super::ShareGroupState::Stable)]
+        );
+        assert_eq!(svc.delete_group("g"), Err(ShareGroupError::NonEmptyGroup));
+        let leave = Heartbeat {
+            member_epoch: -1,
+            subscribed_topics: None,
+            ..join
+        };
+        let _ = answer;
+        svc.heartbeat("g", &leave, &EARLIEST, &topics).0.unwrap();
+        assert_eq!(
+            svc.groups(),
+            vec![("g".to_owned(), super::super::ShareGroupState::Empty)]
+        );
+        assert_eq!(svc.delete_group("g"), Ok(()));
+        assert!(!svc.has_group("g"));
+        assert!(svc.groups().is_empty());
     }
 }

@@ -600,6 +600,23 @@ pub struct ForgetObjectsRequest {
     pub ids: Vec<u64>,
 }
 
+/// A group with stored offsets (see `routes::StoredGroups`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct StoredGroup {
+    #[prost(string, tag = "1")]
+    pub group: String,
+    /// One of its offsets is a share-partition's state
+    /// ([`crate::command::SHARE_STATE_PREFIX`]).
+    #[prost(bool, tag = "2")]
+    pub share: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct StoredGroupsResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub groups: Vec<StoredGroup>,
+}
+
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct DeleteGroupsRequest {
     #[prost(string, repeated, tag = "1")]

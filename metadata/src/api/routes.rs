@@ -86,6 +86,9 @@ routes! {
     /// The stored membership of one shard's groups (read by a coordinator
     /// taking the shard over, linearizably).
     GroupRecords = "/v1/groups/records": GroupRecordsRequest => GroupRecordsResponse;
+    /// Every group with stored offsets, and whether any of them is a share
+    /// group's state (read linearizably).
+    StoredGroups = "/v1/groups/stored": Empty => StoredGroupsResponse;
 }
 
 #[cfg(test)]
@@ -99,6 +102,6 @@ mod tests {
             assert!(p.starts_with("/v1/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 39);
+        assert_eq!(ALL_PATHS.len(), 40);
     }
 }

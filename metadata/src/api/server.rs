@@ -266,6 +266,7 @@ serve! {
     ShareState => share_state,
     StoreGroup => store_group,
     GroupRecords => group_records,
+    StoredGroups => stored_groups,
 }
 
 /// A Raft RPC's answer, in the format its request came in.
@@ -758,6 +759,25 @@ async fn fetch_offsets(
                     .collect()
             })
             .unwrap_or_default(),
+    }))
+}
+
+async fn stored_groups(
+    s: AppState,
+    _req: proto::Empty,
+) -> Result<proto::StoredGroupsResponse, MetaError> {
+    s.linearizable().await?;
+    Ok(s.shared.read(|st| proto::StoredGroupsResponse {
+        groups: st
+            .groups
+            .iter()
+            .map(|(group, offsets)| proto::StoredGroup {
+                group: group.clone(),
+                share: offsets
+                    .values()
+                    .any(|o| crate::command::is_share_state(&o.metadata)),
+            })
+            .collect(),
     }))
 }
 

@@ -708,14 +708,15 @@ fn the_share_request_seeds_decode_and_re_encode() {
             "describesharegroupoffsets_v0",
             ApiKey::DescribeShareGroupOffsets,
         ),
+        ("altersharegroupoffsets_v0", ApiKey::AlterShareGroupOffsets),
+        (
+            "deletesharegroupoffsets_v0",
+            ApiKey::DeleteShareGroupOffsets,
+        ),
     ] {
         let bytes = Bytes::from(std::fs::read(dir.join(file)).unwrap());
         let decoded = decode_request(bytes.clone()).unwrap();
-        let version = if key == ApiKey::DescribeShareGroupOffsets {
-            0
-        } else {
-            1
-        };
+        let version = if file.ends_with("_v0") { 0 } else { 1 };
         assert_eq!((decoded.api_key, decoded.version), (key, version), "{file}");
         let again = encode_request(&decoded.header, &decoded.body).unwrap();
         assert_eq!(&again[4..], &bytes[..], "{file}");

@@ -1,0 +1,398 @@
+//! The admin side of share groups, as a proxy reaches it:
+//! [`ShareGroupAdmin`] at a group's coordinator (list its shard's share
+//! groups, check a group's kind and that it has no members, delete it) and
+//! [`SharePartitionAdmin`] at a partition's owner (move or delete a
+//! share-partition's start offset), each implemented by the [`Broker`] of
+//! this process and by [`RemoteBroker`] over the internal RPC
+//! (`/rpc/share/{groups,check,delete-group,reset}`).
+
+use std::time::Duration;
+
+use floe_storage::PartitionKey;
+
+use super::group::{ShareGroupError, ShareGroupState};
+use super::namespace::GroupKind;
+use super::rpc::{ShareCall, call_from, call_msg, group_error_code, group_error_from};
+use crate::broker::Broker;
+use crate::error::{BrokerError, CallError, ErrorKind};
+use crate::rpc::{RemoteBroker, from_proto, routes, to_proto};
+
+/// A share group as ListGroups lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShareGroupListing {
+    pub group_id: String,
+    pub state: ShareGroupState,
+}
+
+/// A share group's coordinator, for the admin APIs.
+#[async_trait::async_trait]
+pub trait ShareGroupAdmin: Send + Sync + std::fmt::Debug {
+    /// The share groups in memory at this coordinator (of the shards it
+    /// owns), sorted by id. Groups known only from their stored state are
+    /// not in it (the caller lists those).
+    async fn share_groups(&self) -> Result<Vec<ShareGroupListing>, ShareGroupError>;
+
+    /// The kind `group` is in use as (in memory, else from its stored
+    /// offsets), once the members whose session ran out are removed;
+    /// NON_EMPTY_GROUP if it is a share group with members.
+    async fn share_check_empty(&self, group: &str) -> Result<Option<GroupKind>, ShareGroupError>;
+
+    /// Forgets the share group's membership (NON_EMPTY_GROUP while it has
+    /// members, GROUP_ID_NOT_FOUND for another kind of group).
+    async fn share_delete_group(&self, group: &str) -> Result<(), ShareGroupError>;
+}
+
+/// A partition's owner, for its share-partitions' start offsets.
+#[async_trait::async_trait]
+pub trait SharePartitionAdmin: Send + Sync {
+    /// Moves the group's start offset on the call's partition to `to`, or
+    /// deletes its state (`None`); see [`super::ShareService::reset`].
+    async fn share_reset(
+        &self,
+        call: &ShareCall,
+        to: Option<i64>,
+    ) -> Result<Option<i64>, CallError>;
+}
+
+pub mod proto {
+    use crate::rpc::proto::Error;
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ResetRequest {
+        #[prost(message, optional, tag = "1")]
+        pub call: Option<super::super::rpc::proto::Call>,
+        /// False: delete the state.
+        #[prost(bool, tag = "2")]
+        pub has_offset: bool,
+        #[prost(int64, tag = "3")]
+        pub offset: i64,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ResetResponse {
+        #[prost(message, optional, tag = "1")]
+        pub error: Option<Error>,
+        #[prost(bool, tag = "2")]
+        pub has_offset: bool,
+        #[prost(int64, tag = "3")]
+        pub offset: i64,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct GroupsRequest {}
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Listed {
+        #[prost(string, tag = "1")]
+        pub group: String,
+        #[prost(bool, tag = "2")]
+        pub stable: bool,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct GroupsResponse {
+        /// 0, or Kafka's code.
+        #[prost(int32, tag = "1")]
+        pub error: i32,
+        #[prost(message, repeated, tag = "2")]
+        pub groups: Vec<Listed>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct GroupRequest {
+        #[prost(string, tag = "1")]
+        pub group: String,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct CheckResponse {
+        #[prost(int32, tag = "1")]
+        pub error: i32,
+        /// 0 none, 1 classic, 2 consumer, 3 share.
+        #[prost(uint32, tag = "2")]
+        pub kind: u32,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct DeleteResponse {
+        #[prost(int32, tag = "1")]
+        pub error: i32,
+    }
+}
+
+fn kind_code(kind: Option<GroupKind>) -> u32 {
+    match kind {
+        None => 0,
+        Some(GroupKind::Classic) => 1,
+        Some(GroupKind::Consumer) => 2,
+        Some(GroupKind::Share) => 3,
+    }
+}
+
+fn kind_from(code: u32) -> Option<GroupKind> {
+    match code {
+        1 => Some(GroupKind::Classic),
+        2 => Some(GroupKind::Consumer),
+        3 => Some(GroupKind::Share),
+        _ => None,
+    }
+}
+
+/// Deletes the stored state of `group` on `key` (the offset of the group
+/// on the partition).
+pub(crate) async fn forget_stored(
+    b: &Broker,
+    group: &str,
+    key: &PartitionKey,
+) -> Result<(), CallError> {
+    let Some(topic) = b
+        .view()
+        .current()
+        .by_id
+        .get(&key.topic)
+        .map(|t| t.name.clone())
+    else {
+        return Err(BrokerError::not_owner(*key).into());
+    };
+    let _: floe_metadata::api::proto::Empty = b
+        .meta()
+        .call::<floe_metadata::api::routes::DeleteOffsets>(
+            floe_metadata::api::proto::CommitOffsetsRequest {
+                group: group.to_owned(),
+                offsets: vec![floe_metadata::api::proto::GroupOffset {
+                    topic,
+                    partition: key.partition,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(BrokerError::from)?;
+    Ok(())
+}
+
+// The broker's side.
+
+#[async_trait::async_trait]
+impl ShareGroupAdmin for Broker {
+    async fn share_groups(&self) -> Result<Vec<ShareGroupListing>, ShareGroupError> {
+        let shards = self.view().current().shard_count();
+        Ok(self
+            .inner
+            .share
+            .groups()
+            .into_iter()
+            .filter(|(id, _)| self.coordinator(id, shards).is_ok())
+            .map(|(group_id, state)| ShareGroupListing { group_id, state })
+            .collect())
+    }
+
+    async fn share_check_empty(&self, group: &str) -> Result<Option<GroupKind>, ShareGroupError> {
+        self.share_coordinator_check(group)?;
+        for member in self.inner.share.expire_group(group, &self.share_topics()) {
+            self.release_elsewhere(group, member);
+        }
+        if self
+            .inner
+            .share
+            .groups()
+            .iter()
+            .any(|(id, state)| id == group && *state != ShareGroupState::Empty)
+        {
+            return Err(ShareGroupError::NonEmptyGroup);
+        }
+        self.group_kind(group)
+            .await
+            .map_err(|_| ShareGroupError::NotCoordinator)
+    }
+
+    async fn share_delete_group(&self, group: &str) -> Result<(), ShareGroupError> {
+        self.share_coordinator_check(group)?;
+        if super::namespace::refuses_share(self.live_kind(group)) {
+            return Err(ShareGroupError::NotShareGroup);
+        }
+        for member in self.inner.share.expire_group(group, &self.share_topics()) {
+            self.release_elsewhere(group, member);
+        }
+        self.inner.share.delete_group(group)
+    }
+}
+
+#[async_trait::async_trait]
+impl SharePartitionAdmin for Broker {
+    async fn share_reset(
+        &self,
+        call: &ShareCall,
+        to: Option<i64>,
+    ) -> Result<Option<i64>, CallError> {
+        self.inner
+            .share
+            .reset(self, self, &call.settings, &call.group, &call.key, to)
+            .await
+    }
+}
+
+// The server's handlers.
+
+pub(crate) async fn rpc_reset(b: Broker, r: proto::ResetRequest) -> proto::ResetResponse {
+    let failed = |e: &BrokerError| proto::ResetResponse {
+        error: Some(to_proto(e)),
+        ..Default::default()
+    };
+    let call = match call_from(r.call) {
+        Ok(c) => c,
+        Err(e) => return failed(&e),
+    };
+    match b.share_reset(&call, r.has_offset.then_some(r.offset)).await {
+        Ok(at) => proto::ResetResponse {
+            error: None,
+            has_offset: at.is_some(),
+            offset: at.unwrap_or(-1),
+        },
+        Err(CallError::Broker(e)) => failed(&e),
+        Err(e) => failed(&BrokerError::new(ErrorKind::OutcomeUnknown, e.to_string())),
+    }
+}
+
+pub(crate) async fn rpc_groups(b: Broker, _: proto::GroupsRequest) -> proto::GroupsResponse {
+    match b.share_groups().await {
+        Ok(groups) => proto::GroupsResponse {
+            error: 0,
+            groups: groups
+                .into_iter()
+                .map(|g| proto::Listed {
+                    group: g.group_id,
+                    stable: g.state == ShareGroupState::Stable,
+                })
+                .collect(),
+        },
+        Err(e) => proto::GroupsResponse {
+            error: group_error_code(e),
+            groups: Vec::new(),
+        },
+    }
+}
+
+pub(crate) async fn rpc_check(b: Broker, r: proto::GroupRequest) -> proto::CheckResponse {
+    match b.share_check_empty(&r.group).await {
+        Ok(kind) => proto::CheckResponse {
+            error: 0,
+            kind: kind_code(kind),
+        },
+        Err(e) => proto::CheckResponse {
+            error: group_error_code(e),
+            kind: 0,
+        },
+    }
+}
+
+pub(crate) async fn rpc_delete_group(b: Broker, r: proto::GroupRequest) -> proto::DeleteResponse {
+    proto::DeleteResponse {
+        error: match b.share_delete_group(&r.group).await {
+            Ok(()) => 0,
+            Err(e) => group_error_code(e),
+        },
+    }
+}
+
+// The client's side: a broker in another process.
+
+const ADMIN_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[async_trait::async_trait]
+impl ShareGroupAdmin for RemoteBroker {
+    async fn share_groups(&self) -> Result<Vec<ShareGroupListing>, ShareGroupError> {
+        let r = self
+            .call_timeout::<routes::ShareGroups>(proto::GroupsRequest {}, ADMIN_CALL_TIMEOUT)
+            .await
+            .map_err(|_| ShareGroupError::NotCoordinator)?;
+        if r.error != 0 {
+            return Err(group_error_from(r.error));
+        }
+        Ok(r.groups
+            .into_iter()
+            .map(|g| ShareGroupListing {
+                group_id: g.group,
+                state: if g.stable {
+                    ShareGroupState::Stable
+                } else {
+                    ShareGroupState::Empty
+                },
+            })
+            .collect())
+    }
+
+    async fn share_check_empty(&self, group: &str) -> Result<Option<GroupKind>, ShareGroupError> {
+        let r = self
+            .call_timeout::<routes::ShareCheck>(
+                proto::GroupRequest {
+                    group: group.to_owned(),
+                },
+                ADMIN_CALL_TIMEOUT,
+            )
+            .await
+            .map_err(|_| ShareGroupError::NotCoordinator)?;
+        if r.error != 0 {
+            return Err(group_error_from(r.error));
+        }
+        Ok(kind_from(r.kind))
+    }
+
+    async fn share_delete_group(&self, group: &str) -> Result<(), ShareGroupError> {
+        let r = self
+            .call_timeout::<routes::ShareDeleteGroup>(
+                proto::GroupRequest {
+                    group: group.to_owned(),
+                },
+                ADMIN_CALL_TIMEOUT,
+            )
+            .await
+            .map_err(|_| ShareGroupError::NotCoordinator)?;
+        match r.error {
+            0 => Ok(()),
+            e => Err(group_error_from(e)),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl SharePartitionAdmin for RemoteBroker {
+    async fn share_reset(
+        &self,
+        call: &ShareCall,
+        to: Option<i64>,
+    ) -> Result<Option<i64>, CallError> {
+        let r = self
+            .call_timeout::<routes::ShareReset>(
+                proto::ResetRequest {
+                    call: Some(call_msg(call)),
+                    has_offset: to.is_some(),
+                    offset: to.unwrap_or(-1),
+                },
+                ADMIN_CALL_TIMEOUT,
+            )
+            .await?;
+        match r.error {
+            Some(e) => Err(from_proto(e).into()),
+            None => Ok(r.has_offset.then_some(r.offset)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_kind_crosses_the_rpc() {
+        for kind in [
+            None,
+            Some(GroupKind::Classic),
+            Some(GroupKind::Consumer),
+            Some(GroupKind::Share),
+        ] {
+            assert_eq!(kind_from(kind_code(kind)), kind);
+        }
+    }
+}
