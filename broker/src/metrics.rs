@@ -316,4 +316,41 @@ mod tests {
             Some(&DebugValue::Histogram(vec![0.03.into()]))
         );
     }
+
+    #[test]
+    fn share_arrivals_count_filtered_delayed_held_malformed_and_lateness() {
+        let recorder = DebuggingRecorder::new();
+        let snap = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, || {
+            super::register();
+            let stats = crate::share::ArrivalStats {
+                filtered: 3,
+                delayed: 2,
+                delayed_in_window: 1,
+                lateness_ms: vec![250],
+            };
+            super::share_arrivals(&stats, 4);
+        });
+        let values: Vec<(String, DebugValue)> = snap
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .map(|(k, .., v)| (k.key().name().to_string(), v))
+            .collect();
+        let value = |name: &str| values.iter().find(|(n, _)| n == name).map(|(_, v)| v);
+        assert_eq!(value(super::SHARE_FILTERED), Some(&DebugValue::Counter(3)));
+        assert_eq!(value(super::SHARE_DELAYED), Some(&DebugValue::Counter(2)));
+        assert_eq!(
+            value(super::SHARE_DELAYED_IN_WINDOW),
+            Some(&DebugValue::Counter(1))
+        );
+        assert_eq!(
+            value(super::SHARE_DELAY_MALFORMED),
+            Some(&DebugValue::Counter(4))
+        );
+        assert_eq!(
+            value(super::SHARE_DELAY_LATENESS),
+            Some(&DebugValue::Histogram(vec![0.25.into()]))
+        );
+    }
 }

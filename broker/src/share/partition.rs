@@ -705,7 +705,7 @@ impl SharePartition {
                 DurableState::Archived => Slot::Archived,
             };
             window.extend(std::iter::repeat_n(slot, len as usize));
-            next = r.last.0 + 1;
+            next = r.last.0.saturating_add(1);
         }
         let mut parked = BTreeMap::new();
         let mut after = i64::MIN;
