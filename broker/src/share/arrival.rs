@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use floe_metadata::record_filter::RecordFilter;
-use floe_storage::batch::BatchView;
+use floe_storage::batch::{BatchView, Compression};
 use floe_storage::records::{DecodeLimits, Record, RecordStream};
 use floe_types::Offset;
 
@@ -29,6 +29,25 @@ pub const DELAY_MS_HEADER: &str = "floe-delay-ms";
 
 /// Longest decimal text a time or delay header may hold (u64's digits).
 const MAX_DIGITS: usize = 20;
+
+/// What both delay headers' names start with: an uncompressed batch
+/// without these bytes anywhere has no delayed record, so a group without
+/// a filter need not decode it.
+const DELAY_PREFIX: &[u8] = b"floe-de";
+
+/// Whether `needle` (not empty) occurs in `hay`.
+fn mentions(mut hay: &[u8], needle: &[u8]) -> bool {
+    let Some((&first, _)) = needle.split_first() else {
+        return true;
+    };
+    while let Some(i) = hay.iter().position(|&b| b == first) {
+        if hay[i..].starts_with(needle) {
+            return true;
+        }
+        hay = &hay[i + 1..];
+    }
+    false
+}
 
 /// The batches of one share fetch, split once (cheap: `Bytes` slices).
 pub fn split_batches(records: &Bytes) -> Vec<Bytes> {
@@ -81,9 +100,11 @@ pub struct Arrivals<'a> {
     batches: &'a [Bytes],
     filter: Option<Arc<RecordFilter>>,
     limits: DecodeLimits,
-    /// The batch being read, and its records stream (`None`: not decoded,
-    /// or a control batch, or it failed).
+    /// The batch being read: its index, first and last offsets and
+    /// whether its records need no look (a control batch, or the plain
+    /// path); its records stream (`None`: not decoded, or it failed).
     at: usize,
+    bounds: Option<(i64, i64, bool)>,
     stream: Option<RecordStream<'a>>,
     opened: bool,
     /// A record read past the offset asked for (a compacted gap).
@@ -115,6 +136,7 @@ impl<'a> Arrivals<'a> {
             filter: filter.filter(|f| !f.is_all()),
             limits,
             at: 0,
+            bounds: None,
             stream: None,
             opened: false,
             ahead: None,
@@ -156,15 +178,34 @@ impl<'a> Arrivals<'a> {
     fn record_at(&mut self, offset: i64) -> Option<Record> {
         // The batch holding `offset`.
         loop {
-            let batch = self.batches.get(self.at)?;
-            let view = BatchView::parse(batch, batch.len()).ok()?;
-            if view.last_offset() >= offset {
-                if view.base_offset() > offset || view.is_control() {
+            let (base, last, skip) = match self.bounds {
+                Some(b) => b,
+                None => {
+                    let batch = self.batches.get(self.at)?;
+                    let view = BatchView::parse(batch, batch.len()).ok()?;
+                    // The plain path: no filter, and an uncompressed batch
+                    // that cannot hold a delay header: every record is
+                    // delivered, nothing is decoded.
+                    let plain = self.filter.is_none()
+                        && view.compression() == Compression::None
+                        && !mentions(view.records_bytes(), DELAY_PREFIX);
+                    let b = (
+                        view.base_offset(),
+                        view.last_offset(),
+                        view.is_control() || plain,
+                    );
+                    self.bounds = Some(b);
+                    b
+                }
+            };
+            if last >= offset {
+                if base > offset || skip {
                     return None;
                 }
                 break;
             }
             self.at += 1;
+            self.bounds = None;
             self.stream = None;
             self.opened = false;
             self.ahead = None;
@@ -211,7 +252,6 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use bytes::BytesMut;
-    use floe_storage::batch::Compression;
     use floe_storage::records::{BatchBuilder, RecordSpec};
 
     use super::*;
@@ -309,6 +349,29 @@ mod tests {
         let all = Arc::new(RecordFilter::parse("*").unwrap());
         let mut a = Arrivals::new(&batches, Some(all), DecodeLimits::DEFAULT);
         assert_eq!(a.classify(Offset(11)), Arrival::Deliver);
+    }
+
+    #[test]
+    fn a_batch_without_delay_headers_is_not_decoded_without_a_filter() {
+        assert!(mentions(b"xxfloe-delay-ms", DELAY_PREFIX));
+        assert!(mentions(b"ffloe-de", DELAY_PREFIX));
+        assert!(!mentions(b"floe-d", DELAY_PREFIX));
+        assert!(!mentions(b"", DELAY_PREFIX));
+        // Records that do not decode: without the prefix they are not even
+        // looked at (nothing counted); with it they are, and counted.
+        let mut records =
+            log(&[(0, vec![rec(&[("floe-tag", "A")]); 2], Compression::None)]).to_vec();
+        // The first record's length (zig-zag varint 63), past its bytes.
+        records[61] = 0x7e;
+        let records = Bytes::from(records);
+        let batches = split_batches(&records);
+        let mut a = Arrivals::new(&batches, None, DecodeLimits::DEFAULT);
+        assert_eq!(a.classify(Offset(1)), Arrival::Deliver);
+        assert_eq!(a.malformed, 0);
+        let filter = Arc::new(RecordFilter::parse("A").unwrap());
+        let mut a = Arrivals::new(&batches, Some(filter), DecodeLimits::DEFAULT);
+        a.classify(Offset(1));
+        assert_eq!(a.malformed, 1);
     }
 
     #[test]
