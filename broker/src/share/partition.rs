@@ -401,9 +401,14 @@ impl SharePartition {
         limit: Offset,
         now_ms: u64,
     ) -> Vec<Acquired> {
-        self.acquire_with(member, max_records, limit, now_ms, &mut |_| {
-            Some(Arrival::Deliver)
-        })
+        self.acquire_with(
+            member,
+            max_records,
+            Offset(i64::MIN),
+            limit,
+            now_ms,
+            &mut |_| Some(Arrival::Deliver),
+        )
     }
 
     /// [`Self::acquire`], where each offset entering the window is first
@@ -412,11 +417,14 @@ impl SharePartition {
     /// record the group's filter refuses is archived at once, one not due
     /// yet is parked (or, the parked list full, kept in the window as
     /// available from its due time). Parked records come due like
-    /// redeliveries, oldest offset first.
+    /// redeliveries, oldest offset first. Nothing below `from` (where the
+    /// caller's read of the log starts) is acquired, should a record there
+    /// have become available since [`Self::first_acquirable`].
     pub fn acquire_with(
         &mut self,
         member: &MemberId,
         max_records: u32,
+        from: Offset,
         limit: Offset,
         now_ms: u64,
         arrival: &mut dyn FnMut(Offset) -> Option<Arrival>,
@@ -448,7 +456,7 @@ impl SharePartition {
             taken.push((offset, deliveries));
             true
         };
-        for (&offset, slot) in self.parked.iter_mut() {
+        for (&offset, slot) in self.parked.range_mut(from.0..) {
             if left == 0 || offset >= limit.0 {
                 break;
             }
@@ -456,7 +464,8 @@ impl SharePartition {
                 left -= 1;
             }
         }
-        for (i, slot) in self.window.iter_mut().enumerate() {
+        let skip = usize::try_from(from.0.saturating_sub(self.start)).unwrap_or(0);
+        for (i, slot) in self.window.iter_mut().enumerate().skip(skip) {
             if left == 0 || self.start + i as i64 >= limit.0 {
                 break;
             }

@@ -440,11 +440,14 @@ impl ShareService {
         let (acquired, stats) = match lock(&self.partitions).get_mut(&id) {
             Some(held) => {
                 held.sp.advance_log_start(Offset(data.log_start_offset));
-                let acquired =
-                    held.sp
-                        .acquire_with(member, max_records, Offset(limit), now, &mut |offset| {
-                            arrival(offset)
-                        });
+                let acquired = held.sp.acquire_with(
+                    member,
+                    max_records,
+                    from,
+                    Offset(limit),
+                    now,
+                    &mut |offset| arrival(offset),
+                );
                 (acquired, held.sp.take_stats())
             }
             None => (Vec::new(), Default::default()),

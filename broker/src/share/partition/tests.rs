@@ -513,7 +513,7 @@ fn acquire_classified(
     now: u64,
     arrivals: &[(i64, Arrival)],
 ) -> Vec<Acquired> {
-    sp.acquire_with(m, n, Offset(limit), now, &mut |o| {
+    sp.acquire_with(m, n, Offset(0), Offset(limit), now, &mut |o| {
         Some(
             arrivals
                 .iter()
@@ -686,7 +686,7 @@ fn the_log_start_moving_past_a_parked_record_drops_it() {
 #[test]
 fn no_verdict_stops_records_entering_and_a_huge_range_is_refused_quickly() {
     let mut sp = SharePartition::new(config(), Offset(0));
-    let got = sp.acquire_with(&a(), 10, Offset(10), 0, &mut |o| {
+    let got = sp.acquire_with(&a(), 10, Offset(0), Offset(10), 0, &mut |o| {
         (o.0 < 2).then_some(Arrival::Deliver)
     });
     assert_eq!(got, vec![range(0, 1, 1)]);
@@ -701,4 +701,17 @@ fn no_verdict_stops_records_entering_and_a_huge_range_is_refused_quickly() {
         sp.acknowledge(&a(), &AckBatch::all(-5, 1, AckType::Accept), 0),
         Err(ShareError::InvalidRecordState { offset: Offset(-5) })
     );
+}
+
+#[test]
+fn nothing_below_where_the_log_was_read_is_acquired() {
+    let mut sp = acquired(4, &a());
+    sp.acknowledge(&a(), &AckBatch::all(1, 1, AckType::Release), 0)
+        .unwrap();
+    // The caller read from 2 (1 was released after it looked): 1 waits.
+    let got = sp.acquire_with(&b(), 10, Offset(2), Offset(6), 0, &mut |_| {
+        Some(Arrival::Deliver)
+    });
+    assert_eq!(got, vec![range(4, 5, 1)]);
+    assert_eq!(sp.acquire(&b(), 10, Offset(6), 0), vec![range(1, 1, 2)]);
 }
