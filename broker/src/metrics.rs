@@ -29,6 +29,11 @@ const TXN_MARKER_RETRIES: &str = "floe_broker_txn_marker_retries_total";
 const TXN_MARKERS_SECONDS: &str = "floe_broker_txn_markers_duration_seconds";
 const TXN_STEPS_HELD: &str = "floe_broker_txn_steps_held_total";
 const LSO_LAG: &str = "floe_broker_partition_lso_lag";
+const SHARE_FILTERED: &str = "floe_broker_share_records_filtered_total";
+const SHARE_DELAYED: &str = "floe_broker_share_records_delayed_total";
+const SHARE_DELAYED_IN_WINDOW: &str = "floe_broker_share_delayed_in_window_total";
+const SHARE_DELAY_MALFORMED: &str = "floe_broker_share_delay_headers_malformed_total";
+const SHARE_DELAY_LATENESS: &str = "floe_broker_share_delay_lateness_seconds";
 
 /// Describes the broker's metrics and registers the counters and gauges, so
 /// that a broker serves them at zero before its first flush.
@@ -77,6 +82,35 @@ pub(crate) fn register() {
     );
     gauge!(FLUSHES_IN_FLIGHT).set(0.0);
     counter!(LEASE_REFUSALS).increment(0);
+    describe_counter!(
+        SHARE_FILTERED,
+        "records a share group's floe.filter archived as they entered its window"
+    );
+    describe_counter!(
+        SHARE_DELAYED,
+        "records entering a share group's window before their floe-deliver-at / floe-delay-ms time"
+    );
+    describe_counter!(
+        SHARE_DELAYED_IN_WINDOW,
+        "delayed records kept in the window (holding up the start offset) because the share-partition's parked list was full"
+    );
+    describe_counter!(
+        SHARE_DELAY_MALFORMED,
+        "records whose delay header was not decimal text, or whose batch did not decode, delivered at once"
+    );
+    describe_histogram!(
+        SHARE_DELAY_LATENESS,
+        Unit::Seconds,
+        "how long after its due time a delayed record was first acquired"
+    );
+    for name in [
+        SHARE_FILTERED,
+        SHARE_DELAYED,
+        SHARE_DELAYED_IN_WINDOW,
+        SHARE_DELAY_MALFORMED,
+    ] {
+        counter!(name).increment(0);
+    }
     counter!(LEASE_LAPSES).increment(0);
     counter!(BACKPRESSURE).increment(0);
     describe_counter!(
@@ -235,6 +269,23 @@ pub(crate) fn lso_lag(topic: &str, partition: u32, lag: i64) {
         .set(lag.max(0) as f64);
 }
 
+/// What records entering share-partitions' windows came to in one fetch.
+pub(crate) fn share_arrivals(stats: &crate::share::ArrivalStats, malformed: u64) {
+    for (name, n) in [
+        (SHARE_FILTERED, stats.filtered),
+        (SHARE_DELAYED, stats.delayed),
+        (SHARE_DELAYED_IN_WINDOW, stats.delayed_in_window),
+        (SHARE_DELAY_MALFORMED, malformed),
+    ] {
+        if n > 0 {
+            counter!(name).increment(n);
+        }
+    }
+    for ms in &stats.lateness_ms {
+        histogram!(SHARE_DELAY_LATENESS).record(Duration::from_millis(*ms));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use metrics_util::debugging::{DebugValue, DebuggingRecorder};
@@ -263,6 +314,43 @@ mod tests {
         assert_eq!(
             value(super::FLUSH_SECONDS),
             Some(&DebugValue::Histogram(vec![0.03.into()]))
+        );
+    }
+
+    #[test]
+    fn share_arrivals_count_filtered_delayed_held_malformed_and_lateness() {
+        let recorder = DebuggingRecorder::new();
+        let snap = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, || {
+            super::register();
+            let stats = crate::share::ArrivalStats {
+                filtered: 3,
+                delayed: 2,
+                delayed_in_window: 1,
+                lateness_ms: vec![250],
+            };
+            super::share_arrivals(&stats, 4);
+        });
+        let values: Vec<(String, DebugValue)> = snap
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .map(|(k, .., v)| (k.key().name().to_string(), v))
+            .collect();
+        let value = |name: &str| values.iter().find(|(n, _)| n == name).map(|(_, v)| v);
+        assert_eq!(value(super::SHARE_FILTERED), Some(&DebugValue::Counter(3)));
+        assert_eq!(value(super::SHARE_DELAYED), Some(&DebugValue::Counter(2)));
+        assert_eq!(
+            value(super::SHARE_DELAYED_IN_WINDOW),
+            Some(&DebugValue::Counter(1))
+        );
+        assert_eq!(
+            value(super::SHARE_DELAY_MALFORMED),
+            Some(&DebugValue::Counter(4))
+        );
+        assert_eq!(
+            value(super::SHARE_DELAY_LATENESS),
+            Some(&DebugValue::Histogram(vec![0.25.into()]))
         );
     }
 }

@@ -116,7 +116,7 @@ async fn a_member_leaving_at_its_coordinator_releases_its_records_at_another_own
         group: group.clone(),
         key,
         member: member.clone(),
-        settings,
+        settings: settings.clone(),
     };
     let got = owner
         .share_fetch(&call(&leaver), 10, 1 << 20)

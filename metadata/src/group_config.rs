@@ -97,6 +97,7 @@ pub const SHARE_RECORD_LOCK_DURATION_MS: &str = "share.record.lock.duration.ms";
 pub const SHARE_DELIVERY_COUNT_LIMIT: &str = "share.delivery.count.limit";
 pub const SHARE_AUTO_OFFSET_RESET: &str = "share.auto.offset.reset";
 pub const SHARE_ISOLATION_LEVEL: &str = "share.isolation.level";
+pub const FLOE_FILTER: &str = "floe.filter";
 
 const KEYS: &[Key] = &[
     Key {
@@ -154,6 +155,13 @@ const KEYS: &[Key] = &[
         kind: GroupConfigType::String,
         check: |v| one_of(v, &["read_committed", "read_uncommitted"]),
         doc: "whether a share group reads records of transactions not yet committed (read_uncommitted) or only committed ones (read_committed)",
+    },
+    Key {
+        name: FLOE_FILTER,
+        default: "*",
+        kind: GroupConfigType::String,
+        check: |v| crate::record_filter::RecordFilter::parse(v).map(|_| ()),
+        doc: "which records a share group is sent: * (all), or alternatives joined by ||, each a tag (matched against the floe-tag header) or header=value; others are archived for the group when they enter its window",
     },
 ];
 
@@ -292,6 +300,13 @@ impl GroupConfigs {
         self.get(SHARE_ISOLATION_LEVEL) == Some("read_committed")
     }
 
+    /// `floe.filter` in force (`*` when not set or unreadable).
+    pub fn floe_filter(&self) -> crate::record_filter::RecordFilter {
+        self.get(FLOE_FILTER)
+            .and_then(|v| crate::record_filter::RecordFilter::parse(v).ok())
+            .unwrap_or_else(crate::record_filter::RecordFilter::all)
+    }
+
     /// Every known key with its value and whether it is the default.
     pub fn describe(&self) -> Vec<GroupConfigEntry> {
         KEYS.iter()
@@ -354,7 +369,8 @@ mod tests {
         assert_eq!(c.share_auto_offset_reset(), "latest");
         assert!(!c.share_read_committed());
         assert!(c.describe().iter().all(|e| e.is_default));
-        assert_eq!(c.describe().len(), 8);
+        assert!(c.floe_filter().is_all());
+        assert_eq!(c.describe().len(), 9);
     }
 
     #[test]
@@ -367,10 +383,12 @@ mod tests {
                 (SHARE_AUTO_OFFSET_RESET, "by_duration:PT1H"),
                 (SHARE_ISOLATION_LEVEL, "read_committed"),
                 (SHARE_DELIVERY_COUNT_LIMIT, "10"),
+                (FLOE_FILTER, "TagA || region=eu"),
             ]),
             &[],
         )
         .unwrap();
+        assert_eq!(c.floe_filter().to_string(), "TagA || region=eu");
         assert_eq!(c.consumer_session_timeout_ms(), Some(50_000));
         assert_eq!(c.share_record_lock_duration_ms(), 15_000);
         assert_eq!(c.share_auto_offset_reset(), "by_duration:PT1H");
@@ -405,6 +423,8 @@ mod tests {
             (SHARE_AUTO_OFFSET_RESET, "none"),
             (SHARE_AUTO_OFFSET_RESET, "by_duration:1h"),
             (SHARE_ISOLATION_LEVEL, "committed"),
+            (FLOE_FILTER, "TagA && TagB"),
+            (FLOE_FILTER, ""),
             ("session.timeout.ms", "50000"),
         ] {
             let e = c

@@ -28,6 +28,7 @@ pub mod node;
 pub mod probe;
 pub mod quota;
 pub mod raft;
+pub mod record_filter;
 mod serde_pairs;
 pub mod state;
 pub mod topic_config;

@@ -99,7 +99,7 @@ impl ShareContext {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(group)
-            .copied();
+            .cloned();
         if let Some((at, s)) = cached
             && now.duration_since(at) < GROUP_CONFIGS_TTL
         {
@@ -110,26 +110,28 @@ impl ShareContext {
             Ok(Ok(configs)) => self.apply(&configs, group),
             Ok(Err(e)) => {
                 tracing::warn!(group, error = %e, "share group configs not read; using the flags'");
-                return self.settings;
+                return self.settings.clone();
             }
             Err(_) => {
                 tracing::warn!(
                     group,
                     "share group configs not read in 2 s; using the flags'"
                 );
-                return self.settings;
+                return self.settings.clone();
             }
         };
         self.resolved
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(group.to_owned(), (now, settings));
+            .insert(group.to_owned(), (now, settings.clone()));
         settings
     }
 
     /// The flags' settings with `configs`' set keys over them.
     fn apply(&self, configs: &group_config::GroupConfigs, group: &str) -> ShareSettings {
-        let mut s = self.settings;
+        let mut s = self.settings.clone();
+        let filter = configs.floe_filter();
+        s.filter = (!filter.is_all()).then(|| Arc::new(filter));
         if configs.is_set(group_config::SHARE_RECORD_LOCK_DURATION_MS) {
             s.lock_duration_ms = u64::from(configs.share_record_lock_duration_ms());
         }
@@ -521,7 +523,7 @@ impl Context {
             group: group.to_owned(),
             key,
             member: member.clone(),
-            settings,
+            settings: settings.clone(),
         };
         let has_acks = req
             .topics
@@ -778,7 +780,7 @@ impl Context {
                                     group: group.to_owned(),
                                     key,
                                     member: member.clone(),
-                                    settings,
+                                    settings: settings.clone(),
                                 };
                                 self.acknowledge_at_owner(&snap, call, &b).await
                             }
@@ -981,6 +983,22 @@ mod tests {
         assert_eq!(s.heartbeat_interval_ms, Some(6_000));
         assert_eq!(s.session_timeout_ms, Some(50_000));
         assert_eq!(s.lock_duration_ms, 15_000);
+    }
+
+    #[test]
+    fn a_groups_floe_filter_travels_in_its_settings() {
+        use floe_metadata::group_config::{FLOE_FILTER, GroupConfigs};
+        let share = ctx();
+        let mut configs = GroupConfigs::default();
+        assert_eq!(share.apply(&configs, "g").filter, None);
+        let set = [(FLOE_FILTER.to_owned(), "TagA || k=v".to_owned())].into();
+        configs.alter(&set, &[]).unwrap();
+        let s = share.apply(&configs, "g");
+        assert_eq!(s.filter.unwrap().to_string(), "TagA || k=v");
+        // `*` is no filter at all.
+        let set = [(FLOE_FILTER.to_owned(), "*".to_owned())].into();
+        configs.alter(&set, &[]).unwrap();
+        assert_eq!(share.apply(&configs, "g").filter, None);
     }
 
     #[test]

@@ -126,7 +126,7 @@ impl Context {
     async fn reset_at_owner(
         &self,
         snap: &ClusterSnapshot,
-        settings: ShareSettings,
+        settings: &ShareSettings,
         group: &str,
         key: PartitionKey,
         to: Option<i64>,
@@ -139,7 +139,7 @@ impl Context {
             group: group.to_owned(),
             key,
             member: MemberId::new(""),
-            settings,
+            settings: settings.clone(),
         };
         match owner.share_reset(&call, to).await {
             Ok(_) => 0,
@@ -214,7 +214,7 @@ impl Context {
                         )
                     } else {
                         let code = self
-                            .reset_at_owner(&snap, settings, &group, key, Some(p.start_offset))
+                            .reset_at_owner(&snap, &settings, &group, key, Some(p.start_offset))
                             .await;
                         (code, None)
                     }
@@ -266,7 +266,7 @@ impl Context {
                     for p in stored.get(t.topic_name.as_str()).into_iter().flatten() {
                         let key = PartitionKey::new(info.id, *p);
                         let code = self
-                            .reset_at_owner(&snap, settings, &group, key, None)
+                            .reset_at_owner(&snap, &settings, &group, key, None)
                             .await;
                         if code != 0 && out.error_code == 0 {
                             out.error_code = code;
@@ -339,7 +339,9 @@ impl Context {
             };
             for p in partitions {
                 let key = PartitionKey::new(info.id, p);
-                let code = self.reset_at_owner(&snap, settings, group, key, None).await;
+                let code = self
+                    .reset_at_owner(&snap, &settings, group, key, None)
+                    .await;
                 if code != 0 {
                     return code;
                 }

@@ -42,10 +42,22 @@ pub trait ShareStore: Send + Sync {
 
 /// The window as text: `first-last:state:count` ranges joined by `,`, where
 /// state is `a` (available; `a<ms>` available from that time), `k`
-/// (acknowledged) or `x` (archived). Versioned by a leading `1;`.
+/// (acknowledged) or `x` (archived). Versioned by a leading `1;`. Parked
+/// (delayed) records follow, when there are any, after another `;`, as
+/// ranges of the same form (`a<due ms>`); a text without them (as written
+/// before they existed) has none.
 pub fn encode_window(snapshot: &ShareSnapshot) -> String {
     let mut out = String::from("1;");
-    for (i, r) in snapshot.ranges.iter().enumerate() {
+    encode_ranges(&mut out, &snapshot.ranges);
+    if !snapshot.parked.is_empty() {
+        out.push(';');
+        encode_ranges(&mut out, &snapshot.parked);
+    }
+    out
+}
+
+fn encode_ranges(out: &mut String, ranges: &[SnapshotRange]) {
+    for (i, r) in ranges.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
@@ -60,7 +72,6 @@ pub fn encode_window(snapshot: &ShareSnapshot) -> String {
             r.first.0, r.last.0, state, r.deliveries
         ));
     }
-    out
 }
 
 /// Whether a group's stored offset metadata is a share-partition's state
@@ -73,8 +84,18 @@ pub fn is_share_state(text: &str) -> bool {
 pub fn decode_window(start: i64, text: &str) -> Result<ShareSnapshot, ShareError> {
     let bad = ShareError::CorruptSnapshot;
     let body = text.strip_prefix("1;").ok_or(bad("unknown version"))?;
+    let (window, parked) = body.split_once(';').unwrap_or((body, ""));
+    Ok(ShareSnapshot {
+        start: Offset(start),
+        ranges: decode_ranges(window)?,
+        parked: decode_ranges(parked)?,
+    })
+}
+
+fn decode_ranges(text: &str) -> Result<Vec<SnapshotRange>, ShareError> {
+    let bad = ShareError::CorruptSnapshot;
     let mut ranges = Vec::new();
-    for part in body.split(',').filter(|p| !p.is_empty()) {
+    for part in text.split(',').filter(|p| !p.is_empty()) {
         let mut fields = part.split(':');
         let (Some(span), Some(state), Some(count), None) =
             (fields.next(), fields.next(), fields.next(), fields.next())
@@ -100,10 +121,7 @@ pub fn decode_window(start: i64, text: &str) -> Result<ShareSnapshot, ShareError
             deliveries: count.parse().map_err(|_| bad("not a count"))?,
         });
     }
-    Ok(ShareSnapshot {
-        start: Offset(start),
-        ranges,
-    })
+    Ok(ranges)
 }
 
 #[cfg(test)]
@@ -144,6 +162,7 @@ mod tests {
                     deliveries: 0,
                 },
             ],
+            parked: vec![],
         };
         let text = encode_window(&snap);
         assert_eq!(
@@ -153,9 +172,44 @@ mod tests {
         assert_eq!(decode_window(10, &text).unwrap(), snap);
         let empty = ShareSnapshot {
             start: Offset(5),
-            ranges: vec![],
+            ..ShareSnapshot::default()
         };
         assert_eq!(decode_window(5, &encode_window(&empty)).unwrap(), empty);
+    }
+
+    #[test]
+    fn parked_records_follow_the_window_and_old_texts_have_none() {
+        let snap = ShareSnapshot {
+            start: Offset(10),
+            ranges: vec![SnapshotRange {
+                first: Offset(10),
+                last: Offset(11),
+                state: DurableState::Archived,
+                deliveries: 0,
+            }],
+            parked: vec![
+                SnapshotRange {
+                    first: Offset(3),
+                    last: Offset(4),
+                    state: DurableState::Available {
+                        not_before_ms: 1_700_000_000_000,
+                    },
+                    deliveries: 0,
+                },
+                SnapshotRange {
+                    first: Offset(11),
+                    last: Offset(11),
+                    state: DurableState::Available { not_before_ms: 0 },
+                    deliveries: 1,
+                },
+            ],
+        };
+        let text = encode_window(&snap);
+        assert_eq!(text, "1;10-11:x:0;3-4:a1700000000000:0,11-11:a:1");
+        assert_eq!(decode_window(10, &text).unwrap(), snap);
+        let old = decode_window(10, "1;10-11:x:0").unwrap();
+        assert!(old.parked.is_empty());
+        assert!(decode_window(10, "1;10-11:x:0;3-4:a:0;5-5:a:0").is_err());
     }
 
     #[test]
@@ -167,6 +221,7 @@ mod tests {
             "1;1:a:1",
             "1;1-2:q:1",
             "1;1-2:a:x",
+            "1;1-2:a:1;3-4:a",
         ] {
             assert!(decode_window(0, text).is_err(), "{text}");
         }

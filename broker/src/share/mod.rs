@@ -10,6 +10,8 @@
 //!   (records of aborted transactions, markers).
 //! - [`service`]: both, as one broker serves them (its coordinator shards'
 //!   groups, its partitions' share-partitions).
+//! - [`arrival`]: what a record entering a share-partition's window is for
+//!   the group (its filter, its delay headers), read from its headers.
 //! - [`durable`]: the share-partitions' durable form in the metadata
 //!   service, fenced by the partition's epoch.
 //! - [`rpc`]: how a proxy reaches them, in its process or another, and
@@ -20,6 +22,7 @@
 //!   RPC.
 
 pub mod admin;
+pub mod arrival;
 pub mod durable;
 pub mod group;
 pub mod isolation;
@@ -36,8 +39,8 @@ pub use group::{
 };
 pub use namespace::GroupKind;
 pub use partition::{
-    AckBatch, AckType, Acquired, Backoff, DurableState, MemberId, ShareConfig, ShareError,
-    SharePartition, ShareSnapshot, SnapshotRange,
+    AckBatch, AckType, Acquired, Arrival, ArrivalStats, Backoff, DurableState, MemberId,
+    ShareConfig, ShareError, SharePartition, ShareSnapshot, SnapshotRange,
 };
 pub use rpc::{ShareCall, ShareCoordinator, ShareOwner};
 pub use service::{AutoOffsetReset, ShareFetched, ShareService, ShareSettings};

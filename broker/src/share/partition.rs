@@ -9,8 +9,17 @@
 //! window `[start, end)` holds one slot per offset and never more than
 //! [`ShareConfig::max_record_locks`] of them, which bounds memory per
 //! share-partition whatever the consumers do.
+//!
+//! A record entering the window is first classified by the caller
+//! ([`Arrival`]: the group's filter and the record's delay headers): one the
+//! group's filter refuses is archived at once; one not due yet is *parked*,
+//! moved out of the window into a list of at most
+//! [`ShareConfig::max_delayed`] records with its due time, so that it
+//! neither holds up the start offset nor fills the window; when that list
+//! is full it waits in the window as an available record with a "not
+//! before" time.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::sync::Arc;
 
@@ -117,6 +126,9 @@ pub struct ShareConfig {
     pub max_record_locks: u32,
     /// Floe's redelivery backoff (none by default).
     pub backoff: Backoff,
+    /// Delayed records parked out of the window at most; beyond, a delayed
+    /// record waits in the window (and holds up the start offset).
+    pub max_delayed: u32,
 }
 
 /// Kafka's defaults.
@@ -127,8 +139,36 @@ impl Default for ShareConfig {
             delivery_count_limit: 5,
             max_record_locks: 2_000,
             backoff: Backoff::default(),
+            max_delayed: 2_000,
         }
     }
+}
+
+/// What a record entering the window is for the group (the caller decides,
+/// from the group's filter and the record's headers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// Deliver it now.
+    Deliver,
+    /// The group's filter refuses it: archived, never delivered.
+    Filtered,
+    /// Not to be acquired before this time (epoch ms); at once if passed.
+    DueAt(u64),
+}
+
+/// What records entering the window (and delayed ones delivered) came to
+/// since the last [`SharePartition::take_stats`], for metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ArrivalStats {
+    /// Archived at once by the group's filter.
+    pub filtered: u64,
+    /// Not due when they entered (parked or held in the window).
+    pub delayed: u64,
+    /// Of those, held in the window because the parked list was full.
+    pub delayed_in_window: u64,
+    /// For each delayed record acquired for the first time: how long after
+    /// its due time (ms).
+    pub lateness_ms: Vec<u64>,
 }
 
 /// Why an acknowledgement or a restore was refused. Nothing changed.
@@ -208,11 +248,15 @@ pub struct SnapshotRange {
 }
 
 /// The durable form of a share-partition: its start offset and its window
-/// as ranges, from the start offset up, with no hole.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// as ranges, from the start offset up, with no hole; and its parked
+/// (delayed) records as ranges of available records with their due time
+/// as "not before" (in offset order, anywhere below the window's end; a
+/// parked record inside the window is written there as archived).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ShareSnapshot {
     pub start: Offset,
     pub ranges: Vec<SnapshotRange>,
+    pub parked: Vec<SnapshotRange>,
 }
 
 /// One offset of the window.
@@ -229,11 +273,14 @@ enum Slot {
     },
     Acknowledged,
     Archived,
+    /// Moved to the parked list (a delayed record): done as far as the
+    /// window is concerned.
+    Parked,
 }
 
 impl Slot {
     fn is_done(&self) -> bool {
-        matches!(self, Slot::Acknowledged | Slot::Archived)
+        matches!(self, Slot::Acknowledged | Slot::Archived | Slot::Parked)
     }
 }
 
@@ -246,6 +293,10 @@ pub struct SharePartition {
     /// `window[i]` is offset `start + i`; its end is the SPEO, the first
     /// offset never acquired.
     window: VecDeque<Slot>,
+    /// Delayed records out of the window, by offset: below the end offset,
+    /// never done (removed once done), at most `max_delayed` of them.
+    parked: BTreeMap<i64, Slot>,
+    stats: ArrivalStats,
 }
 
 impl SharePartition {
@@ -256,6 +307,8 @@ impl SharePartition {
             config,
             start: start.0,
             window: VecDeque::new(),
+            parked: BTreeMap::new(),
+            stats: ArrivalStats::default(),
         }
     }
 
@@ -284,19 +337,55 @@ impl SharePartition {
         self.window.len()
     }
 
+    /// Delayed records parked out of the window.
+    pub fn parked(&self) -> usize {
+        self.parked.len()
+    }
+
+    /// What entering records came to since the last call.
+    pub fn take_stats(&mut self) -> ArrivalStats {
+        std::mem::take(&mut self.stats)
+    }
+
     fn end(&self) -> i64 {
         self.start + self.window.len() as i64
     }
 
     /// The first offset an acquire at `now_ms` would take: the oldest
-    /// record available again, else the end offset (expired locks are
-    /// released first). The caller reads the log from there.
+    /// record available again (a parked one come due included), else the
+    /// end offset (expired locks are released first). The caller reads the
+    /// log from there, and acquires with the same `now_ms`.
     pub fn first_acquirable(&mut self, now_ms: u64) -> Offset {
         self.expire(now_ms);
-        let due = self.window.iter().position(|slot| {
-            matches!(slot, Slot::Available { not_before_ms, .. } if *not_before_ms <= now_ms)
-        });
-        Offset(due.map_or(self.end(), |i| self.start + i as i64))
+        let due = |slot: &Slot| matches!(slot, Slot::Available { not_before_ms, .. } if *not_before_ms <= now_ms);
+        let in_window = self
+            .window
+            .iter()
+            .position(due)
+            .map_or(self.end(), |i| self.start + i as i64);
+        let parked = self
+            .parked
+            .iter()
+            .find(|(_, slot)| due(slot))
+            .map(|(offset, _)| *offset);
+        Offset(parked.map_or(in_window, |p| p.min(in_window)))
+    }
+
+    /// The slot of `offset`: a parked record's, else the window's.
+    fn slot_at(&self, offset: i64) -> Option<&Slot> {
+        if let Some(slot) = self.parked.get(&offset) {
+            return Some(slot);
+        }
+        let i = usize::try_from(offset.checked_sub(self.start)?).ok()?;
+        self.window.get(i)
+    }
+
+    fn slot_at_mut(&mut self, offset: i64) -> Option<&mut Slot> {
+        if self.parked.contains_key(&offset) {
+            return self.parked.get_mut(&offset);
+        }
+        let i = usize::try_from(offset.checked_sub(self.start)?).ok()?;
+        self.window.get_mut(i)
     }
 
     /// Acquires up to `max_records` records below `limit` (the high
@@ -312,40 +401,120 @@ impl SharePartition {
         limit: Offset,
         now_ms: u64,
     ) -> Vec<Acquired> {
+        self.acquire_with(
+            member,
+            max_records,
+            Offset(i64::MIN),
+            limit,
+            now_ms,
+            &mut |_| Some(Arrival::Deliver),
+        )
+    }
+
+    /// [`Self::acquire`], where each offset entering the window is first
+    /// given to `arrival` (called once per offset, in offset order; `None`
+    /// stops new offsets entering, as the limit would): a
+    /// record the group's filter refuses is archived at once, one not due
+    /// yet is parked (or, the parked list full, kept in the window as
+    /// available from its due time). Parked records come due like
+    /// redeliveries, oldest offset first. Nothing below `from` (where the
+    /// caller's read of the log starts) is acquired, should a record there
+    /// have become available since [`Self::first_acquirable`].
+    pub fn acquire_with(
+        &mut self,
+        member: &MemberId,
+        max_records: u32,
+        from: Offset,
+        limit: Offset,
+        now_ms: u64,
+        arrival: &mut dyn FnMut(Offset) -> Option<Arrival>,
+    ) -> Vec<Acquired> {
         self.expire(now_ms);
         let until_ms = now_ms.saturating_add(self.config.lock_duration_ms);
         let mut left = max_records as usize;
-        let mut out = Ranges::default();
-        for (i, slot) in self.window.iter_mut().enumerate() {
-            if left == 0 || self.start + i as i64 >= limit.0 {
-                break;
-            }
-            if let Slot::Available {
+        let mut taken: Vec<(i64, u16)> = Vec::new();
+        let mut take = |offset: i64, slot: &mut Slot, stats: &mut ArrivalStats| {
+            let Slot::Available {
                 deliveries,
                 not_before_ms,
             } = *slot
-                && not_before_ms <= now_ms
-            {
-                let deliveries = deliveries.saturating_add(1);
-                *slot = Slot::Acquired {
-                    deliveries,
-                    member: member.clone(),
-                    until_ms,
-                };
-                out.push(self.start + i as i64, deliveries);
+            else {
+                return false;
+            };
+            if not_before_ms > now_ms {
+                return false;
+            }
+            if deliveries == 0 && not_before_ms > 0 {
+                stats.lateness_ms.push(now_ms - not_before_ms);
+            }
+            let deliveries = deliveries.saturating_add(1);
+            *slot = Slot::Acquired {
+                deliveries,
+                member: member.clone(),
+                until_ms,
+            };
+            taken.push((offset, deliveries));
+            true
+        };
+        for (&offset, slot) in self.parked.range_mut(from.0..) {
+            if left == 0 || offset >= limit.0 {
+                break;
+            }
+            if take(offset, slot, &mut self.stats) {
+                left -= 1;
+            }
+        }
+        let skip = usize::try_from(from.0.saturating_sub(self.start)).unwrap_or(0);
+        for (i, slot) in self.window.iter_mut().enumerate().skip(skip) {
+            if left == 0 || self.start + i as i64 >= limit.0 {
+                break;
+            }
+            if take(self.start + i as i64, slot, &mut self.stats) {
                 left -= 1;
             }
         }
         let cap = self.config.max_record_locks as usize;
         while left > 0 && self.end() < limit.0 && self.window.len() < cap {
             let offset = self.end();
-            self.window.push_back(Slot::Acquired {
-                deliveries: 1,
-                member: member.clone(),
-                until_ms,
-            });
-            out.push(offset, 1);
-            left -= 1;
+            let Some(verdict) = arrival(Offset(offset)) else {
+                break;
+            };
+            match verdict {
+                Arrival::Filtered => {
+                    self.stats.filtered += 1;
+                    self.window.push_back(Slot::Archived);
+                    self.advance();
+                }
+                Arrival::DueAt(due) if due > now_ms => {
+                    self.stats.delayed += 1;
+                    let waiting = Slot::Available {
+                        deliveries: 0,
+                        not_before_ms: due,
+                    };
+                    if self.parked.len() < self.config.max_delayed as usize {
+                        self.parked.insert(offset, waiting);
+                        self.window.push_back(Slot::Parked);
+                        self.advance();
+                    } else {
+                        self.stats.delayed_in_window += 1;
+                        self.window.push_back(waiting);
+                    }
+                }
+                Arrival::Deliver | Arrival::DueAt(_) => {
+                    self.window.push_back(Slot::Acquired {
+                        deliveries: 1,
+                        member: member.clone(),
+                        until_ms,
+                    });
+                    taken.push((offset, 1));
+                    left -= 1;
+                }
+            }
+        }
+        taken.sort_unstable_by_key(|(offset, _)| *offset);
+        let mut out = Ranges::default();
+        for (offset, deliveries) in taken {
+            out.push(offset, deliveries);
         }
         out.0
     }
@@ -372,30 +541,34 @@ impl SharePartition {
             ));
         }
         self.expire(now_ms);
-        if first < self.start || last >= self.end() {
-            let offset = if first < self.start { first } else { last };
+        if last >= self.end() {
             return Err(ShareError::InvalidRecordState {
-                offset: Offset(offset),
+                offset: Offset(last),
             });
         }
-        let lo = (first - self.start) as usize;
-        let hi = (last - self.start) as usize;
-        for (i, slot) in self.window.range(lo..=hi).enumerate() {
-            match slot {
-                Slot::Acquired { member: holder, .. } if holder == member => {}
+        // At most window + parked offsets can be acquired, so this loop
+        // stops at an offset that is not within that many steps.
+        for offset in first..=last {
+            match self.slot_at(offset) {
+                Some(Slot::Acquired { member: holder, .. }) if holder == member => {}
                 _ => {
                     return Err(ShareError::InvalidRecordState {
-                        offset: Offset(first + i as i64),
+                        offset: Offset(offset),
                     });
                 }
             }
         }
         let config = self.config;
-        for (i, slot) in self.window.range_mut(lo..=hi).enumerate() {
+        let mut parked_done = false;
+        for offset in first..=last {
+            let in_parked = self.parked.contains_key(&offset);
+            let Some(slot) = self.slot_at_mut(offset) else {
+                continue;
+            };
             let Slot::Acquired { deliveries, .. } = *slot else {
                 continue;
             };
-            match batch.type_at(first + i as i64) {
+            match batch.type_at(offset) {
                 AckType::Accept => *slot = Slot::Acknowledged,
                 AckType::Gap | AckType::Reject => *slot = Slot::Archived,
                 AckType::Release => *slot = released(config, deliveries, now_ms),
@@ -405,6 +578,10 @@ impl SharePartition {
                     }
                 }
             }
+            parked_done |= in_parked && slot.is_done();
+        }
+        if parked_done {
+            self.parked.retain(|_, slot| !slot.is_done());
         }
         self.advance();
         Ok(())
@@ -415,7 +592,7 @@ impl SharePartition {
     pub fn expire(&mut self, now_ms: u64) -> usize {
         let config = self.config;
         let mut n = 0;
-        for slot in self.window.iter_mut() {
+        for slot in self.window.iter_mut().chain(self.parked.values_mut()) {
             if let Slot::Acquired {
                 deliveries,
                 until_ms,
@@ -428,6 +605,7 @@ impl SharePartition {
             }
         }
         if n > 0 {
+            self.parked.retain(|_, slot| !slot.is_done());
             self.advance();
         }
         n
@@ -438,7 +616,7 @@ impl SharePartition {
     pub fn release_member(&mut self, member: &MemberId, now_ms: u64) -> usize {
         let config = self.config;
         let mut n = 0;
-        for slot in self.window.iter_mut() {
+        for slot in self.window.iter_mut().chain(self.parked.values_mut()) {
             if let Slot::Acquired {
                 deliveries,
                 member: holder,
@@ -451,16 +629,19 @@ impl SharePartition {
             }
         }
         if n > 0 {
+            self.parked.retain(|_, slot| !slot.is_done());
             self.advance();
         }
         n
     }
 
     /// When this share-partition next needs attention after `now_ms`: the
-    /// earliest lock deadline or backoff end, if any.
+    /// earliest lock deadline, backoff end or parked record's due time, if
+    /// any.
     pub fn next_deadline(&self, now_ms: u64) -> Option<u64> {
         self.window
             .iter()
+            .chain(self.parked.values())
             .filter_map(|slot| match *slot {
                 Slot::Acquired { until_ms, .. } => Some(until_ms),
                 Slot::Available { not_before_ms, .. } if not_before_ms > now_ms => {
@@ -475,6 +656,13 @@ impl SharePartition {
     /// records below it are gone for this group too.
     pub fn advance_log_start(&mut self, log_start: Offset) {
         let log_start = log_start.0;
+        if self
+            .parked
+            .first_key_value()
+            .is_some_and(|(o, _)| *o < log_start)
+        {
+            self.parked = self.parked.split_off(&log_start);
+        }
         if log_start <= self.start {
             return;
         }
@@ -487,35 +675,15 @@ impl SharePartition {
     /// The durable form: the start offset and the window as ranges;
     /// acquired records are stored as available with their counts.
     pub fn snapshot(&self) -> ShareSnapshot {
-        let mut ranges: Vec<SnapshotRange> = Vec::new();
-        for (i, slot) in self.window.iter().enumerate() {
-            let offset = self.start + i as i64;
-            let (state, deliveries) = match *slot {
-                Slot::Available {
-                    deliveries,
-                    not_before_ms,
-                } => (DurableState::Available { not_before_ms }, deliveries),
-                Slot::Acquired { deliveries, .. } => {
-                    (DurableState::Available { not_before_ms: 0 }, deliveries)
-                }
-                Slot::Acknowledged => (DurableState::Acknowledged, 0),
-                Slot::Archived => (DurableState::Archived, 0),
-            };
-            match ranges.last_mut() {
-                Some(r) if r.state == state && r.deliveries == deliveries => {
-                    r.last = Offset(offset)
-                }
-                _ => ranges.push(SnapshotRange {
-                    first: Offset(offset),
-                    last: Offset(offset),
-                    state,
-                    deliveries,
-                }),
-            }
-        }
+        let window = self
+            .window
+            .iter()
+            .enumerate()
+            .map(|(i, slot)| (self.start + i as i64, slot));
         ShareSnapshot {
             start: Offset(self.start),
-            ranges,
+            ranges: durable_ranges(window),
+            parked: durable_ranges(self.parked.iter().map(|(o, slot)| (*o, slot))),
         }
     }
 
@@ -533,7 +701,7 @@ impl SharePartition {
             if r.last.0 < r.first.0 {
                 return Err(ShareError::CorruptSnapshot("inverted range"));
             }
-            let len = r.last.0 - r.first.0 + 1;
+            let len = r.last.0.saturating_sub(r.first.0).saturating_add(1);
             if window.len() as i64 + len > i64::from(config.max_record_locks.max(1)) * 4 {
                 return Err(ShareError::CorruptSnapshot("window far beyond the cap"));
             }
@@ -546,12 +714,50 @@ impl SharePartition {
                 DurableState::Archived => Slot::Archived,
             };
             window.extend(std::iter::repeat_n(slot, len as usize));
-            next = r.last.0 + 1;
+            next = r.last.0.saturating_add(1);
+        }
+        let mut parked = BTreeMap::new();
+        let mut after = i64::MIN;
+        for r in &snapshot.parked {
+            if r.last.0 < r.first.0 || r.first.0 <= after {
+                return Err(ShareError::CorruptSnapshot("parked ranges out of order"));
+            }
+            if r.last.0 >= next {
+                return Err(ShareError::CorruptSnapshot("a parked record past the end"));
+            }
+            let DurableState::Available { not_before_ms } = r.state else {
+                return Err(ShareError::CorruptSnapshot("a parked record that is done"));
+            };
+            let len = r.last.0.saturating_sub(r.first.0).saturating_add(1);
+            if parked.len() as i64 + len > i64::from(config.max_delayed.max(1)) * 4 {
+                return Err(ShareError::CorruptSnapshot(
+                    "parked records far beyond the cap",
+                ));
+            }
+            for offset in r.first.0..=r.last.0 {
+                parked.insert(
+                    offset,
+                    Slot::Available {
+                        deliveries: r.deliveries,
+                        not_before_ms,
+                    },
+                );
+                // Written as archived in the window.
+                if let Some(slot) = usize::try_from(offset - snapshot.start.0)
+                    .ok()
+                    .and_then(|i| window.get_mut(i))
+                {
+                    *slot = Slot::Parked;
+                }
+            }
+            after = r.last.0;
         }
         let mut partition = Self {
             config,
             start: snapshot.start.0,
             window,
+            parked,
+            stats: ArrivalStats::default(),
         };
         partition.advance();
         Ok(partition)
@@ -567,9 +773,40 @@ impl SharePartition {
 
     #[cfg(test)]
     fn slot(&self, offset: i64) -> Option<&Slot> {
-        let i = usize::try_from(offset - self.start).ok()?;
-        self.window.get(i)
+        self.slot_at(offset)
     }
+}
+
+/// Slots in offset order as durable ranges: acquired records as available
+/// with their counts, parked slots of the window as archived (the parked
+/// list carries them).
+fn durable_ranges<'a>(slots: impl Iterator<Item = (i64, &'a Slot)>) -> Vec<SnapshotRange> {
+    let mut ranges: Vec<SnapshotRange> = Vec::new();
+    for (offset, slot) in slots {
+        let (state, deliveries) = match *slot {
+            Slot::Available {
+                deliveries,
+                not_before_ms,
+            } => (DurableState::Available { not_before_ms }, deliveries),
+            Slot::Acquired { deliveries, .. } => {
+                (DurableState::Available { not_before_ms: 0 }, deliveries)
+            }
+            Slot::Acknowledged => (DurableState::Acknowledged, 0),
+            Slot::Archived | Slot::Parked => (DurableState::Archived, 0),
+        };
+        match ranges.last_mut() {
+            Some(r) if r.last.0 + 1 == offset && r.state == state && r.deliveries == deliveries => {
+                r.last = Offset(offset)
+            }
+            _ => ranges.push(SnapshotRange {
+                first: Offset(offset),
+                last: Offset(offset),
+                state,
+                deliveries,
+            }),
+        }
+    }
+    ranges
 }
 
 /// What a released (or expired) record becomes.

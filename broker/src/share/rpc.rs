@@ -5,9 +5,11 @@
 //! over the internal RPC (the routes `/rpc/share/*`), as
 //! [`crate::owner::PartitionOwner`] and [`crate::owner::Coordinator`] are.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use floe_metadata::record_filter::RecordFilter;
 use floe_storage::PartitionKey;
 use floe_types::{Offset, TopicId};
 
@@ -96,6 +98,9 @@ pub mod proto {
         /// `reset_earliest` is false); absent: latest or earliest.
         #[prost(uint64, optional, tag = "7")]
         pub reset_by_duration_ms: Option<u64>,
+        /// The group's `floe.filter`; empty (as older proxies send): none.
+        #[prost(string, tag = "8")]
+        pub filter: String,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -275,6 +280,12 @@ pub(super) fn call_msg(c: &ShareCall) -> proto::Call {
             AutoOffsetReset::ByDuration(ms) => Some(ms),
             _ => None,
         },
+        filter: c
+            .settings
+            .filter
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
     }
 }
 
@@ -291,6 +302,12 @@ pub(super) fn call_from(c: Option<proto::Call>) -> Result<ShareCall, BrokerError
                 (None, false) => AutoOffsetReset::Latest,
             },
             delivery_count_limit: u16::try_from(c.delivery_count_limit).unwrap_or(u16::MAX),
+            filter: match c.filter.as_str() {
+                "" => None,
+                text => Some(Arc::new(RecordFilter::parse(text).map_err(|why| {
+                    BrokerError::new(ErrorKind::InvalidRequest, format!("floe.filter: {why}"))
+                })?)),
+            },
             // Timings travel with heartbeats, not with calls to owners.
             ..ShareSettings::default()
         },
@@ -475,7 +492,7 @@ impl ShareStore for Broker {
             // same id): its offset is where the share group starts.
             Err(_) => Ok(Some(ShareSnapshot {
                 start: Offset(o.offset),
-                ranges: Vec::new(),
+                ..ShareSnapshot::default()
             })),
         }
     }
@@ -929,6 +946,30 @@ mod tests {
             group_error_from(group_error_code(ShareGroupError::InvalidRequest("x"))),
             ShareGroupError::InvalidRequest(_)
         ));
+    }
+
+    #[test]
+    fn a_call_with_its_filter_crosses_the_rpc() {
+        let call = ShareCall {
+            group: "g".into(),
+            key: PartitionKey::new(TopicId(uuid::Uuid::from_u128(7)), 3),
+            member: MemberId::new("m"),
+            settings: ShareSettings {
+                filter: Some(Arc::new(RecordFilter::parse("A || k=v").unwrap())),
+                ..ShareSettings::default()
+            },
+        };
+        let back = call_from(Some(call_msg(&call))).unwrap();
+        assert_eq!(back.settings, call.settings);
+        let plain = ShareCall {
+            settings: ShareSettings::default(),
+            ..call
+        };
+        let mut msg = call_msg(&plain);
+        assert_eq!(msg.filter, "");
+        assert_eq!(call_from(Some(msg.clone())).unwrap().settings.filter, None);
+        msg.filter = "A && B".into();
+        assert!(call_from(Some(msg)).is_err());
     }
 
     #[test]

@@ -9,15 +9,20 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
+use floe_metadata::record_filter::RecordFilter;
 use floe_storage::PartitionKey;
+use floe_storage::records::DecodeLimits;
 use floe_types::Offset;
 
+use super::arrival::{Arrivals, split_batches};
 use super::durable::ShareStore;
 use super::group::{
     Heartbeat, HeartbeatAnswer, ShareGroup, ShareGroupConfig, ShareGroupDescription,
     ShareGroupError, TopicInfo,
 };
-use super::partition::{AckBatch, Acquired, MemberId, ShareConfig, ShareError, SharePartition};
+use super::partition::{
+    AckBatch, Acquired, Arrival, MemberId, ShareConfig, ShareError, SharePartition,
+};
 use crate::broker::OffsetSpec;
 use crate::error::{BrokerError, CallError, ErrorKind};
 use crate::owner::PartitionOwner;
@@ -37,7 +42,7 @@ pub enum AutoOffsetReset {
 
 /// A share group's settings as the proxy resolves them (the group's
 /// configs over the proxy's flags) and sends them with each call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShareSettings {
     /// `share.record.lock.duration.ms`.
     pub lock_duration_ms: u64,
@@ -49,6 +54,8 @@ pub struct ShareSettings {
     pub heartbeat_interval_ms: Option<u32>,
     /// `share.session.timeout.ms` (`None`: the coordinator's, 45 s).
     pub session_timeout_ms: Option<u32>,
+    /// `floe.filter` (`None`: every record).
+    pub filter: Option<Arc<RecordFilter>>,
 }
 
 impl Default for ShareSettings {
@@ -59,6 +66,7 @@ impl Default for ShareSettings {
             delivery_count_limit: ShareConfig::default().delivery_count_limit,
             heartbeat_interval_ms: None,
             session_timeout_ms: None,
+            filter: None,
         }
     }
 }
@@ -453,8 +461,11 @@ impl ShareService {
                 .and_then(|h| h.sp.next_deadline(now))
                 .map(|at| at.saturating_sub(now))
         };
-        let from = match lock(&self.partitions).get_mut(&id) {
-            Some(held) => held.sp.first_acquirable(now_ms()),
+        // One time for the whole acquire: what is due when the log is read
+        // from the first acquirable offset is what the batches read hold.
+        let now = now_ms();
+        let (from, end) = match lock(&self.partitions).get_mut(&id) {
+            Some(held) => (held.sp.first_acquirable(now), held.sp.end_offset()),
             None => return Ok(ShareFetched::nothing(-1, None)),
         };
         let data = match owner.fetch(key, from.0, max_bytes.max(1), None).await {
@@ -480,14 +491,44 @@ impl ShareService {
         let records = buf.freeze();
         let limit = end_of_batches(&records)
             .map_or(data.high_watermark, |end| end.min(data.high_watermark));
-        let acquired = match lock(&self.partitions).get_mut(&id) {
+        // What the records that may enter the window are (their headers
+        // decoded here, outside the lock): at most what one acquire can
+        // take in, from the end offset as it was.
+        let entering = usize::try_from(limit.saturating_sub(end.0))
+            .unwrap_or(0)
+            .min(max_records as usize + self.partition_config.max_record_locks as usize);
+        let mut malformed = 0;
+        let arrivals: Vec<Arrival> = if entering == 0 {
+            Vec::new()
+        } else {
+            let batches = split_batches(&records);
+            let mut a = Arrivals::new(&batches, settings.filter.clone(), DecodeLimits::DEFAULT);
+            let out = (0..entering as i64)
+                .map(|i| a.classify(Offset(end.0 + i)))
+                .collect();
+            malformed = a.malformed;
+            out
+        };
+        let arrival = |offset: Offset| {
+            let i = usize::try_from(offset.0.checked_sub(end.0)?).ok()?;
+            arrivals.get(i).copied()
+        };
+        let (acquired, stats) = match lock(&self.partitions).get_mut(&id) {
             Some(held) => {
                 held.sp.advance_log_start(Offset(data.log_start_offset));
-                held.sp
-                    .acquire(member, max_records, Offset(limit), now_ms())
+                let acquired = held.sp.acquire_with(
+                    member,
+                    max_records,
+                    from,
+                    Offset(limit),
+                    now,
+                    &mut |offset| arrival(offset),
+                );
+                (acquired, held.sp.take_stats())
             }
-            None => Vec::new(),
+            None => (Vec::new(), Default::default()),
         };
+        crate::metrics::share_arrivals(&stats, malformed);
         if acquired.is_empty() {
             return Ok(ShareFetched::nothing(hw, retry(self)));
         }
@@ -678,8 +719,34 @@ mod tests {
             }
         }
 
+        /// One batch per entry of `batches`, records with these headers.
+        fn with_headers(batches: &[Vec<Vec<(&str, String)>>]) -> Self {
+            let mut base = 0;
+            let mut out = Vec::new();
+            for recs in batches {
+                let mut builder = BatchBuilder::new(base, 1_700_000_000_000);
+                for headers in recs {
+                    let mut r = RecordSpec::new(None, Some(b"v".to_vec()), 0);
+                    r.headers = headers
+                        .iter()
+                        .map(|(k, v)| (k.as_bytes().to_vec(), Some(v.as_bytes().to_vec())))
+                        .collect();
+                    builder.push(r);
+                }
+                out.push((base, builder.build(Compression::Lz4).unwrap()));
+                base += recs.len() as i64;
+            }
+            Self {
+                batches: out,
+                ..Self::new(0)
+            }
+        }
+
         fn hw(&self) -> i64 {
-            self.batches.len() as i64 * 3
+            self.batches.last().map_or(0, |(base, b)| {
+                let view = floe_storage::batch::BatchView::parse(b, b.len()).unwrap();
+                base + i64::from(view.last_offset_delta()) + 1
+            })
         }
     }
 
@@ -709,8 +776,9 @@ mod tests {
             }
             let mut records: Vec<Bytes> = Vec::new();
             let mut size = 0;
-            for (base, b) in &self.batches {
-                if base + 3 <= offset || (!records.is_empty() && size + b.len() > max_bytes) {
+            for (i, (_, b)) in self.batches.iter().enumerate() {
+                let next = self.batches.get(i + 1).map_or(self.hw(), |(n, _)| *n);
+                if next <= offset || (!records.is_empty() && size + b.len() > max_bytes) {
                     continue;
                 }
                 size += b.len();
@@ -774,6 +842,7 @@ mod tests {
         delivery_count_limit: 0,
         heartbeat_interval_ms: None,
         session_timeout_ms: None,
+        filter: None,
     };
 
     fn key() -> PartitionKey {
@@ -958,6 +1027,145 @@ mod tests {
                 .await
                 .is_err()
         );
+    }
+
+    fn offsets(f: &ShareFetched) -> Vec<i64> {
+        f.acquired
+            .iter()
+            .flat_map(|a| a.first.0..=a.last.0)
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_groups_filter_archives_what_it_refuses_and_other_groups_see_everything() {
+        let tag = |t: &str| vec![("floe-tag", t.to_owned())];
+        let log = FakeLog::with_headers(&[
+            vec![tag("A"), tag("B"), vec![]],
+            vec![tag("A"), vec![("region", "eu".to_owned())], tag("C")],
+        ]);
+        let svc = service();
+        let only_a = ShareSettings {
+            filter: Some(Arc::new(RecordFilter::parse("A || region=eu").unwrap())),
+            ..EARLIEST
+        };
+        let f = svc
+            .fetch(
+                &log,
+                &log,
+                &only_a,
+                "tagged",
+                &key(),
+                &member(),
+                100,
+                1 << 20,
+            )
+            .await
+            .unwrap();
+        assert_eq!(offsets(&f), vec![0, 3, 4]);
+        let f = svc
+            .fetch(
+                &log,
+                &log,
+                &EARLIEST,
+                "all",
+                &key(),
+                &member(),
+                100,
+                1 << 20,
+            )
+            .await
+            .unwrap();
+        assert_eq!(offsets(&f), vec![0, 1, 2, 3, 4, 5]);
+        // Once the tagged group accepts its records, its start is past the
+        // filtered ones too.
+        svc.acknowledge(
+            &log,
+            &log,
+            &only_a,
+            "tagged",
+            &key(),
+            &member(),
+            &[
+                AckBatch::all(0, 0, AckType::Accept),
+                AckBatch::all(3, 4, AckType::Accept),
+            ],
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(log.saved.lock().unwrap()["tagged"].1.start, Offset(6));
+    }
+
+    #[tokio::test]
+    async fn a_delayed_record_waits_for_its_time_across_a_new_owner() {
+        let due = now_ms() + 600;
+        let log = FakeLog::with_headers(&[vec![
+            vec![],
+            vec![("floe-deliver-at", due.to_string())],
+            vec![("floe-delay-ms", "abc".to_owned())],
+        ]]);
+        let svc = service();
+        let f = svc
+            .fetch(&log, &log, &EARLIEST, "g", &key(), &member(), 100, 1 << 20)
+            .await
+            .unwrap();
+        // The malformed delay is delivered at once; 1 waits.
+        assert_eq!(offsets(&f), vec![0, 2]);
+        svc.acknowledge(
+            &log,
+            &log,
+            &EARLIEST,
+            "g",
+            &key(),
+            &member(),
+            &[AckBatch {
+                first: Offset(0),
+                last: Offset(2),
+                types: vec![AckType::Accept, AckType::Gap, AckType::Accept],
+            }],
+        )
+        .await
+        .unwrap()
+        .unwrap_err();
+        svc.acknowledge(
+            &log,
+            &log,
+            &EARLIEST,
+            "g",
+            &key(),
+            &member(),
+            &[
+                AckBatch::all(0, 0, AckType::Accept),
+                AckBatch::all(2, 2, AckType::Accept),
+            ],
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        // Written: the start past it, and it parked with its due time.
+        let saved = log.saved.lock().unwrap()["g"].1.clone();
+        assert_eq!(saved.start, Offset(3));
+        assert_eq!(
+            saved.parked[0].state,
+            DurableState::Available { not_before_ms: due }
+        );
+        // A new owner: nothing before its time, and told when to look again.
+        *log.epoch.lock().unwrap() = Some(2);
+        let other = service();
+        let f = other
+            .fetch(&log, &log, &EARLIEST, "g", &key(), &member(), 100, 1 << 20)
+            .await
+            .unwrap();
+        assert!(f.acquired.is_empty());
+        let wait = f.retry_in_ms.unwrap();
+        assert!(wait > 0 && wait <= 600, "{wait}");
+        tokio::time::sleep(std::time::Duration::from_millis(wait + 5)).await;
+        let f = other
+            .fetch(&log, &log, &EARLIEST, "g", &key(), &member(), 100, 1 << 20)
+            .await
+            .unwrap();
+        assert_eq!(offsets(&f), vec![1]);
+        assert!(now_ms() >= due);
     }
 
     #[test]

@@ -18,6 +18,7 @@ fn config() -> ShareConfig {
         delivery_count_limit: 3,
         max_record_locks: 10,
         backoff: Backoff::default(),
+        max_delayed: 4,
     }
 }
 
@@ -444,6 +445,7 @@ fn a_restored_snapshot_with_a_done_prefix_starts_after_it() {
             state: DurableState::Archived,
             deliveries: 0,
         }],
+        ..ShareSnapshot::default()
     };
     let sp = SharePartition::restore(config(), &snap).unwrap();
     assert_eq!(sp.start_offset(), Offset(9));
@@ -460,6 +462,7 @@ fn a_corrupt_snapshot_is_refused() {
             state: DurableState::Acknowledged,
             deliveries: 0,
         }],
+        ..ShareSnapshot::default()
     };
     assert!(matches!(
         SharePartition::restore(config(), &hole),
@@ -473,6 +476,7 @@ fn a_corrupt_snapshot_is_refused() {
             state: DurableState::Acknowledged,
             deliveries: 0,
         }],
+        ..ShareSnapshot::default()
     };
     assert!(SharePartition::restore(config(), &inverted).is_err());
     let huge = ShareSnapshot {
@@ -483,6 +487,231 @@ fn a_corrupt_snapshot_is_refused() {
             state: DurableState::Available { not_before_ms: 0 },
             deliveries: 1,
         }],
+        ..ShareSnapshot::default()
     };
     assert!(SharePartition::restore(config(), &huge).is_err());
+    let wide_parked = ShareSnapshot {
+        start: Offset(0),
+        ranges: vec![],
+        parked: vec![SnapshotRange {
+            first: Offset(i64::MIN),
+            last: Offset(-1),
+            state: DurableState::Available { not_before_ms: 0 },
+            deliveries: 0,
+        }],
+    };
+    assert!(SharePartition::restore(config(), &wide_parked).is_err());
+}
+
+/// Acquires with `arrivals[offset]` for the offsets entering the window
+/// (deliver beyond them).
+fn acquire_classified(
+    sp: &mut SharePartition,
+    m: &MemberId,
+    n: u32,
+    limit: i64,
+    now: u64,
+    arrivals: &[(i64, Arrival)],
+) -> Vec<Acquired> {
+    sp.acquire_with(m, n, Offset(0), Offset(limit), now, &mut |o| {
+        Some(
+            arrivals
+                .iter()
+                .find(|(at, _)| *at == o.0)
+                .map_or(Arrival::Deliver, |(_, a)| *a),
+        )
+    })
+}
+
+#[test]
+fn filtered_records_are_archived_at_once_and_never_acquired() {
+    let mut sp = SharePartition::new(config(), Offset(0));
+    let arrivals = [
+        (0, Arrival::Filtered),
+        (1, Arrival::Filtered),
+        (3, Arrival::Filtered),
+    ];
+    let got = acquire_classified(&mut sp, &a(), 10, 5, 0, &arrivals);
+    assert_eq!(got, vec![range(2, 2, 1), range(4, 4, 1)]);
+    // The start moved over the filtered prefix; 3 waits behind 2.
+    assert_eq!(sp.start_offset(), Offset(2));
+    assert_eq!(sp.slot(3), Some(&Slot::Archived));
+    sp.acknowledge(&a(), &AckBatch::all(2, 2, AckType::Accept), 0)
+        .unwrap();
+    assert_eq!(sp.start_offset(), Offset(4));
+    assert_eq!(sp.take_stats().filtered, 3);
+    // A long run of filtered records does not fill the window.
+    let many: Vec<(i64, Arrival)> = (5..100).map(|o| (o, Arrival::Filtered)).collect();
+    sp.acknowledge(&a(), &AckBatch::all(4, 4, AckType::Accept), 0)
+        .unwrap();
+    let got = acquire_classified(&mut sp, &a(), 10, 102, 0, &many);
+    assert_eq!(got, vec![range(100, 101, 1)]);
+    assert_eq!(sp.start_offset(), Offset(100));
+}
+
+#[test]
+fn a_delayed_record_is_parked_and_does_not_hold_up_the_records_behind() {
+    let mut sp = SharePartition::new(config(), Offset(0));
+    let arrivals = [(1, Arrival::DueAt(5_000)), (2, Arrival::DueAt(50))];
+    // 2 is due already at 100: delivered at once.
+    let got = acquire_classified(&mut sp, &a(), 10, 4, 100, &arrivals);
+    assert_eq!(got, vec![range(0, 0, 1), range(2, 3, 1)]);
+    assert_eq!(sp.parked(), 1);
+    sp.acknowledge(&a(), &AckBatch::all(0, 3, AckType::Accept), 100)
+        .unwrap_err();
+    sp.acknowledge(&a(), &AckBatch::all(0, 0, AckType::Accept), 100)
+        .unwrap();
+    sp.acknowledge(&a(), &AckBatch::all(2, 3, AckType::Accept), 100)
+        .unwrap();
+    // The start moved over the parked record.
+    assert_eq!(sp.start_offset(), Offset(4));
+    assert_eq!(sp.in_flight(), 0);
+    // Not before its time, whoever asks; the deadline is its due time.
+    assert_eq!(sp.first_acquirable(4_999), Offset(4));
+    assert!(sp.acquire(&b(), 10, Offset(4), 4_999).is_empty());
+    assert_eq!(sp.next_deadline(4_999), Some(5_000));
+    // Due: the oldest acquirable offset, acquired with count 1, 7 ms late.
+    assert_eq!(sp.first_acquirable(5_007), Offset(1));
+    assert_eq!(sp.acquire(&b(), 10, Offset(4), 5_007), vec![range(1, 1, 1)]);
+    let stats = sp.take_stats();
+    assert_eq!((stats.delayed, stats.lateness_ms), (1, vec![7]));
+    sp.acknowledge(&b(), &AckBatch::all(1, 1, AckType::Accept), 5_010)
+        .unwrap();
+    assert_eq!(sp.parked(), 0);
+    // Never again.
+    assert_eq!(sp.first_acquirable(9_000), Offset(4));
+}
+
+#[test]
+fn a_parked_record_released_or_expired_comes_back_and_is_archived_at_the_limit() {
+    let mut sp = SharePartition::new(config(), Offset(0));
+    acquire_classified(&mut sp, &a(), 10, 2, 0, &[(0, Arrival::DueAt(10))]);
+    sp.acknowledge(&a(), &AckBatch::all(1, 1, AckType::Accept), 0)
+        .unwrap();
+    assert_eq!(sp.start_offset(), Offset(2));
+    assert_eq!(sp.acquire(&a(), 10, Offset(2), 10), vec![range(0, 0, 1)]);
+    sp.acknowledge(&a(), &AckBatch::all(0, 0, AckType::Release), 10)
+        .unwrap();
+    // Released: available again (no backoff), count kept.
+    assert_eq!(sp.acquire(&b(), 10, Offset(2), 11), vec![range(0, 0, 2)]);
+    // Its lock expires: as a release, the third delivery is the last.
+    assert_eq!(sp.acquire(&a(), 10, Offset(2), 2_000), vec![range(0, 0, 3)]);
+    assert_eq!(sp.expire(3_000), 1);
+    assert_eq!(sp.parked(), 0);
+    assert!(sp.acquire(&a(), 10, Offset(2), 3_000).is_empty());
+}
+
+#[test]
+fn a_full_parked_list_keeps_delayed_records_in_the_window_holding_the_start() {
+    let mut sp = SharePartition::new(config(), Offset(0));
+    // Four fit in the parked list (max_delayed), the fifth waits in the window.
+    let arrivals: Vec<(i64, Arrival)> = (0..5).map(|o| (o, Arrival::DueAt(1_000))).collect();
+    let got = acquire_classified(&mut sp, &a(), 10, 7, 0, &arrivals);
+    assert_eq!(got, vec![range(5, 6, 1)]);
+    assert_eq!(sp.parked(), 4);
+    assert_eq!(
+        sp.slot(4),
+        Some(&Slot::Available {
+            deliveries: 0,
+            not_before_ms: 1_000
+        })
+    );
+    sp.acknowledge(&a(), &AckBatch::all(5, 6, AckType::Accept), 0)
+        .unwrap();
+    assert_eq!(sp.start_offset(), Offset(4));
+    let stats = sp.take_stats();
+    assert_eq!((stats.delayed, stats.delayed_in_window), (5, 1));
+    // All five come due together, in offset order.
+    assert_eq!(sp.acquire(&b(), 10, Offset(7), 1_000), vec![range(0, 4, 1)]);
+}
+
+#[test]
+fn parked_records_survive_the_snapshot_with_their_due_times() {
+    let mut sp = SharePartition::new(config(), Offset(0));
+    let arrivals = [(1, Arrival::DueAt(9_000)), (3, Arrival::DueAt(7_000))];
+    acquire_classified(&mut sp, &a(), 10, 5, 0, &arrivals);
+    sp.acknowledge(&a(), &AckBatch::all(0, 0, AckType::Accept), 0)
+        .unwrap();
+    // 2 and 4 are still acquired: the start stays at 2, 3 is parked inside
+    // the window.
+    let snap = sp.snapshot();
+    assert_eq!(snap.start, Offset(2));
+    assert_eq!(snap.parked.len(), 2);
+    let mut back = SharePartition::restore(config(), &snap).unwrap();
+    assert_eq!(back.parked(), 2);
+    assert_eq!(back.snapshot(), snap);
+    // Locks did not survive: 2 and 4 come back now, the parked ones only
+    // when due.
+    assert_eq!(
+        back.acquire(&b(), 10, Offset(5), 100),
+        vec![range(2, 2, 2), range(4, 4, 2)]
+    );
+    back.acknowledge(&b(), &AckBatch::all(2, 2, AckType::Accept), 100)
+        .unwrap();
+    back.acknowledge(&b(), &AckBatch::all(4, 4, AckType::Accept), 100)
+        .unwrap();
+    assert_eq!(back.start_offset(), Offset(5));
+    assert!(back.acquire(&b(), 10, Offset(5), 6_999).is_empty());
+    assert_eq!(
+        back.acquire(&b(), 10, Offset(5), 7_000),
+        vec![range(3, 3, 1)]
+    );
+    back.acknowledge(&b(), &AckBatch::all(3, 3, AckType::Accept), 7_000)
+        .unwrap();
+    assert_eq!(
+        back.acquire(&b(), 10, Offset(5), 9_000),
+        vec![range(1, 1, 1)]
+    );
+    // A parked record that is done, or past the end, is a corrupt snapshot.
+    let mut bad = snap.clone();
+    bad.parked[0].state = DurableState::Acknowledged;
+    assert!(SharePartition::restore(config(), &bad).is_err());
+    let mut bad = snap;
+    bad.parked[1].last = Offset(5);
+    assert!(SharePartition::restore(config(), &bad).is_err());
+}
+
+#[test]
+fn the_log_start_moving_past_a_parked_record_drops_it() {
+    let mut sp = SharePartition::new(config(), Offset(0));
+    acquire_classified(&mut sp, &a(), 10, 3, 0, &[(0, Arrival::DueAt(1_000))]);
+    sp.acknowledge(&a(), &AckBatch::all(1, 2, AckType::Accept), 0)
+        .unwrap();
+    assert_eq!((sp.start_offset(), sp.parked()), (Offset(3), 1));
+    sp.advance_log_start(Offset(1));
+    assert_eq!(sp.parked(), 0);
+    assert!(sp.acquire(&a(), 10, Offset(3), 2_000).is_empty());
+}
+
+#[test]
+fn no_verdict_stops_records_entering_and_a_huge_range_is_refused_quickly() {
+    let mut sp = SharePartition::new(config(), Offset(0));
+    let got = sp.acquire_with(&a(), 10, Offset(0), Offset(10), 0, &mut |o| {
+        (o.0 < 2).then_some(Arrival::Deliver)
+    });
+    assert_eq!(got, vec![range(0, 1, 1)]);
+    assert_eq!(sp.end_offset(), Offset(2));
+    assert_eq!(
+        sp.acknowledge(&a(), &AckBatch::all(0, i64::MAX - 1, AckType::Accept), 0),
+        Err(ShareError::InvalidRecordState {
+            offset: Offset(i64::MAX - 1)
+        })
+    );
+    assert_eq!(
+        sp.acknowledge(&a(), &AckBatch::all(-5, 1, AckType::Accept), 0),
+        Err(ShareError::InvalidRecordState { offset: Offset(-5) })
+    );
+}
+
+#[test]
+fn nothing_below_where_the_log_was_read_is_acquired() {
+    let mut sp = acquired(4, &a());
+    sp.acknowledge(&a(), &AckBatch::all(1, 1, AckType::Release), 0)
+        .unwrap();
+    // The caller read from 2 (1 was released after it looked): 1 waits.
+    let got = sp.acquire_with(&b(), 10, Offset(2), Offset(6), 0, &mut |_| {
+        Some(Arrival::Deliver)
+    });
+    assert_eq!(got, vec![range(4, 5, 1)]);
+    assert_eq!(sp.acquire(&b(), 10, Offset(6), 0), vec![range(1, 1, 2)]);
 }
