@@ -7,7 +7,9 @@
 use floe_storage::PartitionKey;
 use floe_types::Offset;
 
-use super::partition::{DurableState, ShareError, ShareSnapshot, SnapshotRange};
+use super::partition::{
+    DeadLetterProgress, DeadLetterReason, DurableState, ShareError, ShareSnapshot, SnapshotRange,
+};
 use crate::error::CallError;
 
 /// Where share-partitions are kept durably, and who may write them.
@@ -37,7 +39,11 @@ pub trait ShareStore: Send + Sync {
 
 /// The window as text: `first-last:state:count` ranges joined by `,`, where
 /// state is `a` (available; `a<ms>` available from that time), `k`
-/// (acknowledged) or `x` (archived). Versioned by a leading `1;`.
+/// (acknowledged), `x` (archived) or `dr` / `dl` (waiting for the
+/// dead-letter topic: rejected / at the delivery limit). Versioned by a
+/// leading `1;`. The dead-letter producer's progress, once there is one,
+/// follows as `;q<epoch>.<sequence>` and `.<offset>` while an append is
+/// under way.
 pub fn encode_window(snapshot: &ShareSnapshot) -> String {
     let mut out = String::from("1;");
     for (i, r) in snapshot.ranges.iter().enumerate() {
@@ -49,13 +55,46 @@ pub fn encode_window(snapshot: &ShareSnapshot) -> String {
             DurableState::Available { not_before_ms } => format!("a{not_before_ms}"),
             DurableState::Acknowledged => "k".to_owned(),
             DurableState::Archived => "x".to_owned(),
+            DurableState::DeadLettering {
+                reason: DeadLetterReason::Rejected,
+            } => "dr".to_owned(),
+            DurableState::DeadLettering {
+                reason: DeadLetterReason::DeliveryLimit,
+            } => "dl".to_owned(),
         };
         out.push_str(&format!(
             "{}-{}:{}:{}",
             r.first.0, r.last.0, state, r.deliveries
         ));
     }
+    let dlq = snapshot.dead_letter;
+    if dlq != DeadLetterProgress::default() {
+        out.push_str(&format!(";q{}.{}", dlq.producer_epoch, dlq.next_sequence));
+        if let Some(o) = dlq.in_flight {
+            out.push_str(&format!(".{}", o.0));
+        }
+    }
     out
+}
+
+/// The dead-letter progress from `q<epoch>.<sequence>[.<offset>]`.
+fn decode_progress(text: &str) -> Result<DeadLetterProgress, ShareError> {
+    let bad = ShareError::CorruptSnapshot;
+    let body = text.strip_prefix('q').ok_or(bad("unknown section"))?;
+    let mut fields = body.split('.');
+    let (Some(epoch), Some(seq), offset, None) =
+        (fields.next(), fields.next(), fields.next(), fields.next())
+    else {
+        return Err(bad("dead-letter progress without two or three fields"));
+    };
+    Ok(DeadLetterProgress {
+        producer_epoch: epoch.parse().map_err(|_| bad("not an epoch"))?,
+        next_sequence: seq.parse().map_err(|_| bad("not a sequence"))?,
+        in_flight: match offset {
+            Some(o) => Some(Offset(o.parse().map_err(|_| bad("not an offset"))?)),
+            None => None,
+        },
+    })
 }
 
 /// Whether a group's stored offset metadata is a share-partition's state
@@ -68,6 +107,10 @@ pub fn is_share_state(text: &str) -> bool {
 pub fn decode_window(start: i64, text: &str) -> Result<ShareSnapshot, ShareError> {
     let bad = ShareError::CorruptSnapshot;
     let body = text.strip_prefix("1;").ok_or(bad("unknown version"))?;
+    let (body, dead_letter) = match body.split_once(';') {
+        Some((ranges, progress)) => (ranges, decode_progress(progress)?),
+        None => (body, DeadLetterProgress::default()),
+    };
     let mut ranges = Vec::new();
     for part in body.split(',').filter(|p| !p.is_empty()) {
         let mut fields = part.split(':');
@@ -81,6 +124,12 @@ pub fn decode_window(start: i64, text: &str) -> Result<ShareSnapshot, ShareError
         let state = match state {
             "k" => DurableState::Acknowledged,
             "x" => DurableState::Archived,
+            "dr" => DurableState::DeadLettering {
+                reason: DeadLetterReason::Rejected,
+            },
+            "dl" => DurableState::DeadLettering {
+                reason: DeadLetterReason::DeliveryLimit,
+            },
             s => DurableState::Available {
                 not_before_ms: match s.strip_prefix('a').ok_or(bad("unknown state"))? {
                     "" => 0,
@@ -98,6 +147,7 @@ pub fn decode_window(start: i64, text: &str) -> Result<ShareSnapshot, ShareError
     Ok(ShareSnapshot {
         start: Offset(start),
         ranges,
+        dead_letter,
     })
 }
 
@@ -139,6 +189,7 @@ mod tests {
                     deliveries: 0,
                 },
             ],
+            dead_letter: DeadLetterProgress::default(),
         };
         let text = encode_window(&snap);
         assert_eq!(
@@ -149,8 +200,49 @@ mod tests {
         let empty = ShareSnapshot {
             start: Offset(5),
             ranges: vec![],
+            dead_letter: DeadLetterProgress::default(),
         };
         assert_eq!(decode_window(5, &encode_window(&empty)).unwrap(), empty);
+    }
+
+    #[test]
+    fn records_waiting_for_the_dead_letter_topic_and_its_progress_survive_the_text_form() {
+        let mut snap = ShareSnapshot {
+            start: Offset(3),
+            ranges: vec![
+                SnapshotRange {
+                    first: Offset(3),
+                    last: Offset(4),
+                    state: DurableState::DeadLettering {
+                        reason: DeadLetterReason::Rejected,
+                    },
+                    deliveries: 1,
+                },
+                SnapshotRange {
+                    first: Offset(5),
+                    last: Offset(5),
+                    state: DurableState::DeadLettering {
+                        reason: DeadLetterReason::DeliveryLimit,
+                    },
+                    deliveries: 5,
+                },
+            ],
+            dead_letter: DeadLetterProgress {
+                producer_epoch: 2,
+                next_sequence: 17,
+                in_flight: Some(Offset(4)),
+            },
+        };
+        let text = encode_window(&snap);
+        assert_eq!(text, "1;3-4:dr:1,5-5:dl:5;q2.17.4");
+        assert_eq!(decode_window(3, &text).unwrap(), snap);
+        snap.dead_letter.in_flight = None;
+        let text = encode_window(&snap);
+        assert_eq!(text, "1;3-4:dr:1,5-5:dl:5;q2.17");
+        assert_eq!(decode_window(3, &text).unwrap(), snap);
+        for bad in ["1;3-4:dr:1;q", "1;3-4:dr:1;q1", "1;;r1.2", "1;;q1.2.3.4", "1;;qa.1"] {
+            assert!(decode_window(0, bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

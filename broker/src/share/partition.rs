@@ -117,6 +117,11 @@ pub struct ShareConfig {
     pub max_record_locks: u32,
     /// Floe's redelivery backoff (none by default).
     pub backoff: Backoff,
+    /// Whether the group names a dead-letter topic (`floe.dlq.topic`): a
+    /// REJECTed record, or one released or expired at the delivery limit,
+    /// is then held as [`DeadLetterReason`] until the owner appended it
+    /// there, instead of being archived at once.
+    pub dead_letter: bool,
 }
 
 /// Kafka's defaults.
@@ -127,8 +132,54 @@ impl Default for ShareConfig {
             delivery_count_limit: 5,
             max_record_locks: 2_000,
             backoff: Backoff::default(),
+            dead_letter: false,
         }
     }
+}
+
+/// Why a record goes to the dead-letter topic (the `floe-dlq-reason`
+/// header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeadLetterReason {
+    /// A member REJECTed it.
+    Rejected,
+    /// Released, or its lock expired, at `share.delivery.count.limit`.
+    DeliveryLimit,
+}
+
+impl DeadLetterReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Rejected => "rejected",
+            Self::DeliveryLimit => "delivery-count-limit",
+        }
+    }
+}
+
+/// Where a share-partition is in writing records to the dead-letter topic,
+/// kept durably with its window so that a new owner repeats the one append
+/// that may have landed with the same producer epoch and sequence (the
+/// dead-letter partition then answers it as a duplicate): exactly once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DeadLetterProgress {
+    /// The producer epoch of this share-partition's dead-letter producer.
+    pub producer_epoch: i16,
+    /// The sequence of the next append.
+    pub next_sequence: i32,
+    /// The offset whose append is under way (sent, or about to be, with
+    /// `next_sequence`), until it is confirmed.
+    pub in_flight: Option<Offset>,
+}
+
+/// One record to append to the dead-letter topic, with the producer epoch
+/// and sequence to append it under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadLetter {
+    pub offset: Offset,
+    pub deliveries: u16,
+    pub reason: DeadLetterReason,
+    pub producer_epoch: i16,
+    pub sequence: i32,
 }
 
 /// Why an acknowledgement or a restore was refused. Nothing changed.
@@ -196,6 +247,10 @@ pub enum DurableState {
     },
     Acknowledged,
     Archived,
+    /// Waiting to be appended to the dead-letter topic (then archived).
+    DeadLettering {
+        reason: DeadLetterReason,
+    },
 }
 
 /// Consecutive offsets in one stored state with one delivery count.
@@ -213,6 +268,8 @@ pub struct SnapshotRange {
 pub struct ShareSnapshot {
     pub start: Offset,
     pub ranges: Vec<SnapshotRange>,
+    /// The dead-letter producer's progress (default: none yet).
+    pub dead_letter: DeadLetterProgress,
 }
 
 /// One offset of the window.
@@ -229,6 +286,12 @@ enum Slot {
     },
     Acknowledged,
     Archived,
+    /// Done for the group's consumers (never acquired again), but not
+    /// archived until the owner appended it to the dead-letter topic.
+    DeadLettering {
+        deliveries: u16,
+        reason: DeadLetterReason,
+    },
 }
 
 impl Slot {
@@ -246,6 +309,7 @@ pub struct SharePartition {
     /// `window[i]` is offset `start + i`; its end is the SPEO, the first
     /// offset never acquired.
     window: VecDeque<Slot>,
+    dead_letter: DeadLetterProgress,
 }
 
 impl SharePartition {
@@ -256,6 +320,7 @@ impl SharePartition {
             config,
             start: start.0,
             window: VecDeque::new(),
+            dead_letter: DeadLetterProgress::default(),
         }
     }
 
@@ -264,9 +329,20 @@ impl SharePartition {
     }
 
     /// New settings (a group config changed); records in flight keep their
-    /// locks, the new limits apply from the next change.
+    /// locks, the new limits apply from the next change. When the group no
+    /// longer names a dead-letter topic, the records waiting for it are
+    /// archived (as they would have been without one).
     pub fn set_config(&mut self, config: ShareConfig) {
         self.config = config;
+        if !config.dead_letter && self.dead_letters_pending() > 0 {
+            for slot in self.window.iter_mut() {
+                if matches!(slot, Slot::DeadLettering { .. }) {
+                    *slot = Slot::Archived;
+                }
+            }
+            self.abandon_in_flight();
+            self.advance();
+        }
     }
 
     /// The start offset (SPSO).
@@ -397,7 +473,14 @@ impl SharePartition {
             };
             match batch.type_at(first + i as i64) {
                 AckType::Accept => *slot = Slot::Acknowledged,
-                AckType::Gap | AckType::Reject => *slot = Slot::Archived,
+                AckType::Gap => *slot = Slot::Archived,
+                AckType::Reject if config.dead_letter => {
+                    *slot = Slot::DeadLettering {
+                        deliveries,
+                        reason: DeadLetterReason::Rejected,
+                    }
+                }
+                AckType::Reject => *slot = Slot::Archived,
                 AckType::Release => *slot = released(config, deliveries, now_ms),
                 AckType::Renew => {
                     if let Slot::Acquired { until_ms, .. } = slot {
@@ -481,6 +564,9 @@ impl SharePartition {
         let drop = (log_start - self.start).min(self.window.len() as i64) as usize;
         self.window.drain(..drop);
         self.start = log_start;
+        if self.dead_letter.in_flight.is_some_and(|o| o.0 < log_start) {
+            self.abandon_in_flight();
+        }
         self.advance();
     }
 
@@ -500,6 +586,9 @@ impl SharePartition {
                 }
                 Slot::Acknowledged => (DurableState::Acknowledged, 0),
                 Slot::Archived => (DurableState::Archived, 0),
+                Slot::DeadLettering { deliveries, reason } => {
+                    (DurableState::DeadLettering { reason }, deliveries)
+                }
             };
             match ranges.last_mut() {
                 Some(r) if r.state == state && r.deliveries == deliveries => {
@@ -516,6 +605,7 @@ impl SharePartition {
         ShareSnapshot {
             start: Offset(self.start),
             ranges,
+            dead_letter: self.dead_letter,
         }
     }
 
@@ -544,6 +634,10 @@ impl SharePartition {
                 },
                 DurableState::Acknowledged => Slot::Acknowledged,
                 DurableState::Archived => Slot::Archived,
+                DurableState::DeadLettering { reason } => Slot::DeadLettering {
+                    deliveries: r.deliveries,
+                    reason,
+                },
             };
             window.extend(std::iter::repeat_n(slot, len as usize));
             next = r.last.0 + 1;
@@ -552,9 +646,116 @@ impl SharePartition {
             config,
             start: snapshot.start.0,
             window,
+            dead_letter: snapshot.dead_letter,
         };
+        // Restored under a config without a dead-letter topic: archived.
+        partition.set_config(config);
         partition.advance();
         Ok(partition)
+    }
+
+    /// Records waiting to be appended to the dead-letter topic.
+    pub fn dead_letters_pending(&self) -> usize {
+        self.window
+            .iter()
+            .filter(|s| matches!(s, Slot::DeadLettering { .. }))
+            .count()
+    }
+
+    /// The dead-letter producer's progress (kept in the snapshot).
+    pub fn dead_letter_progress(&self) -> DeadLetterProgress {
+        self.dead_letter
+    }
+
+    /// The next record to append to the dead-letter topic: the one whose
+    /// append is under way if any (it is repeated as it was), else the
+    /// oldest waiting one, which becomes the one under way. The caller
+    /// writes the snapshot before it appends, so that a new owner repeats
+    /// the same append rather than a new one.
+    pub fn next_dead_letter(&mut self) -> Option<DeadLetter> {
+        let at = |this: &Self, offset: i64| match this.slot_at(offset) {
+            Some(Slot::DeadLettering { deliveries, reason }) => Some((*deliveries, *reason)),
+            _ => None,
+        };
+        let in_flight = self.dead_letter.in_flight.map(|o| o.0);
+        let (offset, (deliveries, reason)) = match in_flight.and_then(|o| Some((o, at(self, o)?))) {
+            Some(found) => found,
+            None => {
+                if in_flight.is_some() {
+                    // No longer waiting (archived by a config change):
+                    // its sequence may have been used.
+                    self.abandon_in_flight();
+                }
+                let i = self
+                    .window
+                    .iter()
+                    .position(|s| matches!(s, Slot::DeadLettering { .. }))?;
+                let offset = self.start + i as i64;
+                (offset, at(self, offset)?)
+            }
+        };
+        self.dead_letter.in_flight = Some(Offset(offset));
+        Some(DeadLetter {
+            offset: Offset(offset),
+            deliveries,
+            reason,
+            producer_epoch: self.dead_letter.producer_epoch,
+            sequence: self.dead_letter.next_sequence,
+        })
+    }
+
+    /// The append of `offset` (the one under way) was confirmed: the
+    /// record is archived and the next append takes the next sequence.
+    /// Returns false (and changes nothing) for another offset.
+    pub fn dead_lettered(&mut self, offset: Offset) -> bool {
+        if self.dead_letter.in_flight != Some(offset) {
+            return false;
+        }
+        if let Ok(i) = usize::try_from(offset.0 - self.start)
+            && let Some(slot) = self.window.get_mut(i)
+        {
+            *slot = Slot::Archived;
+        }
+        self.dead_letter.in_flight = None;
+        self.dead_letter.next_sequence = next_sequence(self.dead_letter.next_sequence);
+        self.advance();
+        true
+    }
+
+    /// The record under way is gone from the log (retention, compaction)
+    /// and cannot be appended: archived without it.
+    pub fn dead_letter_lost(&mut self, offset: Offset) {
+        if self.dead_letter.in_flight == Some(offset) {
+            self.abandon_in_flight();
+        }
+        if let Ok(i) = usize::try_from(offset.0 - self.start)
+            && let Some(slot @ Slot::DeadLettering { .. }) = self.window.get_mut(i)
+        {
+            *slot = Slot::Archived;
+        }
+        self.advance();
+    }
+
+    /// The dead-letter partition refused the producer's epoch or sequence
+    /// (not stored: it knows this producer at another point, e.g. the
+    /// dead-letter topic changed and changed back). The producer starts a
+    /// new epoch at sequence 0; the append under way stays under way.
+    pub fn dead_letter_fenced(&mut self) {
+        self.dead_letter.producer_epoch = next_epoch(self.dead_letter.producer_epoch);
+        self.dead_letter.next_sequence = 0;
+    }
+
+    /// The append under way will not be repeated: its sequence may have
+    /// been stored, so the next append must not reuse it under this epoch.
+    fn abandon_in_flight(&mut self) {
+        if self.dead_letter.in_flight.take().is_some() {
+            self.dead_letter_fenced();
+        }
+    }
+
+    fn slot_at(&self, offset: i64) -> Option<&Slot> {
+        let i = usize::try_from(offset - self.start).ok()?;
+        self.window.get(i)
     }
 
     /// Moves the start offset over the done prefix of the window.
@@ -567,14 +768,18 @@ impl SharePartition {
 
     #[cfg(test)]
     fn slot(&self, offset: i64) -> Option<&Slot> {
-        let i = usize::try_from(offset - self.start).ok()?;
-        self.window.get(i)
+        self.slot_at(offset)
     }
 }
 
 /// What a released (or expired) record becomes.
 fn released(config: ShareConfig, deliveries: u16, now_ms: u64) -> Slot {
-    if deliveries >= config.delivery_count_limit {
+    if deliveries >= config.delivery_count_limit && config.dead_letter {
+        Slot::DeadLettering {
+            deliveries,
+            reason: DeadLetterReason::DeliveryLimit,
+        }
+    } else if deliveries >= config.delivery_count_limit {
         Slot::Archived
     } else {
         Slot::Available {
@@ -582,6 +787,16 @@ fn released(config: ShareConfig, deliveries: u16, now_ms: u64) -> Slot {
             not_before_ms: now_ms.saturating_add(config.backoff.delay_ms(deliveries)),
         }
     }
+}
+
+/// Kafka's next sequence number (wrapping at `i32::MAX` to 0).
+fn next_sequence(s: i32) -> i32 {
+    if s == i32::MAX { 0 } else { s + 1 }
+}
+
+/// The next producer epoch (wrapping to 0 past `i16::MAX`).
+fn next_epoch(e: i16) -> i16 {
+    if e == i16::MAX { 0 } else { e + 1 }
 }
 
 /// Acquired offsets gathered into ranges of one delivery count.

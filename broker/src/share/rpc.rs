@@ -397,6 +397,7 @@ impl ShareStore for Broker {
             Err(_) => Ok(Some(ShareSnapshot {
                 start: Offset(o.offset),
                 ranges: Vec::new(),
+                dead_letter: Default::default(),
             })),
         }
     }
