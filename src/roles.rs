@@ -541,6 +541,7 @@ impl ProxyTuning {
                 lock_duration_ms: self.share_record_lock_duration_ms.max(1),
                 reset,
                 delivery_count_limit: 0,
+                ..ShareSettings::default()
             }))
         });
         let me = if local.is_some() {

@@ -97,6 +97,20 @@ pub const SHARE_RECORD_LOCK_DURATION_MS: &str = "share.record.lock.duration.ms";
 pub const SHARE_DELIVERY_COUNT_LIMIT: &str = "share.delivery.count.limit";
 pub const SHARE_AUTO_OFFSET_RESET: &str = "share.auto.offset.reset";
 pub const SHARE_ISOLATION_LEVEL: &str = "share.isolation.level";
+pub const FLOE_RETRY_BACKOFF_BASE_MS: &str = "floe.retry.backoff.base.ms";
+pub const FLOE_RETRY_BACKOFF_MAX_MS: &str = "floe.retry.backoff.max.ms";
+pub const FLOE_DLQ_TOPIC: &str = "floe.dlq.topic";
+
+/// The longest redelivery backoff (one day).
+const MAX_BACKOFF_MS: i64 = 86_400_000;
+
+/// `floe.dlq.topic`: empty (none) or a valid topic name.
+fn dlq_topic(v: &str) -> Result<(), String> {
+    if v.is_empty() {
+        return Ok(());
+    }
+    crate::state::validate_topic_name(v).map_err(|e| e.to_string())
+}
 
 const KEYS: &[Key] = &[
     Key {
@@ -154,6 +168,27 @@ const KEYS: &[Key] = &[
         kind: GroupConfigType::String,
         check: |v| one_of(v, &["read_committed", "read_uncommitted"]),
         doc: "whether a share group reads records of transactions not yet committed (read_uncommitted) or only committed ones (read_committed)",
+    },
+    Key {
+        name: FLOE_RETRY_BACKOFF_BASE_MS,
+        default: "0",
+        kind: GroupConfigType::Int,
+        check: |v| int_between(v, 0, MAX_BACKOFF_MS),
+        doc: "Floe: a share-group record released (or whose lock expired) for the n-th time is delivered again only after min(base x 2^(n-1), floe.retry.backoff.max.ms) ms; 0: at once, as Kafka (0 to 86400000)",
+    },
+    Key {
+        name: FLOE_RETRY_BACKOFF_MAX_MS,
+        default: "600000",
+        kind: GroupConfigType::Int,
+        check: |v| int_between(v, 1, MAX_BACKOFF_MS),
+        doc: "Floe: the longest redelivery backoff, in ms (1 to 86400000, at least floe.retry.backoff.base.ms)",
+    },
+    Key {
+        name: FLOE_DLQ_TOPIC,
+        default: "",
+        kind: GroupConfigType::String,
+        check: dlq_topic,
+        doc: "Floe: the topic a share-group record is appended to (with floe-dlq-* headers) when it is rejected or reaches share.delivery.count.limit, before it is archived; empty: none",
     },
 ];
 
@@ -227,6 +262,11 @@ impl GroupConfigs {
                 )));
             }
         }
+        if next.int(FLOE_RETRY_BACKOFF_BASE_MS) > next.int(FLOE_RETRY_BACKOFF_MAX_MS) {
+            return Err(MetaError::InvalidConfig(format!(
+                "{FLOE_RETRY_BACKOFF_BASE_MS} must not be above {FLOE_RETRY_BACKOFF_MAX_MS}"
+            )));
+        }
         *self = next;
         Ok(())
     }
@@ -292,6 +332,21 @@ impl GroupConfigs {
         self.get(SHARE_ISOLATION_LEVEL) == Some("read_committed")
     }
 
+    /// `floe.retry.backoff.base.ms` (0: no backoff).
+    pub fn floe_retry_backoff_base_ms(&self) -> u32 {
+        self.int(FLOE_RETRY_BACKOFF_BASE_MS)
+    }
+
+    /// `floe.retry.backoff.max.ms`.
+    pub fn floe_retry_backoff_max_ms(&self) -> u32 {
+        self.int(FLOE_RETRY_BACKOFF_MAX_MS)
+    }
+
+    /// `floe.dlq.topic`, if set to a topic.
+    pub fn floe_dlq_topic(&self) -> Option<&str> {
+        self.get(FLOE_DLQ_TOPIC).filter(|t| !t.is_empty())
+    }
+
     /// Every known key with its value and whether it is the default.
     pub fn describe(&self) -> Vec<GroupConfigEntry> {
         KEYS.iter()
@@ -354,7 +409,8 @@ mod tests {
         assert_eq!(c.share_auto_offset_reset(), "latest");
         assert!(!c.share_read_committed());
         assert!(c.describe().iter().all(|e| e.is_default));
-        assert_eq!(c.describe().len(), 8);
+        // Kafka's eight, then Floe's three (`floe.*`).
+        assert_eq!(c.describe().len(), 11);
     }
 
     #[test]
@@ -405,6 +461,12 @@ mod tests {
             (SHARE_AUTO_OFFSET_RESET, "none"),
             (SHARE_AUTO_OFFSET_RESET, "by_duration:1h"),
             (SHARE_ISOLATION_LEVEL, "committed"),
+            (FLOE_RETRY_BACKOFF_BASE_MS, "-1"),
+            (FLOE_RETRY_BACKOFF_BASE_MS, "86400001"),
+            (FLOE_RETRY_BACKOFF_MAX_MS, "0"),
+            (FLOE_RETRY_BACKOFF_BASE_MS, "700000"),
+            (FLOE_DLQ_TOPIC, "no spaces"),
+            (FLOE_DLQ_TOPIC, ".."),
             ("session.timeout.ms", "50000"),
         ] {
             let e = c
@@ -433,6 +495,44 @@ mod tests {
         );
         assert!(check_group_id("").is_err());
         assert!(check_group_id("g").is_ok());
+    }
+
+    #[test]
+    fn floes_backoff_and_dead_letter_topic_are_read_back() {
+        let mut c = GroupConfigs::default();
+        assert_eq!(
+            (
+                c.floe_retry_backoff_base_ms(),
+                c.floe_retry_backoff_max_ms(),
+                c.floe_dlq_topic()
+            ),
+            (0, 600_000, None)
+        );
+        c.alter(
+            &m(&[
+                (FLOE_RETRY_BACKOFF_BASE_MS, "250"),
+                (FLOE_RETRY_BACKOFF_MAX_MS, "1000"),
+                (FLOE_DLQ_TOPIC, "orders.dlq"),
+            ]),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                c.floe_retry_backoff_base_ms(),
+                c.floe_retry_backoff_max_ms(),
+                c.floe_dlq_topic()
+            ),
+            (250, 1_000, Some("orders.dlq"))
+        );
+        // The maximum may not go below the base in force.
+        let e = c
+            .alter(&m(&[(FLOE_RETRY_BACKOFF_MAX_MS, "100")]), &[])
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidConfig);
+        // Set to empty: no dead-letter topic.
+        c.alter(&m(&[(FLOE_DLQ_TOPIC, "")]), &[]).unwrap();
+        assert_eq!(c.floe_dlq_topic(), None);
     }
 
     #[test]

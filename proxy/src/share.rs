@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use floe_broker::share::{
-    AckBatch, AckType, AutoOffsetReset, Heartbeat, MemberId, ShareCall, ShareCoordinator,
+    AckBatch, AckType, AutoOffsetReset, Backoff, Heartbeat, MemberId, ShareCall, ShareCoordinator,
     ShareError, ShareGroupError, ShareOwner, ShareSettings,
 };
 use floe_metadata::watch::ClusterSnapshot;
@@ -96,7 +96,7 @@ impl ShareContext {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(group)
-            .copied();
+            .cloned();
         if let Some((at, s)) = cached
             && now.duration_since(at) < GROUP_CONFIGS_TTL
         {
@@ -107,20 +107,20 @@ impl ShareContext {
             Ok(Ok(configs)) => self.apply(&configs, group),
             Ok(Err(e)) => {
                 tracing::warn!(group, error = %e, "share group configs not read; using the flags'");
-                return self.settings;
+                return self.settings.clone();
             }
             Err(_) => {
                 tracing::warn!(
                     group,
                     "share group configs not read in 2 s; using the flags'"
                 );
-                return self.settings;
+                return self.settings.clone();
             }
         };
         self.resolved
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(group.to_owned(), (now, settings));
+            .insert(group.to_owned(), (now, settings.clone()));
         settings
     }
 
@@ -130,7 +130,12 @@ impl ShareContext {
         configs: &floe_metadata::group_config::GroupConfigs,
         group: &str,
     ) -> ShareSettings {
-        let mut s = self.settings;
+        let mut s = self.settings.clone();
+        s.backoff = Backoff {
+            base_ms: u64::from(configs.floe_retry_backoff_base_ms()),
+            max_ms: u64::from(configs.floe_retry_backoff_max_ms()),
+        };
+        s.dead_letter_topic = configs.floe_dlq_topic().map(Arc::from);
         if configs.is_set("share.record.lock.duration.ms") {
             s.lock_duration_ms = u64::from(configs.share_record_lock_duration_ms());
         }
@@ -480,7 +485,7 @@ impl Context {
             group: group.to_owned(),
             key,
             member: member.clone(),
-            settings,
+            settings: settings.clone(),
         };
         let has_acks = req
             .topics
@@ -737,7 +742,7 @@ impl Context {
                                     group: group.to_owned(),
                                     key,
                                     member: member.clone(),
-                                    settings,
+                                    settings: settings.clone(),
                                 };
                                 self.acknowledge_at_owner(&snap, call, &b).await
                             }

@@ -1620,6 +1620,7 @@ async fn the_share_apis_answer_at_v1() {
         lock_duration_ms: 30_000,
         reset: AutoOffsetReset::Earliest,
         delivery_count_limit: 0,
+        ..ShareSettings::default()
     });
     let e = env_with(false, Some(Arc::new(share))).await;
     let mut c = Conn::open(e.kafka).await;

@@ -240,7 +240,13 @@ mod tests {
         let text = encode_window(&snap);
         assert_eq!(text, "1;3-4:dr:1,5-5:dl:5;q2.17");
         assert_eq!(decode_window(3, &text).unwrap(), snap);
-        for bad in ["1;3-4:dr:1;q", "1;3-4:dr:1;q1", "1;;r1.2", "1;;q1.2.3.4", "1;;qa.1"] {
+        for bad in [
+            "1;3-4:dr:1;q",
+            "1;3-4:dr:1;q1",
+            "1;;r1.2",
+            "1;;q1.2.3.4",
+            "1;;qa.1",
+        ] {
             assert!(decode_window(0, bad).is_err(), "{bad}");
         }
     }

@@ -11,7 +11,10 @@
 //! - [`durable`]: the share-partitions' durable form in the metadata
 //!   service, fenced by the partition's epoch.
 //! - [`rpc`]: how a proxy reaches them, in its process or another.
+//! - [`dead_letter`]: appending a group's dead records to its dead-letter
+//!   topic, exactly once.
 
+pub mod dead_letter;
 pub mod durable;
 pub mod group;
 pub mod partition;
@@ -24,8 +27,8 @@ pub use group::{
     ShareGroupDescription, ShareGroupError, ShareGroupState, TopicInfo,
 };
 pub use partition::{
-    AckBatch, AckType, Acquired, Backoff, DurableState, MemberId, ShareConfig, ShareError,
-    SharePartition, ShareSnapshot, SnapshotRange,
+    AckBatch, AckType, Acquired, Backoff, DeadLetter, DeadLetterProgress, DeadLetterReason,
+    DurableState, MemberId, ShareConfig, ShareError, SharePartition, ShareSnapshot, SnapshotRange,
 };
 pub use rpc::{ShareCall, ShareCoordinator, ShareOwner};
 pub use service::{AutoOffsetReset, ShareFetched, ShareService, ShareSettings};

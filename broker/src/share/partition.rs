@@ -310,6 +310,9 @@ pub struct SharePartition {
     /// offset never acquired.
     window: VecDeque<Slot>,
     dead_letter: DeadLetterProgress,
+    /// Records made available with a backoff since the last
+    /// [`SharePartition::take_backoffs`] (for the metrics).
+    backoffs: u64,
 }
 
 impl SharePartition {
@@ -321,6 +324,7 @@ impl SharePartition {
             start: start.0,
             window: VecDeque::new(),
             dead_letter: DeadLetterProgress::default(),
+            backoffs: 0,
         }
     }
 
@@ -481,7 +485,10 @@ impl SharePartition {
                     }
                 }
                 AckType::Reject => *slot = Slot::Archived,
-                AckType::Release => *slot = released(config, deliveries, now_ms),
+                AckType::Release => {
+                    *slot = released(config, deliveries, now_ms);
+                    self.backoffs += u64::from(backed_off(slot, now_ms));
+                }
                 AckType::Renew => {
                     if let Slot::Acquired { until_ms, .. } = slot {
                         *until_ms = now_ms.saturating_add(config.lock_duration_ms);
@@ -507,6 +514,7 @@ impl SharePartition {
                 && until_ms <= now_ms
             {
                 *slot = released(config, deliveries, now_ms);
+                self.backoffs += u64::from(backed_off(slot, now_ms));
                 n += 1;
             }
         }
@@ -530,6 +538,7 @@ impl SharePartition {
                 && holder == member
             {
                 *slot = released(config, *deliveries, now_ms);
+                self.backoffs += u64::from(backed_off(slot, now_ms));
                 n += 1;
             }
         }
@@ -647,11 +656,18 @@ impl SharePartition {
             start: snapshot.start.0,
             window,
             dead_letter: snapshot.dead_letter,
+            backoffs: 0,
         };
         // Restored under a config without a dead-letter topic: archived.
         partition.set_config(config);
         partition.advance();
         Ok(partition)
+    }
+
+    /// How many records were made available with a backoff since the last
+    /// call.
+    pub fn take_backoffs(&mut self) -> u64 {
+        std::mem::take(&mut self.backoffs)
     }
 
     /// Records waiting to be appended to the dead-letter topic.
@@ -787,6 +803,11 @@ fn released(config: ShareConfig, deliveries: u16, now_ms: u64) -> Slot {
             not_before_ms: now_ms.saturating_add(config.backoff.delay_ms(deliveries)),
         }
     }
+}
+
+/// Whether a released record waits for a backoff.
+fn backed_off(slot: &Slot, now_ms: u64) -> bool {
+    matches!(slot, Slot::Available { not_before_ms, .. } if *not_before_ms > now_ms)
 }
 
 /// Kafka's next sequence number (wrapping at `i32::MAX` to 0).

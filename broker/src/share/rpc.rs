@@ -16,7 +16,7 @@ use super::group::{
     Assignment, DescribedShareMember, Heartbeat, HeartbeatAnswer, ShareGroupDescription,
     ShareGroupError, ShareGroupState, TopicInfo,
 };
-use super::partition::{AckBatch, AckType, Acquired, MemberId, ShareError, ShareSnapshot};
+use super::partition::{AckBatch, AckType, Acquired, Backoff, MemberId, ShareError, ShareSnapshot};
 use super::service::{AutoOffsetReset, ShareFetched, ShareSettings};
 use crate::broker::Broker;
 use crate::error::{BrokerError, CallError, ErrorKind};
@@ -89,6 +89,15 @@ pub mod proto {
         /// 0 (as older proxies send): the broker's default.
         #[prost(uint32, tag = "6")]
         pub delivery_count_limit: u32,
+        /// `floe.retry.backoff.base.ms`; 0 (as older proxies send): none.
+        #[prost(uint64, tag = "7")]
+        pub backoff_base_ms: u64,
+        /// `floe.retry.backoff.max.ms`.
+        #[prost(uint64, tag = "8")]
+        pub backoff_max_ms: u64,
+        /// `floe.dlq.topic`; empty (as older proxies send): none.
+        #[prost(string, tag = "9")]
+        pub dead_letter_topic: String,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -257,6 +266,14 @@ fn call_msg(c: &ShareCall) -> proto::Call {
         lock_duration_ms: c.settings.lock_duration_ms,
         reset_earliest: c.settings.reset == AutoOffsetReset::Earliest,
         delivery_count_limit: u32::from(c.settings.delivery_count_limit),
+        backoff_base_ms: c.settings.backoff.base_ms,
+        backoff_max_ms: c.settings.backoff.max_ms,
+        dead_letter_topic: c
+            .settings
+            .dead_letter_topic
+            .as_deref()
+            .unwrap_or_default()
+            .to_owned(),
     }
 }
 
@@ -273,6 +290,12 @@ fn call_from(c: Option<proto::Call>) -> Result<ShareCall, BrokerError> {
                 AutoOffsetReset::Latest
             },
             delivery_count_limit: u16::try_from(c.delivery_count_limit).unwrap_or(u16::MAX),
+            backoff: Backoff {
+                base_ms: c.backoff_base_ms,
+                max_ms: c.backoff_max_ms,
+            },
+            dead_letter_topic: (!c.dead_letter_topic.is_empty())
+                .then(|| std::sync::Arc::from(c.dead_letter_topic.as_str())),
         },
         group: c.group,
     })
@@ -345,6 +368,22 @@ impl Broker {
                 partitions: t.partition_count,
             })
         }
+    }
+
+    /// Starts a task appending the share-partition's dead records to the
+    /// group's dead-letter topic, if some wait and none runs.
+    fn start_dead_letters(&self, call: &ShareCall) {
+        let Some(epoch) = self.inner.share.claim_dead_letters(&call.group, &call.key) else {
+            return;
+        };
+        let (broker, group, key) = (self.clone(), call.group.clone(), call.key);
+        tokio::spawn(async move {
+            broker
+                .inner
+                .share
+                .run_dead_letters(&broker, &broker, &broker, &group, &key, epoch)
+                .await;
+        });
     }
 
     fn share_coordinator_check(&self, group: &str) -> Result<(), ShareGroupError> {
@@ -435,7 +474,7 @@ impl ShareOwner for Broker {
         max_bytes: usize,
     ) -> Result<ShareFetched, CallError> {
         let share = &self.inner.share;
-        share
+        let fetched = share
             .fetch(
                 self,
                 self,
@@ -446,7 +485,10 @@ impl ShareOwner for Broker {
                 max_records,
                 max_bytes,
             )
-            .await
+            .await;
+        // Lock expiries at the delivery limit may have left dead records.
+        self.start_dead_letters(call);
+        fetched
     }
 
     async fn share_acknowledge(
@@ -455,7 +497,7 @@ impl ShareOwner for Broker {
         batches: &[AckBatch],
     ) -> Result<Result<(), ShareError>, CallError> {
         let share = &self.inner.share;
-        share
+        let answer = share
             .acknowledge(
                 self,
                 self,
@@ -465,7 +507,9 @@ impl ShareOwner for Broker {
                 &call.member,
                 batches,
             )
-            .await
+            .await;
+        self.start_dead_letters(call);
+        answer
     }
 
     async fn share_release(&self, group: &str, member: &MemberId) -> Result<(), CallError> {

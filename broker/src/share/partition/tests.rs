@@ -637,7 +637,10 @@ fn a_refused_producer_sequence_starts_a_new_epoch_at_sequence_zero() {
     sp.next_dead_letter();
     sp.dead_letter_fenced();
     let again = sp.next_dead_letter().unwrap();
-    assert_eq!((again.offset, again.producer_epoch, again.sequence), (Offset(0), 1, 0));
+    assert_eq!(
+        (again.offset, again.producer_epoch, again.sequence),
+        (Offset(0), 1, 0)
+    );
 }
 
 #[test]
