@@ -982,4 +982,34 @@ mod tests {
             Err(ResponseError::ShareSessionNotFound)
         );
     }
+
+    #[test]
+    fn a_groups_backoff_and_dead_letter_topic_go_with_its_calls() {
+        use floe_metadata::group_config::GroupConfigs;
+
+        let share = ctx();
+        let none = share.apply(&GroupConfigs::default(), "g");
+        assert_eq!(
+            none.backoff,
+            Backoff {
+                base_ms: 0,
+                max_ms: 600_000
+            }
+        );
+        assert_eq!(none.dead_letter_topic, None);
+        let set = GroupConfigs::from_described([
+            ("floe.retry.backoff.base.ms", "200"),
+            ("floe.retry.backoff.max.ms", "5000"),
+            ("floe.dlq.topic", "orders-dlq"),
+        ]);
+        let s = share.apply(&set, "g");
+        assert_eq!(
+            s.backoff,
+            Backoff {
+                base_ms: 200,
+                max_ms: 5_000
+            }
+        );
+        assert_eq!(s.dead_letter_topic.as_deref(), Some("orders-dlq"));
+    }
 }
