@@ -65,33 +65,36 @@ pub enum Found {
 }
 
 /// The record at `offset` in `pieces` (whole batches as a fetch returns
-/// them, from that offset on).
+/// them, from that offset on; a batch may come in several pieces, its
+/// header apart from its records).
 pub fn find(pieces: &[Bytes], offset: Offset) -> Found {
-    for piece in pieces {
-        let mut pos = 0;
-        while pos < piece.len() {
-            let Ok(view) = BatchView::parse(&piece[pos..], usize::MAX) else {
+    let joined: Bytes = match pieces {
+        [one] => one.clone(),
+        many => many.concat().into(),
+    };
+    let mut pos = 0;
+    while pos < joined.len() {
+        let Ok(view) = BatchView::parse(&joined[pos..], usize::MAX) else {
+            return Found::Nothing;
+        };
+        let size = view.size();
+        if view.base_offset() <= offset.0 && offset.0 <= view.last_offset() {
+            if view.is_control() {
                 return Found::Nothing;
+            }
+            let batch = joined.slice(pos..pos + size);
+            return match decode_records(&batch, DEFAULT_MAX_DECOMPRESSED) {
+                Ok(records) => records
+                    .into_iter()
+                    .find(|r| r.offset == offset.0)
+                    .map_or(Found::Nothing, Found::Record),
+                Err(_) => Found::Nothing,
             };
-            let size = view.size();
-            if view.base_offset() <= offset.0 && offset.0 <= view.last_offset() {
-                if view.is_control() {
-                    return Found::Nothing;
-                }
-                let batch = piece.slice(pos..pos + size);
-                return match decode_records(&batch, DEFAULT_MAX_DECOMPRESSED) {
-                    Ok(records) => records
-                        .into_iter()
-                        .find(|r| r.offset == offset.0)
-                        .map_or(Found::Nothing, Found::Record),
-                    Err(_) => Found::Nothing,
-                };
-            }
-            if view.base_offset() > offset.0 {
-                return Found::Nothing;
-            }
-            pos += size;
         }
+        if view.base_offset() > offset.0 {
+            return Found::Nothing;
+        }
+        pos += size;
     }
     Found::Nothing
 }
@@ -278,6 +281,9 @@ mod tests {
         assert!(matches!(find(&[cut], Offset(10)), Found::Record(_)));
         let cut = pieces[0].slice(..20);
         assert_eq!(find(&[cut], Offset(10)), Found::Nothing);
+        // A batch in two pieces (its header apart, as the log serves it).
+        let split = [pieces[0].slice(..61), pieces[0].slice(61..)];
+        assert!(matches!(find(&split, Offset(12)), Found::Record(_)));
     }
 
     #[test]
