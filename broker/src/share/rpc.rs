@@ -373,10 +373,21 @@ impl Broker {
     /// Starts a task appending the share-partition's dead records to the
     /// group's dead-letter topic, if some wait and none runs.
     fn start_dead_letters(&self, call: &ShareCall) {
-        let Some(epoch) = self.inner.share.claim_dead_letters(&call.group, &call.key) else {
-            return;
-        };
-        let (broker, group, key) = (self.clone(), call.group.clone(), call.key);
+        if let Some(epoch) = self.inner.share.claim_dead_letters(&call.group, &call.key) {
+            self.spawn_dead_letters(&call.group, call.key, epoch);
+        }
+    }
+
+    /// The same for every share-partition of `group` here (a member's
+    /// records released at the delivery limit may have left dead records).
+    fn start_group_dead_letters(&self, group: &str) {
+        for (key, epoch) in self.inner.share.claim_group_dead_letters(group) {
+            self.spawn_dead_letters(group, key, epoch);
+        }
+    }
+
+    fn spawn_dead_letters(&self, group: &str, key: PartitionKey, epoch: u64) {
+        let (broker, group) = (self.clone(), group.to_owned());
         tokio::spawn(async move {
             broker
                 .inner
@@ -514,6 +525,7 @@ impl ShareOwner for Broker {
 
     async fn share_release(&self, group: &str, member: &MemberId) -> Result<(), CallError> {
         self.inner.share.release_member(group, member);
+        self.start_group_dead_letters(group);
         Ok(())
     }
 }
@@ -526,7 +538,10 @@ impl ShareCoordinator for Broker {
         hb: &Heartbeat,
     ) -> Result<HeartbeatAnswer, ShareGroupError> {
         self.share_coordinator_check(group)?;
-        self.inner.share.heartbeat(group, hb, &self.share_topics())
+        let answer = self.inner.share.heartbeat(group, hb, &self.share_topics());
+        // Members that left or timed out had their records released here.
+        self.start_group_dead_letters(group);
+        answer
     }
 
     async fn share_describe(

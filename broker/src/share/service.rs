@@ -501,6 +501,20 @@ impl ShareService {
         Some(held.epoch)
     }
 
+    /// [`ShareService::claim_dead_letters`] for each share-partition of
+    /// `group_id` here (after a member's records were released on all of
+    /// them): the partitions claimed, with their epochs.
+    pub fn claim_group_dead_letters(&self, group_id: &str) -> Vec<(PartitionKey, u64)> {
+        let keys: Vec<PartitionKey> = lock(&self.partitions)
+            .keys()
+            .filter(|(g, _)| g == group_id)
+            .map(|(_, k)| *k)
+            .collect();
+        keys.into_iter()
+            .filter_map(|k| Some((k, self.claim_dead_letters(group_id, &k)?)))
+            .collect()
+    }
+
     /// Appends the share-partition's dead records to the group's
     /// dead-letter topic, oldest first, one at a time, each archived once
     /// its append is confirmed, until none waits or the share-partition is
@@ -1417,6 +1431,36 @@ mod tests {
             f.retry_in_ms.is_some_and(|ms| ms > 29_000 && ms <= 60_000),
             "{:?}",
             f.retry_in_ms
+        );
+    }
+
+    #[tokio::test]
+    async fn a_member_leaving_at_the_delivery_limit_leaves_dead_records_to_append() {
+        let log = FakeLog::new(1);
+        let svc = service();
+        let dlq = FakeDlq::new();
+        let settings = ShareSettings {
+            delivery_count_limit: 2,
+            ..with_dlq()
+        };
+        for _ in 0..2 {
+            svc.fetch(&log, &log, &settings, "g", &key(), &member(), 1, 1 << 20)
+                .await
+                .unwrap();
+            svc.release_member("g", &member());
+        }
+        assert_eq!(svc.claim_group_dead_letters("other"), vec![]);
+        let claimed = svc.claim_group_dead_letters("g");
+        assert_eq!(claimed.len(), 1);
+        // Claimed once: a second claim finds the task running.
+        assert_eq!(svc.claim_group_dead_letters("g"), vec![]);
+        svc.run_dead_letters(&log, &log, &dlq, "g", &key(), claimed[0].1)
+            .await;
+        let got = dlq.records();
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            header_of(&got[0], "floe-dlq-reason").as_deref(),
+            Some("delivery-count-limit")
         );
     }
 }
