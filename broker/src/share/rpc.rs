@@ -885,4 +885,33 @@ mod tests {
         a.insert(TopicId(uuid::Uuid::from_u128(7)), vec![0, 2]);
         assert_eq!(assignment_from(assignment_msg(&a)), a);
     }
+
+    #[test]
+    fn a_groups_settings_cross_the_rpc_and_an_older_proxys_call_means_none() {
+        let call = ShareCall {
+            group: "g".into(),
+            key: PartitionKey::new(TopicId(uuid::Uuid::from_u128(3)), 1),
+            member: MemberId::new("m"),
+            settings: ShareSettings {
+                backoff: Backoff {
+                    base_ms: 100,
+                    max_ms: 800,
+                },
+                dead_letter_topic: Some(std::sync::Arc::from("dlq")),
+                ..ShareSettings::default()
+            },
+        };
+        let back = call_from(Some(call_msg(&call))).unwrap();
+        assert_eq!(back.settings, call.settings);
+        // Fields 7 to 9 absent, as an older proxy sends: no backoff, no DLQ.
+        let old = proto::Call {
+            backoff_base_ms: 0,
+            backoff_max_ms: 0,
+            dead_letter_topic: String::new(),
+            ..call_msg(&call)
+        };
+        let back = call_from(Some(old)).unwrap();
+        assert_eq!(back.settings.backoff, Backoff::default());
+        assert_eq!(back.settings.dead_letter_topic, None);
+    }
 }
