@@ -34,6 +34,9 @@ const SHARE_DELAYED: &str = "floe_broker_share_records_delayed_total";
 const SHARE_DELAYED_IN_WINDOW: &str = "floe_broker_share_delayed_in_window_total";
 const SHARE_DELAY_MALFORMED: &str = "floe_broker_share_delay_headers_malformed_total";
 const SHARE_DELAY_LATENESS: &str = "floe_broker_share_delay_lateness_seconds";
+const SHARE_BACKOFFS: &str = "floe_broker_share_redelivery_backoffs_total";
+const SHARE_DEAD_LETTERED: &str = "floe_broker_share_dead_lettered_total";
+const SHARE_DEAD_LETTER_FAILURES: &str = "floe_broker_share_dead_letter_failures_total";
 
 /// Describes the broker's metrics and registers the counters and gauges, so
 /// that a broker serves them at zero before its first flush.
@@ -161,6 +164,25 @@ pub(crate) fn register() {
     counter!(TXN_MARKERS).increment(0);
     counter!(TXN_MARKER_RETRIES).increment(0);
     counter!(TXN_STEPS_HELD).increment(0);
+    describe_counter!(
+        SHARE_BACKOFFS,
+        "share-group records released or expired that wait for a redelivery backoff (floe.retry.backoff.base.ms) before they are delivered again"
+    );
+    describe_counter!(
+        SHARE_DEAD_LETTERED,
+        "share-group records appended to their group's dead-letter topic (floe.dlq.topic) and archived, by reason (rejected, delivery-count-limit)"
+    );
+    describe_counter!(
+        SHARE_DEAD_LETTER_FAILURES,
+        "appends to a dead-letter topic that failed (the record stays waiting and is tried again), by error (missing_topic, refused_sequence, append)"
+    );
+    counter!(SHARE_BACKOFFS).increment(0);
+    for reason in ["rejected", "delivery-count-limit"] {
+        counter!(SHARE_DEAD_LETTERED, "reason" => reason).increment(0);
+    }
+    for error in ["missing_topic", "refused_sequence", "append"] {
+        counter!(SHARE_DEAD_LETTER_FAILURES, "error" => error).increment(0);
+    }
     counter!(FLUSHES).increment(0);
     counter!(FLUSHED_BYTES).increment(0);
     counter!(COMMIT_REFUSALS).increment(0);
@@ -284,6 +306,24 @@ pub(crate) fn share_arrivals(stats: &crate::share::ArrivalStats, malformed: u64)
     for ms in &stats.lateness_ms {
         histogram!(SHARE_DELAY_LATENESS).record(Duration::from_millis(*ms));
     }
+}
+
+/// `n` share-group records were made available again after a backoff.
+pub(crate) fn share_backoffs(n: u64) {
+    if n > 0 {
+        counter!(SHARE_BACKOFFS).increment(n);
+    }
+}
+
+/// A share-group record was appended to its dead-letter topic.
+pub(crate) fn share_dead_lettered(reason: &'static str) {
+    counter!(SHARE_DEAD_LETTERED, "reason" => reason).increment(1);
+}
+
+/// An append to a dead-letter topic failed (`error`: `missing_topic`,
+/// `refused_sequence` or `append`).
+pub(crate) fn share_dead_letter_failed(error: &'static str) {
+    counter!(SHARE_DEAD_LETTER_FAILURES, "error" => error).increment(1);
 }
 
 #[cfg(test)]

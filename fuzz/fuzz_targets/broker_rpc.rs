@@ -3,7 +3,9 @@
 //! (protobuf, `floe_broker::rpc::proto`, `floe_broker::group_rpc::proto` and
 //! `floe_broker::txn::rpc::proto`, with a transaction step read into its
 //! command and a reply into the coordinator's answer; and a group's stored
-//! membership, `GroupRecord`, resumed by a coordinator),
+//! membership, `GroupRecord`, resumed by a coordinator; a share-partition's
+//! stored window text, `decode_window`, and the dead-letter lookup of a
+//! record in fetched batches),
 //! then what is read out of them: the partition (`convert::partition`), an
 //! error's kind by its wire name, the offset spec. The first byte picks the
 //! message. Nothing may panic, and decoding may not allocate beyond what the
@@ -41,7 +43,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let body = bytes::Bytes::copy_from_slice(rest);
-    match which % 20 {
+    match which % 21 {
         0 => {
             if let Ok(r) = proto::ProduceRequest::decode(body) {
                 partition(r.partition.as_ref());
@@ -159,6 +161,22 @@ fuzz_target!(|data: &[u8]| {
                     let _ = txn_routes::info(t);
                 }
             }
+        }
+        19 => {
+            // A share-partition's durable state as the metadata service
+            // returns it: read back, it encodes to text that reads the same.
+            use floe_broker::share::durable::{decode_window, encode_window};
+            let text = String::from_utf8_lossy(rest);
+            if let Ok(snap) = decode_window(7, &text) {
+                assert_eq!(decode_window(7, &encode_window(&snap)).ok(), Some(snap));
+            }
+            // The record a dead-letter append copies, found in fetched bytes.
+            let offset = rest.first().map_or(0, |b| i64::from(*b));
+            let half = rest.len() / 2;
+            let _ = floe_broker::share::dead_letter::find(
+                &[body.slice(..half), body.slice(half..)],
+                floe_types::Offset(offset),
+            );
         }
         _ => {
             let _ = txn::TxnId::decode(body);

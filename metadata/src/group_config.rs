@@ -98,6 +98,20 @@ pub const SHARE_DELIVERY_COUNT_LIMIT: &str = "share.delivery.count.limit";
 pub const SHARE_AUTO_OFFSET_RESET: &str = "share.auto.offset.reset";
 pub const SHARE_ISOLATION_LEVEL: &str = "share.isolation.level";
 pub const FLOE_FILTER: &str = "floe.filter";
+pub const FLOE_RETRY_BACKOFF_BASE_MS: &str = "floe.retry.backoff.base.ms";
+pub const FLOE_RETRY_BACKOFF_MAX_MS: &str = "floe.retry.backoff.max.ms";
+pub const FLOE_DLQ_TOPIC: &str = "floe.dlq.topic";
+
+/// The longest redelivery backoff (one day).
+const MAX_BACKOFF_MS: i64 = 86_400_000;
+
+/// `floe.dlq.topic`: empty (none) or a valid topic name.
+fn dlq_topic(v: &str) -> Result<(), String> {
+    if v.is_empty() {
+        return Ok(());
+    }
+    crate::state::validate_topic_name(v).map_err(|e| e.to_string())
+}
 
 const KEYS: &[Key] = &[
     Key {
@@ -162,6 +176,27 @@ const KEYS: &[Key] = &[
         kind: GroupConfigType::String,
         check: |v| crate::record_filter::RecordFilter::parse(v).map(|_| ()),
         doc: "which records a share group is sent: * (all), or alternatives joined by ||, each a tag (matched against the floe-tag header) or header=value; others are archived for the group when they enter its window",
+    },
+    Key {
+        name: FLOE_RETRY_BACKOFF_BASE_MS,
+        default: "0",
+        kind: GroupConfigType::Int,
+        check: |v| int_between(v, 0, MAX_BACKOFF_MS),
+        doc: "Floe: a share-group record released (or whose lock expired) for the n-th time is delivered again only after min(base x 2^(n-1), floe.retry.backoff.max.ms) ms; 0: at once, as Kafka (0 to 86400000)",
+    },
+    Key {
+        name: FLOE_RETRY_BACKOFF_MAX_MS,
+        default: "600000",
+        kind: GroupConfigType::Int,
+        check: |v| int_between(v, 1, MAX_BACKOFF_MS),
+        doc: "Floe: the longest redelivery backoff, in ms (1 to 86400000, at least floe.retry.backoff.base.ms)",
+    },
+    Key {
+        name: FLOE_DLQ_TOPIC,
+        default: "",
+        kind: GroupConfigType::String,
+        check: dlq_topic,
+        doc: "Floe: the topic a share-group record is appended to (with floe-dlq-* headers) when it is rejected or reaches share.delivery.count.limit, before it is archived; empty: none",
     },
 ];
 
@@ -235,6 +270,11 @@ impl GroupConfigs {
                 )));
             }
         }
+        if next.int(FLOE_RETRY_BACKOFF_BASE_MS) > next.int(FLOE_RETRY_BACKOFF_MAX_MS) {
+            return Err(MetaError::InvalidConfig(format!(
+                "{FLOE_RETRY_BACKOFF_BASE_MS} must not be above {FLOE_RETRY_BACKOFF_MAX_MS}"
+            )));
+        }
         *self = next;
         Ok(())
     }
@@ -307,6 +347,21 @@ impl GroupConfigs {
             .unwrap_or_else(crate::record_filter::RecordFilter::all)
     }
 
+    /// `floe.retry.backoff.base.ms` (0: no backoff).
+    pub fn floe_retry_backoff_base_ms(&self) -> u32 {
+        self.int(FLOE_RETRY_BACKOFF_BASE_MS)
+    }
+
+    /// `floe.retry.backoff.max.ms`.
+    pub fn floe_retry_backoff_max_ms(&self) -> u32 {
+        self.int(FLOE_RETRY_BACKOFF_MAX_MS)
+    }
+
+    /// `floe.dlq.topic`, if set to a topic.
+    pub fn floe_dlq_topic(&self) -> Option<&str> {
+        self.get(FLOE_DLQ_TOPIC).filter(|t| !t.is_empty())
+    }
+
     /// Every known key with its value and whether it is the default.
     pub fn describe(&self) -> Vec<GroupConfigEntry> {
         KEYS.iter()
@@ -370,7 +425,8 @@ mod tests {
         assert!(!c.share_read_committed());
         assert!(c.describe().iter().all(|e| e.is_default));
         assert!(c.floe_filter().is_all());
-        assert_eq!(c.describe().len(), 9);
+        // Kafka's eight, then Floe's four (`floe.*`).
+        assert_eq!(c.describe().len(), 12);
     }
 
     #[test]
@@ -425,6 +481,12 @@ mod tests {
             (SHARE_ISOLATION_LEVEL, "committed"),
             (FLOE_FILTER, "TagA && TagB"),
             (FLOE_FILTER, ""),
+            (FLOE_RETRY_BACKOFF_BASE_MS, "-1"),
+            (FLOE_RETRY_BACKOFF_BASE_MS, "86400001"),
+            (FLOE_RETRY_BACKOFF_MAX_MS, "0"),
+            (FLOE_RETRY_BACKOFF_BASE_MS, "700000"),
+            (FLOE_DLQ_TOPIC, "no spaces"),
+            (FLOE_DLQ_TOPIC, ".."),
             ("session.timeout.ms", "50000"),
         ] {
             let e = c
@@ -453,6 +515,44 @@ mod tests {
         );
         assert!(check_group_id("").is_err());
         assert!(check_group_id("g").is_ok());
+    }
+
+    #[test]
+    fn floes_backoff_and_dead_letter_topic_are_read_back() {
+        let mut c = GroupConfigs::default();
+        assert_eq!(
+            (
+                c.floe_retry_backoff_base_ms(),
+                c.floe_retry_backoff_max_ms(),
+                c.floe_dlq_topic()
+            ),
+            (0, 600_000, None)
+        );
+        c.alter(
+            &m(&[
+                (FLOE_RETRY_BACKOFF_BASE_MS, "250"),
+                (FLOE_RETRY_BACKOFF_MAX_MS, "1000"),
+                (FLOE_DLQ_TOPIC, "orders.dlq"),
+            ]),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                c.floe_retry_backoff_base_ms(),
+                c.floe_retry_backoff_max_ms(),
+                c.floe_dlq_topic()
+            ),
+            (250, 1_000, Some("orders.dlq"))
+        );
+        // The maximum may not go below the base in force.
+        let e = c
+            .alter(&m(&[(FLOE_RETRY_BACKOFF_MAX_MS, "100")]), &[])
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidConfig);
+        // Set to empty: no dead-letter topic.
+        c.alter(&m(&[(FLOE_DLQ_TOPIC, "")]), &[]).unwrap();
+        assert_eq!(c.floe_dlq_topic(), None);
     }
 
     #[test]

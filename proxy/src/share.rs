@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use floe_broker::share::{
-    AckBatch, AckType, AutoOffsetReset, Heartbeat, MemberId, ShareCall, ShareCoordinator,
+    AckBatch, AckType, AutoOffsetReset, Backoff, Heartbeat, MemberId, ShareCall, ShareCoordinator,
     ShareError, ShareGroupError, ShareOwner, ShareSettings,
 };
 use floe_metadata::group_config;
@@ -132,6 +132,11 @@ impl ShareContext {
         let mut s = self.settings.clone();
         let filter = configs.floe_filter();
         s.filter = (!filter.is_all()).then(|| Arc::new(filter));
+        s.backoff = Backoff {
+            base_ms: u64::from(configs.floe_retry_backoff_base_ms()),
+            max_ms: u64::from(configs.floe_retry_backoff_max_ms()),
+        };
+        s.dead_letter_topic = configs.floe_dlq_topic().map(Arc::from);
         if configs.is_set(group_config::SHARE_RECORD_LOCK_DURATION_MS) {
             s.lock_duration_ms = u64::from(configs.share_record_lock_duration_ms());
         }
@@ -1053,5 +1058,35 @@ mod tests {
             step(&share, 3, &[], &[]),
             Err(ResponseError::ShareSessionNotFound)
         );
+    }
+
+    #[test]
+    fn a_groups_backoff_and_dead_letter_topic_go_with_its_calls() {
+        use floe_metadata::group_config::GroupConfigs;
+
+        let share = ctx();
+        let none = share.apply(&GroupConfigs::default(), "g");
+        assert_eq!(
+            none.backoff,
+            Backoff {
+                base_ms: 0,
+                max_ms: 600_000
+            }
+        );
+        assert_eq!(none.dead_letter_topic, None);
+        let set = GroupConfigs::from_described([
+            ("floe.retry.backoff.base.ms", "200"),
+            ("floe.retry.backoff.max.ms", "5000"),
+            ("floe.dlq.topic", "orders-dlq"),
+        ]);
+        let s = share.apply(&set, "g");
+        assert_eq!(
+            s.backoff,
+            Backoff {
+                base_ms: 200,
+                max_ms: 5_000
+            }
+        );
+        assert_eq!(s.dead_letter_topic.as_deref(), Some("orders-dlq"));
     }
 }

@@ -7,7 +7,9 @@
 use floe_storage::PartitionKey;
 use floe_types::Offset;
 
-use super::partition::{DurableState, ShareError, ShareSnapshot, SnapshotRange};
+use super::partition::{
+    DeadLetterProgress, DeadLetterReason, DurableState, ShareError, ShareSnapshot, SnapshotRange,
+};
 use crate::error::CallError;
 
 /// Where share-partitions are kept durably, and who may write them.
@@ -42,16 +44,26 @@ pub trait ShareStore: Send + Sync {
 
 /// The window as text: `first-last:state:count` ranges joined by `,`, where
 /// state is `a` (available; `a<ms>` available from that time), `k`
-/// (acknowledged) or `x` (archived). Versioned by a leading `1;`. Parked
-/// (delayed) records follow, when there are any, after another `;`, as
-/// ranges of the same form (`a<due ms>`); a text without them (as written
-/// before they existed) has none.
+/// (acknowledged), `x` (archived) or `dr` / `dl` (waiting for the
+/// dead-letter topic: rejected / at the delivery limit). Versioned by a
+/// leading `1;`. Optional sections follow, each after a `;`: the parked
+/// (delayed) records, when there are any, as ranges of the same form
+/// (`a<due ms>`); then the dead-letter producer's progress, once there is
+/// one, as `q<epoch>.<sequence>` and `.<offset>` while an append is under
+/// way. A text without them (as written before they existed) has none.
 pub fn encode_window(snapshot: &ShareSnapshot) -> String {
     let mut out = String::from("1;");
     encode_ranges(&mut out, &snapshot.ranges);
     if !snapshot.parked.is_empty() {
         out.push(';');
         encode_ranges(&mut out, &snapshot.parked);
+    }
+    let dlq = snapshot.dead_letter;
+    if dlq != DeadLetterProgress::default() {
+        out.push_str(&format!(";q{}.{}", dlq.producer_epoch, dlq.next_sequence));
+        if let Some(o) = dlq.in_flight {
+            out.push_str(&format!(".{}", o.0));
+        }
     }
     out
 }
@@ -66,12 +78,38 @@ fn encode_ranges(out: &mut String, ranges: &[SnapshotRange]) {
             DurableState::Available { not_before_ms } => format!("a{not_before_ms}"),
             DurableState::Acknowledged => "k".to_owned(),
             DurableState::Archived => "x".to_owned(),
+            DurableState::DeadLettering {
+                reason: DeadLetterReason::Rejected,
+            } => "dr".to_owned(),
+            DurableState::DeadLettering {
+                reason: DeadLetterReason::DeliveryLimit,
+            } => "dl".to_owned(),
         };
         out.push_str(&format!(
             "{}-{}:{}:{}",
             r.first.0, r.last.0, state, r.deliveries
         ));
     }
+}
+
+/// The dead-letter progress from `q<epoch>.<sequence>[.<offset>]`.
+fn decode_progress(text: &str) -> Result<DeadLetterProgress, ShareError> {
+    let bad = ShareError::CorruptSnapshot;
+    let body = text.strip_prefix('q').ok_or(bad("unknown section"))?;
+    let mut fields = body.split('.');
+    let (Some(epoch), Some(seq), offset, None) =
+        (fields.next(), fields.next(), fields.next(), fields.next())
+    else {
+        return Err(bad("dead-letter progress without two or three fields"));
+    };
+    Ok(DeadLetterProgress {
+        producer_epoch: epoch.parse().map_err(|_| bad("not an epoch"))?,
+        next_sequence: seq.parse().map_err(|_| bad("not a sequence"))?,
+        in_flight: match offset {
+            Some(o) => Some(Offset(o.parse().map_err(|_| bad("not an offset"))?)),
+            None => None,
+        },
+    })
 }
 
 /// Whether a group's stored offset metadata is a share-partition's state
@@ -84,11 +122,31 @@ pub fn is_share_state(text: &str) -> bool {
 pub fn decode_window(start: i64, text: &str) -> Result<ShareSnapshot, ShareError> {
     let bad = ShareError::CorruptSnapshot;
     let body = text.strip_prefix("1;").ok_or(bad("unknown version"))?;
-    let (window, parked) = body.split_once(';').unwrap_or((body, ""));
+    let mut sections = body.split(';');
+    let window = sections.next().unwrap_or_default();
+    let mut parked = Vec::new();
+    let mut dead_letter = DeadLetterProgress::default();
+    let (mut seen_parked, mut seen_progress) = (false, false);
+    for section in sections {
+        if section.starts_with('q') {
+            if seen_progress {
+                return Err(bad("two dead-letter sections"));
+            }
+            seen_progress = true;
+            dead_letter = decode_progress(section)?;
+        } else {
+            if seen_parked || seen_progress {
+                return Err(bad("a parked section out of place"));
+            }
+            seen_parked = true;
+            parked = decode_ranges(section)?;
+        }
+    }
     Ok(ShareSnapshot {
         start: Offset(start),
         ranges: decode_ranges(window)?,
-        parked: decode_ranges(parked)?,
+        parked,
+        dead_letter,
     })
 }
 
@@ -107,6 +165,12 @@ fn decode_ranges(text: &str) -> Result<Vec<SnapshotRange>, ShareError> {
         let state = match state {
             "k" => DurableState::Acknowledged,
             "x" => DurableState::Archived,
+            "dr" => DurableState::DeadLettering {
+                reason: DeadLetterReason::Rejected,
+            },
+            "dl" => DurableState::DeadLettering {
+                reason: DeadLetterReason::DeliveryLimit,
+            },
             s => DurableState::Available {
                 not_before_ms: match s.strip_prefix('a').ok_or(bad("unknown state"))? {
                     "" => 0,
@@ -163,6 +227,7 @@ mod tests {
                 },
             ],
             parked: vec![],
+            dead_letter: DeadLetterProgress::default(),
         };
         let text = encode_window(&snap);
         assert_eq!(
@@ -203,6 +268,7 @@ mod tests {
                     deliveries: 1,
                 },
             ],
+            ..ShareSnapshot::default()
         };
         let text = encode_window(&snap);
         assert_eq!(text, "1;10-11:x:0;3-4:a1700000000000:0,11-11:a:1");
@@ -210,6 +276,78 @@ mod tests {
         let old = decode_window(10, "1;10-11:x:0").unwrap();
         assert!(old.parked.is_empty());
         assert!(decode_window(10, "1;10-11:x:0;3-4:a:0;5-5:a:0").is_err());
+    }
+
+    #[test]
+    fn parked_records_and_the_dead_letter_progress_go_together() {
+        let snap = ShareSnapshot {
+            start: Offset(10),
+            parked: vec![SnapshotRange {
+                first: Offset(3),
+                last: Offset(3),
+                state: DurableState::Available { not_before_ms: 9 },
+                deliveries: 0,
+            }],
+            dead_letter: DeadLetterProgress {
+                producer_epoch: 1,
+                next_sequence: 4,
+                in_flight: None,
+            },
+            ..ShareSnapshot::default()
+        };
+        let text = encode_window(&snap);
+        assert_eq!(text, "1;;3-3:a9:0;q1.4");
+        assert_eq!(decode_window(10, &text).unwrap(), snap);
+        // Out of order, or twice: refused.
+        assert!(decode_window(10, "1;;q1.4;3-3:a9:0").is_err());
+        assert!(decode_window(10, "1;;q1.4;q1.5").is_err());
+    }
+
+    #[test]
+    fn records_waiting_for_the_dead_letter_topic_and_its_progress_survive_the_text_form() {
+        let mut snap = ShareSnapshot {
+            start: Offset(3),
+            ranges: vec![
+                SnapshotRange {
+                    first: Offset(3),
+                    last: Offset(4),
+                    state: DurableState::DeadLettering {
+                        reason: DeadLetterReason::Rejected,
+                    },
+                    deliveries: 1,
+                },
+                SnapshotRange {
+                    first: Offset(5),
+                    last: Offset(5),
+                    state: DurableState::DeadLettering {
+                        reason: DeadLetterReason::DeliveryLimit,
+                    },
+                    deliveries: 5,
+                },
+            ],
+            dead_letter: DeadLetterProgress {
+                producer_epoch: 2,
+                next_sequence: 17,
+                in_flight: Some(Offset(4)),
+            },
+            ..ShareSnapshot::default()
+        };
+        let text = encode_window(&snap);
+        assert_eq!(text, "1;3-4:dr:1,5-5:dl:5;q2.17.4");
+        assert_eq!(decode_window(3, &text).unwrap(), snap);
+        snap.dead_letter.in_flight = None;
+        let text = encode_window(&snap);
+        assert_eq!(text, "1;3-4:dr:1,5-5:dl:5;q2.17");
+        assert_eq!(decode_window(3, &text).unwrap(), snap);
+        for bad in [
+            "1;3-4:dr:1;q",
+            "1;3-4:dr:1;q1",
+            "1;;r1.2",
+            "1;;q1.2.3.4",
+            "1;;qa.1",
+        ] {
+            assert!(decode_window(0, bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

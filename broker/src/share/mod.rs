@@ -21,8 +21,12 @@
 //!   or deleting a share-partition's start offset), in-process or over the
 //!   RPC.
 
+//! - [`dead_letter`]: appending a group's dead records to its dead-letter
+//!   topic, exactly once.
+
 pub mod admin;
 pub mod arrival;
+pub mod dead_letter;
 pub mod durable;
 pub mod group;
 pub mod isolation;
@@ -39,8 +43,9 @@ pub use group::{
 };
 pub use namespace::GroupKind;
 pub use partition::{
-    AckBatch, AckType, Acquired, Arrival, ArrivalStats, Backoff, DurableState, MemberId,
-    ShareConfig, ShareError, SharePartition, ShareSnapshot, SnapshotRange,
+    AckBatch, AckType, Acquired, Arrival, ArrivalStats, Backoff, DeadLetter, DeadLetterProgress,
+    DeadLetterReason, DurableState, MemberId, ShareConfig, ShareError, SharePartition,
+    ShareSnapshot, SnapshotRange,
 };
 pub use rpc::{ShareCall, ShareCoordinator, ShareOwner};
 pub use service::{AutoOffsetReset, ShareFetched, ShareService, ShareSettings};

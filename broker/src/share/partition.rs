@@ -129,6 +129,11 @@ pub struct ShareConfig {
     /// Delayed records parked out of the window at most; beyond, a delayed
     /// record waits in the window (and holds up the start offset).
     pub max_delayed: u32,
+    /// Whether the group names a dead-letter topic (`floe.dlq.topic`): a
+    /// REJECTed record, or one released or expired at the delivery limit,
+    /// is then held as [`DeadLetterReason`] until the owner appended it
+    /// there, instead of being archived at once.
+    pub dead_letter: bool,
 }
 
 /// Kafka's defaults.
@@ -140,6 +145,7 @@ impl Default for ShareConfig {
             max_record_locks: 2_000,
             backoff: Backoff::default(),
             max_delayed: 2_000,
+            dead_letter: false,
         }
     }
 }
@@ -169,6 +175,51 @@ pub struct ArrivalStats {
     /// For each delayed record acquired for the first time: how long after
     /// its due time (ms).
     pub lateness_ms: Vec<u64>,
+}
+
+/// Why a record goes to the dead-letter topic (the `floe-dlq-reason`
+/// header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeadLetterReason {
+    /// A member REJECTed it.
+    Rejected,
+    /// Released, or its lock expired, at `share.delivery.count.limit`.
+    DeliveryLimit,
+}
+
+impl DeadLetterReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Rejected => "rejected",
+            Self::DeliveryLimit => "delivery-count-limit",
+        }
+    }
+}
+
+/// Where a share-partition is in writing records to the dead-letter topic,
+/// kept durably with its window so that a new owner repeats the one append
+/// that may have landed with the same producer epoch and sequence (the
+/// dead-letter partition then answers it as a duplicate): exactly once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DeadLetterProgress {
+    /// The producer epoch of this share-partition's dead-letter producer.
+    pub producer_epoch: i16,
+    /// The sequence of the next append.
+    pub next_sequence: i32,
+    /// The offset whose append is under way (sent, or about to be, with
+    /// `next_sequence`), until it is confirmed.
+    pub in_flight: Option<Offset>,
+}
+
+/// One record to append to the dead-letter topic, with the producer epoch
+/// and sequence to append it under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadLetter {
+    pub offset: Offset,
+    pub deliveries: u16,
+    pub reason: DeadLetterReason,
+    pub producer_epoch: i16,
+    pub sequence: i32,
 }
 
 /// Why an acknowledgement or a restore was refused. Nothing changed.
@@ -236,6 +287,10 @@ pub enum DurableState {
     },
     Acknowledged,
     Archived,
+    /// Waiting to be appended to the dead-letter topic (then archived).
+    DeadLettering {
+        reason: DeadLetterReason,
+    },
 }
 
 /// Consecutive offsets in one stored state with one delivery count.
@@ -257,6 +312,8 @@ pub struct ShareSnapshot {
     pub start: Offset,
     pub ranges: Vec<SnapshotRange>,
     pub parked: Vec<SnapshotRange>,
+    /// The dead-letter producer's progress (default: none yet).
+    pub dead_letter: DeadLetterProgress,
 }
 
 /// One offset of the window.
@@ -276,6 +333,12 @@ enum Slot {
     /// Moved to the parked list (a delayed record): done as far as the
     /// window is concerned.
     Parked,
+    /// Done for the group's consumers (never acquired again), but not
+    /// archived until the owner appended it to the dead-letter topic.
+    DeadLettering {
+        deliveries: u16,
+        reason: DeadLetterReason,
+    },
 }
 
 impl Slot {
@@ -297,6 +360,10 @@ pub struct SharePartition {
     /// never done (removed once done), at most `max_delayed` of them.
     parked: BTreeMap<i64, Slot>,
     stats: ArrivalStats,
+    dead_letter: DeadLetterProgress,
+    /// Records made available with a backoff since the last
+    /// [`SharePartition::take_backoffs`] (for the metrics).
+    backoffs: u64,
 }
 
 impl SharePartition {
@@ -309,6 +376,8 @@ impl SharePartition {
             window: VecDeque::new(),
             parked: BTreeMap::new(),
             stats: ArrivalStats::default(),
+            dead_letter: DeadLetterProgress::default(),
+            backoffs: 0,
         }
     }
 
@@ -317,9 +386,20 @@ impl SharePartition {
     }
 
     /// New settings (a group config changed); records in flight keep their
-    /// locks, the new limits apply from the next change.
+    /// locks, the new limits apply from the next change. When the group no
+    /// longer names a dead-letter topic, the records waiting for it are
+    /// archived (as they would have been without one).
     pub fn set_config(&mut self, config: ShareConfig) {
         self.config = config;
+        if !config.dead_letter && self.dead_letters_pending() > 0 {
+            for slot in self.window.iter_mut() {
+                if matches!(slot, Slot::DeadLettering { .. }) {
+                    *slot = Slot::Archived;
+                }
+            }
+            self.abandon_in_flight();
+            self.advance();
+        }
     }
 
     /// The start offset (SPSO).
@@ -560,6 +640,7 @@ impl SharePartition {
         }
         let config = self.config;
         let mut parked_done = false;
+        let mut backoffs = 0;
         for offset in first..=last {
             let in_parked = self.parked.contains_key(&offset);
             let Some(slot) = self.slot_at_mut(offset) else {
@@ -570,8 +651,18 @@ impl SharePartition {
             };
             match batch.type_at(offset) {
                 AckType::Accept => *slot = Slot::Acknowledged,
-                AckType::Gap | AckType::Reject => *slot = Slot::Archived,
-                AckType::Release => *slot = released(config, deliveries, now_ms),
+                AckType::Gap => *slot = Slot::Archived,
+                AckType::Reject if config.dead_letter => {
+                    *slot = Slot::DeadLettering {
+                        deliveries,
+                        reason: DeadLetterReason::Rejected,
+                    }
+                }
+                AckType::Reject => *slot = Slot::Archived,
+                AckType::Release => {
+                    *slot = released(config, deliveries, now_ms);
+                    backoffs += u64::from(backed_off(slot, now_ms));
+                }
                 AckType::Renew => {
                     if let Slot::Acquired { until_ms, .. } = slot {
                         *until_ms = now_ms.saturating_add(config.lock_duration_ms);
@@ -580,6 +671,7 @@ impl SharePartition {
             }
             parked_done |= in_parked && slot.is_done();
         }
+        self.backoffs += backoffs;
         if parked_done {
             self.parked.retain(|_, slot| !slot.is_done());
         }
@@ -601,6 +693,7 @@ impl SharePartition {
                 && until_ms <= now_ms
             {
                 *slot = released(config, deliveries, now_ms);
+                self.backoffs += u64::from(backed_off(slot, now_ms));
                 n += 1;
             }
         }
@@ -625,6 +718,7 @@ impl SharePartition {
                 && holder == member
             {
                 *slot = released(config, *deliveries, now_ms);
+                self.backoffs += u64::from(backed_off(slot, now_ms));
                 n += 1;
             }
         }
@@ -669,6 +763,9 @@ impl SharePartition {
         let drop = (log_start - self.start).min(self.window.len() as i64) as usize;
         self.window.drain(..drop);
         self.start = log_start;
+        if self.dead_letter.in_flight.is_some_and(|o| o.0 < log_start) {
+            self.abandon_in_flight();
+        }
         self.advance();
     }
 
@@ -684,6 +781,7 @@ impl SharePartition {
             start: Offset(self.start),
             ranges: durable_ranges(window),
             parked: durable_ranges(self.parked.iter().map(|(o, slot)| (*o, slot))),
+            dead_letter: self.dead_letter,
         }
     }
 
@@ -712,6 +810,10 @@ impl SharePartition {
                 },
                 DurableState::Acknowledged => Slot::Acknowledged,
                 DurableState::Archived => Slot::Archived,
+                DurableState::DeadLettering { reason } => Slot::DeadLettering {
+                    deliveries: r.deliveries,
+                    reason,
+                },
             };
             window.extend(std::iter::repeat_n(slot, len as usize));
             next = r.last.0.saturating_add(1);
@@ -725,8 +827,18 @@ impl SharePartition {
             if r.last.0 >= next {
                 return Err(ShareError::CorruptSnapshot("a parked record past the end"));
             }
-            let DurableState::Available { not_before_ms } = r.state else {
-                return Err(ShareError::CorruptSnapshot("a parked record that is done"));
+            let state = match r.state {
+                DurableState::Available { not_before_ms } => Slot::Available {
+                    deliveries: r.deliveries,
+                    not_before_ms,
+                },
+                // A delayed record rejected once delivered, waiting for the
+                // dead-letter topic.
+                DurableState::DeadLettering { reason } => Slot::DeadLettering {
+                    deliveries: r.deliveries,
+                    reason,
+                },
+                _ => return Err(ShareError::CorruptSnapshot("a parked record that is done")),
             };
             let len = r.last.0.saturating_sub(r.first.0).saturating_add(1);
             if parked.len() as i64 + len > i64::from(config.max_delayed.max(1)) * 4 {
@@ -735,13 +847,7 @@ impl SharePartition {
                 ));
             }
             for offset in r.first.0..=r.last.0 {
-                parked.insert(
-                    offset,
-                    Slot::Available {
-                        deliveries: r.deliveries,
-                        not_before_ms,
-                    },
-                );
+                parked.insert(offset, state.clone());
                 // Written as archived in the window.
                 if let Some(slot) = usize::try_from(offset - snapshot.start.0)
                     .ok()
@@ -758,9 +864,138 @@ impl SharePartition {
             window,
             parked,
             stats: ArrivalStats::default(),
+            dead_letter: snapshot.dead_letter,
+            backoffs: 0,
         };
+        // Restored under a config without a dead-letter topic: archived.
+        partition.set_config(config);
         partition.advance();
         Ok(partition)
+    }
+
+    /// How many records were made available with a backoff since the last
+    /// call.
+    pub fn take_backoffs(&mut self) -> u64 {
+        std::mem::take(&mut self.backoffs)
+    }
+
+    /// Records waiting to be appended to the dead-letter topic.
+    pub fn dead_letters_pending(&self) -> usize {
+        self.window
+            .iter()
+            .chain(self.parked.values())
+            .filter(|s| matches!(s, Slot::DeadLettering { .. }))
+            .count()
+    }
+
+    /// The dead-letter producer's progress (kept in the snapshot).
+    pub fn dead_letter_progress(&self) -> DeadLetterProgress {
+        self.dead_letter
+    }
+
+    /// A share-partition started afresh (an admin reset) after one whose
+    /// dead-letter producer was at `prior`: its appends go on under the
+    /// next producer epoch from sequence 0, so none repeats a sequence the
+    /// dead-letter partition may already hold.
+    pub fn after_dead_letters_of(mut self, prior: DeadLetterProgress) -> Self {
+        if prior != DeadLetterProgress::default() {
+            self.dead_letter = DeadLetterProgress {
+                producer_epoch: next_epoch(prior.producer_epoch),
+                next_sequence: 0,
+                in_flight: None,
+            };
+        }
+        self
+    }
+
+    /// The next record to append to the dead-letter topic: the one whose
+    /// append is under way if any (it is repeated as it was), else the
+    /// oldest waiting one, which becomes the one under way. The caller
+    /// writes the snapshot before it appends, so that a new owner repeats
+    /// the same append rather than a new one.
+    pub fn next_dead_letter(&mut self) -> Option<DeadLetter> {
+        let at = |this: &Self, offset: i64| match this.slot_at(offset) {
+            Some(Slot::DeadLettering { deliveries, reason }) => Some((*deliveries, *reason)),
+            _ => None,
+        };
+        let in_flight = self.dead_letter.in_flight.map(|o| o.0);
+        let (offset, (deliveries, reason)) = match in_flight.and_then(|o| Some((o, at(self, o)?))) {
+            Some(found) => found,
+            None => {
+                if in_flight.is_some() {
+                    // No longer waiting (archived by a config change):
+                    // its sequence may have been used.
+                    self.abandon_in_flight();
+                }
+                let dead = |s: &Slot| matches!(s, Slot::DeadLettering { .. });
+                let in_window = self
+                    .window
+                    .iter()
+                    .position(dead)
+                    .map(|i| self.start + i as i64);
+                let parked = self.parked.iter().find(|(_, s)| dead(s)).map(|(o, _)| *o);
+                let offset = match (in_window, parked) {
+                    (Some(w), Some(p)) => w.min(p),
+                    (w, p) => w.or(p)?,
+                };
+                (offset, at(self, offset)?)
+            }
+        };
+        self.dead_letter.in_flight = Some(Offset(offset));
+        Some(DeadLetter {
+            offset: Offset(offset),
+            deliveries,
+            reason,
+            producer_epoch: self.dead_letter.producer_epoch,
+            sequence: self.dead_letter.next_sequence,
+        })
+    }
+
+    /// The append of `offset` (the one under way) was confirmed: the
+    /// record is archived and the next append takes the next sequence.
+    /// Returns false (and changes nothing) for another offset.
+    pub fn dead_lettered(&mut self, offset: Offset) -> bool {
+        if self.dead_letter.in_flight != Some(offset) {
+            return false;
+        }
+        if let Some(slot) = self.slot_at_mut(offset.0) {
+            *slot = Slot::Archived;
+        }
+        self.parked.remove(&offset.0);
+        self.dead_letter.in_flight = None;
+        self.dead_letter.next_sequence = next_sequence(self.dead_letter.next_sequence);
+        self.advance();
+        true
+    }
+
+    /// The record under way is gone from the log (retention, compaction)
+    /// and cannot be appended: archived without it.
+    pub fn dead_letter_lost(&mut self, offset: Offset) {
+        if self.dead_letter.in_flight == Some(offset) {
+            self.abandon_in_flight();
+        }
+        if let Some(slot @ Slot::DeadLettering { .. }) = self.slot_at_mut(offset.0) {
+            *slot = Slot::Archived;
+            self.parked.remove(&offset.0);
+        }
+        self.advance();
+    }
+
+    /// The dead-letter partition refused the producer's epoch or sequence
+    /// (not stored: it knows this producer at another point, e.g. the
+    /// dead-letter topic changed and changed back). The producer starts a
+    /// new epoch at sequence 0; the append under way stays under way.
+    pub fn dead_letter_fenced(&mut self) {
+        self.dead_letter.producer_epoch = next_epoch(self.dead_letter.producer_epoch);
+        self.dead_letter.next_sequence = 0;
+    }
+
+    /// The append under way will not be repeated: its sequence may have
+    /// been stored, so the next append must not reuse it under this epoch.
+    fn abandon_in_flight(&mut self) {
+        if self.dead_letter.in_flight.take().is_some() {
+            self.dead_letter_fenced();
+        }
     }
 
     /// Moves the start offset over the done prefix of the window.
@@ -793,6 +1028,9 @@ fn durable_ranges<'a>(slots: impl Iterator<Item = (i64, &'a Slot)>) -> Vec<Snaps
             }
             Slot::Acknowledged => (DurableState::Acknowledged, 0),
             Slot::Archived | Slot::Parked => (DurableState::Archived, 0),
+            Slot::DeadLettering { deliveries, reason } => {
+                (DurableState::DeadLettering { reason }, deliveries)
+            }
         };
         match ranges.last_mut() {
             Some(r) if r.last.0 + 1 == offset && r.state == state && r.deliveries == deliveries => {
@@ -811,7 +1049,12 @@ fn durable_ranges<'a>(slots: impl Iterator<Item = (i64, &'a Slot)>) -> Vec<Snaps
 
 /// What a released (or expired) record becomes.
 fn released(config: ShareConfig, deliveries: u16, now_ms: u64) -> Slot {
-    if deliveries >= config.delivery_count_limit {
+    if deliveries >= config.delivery_count_limit && config.dead_letter {
+        Slot::DeadLettering {
+            deliveries,
+            reason: DeadLetterReason::DeliveryLimit,
+        }
+    } else if deliveries >= config.delivery_count_limit {
         Slot::Archived
     } else {
         Slot::Available {
@@ -819,6 +1062,21 @@ fn released(config: ShareConfig, deliveries: u16, now_ms: u64) -> Slot {
             not_before_ms: now_ms.saturating_add(config.backoff.delay_ms(deliveries)),
         }
     }
+}
+
+/// Whether a released record waits for a backoff.
+fn backed_off(slot: &Slot, now_ms: u64) -> bool {
+    matches!(slot, Slot::Available { not_before_ms, .. } if *not_before_ms > now_ms)
+}
+
+/// Kafka's next sequence number (wrapping at `i32::MAX` to 0).
+fn next_sequence(s: i32) -> i32 {
+    if s == i32::MAX { 0 } else { s + 1 }
+}
+
+/// The next producer epoch (wrapping to 0 past `i16::MAX`).
+fn next_epoch(e: i16) -> i16 {
+    if e == i16::MAX { 0 } else { e + 1 }
 }
 
 /// Acquired offsets gathered into ranges of one delivery count.

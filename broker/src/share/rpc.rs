@@ -18,7 +18,7 @@ use super::group::{
     Assignment, DescribedShareMember, Heartbeat, HeartbeatAnswer, ShareGroupDescription,
     ShareGroupError, ShareGroupState, TopicInfo,
 };
-use super::partition::{AckBatch, AckType, Acquired, MemberId, ShareError, ShareSnapshot};
+use super::partition::{AckBatch, AckType, Acquired, Backoff, MemberId, ShareError, ShareSnapshot};
 use super::service::{AutoOffsetReset, ShareFetched, ShareSettings};
 use crate::broker::Broker;
 use crate::error::{BrokerError, CallError, ErrorKind};
@@ -101,6 +101,15 @@ pub mod proto {
         /// The group's `floe.filter`; empty (as older proxies send): none.
         #[prost(string, tag = "8")]
         pub filter: String,
+        /// `floe.retry.backoff.base.ms`; 0 (as older proxies send): none.
+        #[prost(uint64, tag = "9")]
+        pub backoff_base_ms: u64,
+        /// `floe.retry.backoff.max.ms`.
+        #[prost(uint64, tag = "10")]
+        pub backoff_max_ms: u64,
+        /// `floe.dlq.topic`; empty (as older proxies send): none.
+        #[prost(string, tag = "11")]
+        pub dead_letter_topic: String,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -286,6 +295,14 @@ pub(super) fn call_msg(c: &ShareCall) -> proto::Call {
             .as_ref()
             .map(ToString::to_string)
             .unwrap_or_default(),
+        backoff_base_ms: c.settings.backoff.base_ms,
+        backoff_max_ms: c.settings.backoff.max_ms,
+        dead_letter_topic: c
+            .settings
+            .dead_letter_topic
+            .as_deref()
+            .unwrap_or_default()
+            .to_owned(),
     }
 }
 
@@ -302,6 +319,12 @@ pub(super) fn call_from(c: Option<proto::Call>) -> Result<ShareCall, BrokerError
                 (None, false) => AutoOffsetReset::Latest,
             },
             delivery_count_limit: u16::try_from(c.delivery_count_limit).unwrap_or(u16::MAX),
+            backoff: Backoff {
+                base_ms: c.backoff_base_ms,
+                max_ms: c.backoff_max_ms,
+            },
+            dead_letter_topic: (!c.dead_letter_topic.is_empty())
+                .then(|| std::sync::Arc::from(c.dead_letter_topic.as_str())),
             filter: match c.filter.as_str() {
                 "" => None,
                 text => Some(Arc::new(RecordFilter::parse(text).map_err(|why| {
@@ -390,6 +413,33 @@ impl Broker {
         }
     }
 
+    /// Starts a task appending the share-partition's dead records to the
+    /// group's dead-letter topic, if some wait and none runs.
+    fn start_dead_letters(&self, call: &ShareCall) {
+        if let Some(epoch) = self.inner.share.claim_dead_letters(&call.group, &call.key) {
+            self.spawn_dead_letters(&call.group, call.key, epoch);
+        }
+    }
+
+    /// The same for every share-partition of `group` here (a member's
+    /// records released at the delivery limit may have left dead records).
+    fn start_group_dead_letters(&self, group: &str) {
+        for (key, epoch) in self.inner.share.claim_group_dead_letters(group) {
+            self.spawn_dead_letters(group, key, epoch);
+        }
+    }
+
+    fn spawn_dead_letters(&self, group: &str, key: PartitionKey, epoch: u64) {
+        let (broker, group) = (self.clone(), group.to_owned());
+        tokio::spawn(async move {
+            broker
+                .inner
+                .share
+                .run_dead_letters(&broker, &broker, &broker, &group, &key, epoch)
+                .await;
+        });
+    }
+
     pub(crate) fn share_coordinator_check(&self, group: &str) -> Result<(), ShareGroupError> {
         self.coordinator(group, self.view().current().shard_count())
             .map(|_| ())
@@ -446,6 +496,8 @@ pub(crate) async fn sweep_members(b: Broker) {
                 "share group member timed out"
             );
             b.release_elsewhere(&group, member);
+            // Records released at the delivery limit may wait for the DLQ.
+            b.start_group_dead_letters(&group);
         }
     }
 }
@@ -534,7 +586,7 @@ impl ShareOwner for Broker {
         max_bytes: usize,
     ) -> Result<ShareFetched, CallError> {
         let share = &self.inner.share;
-        share
+        let fetched = share
             .fetch(
                 self,
                 self,
@@ -545,7 +597,10 @@ impl ShareOwner for Broker {
                 max_records,
                 max_bytes,
             )
-            .await
+            .await;
+        // Lock expiries at the delivery limit may have left dead records.
+        self.start_dead_letters(call);
+        fetched
     }
 
     async fn share_acknowledge(
@@ -554,7 +609,7 @@ impl ShareOwner for Broker {
         batches: &[AckBatch],
     ) -> Result<Result<(), ShareError>, CallError> {
         let share = &self.inner.share;
-        share
+        let answer = share
             .acknowledge(
                 self,
                 self,
@@ -564,11 +619,14 @@ impl ShareOwner for Broker {
                 &call.member,
                 batches,
             )
-            .await
+            .await;
+        self.start_dead_letters(call);
+        answer
     }
 
     async fn share_release(&self, group: &str, member: &MemberId) -> Result<(), CallError> {
         self.inner.share.release_member(group, member);
+        self.start_group_dead_letters(group);
         Ok(())
     }
 }
@@ -600,6 +658,8 @@ impl ShareCoordinator for Broker {
         for member in gone {
             self.release_elsewhere(group, member);
         }
+        // Members that left or timed out had their records released here.
+        self.start_group_dead_letters(group);
         answer
     }
 
@@ -977,5 +1037,34 @@ mod tests {
         let mut a = Assignment::new();
         a.insert(TopicId(uuid::Uuid::from_u128(7)), vec![0, 2]);
         assert_eq!(assignment_from(assignment_msg(&a)), a);
+    }
+
+    #[test]
+    fn a_groups_settings_cross_the_rpc_and_an_older_proxys_call_means_none() {
+        let call = ShareCall {
+            group: "g".into(),
+            key: PartitionKey::new(TopicId(uuid::Uuid::from_u128(3)), 1),
+            member: MemberId::new("m"),
+            settings: ShareSettings {
+                backoff: Backoff {
+                    base_ms: 100,
+                    max_ms: 800,
+                },
+                dead_letter_topic: Some(std::sync::Arc::from("dlq")),
+                ..ShareSettings::default()
+            },
+        };
+        let back = call_from(Some(call_msg(&call))).unwrap();
+        assert_eq!(back.settings, call.settings);
+        // Fields 7 to 9 absent, as an older proxy sends: no backoff, no DLQ.
+        let old = proto::Call {
+            backoff_base_ms: 0,
+            backoff_max_ms: 0,
+            dead_letter_topic: String::new(),
+            ..call_msg(&call)
+        };
+        let back = call_from(Some(old)).unwrap();
+        assert_eq!(back.settings.backoff, Backoff::default());
+        assert_eq!(back.settings.dead_letter_topic, None);
     }
 }

@@ -15,13 +15,14 @@ use floe_storage::records::DecodeLimits;
 use floe_types::Offset;
 
 use super::arrival::{Arrivals, split_batches};
+use super::dead_letter::{self, DeadLetterSink, Found};
 use super::durable::ShareStore;
 use super::group::{
     Heartbeat, HeartbeatAnswer, ShareGroup, ShareGroupConfig, ShareGroupDescription,
     ShareGroupError, TopicInfo,
 };
 use super::partition::{
-    AckBatch, Acquired, Arrival, MemberId, ShareConfig, ShareError, SharePartition,
+    AckBatch, Acquired, Arrival, Backoff, MemberId, ShareConfig, ShareError, SharePartition,
 };
 use crate::broker::OffsetSpec;
 use crate::error::{BrokerError, CallError, ErrorKind};
@@ -56,6 +57,12 @@ pub struct ShareSettings {
     pub session_timeout_ms: Option<u32>,
     /// `floe.filter` (`None`: every record).
     pub filter: Option<Arc<RecordFilter>>,
+    /// `floe.retry.backoff.base.ms` / `floe.retry.backoff.max.ms` (base 0:
+    /// none, as older proxies send).
+    pub backoff: Backoff,
+    /// `floe.dlq.topic` (none: records rejected or at the delivery limit
+    /// are archived at once).
+    pub dead_letter_topic: Option<Arc<str>>,
 }
 
 impl Default for ShareSettings {
@@ -67,6 +74,8 @@ impl Default for ShareSettings {
             heartbeat_interval_ms: None,
             session_timeout_ms: None,
             filter: None,
+            backoff: Backoff::default(),
+            dead_letter_topic: None,
         }
     }
 }
@@ -91,6 +100,10 @@ pub struct ShareFetched {
 struct Held {
     sp: SharePartition,
     epoch: u64,
+    /// The group's dead-letter topic as the last call named it.
+    dead_letter_topic: Option<Arc<str>>,
+    /// Whether a task appends its records to the dead-letter topic now.
+    dead_lettering: bool,
 }
 
 type Id = (String, PartitionKey);
@@ -105,7 +118,27 @@ pub struct ShareService {
     /// One writer at a time per share-partition, so its durable states are
     /// written in the order they were taken.
     writers: Mutex<HashMap<Id, Arc<tokio::sync::Mutex<()>>>>,
+    /// RPC clients of the brokers owning dead-letter partitions.
+    pub(crate) dead_letter_peers: dead_letter::Peers,
+    /// The pause after a failed dead-letter append, and the most it grows
+    /// to (doubling).
+    dead_letter_retry: (std::time::Duration, std::time::Duration),
 }
+
+/// What one step of appending dead records did.
+#[derive(Debug, PartialEq, Eq)]
+enum Step {
+    /// One record appended (or found gone): look for the next.
+    Done,
+    /// Nothing waits (or no dead-letter topic any more).
+    Idle,
+    /// The share-partition is no longer held at the epoch the task began.
+    Stop,
+}
+
+/// The pause after a failed dead-letter append, doubling up to the most.
+const DEAD_LETTER_RETRY_FIRST: std::time::Duration = std::time::Duration::from_secs(1);
+const DEAD_LETTER_RETRY_MOST: std::time::Duration = std::time::Duration::from_secs(30);
 
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -181,6 +214,8 @@ impl ShareService {
             groups: Mutex::new(HashMap::new()),
             partitions: Mutex::new(HashMap::new()),
             writers: Mutex::new(HashMap::new()),
+            dead_letter_peers: dead_letter::Peers::default(),
+            dead_letter_retry: (DEAD_LETTER_RETRY_FIRST, DEAD_LETTER_RETRY_MOST),
         }
     }
 
@@ -192,6 +227,8 @@ impl ShareService {
         ShareConfig {
             lock_duration_ms: settings.lock_duration_ms.max(1),
             delivery_count_limit: limit,
+            backoff: settings.backoff,
+            dead_letter: settings.dead_letter_topic.is_some(),
             ..self.partition_config
         }
     }
@@ -296,6 +333,7 @@ impl ShareService {
         for ((g, _), held) in lock(&self.partitions).iter_mut() {
             if g == group_id {
                 held.sp.release_member(member, now);
+                crate::metrics::share_backoffs(held.sp.take_backoffs());
             }
         }
     }
@@ -330,6 +368,9 @@ impl ShareService {
             if *held.sp.config() != config {
                 held.sp.set_config(config);
             }
+            if held.dead_letter_topic != settings.dead_letter_topic {
+                held.dead_letter_topic = settings.dead_letter_topic.clone();
+            }
             return Ok(epoch);
         }
         let mut fresh = false;
@@ -354,7 +395,15 @@ impl ShareService {
                 // Loaded meanwhile by another call at this epoch: that one stands.
                 Some(held) if held.epoch == epoch => fresh = false,
                 _ => {
-                    partitions.insert(id, Held { sp, epoch });
+                    partitions.insert(
+                        id,
+                        Held {
+                            sp,
+                            epoch,
+                            dead_letter_topic: settings.dead_letter_topic.clone(),
+                            dead_lettering: false,
+                        },
+                    );
                 }
             }
         }
@@ -429,6 +478,7 @@ impl ShareService {
                     Err(_) => {}
                 }
             }
+            crate::metrics::share_backoffs(held.sp.take_backoffs());
             (result, changed)
         };
         if changed {
@@ -465,7 +515,11 @@ impl ShareService {
         // from the first acquirable offset is what the batches read hold.
         let now = now_ms();
         let (from, end) = match lock(&self.partitions).get_mut(&id) {
-            Some(held) => (held.sp.first_acquirable(now), held.sp.end_offset()),
+            Some(held) => {
+                let from = held.sp.first_acquirable(now);
+                crate::metrics::share_backoffs(held.sp.take_backoffs());
+                (from, held.sp.end_offset())
+            }
             None => return Ok(ShareFetched::nothing(-1, None)),
         };
         let data = match owner.fetch(key, from.0, max_bytes.max(1), None).await {
@@ -524,6 +578,7 @@ impl ShareService {
                     now,
                     &mut |offset| arrival(offset),
                 );
+                crate::metrics::share_backoffs(held.sp.take_backoffs());
                 (acquired, held.sp.take_stats())
             }
             None => (Vec::new(), Default::default()),
@@ -613,8 +668,20 @@ impl ShareService {
         let id = (group_id.to_owned(), *key);
         let writer = lock(&self.writers).entry(id.clone()).or_default().clone();
         let _turn = writer.lock().await;
-        // Whatever is in memory is stale from here on.
-        lock(&self.partitions).remove(&id);
+        // Whatever is in memory is stale from here on, but the dead-letter
+        // producer's progress carries on (so its appends stay exactly once).
+        let prior = match lock(&self.partitions).remove(&id) {
+            Some(held) => Some(held.sp.dead_letter_progress()),
+            None => None,
+        };
+        let prior = match prior {
+            Some(p) => p,
+            None => store
+                .load(group_id, key)
+                .await?
+                .map(|s| s.dead_letter)
+                .unwrap_or_default(),
+        };
         let Some(to) = to else {
             store.forget(group_id, key).await?;
             lock(&self.partitions).remove(&id);
@@ -623,10 +690,198 @@ impl ShareService {
         let (first, _) = owner.list_offset(key, OffsetSpec::Earliest, None).await?;
         let (end, _) = owner.list_offset(key, OffsetSpec::Latest, None).await?;
         let at = to.clamp(first.offset, end.offset.max(first.offset));
-        let sp = SharePartition::new(self.config(settings), Offset(at));
+        let sp =
+            SharePartition::new(self.config(settings), Offset(at)).after_dead_letters_of(prior);
         store.save(group_id, key, epoch, &sp.snapshot()).await?;
-        lock(&self.partitions).insert(id, Held { sp, epoch });
+        lock(&self.partitions).insert(
+            id,
+            Held {
+                sp,
+                epoch,
+                dead_letter_topic: settings.dead_letter_topic.clone(),
+                dead_lettering: false,
+            },
+        );
         Ok(Some(at))
+    }
+}
+
+impl ShareService {
+    /// Claims the appending of the share-partition's dead records when some
+    /// wait, the group names a dead-letter topic and no task appends them
+    /// yet: the caller then runs [`ShareService::run_dead_letters`] with the
+    /// epoch returned.
+    pub fn claim_dead_letters(&self, group_id: &str, key: &PartitionKey) -> Option<u64> {
+        let mut partitions = lock(&self.partitions);
+        let held = partitions.get_mut(&(group_id.to_owned(), *key))?;
+        if held.dead_lettering
+            || held.dead_letter_topic.is_none()
+            || held.sp.dead_letters_pending() == 0
+        {
+            return None;
+        }
+        held.dead_lettering = true;
+        Some(held.epoch)
+    }
+
+    /// [`ShareService::claim_dead_letters`] for each share-partition of
+    /// `group_id` here (after a member's records were released on all of
+    /// them): the partitions claimed, with their epochs.
+    pub fn claim_group_dead_letters(&self, group_id: &str) -> Vec<(PartitionKey, u64)> {
+        let keys: Vec<PartitionKey> = lock(&self.partitions)
+            .keys()
+            .filter(|(g, _)| g == group_id)
+            .map(|(_, k)| *k)
+            .collect();
+        keys.into_iter()
+            .filter_map(|k| Some((k, self.claim_dead_letters(group_id, &k)?)))
+            .collect()
+    }
+
+    /// Appends the share-partition's dead records to the group's
+    /// dead-letter topic, oldest first, one at a time, each archived once
+    /// its append is confirmed, until none waits or the share-partition is
+    /// no longer held at `epoch`. A failed append leaves its record
+    /// waiting and is tried again after a pause (1 s, doubling up to 30 s).
+    pub async fn run_dead_letters(
+        &self,
+        owner: &dyn PartitionOwner,
+        store: &dyn ShareStore,
+        sink: &dyn DeadLetterSink,
+        group_id: &str,
+        key: &PartitionKey,
+        epoch: u64,
+    ) {
+        let id = (group_id.to_owned(), *key);
+        let (first_pause, most_pause) = self.dead_letter_retry;
+        let mut pause = first_pause;
+        let mut unwritten = false;
+        loop {
+            match self
+                .dead_letter_step(owner, store, sink, group_id, key, epoch)
+                .await
+            {
+                Ok(Step::Done) => {
+                    pause = first_pause;
+                    unwritten = true;
+                }
+                Ok(Step::Idle) => {
+                    // The last archive is written too (else it rides on the
+                    // next write; a new owner would repeat it as a duplicate).
+                    if unwritten && self.persist(store, group_id, key).await.is_err() {
+                        return;
+                    }
+                    unwritten = false;
+                    let mut partitions = lock(&self.partitions);
+                    match partitions.get_mut(&id) {
+                        Some(held) if held.epoch == epoch => {
+                            if held.dead_letter_topic.is_none()
+                                || held.sp.dead_letters_pending() == 0
+                            {
+                                held.dead_lettering = false;
+                                return;
+                            }
+                        }
+                        _ => return,
+                    }
+                }
+                Ok(Step::Stop) => return,
+                Err(e) => {
+                    tracing::warn!(group = group_id, partition = %key, error = %e,
+                        retry_in_ms = pause.as_millis() as u64,
+                        "dead-letter append failed; the record stays and is tried again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(most_pause);
+                }
+            }
+        }
+    }
+
+    /// Appends the oldest dead record (or repeats the append under way).
+    async fn dead_letter_step(
+        &self,
+        owner: &dyn PartitionOwner,
+        store: &dyn ShareStore,
+        sink: &dyn DeadLetterSink,
+        group_id: &str,
+        key: &PartitionKey,
+        epoch: u64,
+    ) -> Result<Step, CallError> {
+        let id = (group_id.to_owned(), *key);
+        let with_held = |f: &mut dyn FnMut(&mut Held)| {
+            if let Some(held) = lock(&self.partitions)
+                .get_mut(&id)
+                .filter(|h| h.epoch == epoch)
+            {
+                f(held);
+            }
+        };
+        let (dead, topic) = {
+            let mut partitions = lock(&self.partitions);
+            let Some(held) = partitions.get_mut(&id).filter(|h| h.epoch == epoch) else {
+                return Ok(Step::Stop);
+            };
+            let Some(topic) = held.dead_letter_topic.clone() else {
+                return Ok(Step::Idle);
+            };
+            let Some(dead) = held.sp.next_dead_letter() else {
+                return Ok(Step::Idle);
+            };
+            (dead, topic)
+        };
+        // The append under way is written before it is made, so that a new
+        // owner repeats this one (same epoch and sequence) and no other.
+        self.persist(store, group_id, key).await?;
+        let found = match owner.fetch(key, dead.offset.0, 1, None).await {
+            Err(CallError::Broker(e)) if e.kind() == ErrorKind::OffsetOutOfRange => {
+                dead_letter::Found::Nothing
+            }
+            Err(e) => return Err(e),
+            Ok(data) => dead_letter::find(&data.records, dead.offset),
+        };
+        let Found::Record(record) = found else {
+            tracing::warn!(group = group_id, partition = %key, offset = dead.offset.0,
+                "a dead record is no longer in the log (or is a control record); archived without a dead-letter copy");
+            with_held(&mut |h| h.sp.dead_letter_lost(dead.offset));
+            return Ok(Step::Done);
+        };
+        let Some((dlq, partitions)) = sink.topic(&topic).filter(|(_, n)| *n > 0) else {
+            crate::metrics::share_dead_letter_failed("missing_topic");
+            return Err(BrokerError::new(
+                ErrorKind::UnknownTopicOrPartition,
+                format!("the dead-letter topic {topic} does not exist; create it (floe.dlq.topic names it)"),
+            )
+            .into());
+        };
+        let source_topic = sink.topic_name(key.topic).unwrap_or_default();
+        let source = dead_letter::Source {
+            group: group_id,
+            topic: &source_topic,
+            partition: key.partition,
+        };
+        let pid = dead_letter::producer_id(group_id, key);
+        let batch = dead_letter::batch(&record, source, &dead, pid)?;
+        let target = PartitionKey::new(dlq, key.partition % partitions);
+        match sink.append(&target, batch).await {
+            Ok(()) => {
+                let mut archived = false;
+                with_held(&mut |h| archived = h.sp.dead_lettered(dead.offset));
+                if archived {
+                    crate::metrics::share_dead_lettered(dead.reason.as_str());
+                }
+                Ok(Step::Done)
+            }
+            Err(e) if dead_letter::is_sequence_refusal(&e) => {
+                // Not stored: a new producer epoch starts at sequence 0.
+                crate::metrics::share_dead_letter_failed("refused_sequence");
+                with_held(&mut |h| h.sp.dead_letter_fenced());
+                Err(e)
+            }
+            Err(e) => {
+                crate::metrics::share_dead_letter_failed("append");
+                Err(e)
+            }
+        }
     }
 }
 
@@ -843,6 +1098,11 @@ mod tests {
         heartbeat_interval_ms: None,
         session_timeout_ms: None,
         filter: None,
+        backoff: Backoff {
+            base_ms: 0,
+            max_ms: 0,
+        },
+        dead_letter_topic: None,
     };
 
     fn key() -> PartitionKey {
@@ -1420,5 +1680,396 @@ mod tests {
         assert_eq!(svc.delete_group("g"), Ok(()));
         assert!(!svc.has_group("g"));
         assert!(svc.groups().is_empty());
+    }
+
+    // The dead-letter topic.
+
+    /// A dead-letter partition that keeps what is appended and answers a
+    /// batch repeating the last sequence of its producer and epoch as a
+    /// duplicate (not stored again), as an idempotent partition does.
+    #[derive(Default)]
+    struct FakeDlq {
+        exists: Mutex<bool>,
+        stored: Mutex<Vec<Bytes>>,
+        last: Mutex<HashMap<i64, (i16, i32)>>,
+        /// Answers to give before the normal ones: `Err` after storing
+        /// (`true`) or without storing (`false`).
+        fail: Mutex<Vec<bool>>,
+        /// Called on a failure (to move the partition, say).
+        on_fail: Mutex<Option<Box<dyn FnMut() + Send>>>,
+    }
+
+    impl FakeDlq {
+        fn new() -> Self {
+            let d = Self::default();
+            *d.exists.lock().unwrap() = true;
+            d
+        }
+
+        fn records(&self) -> Vec<floe_storage::records::Record> {
+            self.stored
+                .lock()
+                .unwrap()
+                .iter()
+                .flat_map(|b| floe_storage::records::decode_records(b, 1 << 20).unwrap())
+                .collect()
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl DeadLetterSink for FakeDlq {
+        fn topic(&self, name: &str) -> Option<(TopicId, u32)> {
+            (name == "dlq" && *self.exists.lock().unwrap()).then(|| (TopicId(uuid::Uuid::max()), 1))
+        }
+
+        fn topic_name(&self, _: TopicId) -> Option<String> {
+            Some("src".into())
+        }
+
+        async fn append(&self, _: &PartitionKey, batch: Bytes) -> Result<(), CallError> {
+            let v = floe_storage::batch::BatchView::parse(&batch, usize::MAX).unwrap();
+            let (pid, epoch, seq) = (v.producer_id(), v.producer_epoch(), v.base_sequence());
+            let fail = {
+                let mut f = self.fail.lock().unwrap();
+                (!f.is_empty()).then(|| f.remove(0))
+            };
+            let duplicate = self.last.lock().unwrap().get(&pid) == Some(&(epoch, seq));
+            if fail != Some(false) && !duplicate {
+                self.stored.lock().unwrap().push(batch.clone());
+                self.last.lock().unwrap().insert(pid, (epoch, seq));
+            }
+            if fail.is_some() {
+                if let Some(f) = self.on_fail.lock().unwrap().as_mut() {
+                    f();
+                }
+                return Err(BrokerError::new(ErrorKind::OutcomeUnknown, "cut off").into());
+            }
+            Ok(())
+        }
+    }
+
+    fn with_dlq() -> ShareSettings {
+        ShareSettings {
+            dead_letter_topic: Some(Arc::from("dlq")),
+            ..EARLIEST
+        }
+    }
+
+    fn quick(svc: ShareService) -> ShareService {
+        ShareService {
+            dead_letter_retry: (
+                std::time::Duration::from_millis(5),
+                std::time::Duration::from_millis(10),
+            ),
+            ..svc
+        }
+    }
+
+    fn header_of(r: &floe_storage::records::Record, k: &str) -> Option<String> {
+        r.headers
+            .iter()
+            .find(|h| h.key.as_ref() == k.as_bytes())
+            .and_then(|h| h.value.as_ref())
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+    }
+
+    async fn reject(
+        svc: &ShareService,
+        log: &FakeLog,
+        settings: &ShareSettings,
+        first: i64,
+        last: i64,
+    ) {
+        svc.acknowledge(
+            log,
+            log,
+            settings,
+            "g",
+            &key(),
+            &member(),
+            &[AckBatch::all(first, last, AckType::Reject)],
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    }
+
+    async fn run(svc: &ShareService, log: &FakeLog, dlq: &FakeDlq) {
+        let epoch = svc.claim_dead_letters("g", &key()).unwrap();
+        svc.run_dead_letters(log, log, dlq, "g", &key(), epoch)
+            .await;
+    }
+
+    #[tokio::test]
+    async fn rejected_records_are_appended_to_the_dead_letter_topic_once_then_archived() {
+        let log = FakeLog::new(2);
+        let svc = service();
+        let dlq = FakeDlq::new();
+        let settings = with_dlq();
+        svc.fetch(&log, &log, &settings, "g", &key(), &member(), 3, 1 << 20)
+            .await
+            .unwrap();
+        reject(&svc, &log, &settings, 1, 2).await;
+        // The reject is written as waiting for the dead-letter topic.
+        let saved = log.saved.lock().unwrap()["g"].1.clone();
+        assert!(
+            saved
+                .ranges
+                .iter()
+                .any(|r| matches!(r.state, DurableState::DeadLettering { .. }))
+        );
+        run(&svc, &log, &dlq).await;
+        let got = dlq.records();
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].value.as_deref(), Some(&[1u8][..]));
+        assert_eq!(header_of(&got[0], "floe-dlq-topic").as_deref(), Some("src"));
+        assert_eq!(
+            header_of(&got[0], "floe-dlq-partition").as_deref(),
+            Some("0")
+        );
+        assert_eq!(header_of(&got[0], "floe-dlq-offset").as_deref(), Some("1"));
+        assert_eq!(header_of(&got[1], "floe-dlq-offset").as_deref(), Some("2"));
+        assert_eq!(
+            header_of(&got[0], "floe-dlq-delivery-count").as_deref(),
+            Some("1")
+        );
+        assert_eq!(
+            header_of(&got[0], "floe-dlq-reason").as_deref(),
+            Some("rejected")
+        );
+        // Archived and written: nothing waits, the claim is given back.
+        let saved = log.saved.lock().unwrap()["g"].1.clone();
+        assert_eq!(saved.dead_letter.next_sequence, 2);
+        assert_eq!(saved.dead_letter.in_flight, None);
+        assert!(
+            !saved
+                .ranges
+                .iter()
+                .any(|r| matches!(r.state, DurableState::DeadLettering { .. }))
+        );
+        assert_eq!(svc.claim_dead_letters("g", &key()), None);
+        // Never delivered again: the next fetch skips them.
+        svc.acknowledge(
+            &log,
+            &log,
+            &settings,
+            "g",
+            &key(),
+            &member(),
+            &[AckBatch::all(0, 0, AckType::Release)],
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        let f = svc
+            .fetch(&log, &log, &settings, "g", &key(), &member(), 10, 1 << 20)
+            .await
+            .unwrap();
+        let got: Vec<(i64, i64)> = f.acquired.iter().map(|a| (a.first.0, a.last.0)).collect();
+        assert_eq!(got, vec![(0, 0), (3, 5)]);
+    }
+
+    #[tokio::test]
+    async fn a_missing_dead_letter_topic_keeps_the_record_until_it_exists() {
+        let log = FakeLog::new(1);
+        let svc = quick(service());
+        let dlq = FakeDlq::new();
+        *dlq.exists.lock().unwrap() = false;
+        let settings = with_dlq();
+        svc.fetch(&log, &log, &settings, "g", &key(), &member(), 1, 1 << 20)
+            .await
+            .unwrap();
+        reject(&svc, &log, &settings, 0, 0).await;
+        let epoch = svc.claim_dead_letters("g", &key()).unwrap();
+        let k = key();
+        let task = svc.run_dead_letters(&log, &log, &dlq, "g", &k, epoch);
+        let create = async {
+            tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+            // Still waiting, not archived, not delivered again.
+            let held = lock(&svc.partitions)
+                .get(&("g".to_owned(), key()))
+                .unwrap()
+                .sp
+                .dead_letters_pending();
+            assert_eq!(held, 1);
+            *dlq.exists.lock().unwrap() = true;
+        };
+        tokio::join!(task, create);
+        assert_eq!(dlq.records().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_append_cut_off_is_repeated_with_its_sequence_and_stored_once() {
+        let log = FakeLog::new(1);
+        let svc = quick(service());
+        let dlq = FakeDlq::new();
+        // Stored, but the answer is lost; then not stored and failed.
+        *dlq.fail.lock().unwrap() = vec![true, false];
+        let settings = with_dlq();
+        svc.fetch(&log, &log, &settings, "g", &key(), &member(), 3, 1 << 20)
+            .await
+            .unwrap();
+        reject(&svc, &log, &settings, 0, 1).await;
+        run(&svc, &log, &dlq).await;
+        let offsets: Vec<Option<String>> = dlq
+            .records()
+            .iter()
+            .map(|r| header_of(r, "floe-dlq-offset"))
+            .collect();
+        assert_eq!(offsets, vec![Some("0".into()), Some("1".into())]);
+    }
+
+    #[tokio::test]
+    async fn a_new_owner_repeats_the_append_under_way_and_it_is_not_stored_twice() {
+        let log = Arc::new(FakeLog::new(1));
+        let svc = quick(service());
+        let dlq = FakeDlq::new();
+        // The first append lands, its answer is lost, and the partition
+        // moves to another owner (epoch 2) meanwhile.
+        *dlq.fail.lock().unwrap() = vec![true];
+        let moved = log.clone();
+        *dlq.on_fail.lock().unwrap() = Some(Box::new(move || {
+            *moved.epoch.lock().unwrap() = Some(2);
+        }));
+        let settings = with_dlq();
+        svc.fetch(&*log, &*log, &settings, "g", &key(), &member(), 3, 1 << 20)
+            .await
+            .unwrap();
+        reject(&svc, &log, &settings, 0, 0).await;
+        // The old owner stops (its writes are refused).
+        run(&svc, &log, &dlq).await;
+        assert_eq!(dlq.records().len(), 1);
+        let saved = log.saved.lock().unwrap()["g"].1.clone();
+        assert_eq!(saved.dead_letter.in_flight, Some(Offset(0)));
+        // The new owner loads that state and repeats the same append.
+        let other = quick(service());
+        other
+            .fetch(&*log, &*log, &settings, "g", &key(), &member(), 1, 1 << 20)
+            .await
+            .unwrap();
+        run(&other, &log, &dlq).await;
+        assert_eq!(dlq.records().len(), 1, "stored once");
+        let saved = log.saved.lock().unwrap()["g"].1.clone();
+        assert_eq!(
+            (saved.start, saved.dead_letter.in_flight),
+            (Offset(1), None)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_record_released_at_the_delivery_limit_is_dead_lettered_with_its_reason() {
+        let log = FakeLog::new(1);
+        let svc = service();
+        let dlq = FakeDlq::new();
+        let settings = ShareSettings {
+            delivery_count_limit: 2,
+            ..with_dlq()
+        };
+        for _ in 0..2 {
+            let f = svc
+                .fetch(&log, &log, &settings, "g", &key(), &member(), 1, 1 << 20)
+                .await
+                .unwrap();
+            assert_eq!(f.acquired[0].first, Offset(0));
+            svc.acknowledge(
+                &log,
+                &log,
+                &settings,
+                "g",
+                &key(),
+                &member(),
+                &[AckBatch::all(0, 0, AckType::Release)],
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        }
+        run(&svc, &log, &dlq).await;
+        let got = dlq.records();
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            header_of(&got[0], "floe-dlq-reason").as_deref(),
+            Some("delivery-count-limit")
+        );
+        assert_eq!(
+            header_of(&got[0], "floe-dlq-delivery-count").as_deref(),
+            Some("2")
+        );
+    }
+
+    #[tokio::test]
+    async fn the_groups_backoff_delays_a_released_record() {
+        let log = FakeLog::new(1);
+        let svc = service();
+        let settings = ShareSettings {
+            backoff: Backoff {
+                base_ms: 60_000,
+                max_ms: 60_000,
+            },
+            ..EARLIEST
+        };
+        svc.fetch(&log, &log, &settings, "g", &key(), &member(), 1, 1 << 20)
+            .await
+            .unwrap();
+        svc.acknowledge(
+            &log,
+            &log,
+            &settings,
+            "g",
+            &key(),
+            &member(),
+            &[AckBatch::all(0, 0, AckType::Release)],
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        // Offset 0 waits a minute; 1 and 2 are not held up by it, and a
+        // fetch that finds nothing is told when to look again.
+        let f = svc
+            .fetch(&log, &log, &settings, "g", &key(), &member(), 10, 1 << 20)
+            .await
+            .unwrap();
+        let got: Vec<(i64, i64)> = f.acquired.iter().map(|a| (a.first.0, a.last.0)).collect();
+        assert_eq!(got, vec![(1, 2)]);
+        let f = svc
+            .fetch(&log, &log, &settings, "g", &key(), &member(), 10, 1 << 20)
+            .await
+            .unwrap();
+        assert!(f.acquired.is_empty());
+        assert!(
+            f.retry_in_ms.is_some_and(|ms| ms > 29_000 && ms <= 60_000),
+            "{:?}",
+            f.retry_in_ms
+        );
+    }
+
+    #[tokio::test]
+    async fn a_member_leaving_at_the_delivery_limit_leaves_dead_records_to_append() {
+        let log = FakeLog::new(1);
+        let svc = service();
+        let dlq = FakeDlq::new();
+        let settings = ShareSettings {
+            delivery_count_limit: 2,
+            ..with_dlq()
+        };
+        for _ in 0..2 {
+            svc.fetch(&log, &log, &settings, "g", &key(), &member(), 1, 1 << 20)
+                .await
+                .unwrap();
+            svc.release_member("g", &member());
+        }
+        assert_eq!(svc.claim_group_dead_letters("other"), vec![]);
+        let claimed = svc.claim_group_dead_letters("g");
+        assert_eq!(claimed.len(), 1);
+        // Claimed once: a second claim finds the task running.
+        assert_eq!(svc.claim_group_dead_letters("g"), vec![]);
+        svc.run_dead_letters(&log, &log, &dlq, "g", &key(), claimed[0].1)
+            .await;
+        let got = dlq.records();
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            header_of(&got[0], "floe-dlq-reason").as_deref(),
+            Some("delivery-count-limit")
+        );
     }
 }

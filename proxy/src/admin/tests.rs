@@ -1400,7 +1400,7 @@ async fn group_configs_are_described_altered_and_validated() {
     let resp = describe(4).await;
     let r = &resp.results[0];
     assert_eq!((r.error_code, r.resource_type), (0, 32));
-    assert_eq!(r.configs.len(), 8);
+    assert_eq!(r.configs.len(), 12);
     let session = entry(&r.configs, "consumer.session.timeout.ms");
     assert_eq!(
         (

@@ -19,6 +19,7 @@ fn config() -> ShareConfig {
         max_record_locks: 10,
         backoff: Backoff::default(),
         max_delayed: 4,
+        dead_letter: false,
     }
 }
 
@@ -499,6 +500,7 @@ fn a_corrupt_snapshot_is_refused() {
             state: DurableState::Available { not_before_ms: 0 },
             deliveries: 0,
         }],
+        ..ShareSnapshot::default()
     };
     assert!(SharePartition::restore(config(), &wide_parked).is_err());
 }
@@ -714,4 +716,192 @@ fn nothing_below_where_the_log_was_read_is_acquired() {
     });
     assert_eq!(got, vec![range(4, 5, 1)]);
     assert_eq!(sp.acquire(&b(), 10, Offset(6), 0), vec![range(1, 1, 2)]);
+}
+
+#[test]
+fn an_expired_lock_backs_off_as_a_release_does() {
+    let mut cfg = config();
+    cfg.backoff = Backoff {
+        base_ms: 100,
+        max_ms: 1_000,
+    };
+    let mut sp = SharePartition::new(cfg, Offset(0));
+    sp.acquire(&a(), 2, Offset(100), 0);
+    // The locks run out at 1000: available from 1100, not before.
+    assert_eq!(sp.expire(1_000), 2);
+    assert_eq!(sp.next_deadline(1_000), Some(1_100));
+    assert!(sp.acquire(&b(), 10, Offset(2), 1_099).is_empty());
+    assert_eq!(sp.first_acquirable(1_099), Offset(2));
+    assert_eq!(sp.acquire(&b(), 10, Offset(2), 1_100), vec![range(0, 1, 2)]);
+}
+
+fn with_dlq() -> ShareConfig {
+    ShareConfig {
+        dead_letter: true,
+        ..config()
+    }
+}
+
+fn dead_letter(offset: i64, deliveries: u16, reason: DeadLetterReason, seq: i32) -> DeadLetter {
+    DeadLetter {
+        offset: Offset(offset),
+        deliveries,
+        reason,
+        producer_epoch: 0,
+        sequence: seq,
+    }
+}
+
+#[test]
+fn a_reject_with_a_dead_letter_topic_waits_for_it_and_is_never_acquired_again() {
+    let mut sp = SharePartition::new(with_dlq(), Offset(0));
+    sp.acquire(&a(), 3, Offset(100), 0);
+    sp.acknowledge(&a(), &AckBatch::all(1, 1, AckType::Reject), 10)
+        .unwrap();
+    assert_eq!(
+        sp.slot(1),
+        Some(&Slot::DeadLettering {
+            deliveries: 1,
+            reason: DeadLetterReason::Rejected
+        })
+    );
+    assert_eq!(sp.dead_letters_pending(), 1);
+    // Neither acquirable, nor acknowledgeable, nor expiring, nor done.
+    sp.acknowledge(&a(), &AckBatch::all(0, 0, AckType::Accept), 20)
+        .unwrap();
+    assert_eq!(sp.start_offset(), Offset(1));
+    assert_eq!(
+        sp.acknowledge(&a(), &AckBatch::all(1, 1, AckType::Accept), 20),
+        Err(ShareError::InvalidRecordState { offset: Offset(1) })
+    );
+    sp.release_member(&a(), 30);
+    assert_eq!(sp.acquire(&b(), 10, Offset(3), 40), vec![range(2, 2, 2)]);
+    assert_eq!(sp.next_deadline(40), Some(1_040));
+    // Appended under sequence 0: archived, the start moves over it.
+    assert_eq!(
+        sp.next_dead_letter(),
+        Some(dead_letter(1, 1, DeadLetterReason::Rejected, 0))
+    );
+    assert!(!sp.dead_lettered(Offset(2)), "not the one under way");
+    assert!(sp.dead_lettered(Offset(1)));
+    assert_eq!(sp.slot(1), None);
+    assert_eq!(sp.start_offset(), Offset(2));
+    assert_eq!(sp.next_dead_letter(), None);
+    assert_eq!(
+        sp.dead_letter_progress(),
+        DeadLetterProgress {
+            producer_epoch: 0,
+            next_sequence: 1,
+            in_flight: None
+        }
+    );
+}
+
+#[test]
+fn a_reject_without_a_dead_letter_topic_archives_at_once() {
+    let mut sp = acquired(1, &a());
+    sp.acknowledge(&a(), &AckBatch::all(0, 0, AckType::Reject), 10)
+        .unwrap();
+    assert_eq!(sp.start_offset(), Offset(1));
+    assert_eq!(sp.next_dead_letter(), None);
+}
+
+#[test]
+fn releases_and_expiries_at_the_limit_wait_for_the_dead_letter_topic() {
+    let mut sp = SharePartition::new(with_dlq(), Offset(0));
+    // Limit 3: offset 0 released three times, offset 1 expired three times.
+    for round in 0..3u64 {
+        let now = round * 2_000;
+        let got = sp.acquire(&a(), 2, Offset(2), now);
+        assert_eq!(got, vec![range(0, 1, round as u16 + 1)]);
+        sp.acknowledge(&a(), &AckBatch::all(0, 0, AckType::Release), now + 1)
+            .unwrap();
+        assert_eq!(sp.expire(now + 1_000), 1);
+    }
+    assert_eq!(sp.dead_letters_pending(), 2);
+    assert!(sp.acquire(&b(), 10, Offset(2), 10_000).is_empty());
+    // Oldest first; the one under way is repeated until confirmed.
+    let first = sp.next_dead_letter().unwrap();
+    assert_eq!(first, dead_letter(0, 3, DeadLetterReason::DeliveryLimit, 0));
+    assert_eq!(sp.next_dead_letter(), Some(first));
+    assert!(sp.dead_lettered(Offset(0)));
+    assert_eq!(
+        sp.next_dead_letter(),
+        Some(dead_letter(1, 3, DeadLetterReason::DeliveryLimit, 1))
+    );
+}
+
+#[test]
+fn the_append_under_way_survives_a_restore_with_its_sequence() {
+    let mut sp = SharePartition::new(with_dlq(), Offset(0));
+    sp.acquire(&a(), 3, Offset(100), 0);
+    sp.acknowledge(&a(), &AckBatch::all(0, 2, AckType::Reject), 10)
+        .unwrap();
+    sp.next_dead_letter();
+    assert!(sp.dead_lettered(Offset(0)));
+    // Offset 1 is under way when the owner dies.
+    assert_eq!(sp.next_dead_letter().map(|d| d.sequence), Some(1));
+    let snap = sp.snapshot();
+    assert_eq!(snap.dead_letter.in_flight, Some(Offset(1)));
+    let mut resumed = SharePartition::restore(with_dlq(), &snap).unwrap();
+    // The new owner repeats that append with the same sequence (the
+    // dead-letter partition answers a duplicate), then goes on.
+    assert_eq!(
+        resumed.next_dead_letter(),
+        Some(dead_letter(1, 1, DeadLetterReason::Rejected, 1))
+    );
+    assert!(resumed.dead_lettered(Offset(1)));
+    assert_eq!(resumed.next_dead_letter().map(|d| d.sequence), Some(2));
+}
+
+#[test]
+fn a_refused_producer_sequence_starts_a_new_epoch_at_sequence_zero() {
+    let mut sp = SharePartition::new(with_dlq(), Offset(0));
+    sp.acquire(&a(), 1, Offset(100), 0);
+    sp.acknowledge(&a(), &AckBatch::all(0, 0, AckType::Reject), 10)
+        .unwrap();
+    sp.next_dead_letter();
+    sp.dead_letter_fenced();
+    let again = sp.next_dead_letter().unwrap();
+    assert_eq!(
+        (again.offset, again.producer_epoch, again.sequence),
+        (Offset(0), 1, 0)
+    );
+}
+
+#[test]
+fn removing_the_dead_letter_topic_archives_what_waited_for_it() {
+    let mut sp = SharePartition::new(with_dlq(), Offset(0));
+    sp.acquire(&a(), 2, Offset(100), 0);
+    sp.acknowledge(&a(), &AckBatch::all(0, 1, AckType::Reject), 10)
+        .unwrap();
+    sp.next_dead_letter();
+    sp.set_config(config());
+    assert_eq!(sp.start_offset(), Offset(2));
+    // The abandoned append's sequence is not reused under that epoch.
+    assert_eq!(
+        sp.dead_letter_progress(),
+        DeadLetterProgress {
+            producer_epoch: 1,
+            next_sequence: 0,
+            in_flight: None
+        }
+    );
+}
+
+#[test]
+fn a_record_waiting_for_the_dead_letter_topic_gone_from_the_log_is_archived() {
+    let mut sp = SharePartition::new(with_dlq(), Offset(0));
+    sp.acquire(&a(), 3, Offset(100), 0);
+    sp.acknowledge(&a(), &AckBatch::all(0, 1, AckType::Reject), 10)
+        .unwrap();
+    assert_eq!(sp.next_dead_letter().map(|d| d.offset), Some(Offset(0)));
+    sp.dead_letter_lost(Offset(0));
+    assert_eq!(sp.start_offset(), Offset(1));
+    assert_eq!(sp.dead_letter_progress().producer_epoch, 1);
+    // Retention past the next one drops it as well.
+    assert_eq!(sp.next_dead_letter().map(|d| d.offset), Some(Offset(1)));
+    sp.advance_log_start(Offset(2));
+    assert_eq!(sp.next_dead_letter(), None);
+    assert_eq!(sp.dead_letter_progress().producer_epoch, 2);
 }
