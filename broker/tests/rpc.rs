@@ -289,3 +289,70 @@ async fn a_produce_whose_answer_is_lost_has_an_unknown_outcome() {
         r => panic!("expected an unreachable owner, got {r:?}"),
     }
 }
+
+/// The share groups' admin routes over the RPC: a share-partition's start
+/// moved (kept within the log) and deleted at the partition's owner, and a
+/// group's kind, listing and deletion at its coordinator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_share_admin_routes_answer_over_the_rpc() {
+    use floe_broker::share::{
+        GroupKind, MemberId, ShareCall, ShareGroupAdmin, ShareGroupError, SharePartitionAdmin,
+        ShareSettings,
+    };
+
+    let env = Cluster::start().await;
+    let t = env.create_topic("share-admin", 1, &[]).await;
+    let key = PartitionKey::new(t, 0);
+    let b = env.broker(|_| {}).await;
+    wait_owned(&b, key).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(floe_broker::rpc::serve(
+        listener,
+        b.clone(),
+        floe_metadata::http_server::HttpLimits::with_body_limit(floe_broker::rpc::MAX_BODY_BYTES),
+    ));
+    let client = RemoteBroker::new(addr.to_string());
+    for value in ["a", "b", "c"] {
+        let owner: &dyn PartitionOwner = &client;
+        owner
+            .append(&key, batch(value), Acks::All, Duration::from_secs(5))
+            .await
+            .unwrap()
+            .wait()
+            .await
+            .unwrap();
+    }
+
+    let call = ShareCall {
+        group: "g".into(),
+        key,
+        member: MemberId::new(""),
+        settings: ShareSettings::default(),
+    };
+    let owner: &dyn SharePartitionAdmin = &client;
+    assert_eq!(owner.share_reset(&call, Some(1)).await.unwrap(), Some(1));
+    // Past the end: kept at the end.
+    assert_eq!(owner.share_reset(&call, Some(99)).await.unwrap(), Some(3));
+
+    // The coordinator takes its shards over in the background.
+    let coordinator: &dyn ShareGroupAdmin = &client;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let kind = loop {
+        match coordinator.share_check_empty("g").await {
+            Err(ShareGroupError::NotCoordinator) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => break other,
+        }
+    };
+    // Its stored state makes it a share group, without members.
+    assert_eq!(kind, Ok(Some(GroupKind::Share)));
+    assert_eq!(coordinator.share_groups().await, Ok(vec![]));
+    assert_eq!(coordinator.share_delete_group("g").await, Ok(()));
+
+    // Deleted at the owner: nothing stored, the id is free again.
+    assert_eq!(owner.share_reset(&call, None).await.unwrap(), None);
+    assert_eq!(coordinator.share_check_empty("g").await, Ok(None));
+    server.abort();
+}

@@ -474,6 +474,7 @@ impl Context {
     }
 
     /// The committed offsets of one group: (topic, partition) → (offset, epoch, metadata).
+    /// The group's committed offsets; GROUP_ID_NOT_FOUND for a share group.
     async fn committed(&self, group: &str) -> Result<HashMap<(String, i32), mp::GroupOffset>, i16> {
         if let Err(e) = self.coordinator(group) {
             return Err(routing_code(&e));
@@ -485,6 +486,16 @@ impl Context {
             })
             .await;
         match r {
+            // A share group's stored offsets are its share state, not
+            // committed offsets (Kafka: GROUP_ID_NOT_FOUND, "Group … is not
+            // a consumer group.").
+            Ok(r)
+                if r.offsets
+                    .iter()
+                    .any(|o| floe_broker::share::durable::is_share_state(&o.metadata)) =>
+            {
+                Err(GroupError::GroupIdNotFound.kafka_code())
+            }
             Ok(r) => Ok(r
                 .offsets
                 .into_iter()

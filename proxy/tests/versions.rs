@@ -2006,6 +2006,17 @@ async fn the_share_admin_apis_answer_at_v0_and_keep_one_group_namespace() {
         panic!()
     };
     assert_eq!(r.groups[0].topics[0].partitions[0].start_offset, 2);
+    // OffsetFetch: a share group has no committed offsets.
+    let mut of = OffsetFetchRequest::default();
+    of.group_id = group.clone();
+    of.topics = None;
+    let ResponseKind::OffsetFetch(r) = c
+        .call(ApiKey::OffsetFetch, 7, RequestKind::OffsetFetch(of))
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 69);
 
     // DeleteShareGroupOffsets: the state is gone.
     let mut t = delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic::default();
