@@ -976,7 +976,17 @@ mod tests {
     fn a_groups_configs_make_its_settings_over_the_flags() {
         let share = ctx();
         let none = group_config::GroupConfigs::default();
-        assert_eq!(share.apply(&none, "g"), ShareSettings::default());
+        let unset = share.apply(&none, "g");
+        let flags = ShareSettings::default();
+        assert_eq!(
+            (
+                unset.reset,
+                unset.heartbeat_interval_ms,
+                unset.session_timeout_ms
+            ),
+            (flags.reset, None, None)
+        );
+        assert_eq!(unset.lock_duration_ms, flags.lock_duration_ms);
         let set = group_config::GroupConfigs::from_described([
             (group_config::SHARE_AUTO_OFFSET_RESET, "by_duration:PT1H"),
             (group_config::SHARE_HEARTBEAT_INTERVAL_MS, "6000"),
