@@ -137,6 +137,7 @@ impl ShareContext {
             max_ms: u64::from(configs.floe_retry_backoff_max_ms()),
         };
         s.dead_letter_topic = configs.floe_dlq_topic().map(Arc::from);
+        s.read_committed = configs.share_read_committed();
         if configs.is_set(group_config::SHARE_RECORD_LOCK_DURATION_MS) {
             s.lock_duration_ms = u64::from(configs.share_record_lock_duration_ms());
         }

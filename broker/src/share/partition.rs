@@ -160,6 +160,10 @@ pub enum Arrival {
     Filtered,
     /// Not to be acquired before this time (epoch ms); at once if passed.
     DueAt(u64),
+    /// Not for the group's isolation level (under `read_committed`: a
+    /// record of an aborted transaction, a transaction marker): archived,
+    /// never delivered.
+    Hidden,
 }
 
 /// What records entering the window (and delayed ones delivered) came to
@@ -560,8 +564,10 @@ impl SharePartition {
                 break;
             };
             match verdict {
-                Arrival::Filtered => {
-                    self.stats.filtered += 1;
+                Arrival::Filtered | Arrival::Hidden => {
+                    if verdict == Arrival::Filtered {
+                        self.stats.filtered += 1;
+                    }
                     self.window.push_back(Slot::Archived);
                     self.advance();
                 }

@@ -110,6 +110,9 @@ pub mod proto {
         /// `floe.dlq.topic`; empty (as older proxies send): none.
         #[prost(string, tag = "11")]
         pub dead_letter_topic: String,
+        /// `share.isolation.level=read_committed`.
+        #[prost(bool, tag = "12")]
+        pub read_committed: bool,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -303,6 +306,7 @@ pub(super) fn call_msg(c: &ShareCall) -> proto::Call {
             .as_deref()
             .unwrap_or_default()
             .to_owned(),
+        read_committed: c.settings.read_committed,
     }
 }
 
@@ -325,6 +329,7 @@ pub(super) fn call_from(c: Option<proto::Call>) -> Result<ShareCall, BrokerError
             },
             dead_letter_topic: (!c.dead_letter_topic.is_empty())
                 .then(|| std::sync::Arc::from(c.dead_letter_topic.as_str())),
+            read_committed: c.read_committed,
             filter: match c.filter.as_str() {
                 "" => None,
                 text => Some(Arc::new(RecordFilter::parse(text).map_err(|why| {
@@ -1051,6 +1056,7 @@ mod tests {
                     max_ms: 800,
                 },
                 dead_letter_topic: Some(std::sync::Arc::from("dlq")),
+                read_committed: true,
                 ..ShareSettings::default()
             },
         };

@@ -57,6 +57,9 @@ pub struct ShareSettings {
     pub session_timeout_ms: Option<u32>,
     /// `floe.filter` (`None`: every record).
     pub filter: Option<Arc<RecordFilter>>,
+    /// `share.isolation.level=read_committed`: only records of committed
+    /// transactions (and of no transaction), up to the last stable offset.
+    pub read_committed: bool,
     /// `floe.retry.backoff.base.ms` / `floe.retry.backoff.max.ms` (base 0:
     /// none, as older proxies send).
     pub backoff: Backoff,
@@ -74,6 +77,7 @@ impl Default for ShareSettings {
             heartbeat_interval_ms: None,
             session_timeout_ms: None,
             filter: None,
+            read_committed: false,
             backoff: Backoff::default(),
             dead_letter_topic: None,
         }
@@ -522,7 +526,9 @@ impl ShareService {
             }
             None => return Ok(ShareFetched::nothing(-1, None)),
         };
-        let data = match owner.fetch(key, from.0, max_bytes.max(1), None).await {
+        let read =
+            owner.fetch_isolated(key, from.0, max_bytes.max(1), None, settings.read_committed);
+        let data = match read.await {
             // Retention or DeleteRecords moved the log start past the
             // share-partition's start: what is gone is gone for it too.
             Err(CallError::Broker(e)) if e.kind() == ErrorKind::OffsetOutOfRange => {
@@ -563,7 +569,20 @@ impl ShareService {
             malformed = a.malformed;
             out
         };
+        // Under read_committed (the batches end at the last stable offset):
+        // records of aborted transactions and markers never enter.
+        let hidden = if settings.read_committed {
+            super::isolation::hidden(&records, &data.aborted)
+        } else {
+            Vec::new()
+        };
         let arrival = |offset: Offset| {
+            if hidden
+                .iter()
+                .any(|(first, last)| (*first..=*last).contains(&offset.0))
+            {
+                return Some(Arrival::Hidden);
+            }
             let i = usize::try_from(offset.0.checked_sub(end.0)?).ok()?;
             arrivals.get(i).copied()
         };
@@ -1098,6 +1117,7 @@ mod tests {
         heartbeat_interval_ms: None,
         session_timeout_ms: None,
         filter: None,
+        read_committed: false,
         backoff: Backoff {
             base_ms: 0,
             max_ms: 0,
