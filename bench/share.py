@@ -19,7 +19,10 @@ was delivered twice. Then `--redeliveries` samples of the redelivery
 latency after a lock expiry: a consumer takes one record and holds it
 without acknowledging; another polls; the time from the lock's end (the
 acquisition plus `--lock-ms`, the proxy's `--share-record-lock-duration-ms`)
-to the record reaching the other consumer.
+to the record reaching the other consumer. Last, `--delayed` records with a
+`floe-deliver-at` header spread over `--spread-ms` from now, read by one
+`ShareConsumer`: how late each arrived after its due time (p50, p99, max),
+and whether any arrived early.
 
 With `--quick` everything is small (a smoke run of the script itself).
 
@@ -176,6 +179,38 @@ def redelivery(bootstrap, topic, lock_ms, samples):
     return out
 
 
+def delayed(bootstrap, topic, n, spread_ms):
+    """Lateness (s) of each delayed record after its due time, and how many
+    came early."""
+    p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    start_ms = int(time.time() * 1000) + 500
+    due = {}
+    for i in range(n):
+        at = start_ms + (i * spread_ms) // max(n - 1, 1)
+        key = f"d{i}".encode()
+        due[key] = at / 1000
+        p.produce(topic, key=key, value=b"x", headers=[("floe-deliver-at", str(at).encode())])
+    assert p.flush(60) == 0
+    c = ck.ShareConsumer({"bootstrap.servers": bootstrap, "group.id": f"delayed-{uuid.uuid4().hex[:8]}",
+                          "share.acknowledgement.mode": "explicit"})
+    c.subscribe([topic])
+    late, early = [], 0
+    deadline = time.monotonic() + 60 + spread_ms / 1000
+    while len(late) + early < n:
+        assert time.monotonic() < deadline, f"{len(late) + early} of {n} delayed records came"
+        for m in c.poll(0.05):
+            if m.error() is None:
+                now = time.time()
+                c.acknowledge(m, ck.AcknowledgeType.ACCEPT)
+                d = now - due[m.key()]
+                if d < 0:
+                    early += 1
+                else:
+                    late.append(d)
+    c.close()
+    return late, early
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=50_000)
@@ -184,10 +219,13 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--lock-ms", type=int, default=1000)
     ap.add_argument("--redeliveries", type=int, default=5)
+    ap.add_argument("--delayed", type=int, default=2000)
+    ap.add_argument("--spread-ms", type=int, default=5000)
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     if args.quick:
         args.records, args.consumers, args.rounds, args.redeliveries = 2000, [1, 2], 1, 1
+        args.delayed, args.spread_ms = 50, 1000
     floe = os.environ.get("FLOE_BIN", str(ROOT / "target" / "release" / "floe"))
     modes = [("classic", 0)] + [(f"share-{k}", k) for k in args.consumers]
     rates = {m: [] for m, _ in modes}
@@ -213,6 +251,9 @@ def main():
             create(s.bootstrap, topic)
             fill(s.bootstrap, topic, 10, args.size)
             lat = redelivery(s.bootstrap, topic, args.lock_ms, args.redeliveries)
+            topic = "delayed"
+            create(s.bootstrap, topic)
+            late, early = delayed(s.bootstrap, topic, args.delayed, args.spread_ms)
         finally:
             s.stop()
     base = statistics.median(rates["classic"])
@@ -226,8 +267,12 @@ def main():
         print(f"| {name} | {med:,.0f} | {runs} | {med / base:.2f} | {twice} |")
     print(f"\nredelivery after a {args.lock_ms} ms lock expired, {len(lat)} samples: "
           f"p50 {pct(lat, 0.5) * 1e3:.0f} ms, max {max(lat) * 1e3:.0f} ms after the lock's end")
+    print(f"{args.delayed} delayed records over {args.spread_ms} ms: lateness p50 {pct(late, 0.5) * 1e3:.0f} ms, "
+          f"p99 {pct(late, 0.99) * 1e3:.0f} ms, max {max(late) * 1e3:.0f} ms; early: {early}")
     if any(dupes.values()):
         sys.exit("a record was delivered twice")
+    if early:
+        sys.exit("a delayed record came early")
 
 
 if __name__ == "__main__":
