@@ -85,7 +85,7 @@ def test_describe_shows_members_offsets_and_lag_and_reset_waits_for_an_empty_gro
     consumer = join_and_commit(bs, topic, group, 10)
     try:
         listing = table(ok(floe(floe_bin, bs, "group", "list")).stdout)
-        assert {"GROUP": group, "STATE": "Stable", "PROTOCOL-TYPE": "consumer"} in listing, listing
+        assert {"GROUP": group, "TYPE": "classic", "STATE": "Stable", "PROTOCOL-TYPE": "consumer"} in listing, listing
 
         produce(floe_bin, bs, topic, 3, 1)
         out, rows, total = describe(floe_bin, bs, group)
@@ -119,7 +119,7 @@ def test_describe_shows_members_offsets_and_lag_and_reset_waits_for_an_empty_gro
     assert [(p["partition"], p["current_offset"], p["log_end_offset"], p["lag"], p["consumer_id"])
             for p in got["partitions"]] == [(0, 6, 6, 0, None), (1, 4, 7, 3, None)], got
     listed = [json.loads(l) for l in ok(floe(floe_bin, bs, "group", "list", "--json")).stdout.splitlines()]
-    assert {"group": group, "state": "Empty", "protocol_type": "consumer"} in listed, listed
+    assert {"group": group, "type": "classic", "state": "Empty", "protocol_type": "consumer"} in listed, listed
 
 
 def test_reset_offsets_to_every_target(floe_bin, server):
