@@ -144,6 +144,13 @@ enum Step {
 const DEAD_LETTER_RETRY_FIRST: std::time::Duration = std::time::Duration::from_secs(1);
 const DEAD_LETTER_RETRY_MOST: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// The most one share-partition read takes from the log (at least one
+/// batch is read whatever its size). An acquire takes at most
+/// `max_records` records (500 by default), so reading up to a client's
+/// fetch size (tens of MB) only copied bytes no member got: with a
+/// backlog, that copy was most of a share fetch's cost (bench/share.py).
+const SHARE_READ_BYTES: usize = 1 << 20;
+
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -526,8 +533,13 @@ impl ShareService {
             }
             None => return Ok(ShareFetched::nothing(-1, None)),
         };
-        let read =
-            owner.fetch_isolated(key, from.0, max_bytes.max(1), None, settings.read_committed);
+        let read = owner.fetch_isolated(
+            key,
+            from.0,
+            max_bytes.clamp(1, SHARE_READ_BYTES),
+            None,
+            settings.read_committed,
+        );
         let data = match read.await {
             // Retention or DeleteRecords moved the log start past the
             // share-partition's start: what is gone is gone for it too.
