@@ -221,7 +221,10 @@ def test_a_killed_member_loses_its_partitions_after_the_session_timeout(floe, ki
     # committed when killed, one per partition it owned).
     twice = set(survivor.seen) & victim_seen
     assert len(twice) <= 3, f"records read by both: {sorted(twice)}"
-    assert len(survivor.seen) == len(set(survivor.seen))
+    again = sorted({v for v in survivor.seen if survivor.seen.count(v) > 1})
+    # Said when it fails (seen once in 2026-12, not understood yet): which
+    # records, the survivor's commit errors, and the group's events.
+    assert not again, f"read twice by the survivor: {again}; errors {survivor.errors}; events {events}"
 
 
 def test_classic_and_consumer_groups_on_one_topic_and_one_id_namespace(floe, kit):
