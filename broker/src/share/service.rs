@@ -1164,18 +1164,7 @@ mod tests {
             .unwrap();
         assert_eq!((f.acquired[0].first.0, f.acquired[0].last.0), (3, 6));
         // A release comes back first, with its delivery count.
-        svc.acknowledge(
-            &log,
-            &log,
-            &EARLIEST,
-            "g",
-            &key(),
-            &member(),
-            &[AckBatch::all(1, 1, AckType::Release)],
-        )
-        .await
-        .unwrap()
-        .unwrap();
+        ack(&svc, &log, &EARLIEST, 1, 1, AckType::Release).await;
         let f = svc
             .fetch(&log, &log, &EARLIEST, "g", &key(), &member(), 1, 1 << 20)
             .await
@@ -1606,18 +1595,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!((f.acquired[0].first.0, f.acquired[0].last.0), (0, 2));
-        svc.acknowledge(
-            &log,
-            &log,
-            &EARLIEST,
-            "g",
-            &key(),
-            &member(),
-            &[AckBatch::all(0, 1, AckType::Accept)],
-        )
-        .await
-        .unwrap()
-        .unwrap();
+        ack(&svc, &log, &EARLIEST, 0, 1, AckType::Accept).await;
         assert_eq!(log.saved.lock().unwrap()["g"].1.start, Offset(2));
         // Back to 1: written before it is answered, and served from there
         // (an accepted record comes again only because the admin asked).
@@ -1805,12 +1783,15 @@ mod tests {
             .map(|v| String::from_utf8_lossy(v).into_owned())
     }
 
-    async fn reject(
+    /// `member()` acknowledges `first..=last` of group "g" with `ty`, which
+    /// must be taken.
+    async fn ack(
         svc: &ShareService,
         log: &FakeLog,
         settings: &ShareSettings,
         first: i64,
         last: i64,
+        ty: AckType,
     ) {
         svc.acknowledge(
             log,
@@ -1819,11 +1800,21 @@ mod tests {
             "g",
             &key(),
             &member(),
-            &[AckBatch::all(first, last, AckType::Reject)],
+            &[AckBatch::all(first, last, ty)],
         )
         .await
         .unwrap()
         .unwrap();
+    }
+
+    async fn reject(
+        svc: &ShareService,
+        log: &FakeLog,
+        settings: &ShareSettings,
+        first: i64,
+        last: i64,
+    ) {
+        ack(svc, log, settings, first, last, AckType::Reject).await;
     }
 
     async fn run(svc: &ShareService, log: &FakeLog, dlq: &FakeDlq) {
@@ -1881,18 +1872,7 @@ mod tests {
         );
         assert_eq!(svc.claim_dead_letters("g", &key()), None);
         // Never delivered again: the next fetch skips them.
-        svc.acknowledge(
-            &log,
-            &log,
-            &settings,
-            "g",
-            &key(),
-            &member(),
-            &[AckBatch::all(0, 0, AckType::Release)],
-        )
-        .await
-        .unwrap()
-        .unwrap();
+        ack(&svc, &log, &settings, 0, 0, AckType::Release).await;
         let f = svc
             .fetch(&log, &log, &settings, "g", &key(), &member(), 10, 1 << 20)
             .await
@@ -2003,18 +1983,7 @@ mod tests {
                 .await
                 .unwrap();
             assert_eq!(f.acquired[0].first, Offset(0));
-            svc.acknowledge(
-                &log,
-                &log,
-                &settings,
-                "g",
-                &key(),
-                &member(),
-                &[AckBatch::all(0, 0, AckType::Release)],
-            )
-            .await
-            .unwrap()
-            .unwrap();
+            ack(&svc, &log, &settings, 0, 0, AckType::Release).await;
         }
         run(&svc, &log, &dlq).await;
         let got = dlq.records();
@@ -2043,18 +2012,7 @@ mod tests {
         svc.fetch(&log, &log, &settings, "g", &key(), &member(), 1, 1 << 20)
             .await
             .unwrap();
-        svc.acknowledge(
-            &log,
-            &log,
-            &settings,
-            "g",
-            &key(),
-            &member(),
-            &[AckBatch::all(0, 0, AckType::Release)],
-        )
-        .await
-        .unwrap()
-        .unwrap();
+        ack(&svc, &log, &settings, 0, 0, AckType::Release).await;
         // Offset 0 waits a minute; 1 and 2 are not held up by it, and a
         // fetch that finds nothing is told when to look again.
         let f = svc
