@@ -10,7 +10,7 @@ use floe_metadata::ids::{Epoch, PartitionKey};
 use floe_metadata::model::{NodeKind, ShardInfo};
 
 use crate::broker::Broker;
-use crate::config::LogConfig;
+use crate::config::{HEARTBEATS_PER_LEASE, LogConfig};
 use crate::flush::pipeline::Pipeline;
 use crate::lease::Renewal;
 use crate::log::Status;
@@ -19,99 +19,135 @@ use crate::log::Status;
 /// The lease counts from when a heartbeat was sent (see [`crate::lease`]);
 /// after it ran out, serving resumes only once a heartbeat got through and
 /// [`revalidate`] checked what this broker still owns.
+///
+/// Heartbeats go out on a fixed cadence from their *send* times, without
+/// waiting for the previous answer (at most [`HEARTBEATS_PER_LEASE`] in
+/// flight): a slow metadata service delays the answers but not the next
+/// send, so the lease's slack after a stall is the whole lease minus one
+/// interval, not that minus the last heartbeat's round trip.
 pub(crate) async fn heartbeat(b: Broker) {
     let every = b.inner.cfg.heartbeat_interval();
+    let mut tick = tokio::time::interval(every);
+    // After a stall (the process paused), one heartbeat at once, then the
+    // cadence again from it.
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut in_flight = futures::stream::FuturesUnordered::new();
     let mut lapse_logged = false;
     loop {
-        tokio::select! {
-            _ = tokio::time::sleep(every) => {}
-            _ = b.inner.renew_now.notified() => {}
+        let send = tokio::select! {
+            _ = tick.tick() => true,
+            _ = b.inner.renew_now.notified() => true,
+            Some((sent, answer)) = in_flight.next(), if !in_flight.is_empty() => {
+                if b.is_stopping() {
+                    return;
+                }
+                on_heartbeat_answer(&b, sent, answer, &mut lapse_logged).await;
+                false
+            }
             _ = b.inner.stopped.notified() => return,
-        }
+        };
         if b.is_stopping() {
             return;
         }
-        let sent = tokio::time::Instant::now();
-        let renewed = match b.inner.meta.heartbeat(b.broker_id()).await {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::warn!(error = %e, "heartbeat failed");
-                if matches!(e.kind(), MetaKind::UnknownBroker | MetaKind::InvalidRequest) {
-                    let c = &b.inner.cfg;
-                    let sent_again = tokio::time::Instant::now();
-                    match b
-                        .inner
-                        .meta
-                        .register(b.broker_id(), NodeKind::Broker, &c.advertise, c.lease)
-                        .await
-                    {
-                        Ok(()) => {
-                            // A new registration: whatever was owned before
-                            // was taken away when the old lease expired.
-                            b.inner
-                                .lease
-                                .lock()
-                                .unwrap_or_else(|p| p.into_inner())
-                                .renewed(sent_again.max(sent));
-                            force_revalidation(&b);
-                            true
-                        }
-                        Err(e) => {
-                            tracing::warn!(error = %e, "registering again failed");
-                            false
-                        }
-                    }
-                } else {
-                    false
-                }
-            }
-        };
-        let now = tokio::time::Instant::now();
-        if !renewed {
-            let expired = b
-                .inner
-                .lease
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .expired_at(now);
-            if expired && !lapse_logged {
-                tracing::warn!(
-                    broker = b.id(),
-                    lease_ms = b.inner.cfg.lease.as_millis() as u64,
-                    "lease ran out: not serving partitions or groups until a heartbeat gets through"
-                );
-                lapse_logged = true;
-            }
-            continue;
+        if send && in_flight.len() < HEARTBEATS_PER_LEASE as usize {
+            let b = b.clone();
+            in_flight.push(async move {
+                let sent = tokio::time::Instant::now();
+                (sent, b.inner.meta.heartbeat(b.broker_id()).await)
+            });
         }
-        let renewal = b
+    }
+}
+
+/// Handles one heartbeat's answer: the lease renewed from its send time,
+/// a registration again if the metadata service forgot this broker, the
+/// ownership check after a lapse.
+async fn on_heartbeat_answer(
+    b: &Broker,
+    sent: tokio::time::Instant,
+    answer: Result<(), floe_metadata::MetaError>,
+    lapse_logged: &mut bool,
+) {
+    let renewed = match answer {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, "heartbeat failed");
+            if matches!(e.kind(), MetaKind::UnknownBroker | MetaKind::InvalidRequest) {
+                let c = &b.inner.cfg;
+                let sent_again = tokio::time::Instant::now();
+                match b
+                    .inner
+                    .meta
+                    .register(b.broker_id(), NodeKind::Broker, &c.advertise, c.lease)
+                    .await
+                {
+                    Ok(()) => {
+                        // A new registration: whatever was owned before
+                        // was taken away when the old lease expired.
+                        b.inner
+                            .lease
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .renewed(sent_again.max(sent));
+                        force_revalidation(b);
+                        true
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "registering again failed");
+                        false
+                    }
+                }
+            } else {
+                false
+            }
+        }
+    };
+    let now = tokio::time::Instant::now();
+    if !renewed {
+        let expired = b
             .inner
             .lease
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .renewed(sent);
-        if renewal == Renewal::AfterLapse {
-            match revalidate(&b).await {
-                Ok((kept, dropped)) => {
-                    b.inner
-                        .lease
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .resume();
-                    crate::metrics::lease_lapse();
-                    tracing::info!(
-                        broker = b.id(),
-                        kept,
-                        dropped,
-                        "lease renewed after it ran out; serving again what is still owned"
-                    );
-                    lapse_logged = false;
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "checking ownership after the lease ran out failed; will retry");
-                    b.inner.renew_now.notify_one();
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
+            .expired_at(now);
+        if expired && !*lapse_logged {
+            tracing::warn!(
+                broker = b.id(),
+                lease_ms = b.inner.cfg.lease.as_millis() as u64,
+                "lease ran out: not serving partitions or groups until a heartbeat gets through"
+            );
+            *lapse_logged = true;
+        }
+        return;
+    }
+    let renewal = b
+        .inner
+        .lease
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .renewed(sent);
+    if renewal == Renewal::AfterLapse {
+        match revalidate(b).await {
+            Ok((kept, dropped)) => {
+                b.inner
+                    .lease
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .resume();
+                crate::metrics::lease_lapse();
+                tracing::info!(
+                    broker = b.id(),
+                    kept,
+                    dropped,
+                    answered_ms = now.duration_since(sent).as_millis() as u64,
+                    "lease renewed after it ran out; serving again what is still owned"
+                );
+                *lapse_logged = false;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "checking ownership after the lease ran out failed; will retry");
+                b.inner.renew_now.notify_one();
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
     }
