@@ -38,7 +38,12 @@ def floe_bin() -> pathlib.Path:
 @pytest.fixture(scope="session")
 def floe_dev_bin() -> pathlib.Path:
     """Builds `floe-dev`, the developers' test drivers (crate `floe-devtools`),
-    once per session and returns its path."""
+    once per session and returns its path; with FLOE_DEV_BIN set, uses
+    that binary as it is."""
+    if os.environ.get("FLOE_DEV_BIN"):
+        path = pathlib.Path(os.environ["FLOE_DEV_BIN"])
+        assert path.exists(), path
+        return path
     return _build_bin("floe-devtools", "floe-dev")
 
 

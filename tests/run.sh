@@ -8,7 +8,9 @@ FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
 # One build from scratch gains nothing from incremental data (1.7 GB of it);
 # CI's disk is limited. Set CARGO_INCREMENTAL=1 to keep it.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
-step() { printf '\n==> %s\n' "$*"; }
+# Each step says when it starts (minutes since the suite began), so a slow
+# run shows where its time went.
+step() { printf '\n==> [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 
 step "system packages"
 # strace; kcat (Debian bookworm: 1.7.1 on librdkafka 2.0.2) for the Kafka client
@@ -64,6 +66,14 @@ else
     cargo test --workspace --locked 2>&1 | tee target/nextest.log
 fi
 
+# The end-to-end tests' binaries, built with the test builds' features (tokio's
+# test-util comes with a dev-dependency): `cargo build -p floe` alone would
+# resolve other features and compile every tokio-using crate again (~2.5 min).
+step "binaries for the end-to-end tests"
+cargo build --workspace --bins --tests --locked
+export FLOE_BIN="${CARGO_TARGET_DIR:-target}/debug/floe"
+export FLOE_DEV_BIN="${CARGO_TARGET_DIR:-target}/debug/floe-dev"
+
 step "end-to-end tests (pytest)"
 .venv/bin/pytest tests -q -p no:cacheprovider --timeout 600 --durations=40 2>&1 | tee target/pytest.log
 
@@ -80,4 +90,4 @@ if [ "${FLOE_LONG:-}" = 1 ]; then
     py_passed=$((py_passed + $(grep -Eo '[0-9]+ passed' target/pytest-garage.log | tail -1 | awk '{print $1+0}')))
 fi
 echo
-echo "floe suite: $((rust_passed + py_passed)) passed, 0 failed"
+echo "floe suite: $((rust_passed + py_passed)) passed, 0 failed, in $((SECONDS / 60))m$((SECONDS % 60))s"
