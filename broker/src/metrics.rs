@@ -37,6 +37,7 @@ const SHARE_DELAY_LATENESS: &str = "floe_broker_share_delay_lateness_seconds";
 const SHARE_BACKOFFS: &str = "floe_broker_share_redelivery_backoffs_total";
 const SHARE_DEAD_LETTERED: &str = "floe_broker_share_dead_lettered_total";
 const SHARE_DEAD_LETTER_FAILURES: &str = "floe_broker_share_dead_letter_failures_total";
+const SHARE_STATE_WRITES: &str = "floe_broker_share_state_writes_total";
 
 /// Describes the broker's metrics and registers the counters and gauges, so
 /// that a broker serves them at zero before its first flush.
@@ -176,6 +177,13 @@ pub(crate) fn register() {
         SHARE_DEAD_LETTER_FAILURES,
         "appends to a dead-letter topic that failed (the record stays waiting and is tried again), by error (missing_topic, refused_sequence, append)"
     );
+    describe_counter!(
+        SHARE_STATE_WRITES,
+        "share-partition state writes asked for, by outcome (written; coalesced: already in the write of a call before it)"
+    );
+    for outcome in ["written", "coalesced"] {
+        counter!(SHARE_STATE_WRITES, "outcome" => outcome).increment(0);
+    }
     counter!(SHARE_BACKOFFS).increment(0);
     for reason in ["rejected", "delivery-count-limit"] {
         counter!(SHARE_DEAD_LETTERED, "reason" => reason).increment(0);
@@ -324,6 +332,13 @@ pub(crate) fn share_dead_lettered(reason: &'static str) {
 /// `refused_sequence` or `append`).
 pub(crate) fn share_dead_letter_failed(error: &'static str) {
     counter!(SHARE_DEAD_LETTER_FAILURES, "error" => error).increment(1);
+}
+
+/// A share-partition's state was asked to be written: `written` when it
+/// was, `false` when a write before it already held it.
+pub(crate) fn share_state_write(written: bool) {
+    let outcome = if written { "written" } else { "coalesced" };
+    counter!(SHARE_STATE_WRITES, "outcome" => outcome).increment(1);
 }
 
 #[cfg(test)]

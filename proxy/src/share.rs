@@ -200,6 +200,20 @@ fn ack_code(e: &ShareError) -> ResponseError {
     }
 }
 
+/// The index of the answer for partition `tp`, added if not there yet.
+fn answer_at(
+    answers: &mut Vec<((uuid::Uuid, i32), PartitionData)>,
+    tp: (uuid::Uuid, i32),
+) -> usize {
+    if let Some(i) = answers.iter().position(|(k, _)| *k == tp) {
+        return i;
+    }
+    let mut pd = PartitionData::default();
+    pd.partition_index = tp.1;
+    answers.push((tp, pd));
+    answers.len() - 1
+}
+
 /// Acknowledgement batches of the wire, checked.
 fn ack_batches(
     batches: &[share_fetch_request::AcknowledgementBatch],
@@ -574,50 +588,91 @@ impl Context {
         };
         // Partition answers by (topic, partition), in request order.
         let mut answers: Vec<((uuid::Uuid, i32), PartitionData)> = Vec::new();
-        let answer_at = |answers: &mut Vec<((uuid::Uuid, i32), PartitionData)>,
-                         tp: (uuid::Uuid, i32)|
-         -> usize {
-            if let Some(i) = answers.iter().position(|(k, _)| *k == tp) {
-                return i;
-            }
-            let mut pd = PartitionData::default();
-            pd.partition_index = tp.1;
-            answers.push((tp, pd));
-            answers.len() - 1
-        };
+        // The acknowledgements of every partition at once (each waits for
+        // its share-partition's state to be written), and beside them the
+        // fetch: a record acknowledged here is not one a fetch could hand
+        // out, so neither waits for the other. A closing session releases
+        // the member's records only after its acknowledgements.
+        let mut acks = Vec::new();
         for t in &req.topics {
             for p in &t.partitions {
                 if p.acknowledgement_batches.is_empty() {
                     continue;
                 }
                 let tp = (t.topic_id, p.partition_index);
-                let i = answer_at(&mut answers, tp);
-                let pd = &mut answers[i].1;
                 let Some(key) = key_of(tp.0, tp.1) else {
-                    pd.acknowledge_error_code = ResponseError::UnknownTopicId.code();
+                    acks.push(futures::future::Either::Left(std::future::ready((
+                        tp,
+                        ResponseError::UnknownTopicId.code(),
+                        None,
+                    ))));
                     continue;
                 };
-                pd.current_leader = self.leader(&snap, &key);
+                let leader = Some(self.leader(&snap, &key));
                 let batches = match ack_batches(&p.acknowledgement_batches) {
                     Ok(b) => b,
                     Err(code) => {
-                        pd.acknowledge_error_code = code.code();
+                        acks.push(futures::future::Either::Left(std::future::ready((
+                            tp,
+                            code.code(),
+                            leader,
+                        ))));
                         continue;
                     }
                 };
-                pd.acknowledge_error_code =
-                    self.acknowledge_at_owner(&snap, call(key), &batches).await;
+                let snap = &snap;
+                let call = call(key);
+                acks.push(futures::future::Either::Right(async move {
+                    let code = self.acknowledge_at_owner(snap, call, &batches).await;
+                    (tp, code, leader)
+                }));
             }
         }
-        let partitions = match step {
+        let acks = futures::future::join_all(acks);
+        let acked = match step {
             SessionStep::Close(had) => {
+                let acked = acks.await;
                 let keys: Vec<PartitionKey> =
                     had.iter().filter_map(|tp| key_of(tp.0, tp.1)).collect();
                 self.release_at_owners(group, &member, &keys).await;
-                Vec::new()
+                acked
             }
-            SessionStep::Fetch(partitions) => partitions,
+            SessionStep::Fetch(partitions) => {
+                let (acked, ()) = tokio::join!(
+                    acks,
+                    self.share_fetch_records(&snap, req, &partitions, &call, &key_of, &mut answers)
+                );
+                acked
+            }
         };
+        for (tp, code, leader) in acked {
+            let i = answer_at(&mut answers, tp);
+            let pd = &mut answers[i].1;
+            pd.acknowledge_error_code = code;
+            if let Some(leader) = leader {
+                pd.current_leader = leader;
+            }
+        }
+        r.responses = group_by_topic(answers, |pd: &PartitionData| {
+            pd.error_code != 0
+                || pd.acknowledge_error_code != 0
+                || pd.records.is_some()
+                || !pd.acquired_records.is_empty()
+        });
+        r
+    }
+
+    /// The fetch half of a ShareFetch: records acquired from `partitions`
+    /// up to the request's limits, waiting up to its `max_wait_ms` for any.
+    async fn share_fetch_records(
+        &self,
+        snap: &ClusterSnapshot,
+        req: &ShareFetchRequest,
+        partitions: &[(uuid::Uuid, i32)],
+        call: &(dyn Fn(PartitionKey) -> ShareCall + Sync),
+        key_of: &(dyn Fn(uuid::Uuid, i32) -> Option<PartitionKey> + Sync),
+        answers: &mut Vec<((uuid::Uuid, i32), PartitionData)>,
+    ) {
         let max_records = u32::try_from(req.max_records)
             .ok()
             .filter(|n| *n > 0)
@@ -637,19 +692,19 @@ impl Context {
             // and high watermark as read, and the earliest lock to expire.
             let mut read: Vec<(Arc<dyn ShareOwner>, PartitionKey, i64)> = Vec::new();
             let mut retry_in: Option<u64> = None;
-            for &tp in &partitions {
+            for &tp in partitions {
                 if left == 0 {
                     break;
                 }
                 let Some(key) = key_of(tp.0, tp.1) else {
-                    let i = answer_at(&mut answers, tp);
+                    let i = answer_at(answers, tp);
                     answers[i].1.error_code = ResponseError::UnknownTopicId.code();
                     continue;
                 };
-                let owner = match self.share_owner(&snap, &key) {
+                let owner = match self.share_owner(snap, &key) {
                     Ok(o) => o,
                     Err(code) => {
-                        let i = answer_at(&mut answers, tp);
+                        let i = answer_at(answers, tp);
                         answers[i].1.error_code = code;
                         continue;
                     }
@@ -657,9 +712,9 @@ impl Context {
                 match owner.share_fetch(&call(key), left, max_bytes).await {
                     Ok(f) if !f.acquired.is_empty() => {
                         got_any = true;
-                        let i = answer_at(&mut answers, tp);
+                        let i = answer_at(answers, tp);
                         let pd = &mut answers[i].1;
-                        pd.current_leader = self.leader(&snap, &key);
+                        pd.current_leader = self.leader(snap, &key);
                         pd.records = Some(f.records);
                         for a in &f.acquired {
                             let n = (a.last.0 - a.first.0 + 1) as u32;
@@ -680,7 +735,7 @@ impl Context {
                         }
                     }
                     Err(e) => {
-                        let i = answer_at(&mut answers, tp);
+                        let i = answer_at(answers, tp);
                         answers[i].1.error_code = call_code(&e);
                     }
                 }
@@ -704,13 +759,6 @@ impl Context {
                 futures::future::select_all(waits).await;
             }
         }
-        r.responses = group_by_topic(answers, |pd: &PartitionData| {
-            pd.error_code != 0
-                || pd.acknowledge_error_code != 0
-                || pd.records.is_some()
-                || !pd.acquired_records.is_empty()
-        });
-        r
     }
 
     pub async fn share_acknowledge(
@@ -753,10 +801,14 @@ impl Context {
                     return r;
                 }
             };
-        for t in &req.topics {
+        // Every partition's acknowledgements at once: each waits for its
+        // share-partition's state to be written.
+        let snap = &snap;
+        let (member, settings) = (&member, &settings);
+        r.responses = futures::future::join_all(req.topics.iter().map(|t| async move {
             let mut tr = share_acknowledge_response::ShareAcknowledgeTopicResponse::default();
             tr.topic_id = t.topic_id;
-            for p in &t.partitions {
+            tr.partitions = futures::future::join_all(t.partitions.iter().map(|p| async move {
                 let mut pd = share_acknowledge_response::PartitionData::default();
                 pd.partition_index = p.partition_index;
                 let key = u32::try_from(p.partition_index)
@@ -765,7 +817,7 @@ impl Context {
                 match key {
                     None => pd.error_code = ResponseError::UnknownTopicId.code(),
                     Some(key) => {
-                        let leader = self.leader(&snap, &key);
+                        let leader = self.leader(snap, &key);
                         pd.current_leader.leader_id = leader.leader_id;
                         pd.current_leader.leader_epoch = leader.leader_epoch;
                         let batches: Vec<share_fetch_request::AcknowledgementBatch> = p
@@ -788,15 +840,17 @@ impl Context {
                                     member: member.clone(),
                                     settings: settings.clone(),
                                 };
-                                self.acknowledge_at_owner(&snap, call, &b).await
+                                self.acknowledge_at_owner(snap, call, &b).await
                             }
                         };
                     }
                 }
-                tr.partitions.push(pd);
-            }
-            r.responses.push(tr);
-        }
+                pd
+            }))
+            .await;
+            tr
+        }))
+        .await;
         if let SessionStep::Close(had) = step {
             let keys: Vec<PartitionKey> = had
                 .iter()
@@ -806,7 +860,7 @@ impl Context {
                         .partition_key(u32::try_from(*p).ok()?)
                 })
                 .collect();
-            self.release_at_owners(group, &member, &keys).await;
+            self.release_at_owners(group, member, &keys).await;
         }
         r
     }

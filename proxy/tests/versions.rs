@@ -6,9 +6,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use floe_metadata::MetaError;
+use floe_metadata::api::meta_api::Reply;
+use floe_metadata::api::{MetaApi, RouteCall, routes};
 use floe_metadata::watch::ClusterWatch;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -43,8 +47,18 @@ async fn env() -> Env {
 /// [`env`], with `--transactions` as given and share groups served
 /// (`--share-groups`) or not.
 async fn env_with(transactions: bool, share: Option<Arc<floe_proxy::share::ShareContext>>) -> Env {
+    env_on(transactions, share, |m| m).await
+}
+
+/// [`env_with`], the broker and proxy reaching the metadata service
+/// through `wrap` of it.
+async fn env_on(
+    transactions: bool,
+    share: Option<Arc<floe_proxy::share::ShareContext>>,
+    wrap: impl FnOnce(Arc<dyn MetaApi>) -> Arc<dyn MetaApi>,
+) -> Env {
     let cluster = Cluster::start().await;
-    let meta = cluster.meta.clone();
+    let meta = wrap(cluster.meta.clone());
     let pool = cluster.pool().await;
     let view = ClusterWatch::start(meta.clone());
     let mut cfg = broker_config();
@@ -1801,6 +1815,150 @@ async fn the_share_apis_answer_at_v1() {
     };
     assert_eq!(r.groups[0].topics.len(), 1);
     assert_eq!(r.groups[0].topics[0].partitions[0].start_offset, 2);
+    e.broker.shutdown().await;
+    if let Some(n) = e.cluster.meta_node {
+        n.shutdown().await;
+    }
+}
+
+/// The metadata API with share-state writes slowed down, counting how
+/// many are in flight at once.
+#[derive(Debug)]
+struct SlowShareState {
+    inner: Arc<dyn MetaApi>,
+    in_flight: AtomicUsize,
+    most: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl MetaApi for SlowShareState {
+    async fn call_route(&self, call: RouteCall) -> Result<Reply, MetaError> {
+        if call.request::<routes::ShareState>().is_none() {
+            return self.inner.call_route(call).await;
+        }
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let reply = self.inner.call_route(call).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        reply
+    }
+}
+
+/// The acknowledgements of several partitions in one ShareFetch or one
+/// ShareAcknowledge are written at once, not one partition after another.
+#[tokio::test]
+async fn acknowledgements_of_several_partitions_are_written_at_once() {
+    use floe_broker::share::{AutoOffsetReset, ShareSettings};
+    use floe_proxy::share::ShareContext;
+
+    let share = ShareContext::new(ShareSettings {
+        lock_duration_ms: 30_000,
+        reset: AutoOffsetReset::Earliest,
+        ..ShareSettings::default()
+    });
+    let slow = std::sync::OnceLock::new();
+    let e = env_on(false, Some(Arc::new(share)), |m| {
+        let s = Arc::new(SlowShareState {
+            inner: m,
+            in_flight: AtomicUsize::new(0),
+            most: AtomicUsize::new(0),
+        });
+        slow.set(s.clone()).unwrap();
+        s
+    })
+    .await;
+    let slow = slow.get().unwrap();
+    let topic_id = e.cluster.create_topic("q4", 4, &[]).await;
+    for p in 0..4 {
+        let key = floe_storage::PartitionKey::new(topic_id, p);
+        floe_testkit::wait_owned(&e.broker, key).await;
+        e.broker
+            .produce(&key, &one_batch("v", 1), Acks::All)
+            .await
+            .unwrap();
+    }
+    let mut c = Conn::open(e.kafka).await;
+    let group = GroupId(StrBytes::from_static_str("sg4"));
+    let member = StrBytes::from_static_str("bWVtYmVyLTQ");
+    let mut hb = ShareGroupHeartbeatRequest::default();
+    hb.group_id = group.clone();
+    hb.member_id = member.clone();
+    hb.subscribed_topic_names = Some(vec![topic("q4")]);
+    let ResponseKind::ShareGroupHeartbeat(r) = c
+        .call(
+            ApiKey::ShareGroupHeartbeat,
+            1,
+            RequestKind::ShareGroupHeartbeat(hb),
+        )
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 0);
+    let accept = |offset: i64| {
+        let mut b = share_fetch_request::AcknowledgementBatch::default();
+        b.first_offset = offset;
+        b.last_offset = offset;
+        b.acknowledge_types = vec![1];
+        b
+    };
+    let fetch = |epoch: i32, acks: bool| {
+        let mut t = share_fetch_request::FetchTopic::default();
+        t.topic_id = topic_id.0;
+        t.partitions = (0..4)
+            .map(|i| {
+                let mut p = share_fetch_request::FetchPartition::default();
+                p.partition_index = i;
+                if acks {
+                    p.acknowledgement_batches = vec![accept(0)];
+                }
+                p
+            })
+            .collect();
+        let mut f = ShareFetchRequest::default();
+        f.group_id = Some(group.clone());
+        f.member_id = Some(member.clone());
+        f.share_session_epoch = epoch;
+        f.max_wait_ms = 100;
+        f.max_bytes = 1 << 20;
+        f.max_records = 100;
+        f.topics = vec![t];
+        RequestKind::ShareFetch(f)
+    };
+    // One record of each partition acquired (each partition's state
+    // written once as it starts), then all four accepted in one ShareFetch.
+    let mut acquired = 0;
+    for epoch in 0..10 {
+        let ResponseKind::ShareFetch(r) = c.call(ApiKey::ShareFetch, 1, fetch(epoch, false)).await
+        else {
+            panic!()
+        };
+        assert_eq!(r.error_code, 0);
+        acquired += r
+            .responses
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .map(|p| p.acquired_records.len())
+            .sum::<usize>();
+        if acquired == 4 {
+            slow.most.store(0, Ordering::SeqCst);
+            let ResponseKind::ShareFetch(r) =
+                c.call(ApiKey::ShareFetch, 1, fetch(epoch + 1, true)).await
+            else {
+                panic!()
+            };
+            let codes: Vec<i16> = r.responses[0]
+                .partitions
+                .iter()
+                .map(|p| p.acknowledge_error_code)
+                .collect();
+            assert_eq!(codes, vec![0; 4]);
+            break;
+        }
+    }
+    assert_eq!(acquired, 4, "one record acquired per partition");
+    assert_eq!(slow.most.load(Ordering::SeqCst), 4, "four writes at once");
     e.broker.shutdown().await;
     if let Some(n) = e.cluster.meta_node {
         n.shutdown().await;

@@ -23,6 +23,7 @@ use super::group::{
 };
 use super::partition::{
     AckBatch, Acquired, Arrival, Backoff, MemberId, ShareConfig, ShareError, SharePartition,
+    ShareSnapshot,
 };
 use crate::broker::OffsetSpec;
 use crate::error::{BrokerError, CallError, ErrorKind};
@@ -108,6 +109,10 @@ struct Held {
     dead_letter_topic: Option<Arc<str>>,
     /// Whether a task appends its records to the dead-letter topic now.
     dead_lettering: bool,
+    /// The state as last written at `epoch` by [`ShareService::persist`]:
+    /// a caller whose change is already in it (written by a call that
+    /// came before it) has nothing to write.
+    saved: Option<ShareSnapshot>,
 }
 
 type Id = (String, PartitionKey);
@@ -413,6 +418,7 @@ impl ShareService {
                             epoch,
                             dead_letter_topic: settings.dead_letter_topic.clone(),
                             dead_lettering: false,
+                            saved: None,
                         },
                     );
                 }
@@ -438,17 +444,33 @@ impl ShareService {
         let id = (group_id.to_owned(), *key);
         let writer = lock(&self.writers).entry(id.clone()).or_default().clone();
         let _turn = writer.lock().await;
-        let Some((snapshot, epoch)) = lock(&self.partitions)
-            .get(&id)
-            .map(|h| (h.sp.snapshot(), h.epoch))
-        else {
+        let Some((snapshot, epoch, written)) = lock(&self.partitions).get(&id).map(|h| {
+            let snapshot = h.sp.snapshot();
+            let written = h.saved.as_ref() == Some(&snapshot);
+            (snapshot, h.epoch, written)
+        }) else {
             return Err(BrokerError::not_owner(*key).into());
         };
+        // Group commit: callers that queued for the turn while a write was
+        // in flight had their changes taken by the next write; the first of
+        // them writes, the others find their state already written.
+        if written {
+            crate::metrics::share_state_write(false);
+            return Ok(());
+        }
         let result = store.save(group_id, key, epoch, &snapshot).await;
-        if result.is_err() {
-            let mut partitions = lock(&self.partitions);
-            if partitions.get(&id).is_some_and(|h| h.epoch == epoch) {
-                partitions.remove(&id);
+        let mut partitions = lock(&self.partitions);
+        match &result {
+            Ok(()) => {
+                crate::metrics::share_state_write(true);
+                if let Some(h) = partitions.get_mut(&id).filter(|h| h.epoch == epoch) {
+                    h.saved = Some(snapshot);
+                }
+            }
+            Err(_) => {
+                if partitions.get(&id).is_some_and(|h| h.epoch == epoch) {
+                    partitions.remove(&id);
+                }
             }
         }
         result
@@ -731,6 +753,7 @@ impl ShareService {
                 epoch,
                 dead_letter_topic: settings.dead_letter_topic.clone(),
                 dead_lettering: false,
+                saved: None,
             },
         );
         Ok(Some(at))
@@ -941,6 +964,10 @@ mod tests {
         saved: Mutex<HashMap<String, (u64, ShareSnapshot)>>,
         /// What ListOffsets by timestamp answers (−1: no record that recent).
         by_time: Mutex<i64>,
+        /// Writes of the share store, and a gate that holds them while a
+        /// test holds it for writing.
+        writes: std::sync::atomic::AtomicUsize,
+        hold_writes: tokio::sync::RwLock<()>,
     }
 
     #[async_trait::async_trait]
@@ -969,9 +996,12 @@ mod tests {
             epoch: u64,
             snapshot: &ShareSnapshot,
         ) -> Result<(), CallError> {
+            let _open = self.hold_writes.read().await;
             if Some(epoch) != *self.epoch.lock().unwrap() {
                 return Err(BrokerError::not_owner(*key).into());
             }
+            self.writes
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             self.saved
                 .lock()
                 .unwrap()
@@ -1002,6 +1032,8 @@ mod tests {
                 epoch: Mutex::new(Some(1)),
                 saved: Mutex::new(HashMap::new()),
                 by_time: Mutex::new(-1),
+                writes: Default::default(),
+                hold_writes: Default::default(),
             }
         }
 
@@ -1173,6 +1205,36 @@ mod tests {
             (f.acquired[0].first.0, f.acquired[0].delivery_count),
             (1, 2)
         );
+    }
+
+    /// Acknowledgements that arrive while the share-partition's state is
+    /// being written are written together by the next write: three
+    /// acknowledgements, two writes, and every one of them durable.
+    #[tokio::test]
+    async fn acknowledgements_queued_behind_a_write_share_the_next_one() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let log = FakeLog::new(3);
+        let svc = service();
+        svc.fetch(&log, &log, &EARLIEST, "g", &key(), &member(), 9, 1 << 20)
+            .await
+            .unwrap();
+        let before = log.writes.load(SeqCst);
+        let gate = log.hold_writes.write().await;
+        let first = ack(&svc, &log, &EARLIEST, 0, 2, AckType::Accept);
+        let second = ack(&svc, &log, &EARLIEST, 3, 5, AckType::Accept);
+        let third = ack(&svc, &log, &EARLIEST, 6, 8, AckType::Accept);
+        let all = async {
+            tokio::join!(first, second, third);
+        };
+        let open = async {
+            // Every acknowledgement applied and waiting for a write.
+            tokio::task::yield_now().await;
+            tokio::task::yield_now().await;
+            drop(gate);
+        };
+        tokio::join!(all, open);
+        assert_eq!(log.writes.load(SeqCst) - before, 2);
+        assert_eq!(log.saved.lock().unwrap()["g"].1.start, Offset(9));
     }
 
     #[tokio::test]
