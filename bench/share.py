@@ -3,7 +3,8 @@
 
 Starts `floe standalone` (the binary of `FLOE_BIN`, else the release build)
 on a fresh data dir with ports chosen by the system, produces `--records`
-records of `--size` bytes to a topic of one partition, then reads all of them:
+records of `--size` bytes to a topic of `--partitions` partitions (one by
+default), then reads all of them:
 
 - `classic`: one confluent-kafka `Consumer` of a new group (auto commit);
   its clock runs from the first record received to the last, as the share
@@ -24,6 +25,7 @@ to the record reaching the other consumer. Last, `--delayed` records with a
 `ShareConsumer`: how late each arrived after its due time (p50, p99, max),
 and whether any arrived early.
 
+`--redeliveries 0` and `--delayed 0` skip those parts.
 With `--quick` everything is small (a smoke run of the script itself).
 
 Usage: FLOE_BIN=target/release/floe python bench/share.py [--records 50000]
@@ -217,6 +219,8 @@ def main():
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--consumers", type=int, nargs="+", default=[1, 3, 10])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--partitions", type=int, default=1,
+                    help="partitions of the throughput rounds' topics")
     ap.add_argument("--lock-ms", type=int, default=1000)
     ap.add_argument("--redeliveries", type=int, default=5)
     ap.add_argument("--delayed", type=int, default=2000)
@@ -237,7 +241,7 @@ def main():
         try:
             for r in range(args.rounds):
                 topic = f"bench-{r}"
-                create(s.bootstrap, topic)
+                create(s.bootstrap, topic, args.partitions)
                 fill(s.bootstrap, topic, args.records, args.size)
                 for name, k in modes:
                     if k == 0:
@@ -247,17 +251,21 @@ def main():
                         dupes[name] += d
                     rates[name].append(rate)
                     print(f"round {r} {name}: {rate:,.0f} records/s", flush=True)
-            topic = "redelivery"
-            create(s.bootstrap, topic)
-            fill(s.bootstrap, topic, 10, args.size)
-            lat = redelivery(s.bootstrap, topic, args.lock_ms, args.redeliveries)
-            topic = "delayed"
-            create(s.bootstrap, topic)
-            late, early = delayed(s.bootstrap, topic, args.delayed, args.spread_ms)
+            lat, late, early = [], [], 0
+            if args.redeliveries:
+                topic = "redelivery"
+                create(s.bootstrap, topic)
+                fill(s.bootstrap, topic, 10, args.size)
+                lat = redelivery(s.bootstrap, topic, args.lock_ms, args.redeliveries)
+            if args.delayed:
+                topic = "delayed"
+                create(s.bootstrap, topic)
+                late, early = delayed(s.bootstrap, topic, args.delayed, args.spread_ms)
         finally:
             s.stop()
     base = statistics.median(rates["classic"])
-    print(f"\n{args.records} records of {args.size} B on one partition, {args.rounds} rounds, {floe}")
+    print(f"\n{args.records} records of {args.size} B on {args.partitions} partition(s), "
+          f"{args.rounds} rounds, {floe}")
     print("| mode | records/s (median) | runs | ratio to classic | delivered twice |")
     print("|---|---|---|---|---|")
     for name, k in modes:
@@ -265,10 +273,12 @@ def main():
         runs = ", ".join(f"{x:,.0f}" for x in rates[name])
         twice = "—" if k == 0 else str(dupes[name])
         print(f"| {name} | {med:,.0f} | {runs} | {med / base:.2f} | {twice} |")
-    print(f"\nredelivery after a {args.lock_ms} ms lock expired, {len(lat)} samples: "
-          f"p50 {pct(lat, 0.5) * 1e3:.0f} ms, max {max(lat) * 1e3:.0f} ms after the lock's end")
-    print(f"{args.delayed} delayed records over {args.spread_ms} ms: lateness p50 {pct(late, 0.5) * 1e3:.0f} ms, "
-          f"p99 {pct(late, 0.99) * 1e3:.0f} ms, max {max(late) * 1e3:.0f} ms; early: {early}")
+    if lat:
+        print(f"\nredelivery after a {args.lock_ms} ms lock expired, {len(lat)} samples: "
+              f"p50 {pct(lat, 0.5) * 1e3:.0f} ms, max {max(lat) * 1e3:.0f} ms after the lock's end")
+    if late:
+        print(f"{args.delayed} delayed records over {args.spread_ms} ms: lateness p50 {pct(late, 0.5) * 1e3:.0f} ms, "
+              f"p99 {pct(late, 0.99) * 1e3:.0f} ms, max {max(late) * 1e3:.0f} ms; early: {early}")
     if any(dupes.values()):
         sys.exit("a record was delivered twice")
     if early:
