@@ -71,8 +71,10 @@ fi
 # resolve other features and compile every tokio-using crate again (~2.5 min).
 step "binaries for the end-to-end tests"
 cargo build --workspace --bins --tests --locked
-export FLOE_BIN="${CARGO_TARGET_DIR:-target}/debug/floe"
-export FLOE_DEV_BIN="${CARGO_TARGET_DIR:-target}/debug/floe-dev"
+# Absolute: tests start them from other working directories.
+FLOE_BIN="$(realpath "${CARGO_TARGET_DIR:-target}/debug/floe")"
+FLOE_DEV_BIN="$(realpath "${CARGO_TARGET_DIR:-target}/debug/floe-dev")"
+export FLOE_BIN FLOE_DEV_BIN
 
 step "end-to-end tests (pytest)"
 .venv/bin/pytest tests -q -p no:cacheprovider --timeout 600 --durations=40 2>&1 | tee target/pytest.log
