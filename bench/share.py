@@ -95,7 +95,7 @@ def classic(bootstrap, topic, records):
 
 def share_worker(bootstrap, group, topic, total, counted, first, go, out):
     """One share consumer: polls and ACCEPTs until `counted` reaches `total`;
-    sends back the offsets it got. The first record any worker gets sets
+    sends back the (partition, offset) pairs it got. The first record any worker gets sets
     `first` (the clock's start, as for classic)."""
     c = ck.ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
                           "share.acknowledgement.mode": "explicit"})
@@ -109,7 +109,7 @@ def share_worker(bootstrap, group, topic, total, counted, first, go, out):
         for m in msgs:
             if m.error() is None:
                 c.acknowledge(m, ck.AcknowledgeType.ACCEPT)
-                offsets.append(m.offset())
+                offsets.append((m.partition(), m.offset()))
                 n += 1
         if n:
             with counted.get_lock():
