@@ -36,17 +36,10 @@ const MAX_DIGITS: usize = 20;
 const DELAY_PREFIX: &[u8] = b"floe-de";
 
 /// Whether `needle` (not empty) occurs in `hay`.
-fn mentions(mut hay: &[u8], needle: &[u8]) -> bool {
-    let Some((&first, _)) = needle.split_first() else {
-        return true;
-    };
-    while let Some(i) = hay.iter().position(|&b| b == first) {
-        if hay[i..].starts_with(needle) {
-            return true;
-        }
-        hay = &hay[i + 1..];
-    }
-    false
+fn mentions(hay: &[u8], needle: &[u8]) -> bool {
+    // SIMD substring search: a producer's batch can be a megabyte, and a
+    // share fetch that acquires part of it looks at all of it.
+    memchr::memmem::find(hay, needle).is_some()
 }
 
 /// The batches of one share fetch, split once (cheap: `Bytes` slices).
