@@ -475,6 +475,11 @@ impl ClusterState {
         if group.is_empty() {
             return err(MetaError::InvalidRequest("empty group id".into()));
         }
+        if crate::command::is_reserved_group(group) {
+            return err(MetaError::InvalidRequest(format!(
+                "group id {group} is reserved for Floe's own use"
+            )));
+        }
         if let Some(f) = fence
             && let Err(e) = self.check_fence(f)
         {
