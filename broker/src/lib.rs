@@ -20,7 +20,7 @@ pub mod broker;
 mod cleaner;
 pub mod config;
 mod delay_headers;
-mod delayed;
+pub mod delayed;
 pub mod error;
 mod flush;
 pub mod group;
