@@ -343,7 +343,10 @@ impl PartitionLog {
                 .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, e.to_string()))?;
             view.verify_crc()
                 .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, e.to_string()))?;
-            if view.is_control() && !(delayed && !view.is_transactional()) {
+            // A delayed batch (control, never transactional) is taken only
+            // from a delayed topic's admission.
+            let delayed_batch = delayed && !view.is_transactional();
+            if view.is_control() && !delayed_batch {
                 return Err(BrokerError::new(
                     ErrorKind::InvalidRecord,
                     "clients may not produce control batches",
