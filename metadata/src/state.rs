@@ -2204,6 +2204,46 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn the_delayed_cursor_group_is_written_by_the_owner_only_never_by_a_commit() {
+        let mut sm = owned();
+        let group = crate::command::DELAYED_CURSOR_GROUP;
+        let cursor = CommittedOffset {
+            offset: 42,
+            leader_epoch: -1,
+            metadata: "floe-delayed-cursor".into(),
+        };
+        assert_eq!(
+            sm.apply(Command::ShareState {
+                broker: BrokerId(1),
+                partition: PartitionKey {
+                    topic: tid(1),
+                    partition: 1,
+                },
+                epoch: Epoch(1),
+                group: group.into(),
+                state: cursor.clone(),
+            }),
+            Response::Ok
+        );
+        assert!(matches!(
+            sm.error(Command::CommitOffsets {
+                fence: None,
+                group: group.into(),
+                offsets: vec![(
+                    "t".into(),
+                    1,
+                    CommittedOffset {
+                        offset: 99,
+                        ..cursor
+                    }
+                )],
+            }),
+            MetaError::InvalidRequest(_)
+        ));
+        assert_eq!(sm.state.groups[group][&("t".to_string(), 1)].offset, 42);
+    }
+
+    #[test]
     fn replace_ranges_swaps_exact_runs_for_a_segment() {
         let mut sm = owned();
         let p0 = PartitionKey {
