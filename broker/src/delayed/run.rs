@@ -95,6 +95,7 @@ pub(crate) async fn run(b: Broker, key: PartitionKey, epoch: u64, limit: usize) 
             continue;
         }
         bound = limit;
+        s.follow();
         tracing::debug!(partition = %key, from, kept = s.kept(), left_out = s.left_out().is_some(), "delayed partition read");
         let mut hw_rx = log.subscribe_hw();
         let mut saved_at: Option<tokio::time::Instant> = None;
@@ -153,7 +154,9 @@ pub(crate) async fn run(b: Broker, key: PartitionKey, epoch: u64, limit: usize) 
                     if let Err(e) = scan(&b, &key, &mut s, hw).await {
                         tracing::warn!(partition = %key, error = %e, "delayed partition not read; reading again");
                         tokio::time::sleep(RETRY_AFTER).await;
-                        cursor = Some(s.cursor().min(s.read_to()));
+                        // The schedule may be lost with the reading: start
+                        // again from the cursor written last.
+                        cursor = None;
                         continue 'read;
                     }
                 }
@@ -197,27 +200,43 @@ fn batches_of(pieces: &[Bytes]) -> Vec<Bytes> {
     out
 }
 
-/// Reads the committed log from where `s` is to `to`.
+/// Reads the committed log from where `s` is to `to`. Decoding (and
+/// decompressing) batches is CPU work: done off the runtime's threads.
 async fn scan(b: &Broker, key: &PartitionKey, s: &mut Schedule, to: i64) -> Result<()> {
     while s.read_to() < to {
         let before = s.read_to();
         let data = b.fetch(key, before, SCAN_BYTES).await?;
-        for batch in batches_of(&data.records) {
-            let Ok(view) = BatchView::parse(&batch, usize::MAX) else {
-                break;
-            };
-            if view.base_offset() >= to {
-                return Ok(());
-            }
-            if let Err(e) = s.feed(&batch) {
-                tracing::warn!(partition = %key, offset = view.base_offset(), error = %e, "a batch of a delayed partition does not decode; passed over");
-            }
-        }
-        if s.read_to() == before {
+        let batches = batches_of(&data.records);
+        let mut taken = std::mem::replace(s, Schedule::new(1, before));
+        let part = *key;
+        let (fed, ended) = tokio::task::spawn_blocking(move || {
+            let ended = feed_all(&part, &mut taken, &batches, to);
+            (taken, ended)
+        })
+        .await
+        .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, format!("scan failed: {e}")))?;
+        *s = fed;
+        if ended || s.read_to() == before {
             break;
         }
     }
     Ok(())
+}
+
+/// Feeds `batches` to `s` up to `to`; whether `to` was reached.
+fn feed_all(key: &PartitionKey, s: &mut Schedule, batches: &[Bytes], to: i64) -> bool {
+    for batch in batches {
+        let Ok(view) = BatchView::parse(batch, usize::MAX) else {
+            return false;
+        };
+        if view.base_offset() >= to {
+            return true;
+        }
+        if let Err(e) = s.feed(batch) {
+            tracing::warn!(partition = %key, offset = view.base_offset(), error = %e, "a batch of a delayed partition does not decode; passed over");
+        }
+    }
+    false
 }
 
 /// Appends the due entries `ids` (as many as fit one batch, in order) and

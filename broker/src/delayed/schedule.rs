@@ -73,6 +73,9 @@ pub struct Schedule {
     /// The next offset to read.
     read_to: i64,
     limits: DecodeLimits,
+    /// Every re-append from here on is the reader's own, known done when
+    /// committed: plain batches need no look.
+    following: bool,
 }
 
 impl Schedule {
@@ -85,7 +88,15 @@ impl Schedule {
             left_out: None,
             read_to: cursor,
             limits: DecodeLimits::DEFAULT,
+            following: false,
         }
+    }
+
+    /// From now on the log is read past what the scheduler found at its
+    /// reading: re-appends are its own, and it forgets their entries once
+    /// they are committed, so plain batches are passed over undecoded.
+    pub fn follow(&mut self) {
+        self.following = true;
     }
 
     /// The next offset to read.
@@ -184,7 +195,8 @@ impl Schedule {
             }
             return Ok(fed);
         }
-        let ours = view.producer_id() < 0
+        let ours = !self.following
+            && view.producer_id() < 0
             && (view.compression() != Compression::None
                 || mentions(view.records_bytes(), DELAYED_FROM_HEADER.as_bytes()));
         if !ours {

@@ -74,6 +74,22 @@ fn entries_less_their_reappends_are_pending_and_the_cursor_stays_below_them() {
 }
 
 #[test]
+fn once_following_plain_batches_are_passed_over() {
+    let mut s = Schedule::new(100, 0);
+    s.feed(&delayed_at(0, &[100])).unwrap();
+    s.follow();
+    let fed = s.feed(&reappend_at(1, &[id(0, 0)])).unwrap();
+    assert_eq!(fed, Fed::default());
+    assert_eq!(
+        (s.kept(), s.read_to()),
+        (1, 2),
+        "forgotten by the scheduler itself"
+    );
+    s.feed(&delayed_at(2, &[50])).unwrap();
+    assert_eq!(s.due(1_000, 10), vec![id(2, 0), id(0, 0)]);
+}
+
+#[test]
 fn a_client_record_naming_an_entry_does_not_cancel_it() {
     let mut s = Schedule::new(100, 0);
     s.feed(&delayed_at(0, &[100])).unwrap();
