@@ -7,7 +7,7 @@ topic when due, at a new offset, with its key, value and headers.
 With `floe standalone`: an idempotent confluent-kafka producer sends plain and
 delayed records; a confluent-kafka consumer sees the plain ones at once and each
 delayed one only once due, exactly once, with its key, value and headers (plus
-`floe-delayed-from`); kafka-python, aiokafka, kcat and kafkajs read the topic
+`floe-delayed-from`); kafka-python, aiokafka, kcat, kafkajs and `floe consume` read the topic
 without error and never see the held entries; a `kill -9` of the standalone while
 records are pending, and a restart on the same folder, delivers each still exactly
 once and none early; a transactional producer's delayed record is refused
@@ -28,6 +28,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,  # noqa: E402
                                    ConfigResource, NewTopic, ResourceType)
 
+from test_cli_kafka import floe, ok  # noqa: E402
 from test_kafka_clients import JS_DIR  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)
@@ -96,7 +97,7 @@ def high_watermark(bootstrap, topic, kit):
     return kit.watermarks(bootstrap, topic)[1]
 
 
-def test_classic_consumers_see_delayed_records_once_due_at_new_offsets_exactly_once(standalone, kit):
+def test_classic_consumers_see_delayed_records_once_due_at_new_offsets_exactly_once(floe_bin, standalone, kit):
     topic = f"delayed-{uuid.uuid4().hex[:8]}"
     kit.create_topic(standalone.bootstrap, topic, config=DELAYED)
     start = now_ms()
@@ -148,6 +149,11 @@ def test_classic_consumers_see_delayed_records_once_due_at_new_offsets_exactly_o
     assert aiokafka_read(standalone.bootstrap, topic, end) == expect
     assert kcat_read(standalone.bootstrap, topic) == sorted(v for _, v in expect)
     assert kafkajs_read(standalone.bootstrap, topic, len(expect)) == sorted(v for _, v in expect)
+    # Floe's own consumer too.
+    out = ok(floe(floe_bin, standalone.bootstrap, "consume", topic, "--timeout-ms", "1000",
+                  "-f", "%o %s\n")).stdout
+    assert sorted(tuple(line.split(" ", 1)) for line in out.splitlines()) == \
+        sorted((str(o), v.decode()) for o, v in expect)
 
 
 def kafka_python_read(bootstrap, topic, end):
