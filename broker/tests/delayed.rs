@@ -156,6 +156,10 @@ async fn held_records_are_appended_once_due_and_once_across_a_change_of_owner() 
     // A new owner appends the rest, and none of the first ones again.
     let b2 = env.broker(|c| c.delayed_max_pending = 2).await;
     wait_owned(&b2, key).await;
+    // The producer state came with the partition: a retry of the held
+    // batch is still a duplicate.
+    let retry = b2.produce(&key, &first, Acks::All).await.unwrap();
+    assert_eq!(retry.base_offset, stored.base_offset);
     let due: HashMap<&str, u64> = later.into_iter().collect();
     wait_seen(&b2, &key, &due).await;
     tokio::time::sleep(Duration::from_millis(300)).await;

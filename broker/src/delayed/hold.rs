@@ -8,9 +8,10 @@
 //! Refused here, with [`ErrorKind::InvalidRecord`]: a transactional batch
 //! with a record not due (the schedule could not follow the transaction's
 //! abort), a due time past the topic's `retention.ms` (retention would
-//! delete the entry first), a record carrying `floe-delayed-from` (the
-//! broker's own header, which the scheduler's recovery trusts), and control
-//! batches, as the sequencing does.
+//! delete the entry first), a record carrying `floe-delayed-from` in a
+//! batch without a producer id (the broker's own header on the kind of
+//! batch the scheduler's recovery trusts), and control batches, as the
+//! sequencing does.
 
 use bytes::{Bytes, BytesMut};
 use floe_storage::batch::{BatchError, BatchView, Compression};
@@ -101,9 +102,13 @@ pub(crate) fn hold(records: &[u8], now_ms: u64, rules: HoldRules) -> Result<Opti
         let mut later = false;
         for r in stream.by_ref() {
             let r = r.map_err(decoding)?;
-            if r.headers
-                .iter()
-                .any(|h| h.key.as_ref() == DELAYED_FROM_HEADER.as_bytes())
+            // Only batches without a producer id count at recovery: an
+            // idempotent producer (a dead-letter append, a copy of a
+            // delayed topic) may carry the header on.
+            if view.producer_id() < 0
+                && r.headers
+                    .iter()
+                    .any(|h| h.key.as_ref() == DELAYED_FROM_HEADER.as_bytes())
             {
                 return Err(invalid(format!(
                     "the {DELAYED_FROM_HEADER} header is written by the broker only"
