@@ -77,6 +77,9 @@ pub(crate) async fn run(b: Broker, key: PartitionKey, epoch: u64, limit: usize) 
                 }
             },
         };
+        // Watched before the high watermark is read: a commit after it
+        // wakes the follow-up below.
+        let mut hw_rx = log.subscribe_hw();
         let (log_start, hw, _) = log.offsets();
         let mut s = Schedule::new(bound, from.max(log_start));
         crate::metrics::delayed_scan();
@@ -97,12 +100,24 @@ pub(crate) async fn run(b: Broker, key: PartitionKey, epoch: u64, limit: usize) 
         bound = limit;
         s.follow();
         tracing::debug!(partition = %key, from, kept = s.kept(), left_out = s.left_out().is_some(), "delayed partition read");
-        let mut hw_rx = log.subscribe_hw();
         let mut saved_at: Option<tokio::time::Instant> = None;
         loop {
             crate::metrics::delayed_pending(&topic, key.partition, s.kept());
             if owned(&b, &key, epoch).is_none() {
                 break 'read;
+            }
+            // The cursor, lazily (also while records keep coming due).
+            let c = s.cursor();
+            if durable.is_none_or(|d| c > d)
+                && saved_at.is_none_or(|at| at.elapsed() >= CURSOR_EVERY)
+            {
+                saved_at = Some(tokio::time::Instant::now());
+                match b.save_cursor(&key, epoch, c).await {
+                    Ok(()) => durable = Some(c),
+                    Err(e) => {
+                        tracing::debug!(partition = %key, error = %e, "delayed cursor not written")
+                    }
+                }
             }
             let now = now_ms();
             let due = s.due(now, MAX_PER_APPEND);
@@ -126,18 +141,6 @@ pub(crate) async fn run(b: Broker, key: PartitionKey, epoch: u64, limit: usize) 
             if s.needs_rescan(now) {
                 cursor = Some(s.cursor());
                 continue 'read;
-            }
-            let c = s.cursor();
-            if durable.is_none_or(|d| c > d)
-                && saved_at.is_none_or(|at| at.elapsed() >= CURSOR_EVERY)
-            {
-                saved_at = Some(tokio::time::Instant::now());
-                match b.save_cursor(&key, epoch, c).await {
-                    Ok(()) => durable = Some(c),
-                    Err(e) => {
-                        tracing::debug!(partition = %key, error = %e, "delayed cursor not written")
-                    }
-                }
             }
             let wait = s
                 .next_due()
