@@ -11,7 +11,9 @@ delayed one only once due, exactly once, with its key, value and headers (plus
 without error and never see the held entries; a `kill -9` of the standalone while
 records are pending, and a restart on the same folder, delivers each still exactly
 once and none early; a transactional producer's delayed record is refused
-(INVALID_RECORD); the config is refused (INVALID_CONFIG) with compaction."""
+(INVALID_RECORD); the config is refused (INVALID_CONFIG) with compaction; a
+share group on a delayed topic gets each record once, when due (its own delay
+handling would do that alone: this checks the held entries do not disturb it)."""
 
 import asyncio
 import json
@@ -289,3 +291,34 @@ def test_a_transactional_delayed_record_is_refused_and_the_config_with_compactio
     entries = list(described.values())[0].result(30)
     assert entries["floe.delayed.delivery"].value == "true"
     assert entries["cleanup.policy"].value == "delete"
+
+
+def test_a_share_group_on_a_delayed_topic_gets_each_record_once_when_due(standalone_factory, kit):
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+
+    s = standalone_factory(share_groups=True, share_auto_offset_reset="earliest")
+    topic = f"delayed-share-{uuid.uuid4().hex[:8]}"
+    kit.create_topic(s.bootstrap, topic, config=DELAYED)
+    due = {b"sh-%d" % i: now_ms() + 1_500 + 200 * i for i in range(4)}
+    records = [(b"k", v, [("floe-deliver-at", str(at).encode())]) for v, at in due.items()]
+    assert send_all(producer(s.bootstrap), records + [(b"k", b"sh-plain", [])], topic) == [None] * 5
+    c = ShareConsumer({"bootstrap.servers": s.bootstrap, "group.id": f"sg-{uuid.uuid4().hex[:6]}",
+                       "share.acknowledgement.mode": "explicit"})
+    c.subscribe([topic])
+    got = Counter()
+    try:
+        deadline = time.monotonic() + 60
+        while set(got) != set(due) | {b"sh-plain"}:
+            assert time.monotonic() < deadline, f"share consumer got {got}"
+            msgs = c.poll(0.2)
+            for m in msgs:
+                assert m.error() is None, m.error()
+                if m.value() in due:
+                    assert now_ms() >= due[m.value()] - 5, f"{m.value()} early"
+                got[m.value()] += 1
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+            if len(msgs):
+                c.commit_sync()
+    finally:
+        c.close()
+    assert all(n == 1 for n in got.values()), got
