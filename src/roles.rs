@@ -264,6 +264,12 @@ pub struct BrokerTuning {
     /// answers INVALID_TRANSACTION_TIMEOUT.
     #[arg(long, env = "FLOE_TRANSACTION_MAX_TIMEOUT_MS", default_value_t = floe_metadata::txn::DEFAULT_TRANSACTION_MAX_TIMEOUT_MS)]
     pub transaction_max_timeout_ms: u32,
+    /// Delayed records each partition of a delayed topic
+    /// (floe.delayed.delivery) keeps in memory at most, the earliest due;
+    /// the others are found again by reading the partition's log from its
+    /// cursor when the kept ones run out or one of them comes due.
+    #[arg(long, env = "FLOE_DELAYED_MAX_PENDING", default_value_t = floe_broker::delayed::DEFAULT_MAX_PENDING)]
+    pub delayed_max_pending: usize,
 }
 
 /// Size bounds of the metadata service (`floe meta`, `floe standalone`).
@@ -318,6 +324,7 @@ impl BrokerTuning {
         c.group.consumer.heartbeat_interval_ms = self.consumer_group_heartbeat_interval_ms.max(1);
         c.producer_expiration = producer_expiration(self.producer_id_expiration_ms);
         c.txn.max_timeout_ms = self.transaction_max_timeout_ms.max(1);
+        c.delayed_max_pending = self.delayed_max_pending.max(1);
         c
     }
 }

@@ -7,7 +7,9 @@
 //!   [`ErrorKind::InvalidRecord`] and the index of each such record
 //!   (Kafka's KIP-467 `record_errors`);
 //! - with a `compression.type` other than `producer`, batches in another
-//!   codec are recompressed into it (`floe_storage::recompress`).
+//!   codec are recompressed into it (`floe_storage::recompress`);
+//! - on a topic with `floe.delayed.delivery`, batches holding a record not
+//!   due yet are replaced by delayed batches (`crate::delayed::hold`).
 
 use bytes::Bytes;
 use floe_storage::batch::{BatchError, BatchView, Compression};
@@ -24,6 +26,18 @@ pub(crate) struct Admission {
     pub codec: Option<Compression>,
     /// `max.message.bytes`: a batch larger once recompressed is refused.
     pub max_batch: usize,
+    /// `floe.delayed.delivery`, with the topic's `retention.ms`.
+    pub delayed: Option<crate::delayed::hold::HoldRules>,
+}
+
+/// What [`Admission::admit`] made of produced records.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Admitted {
+    /// The records rewritten (`None`: as they are).
+    pub records: Option<Bytes>,
+    /// Whether they hold delayed batches (control batches the sequencing
+    /// takes from here only).
+    pub delayed: bool,
 }
 
 impl Admission {
@@ -32,6 +46,10 @@ impl Admission {
             compacted: config.compacted,
             codec: config.compression,
             max_batch: config.max_message_bytes,
+            delayed: config.delayed.then_some(crate::delayed::hold::HoldRules {
+                retention_ms: config.retention_ms,
+                max_batch: config.max_message_bytes,
+            }),
         }
     }
 
@@ -42,19 +60,39 @@ impl Admission {
             || self
                 .codec
                 .is_some_and(|c| recompress::needs_recompression(records, c))
+            || (self.delayed.is_some() && crate::delayed::hold::may_hold(records))
     }
 
     /// Checks `records` against the topic's settings and returns them
     /// rewritten when the topic's codec asks for it (`None`: as they are).
-    pub fn admit(&self, records: &[u8]) -> Result<Option<Bytes>> {
+    /// A delayed topic's records are held at `now_ms` (after any
+    /// recompression, so a delayed batch is in the topic's codec).
+    pub fn admit(&self, records: &[u8], now_ms: u64) -> Result<Admitted> {
         if self.compacted {
             refuse_keyless(records)?;
         }
-        match self.codec {
+        let recompressed = match self.codec {
             Some(codec) if recompress::needs_recompression(records, codec) => {
-                in_codec(records, codec, self.max_batch).map(Some)
+                Some(in_codec(records, codec, self.max_batch)?)
             }
-            _ => Ok(None),
+            _ => None,
+        };
+        let Some(rules) = self.delayed else {
+            return Ok(Admitted {
+                records: recompressed,
+                delayed: false,
+            });
+        };
+        let now = recompressed.as_deref().unwrap_or(records);
+        match crate::delayed::hold::hold(now, now_ms, rules)? {
+            Some(held) => Ok(Admitted {
+                records: Some(held),
+                delayed: true,
+            }),
+            None => Ok(Admitted {
+                records: recompressed,
+                delayed: false,
+            }),
         }
     }
 }
@@ -158,26 +196,28 @@ mod tests {
         compacted: true,
         codec: None,
         max_batch: usize::MAX,
+        delayed: None,
     };
 
     #[test]
     fn keyless_records_on_a_compacted_topic_are_named_by_their_index() {
         let b = batch(&[Some("a"), None, Some("c"), None], Compression::Lz4);
-        let e = COMPACTED.admit(&b).unwrap_err();
+        let e = COMPACTED.admit(&b, 0).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidRecord);
         let indexes: Vec<i32> = e.record_errors().iter().map(|r| r.batch_index).collect();
         assert_eq!(indexes, vec![1, 3]);
         assert!(e.record_errors().iter().all(|r| !r.message.is_empty()));
         // Keyed records pass; a topic that is not compacted takes anything.
         let keyed = batch(&[Some("a"), Some("b")], Compression::None);
-        assert_eq!(COMPACTED.admit(&keyed).unwrap(), None);
+        assert_eq!(COMPACTED.admit(&keyed, 0).unwrap(), Admitted::default());
         let plain = Admission {
             compacted: false,
             codec: None,
             max_batch: usize::MAX,
+            delayed: None,
         };
         assert!(!plain.has_work(&b));
-        assert_eq!(plain.admit(&b).unwrap(), None);
+        assert_eq!(plain.admit(&b, 0).unwrap(), Admitted::default());
     }
 
     #[test]
@@ -185,7 +225,7 @@ mod tests {
         let mut b = batch(&[None], Compression::None).to_vec();
         let last = b.len() - 1;
         b[last] ^= 0xff;
-        assert_eq!(COMPACTED.admit(&b).unwrap(), None);
+        assert_eq!(COMPACTED.admit(&b, 0).unwrap(), Admitted::default());
     }
 
     #[test]
@@ -194,14 +234,15 @@ mod tests {
             compacted: true,
             codec: Some(Compression::Zstd),
             max_batch: usize::MAX,
+            delayed: None,
         };
         let b = batch(&[Some("a")], Compression::Gzip);
-        let out = zstd.admit(&b).unwrap().unwrap();
+        let out = zstd.admit(&b, 0).unwrap().records.unwrap();
         let v = BatchView::parse(&out, usize::MAX).unwrap();
         assert_eq!(v.compression(), Compression::Zstd);
         let keyless = batch(&[None], Compression::Gzip);
         assert_eq!(
-            zstd.admit(&keyless).unwrap_err().kind(),
+            zstd.admit(&keyless, 0).unwrap_err().kind(),
             ErrorKind::InvalidRecord
         );
     }

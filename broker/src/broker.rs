@@ -259,6 +259,8 @@ pub(crate) struct Inner {
     /// Clients of the other brokers this one calls (markers, share
     /// releases), one per address.
     pub peers: crate::rpc::Peers,
+    /// The schedulers of the delayed topics' partitions it owns.
+    pub delayed: crate::delayed::Schedulers,
 }
 
 /// A running broker. Cheap to clone.
@@ -349,6 +351,7 @@ impl Broker {
                     crate::share::ShareGroupConfig::default(),
                 ),
                 peers: crate::rpc::Peers::default(),
+                delayed: crate::delayed::Schedulers::default(),
             }
         });
         let b = Broker { inner };
@@ -502,7 +505,7 @@ impl Broker {
     /// [`Broker::append_within`] to wait for room).
     pub fn append(&self, key: &PartitionKey, records: &[u8], acks: Acks) -> Result<PendingProduce> {
         let held = self.inner.backlog.try_hold(records.len());
-        self.sequence(key, Bytes::copy_from_slice(records), acks, held, false)
+        self.sequence(key, Bytes::copy_from_slice(records), acks, held, None)
             .map(|here| PendingProduce(Pending::Here(here)))
     }
 
@@ -526,36 +529,37 @@ impl Broker {
         let admission = self.log(key).map(|l| Admission::of(&l.lock().config));
         // Decided here whether or not there is work: `sequence` does not
         // look at the topic's settings again.
-        let admitted_already = admission.is_some();
-        let admitted = match admission {
+        let now = floe_metadata::clock::now_ms();
+        let (records, admitted) = match admission {
             Some(a) if a.has_work(&records) => {
                 let owned = records.clone();
-                let done = tokio::task::spawn_blocking(move || {
-                    a.admit(&owned).map(|out| out.unwrap_or(owned))
-                })
-                .await
-                .map_err(|e| {
-                    BrokerError::new(ErrorKind::CorruptMessage, format!("admission failed: {e}"))
-                })??;
-                Some(done)
+                let done = tokio::task::spawn_blocking(move || a.admit(&owned, now))
+                    .await
+                    .map_err(|e| {
+                        BrokerError::new(
+                            ErrorKind::CorruptMessage,
+                            format!("admission failed: {e}"),
+                        )
+                    })??;
+                (done.records.unwrap_or(records), Some(done.delayed))
             }
-            _ => None,
+            Some(_) => (records, Some(false)),
+            None => (records, None),
         };
-        let records = admitted.unwrap_or(records);
-        self.sequence(key, records, acks, held, admitted_already)
+        self.sequence(key, records, acks, held, admitted)
             .map(|here| PendingProduce(Pending::Here(here)))
     }
 
     /// Sequences `records`; `admitted` when the topic's admission
     /// ([`Admission`]) was already decided for them (applied, or found to
-    /// have nothing to do).
+    /// have nothing to do), with whether they hold delayed batches.
     fn sequence(
         &self,
         key: &PartitionKey,
         records: Bytes,
         acks: Acks,
         held: Option<crate::backlog::Held>,
-        admitted: bool,
+        admitted: Option<bool>,
     ) -> Result<Here> {
         if self.inner.stop.is_cancelled() {
             return Err(BrokerError::new(
@@ -576,15 +580,17 @@ impl Broker {
                 ),
             ));
         };
-        let rewritten = if admitted {
-            None
-        } else {
-            let admission = Admission::of(&log.lock().config);
-            admission.admit(&records)?
+        let (records, delayed) = match admitted {
+            Some(delayed) => (records, delayed),
+            None => {
+                let admission = Admission::of(&log.lock().config);
+                let done = admission.admit(&records, floe_metadata::clock::now_ms())?;
+                (done.records.unwrap_or(records), done.delayed)
+            }
         };
-        let records = rewritten.unwrap_or(records);
         let now = floe_metadata::clock::now_ms() as i64;
-        let (batches, rx, queued) = match log.append(&records, acks == Acks::All, now, held)? {
+        let appended = log.append(&records, acks == Acks::All, now, held, delayed)?;
+        let (batches, rx, queued) = match appended {
             crate::log::Appended::New(b, rx, queued) => (b, rx, queued),
             crate::log::Appended::Duplicate {
                 first_offset,
@@ -630,7 +636,22 @@ impl Broker {
         self.verify_transactional(key, records).await?;
         let held = self.inner.backlog.try_hold(records.len());
         let records = Bytes::copy_from_slice(records);
-        PendingProduce::wait_here(self.sequence(key, records, acks, held, false)?).await
+        PendingProduce::wait_here(self.sequence(key, records, acks, held, None)?).await
+    }
+
+    /// Appends a delayed topic's due records (`crate::delayed`): no
+    /// admission (they are due, and carry the broker's own
+    /// `floe-delayed-from` header), within the backlog's limits (waiting up
+    /// to `room_wait` for room), answered once committed.
+    pub(crate) async fn append_due(
+        &self,
+        key: &PartitionKey,
+        records: Bytes,
+        room_wait: Duration,
+    ) -> Result<ProduceOk> {
+        let until = tokio::time::Instant::now() + room_wait;
+        let held = self.inner.backlog.hold(records.len(), until).await;
+        PendingProduce::wait_here(self.sequence(key, records, Acks::All, held, Some(false))?).await
     }
 
     /// Whole batches from the one holding `offset`, up to `max_bytes` (at

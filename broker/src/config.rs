@@ -136,6 +136,10 @@ pub struct BrokerConfig {
     pub producer_expiration: Option<Duration>,
     /// The transaction coordinator's settings (`transaction.max.timeout.ms`).
     pub txn: crate::txn::TxnConfig,
+    /// Delayed entries each partition of a delayed topic keeps in memory
+    /// at most (the earliest due); the others are found again by reading
+    /// the log from its cursor.
+    pub delayed_max_pending: usize,
 }
 
 impl BrokerConfig {
@@ -163,6 +167,7 @@ impl BrokerConfig {
                 floe_metadata::state::DEFAULT_PRODUCER_EXPIRATION_MS,
             )),
             txn: crate::txn::TxnConfig::default(),
+            delayed_max_pending: crate::delayed::DEFAULT_MAX_PENDING,
         }
     }
 }
@@ -212,6 +217,9 @@ pub struct LogConfig {
     /// `compression.type`: the codec produced batches are recompressed
     /// into (`None`: `producer`, stored as sent).
     pub compression: Option<Compression>,
+    /// `floe.delayed.delivery`: records not due yet are held as delayed
+    /// batches and appended again when due (`crate::delayed`).
+    pub delayed: bool,
 }
 
 impl Default for LogConfig {
@@ -247,6 +255,7 @@ impl LogConfig {
                 min_cleanable_dirty_ratio: c.min_cleanable_dirty_ratio().clamp(0.0, 1.0),
             },
             compression: c.compression_type().map(codec_of),
+            delayed: c.delayed_delivery(),
         }
     }
 

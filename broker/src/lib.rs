@@ -19,6 +19,8 @@ mod backlog;
 pub mod broker;
 mod cleaner;
 pub mod config;
+mod delay_headers;
+pub mod delayed;
 pub mod error;
 mod flush;
 pub mod group;

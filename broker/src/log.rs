@@ -305,13 +305,17 @@ impl PartitionLog {
     /// for the flusher. Returns the batches as stored and, for `acks=all`, the
     /// receiver that resolves once they are committed. `held` is the
     /// request's reservation in the broker's backlog; it stays with the
-    /// queued batches until they are committed or fail.
+    /// queued batches until they are committed or fail. `delayed`: the
+    /// records went through a delayed topic's admission, whose delayed
+    /// batches (control, not transactional) are the only control batches
+    /// taken here.
     pub(crate) fn append(
         &self,
         records: &Bytes,
         wait: bool,
         now_ms: i64,
         held: crate::backlog::Held,
+        delayed: bool,
     ) -> Result<Appended> {
         let mut st = self.lock();
         if st.status != Status::Active {
@@ -339,7 +343,10 @@ impl PartitionLog {
                 .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, e.to_string()))?;
             view.verify_crc()
                 .map_err(|e| BrokerError::new(ErrorKind::CorruptMessage, e.to_string()))?;
-            if view.is_control() {
+            // A delayed batch (control, never transactional) is taken only
+            // from a delayed topic's admission.
+            let delayed_batch = delayed && !view.is_transactional();
+            if view.is_control() && !delayed_batch {
                 return Err(BrokerError::new(
                     ErrorKind::InvalidRecord,
                     "clients may not produce control batches",
@@ -847,7 +854,13 @@ mod tests {
 
     fn appended(log: &PartitionLog, records: &Bytes, now_ms: i64) -> Batches {
         match log
-            .append(records, false, now_ms, crate::backlog::Held::untracked())
+            .append(
+                records,
+                false,
+                now_ms,
+                crate::backlog::Held::untracked(),
+                false,
+            )
             .unwrap()
         {
             Appended::New(b, _, _) => b,
@@ -982,5 +995,59 @@ mod tests {
         assert_eq!(older.kind(), ErrorKind::FencedLeaderEpoch, "{older}");
         let newer = log.check_epoch(Some(6)).unwrap_err();
         assert_eq!(newer.kind(), ErrorKind::UnknownLeaderEpoch, "{newer}");
+    }
+
+    #[test]
+    fn a_delayed_batch_is_taken_from_admission_only_and_deduplicated_like_its_batch() {
+        use floe_storage::batch::Compression;
+        use floe_storage::delayed::{DelayedRecord, Producer, delayed_batch};
+        let log = PartitionLog::new(
+            PartitionKey::new(TopicId(uuid::Uuid::nil()), 0),
+            "t".into(),
+            1,
+            LogConfig::default(),
+            Committed::default(),
+        );
+        let r = DelayedRecord {
+            due_ms: 99,
+            timestamp: 1,
+            key: None,
+            value: None,
+            headers: Vec::new(),
+        };
+        let p = Producer {
+            id: 5,
+            epoch: 0,
+            base_sequence: 0,
+        };
+        let b = delayed_batch(p, 1, &[r.clone(), r], Compression::None).unwrap();
+        let append = |delayed| log.append(&b, false, 1, crate::backlog::Held::untracked(), delayed);
+        // As a client's produce: refused, as any control batch.
+        let e = append(false).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidRecord);
+        match append(true).unwrap() {
+            Appended::New(batches, ..) => {
+                assert_eq!((batches.first_offset, batches.last_offset), (0, 1));
+            }
+            other => panic!("{other:?}"),
+        }
+        // The producer's retry of the same sequence is a duplicate.
+        match append(true).unwrap() {
+            Appended::Duplicate {
+                first_offset,
+                last_offset,
+            } => assert_eq!((first_offset, last_offset), (0, 1)),
+            other => panic!("{other:?}"),
+        }
+        // A transactional control batch (a marker's shape) never is taken.
+        let mut m = floe_storage::records::BatchBuilder::new(0, 1)
+            .producer(6, 0, -1, true)
+            .control();
+        m.push(floe_storage::records::RecordSpec::new(None, None, 0));
+        let m = m.build(Compression::None).unwrap();
+        let e = log
+            .append(&m, false, 1, crate::backlog::Held::untracked(), true)
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidRecord);
     }
 }

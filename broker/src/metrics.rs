@@ -38,6 +38,11 @@ const SHARE_BACKOFFS: &str = "floe_broker_share_redelivery_backoffs_total";
 const SHARE_DEAD_LETTERED: &str = "floe_broker_share_dead_lettered_total";
 const SHARE_DEAD_LETTER_FAILURES: &str = "floe_broker_share_dead_letter_failures_total";
 const SHARE_STATE_WRITES: &str = "floe_broker_share_state_writes_total";
+const DELAYED_PENDING: &str = "floe_broker_delayed_pending";
+const DELAYED_REAPPENDED: &str = "floe_broker_delayed_reappended_total";
+const DELAYED_DROPPED: &str = "floe_broker_delayed_dropped_total";
+const DELAYED_LATENESS: &str = "floe_broker_delayed_lateness_seconds";
+const DELAYED_SCANS: &str = "floe_broker_delayed_scans_total";
 
 /// Describes the broker's metrics and registers the counters and gauges, so
 /// that a broker serves them at zero before its first flush.
@@ -191,6 +196,30 @@ pub(crate) fn register() {
     for error in ["missing_topic", "refused_sequence", "append"] {
         counter!(SHARE_DEAD_LETTER_FAILURES, "error" => error).increment(0);
     }
+    describe_gauge!(
+        DELAYED_PENDING,
+        "delayed records of a delayed topic's partition held in memory, not due or not re-appended yet (floe.delayed.delivery)"
+    );
+    describe_counter!(
+        DELAYED_REAPPENDED,
+        "delayed records appended to their topic once due"
+    );
+    describe_counter!(
+        DELAYED_DROPPED,
+        "delayed records gone from the log (DeleteRecords, retention) before they were due"
+    );
+    describe_histogram!(
+        DELAYED_LATENESS,
+        Unit::Seconds,
+        "from a delayed record's due time to its re-append's commit"
+    );
+    describe_counter!(
+        DELAYED_SCANS,
+        "readings of a delayed partition's log from its cursor (take-over, the memory bound)"
+    );
+    counter!(DELAYED_REAPPENDED).increment(0);
+    counter!(DELAYED_DROPPED).increment(0);
+    counter!(DELAYED_SCANS).increment(0);
     counter!(FLUSHES).increment(0);
     counter!(FLUSHED_BYTES).increment(0);
     counter!(COMMIT_REFUSALS).increment(0);
@@ -339,6 +368,33 @@ pub(crate) fn share_dead_letter_failed(error: &'static str) {
 pub(crate) fn share_state_write(written: bool) {
     let outcome = if written { "written" } else { "coalesced" };
     counter!(SHARE_STATE_WRITES, "outcome" => outcome).increment(1);
+}
+
+/// The delayed records a partition holds in memory (0 once it is no
+/// longer served here).
+pub(crate) fn delayed_pending(topic: &str, partition: u32, n: usize) {
+    gauge!(DELAYED_PENDING, "topic" => topic.to_string(), "partition" => partition.to_string())
+        .set(n as f64);
+}
+
+/// Delayed records appended once due, each `lateness_ms` after its due time.
+pub(crate) fn delayed_reappended(lateness_ms: &[u64]) {
+    counter!(DELAYED_REAPPENDED).increment(lateness_ms.len() as u64);
+    for ms in lateness_ms {
+        histogram!(DELAYED_LATENESS).record(Duration::from_millis(*ms));
+    }
+}
+
+/// Delayed records no longer in the log when due.
+pub(crate) fn delayed_dropped(n: usize) {
+    if n > 0 {
+        counter!(DELAYED_DROPPED).increment(n as u64);
+    }
+}
+
+/// A reading of a delayed partition's log from its cursor.
+pub(crate) fn delayed_scan() {
+    counter!(DELAYED_SCANS).increment(1);
 }
 
 #[cfg(test)]

@@ -282,6 +282,7 @@ pub(crate) async fn ownership(b: Broker) {
                 crate::metrics::lso_lag(&log.topic, log.key.partition, 0);
             }
         }
+        crate::delayed::Schedulers::start_owned(&b);
         crate::metrics::owned_partitions(b.owned().len());
         follow_shards(&b, &snap.shards).await;
         tokio::select! {

@@ -67,6 +67,19 @@ pub struct CommittedOffset {
     pub metadata: String,
 }
 
+/// The group id under which each partition of a delayed topic keeps its
+/// scheduler's cursor (the lowest offset that may still hold a pending
+/// delayed entry), written by the partition's owner with
+/// [`Command::ShareState`] (so fenced by the partition's epoch). Clients
+/// cannot commit offsets under it ([`is_reserved_group`]), and it is not
+/// listed as a group.
+pub const DELAYED_CURSOR_GROUP: &str = "__floe.delayed";
+
+/// Whether a group id is Floe's own (not a client's group).
+pub fn is_reserved_group(group: &str) -> bool {
+    group == DELAYED_CURSOR_GROUP
+}
+
 /// How a share-partition's state (written by [`Command::ShareState`])
 /// begins its offset metadata: the broker's encoding of the window is
 /// versioned by this prefix, which no classic commit of Floe's clients

@@ -475,6 +475,11 @@ impl ClusterState {
         if group.is_empty() {
             return err(MetaError::InvalidRequest("empty group id".into()));
         }
+        if crate::command::is_reserved_group(group) {
+            return err(MetaError::InvalidRequest(format!(
+                "group id {group} is reserved for Floe's own use"
+            )));
+        }
         if let Some(f) = fence
             && let Err(e) = self.check_fence(f)
         {
@@ -2196,6 +2201,46 @@ pub(crate) mod tests {
         // Gone with the topic.
         sm.ok(Command::DeleteTopic { name: "t".into() });
         assert!(sm.state.groups["sg"].is_empty());
+    }
+
+    #[test]
+    fn the_delayed_cursor_group_is_written_by_the_owner_only_never_by_a_commit() {
+        let mut sm = owned();
+        let group = crate::command::DELAYED_CURSOR_GROUP;
+        let cursor = CommittedOffset {
+            offset: 42,
+            leader_epoch: -1,
+            metadata: "floe-delayed-cursor".into(),
+        };
+        assert_eq!(
+            sm.apply(Command::ShareState {
+                broker: BrokerId(1),
+                partition: PartitionKey {
+                    topic: tid(1),
+                    partition: 1,
+                },
+                epoch: Epoch(1),
+                group: group.into(),
+                state: cursor.clone(),
+            }),
+            Response::Ok
+        );
+        assert!(matches!(
+            sm.error(Command::CommitOffsets {
+                fence: None,
+                group: group.into(),
+                offsets: vec![(
+                    "t".into(),
+                    1,
+                    CommittedOffset {
+                        offset: 99,
+                        ..cursor
+                    }
+                )],
+            }),
+            MetaError::InvalidRequest(_)
+        ));
+        assert_eq!(sm.state.groups[group][&("t".to_string(), 1)].offset, 42);
     }
 
     #[test]

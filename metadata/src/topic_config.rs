@@ -167,7 +167,17 @@ const KEYS: &[Key] = &[
         check: |v| at_least(v, -1),
         doc: "delete exported files whose newest record is older than this (-1: keep forever)",
     },
+    Key {
+        name: DELAYED_DELIVERY,
+        default: "false",
+        check: |v| one_of(v, &["true", "false"]),
+        doc: "hold records with a floe-deliver-at or floe-delay-ms header due later in the partition's log and append them to the topic when due (new offset, key, value and headers kept), so classic consumers see them only then; refused with cleanup.policy compact",
+    },
 ];
+
+/// The topic config that turns on delayed delivery for classic consumers
+/// (`docs/queues.md`, "Delayed topics for classic consumers").
+pub const DELAYED_DELIVERY: &str = "floe.delayed.delivery";
 
 /// A topic's explicit settings (keys not set take their defaults).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -221,13 +231,35 @@ impl TopicConfig {
         for k in delete {
             find(k)?;
         }
+        let mut next = self.clone();
         for k in delete {
-            self.overrides.remove(k);
+            next.overrides.remove(k);
         }
         for (k, v) in set {
-            self.overrides.insert(k.clone(), v.clone());
+            next.overrides.insert(k.clone(), v.clone());
+        }
+        next.check_together()?;
+        *self = next;
+        Ok(())
+    }
+
+    /// The rules between keys: a delayed topic cannot be compacted (the
+    /// cleaner would keep a delayed entry's key only, and a re-append would
+    /// hide newer records of its key).
+    fn check_together(&self) -> Result<(), MetaError> {
+        if self.delayed_delivery() && self.compacted() {
+            return Err(MetaError::InvalidConfig(format!(
+                "{DELAYED_DELIVERY}=true cannot go with a cleanup.policy that names compact: \
+                 delayed records are re-appended under their key later, which compaction \
+                 cannot order"
+            )));
         }
         Ok(())
+    }
+
+    /// Whether the topic holds records not due yet (`floe.delayed.delivery`).
+    pub fn delayed_delivery(&self) -> bool {
+        self.get(DELAYED_DELIVERY) == Some("true")
     }
 
     /// The value in force for `name`, or `None` for an unknown key.
@@ -483,5 +515,38 @@ mod tests {
         c.alter(&BTreeMap::new(), &["cleanup.policy".into()])
             .unwrap();
         assert_eq!(c.get("cleanup.policy"), Some("delete"));
+    }
+
+    #[test]
+    fn delayed_delivery_is_refused_with_compaction_however_it_is_set() {
+        assert!(!TopicConfig::default().delayed_delivery());
+        let refused = |r: Result<(), MetaError>| {
+            let e = r.unwrap_err();
+            assert!(
+                matches!(&e, MetaError::InvalidConfig(m) if m.contains("floe.delayed.delivery") && m.contains("compact")),
+                "{e:?}"
+            );
+        };
+        refused(
+            TopicConfig::from_settings(&m(&[
+                (DELAYED_DELIVERY, "true"),
+                ("cleanup.policy", "delete,compact"),
+            ]))
+            .map(|_| ()),
+        );
+        let mut c = TopicConfig::from_settings(&m(&[(DELAYED_DELIVERY, "true")])).unwrap();
+        assert!(c.delayed_delivery());
+        refused(c.alter(&m(&[("cleanup.policy", "compact")]), &[]));
+        assert!(!c.compacted(), "nothing applied");
+        let mut c = TopicConfig::from_settings(&m(&[("cleanup.policy", "compact")])).unwrap();
+        refused(c.alter(&m(&[(DELAYED_DELIVERY, "true")]), &[]));
+        // Both changed at once is checked on the result.
+        c.alter(
+            &m(&[(DELAYED_DELIVERY, "true")]),
+            &["cleanup.policy".into()],
+        )
+        .unwrap();
+        assert!(c.delayed_delivery() && !c.compacted());
+        assert!(c.alter(&m(&[(DELAYED_DELIVERY, "yes")]), &[]).is_err());
     }
 }

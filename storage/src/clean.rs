@@ -218,6 +218,10 @@ pub fn clean_decided_batch(
             records_dropped: 0,
             horizon,
         };
+        if !view.is_transactional() {
+            // Not a marker (a delayed batch): kept as it is.
+            return Ok(unchanged(None));
+        }
         let had_data = txns.data_left.remove(&producer);
         let commit = crate::control::read_marker(batch)?
             .is_some_and(|m| m.kind == crate::control::ControlType::Commit);

@@ -9,7 +9,9 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::batch::{BatchError, BatchView, Compression};
-use crate::records::{BatchBuilder, RecordSpec, decode_records};
+#[cfg(test)]
+use crate::records::decode_records;
+use crate::records::{BatchBuilder, DecodeLimits, RecordSpec, RecordStream};
 
 /// The outcome a marker writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,18 +55,22 @@ pub fn marker_batch(m: &Marker, timestamp_ms: i64) -> Result<Bytes, BatchError> 
 }
 
 /// The marker a control batch holds; `None` for a batch that is not a
-/// control batch, or a control record of another kind (Kafka has others,
-/// which a reader passes over as it does markers).
+/// transactional control batch, or a control record of another kind (Kafka
+/// has others, and Floe's delayed batches are control batches of a type of
+/// their own, `crate::delayed`; a reader passes over them as over markers).
 pub fn read_marker(batch: &Bytes) -> Result<Option<Marker>, BatchError> {
     let view = BatchView::parse(batch, usize::MAX)?;
-    if !view.is_control() {
+    // Markers are transactional: a control batch that is not (a delayed
+    // batch, `crate::delayed`) holds none.
+    if !view.is_control() || !view.is_transactional() {
         return Ok(None);
     }
     let (producer_id, producer_epoch) = (view.producer_id(), view.producer_epoch());
-    let records = decode_records(batch, 1024)?;
-    let Some(r) = records.first() else {
+    // The first record only, decoded as a stream (bounded).
+    let Some(r) = RecordStream::new(batch, DecodeLimits::DEFAULT)?.next() else {
         return Ok(None);
     };
+    let r = r?;
     let mut key = r.key.clone().unwrap_or_default();
     if key.len() < 4 {
         return Err(BatchError::Records("control record key too short".into()));

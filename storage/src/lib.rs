@@ -29,6 +29,7 @@ pub mod clean;
 pub mod committed;
 pub mod control;
 pub mod crc;
+pub mod delayed;
 pub mod error;
 pub mod fault;
 pub mod ids;

@@ -235,7 +235,7 @@ fn records(n: usize) -> bytes::Bytes {
 /// Appends `n` records with acks=all; returns the receiver of the ack.
 fn produce(log: &PartitionLog, n: usize) -> oneshot::Receiver<Result<()>> {
     match log
-        .append(&records(n), true, 0, Held::untracked())
+        .append(&records(n), true, 0, Held::untracked(), false)
         .expect("append")
     {
         Appended::New(_, Some(rx), _) => rx,
@@ -462,7 +462,7 @@ fn produce_held(
 ) -> Option<oneshot::Receiver<Result<()>>> {
     let r = records(n);
     let held = backlog.try_hold(r.len())?;
-    match log.append(&r, true, 0, held).expect("append") {
+    match log.append(&r, true, 0, held, false).expect("append") {
         Appended::New(_, Some(rx), _) => Some(rx),
         other => panic!("unexpected {other:?}"),
     }

@@ -20,27 +20,8 @@ use floe_types::Offset;
 
 use super::partition::Arrival;
 
-/// The header with a record's due time, in epoch milliseconds as decimal
-/// text.
-pub const DELIVER_AT_HEADER: &str = "floe-deliver-at";
-/// The header with a record's delay in milliseconds (decimal text) after
-/// its timestamp.
-pub const DELAY_MS_HEADER: &str = "floe-delay-ms";
-
-/// Longest decimal text a time or delay header may hold (u64's digits).
-const MAX_DIGITS: usize = 20;
-
-/// What both delay headers' names start with: an uncompressed batch
-/// without these bytes anywhere has no delayed record, so a group without
-/// a filter need not decode it.
-const DELAY_PREFIX: &[u8] = b"floe-de";
-
-/// Whether `needle` (not empty) occurs in `hay`.
-fn mentions(hay: &[u8], needle: &[u8]) -> bool {
-    // SIMD substring search: a producer's batch can be a megabyte, and a
-    // share fetch that acquires part of it looks at all of it.
-    memchr::memmem::find(hay, needle).is_some()
-}
+pub use crate::delay_headers::{DELAY_MS_HEADER, DELIVER_AT_HEADER};
+use crate::delay_headers::{DELAY_PREFIX, due_time, mentions};
 
 /// The batches of one share fetch, split once (cheap: `Bytes` slices).
 pub fn split_batches(records: &Bytes) -> Vec<Bytes> {
@@ -55,37 +36,6 @@ pub fn split_batches(records: &Bytes) -> Vec<Bytes> {
         pos += size;
     }
     out
-}
-
-/// The decimal text of a time or delay header, or `None` if it is not
-/// one (empty, a sign, another character, too long).
-fn decimal(value: &[u8]) -> Option<u64> {
-    if value.is_empty() || value.len() > MAX_DIGITS || !value.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(value).ok()?.parse().ok()
-}
-
-/// A record's due time from its headers: `Ok(None)` without a delay
-/// header, `Err(())` for a malformed one. `floe-deliver-at` wins over
-/// `floe-delay-ms` when both are there; the last header of a name counts.
-fn due_time(record: &Record) -> Result<Option<u64>, ()> {
-    let last = |name: &str| {
-        record
-            .headers
-            .iter()
-            .rev()
-            .find(|h| h.key.as_ref() == name.as_bytes())
-    };
-    if let Some(h) = last(DELIVER_AT_HEADER) {
-        return h.value.as_deref().and_then(decimal).map(Some).ok_or(());
-    }
-    if let Some(h) = last(DELAY_MS_HEADER) {
-        let delay = h.value.as_deref().and_then(decimal).ok_or(())?;
-        let ts = u64::try_from(record.timestamp).map_err(|_| ())?;
-        return Ok(Some(ts.saturating_add(delay)));
-    }
-    Ok(None)
 }
 
 /// What records entering the window are, one offset after the other.
@@ -160,7 +110,7 @@ impl<'a> Arrivals<'a> {
         match due_time(record) {
             Ok(Some(due)) => Arrival::DueAt(due),
             Ok(None) => Arrival::Deliver,
-            Err(()) => {
+            Err(crate::delay_headers::Malformed) => {
                 self.malformed += 1;
                 Arrival::Deliver
             }

@@ -771,6 +771,7 @@ async fn stored_groups(
         groups: st
             .groups
             .iter()
+            .filter(|(group, _)| !crate::command::is_reserved_group(group))
             .map(|(group, offsets)| proto::StoredGroup {
                 group: group.clone(),
                 share: offsets

@@ -79,6 +79,7 @@ const TOPIC_CONFIG_TYPES: &[(&str, i8)] = &[
     ("export.row.group.rows", TYPE_INT),
     ("export.compression", TYPE_STRING),
     ("export.retention.ms", TYPE_LONG),
+    ("floe.delayed.delivery", TYPE_BOOLEAN),
 ];
 
 fn topic_config_type(name: &str) -> i8 {
