@@ -93,12 +93,12 @@ def classic(bootstrap, topic, records):
     return records / elapsed
 
 
-def share_worker(bootstrap, group, topic, total, counted, first, go, out):
+def share_worker(bootstrap, group, topic, total, counted, first, go, out, extra):
     """One share consumer: polls and ACCEPTs until `counted` reaches `total`;
     sends back the (partition, offset) pairs it got. The first record any worker gets sets
     `first` (the clock's start, as for classic)."""
     c = ck.ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
-                          "share.acknowledgement.mode": "explicit"})
+                          "share.acknowledgement.mode": "explicit", **extra})
     c.subscribe([topic])
     go.wait()
     offsets = []
@@ -121,7 +121,7 @@ def share_worker(bootstrap, group, topic, total, counted, first, go, out):
     out.put(offsets)
 
 
-def share(bootstrap, topic, records, consumers):
+def share(bootstrap, topic, records, consumers, extra=None):
     """Returns (records/s, records delivered more than once)."""
     group = f"share-{uuid.uuid4().hex[:8]}"
     counted = mp.Value("q", 0)
@@ -129,7 +129,7 @@ def share(bootstrap, topic, records, consumers):
     go = mp.Event()
     out = mp.Queue()
     procs = [mp.Process(target=share_worker,
-                        args=(bootstrap, group, topic, records, counted, first, go, out))
+                        args=(bootstrap, group, topic, records, counted, first, go, out, extra or {}))
              for _ in range(consumers)]
     for p in procs:
         p.start()
@@ -219,6 +219,8 @@ def main():
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--consumers", type=int, nargs="+", default=[1, 3, 10])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--max-poll-records", type=int, default=0,
+                    help="the ShareConsumers' max.poll.records (0: the client's default, 500)")
     ap.add_argument("--partitions", type=int, default=1,
                     help="partitions of the throughput rounds' topics")
     ap.add_argument("--lock-ms", type=int, default=1000)
@@ -247,7 +249,8 @@ def main():
                     if k == 0:
                         rate = classic(s.bootstrap, topic, args.records)
                     else:
-                        rate, d = share(s.bootstrap, topic, args.records, k)
+                        extra = {"max.poll.records": args.max_poll_records} if args.max_poll_records else {}
+                        rate, d = share(s.bootstrap, topic, args.records, k, extra)
                         dupes[name] += d
                     rates[name].append(rate)
                     print(f"round {r} {name}: {rate:,.0f} records/s", flush=True)

@@ -281,6 +281,9 @@ def test_compaction_removes_aborted_records_and_never_an_open_transactions(txs):
     put([("k1", "v1"), ("k2", "v1")])                    # 0, 1
     txn([("k1", "c1")], True)                            # 2, COMMIT 3
     txn([("k2", "aborted"), ("k3", "aborted")], False)   # 4, 5, ABORT 6
+    # The markers are written after EndTxn is answered: a plain record sent
+    # at once may land before the ABORT (seen once in CI: k5 at 6).
+    wait_stable(bs, topic, 1)
     put([("k5", "v1")])                                  # 7
     wait_stable(bs, topic, 1)
     txn([("k2", "open")], None)                          # 8: open, holds the LSO
@@ -298,6 +301,7 @@ def test_compaction_removes_aborted_records_and_never_an_open_transactions(txs):
 
     # Committed, the transaction is decided: k2=v1 and k5=v1 go.
     t.commit_transaction(30)
+    wait_stable(bs, topic, 1)                            # COMMIT 10
     put([("k6", "end")])
     want = [(2, "k1", "c1"), (8, "k2", "open"), (9, "k5", "v2"), (11, "k6", "end")]
     deadline = time.monotonic() + 90
