@@ -99,7 +99,7 @@ impl Admission {
 
 /// A batch whose records cannot be decoded: malformed (CORRUPT_MESSAGE),
 /// or over the decoding bounds (MESSAGE_TOO_LARGE).
-fn decoding(e: BatchError) -> BrokerError {
+pub(crate) fn decoding(e: BatchError) -> BrokerError {
     let kind = if e.is_over_bounds() {
         ErrorKind::MessageTooLarge
     } else {

@@ -417,6 +417,17 @@ impl Broker {
         &self.inner.view
     }
 
+    /// The name of `key`'s topic in the current view; NOT_OWNER when the
+    /// view does not know the topic (deleted, or not seen yet).
+    pub(crate) fn topic_name(&self, key: &PartitionKey) -> Result<String> {
+        self.view()
+            .current()
+            .by_id
+            .get(&key.topic)
+            .map(|t| t.name.clone())
+            .ok_or_else(|| BrokerError::not_owner(*key))
+    }
+
     pub fn meta(&self) -> &Arc<dyn MetaApi> {
         &self.inner.meta
     }

@@ -187,6 +187,30 @@ impl Conn {
         };
         r.responses[0].partition_responses[0].error_code
     }
+
+    /// Joins share group `group` as `member` (epoch 0), subscribed to `name`.
+    async fn join_share(
+        &mut self,
+        group: &GroupId,
+        member: &StrBytes,
+        name: &str,
+    ) -> ShareGroupHeartbeatResponse {
+        let mut hb = ShareGroupHeartbeatRequest::default();
+        hb.group_id = group.clone();
+        hb.member_id = member.clone();
+        hb.subscribed_topic_names = Some(vec![topic(name)]);
+        let ResponseKind::ShareGroupHeartbeat(r) = self
+            .call(
+                ApiKey::ShareGroupHeartbeat,
+                1,
+                RequestKind::ShareGroupHeartbeat(hb),
+            )
+            .await
+        else {
+            panic!()
+        };
+        r
+    }
 }
 
 fn versions(key: ApiKey) -> std::ops::RangeInclusive<i16> {
@@ -1654,20 +1678,7 @@ async fn the_share_apis_answer_at_v1() {
     let group = GroupId(StrBytes::from_static_str("sg"));
     let member = StrBytes::from_static_str("bWVtYmVyLTE");
 
-    let mut hb = ShareGroupHeartbeatRequest::default();
-    hb.group_id = group.clone();
-    hb.member_id = member.clone();
-    hb.subscribed_topic_names = Some(vec![topic("q")]);
-    let ResponseKind::ShareGroupHeartbeat(r) = c
-        .call(
-            ApiKey::ShareGroupHeartbeat,
-            1,
-            RequestKind::ShareGroupHeartbeat(hb),
-        )
-        .await
-    else {
-        panic!()
-    };
+    let r = c.join_share(&group, &member, "q").await;
     assert_eq!((r.error_code, r.member_epoch), (0, 1));
     let assigned = &r.assignment.unwrap().topic_partitions[0];
     assert_eq!(
@@ -1881,20 +1892,7 @@ async fn acknowledgements_of_several_partitions_are_written_at_once() {
     let mut c = Conn::open(e.kafka).await;
     let group = GroupId(StrBytes::from_static_str("sg4"));
     let member = StrBytes::from_static_str("bWVtYmVyLTQ");
-    let mut hb = ShareGroupHeartbeatRequest::default();
-    hb.group_id = group.clone();
-    hb.member_id = member.clone();
-    hb.subscribed_topic_names = Some(vec![topic("q4")]);
-    let ResponseKind::ShareGroupHeartbeat(r) = c
-        .call(
-            ApiKey::ShareGroupHeartbeat,
-            1,
-            RequestKind::ShareGroupHeartbeat(hb),
-        )
-        .await
-    else {
-        panic!()
-    };
+    let r = c.join_share(&group, &member, "q4").await;
     assert_eq!(r.error_code, 0);
     let accept = |offset: i64| {
         let mut b = share_fetch_request::AcknowledgementBatch::default();

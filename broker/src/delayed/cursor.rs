@@ -29,15 +29,7 @@ pub(crate) trait CursorStore: Send + Sync {
 #[async_trait::async_trait]
 impl CursorStore for Broker {
     async fn load_cursor(&self, key: &PartitionKey) -> Result<Option<i64>> {
-        let Some(topic) = self
-            .view()
-            .current()
-            .by_id
-            .get(&key.topic)
-            .map(|t| t.name.clone())
-        else {
-            return Err(BrokerError::not_owner(*key));
-        };
+        let topic = self.topic_name(key)?;
         let r = self
             .meta()
             .call::<routes::FetchOffsets>(proto::FetchOffsetsRequest {

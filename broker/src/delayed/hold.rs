@@ -14,10 +14,11 @@
 //! sequencing does.
 
 use bytes::{Bytes, BytesMut};
-use floe_storage::batch::{BatchError, BatchView, Compression};
+use floe_storage::batch::{BatchView, Compression};
 use floe_storage::delayed::{DelayedRecord, Producer, delayed_batch};
 use floe_storage::records::{DecodeLimits, RecordStream};
 
+use crate::admission::decoding;
 use crate::delay_headers::{DELAY_PREFIX, DELAYED_FROM_HEADER, due_time, mentions};
 use crate::error::{BrokerError, ErrorKind, Result};
 
@@ -56,15 +57,6 @@ pub(crate) fn may_hold(records: &[u8]) -> bool {
 
 fn invalid(msg: impl Into<String>) -> BrokerError {
     BrokerError::new(ErrorKind::InvalidRecord, msg)
-}
-
-fn decoding(e: BatchError) -> BrokerError {
-    let kind = if e.is_over_bounds() {
-        ErrorKind::MessageTooLarge
-    } else {
-        ErrorKind::CorruptMessage
-    };
-    BrokerError::new(kind, e.to_string())
 }
 
 /// `records` with every batch holding a record not due at `now_ms`

@@ -145,15 +145,7 @@ pub(crate) async fn forget_stored(
     group: &str,
     key: &PartitionKey,
 ) -> Result<(), CallError> {
-    let Some(topic) = b
-        .view()
-        .current()
-        .by_id
-        .get(&key.topic)
-        .map(|t| t.name.clone())
-    else {
-        return Err(BrokerError::not_owner(*key).into());
-    };
+    let topic = b.topic_name(key)?;
     let _: floe_metadata::api::proto::Empty = b
         .meta()
         .call::<floe_metadata::api::routes::DeleteOffsets>(

@@ -518,15 +518,7 @@ impl ShareStore for Broker {
         group: &str,
         key: &PartitionKey,
     ) -> Result<Option<ShareSnapshot>, CallError> {
-        let Some(topic) = self
-            .view()
-            .current()
-            .by_id
-            .get(&key.topic)
-            .map(|t| t.name.clone())
-        else {
-            return Err(BrokerError::not_owner(*key).into());
-        };
+        let topic = self.topic_name(key)?;
         let r = self
             .meta()
             .call::<floe_metadata::api::routes::FetchOffsets>(
