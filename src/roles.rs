@@ -270,6 +270,12 @@ pub struct BrokerTuning {
     /// cursor when the kept ones run out or one of them comes due.
     #[arg(long, env = "FLOE_DELAYED_MAX_PENDING", default_value_t = floe_broker::delayed::DEFAULT_MAX_PENDING)]
     pub delayed_max_pending: usize,
+    /// Delayed share-group records each share-partition keeps in its state
+    /// in the metadata service at most (at least 4); when three quarters
+    /// of them are not due yet, all but the soonest quarter are written to
+    /// a timer bucket in the object store and read back when due.
+    #[arg(long, env = "FLOE_SHARE_MAX_PARKED", default_value_t = floe_broker::share::DEFAULT_MAX_PARKED)]
+    pub share_max_parked: u32,
 }
 
 /// Size bounds of the metadata service (`floe meta`, `floe standalone`).
@@ -325,6 +331,7 @@ impl BrokerTuning {
         c.producer_expiration = producer_expiration(self.producer_id_expiration_ms);
         c.txn.max_timeout_ms = self.transaction_max_timeout_ms.max(1);
         c.delayed_max_pending = self.delayed_max_pending.max(1);
+        c.share_max_parked = self.share_max_parked.max(4);
         c
     }
 }

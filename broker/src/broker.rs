@@ -293,6 +293,7 @@ impl Broker {
             after_take_over = ?cfg.flush.after_take_over,
             "flush policy"
         );
+        let max_parked = cfg.share_max_parked.max(4);
         let cache = BlockCache::new(cfg.cache_bytes, 1024 * 1024)?;
         let reader = Arc::new(CachedReader::new(pool.clone(), cache));
         let segments = SegmentReader::new(reader.clone(), 64 * 1024 * 1024);
@@ -347,7 +348,10 @@ impl Broker {
                 txn,
                 markers,
                 share: crate::share::ShareService::new(
-                    crate::share::ShareConfig::default(),
+                    crate::share::ShareConfig {
+                        max_delayed: max_parked,
+                        ..crate::share::ShareConfig::default()
+                    },
                     crate::share::ShareGroupConfig::default(),
                 ),
                 peers: crate::rpc::Peers::default(),

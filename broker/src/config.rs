@@ -140,6 +140,11 @@ pub struct BrokerConfig {
     /// at most (the earliest due); the others are found again by reading
     /// the log from its cursor.
     pub delayed_max_pending: usize,
+    /// Delayed share-group records each share-partition keeps in its parked
+    /// list (in its state in the metadata service) at most; when three
+    /// quarters of it are not due yet, all but the soonest quarter are
+    /// written to a timer bucket in the object store.
+    pub share_max_parked: u32,
 }
 
 impl BrokerConfig {
@@ -168,6 +173,7 @@ impl BrokerConfig {
             )),
             txn: crate::txn::TxnConfig::default(),
             delayed_max_pending: crate::delayed::DEFAULT_MAX_PENDING,
+            share_max_parked: crate::share::DEFAULT_MAX_PARKED,
         }
     }
 }

@@ -38,6 +38,9 @@ const SHARE_BACKOFFS: &str = "floe_broker_share_redelivery_backoffs_total";
 const SHARE_DEAD_LETTERED: &str = "floe_broker_share_dead_lettered_total";
 const SHARE_DEAD_LETTER_FAILURES: &str = "floe_broker_share_dead_letter_failures_total";
 const SHARE_STATE_WRITES: &str = "floe_broker_share_state_writes_total";
+const SHARE_TIMERS: &str = "floe_broker_share_timer_entries_total";
+const SHARE_TIMER_BUCKETS: &str = "floe_broker_share_timer_buckets_total";
+const SHARE_TIMER_ERRORS: &str = "floe_broker_share_timer_errors_total";
 const DELAYED_PENDING: &str = "floe_broker_delayed_pending";
 const DELAYED_REAPPENDED: &str = "floe_broker_delayed_reappended_total";
 const DELAYED_DROPPED: &str = "floe_broker_delayed_dropped_total";
@@ -196,6 +199,27 @@ pub(crate) fn register() {
     for error in ["missing_topic", "refused_sequence", "append"] {
         counter!(SHARE_DEAD_LETTER_FAILURES, "error" => error).increment(0);
     }
+    describe_counter!(
+        SHARE_TIMERS,
+        "share-group delayed records by timer-index event: sealed (written out of the parked list to a timer bucket in the object store), lost (in a bucket found missing or damaged: never delivered)"
+    );
+    describe_counter!(
+        SHARE_TIMER_BUCKETS,
+        "share-group timer buckets by event: written, merged (small buckets merged into a new one), deleted (emptied, or left by an owner that died)"
+    );
+    describe_counter!(
+        SHARE_TIMER_ERRORS,
+        "object-store operations on share-group timer buckets that failed and are tried again later, by operation (put, read, delete, list)"
+    );
+    for event in ["sealed", "lost"] {
+        counter!(SHARE_TIMERS, "event" => event).increment(0);
+    }
+    for event in ["written", "merged", "deleted"] {
+        counter!(SHARE_TIMER_BUCKETS, "event" => event).increment(0);
+    }
+    for op in ["put", "read", "delete", "list"] {
+        counter!(SHARE_TIMER_ERRORS, "op" => op).increment(0);
+    }
     describe_gauge!(
         DELAYED_PENDING,
         "delayed records of a delayed topic's partition held in memory, not due or not re-appended yet (floe.delayed.delivery)"
@@ -350,6 +374,22 @@ pub(crate) fn share_backoffs(n: u64) {
     if n > 0 {
         counter!(SHARE_BACKOFFS).increment(n);
     }
+}
+
+/// Share-group delayed records by timer-index event (`sealed`, `lost`).
+pub(crate) fn share_timers(event: &'static str, n: u64) {
+    counter!(SHARE_TIMERS, "event" => event).increment(n);
+}
+
+/// Share-group timer buckets by event (`written`, `merged`, `deleted`).
+pub(crate) fn share_timer_buckets(event: &'static str, n: u64) {
+    counter!(SHARE_TIMER_BUCKETS, "event" => event).increment(n);
+}
+
+/// A timer-bucket operation on the object store failed (`put`, `read`,
+/// `delete`, `list`).
+pub(crate) fn share_timer_error(op: &'static str) {
+    counter!(SHARE_TIMER_ERRORS, "op" => op).increment(1);
 }
 
 /// A share-group record was appended to its dead-letter topic.

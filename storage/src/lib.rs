@@ -19,6 +19,8 @@
 //! - [`control`]: transaction markers (COMMIT/ABORT control batches).
 //! - [`crc`]: CRC-32C of concatenated byte strings from their own CRCs.
 //! - [`clean`]: log compaction's key map and batch rewriting.
+//! - [`timers`]: a share-partition's timer bucket (delayed records' due
+//!   times, in due order), written once and read back by chunk.
 //!
 //! The byte layouts are specified in `docs/storage.md`.
 
@@ -39,6 +41,7 @@ pub mod pool;
 pub mod recompress;
 pub mod records;
 pub mod segment;
+pub mod timers;
 pub mod wal;
 
 mod bytes_ext;

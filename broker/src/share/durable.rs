@@ -10,11 +10,13 @@ use floe_types::Offset;
 use super::partition::{
     DeadLetterProgress, DeadLetterReason, DurableState, ShareError, ShareSnapshot, SnapshotRange,
 };
+use super::timers::{BucketState, TimerRef, TimerStore};
 use crate::error::CallError;
 
-/// Where share-partitions are kept durably, and who may write them.
+/// Where share-partitions are kept durably, and who may write them; their
+/// timer buckets go to the object store beside ([`TimerStore`]).
 #[async_trait::async_trait]
-pub trait ShareStore: Send + Sync {
+pub trait ShareStore: TimerStore + Send + Sync {
     /// The epoch at which this broker serves `key` now; `None` if it does
     /// not (then nothing of the partition's share state is served here).
     fn owned_epoch(&self, key: &PartitionKey) -> Option<u64>;
@@ -48,7 +50,9 @@ pub trait ShareStore: Send + Sync {
 /// dead-letter topic: rejected / at the delivery limit). Versioned by a
 /// leading `1;`. Optional sections follow, each after a `;`: the parked
 /// (delayed) records, when there are any, as ranges of the same form
-/// (`a<due ms>`); then the dead-letter producer's progress, once there is
+/// (`a<due ms>`); then the timer buckets, when there are any, as `t`
+/// followed by `endpoint/token/size/count/next/next-due-ms` for each,
+/// joined by `,`; then the dead-letter producer's progress, once there is
 /// one, as `q<epoch>.<sequence>` and `.<offset>` while an append is under
 /// way. A text without them (as written before they existed) has none.
 pub fn encode_window(snapshot: &ShareSnapshot) -> String {
@@ -57,6 +61,19 @@ pub fn encode_window(snapshot: &ShareSnapshot) -> String {
     if !snapshot.parked.is_empty() {
         out.push(';');
         encode_ranges(&mut out, &snapshot.parked);
+    }
+    if !snapshot.timers.is_empty() {
+        out.push_str(";t");
+        for (i, b) in snapshot.timers.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let o = &b.object;
+            out.push_str(&format!(
+                "{}/{}/{}/{}/{}/{}",
+                o.endpoint, o.token, o.size, b.count, b.next, b.next_due_ms
+            ));
+        }
     }
     let dlq = snapshot.dead_letter;
     if dlq != DeadLetterProgress::default() {
@@ -125,29 +142,73 @@ pub fn decode_window(start: i64, text: &str) -> Result<ShareSnapshot, ShareError
     let mut sections = body.split(';');
     let window = sections.next().unwrap_or_default();
     let mut parked = Vec::new();
+    let mut timers = Vec::new();
     let mut dead_letter = DeadLetterProgress::default();
-    let (mut seen_parked, mut seen_progress) = (false, false);
+    // Sections in their order: parked (1), timers (2), progress (3).
+    let mut seen = 0;
     for section in sections {
-        if section.starts_with('q') {
-            if seen_progress {
-                return Err(bad("two dead-letter sections"));
-            }
-            seen_progress = true;
-            dead_letter = decode_progress(section)?;
-        } else {
-            if seen_parked || seen_progress {
-                return Err(bad("a parked section out of place"));
-            }
-            seen_parked = true;
-            parked = decode_ranges(section)?;
+        let (rank, name) = match section.as_bytes().first() {
+            Some(b'q') => (3, "dead-letter"),
+            Some(b't') => (2, "timer"),
+            _ => (1, "parked"),
+        };
+        if rank <= seen {
+            return Err(bad(match name {
+                "dead-letter" => "a dead-letter section out of place",
+                "timer" => "a timer section out of place",
+                _ => "a parked section out of place",
+            }));
+        }
+        seen = rank;
+        match rank {
+            3 => dead_letter = decode_progress(section)?,
+            2 => timers = decode_timers(&section[1..])?,
+            _ => parked = decode_ranges(section)?,
         }
     }
     Ok(ShareSnapshot {
         start: Offset(start),
         ranges: decode_ranges(window)?,
         parked,
+        timers,
         dead_letter,
     })
+}
+
+/// The timer buckets from `endpoint/token/size/count/next/due,…`.
+fn decode_timers(text: &str) -> Result<Vec<BucketState>, ShareError> {
+    let bad = ShareError::CorruptSnapshot;
+    let mut out = Vec::new();
+    for part in text.split(',') {
+        if out.len() >= super::timers::MAX_BUCKETS {
+            return Err(bad("more timer buckets than kept"));
+        }
+        let f: Vec<&str> = part.split('/').collect();
+        let [endpoint, token, size, count, next, due] = f.as_slice() else {
+            return Err(bad("a timer bucket without six fields"));
+        };
+        let name_ok = |s: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        };
+        if !name_ok(endpoint) || !name_ok(token) {
+            return Err(bad("a timer bucket's endpoint or token"));
+        }
+        let num = |s: &str| s.parse::<u64>().map_err(|_| bad("not a number"));
+        let small = |s: &str| s.parse::<u32>().map_err(|_| bad("not a count"));
+        out.push(BucketState {
+            object: TimerRef {
+                endpoint: floe_storage::EndpointId::new(endpoint),
+                token: std::sync::Arc::from(*token),
+                size: num(size)?,
+            },
+            count: small(count)?,
+            next: small(next)?,
+            next_due_ms: num(due)?,
+        });
+    }
+    Ok(out)
 }
 
 fn decode_ranges(text: &str) -> Result<Vec<SnapshotRange>, ShareError> {
@@ -227,6 +288,7 @@ mod tests {
                 },
             ],
             parked: vec![],
+            timers: vec![],
             dead_letter: DeadLetterProgress::default(),
         };
         let text = encode_window(&snap);
@@ -301,6 +363,60 @@ mod tests {
         // Out of order, or twice: refused.
         assert!(decode_window(10, "1;;q1.4;3-3:a9:0").is_err());
         assert!(decode_window(10, "1;;q1.4;q1.5").is_err());
+    }
+
+    #[test]
+    fn timer_buckets_sit_between_the_parked_records_and_the_progress() {
+        let bucket = |t: &str, next| BucketState {
+            object: TimerRef {
+                endpoint: floe_storage::EndpointId::new("s3-a"),
+                token: std::sync::Arc::from(t),
+                size: 4_136,
+            },
+            count: 256,
+            next,
+            next_due_ms: 1_700_000_000_000,
+        };
+        let snap = ShareSnapshot {
+            start: Offset(10),
+            parked: vec![SnapshotRange {
+                first: Offset(3),
+                last: Offset(3),
+                state: DurableState::Available { not_before_ms: 9 },
+                deliveries: 0,
+            }],
+            timers: vec![bucket("0f1e", 0), bucket("a_b", 17)],
+            dead_letter: DeadLetterProgress {
+                producer_epoch: 1,
+                next_sequence: 4,
+                in_flight: None,
+            },
+            ..ShareSnapshot::default()
+        };
+        let text = encode_window(&snap);
+        assert_eq!(
+            text,
+            "1;;3-3:a9:0;ts3-a/0f1e/4136/256/0/1700000000000,s3-a/a_b/4136/256/17/1700000000000;q1.4"
+        );
+        assert_eq!(decode_window(10, &text).unwrap(), snap);
+        let only = ShareSnapshot {
+            start: Offset(10),
+            timers: vec![bucket("x", 1)],
+            ..ShareSnapshot::default()
+        };
+        assert_eq!(decode_window(10, &encode_window(&only)).unwrap(), only);
+        for bad in [
+            "1;;ta/b/1/2/3",
+            "1;;ta/b/1/2/3/4/5",
+            "1;;ta/b c/1/2/3/4",
+            "1;;t/b/1/2/3/4",
+            "1;;ta/b/1/2/-3/4",
+            "1;;q1.4;ta/b/1/2/3/4",
+            "1;;ta/b/1/2/3/4;3-3:a9:0",
+            "1;;ta/b/1/2/3/4;ta/b/1/2/3/4",
+        ] {
+            assert!(decode_window(0, bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -21,6 +21,8 @@
 //!   or deleting a share-partition's start offset), in-process or over the
 //!   RPC.
 
+//! - [`timers`]: a share-partition's timer index, delayed records past
+//!   its parked list in buckets in the object store.
 //! - [`dead_letter`]: appending a group's dead records to its dead-letter
 //!   topic, exactly once.
 
@@ -34,6 +36,12 @@ pub mod namespace;
 pub mod partition;
 pub mod rpc;
 pub mod service;
+pub mod timers;
+
+/// Delayed records a share-partition parks in its state at most (the
+/// broker's default for `BrokerConfig::share_max_parked`; past it they go
+/// to the timer index).
+pub const DEFAULT_MAX_PARKED: u32 = 2_000;
 
 pub use admin::{ShareGroupAdmin, ShareGroupListing, SharePartitionAdmin};
 pub use durable::ShareStore;
@@ -45,7 +53,7 @@ pub use namespace::GroupKind;
 pub use partition::{
     AckBatch, AckType, Acquired, Arrival, ArrivalStats, Backoff, DeadLetter, DeadLetterProgress,
     DeadLetterReason, DurableState, MemberId, ShareConfig, ShareError, SharePartition,
-    ShareSnapshot, SnapshotRange,
+    SealPlan, ShareSnapshot, SnapshotRange,
 };
 pub use rpc::{ShareCall, ShareCoordinator, ShareOwner};
 pub use service::{AutoOffsetReset, ShareFetched, ShareService, ShareSettings};

@@ -25,6 +25,8 @@ use std::sync::Arc;
 
 use floe_types::Offset;
 
+use super::timers::{BucketState, MergeSource, TimerEntry, TimerIndex, TimerRef};
+
 #[cfg(test)]
 mod tests;
 
@@ -316,8 +318,20 @@ pub struct ShareSnapshot {
     pub start: Offset,
     pub ranges: Vec<SnapshotRange>,
     pub parked: Vec<SnapshotRange>,
+    /// Delayed records written out of the parked list to timer buckets in
+    /// the object store ([`super::timers`]).
+    pub timers: Vec<BucketState>,
     /// The dead-letter producer's progress (default: none yet).
     pub dead_letter: DeadLetterProgress,
+}
+
+/// Delayed records to write out of the parked list as one timer bucket:
+/// the parked list's later-due records not due yet (sorted), and small
+/// buckets to merge into it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SealPlan {
+    pub entries: Vec<TimerEntry>,
+    pub merge: Vec<MergeSource>,
 }
 
 /// One offset of the window.
@@ -363,6 +377,10 @@ pub struct SharePartition {
     /// Delayed records out of the window, by offset: below the end offset,
     /// never done (removed once done), at most `max_delayed` of them.
     parked: BTreeMap<i64, Slot>,
+    /// Delayed records written out of the parked list, by due time.
+    timers: TimerIndex,
+    /// The log's start as last seen: a timer entry below it is gone.
+    log_start: i64,
     stats: ArrivalStats,
     dead_letter: DeadLetterProgress,
     /// Records made available with a backoff since the last
@@ -379,6 +397,8 @@ impl SharePartition {
             start: start.0,
             window: VecDeque::new(),
             parked: BTreeMap::new(),
+            timers: TimerIndex::default(),
+            log_start: i64::MIN,
             stats: ArrivalStats::default(),
             dead_letter: DeadLetterProgress::default(),
             backoffs: 0,
@@ -441,6 +461,7 @@ impl SharePartition {
     /// log from there, and acquires with the same `now_ms`.
     pub fn first_acquirable(&mut self, now_ms: u64) -> Offset {
         self.expire(now_ms);
+        self.take_timers(now_ms);
         let due = |slot: &Slot| matches!(slot, Slot::Available { not_before_ms, .. } if *not_before_ms <= now_ms);
         let in_window = self
             .window
@@ -514,6 +535,7 @@ impl SharePartition {
         arrival: &mut dyn FnMut(Offset) -> Option<Arrival>,
     ) -> Vec<Acquired> {
         self.expire(now_ms);
+        self.take_timers(now_ms);
         let until_ms = now_ms.saturating_add(self.config.lock_duration_ms);
         let mut left = max_records as usize;
         let mut taken: Vec<(i64, u16)> = Vec::new();
@@ -739,6 +761,12 @@ impl SharePartition {
     /// earliest lock deadline, backoff end or parked record's due time, if
     /// any.
     pub fn next_deadline(&self, now_ms: u64) -> Option<u64> {
+        // A bucket's entry due can be taken only into a parked list with
+        // room (a record acknowledged, or its lock expiring, makes some).
+        let timers = (self.parked.len() < self.config.max_delayed as usize)
+            .then(|| self.timers.next_due())
+            .flatten()
+            .map(|due| due.max(now_ms.saturating_add(1)));
         self.window
             .iter()
             .chain(self.parked.values())
@@ -749,13 +777,159 @@ impl SharePartition {
                 }
                 _ => None,
             })
+            .chain(timers)
             .min()
+    }
+
+    /// Moves timer entries that are due into the parked list, as far as it
+    /// has room; one whose record is gone from the log is dropped.
+    fn take_timers(&mut self, now_ms: u64) {
+        while self.parked.len() < self.config.max_delayed.max(1) as usize {
+            let Some(e) = self.timers.pop_due(now_ms) else {
+                break;
+            };
+            if e.offset < self.log_start || e.offset >= self.end() || self.parked.contains_key(&e.offset) {
+                continue;
+            }
+            self.parked.insert(
+                e.offset,
+                Slot::Available {
+                    deliveries: 0,
+                    not_before_ms: e.due_ms,
+                },
+            );
+        }
+    }
+
+    /// The timer index (for the owner's timer task and metrics).
+    pub fn timers(&mut self) -> &mut TimerIndex {
+        &mut self.timers
+    }
+
+    /// Parked records not due at `now_ms` and never delivered: the ones a
+    /// seal may write out.
+    fn sealable(&self, now_ms: u64) -> Vec<TimerEntry> {
+        self.parked
+            .iter()
+            .filter_map(|(offset, slot)| match *slot {
+                Slot::Available {
+                    deliveries: 0,
+                    not_before_ms,
+                } if not_before_ms > now_ms => Some(TimerEntry {
+                    due_ms: not_before_ms,
+                    offset: *offset,
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Whether [`Self::plan_seal`] would give a plan now.
+    pub fn seal_wanted(&self, now_ms: u64) -> bool {
+        let cap = self.config.max_delayed.max(1) as usize;
+        let seal_at = (cap * 3 / 4).max(1);
+        !self.timers.is_sealing() && {
+            let n = self.parked.values().filter(|slot| {
+                matches!(slot, Slot::Available { deliveries: 0, not_before_ms } if *not_before_ms > now_ms)
+            }).count();
+            n >= seal_at && n > cap / 4
+        }
+    }
+
+    /// When the parked list holds three quarters of its cap in records not
+    /// due yet: all but the quarter due soonest, to write out as a timer
+    /// bucket (with small buckets to merge in). One at a time: the owner
+    /// reports [`Self::sealed`] or [`Self::seal_abandoned`].
+    pub fn plan_seal(&mut self, now_ms: u64) -> Option<SealPlan> {
+        let cap = self.config.max_delayed.max(1) as usize;
+        let seal_at = (cap * 3 / 4).max(1);
+        let keep = cap / 4;
+        let mut entries = self.sealable(now_ms);
+        if entries.len() < seal_at || entries.len() <= keep {
+            return None;
+        }
+        if !self.timers.begin_seal() {
+            return None;
+        }
+        entries.sort_unstable();
+        entries.drain(..keep);
+        let merge = self.timers.merge_sources(entries.len());
+        Some(SealPlan { entries, merge })
+    }
+
+    /// The plan's bucket is stored as `object` holding `count` entries (the
+    /// plan's and its merged buckets' pending ones), of which `first_chunk`
+    /// are the first. Its records leave the parked list, unless one of them
+    /// changed meanwhile (delivered, or gone): then nothing changes and the
+    /// caller deletes the object (returns false).
+    pub fn sealed(
+        &mut self,
+        plan: &SealPlan,
+        object: TimerRef,
+        count: u32,
+        first_chunk: Vec<TimerEntry>,
+    ) -> bool {
+        let unchanged = plan.entries.iter().all(|e| {
+            matches!(self.parked.get(&e.offset), Some(Slot::Available { deliveries: 0, not_before_ms }) if *not_before_ms == e.due_ms)
+        });
+        let Some(first) = first_chunk.first().copied() else {
+            self.timers.seal_abandoned(&plan.merge);
+            return false;
+        };
+        if !unchanged {
+            self.timers.seal_abandoned(&plan.merge);
+            return false;
+        }
+        for e in &plan.entries {
+            self.parked.remove(&e.offset);
+        }
+        let bucket = BucketState {
+            object,
+            count,
+            next: 0,
+            next_due_ms: first.due_ms,
+        };
+        self.timers.sealed(bucket, first_chunk, &plan.merge);
+        // The window's slots of records that left it for the parked list
+        // stay done: the bucket holds them now. Delayed records that waited
+        // in the window for want of room move to the room made.
+        self.park_from_window();
+        true
+    }
+
+    /// Moves delayed records waiting in the window (never delivered, with
+    /// a due time) to the parked list, as far as it has room, so that they
+    /// no longer hold up the start offset.
+    fn park_from_window(&mut self) {
+        let cap = self.config.max_delayed.max(1) as usize;
+        for i in 0..self.window.len() {
+            if self.parked.len() >= cap {
+                break;
+            }
+            let slot = &mut self.window[i];
+            if let Slot::Available {
+                deliveries: 0,
+                not_before_ms,
+            } = *slot
+                && not_before_ms > 0
+            {
+                let waiting = std::mem::replace(slot, Slot::Parked);
+                self.parked.insert(self.start + i as i64, waiting);
+            }
+        }
+        self.advance();
+    }
+
+    /// The plan's bucket was not written: nothing changes.
+    pub fn seal_abandoned(&mut self, plan: &SealPlan) {
+        self.timers.seal_abandoned(&plan.merge);
     }
 
     /// The log's start moved to `log_start` (retention, DeleteRecords):
     /// records below it are gone for this group too.
     pub fn advance_log_start(&mut self, log_start: Offset) {
         let log_start = log_start.0;
+        self.log_start = self.log_start.max(log_start);
         if self
             .parked
             .first_key_value()
@@ -787,6 +961,7 @@ impl SharePartition {
             start: Offset(self.start),
             ranges: durable_ranges(window),
             parked: durable_ranges(self.parked.iter().map(|(o, slot)| (*o, slot))),
+            timers: self.timers.states(),
             dead_letter: self.dead_letter,
         }
     }
@@ -864,11 +1039,21 @@ impl SharePartition {
             }
             after = r.last.0;
         }
+        if snapshot.timers.len() > super::timers::MAX_BUCKETS {
+            return Err(ShareError::CorruptSnapshot("more timer buckets than kept"));
+        }
+        if snapshot.timers.iter().any(|b| {
+            b.next > b.count || b.count > floe_storage::timers::MAX_ENTRIES
+        }) {
+            return Err(ShareError::CorruptSnapshot("a timer bucket past its count"));
+        }
         let mut partition = Self {
             config,
             start: snapshot.start.0,
             window,
             parked,
+            timers: TimerIndex::restore(&snapshot.timers),
+            log_start: i64::MIN,
             stats: ArrivalStats::default(),
             dead_letter: snapshot.dead_letter,
             backoffs: 0,

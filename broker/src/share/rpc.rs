@@ -20,6 +20,7 @@ use super::group::{
 };
 use super::partition::{AckBatch, AckType, Acquired, Backoff, MemberId, ShareError, ShareSnapshot};
 use super::service::{AutoOffsetReset, ShareFetched, ShareSettings};
+use super::timers::{TimerRef, TimerStore, TimerStoreError};
 use crate::broker::Broker;
 use crate::error::{BrokerError, CallError, ErrorKind};
 use crate::owner::PartitionOwner;
@@ -434,6 +435,21 @@ impl Broker {
         }
     }
 
+    /// Starts the share-partition's timer task when it has work and none
+    /// runs.
+    fn start_timers(&self, call: &ShareCall) {
+        if let Some(epoch) = self.inner.share.claim_timer_work(&call.group, &call.key) {
+            let (broker, group, key) = (self.clone(), call.group.clone(), call.key);
+            tokio::spawn(async move {
+                broker
+                    .inner
+                    .share
+                    .run_timers(&broker, &group, &key, epoch)
+                    .await;
+            });
+        }
+    }
+
     fn spawn_dead_letters(&self, group: &str, key: PartitionKey, epoch: u64) {
         let (broker, group) = (self.clone(), group.to_owned());
         tokio::spawn(async move {
@@ -504,6 +520,111 @@ pub(crate) async fn sweep_members(b: Broker) {
             // Records released at the delivery limit may wait for the DLQ.
             b.start_group_dead_letters(&group);
         }
+    }
+}
+
+/// The prefix of a share-partition's timer buckets:
+/// `share-timers/{topic id}/{partition}/{group, hex}/`.
+fn timer_prefix(group: &str, key: &PartitionKey) -> String {
+    let hex: String = group.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("share-timers/{}/{}/{hex}/", key.topic.0, key.partition)
+}
+
+fn timer_error(e: floe_storage::StorageError) -> TimerStoreError {
+    match e.kind() {
+        floe_storage::ErrorKind::NotFound | floe_storage::ErrorKind::Corrupt => {
+            TimerStoreError::Lost(e.to_string())
+        }
+        _ => TimerStoreError::Failed(e.to_string()),
+    }
+}
+
+fn timer_object(group: &str, key: &PartitionKey, object: &TimerRef) -> floe_storage::ObjectRef {
+    floe_storage::ObjectRef {
+        endpoint: object.endpoint.clone(),
+        key: floe_storage::ObjectKey::new(format!(
+            "{}{}.tix",
+            timer_prefix(group, key),
+            object.token
+        )),
+        size: object.size,
+    }
+}
+
+/// A stored object under a share-partition's timer prefix as a bucket (its
+/// token is the file name without `.tix`).
+fn timer_ref(prefix: &str, o: floe_storage::ObjectRef) -> Option<TimerRef> {
+    let token = o.key.as_str().strip_prefix(prefix)?.strip_suffix(".tix")?;
+    (!token.is_empty() && !token.contains('/')).then(|| TimerRef {
+        endpoint: o.endpoint.clone(),
+        token: std::sync::Arc::from(token),
+        size: o.size,
+    })
+}
+
+#[async_trait::async_trait]
+impl TimerStore for Broker {
+    async fn put_timers(
+        &self,
+        group: &str,
+        key: &PartitionKey,
+        bytes: bytes::Bytes,
+    ) -> Result<TimerRef, TimerStoreError> {
+        let prefix = timer_prefix(group, key);
+        let stored = self
+            .pool()
+            .put_new(
+                |t| floe_storage::ObjectKey::new(format!("{prefix}{}.tix", t.as_str())),
+                bytes.into(),
+            )
+            .await
+            .map_err(|e| TimerStoreError::Failed(e.to_string()))?;
+        timer_ref(&prefix, stored)
+            .ok_or_else(|| TimerStoreError::Failed("a bucket stored under another key".into()))
+    }
+
+    async fn read_timers(
+        &self,
+        group: &str,
+        key: &PartitionKey,
+        object: &TimerRef,
+        range: std::ops::Range<u64>,
+    ) -> Result<bytes::Bytes, TimerStoreError> {
+        self.pool()
+            .get_range(&timer_object(group, key, object), range)
+            .await
+            .map_err(timer_error)
+    }
+
+    async fn delete_timers(
+        &self,
+        group: &str,
+        key: &PartitionKey,
+        object: &TimerRef,
+    ) -> Result<(), TimerStoreError> {
+        self.pool()
+            .delete(&timer_object(group, key, object))
+            .await
+            .map_err(|e| TimerStoreError::Failed(e.to_string()))
+    }
+
+    async fn list_timers(
+        &self,
+        group: &str,
+        key: &PartitionKey,
+    ) -> Result<Vec<TimerRef>, TimerStoreError> {
+        let prefix = timer_prefix(group, key);
+        let mut out = Vec::new();
+        let endpoints: Vec<_> = self.pool().endpoint_ids().cloned().collect();
+        for endpoint in endpoints {
+            let listed = self
+                .pool()
+                .list(&endpoint, &prefix)
+                .await
+                .map_err(|e| TimerStoreError::Failed(e.to_string()))?;
+            out.extend(listed.into_iter().filter_map(|o| timer_ref(&prefix, o)));
+        }
+        Ok(out)
     }
 }
 
@@ -597,6 +718,8 @@ impl ShareOwner for Broker {
             .await;
         // Lock expiries at the delivery limit may have left dead records.
         self.start_dead_letters(call);
+        // Delayed records to write out to the timer index, or to read back.
+        self.start_timers(call);
         fetched
     }
 

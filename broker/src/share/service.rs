@@ -113,7 +113,24 @@ struct Held {
     /// a caller whose change is already in it (written by a call that
     /// came before it) has nothing to write.
     saved: Option<ShareSnapshot>,
+    /// The timer index's object-store work (`timer_task`).
+    timers: TimerWork,
 }
+
+/// Where a share-partition's timer task is.
+#[derive(Debug, Default)]
+struct TimerWork {
+    /// A task does it now.
+    running: bool,
+    /// Buckets left behind by an owner that died were looked for.
+    swept: bool,
+    /// Buckets emptied, in no state written since: deleted by the task.
+    deletable: Vec<super::timers::TimerRef>,
+    /// After a failure, no task before this time (epoch ms).
+    retry_at_ms: u64,
+}
+
+mod timer_task;
 
 type Id = (String, PartitionKey);
 
@@ -419,6 +436,7 @@ impl ShareService {
                             dead_letter_topic: settings.dead_letter_topic.clone(),
                             dead_lettering: false,
                             saved: None,
+                            timers: TimerWork::default(),
                         },
                     );
                 }
@@ -444,11 +462,16 @@ impl ShareService {
         let id = (group_id.to_owned(), *key);
         let writer = lock(&self.writers).entry(id.clone()).or_default().clone();
         let _turn = writer.lock().await;
-        let Some((snapshot, epoch, written)) = lock(&self.partitions).get(&id).map(|h| {
-            let snapshot = h.sp.snapshot();
-            let written = h.saved.as_ref() == Some(&snapshot);
-            (snapshot, h.epoch, written)
-        }) else {
+        let Some((snapshot, epoch, written, retired)) =
+            lock(&self.partitions).get_mut(&id).map(|h| {
+                let snapshot = h.sp.snapshot();
+                // Buckets emptied before this state: deletable once it is
+                // written.
+                let retired = h.sp.timers().take_retired();
+                let written = h.saved.as_ref() == Some(&snapshot);
+                (snapshot, h.epoch, written, retired)
+            })
+        else {
             return Err(BrokerError::not_owner(*key).into());
         };
         // Group commit: callers that queued for the turn while a write was
@@ -456,6 +479,9 @@ impl ShareService {
         // them writes, the others find their state already written.
         if written {
             crate::metrics::share_state_write(false);
+            if let Some(h) = lock(&self.partitions).get_mut(&id).filter(|h| h.epoch == epoch) {
+                h.timers.deletable.extend(retired);
+            }
             return Ok(());
         }
         let result = store.save(group_id, key, epoch, &snapshot).await;
@@ -465,6 +491,7 @@ impl ShareService {
                 crate::metrics::share_state_write(true);
                 if let Some(h) = partitions.get_mut(&id).filter(|h| h.epoch == epoch) {
                     h.saved = Some(snapshot);
+                    h.timers.deletable.extend(retired);
                 }
             }
             Err(_) => {
@@ -754,6 +781,7 @@ impl ShareService {
                 dead_letter_topic: settings.dead_letter_topic.clone(),
                 dead_lettering: false,
                 saved: None,
+                timers: TimerWork::default(),
             },
         );
         Ok(Some(at))
@@ -953,6 +981,7 @@ mod tests {
     use crate::broker::{Acks, FetchData, OffsetAnswer, PendingProduce};
     use crate::error::BrokerError;
     use crate::share::partition::{AckType, DurableState, ShareSnapshot};
+    use crate::share::timers::{TimerRef, TimerStore, TimerStoreError};
 
     /// A log of batches of 3 records each, from `start` (the log start) up.
     #[derive(Debug)]
@@ -968,6 +997,76 @@ mod tests {
         /// test holds it for writing.
         writes: std::sync::atomic::AtomicUsize,
         hold_writes: tokio::sync::RwLock<()>,
+        /// Timer buckets by token, and whether the store fails.
+        objects: Mutex<HashMap<String, Bytes>>,
+        timers_fail: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl TimerStore for FakeLog {
+        async fn put_timers(
+            &self,
+            _: &str,
+            _: &PartitionKey,
+            bytes: Bytes,
+        ) -> Result<TimerRef, TimerStoreError> {
+            if self.timers_fail.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(TimerStoreError::Failed("down".into()));
+            }
+            let token = uuid::Uuid::new_v4().simple().to_string();
+            let size = bytes.len() as u64;
+            self.objects.lock().unwrap().insert(token.clone(), bytes);
+            Ok(TimerRef {
+                endpoint: floe_storage::EndpointId::new("default"),
+                token: Arc::from(token.as_str()),
+                size,
+            })
+        }
+
+        async fn read_timers(
+            &self,
+            _: &str,
+            _: &PartitionKey,
+            object: &TimerRef,
+            range: std::ops::Range<u64>,
+        ) -> Result<Bytes, TimerStoreError> {
+            if self.timers_fail.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(TimerStoreError::Failed("down".into()));
+            }
+            let objects = self.objects.lock().unwrap();
+            let b = objects
+                .get(&*object.token)
+                .ok_or_else(|| TimerStoreError::Lost("no such bucket".into()))?;
+            Ok(b.slice(range.start as usize..range.end as usize))
+        }
+
+        async fn delete_timers(
+            &self,
+            _: &str,
+            _: &PartitionKey,
+            object: &TimerRef,
+        ) -> Result<(), TimerStoreError> {
+            self.objects.lock().unwrap().remove(&*object.token);
+            Ok(())
+        }
+
+        async fn list_timers(
+            &self,
+            _: &str,
+            _: &PartitionKey,
+        ) -> Result<Vec<TimerRef>, TimerStoreError> {
+            Ok(self
+                .objects
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(t, b)| TimerRef {
+                    endpoint: floe_storage::EndpointId::new("default"),
+                    token: Arc::from(t.as_str()),
+                    size: b.len() as u64,
+                })
+                .collect())
+        }
     }
 
     #[async_trait::async_trait]
@@ -1034,6 +1133,8 @@ mod tests {
                 by_time: Mutex::new(-1),
                 writes: Default::default(),
                 hold_writes: Default::default(),
+                objects: Default::default(),
+                timers_fail: Default::default(),
             }
         }
 
@@ -1509,6 +1610,148 @@ mod tests {
             .unwrap();
         assert_eq!(offsets(&f), vec![1]);
         assert!(now_ms() >= due);
+    }
+
+    /// A service whose share-partitions park 8 delayed records at most.
+    fn small_parked() -> ShareService {
+        ShareService::new(
+            ShareConfig {
+                max_delayed: 8,
+                ..ShareConfig::default()
+            },
+            ShareGroupConfig::default(),
+        )
+    }
+
+    /// Fetches and accepts what is acquired, doing the timer work the
+    /// broker would start after each fetch; returns the offsets accepted.
+    async fn fetch_accept(svc: &ShareService, log: &FakeLog) -> Vec<i64> {
+        let f = svc
+            .fetch(log, log, &EARLIEST, "g", &key(), &member(), 1_000, 1 << 20)
+            .await
+            .unwrap();
+        let got = offsets(&f);
+        for o in &got {
+            svc.acknowledge(
+                log,
+                log,
+                &EARLIEST,
+                "g",
+                &key(),
+                &member(),
+                &[AckBatch::all(*o, *o, AckType::Accept)],
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        }
+        if let Some(epoch) = svc.claim_timer_work("g", &key()) {
+            svc.run_timers(log, "g", &key(), epoch).await;
+        }
+        got
+    }
+
+    #[tokio::test]
+    async fn delayed_records_past_the_parked_list_go_to_timer_buckets_and_come_back_when_due() {
+        // 40 records, due in reverse order of their offsets, 20 to 800 ms
+        // from now; then 5 plain records behind them.
+        let base = now_ms() + 300;
+        let mut recs: Vec<Vec<(&str, String)>> = (0..40)
+            .map(|i| vec![("floe-deliver-at", (base + 20 * (40 - i)).to_string())])
+            .collect();
+        recs.extend((0..5).map(|_| vec![]));
+        let log = FakeLog::with_headers(&[recs]);
+        let svc = small_parked();
+        // The plain records behind the backlog are not held up.
+        let mut got = Vec::new();
+        for _ in 0..10 {
+            got.extend(fetch_accept(&svc, &log).await);
+            if got.len() >= 5 {
+                break;
+            }
+        }
+        assert_eq!(got, vec![40, 41, 42, 43, 44]);
+        // The parked list holds at most its cap; the rest is in buckets.
+        let saved = log.saved.lock().unwrap()["g"].1.clone();
+        let parked: i64 = saved
+            .parked
+            .iter()
+            .map(|r| r.last.0 - r.first.0 + 1)
+            .sum();
+        assert!(parked <= 8, "{parked} parked");
+        assert!(!saved.timers.is_empty(), "{saved:?}");
+        assert_eq!(saved.start, Offset(45));
+        assert!(!log.objects.lock().unwrap().is_empty());
+        // Kill the owner halfway: a new one resumes from what was written.
+        let mut delivered: Vec<(i64, u64)> = Vec::new();
+        let mut svc = svc;
+        let mut moved = false;
+        let deadline = now_ms() + 5_000;
+        while delivered.len() < 40 && now_ms() < deadline {
+            for o in fetch_accept(&svc, &log).await {
+                delivered.push((o, now_ms()));
+            }
+            if !moved && delivered.len() >= 15 {
+                moved = true;
+                *log.epoch.lock().unwrap() = Some(2);
+                svc = small_parked();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let mut offsets: Vec<i64> = delivered.iter().map(|(o, _)| *o).collect();
+        offsets.sort_unstable();
+        assert_eq!(offsets, (0..40).collect::<Vec<_>>(), "each once");
+        for (o, at) in &delivered {
+            let due = base + 20 * (40 - *o as u64);
+            assert!(*at >= due, "offset {o} delivered {} ms early", due - at);
+        }
+        // Delivered in due order (within the test's polling).
+        let order: Vec<i64> = delivered.iter().map(|(o, _)| *o).collect();
+        let mut by_due = order.clone();
+        by_due.sort_unstable_by_key(|o| std::cmp::Reverse(*o));
+        assert_eq!(order, by_due);
+        // Emptied buckets are deleted (the last ones once a state without
+        // them is written, by the next timer task).
+        fetch_accept(&svc, &log).await;
+        let saved = log.saved.lock().unwrap()["g"].1.clone();
+        assert!(saved.timers.is_empty(), "{saved:?}");
+        assert!(log.objects.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_timer_store_that_fails_keeps_the_records_parked_and_tries_again() {
+        let base = now_ms() + 60_000;
+        let recs: Vec<Vec<(&str, String)>> = (0..12)
+            .map(|i| vec![("floe-deliver-at", (base + i).to_string())])
+            .collect();
+        let log = FakeLog::with_headers(&[recs]);
+        log.timers_fail
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let svc = small_parked();
+        fetch_accept(&svc, &log).await;
+        // Nothing written out: 8 parked, 4 wait in the window.
+        assert!(log.objects.lock().unwrap().is_empty());
+        assert!(lock(&svc.partitions)[&("g".to_owned(), key())].timers.retry_at_ms > 0);
+        assert!(svc.claim_timer_work("g", &key()).is_none(), "waits a second");
+        let held = |svc: &ShareService| {
+            let p = lock(&svc.partitions);
+            let h = &p[&("g".to_owned(), key())];
+            (h.sp.parked(), h.sp.in_flight())
+        };
+        assert_eq!(held(&svc), (8, 4));
+        log.timers_fail
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        lock(&svc.partitions)
+            .get_mut(&("g".to_owned(), key()))
+            .unwrap()
+            .timers
+            .retry_at_ms = 0;
+        fetch_accept(&svc, &log).await;
+        // Written out, and the records waiting in the window moved to the
+        // room made in the parked list.
+        assert!(!log.objects.lock().unwrap().is_empty());
+        let (parked, in_flight) = held(&svc);
+        assert!(parked <= 8 && in_flight == 0, "{parked} {in_flight}");
     }
 
     #[test]
