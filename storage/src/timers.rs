@@ -94,6 +94,9 @@ pub fn decode_header(bytes: &[u8]) -> Result<u32, TimerError> {
     if header[4] != VERSION {
         return Err(TimerError::Malformed("unknown version"));
     }
+    if header[5..8] != [0, 0, 0] {
+        return Err(TimerError::Malformed("reserved bytes set"));
+    }
     let stored = u32::from_be_bytes([header[12], header[13], header[14], header[15]]);
     let computed = crc32c::crc32c(&header[..12]);
     if stored != computed {
@@ -126,7 +129,10 @@ pub fn decode_chunk(bytes: &[u8]) -> Result<Vec<TimerEntry>, TimerError> {
         return Err(TimerError::Malformed("a chunk without its CRC"));
     };
     let (body, crc) = bytes.split_at(body_len);
-    if body.is_empty() || body.len() as u64 % ENTRY != 0 || body.len() as u64 > ENTRY * u64::from(CHUNK) {
+    if body.is_empty()
+        || body.len() as u64 % ENTRY != 0
+        || body.len() as u64 > ENTRY * u64::from(CHUNK)
+    {
         return Err(TimerError::Malformed("a chunk of a wrong length"));
     }
     let stored = u32::from_be_bytes([crc[0], crc[1], crc[2], crc[3]]);
@@ -219,7 +225,10 @@ mod tests {
         assert!(matches!(decode(&flipped), Err(TimerError::BadCrc { .. })));
         let mut header = bytes.to_vec();
         header[9] ^= 1;
-        assert!(matches!(decode_header(&header), Err(TimerError::BadCrc { .. })));
+        assert!(matches!(
+            decode_header(&header),
+            Err(TimerError::BadCrc { .. })
+        ));
         assert!(decode(&bytes[..bytes.len() - 1]).is_err());
         assert!(decode(b"FLTX").is_err());
         assert!(decode_chunk(&[0, 0, 0]).is_err());

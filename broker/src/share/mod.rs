@@ -52,8 +52,8 @@ pub use group::{
 pub use namespace::GroupKind;
 pub use partition::{
     AckBatch, AckType, Acquired, Arrival, ArrivalStats, Backoff, DeadLetter, DeadLetterProgress,
-    DeadLetterReason, DurableState, MemberId, ShareConfig, ShareError, SharePartition,
-    SealPlan, ShareSnapshot, SnapshotRange,
+    DeadLetterReason, DurableState, MemberId, SealPlan, ShareConfig, ShareError, SharePartition,
+    ShareSnapshot, SnapshotRange,
 };
 pub use rpc::{ShareCall, ShareCoordinator, ShareOwner};
 pub use service::{AutoOffsetReset, ShareFetched, ShareService, ShareSettings};

@@ -788,7 +788,10 @@ impl SharePartition {
             let Some(e) = self.timers.pop_due(now_ms) else {
                 break;
             };
-            if e.offset < self.log_start || e.offset >= self.end() || self.parked.contains_key(&e.offset) {
+            if e.offset < self.log_start
+                || e.offset >= self.end()
+                || self.parked.contains_key(&e.offset)
+            {
                 continue;
             }
             self.parked.insert(
@@ -828,12 +831,13 @@ impl SharePartition {
     pub fn seal_wanted(&self, now_ms: u64) -> bool {
         let cap = self.config.max_delayed.max(1) as usize;
         let seal_at = (cap * 3 / 4).max(1);
-        !self.timers.is_sealing() && {
-            let n = self.parked.values().filter(|slot| {
+        !self.timers.is_sealing()
+            && {
+                let n = self.parked.values().filter(|slot| {
                 matches!(slot, Slot::Available { deliveries: 0, not_before_ms } if *not_before_ms > now_ms)
             }).count();
-            n >= seal_at && n > cap / 4
-        }
+                n >= seal_at && n > cap / 4
+            }
     }
 
     /// When the parked list holds three quarters of its cap in records not
@@ -1042,9 +1046,11 @@ impl SharePartition {
         if snapshot.timers.len() > super::timers::MAX_BUCKETS {
             return Err(ShareError::CorruptSnapshot("more timer buckets than kept"));
         }
-        if snapshot.timers.iter().any(|b| {
-            b.next > b.count || b.count > floe_storage::timers::MAX_ENTRIES
-        }) {
+        if snapshot
+            .timers
+            .iter()
+            .any(|b| b.next > b.count || b.count > floe_storage::timers::MAX_ENTRIES)
+        {
             return Err(ShareError::CorruptSnapshot("a timer bucket past its count"));
         }
         let mut partition = Self {

@@ -479,7 +479,10 @@ impl ShareService {
         // them writes, the others find their state already written.
         if written {
             crate::metrics::share_state_write(false);
-            if let Some(h) = lock(&self.partitions).get_mut(&id).filter(|h| h.epoch == epoch) {
+            if let Some(h) = lock(&self.partitions)
+                .get_mut(&id)
+                .filter(|h| h.epoch == epoch)
+            {
                 h.timers.deletable.extend(retired);
             }
             return Ok(());
@@ -765,6 +768,7 @@ impl ShareService {
         let Some(to) = to else {
             store.forget(group_id, key).await?;
             lock(&self.partitions).remove(&id);
+            self.drop_timers(store, group_id, key).await;
             return Ok(None);
         };
         let (first, _) = owner.list_offset(key, OffsetSpec::Earliest, None).await?;
@@ -773,6 +777,8 @@ impl ShareService {
         let sp =
             SharePartition::new(self.config(settings), Offset(at)).after_dead_letters_of(prior);
         store.save(group_id, key, epoch, &sp.snapshot()).await?;
+        // The state written lists no timer bucket: the old ones go.
+        self.drop_timers(store, group_id, key).await;
         lock(&self.partitions).insert(
             id,
             Held {
@@ -1673,11 +1679,7 @@ mod tests {
         assert_eq!(got, vec![40, 41, 42, 43, 44]);
         // The parked list holds at most its cap; the rest is in buckets.
         let saved = log.saved.lock().unwrap()["g"].1.clone();
-        let parked: i64 = saved
-            .parked
-            .iter()
-            .map(|r| r.last.0 - r.first.0 + 1)
-            .sum();
+        let parked: i64 = saved.parked.iter().map(|r| r.last.0 - r.first.0 + 1).sum();
         assert!(parked <= 8, "{parked} parked");
         assert!(!saved.timers.is_empty(), "{saved:?}");
         assert_eq!(saved.start, Offset(45));
@@ -1731,8 +1733,16 @@ mod tests {
         fetch_accept(&svc, &log).await;
         // Nothing written out: 8 parked, 4 wait in the window.
         assert!(log.objects.lock().unwrap().is_empty());
-        assert!(lock(&svc.partitions)[&("g".to_owned(), key())].timers.retry_at_ms > 0);
-        assert!(svc.claim_timer_work("g", &key()).is_none(), "waits a second");
+        assert!(
+            lock(&svc.partitions)[&("g".to_owned(), key())]
+                .timers
+                .retry_at_ms
+                > 0
+        );
+        assert!(
+            svc.claim_timer_work("g", &key()).is_none(),
+            "waits a second"
+        );
         let held = |svc: &ShareService| {
             let p = lock(&svc.partitions);
             let h = &p[&("g".to_owned(), key())];
@@ -1752,6 +1762,39 @@ mod tests {
         assert!(!log.objects.lock().unwrap().is_empty());
         let (parked, in_flight) = held(&svc);
         assert!(parked <= 8 && in_flight == 0, "{parked} {in_flight}");
+    }
+
+    #[tokio::test]
+    async fn buckets_no_state_lists_are_swept_and_a_reset_deletes_them_all() {
+        let base = now_ms() + 60_000;
+        let recs: Vec<Vec<(&str, String)>> = (0..12)
+            .map(|i| vec![("floe-deliver-at", (base + i).to_string())])
+            .collect();
+        let log = FakeLog::with_headers(&[recs]);
+        // Left by an owner that died after writing it, before its state.
+        let orphan = log
+            .put_timers("g", &key(), floe_storage::timers::encode(&[]).unwrap())
+            .await
+            .unwrap();
+        let svc = small_parked();
+        fetch_accept(&svc, &log).await;
+        let tokens: Vec<String> = log.objects.lock().unwrap().keys().cloned().collect();
+        assert!(!tokens.is_empty());
+        assert!(!tokens.contains(&orphan.token.to_string()), "swept");
+        let saved = log.saved.lock().unwrap()["g"].1.clone();
+        let listed: Vec<String> = saved
+            .timers
+            .iter()
+            .map(|b| b.object.token.to_string())
+            .collect();
+        assert_eq!(listed.len(), tokens.len());
+        assert!(listed.iter().all(|t| tokens.contains(t)));
+        // Deleting the group's state (DeleteShareGroupOffsets, DeleteGroups)
+        // deletes its buckets.
+        svc.reset(&log, &log, &EARLIEST, "g", &key(), None)
+            .await
+            .unwrap();
+        assert!(log.objects.lock().unwrap().is_empty());
     }
 
     #[test]

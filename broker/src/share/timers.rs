@@ -206,7 +206,12 @@ impl TimerIndex {
     /// A chunk read: `entries` are the bucket's from index `first` on.
     /// Returns false if they do not fit what the bucket says (its count,
     /// or entries out of order with its next due time).
-    pub fn chunk_loaded(&mut self, object: &TimerRef, first: u32, entries: Vec<TimerEntry>) -> bool {
+    pub fn chunk_loaded(
+        &mut self,
+        object: &TimerRef,
+        first: u32,
+        entries: Vec<TimerEntry>,
+    ) -> bool {
         let Some(b) = self.buckets.iter_mut().find(|b| &b.state.object == object) else {
             return true;
         };
@@ -276,7 +281,12 @@ impl TimerIndex {
 
     /// The seal is stored as `bucket` (sorted `entries`, of which the first
     /// chunk is kept loaded): the merged buckets leave the index (retired).
-    pub fn sealed(&mut self, bucket: BucketState, first_chunk: Vec<TimerEntry>, merged: &[MergeSource]) {
+    pub fn sealed(
+        &mut self,
+        bucket: BucketState,
+        first_chunk: Vec<TimerEntry>,
+        merged: &[MergeSource],
+    ) {
         self.sealing = false;
         for m in merged {
             if let Some(i) = self.buckets.iter().position(|b| b.state.object == m.object) {
@@ -454,7 +464,9 @@ mod tests {
         let mut ix = TimerIndex::default();
         for i in 0..MERGE_AT {
             assert!(ix.begin_seal());
-            let entries: Vec<_> = (0..=i).map(|j| e(10 + j as u64, (i * 10 + j) as i64)).collect();
+            let entries: Vec<_> = (0..=i)
+                .map(|j| e(10 + j as u64, (i * 10 + j) as i64))
+                .collect();
             let (s, first) = bucket(&format!("b{i}"), &entries);
             ix.sealed(s, first, &[]);
         }

@@ -905,3 +905,117 @@ fn a_record_waiting_for_the_dead_letter_topic_gone_from_the_log_is_archived() {
     assert_eq!(sp.next_dead_letter(), None);
     assert_eq!(sp.dead_letter_progress().producer_epoch, 2);
 }
+
+fn timer_ref(token: &str) -> TimerRef {
+    TimerRef {
+        endpoint: floe_storage::EndpointId::new("default"),
+        token: std::sync::Arc::from(token),
+        size: 0,
+    }
+}
+
+#[test]
+fn a_seal_takes_the_later_due_parked_records_out_and_they_come_back_when_due() {
+    let mut sp = SharePartition::new(config(), Offset(0));
+    // Five delayed records: four parked (due 4,000 down to 1,000), the
+    // fifth waits in the window.
+    let arrivals: Vec<(i64, Arrival)> = (0..5)
+        .map(|o| (o, Arrival::DueAt(5_000 - 1_000 * o as u64)))
+        .collect();
+    acquire_classified(&mut sp, &a(), 10, 6, 0, &arrivals);
+    assert_eq!((sp.parked(), sp.start_offset()), (4, Offset(4)));
+    // Three of four not due: all but the soonest one (a quarter of 4) go.
+    assert!(sp.seal_wanted(0));
+    let plan = sp.plan_seal(0).unwrap();
+    assert_eq!(
+        plan.entries.iter().map(|e| e.offset).collect::<Vec<_>>(),
+        vec![2, 1, 0]
+    );
+    assert!(plan.merge.is_empty());
+    // One seal at a time.
+    assert!(sp.plan_seal(0).is_none() && !sp.seal_wanted(0));
+    let first = plan.entries.clone();
+    assert!(sp.sealed(&plan, timer_ref("t1"), 3, first));
+    // Out of the parked list; the record waiting in the window moved into
+    // the room made, so the start moved past it.
+    assert_eq!(sp.parked(), 2);
+    assert_eq!(sp.start_offset(), Offset(5));
+    let snap = sp.snapshot();
+    assert_eq!(snap.timers.len(), 1);
+    assert_eq!((snap.timers[0].count, snap.timers[0].next), (3, 0));
+    // Due in order: 4 at 1,000 (parked), 3 at 2,000 (parked), then 2, 1, 0
+    // from the bucket, none before its time.
+    sp.acknowledge(&a(), &AckBatch::all(5, 5, AckType::Accept), 0)
+        .unwrap();
+    let mut take = |sp: &mut SharePartition, now| {
+        let got = sp.acquire(&b(), 10, Offset(6), now);
+        for r in &got {
+            sp.acknowledge(
+                &b(),
+                &AckBatch::all(r.first.0, r.last.0, AckType::Accept),
+                now,
+            )
+            .unwrap();
+        }
+        got
+    };
+    assert_eq!(take(&mut sp, 2_999), vec![range(3, 4, 1)]);
+    assert_eq!(take(&mut sp, 3_000), vec![range(2, 2, 1)]);
+    assert_eq!(sp.snapshot().timers[0].next, 1);
+    assert!(take(&mut sp, 3_999).is_empty());
+    assert_eq!(take(&mut sp, 5_000), vec![range(0, 1, 1)]);
+    assert_eq!(sp.parked(), 0);
+    // The emptied bucket is retired once.
+    assert!(sp.snapshot().timers.is_empty());
+    assert_eq!(sp.timers().take_retired(), vec![timer_ref("t1")]);
+}
+
+#[test]
+fn a_seal_whose_record_changed_meanwhile_is_not_kept() {
+    let mut sp = SharePartition::new(config(), Offset(0));
+    let arrivals: Vec<(i64, Arrival)> = (0..4)
+        .map(|o| (o, Arrival::DueAt(1_000 + o as u64)))
+        .collect();
+    acquire_classified(&mut sp, &a(), 10, 4, 0, &arrivals);
+    let plan = sp.plan_seal(0).unwrap();
+    // While the bucket was written, one of its records came due and was
+    // delivered.
+    assert_eq!(sp.acquire(&a(), 2, Offset(4), 1_001), vec![range(0, 1, 1)]);
+    let first = plan.entries.clone();
+    assert!(!sp.sealed(&plan, timer_ref("t1"), first.len() as u32, first));
+    assert_eq!(sp.parked(), 4);
+    assert!(sp.snapshot().timers.is_empty());
+    // Another seal may start.
+    assert!(!sp.timers().is_sealing());
+}
+
+#[test]
+fn a_restored_share_partition_keeps_its_buckets_and_refuses_impossible_ones() {
+    let bucket = |count, next| super::super::timers::BucketState {
+        object: timer_ref("t"),
+        count,
+        next,
+        next_due_ms: 7,
+    };
+    let snap = ShareSnapshot {
+        start: Offset(3),
+        timers: vec![bucket(10, 4)],
+        ..ShareSnapshot::default()
+    };
+    let mut sp = SharePartition::restore(config(), &snap).unwrap();
+    assert_eq!(sp.snapshot().timers, snap.timers);
+    // Nothing loaded yet: the owner reads the chunk holding entry 4.
+    let loads = sp.timers().loads();
+    assert_eq!((loads[0].count, loads[0].index), (10, 4));
+    assert_eq!(sp.next_deadline(0), Some(7));
+    for bad in [
+        bucket(10, 11),
+        bucket(floe_storage::timers::MAX_ENTRIES + 1, 0),
+    ] {
+        let snap = ShareSnapshot {
+            timers: vec![bad],
+            ..ShareSnapshot::default()
+        };
+        assert!(SharePartition::restore(config(), &snap).is_err());
+    }
+}

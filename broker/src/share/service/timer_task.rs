@@ -72,6 +72,36 @@ impl ShareService {
         }
     }
 
+    /// Deletes every timer bucket of the share-partition (its state was
+    /// deleted or started afresh), as far as the store lets it now; what
+    /// is left is swept by the next load of the share-partition.
+    pub(super) async fn drop_timers(
+        &self,
+        store: &dyn ShareStore,
+        group_id: &str,
+        key: &PartitionKey,
+    ) {
+        let listed = match store.list_timers(group_id, key).await {
+            Ok(l) => l,
+            Err(e) => {
+                crate::metrics::share_timer_error("list");
+                tracing::warn!(group = group_id, partition = %key, error = %e,
+                    "the timer buckets of a share-partition reset were not listed");
+                return;
+            }
+        };
+        for object in listed {
+            match store.delete_timers(group_id, key, &object).await {
+                Ok(()) => crate::metrics::share_timer_buckets("deleted", 1),
+                Err(e) => {
+                    crate::metrics::share_timer_error("delete");
+                    tracing::warn!(group = group_id, partition = %key, error = %e,
+                        "a timer bucket of a share-partition reset was not deleted");
+                }
+            }
+        }
+    }
+
     /// Runs `f` on the share-partition if it is still held at `epoch`.
     fn with_held<T>(
         &self,
@@ -135,7 +165,13 @@ impl ShareService {
                             h.sp.timers().chunk_loaded(&object, first, entries)
                         })?;
                         if !fits {
-                            self.lose(group_id, key, epoch, &object, "a chunk that does not fit its place")?;
+                            self.lose(
+                                group_id,
+                                key,
+                                epoch,
+                                &object,
+                                "a chunk that does not fit its place",
+                            )?;
                         }
                     }
                     Err(TimerStoreError::Lost(why)) => {
@@ -215,9 +251,8 @@ impl ShareService {
         epoch: u64,
         plan: SealPlan,
     ) -> Result<(), Stop> {
-        let abandon = |this: &Self| {
-            this.with_held(group_id, key, epoch, |h| h.sp.seal_abandoned(&plan))
-        };
+        let abandon =
+            |this: &Self| this.with_held(group_id, key, epoch, |h| h.sp.seal_abandoned(&plan));
         let mut entries = plan.entries.clone();
         for source in &plan.merge {
             match read_pending(store, group_id, key, source).await {
@@ -291,15 +326,26 @@ async fn read_pending(
         return Ok(Vec::new());
     };
     let bytes = store
-        .read_timers(group_id, key, &source.object, from.start..object_size(source.count))
+        .read_timers(
+            group_id,
+            key,
+            &source.object,
+            from.start..object_size(source.count),
+        )
         .await?;
     let mut out = Vec::with_capacity((source.count - source.next) as usize);
     while let Some((first, range)) = chunk_range(source.count, index) {
         let at = (range.start - from.start) as usize..(range.end - from.start) as usize;
-        let piece = bytes.get(at).ok_or_else(|| lost("shorter than its count".into()))?;
+        let piece = bytes
+            .get(at)
+            .ok_or_else(|| lost("shorter than its count".into()))?;
         let chunk = decode_chunk(piece).map_err(|e| lost(e.to_string()))?;
         let len = chunk.len() as u32;
-        out.extend(chunk.into_iter().skip(source.next.saturating_sub(first) as usize));
+        out.extend(
+            chunk
+                .into_iter()
+                .skip(source.next.saturating_sub(first) as usize),
+        );
         index = first + len;
     }
     Ok(out)
