@@ -438,13 +438,13 @@ impl Broker {
     /// Starts the share-partition's timer task when it has work and none
     /// runs.
     fn start_timers(&self, call: &ShareCall) {
-        if let Some(epoch) = self.inner.share.claim_timer_work(&call.group, &call.key) {
+        if let Some(claim) = self.inner.share.claim_timer_work(&call.group, &call.key) {
             let (broker, group, key) = (self.clone(), call.group.clone(), call.key);
             tokio::spawn(async move {
                 broker
                     .inner
                     .share
-                    .run_timers(&broker, &group, &key, epoch)
+                    .run_timers(&broker, &group, &key, claim)
                     .await;
             });
         }

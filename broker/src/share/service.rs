@@ -118,8 +118,12 @@ struct Held {
 }
 
 /// Where a share-partition's timer task is.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct TimerWork {
+    /// This share-partition in memory, unlike any other loaded before or
+    /// after it (a reset replaces one at the same epoch): a task works
+    /// only on the one it was claimed for.
+    incarnation: u64,
     /// A task does it now.
     running: bool,
     /// Buckets left behind by an owner that died were looked for.
@@ -128,6 +132,19 @@ struct TimerWork {
     deletable: Vec<super::timers::TimerRef>,
     /// After a failure, no task before this time (epoch ms).
     retry_at_ms: u64,
+}
+
+impl Default for TimerWork {
+    fn default() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Self {
+            incarnation: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            running: false,
+            swept: false,
+            deletable: Vec::new(),
+            retry_at_ms: 0,
+        }
+    }
 }
 
 mod timer_task;
@@ -1651,8 +1668,8 @@ mod tests {
             .unwrap()
             .unwrap();
         }
-        if let Some(epoch) = svc.claim_timer_work("g", &key()) {
-            svc.run_timers(log, "g", &key(), epoch).await;
+        if let Some(claim) = svc.claim_timer_work("g", &key()) {
+            svc.run_timers(log, "g", &key(), claim).await;
         }
         got
     }

@@ -947,7 +947,7 @@ fn a_seal_takes_the_later_due_parked_records_out_and_they_come_back_when_due() {
     // from the bucket, none before its time.
     sp.acknowledge(&a(), &AckBatch::all(5, 5, AckType::Accept), 0)
         .unwrap();
-    let mut take = |sp: &mut SharePartition, now| {
+    let take = |sp: &mut SharePartition, now| {
         let got = sp.acquire(&b(), 10, Offset(6), now);
         for r in &got {
             sp.acknowledge(

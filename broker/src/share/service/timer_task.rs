@@ -16,9 +16,17 @@ use crate::share::timers::{MergeSource, TimerEntry, TimerRef, TimerStore, TimerS
 /// The pause after a failed store operation before the next task.
 const RETRY_MS: u64 = 1_000;
 
+/// What a timer task was claimed for: the share-partition held at
+/// `epoch`, as loaded once (not one loaded again at the same epoch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimerClaim {
+    epoch: u64,
+    incarnation: u64,
+}
+
 /// Why a step stopped.
 enum Stop {
-    /// The share-partition is no longer held at the task's epoch.
+    /// The share-partition is no longer the one the task was claimed for.
     Gone,
     /// The store failed (tried again after [`RETRY_MS`]).
     Store(&'static str, TimerStoreError),
@@ -27,8 +35,8 @@ enum Stop {
 impl ShareService {
     /// Claims the share-partition's timer work when it has some and no task
     /// does it: the caller then runs [`ShareService::run_timers`] with the
-    /// epoch returned.
-    pub fn claim_timer_work(&self, group_id: &str, key: &PartitionKey) -> Option<u64> {
+    /// claim returned.
+    pub fn claim_timer_work(&self, group_id: &str, key: &PartitionKey) -> Option<TimerClaim> {
         let now = now_ms();
         let mut partitions = lock(&self.partitions);
         let held = partitions.get_mut(&(group_id.to_owned(), *key))?;
@@ -44,23 +52,29 @@ impl ShareService {
             return None;
         }
         held.timers.running = true;
-        Some(held.epoch)
+        Some(TimerClaim {
+            epoch: held.epoch,
+            incarnation: held.timers.incarnation,
+        })
     }
 
     /// Does the share-partition's timer work until none is left, or the
-    /// share-partition is no longer held at `epoch`, or the store fails
+    /// share-partition is no longer the one `claim` names, or the store fails
     /// (then the next task waits a second).
     pub async fn run_timers(
         &self,
         store: &dyn ShareStore,
         group_id: &str,
         key: &PartitionKey,
-        epoch: u64,
+        claim: TimerClaim,
     ) {
-        let result = self.timer_steps(store, group_id, key, epoch).await;
+        let result = self.timer_steps(store, group_id, key, claim).await;
         let id = (group_id.to_owned(), *key);
         let mut partitions = lock(&self.partitions);
-        let Some(held) = partitions.get_mut(&id).filter(|h| h.epoch == epoch) else {
+        let Some(held) = partitions
+            .get_mut(&id)
+            .filter(|h| h.epoch == claim.epoch && h.timers.incarnation == claim.incarnation)
+        else {
             return;
         };
         held.timers.running = false;
@@ -102,17 +116,21 @@ impl ShareService {
         }
     }
 
-    /// Runs `f` on the share-partition if it is still held at `epoch`.
+    /// Runs `f` on the share-partition if it is still the one `claim` names.
     fn with_held<T>(
         &self,
         group_id: &str,
         key: &PartitionKey,
-        epoch: u64,
+        claim: TimerClaim,
         f: impl FnOnce(&mut Held) -> T,
     ) -> Result<T, Stop> {
         let mut partitions = lock(&self.partitions);
         match partitions.get_mut(&(group_id.to_owned(), *key)) {
-            Some(held) if held.epoch == epoch => Ok(f(held)),
+            Some(held)
+                if held.epoch == claim.epoch && held.timers.incarnation == claim.incarnation =>
+            {
+                Ok(f(held))
+            }
             _ => Err(Stop::Gone),
         }
     }
@@ -122,14 +140,14 @@ impl ShareService {
         store: &dyn ShareStore,
         group_id: &str,
         key: &PartitionKey,
-        epoch: u64,
+        claim: TimerClaim,
     ) -> Result<(), Stop> {
-        if !self.with_held(group_id, key, epoch, |h| h.timers.swept)? {
-            self.sweep(store, group_id, key, epoch).await?;
+        if !self.with_held(group_id, key, claim, |h| h.timers.swept)? {
+            self.sweep(store, group_id, key, claim).await?;
         }
         loop {
             let now = now_ms();
-            let (deletable, loads, plan) = self.with_held(group_id, key, epoch, |h| {
+            let (deletable, loads, plan) = self.with_held(group_id, key, claim, |h| {
                 (
                     std::mem::take(&mut h.timers.deletable),
                     h.sp.timers().loads(),
@@ -161,24 +179,24 @@ impl ShareService {
                 });
                 match read {
                     Ok(entries) => {
-                        let fits = self.with_held(group_id, key, epoch, |h| {
+                        let fits = self.with_held(group_id, key, claim, |h| {
                             h.sp.timers().chunk_loaded(&object, first, entries)
                         })?;
                         if !fits {
                             self.lose(
                                 group_id,
                                 key,
-                                epoch,
+                                claim,
                                 &object,
                                 "a chunk that does not fit its place",
                             )?;
                         }
                     }
                     Err(TimerStoreError::Lost(why)) => {
-                        self.lose(group_id, key, epoch, &object, &why)?;
+                        self.lose(group_id, key, claim, &object, &why)?;
                     }
                     Err(e) => {
-                        self.with_held(group_id, key, epoch, |h| {
+                        self.with_held(group_id, key, claim, |h| {
                             h.sp.timers().load_failed(&object)
                         })?;
                         return Err(Stop::Store("read", e));
@@ -186,7 +204,7 @@ impl ShareService {
                 }
             }
             if let Some(plan) = plan {
-                self.seal(store, group_id, key, epoch, plan).await?;
+                self.seal(store, group_id, key, claim, plan).await?;
             }
         }
     }
@@ -197,11 +215,11 @@ impl ShareService {
         &self,
         group_id: &str,
         key: &PartitionKey,
-        epoch: u64,
+        claim: TimerClaim,
         object: &TimerRef,
         why: &str,
     ) -> Result<(), Stop> {
-        let lost = self.with_held(group_id, key, epoch, |h| h.sp.timers().lose(object))?;
+        let lost = self.with_held(group_id, key, claim, |h| h.sp.timers().lose(object))?;
         crate::metrics::share_timers("lost", u64::from(lost));
         tracing::error!(group = group_id, partition = %key, token = %object.token, lost, why,
             "a share timer bucket is unreadable: its delayed records will not be delivered to this group");
@@ -216,13 +234,13 @@ impl ShareService {
         store: &dyn ShareStore,
         group_id: &str,
         key: &PartitionKey,
-        epoch: u64,
+        claim: TimerClaim,
     ) -> Result<(), Stop> {
         let listed = store
             .list_timers(group_id, key)
             .await
             .map_err(|e| Stop::Store("list", e))?;
-        let orphans: Vec<TimerRef> = self.with_held(group_id, key, epoch, |h| {
+        let orphans: Vec<TimerRef> = self.with_held(group_id, key, claim, |h| {
             listed
                 .into_iter()
                 .filter(|r| {
@@ -238,7 +256,7 @@ impl ShareService {
                 .map_err(|e| Stop::Store("delete", e))?;
             crate::metrics::share_timer_buckets("deleted", 1);
         }
-        self.with_held(group_id, key, epoch, |h| h.timers.swept = true)
+        self.with_held(group_id, key, claim, |h| h.timers.swept = true)
     }
 
     /// Writes the plan's records (and the pending ones of the buckets it
@@ -248,18 +266,18 @@ impl ShareService {
         store: &dyn ShareStore,
         group_id: &str,
         key: &PartitionKey,
-        epoch: u64,
+        claim: TimerClaim,
         plan: SealPlan,
     ) -> Result<(), Stop> {
         let abandon =
-            |this: &Self| this.with_held(group_id, key, epoch, |h| h.sp.seal_abandoned(&plan));
+            |this: &Self| this.with_held(group_id, key, claim, |h| h.sp.seal_abandoned(&plan));
         let mut entries = plan.entries.clone();
         for source in &plan.merge {
             match read_pending(store, group_id, key, source).await {
                 Ok(pending) => entries.extend(pending),
                 Err(TimerStoreError::Lost(why)) => {
                     abandon(self)?;
-                    return self.lose(group_id, key, epoch, &source.object, &why);
+                    return self.lose(group_id, key, claim, &source.object, &why);
                 }
                 Err(e) => {
                     abandon(self)?;
@@ -287,7 +305,7 @@ impl ShareService {
         };
         let first: Vec<TimerEntry> = entries.iter().take(CHUNK as usize).copied().collect();
         let kept = self
-            .with_held(group_id, key, epoch, |h| {
+            .with_held(group_id, key, claim, |h| {
                 h.sp.sealed(&plan, object.clone(), count, first)
             })
             .unwrap_or(false);
@@ -310,7 +328,7 @@ impl ShareService {
             tracing::warn!(group = group_id, partition = %key, error = %e,
                 "an unused share timer bucket was not deleted");
         }
-        self.with_held(group_id, key, epoch, |_| ())
+        self.with_held(group_id, key, claim, |_| ())
     }
 }
 
