@@ -130,7 +130,7 @@ pub fn decode_chunk(bytes: &[u8]) -> Result<Vec<TimerEntry>, TimerError> {
     };
     let (body, crc) = bytes.split_at(body_len);
     if body.is_empty()
-        || body.len() as u64 % ENTRY != 0
+        || !(body.len() as u64).is_multiple_of(ENTRY)
         || body.len() as u64 > ENTRY * u64::from(CHUNK)
     {
         return Err(TimerError::Malformed("a chunk of a wrong length"));
