@@ -2,7 +2,7 @@
 //! `floe` binary serves them on `/metrics`).
 
 use kafka_protocol::messages::ApiKey;
-use metrics::{counter, describe_counter};
+use metrics::{Unit, counter, describe_counter, describe_histogram, histogram};
 
 const CONNECTIONS: &str = "floe_proxy_connections_total";
 const REQUESTS: &str = "floe_proxy_requests_total";
@@ -15,6 +15,7 @@ const FETCHES: &str = "floe_proxy_fetches_total";
 const THROTTLED: &str = "floe_proxy_throttled_total";
 const THROTTLE_MS: &str = "floe_proxy_throttle_ms_total";
 const PRODUCE_ERRORS: &str = "floe_proxy_produce_errors_total";
+const REQUEST_SECONDS: &str = "floe_proxy_request_seconds";
 
 /// Describes the proxy's metrics and registers its counters at zero.
 pub(crate) fn register() {
@@ -55,6 +56,11 @@ pub(crate) fn register() {
     describe_counter!(
         PRODUCE_ERRORS,
         "partitions of Produce requests answered with an error (`error`: the Kafka error's name)"
+    );
+    describe_histogram!(
+        REQUEST_SECONDS,
+        Unit::Seconds,
+        "from a request decoded to its answer encoded, by API key (`api` label), a Fetch's or ShareFetch's wait for data included"
     );
     counter!(IDLE_CLOSED).increment(0);
     counter!(AUTO_CREATE_DEFERRED).increment(0);
@@ -112,6 +118,11 @@ pub(crate) fn bad_request() {
     counter!(BAD_REQUESTS).increment(1);
 }
 
+/// A request of API `key` was answered `took` after it was decoded.
+pub(crate) fn request_seconds(key: ApiKey, took: std::time::Duration) {
+    histogram!(REQUEST_SECONDS, "api" => format!("{key:?}")).record(took.as_secs_f64());
+}
+
 /// A request of a supported API key and version, about to be handled.
 pub(crate) fn api_request(key: ApiKey) {
     counter!(API_REQUESTS, "api" => format!("{key:?}")).increment(1);
@@ -135,6 +146,7 @@ mod tests {
             super::produce_error(6);
             super::produce_error(6);
             super::produce_error(-12345);
+            super::request_seconds(ApiKey::ShareFetch, std::time::Duration::from_millis(7));
         });
         let values: Vec<(String, Vec<String>, DebugValue)> = snap
             .snapshot()
@@ -167,6 +179,11 @@ mod tests {
             value(super::API_REQUESTS, &["api=Fetch"]),
             Some(&DebugValue::Counter(1))
         );
+        // Answer times by API key, in seconds.
+        assert!(matches!(
+            value(super::REQUEST_SECONDS, &["api=ShareFetch"]),
+            Some(DebugValue::Histogram(v)) if v.len() == 1 && (v[0].into_inner() - 0.007).abs() < 1e-9
+        ));
         // Produce errors by name; a code without one by its number.
         assert_eq!(
             value(super::PRODUCE_ERRORS, &["error=NotLeaderOrFollower"]),

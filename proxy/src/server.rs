@@ -406,6 +406,7 @@ async fn serve(
             };
             let version = req.version;
             let corr = prefix.correlation_id;
+            let started = std::time::Instant::now();
             let client = ClientInfo {
                 client_id: req
                     .header
@@ -426,6 +427,7 @@ async fn serve(
                     tokio::spawn(async move {
                         let mut resp = fut.await;
                         drop(room);
+                        metrics::request_seconds(key, started.elapsed());
                         resp.throttle_time_ms = hold_back(QuotaKind::Produce, version, throttled).await;
                         if no_response {
                             let _ = otx.send(None);
@@ -441,6 +443,7 @@ async fn serve(
                     tokio::spawn(async move {
                         let mut answer = ctx.fetch_in_session(version, &f).await;
                         drop(room);
+                        metrics::request_seconds(key, started.elapsed());
                         let bytes = answer.records.iter().flatten().map(|b| b.len() as u64).sum();
                         let throttled = throttle(&ctx, &mute, QuotaKind::Fetch, version, &client.client_id, bytes);
                         let throttled = hold_back(QuotaKind::Fetch, version, throttled).await;
@@ -458,6 +461,7 @@ async fn serve(
                     tokio::spawn(async move {
                         let resp = handle(&ctx, version, body, &client).await;
                         drop(room);
+                        metrics::request_seconds(key, started.elapsed());
                         let out = resp.and_then(|r| {
                             codec::encode_response(key, version, corr, &r)
                                 .map(codec::Frame::One)
