@@ -190,6 +190,10 @@ const DEAD_LETTER_RETRY_MOST: std::time::Duration = std::time::Duration::from_se
 /// backlog, that copy was most of a share fetch's cost (bench/share.py).
 const SHARE_READ_BYTES: usize = 1 << 20;
 
+/// How soon a fetch that acquired nothing looks again while its
+/// share-partition writes delayed records out to the timer index.
+const SEAL_RETRY_MS: u64 = 10;
+
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -586,10 +590,19 @@ impl ShareService {
         let id = (group_id.to_owned(), *key);
         let retry = |this: &Self| {
             let now = now_ms();
-            lock(&this.partitions)
-                .get(&id)
-                .and_then(|h| h.sp.next_deadline(now))
-                .map(|at| at.saturating_sub(now))
+            lock(&this.partitions).get_mut(&id).and_then(|h| {
+                let at = h.sp.next_deadline(now).map(|at| at.saturating_sub(now));
+                // Delayed records waiting to be written out of the parked
+                // list (or being written): once they are, more records can
+                // enter, so the fetch looks again soon, not at its next
+                // slice.
+                let sealing = h.sp.timers().is_sealing() || h.sp.seal_wanted(now);
+                match (at, sealing) {
+                    (Some(ms), true) => Some(ms.min(SEAL_RETRY_MS)),
+                    (None, true) => Some(SEAL_RETRY_MS),
+                    (at, false) => at,
+                }
+            })
         };
         // One time for the whole acquire: what is due when the log is read
         // from the first acquirable offset is what the batches read hold.
@@ -1779,6 +1792,48 @@ mod tests {
         assert!(!log.objects.lock().unwrap().is_empty());
         let (parked, in_flight) = held(&svc);
         assert!(parked <= 8 && in_flight == 0, "{parked} {in_flight}");
+    }
+
+    #[tokio::test]
+    async fn a_fetch_behind_a_seal_looks_again_soon_and_takes_more_records_in() {
+        // 30 records due in a minute, then one plain record.
+        let base = now_ms() + 60_000;
+        let mut recs: Vec<Vec<(&str, String)>> = (0..30)
+            .map(|i| vec![("floe-deliver-at", (base + i).to_string())])
+            .collect();
+        recs.push(vec![]);
+        let log = FakeLog::with_headers(&[recs]);
+        let svc = ShareService::new(
+            ShareConfig {
+                max_delayed: 8,
+                max_record_locks: 8,
+                ..ShareConfig::default()
+            },
+            ShareGroupConfig::default(),
+        );
+        let (k, m) = (key(), member());
+        let fetch = || svc.fetch(&log, &log, &EARLIEST, "g", &k, &m, 100, 1 << 20);
+        // The parked list and the window fill with delayed records: nothing
+        // acquired, and the seal they wait for is a few ms away, not the
+        // minute the records are due in.
+        let f = fetch().await.unwrap();
+        assert!(f.acquired.is_empty());
+        assert_eq!(f.retry_in_ms, Some(SEAL_RETRY_MS));
+        // Each seal makes room for more; the plain record behind them comes
+        // once they are all written out.
+        let mut got = Vec::new();
+        for _ in 0..20 {
+            if let Some(claim) = svc.claim_timer_work("g", &key()) {
+                svc.run_timers(&log, "g", &key(), claim).await;
+            }
+            let f = fetch().await.unwrap();
+            got = offsets(&f);
+            if !got.is_empty() {
+                break;
+            }
+            assert_eq!(f.retry_in_ms, Some(SEAL_RETRY_MS));
+        }
+        assert_eq!(got, vec![30]);
     }
 
     #[tokio::test]
