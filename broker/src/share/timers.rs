@@ -12,9 +12,10 @@
 //!
 //! - **Seal**: when the parked list holds many records not due yet, the
 //!   later-due ones are written as a new bucket (sorted by due time, then
-//!   offset) and, once it is stored, leave the parked list. A few small
-//!   buckets are merged into the new one as it is written, so their number
-//!   stays small whatever the backlog.
+//!   offset) and, once it is stored, leave the parked list. Buckets of about
+//!   one size are merged into the new one as it is written, four at a time
+//!   (size-tiered, as an LSM tree does), so their number grows with the
+//!   logarithm of the backlog and each entry is rewritten a few times.
 //! - **Take**: a bucket's next entry, once due, moves back into the parked
 //!   list (when it has room) and is delivered from there as any parked
 //!   record. Each bucket is read in order, so `next` says exactly which of
@@ -28,13 +29,14 @@ use std::sync::Arc;
 use floe_storage::EndpointId;
 pub use floe_storage::timers::TimerEntry;
 
-/// Buckets beyond which a seal also merges small ones.
-pub const MERGE_AT: usize = 8;
-/// Buckets merged into one seal at most.
-const MERGE_MOST: usize = 4;
-/// The most entries a bucket reaches by merging (1 MiB of entries): a merge
+/// Buckets of one size tier merged into a seal, once there are that many.
+pub const MERGE_MOST: usize = 4;
+/// The entries of the smallest size tier: a bucket of `n` pending entries
+/// is in tier `log4(n / TIER_BASE)` (tier 0 below 4 of them).
+const TIER_BASE: u64 = 1_024;
+/// The most entries a bucket reaches by merging (4 MiB of entries): a merge
 /// holds that many in memory while it writes.
-pub const MERGED_MOST_ENTRIES: usize = 1 << 16;
+pub const MERGED_MOST_ENTRIES: usize = 1 << 18;
 /// Buckets a share-partition's state may list (a damaged state claiming
 /// more is refused).
 pub const MAX_BUCKETS: usize = 4_096;
@@ -249,34 +251,50 @@ impl TimerIndex {
         !std::mem::replace(&mut self.sealing, true)
     }
 
-    /// Small buckets to merge into a seal of `adding` entries, marked as
-    /// being merged: when there are [`MERGE_AT`] buckets or more, up to
-    /// [`MERGE_MOST`] of the smallest, as long as the merged bucket stays
-    /// within [`MERGED_MOST_ENTRIES`].
+    /// Buckets to merge into a seal of `adding` entries, marked as being
+    /// merged: [`MERGE_MOST`] of the smallest size tier that has that many,
+    /// as long as the merged bucket stays within [`MERGED_MOST_ENTRIES`].
     pub fn merge_sources(&mut self, adding: usize) -> Vec<MergeSource> {
-        if self.buckets.len() < MERGE_AT {
+        let tier = |pending: u32| {
+            let mut t = 0u32;
+            let mut n = u64::from(pending) / TIER_BASE;
+            while n >= 4 {
+                n /= 4;
+                t += 1;
+            }
+            t
+        };
+        let mut tiers: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
+        for (i, b) in self.buckets.iter().enumerate() {
+            if !b.loading && !b.merging {
+                tiers.entry(tier(b.pending())).or_default().push(i);
+            }
+        }
+        let Some(mut chosen) = tiers.into_values().find(|v| v.len() >= MERGE_MOST) else {
+            return Vec::new();
+        };
+        chosen.sort_by_key(|&i| self.buckets[i].pending());
+        chosen.truncate(MERGE_MOST);
+        let total: usize = adding
+            + chosen
+                .iter()
+                .map(|&i| self.buckets[i].pending() as usize)
+                .sum::<usize>();
+        if total > MERGED_MOST_ENTRIES {
             return Vec::new();
         }
-        let mut order: Vec<usize> = (0..self.buckets.len())
-            .filter(|&i| !self.buckets[i].loading)
-            .collect();
-        order.sort_by_key(|&i| self.buckets[i].pending());
-        let mut total = adding;
-        let mut out = Vec::new();
-        for i in order.into_iter().take(MERGE_MOST) {
-            let b = &mut self.buckets[i];
-            if total + b.pending() as usize > MERGED_MOST_ENTRIES {
-                break;
-            }
-            total += b.pending() as usize;
-            b.merging = true;
-            out.push(MergeSource {
-                object: b.state.object.clone(),
-                count: b.state.count,
-                next: b.state.next,
-            });
-        }
-        out
+        chosen
+            .into_iter()
+            .map(|i| {
+                let b = &mut self.buckets[i];
+                b.merging = true;
+                MergeSource {
+                    object: b.state.object.clone(),
+                    count: b.state.count,
+                    next: b.state.next,
+                }
+            })
+            .collect()
     }
 
     /// The seal is stored as `bucket` (sorted `entries`, of which the first
@@ -462,7 +480,7 @@ mod tests {
     #[test]
     fn small_buckets_are_merged_and_not_taken_from_meanwhile() {
         let mut ix = TimerIndex::default();
-        for i in 0..MERGE_AT {
+        for i in 0..8 {
             assert!(ix.begin_seal());
             let entries: Vec<_> = (0..=i)
                 .map(|j| e(10 + j as u64, (i * 10 + j) as i64))
@@ -493,14 +511,14 @@ mod tests {
         assert_eq!(merged.len(), MERGE_MOST);
         let (s, first) = bucket("m", &[e(11, 11)]);
         ix.sealed(s, first, &merged);
-        assert_eq!(ix.buckets(), MERGE_AT - MERGE_MOST + 1);
+        assert_eq!(ix.buckets(), 8 - MERGE_MOST + 1);
         // Merged buckets stay known until their deletion is due.
         assert!(ix.refers_to("m") && ix.refers_to("b1"));
         assert_eq!(ix.take_retired().len(), MERGE_MOST);
         assert!(!ix.refers_to("b1"));
         // A merge never grows a bucket past the most.
         let mut big = TimerIndex::default();
-        for i in 0..MERGE_AT {
+        for i in 0..8 {
             let state = BucketState {
                 object: obj(&format!("big{i}")),
                 count: MERGED_MOST_ENTRIES as u32,
@@ -515,5 +533,34 @@ mod tests {
             });
         }
         assert!(big.merge_sources(1).is_empty());
+    }
+
+    #[test]
+    fn only_buckets_of_one_size_tier_are_merged() {
+        let sized = |t: &str, count: u32| Bucket {
+            state: BucketState {
+                object: obj(t),
+                count,
+                next: 0,
+                next_due_ms: 1,
+            },
+            head: VecDeque::new(),
+            loading: false,
+            merging: false,
+        };
+        let mut ix = TimerIndex::default();
+        // Three small ones (tier 0) and one of 5,000 entries (tier 1).
+        for (t, n) in [("a", 1_500), ("b", 1_500), ("c", 1_600), ("d", 5_000)] {
+            ix.buckets.push(sized(t, n));
+        }
+        assert!(ix.merge_sources(1_500).is_empty());
+        // A fourth small one: the four small ones merge, not the big one.
+        ix.buckets.push(sized("e", 1_400));
+        let merged: Vec<String> = ix
+            .merge_sources(1_500)
+            .iter()
+            .map(|m| m.object.token.to_string())
+            .collect();
+        assert_eq!(merged, vec!["e", "a", "b", "c"]);
     }
 }
