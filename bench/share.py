@@ -213,6 +213,36 @@ def delayed(bootstrap, topic, n, spread_ms):
     return late, early
 
 
+def api_times(admin_url):
+    """The proxy's answer time per Kafka API (`floe_proxy_request_seconds`) for
+    the share and fetch APIs: count, mean and quantiles, in seconds."""
+    import re
+    import urllib.request
+    with urllib.request.urlopen(admin_url + "/metrics", timeout=5) as r:
+        text = r.read().decode()
+    out = {}
+    pat = re.compile(r'^floe_proxy_request_seconds(_sum|_count)?\{([^}]*)\}\s+(\S+)')
+    for line in text.splitlines():
+        m = pat.match(line)
+        if not m:
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
+        api = labels.get("api", "")
+        if api not in ("ShareFetch", "ShareAcknowledge", "Fetch"):
+            continue
+        t = out.setdefault(api, {})
+        if m.group(1) == "_sum":
+            t["sum"] = float(m.group(3))
+        elif m.group(1) == "_count":
+            t["count"] = float(m.group(3))
+        elif "quantile" in labels:
+            t[labels["quantile"]] = float(m.group(3))
+    for t in out.values():
+        t["mean"] = t.get("sum", 0.0) / t["count"] if t.get("count") else 0.0
+        t.setdefault("count", 0.0)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=50_000)
@@ -264,6 +294,7 @@ def main():
                 topic = "delayed"
                 create(s.bootstrap, topic)
                 late, early = delayed(s.bootstrap, topic, args.delayed, args.spread_ms)
+            answer_times = api_times(s.admin_url)
         finally:
             s.stop()
     base = statistics.median(rates["classic"])
@@ -276,6 +307,14 @@ def main():
         runs = ", ".join(f"{x:,.0f}" for x in rates[name])
         twice = "—" if k == 0 else str(dupes[name])
         print(f"| {name} | {med:,.0f} | {runs} | {med / base:.2f} | {twice} |")
+    if answer_times:
+        print("\nthe proxy's answer times over the whole run (floe_proxy_request_seconds; "
+              "a fetch's wait for data included):")
+        print("| API | requests | mean ms | p50 ms | p99 ms |")
+        print("|---|---|---|---|---|")
+        for api, t in sorted(answer_times.items()):
+            print(f"| {api} | {t['count']:,.0f} | {t['mean'] * 1e3:.2f} | {t.get('0.5', 0) * 1e3:.2f} | "
+                  f"{t.get('0.99', 0) * 1e3:.2f} |")
     if lat:
         print(f"\nredelivery after a {args.lock_ms} ms lock expired, {len(lat)} samples: "
               f"p50 {pct(lat, 0.5) * 1e3:.0f} ms, max {max(lat) * 1e3:.0f} ms after the lock's end")
