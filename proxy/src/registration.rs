@@ -91,8 +91,16 @@ fn id_for_kafka(id: BrokerId) -> Result<i32, MetaError> {
         .map_err(|_| MetaError::InvalidRequest(format!("proxy id {id} is above Kafka's node ids")))
 }
 
-/// Renews the lease every third of it; registers again when the metadata
-/// forgot this proxy (its lease ran out: it was paused or cut off).
+/// Heartbeats a proxy has sent and not had answered, at most: beyond, the
+/// next one waits for an answer.
+const HEARTBEATS_IN_FLIGHT: usize = 5;
+
+/// Renews the lease every third of it, on a fixed cadence from the sends:
+/// a slow answer does not delay the next heartbeat (up to
+/// [`HEARTBEATS_IN_FLIGHT`] at once), so the gap between two stays a third
+/// of the lease however long the metadata service takes to answer. Registers
+/// again when the metadata forgot this proxy (its lease ran out: it was
+/// paused or cut off).
 async fn heartbeat(
     meta: Arc<dyn MetaApi>,
     cfg: RegistrationConfig,
@@ -101,11 +109,27 @@ async fn heartbeat(
 ) {
     let every = cfg.lease / 3;
     let mut id = id;
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut in_flight = tokio::task::JoinSet::new();
     loop {
-        tokio::time::sleep(every).await;
-        let Err(e) = meta.heartbeat(id).await else {
+        let answered = tokio::select! {
+            _ = ticks.tick() => {
+                if in_flight.len() < HEARTBEATS_IN_FLIGHT {
+                    let (meta, sent) = (meta.clone(), id);
+                    in_flight.spawn(async move { (sent, meta.heartbeat(sent).await) });
+                }
+                continue;
+            }
+            Some(done) = in_flight.join_next() => done,
+        };
+        let Ok((sent, Err(e))) = answered else {
             continue;
         };
+        // An answer about a registration this proxy replaced since.
+        if sent != id {
+            continue;
+        }
         if !matches!(e.kind(), ErrorKind::UnknownBroker) {
             tracing::warn!(id = id.0, error = %e, "proxy heartbeat failed");
             continue;
@@ -137,6 +161,67 @@ mod tests {
     use floe_testkit::Cluster;
 
     use super::*;
+
+    /// The metadata service, with every heartbeat answered `delay` late.
+    #[derive(Debug)]
+    struct SlowHeartbeats {
+        inner: Arc<dyn MetaApi>,
+        delay: Duration,
+    }
+
+    #[async_trait::async_trait]
+    impl MetaApi for SlowHeartbeats {
+        async fn call_route(
+            &self,
+            call: floe_metadata::api::RouteCall,
+        ) -> Result<floe_metadata::api::meta_api::Reply, MetaError> {
+            let heartbeat = format!("{call:?}").contains("/v1/nodes/heartbeat");
+            let reply = self.inner.call_route(call).await;
+            if heartbeat {
+                tokio::time::sleep(self.delay).await;
+            }
+            reply
+        }
+    }
+
+    /// Heartbeats answered a whole lease late: sent on their cadence, not
+    /// each after the last answer, the proxy stays live throughout (waiting
+    /// for each answer, its heartbeats would be a lease and a third apart).
+    #[tokio::test]
+    async fn a_proxy_stays_live_while_its_heartbeats_are_answered_late() {
+        let c = Cluster::start().await;
+        let view = ClusterWatch::start_polling(c.meta.clone(), Duration::from_millis(100));
+        let lease = Duration::from_millis(900);
+        let meta: Arc<dyn MetaApi> = Arc::new(SlowHeartbeats {
+            inner: c.meta.clone(),
+            delay: lease,
+        });
+        let me = Arc::new(SelfNode::registered(0, "127.0.0.1".into(), 1));
+        let cfg = RegistrationConfig {
+            id: None,
+            advertise: "127.0.0.1:1".into(),
+            lease,
+        };
+        let _r = Registration::start(meta, cfg, me.clone()).await.unwrap();
+        let id = me.id();
+        let proxy = |s: &floe_metadata::watch::ClusterSnapshot| {
+            s.nodes
+                .iter()
+                .find(|n| n.kind == NodeKind::Proxy && n.id.0 as i32 == id)
+                .map(|n| n.state)
+        };
+        // Over five leases, every snapshot shows it live, under its first id.
+        let until = tokio::time::Instant::now() + lease * 5;
+        while tokio::time::Instant::now() < until {
+            let s = view.current();
+            if let Some(state) = proxy(&s) {
+                assert_eq!(state, NodeState::Live, "{:?}", s.nodes);
+            }
+            assert_eq!(me.id(), id, "registered again: its lease ran out");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(proxy(&view.current()), Some(NodeState::Live));
+    }
 
     /// Two proxies register without ids, are given distinct ones and are
     /// both listed; one that leaves is dropped at once, one that stops
