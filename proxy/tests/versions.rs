@@ -1927,6 +1927,7 @@ async fn acknowledgements_of_several_partitions_are_written_at_once() {
     // One record of each partition acquired (each partition's state
     // written once as it starts), then all four accepted in one ShareFetch.
     let mut acquired = 0;
+    let mut acquired_at = 0;
     for epoch in 0..10 {
         let ResponseKind::ShareFetch(r) = c.call(ApiKey::ShareFetch, 1, fetch(epoch, false)).await
         else {
@@ -1952,11 +1953,80 @@ async fn acknowledgements_of_several_partitions_are_written_at_once() {
                 .map(|p| p.acknowledge_error_code)
                 .collect();
             assert_eq!(codes, vec![0; 4]);
+            acquired_at = epoch + 2;
             break;
         }
     }
     assert_eq!(acquired, 4, "one record acquired per partition");
     assert_eq!(slow.most.load(Ordering::SeqCst), 4, "four writes at once");
+    // The same through ShareAcknowledge: a second record of each
+    // partition acquired, then all four accepted in one request.
+    for p in 0..4 {
+        let key = floe_storage::PartitionKey::new(topic_id, p);
+        e.broker
+            .produce(&key, &one_batch("w", 1), Acks::All)
+            .await
+            .unwrap();
+    }
+    let mut again = 0;
+    let mut epoch = acquired_at;
+    while again < 4 && epoch < acquired_at + 10 {
+        let ResponseKind::ShareFetch(r) = c.call(ApiKey::ShareFetch, 1, fetch(epoch, false)).await
+        else {
+            panic!()
+        };
+        assert_eq!(r.error_code, 0);
+        again += r
+            .responses
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .map(|p| p.acquired_records.len())
+            .sum::<usize>();
+        epoch += 1;
+    }
+    assert_eq!(again, 4, "the second record of each partition acquired");
+    slow.most.store(0, Ordering::SeqCst);
+    let mut t = share_acknowledge_request::AcknowledgeTopic::default();
+    t.topic_id = topic_id.0;
+    t.partitions = (0..4)
+        .map(|i| {
+            let mut b = share_acknowledge_request::AcknowledgementBatch::default();
+            b.first_offset = 1;
+            b.last_offset = 1;
+            b.acknowledge_types = vec![1];
+            let mut p = share_acknowledge_request::AcknowledgePartition::default();
+            p.partition_index = i;
+            p.acknowledgement_batches = vec![b];
+            p
+        })
+        .collect();
+    let mut a = ShareAcknowledgeRequest::default();
+    a.group_id = Some(group.clone());
+    a.member_id = Some(member.clone());
+    a.share_session_epoch = epoch;
+    a.topics = vec![t];
+    let ResponseKind::ShareAcknowledge(r) = c
+        .call(
+            ApiKey::ShareAcknowledge,
+            1,
+            RequestKind::ShareAcknowledge(a),
+        )
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 0);
+    let codes: Vec<i16> = r.responses[0]
+        .partitions
+        .iter()
+        .map(|p| p.error_code)
+        .collect();
+    assert_eq!(codes, vec![0; 4]);
+    assert_eq!(
+        slow.most.load(Ordering::SeqCst),
+        4,
+        "four ShareAcknowledge writes at once"
+    );
     e.broker.shutdown().await;
     if let Some(n) = e.cluster.meta_node {
         n.shutdown().await;
