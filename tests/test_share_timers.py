@@ -165,14 +165,21 @@ def lateness(arrivals, due):
     return {"p50": round(xs[len(xs) // 2]), "p99": round(xs[int(len(xs) * 0.99)]), "max": round(xs[-1])}
 
 
-def test_a_delayed_backlog_past_the_parked_list_goes_to_buckets_and_arrives_when_due_in_due_order(
-        standalone_factory, kit):
+def backlog(standalone_factory, kit, due_in_ms, seed):
+    """A standalone parking MAX_PARKED delayed records at most, a new topic and
+    group, and the records `produce` writes there, due from `due_in_ms` on."""
     s = standalone_factory(share_groups=True, share_auto_offset_reset="earliest",
                            share_max_parked=MAX_PARKED)
     topic, group = f"timers-{uuid.uuid4().hex[:8]}", f"t-{uuid.uuid4().hex[:6]}"
     kit.create_topic(s.bootstrap, topic)
     t0 = int(time.time() * 1000)
-    due, plain = produce(s.bootstrap, topic, t0 + 2500, 3000, seed=1)
+    due, plain = produce(s.bootstrap, topic, t0 + due_in_ms, 3000, seed=seed)
+    return s, topic, group, t0, due, plain
+
+
+def test_a_delayed_backlog_past_the_parked_list_goes_to_buckets_and_arrives_when_due_in_due_order(
+        standalone_factory, kit):
+    s, topic, group, t0, due, plain = backlog(standalone_factory, kit, 2500, seed=1)
 
     arrivals = Arrivals()
     tix_while_pending = []
@@ -225,13 +232,8 @@ def test_a_delayed_backlog_past_the_parked_list_goes_to_buckets_and_arrives_when
 
 def test_delayed_records_in_buckets_survive_a_kill_9_none_early_none_accepted_again(
         standalone_factory, kit):
-    s = standalone_factory(share_groups=True, share_auto_offset_reset="earliest",
-                           share_max_parked=MAX_PARKED)
-    topic, group = f"timers-{uuid.uuid4().hex[:8]}", f"t-{uuid.uuid4().hex[:6]}"
-    kit.create_topic(s.bootstrap, topic)
-    t0 = int(time.time() * 1000)
     # Due from 5 s on: the first consumer, the kill and the restart fit before.
-    due, plain = produce(s.bootstrap, topic, t0 + 5000, 3000, seed=2)
+    s, topic, group, t0, due, plain = backlog(standalone_factory, kit, 5000, seed=2)
 
     arrivals = Arrivals()
     c = share_consumer(s.bootstrap, group, topic)

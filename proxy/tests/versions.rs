@@ -1748,20 +1748,7 @@ async fn the_share_apis_answer_at_v1() {
     assert_eq!(r.responses[0].partitions[0].acknowledge_error_code, 0);
     assert!(r.responses[0].partitions[0].acquired_records.is_empty());
 
-    let mut b = share_acknowledge_request::AcknowledgementBatch::default();
-    b.first_offset = 1;
-    b.last_offset = 1;
-    b.acknowledge_types = vec![1];
-    let mut p = share_acknowledge_request::AcknowledgePartition::default();
-    p.acknowledgement_batches = vec![b];
-    let mut t = share_acknowledge_request::AcknowledgeTopic::default();
-    t.topic_id = topic_id;
-    t.partitions = vec![p];
-    let mut a = ShareAcknowledgeRequest::default();
-    a.group_id = Some(group.clone());
-    a.member_id = Some(member.clone());
-    a.share_session_epoch = 2;
-    a.topics = vec![t];
+    let a = accept_request(&group, &member, 2, topic_id, &[0], 1);
     let ResponseKind::ShareAcknowledge(r) = c
         .call(
             ApiKey::ShareAcknowledge,
@@ -1854,6 +1841,39 @@ impl MetaApi for SlowShareState {
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         reply
     }
+}
+
+/// A ShareAcknowledge accepting `offset` of each of `partitions` of one
+/// topic.
+fn accept_request(
+    group: &GroupId,
+    member: &StrBytes,
+    epoch: i32,
+    topic_id: uuid::Uuid,
+    partitions: &[i32],
+    offset: i64,
+) -> ShareAcknowledgeRequest {
+    let mut t = share_acknowledge_request::AcknowledgeTopic::default();
+    t.topic_id = topic_id;
+    t.partitions = partitions
+        .iter()
+        .map(|&i| {
+            let mut b = share_acknowledge_request::AcknowledgementBatch::default();
+            b.first_offset = offset;
+            b.last_offset = offset;
+            b.acknowledge_types = vec![1];
+            let mut p = share_acknowledge_request::AcknowledgePartition::default();
+            p.partition_index = i;
+            p.acknowledgement_batches = vec![b];
+            p
+        })
+        .collect();
+    let mut a = ShareAcknowledgeRequest::default();
+    a.group_id = Some(group.clone());
+    a.member_id = Some(member.clone());
+    a.share_session_epoch = epoch;
+    a.topics = vec![t];
+    a
 }
 
 /// The acknowledgements of several partitions in one ShareFetch or one
@@ -1986,25 +2006,7 @@ async fn acknowledgements_of_several_partitions_are_written_at_once() {
     }
     assert_eq!(again, 4, "the second record of each partition acquired");
     slow.most.store(0, Ordering::SeqCst);
-    let mut t = share_acknowledge_request::AcknowledgeTopic::default();
-    t.topic_id = topic_id.0;
-    t.partitions = (0..4)
-        .map(|i| {
-            let mut b = share_acknowledge_request::AcknowledgementBatch::default();
-            b.first_offset = 1;
-            b.last_offset = 1;
-            b.acknowledge_types = vec![1];
-            let mut p = share_acknowledge_request::AcknowledgePartition::default();
-            p.partition_index = i;
-            p.acknowledgement_batches = vec![b];
-            p
-        })
-        .collect();
-    let mut a = ShareAcknowledgeRequest::default();
-    a.group_id = Some(group.clone());
-    a.member_id = Some(member.clone());
-    a.share_session_epoch = epoch;
-    a.topics = vec![t];
+    let a = accept_request(&group, &member, epoch, topic_id.0, &[0, 1, 2, 3], 1);
     let ResponseKind::ShareAcknowledge(r) = c
         .call(
             ApiKey::ShareAcknowledge,

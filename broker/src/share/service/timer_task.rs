@@ -105,14 +105,7 @@ impl ShareService {
             }
         };
         for object in listed {
-            match store.delete_timers(group_id, key, &object).await {
-                Ok(()) => crate::metrics::share_timer_buckets("deleted", 1),
-                Err(e) => {
-                    crate::metrics::share_timer_error("delete");
-                    tracing::warn!(group = group_id, partition = %key, error = %e,
-                        "a timer bucket of a share-partition reset was not deleted");
-                }
-            }
+            delete_bucket(store, group_id, key, &object, "of a share-partition reset").await;
         }
     }
 
@@ -157,16 +150,9 @@ impl ShareService {
             if deletable.is_empty() && loads.is_empty() && plan.is_none() {
                 return Ok(());
             }
+            // One not deleted is left for the sweep of the next owner.
             for object in deletable {
-                match store.delete_timers(group_id, key, &object).await {
-                    Ok(()) => crate::metrics::share_timer_buckets("deleted", 1),
-                    // Left for the sweep of the next owner.
-                    Err(e) => {
-                        crate::metrics::share_timer_error("delete");
-                        tracing::warn!(group = group_id, partition = %key, error = %e,
-                            "an emptied share timer bucket was not deleted");
-                    }
-                }
+                delete_bucket(store, group_id, key, &object, "emptied").await;
             }
             for load in loads {
                 let object = load.object.clone();
@@ -329,6 +315,26 @@ impl ShareService {
                 "an unused share timer bucket was not deleted");
         }
         self.with_held(group_id, key, claim, |_| ())
+    }
+}
+
+/// Deletes a bucket nothing needs any more, counting it; a failure is
+/// counted and logged (`which` says which bucket), not returned: the
+/// bucket is left for a later sweep.
+async fn delete_bucket(
+    store: &dyn TimerStore,
+    group_id: &str,
+    key: &PartitionKey,
+    object: &TimerRef,
+    which: &str,
+) {
+    match store.delete_timers(group_id, key, object).await {
+        Ok(()) => crate::metrics::share_timer_buckets("deleted", 1),
+        Err(e) => {
+            crate::metrics::share_timer_error("delete");
+            tracing::warn!(group = group_id, partition = %key, error = %e, which,
+                "a share timer bucket was not deleted");
+        }
     }
 }
 
