@@ -1021,6 +1021,17 @@ impl Broker {
         crate::maintenance::sweep(self, &mut Default::default()).await
     }
 
+    /// Tells the broker that the writes of one produce request are all
+    /// sequenced here. Where flushes are not paced (a local folder), they
+    /// go at once, together, instead of at the next tick of the flush
+    /// interval; a flush in flight takes them as soon as it has committed.
+    /// Where flushes are paced (S3), nothing changes: the pace decides.
+    pub fn request_sequenced(&self) {
+        if !self.inner.cfg.flush.paced {
+            self.inner.flush_now.notify_one();
+        }
+    }
+
     /// Asks the flusher for a flush now, beside those in flight and whatever
     /// the pacing: a hand-over waits on it, and so do the writes a take-over
     /// held.

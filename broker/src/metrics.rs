@@ -11,6 +11,7 @@ use metrics::{
 const FLUSHES: &str = "floe_broker_flushes_total";
 const FLUSHED_BYTES: &str = "floe_broker_flushed_bytes_total";
 const FLUSH_SECONDS: &str = "floe_broker_flush_duration_seconds";
+const FLUSH_PHASE_SECONDS: &str = "floe_broker_flush_phase_seconds";
 const COMMIT_REFUSALS: &str = "floe_broker_commit_refusals_total";
 const OWNED_PARTITIONS: &str = "floe_broker_owned_partitions";
 const OWNED_SHARDS: &str = "floe_broker_owned_shards";
@@ -60,6 +61,11 @@ pub(crate) fn register() {
         FLUSH_SECONDS,
         Unit::Seconds,
         "from taking the queued batches to their commit in metadata"
+    );
+    describe_histogram!(
+        FLUSH_PHASE_SECONDS,
+        Unit::Seconds,
+        "a flush's steps: `write` (the WAL object into the store, retries included), `wait` (for the flush before it to commit, with several in flight) and `commit` (the metadata command)"
     );
     describe_counter!(
         COMMIT_REFUSALS,
@@ -256,6 +262,11 @@ pub(crate) fn flushed(bytes: u64, took: Duration) {
     counter!(FLUSHES).increment(1);
     counter!(FLUSHED_BYTES).increment(bytes);
     histogram!(FLUSH_SECONDS).record(took);
+}
+
+/// One step of a flush took `took`: `write`, `wait` or `commit`.
+pub(crate) fn flush_phase(phase: &'static str, took: Duration) {
+    histogram!(FLUSH_PHASE_SECONDS, "phase" => phase).record(took);
 }
 
 /// A timestamp lookup passed over a stored batch it could not decode.
@@ -465,6 +476,40 @@ mod tests {
         assert_eq!(
             value(super::FLUSH_SECONDS),
             Some(&DebugValue::Histogram(vec![0.03.into()]))
+        );
+    }
+
+    #[test]
+    fn a_flush_step_is_recorded_under_its_phase() {
+        let recorder = DebuggingRecorder::new();
+        let snap = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, || {
+            super::flush_phase("write", std::time::Duration::from_millis(3));
+            super::flush_phase("commit", std::time::Duration::from_millis(1));
+        });
+        let mut phases: Vec<(String, DebugValue)> = snap
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter(|(k, ..)| k.key().name() == super::FLUSH_PHASE_SECONDS)
+            .map(|(k, .., v)| {
+                let phase = k.key().labels().find(|l| l.key() == "phase");
+                (phase.map(|l| l.value().to_string()).unwrap_or_default(), v)
+            })
+            .collect();
+        phases.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            phases,
+            vec![
+                (
+                    "commit".to_string(),
+                    DebugValue::Histogram(vec![0.001.into()])
+                ),
+                (
+                    "write".to_string(),
+                    DebugValue::Histogram(vec![0.003.into()])
+                ),
+            ]
         );
     }
 

@@ -879,6 +879,16 @@ impl Context {
             }
             topics.push((t.name, parts));
         }
+        // The request's writes at this process's broker go in one flush,
+        // now, rather than at the flusher's next tick (where flushes are
+        // not paced). Owners in other processes flush at their tick.
+        let waiting = topics
+            .iter()
+            .flat_map(|(_, parts)| parts)
+            .any(|p| matches!(p, Part::Waiting(..)));
+        if let Some(local) = self.local.as_ref().filter(|_| waiting) {
+            local.request_sequenced();
+        }
         async move {
             let mut resp = ProduceResponse::default();
             for (name, parts) in topics {

@@ -24,6 +24,7 @@ use floe_proxy::{Proxy, ProxyConfig};
 use floe_storage::batch::Compression;
 use floe_storage::records::{BatchBuilder, RecordSpec};
 use floe_testkit::{Cluster, broker_config};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -57,6 +58,16 @@ async fn env_on(
     share: Option<Arc<floe_proxy::share::ShareContext>>,
     wrap: impl FnOnce(Arc<dyn MetaApi>) -> Arc<dyn MetaApi>,
 ) -> Env {
+    env_configured(transactions, share, wrap, |_| {}).await
+}
+
+/// [`env_on`], with the broker's settings changed by `configure`.
+async fn env_configured(
+    transactions: bool,
+    share: Option<Arc<floe_proxy::share::ShareContext>>,
+    wrap: impl FnOnce(Arc<dyn MetaApi>) -> Arc<dyn MetaApi>,
+    configure: impl FnOnce(&mut floe_broker::config::BrokerConfig),
+) -> Env {
     let cluster = Cluster::start().await;
     let meta = wrap(cluster.meta.clone());
     let pool = cluster.pool().await;
@@ -65,6 +76,7 @@ async fn env_on(
     // Every JoinGroup version joins a new group; the test is about encodings,
     // so the first rebalance need not wait for more members.
     cfg.group.initial_rebalance_delay = Duration::from_millis(50);
+    configure(&mut cfg);
     let broker = Broker::start(cfg, meta.clone(), pool, view.clone())
         .await
         .unwrap();
@@ -621,6 +633,83 @@ async fn a_resent_idempotent_batch_is_stored_once() {
         panic!()
     };
     assert_eq!(r.error_code, 35);
+    e.broker.shutdown().await;
+}
+
+/// Where flushes are not paced (a local folder), a produce request's
+/// writes are flushed together as soon as the request is sequenced, not at
+/// the flusher's next tick: here the tick is an hour away, so without that
+/// the request would not be answered at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_produce_request_is_flushed_at_once_in_one_object_where_flushes_are_not_paced() {
+    let e = env_configured(
+        false,
+        None,
+        |m| m,
+        |c| {
+            c.flush = floe_broker::config::FlushPolicy {
+                interval: Duration::from_secs(3_600),
+                bytes: 8 * 1024 * 1024,
+                paced: false,
+                max_in_flight: 1,
+                after_take_over: Duration::ZERO,
+            };
+        },
+    )
+    .await;
+    let mut c = Conn::open(e.kafka).await;
+    let mut req = CreateTopicsRequest::default();
+    let mut t = CreatableTopic::default();
+    t.name = topic("together");
+    t.num_partitions = 3;
+    t.replication_factor = 1;
+    req.topics = vec![t];
+    req.timeout_ms = 10_000;
+    let ResponseKind::CreateTopics(created) = c
+        .call(ApiKey::CreateTopics, 5, RequestKind::CreateTopics(req))
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(created.topics[0].error_code, 0);
+    let written = || -> u64 { e.broker.pool().stats().iter().map(|s| s.written).sum() };
+    for round in 0..2 {
+        let before = written();
+        let mut td = TopicProduceData::default();
+        td.name = topic("together");
+        td.partition_data = (0..3)
+            .map(|p| {
+                let mut pd = PartitionProduceData::default();
+                pd.index = p;
+                pd.records = Some(one_batch(&format!("r{round}p{p}"), 0));
+                pd
+            })
+            .collect();
+        let mut req = ProduceRequest::default();
+        req.acks = -1;
+        req.timeout_ms = 5000;
+        req.topic_data = vec![td];
+        let answered = tokio::time::timeout(
+            Duration::from_secs(30),
+            c.call(ApiKey::Produce, 9, RequestKind::Produce(req)),
+        )
+        .await
+        .expect("the request was flushed without waiting for the hour's tick");
+        let ResponseKind::Produce(r) = answered else {
+            panic!()
+        };
+        let codes: Vec<i16> = r.responses[0]
+            .partition_responses
+            .iter()
+            .map(|p| p.error_code)
+            .collect();
+        assert_eq!(codes, vec![0, 0, 0]);
+        assert_eq!(
+            written() - before,
+            1,
+            "the three partitions in one WAL object"
+        );
+    }
     e.broker.shutdown().await;
 }
 
