@@ -831,7 +831,9 @@ impl SharePartition {
     pub fn seal_wanted(&self, now_ms: u64) -> bool {
         let cap = self.config.max_delayed.max(1) as usize;
         let seal_at = (cap * 3 / 4).max(1);
+        // Most fetches find the parked list short: no walk then.
         !self.timers.is_sealing()
+            && self.parked.len() >= seal_at
             && {
                 let n = self.parked.values().filter(|slot| {
                 matches!(slot, Slot::Available { deliveries: 0, not_before_ms } if *not_before_ms > now_ms)
