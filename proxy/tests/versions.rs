@@ -1965,6 +1965,15 @@ fn accept_request(
     a
 }
 
+/// Records a ShareFetch answer acquired, over all its partitions.
+fn acquired_in(r: &ShareFetchResponse) -> usize {
+    r.responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| p.acquired_records.len())
+        .sum()
+}
+
 /// The acknowledgements of several partitions in one ShareFetch or one
 /// ShareAcknowledge are written at once, not one partition after another.
 #[tokio::test]
@@ -2043,12 +2052,7 @@ async fn acknowledgements_of_several_partitions_are_written_at_once() {
             panic!()
         };
         assert_eq!(r.error_code, 0);
-        acquired += r
-            .responses
-            .iter()
-            .flat_map(|t| &t.partitions)
-            .map(|p| p.acquired_records.len())
-            .sum::<usize>();
+        acquired += acquired_in(&r);
         if acquired == 4 {
             slow.most.store(0, Ordering::SeqCst);
             let ResponseKind::ShareFetch(r) =
@@ -2085,12 +2089,7 @@ async fn acknowledgements_of_several_partitions_are_written_at_once() {
             panic!()
         };
         assert_eq!(r.error_code, 0);
-        again += r
-            .responses
-            .iter()
-            .flat_map(|t| &t.partitions)
-            .map(|p| p.acquired_records.len())
-            .sum::<usize>();
+        again += acquired_in(&r);
         epoch += 1;
     }
     assert_eq!(again, 4, "the second record of each partition acquired");
