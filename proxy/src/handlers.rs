@@ -17,12 +17,8 @@ use floe_storage::PartitionKey;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 
-use crate::codec::FetchAnswer;
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
-};
-use kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::list_offsets_request::ListOffsetsPartition;
 use kafka_protocol::messages::list_offsets_response::{
@@ -254,47 +250,8 @@ impl Default for FetchLimits {
     }
 }
 
-/// The partitions a fetch names, grouped by topic.
-#[derive(Debug, Clone, PartialEq)]
-struct FetchTarget {
-    topic: TopicName,
-    topic_id: uuid::Uuid,
-    partitions: Vec<fetch_request::FetchPartition>,
-}
-
-/// A fetch's partitions, each once: Kafka keeps one entry per
-/// topic-partition, so a partition named again takes the place of its
-/// first mention with the last mention's offset and sizes. Topics keep the
-/// order they first appear in.
-fn fetch_targets(req: &FetchRequest) -> Vec<FetchTarget> {
-    let mut out: Vec<FetchTarget> = Vec::new();
-    let mut topic_at: HashMap<&str, usize> = HashMap::new();
-    let mut partition_at: HashMap<(&str, i32), (usize, usize)> = HashMap::new();
-    for t in &req.topics {
-        let name = t.topic.0.as_str();
-        let ti = *topic_at.entry(name).or_insert_with(|| {
-            out.push(FetchTarget {
-                topic: t.topic.clone(),
-                topic_id: t.topic_id,
-                partitions: Vec::new(),
-            });
-            out.len() - 1
-        });
-        for p in &t.partitions {
-            match partition_at.get(&(name, p.partition)) {
-                Some(&(ti, pi)) => out[ti].partitions[pi] = p.clone(),
-                None => {
-                    partition_at.insert((name, p.partition), (ti, out[ti].partitions.len()));
-                    out[ti].partitions.push(p.clone());
-                }
-            }
-        }
-    }
-    out
-}
-
 /// A client's `current_leader_epoch`: `None` (-1, or any negative) asks for no check.
-fn leader_epoch(e: i32) -> Option<u64> {
+pub(crate) fn leader_epoch(e: i32) -> Option<u64> {
     u64::try_from(e).ok()
 }
 
@@ -395,7 +352,7 @@ impl Context {
     }
 
     /// Where a partition's requests go: its owner, in this process or another.
-    fn route(
+    pub(crate) fn route(
         &self,
         snap: &ClusterSnapshot,
         key: &PartitionKey,
@@ -939,138 +896,6 @@ impl Context {
         }
     }
 
-    /// Fetch: whole batches per partition; waits up to `max_wait_ms` (capped)
-    /// until `min_bytes` are available. Each partition is answered once
-    /// however often the request names it, and the answer stays within the
-    /// request's and this proxy's byte caps ([`FetchLimits`]). Each
-    /// partition's records are left in the pieces its owner returned,
-    /// for [`crate::codec::encode_fetch_response`] to send without copying
-    /// them.
-    pub async fn fetch_answer(&self, version: i16, req: &FetchRequest) -> FetchAnswer {
-        let snap = self.view.current();
-        let wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(self.max_fetch_wait);
-        let deadline = tokio::time::Instant::now() + wait;
-        let min_bytes = req.min_bytes.max(0) as usize;
-        let limits = self.fetch_limits;
-        let total_max = limits.request_budget(req.max_bytes);
-        let targets = fetch_targets(req);
-        // Isolation level 1 (read_committed): only below the last stable
-        // offset, with the aborted transactions of what is returned.
-        let read_committed = req.isolation_level == 1;
-        loop {
-            let mut resp = FetchResponse::default();
-            let mut total = 0usize;
-            let mut waits = Vec::new();
-            let mut records = Vec::new();
-            for t in &targets {
-                let mut tr = FetchableTopicResponse::default();
-                tr.topic = t.topic.clone();
-                tr.topic_id = t.topic_id;
-                for p in &t.partitions {
-                    let mut pd = PartitionData::default();
-                    pd.partition_index = p.partition;
-                    pd.high_watermark = -1;
-                    pd.last_stable_offset = -1;
-                    pd.log_start_offset = -1;
-                    pd.preferred_read_replica = BrokerId(-1);
-                    let mut pieces = Vec::new();
-                    match Self::key_of(&snap, &t.topic.0, p.partition) {
-                        None => pd.error_code = ResponseError::UnknownTopicOrPartition.code(),
-                        Some(key) => {
-                            let budget = limits.partition_budget(
-                                p.partition_max_bytes,
-                                total_max.saturating_sub(total),
-                                total == 0,
-                            );
-                            if budget > 0 {
-                                let epoch = if version >= 9 {
-                                    leader_epoch(p.current_leader_epoch)
-                                } else {
-                                    None
-                                };
-                                let r = match self.route(&snap, &key) {
-                                    Ok(h) => {
-                                        let r = h
-                                            .fetch_isolated(
-                                                &key,
-                                                p.fetch_offset,
-                                                budget,
-                                                epoch,
-                                                read_committed,
-                                            )
-                                            .await;
-                                        if let Ok(d) = &r
-                                            && d.records.is_empty()
-                                        {
-                                            // A read_committed reader at the
-                                            // LSO waits for the next commit
-                                            // (a marker's moves the LSO).
-                                            let past = if read_committed {
-                                                p.fetch_offset.max(d.high_watermark)
-                                            } else {
-                                                p.fetch_offset
-                                            };
-                                            waits.push((h, key, past));
-                                        }
-                                        r
-                                    }
-                                    Err(e) => Err(CallError::Routing(e)),
-                                };
-                                match r {
-                                    Ok(d) => {
-                                        pd.high_watermark = d.high_watermark;
-                                        pd.last_stable_offset = d.last_stable_offset;
-                                        if read_committed {
-                                            pd.aborted_transactions = Some(
-                                                d.aborted
-                                                    .iter()
-                                                    .map(|a| {
-                                                        let mut t = AbortedTransaction::default();
-                                                        t.producer_id = ProducerId(a.producer_id.0);
-                                                        t.first_offset = a.first_offset;
-                                                        t
-                                                    })
-                                                    .collect(),
-                                            );
-                                        }
-                                        if version >= 5 {
-                                            pd.log_start_offset = d.log_start_offset;
-                                        }
-                                        // The owner answers at least one batch; past
-                                        // the first partition with data, one that does
-                                        // not fit is left for the next fetch (as Kafka
-                                        // does), so the answer stays within the caps.
-                                        pd.records = Some(Bytes::new());
-                                        if total == 0 || d.bytes() <= budget {
-                                            total += d.bytes();
-                                            pieces = d.records;
-                                        }
-                                    }
-                                    Err(e) => {
-                                        self.report_if_refused(&key, &e);
-                                        pd.error_code = call_code(&e);
-                                    }
-                                }
-                            }
-                        }
-                    }
-                    tr.partitions.push(pd);
-                    records.push(pieces);
-                }
-                resp.responses.push(tr);
-            }
-            let now = tokio::time::Instant::now();
-            if total >= min_bytes.max(1) || now >= deadline || waits.is_empty() {
-                return FetchAnswer { resp, records };
-            }
-            // Wait for any of the empty partitions to get data, then fetch again.
-            let futs = waits
-                .iter()
-                .map(|(h, k, off)| Box::pin(h.wait_for_data(k, *off, deadline)));
-            futures::future::select_all(futs).await;
-        }
-    }
-
     pub async fn list_offsets(
         &self,
         version: i16,
@@ -1454,50 +1279,6 @@ mod tests {
 
     fn routing(kind: RoutingErrorKind) -> RoutingError {
         RoutingError::new(kind, "test")
-    }
-
-    fn fetch_of(parts: &[(&str, i32, i64, i32)]) -> FetchRequest {
-        let mut req = FetchRequest::default();
-        for (topic, partition, offset, max) in parts {
-            let mut t = fetch_request::FetchTopic::default();
-            t.topic = topic_name(topic);
-            let mut p = fetch_request::FetchPartition::default();
-            p.partition = *partition;
-            p.fetch_offset = *offset;
-            p.partition_max_bytes = *max;
-            t.partitions.push(p);
-            req.topics.push(t);
-        }
-        req
-    }
-
-    #[test]
-    fn a_partition_named_many_times_is_fetched_once_with_its_last_mention() {
-        let mut parts = vec![("a", 0, 0, 100); 500];
-        parts.push(("b", 1, 3, 10));
-        parts.push(("a", 1, 7, 20));
-        parts.push(("a", 0, 42, 8 << 20));
-        let targets = fetch_targets(&fetch_of(&parts));
-        type Parts = Vec<(i32, i64, i32)>;
-        let got: Vec<(String, Parts)> = targets
-            .iter()
-            .map(|t| {
-                (
-                    t.topic.0.to_string(),
-                    t.partitions
-                        .iter()
-                        .map(|p| (p.partition, p.fetch_offset, p.partition_max_bytes))
-                        .collect(),
-                )
-            })
-            .collect();
-        assert_eq!(
-            got,
-            vec![
-                ("a".to_string(), vec![(0, 42, 8 << 20), (1, 7, 20)]),
-                ("b".to_string(), vec![(1, 3, 10)]),
-            ]
-        );
     }
 
     #[test]

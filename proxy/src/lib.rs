@@ -18,6 +18,7 @@ pub mod admin;
 pub mod codec;
 mod consumer_groups;
 mod errors;
+pub mod fetch;
 pub mod fetch_session;
 pub mod groups;
 pub mod handlers;
