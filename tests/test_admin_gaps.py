@@ -3,6 +3,8 @@ against one `floe standalone` shared by the module: CreateTopics with replica
 assignments, the `compression.type` topic config, OffsetCommit for topics that do
 not exist, keyless records on a compacted topic."""
 
+import re
+
 import pytest
 
 
@@ -212,7 +214,18 @@ def test_a_consumer_validates_its_position_after_an_owner_change_and_keeps_readi
         assert [m.offset() for m in got] == list(range(50))
         # A restart: the partition is taken over again at a new epoch, which the
         # consumer sees in Metadata and checks its position against (KIP-320).
+        # (Were the epoch kept, the client would ask only when its first fetch
+        # after the restart happened to fail: a race, not a rule.)
         server.restart()
+        deadline = time.monotonic() + 30
+        while True:
+            since = server.log_path.read_text().rsplit("---- start #", 1)[-1]
+            since = re.sub(r"\x1b\[[0-9;]*m", "", since)  # the log's colours
+            taken = [int(e) for e in re.findall(r"took partition over .*? epoch=(\d+)", since)]
+            if taken or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert taken and min(taken) >= 2, f"the restart kept the epoch: {taken}"
         second = [(f"k{i}".encode(), f"b{i}".encode(), None, 0, None) for i in range(50)]
         confluent_produce(server.bootstrap, "validated", second)
         deadline = time.monotonic() + 90

@@ -628,6 +628,13 @@ impl ClusterState {
                 }
             )));
         }
+        // A broker registering while still on record as alive is a new
+        // process of it (restarted within its lease): see `restarted`.
+        let restarted = kind == NodeKind::Broker
+            && self
+                .nodes
+                .get(&id)
+                .is_some_and(|n| n.state != NodeState::Dead);
         self.nodes.insert(
             id,
             NodeInfo {
@@ -639,7 +646,31 @@ impl ClusterState {
                 state: NodeState::Live,
             },
         );
+        if restarted {
+            self.restarted(id);
+        }
         Response::Registered { id }
+    }
+
+    /// A broker's new process keeps what the previous one owned, at the
+    /// next epoch: as a restarted Kafka broker leads its partitions at a new
+    /// leader epoch, clients see the change (KIP-320: a consumer validates
+    /// its position) and a commit the previous process still sends is
+    /// refused. Hand-overs to or from it are called off (the new process
+    /// knows of none; the controller plans them again).
+    fn restarted(&mut self, id: BrokerId) {
+        let slots = self
+            .partitions
+            .values_mut()
+            .map(|p| &mut p.ownership)
+            .chain(self.shards.values_mut());
+        for o in slots {
+            if o.owner == Some(id) {
+                *o = o.moved_to(Some(id));
+            } else if o.handover.is_some_and(|h| h.to == id) {
+                o.handover = None;
+            }
+        }
     }
 
     fn expire(&mut self, now_ms: u64) -> Response {
@@ -1494,6 +1525,54 @@ pub(crate) mod tests {
             object: obj(),
             ranges: vec![range(tid(1), 1, 2, 0, 9)],
         });
+    }
+
+    #[test]
+    fn a_broker_registering_again_while_alive_keeps_what_it_owned_at_the_next_epoch() {
+        let mut sm = owned();
+        let epochs = |sm: &Sm| -> Vec<(Option<BrokerId>, Epoch)> {
+            let parts = sm.state.partitions.values().map(|p| p.ownership);
+            parts
+                .chain(sm.state.shards.values().copied())
+                .map(|o| (o.owner, o.epoch))
+                .collect()
+        };
+        let before = epochs(&sm);
+        assert!(before.iter().all(|(o, _)| *o == Some(BrokerId(1))));
+        // Its new process registers within the old one's lease.
+        register(&mut sm, 1, 10);
+        let after = epochs(&sm);
+        assert_eq!(after.len(), before.len());
+        for ((o, e), (o2, e2)) in before.iter().zip(&after) {
+            assert_eq!(o2, o, "kept");
+            assert_eq!(e2.0, e.0 + 1, "at the next epoch");
+        }
+        // A commit of the previous process, at the old epoch, is refused.
+        let e = sm.error(Command::Commit {
+            now_ms: 0,
+            broker: BrokerId(1),
+            object: obj(),
+            ranges: vec![range(tid(1), 0, 1, 0, 9)],
+        });
+        assert!(matches!(e, MetaError::StaleEpoch { .. }), "{e}");
+        sm.ok(Command::Commit {
+            now_ms: 0,
+            broker: BrokerId(1),
+            object: obj(),
+            ranges: vec![range(tid(1), 0, 2, 0, 9)],
+        });
+        // Another broker registering, or one registering after it was
+        // found dead (it owns nothing then), moves nothing.
+        let before = epochs(&sm);
+        register(&mut sm, 2, 20);
+        assert_eq!(epochs(&sm), before);
+        sm.ok(Command::NodeDown {
+            id: BrokerId(2),
+            addr: "127.0.0.1:9002".into(),
+        });
+        let before = epochs(&sm);
+        register(&mut sm, 2, 30);
+        assert_eq!(epochs(&sm), before);
     }
 
     #[test]
