@@ -14,6 +14,7 @@ use floe_broker::{
 };
 use floe_metadata::api::{MetaApi, routes};
 use floe_storage::PartitionKey;
+use futures::StreamExt;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 
@@ -197,6 +198,10 @@ impl DownReports {
         true
     }
 }
+
+/// Most partitions of one Produce request being sequenced at their owners
+/// at once.
+pub const SEQUENCED_TOGETHER: usize = 32;
 
 /// Longest wait of CreateTopics and CreatePartitions for the new partitions
 /// to show in this proxy's view with owners. Without a live broker in the
@@ -793,47 +798,56 @@ impl Context {
         // produce this long for room (Kafka's request timeout).
         let room_wait = Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0));
         let owner_wait = owner_wait(req.timeout_ms);
+        // Each partition's write is sequenced at its owner (one RPC for an
+        // owner in another process), several partitions at a time: they
+        // are independent, and the request's are all sequenced before the
+        // connection's next request is read, so each partition keeps the
+        // order its writes came in.
         let mut topics: Vec<(TopicName, Vec<Part>)> = Vec::new();
         for t in req.topic_data {
-            let mut parts = Vec::new();
-            for p in t.partition_data {
-                let part = match (acks, Self::key_of(&snap, &t.name.0, p.index)) {
-                    (None, _) => Part::Done(
-                        p.index,
-                        ResponseError::InvalidRequiredAcks.code(),
-                        None,
-                        Vec::new(),
-                    ),
-                    (_, None) => Part::Done(
-                        p.index,
-                        ResponseError::UnknownTopicOrPartition.code(),
-                        None,
-                        Vec::new(),
-                    ),
-                    (Some(acks), Some(key)) => {
-                        let records = p.records.unwrap_or_default();
-                        let sequenced = self
-                            .append_at_owner(&key, records, acks, room_wait, owner_wait)
-                            .await;
-                        match sequenced {
-                            Ok((pending, routed)) => Part::Waiting(
-                                p.index,
-                                Box::pin(self.acknowledged(key, pending, routed)),
-                            ),
-                            Err(e) => {
-                                tracing::debug!(topic = %t.name.0.as_str(), partition = p.index, error = %e, "produce refused");
-                                Part::Done(
+            let name = &t.name;
+            let snap = &snap;
+            let parts: Vec<Part> = futures::stream::iter(t.partition_data)
+                .map(|p| async move {
+                    match (acks, Self::key_of(snap, &name.0, p.index)) {
+                        (None, _) => Part::Done(
+                            p.index,
+                            ResponseError::InvalidRequiredAcks.code(),
+                            None,
+                            Vec::new(),
+                        ),
+                        (_, None) => Part::Done(
+                            p.index,
+                            ResponseError::UnknownTopicOrPartition.code(),
+                            None,
+                            Vec::new(),
+                        ),
+                        (Some(acks), Some(key)) => {
+                            let records = p.records.unwrap_or_default();
+                            let sequenced = self
+                                .append_at_owner(&key, records, acks, room_wait, owner_wait)
+                                .await;
+                            match sequenced {
+                                Ok((pending, routed)) => Part::Waiting(
                                     p.index,
-                                    call_code(&e),
-                                    Some(e.to_string()),
-                                    record_errors(&e),
-                                )
+                                    Box::pin(self.acknowledged(key, pending, routed)),
+                                ),
+                                Err(e) => {
+                                    tracing::debug!(topic = %name.0.as_str(), partition = p.index, error = %e, "produce refused");
+                                    Part::Done(
+                                        p.index,
+                                        call_code(&e),
+                                        Some(e.to_string()),
+                                        record_errors(&e),
+                                    )
+                                }
                             }
                         }
                     }
-                };
-                parts.push(part);
-            }
+                })
+                .buffered(SEQUENCED_TOGETHER)
+                .collect()
+                .await;
             topics.push((t.name, parts));
         }
         // The request's writes at this process's broker go in one flush,

@@ -2451,3 +2451,96 @@ async fn the_share_admin_apis_answer_at_v0_and_keep_one_group_namespace() {
         n.shutdown().await;
     }
 }
+
+/// A Produce request's partitions are sequenced at their owners together:
+/// one whose owner holds it (a second broker, in another "process" behind
+/// its RPC, out of room for unflushed bytes for the request's whole
+/// timeout) does not keep the request's other partition, at this proxy's
+/// broker, from being sequenced and committed meanwhile. One after the
+/// other, the second partition would wait the whole 30 s of the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_held_at_its_owner_does_not_hold_up_the_rest_of_the_request() {
+    let e = env().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let pool = e.cluster.pool().await;
+    let b2 = e
+        .cluster
+        .broker_on(pool, |c| {
+            c.id = 2;
+            c.advertise = addr.clone();
+            // Never flushed in the test, and out of room after one write.
+            c.flush.interval = Duration::from_secs(3_600);
+            c.flush.paced = true;
+            c.max_unflushed_bytes = 1;
+        })
+        .await;
+    tokio::spawn(floe_broker::rpc::serve(
+        listener,
+        b2.clone(),
+        floe_metadata::http_server::HttpLimits::with_body_limit(floe_broker::rpc::MAX_BODY_BYTES),
+    ));
+    let t = e.cluster.create_topic("spread", 2, &[]).await;
+    let keys = [0, 1].map(|p| floe_storage::PartitionKey::new(t, p));
+    // Placed one on each broker as they are created.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let (held, free) = loop {
+        let (one, two) = (e.broker.owned(), b2.owned());
+        if let (Some(f), Some(h)) = (
+            keys.iter().find(|k| one.contains(k)),
+            keys.iter().find(|k| two.contains(k)),
+        ) {
+            break (*h, *f);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not placed on both brokers"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // The second broker's one write fills its room.
+    let filler = {
+        let b2 = b2.clone();
+        tokio::spawn(async move { b2.produce(&held, &one_batch("filler", 0), Acks::All).await })
+    };
+    while b2.log(&held).map_or(0, |l| l.offsets().2) < 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the filler was never sequenced"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // One request: the held partition first, then the free one.
+    let mut td = TopicProduceData::default();
+    td.name = topic("spread");
+    td.partition_data = [held, free]
+        .iter()
+        .map(|k| {
+            let mut pd = PartitionProduceData::default();
+            pd.index = k.partition as i32;
+            pd.records = Some(one_batch(&format!("p{}", k.partition), 0));
+            pd
+        })
+        .collect();
+    let mut req = ProduceRequest::default();
+    req.acks = -1;
+    req.timeout_ms = 30_000;
+    req.topic_data = vec![td];
+    let mut c = Conn::open(e.kafka).await;
+    let request = tokio::spawn(async move {
+        c.call(ApiKey::Produce, 9, RequestKind::Produce(req)).await;
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while e.broker.log(&free).map_or(0, |l| l.offsets().1) < 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the free partition waited for the held one"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!request.is_finished(), "the held partition is still held");
+    request.abort();
+    filler.abort();
+    e.broker.shutdown().await;
+    b2.shutdown().await;
+}
