@@ -305,7 +305,7 @@ impl Context {
                                     } else {
                                         p.fetch_offset
                                     };
-                                    waits.push((h, key.clone(), past));
+                                    waits.push((h, *key, past));
                                 }
                                 pd.high_watermark = d.high_watermark;
                                 pd.last_stable_offset = d.last_stable_offset;
