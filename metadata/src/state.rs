@@ -659,18 +659,7 @@ impl ClusterState {
     /// refused. Hand-overs to or from it are called off (the new process
     /// knows of none; the controller plans them again).
     fn restarted(&mut self, id: BrokerId) {
-        let slots = self
-            .partitions
-            .values_mut()
-            .map(|p| &mut p.ownership)
-            .chain(self.shards.values_mut());
-        for o in slots {
-            if o.owner == Some(id) {
-                *o = o.moved_to(Some(id));
-            } else if o.handover.is_some_and(|h| h.to == id) {
-                o.handover = None;
-            }
-        }
+        self.move_everything_of(id, Some(id));
     }
 
     fn expire(&mut self, now_ms: u64) -> Response {
@@ -692,6 +681,12 @@ impl ClusterState {
         if let Some(n) = self.nodes.get_mut(&id) {
             n.state = NodeState::Dead;
         }
+        self.move_everything_of(id, None);
+    }
+
+    /// Every partition and shard `id` owns goes to `owner` at the next
+    /// epoch; hand-overs to `id` are called off.
+    fn move_everything_of(&mut self, id: BrokerId, owner: Option<BrokerId>) {
         let slots = self
             .partitions
             .values_mut()
@@ -699,7 +694,7 @@ impl ClusterState {
             .chain(self.shards.values_mut());
         for o in slots {
             if o.owner == Some(id) {
-                *o = o.moved_to(None);
+                *o = o.moved_to(owner);
             } else if o.handover.is_some_and(|h| h.to == id) {
                 o.handover = None;
             }
