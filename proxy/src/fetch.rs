@@ -7,10 +7,11 @@
 //! *waves*: a wave takes the partitions, in the request's order, whose
 //! budgets all fit in what is left of the answer even if every read before
 //! them in the wave comes back full, and reads them (at most
-//! [`READS_IN_FLIGHT`] in flight at once, the next starting as one ends). The answer is then put together in order
-//! with the same rule as a read at a time, so it never holds more than the
-//! caps allow; a partition that would have had a larger budget with the
-//! real total of the reads before it starts the next wave instead.
+//! [`READS_IN_FLIGHT`] in flight at once, the next starting as one ends).
+//! The answer is then put together in order with the same rule as a read
+//! at a time, so it never holds more than the caps allow; a partition that
+//! would have had a larger budget with the real total of the reads before
+//! it starts the next wave instead.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -128,12 +129,13 @@ pub(crate) fn plan_wave(
 /// Reads every partition of `asks` with `read(index, budget)`, wave after
 /// wave ([`plan_wave`]), and decides in order which reads the answer keeps:
 /// the first with data always, a later one if its bytes fit its budget.
+/// Returns each partition's outcome and the bytes of the reads kept.
 pub(crate) async fn read_in_waves<T, F, Fut>(
     limits: &FetchLimits,
     asks: &[Option<i32>],
     total_max: usize,
     read: F,
-) -> Vec<Outcome<T>>
+) -> (Vec<Outcome<T>>, usize)
 where
     F: Fn(usize, usize) -> Fut,
     Fut: Future<Output = Read<T>>,
@@ -172,7 +174,7 @@ where
             });
         }
     }
-    out
+    (out, total)
 }
 
 /// One partition as the fetch asks its owner.
@@ -264,9 +266,8 @@ impl Context {
                     }
                 }
             };
-            let outcomes = read_in_waves(&limits, &asks, total_max, read).await;
+            let (outcomes, total) = read_in_waves(&limits, &asks, total_max, read).await;
             let mut resp = FetchResponse::default();
-            let mut total = 0usize;
             let mut waits = Vec::new();
             let mut records = Vec::new();
             let mut flat = asked.iter().zip(outcomes);
@@ -327,7 +328,6 @@ impl Context {
                                 }
                                 pd.records = Some(Bytes::new());
                                 if kept {
-                                    total += d.bytes();
                                     pieces = d.records;
                                 }
                             }
@@ -464,6 +464,7 @@ mod tests {
             }
         })
         .await
+        .0
     }
 
     #[tokio::test]

@@ -200,7 +200,7 @@ impl DownReports {
 }
 
 /// Most partitions of one Produce request being sequenced at their owners
-/// at once, when any of them is owned in another process.
+/// at once, where brokers run in other processes than the proxy.
 pub const SEQUENCED_TOGETHER: usize = 32;
 
 /// Longest wait of CreateTopics and CreatePartitions for the new partitions
@@ -802,18 +802,15 @@ impl Context {
         // owner in another process), several partitions at a time: they
         // are independent, and the request's are all sequenced before the
         // connection's next request is read, so each partition keeps the
-        // order its writes came in. Owners in this process sequence a write
-        // at once, with no round trip to overlap: a request only they own
-        // is sequenced one partition after the other, as it always was.
-        let remote = req.topic_data.iter().any(|t| {
-            t.partition_data.iter().any(|p| {
-                Self::key_of(&snap, &t.name.0, p.index).is_some_and(|key| {
-                    matches!(
-                        self.owner_of(&snap, &key),
-                        Ok(crate::groups::ShardOwner::Remote(_))
-                    )
-                })
-            })
+        // order its writes came in. Where this process's broker is the
+        // only one (a standalone) there is no round trip to overlap: a
+        // request is sequenced one partition after the other, as it always
+        // was. One look at the view's brokers, not one per partition.
+        let local_id = self.local.as_ref().map(|b| b.broker_id());
+        let remote = snap.nodes.iter().any(|n| {
+            n.kind == floe_metadata::model::NodeKind::Broker
+                && n.state != floe_metadata::model::NodeState::Dead
+                && Some(n.id) != local_id
         });
         let together = if remote { SEQUENCED_TOGETHER } else { 1 };
         let mut topics: Vec<(TopicName, Vec<Part>)> = Vec::new();
