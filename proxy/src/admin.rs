@@ -31,9 +31,10 @@
 //! - **Timeouts** (`timeout_ms`) are not used: an answer is sent once the
 //!   metadata service committed the change, or its client gave up. The
 //!   connection loop then holds a CreateTopics or CreatePartitions answer
-//!   until this proxy's view shows every new partition with an owner (at
-//!   most `handlers::CREATED_VISIBLE_WAIT`), so that the client's next
-//!   Metadata request finds their leaders.
+//!   until this proxy's view shows the new topics and every new partition
+//!   with an owner (at most `handlers::CREATED_VISIBLE_WAIT`; owners only
+//!   while a broker is live), so that the client's next Metadata request
+//!   finds their leaders and its next Produce finds the topic.
 //!
 //! The versions answered are those kafka-protocol 0.18 can decode and
 //! encode ([`ADMIN_API_VERSIONS`]); Kafka 4 removed the older ones too.

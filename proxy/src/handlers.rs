@@ -205,9 +205,28 @@ pub const SEQUENCED_TOGETHER: usize = 32;
 
 /// Longest wait of CreateTopics and CreatePartitions for the new partitions
 /// to show in this proxy's view with owners. Without a live broker in the
-/// view they get none: the answer goes out at once, and the controller
-/// places them once a broker registers.
+/// view they get none: the answer goes out once the topics show, and the
+/// controller places them once a broker registers.
 pub const CREATED_VISIBLE_WAIT: Duration = Duration::from_secs(3);
+
+/// Whether `s` shows each of `topics` (name, partition count) created:
+/// the topic with at least that many partitions, and every partition owned
+/// unless no broker is live (then nothing gets an owner until one
+/// registers, and waiting for owners would only hold the answer). The
+/// topics themselves are waited for in every case: a view that lags the
+/// metadata service would answer the client's next request for them
+/// UNKNOWN_TOPIC_OR_PARTITION.
+pub fn created_visible(s: &ClusterSnapshot, topics: &[(String, u32)]) -> bool {
+    let live = s.nodes.iter().any(|n| {
+        n.kind == floe_metadata::model::NodeKind::Broker
+            && n.state == floe_metadata::model::NodeState::Live
+    });
+    topics.iter().all(|(name, count)| {
+        s.topics.get(name.as_str()).is_some_and(|t| {
+            t.partition_count >= *count && (!live || t.partitions.iter().all(|p| p.owner.is_some()))
+        })
+    })
+}
 
 /// This proxy's caps on the bytes of a fetch's answer, applied on top of
 /// the client's own `max_bytes` and `partition_max_bytes`.
@@ -745,30 +764,18 @@ impl Context {
     }
 
     /// Waits (at most [`CREATED_VISIBLE_WAIT`]) until this proxy's view shows
-    /// each of `topics` with at least its partition count and every
-    /// partition owned, so that a CreateTopics or CreatePartitions is
-    /// answered once a client's next Metadata request finds the new
-    /// partitions' leaders (the metadata service places them in the command
-    /// that creates them).
+    /// each of `topics` with at least its partition count and, while a
+    /// broker is live, every partition owned ([`created_visible`]), so that
+    /// a CreateTopics or CreatePartitions is answered once a client's next
+    /// Metadata or Produce request through this proxy finds the new
+    /// partitions and their leaders (the metadata service places them in
+    /// the command that creates them).
     pub async fn await_owned(&self, topics: &[(String, u32)]) {
         if topics.is_empty() {
             return;
         }
         self.view
-            .wait_for(CREATED_VISIBLE_WAIT, |s| {
-                // Without a live broker nothing gets an owner yet: no wait.
-                let live = s.nodes.iter().any(|n| {
-                    n.kind == floe_metadata::model::NodeKind::Broker
-                        && n.state == floe_metadata::model::NodeState::Live
-                });
-                !live
-                    || topics.iter().all(|(name, count)| {
-                        s.topics.get(name.as_str()).is_some_and(|t| {
-                            t.partition_count >= *count
-                                && t.partitions.iter().all(|p| p.owner.is_some())
-                        })
-                    })
-            })
+            .wait_for(CREATED_VISIBLE_WAIT, |s| created_visible(s, topics))
             .await;
     }
 
@@ -1295,6 +1302,66 @@ mod tests {
         async fn delete_records(&self, _: &PartitionKey, _: i64) -> Result<i64, CallError> {
             Err(BrokerError::new(ErrorKind::Unsupported, "fake").into())
         }
+    }
+
+    /// A view with `topic` of `count` partitions, the first `owned` owned,
+    /// and broker 3 `live` or not.
+    fn view_with(topic: Option<(&str, u32, u32)>, live: bool) -> ClusterSnapshot {
+        use floe_metadata::ids::{BrokerId as MetaBrokerId, Epoch, TopicId as MetaTopicId};
+        use floe_metadata::model::{NodeInfo, NodeKind, NodeState, PartitionInfo, TopicInfo};
+        let mut s = ClusterSnapshot::default();
+        s.nodes.push(NodeInfo {
+            id: MetaBrokerId(3),
+            kind: NodeKind::Broker,
+            addr: "127.0.0.1:1".into(),
+            state: if live {
+                NodeState::Live
+            } else {
+                NodeState::Dead
+            },
+        });
+        if let Some((name, count, owned)) = topic {
+            let info = Arc::new(TopicInfo {
+                name: name.into(),
+                id: MetaTopicId(uuid::Uuid::from_u128(7)),
+                partition_count: count,
+                configs: Vec::new(),
+                partitions: (0..count)
+                    .map(|p| PartitionInfo {
+                        partition: p,
+                        owner: (p < owned).then_some(MetaBrokerId(3)),
+                        epoch: Epoch(1),
+                        log_start_offset: 0,
+                        high_watermark: 0,
+                        handover_to: None,
+                        stored_bytes: None,
+                    })
+                    .collect(),
+            });
+            s.by_id.insert(info.id, info.clone());
+            s.topics.insert(name.into(), info);
+        }
+        s
+    }
+
+    #[test]
+    fn a_created_topic_is_waited_for_in_the_view_even_while_no_broker_is_live() {
+        let asked = [("t".to_string(), 3)];
+        let shown = |topic, live| created_visible(&view_with(topic, live), &asked);
+        // Not in the view yet: wait, with or without a live broker (the
+        // client's next request would be answered UNKNOWN_TOPIC_OR_PARTITION).
+        assert!(!shown(None, false));
+        assert!(!shown(None, true));
+        // Fewer partitions than created (CreatePartitions not seen yet).
+        assert!(!shown(Some(("t", 2, 2)), true));
+        assert!(!shown(Some(("t", 2, 0)), false));
+        // Shown, no owner, no live broker: nothing will own them until one
+        // registers, so no wait for owners.
+        assert!(shown(Some(("t", 3, 0)), false));
+        // A live broker: every partition must be owned.
+        assert!(!shown(Some(("t", 3, 2)), true));
+        assert!(shown(Some(("t", 3, 3)), true));
+        assert!(shown(Some(("t", 4, 4)), true));
     }
 
     fn key() -> PartitionKey {

@@ -24,9 +24,10 @@ const OWNER_WAIT: Duration = Duration::from_secs(20);
 
 /// A free port on 127.0.0.1 (free when asked; the caller binds it soon,
 /// and another process may take it first). Only for an address that must
-/// be known before its server can bind it (the metadata node's, which its
-/// Raft configuration names) or one nothing is to listen on; a server a
-/// test starts itself binds port 0 and reports the address it got.
+/// be known before its server can bind it (the peers of a metadata
+/// cluster, which each node's Raft configuration names) or one nothing is
+/// to listen on; a server a test starts itself binds port 0 and reports
+/// the address it got, as [`Cluster::start`]'s metadata node does.
 pub fn free_addr() -> SocketAddr {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -46,10 +47,13 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Starts the metadata node, its controller checking every 100 ms.
+    /// Starts the metadata node on a port the system gives (its Raft
+    /// configuration names the address it got), its controller checking
+    /// every 100 ms.
     pub async fn start() -> Cluster {
         let dir = tempfile::tempdir().unwrap();
-        let mut c = MetaConfig::new(1, free_addr(), dir.path().join("meta"));
+        let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
+        let mut c = MetaConfig::new(1, any_port, dir.path().join("meta"));
         c.init = true;
         c.controller_interval = Duration::from_millis(100);
         let node = MetaNode::start(c).await.unwrap();
