@@ -26,7 +26,8 @@ while producing 10 MB/s; W6 time from `kill -9` of a broker to its
 partitions taking writes again (cluster targets).
 
 Per run: MB/s, records/s, percentiles, CPU-seconds of the server processes
-per GiB (from /proc/PID/stat), their peak RSS (VmHWM, reset before each run
+per GiB (from /proc/PID/stat; beside them the S3 server's and the load
+generator's, which share the machine's cores), their peak RSS (VmHWM, reset before each run
 through /proc/PID/clear_refs), store requests per GiB (from the S3 server's
 request log; on a local folder, Floe's floe_store_writes_total).
 Output: results.md, results.json and charts (PNG) in --out (default
@@ -42,6 +43,7 @@ import os
 import pathlib
 import platform
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -913,8 +915,20 @@ def failover_run(target, topic, partitions, timeout):
 
 # ---------------------------------------------------------------- the run
 
+def generator_cpu_seconds():
+    """User + system CPU-seconds of this process and the children it has
+    waited for: the load generator (in this process, or an
+    rdkafka_performance run to its end), not the servers (still running)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 class Meter:
-    """CPU-seconds, peak RSS and store requests of a target's server processes over one workload."""
+    """CPU-seconds, peak RSS and store requests of a target's server
+    processes over one workload; beside them the CPU-seconds of the S3
+    server (on a machine of 2 cores it shares the CPU with the target and
+    the generator) and of the load generator."""
 
     def __init__(self, target):
         self.t = target
@@ -922,13 +936,20 @@ class Meter:
         for p in self.procs:
             reset_peak_rss(p.pid)
         self.cpu0 = {p.pid: cpu_seconds(p.pid) for p in self.procs}
+        s3 = getattr(target, "s3", None)
+        self.store = s3.proc if s3 is not None and s3.proc.alive() else None
+        self.store_cpu0 = cpu_seconds(self.store.pid) if self.store else 0.0
+        self.gen_cpu0 = generator_cpu_seconds()
         self.mark = target.store_mark()
 
     def done(self):
         cpu = sum(max(0.0, cpu_seconds(pid) - c) for pid, c in self.cpu0.items())
         rss = sum(peak_rss_kib(p.pid) for p in self.procs if p.alive()) / 1024
         puts, gets = self.t.store_requests(self.mark)
-        return dict(cpu_s=cpu, peak_rss_mib=rss, puts=puts, gets=gets)
+        store_cpu = max(0.0, cpu_seconds(self.store.pid) - self.store_cpu0) if self.store else None
+        gen_cpu = max(0.0, generator_cpu_seconds() - self.gen_cpu0)
+        return dict(cpu_s=cpu, peak_rss_mib=rss, puts=puts, gets=gets, store_cpu_s=store_cpu,
+                    gen_cpu_s=gen_cpu)
 
 
 class Runner:
@@ -954,7 +975,7 @@ class Runner:
             r["rec_s"] = r["records"] / secs
         gib = b / GIB if b else 0
         if gib:
-            for k in ("cpu_s", "puts", "gets"):
+            for k in ("cpu_s", "store_cpu_s", "gen_cpu_s", "puts", "gets"):
                 if r.get(k) is not None:
                     r[f"{k}_per_gib"] = r[k] / gib
         self.rows.append(r)
@@ -1095,7 +1116,13 @@ def run_on(runner, name, kind, delayed, workloads, floe, gen, tansu_build, garag
     if not workloads:
         return
     tname = name + ("+20ms" if delayed else "")
+    # A target named again (`--targets a,b,a,b`: pairs alternated in one
+    # run) gets a folder of its own each time.
     work = work_root / tname
+    again = 1
+    while work.exists():
+        again += 1
+        work = work_root / f"{tname}.{again}"
     work.mkdir()
     relay = target = server = None
     try:

@@ -16,6 +16,8 @@ COLUMNS = [
     ("generator_lag_p99_ms", "generator late p99 ms", "{:,.1f}"),
     ("failover_s", "kill -9 to writes, s", "{:,.2f}"),
     ("cpu_s_per_gib", "server CPU-s / GiB", "{:,.2f}"),
+    ("store_cpu_s_per_gib", "S3 server CPU-s / GiB", "{:,.2f}"),
+    ("gen_cpu_s_per_gib", "generator CPU-s / GiB", "{:,.2f}"),
     ("peak_rss_mib", "peak RSS MiB", "{:,.0f}"),
     ("puts_per_gib", "PUTs / GiB", "{:,.0f}"),
     ("gets_per_gib", "GETs / GiB", "{:,.0f}"),

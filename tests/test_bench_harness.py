@@ -47,6 +47,11 @@ def test_quick_mode_produces_a_sane_table(floe_bin, tmp_path):
     # The S3 runs count the store's requests; the 20 ms one wrote something.
     assert rows[("floe-moto", "W1")]["puts"] > 0
     assert rows[("floe-moto+20ms", "W4-1MB/s")]["puts"] > 0
+    # Beside the target's CPU, the S3 server's (none on a local folder) and
+    # the load generator's: the three share the machine's cores.
+    w1 = rows[("floe-moto", "W1")]
+    assert w1["store_cpu_s"] > 0 and w1["gen_cpu_s"] > 0, w1
+    assert rows[("floe-local", "W1")]["store_cpu_s"] is None
     w6 = rows[("floe-moto", "W6-kill9")]
     assert w6["recovered"] and w6["failover_s"] > 0, w6
 
