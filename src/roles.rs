@@ -254,9 +254,9 @@ pub struct BrokerTuning {
     pub max_flushes_in_flight: Option<usize>,
     /// For this long after the broker takes a partition over, writes to it
     /// are flushed at once, whatever the pacing (their producers already
-    /// waited for the take-over); 0 turns it off. Default by the kind of
-    /// store: 0 on a local folder (flushes are not paced there), 250 on S3
-    /// or HDFS.
+    /// waited for the take-over); 0 (the default) turns it off. On S3 it
+    /// made rolling restarts pause longer, not shorter (see
+    /// docs/benchmarks.md).
     #[arg(long, env = "FLOE_FLUSH_AFTER_TAKEOVER_MS")]
     pub flush_after_takeover_ms: Option<u64>,
     /// The longest transaction.timeout.ms a transactional producer may ask
@@ -694,18 +694,23 @@ mod tests {
             "--flush-paced",
             "false",
             "--flush-after-takeover-ms",
-            "0",
+            "250",
         ])
         .unwrap()
         .broker;
         let p = set.flush_policy([StoreKind::S3]);
         assert_eq!(
             (p.interval, p.bytes, p.paced, p.after_take_over),
-            (Duration::from_millis(20), 1000, false, Duration::ZERO)
+            (
+                Duration::from_millis(20),
+                1000,
+                false,
+                Duration::from_millis(250)
+            )
         );
         assert_eq!(
             none.flush_policy([StoreKind::S3]).after_take_over,
-            Duration::from_millis(250)
+            Duration::ZERO
         );
     }
 
