@@ -36,12 +36,14 @@ impl ClusterSnapshot {
         }
     }
 
+    /// The registered brokers (not proxies), in any state.
+    pub fn brokers(&self) -> impl Iterator<Item = &NodeInfo> {
+        self.nodes.iter().filter(|n| n.kind == NodeKind::Broker)
+    }
+
     /// The RPC address of broker `id`, if it is registered.
     pub fn broker_addr(&self, id: BrokerId) -> Option<&str> {
-        self.nodes
-            .iter()
-            .find(|n| n.id == id && n.kind == NodeKind::Broker)
-            .map(|n| n.addr.as_str())
+        self.brokers().find(|n| n.id == id).map(|n| n.addr.as_str())
     }
 
     /// Topic name and partition number → the partition's key, if both exist.

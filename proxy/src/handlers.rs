@@ -217,10 +217,9 @@ pub const CREATED_VISIBLE_WAIT: Duration = Duration::from_secs(3);
 /// metadata service would answer the client's next request for them
 /// UNKNOWN_TOPIC_OR_PARTITION.
 pub fn created_visible(s: &ClusterSnapshot, topics: &[(String, u32)]) -> bool {
-    let live = s.nodes.iter().any(|n| {
-        n.kind == floe_metadata::model::NodeKind::Broker
-            && n.state == floe_metadata::model::NodeState::Live
-    });
+    let live = s
+        .brokers()
+        .any(|n| n.state == floe_metadata::model::NodeState::Live);
     topics.iter().all(|(name, count)| {
         s.topics.get(name.as_str()).is_some_and(|t| {
             t.partition_count >= *count && (!live || t.partitions.iter().all(|p| p.owner.is_some()))
@@ -814,11 +813,9 @@ impl Context {
         // request is sequenced one partition after the other, as it always
         // was. One look at the view's brokers, not one per partition.
         let local_id = self.local.as_ref().map(|b| b.broker_id());
-        let remote = snap.nodes.iter().any(|n| {
-            n.kind == floe_metadata::model::NodeKind::Broker
-                && n.state != floe_metadata::model::NodeState::Dead
-                && Some(n.id) != local_id
-        });
+        let remote = snap
+            .brokers()
+            .any(|n| n.state != floe_metadata::model::NodeState::Dead && Some(n.id) != local_id);
         let together = if remote { SEQUENCED_TOGETHER } else { 1 };
         let mut topics: Vec<(TopicName, Vec<Part>)> = Vec::new();
         for t in req.topic_data {
@@ -1307,8 +1304,8 @@ mod tests {
     /// A view with `topic` of `count` partitions, the first `owned` owned,
     /// and broker 3 `live` or not.
     fn view_with(topic: Option<(&str, u32, u32)>, live: bool) -> ClusterSnapshot {
-        use floe_metadata::ids::{BrokerId as MetaBrokerId, Epoch, TopicId as MetaTopicId};
-        use floe_metadata::model::{NodeInfo, NodeKind, NodeState, PartitionInfo, TopicInfo};
+        use floe_metadata::ids::BrokerId as MetaBrokerId;
+        use floe_metadata::model::{NodeInfo, NodeKind, NodeState};
         let mut s = ClusterSnapshot::default();
         s.nodes.push(NodeInfo {
             id: MetaBrokerId(3),
@@ -1321,25 +1318,8 @@ mod tests {
             },
         });
         if let Some((name, count, owned)) = topic {
-            let info = Arc::new(TopicInfo {
-                name: name.into(),
-                id: MetaTopicId(uuid::Uuid::from_u128(7)),
-                partition_count: count,
-                configs: Vec::new(),
-                partitions: (0..count)
-                    .map(|p| PartitionInfo {
-                        partition: p,
-                        owner: (p < owned).then_some(MetaBrokerId(3)),
-                        epoch: Epoch(1),
-                        log_start_offset: 0,
-                        high_watermark: 0,
-                        handover_to: None,
-                        stored_bytes: None,
-                    })
-                    .collect(),
-            });
-            s.by_id.insert(info.id, info.clone());
-            s.topics.insert(name.into(), info);
+            let owner = |p| (p < owned).then_some(3);
+            crate::test_support::add_topic(&mut s, name, 7, count, owner, |_| 1);
         }
         s
     }

@@ -31,6 +31,8 @@ pub mod registration;
 pub mod server;
 pub mod share;
 pub mod share_admin;
+#[cfg(test)]
+mod test_support;
 pub mod topic_partitions;
 mod txns;
 

@@ -123,40 +123,26 @@ fn cursor_at(topic: &str, partition: i32) -> Cursor {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use floe_metadata::ids::{BrokerId as MetaBrokerId, Epoch, TopicId};
-    use floe_metadata::model::{PartitionInfo, TopicInfo};
     use kafka_protocol::messages::describe_topic_partitions_request::{
         Cursor as AskedCursor, TopicRequest,
     };
 
     use super::*;
     use crate::nodes::KafkaNode;
+    use crate::test_support::add_topic;
 
     fn snapshot(topics: &[(&str, u32)]) -> ClusterSnapshot {
         let mut snap = ClusterSnapshot::default();
         for (i, (name, count)) in topics.iter().enumerate() {
-            let info = Arc::new(TopicInfo {
-                name: name.to_string(),
-                id: TopicId(uuid::Uuid::from_u128(i as u128 + 1)),
-                partition_count: *count,
-                configs: Vec::new(),
-                partitions: (0..*count)
-                    .map(|p| PartitionInfo {
-                        partition: p,
-                        // Partition 1 of every topic has no owner yet.
-                        owner: (p != 1).then_some(MetaBrokerId(3)),
-                        epoch: Epoch(u64::from(p) + 5),
-                        log_start_offset: 0,
-                        high_watermark: 0,
-                        handover_to: None,
-                        stored_bytes: None,
-                    })
-                    .collect(),
-            });
-            snap.by_id.insert(info.id, info.clone());
-            snap.topics.insert(name.to_string(), info);
+            // Partition 1 of every topic has no owner yet.
+            add_topic(
+                &mut snap,
+                name,
+                i as u128 + 1,
+                *count,
+                |p| (p != 1).then_some(3),
+                |p| u64::from(p) + 5,
+            );
         }
         snap
     }
