@@ -63,12 +63,12 @@ def test_roles_refuse_a_zero_store_write_deadline(floe_bin, tmp_path):
 
 
 @pytest.mark.parametrize("records,flag,direct", [
-    (10, "true", False), (20000, "true", True), (20000, None, False)])
+    (10, "true", False), (20000, "true", True), (20000, None, True), (20000, "false", False)])
 def test_local_put_fsyncs_file_before_rename_and_directory_after(
         floe_bin, tmp_path, records, flag, direct):
     """A put on the local backend returns only after the file and its folder are on disk:
     small puts through the page cache, large ones (64 KiB and up) with O_DIRECT when
-    --store-direct-io is true (it is false by default)."""
+    --store-direct-io is true (the default), through the page cache when it is false."""
     assert shutil.which("strace"), "strace is missing: tests/run.sh installs it"
     trace = tmp_path / "trace"
     data = tmp_path / "data"

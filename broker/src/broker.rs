@@ -16,7 +16,7 @@ use floe_storage::committed::{Batches, Wanted, read_batches};
 use floe_storage::records::{DecodeLimits, RecordStream};
 use floe_storage::segment::{SegmentMeta, SegmentReader};
 use floe_storage::{
-    BlockCache, CachedReader, ObjectKey, ObjectRef, Offset, PartitionKey, StorePool,
+    BlockCache, CachedReader, ObjectKey, ObjectRef, Offset, PartitionKey, RangeRead, StorePool,
 };
 use tokio::sync::Notify;
 use tokio_util_shim::CancelFlag;
@@ -446,6 +446,12 @@ impl Broker {
         self.inner.backlog.bytes()
     }
 
+    /// What the block cache of store reads has served, fetched and read
+    /// ahead.
+    pub fn cache_stats(&self) -> &floe_storage::cache::CacheStats {
+        self.inner.reader.cache().stats()
+    }
+
     /// The partition's log if this broker owns it.
     pub fn log(&self, key: &PartitionKey) -> Option<Arc<PartitionLog>> {
         self.inner
@@ -722,6 +728,16 @@ impl Broker {
                         .first()
                         .map_or(offset, |r| offset.max(r.first_offset));
                     let got = self.read_ranges(&ranges, from, max_bytes, until).await?;
+                    // The partition's next bytes are fetched while this
+                    // answer goes out: a catch-up reader's next fetch finds
+                    // them in the block cache.
+                    if let Some(last) = ranges.last() {
+                        for (obj, range) in
+                            log.read_ahead_of(last, floe_storage::cache::READ_AHEAD_BYTES)
+                        {
+                            self.inner.reader.read_ahead(&obj, range);
+                        }
+                    }
                     // A cleaned segment has no batch for offsets compacted
                     // away at its end: the answer starts after it.
                     match ranges.last() {

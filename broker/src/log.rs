@@ -808,6 +808,46 @@ impl PartitionLog {
         Ok((ReadPlan::Store(ranges), bounds))
     }
 
+    /// Where a reader that has just read `last` from the store reads next,
+    /// as byte ranges of objects: the rest of `last` and the WAL ranges
+    /// after it, about `bytes` of them (adjacent ranges of one object
+    /// merged), up to the next segment, whose first `bytes` end the list.
+    /// Nothing after a segment: its reader reads ahead in it.
+    pub(crate) fn read_ahead_of(
+        &self,
+        last: &StoredRange,
+        bytes: u64,
+    ) -> Vec<(ObjectRef, std::ops::Range<u64>)> {
+        let st = self.lock();
+        let i = st
+            .index
+            .partition_point(|r| r.last_offset < last.first_offset);
+        let mut out: Vec<(ObjectRef, std::ops::Range<u64>)> = Vec::new();
+        let mut ahead = 0u64;
+        for (n, r) in st.index[i..].iter().enumerate() {
+            if n > 0 && ahead >= bytes {
+                break;
+            }
+            if let Some(seg) = &r.segment {
+                if n > 0 {
+                    out.push((seg.log.clone(), 0..bytes - ahead));
+                }
+                break;
+            }
+            if n > 0 {
+                ahead += r.byte_len;
+            }
+            let range = r.byte_start..r.byte_start + r.byte_len;
+            match out.last_mut() {
+                Some((obj, prev)) if *obj == r.object && prev.end == range.start => {
+                    prev.end = range.end
+                }
+                _ => out.push((r.object.clone(), range)),
+            }
+        }
+        out
+    }
+
     /// The last stable offset now.
     pub fn last_stable_offset(&self) -> i64 {
         let st = self.lock();

@@ -129,6 +129,60 @@ async fn acknowledged_batches_survive_a_restart_and_are_served_from_the_store() 
     }
 }
 
+/// A fetch that reads from the store asks for the partition's next WAL
+/// objects ahead, so that a catch-up reader's next fetches find them in the
+/// block cache instead of waiting for the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_from_the_store_reads_the_partitions_next_objects_ahead() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let env = Cluster::start().await;
+    let t = env.create_topic("ahead", 1, &[]).await;
+    let key = PartitionKey::new(t, 0);
+    let b = env.broker(|_| {}).await;
+    wait_owned(&b, key).await;
+    let mut expected = Vec::new();
+    for i in 0..8 {
+        // acks=all: each produce is its own flush, so its own WAL object.
+        let vals: Vec<String> = (0..3).map(|j| format!("r{i}-{j}")).collect();
+        let refs: Vec<&str> = vals.iter().map(String::as_str).collect();
+        let ok = b
+            .produce(&key, &batch(&refs, 1_000, Compression::None), Acks::All)
+            .await
+            .unwrap();
+        for (j, v) in vals.into_iter().enumerate() {
+            expected.push((ok.base_offset + j as i64, v));
+        }
+    }
+    b.shutdown().await;
+    drop(b);
+    // A new broker process: nothing in memory, every read from the store.
+    let b2 = env.broker(|_| {}).await;
+    wait_owned(&b2, key).await;
+    let first = b2.fetch(&key, 0, 1).await.unwrap();
+    assert!(!first.records.is_empty());
+    let stats = b2.cache_stats();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while stats.read_ahead.load(Relaxed) < 7 {
+        assert!(
+            Instant::now() < deadline,
+            "the seven later objects were not read ahead: {} were",
+            stats.read_ahead.load(Relaxed)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let misses = stats.misses.load(Relaxed);
+    assert_eq!(read_all(&b2, &key, 0).await, expected);
+    assert_eq!(
+        stats.misses.load(Relaxed),
+        misses,
+        "every later fetch found its object in the cache"
+    );
+    b2.shutdown().await;
+    if let Some(n) = env.meta_node {
+        n.shutdown().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn offsets_by_time_validation_and_acks() {
     let env = Cluster::start().await;

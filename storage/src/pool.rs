@@ -142,6 +142,13 @@ pub trait RangeRead: Send + Sync {
     fn read_boundary(&self) -> Option<u64> {
         None
     }
+
+    /// Starts reading `range` of `obj` in the background, so that a
+    /// sequential reader finds its next read ready: a cache's read-ahead.
+    /// Never waits and never fails (a read-ahead that cannot run is
+    /// skipped; the read itself comes later and reports its own errors).
+    /// By default nothing happens.
+    fn read_ahead(&self, _obj: &ObjectRef, _range: Range<u64>) {}
 }
 
 impl<T: RangeRead> RangeRead for Arc<T> {
@@ -155,6 +162,9 @@ impl<T: RangeRead> RangeRead for Arc<T> {
     fn read_boundary(&self) -> Option<u64> {
         (**self).read_boundary()
     }
+    fn read_ahead(&self, obj: &ObjectRef, range: Range<u64>) {
+        (**self).read_ahead(obj, range)
+    }
 }
 
 impl<T: RangeRead> RangeRead for &T {
@@ -167,6 +177,9 @@ impl<T: RangeRead> RangeRead for &T {
     }
     fn read_boundary(&self) -> Option<u64> {
         (**self).read_boundary()
+    }
+    fn read_ahead(&self, obj: &ObjectRef, range: Range<u64>) {
+        (**self).read_ahead(obj, range)
     }
 }
 

@@ -681,6 +681,12 @@ impl<R: RangeRead> SegmentReader<R> {
             .reader
             .read_range(&seg.log, first.pos..read_end)
             .await?;
+        // A reader of a segment reads on from here: its next bytes are
+        // fetched while this answer goes out.
+        self.reader.read_ahead(
+            &seg.log,
+            read_end..read_end.saturating_add(crate::cache::READ_AHEAD_BYTES),
+        );
         let mut end = 0usize;
         let mut first_offset = None;
         let mut next = first.last_offset.saturating_add(1);
@@ -810,6 +816,45 @@ mod tests {
                 .await
                 .unwrap()
                 .is_none()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_read_asks_for_the_segments_next_bytes_ahead() {
+        use std::sync::atomic::Ordering::Relaxed;
+        // Larger than a scan's chunk (64 KiB), so a read does not hold it all.
+        let (pool, meta, _) = stored(3000, 500).await;
+        assert!(meta.log.size > 4 * SCAN_CHUNK, "{}", meta.log.size);
+        let cache = crate::BlockCache::new(64 << 20, 4096).unwrap();
+        let reader = SegmentReader::new(
+            crate::CachedReader::new(Arc::new(pool), cache.clone()),
+            1 << 20,
+        );
+        let got = reader.read(&meta, Offset(1000), 1).await.unwrap().unwrap();
+        let stats = cache.stats();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        // Everything after the read up to the segment's end (well under the
+        // read-ahead) comes to be held.
+        let last_block = (meta.log.size - 1) / 4096;
+        while !(0..=last_block).all(|i| cache.holds(&meta.log, i)) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the segment's rest was not read ahead"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert!(stats.read_ahead.load(Relaxed) > 0);
+        let misses = stats.misses.load(Relaxed);
+        let rest = reader
+            .read(&meta, got.next_offset, meta.log.size)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(rest.first_offset, got.next_offset);
+        assert_eq!(
+            stats.misses.load(Relaxed),
+            misses,
+            "the next read came from the cache"
         );
     }
 

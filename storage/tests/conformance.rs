@@ -257,7 +257,7 @@ async fn large_object_through_the_cache(pool: &StorePool) {
         .put_new(|t| ObjectKey::new(format!("big/{t}")), data.clone().into())
         .await
         .unwrap();
-    let cached = CachedReader::new(pool, BlockCache::new(4 << 20, 1 << 20).unwrap());
+    let cached = CachedReader::without_read_ahead(pool, BlockCache::new(4 << 20, 1 << 20).unwrap());
     use floe_storage::RangeRead;
     for (a, b) in [
         (0u64, 10u64),
