@@ -85,7 +85,12 @@ impl BlockCache {
                 "cache block size must be between 1 byte and 4 GiB, not {block_size}"
             )));
         }
+        // Least recently used goes first. Not moka's default (TinyLFU), whose
+        // admission refuses a new block while the cache is full of blocks
+        // read more often: a catch-up reader's blocks, read ahead and then
+        // read once per consumer, would be dropped before they are used.
         let blocks = moka::future::Cache::builder()
+            .eviction_policy(moka::policy::EvictionPolicy::lru())
             .max_capacity(budget_bytes)
             .weigher(|_k: &BlockKey, v: &Bytes| v.len().min(u32::MAX as usize) as u32)
             .build();
@@ -473,6 +478,33 @@ mod tests {
         let reader = CachedReader::new(Arc::new(pool), cache.clone());
         reader.read_range(&obj, 0..100_000).await.unwrap();
         assert!(cache.weighted_size().await <= 10_000);
+    }
+
+    #[tokio::test]
+    async fn a_new_block_displaces_the_least_recently_used_in_a_full_cache() {
+        let (pool, obj, _) = pool_with_object(10_000).await;
+        let cache = BlockCache::new(4000, 1000).unwrap();
+        let reader = CachedReader::new(Arc::new(pool), cache.clone());
+        // Four blocks fill the budget, each read several times.
+        for _ in 0..3 {
+            for b in 0..4u64 {
+                reader
+                    .read_range(&obj, b * 1000..b * 1000 + 1)
+                    .await
+                    .unwrap();
+            }
+            cache.blocks.run_pending_tasks().await;
+        }
+        // A block read once (a reader's next block) is kept, in place of
+        // the one used longest ago.
+        reader.read_range(&obj, 4000..4001).await.unwrap();
+        cache.blocks.run_pending_tasks().await;
+        assert!(cache.holds(&obj, 4), "the new block was refused");
+        assert!(
+            !cache.holds(&obj, 0),
+            "the least recently used block stayed"
+        );
+        assert!(cache.weighted_size().await <= 4000);
     }
 
     #[tokio::test]
