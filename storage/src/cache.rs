@@ -25,8 +25,9 @@ use crate::pool::RangeRead;
 pub const DEFAULT_BLOCK_SIZE: u64 = 1024 * 1024;
 
 /// Read-ahead tasks running at once, per cache (each reads its blocks one
-/// after the other). A local disk serves one stream of 1 MiB reads about as
-/// fast as four; a store with slow round trips gets that many in flight.
+/// after the other): enough for a fetch of sixteen partitions, each asking
+/// for a few objects ahead, and for that many S3 round trips in flight. A
+/// local disk is busy well before (it reads about as fast with four).
 pub const READ_AHEAD_TASKS: usize = 32;
 
 /// How far past its read a sequential reader (a partition read from the
@@ -45,7 +46,8 @@ struct BlockKey {
 pub struct CacheStats {
     /// Blocks a read found held.
     pub hits: std::sync::atomic::AtomicU64,
-    /// Blocks a read had to fetch (or wait for, behind a read-ahead).
+    /// Blocks a read had to fetch. A read that waits for a fetch already
+    /// under way (a read-ahead's, another read's) counts nowhere.
     pub misses: std::sync::atomic::AtomicU64,
     /// Blocks fetched by a read-ahead.
     pub read_ahead: std::sync::atomic::AtomicU64,
