@@ -822,21 +822,25 @@ impl PartitionLog {
         let i = st
             .index
             .partition_point(|r| r.last_offset < last.first_offset);
+        let mut rest = st.index[i..].iter();
         let mut out: Vec<(ObjectRef, std::ops::Range<u64>)> = Vec::new();
+        match rest.next() {
+            Some(r) if r.segment.is_none() => {
+                out.push((r.object.clone(), r.byte_start..r.byte_start + r.byte_len))
+            }
+            // A segment's reader reads ahead in it.
+            _ => return out,
+        }
         let mut ahead = 0u64;
-        for (n, r) in st.index[i..].iter().enumerate() {
-            if n > 0 && ahead >= bytes {
+        for r in rest {
+            if ahead >= bytes {
                 break;
             }
             if let Some(seg) = &r.segment {
-                if n > 0 {
-                    out.push((seg.log.clone(), 0..bytes - ahead));
-                }
+                out.push((seg.log.clone(), 0..bytes - ahead));
                 break;
             }
-            if n > 0 {
-                ahead += r.byte_len;
-            }
+            ahead += r.byte_len;
             let range = r.byte_start..r.byte_start + r.byte_len;
             match out.last_mut() {
                 Some((obj, prev)) if *obj == r.object && prev.end == range.start => {

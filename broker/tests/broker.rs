@@ -57,6 +57,27 @@ async fn read_all(b: &Broker, key: &PartitionKey, mut offset: i64) -> Vec<(i64, 
     }
 }
 
+/// Produces `values` as one batch with acks=all and adds each record's
+/// (offset, value) to `expected`; returns the batch's base offset.
+async fn produce_expecting(
+    b: &Broker,
+    key: &PartitionKey,
+    values: Vec<String>,
+    ts: i64,
+    codec: Compression,
+    expected: &mut Vec<(i64, String)>,
+) -> i64 {
+    let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+    let ok = b
+        .produce(key, &batch(&refs, ts, codec), Acks::All)
+        .await
+        .unwrap();
+    for (j, v) in values.into_iter().enumerate() {
+        expected.push((ok.base_offset + j as i64, v));
+    }
+    ok.base_offset
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_batches_survive_a_restart_and_are_served_from_the_store() {
     let env = Cluster::start().await;
@@ -68,7 +89,6 @@ async fn acknowledged_batches_survive_a_restart_and_are_served_from_the_store() 
     let mut expected = Vec::new();
     for i in 0..20 {
         let vals: Vec<String> = (0..5).map(|j| format!("v{i}-{j}")).collect();
-        let refs: Vec<&str> = vals.iter().map(String::as_str).collect();
         let codec = [
             Compression::None,
             Compression::Gzip,
@@ -76,14 +96,9 @@ async fn acknowledged_batches_survive_a_restart_and_are_served_from_the_store() 
             Compression::Lz4,
             Compression::Zstd,
         ][i % 5];
-        let ok = b
-            .produce(&key, &batch(&refs, 1_000 + i as i64 * 10, codec), Acks::All)
-            .await
-            .unwrap();
-        assert_eq!(ok.base_offset, i as i64 * 5);
-        for (j, v) in vals.into_iter().enumerate() {
-            expected.push((ok.base_offset + j as i64, v));
-        }
+        let base =
+            produce_expecting(&b, &key, vals, 1_000 + i as i64 * 10, codec, &mut expected).await;
+        assert_eq!(base, i as i64 * 5);
     }
     let (start, hw, leo) = b.log(&key).unwrap().offsets();
     assert_eq!((start, hw, leo), (0, 100, 100));
@@ -144,14 +159,7 @@ async fn a_read_from_the_store_reads_the_partitions_next_objects_ahead() {
     for i in 0..8 {
         // acks=all: each produce is its own flush, so its own WAL object.
         let vals: Vec<String> = (0..3).map(|j| format!("r{i}-{j}")).collect();
-        let refs: Vec<&str> = vals.iter().map(String::as_str).collect();
-        let ok = b
-            .produce(&key, &batch(&refs, 1_000, Compression::None), Acks::All)
-            .await
-            .unwrap();
-        for (j, v) in vals.into_iter().enumerate() {
-            expected.push((ok.base_offset + j as i64, v));
-        }
+        produce_expecting(&b, &key, vals, 1_000, Compression::None, &mut expected).await;
     }
     b.shutdown().await;
     drop(b);
