@@ -36,14 +36,14 @@
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
-use std::io::{self, IoSlice, IoSliceMut, Read, Seek, SeekFrom, Write};
+use std::io::{self, IoSlice, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures::stream::BoxStream;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
@@ -198,45 +198,54 @@ fn open_range(
 }
 
 /// A range read around the page cache, on a blocking thread: the aligned
-/// blocks that hold `range` are read into a step buffer, and the range is
-/// copied out. A range that does not lie inside the file is delegated.
+/// blocks that hold `range` are read straight into one buffer, which
+/// starts at an aligned address inside an allocation a block larger, and
+/// the range is handed out as a slice of it (no copy). A range that does
+/// not lie inside the file is delegated.
 fn read_direct(
     path: &FsPath,
     range: std::ops::Range<u64>,
-    buffers: &Buffers,
 ) -> Result<(Bytes, std::fs::Metadata), DirectError> {
-    let (mut file, meta, want) = open_range(path, &range, libc::O_DIRECT)?;
+    let (file, meta, want) = open_range(path, &range, libc::O_DIRECT)?;
     let block = BLOCK as u64;
-    let mut at = range.start / block * block;
-    let mut out = BytesMut::with_capacity(want);
-    let mut buf = buffers.take();
-    let read = (|| -> io::Result<()> {
-        file.seek(SeekFrom::Start(at))?;
-        while (out.len() as u64) < range.end - range.start {
-            let step_end =
-                (at + (STEP_BLOCKS * BLOCK) as u64).min(range.end.div_ceil(block) * block);
-            let blocks = ((step_end - at) / block) as usize;
-            let got = read_blocks(&mut file, &mut buf[..blocks])?;
-            if got == 0 {
-                return Err(io::ErrorKind::UnexpectedEof.into());
+    let start = range.start / block * block;
+    let span = usize::try_from(range.end.div_ceil(block) * block - start)
+        .map_err(|_| DirectError::Delegate)?;
+    let mut buf = vec![0u8; span + BLOCK];
+    let skew = (BLOCK - buf.as_ptr() as usize % BLOCK) % BLOCK;
+    let needed = (range.end - start) as usize;
+    read_full_at(&file, &mut buf[skew..skew + span], start)
+        .and_then(|got| {
+            if got < needed {
+                Err(io::ErrorKind::UnexpectedEof.into())
+            } else {
+                Ok(())
             }
-            // Copy the part of what was read that lies in the range.
-            let (from, to) = (range.start.max(at), range.end.min(at + got as u64));
-            let mut pos = (from - at) as usize;
-            let end = (to - at) as usize;
-            while pos < end {
-                let (b, off) = (pos / BLOCK, pos % BLOCK);
-                let n = (BLOCK - off).min(end - pos);
-                out.extend_from_slice(&buf[b].0[off..off + n]);
-                pos += n;
+        })
+        .map_err(|e| DirectError::Failed(io_error(path, e)))?;
+    let from = skew + (range.start - start) as usize;
+    Ok((Bytes::from(buf).slice(from..from + want), meta))
+}
+
+/// Reads into `buf` from `at` until it is full or the file ends; returns
+/// the bytes read. `O_DIRECT` reads stop short only at the end of the file.
+fn read_full_at(file: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read_at(&mut buf[got..], at + got as u64) {
+            Ok(0) => break,
+            Ok(n) => {
+                got += n;
+                if n % BLOCK != 0 {
+                    break;
+                }
             }
-            at += got as u64;
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
-        Ok(())
-    })();
-    buffers.give_back(buf);
-    read.map_err(|e| DirectError::Failed(io_error(path, e)))?;
-    Ok((out.freeze(), meta))
+    }
+    Ok(got)
 }
 
 /// A range read through the page cache, on a blocking thread, into a
@@ -259,35 +268,6 @@ fn read_buffered(
     })();
     read.map_err(|e| DirectError::Failed(io_error(path, e)))?;
     Ok((Bytes::from(out), meta))
-}
-
-/// Reads into whole blocks until they are full or the file ends; returns
-/// the bytes read.
-fn read_blocks(file: &mut File, blocks: &mut [Block]) -> io::Result<usize> {
-    let want = blocks.len() * BLOCK;
-    let mut slices: Vec<IoSliceMut<'_>> = blocks
-        .iter_mut()
-        .map(|b| IoSliceMut::new(&mut b.0))
-        .collect();
-    let mut left: &mut [IoSliceMut<'_>] = &mut slices;
-    let mut got = 0;
-    while got < want {
-        match file.read_vectored(left) {
-            Ok(0) => break,
-            Ok(n) => {
-                got += n;
-                // O_DIRECT reads stop at block boundaries except at the end
-                // of the file, which ends the loop.
-                if n % BLOCK != 0 {
-                    break;
-                }
-                IoSliceMut::advance_slices(&mut left, n);
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(got)
 }
 
 /// A put around the page cache, on a blocking thread.
@@ -522,10 +502,10 @@ impl ObjectStore for LocalStore {
             return self.inner.get_opts(location, options).await;
         };
         let path = self.inner.path_to_filesystem(location)?;
-        let (buffers, wanted, direct) = (self.buffers.clone(), range.clone(), self.is_direct());
+        let (wanted, direct) = (range.clone(), self.is_direct());
         let outcome = tokio::task::spawn_blocking(move || {
             if direct {
-                read_direct(&path, wanted, &buffers)
+                read_direct(&path, wanted)
             } else {
                 read_buffered(&path, wanted)
             }
@@ -751,6 +731,29 @@ mod tests {
         let (p, _) = payload(DIRECT_MIN_BYTES * 2);
         s.put(&Path::from("x"), p).await.unwrap();
         assert_eq!(s.is_direct(), supports_direct(dir.path()));
+    }
+
+    /// A direct read hands out the buffer the device wrote into, not a copy
+    /// of it: the range's first byte lies as far into an aligned block as
+    /// it does into the file's block. (A copy into a fresh allocation starts
+    /// at a 16-byte boundary, which 100 bytes into a block is not.)
+    #[tokio::test]
+    async fn a_direct_read_hands_out_the_buffer_it_read_into() {
+        let dir = tempfile::tempdir().unwrap();
+        if !supports_direct(dir.path()) {
+            return;
+        }
+        let s = store(dir.path());
+        let (p, all) = payload(3 * STEP_BLOCKS * BLOCK);
+        let at = Path::from("wal/1.wal");
+        s.put(&at, p).await.unwrap();
+        for start in [3 * BLOCK + 100, STEP_BLOCKS * BLOCK + 100] {
+            let r = start as u64..(start + 500_000) as u64;
+            let got = s.get_range(&at, r).await.unwrap();
+            assert_eq!(&got[..], &all[start..start + 500_000]);
+            assert_eq!(got.as_ptr() as usize % BLOCK, 100, "read at {start}");
+        }
+        assert!(s.is_direct());
     }
 
     /// Probes a folder's filesystem the way the store does.
