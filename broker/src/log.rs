@@ -984,6 +984,67 @@ mod tests {
         assert!(within(b.stored[0].pieces()[1], &req));
     }
 
+    fn obj(key: &str, size: u64) -> ObjectRef {
+        ObjectRef {
+            endpoint: floe_storage::EndpointId::new("e"),
+            key: floe_storage::ObjectKey::new(key),
+            size,
+        }
+    }
+
+    fn wal_range(offsets: (i64, i64), o: &ObjectRef, bytes: std::ops::Range<u64>) -> StoredRange {
+        StoredRange {
+            first_offset: offsets.0,
+            last_offset: offsets.1,
+            max_timestamp: 0,
+            object: o.clone(),
+            object_id: 0,
+            byte_start: bytes.start,
+            byte_len: bytes.end - bytes.start,
+            segment: None,
+            committed_ms: 0,
+        }
+    }
+
+    /// What a fetch that read `last` asks to be read ahead: the rest of the
+    /// log's ranges after it, neighbours in one object merged, up to the
+    /// byte budget; a segment on the way is asked for from its start (its
+    /// own reader reads ahead inside it), and one read from asks nothing.
+    #[test]
+    fn read_ahead_follows_the_ranges_after_the_one_read_into_a_segment() {
+        let log = log_at(1);
+        let (a, b) = (obj("wal/a.wal", 1_000), obj("wal/b.wal", 1_000));
+        let seg_log = obj("seg/30.log", 10_000);
+        let segment = floe_storage::segment::SegmentMeta {
+            base_offset: floe_storage::Offset(30),
+            last_offset: floe_storage::Offset(99),
+            max_timestamp: 0,
+            log: seg_log.clone(),
+            index: obj("seg/30.index", 10),
+            timeindex: obj("seg/30.timeindex", 10),
+        };
+        let mut in_segment = wal_range((30, 99), &seg_log, 0..10_000);
+        in_segment.segment = Some(std::sync::Arc::new(segment));
+        let first = wal_range((0, 9), &a, 0..100);
+        log.lock().index = vec![
+            first.clone(),
+            wal_range((10, 19), &a, 100..300),
+            wal_range((20, 29), &b, 50..250),
+            in_segment.clone(),
+        ];
+        // 200 + 200 bytes ahead pass a budget of 350: the segment is not reached.
+        assert_eq!(
+            log.read_ahead_of(&first, 350),
+            vec![(a.clone(), 0..300), (b.clone(), 50..250)]
+        );
+        // With 500, what is left of the budget is asked of the segment's log.
+        assert_eq!(
+            log.read_ahead_of(&first, 500),
+            vec![(a.clone(), 0..300), (b.clone(), 50..250), (seg_log, 0..100)]
+        );
+        assert!(log.read_ahead_of(&in_segment, 500).is_empty());
+    }
+
     #[test]
     fn tail_batches_let_go_of_their_request_once_old() {
         let log = log_at(1);
