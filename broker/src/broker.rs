@@ -294,7 +294,8 @@ impl Broker {
             "flush policy"
         );
         let max_parked = cfg.share_max_parked.max(4);
-        let cache = BlockCache::new(cfg.cache_bytes, 1024 * 1024)?;
+        let cache = BlockCache::new(cfg.cache_bytes, 1024 * 1024)?
+            .with_read_ahead_tasks(floe_storage::cache::read_ahead_tasks_for(pool.kinds()));
         let reader = Arc::new(CachedReader::new(pool.clone(), cache));
         let segments = SegmentReader::new(reader.clone(), 64 * 1024 * 1024);
         let mut lease = crate::lease::Lease::new(cfg.lease);

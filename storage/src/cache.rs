@@ -6,8 +6,9 @@
 //!
 //! A reader that knows where it reads next asks for it ahead
 //! ([`RangeRead::read_ahead`]): the blocks not held yet are read by a
-//! background task, at most [`READ_AHEAD_TASKS`] of them at once (a
-//! read-ahead asked for while all are busy is skipped), so that a catch-up
+//! background task, a few of them at once ([`READ_AHEAD_TASKS`] on S3,
+//! [`READ_AHEAD_TASKS_LOCAL`] on a local folder; a read-ahead asked for
+//! while all are busy is skipped), so that a catch-up
 //! reader's next fetch finds its bytes in memory instead of waiting for the
 //! store. A read-ahead and a read of the same block share one fetch.
 
@@ -25,10 +26,26 @@ use crate::pool::RangeRead;
 pub const DEFAULT_BLOCK_SIZE: u64 = 1024 * 1024;
 
 /// Read-ahead tasks running at once, per cache (each reads its blocks one
-/// after the other): enough for a fetch of sixteen partitions, each asking
-/// for a few objects ahead, and for that many S3 round trips in flight. A
-/// local disk is busy well before (it reads about as fast with four).
+/// after the other), on a store where each read is a network round trip
+/// (S3, HDFS): enough for a fetch of sixteen partitions, each asking for a
+/// few objects ahead, and for that many round trips in flight.
 pub const READ_AHEAD_TASKS: usize = 32;
+
+/// Read-ahead tasks on local folders. A disk is busy with a few reads
+/// in flight; more of them only race each other's blocks out of the cache:
+/// a catch-up read was 4–14% faster with 8 than with 32, in three sittings
+/// (`docs/benchmarks.md`).
+pub const READ_AHEAD_TASKS_LOCAL: usize = 8;
+
+/// The read-ahead tasks for a pool of these kinds of store: the remote
+/// number if any endpoint is remote (a read may go to any of them).
+pub fn read_ahead_tasks_for(kinds: impl IntoIterator<Item = crate::StoreKind>) -> usize {
+    if kinds.into_iter().any(|k| k.is_remote()) {
+        READ_AHEAD_TASKS
+    } else {
+        READ_AHEAD_TASKS_LOCAL
+    }
+}
 
 /// How far past its read a sequential reader (a partition read from the
 /// store) asks to be read ahead: a few fetches' worth of one partition.
@@ -51,7 +68,7 @@ pub struct CacheStats {
     pub misses: std::sync::atomic::AtomicU64,
     /// Blocks fetched by a read-ahead.
     pub read_ahead: std::sync::atomic::AtomicU64,
-    /// Read-aheads skipped because [`READ_AHEAD_TASKS`] were running.
+    /// Read-aheads skipped because every read-ahead task was running.
     pub read_ahead_skipped: std::sync::atomic::AtomicU64,
 }
 
@@ -103,6 +120,13 @@ impl BlockCache {
             stats: Arc::default(),
             ahead: Arc::new(tokio::sync::Semaphore::new(READ_AHEAD_TASKS)),
         })
+    }
+
+    /// The same cache with at most `tasks` read-ahead tasks at once (at
+    /// least one) instead of [`READ_AHEAD_TASKS`].
+    pub fn with_read_ahead_tasks(mut self, tasks: usize) -> Self {
+        self.ahead = Arc::new(tokio::sync::Semaphore::new(tasks.max(1)));
+        self
     }
 
     pub fn budget(&self) -> u64 {
@@ -180,8 +204,8 @@ impl BlockCache {
     }
 
     /// Fetches the blocks of `range` of `obj` that are not held, in a task
-    /// of their own, one after the other; skipped when [`READ_AHEAD_TASKS`]
-    /// are running, when there is no cache, or outside a Tokio runtime. A
+    /// of their own, one after the other; skipped when every read-ahead
+    /// task is running, when there is no cache, or outside a Tokio runtime. A
     /// block that fails is left out (the read that wants it tries again
     /// and reports the error).
     pub fn read_ahead<R>(&self, inner: &R, obj: &ObjectRef, range: Range<u64>)
@@ -441,8 +465,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_read_ahead_while_every_task_is_busy_is_skipped() {
-        let (pool, obj, _) = pool_with_object((READ_AHEAD_TASKS + 2) * 1000).await;
-        let cache = BlockCache::new(1 << 20, 1000).unwrap();
+        const TASKS: usize = 3;
+        let (pool, obj, _) = pool_with_object((TASKS + 2) * 1000).await;
+        let cache = BlockCache::new(1 << 20, 1000)
+            .unwrap()
+            .with_read_ahead_tasks(TASKS);
         let gate = Arc::new(tokio::sync::Semaphore::new(0));
         let reader = CachedReader::new(
             Gated {
@@ -452,7 +479,7 @@ mod tests {
             cache.clone(),
         );
         let stats = cache.stats();
-        let n = READ_AHEAD_TASKS as u64;
+        let n = TASKS as u64;
         for i in 0..n {
             reader.read_ahead(&obj, i * 1000..i * 1000 + 1);
         }
@@ -471,6 +498,22 @@ mod tests {
         })
         .await;
         assert_eq!(stats.read_ahead_skipped.load(Relaxed), 1);
+    }
+
+    #[test]
+    fn a_local_folder_reads_ahead_with_fewer_tasks_than_a_remote_store() {
+        use crate::StoreKind::{Hdfs, Local, Memory, S3};
+        assert_eq!(read_ahead_tasks_for([Local]), READ_AHEAD_TASKS_LOCAL);
+        assert_eq!(
+            read_ahead_tasks_for([Memory, Local]),
+            READ_AHEAD_TASKS_LOCAL
+        );
+        assert_eq!(read_ahead_tasks_for([Local, S3]), READ_AHEAD_TASKS);
+        assert_eq!(read_ahead_tasks_for([Hdfs]), READ_AHEAD_TASKS);
+        let cache = BlockCache::new(1 << 20, 1000).unwrap();
+        assert_eq!(cache.ahead.available_permits(), READ_AHEAD_TASKS);
+        let cache = cache.with_read_ahead_tasks(0);
+        assert_eq!(cache.ahead.available_permits(), 1, "at least one");
     }
 
     #[tokio::test]
