@@ -496,9 +496,46 @@ pub(crate) async fn partitions_of(
     Ok(ps.into_iter().map(|p| (spec.topic.clone(), p)).collect())
 }
 
+/// What a reset names and where it moves it, printed: the partitions with a
+/// `current` position (--all-topics) and those of each --topic, each with
+/// its current and its new position under the two `columns`. Refused, with
+/// `nothing` as the reason, when no partition is named.
+pub(crate) async fn plan_and_print(
+    client: &mut KafkaClient,
+    args: &ResetArgs,
+    group: &str,
+    current: &BTreeMap<TopicPartition, i64>,
+    columns: [&str; 2],
+    nothing: &str,
+) -> anyhow::Result<BTreeMap<TopicPartition, i64>> {
+    let mut partitions: BTreeSet<TopicPartition> = BTreeSet::new();
+    if args.all_topics {
+        partitions.extend(current.keys().cloned());
+    }
+    for spec in &args.topics {
+        partitions.extend(partitions_of(client, spec).await?);
+    }
+    if partitions.is_empty() {
+        bail!("no partition to reset: {nothing}");
+    }
+    let plan = plan(client, args, group, &partitions, current).await?;
+    let mut table = Table::new(&["GROUP", "TOPIC", "PARTITION", columns[0], columns[1]]);
+    for (tp, new) in &plan {
+        table.row(vec![
+            group.to_owned(),
+            tp.0.clone(),
+            tp.1.to_string(),
+            cell(current.get(tp).copied()),
+            new.to_string(),
+        ]);
+    }
+    print!("{}", table.render());
+    Ok(plan)
+}
+
 /// Where each of `partitions` moves: the target `args` names, from the
 /// `current` offsets (for --shift-by), kept within the partition.
-pub(crate) async fn plan(
+async fn plan(
     client: &mut KafkaClient,
     args: &ResetArgs,
     group: &str,
@@ -573,34 +610,9 @@ async fn reset(args: ResetArgs) -> anyhow::Result<()> {
         }
         eprintln!("floe: warning: {why}");
     }
-    let mut partitions: BTreeSet<TopicPartition> = BTreeSet::new();
-    if args.all_topics {
-        partitions.extend(committed.keys().cloned());
-    }
-    for spec in &args.topics {
-        partitions.extend(partitions_of(&mut client, spec).await?);
-    }
-    if partitions.is_empty() {
-        bail!("no partition to reset: group {group} has no committed offsets");
-    }
-    let plan = plan(&mut client, &args, group, &partitions, &committed).await?;
-    let mut table = Table::new(&[
-        "GROUP",
-        "TOPIC",
-        "PARTITION",
-        "CURRENT-OFFSET",
-        "NEW-OFFSET",
-    ]);
-    for (tp, new) in &plan {
-        table.row(vec![
-            group.to_owned(),
-            tp.0.clone(),
-            tp.1.to_string(),
-            cell(committed.get(tp).copied()),
-            new.to_string(),
-        ]);
-    }
-    print!("{}", table.render());
+    let nothing = format!("group {group} has no committed offsets");
+    let columns = ["CURRENT-OFFSET", "NEW-OFFSET"];
+    let plan = plan_and_print(&mut client, &args, group, &committed, columns, &nothing).await?;
     if args.execute {
         client.commit_offsets(group, &plan).await?;
         println!("reset {} partition(s) of group {group}", plan.len());

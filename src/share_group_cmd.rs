@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use anyhow::bail;
 use floe_client::{KafkaClient, LATEST, ShareGroupDescription, TopicPartition};
 
-use crate::group_cmd::{ResetArgs, TopicSpec, offsets_at, partitions_of, plan};
+use crate::group_cmd::{ResetArgs, TopicSpec, offsets_at, plan_and_print};
 use crate::table::{Table, cell};
 
 /// Who holds each partition: the members assigned it (several may share
@@ -161,34 +161,9 @@ pub async fn reset(
         eprintln!("floe: warning: {why}");
     }
     let starts = client.share_start_offsets(group).await?;
-    let mut partitions: BTreeSet<TopicPartition> = BTreeSet::new();
-    if args.all_topics {
-        partitions.extend(starts.keys().cloned());
-    }
-    for spec in &args.topics {
-        partitions.extend(partitions_of(client, spec).await?);
-    }
-    if partitions.is_empty() {
-        bail!("no partition to reset: share group {group} has no start offsets");
-    }
-    let plan = plan(client, args, group, &partitions, &starts).await?;
-    let mut table = Table::new(&[
-        "GROUP",
-        "TOPIC",
-        "PARTITION",
-        "START-OFFSET",
-        "NEW-START-OFFSET",
-    ]);
-    for (tp, new) in &plan {
-        table.row(vec![
-            group.to_owned(),
-            tp.0.clone(),
-            tp.1.to_string(),
-            cell(starts.get(tp).copied()),
-            new.to_string(),
-        ]);
-    }
-    print!("{}", table.render());
+    let nothing = format!("share group {group} has no start offsets");
+    let columns = ["START-OFFSET", "NEW-START-OFFSET"];
+    let plan = plan_and_print(client, args, group, &starts, columns, &nothing).await?;
     if args.execute {
         client.alter_share_offsets(group, &plan).await?;
         println!("reset {} partition(s) of share group {group}", plan.len());
