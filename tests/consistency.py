@@ -3,7 +3,11 @@
 A history is what the clients saw:
 - the acknowledged writes: for each, the producer, its sequence number (both
   carried in the record's value), and the partition and offset the delivery
-  report gave;
+  report gave. The offset may be unknown (None): librdkafka acknowledges a
+  batch whose answer was lost (a broker killed mid-request) once a later
+  batch of the same producer and partition succeeds, since the broker's
+  sequence check accepted the later one only after it, and reports it with
+  offset -1. Such a write must be read once in its partition;
 - the writes that were not acknowledged (failed or timed out): they may be
   in the log or not, but at most once;
 - what each independent reader read, per partition in read order:
@@ -11,7 +15,8 @@ A history is what the clients saw:
 
 `check(history)` returns a `Report` naming every violation of:
 - lost: an acknowledged write that no reader saw;
-- misplaced: a reader holds something else at an acknowledged offset;
+- misplaced: a reader holds something else at an acknowledged offset, or
+  holds a write acknowledged without an offset in another partition;
 - duplicate: one (producer, sequence) stored at two offsets (idempotence);
 - order: offsets not strictly increasing in a partition as read, or one
   producer's sequences not increasing with the offsets of a partition;
@@ -31,7 +36,7 @@ class Write:
     producer: int
     seq: int
     partition: int
-    offset: int
+    offset: int | None  # None: acknowledged without an offset (see above)
     at: float = 0.0  # when the acknowledgement arrived (time.time()), for reports
 
 
@@ -144,8 +149,19 @@ def check(history: History) -> Report:
             v["duplicate"].append(f"producer {rec[0]} seq {rec[1]} acknowledged at "
                                   f"{sorted((w.partition, w.offset) for w in ws)}")
     held = {name: set(by_offset[name].values()) for name in readers}
+    places = {name: {rec: p for (p, _), rec in by_offset[name].items()} for name in readers}
     for w in history.acked:
         for name in readers:
+            if w.offset is None:
+                p = places[name].get((w.producer, w.seq))
+                if p is None:
+                    v["lost"].append(f"{name}: producer {w.producer} seq {w.seq} acknowledged in "
+                                     f"partition {w.partition} without an offset (t={w.at:.3f}) not read")
+                elif p != w.partition:
+                    v["misplaced"].append(f"{name}: producer {w.producer} seq {w.seq} acknowledged in "
+                                          f"partition {w.partition} without an offset (t={w.at:.3f}) "
+                                          f"read in partition {p}")
+                continue
             got = by_offset[name].get((w.partition, w.offset))
             if got == (w.producer, w.seq):
                 continue

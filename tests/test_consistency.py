@@ -45,6 +45,22 @@ def test_a_record_at_another_offset_than_acknowledged_is_found():
     assert "misplaced" in kinds(check(h))
 
 
+def test_a_write_acknowledged_without_an_offset_must_be_read_once_in_its_partition():
+    # librdkafka's implicit acknowledgement: offset -1, the partition known.
+    h = good()
+    h.acked[3] = Write(1, 2, 0, None)
+    r = check(h)
+    assert r.ok, r.summary()
+    h.acked[3] = Write(1, 2, 1, None)
+    r = check(h)
+    assert kinds(r) == {"misplaced"}, r.summary()
+    assert "without an offset" in r.violations["misplaced"][0]
+    h.acked[3] = Write(1, 2, 0, None)
+    for name in h.reads:
+        h.reads[name] = [x for x in h.reads[name] if (x.producer, x.seq) != (1, 2)]
+    assert kinds(check(h)) == {"lost"}
+
+
 def test_a_duplicate_is_found():
     h = good()
     for name in h.reads:
