@@ -79,6 +79,7 @@ pub struct LocalStore {
     /// `O_DIRECT`.
     direct: AtomicBool,
     buffers: Arc<Buffers>,
+    read_buffers: Arc<ReadBuffers>,
 }
 
 /// Step buffers kept between puts, so that a put reuses memory the process
@@ -97,6 +98,65 @@ impl Buffers {
             && b.len() < POOLED_BUFFERS
         {
             b.push(buf);
+        }
+    }
+}
+
+/// Idle read buffers kept for reuse (a catch-up read's are 1 MiB blocks,
+/// so about 32 MiB at most).
+const POOLED_READ_BUFFERS: usize = 32;
+
+/// Buffers of direct reads that their readers let go of (a block the cache
+/// evicted, a fetch's answer sent), kept for the next direct read: a reused
+/// buffer needs no zeroing and no new pages, which on a catch-up read cost
+/// the broker about a fifth of its CPU (`docs/benchmarks.md`).
+#[derive(Default)]
+struct ReadBuffers(Mutex<Vec<Vec<u8>>>);
+
+impl ReadBuffers {
+    /// A buffer of at least `len` bytes (and less than twice that), reused
+    /// if one is idle.
+    fn take(&self, len: usize) -> Vec<u8> {
+        let reused = self.0.lock().ok().and_then(|mut idle| {
+            let i = idle
+                .iter()
+                .rposition(|b| b.len() >= len && b.len() / 2 < len)?;
+            Some(idle.swap_remove(i))
+        });
+        reused.unwrap_or_else(|| vec![0u8; len])
+    }
+
+    fn give_back(&self, buf: Vec<u8>) {
+        if let Ok(mut idle) = self.0.lock()
+            && idle.len() < POOLED_READ_BUFFERS
+        {
+            idle.push(buf);
+        }
+    }
+
+    #[cfg(test)]
+    fn idle(&self) -> usize {
+        self.0.lock().map(|b| b.len()).unwrap_or(0)
+    }
+}
+
+/// A read buffer lent out as `Bytes`: back to its pool once the last slice
+/// of it is dropped.
+struct Lent {
+    buf: Vec<u8>,
+    home: std::sync::Weak<ReadBuffers>,
+}
+
+impl AsRef<[u8]> for Lent {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        if let Some(home) = self.home.upgrade() {
+            home.give_back(std::mem::take(&mut self.buf));
         }
     }
 }
@@ -133,6 +193,7 @@ impl LocalStore {
             inner,
             direct: AtomicBool::new(direct_io),
             buffers: Arc::default(),
+            read_buffers: Arc::default(),
         }
     }
 
@@ -198,33 +259,41 @@ fn open_range(
 }
 
 /// A range read around the page cache, on a blocking thread: the aligned
-/// blocks that hold `range` are read straight into one buffer, which
-/// starts at an aligned address inside an allocation a block larger, and
-/// the range is handed out as a slice of it (no copy). A range that does
-/// not lie inside the file is delegated.
+/// blocks that hold `range` are read straight into one buffer (from
+/// `pool`, given back when the last slice of it goes), at an aligned
+/// address inside it (it is a block larger), and the range is handed out as
+/// a slice of it (no copy). A range that does not lie inside the file is
+/// delegated.
 fn read_direct(
     path: &FsPath,
     range: std::ops::Range<u64>,
+    pool: &Arc<ReadBuffers>,
 ) -> Result<(Bytes, std::fs::Metadata), DirectError> {
     let (file, meta, want) = open_range(path, &range, libc::O_DIRECT)?;
     let block = BLOCK as u64;
     let start = range.start / block * block;
     let span = usize::try_from(range.end.div_ceil(block) * block - start)
         .map_err(|_| DirectError::Delegate)?;
-    let mut buf = vec![0u8; span + BLOCK];
+    let mut buf = pool.take(span + BLOCK);
     let skew = (BLOCK - buf.as_ptr() as usize % BLOCK) % BLOCK;
     let needed = (range.end - start) as usize;
-    read_full_at(&file, &mut buf[skew..skew + span], start)
-        .and_then(|got| {
-            if got < needed {
-                Err(io::ErrorKind::UnexpectedEof.into())
-            } else {
-                Ok(())
-            }
-        })
-        .map_err(|e| DirectError::Failed(io_error(path, e)))?;
+    let read = read_full_at(&file, &mut buf[skew..skew + span], start).and_then(|got| {
+        if got < needed {
+            Err(io::ErrorKind::UnexpectedEof.into())
+        } else {
+            Ok(())
+        }
+    });
+    if let Err(e) = read {
+        pool.give_back(buf);
+        return Err(DirectError::Failed(io_error(path, e)));
+    }
     let from = skew + (range.start - start) as usize;
-    Ok((Bytes::from(buf).slice(from..from + want), meta))
+    let lent = Lent {
+        buf,
+        home: Arc::downgrade(pool),
+    };
+    Ok((Bytes::from_owner(lent).slice(from..from + want), meta))
 }
 
 /// Reads into `buf` from `at` until it is full or the file ends; returns
@@ -503,9 +572,10 @@ impl ObjectStore for LocalStore {
         };
         let path = self.inner.path_to_filesystem(location)?;
         let (wanted, direct) = (range.clone(), self.is_direct());
+        let pool = self.read_buffers.clone();
         let outcome = tokio::task::spawn_blocking(move || {
             if direct {
-                read_direct(&path, wanted)
+                read_direct(&path, wanted, &pool)
             } else {
                 read_buffered(&path, wanted)
             }
@@ -754,6 +824,39 @@ mod tests {
             assert_eq!(got.as_ptr() as usize % BLOCK, 100, "read at {start}");
         }
         assert!(s.is_direct());
+    }
+
+    /// A direct read's buffer goes back to the store once its last slice is
+    /// dropped, and the next read of that size takes it (no new buffer to
+    /// zero and fault in); a buffer still held is not given out again.
+    #[tokio::test]
+    async fn a_direct_reads_buffer_is_reused_once_let_go_of() {
+        let dir = tempfile::tempdir().unwrap();
+        if !supports_direct(dir.path()) {
+            return;
+        }
+        let s = store(dir.path());
+        let (p, all) = payload(4 * STEP_BLOCKS * BLOCK);
+        let at = Path::from("wal/2.wal");
+        s.put(&at, p).await.unwrap();
+        let mb = (STEP_BLOCKS * BLOCK) as u64;
+        let first = s.get_range(&at, 0..mb).await.unwrap();
+        let part = first.slice(10..20);
+        drop(first);
+        assert_eq!(s.read_buffers.idle(), 0, "a slice still holds it");
+        let second = s.get_range(&at, mb..2 * mb).await.unwrap();
+        assert_eq!(&part[..], &all[10..20], "a held buffer is not overwritten");
+        drop(part);
+        assert_eq!(s.read_buffers.idle(), 1);
+        let third = s.get_range(&at, 2 * mb..3 * mb).await.unwrap();
+        assert_eq!(s.read_buffers.idle(), 0, "the idle buffer was taken");
+        assert_eq!(&second[..], &all[mb as usize..2 * mb as usize]);
+        assert_eq!(&third[..], &all[2 * mb as usize..3 * mb as usize]);
+        // A small read does not take a buffer many times its size.
+        drop(third);
+        let small = s.get_range(&at, 0..DIRECT_MIN_BYTES as u64).await.unwrap();
+        assert_eq!(s.read_buffers.idle(), 1);
+        assert_eq!(&small[..], &all[..DIRECT_MIN_BYTES]);
     }
 
     /// Probes a folder's filesystem the way the store does.
