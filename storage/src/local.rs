@@ -803,20 +803,31 @@ mod tests {
         assert_eq!(s.is_direct(), supports_direct(dir.path()));
     }
 
+    /// A store on a folder that takes `O_DIRECT` (none where the filesystem
+    /// refuses it), holding one object of `len` bytes, and those bytes.
+    async fn direct_store_holding(
+        len: usize,
+    ) -> Option<(tempfile::TempDir, LocalStore, Path, Vec<u8>)> {
+        let dir = tempfile::tempdir().unwrap();
+        if !supports_direct(dir.path()) {
+            return None;
+        }
+        let s = store(dir.path());
+        let (p, all) = payload(len);
+        let at = Path::from("wal/1.wal");
+        s.put(&at, p).await.unwrap();
+        Some((dir, s, at, all))
+    }
+
     /// A direct read hands out the buffer the device wrote into, not a copy
     /// of it: the range's first byte lies as far into an aligned block as
     /// it does into the file's block. (A copy into a fresh allocation starts
     /// at a 16-byte boundary, which 100 bytes into a block is not.)
     #[tokio::test]
     async fn a_direct_read_hands_out_the_buffer_it_read_into() {
-        let dir = tempfile::tempdir().unwrap();
-        if !supports_direct(dir.path()) {
+        let Some((_dir, s, at, all)) = direct_store_holding(3 * STEP_BLOCKS * BLOCK).await else {
             return;
-        }
-        let s = store(dir.path());
-        let (p, all) = payload(3 * STEP_BLOCKS * BLOCK);
-        let at = Path::from("wal/1.wal");
-        s.put(&at, p).await.unwrap();
+        };
         for start in [3 * BLOCK + 100, STEP_BLOCKS * BLOCK + 100] {
             let r = start as u64..(start + 500_000) as u64;
             let got = s.get_range(&at, r).await.unwrap();
@@ -831,14 +842,9 @@ mod tests {
     /// zero and fault in); a buffer still held is not given out again.
     #[tokio::test]
     async fn a_direct_reads_buffer_is_reused_once_let_go_of() {
-        let dir = tempfile::tempdir().unwrap();
-        if !supports_direct(dir.path()) {
+        let Some((_dir, s, at, all)) = direct_store_holding(4 * STEP_BLOCKS * BLOCK).await else {
             return;
-        }
-        let s = store(dir.path());
-        let (p, all) = payload(4 * STEP_BLOCKS * BLOCK);
-        let at = Path::from("wal/2.wal");
-        s.put(&at, p).await.unwrap();
+        };
         let mb = (STEP_BLOCKS * BLOCK) as u64;
         let first = s.get_range(&at, 0..mb).await.unwrap();
         let part = first.slice(10..20);
