@@ -91,7 +91,7 @@ impl FlushPolicy {
     /// The policy for a pool of these kinds of store: the remote one if any
     /// endpoint is remote (a write may land on any of them).
     pub fn for_store(kinds: impl IntoIterator<Item = floe_storage::StoreKind>) -> Self {
-        if kinds.into_iter().any(|k| k.is_remote()) {
+        if floe_storage::StoreKind::any_remote(kinds) {
             Self::REMOTE
         } else {
             Self::LOCAL

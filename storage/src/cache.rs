@@ -37,10 +37,10 @@ pub const READ_AHEAD_TASKS: usize = 32;
 /// (`docs/benchmarks.md`).
 pub const READ_AHEAD_TASKS_LOCAL: usize = 8;
 
-/// The read-ahead tasks for a pool of these kinds of store: the remote
-/// number if any endpoint is remote (a read may go to any of them).
+/// The read-ahead tasks for a pool of these kinds of store
+/// ([`crate::StoreKind::any_remote`]).
 pub fn read_ahead_tasks_for(kinds: impl IntoIterator<Item = crate::StoreKind>) -> usize {
-    if kinds.into_iter().any(|k| k.is_remote()) {
+    if crate::StoreKind::any_remote(kinds) {
         READ_AHEAD_TASKS
     } else {
         READ_AHEAD_TASKS_LOCAL

@@ -24,9 +24,11 @@
 //! local store does it (a staging file `NAME#N` renamed, or hard-linked for
 //! [`PutMode::Create`], and the folder synced), so that the published file
 //! is whole and durable when the put returns. A plain range read of at
-//! least [`DIRECT_MIN_BYTES`] is read the same way: whole aligned blocks
-//! into a reused buffer, and the range copied out once (a buffered read of
-//! data that is not in the page cache costs as much as a buffered write).
+//! least [`DIRECT_MIN_BYTES`] reads whole aligned blocks with `O_DIRECT`
+//! straight into the buffer it hands out (a slice of it: no copy), taken
+//! from the buffers earlier readers let go of when one is idle (a buffered
+//! read of data that is not in the page cache costs as much as a buffered
+//! write).
 //! Everything else (small puts and reads, conditional reads, listing,
 //! deletes) goes to `object_store`'s `LocalFileSystem`, which also skips the
 //! staging files when it lists. A filesystem that refuses `O_DIRECT` (tmpfs

@@ -213,6 +213,12 @@ impl StoreKind {
         matches!(self, StoreKind::S3 | StoreKind::Hdfs)
     }
 
+    /// Whether a pool of these kinds of store is to be treated as remote:
+    /// any endpoint is (a write or a read may go to any of them).
+    pub fn any_remote(kinds: impl IntoIterator<Item = StoreKind>) -> bool {
+        kinds.into_iter().any(StoreKind::is_remote)
+    }
+
     /// Whether a slow write may be hedged on the same endpoint (when the
     /// pool has no other): a new request to a remote store may take a
     /// healthy connection or server; a second write to a local disk only
