@@ -153,3 +153,30 @@ async fn a_member_leaving_at_its_coordinator_releases_its_records_at_another_own
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_share_state_is_deleted_only_by_the_owner_at_the_epoch_it_holds() {
+    use floe_broker::share::durable::ShareStore;
+    use floe_broker::share::partition::ShareSnapshot;
+
+    let env = Cluster::start().await;
+    let t = env.create_topic("queue", 1, &[]).await;
+    let key = PartitionKey::new(t, 0);
+    let b = served_broker(&env, 1).await;
+    let epoch = eventually(|| b.owned_epoch(&key)).await;
+    let state = ShareSnapshot {
+        start: floe_types::Offset(7),
+        ..ShareSnapshot::default()
+    };
+    b.save("sg", &key, epoch, &state).await.unwrap();
+
+    // Not at the epoch the partition is held at (as an owner paused past
+    // a move would send): refused, and the state stays.
+    let refused = b.forget("sg", &key, epoch + 1).await;
+    assert!(refused.is_err(), "{refused:?}");
+    let kept = b.load("sg", &key).await.unwrap().expect("state kept");
+    assert_eq!(kept.start, floe_types::Offset(7));
+
+    b.forget("sg", &key, epoch).await.unwrap();
+    assert!(b.load("sg", &key).await.unwrap().is_none());
+}

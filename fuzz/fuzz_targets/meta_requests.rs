@@ -61,6 +61,9 @@ fuzz_target!(|data: &[u8]| {
             let _ = proto::ExportStateResponse::decode(body);
             // Classic groups' stored membership.
             let _ = proto::StoreGroupRequest::decode(body);
+            // A share-partition's state deleted by its owner.
+            let _ = proto::ShareForgetRequest::decode(body)
+                .map(|r| convert::partition(r.partition.as_ref()));
             let _ = proto::GroupRecordsResponse::decode(body);
             // A transaction coordinator's steps, and a commit's transactional events.
             if let Ok(r) = proto::TxnRequest::decode(body) {

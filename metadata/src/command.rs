@@ -347,6 +347,19 @@ pub enum Command {
         group: String,
         record: Option<Vec<u8>>,
     },
+    /// Deletes a share group's state on one partition (a deleted share
+    /// group, DeleteShareGroupOffsets), from the partition's owner at the
+    /// epoch it holds it, like [`Command::ShareState`]: refused once the
+    /// partition moved, so a paused old owner cannot delete the state the
+    /// new owner has written since. Answered [`Response::Ok`]; a state
+    /// already gone is not an error. (Appended last: postcard numbers
+    /// variants by position.)
+    ForgetShareState {
+        broker: BrokerId,
+        partition: PartitionKey,
+        epoch: Epoch,
+        group: String,
+    },
 }
 
 /// Decoding the commands of a [`Command::Batch`]: a batch inside a batch is

@@ -312,6 +312,12 @@ impl ClusterState {
                 group,
                 record,
             } => self.store_group(fence, group, record.as_deref()),
+            Command::ForgetShareState {
+                broker,
+                partition,
+                epoch,
+                group,
+            } => self.forget_share_state(*broker, *partition, *epoch, group),
             Command::ReplaceRanges {
                 broker,
                 partition,
@@ -1114,6 +1120,33 @@ impl ClusterState {
             .entry(group.to_string())
             .or_default()
             .insert((topic, partition.partition), state.clone());
+        Response::Ok
+    }
+
+    fn forget_share_state(
+        &mut self,
+        broker: BrokerId,
+        partition: PartitionKey,
+        epoch: Epoch,
+        group: &str,
+    ) -> Response {
+        if let Err(e) = self.owned_partition(broker, partition, epoch) {
+            return err(e);
+        }
+        let Some(topic) = self
+            .topics
+            .iter()
+            .find(|(_, t)| t.id == partition.topic)
+            .map(|(name, _)| name.clone())
+        else {
+            return err(MetaError::UnknownPartition(partition));
+        };
+        if let Some(g) = self.groups.get_mut(group) {
+            g.remove(&(topic, partition.partition));
+            if g.is_empty() {
+                self.groups.remove(group);
+            }
+        }
         Response::Ok
     }
 
@@ -2275,6 +2308,64 @@ pub(crate) mod tests {
         // Gone with the topic.
         sm.ok(Command::DeleteTopic { name: "t".into() });
         assert!(sm.state.groups["sg"].is_empty());
+    }
+
+    #[test]
+    fn share_state_is_forgotten_only_by_the_owner_at_its_epoch() {
+        let mut sm = owned();
+        let p1 = PartitionKey {
+            topic: tid(1),
+            partition: 1,
+        };
+        let state = |offset: i64| CommittedOffset {
+            offset,
+            leader_epoch: -1,
+            metadata: "1;".into(),
+        };
+        for p in [0, 1] {
+            sm.ok(Command::ShareState {
+                broker: BrokerId(1),
+                partition: PartitionKey {
+                    topic: tid(1),
+                    partition: p,
+                },
+                epoch: Epoch(1),
+                group: "sg".into(),
+                state: state(5),
+            });
+        }
+        let forget = |epoch: u64, broker: u32| Command::ForgetShareState {
+            broker: BrokerId(broker),
+            partition: p1,
+            epoch: Epoch(epoch),
+            group: "sg".into(),
+        };
+        // A paused old owner (or another broker) deletes nothing.
+        assert!(matches!(
+            sm.error(forget(2, 1)),
+            MetaError::StaleEpoch { .. }
+        ));
+        assert!(matches!(sm.error(forget(1, 2)), MetaError::NotOwner { .. }));
+        assert_eq!(sm.state.groups["sg"].len(), 2);
+        // The owner at its epoch deletes this partition's state only.
+        assert_eq!(sm.apply(forget(1, 1)), Response::Ok);
+        assert_eq!(
+            sm.state.groups["sg"].keys().collect::<Vec<_>>(),
+            vec![&("t".to_string(), 0)]
+        );
+        // Already gone: not an error.
+        assert_eq!(sm.apply(forget(1, 1)), Response::Ok);
+        // The group's last partition gone: the group is gone.
+        sm.ok(Command::ForgetShareState {
+            broker: BrokerId(1),
+            partition: PartitionKey {
+                topic: tid(1),
+                partition: 0,
+            },
+            epoch: Epoch(1),
+            group: "sg".into(),
+        });
+        assert!(!sm.state.groups.contains_key("sg"));
     }
 
     #[test]

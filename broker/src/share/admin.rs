@@ -8,8 +8,6 @@
 
 use std::time::Duration;
 
-use floe_storage::PartitionKey;
-
 use super::group::{ShareGroupError, ShareGroupState};
 use super::namespace::GroupKind;
 use super::rpc::{ShareCall, call_from, call_msg, group_error_code, group_error_from};
@@ -136,32 +134,6 @@ fn kind_from(code: u32) -> Option<GroupKind> {
         3 => Some(GroupKind::Share),
         _ => None,
     }
-}
-
-/// Deletes the stored state of `group` on `key` (the offset of the group
-/// on the partition).
-pub(crate) async fn forget_stored(
-    b: &Broker,
-    group: &str,
-    key: &PartitionKey,
-) -> Result<(), CallError> {
-    let topic = b.topic_name(key)?;
-    let _: floe_metadata::api::proto::Empty = b
-        .meta()
-        .call::<floe_metadata::api::routes::DeleteOffsets>(
-            floe_metadata::api::proto::CommitOffsetsRequest {
-                group: group.to_owned(),
-                offsets: vec![floe_metadata::api::proto::GroupOffset {
-                    topic,
-                    partition: key.partition,
-                    ..Default::default()
-                }],
-                ..Default::default()
-            },
-        )
-        .await
-        .map_err(BrokerError::from)?;
-    Ok(())
 }
 
 // The broker's side.

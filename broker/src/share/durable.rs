@@ -40,8 +40,9 @@ pub trait ShareStore: TimerStore + Send + Sync {
 
     /// Deletes the state of `group` on `key` (a deleted share group, or
     /// DeleteShareGroupOffsets); the next use starts it afresh at
-    /// `share.auto.offset.reset`.
-    async fn forget(&self, group: &str, key: &PartitionKey) -> Result<(), CallError>;
+    /// `share.auto.offset.reset`. Refused, like [`ShareStore::save`],
+    /// unless this broker still owns `key` at `epoch`.
+    async fn forget(&self, group: &str, key: &PartitionKey, epoch: u64) -> Result<(), CallError>;
 }
 
 /// The window as text: `first-last:state:count` ranges joined by `,`, where

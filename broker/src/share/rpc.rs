@@ -690,8 +690,19 @@ impl ShareStore for Broker {
         Ok(())
     }
 
-    async fn forget(&self, group: &str, key: &PartitionKey) -> Result<(), CallError> {
-        super::admin::forget_stored(self, group, key).await
+    async fn forget(&self, group: &str, key: &PartitionKey, epoch: u64) -> Result<(), CallError> {
+        self.meta()
+            .call::<floe_metadata::api::routes::ShareForget>(
+                floe_metadata::api::proto::ShareForgetRequest {
+                    broker: self.id(),
+                    partition: Some(part(key)),
+                    epoch,
+                    group: group.to_owned(),
+                },
+            )
+            .await
+            .map_err(BrokerError::from)?;
+        Ok(())
     }
 }
 

@@ -796,7 +796,7 @@ impl ShareService {
                 .unwrap_or_default(),
         };
         let Some(to) = to else {
-            store.forget(group_id, key).await?;
+            store.forget(group_id, key, epoch).await?;
             lock(&self.partitions).remove(&id);
             self.drop_timers(store, group_id, key).await;
             return Ok(None);
@@ -1144,7 +1144,7 @@ mod tests {
             Ok(())
         }
 
-        async fn forget(&self, group: &str, _: &PartitionKey) -> Result<(), CallError> {
+        async fn forget(&self, group: &str, _: &PartitionKey, _: u64) -> Result<(), CallError> {
             self.saved.lock().unwrap().remove(group);
             Ok(())
         }

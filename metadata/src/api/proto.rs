@@ -544,6 +544,20 @@ pub struct ShareStateRequest {
     pub state: String,
 }
 
+/// Deletes a share group's state of a partition, from the partition's
+/// owner at its epoch.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ShareForgetRequest {
+    #[prost(uint32, tag = "1")]
+    pub broker: u32,
+    #[prost(message, optional, tag = "2")]
+    pub partition: Option<Partition>,
+    #[prost(uint64, tag = "3")]
+    pub epoch: u64,
+    #[prost(string, tag = "4")]
+    pub group: String,
+}
+
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct TruncateRequest {
     #[prost(uint32, tag = "1")]

@@ -81,6 +81,9 @@ routes! {
     /// A share group's state of a partition, from the partition's owner at
     /// its epoch (read back with `FetchOffsets`).
     ShareState = "/v1/share/state": ShareStateRequest => Empty;
+    /// Deletes a share group's state of a partition, from the partition's
+    /// owner at its epoch.
+    ShareForget = "/v1/share/forget": ShareForgetRequest => Empty;
     /// A classic group's membership, from the coordinator of its shard.
     StoreGroup = "/v1/groups/store": StoreGroupRequest => Empty;
     /// The stored membership of one shard's groups (read by a coordinator
@@ -102,6 +105,6 @@ mod tests {
             assert!(p.starts_with("/v1/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 40);
+        assert_eq!(ALL_PATHS.len(), 41);
     }
 }

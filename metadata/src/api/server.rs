@@ -264,6 +264,7 @@ serve! {
     GroupConfigs => group_configs,
     AlterGroupConfig => alter_group_config,
     ShareState => share_state,
+    ShareForget => share_forget,
     StoreGroup => store_group,
     GroupRecords => group_records,
     StoredGroups => stored_groups,
@@ -841,6 +842,25 @@ async fn share_state(
                 leader_epoch: -1,
                 metadata: req.state,
             },
+        })
+        .await?;
+    match resp {
+        Response::Ok => Ok(proto::Empty {}),
+        other => Err(MetaError::Storage(format!("unexpected response {other:?}"))),
+    }
+}
+
+async fn share_forget(
+    s: AppState,
+    req: proto::ShareForgetRequest,
+) -> Result<proto::Empty, MetaError> {
+    let partition = convert::partition(req.partition.as_ref())?;
+    let (resp, _) = s
+        .write(Command::ForgetShareState {
+            broker: BrokerId(req.broker),
+            partition,
+            epoch: Epoch(req.epoch),
+            group: req.group,
         })
         .await?;
     match resp {

@@ -230,6 +230,12 @@ mod tests {
                 group: "g".into(),
                 partitions: vec![("t".into(), 0)],
             },
+            Command::ForgetShareState {
+                broker: BrokerId(1),
+                partition: key(),
+                epoch: Epoch(4),
+                group: "sg".into(),
+            },
             Command::AllocateProducerIds { count: 10 },
             Command::ForgetObjects {
                 ids: vec![ObjectId(1)],
