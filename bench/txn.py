@@ -12,11 +12,17 @@ confluent-kafka, produces `--records` records of `--size` bytes to a topic of
 
 Each mode runs `--rounds` times, alternated, each on its own topic. Printed:
 MB/s per run and its median, the ratio to idempotent, and the commit latency
-(`commit_transaction()`, which returns once the coordinator has the commit
-decided and its markers written) p50/p99 over every transaction of the mode.
+(`commit_transaction()`, which returns once the coordinator has decided the
+commit; its markers are written after, while the next transaction begins)
+p50/p99 over every transaction of the mode.
 
 With `--ids N`, N other transactional ids are registered first (a cluster
 with many transactional producers), so lookups that grow with the ids show.
+
+With `--metrics` (the standalone only), what each mode's runs cost per
+transaction (per 1,000 records for `idempotent`) from the broker's `/metrics`:
+requests by API with their mean time at the proxy, flushes with their mean
+write and commit phases, markers, and metadata commands.
 
 With `--s3`, the same runs go to a cluster of processes on S3 (one metadata
 node, `--brokers` brokers, one proxy; the store is moto, or Garage with
@@ -24,7 +30,7 @@ node, `--brokers` brokers, one proxy; the store is moto, or Garage with
 paced (250 ms by default): a commit waits for its data's flush and for its
 markers' flush.
 
-Usage: FLOE_BIN=target/release/floe python bench/txn.py [--records 100000] [--ids 1000] [--s3]
+Usage: FLOE_BIN=target/release/floe python bench/txn.py [--records 100000] [--ids 1000] [--s3] [--metrics]
 """
 
 import argparse
@@ -32,8 +38,10 @@ import os
 import pathlib
 import statistics
 import sys
+import re
 import tempfile
 import time
+import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -89,6 +97,47 @@ def run(bootstrap, topic, records, size, per_txn):
     return records * size / elapsed / 1e6, commits
 
 
+def scrape(admin_url):
+    """The counters, histogram sums and counts of `/metrics`, by series."""
+    text = urllib.request.urlopen(admin_url + "/metrics", timeout=10).read().decode()
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^([a-z_]+(?:_sum|_count|_total))(\{[^}]*\})?\s+(\S+)$", line)
+        if m:
+            out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
+    return out
+
+
+# What --metrics reports: (label, counter or histogram base name, label filter).
+PER_TXN = [
+    ("{api} requests", "floe_proxy_request_seconds", 'api="'),
+    ("flushes, {phase} phase", "floe_broker_flush_phase_seconds", 'phase="'),
+    ("markers (decision to written)", "floe_broker_txn_markers_duration_seconds", ""),
+]
+COUNTS = [("metadata commands", 'floe_meta_commands_total{result="applied"}'),
+          ("steps held", "floe_broker_txn_steps_held_total")]
+
+
+def cost_rows(delta, units):
+    """Rows of (what, count per unit, mean ms) from a /metrics delta."""
+    rows = []
+    for label, base, key in PER_TXN:
+        for series, total in sorted(delta.items()):
+            if not series.startswith(base + "_count") or (key and key not in series):
+                continue
+            labels = series[len(base + "_count"):]
+            count = total
+            secs = delta.get(base + "_sum" + labels, 0.0)
+            if count <= 0:
+                continue
+            names = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+            rows.append((label.format(**names), count / units, secs / count * 1e3))
+    for label, series in COUNTS:
+        if delta.get(series, 0) > 0:
+            rows.append((label, delta[series] / units, None))
+    return rows
+
+
 def describe(bootstrap, ids, calls):
     """Times `calls` DescribeTransactions of the registered ids."""
     import kafka.admin
@@ -119,10 +168,15 @@ def main():
     ap.add_argument("--s3", action="store_true",
                     help="a cluster of processes on S3 (moto) instead of a standalone on a local folder")
     ap.add_argument("--brokers", type=int, default=2, help="brokers of the --s3 cluster")
+    ap.add_argument("--metrics", action="store_true",
+                    help="print what each mode costs per transaction, from the broker's /metrics "
+                         "(the standalone only)")
     ap.add_argument("--describe", type=int, default=0,
                     help="after registering the ids, time this many DescribeTransactions of them "
                          "(kafka-python's admin client) and print p50/p99")
     args = ap.parse_args()
+    if args.metrics and args.s3:
+        ap.error("--metrics reads the standalone's /metrics; it does not go with --s3")
     floe = os.environ.get("FLOE_BIN", str(ROOT / "target" / "release" / "floe"))
     modes = [("idempotent", 0)] + [(f"txn-{n}", n) for n in args.per_txn]
     with tempfile.TemporaryDirectory(prefix="floe-bench-txn-") as work:
@@ -142,11 +196,17 @@ def main():
                 describe(s.bootstrap, max(args.ids, 1), args.describe)
             mbs = {m: [] for m, _ in modes}
             commits = {m: [] for m, _ in modes}
+            costs = {m: {} for m, _ in modes}
             for r in range(args.rounds):
                 for name, n in modes:
                     topic = f"{name}-{r}"
                     create(s.bootstrap, topic, args.partitions)
+                    before = scrape(s.admin_url) if args.metrics else {}
                     rate, c = run(s.bootstrap, topic, args.records, args.size, n)
+                    if args.metrics:
+                        after = scrape(s.admin_url)
+                        for k, v in after.items():
+                            costs[name][k] = costs[name].get(k, 0.0) + v - before.get(k, 0.0)
                     mbs[name].append(rate)
                     commits[name] += c
                     print(f"round {r} {name}: {rate:.1f} MB/s", flush=True)
@@ -163,6 +223,16 @@ def main():
                if commits[name] else "—")
         runs = ", ".join(f"{x:.1f}" for x in mbs[name])
         print(f"| {name} | {med:.1f} | {runs} | {med / base:.2f} | {lat} |")
+    if args.metrics:
+        for name, n in modes:
+            per = n or 1000
+            units = args.records * args.rounds / per
+            what = "transaction" if n else "1,000 records"
+            print(f"\n{name}, per {what} ({units:.0f} of them), from /metrics:")
+            print("| what | per " + ("transaction" if n else "1,000 records") + " | mean ms |")
+            print("|---|---|---|")
+            for label, count, ms in cost_rows(costs[name], units):
+                print(f"| {label} | {count:.2f} | {'—' if ms is None else f'{ms:.2f}'} |")
 
 
 if __name__ == "__main__":

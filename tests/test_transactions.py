@@ -440,7 +440,8 @@ def test_a_hanging_transaction_holds_the_lso_until_its_timeout_aborts_it(txn_sta
 @pytest.mark.timeout(180)
 def test_the_transaction_benchmark_runs_in_its_quick_form(floe_bin):
     """bench/txn.py with tiny counts, so the harness cannot rot: every mode
-    gives a rate, and the transactional ones commit latencies."""
+    gives a rate, and the transactional ones commit latencies; with
+    --metrics, each mode's cost per transaction from /metrics."""
     import os
     import pathlib
     import subprocess
@@ -448,13 +449,24 @@ def test_the_transaction_benchmark_runs_in_its_quick_form(floe_bin):
 
     root = pathlib.Path(__file__).resolve().parent.parent
     res = subprocess.run([sys.executable, root / "bench" / "txn.py", "--records", "300", "--partitions", "2",
-                          "--per-txn", "10", "100", "--rounds", "1"],
+                          "--per-txn", "10", "100", "--rounds", "1", "--metrics"],
                          env=dict(os.environ, FLOE_BIN=str(floe_bin)), capture_output=True, text=True,
                          timeout=170, stdin=subprocess.DEVNULL)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     rows = {line.split("|")[1].strip(): line for line in res.stdout.splitlines()
             if line.startswith("| ") and not line.startswith("| mode")}
-    assert set(rows) == {"idempotent", "txn-10", "txn-100"}, res.stdout
+    assert {"idempotent", "txn-10", "txn-100"} <= set(rows), res.stdout
     for mode in ("txn-10", "txn-100"):
         p50, p99 = (float(x) for x in rows[mode].split("|")[5].split("/"))
         assert 0 < p50 <= p99, rows[mode]
+    # --metrics: a transaction of 10 sends at least one AddPartitionsToTxn,
+    # one Produce and one EndTxn, and costs flushes and metadata commands.
+    costs = res.stdout.split("txn-10, per transaction (30 of them), from /metrics:")[1]
+    costs = costs.split("txn-100, per transaction")[0]
+    cost = {line.split("|")[1].strip(): line.split("|")[2:4] for line in costs.splitlines()
+            if line.startswith("| ") and not line.startswith("| what")}
+    assert float(cost["EndTxn requests"][0]) >= 1.0, costs
+    assert float(cost["AddPartitionsToTxn requests"][0]) >= 1.0, costs
+    assert float(cost["Produce requests"][0]) >= 1.0, costs
+    assert float(cost["flushes, commit phase"][1]) > 0, costs
+    assert float(cost["metadata commands"][0]) >= 3.0, costs
