@@ -201,27 +201,41 @@ impl Conn {
     }
 
     /// Joins share group `group` as `member` (epoch 0), subscribed to `name`.
+    /// A share member's first heartbeat, asked again (as a client does)
+    /// while the group's coordinator shard has no owner yet: the broker
+    /// takes its shards over in the background after it starts.
     async fn join_share(
         &mut self,
         group: &GroupId,
         member: &StrBytes,
         name: &str,
     ) -> ShareGroupHeartbeatResponse {
-        let mut hb = ShareGroupHeartbeatRequest::default();
-        hb.group_id = group.clone();
-        hb.member_id = member.clone();
-        hb.subscribed_topic_names = Some(vec![topic(name)]);
-        let ResponseKind::ShareGroupHeartbeat(r) = self
-            .call(
-                ApiKey::ShareGroupHeartbeat,
-                1,
-                RequestKind::ShareGroupHeartbeat(hb),
-            )
-            .await
-        else {
-            panic!()
-        };
-        r
+        let started = std::time::Instant::now();
+        loop {
+            let mut hb = ShareGroupHeartbeatRequest::default();
+            hb.group_id = group.clone();
+            hb.member_id = member.clone();
+            hb.subscribed_topic_names = Some(vec![topic(name)]);
+            let ResponseKind::ShareGroupHeartbeat(r) = self
+                .call(
+                    ApiKey::ShareGroupHeartbeat,
+                    1,
+                    RequestKind::ShareGroupHeartbeat(hb),
+                )
+                .await
+            else {
+                panic!()
+            };
+            let not_yet = [
+                kafka_protocol::error::ResponseError::CoordinatorLoadInProgress.code(),
+                kafka_protocol::error::ResponseError::CoordinatorNotAvailable.code(),
+                kafka_protocol::error::ResponseError::NotCoordinator.code(),
+            ];
+            if !not_yet.contains(&r.error_code) || started.elapsed() > Duration::from_secs(20) {
+                return r;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }
 
@@ -2164,12 +2178,7 @@ async fn the_share_admin_apis_answer_at_v0_and_keep_one_group_namespace() {
         hb.subscribed_topic_names = (epoch == 0).then(|| vec![topic("q")]);
         RequestKind::ShareGroupHeartbeat(hb)
     };
-    let ResponseKind::ShareGroupHeartbeat(r) = c
-        .call(ApiKey::ShareGroupHeartbeat, 1, heartbeat(&group, 0))
-        .await
-    else {
-        panic!()
-    };
+    let r = c.join_share(&group, &member, "q").await;
     assert_eq!(r.error_code, 0);
     // The share-partition starts (and is written) at its first fetch.
     let mut p = share_fetch_request::FetchPartition::default();
