@@ -38,10 +38,8 @@ import os
 import pathlib
 import statistics
 import sys
-import re
 import tempfile
 import time
-import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -50,6 +48,7 @@ import confluent_kafka as ck  # noqa: E402
 import confluent_kafka.admin  # noqa: E402
 
 from conftest import Standalone  # noqa: E402
+from share_timers import scrape  # noqa: E402
 
 
 def pct(xs, q):
@@ -97,44 +96,31 @@ def run(bootstrap, topic, records, size, per_txn):
     return records * size / elapsed / 1e6, commits
 
 
-def scrape(admin_url):
-    """The counters, histogram sums and counts of `/metrics`, by series."""
-    text = urllib.request.urlopen(admin_url + "/metrics", timeout=10).read().decode()
-    out = {}
-    for line in text.splitlines():
-        m = re.match(r"^([a-z_]+(?:_sum|_count|_total))(\{[^}]*\})?\s+(\S+)$", line)
-        if m:
-            out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
-    return out
-
-
-# What --metrics reports: (label, counter or histogram base name, label filter).
+# What --metrics reports: (label, histogram base name), each label set a row,
+# and (label, counter, its labels) as a count alone.
 PER_TXN = [
-    ("{api} requests", "floe_proxy_request_seconds", 'api="'),
-    ("flushes, {phase} phase", "floe_broker_flush_phase_seconds", 'phase="'),
-    ("markers (decision to written)", "floe_broker_txn_markers_duration_seconds", ""),
+    ("{api} requests", "floe_proxy_request_seconds"),
+    ("flushes, {phase} phase", "floe_broker_flush_phase_seconds"),
+    ("markers (decision to written)", "floe_broker_txn_markers_duration_seconds"),
 ]
-COUNTS = [("metadata commands", 'floe_meta_commands_total{result="applied"}'),
-          ("steps held", "floe_broker_txn_steps_held_total")]
+COUNTS = [("metadata commands", "floe_meta_commands_total", {"result": "applied"}),
+          ("steps held", "floe_broker_txn_steps_held_total", {})]
 
 
 def cost_rows(delta, units):
-    """Rows of (what, count per unit, mean ms) from a /metrics delta."""
+    """Rows of (what, count per unit, mean ms) from a /metrics delta (as
+    `share_timers.scrape` keys it)."""
     rows = []
-    for label, base, key in PER_TXN:
-        for series, total in sorted(delta.items()):
-            if not series.startswith(base + "_count") or (key and key not in series):
+    for label, base in PER_TXN:
+        for (name, labels), count in sorted(delta.items(), key=lambda kv: sorted(kv[0][1])):
+            if name != base + "_count" or count <= 0:
                 continue
-            labels = series[len(base + "_count"):]
-            count = total
-            secs = delta.get(base + "_sum" + labels, 0.0)
-            if count <= 0:
-                continue
-            names = dict(re.findall(r'(\w+)="([^"]*)"', labels))
-            rows.append((label.format(**names), count / units, secs / count * 1e3))
-    for label, series in COUNTS:
-        if delta.get(series, 0) > 0:
-            rows.append((label, delta[series] / units, None))
+            secs = delta.get((base + "_sum", labels), 0.0)
+            rows.append((label.format(**dict(labels)), count / units, secs / count * 1e3))
+    for label, name, labels in COUNTS:
+        total = sum(v for (n, ls), v in delta.items() if n == name and set(labels.items()) <= ls)
+        if total > 0:
+            rows.append((label, total / units, None))
     return rows
 
 
@@ -201,10 +187,10 @@ def main():
                 for name, n in modes:
                     topic = f"{name}-{r}"
                     create(s.bootstrap, topic, args.partitions)
-                    before = scrape(s.admin_url) if args.metrics else {}
+                    before = scrape(s) if args.metrics else {}
                     rate, c = run(s.bootstrap, topic, args.records, args.size, n)
                     if args.metrics:
-                        after = scrape(s.admin_url)
+                        after = scrape(s)
                         for k, v in after.items():
                             costs[name][k] = costs[name].get(k, 0.0) + v - before.get(k, 0.0)
                     mbs[name].append(rate)

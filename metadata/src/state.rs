@@ -411,14 +411,7 @@ impl ClusterState {
                 Response::Ok
             }
             Command::DeleteOffsets { group, partitions } => {
-                if let Some(g) = self.groups.get_mut(group) {
-                    for (t, p) in partitions {
-                        g.remove(&(t.clone(), *p));
-                    }
-                    if g.is_empty() {
-                        self.groups.remove(group);
-                    }
-                }
+                self.delete_offsets(group, partitions.iter().cloned());
                 Response::Ok
             }
             Command::AllocateProducerIds { count } => {
@@ -1105,24 +1098,20 @@ impl ClusterState {
         if group.is_empty() {
             return err(MetaError::InvalidRequest("empty group id".into()));
         }
-        if let Err(e) = self.owned_partition(broker, partition, epoch) {
-            return err(e);
+        match self.owned_offset_key(broker, partition, epoch) {
+            Ok(key) => {
+                self.groups
+                    .entry(group.to_string())
+                    .or_default()
+                    .insert(key, state.clone());
+                Response::Ok
+            }
+            Err(e) => err(e),
         }
-        let Some(topic) = self
-            .topics
-            .iter()
-            .find(|(_, t)| t.id == partition.topic)
-            .map(|(name, _)| name.clone())
-        else {
-            return err(MetaError::UnknownPartition(partition));
-        };
-        self.groups
-            .entry(group.to_string())
-            .or_default()
-            .insert((topic, partition.partition), state.clone());
-        Response::Ok
     }
 
+    /// Deletes a share group's state of a partition, from its owner at its
+    /// epoch (see [`Command::ForgetShareState`]).
     fn forget_share_state(
         &mut self,
         broker: BrokerId,
@@ -1130,24 +1119,43 @@ impl ClusterState {
         epoch: Epoch,
         group: &str,
     ) -> Response {
-        if let Err(e) = self.owned_partition(broker, partition, epoch) {
-            return err(e);
+        match self.owned_offset_key(broker, partition, epoch) {
+            Ok(key) => {
+                self.delete_offsets(group, [key]);
+                Response::Ok
+            }
+            Err(e) => err(e),
         }
-        let Some(topic) = self
-            .topics
+    }
+
+    /// The (topic name, partition) a group's offset of `partition` is kept
+    /// under, if `broker` owns the partition at `epoch` (the share state's
+    /// fence).
+    fn owned_offset_key(
+        &mut self,
+        broker: BrokerId,
+        partition: PartitionKey,
+        epoch: Epoch,
+    ) -> Result<(String, u32), MetaError> {
+        self.owned_partition(broker, partition, epoch)?;
+        self.topics
             .iter()
             .find(|(_, t)| t.id == partition.topic)
-            .map(|(name, _)| name.clone())
-        else {
-            return err(MetaError::UnknownPartition(partition));
-        };
+            .map(|(name, _)| (name.clone(), partition.partition))
+            .ok_or(MetaError::UnknownPartition(partition))
+    }
+
+    /// Deletes a group's offsets of these (topic, partition)s; a group left
+    /// with none is gone.
+    fn delete_offsets(&mut self, group: &str, keys: impl IntoIterator<Item = (String, u32)>) {
         if let Some(g) = self.groups.get_mut(group) {
-            g.remove(&(topic, partition.partition));
+            for key in keys {
+                g.remove(&key);
+            }
             if g.is_empty() {
                 self.groups.remove(group);
             }
         }
-        Response::Ok
     }
 
     fn truncate_log(

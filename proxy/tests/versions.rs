@@ -210,6 +210,12 @@ impl Conn {
         member: &StrBytes,
         name: &str,
     ) -> ShareGroupHeartbeatResponse {
+        use kafka_protocol::error::ResponseError;
+        let not_yet = [
+            ResponseError::CoordinatorLoadInProgress.code(),
+            ResponseError::CoordinatorNotAvailable.code(),
+            ResponseError::NotCoordinator.code(),
+        ];
         let started = std::time::Instant::now();
         loop {
             let mut hb = ShareGroupHeartbeatRequest::default();
@@ -226,11 +232,6 @@ impl Conn {
             else {
                 panic!()
             };
-            let not_yet = [
-                kafka_protocol::error::ResponseError::CoordinatorLoadInProgress.code(),
-                kafka_protocol::error::ResponseError::CoordinatorNotAvailable.code(),
-                kafka_protocol::error::ResponseError::NotCoordinator.code(),
-            ];
             if !not_yet.contains(&r.error_code) || started.elapsed() > Duration::from_secs(20) {
                 return r;
             }
