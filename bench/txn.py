@@ -102,6 +102,8 @@ PER_TXN = [
     ("{api} requests", "floe_proxy_request_seconds"),
     ("flushes, {phase} phase", "floe_broker_flush_phase_seconds"),
     ("markers (decision to written)", "floe_broker_txn_markers_duration_seconds"),
+    ("metadata commands, proposal to answer", "floe_meta_command_seconds"),
+    ("metadata log writes (fsync included)", "floe_meta_log_write_seconds"),
 ]
 COUNTS = [("metadata commands", "floe_meta_commands_total", {"result": "applied"}),
           ("steps held", "floe_broker_txn_steps_held_total", {})]

@@ -1,11 +1,15 @@
 //! The metadata node's metrics, recorded on the process's `metrics` recorder
 //! (served on `/metrics` by `floe standalone`; `floe meta` has no admin port).
 
-use metrics::{counter, describe_counter};
+use std::time::Duration;
+
+use metrics::{counter, describe_counter, describe_histogram, histogram};
 
 use crate::command::Response;
 
 const COMMANDS: &str = "floe_meta_commands_total";
+const COMMAND_SECONDS: &str = "floe_meta_command_seconds";
+const LOG_WRITE_SECONDS: &str = "floe_meta_log_write_seconds";
 
 /// The outcome of a proposed command: applied, refused by the cluster's
 /// rules (a commit at an old epoch, …), or not committed (not the leader,
@@ -24,6 +28,35 @@ pub(crate) fn command<T, E>(written: &Result<(Response, T), E>) {
         );
     });
     counter!(COMMANDS, "result" => result).increment(1);
+}
+
+/// How long a proposed command took on this node, from its proposal to
+/// its answer: queued behind the entries being written, written to a
+/// majority's logs, and applied.
+pub(crate) fn command_seconds(took: Duration) {
+    static DESCRIBED: std::sync::Once = std::sync::Once::new();
+    DESCRIBED.call_once(|| {
+        describe_histogram!(
+            COMMAND_SECONDS,
+            metrics::Unit::Seconds,
+            "a proposed command from its proposal to its answer (queued, committed, applied)"
+        );
+    });
+    histogram!(COMMAND_SECONDS).record(took);
+}
+
+/// How long one durable write of the Raft log took (entries appended, a
+/// vote, a truncation or a purge, with its fsync).
+pub(crate) fn log_write_seconds(took: Duration) {
+    static DESCRIBED: std::sync::Once = std::sync::Once::new();
+    DESCRIBED.call_once(|| {
+        describe_histogram!(
+            LOG_WRITE_SECONDS,
+            metrics::Unit::Seconds,
+            "a durable write of this node's Raft log, its fsync included"
+        );
+    });
+    histogram!(LOG_WRITE_SECONDS).record(took);
 }
 
 /// A command refused before it was proposed: above the size bound.

@@ -148,7 +148,9 @@ impl AppState {
                 max: self.max_command_bytes,
             });
         }
+        let started = std::time::Instant::now();
         let written = self.proposer.propose(cmd, size).await;
+        crate::metrics::command_seconds(started.elapsed());
         crate::metrics::command(&written);
         match written? {
             (Response::Error(e), _) => Err(e),
