@@ -470,3 +470,8 @@ def test_the_transaction_benchmark_runs_in_its_quick_form(floe_bin):
     assert float(cost["Produce requests"][0]) >= 1.0, costs
     assert float(cost["flushes, commit phase"][1]) > 0, costs
     assert float(cost["metadata commands"][0]) >= 3.0, costs
+    # Each command's time from proposal to answer, and the log's durable
+    # writes (fsync included) within it: one at least per command.
+    proposed, writes = cost["metadata commands, proposal to answer"], cost["metadata log writes (fsync included)"]
+    assert float(proposed[0]) >= 3.0 and float(writes[0]) >= 1.0, costs
+    assert float(writes[1]) > 0 and float(proposed[1]) > 0, costs
