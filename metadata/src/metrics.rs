@@ -34,6 +34,18 @@ pub(crate) fn command<T, E>(written: &Result<(Response, T), E>) {
 /// its answer: queued behind the entries being written, written to a
 /// majority's logs, and applied.
 pub(crate) fn command_seconds(took: Duration) {
+    describe_latencies();
+    histogram!(COMMAND_SECONDS).record(took);
+}
+
+/// How long one durable write of the Raft log took (entries appended, a
+/// vote, a truncation or a purge, with its fsync).
+pub(crate) fn log_write_seconds(took: Duration) {
+    describe_latencies();
+    histogram!(LOG_WRITE_SECONDS).record(took);
+}
+
+fn describe_latencies() {
     static DESCRIBED: std::sync::Once = std::sync::Once::new();
     DESCRIBED.call_once(|| {
         describe_histogram!(
@@ -41,22 +53,12 @@ pub(crate) fn command_seconds(took: Duration) {
             metrics::Unit::Seconds,
             "a proposed command from its proposal to its answer (queued, committed, applied)"
         );
-    });
-    histogram!(COMMAND_SECONDS).record(took);
-}
-
-/// How long one durable write of the Raft log took (entries appended, a
-/// vote, a truncation or a purge, with its fsync).
-pub(crate) fn log_write_seconds(took: Duration) {
-    static DESCRIBED: std::sync::Once = std::sync::Once::new();
-    DESCRIBED.call_once(|| {
         describe_histogram!(
             LOG_WRITE_SECONDS,
             metrics::Unit::Seconds,
             "a durable write of this node's Raft log, its fsync included"
         );
     });
-    histogram!(LOG_WRITE_SECONDS).record(took);
 }
 
 /// A command refused before it was proposed: above the size bound.
@@ -100,5 +102,38 @@ mod tests {
         assert_eq!(value("applied"), Some(&DebugValue::Counter(2)));
         assert_eq!(value("refused"), Some(&DebugValue::Counter(1)));
         assert_eq!(value("failed"), Some(&DebugValue::Counter(1)));
+    }
+
+    #[test]
+    fn a_commands_time_and_the_logs_writes_are_recorded_in_seconds() {
+        let recorder = DebuggingRecorder::new();
+        let snap = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, || {
+            super::command_seconds(std::time::Duration::from_micros(550));
+            super::log_write_seconds(std::time::Duration::from_micros(350));
+            super::log_write_seconds(std::time::Duration::from_micros(250));
+        });
+        let mut seen: Vec<(String, Vec<f64>)> = snap
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter_map(|(k, _, _, v)| match v {
+                DebugValue::Histogram(xs) => {
+                    Some((k.key().name().to_string(), xs.iter().map(|x| x.0).collect()))
+                }
+                _ => None,
+            })
+            .collect();
+        seen.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            seen,
+            vec![
+                ("floe_meta_command_seconds".to_string(), vec![0.00055]),
+                (
+                    "floe_meta_log_write_seconds".to_string(),
+                    vec![0.00035, 0.00025]
+                ),
+            ]
+        );
     }
 }
