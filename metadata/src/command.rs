@@ -360,6 +360,25 @@ pub enum Command {
         epoch: Epoch,
         group: String,
     },
+    /// [`Command::DeleteOffsets`] as OffsetDelete writes it: applied only
+    /// while the broker in `fence` owns the group's shard at that epoch
+    /// (`StaleCoordinator` otherwise). The proxy decided the delete with
+    /// that coordinator (the group not subscribed to the topics); after the
+    /// shard has moved on, the decision is stale and must not remove
+    /// offsets the new coordinator's group commits. (Appended last:
+    /// postcard numbers variants by position.)
+    DeleteOffsetsFenced {
+        group: String,
+        partitions: Vec<(String, u32)>,
+        fence: ShardFence,
+    },
+    /// [`Command::DeleteGroups`] of one group as DeleteGroups writes it,
+    /// after its coordinator forgot the group: fenced as
+    /// [`Command::DeleteOffsetsFenced`].
+    DeleteGroupFenced {
+        group: String,
+        fence: ShardFence,
+    },
 }
 
 /// Decoding the commands of a [`Command::Batch`]: a batch inside a batch is

@@ -405,14 +405,33 @@ impl ClusterState {
             }
             Command::DeleteGroups { groups } => {
                 for g in groups {
-                    self.groups.remove(g);
-                    self.group_records.remove(g);
+                    self.delete_group(g);
                 }
                 Response::Ok
             }
             Command::DeleteOffsets { group, partitions } => {
                 self.delete_offsets(group, partitions.iter().cloned());
                 Response::Ok
+            }
+            Command::DeleteOffsetsFenced {
+                group,
+                partitions,
+                fence,
+            } => match self.check_group_fence(group, fence) {
+                Ok(()) => {
+                    self.delete_offsets(group, partitions.iter().cloned());
+                    Response::Ok
+                }
+                Err(e) => err(e),
+            },
+            Command::DeleteGroupFenced { group, fence } => {
+                match self.check_group_fence(group, fence) {
+                    Ok(()) => {
+                        self.delete_group(group);
+                        Response::Ok
+                    }
+                    Err(e) => err(e),
+                }
             }
             Command::AllocateProducerIds { count } => {
                 if *count == 0 || *count > MAX_PRODUCER_ID_BLOCK {
@@ -516,15 +535,7 @@ impl ClusterState {
         if group.is_empty() {
             return err(MetaError::InvalidRequest("empty group id".into()));
         }
-        let shards = u32::try_from(self.shards.len()).unwrap_or(u32::MAX);
-        let shard = crate::txn::shard_of(group, shards);
-        if shard != fence.shard.0 {
-            return err(MetaError::InvalidRequest(format!(
-                "group {group} is in shard {shard}, not {}",
-                fence.shard
-            )));
-        }
-        if let Err(e) = self.check_fence(fence) {
+        if let Err(e) = self.check_group_fence(group, fence) {
             return err(e);
         }
         match record {
@@ -536,6 +547,30 @@ impl ClusterState {
             }
         }
         Response::Ok
+    }
+
+    /// Refuses a coordinator's write of `group` through another shard than
+    /// the group's, or at a shard it does not own at the epoch it gave.
+    fn check_group_fence(
+        &self,
+        group: &str,
+        fence: &crate::command::ShardFence,
+    ) -> Result<(), MetaError> {
+        let shards = u32::try_from(self.shards.len()).unwrap_or(u32::MAX);
+        let shard = crate::txn::shard_of(group, shards);
+        if shard != fence.shard.0 {
+            return Err(MetaError::InvalidRequest(format!(
+                "group {group} is in shard {shard}, not {}",
+                fence.shard
+            )));
+        }
+        self.check_fence(fence)
+    }
+
+    /// Forgets a group: its committed offsets and its stored membership.
+    fn delete_group(&mut self, group: &str) {
+        self.groups.remove(group);
+        self.group_records.remove(group);
     }
 
     /// Refuses a coordinator that does not own its shard at the epoch it gave.
@@ -2613,6 +2648,66 @@ pub(crate) mod tests {
             crate::ErrorKind::StaleCoordinator
         );
         assert_eq!(sm.state.group_records["g"], vec![1]);
+    }
+
+    #[test]
+    fn group_deletes_are_fenced_by_the_coordinator_they_were_decided_with() {
+        let mut sm = owned();
+        let shard = ShardId(crate::txn::shard_of("g", DEFAULT_SHARDS));
+        let held = sm.state.shards[&shard];
+        assert_eq!(held.owner, Some(BrokerId(1)));
+        let fence = |broker: u32, shard: ShardId, epoch: Epoch| crate::command::ShardFence {
+            broker: BrokerId(broker),
+            shard,
+            epoch,
+        };
+        let commit = |partition: u32| Command::CommitOffsets {
+            group: "g".into(),
+            offsets: vec![("t".into(), partition, offset(7))],
+            fence: Some(fence(1, shard, held.epoch)),
+        };
+        let delete = |partition: u32, f| Command::DeleteOffsetsFenced {
+            group: "g".into(),
+            partitions: vec![("t".into(), partition)],
+            fence: f,
+        };
+        sm.ok(commit(0));
+        sm.ok(commit(1));
+        sm.ok(delete(0, fence(1, shard, held.epoch)));
+        assert!(!sm.state.groups["g"].contains_key(&("t".to_string(), 0)));
+        // Through another shard than the group's: refused.
+        let other = ShardId((shard.0 + 1) % DEFAULT_SHARDS);
+        let other_epoch = sm.state.shards[&other].epoch;
+        assert_eq!(
+            sm.error(delete(1, fence(1, other, other_epoch))).kind(),
+            crate::ErrorKind::InvalidRequest
+        );
+        // The shard moves to broker 2: a delete decided with broker 1 is
+        // stale, whether of offsets or of the whole group.
+        register(&mut sm, 2, 0);
+        sm.ok(Command::Reassign {
+            changes: vec![OwnershipChange {
+                item: OwnedItem::Shard(shard),
+                owner: Some(BrokerId(2)),
+            }],
+        });
+        assert_eq!(
+            sm.error(delete(1, fence(1, shard, held.epoch))).kind(),
+            crate::ErrorKind::StaleCoordinator
+        );
+        let forget = |f| Command::DeleteGroupFenced {
+            group: "g".into(),
+            fence: f,
+        };
+        assert_eq!(
+            sm.error(forget(fence(1, shard, held.epoch))).kind(),
+            crate::ErrorKind::StaleCoordinator
+        );
+        assert_eq!(sm.state.groups["g"][&("t".to_string(), 1)].offset, 7);
+        // The new coordinator at its epoch: the group goes.
+        let now = sm.state.shards[&shard].epoch;
+        sm.ok(forget(fence(2, shard, now)));
+        assert!(!sm.state.groups.contains_key("g"));
     }
 
     #[test]

@@ -107,6 +107,19 @@ async fn partition_index(
 }
 
 /// Shard 0 once the controller gave it to `broker`.
+/// The partitions of `group` that have a committed offset, in order.
+async fn offsets_left(c: &MetaClient, group: &str) -> Vec<u32> {
+    let f: proto::FetchOffsetsResponse = c
+        .call::<routes::FetchOffsets>(&proto::FetchOffsetsRequest {
+            group: group.into(),
+        })
+        .await
+        .unwrap();
+    let mut p: Vec<u32> = f.offsets.iter().map(|o| o.partition).collect();
+    p.sort_unstable();
+    p
+}
+
 async fn shard_owned_by(c: &MetaClient, broker: u32) -> proto::ShardInfo {
     let started = Instant::now();
     loop {
@@ -353,6 +366,67 @@ async fn single_node_serves_the_api() {
     assert_eq!(f.offsets.len(), 1);
     assert_eq!((f.offsets[0].offset, f.offsets[0].leader_epoch), (99, 4));
     assert_eq!(f.offsets[0].metadata, "meta");
+
+    // OffsetDelete and DeleteGroups as the proxy writes them: fenced by the
+    // coordinator (broker, the group's shard, epoch) they were decided
+    // with. A group of shard 0.
+    let group = (0..)
+        .map(|i| format!("del-{i}"))
+        .find(|g| floe_metadata::txn::shard_of(g, floe_metadata::state::DEFAULT_SHARDS) == 0)
+        .unwrap();
+    let stored = |epoch: u64| proto::CommitOffsetsRequest {
+        group: group.clone(),
+        offsets: vec![offset("orders", 0), offset("orders", 1)],
+        broker: 7,
+        shard: 0,
+        shard_epoch: epoch,
+    };
+    let _: proto::CommitOffsetsResponse = c
+        .call::<routes::CommitOffsets>(&stored(shard.epoch))
+        .await
+        .unwrap();
+    let delete_one = |epoch: u64| proto::CommitOffsetsRequest {
+        offsets: vec![offset("orders", 0)],
+        ..stored(epoch)
+    };
+    let stale = c
+        .call::<routes::DeleteOffsets>(&delete_one(shard.epoch + 1))
+        .await
+        .unwrap_err();
+    assert_eq!(stale.kind(), ErrorKind::StaleCoordinator, "{stale}");
+    assert_eq!(
+        offsets_left(&c, &group).await,
+        vec![0, 1],
+        "a stale delete removes nothing"
+    );
+    let _: proto::Empty = c
+        .call::<routes::DeleteOffsets>(&delete_one(shard.epoch))
+        .await
+        .unwrap();
+    assert_eq!(offsets_left(&c, &group).await, vec![1]);
+    let delete_group = |groups: Vec<String>, epoch: u64| proto::DeleteGroupsRequest {
+        groups,
+        broker: 7,
+        shard: 0,
+        shard_epoch: epoch,
+    };
+    let two = c
+        .call::<routes::DeleteGroups>(&delete_group(vec![group.clone(), "g1".into()], shard.epoch))
+        .await
+        .unwrap_err();
+    assert_eq!(two.kind(), ErrorKind::InvalidRequest, "{two}");
+    let stale = c
+        .call::<routes::DeleteGroups>(&delete_group(vec![group.clone()], shard.epoch + 1))
+        .await
+        .unwrap_err();
+    assert_eq!(stale.kind(), ErrorKind::StaleCoordinator, "{stale}");
+    assert_eq!(offsets_left(&c, &group).await, vec![1]);
+    let _: proto::Empty = c
+        .call::<routes::DeleteGroups>(&delete_group(vec![group.clone()], shard.epoch))
+        .await
+        .unwrap();
+    assert!(offsets_left(&c, &group).await.is_empty());
+
     let a: proto::ProducerIdsResponse = c
         .call::<routes::ProducerIds>(&proto::ProducerIdsRequest { count: 100 })
         .await

@@ -52,6 +52,19 @@ pub(crate) enum ShardOwner {
     Remote(Arc<floe_broker::RemoteBroker>),
 }
 
+/// The coordinator an admin write of a group (OffsetDelete, DeleteGroups)
+/// was decided with, as this proxy's view named it when the request was
+/// routed: the metadata applies the write only while that broker still owns
+/// the group's shard at that epoch, so a decision asked of a coordinator
+/// the shard has since left is refused (NOT_COORDINATOR: the client asks
+/// again) instead of removing what the new coordinator's group stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CoordinatorFence {
+    pub broker: u32,
+    pub shard: u32,
+    pub epoch: u64,
+}
+
 fn s(v: impl Into<String>) -> StrBytes {
     StrBytes::from_string(v.into())
 }
@@ -84,23 +97,36 @@ impl Context {
     /// The broker that owns the coordinator shard of `key` (a group id or a
     /// transactional id): this process's broker or a client of another.
     pub(crate) fn shard_owner(&self, key: &str) -> Result<ShardOwner, RoutingError> {
+        self.shard_owner_fenced(key).map(|(owner, _)| owner)
+    }
+
+    /// [`Self::shard_owner`], with the owner's fence from the same view.
+    pub(crate) fn shard_owner_fenced(
+        &self,
+        key: &str,
+    ) -> Result<(ShardOwner, CoordinatorFence), RoutingError> {
         let not_coordinator =
             |why: &str| RoutingError::new(RoutingErrorKind::NotCoordinator, why.to_string());
-        let shard = floe_broker::group::shard_of(key, self.shard_count());
         let snap = self.view.current();
-        let owner = snap
+        let shard = floe_broker::group::shard_of(key, snap.shard_count());
+        let (owner, epoch) = snap
             .shards
             .iter()
             .find(|x| x.shard.0 == shard && x.handover_to.is_none())
-            .and_then(|x| x.owner)
+            .and_then(|x| Some((x.owner?, x.epoch)))
             .ok_or_else(|| not_coordinator("the key's coordinator shard has no owner"))?;
+        let fence = CoordinatorFence {
+            broker: owner.0,
+            shard,
+            epoch: epoch.0,
+        };
         if let Some(local) = self.local.as_ref().filter(|b| b.broker_id() == owner) {
-            return Ok(ShardOwner::Local(local.clone()));
+            return Ok((ShardOwner::Local(local.clone()), fence));
         }
         let addr = snap
             .broker_addr(owner)
             .ok_or_else(|| not_coordinator("no address for the key's coordinator"))?;
-        Ok(ShardOwner::Remote(self.remote(addr)))
+        Ok((ShardOwner::Remote(self.remote(addr)), fence))
     }
 
     /// The coordinator shards this proxy is named coordinator of
@@ -150,7 +176,16 @@ impl Context {
 
     /// The coordinator of `group_id`: the broker that owns its shard.
     pub(crate) fn coordinator(&self, group_id: &str) -> Result<Arc<dyn Coordinator>, RoutingError> {
-        match self.shard_owner(group_id)? {
+        self.coordinator_fenced(group_id).map(|(c, _)| c)
+    }
+
+    /// [`Self::coordinator`], with its fence from the view that named it.
+    pub(crate) fn coordinator_fenced(
+        &self,
+        group_id: &str,
+    ) -> Result<(Arc<dyn Coordinator>, CoordinatorFence), RoutingError> {
+        let (owner, fence) = self.shard_owner_fenced(group_id)?;
+        let c: Arc<dyn Coordinator> = match owner {
             ShardOwner::Local(local) => {
                 local
                     .coordinator(group_id, self.shard_count())
@@ -160,10 +195,11 @@ impl Context {
                             "this broker has not taken the group's shard over",
                         )
                     })?;
-                Ok(Arc::new(local))
+                Arc::new(local)
             }
-            ShardOwner::Remote(r) => Ok(r),
-        }
+            ShardOwner::Remote(r) => r,
+        };
+        Ok((c, fence))
     }
 
     /// FindCoordinator: this proxy (it forwards to the shard's owner) once
@@ -747,7 +783,7 @@ impl Context {
     ) -> OffsetDeleteResponse {
         let mut resp = OffsetDeleteResponse::default();
         let group = req.group_id.0.to_string();
-        let c = match self.coordinator(&group) {
+        let (c, fence) = match self.coordinator_fenced(&group) {
             Err(e) => {
                 resp.error_code = routing_code(&e);
                 return resp;
@@ -853,11 +889,13 @@ impl Context {
                 .call::<routes::DeleteOffsets>(mp::CommitOffsetsRequest {
                     group,
                     offsets: delete,
-                    ..Default::default()
+                    broker: fence.broker,
+                    shard: fence.shard,
+                    shard_epoch: fence.epoch,
                 })
                 .await;
-            if r.is_err() {
-                resp.error_code = ResponseError::CoordinatorNotAvailable.code();
+            if let Err(e) = r {
+                resp.error_code = group_delete_code(&e);
             }
         }
         resp
@@ -872,9 +910,9 @@ impl Context {
         for g in &req.groups_names {
             let mut r = DeletableGroupResult::default();
             r.group_id = g.clone();
-            r.error_code = match self.coordinator(g) {
+            r.error_code = match self.coordinator_fenced(g) {
                 Err(e) => routing_code(&e),
-                Ok(c) => {
+                Ok((c, fence)) => {
                     // A share group: deleted through its coordinator and
                     // its partitions' owners.
                     if matches!(
@@ -882,7 +920,7 @@ impl Context {
                         Ok(Some(floe_broker::share::GroupKind::Share))
                             | Err(floe_broker::share::ShareGroupError::NonEmptyGroup)
                     ) {
-                        r.error_code = self.delete_share_group(&g.0).await;
+                        r.error_code = self.delete_share_group(&g.0, fence).await;
                         resp.results.push(r);
                         continue;
                     }
@@ -901,25 +939,46 @@ impl Context {
                     }
                     match c.delete_group(&g.0).await {
                         Err(e) => e.kafka_code(),
-                        Ok(()) => {
-                            let del: Result<mp::Empty, _> = self
-                                .meta
-                                .call::<routes::DeleteGroups>(mp::DeleteGroupsRequest {
-                                    groups: vec![g.0.to_string()],
-                                })
-                                .await;
-                            if del.is_ok() {
-                                0
-                            } else {
-                                ResponseError::CoordinatorNotAvailable.code()
-                            }
-                        }
+                        Ok(()) => self.forget_stored_group(&g.0, fence).await,
                     }
                 }
             };
             resp.results.push(r);
         }
         resp
+    }
+}
+
+/// The answer to a group's stored state (offsets, membership) not deleted:
+/// NOT_COORDINATOR when the coordinator it was decided with no longer owns
+/// the group's shard (the client finds the coordinator again and retries),
+/// COORDINATOR_NOT_AVAILABLE otherwise.
+pub(crate) fn group_delete_code(e: &floe_metadata::MetaError) -> i16 {
+    if e.kind() == floe_metadata::ErrorKind::StaleCoordinator {
+        ResponseError::NotCoordinator.code()
+    } else {
+        ResponseError::CoordinatorNotAvailable.code()
+    }
+}
+
+impl Context {
+    /// Deletes a group's stored offsets and membership in the metadata,
+    /// fenced by the coordinator the delete was decided with. 0 or Kafka's
+    /// code.
+    pub(crate) async fn forget_stored_group(&self, group: &str, fence: CoordinatorFence) -> i16 {
+        let deleted: Result<mp::Empty, _> = self
+            .meta
+            .call::<routes::DeleteGroups>(mp::DeleteGroupsRequest {
+                groups: vec![group.to_owned()],
+                broker: fence.broker,
+                shard: fence.shard,
+                shard_epoch: fence.epoch,
+            })
+            .await;
+        match deleted {
+            Ok(_) => 0,
+            Err(e) => group_delete_code(&e),
+        }
     }
 }
 
@@ -1000,6 +1059,27 @@ fn select(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_delete_decided_with_a_coordinator_that_moved_is_asked_again() {
+        use floe_metadata::ids::{BrokerId, Epoch, ShardId};
+        let stale = floe_metadata::MetaError::StaleCoordinator {
+            shard: ShardId(3),
+            broker: BrokerId(1),
+            given: Epoch(4),
+            owner: Some(BrokerId(2)),
+            current: Epoch(5),
+        };
+        assert_eq!(
+            group_delete_code(&stale),
+            ResponseError::NotCoordinator.code()
+        );
+        let down = floe_metadata::MetaError::Unavailable("no leader".into());
+        assert_eq!(
+            group_delete_code(&down),
+            ResponseError::CoordinatorNotAvailable.code()
+        );
+    }
 
     #[test]
     fn a_member_meeting_a_moving_coordinator_is_told_to_retry_here() {

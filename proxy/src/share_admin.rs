@@ -318,7 +318,11 @@ impl Context {
     /// coordinator (NON_EMPTY_GROUP while it has members), its
     /// share-partitions dropped by their owners, its stored state deleted.
     /// 0 or Kafka's code.
-    pub(crate) async fn delete_share_group(&self, group: &str) -> i16 {
+    pub(crate) async fn delete_share_group(
+        &self,
+        group: &str,
+        fence: crate::groups::CoordinatorFence,
+    ) -> i16 {
         let admin = match self.share_group_admin(group) {
             Ok(a) => a,
             Err(_) => return ResponseError::NotCoordinator.code(),
@@ -347,16 +351,7 @@ impl Context {
                 }
             }
         }
-        let deleted: Result<mp::Empty, _> = self
-            .meta
-            .call::<routes::DeleteGroups>(mp::DeleteGroupsRequest {
-                groups: vec![group.to_owned()],
-            })
-            .await;
-        match deleted {
-            Ok(_) => 0,
-            Err(_) => ResponseError::CoordinatorNotAvailable.code(),
-        }
+        self.forget_stored_group(group, fence).await
     }
 }
 

@@ -314,7 +314,8 @@ pub struct CommitOffsetsRequest {
     #[prost(message, repeated, tag = "2")]
     pub offsets: Vec<GroupOffset>,
     /// The coordinator committing: its broker id, the group's shard and the
-    /// shard epoch it holds (required for a commit; unused by delete).
+    /// shard epoch it holds (required for a commit). A delete gives the
+    /// coordinator it was decided with (0: none, unfenced).
     #[prost(uint32, tag = "3")]
     pub broker: u32,
     #[prost(uint32, tag = "4")]
@@ -635,6 +636,15 @@ pub struct StoredGroupsResponse {
 pub struct DeleteGroupsRequest {
     #[prost(string, repeated, tag = "1")]
     pub groups: Vec<String>,
+    /// The coordinator the delete was decided with: its broker id (0:
+    /// none, unfenced), the group's shard and the shard epoch the caller
+    /// routed by. With a coordinator, one group only.
+    #[prost(uint32, tag = "2")]
+    pub broker: u32,
+    #[prost(uint32, tag = "3")]
+    pub shard: u32,
+    #[prost(uint64, tag = "4")]
+    pub shard_epoch: u64,
 }
 
 /// One Parquet file of a partition's exports (see `crate::export`).

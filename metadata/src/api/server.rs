@@ -974,12 +974,32 @@ async fn forget_objects(
     Ok(proto::Empty {})
 }
 
+/// The coordinator a group delete names (broker 0: none).
+fn delete_fence(broker: u32, shard: u32, epoch: u64) -> Option<ShardFence> {
+    BrokerId::from_wire(broker).map(|broker| ShardFence {
+        broker,
+        shard: crate::ids::ShardId(shard),
+        epoch: Epoch(epoch),
+    })
+}
+
 async fn delete_groups(
     s: AppState,
     req: proto::DeleteGroupsRequest,
 ) -> Result<proto::Empty, MetaError> {
-    s.write(Command::DeleteGroups { groups: req.groups })
-        .await?;
+    let cmd = match delete_fence(req.broker, req.shard, req.shard_epoch) {
+        None => Command::DeleteGroups { groups: req.groups },
+        Some(fence) => match <[String; 1]>::try_from(req.groups) {
+            Ok([group]) => Command::DeleteGroupFenced { group, fence },
+            Err(groups) => {
+                return Err(MetaError::InvalidRequest(format!(
+                    "a delete through a coordinator names one group, not {}",
+                    groups.len()
+                )));
+            }
+        },
+    };
+    s.write(cmd).await?;
     Ok(proto::Empty {})
 }
 
@@ -987,14 +1007,20 @@ async fn delete_offsets(
     s: AppState,
     req: proto::CommitOffsetsRequest,
 ) -> Result<proto::Empty, MetaError> {
-    s.write(Command::DeleteOffsets {
-        group: req.group,
-        partitions: req
-            .offsets
-            .into_iter()
-            .map(|o| (o.topic, o.partition))
-            .collect(),
-    })
-    .await?;
+    let group = req.group;
+    let partitions = req
+        .offsets
+        .into_iter()
+        .map(|o| (o.topic, o.partition))
+        .collect();
+    let cmd = match delete_fence(req.broker, req.shard, req.shard_epoch) {
+        None => Command::DeleteOffsets { group, partitions },
+        Some(fence) => Command::DeleteOffsetsFenced {
+            group,
+            partitions,
+            fence,
+        },
+    };
+    s.write(cmd).await?;
     Ok(proto::Empty {})
 }

@@ -236,6 +236,23 @@ mod tests {
                 epoch: Epoch(4),
                 group: "sg".into(),
             },
+            Command::DeleteOffsetsFenced {
+                group: "g".into(),
+                partitions: vec![("t".into(), 0)],
+                fence: ShardFence {
+                    broker: BrokerId(1),
+                    shard: ShardId(3),
+                    epoch: Epoch(2),
+                },
+            },
+            Command::DeleteGroupFenced {
+                group: "g".into(),
+                fence: ShardFence {
+                    broker: BrokerId(1),
+                    shard: ShardId(3),
+                    epoch: Epoch(2),
+                },
+            },
             Command::AllocateProducerIds { count: 10 },
             Command::ForgetObjects {
                 ids: vec![ObjectId(1)],
