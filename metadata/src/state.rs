@@ -1390,6 +1390,17 @@ pub(crate) mod tests {
         });
     }
 
+    /// Registers broker 2 and gives it `shard` (a coordinator move).
+    fn move_shard_to_broker_2(sm: &mut Sm, shard: ShardId) {
+        register(sm, 2, 0);
+        sm.ok(Command::Reassign {
+            changes: vec![OwnershipChange {
+                item: OwnedItem::Shard(shard),
+                owner: Some(BrokerId(2)),
+            }],
+        });
+    }
+
     fn topic(sm: &mut Sm, name: &str, id: TopicId, partitions: u32) {
         sm.ok(Command::CreateTopic {
             name: name.into(),
@@ -2582,13 +2593,7 @@ pub(crate) mod tests {
         sm.ok(commit(100, held.epoch));
         // The shard moves to broker 2; broker 1 was paused and wakes up
         // with its old epoch and an older offset: refused, nothing moves.
-        register(&mut sm, 2, 0);
-        sm.ok(Command::Reassign {
-            changes: vec![OwnershipChange {
-                item: OwnedItem::Shard(shard),
-                owner: Some(BrokerId(2)),
-            }],
-        });
+        move_shard_to_broker_2(&mut sm, shard);
         assert!(matches!(
             sm.error(commit(50, held.epoch)),
             MetaError::StaleCoordinator { .. }
@@ -2636,13 +2641,7 @@ pub(crate) mod tests {
         assert!(sm.state.group_records.is_empty());
         // After the shard moves, the previous coordinator is refused.
         sm.ok(store(shard, held.epoch, Some(vec![1])));
-        register(&mut sm, 2, 0);
-        sm.ok(Command::Reassign {
-            changes: vec![OwnershipChange {
-                item: OwnedItem::Shard(shard),
-                owner: Some(BrokerId(2)),
-            }],
-        });
+        move_shard_to_broker_2(&mut sm, shard);
         assert_eq!(
             sm.error(store(shard, held.epoch, Some(vec![2]))).kind(),
             crate::ErrorKind::StaleCoordinator
@@ -2684,13 +2683,7 @@ pub(crate) mod tests {
         );
         // The shard moves to broker 2: a delete decided with broker 1 is
         // stale, whether of offsets or of the whole group.
-        register(&mut sm, 2, 0);
-        sm.ok(Command::Reassign {
-            changes: vec![OwnershipChange {
-                item: OwnedItem::Shard(shard),
-                owner: Some(BrokerId(2)),
-            }],
-        });
+        move_shard_to_broker_2(&mut sm, shard);
         assert_eq!(
             sm.error(delete(1, fence(1, shard, held.epoch))).kind(),
             crate::ErrorKind::StaleCoordinator
