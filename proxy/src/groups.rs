@@ -16,7 +16,8 @@ use floe_broker::group::{CommitParams, GroupError, JoinParams, OffsetToCommit, S
 use floe_broker::{Coordinator, RoutingError, RoutingErrorKind};
 use floe_metadata::api::proto as mp;
 use floe_metadata::api::routes;
-use floe_metadata::ids::BrokerId as FloeBrokerId;
+use floe_metadata::command::ShardFence;
+use floe_metadata::ids::{BrokerId as FloeBrokerId, ShardId};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
@@ -50,19 +51,6 @@ pub(crate) enum ShardOwner {
     Local(floe_broker::Broker),
     /// A broker in another process.
     Remote(Arc<floe_broker::RemoteBroker>),
-}
-
-/// The coordinator an admin write of a group (OffsetDelete, DeleteGroups)
-/// was decided with, as this proxy's view named it when the request was
-/// routed: the metadata applies the write only while that broker still owns
-/// the group's shard at that epoch, so a decision asked of a coordinator
-/// the shard has since left is refused (NOT_COORDINATOR: the client asks
-/// again) instead of removing what the new coordinator's group stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct CoordinatorFence {
-    pub broker: u32,
-    pub shard: u32,
-    pub epoch: u64,
 }
 
 fn s(v: impl Into<String>) -> StrBytes {
@@ -100,11 +88,17 @@ impl Context {
         self.shard_owner_fenced(key).map(|(owner, _)| owner)
     }
 
-    /// [`Self::shard_owner`], with the owner's fence from the same view.
+    /// [`Self::shard_owner`], with the owner's fence from the same view: an
+    /// admin write of a group (OffsetDelete, DeleteGroups) decided with that
+    /// coordinator carries it, and the metadata applies the write only while
+    /// that broker still owns the shard at that epoch. A decision asked of a
+    /// coordinator the shard has since left is refused (NOT_COORDINATOR: the
+    /// client asks again) instead of removing what the new coordinator's
+    /// group stored.
     pub(crate) fn shard_owner_fenced(
         &self,
         key: &str,
-    ) -> Result<(ShardOwner, CoordinatorFence), RoutingError> {
+    ) -> Result<(ShardOwner, ShardFence), RoutingError> {
         let not_coordinator =
             |why: &str| RoutingError::new(RoutingErrorKind::NotCoordinator, why.to_string());
         let snap = self.view.current();
@@ -115,10 +109,10 @@ impl Context {
             .find(|x| x.shard.0 == shard && x.handover_to.is_none())
             .and_then(|x| Some((x.owner?, x.epoch)))
             .ok_or_else(|| not_coordinator("the key's coordinator shard has no owner"))?;
-        let fence = CoordinatorFence {
-            broker: owner.0,
-            shard,
-            epoch: epoch.0,
+        let fence = ShardFence {
+            broker: owner,
+            shard: ShardId(shard),
+            epoch,
         };
         if let Some(local) = self.local.as_ref().filter(|b| b.broker_id() == owner) {
             return Ok((ShardOwner::Local(local.clone()), fence));
@@ -183,7 +177,7 @@ impl Context {
     pub(crate) fn coordinator_fenced(
         &self,
         group_id: &str,
-    ) -> Result<(Arc<dyn Coordinator>, CoordinatorFence), RoutingError> {
+    ) -> Result<(Arc<dyn Coordinator>, ShardFence), RoutingError> {
         let (owner, fence) = self.shard_owner_fenced(group_id)?;
         let c: Arc<dyn Coordinator> = match owner {
             ShardOwner::Local(local) => {
@@ -889,9 +883,9 @@ impl Context {
                 .call::<routes::DeleteOffsets>(mp::CommitOffsetsRequest {
                     group,
                     offsets: delete,
-                    broker: fence.broker,
-                    shard: fence.shard,
-                    shard_epoch: fence.epoch,
+                    broker: fence.broker.0,
+                    shard: fence.shard.0,
+                    shard_epoch: fence.epoch.0,
                 })
                 .await;
             if let Err(e) = r {
@@ -947,6 +941,25 @@ impl Context {
         }
         resp
     }
+
+    /// Deletes a group's stored offsets and membership in the metadata,
+    /// fenced by the coordinator the delete was decided with. 0 or Kafka's
+    /// code.
+    pub(crate) async fn forget_stored_group(&self, group: &str, fence: ShardFence) -> i16 {
+        let deleted: Result<mp::Empty, _> = self
+            .meta
+            .call::<routes::DeleteGroups>(mp::DeleteGroupsRequest {
+                groups: vec![group.to_owned()],
+                broker: fence.broker.0,
+                shard: fence.shard.0,
+                shard_epoch: fence.epoch.0,
+            })
+            .await;
+        match deleted {
+            Ok(_) => 0,
+            Err(e) => group_delete_code(&e),
+        }
+    }
 }
 
 /// The answer to a group's stored state (offsets, membership) not deleted:
@@ -958,27 +971,6 @@ pub(crate) fn group_delete_code(e: &floe_metadata::MetaError) -> i16 {
         ResponseError::NotCoordinator.code()
     } else {
         ResponseError::CoordinatorNotAvailable.code()
-    }
-}
-
-impl Context {
-    /// Deletes a group's stored offsets and membership in the metadata,
-    /// fenced by the coordinator the delete was decided with. 0 or Kafka's
-    /// code.
-    pub(crate) async fn forget_stored_group(&self, group: &str, fence: CoordinatorFence) -> i16 {
-        let deleted: Result<mp::Empty, _> = self
-            .meta
-            .call::<routes::DeleteGroups>(mp::DeleteGroupsRequest {
-                groups: vec![group.to_owned()],
-                broker: fence.broker,
-                shard: fence.shard,
-                shard_epoch: fence.epoch,
-            })
-            .await;
-        match deleted {
-            Ok(_) => 0,
-            Err(e) => group_delete_code(&e),
-        }
     }
 }
 

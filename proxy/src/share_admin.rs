@@ -321,7 +321,7 @@ impl Context {
     pub(crate) async fn delete_share_group(
         &self,
         group: &str,
-        fence: crate::groups::CoordinatorFence,
+        fence: floe_metadata::command::ShardFence,
     ) -> i16 {
         let admin = match self.share_group_admin(group) {
             Ok(a) => a,

@@ -718,19 +718,23 @@ async fn partition_index(
         .ok_or(MetaError::UnknownPartition(p))
 }
 
+/// The coordinator a group request names on the wire (broker 0: none).
+fn wire_fence(broker: u32, shard: u32, epoch: u64) -> Option<ShardFence> {
+    BrokerId::from_wire(broker).map(|broker| ShardFence {
+        broker,
+        shard: ShardId(shard),
+        epoch: Epoch(epoch),
+    })
+}
+
 async fn commit_offsets(
     s: AppState,
     req: proto::CommitOffsetsRequest,
 ) -> Result<proto::CommitOffsetsResponse, MetaError> {
-    let Some(broker) = BrokerId::from_wire(req.broker) else {
+    let Some(fence) = wire_fence(req.broker, req.shard, req.shard_epoch) else {
         return Err(MetaError::InvalidRequest(
             "an offset commit names its coordinator (broker, shard, epoch)".into(),
         ));
-    };
-    let fence = ShardFence {
-        broker,
-        shard: crate::ids::ShardId(req.shard),
-        epoch: Epoch(req.shard_epoch),
     };
     let (resp, _) = s
         .write(Command::CommitOffsets {
@@ -974,20 +978,11 @@ async fn forget_objects(
     Ok(proto::Empty {})
 }
 
-/// The coordinator a group delete names (broker 0: none).
-fn delete_fence(broker: u32, shard: u32, epoch: u64) -> Option<ShardFence> {
-    BrokerId::from_wire(broker).map(|broker| ShardFence {
-        broker,
-        shard: crate::ids::ShardId(shard),
-        epoch: Epoch(epoch),
-    })
-}
-
 async fn delete_groups(
     s: AppState,
     req: proto::DeleteGroupsRequest,
 ) -> Result<proto::Empty, MetaError> {
-    let cmd = match delete_fence(req.broker, req.shard, req.shard_epoch) {
+    let cmd = match wire_fence(req.broker, req.shard, req.shard_epoch) {
         None => Command::DeleteGroups { groups: req.groups },
         Some(fence) => match <[String; 1]>::try_from(req.groups) {
             Ok([group]) => Command::DeleteGroupFenced { group, fence },
@@ -1013,7 +1008,7 @@ async fn delete_offsets(
         .into_iter()
         .map(|o| (o.topic, o.partition))
         .collect();
-    let cmd = match delete_fence(req.broker, req.shard, req.shard_epoch) {
+    let cmd = match wire_fence(req.broker, req.shard, req.shard_epoch) {
         None => Command::DeleteOffsets { group, partitions },
         Some(fence) => Command::DeleteOffsetsFenced {
             group,
