@@ -10,6 +10,14 @@ broker runs again it takes the shard over, sends the markers again and
 completes the transaction: a read_committed consumer sees every record of
 a committed transaction and none of an aborted one (then the records of a
 later transaction, so the LSO moved past it). No test hook in the broker.
+A commit is decided only once every owner says it holds the transaction's
+batches durably, so there the other broker is stopped once the decision
+is taken, while its markers wait for its next paced flush (every 2 s).
+
+And a partition's owner killed (SIGKILL) while the batches it answered
+(once sequenced, as a transaction's are) wait for its paced flush: the
+commit is refused as abortable, the client aborts, and none of those
+records is ever seen by read_committed.
 
 And with two proxies, ListGroups and ListTransactions asked of each name
 every group and transactional id once (and `floe group list`, through one
@@ -28,6 +36,30 @@ from test_transactions import create_topic, read_committed, txn_producer, wait_s
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 PARTITIONS = 4
+
+# Flushes every 2 s at most: what a broker answered once sequenced (a
+# transaction's batches, its markers) waits in its memory that long.
+PACED = ("--flush-paced", "true", "--flush-interval-ms", "2000")
+
+
+def read_uncommitted(bootstrap, topic, partitions, expect, timeout=60):
+    """The records a read_uncommitted consumer sees (those below the high
+    watermark, so durable), waiting until there are `expect`."""
+    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "txn-durable",
+                                  "enable.auto.commit": False,
+                                  "isolation.level": "read_uncommitted"})
+    c.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+              for p in range(partitions)])
+    out = []
+    deadline = time.time() + timeout
+    try:
+        while len(out) < expect and time.time() < deadline:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                out.append((m.partition(), m.value().decode()))
+    finally:
+        c.close()
+    return out
 
 
 def wait_moved(bootstrap, tid, state, timeout):
@@ -48,7 +80,7 @@ def wait_moved(bootstrap, tid, state, timeout):
 def test_the_coordinator_killed_between_prepare_and_its_last_marker(floe_bin, tmp_path, outcome):
     # A lease long enough that the stopped broker keeps its partitions while
     # the decision is taken and the coordinator killed.
-    cluster = Cluster(floe_bin, tmp_path, lease_ms=8000,
+    cluster = Cluster(floe_bin, tmp_path, lease_ms=8000, broker_flags=PACED,
                       proxy_flags=("--default-partitions", "1"))
     stopped = None
     try:
@@ -66,14 +98,20 @@ def test_the_coordinator_killed_between_prepare_and_its_last_marker(floe_bin, tm
         [coordinator] = [b for b in cluster.brokers if shard in owned_shards(b.admin)]
         [other] = [b for b in cluster.brokers if b is not coordinator]
         assert owned(other.admin) > 0, "the other broker owns some of the partitions"
-        os.kill(other.pid, signal.SIGSTOP)
-        stopped = other
         if outcome == "commit":
+            # The owners answer the commit's check once the batches are
+            # durable; the markers then wait for the next paced flush.
+            assert len(read_uncommitted(bootstrap, topic, PARTITIONS, len(decided))) == len(decided)
             p.commit_transaction(30)
+            os.kill(other.pid, signal.SIGSTOP)
+            stopped = other
         else:
+            os.kill(other.pid, signal.SIGSTOP)
+            stopped = other
             p.abort_transaction(30)
         prepare = "PrepareCommit" if outcome == "commit" else "PrepareAbort"
-        d = wait_state(bootstrap, tid, {prepare}, timeout=30)
+        complete = "CompleteCommit" if outcome == "commit" else "CompleteAbort"
+        d = wait_state(bootstrap, tid, {prepare, complete}, timeout=30)
         assert d.producer_id >= 0
         coordinator.kill9()
         os.kill(other.pid, signal.SIGCONT)
@@ -82,7 +120,6 @@ def test_the_coordinator_killed_between_prepare_and_its_last_marker(floe_bin, tm
 
         # The new coordinator (the other broker, once the shard moved)
         # completes the decided transaction; a new instance then commits.
-        complete = "CompleteCommit" if outcome == "commit" else "CompleteAbort"
         wait_moved(bootstrap, tid, complete, timeout=120)
         again = txn_producer(bootstrap, tid, init_timeout=90)
         again.begin_transaction()
@@ -99,6 +136,51 @@ def test_the_coordinator_killed_between_prepare_and_its_last_marker(floe_bin, tm
     finally:
         if stopped is not None and stopped.alive():
             os.kill(stopped.pid, signal.SIGCONT)
+        cluster.stop()
+
+
+@pytest.mark.timeout(240)
+def test_an_owner_killed_before_the_answered_batches_are_durable_aborts_the_commit(floe_bin, tmp_path):
+    cluster = Cluster(floe_bin, tmp_path, lease_ms=3000, broker_flags=PACED,
+                      proxy_flags=("--default-partitions", "1"))
+    try:
+        bootstrap = cluster.bootstrap
+        topic, tid = "txn-lost", "txn-lost"
+        create_topic(bootstrap, topic, PARTITIONS)
+        shard = fnv1a_shard(tid)
+        [coordinator] = [b for b in cluster.brokers if shard in owned_shards(b.admin)]
+        [other] = [b for b in cluster.brokers if b is not coordinator]
+        assert owned(other.admin) > 0, "the other broker owns some of the partitions"
+
+        p = txn_producer(bootstrap, tid, init_timeout=60)
+        p.begin_transaction()
+        lost = [(i % PARTITIONS, f"lost-{i}") for i in range(20)]
+        for part, value in lost:
+            p.produce(topic, value=value, partition=part)
+        # Answered once sequenced: in the owners' memory until their next
+        # paced flush; the other owner is killed before (or just after) it.
+        assert p.flush(30) == 0
+        other.kill9()
+        # Its partitions move to the coordinator's broker, which cannot know
+        # what the dead one answered: the commit must be aborted.
+        with pytest.raises(confluent_kafka.KafkaException) as refused:
+            p.commit_transaction(90)
+        assert refused.value.args[0].txn_requires_abort(), refused.value
+        # librdkafka aborts with an epoch bump (InitProducerId), which
+        # aborts the open transaction: the id is then Empty at a new epoch.
+        p.abort_transaction(60)
+        wait_state(bootstrap, tid, {"CompleteAbort", "Empty"}, timeout=60)
+        del p
+
+        again = txn_producer(bootstrap, tid, init_timeout=90)
+        again.begin_transaction()
+        after = [(i % PARTITIONS, f"after-{i}") for i in range(8)]
+        for part, value in after:
+            again.produce(topic, value=value, partition=part)
+        again.commit_transaction(60)
+        got = read_committed(bootstrap, topic, PARTITIONS, len(after), timeout=90)
+        assert sorted(got) == sorted(after), "none of the aborted transaction"
+    finally:
         cluster.stop()
 
 

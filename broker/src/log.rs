@@ -440,10 +440,15 @@ impl PartitionLog {
                 .map_err(corrupt)?;
             max_ts = max_ts.max(split.max_timestamp());
             if v.is_transactional() {
+                // Its sequence proves that nothing of this producer is
+                // missing before it here: it follows what this partition
+                // knows of the producer, or is its first (0).
+                let follows = v.base_sequence() == 0 || st.producers.knows(v.producer_id());
                 transactional.push((
                     ProducerId(v.producer_id()),
                     ProducerEpoch(v.producer_epoch()),
                     next,
+                    follows,
                 ));
             }
             if v.producer_id() >= 0 {
@@ -469,8 +474,8 @@ impl PartitionLog {
             st.producers
                 .record_at(*p, u64::try_from(now_ms).unwrap_or(0));
         }
-        for (pid, epoch, offset) in transactional {
-            st.txns.sequenced_batch(pid, epoch, offset);
+        for (pid, epoch, offset, follows) in transactional {
+            st.txns.sequenced_batch(pid, epoch, offset, follows);
         }
         let batches = Batches {
             first_offset,
@@ -699,6 +704,9 @@ impl PartitionLog {
         for w in waiters {
             let _ = w.send(Err(why.clone()));
         }
+        // A commit waiting for its batches to be durable learns they may
+        // be lost (`Broker::txn_durable`).
+        self.hw_tx.send_modify(|_| {});
     }
 
     /// Stops the log (ownership lost or broker stopping). Ranges already

@@ -90,6 +90,13 @@ impl Producers {
         });
     }
 
+    /// Whether this partition knows `producer_id` (a batch of it that
+    /// [`Producers::check`] accepts then follows what is stored; one it
+    /// does not know is accepted at any sequence).
+    pub fn knows(&self, producer_id: i64) -> bool {
+        self.by_id.contains_key(&producer_id)
+    }
+
     /// Checks a batch of `producer_id` at `epoch` with sequences
     /// `first..=last` against what is known.
     pub fn check(&self, producer_id: i64, epoch: i16, first: i32, last: i32) -> Result<Check> {

@@ -24,6 +24,34 @@ impl MarkerWriter for Markers {
         self.0.lock().unwrap().push((p, m));
         Ok(())
     }
+
+    async fn durable(
+        &self,
+        _p: PartitionKey,
+        _producer: floe_metadata::ids::ProducerId,
+    ) -> Result<bool, MarkerError> {
+        Ok(true)
+    }
+}
+
+/// Owners that hold every transaction durably but cannot be reached for
+/// its markers.
+#[derive(Debug, Default)]
+struct Unwritable;
+
+#[async_trait::async_trait]
+impl MarkerWriter for Unwritable {
+    async fn write_marker(&self, _p: PartitionKey, _m: Marker) -> Result<(), MarkerError> {
+        Err(MarkerError::Failed("unreachable (test)".into()))
+    }
+
+    async fn durable(
+        &self,
+        _p: PartitionKey,
+        _producer: floe_metadata::ids::ProducerId,
+    ) -> Result<bool, MarkerError> {
+        Ok(true)
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -292,8 +320,9 @@ async fn a_shard_taken_over_completes_the_decided_transactions() {
     let topic = c.create_topic("txo", 1, &[]).await;
     let first = c.broker(|cfg| cfg.lease = Duration::from_secs(1)).await;
     let id = TransactionalId::new("tx-move");
+    // Its markers all fail (the owners hold the transaction durably).
+    assert!(first.set_marker_writer(Arc::new(Unwritable)));
     fence_of(&first, &id).await;
-    // No marker writer on the first broker: its markers all fail.
     let t = first
         .txn_step(&id, init(60_000))
         .await

@@ -245,6 +245,7 @@ async fn committed_and_aborted_transactions_on_a_partition_and_its_next_owner() 
     b.produce(&key, &batch(pid, epoch, 3, true, "t3"), Acks::All)
         .await
         .unwrap();
+    assert!(b.txn_durable(&key, ProducerId(pid)).await.unwrap());
     b.shutdown().await;
     drop(coord);
     drop(b);
@@ -259,6 +260,9 @@ async fn committed_and_aborted_transactions_on_a_partition_and_its_next_owner() 
         .unwrap();
     assert_eq!((d.high_watermark, d.last_stable_offset), (7, 6));
     assert_eq!(d.aborted, vec![aborted]);
+    // Begun under the previous owner: batches it answered may be lost, so
+    // the transaction may not commit.
+    assert!(!b2.txn_durable(&key, ProducerId(pid)).await.unwrap());
     let p = b2.producers(&key).unwrap();
     assert_eq!(
         p.iter()
@@ -481,6 +485,13 @@ async fn a_marker_reaches_the_owner_on_another_broker() {
         .await
         .unwrap();
     assert_eq!(lso(&owner, &key).await, 0);
+    // Asked from the broker that does not own the partition: all there.
+    assert!(
+        OwnerMarkers::new(&other)
+            .durable(key, producer.producer_id)
+            .await
+            .unwrap()
+    );
     // Written from the broker that does not own the partition.
     let commit = Marker {
         producer,
@@ -551,4 +562,81 @@ async fn a_marker_goes_at_once_unless_flushes_are_paced() {
             b.shutdown().await;
         }
     }
+}
+
+/// A transaction's batches answered once sequenced (`acks=1`, as the proxy
+/// answers a transaction's produce): the owner's answer to the coordinator
+/// before a commit waits for them to be durable; a producer's first batch
+/// here at a sequence that does not follow (its earlier ones may have gone
+/// to an owner that lost them) may not commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_waits_for_a_transactions_batches_answered_once_sequenced() {
+    let c = Cluster::start().await;
+    let topic = c.create_topic("txd", 1, &[]).await;
+    let key = PartitionKey::new(topic, 0);
+    // A flush only every 10 s unless asked: the wait below is the ask's.
+    let b = c
+        .broker(|cfg| cfg.flush.interval = Duration::from_secs(10))
+        .await;
+    wait_owned(&b, key).await;
+    let id = TransactionalId::new("txd-1");
+    let fence = fence_of(&b, &id).await;
+    let coord = coordinator_at(&b);
+    let producer = begin_on(&coord, fence, &id, key).await;
+    let (pid, epoch) = (producer.producer_id.0, producer.epoch.0);
+    for seq in 0..3 {
+        b.append(&key, &batch(pid, epoch, seq, true, "t"), Acks::Leader)
+            .unwrap()
+            .wait()
+            .await
+            .unwrap();
+    }
+    let (_, hw, leo) = b.log(&key).unwrap().offsets();
+    assert_eq!((hw, leo), (0, 3), "answered before any flush");
+    assert!(b.txn_durable(&key, producer.producer_id).await.unwrap());
+    assert_eq!(b.log(&key).unwrap().offsets().1, 3, "durable once answered");
+    // The commit goes through the same check, and the markers follow.
+    let end = TxnOp::End {
+        producer,
+        commit: true,
+    };
+    let r = coord
+        .step(fence, &id, floe_metadata::clock::now_ms(), end)
+        .await;
+    assert_eq!(r.unwrap().refused, None);
+    until_state(&b, &id, TxnState::CompleteCommit).await;
+
+    // Another producer, unknown here, whose first batch has sequence 5.
+    let id2 = TransactionalId::new("txd-2");
+    let fence2 = fence_of(&b, &id2).await;
+    let coord2 = coordinator_at(&b);
+    let p2 = begin_on(&coord2, fence2, &id2, key).await;
+    b.append(
+        &key,
+        &batch(p2.producer_id.0, p2.epoch.0, 5, true, "u"),
+        Acks::Leader,
+    )
+    .unwrap()
+    .wait()
+    .await
+    .unwrap();
+    assert!(!b.txn_durable(&key, p2.producer_id).await.unwrap());
+    let end = TxnOp::End {
+        producer: p2,
+        commit: true,
+    };
+    let r = coord2
+        .step(fence2, &id2, floe_metadata::clock::now_ms(), end)
+        .await;
+    assert!(
+        matches!(r, Err(floe_broker::txn::CoordError::Abortable(_))),
+        "{r:?}"
+    );
+    // A producer with nothing here has nothing to commit here either.
+    assert!(
+        !b.txn_durable(&key, ProducerId(p2.producer_id.0 + 1000))
+            .await
+            .unwrap()
+    );
+    b.shutdown().await;
 }

@@ -124,7 +124,7 @@ fuzz_target!(|data: &[u8]| {
         }
         15 => {
             let _ = group::Descriptions::decode(body);
-            // The transaction routes (markers, DescribeProducers).
+            // The transaction routes (markers, a commit's check, DescribeProducers).
             let again = || bytes::Bytes::copy_from_slice(rest);
             if let Ok(r) = proto::MarkerRequest::decode(again()) {
                 partition(r.partition.as_ref());
@@ -134,6 +134,13 @@ fuzz_target!(|data: &[u8]| {
             }
             if let Ok(r) = proto::ProducersRequest::decode(again()) {
                 partition(r.partition.as_ref());
+            }
+            // A commit's check at a partition's owner.
+            if let Ok(r) = proto::DurableRequest::decode(again()) {
+                partition(r.partition.as_ref());
+            }
+            if let Ok(r) = proto::DurableResponse::decode(again()) {
+                error(r.error.as_ref());
             }
             if let Ok(r) = proto::ProducersResponse::decode(again()) {
                 error(r.error.as_ref());

@@ -72,6 +72,10 @@ pub fn txn_code(e: &floe_broker::txn::CoordError, fenced: ResponseError) -> i16 
     let r = match e {
         CoordError::NotCoordinator => ResponseError::NotCoordinator,
         CoordError::Unavailable(_) => ResponseError::CoordinatorNotAvailable,
+        // EndTxn up to v3 (what the proxy offers) has no
+        // TRANSACTION_ABORTABLE; this is the code its clients abort on
+        // (librdkafka, Java with KIP-360).
+        CoordError::Abortable(_) => ResponseError::UnknownProducerId,
         CoordError::Txn(t) => match t {
             TxnError::ProducerFenced => fenced,
             TxnError::InvalidProducerIdMapping | TxnError::UnknownTransactionalId => {
@@ -204,5 +208,11 @@ mod tests {
         let busy = CoordError::Txn(TxnError::ConcurrentTransactions);
         assert_eq!(txn_code(&busy, fenced_code(0, 2)), 51);
         assert_eq!(txn_code(&CoordError::NotCoordinator, fenced_code(0, 2)), 16);
+        let lost = CoordError::Abortable("batches lost".into());
+        assert_eq!(
+            txn_code(&lost, fenced_code(3, 2)),
+            59,
+            "UNKNOWN_PRODUCER_ID"
+        );
     }
 }

@@ -315,6 +315,29 @@ fn ownership(snap: &ClusterSnapshot, key: &PartitionKey) -> Ownership {
 }
 
 /// The wait for an owner a produce with timeout `timeout_ms` may take.
+/// The acknowledgement a partition's records of a produce get. With
+/// `acks=all`, a write of a transaction's batches only is answered once its
+/// owner has sequenced it (as `acks=1`), not once it is durable: the
+/// transaction's commit is decided only once every partition holds all of
+/// it durably (the coordinator asks each owner before PrepareCommit, and a
+/// transaction whose answered batches may have been lost must be aborted;
+/// `docs/transactions.md`). So a transaction's produce requests, which a
+/// client sends one after the other, do not each wait for a flush.
+fn ack_level(acks: Acks, records: &[u8]) -> Acks {
+    if acks != Acks::All {
+        return acks;
+    }
+    let mut transactional = false;
+    for item in floe_storage::batch::BatchIter::new(records, usize::MAX) {
+        match item {
+            Ok((_, v)) if v.is_transactional() && !v.is_control() => transactional = true,
+            // Anything else (or malformed, which sequencing refuses) as asked.
+            _ => return acks,
+        }
+    }
+    if transactional { Acks::Leader } else { acks }
+}
+
 fn owner_wait(timeout_ms: i32) -> Duration {
     let half = Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0) / 2);
     OWNER_CHANGE_WAIT.min(half)
@@ -818,9 +841,12 @@ impl Context {
             .any(|n| n.state != floe_metadata::model::NodeState::Dead && Some(n.id) != local_id);
         let together = if remote { SEQUENCED_TOGETHER } else { 1 };
         let mut topics: Vec<(TopicName, Vec<Part>)> = Vec::new();
+        // Whether a write sequenced here asks for a flush at once (below).
+        let flush_asked = std::sync::atomic::AtomicBool::new(false);
         for t in req.topic_data {
             let name = &t.name;
             let snap = &snap;
+            let flush_asked = &flush_asked;
             let parts: Vec<Part> = futures::stream::iter(t.partition_data)
                 .map(|p| async move {
                     match (acks, Self::key_of(snap, &name.0, p.index)) {
@@ -838,14 +864,25 @@ impl Context {
                         ),
                         (Some(acks), Some(key)) => {
                             let records = p.records.unwrap_or_default();
+                            let asked = acks;
+                            let acks = ack_level(acks, &records);
                             let sequenced = self
                                 .append_at_owner(&key, records, acks, room_wait, owner_wait)
                                 .await;
                             match sequenced {
-                                Ok((pending, routed)) => Part::Waiting(
+                                Ok((pending, routed)) => {
+                                    // A transaction's batches answered at
+                                    // once wait for its commit to ask for
+                                    // their flush: the transaction's
+                                    // requests then go in one object.
+                                    if acks == asked {
+                                        flush_asked.store(true, std::sync::atomic::Ordering::Relaxed);
+                                    }
+                                    Part::Waiting(
                                     p.index,
                                     Box::pin(self.acknowledged(key, pending, routed)),
-                                ),
+                                )
+                                }
                                 Err(e) => {
                                     tracing::debug!(topic = %name.0.as_str(), partition = p.index, error = %e, "produce refused");
                                     Part::Done(
@@ -866,11 +903,10 @@ impl Context {
         }
         // The request's writes at this process's broker go in one flush,
         // now, rather than at the flusher's next tick (where flushes are
-        // not paced). Owners in other processes flush at their tick.
-        let waiting = topics
-            .iter()
-            .flat_map(|(_, parts)| parts)
-            .any(|p| matches!(p, Part::Waiting(..)));
+        // not paced). Owners in other processes flush at their tick. A
+        // transaction's batches, answered once sequenced, are flushed when
+        // its EndTxn asks whether they are durable (or at the tick).
+        let waiting = flush_asked.load(std::sync::atomic::Ordering::Relaxed);
         if let Some(local) = self.local.as_ref().filter(|_| waiting) {
             local.request_sequenced();
         }
@@ -1228,6 +1264,34 @@ mod tests {
     use kafka_protocol::ResponseError;
 
     use super::*;
+
+    fn one_batch(producer: Option<bool>) -> Vec<u8> {
+        use floe_storage::batch::Compression;
+        use floe_storage::records::{BatchBuilder, RecordSpec};
+        let mut b = BatchBuilder::new(0, 1_000);
+        if let Some(txn) = producer {
+            b = b.producer(7, 0, 0, txn);
+        }
+        b.push(RecordSpec::new(None, Some(b"v".to_vec()), 0));
+        b.build(Compression::None).unwrap().to_vec()
+    }
+
+    #[test]
+    fn only_a_transactions_batches_are_answered_once_sequenced() {
+        let txn = one_batch(Some(true));
+        let idempotent = one_batch(Some(false));
+        let plain = one_batch(None);
+        assert_eq!(ack_level(Acks::All, &txn), Acks::Leader);
+        let two = [txn.clone(), txn.clone()].concat();
+        assert_eq!(ack_level(Acks::All, &two), Acks::Leader);
+        assert_eq!(ack_level(Acks::All, &idempotent), Acks::All);
+        assert_eq!(ack_level(Acks::All, &plain), Acks::All);
+        let mixed = [txn.clone(), plain].concat();
+        assert_eq!(ack_level(Acks::All, &mixed), Acks::All, "as asked");
+        assert_eq!(ack_level(Acks::All, &txn[..20]), Acks::All, "malformed");
+        assert_eq!(ack_level(Acks::All, &[]), Acks::All, "empty");
+        assert_eq!(ack_level(Acks::None, &txn), Acks::None);
+    }
 
     /// An owner that answers NOT_OWNER to its first `not_ready` appends.
     #[derive(Debug)]

@@ -155,6 +155,25 @@ pub mod proto {
         pub error: Option<Error>,
     }
 
+    /// Before a commit is decided: is a producer's open transaction on
+    /// the partition wholly its owner's, and durable (answered once it is).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct DurableRequest {
+        #[prost(message, optional, tag = "1")]
+        pub partition: Option<Partition>,
+        #[prost(int64, tag = "2")]
+        pub producer_id: i64,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct DurableResponse {
+        #[prost(message, optional, tag = "1")]
+        pub error: Option<Error>,
+        /// False: batches the owner answered may be lost; not to commit.
+        #[prost(bool, tag = "2")]
+        pub all_here: bool,
+    }
+
     #[derive(Clone, PartialEq, prost::Message)]
     pub struct ProducersRequest {
         #[prost(message, optional, tag = "1")]
@@ -404,6 +423,7 @@ pub fn router(broker: Broker) -> Router {
     let r = serve!(r, routes::TxnDescribe, crate::txn::rpc::rpc_describe);
     let r = serve!(r, routes::TxnList, crate::txn::rpc::rpc_list);
     let r = serve!(r, routes::TxnMarker, crate::txn::markers::rpc_marker);
+    let r = serve!(r, routes::TxnDurable, crate::txn::markers::rpc_durable);
     let r = serve!(r, routes::Producers, crate::txn::markers::rpc_producers);
     let r = serve!(r, routes::ConsumerBeat, g::rpc_consumer_beat);
     let r = serve!(r, routes::ConsumerDescribe, g::rpc_consumer_describe);

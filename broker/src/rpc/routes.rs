@@ -65,6 +65,9 @@ routes! {
     TxnList = "/rpc/txn/list": txn::ListRequest => txn::Infos;
     /// Answers once the marker is committed (as `acks=all`).
     TxnMarker = "/rpc/txn/marker": proto::MarkerRequest => proto::MarkerResponse;
+    /// Before a commit is decided; answers once the producer's open
+    /// transaction on the partition is durable there.
+    TxnDurable = "/rpc/txn/durable": proto::DurableRequest => proto::DurableResponse;
     /// DescribeProducers of one partition.
     Producers = "/rpc/producers": proto::ProducersRequest => proto::ProducersResponse;
     /// ConsumerGroupHeartbeat (KIP-848).
@@ -104,6 +107,6 @@ mod tests {
             assert!(p.starts_with("/rpc/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 29);
+        assert_eq!(ALL_PATHS.len(), 30);
     }
 }

@@ -63,6 +63,50 @@ impl Broker {
         }
     }
 
+    /// Before a commit is decided (the coordinator's
+    /// [`MarkerWriter::durable`]): whether `producer`'s open transaction
+    /// on `key`, owned here, is wholly this owner's
+    /// ([`crate::txn::partition::PartitionTxnLog::all_here`]); if it is,
+    /// returns true once it is durable (the high watermark at the log end
+    /// as it was when asked; a flush is asked for at once unless flushes
+    /// are paced). False at once if not, or if a flush fails meanwhile and
+    /// rolls batches back.
+    pub async fn txn_durable(&self, key: &PartitionKey, producer: ProducerId) -> Result<bool> {
+        if self.is_stopping() {
+            return Err(BrokerError::new(
+                ErrorKind::ShuttingDown,
+                "the broker is stopping",
+            ));
+        }
+        let log = self.active_log(key)?;
+        let mut hw = log.subscribe_hw();
+        let (target, rollbacks) = {
+            let st = log.lock();
+            if !st.txns.all_here(producer) {
+                return Ok(false);
+            }
+            (st.leo, st.txns.rollbacks())
+        };
+        self.request_sequenced();
+        loop {
+            {
+                let st = log.lock();
+                if st.status != crate::log::Status::Active {
+                    return Err(BrokerError::not_owner(*key));
+                }
+                if st.hw >= target {
+                    return Ok(true);
+                }
+                if st.txns.rollbacks() != rollbacks {
+                    return Ok(false);
+                }
+            }
+            if hw.changed().await.is_err() {
+                return Err(BrokerError::not_owner(*key));
+            }
+        }
+    }
+
     /// KIP-890's check, before a produce is sequenced: a transactional
     /// batch that would begin a transaction on `key` (its producer has none
     /// open here) is taken only if the metadata shows that producer id, at
@@ -199,13 +243,15 @@ fn verdict(e: &BrokerError) -> MarkerError {
     }
 }
 
-#[async_trait::async_trait]
-impl MarkerWriter for OwnerMarkers {
-    async fn write_marker(
-        &self,
-        partition: PartitionKey,
-        marker: Marker,
-    ) -> std::result::Result<(), MarkerError> {
+/// Where a partition's owner is, for the coordinator.
+enum Owner {
+    Here(Broker),
+    Remote(Box<crate::rpc::RemoteBroker>),
+}
+
+impl OwnerMarkers {
+    /// The owner of `partition` in the cluster view: this broker or another.
+    async fn owner(&self, partition: PartitionKey) -> std::result::Result<Owner, MarkerError> {
         let Some(inner) = self.broker.upgrade() else {
             return Err(MarkerError::Failed("the broker stopped".into()));
         };
@@ -247,26 +293,59 @@ impl MarkerWriter for OwnerMarkers {
             }
         };
         if owner == broker.broker_id() {
-            return broker
-                .write_marker(&partition, &marker)
-                .await
-                .map_err(|e| verdict(&e));
+            return Ok(Owner::Here(broker));
         }
         let Some(addr) = snap.broker_addr(owner) else {
             return Err(MarkerError::Failed(format!(
                 "the owner {owner} of {partition} is not registered"
             )));
         };
-        match broker
-            .inner
-            .peers
-            .get(addr)
-            .write_marker(&partition, &marker)
-            .await
-        {
-            Ok(()) => Ok(()),
-            Err(CallError::Broker(e)) => Err(verdict(&e)),
-            Err(CallError::Routing(e)) => Err(MarkerError::Failed(e.to_string())),
+        let peer = broker.inner.peers.get(addr);
+        Ok(Owner::Remote(Box::new(peer)))
+    }
+}
+
+/// What a remote owner's failure means for the coordinator.
+fn call_verdict(e: CallError) -> MarkerError {
+    match e {
+        CallError::Broker(e) => verdict(&e),
+        CallError::Routing(e) => MarkerError::Failed(e.to_string()),
+    }
+}
+
+#[async_trait::async_trait]
+impl MarkerWriter for OwnerMarkers {
+    async fn write_marker(
+        &self,
+        partition: PartitionKey,
+        marker: Marker,
+    ) -> std::result::Result<(), MarkerError> {
+        match self.owner(partition).await? {
+            Owner::Here(b) => b
+                .write_marker(&partition, &marker)
+                .await
+                .map_err(|e| verdict(&e)),
+            Owner::Remote(peer) => peer
+                .write_marker(&partition, &marker)
+                .await
+                .map_err(call_verdict),
+        }
+    }
+
+    async fn durable(
+        &self,
+        partition: PartitionKey,
+        producer: ProducerId,
+    ) -> std::result::Result<bool, MarkerError> {
+        match self.owner(partition).await? {
+            Owner::Here(b) => b
+                .txn_durable(&partition, producer)
+                .await
+                .map_err(|e| verdict(&e)),
+            Owner::Remote(peer) => peer
+                .txn_durable(&partition, producer)
+                .await
+                .map_err(call_verdict),
         }
     }
 }
@@ -289,6 +368,24 @@ impl RemoteBroker {
             .await?;
         match r.error {
             None => Ok(()),
+            Some(e) => Err(CallError::Broker(crate::rpc::from_proto(e))),
+        }
+    }
+
+    /// [`Broker::txn_durable`] at this broker.
+    pub async fn txn_durable(
+        &self,
+        key: &PartitionKey,
+        producer: ProducerId,
+    ) -> std::result::Result<bool, CallError> {
+        let r = self
+            .call::<routes::TxnDurable>(proto::DurableRequest {
+                partition: Some(crate::rpc::part(key)),
+                producer_id: producer.0,
+            })
+            .await?;
+        match r.error {
+            None => Ok(r.all_here),
             Some(e) => Err(CallError::Broker(crate::rpc::from_proto(e))),
         }
     }
@@ -338,6 +435,24 @@ pub(crate) async fn rpc_marker(b: Broker, req: proto::MarkerRequest) -> proto::M
     .await;
     proto::MarkerResponse {
         error: r.err().map(|e| crate::rpc::to_proto(&e)),
+    }
+}
+
+pub(crate) async fn rpc_durable(b: Broker, req: proto::DurableRequest) -> proto::DurableResponse {
+    let r = async {
+        let key = crate::rpc::key_of(req.partition.as_ref())?;
+        b.txn_durable(&key, ProducerId(req.producer_id)).await
+    }
+    .await;
+    match r {
+        Ok(all_here) => proto::DurableResponse {
+            error: None,
+            all_here,
+        },
+        Err(e) => proto::DurableResponse {
+            error: Some(crate::rpc::to_proto(&e)),
+            all_here: false,
+        },
     }
 }
 

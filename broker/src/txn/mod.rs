@@ -74,6 +74,17 @@ pub trait MarkerWriter: Send + Sync + std::fmt::Debug {
         partition: PartitionKey,
         marker: Marker,
     ) -> Result<(), MarkerError>;
+
+    /// Before a commit is decided: returns once `producer`'s open
+    /// transaction at `partition` is durable there, true if its owner
+    /// holds all of it (`PartitionTxnLog::all_here`), false if batches
+    /// the owner answered may be lost (a take-over or a failed flush since
+    /// it began, or nothing of it there): then it must not commit.
+    async fn durable(
+        &self,
+        partition: PartitionKey,
+        producer: floe_metadata::ids::ProducerId,
+    ) -> Result<bool, MarkerError>;
 }
 
 /// The broker's marker writer, given after the broker is built
@@ -103,6 +114,19 @@ impl MarkerWriter for MarkerSlot {
             )),
         }
     }
+
+    async fn durable(
+        &self,
+        partition: PartitionKey,
+        producer: floe_metadata::ids::ProducerId,
+    ) -> Result<bool, MarkerError> {
+        match self.0.get() {
+            Some(w) => w.durable(partition, producer).await,
+            None => Err(MarkerError::Failed(
+                "this broker has no marker writer yet".into(),
+            )),
+        }
+    }
 }
 
 /// Whether this broker still holds a coordinator shard at an epoch.
@@ -120,6 +144,11 @@ pub enum CoordError {
     /// The metadata service could not be reached (COORDINATOR_NOT_AVAILABLE).
     #[error("coordinator not available: {0}")]
     Unavailable(String),
+    /// A commit that cannot be decided: batches a partition's owner
+    /// answered may be lost. The transaction stays open for the client to
+    /// abort (TRANSACTION_ABORTABLE; UNKNOWN_PRODUCER_ID to older versions).
+    #[error("the transaction must be aborted: {0}")]
+    Abortable(String),
 }
 
 /// The coordinator's settings.
@@ -136,6 +165,11 @@ pub struct TxnConfig {
     /// once and retried by the client after its backoff (librdkafka's is
     /// 20 ms, Java's 20–100 ms). Zero answers at once.
     pub completion_wait: Duration,
+    /// How long an EndTxn that commits waits for the transaction's
+    /// partitions to hold it durably (their owners answered its produce
+    /// requests once sequenced) before it is answered
+    /// CONCURRENT_TRANSACTIONS, which clients retry.
+    pub commit_wait: Duration,
 }
 
 impl Default for TxnConfig {
@@ -144,6 +178,7 @@ impl Default for TxnConfig {
             max_timeout_ms: floe_metadata::txn::DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
             max_backoff: Duration::from_secs(1),
             completion_wait: Duration::from_secs(1),
+            commit_wait: Duration::from_secs(5),
         }
     }
 }
@@ -277,6 +312,13 @@ impl TxnCoordinator {
             TxnOp::AddPartitions { .. } | TxnOp::AddGroup { .. } | TxnOp::InitProducer { .. }
         )
         .then(|| op.clone());
+        if let TxnOp::End {
+            producer,
+            commit: true,
+        } = op
+        {
+            self.commit_ready(id, producer).await?;
+        }
         let reply = self.step_once(fence, id, now_ms, op).await?;
         let concurrent = reply.refused == Some(TxnError::ConcurrentTransactions)
             && reply.txn.as_ref().is_some_and(|t| t.state.is_prepare());
@@ -289,6 +331,64 @@ impl TxnCoordinator {
         crate::metrics::txn_step_held();
         let now_ms = now_ms.max(floe_metadata::clock::now_ms());
         self.step_once(fence, id, now_ms, op).await
+    }
+
+    /// Before a commit is decided (PrepareCommit): each partition of the
+    /// open transaction holds all of it, durably. Its owners answered the
+    /// producer's batches once sequenced, so a batch could have been
+    /// answered and then lost with its owner (`kill -9`, a failed flush)
+    /// before it reached the object store; such a transaction is answered
+    /// [`CoordError::Abortable`] and stays open for the client to abort.
+    /// One not open (or of another producer) is left to the step, which
+    /// answers it by the transaction's rules (a retried EndTxn, a fenced
+    /// producer). Owners that cannot answer (moving, unreachable) are asked
+    /// again until [`TxnConfig::commit_wait`]; then
+    /// CONCURRENT_TRANSACTIONS, which the client retries.
+    async fn commit_ready(
+        &self,
+        id: &TransactionalId,
+        producer: ProducerIdEpoch,
+    ) -> Result<(), CoordError> {
+        let txns = self
+            .meta
+            .transactions_where(&TxnFilter::id(id.clone()))
+            .await
+            .map_err(|e| CoordError::Unavailable(e.to_string()))?;
+        let Some((_, t)) = txns.into_iter().find(|(i, _)| i == id) else {
+            return Ok(());
+        };
+        if t.state != TxnState::Ongoing || producer_of(&t) != producer {
+            return Ok(());
+        }
+        let deadline = tokio::time::Instant::now() + self.config.commit_wait;
+        let checks = t.partitions.iter().map(|p| async move {
+            let mut backoff = FIRST_BACKOFF;
+            loop {
+                let answer = tokio::time::timeout_at(
+                    deadline,
+                    self.markers.durable(*p, producer.producer_id),
+                )
+                .await;
+                match answer {
+                    Ok(Ok(true)) | Ok(Err(MarkerError::Gone)) => return Ok(()),
+                    Ok(Ok(false)) => {
+                        return Err(CoordError::Abortable(format!(
+                            "{p} may have lost batches of this transaction that were answered"
+                        )));
+                    }
+                    Ok(Err(MarkerError::Failed(why))) => {
+                        if tokio::time::Instant::now() + backoff >= deadline {
+                            tracing::info!(transactional_id = %id, partition = %p, error = %why, "a commit's partition did not answer in time");
+                            return Err(TxnError::ConcurrentTransactions.into());
+                        }
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(self.config.max_backoff);
+                    }
+                    Err(_) => return Err(TxnError::ConcurrentTransactions.into()),
+                }
+            }
+        });
+        futures::future::try_join_all(checks).await.map(|_| ())
     }
 
     /// Waits until no task of ours completes `id`, for at most

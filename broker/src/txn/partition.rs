@@ -9,9 +9,18 @@
 //! high watermark, and one whose marker is not committed yet is still open,
 //! so `read_committed` readers never see past a decision that could be lost.
 //!
+//! A transactional produce is answered once sequenced (not once durable):
+//! the coordinator asks each partition, before it decides a commit, whether
+//! the producer's transaction there is wholly in this owner's hands
+//! ([`PartitionTxnLog::all_here`]) and waits for it to be durable. So the
+//! log also remembers which open transactions began under this owner, and
+//! counts its roll-backs: an open transaction inherited at a take-over, or
+//! one a failed flush rolled back part of, may have lost batches that were
+//! answered, and is never committed.
+//!
 //! Each [`crate::log::PartitionLog`] holds one (`LogState::txns`).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use floe_metadata::ids::{ProducerEpoch, ProducerId};
 use floe_metadata::txn::{AbortedTxn, PartitionTxns, TxnEvent};
@@ -22,6 +31,11 @@ pub struct PartitionTxnLog {
     committed: PartitionTxns,
     /// Events of sequenced batches not committed yet, in offset order.
     pending: VecDeque<TxnEvent>,
+    /// The producers whose open transaction here began under this owner,
+    /// with the number of roll-backs when it began.
+    began_here: BTreeMap<ProducerId, u64>,
+    /// How many times a failed flush rolled sequenced batches back.
+    rollbacks: u64,
 }
 
 fn event_offset(e: &TxnEvent) -> i64 {
@@ -35,8 +49,26 @@ impl PartitionTxnLog {
     pub fn from_committed(committed: PartitionTxns) -> Self {
         Self {
             committed,
-            pending: VecDeque::new(),
+            ..Self::default()
         }
+    }
+
+    /// Whether every batch of `producer`'s open transaction here was
+    /// sequenced by this owner and none was rolled back since it began:
+    /// then it is all in this owner's log, and durable once the high
+    /// watermark passes the log end. False for a transaction open since
+    /// before a take-over, one a roll-back may have cut, one whose first
+    /// batch here came from a producer this partition did not know at a
+    /// sequence other than 0 (its earlier batches may have been answered
+    /// by an owner that lost them), and a producer with none open here.
+    pub fn all_here(&self, producer: ProducerId) -> bool {
+        self.is_open(producer) && self.began_here.get(&producer) == Some(&self.rollbacks)
+    }
+
+    /// How many times a failed flush rolled batches back (a waiter for
+    /// durability sees a change as a possible loss).
+    pub fn rollbacks(&self) -> u64 {
+        self.rollbacks
     }
 
     /// Whether `producer` has a transaction open here, counting batches
@@ -86,14 +118,27 @@ impl PartitionTxnLog {
     }
 
     /// A transactional batch of `producer` was sequenced at `offset`: the
-    /// first of its transaction here begins one.
-    pub fn sequenced_batch(&mut self, producer: ProducerId, epoch: ProducerEpoch, offset: i64) {
+    /// first of its transaction here begins one. `follows`: its sequence
+    /// shows that no earlier batch of the producer is missing here (see
+    /// [`PartitionTxnLog::all_here`]).
+    pub fn sequenced_batch(
+        &mut self,
+        producer: ProducerId,
+        epoch: ProducerEpoch,
+        offset: i64,
+        follows: bool,
+    ) {
         if !self.is_open(producer) {
             self.pending.push_back(TxnEvent::Begin {
                 producer_id: producer,
                 epoch,
                 offset,
             });
+            if follows {
+                self.began_here.insert(producer, self.rollbacks);
+            } else {
+                self.began_here.remove(&producer);
+            }
         }
     }
 
@@ -112,6 +157,7 @@ impl PartitionTxnLog {
         commit: bool,
         offset: i64,
     ) {
+        self.began_here.remove(&producer);
         self.pending.push_back(TxnEvent::Marker {
             producer_id: producer,
             epoch,
@@ -143,6 +189,7 @@ impl PartitionTxnLog {
 
     /// Batches at or after `offset` were rolled back (a failed flush).
     pub fn forget_from(&mut self, offset: i64) {
+        self.rollbacks += 1;
         while self
             .pending
             .back()
@@ -179,8 +226,8 @@ mod tests {
     #[test]
     fn the_lso_moves_only_with_what_is_committed() {
         let mut l = PartitionTxnLog::default();
-        l.sequenced_batch(P, E, 5);
-        l.sequenced_batch(P, E, 6);
+        l.sequenced_batch(P, E, 5, true);
+        l.sequenced_batch(P, E, 6, true);
         assert!(l.is_open(P));
         assert_eq!(l.events_in(0, 10).len(), 1, "one begin, at the first batch");
         // Not committed yet: the high watermark is at most 5.
@@ -208,10 +255,10 @@ mod tests {
     #[test]
     fn a_rolled_back_flush_forgets_its_events() {
         let mut l = PartitionTxnLog::default();
-        l.sequenced_batch(P, E, 3);
+        l.sequenced_batch(P, E, 3, true);
         l.committed_through(3);
         l.sequenced_marker(P, E, true, 4);
-        l.sequenced_batch(ProducerId(10), E, 5);
+        l.sequenced_batch(ProducerId(10), E, 5, true);
         l.forget_from(4);
         assert!(
             l.is_open(P),
@@ -219,6 +266,46 @@ mod tests {
         );
         assert!(!l.is_open(ProducerId(10)));
         assert_eq!(l.events_in(0, 100), vec![]);
+    }
+
+    #[test]
+    fn only_a_transaction_wholly_sequenced_here_since_the_last_roll_back_is_all_here() {
+        let mut l = PartitionTxnLog::default();
+        assert!(!l.all_here(P), "nothing open here");
+        l.sequenced_batch(P, E, 3, true);
+        l.sequenced_batch(P, E, 4, false);
+        assert!(l.all_here(P), "begun here by a batch that follows");
+        l.committed_through(4);
+        assert!(l.all_here(P), "committed batches stay this owner's");
+        // A failed flush rolls back a later batch: its answer may be lost.
+        l.forget_from(5);
+        assert!(l.is_open(P));
+        assert!(!l.all_here(P), "a roll-back since it began");
+        l.sequenced_marker(P, E, false, 5);
+        assert!(!l.all_here(P));
+        // The next transaction begins after the roll-back: whole again.
+        l.sequenced_batch(P, E, 6, true);
+        assert!(l.all_here(P));
+        // A first batch whose earlier ones may be missing is not.
+        let q = ProducerId(10);
+        l.sequenced_batch(q, E, 7, false);
+        assert!(l.is_open(q));
+        assert!(!l.all_here(q));
+    }
+
+    #[test]
+    fn a_transaction_open_at_a_take_over_is_not_all_here() {
+        let mut committed = PartitionTxns::default();
+        committed.apply(&[TxnEvent::Begin {
+            producer_id: P,
+            epoch: E,
+            offset: 2,
+        }]);
+        let mut l = PartitionTxnLog::from_committed(committed);
+        assert!(l.is_open(P));
+        assert!(!l.all_here(P), "its earlier batches went to another owner");
+        l.sequenced_batch(P, E, 9, true);
+        assert!(!l.all_here(P), "a later batch does not make it whole");
     }
 
     #[test]

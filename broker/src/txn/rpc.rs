@@ -23,7 +23,8 @@ pub mod proto {
 
     /// Why a coordinator did not answer (`CoordError`): `kind` 0 none, 1 not
     /// the coordinator, 2 not available (`message` says why), 3 refused by
-    /// the transaction's rules (`refused`, `TxnError::code`).
+    /// the transaction's rules (`refused`, `TxnError::code`), 4 a commit
+    /// the client must abort (`message` says why).
     #[derive(Clone, PartialEq, prost::Message)]
     pub struct CoordFailure {
         #[prost(uint32, tag = "1")]
@@ -80,6 +81,11 @@ fn failure_msg(e: &CoordError) -> proto::CoordFailure {
             message: String::new(),
             refused: t.code(),
         },
+        CoordError::Abortable(why) => proto::CoordFailure {
+            kind: 4,
+            message: why.clone(),
+            refused: 0,
+        },
     }
 }
 
@@ -92,6 +98,7 @@ fn failure(f: Option<proto::CoordFailure>) -> Result<(), CoordError> {
                 || CoordError::Unavailable("an unknown refusal".into()),
                 CoordError::Txn,
             ),
+            4 => CoordError::Abortable(f.message),
             _ => CoordError::Unavailable(f.message),
         }),
     }

@@ -9,7 +9,7 @@ use floe_metadata::MetaError;
 use floe_metadata::api::meta_api::{Reply, reply};
 use floe_metadata::api::{RouteCall, routes, txn_routes};
 use floe_metadata::command::{Command, NodeKind, OwnedItem, OwnershipChange, Response};
-use floe_metadata::ids::{BrokerId, Revision, ShardId, TopicId};
+use floe_metadata::ids::{BrokerId, ProducerId, Revision, ShardId, TopicId};
 use floe_metadata::state::ClusterState;
 
 use super::*;
@@ -92,6 +92,19 @@ impl Meta {
 #[async_trait::async_trait]
 impl MetaApi for Meta {
     async fn call_route(&self, call: RouteCall) -> Result<Reply, MetaError> {
+        if let Some(req) = call.request::<routes::TxnList>() {
+            let f = txn_routes::filter(req.clone());
+            let g = self.state.lock().unwrap();
+            let txns = g.0.txn.select(&f);
+            return Ok(reply::<routes::TxnList>(
+                floe_metadata::api::proto::TxnListResponse {
+                    txns: txns
+                        .into_iter()
+                        .map(|(id, t)| txn_routes::info_msg(id, t))
+                        .collect(),
+                },
+            ));
+        }
         let Some(req) = call.request::<routes::TxnStep>() else {
             return Err(MetaError::InvalidRequest(call.path().into()));
         };
@@ -112,6 +125,12 @@ struct Owners {
     /// Attempts to fail, by partition.
     failing: Mutex<HashMap<PartitionKey, usize>>,
     gone: Mutex<HashSet<PartitionKey>>,
+    /// Partitions whose owner may have lost answered batches.
+    lost: Mutex<HashSet<PartitionKey>>,
+    /// Durability checks to fail, by partition.
+    unreachable: Mutex<HashMap<PartitionKey, usize>>,
+    /// Durability checks asked, in order.
+    asked: Mutex<Vec<PartitionKey>>,
 }
 
 impl Owners {
@@ -136,6 +155,20 @@ impl MarkerWriter for Owners {
         }
         self.written.lock().unwrap().push((p, m));
         Ok(())
+    }
+
+    async fn durable(&self, p: PartitionKey, _producer: ProducerId) -> Result<bool, MarkerError> {
+        self.asked.lock().unwrap().push(p);
+        if self.gone.lock().unwrap().contains(&p) {
+            return Err(MarkerError::Gone);
+        }
+        if let Some(n) = self.unreachable.lock().unwrap().get_mut(&p)
+            && *n > 0
+        {
+            *n -= 1;
+            return Err(MarkerError::Failed("owner unreachable (test)".into()));
+        }
+        Ok(!self.lost.lock().unwrap().contains(&p))
     }
 }
 
@@ -456,4 +489,98 @@ async fn a_held_step_is_answered_concurrent_transactions_when_the_markers_take_t
     // Once the owner is back, the commit completes.
     s.owners.failing.lock().unwrap().clear();
     s.until(TxnState::CompleteCommit).await;
+}
+
+#[tokio::test]
+async fn a_commit_is_decided_once_every_partition_holds_the_transaction_durably() {
+    let s = setup();
+    let p = s.init().await.unwrap();
+    s.add(p, &[0, 1], 2_000).await;
+    // The owner of partition 1 cannot be reached twice, then answers.
+    s.owners
+        .unreachable
+        .lock()
+        .unwrap()
+        .insert(s.meta.partition(1), 2);
+    let t = s.end(p, true, 3_000).await;
+    assert_eq!(t.state, TxnState::PrepareCommit);
+    let mut asked = s.owners.asked.lock().unwrap().clone();
+    asked.sort();
+    assert_eq!(
+        asked,
+        vec![
+            s.meta.partition(0),
+            s.meta.partition(1),
+            s.meta.partition(1),
+            s.meta.partition(1)
+        ]
+    );
+    s.until(TxnState::CompleteCommit).await;
+}
+
+#[tokio::test]
+async fn a_commit_whose_answered_batches_may_be_lost_must_be_aborted() {
+    let s = setup();
+    let p = s.init().await.unwrap();
+    s.add(p, &[0, 1], 2_000).await;
+    s.owners.lost.lock().unwrap().insert(s.meta.partition(1));
+    let end = TxnOp::End {
+        producer: p,
+        commit: true,
+    };
+    let r = s.coord.step(s.meta.fence(), &tx(), 3_000, end).await;
+    assert!(matches!(r, Err(CoordError::Abortable(_))), "{r:?}");
+    // Nothing decided: the transaction is still open, for the client to abort.
+    assert_eq!(s.meta.txn("tx").state, TxnState::Ongoing);
+    assert!(s.owners.written().is_empty());
+    // An abort asks nothing of the owners.
+    s.owners.asked.lock().unwrap().clear();
+    s.end(p, false, 4_000).await;
+    s.until(TxnState::CompleteAbort).await;
+    assert!(s.owners.asked.lock().unwrap().is_empty());
+    let w = s.owners.written();
+    assert_eq!(w.len(), 2);
+    assert!(w.iter().all(|(_, m)| !m.commit));
+}
+
+#[tokio::test]
+async fn a_commit_whose_partition_does_not_answer_in_time_is_retried_by_the_client() {
+    let meta = Meta::new();
+    let owners = Arc::new(Owners::default());
+    let coord = TxnCoordinator::new(
+        meta.clone(),
+        owners.clone(),
+        Arc::new(|_: &ShardFence| true),
+        TxnConfig {
+            max_backoff: Duration::from_millis(20),
+            commit_wait: Duration::from_millis(200),
+            ..TxnConfig::default()
+        },
+    );
+    let p = coord
+        .init_producer(meta.fence(), &tx(), 60_000, None, 1_000)
+        .await
+        .unwrap();
+    let add = TxnOp::AddPartitions {
+        producer: p,
+        partitions: vec![meta.partition(0)],
+    };
+    coord.step(meta.fence(), &tx(), 2_000, add).await.unwrap();
+    owners
+        .unreachable
+        .lock()
+        .unwrap()
+        .insert(meta.partition(0), usize::MAX);
+    let end = TxnOp::End {
+        producer: p,
+        commit: true,
+    };
+    let r = coord.step(meta.fence(), &tx(), 3_000, end.clone()).await;
+    assert_eq!(r, Err(CoordError::Txn(TxnError::ConcurrentTransactions)));
+    assert_eq!(meta.txn("tx").state, TxnState::Ongoing);
+    // Once the owner answers, the retried EndTxn commits.
+    owners.unreachable.lock().unwrap().clear();
+    let r = coord.step(meta.fence(), &tx(), 4_000, end).await.unwrap();
+    assert_eq!(r.refused, None);
+    assert_eq!(r.txn.unwrap().state, TxnState::PrepareCommit);
 }
