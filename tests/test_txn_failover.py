@@ -166,6 +166,8 @@ def test_an_owner_killed_before_the_answered_batches_are_durable_aborts_the_comm
         with pytest.raises(confluent_kafka.KafkaException) as refused:
             p.commit_transaction(90)
         assert refused.value.args[0].txn_requires_abort(), refused.value
+        assert scrape(f"http://{coordinator.admin}").get(
+            "floe_broker_txn_commits_refused_total", 0) >= 1
         # librdkafka aborts with an epoch bump (InitProducerId), which
         # aborts the open transaction: the id is then Empty at a new epoch.
         p.abort_transaction(60)

@@ -690,16 +690,24 @@ impl PartitionLog {
     /// partition stays ours and flushable.
     pub(crate) fn roll_back(&self, pending: Vec<Pending>, why: &BrokerError) {
         let from = pending.first().map(|p| p.batches.first_offset);
+        let producers_of = |ps: &[Pending]| -> Vec<ProducerId> {
+            ps.iter()
+                .flat_map(|p| p.batches.producers.iter())
+                .map(|b| ProducerId(b.producer_id))
+                .collect()
+        };
+        let mut rolled = producers_of(&pending);
         let mut waiters: Vec<Waiter> = pending.into_iter().filter_map(|p| p.waiter).collect();
         {
             let mut st = self.lock();
             st.in_flight = st.in_flight.saturating_sub(1);
+            rolled.extend(producers_of(&st.unflushed));
             waiters.extend(st.unflushed.drain(..).filter_map(|p| p.waiter));
             st.unflushed_bytes = 0;
             let end = from.unwrap_or(st.hw).max(st.hw);
             st.leo = end;
             st.producers.forget_from(end);
-            st.txns.forget_from(end);
+            st.txns.forget_from(end, &rolled);
         }
         for w in waiters {
             let _ = w.send(Err(why.clone()));

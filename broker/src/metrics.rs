@@ -29,6 +29,7 @@ const TXN_MARKERS: &str = "floe_broker_txn_marker_writes_total";
 const TXN_MARKER_RETRIES: &str = "floe_broker_txn_marker_retries_total";
 const TXN_MARKERS_SECONDS: &str = "floe_broker_txn_markers_duration_seconds";
 const TXN_STEPS_HELD: &str = "floe_broker_txn_steps_held_total";
+const TXN_COMMITS_REFUSED: &str = "floe_broker_txn_commits_refused_total";
 const LSO_LAG: &str = "floe_broker_partition_lso_lag";
 const SHARE_FILTERED: &str = "floe_broker_share_records_filtered_total";
 const SHARE_DELAYED: &str = "floe_broker_share_records_delayed_total";
@@ -167,6 +168,10 @@ pub(crate) fn register() {
         TXN_STEPS_HELD,
         "client steps (the next transaction's AddPartitionsToTxn, AddOffsetsToTxn, InitProducerId) held until the previous transaction completed, instead of answered CONCURRENT_TRANSACTIONS"
     );
+    describe_counter!(
+        TXN_COMMITS_REFUSED,
+        "EndTxn commits refused as abortable because a partition's owner may have lost batches of the transaction it answered (a take-over or a failed flush since the transaction began there)"
+    );
     describe_gauge!(
         LSO_LAG,
         "per partition served: high watermark minus last stable offset (offsets held back by open transactions)"
@@ -179,6 +184,7 @@ pub(crate) fn register() {
     counter!(TXN_MARKERS).increment(0);
     counter!(TXN_MARKER_RETRIES).increment(0);
     counter!(TXN_STEPS_HELD).increment(0);
+    counter!(TXN_COMMITS_REFUSED).increment(0);
     describe_counter!(
         SHARE_BACKOFFS,
         "share-group records released or expired that wait for a redelivery backoff (floe.retry.backoff.base.ms) before they are delivered again"
@@ -340,6 +346,11 @@ pub(crate) fn txn_completed(commit: bool, took: Duration) {
 /// was applied again.
 pub(crate) fn txn_step_held() {
     counter!(TXN_STEPS_HELD).increment(1);
+}
+
+/// A commit was refused: batches a partition's owner answered may be lost.
+pub(crate) fn txn_commit_refused() {
+    counter!(TXN_COMMITS_REFUSED).increment(1);
 }
 
 /// A transaction was aborted by its timeout.

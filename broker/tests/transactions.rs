@@ -8,7 +8,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use floe_broker::txn::{CoordError, Marker, MarkerError, MarkerWriter, TxnConfig, TxnCoordinator};
+use floe_broker::txn::{
+    CoordError, Holding, Marker, MarkerError, MarkerWriter, TxnConfig, TxnCoordinator,
+};
 use floe_metadata::command::ShardFence;
 use floe_metadata::ids::{BrokerId, Epoch, PartitionKey, TransactionalId};
 use floe_metadata::txn::{ProducerIdEpoch, TxnOp, TxnState};
@@ -29,8 +31,15 @@ impl MarkerWriter for Markers {
         &self,
         _p: PartitionKey,
         _producer: floe_metadata::ids::ProducerId,
-    ) -> Result<bool, MarkerError> {
-        Ok(true)
+    ) -> Result<Holding, MarkerError> {
+        Ok(Holding::All {
+            follows: true,
+            owner_epoch: 1,
+        })
+    }
+
+    fn owner_epoch(&self, _p: PartitionKey) -> Option<u64> {
+        Some(1)
     }
 }
 
@@ -49,8 +58,15 @@ impl MarkerWriter for Unwritable {
         &self,
         _p: PartitionKey,
         _producer: floe_metadata::ids::ProducerId,
-    ) -> Result<bool, MarkerError> {
-        Ok(true)
+    ) -> Result<Holding, MarkerError> {
+        Ok(Holding::All {
+            follows: true,
+            owner_epoch: 1,
+        })
+    }
+
+    fn owner_epoch(&self, _p: PartitionKey) -> Option<u64> {
+        Some(1)
     }
 }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use floe_broker::txn::markers::OwnerMarkers;
-use floe_broker::txn::{Marker, MarkerError, MarkerWriter, TxnConfig, TxnCoordinator};
+use floe_broker::txn::{Holding, Marker, MarkerError, MarkerWriter, TxnConfig, TxnCoordinator};
 use floe_broker::{Acks, Broker, ErrorKind, OffsetSpec, PartitionOwner, RemoteBroker};
 use floe_metadata::command::ShardFence;
 use floe_metadata::ids::{Epoch, PartitionKey, ProducerId, TopicId, TransactionalId};
@@ -245,7 +245,10 @@ async fn committed_and_aborted_transactions_on_a_partition_and_its_next_owner() 
     b.produce(&key, &batch(pid, epoch, 3, true, "t3"), Acks::All)
         .await
         .unwrap();
-    assert!(b.txn_durable(&key, ProducerId(pid)).await.unwrap());
+    assert!(matches!(
+        b.txn_durable(&key, ProducerId(pid)).await.unwrap(),
+        Holding::All { follows: true, .. }
+    ));
     b.shutdown().await;
     drop(coord);
     drop(b);
@@ -262,7 +265,10 @@ async fn committed_and_aborted_transactions_on_a_partition_and_its_next_owner() 
     assert_eq!(d.aborted, vec![aborted]);
     // Begun under the previous owner: batches it answered may be lost, so
     // the transaction may not commit.
-    assert!(!b2.txn_durable(&key, ProducerId(pid)).await.unwrap());
+    assert_eq!(
+        b2.txn_durable(&key, ProducerId(pid)).await.unwrap(),
+        Holding::NotAll
+    );
     let p = b2.producers(&key).unwrap();
     assert_eq!(
         p.iter()
@@ -486,12 +492,13 @@ async fn a_marker_reaches_the_owner_on_another_broker() {
         .unwrap();
     assert_eq!(lso(&owner, &key).await, 0);
     // Asked from the broker that does not own the partition: all there.
-    assert!(
+    assert!(matches!(
         OwnerMarkers::new(&other)
             .durable(key, producer.producer_id)
             .await
-            .unwrap()
-    );
+            .unwrap(),
+        Holding::All { follows: true, .. }
+    ));
     // Written from the broker that does not own the partition.
     let commit = Marker {
         producer,
@@ -593,7 +600,14 @@ async fn a_commit_waits_for_a_transactions_batches_answered_once_sequenced() {
     }
     let (_, hw, leo) = b.log(&key).unwrap().offsets();
     assert_eq!((hw, leo), (0, 3), "answered before any flush");
-    assert!(b.txn_durable(&key, producer.producer_id).await.unwrap());
+    let epoch_now = b.log(&key).unwrap().epoch();
+    assert_eq!(
+        b.txn_durable(&key, producer.producer_id).await.unwrap(),
+        Holding::All {
+            follows: true,
+            owner_epoch: epoch_now
+        }
+    );
     assert_eq!(b.log(&key).unwrap().offsets().1, 3, "durable once answered");
     // The commit goes through the same check, and the markers follow.
     let end = TxnOp::End {
@@ -606,7 +620,10 @@ async fn a_commit_waits_for_a_transactions_batches_answered_once_sequenced() {
     assert_eq!(r.unwrap().refused, None);
     until_state(&b, &id, TxnState::CompleteCommit).await;
 
-    // Another producer, unknown here, whose first batch has sequence 5.
+    // Another producer, unknown here, whose first batch has sequence 5
+    // (its earlier ones were refused, or went to an owner that lost them):
+    // held, unproved; it commits because the partition kept its owner
+    // since the transaction added it.
     let id2 = TransactionalId::new("txd-2");
     let fence2 = fence_of(&b, &id2).await;
     let coord2 = coordinator_at(&b);
@@ -620,23 +637,54 @@ async fn a_commit_waits_for_a_transactions_batches_answered_once_sequenced() {
     .wait()
     .await
     .unwrap();
-    assert!(!b.txn_durable(&key, p2.producer_id).await.unwrap());
-    let end = TxnOp::End {
+    assert_eq!(
+        b.txn_durable(&key, p2.producer_id).await.unwrap(),
+        Holding::All {
+            follows: false,
+            owner_epoch: epoch_now
+        }
+    );
+    let end2 = TxnOp::End {
         producer: p2,
         commit: true,
     };
     let r = coord2
-        .step(fence2, &id2, floe_metadata::clock::now_ms(), end)
+        .step(fence2, &id2, floe_metadata::clock::now_ms(), end2)
+        .await;
+    assert_eq!(r.unwrap().refused, None);
+    until_state(&b, &id2, TxnState::CompleteCommit).await;
+
+    // A coordinator that did not see the partition added (a new one, after
+    // its shard moved) cannot tell whether the owner changed: refused.
+    let id3 = TransactionalId::new("txd-3");
+    let fence3 = fence_of(&b, &id3).await;
+    let p3 = begin_on(&coord2, fence3, &id3, key).await;
+    b.append(
+        &key,
+        &batch(p3.producer_id.0, p3.epoch.0, 3, true, "w"),
+        Acks::Leader,
+    )
+    .unwrap()
+    .wait()
+    .await
+    .unwrap();
+    let end3 = TxnOp::End {
+        producer: p3,
+        commit: true,
+    };
+    let r = coordinator_at(&b)
+        .step(fence3, &id3, floe_metadata::clock::now_ms(), end3)
         .await;
     assert!(
         matches!(r, Err(floe_broker::txn::CoordError::Abortable(_))),
         "{r:?}"
     );
     // A producer with nothing here has nothing to commit here either.
-    assert!(
-        !b.txn_durable(&key, ProducerId(p2.producer_id.0 + 1000))
+    assert_eq!(
+        b.txn_durable(&key, ProducerId(p2.producer_id.0 + 1000))
             .await
-            .unwrap()
+            .unwrap(),
+        Holding::NotAll
     );
     b.shutdown().await;
 }

@@ -172,6 +172,13 @@ pub mod proto {
         /// False: batches the owner answered may be lost; not to commit.
         #[prost(bool, tag = "2")]
         pub all_here: bool,
+        /// Its first batch there proved none of the producer's missing
+        /// before it (`Holding::All`).
+        #[prost(bool, tag = "3")]
+        pub follows: bool,
+        /// The owner's epoch of the partition.
+        #[prost(uint64, tag = "4")]
+        pub owner_epoch: u64,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]

@@ -11,7 +11,7 @@ use floe_metadata::ErrorKind as MetaKind;
 use floe_metadata::ids::{Epoch, PartitionKey, ProducerEpoch, ProducerId};
 use floe_metadata::txn::ProducerIdEpoch;
 
-use super::{Marker, MarkerError, MarkerWriter};
+use super::{Holding, Marker, MarkerError, MarkerWriter};
 use crate::broker::{Broker, Inner};
 use crate::error::{BrokerError, CallError, ErrorKind, Result};
 use crate::log::MarkerAppended;
@@ -64,14 +64,14 @@ impl Broker {
     }
 
     /// Before a commit is decided (the coordinator's
-    /// [`MarkerWriter::durable`]): whether `producer`'s open transaction
-    /// on `key`, owned here, is wholly this owner's
-    /// ([`crate::txn::partition::PartitionTxnLog::all_here`]); if it is,
-    /// returns true once it is durable (the high watermark at the log end
-    /// as it was when asked; a flush is asked for at once unless flushes
-    /// are paced). False at once if not, or if a flush fails meanwhile and
-    /// rolls batches back.
-    pub async fn txn_durable(&self, key: &PartitionKey, producer: ProducerId) -> Result<bool> {
+    /// [`MarkerWriter::durable`]): what this owner of `key` holds of
+    /// `producer`'s open transaction there
+    /// ([`crate::txn::partition::PartitionTxnLog::holding`]). When it holds
+    /// all of it, answered once that is durable (the high watermark at the
+    /// log end as it was when asked; a flush is asked for at once unless
+    /// flushes are paced); [`Holding::NotAll`] at once if not, or if a
+    /// failed flush rolls some of it back meanwhile.
+    pub async fn txn_durable(&self, key: &PartitionKey, producer: ProducerId) -> Result<Holding> {
         if self.is_stopping() {
             return Err(BrokerError::new(
                 ErrorKind::ShuttingDown,
@@ -80,12 +80,12 @@ impl Broker {
         }
         let log = self.active_log(key)?;
         let mut hw = log.subscribe_hw();
-        let (target, rollbacks) = {
+        let (target, follows, owner_epoch) = {
             let st = log.lock();
-            if !st.txns.all_here(producer) {
-                return Ok(false);
-            }
-            (st.leo, st.txns.rollbacks())
+            let Some(follows) = st.txns.holding(producer) else {
+                return Ok(Holding::NotAll);
+            };
+            (st.leo, follows, st.epoch)
         };
         self.request_sequenced();
         loop {
@@ -94,11 +94,14 @@ impl Broker {
                 if st.status != crate::log::Status::Active {
                     return Err(BrokerError::not_owner(*key));
                 }
-                if st.hw >= target {
-                    return Ok(true);
+                if st.txns.holding(producer).is_none() {
+                    return Ok(Holding::NotAll);
                 }
-                if st.txns.rollbacks() != rollbacks {
-                    return Ok(false);
+                if st.hw >= target {
+                    return Ok(Holding::All {
+                        follows,
+                        owner_epoch,
+                    });
                 }
             }
             if hw.changed().await.is_err() {
@@ -336,7 +339,7 @@ impl MarkerWriter for OwnerMarkers {
         &self,
         partition: PartitionKey,
         producer: ProducerId,
-    ) -> std::result::Result<bool, MarkerError> {
+    ) -> std::result::Result<Holding, MarkerError> {
         match self.owner(partition).await? {
             Owner::Here(b) => b
                 .txn_durable(&partition, producer)
@@ -347,6 +350,17 @@ impl MarkerWriter for OwnerMarkers {
                 .await
                 .map_err(call_verdict),
         }
+    }
+
+    fn owner_epoch(&self, partition: PartitionKey) -> Option<u64> {
+        let inner = self.broker.upgrade()?;
+        let snap = Broker { inner }.view().current();
+        snap.by_id
+            .get(&partition.topic)?
+            .partitions
+            .iter()
+            .find(|p| p.partition == partition.partition)
+            .map(|p| p.epoch.0)
     }
 }
 
@@ -377,7 +391,7 @@ impl RemoteBroker {
         &self,
         key: &PartitionKey,
         producer: ProducerId,
-    ) -> std::result::Result<bool, CallError> {
+    ) -> std::result::Result<Holding, CallError> {
         let r = self
             .call::<routes::TxnDurable>(proto::DurableRequest {
                 partition: Some(crate::rpc::part(key)),
@@ -385,7 +399,11 @@ impl RemoteBroker {
             })
             .await?;
         match r.error {
-            None => Ok(r.all_here),
+            None if r.all_here => Ok(Holding::All {
+                follows: r.follows,
+                owner_epoch: r.owner_epoch,
+            }),
+            None => Ok(Holding::NotAll),
             Some(e) => Err(CallError::Broker(crate::rpc::from_proto(e))),
         }
     }
@@ -445,13 +463,19 @@ pub(crate) async fn rpc_durable(b: Broker, req: proto::DurableRequest) -> proto:
     }
     .await;
     match r {
-        Ok(all_here) => proto::DurableResponse {
-            error: None,
-            all_here,
+        Ok(Holding::All {
+            follows,
+            owner_epoch,
+        }) => proto::DurableResponse {
+            all_here: true,
+            follows,
+            owner_epoch,
+            ..Default::default()
         },
+        Ok(Holding::NotAll) => proto::DurableResponse::default(),
         Err(e) => proto::DurableResponse {
             error: Some(crate::rpc::to_proto(&e)),
-            all_here: false,
+            ..Default::default()
         },
     }
 }

@@ -21,7 +21,7 @@
 //! [`crate::owner::TxnCoordination`], here or over [`rpc`]. The markers go
 //! through the broker's [`MarkerSlot`], which the partition side fills.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -75,16 +75,33 @@ pub trait MarkerWriter: Send + Sync + std::fmt::Debug {
         marker: Marker,
     ) -> Result<(), MarkerError>;
 
-    /// Before a commit is decided: returns once `producer`'s open
-    /// transaction at `partition` is durable there, true if its owner
-    /// holds all of it (`PartitionTxnLog::all_here`), false if batches
-    /// the owner answered may be lost (a take-over or a failed flush since
-    /// it began, or nothing of it there): then it must not commit.
+    /// Before a commit is decided: what `partition`'s owner holds of
+    /// `producer`'s open transaction there, answered once that is durable
+    /// (see [`Holding`]).
     async fn durable(
         &self,
         partition: PartitionKey,
         producer: floe_metadata::ids::ProducerId,
-    ) -> Result<bool, MarkerError>;
+    ) -> Result<Holding, MarkerError>;
+
+    /// The ownership epoch of `partition` as this broker's cluster view
+    /// knows it (`None`: not known), noted when a transaction adds it.
+    fn owner_epoch(&self, partition: PartitionKey) -> Option<u64>;
+}
+
+/// What a partition's owner holds of a producer's open transaction, before
+/// its commit is decided (`PartitionTxnLog::holding`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holding {
+    /// All of it, durable. `follows`: its first batch there proved that
+    /// none of the producer's was missing before it; when not, the commit
+    /// also needs the partition to be at the ownership epoch it had when
+    /// the transaction added it (`owner_epoch`).
+    All { follows: bool, owner_epoch: u64 },
+    /// Batches the owner (or a previous one) answered may be lost: a
+    /// take-over or a failed flush since it began there, or nothing of it
+    /// there. It must not commit.
+    NotAll,
 }
 
 /// The broker's marker writer, given after the broker is built
@@ -119,13 +136,17 @@ impl MarkerWriter for MarkerSlot {
         &self,
         partition: PartitionKey,
         producer: floe_metadata::ids::ProducerId,
-    ) -> Result<bool, MarkerError> {
+    ) -> Result<Holding, MarkerError> {
         match self.0.get() {
             Some(w) => w.durable(partition, producer).await,
             None => Err(MarkerError::Failed(
                 "this broker has no marker writer yet".into(),
             )),
         }
+    }
+
+    fn owner_epoch(&self, partition: PartitionKey) -> Option<u64> {
+        self.0.get().and_then(|w| w.owner_epoch(partition))
     }
 }
 
@@ -194,6 +215,10 @@ pub struct TxnCoordinator {
     config: TxnConfig,
     /// Transactions whose markers are being written by a task of ours.
     completing: Mutex<HashSet<TransactionalId>>,
+    /// The open transactions' partitions added through this coordinator,
+    /// each with its ownership epoch in this broker's view then
+    /// ([`Holding::All`]'s `follows`).
+    added: Mutex<HashMap<TransactionalId, BTreeMap<PartitionKey, u64>>>,
     /// Woken each time one of those tasks ends.
     completed: tokio::sync::Notify,
     /// Whether this coordinator has seen a transaction (a step, or one
@@ -270,6 +295,7 @@ impl TxnCoordinator {
             holds,
             config,
             completing: Mutex::new(HashSet::new()),
+            added: Mutex::new(HashMap::new()),
             completed: tokio::sync::Notify::new(),
             active: Default::default(),
         })
@@ -319,7 +345,12 @@ impl TxnCoordinator {
         {
             self.commit_ready(id, producer).await?;
         }
+        let adding = match &op {
+            TxnOp::AddPartitions { partitions, .. } => partitions.clone(),
+            _ => Vec::new(),
+        };
         let reply = self.step_once(fence, id, now_ms, op).await?;
+        self.note_added(id, &adding, &reply);
         let concurrent = reply.refused == Some(TxnError::ConcurrentTransactions)
             && reply.txn.as_ref().is_some_and(|t| t.state.is_prepare());
         let Some(op) = again.filter(|_| concurrent) else {
@@ -330,7 +361,35 @@ impl TxnCoordinator {
         }
         crate::metrics::txn_step_held();
         let now_ms = now_ms.max(floe_metadata::clock::now_ms());
-        self.step_once(fence, id, now_ms, op).await
+        let reply = self.step_once(fence, id, now_ms, op).await?;
+        self.note_added(id, &adding, &reply);
+        Ok(reply)
+    }
+
+    /// Notes the ownership epochs of the partitions a step added to `id`'s
+    /// open transaction (the first time each is added), and forgets them
+    /// once it is no longer open.
+    fn note_added(&self, id: &TransactionalId, adding: &[PartitionKey], reply: &TxnReply) {
+        let open = reply
+            .txn
+            .as_ref()
+            .is_some_and(|t| t.state == TxnState::Ongoing);
+        let mut added = self.added.lock().unwrap_or_else(PoisonError::into_inner);
+        if !open {
+            if reply.refused.is_none() {
+                added.remove(id);
+            }
+            return;
+        }
+        if reply.refused.is_some() || adding.is_empty() {
+            return;
+        }
+        let known = added.entry(id.clone()).or_default();
+        for p in adding {
+            if let Some(e) = self.markers.owner_epoch(*p) {
+                known.entry(*p).or_insert(e);
+            }
+        }
     }
 
     /// Before a commit is decided (PrepareCommit): each partition of the
@@ -369,9 +428,18 @@ impl TxnCoordinator {
                     self.markers.durable(*p, producer.producer_id),
                 )
                 .await;
+                let whole = |follows: bool, owner_epoch: u64| {
+                    follows || self.added_at(id, p) == Some(owner_epoch)
+                };
                 match answer {
-                    Ok(Ok(true)) | Ok(Err(MarkerError::Gone)) => return Ok(()),
-                    Ok(Ok(false)) => {
+                    Ok(Ok(Holding::All {
+                        follows,
+                        owner_epoch,
+                    })) if whole(follows, owner_epoch) => return Ok(()),
+                    Ok(Err(MarkerError::Gone)) => return Ok(()),
+                    Ok(Ok(_)) => {
+                        crate::metrics::txn_commit_refused();
+                        tracing::info!(transactional_id = %id, partition = %p, "a commit refused: the owner may have lost batches it answered");
                         return Err(CoordError::Abortable(format!(
                             "{p} may have lost batches of this transaction that were answered"
                         )));
@@ -389,6 +457,17 @@ impl TxnCoordinator {
             }
         });
         futures::future::try_join_all(checks).await.map(|_| ())
+    }
+
+    /// The ownership epoch `p` had in this broker's view when `id`'s open
+    /// transaction added it through this coordinator.
+    fn added_at(&self, id: &TransactionalId, p: &PartitionKey) -> Option<u64> {
+        self.added
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(id)
+            .and_then(|m| m.get(p))
+            .copied()
     }
 
     /// Waits until no task of ours completes `id`, for at most

@@ -12,15 +12,17 @@
 //! A transactional produce is answered once sequenced (not once durable):
 //! the coordinator asks each partition, before it decides a commit, whether
 //! the producer's transaction there is wholly in this owner's hands
-//! ([`PartitionTxnLog::all_here`]) and waits for it to be durable. So the
-//! log also remembers which open transactions began under this owner, and
-//! counts its roll-backs: an open transaction inherited at a take-over, or
-//! one a failed flush rolled back part of, may have lost batches that were
-//! answered, and is never committed.
+//! ([`PartitionTxnLog::holding`]) and waits for it to be durable. So the
+//! log also remembers which open transactions began under this owner (and
+//! whether their first batch here proved that none of the producer's was
+//! missing before it), and which ones a failed flush rolled back batches
+//! of: an open transaction inherited at a take-over, or one that lost
+//! batches in a roll-back, may have lost batches that were answered, and is
+//! never committed.
 //!
 //! Each [`crate::log::PartitionLog`] holds one (`LogState::txns`).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use floe_metadata::ids::{ProducerEpoch, ProducerId};
 use floe_metadata::txn::{AbortedTxn, PartitionTxns, TxnEvent};
@@ -32,8 +34,12 @@ pub struct PartitionTxnLog {
     /// Events of sequenced batches not committed yet, in offset order.
     pending: VecDeque<TxnEvent>,
     /// The producers whose open transaction here began under this owner,
-    /// with the number of roll-backs when it began.
-    began_here: BTreeMap<ProducerId, u64>,
+    /// each with whether its first batch here followed what the partition
+    /// knew of the producer (see [`PartitionTxnLog::sequenced_batch`]).
+    began_here: BTreeMap<ProducerId, bool>,
+    /// Producers whose open transaction here had batches rolled back by a
+    /// failed flush (until its marker).
+    lost: BTreeSet<ProducerId>,
     /// How many times a failed flush rolled sequenced batches back.
     rollbacks: u64,
 }
@@ -54,15 +60,22 @@ impl PartitionTxnLog {
     }
 
     /// Whether every batch of `producer`'s open transaction here was
-    /// sequenced by this owner and none was rolled back since it began:
-    /// then it is all in this owner's log, and durable once the high
-    /// watermark passes the log end. False for a transaction open since
-    /// before a take-over, one a roll-back may have cut, one whose first
-    /// batch here came from a producer this partition did not know at a
-    /// sequence other than 0 (its earlier batches may have been answered
-    /// by an owner that lost them), and a producer with none open here.
-    pub fn all_here(&self, producer: ProducerId) -> bool {
-        self.is_open(producer) && self.began_here.get(&producer) == Some(&self.rollbacks)
+    /// sequenced by this owner and none was rolled back: then it is all in
+    /// this owner's log, and durable once the high watermark passes the log
+    /// end. `Some(follows)`: `follows` when its first batch here followed
+    /// what the partition knew of the producer (or had sequence 0), so that
+    /// no earlier batch of it can be missing; otherwise (a producer the
+    /// partition did not know, at another sequence: its earlier batches
+    /// were refused, or expired, or went to a previous owner that lost
+    /// them) the coordinator also checks that the partition has not changed
+    /// owner since it was added to the transaction. `None` for a
+    /// transaction open since before a take-over, one a roll-back cut, and
+    /// a producer with none open here.
+    pub fn holding(&self, producer: ProducerId) -> Option<bool> {
+        if !self.is_open(producer) || self.lost.contains(&producer) {
+            return None;
+        }
+        self.began_here.get(&producer).copied()
     }
 
     /// How many times a failed flush rolled batches back (a waiter for
@@ -120,7 +133,7 @@ impl PartitionTxnLog {
     /// A transactional batch of `producer` was sequenced at `offset`: the
     /// first of its transaction here begins one. `follows`: its sequence
     /// shows that no earlier batch of the producer is missing here (see
-    /// [`PartitionTxnLog::all_here`]).
+    /// [`PartitionTxnLog::holding`]).
     pub fn sequenced_batch(
         &mut self,
         producer: ProducerId,
@@ -134,11 +147,7 @@ impl PartitionTxnLog {
                 epoch,
                 offset,
             });
-            if follows {
-                self.began_here.insert(producer, self.rollbacks);
-            } else {
-                self.began_here.remove(&producer);
-            }
+            self.began_here.insert(producer, follows);
         }
     }
 
@@ -158,6 +167,7 @@ impl PartitionTxnLog {
         offset: i64,
     ) {
         self.began_here.remove(&producer);
+        self.lost.remove(&producer);
         self.pending.push_back(TxnEvent::Marker {
             producer_id: producer,
             epoch,
@@ -187,16 +197,23 @@ impl PartitionTxnLog {
         }
     }
 
-    /// Batches at or after `offset` were rolled back (a failed flush).
-    pub fn forget_from(&mut self, offset: i64) {
+    /// Batches at or after `offset` were rolled back (a failed flush);
+    /// `rolled` are the producers of those batches: the ones with a
+    /// transaction open here lost some of it.
+    pub fn forget_from(&mut self, offset: i64, rolled: &[ProducerId]) {
         self.rollbacks += 1;
+        let mut open: BTreeSet<ProducerId> = self.open_producers().into_iter().collect();
         while self
             .pending
             .back()
             .is_some_and(|e| event_offset(e) >= offset)
         {
-            self.pending.pop_back();
+            if let Some(TxnEvent::Begin { producer_id, .. }) = self.pending.pop_back() {
+                open.insert(producer_id);
+            }
         }
+        self.lost
+            .extend(rolled.iter().copied().filter(|p| open.contains(p)));
     }
 
     /// The log start moved (retention, DeleteRecords).
@@ -259,7 +276,7 @@ mod tests {
         l.committed_through(3);
         l.sequenced_marker(P, E, true, 4);
         l.sequenced_batch(ProducerId(10), E, 5, true);
-        l.forget_from(4);
+        l.forget_from(4, &[P, ProducerId(10)]);
         assert!(
             l.is_open(P),
             "the marker was rolled back: to be written again"
@@ -269,32 +286,54 @@ mod tests {
     }
 
     #[test]
-    fn only_a_transaction_wholly_sequenced_here_since_the_last_roll_back_is_all_here() {
+    fn only_a_transaction_wholly_sequenced_here_and_not_rolled_back_is_held() {
         let mut l = PartitionTxnLog::default();
-        assert!(!l.all_here(P), "nothing open here");
+        assert_eq!(l.holding(P), None, "nothing open here");
         l.sequenced_batch(P, E, 3, true);
         l.sequenced_batch(P, E, 4, false);
-        assert!(l.all_here(P), "begun here by a batch that follows");
+        assert_eq!(
+            l.holding(P),
+            Some(true),
+            "begun here by a batch that follows"
+        );
         l.committed_through(4);
-        assert!(l.all_here(P), "committed batches stay this owner's");
-        // A failed flush rolls back a later batch: its answer may be lost.
-        l.forget_from(5);
-        assert!(l.is_open(P));
-        assert!(!l.all_here(P), "a roll-back since it began");
-        l.sequenced_marker(P, E, false, 5);
-        assert!(!l.all_here(P));
-        // The next transaction begins after the roll-back: whole again.
-        l.sequenced_batch(P, E, 6, true);
-        assert!(l.all_here(P));
-        // A first batch whose earlier ones may be missing is not.
+        assert_eq!(
+            l.holding(P),
+            Some(true),
+            "committed batches stay this owner's"
+        );
+        // A failed flush rolls back a later batch of another producer.
         let q = ProducerId(10);
-        l.sequenced_batch(q, E, 7, false);
+        l.sequenced_batch(q, E, 5, true);
+        l.forget_from(5, &[q]);
+        assert_eq!(l.holding(P), Some(true), "not one of its batches");
+        assert_eq!(l.holding(q), None);
+        // Its next batch begins the transaction here again: still lost.
+        l.sequenced_batch(q, E, 5, false);
         assert!(l.is_open(q));
-        assert!(!l.all_here(q));
+        assert_eq!(l.holding(q), None, "its answered batch may be lost");
+        // And one of P's: its answer may be lost.
+        l.sequenced_batch(P, E, 6, true);
+        l.forget_from(6, &[P]);
+        assert!(l.is_open(P));
+        assert_eq!(l.holding(P), None);
+        // The markers end both; the next transactions are whole again.
+        l.sequenced_marker(P, E, false, 6);
+        l.sequenced_marker(q, E, false, 7);
+        l.sequenced_batch(P, E, 8, true);
+        assert_eq!(l.holding(P), Some(true));
+        // A first batch whose earlier ones may be missing is held, unproved.
+        l.sequenced_batch(q, E, 9, false);
+        assert_eq!(l.holding(q), Some(false));
+        // A producer rolled back with nothing open here is not marked.
+        let r = ProducerId(11);
+        l.forget_from(10, &[r]);
+        l.sequenced_batch(r, E, 10, true);
+        assert_eq!(l.holding(r), Some(true));
     }
 
     #[test]
-    fn a_transaction_open_at_a_take_over_is_not_all_here() {
+    fn a_transaction_open_at_a_take_over_is_not_held() {
         let mut committed = PartitionTxns::default();
         committed.apply(&[TxnEvent::Begin {
             producer_id: P,
@@ -303,9 +342,13 @@ mod tests {
         }]);
         let mut l = PartitionTxnLog::from_committed(committed);
         assert!(l.is_open(P));
-        assert!(!l.all_here(P), "its earlier batches went to another owner");
+        assert_eq!(
+            l.holding(P),
+            None,
+            "its earlier batches went to another owner"
+        );
         l.sequenced_batch(P, E, 9, true);
-        assert!(!l.all_here(P), "a later batch does not make it whole");
+        assert_eq!(l.holding(P), None, "a later batch does not make it whole");
     }
 
     #[test]

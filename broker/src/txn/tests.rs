@@ -131,6 +131,9 @@ struct Owners {
     unreachable: Mutex<HashMap<PartitionKey, usize>>,
     /// Durability checks asked, in order.
     asked: Mutex<Vec<PartitionKey>>,
+    /// Partitions held whole but unproved (`follows` false), with the
+    /// owner's epoch they answer.
+    unproved: Mutex<HashMap<PartitionKey, u64>>,
 }
 
 impl Owners {
@@ -157,7 +160,11 @@ impl MarkerWriter for Owners {
         Ok(())
     }
 
-    async fn durable(&self, p: PartitionKey, _producer: ProducerId) -> Result<bool, MarkerError> {
+    async fn durable(
+        &self,
+        p: PartitionKey,
+        _producer: ProducerId,
+    ) -> Result<Holding, MarkerError> {
         self.asked.lock().unwrap().push(p);
         if self.gone.lock().unwrap().contains(&p) {
             return Err(MarkerError::Gone);
@@ -168,7 +175,24 @@ impl MarkerWriter for Owners {
             *n -= 1;
             return Err(MarkerError::Failed("owner unreachable (test)".into()));
         }
-        Ok(!self.lost.lock().unwrap().contains(&p))
+        if self.lost.lock().unwrap().contains(&p) {
+            return Ok(Holding::NotAll);
+        }
+        Ok(match self.unproved.lock().unwrap().get(&p) {
+            Some(e) => Holding::All {
+                follows: false,
+                owner_epoch: *e,
+            },
+            None => Holding::All {
+                follows: true,
+                owner_epoch: 1,
+            },
+        })
+    }
+
+    /// Every partition at epoch 1 in this broker's view.
+    fn owner_epoch(&self, _p: PartitionKey) -> Option<u64> {
+        Some(1)
     }
 }
 
@@ -583,4 +607,39 @@ async fn a_commit_whose_partition_does_not_answer_in_time_is_retried_by_the_clie
     let r = coord.step(meta.fence(), &tx(), 4_000, end).await.unwrap();
     assert_eq!(r.refused, None);
     assert_eq!(r.txn.unwrap().state, TxnState::PrepareCommit);
+}
+
+#[tokio::test]
+async fn an_unproved_first_batch_commits_only_if_the_partition_kept_its_owner() {
+    let s = setup();
+    let p = s.init().await.unwrap();
+    s.add(p, &[0, 1], 2_000).await;
+    // Partition 0's owner is the one the transaction added it at (epoch 1).
+    s.owners
+        .unproved
+        .lock()
+        .unwrap()
+        .insert(s.meta.partition(0), 1);
+    let t = s.end(p, true, 3_000).await;
+    assert_eq!(t.state, TxnState::PrepareCommit);
+    s.until(TxnState::CompleteCommit).await;
+    assert!(
+        s.coord.added.lock().unwrap().is_empty(),
+        "forgotten once decided"
+    );
+
+    // The next transaction: partition 1 changed owner (epoch 2) since.
+    s.add(p, &[1], 4_000).await;
+    s.owners
+        .unproved
+        .lock()
+        .unwrap()
+        .insert(s.meta.partition(1), 2);
+    let end = TxnOp::End {
+        producer: p,
+        commit: true,
+    };
+    let r = s.coord.step(s.meta.fence(), &tx(), 5_000, end).await;
+    assert!(matches!(r, Err(CoordError::Abortable(_))), "{r:?}");
+    assert_eq!(s.meta.txn("tx").state, TxnState::Ongoing);
 }
