@@ -27,9 +27,16 @@ def create_topic(bootstrap, topic, partitions):
 def read_committed(bootstrap, topic, partitions, expect, timeout=60):
     """Every record a read_committed consumer sees (waiting for `expect`, then
     a little longer for any extra one), as (partition, value)."""
+    return read_at(bootstrap, topic, partitions, expect, "read_committed", timeout)
+
+
+def read_at(bootstrap, topic, partitions, expect, isolation, timeout=60, settle_s=1.5):
+    """The records a consumer at `isolation` sees from the start of every
+    partition, waiting for `expect` and then `settle_s` longer for any
+    extra one, as (partition, value)."""
     c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "txn-check",
                                   "enable.auto.commit": False,
-                                  "isolation.level": "read_committed"})
+                                  "isolation.level": isolation})
     c.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
               for p in range(partitions)])
     out = []
@@ -40,8 +47,8 @@ def read_committed(bootstrap, topic, partitions, expect, timeout=60):
         if m is not None and not m.error():
             out.append((m.partition(), m.value().decode()))
         if len(out) >= expect:
-            settle = settle or time.time() + 1.5
-            if time.time() > settle:
+            settle = settle or time.time() + settle_s
+            if time.time() >= settle:
                 break
     c.close()
     return out

@@ -31,7 +31,7 @@ import pytest
 
 from floe_cluster import Cluster
 from test_cluster_failover import fnv1a_shard, owned, owned_shards
-from test_transactions import create_topic, read_committed, txn_producer, wait_state
+from test_transactions import create_topic, read_at, read_committed, txn_producer, wait_state
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -42,24 +42,26 @@ PARTITIONS = 4
 PACED = ("--flush-paced", "true", "--flush-interval-ms", "2000")
 
 
-def read_uncommitted(bootstrap, topic, partitions, expect, timeout=60):
-    """The records a read_uncommitted consumer sees (those below the high
-    watermark, so durable), waiting until there are `expect`."""
-    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "txn-durable",
-                                  "enable.auto.commit": False,
-                                  "isolation.level": "read_uncommitted"})
-    c.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
-              for p in range(partitions)])
-    out = []
-    deadline = time.time() + timeout
-    try:
-        while len(out) < expect and time.time() < deadline:
-            m = c.poll(0.2)
-            if m is not None and not m.error():
-                out.append((m.partition(), m.value().decode()))
-    finally:
-        c.close()
-    return out
+def coordinator_and_other(cluster, tid):
+    """The broker holding `tid`'s coordinator shard, and the other one (which
+    owns some of the partitions)."""
+    shard = fnv1a_shard(tid)
+    [coordinator] = [b for b in cluster.brokers if shard in owned_shards(b.admin)]
+    [other] = [b for b in cluster.brokers if b is not coordinator]
+    assert owned(other.admin) > 0, "the other broker owns some of the partitions"
+    return coordinator, other
+
+
+def begin_with(bootstrap, tid, topic, prefix, n=20, init_timeout=60):
+    """A transactional producer for `tid` with a transaction open holding
+    `n` records spread over the partitions, every one answered."""
+    p = txn_producer(bootstrap, tid, init_timeout=init_timeout)
+    p.begin_transaction()
+    records = [(i % PARTITIONS, f"{prefix}-{i}") for i in range(n)]
+    for part, value in records:
+        p.produce(topic, value=value, partition=part)
+    assert p.flush(30) == 0
+    return p, records
 
 
 def wait_moved(bootstrap, tid, state, timeout):
@@ -87,21 +89,15 @@ def test_the_coordinator_killed_between_prepare_and_its_last_marker(floe_bin, tm
         bootstrap = cluster.bootstrap
         topic, tid = f"txn-fo-{outcome}", f"txn-fo-{outcome}"
         create_topic(bootstrap, topic, PARTITIONS)
-        p = txn_producer(bootstrap, tid, init_timeout=60)
-        p.begin_transaction()
-        decided = [(i % PARTITIONS, f"decided-{i}") for i in range(20)]
-        for part, value in decided:
-            p.produce(topic, value=value, partition=part)
-        assert p.flush(30) == 0
-
-        shard = fnv1a_shard(tid)
-        [coordinator] = [b for b in cluster.brokers if shard in owned_shards(b.admin)]
-        [other] = [b for b in cluster.brokers if b is not coordinator]
-        assert owned(other.admin) > 0, "the other broker owns some of the partitions"
+        p, decided = begin_with(bootstrap, tid, topic, "decided")
+        coordinator, other = coordinator_and_other(cluster, tid)
         if outcome == "commit":
             # The owners answer the commit's check once the batches are
-            # durable; the markers then wait for the next paced flush.
-            assert len(read_uncommitted(bootstrap, topic, PARTITIONS, len(decided))) == len(decided)
+            # durable (below the high watermark, so read_uncommitted sees
+            # them); the markers then wait for the next paced flush.
+            durable = read_at(bootstrap, topic, PARTITIONS, len(decided), "read_uncommitted",
+                              settle_s=0)
+            assert len(durable) == len(decided)
             p.commit_transaction(30)
             os.kill(other.pid, signal.SIGSTOP)
             stopped = other
@@ -121,11 +117,7 @@ def test_the_coordinator_killed_between_prepare_and_its_last_marker(floe_bin, tm
         # The new coordinator (the other broker, once the shard moved)
         # completes the decided transaction; a new instance then commits.
         wait_moved(bootstrap, tid, complete, timeout=120)
-        again = txn_producer(bootstrap, tid, init_timeout=90)
-        again.begin_transaction()
-        after = [(i % PARTITIONS, f"after-{i}") for i in range(8)]
-        for part, value in after:
-            again.produce(topic, value=value, partition=part)
+        again, after = begin_with(bootstrap, tid, topic, "after", n=8, init_timeout=90)
         again.commit_transaction(60)
 
         expected = (decided if outcome == "commit" else []) + after
@@ -147,19 +139,10 @@ def test_an_owner_killed_before_the_answered_batches_are_durable_aborts_the_comm
         bootstrap = cluster.bootstrap
         topic, tid = "txn-lost", "txn-lost"
         create_topic(bootstrap, topic, PARTITIONS)
-        shard = fnv1a_shard(tid)
-        [coordinator] = [b for b in cluster.brokers if shard in owned_shards(b.admin)]
-        [other] = [b for b in cluster.brokers if b is not coordinator]
-        assert owned(other.admin) > 0, "the other broker owns some of the partitions"
-
-        p = txn_producer(bootstrap, tid, init_timeout=60)
-        p.begin_transaction()
-        lost = [(i % PARTITIONS, f"lost-{i}") for i in range(20)]
-        for part, value in lost:
-            p.produce(topic, value=value, partition=part)
+        coordinator, other = coordinator_and_other(cluster, tid)
         # Answered once sequenced: in the owners' memory until their next
         # paced flush; the other owner is killed before (or just after) it.
-        assert p.flush(30) == 0
+        p, _ = begin_with(bootstrap, tid, topic, "lost")
         other.kill9()
         # Its partitions move to the coordinator's broker, which cannot know
         # what the dead one answered: the commit must be aborted.
@@ -174,11 +157,7 @@ def test_an_owner_killed_before_the_answered_batches_are_durable_aborts_the_comm
         wait_state(bootstrap, tid, {"CompleteAbort", "Empty"}, timeout=60)
         del p
 
-        again = txn_producer(bootstrap, tid, init_timeout=90)
-        again.begin_transaction()
-        after = [(i % PARTITIONS, f"after-{i}") for i in range(8)]
-        for part, value in after:
-            again.produce(topic, value=value, partition=part)
+        again, after = begin_with(bootstrap, tid, topic, "after", n=8, init_timeout=90)
         again.commit_transaction(60)
         got = read_committed(bootstrap, topic, PARTITIONS, len(after), timeout=90)
         assert sorted(got) == sorted(after), "none of the aborted transaction"

@@ -16,42 +16,23 @@ use floe_metadata::ids::{BrokerId, Epoch, PartitionKey, TransactionalId};
 use floe_metadata::txn::{ProducerIdEpoch, TxnOp, TxnState};
 use floe_testkit::Cluster;
 
-/// Markers as the partitions' owners would get them.
+/// Markers as the partitions' owners would get them; owners that hold
+/// every transaction durably (epoch 1) and, when `unwritable`, cannot be
+/// reached for its markers.
 #[derive(Debug, Default)]
-struct Markers(Mutex<Vec<(PartitionKey, Marker)>>);
+struct Markers {
+    written: Mutex<Vec<(PartitionKey, Marker)>>,
+    unwritable: bool,
+}
 
 #[async_trait::async_trait]
 impl MarkerWriter for Markers {
     async fn write_marker(&self, p: PartitionKey, m: Marker) -> Result<(), MarkerError> {
-        self.0.lock().unwrap().push((p, m));
+        if self.unwritable {
+            return Err(MarkerError::Failed("unreachable (test)".into()));
+        }
+        self.written.lock().unwrap().push((p, m));
         Ok(())
-    }
-
-    async fn durable(
-        &self,
-        _p: PartitionKey,
-        _producer: floe_metadata::ids::ProducerId,
-    ) -> Result<Holding, MarkerError> {
-        Ok(Holding::All {
-            follows: true,
-            owner_epoch: 1,
-        })
-    }
-
-    fn owner_epoch(&self, _p: PartitionKey) -> Option<u64> {
-        Some(1)
-    }
-}
-
-/// Owners that hold every transaction durably but cannot be reached for
-/// its markers.
-#[derive(Debug, Default)]
-struct Unwritable;
-
-#[async_trait::async_trait]
-impl MarkerWriter for Unwritable {
-    async fn write_marker(&self, _p: PartitionKey, _m: Marker) -> Result<(), MarkerError> {
-        Err(MarkerError::Failed("unreachable (test)".into()))
     }
 
     async fn durable(
@@ -135,8 +116,13 @@ async fn a_broker_coordinates_the_transactions_of_its_shards() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let mut written: Vec<PartitionKey> =
-        markers.0.lock().unwrap().iter().map(|(p, _)| *p).collect();
+    let mut written: Vec<PartitionKey> = markers
+        .written
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(p, _)| *p)
+        .collect();
     written.sort();
     assert_eq!(written, partitions);
 
@@ -337,7 +323,10 @@ async fn a_shard_taken_over_completes_the_decided_transactions() {
     let first = c.broker(|cfg| cfg.lease = Duration::from_secs(1)).await;
     let id = TransactionalId::new("tx-move");
     // Its markers all fail (the owners hold the transaction durably).
-    assert!(first.set_marker_writer(Arc::new(Unwritable)));
+    assert!(first.set_marker_writer(Arc::new(Markers {
+        unwritable: true,
+        ..Markers::default()
+    })));
     fence_of(&first, &id).await;
     let t = first
         .txn_step(&id, init(60_000))
@@ -373,7 +362,7 @@ async fn a_shard_taken_over_completes_the_decided_transactions() {
     assert!(second.set_marker_writer(markers.clone()));
     fence_of(&second, &id).await;
     wait_state(second.meta(), &id, TxnState::CompleteCommit).await;
-    let written = markers.0.lock().unwrap().clone();
+    let written = markers.written.lock().unwrap().clone();
     assert_eq!(written.len(), 1);
     assert_eq!(written[0].0, partition);
     assert!(written[0].1.commit);

@@ -167,7 +167,8 @@ pub enum CoordError {
     Unavailable(String),
     /// A commit that cannot be decided: batches a partition's owner
     /// answered may be lost. The transaction stays open for the client to
-    /// abort (TRANSACTION_ABORTABLE; UNKNOWN_PRODUCER_ID to older versions).
+    /// abort (UNKNOWN_PRODUCER_ID: EndTxn up to v3, what the proxy offers,
+    /// has no TRANSACTION_ABORTABLE).
     #[error("the transaction must be aborted: {0}")]
     Abortable(String),
 }
