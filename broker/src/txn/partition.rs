@@ -40,8 +40,6 @@ pub struct PartitionTxnLog {
     /// Producers whose open transaction here had batches rolled back by a
     /// failed flush (until its marker).
     lost: BTreeSet<ProducerId>,
-    /// How many times a failed flush rolled sequenced batches back.
-    rollbacks: u64,
 }
 
 fn event_offset(e: &TxnEvent) -> i64 {
@@ -76,12 +74,6 @@ impl PartitionTxnLog {
             return None;
         }
         self.began_here.get(&producer).copied()
-    }
-
-    /// How many times a failed flush rolled batches back (a waiter for
-    /// durability sees a change as a possible loss).
-    pub fn rollbacks(&self) -> u64 {
-        self.rollbacks
     }
 
     /// Whether `producer` has a transaction open here, counting batches
@@ -201,7 +193,6 @@ impl PartitionTxnLog {
     /// `rolled` are the producers of those batches: the ones with a
     /// transaction open here lost some of it.
     pub fn forget_from(&mut self, offset: i64, rolled: &[ProducerId]) {
-        self.rollbacks += 1;
         let mut open: BTreeSet<ProducerId> = self.open_producers().into_iter().collect();
         while self
             .pending
