@@ -76,6 +76,8 @@ pub struct ProxyArgs {
     /// The HOST:PORT clients are told to connect to (default: the listener).
     #[arg(long, env = "FLOE_KAFKA_ADVERTISE")]
     pub advertise: Option<String>,
+    #[command(flatten)]
+    pub listeners: crate::listener_args::ListenerArgs,
     /// Metadata node addresses (comma-separated).
     #[arg(long, env = "FLOE_META", value_delimiter = ',', required = true)]
     pub meta: Vec<String>,
@@ -175,14 +177,12 @@ pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
         (max_view_age / 3).min(ClusterWatch::DEFAULT_POLL),
     );
     // Bound first: with port 0, clients are given the port the system picked.
-    let kafka = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let kafka_addr = kafka.local_addr()?;
-    let advertise = args
-        .advertise
-        .clone()
-        .unwrap_or_else(|| kafka_addr.to_string());
+    let bound = args
+        .listeners
+        .bind(args.listen, args.advertise.as_deref(), &view)
+        .await?;
+    let kafka_addr = bound.listeners[0].0.local_addr()?;
+    let advertise = bound.registered_address();
     let id = args.id.map(BrokerId);
     let kafka_id = match id {
         Some(BrokerId(0)) => anyhow::bail!("--id must be above 0"),
@@ -191,7 +191,7 @@ pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
     };
     let ctx = args.tuning.context(
         kafka_id,
-        &advertise,
+        &bound.advertised,
         args.cluster_id.clone(),
         meta.clone(),
         view.clone(),
@@ -212,15 +212,15 @@ pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
     .context("registering the proxy with the metadata service")?;
     let probes =
         floe_proxy::peers::spawn(ctx.me.clone(), view.clone(), floe_proxy::peers::PROBE_EVERY);
-    let proxy = Proxy::start_on(kafka, args.tuning.proxy_config(kafka_addr), ctx)?;
+    let _tls_reload = bound.tls_reload;
+    let proxy = Proxy::start_listeners(bound.listeners, args.tuning.proxy_config(kafka_addr), ctx)?;
     let state = Arc::new(AdminState {
         ready: AtomicBool::new(false),
         indexer: None,
     });
     let (admin_addr, admin_task) =
         admin_http::serve(args.admin_listen, state.clone(), &args.http).await?;
-    BoundPorts::new()
-        .with("kafka", proxy.local_addr)
+    crate::listener_args::with_listeners(BoundPorts::new(), &proxy)
         .with("admin", admin_addr)
         .publish("proxy", args.ports_file.as_deref())?;
     // Ready once the first cluster view came, however long the metadata

@@ -14,6 +14,7 @@ mod config_file;
 mod group_cmd;
 mod indexer_cmd;
 mod kafka_args;
+mod listener_args;
 mod meta_cmd;
 mod offsets_cmd;
 mod ports_file;
@@ -58,11 +59,11 @@ enum Command {
     /// Run a metadata node (Raft), or query and manage a metadata cluster.
     Meta(meta_cmd::MetaArgs),
     /// Run every role in one process on a local folder (Kafka on 127.0.0.1:9092).
-    Standalone(standalone::StandaloneArgs),
+    Standalone(Box<standalone::StandaloneArgs>),
     /// Run a broker (partition owner; internal RPC for proxies).
     Broker(cluster_cmd::BrokerArgs),
     /// Run a Kafka protocol proxy in front of the brokers.
-    Proxy(cluster_cmd::ProxyArgs),
+    Proxy(Box<cluster_cmd::ProxyArgs>),
     /// Create, list, describe, alter and delete topics (Kafka protocol).
     #[command(subcommand)]
     Topic(topic_cmd::TopicCommand),
@@ -144,9 +145,9 @@ fn main() -> std::process::ExitCode {
         match cli.command {
             Command::Storage(cmd) => storage_cmd::run(cmd).await,
             Command::Meta(args) => meta_cmd::run(args).await,
-            Command::Standalone(args) => standalone::run(args).await,
+            Command::Standalone(args) => standalone::run(*args).await,
             Command::Broker(args) => cluster_cmd::run_broker(args).await,
-            Command::Proxy(args) => cluster_cmd::run_proxy(args).await,
+            Command::Proxy(args) => cluster_cmd::run_proxy(*args).await,
             Command::Topic(cmd) => topic_cmd::run(cmd).await,
             Command::Offsets(args) => offsets_cmd::offsets(args).await,
             Command::DeleteRecords(args) => offsets_cmd::delete_records(args).await,

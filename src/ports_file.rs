@@ -15,7 +15,7 @@ use anyhow::Context as _;
 
 /// The addresses a role's listeners are bound to, by name.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct BoundPorts(BTreeMap<&'static str, SocketAddr>);
+pub struct BoundPorts(BTreeMap<String, SocketAddr>);
 
 impl BoundPorts {
     pub fn new() -> Self {
@@ -23,8 +23,8 @@ impl BoundPorts {
     }
 
     /// Adds listener `name` bound to `addr`.
-    pub fn with(mut self, name: &'static str, addr: SocketAddr) -> Self {
-        self.0.insert(name, addr);
+    pub fn with(mut self, name: impl Into<String>, addr: SocketAddr) -> Self {
+        self.0.insert(name.into(), addr);
         self
     }
 
@@ -33,7 +33,7 @@ impl BoundPorts {
         let map: serde_json::Map<String, serde_json::Value> = self
             .0
             .iter()
-            .map(|(k, v)| ((*k).to_string(), serde_json::Value::String(v.to_string())))
+            .map(|(k, v)| (k.clone(), serde_json::Value::String(v.to_string())))
             .collect();
         serde_json::Value::Object(map).to_string()
     }

@@ -532,7 +532,7 @@ impl ProxyTuning {
     pub fn context(
         &self,
         node_id: i32,
-        advertise: &str,
+        advertised: &[floe_proxy::nodes::Advertised],
         cluster_id: String,
         meta: Arc<dyn MetaApi>,
         view: ClusterWatch,
@@ -543,10 +543,10 @@ impl ProxyTuning {
         let max_view_age = local
             .is_none()
             .then(|| Duration::from_millis(self.max_view_age_ms.max(1)));
-        let (host, port) = advertise
-            .rsplit_once(':')
-            .and_then(|(h, p)| Some((h.to_string(), p.parse::<i32>().ok()?)))
-            .with_context(|| format!("the advertised address {advertise:?} must be HOST:PORT"))?;
+        let first = advertised
+            .first()
+            .context("a proxy needs at least one listener")?;
+        let (host, port) = (first.host.clone(), first.port);
         let share = self.share_groups.then(|| {
             use floe_broker::share::{AutoOffsetReset, ShareSettings};
             let reset = if self.share_auto_offset_reset == "earliest" {
@@ -564,7 +564,8 @@ impl ProxyTuning {
             SelfNode::alone(node_id, host.clone(), port)
         } else {
             SelfNode::registered(node_id, host.clone(), port)
-        };
+        }
+        .with_listeners(advertised.to_vec());
         Ok(Arc::new(Context {
             me: Arc::new(me),
             local,

@@ -39,6 +39,8 @@ pub struct StandaloneArgs {
     /// The HOST:PORT clients are told to connect to (default: the listener).
     #[arg(long, env = "FLOE_KAFKA_ADVERTISE")]
     pub kafka_advertise: Option<String>,
+    #[command(flatten)]
+    pub listeners: crate::listener_args::ListenerArgs,
     /// HTTP admin port: /livez, /readyz, /metrics and the indexer's query API.
     #[arg(long, env = "FLOE_ADMIN_LISTEN", default_value = "127.0.0.1:9644")]
     pub admin_listen: SocketAddr,
@@ -89,11 +91,12 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
 
     // Bound first: with port 0, the address the broker and clients are
     // given is the one the system picked.
-    let kafka = tokio::net::TcpListener::bind(args.kafka_listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.kafka_listen))?;
-    let kafka_addr = kafka.local_addr()?;
     let view = ClusterWatch::start(meta.clone());
+    let bound = args
+        .listeners
+        .bind(args.kafka_listen, args.kafka_advertise.as_deref(), &view)
+        .await?;
+    let kafka_addr = bound.listeners[0].0.local_addr()?;
     let bcfg = args.broker.config(1, kafka_addr.to_string(), pool.kinds());
     let broker = Broker::start(bcfg, meta.clone(), pool.clone(), view.clone())
         .await
@@ -103,19 +106,16 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
         &broker,
     )));
 
-    let advertise = args
-        .kafka_advertise
-        .clone()
-        .unwrap_or_else(|| kafka_addr.to_string());
     let ctx = args.proxy.context(
         1,
-        &advertise,
+        &bound.advertised,
         cluster_id(&data)?,
         meta.clone(),
         view.clone(),
         Some(broker.clone()),
     )?;
-    let proxy = Proxy::start_on(kafka, args.proxy.proxy_config(kafka_addr), ctx)?;
+    let _tls_reload = bound.tls_reload;
+    let proxy = Proxy::start_listeners(bound.listeners, args.proxy.proxy_config(kafka_addr), ctx)?;
 
     let (indexer, indexer_task) =
         crate::indexer_cmd::start(meta.clone(), pool.clone(), &args.indexer)?;
@@ -125,8 +125,7 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
     });
     let (admin_addr, admin_task) =
         admin_http::serve(args.admin_listen, state.clone(), &args.http).await?;
-    BoundPorts::new()
-        .with("kafka", proxy.local_addr)
+    crate::listener_args::with_listeners(BoundPorts::new(), &proxy)
         .with("admin", admin_addr)
         .with("meta", meta_node.addr)
         .publish("standalone", args.ports_file.as_deref())?;

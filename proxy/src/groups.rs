@@ -43,6 +43,8 @@ use crate::handlers::Context;
 pub struct ClientInfo {
     pub client_id: String,
     pub host: String,
+    /// Who the connection authenticated as.
+    pub principal: crate::principal::Principal,
 }
 
 /// Where a coordinator shard is served.

@@ -14,7 +14,9 @@
 //! - [`quota`]: client quotas enforced by throttling (KIP-13, KIP-219).
 //! - [`share`]: share groups (KIP-932) behind `--share-groups`, and the share sessions.
 
+pub mod acls;
 pub mod admin;
+pub mod auth;
 pub mod codec;
 mod consumer_groups;
 mod errors;
@@ -23,16 +25,20 @@ pub mod fetch_session;
 pub mod groups;
 pub mod handlers;
 pub mod limits;
+pub mod listeners;
 mod metrics;
 pub mod nodes;
 pub mod peers;
+pub mod principal;
 pub mod quota;
 pub mod registration;
+pub mod sasl;
 pub mod server;
 pub mod share;
 pub mod share_admin;
 #[cfg(test)]
 mod test_support;
+pub mod tls;
 pub mod topic_partitions;
 mod txns;
 

@@ -16,6 +16,10 @@ const THROTTLED: &str = "floe_proxy_throttled_total";
 const THROTTLE_MS: &str = "floe_proxy_throttle_ms_total";
 const PRODUCE_ERRORS: &str = "floe_proxy_produce_errors_total";
 const REQUEST_SECONDS: &str = "floe_proxy_request_seconds";
+const AUTHENTICATIONS: &str = "floe_proxy_authentications_total";
+const AUTH_FAILURES: &str = "floe_proxy_authentication_failures_total";
+const TLS_HANDSHAKE_FAILURES: &str = "floe_proxy_tls_handshake_failures_total";
+const TLS_RELOADS: &str = "floe_proxy_tls_reloads_total";
 
 /// Describes the proxy's metrics and registers its counters at zero.
 pub(crate) fn register() {
@@ -62,11 +66,47 @@ pub(crate) fn register() {
         Unit::Seconds,
         "from a request decoded to its answer encoded, by API key (`api` label), a Fetch's or ShareFetch's wait for data included"
     );
+    describe_counter!(
+        AUTHENTICATIONS,
+        "successful SASL authentications and re-authentications (`mechanism`)"
+    );
+    describe_counter!(
+        AUTH_FAILURES,
+        "failed SASL authentications (`mechanism`; `reason`: malformed, unknown_user, bad_credentials, unsupported, out_of_order, mechanism, state, expired)"
+    );
+    describe_counter!(
+        TLS_HANDSHAKE_FAILURES,
+        "TLS connections closed before their handshake completed (a plaintext client, a bad or missing client certificate, a timeout)"
+    );
+    describe_counter!(
+        TLS_RELOADS,
+        "times the TLS files were read again after they changed (`result`: ok, failed: the old ones are kept)"
+    );
     counter!(IDLE_CLOSED).increment(0);
     counter!(AUTO_CREATE_DEFERRED).increment(0);
     counter!(CONNECTIONS).increment(0);
     counter!(REQUESTS).increment(0);
     counter!(BAD_REQUESTS).increment(0);
+}
+
+/// A SASL authentication that succeeded.
+pub(crate) fn authenticated(mechanism: &'static str) {
+    counter!(AUTHENTICATIONS, "mechanism" => mechanism).increment(1);
+}
+
+/// A SASL authentication that failed, and why.
+pub(crate) fn authentication_failed(mechanism: &'static str, reason: &'static str) {
+    counter!(AUTH_FAILURES, "mechanism" => mechanism, "reason" => reason).increment(1);
+}
+
+/// A TLS handshake that did not complete.
+pub(crate) fn tls_handshake_failed() {
+    counter!(TLS_HANDSHAKE_FAILURES).increment(1);
+}
+
+/// The TLS files read again: in use (`ok`), or not loadable.
+pub(crate) fn tls_reload(ok: bool) {
+    counter!(TLS_RELOADS, "result" => if ok { "ok" } else { "failed" }).increment(1);
 }
 
 /// An answer throttled for `time` by a `quota` (produce, fetch).

@@ -20,14 +20,29 @@
 //!
 //! `floe standalone` has one proxy, in the process: it lists only itself
 //! ([`SelfNode::alone`]).
+//!
+//! A proxy with several listeners ([`crate::listeners`]) shows each client
+//! the brokers at the addresses of the listener the client came in on:
+//! the connection answers each request within [`LISTENER`], and
+//! [`SelfNode::node`] and [`SelfNode::nodes`] read it.
 
 use std::collections::HashSet;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use floe_metadata::model::{NodeKind, NodeState};
 use floe_metadata::watch::ClusterSnapshot;
 use floe_storage::PartitionKey;
+
+tokio::task_local! {
+    /// The name of the listener the request being answered came in on.
+    pub static LISTENER: Arc<str>;
+}
+
+/// The listener of the request being answered, if any.
+fn current_listener() -> Option<Arc<str>> {
+    LISTENER.try_with(|l| l.clone()).ok()
+}
 
 /// One broker as clients are told of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,11 +115,20 @@ impl KafkaNodes {
     }
 }
 
+/// One advertised listener of this proxy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Advertised {
+    pub listener: String,
+    pub host: String,
+    pub port: i32,
+}
+
 /// This proxy as a Kafka broker.
 #[derive(Debug)]
 pub struct SelfNode {
-    host: String,
-    port: i32,
+    /// Its advertised listeners, never empty; the first is the default
+    /// (for a request that came in on none, such as a peer probe).
+    advertised: Vec<Advertised>,
     /// The id it is registered under (it may change when it registers
     /// again after its registration expired); fixed when alone.
     id: AtomicI32,
@@ -120,8 +144,11 @@ impl SelfNode {
     /// The only proxy: every answer names it alone, with this id.
     pub fn alone(id: i32, host: String, port: i32) -> SelfNode {
         SelfNode {
-            host,
-            port,
+            advertised: vec![Advertised {
+                listener: String::new(),
+                host,
+                port,
+            }],
             id: AtomicI32::new(id),
             alone: true,
             refused: Mutex::default(),
@@ -132,13 +159,37 @@ impl SelfNode {
     /// One of the registered proxies, known by `id` until it registers again.
     pub fn registered(id: i32, host: String, port: i32) -> SelfNode {
         SelfNode {
-            host,
-            port,
+            advertised: vec![Advertised {
+                listener: String::new(),
+                host,
+                port,
+            }],
             id: AtomicI32::new(id),
             alone: false,
             refused: Mutex::default(),
             probed_at: Default::default(),
         }
+    }
+
+    /// This proxy with several advertised listeners (the first is the
+    /// default); none leaves it as it was.
+    pub fn with_listeners(mut self, advertised: Vec<Advertised>) -> SelfNode {
+        if !advertised.is_empty() {
+            self.advertised = advertised;
+        }
+        self
+    }
+
+    /// The listener the current request came in on, or the default.
+    fn listener(&self) -> &Advertised {
+        let current = current_listener();
+        current
+            .and_then(|name| {
+                self.advertised
+                    .iter()
+                    .find(|a| a.listener.eq_ignore_ascii_case(&name))
+            })
+            .unwrap_or(&self.advertised[0])
     }
 
     pub fn id(&self) -> i32 {
@@ -159,11 +210,13 @@ impl SelfNode {
         *self.refused.lock().unwrap_or_else(|p| p.into_inner()) = ids;
     }
 
+    /// This proxy at the address of the current request's listener.
     pub fn node(&self) -> KafkaNode {
+        let a = self.listener();
         KafkaNode {
             id: self.id(),
-            host: self.host.clone(),
-            port: self.port,
+            host: a.host.clone(),
+            port: a.port,
         }
     }
 
@@ -185,6 +238,7 @@ impl SelfNode {
         let proxies = snap.nodes.iter().filter(|n| n.kind == NodeKind::Proxy);
         let mut known = false;
         let mut nodes = Vec::new();
+        let listener = &self.listener().listener;
         for n in proxies {
             let Ok(id) = i32::try_from(n.id.0) else {
                 continue;
@@ -193,7 +247,11 @@ impl SelfNode {
             if n.state != NodeState::Live || (id != me.id && refused.contains(&id)) {
                 continue;
             }
-            match KafkaNode::parse(id, &n.addr) {
+            let Some(addr) = crate::listeners::advertised_for(&n.addr, listener) else {
+                // That proxy has no listener of this name.
+                continue;
+            };
+            match KafkaNode::parse(id, addr) {
                 Some(k) => nodes.push(k),
                 None => {
                     tracing::debug!(id, addr = %n.addr, "proxy with an address that is not HOST:PORT")
@@ -314,6 +372,74 @@ mod tests {
             *per.entry(a.coordinator(shard).id).or_default() += 1;
         }
         assert!(per.values().all(|&n| (5..=6).contains(&n)), "{per:?}");
+    }
+
+    #[tokio::test]
+    async fn each_listener_shows_the_addresses_of_its_own_name() {
+        let adv = |l: &str, h: &str, p: i32| Advertised {
+            listener: l.into(),
+            host: h.into(),
+            port: p,
+        };
+        let me = SelfNode::registered(1001, "10.0.0.1".into(), 9092).with_listeners(vec![
+            adv("INTERNAL", "10.0.0.1", 9092),
+            adv("EXTERNAL", "kafka-1.example.com", 9094),
+        ]);
+        let s = snap(vec![
+            NodeInfo {
+                id: BrokerId(1001),
+                kind: NodeKind::Proxy,
+                addr: "INTERNAL://10.0.0.1:9092,EXTERNAL://kafka-1.example.com:9094".into(),
+                state: NodeState::Live,
+            },
+            NodeInfo {
+                id: BrokerId(1002),
+                kind: NodeKind::Proxy,
+                addr: "INTERNAL://10.0.0.2:9092,EXTERNAL://kafka-2.example.com:9094".into(),
+                state: NodeState::Live,
+            },
+            // A proxy with one listener serves every listener name.
+            proxy(1003, 9092, NodeState::Live),
+            // A proxy without an EXTERNAL listener is not shown on it.
+            NodeInfo {
+                id: BrokerId(1004),
+                kind: NodeKind::Proxy,
+                addr: "INTERNAL://10.0.0.4:9092".into(),
+                state: NodeState::Live,
+            },
+        ]);
+        let on = |listener: &'static str| {
+            let me = &me;
+            let s = &s;
+            LISTENER.sync_scope(Arc::from(listener), || {
+                let all: Vec<(i32, String, i32)> = me
+                    .nodes(s)
+                    .all()
+                    .iter()
+                    .map(|n| (n.id, n.host.clone(), n.port))
+                    .collect();
+                (me.node(), all)
+            })
+        };
+        let (node, all) = on("EXTERNAL");
+        assert_eq!(
+            (node.host.as_str(), node.port),
+            ("kafka-1.example.com", 9094)
+        );
+        assert_eq!(
+            all,
+            [
+                (1001, "kafka-1.example.com".to_string(), 9094),
+                (1002, "kafka-2.example.com".to_string(), 9094),
+                (1003, "10.0.0.1003".to_string(), 9092),
+            ]
+        );
+        let (node, all) = on("INTERNAL");
+        assert_eq!((node.host.as_str(), node.port), ("10.0.0.1", 9092));
+        assert_eq!(all.len(), 4);
+        // Outside any request (a peer probe): the first listener.
+        assert_eq!(me.node().port, 9092);
+        assert_eq!(me.nodes(&s).get(1002).unwrap().host, "10.0.0.2");
     }
 
     #[test]

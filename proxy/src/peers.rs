@@ -79,7 +79,10 @@ async fn probe_if_older(
         .nodes
         .iter()
         .filter(|n| n.kind == NodeKind::Proxy && n.state == NodeState::Live)
-        .filter_map(|n| KafkaNode::parse(i32::try_from(n.id.0).ok()?, &n.addr))
+        .filter_map(|n| {
+            let addr = crate::listeners::advertised_for(&n.addr, "")?;
+            KafkaNode::parse(i32::try_from(n.id.0).ok()?, addr)
+        })
         .filter(|n| n.id != mine)
         .collect();
     let probes = peers

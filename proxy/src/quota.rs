@@ -17,9 +17,10 @@
 //! client). The measure is per proxy, as Kafka's is per broker: a client
 //! that reaches several proxies may get the quota from each.
 //!
-//! Without authentication every client is the user `ANONYMOUS` (Kafka's
-//! principal without SASL or mTLS): a quota on that user, or on the default
-//! user, applies to every client.
+//! The user is the name of the connection's principal: the SASL user, the
+//! client certificate's mapped subject, or `ANONYMOUS` without
+//! authentication (Kafka's principal without SASL or mTLS), so a quota on
+//! `ANONYMOUS` applies to every unauthenticated client.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -166,20 +167,21 @@ impl Throttles {
         }
     }
 
-    /// Records `bytes` of `kind` for the client `client_id` and returns how
-    /// long it is throttled (zero without a quota, or under it).
+    /// Records `bytes` of `kind` for the client `client_id` of `user` and
+    /// returns how long it is throttled (zero without a quota, or under it).
     pub fn record(
         &self,
         quotas: &QuotaModel,
         kind: QuotaKind,
+        user: &str,
         client_id: &str,
         bytes: u64,
         now: Instant,
     ) -> Duration {
-        let Some(q) = quotas.resolve(ANONYMOUS, client_id, kind.key()) else {
+        let Some(q) = quotas.resolve(user, client_id, kind.key()) else {
             return Duration::ZERO;
         };
-        let key = sensor_key(kind, &q.entity, client_id);
+        let key = sensor_key(kind, &q.entity, user, client_id);
         let max = self.window.size * self.window.num.max(1);
         let mut s = self.sensors.lock().unwrap_or_else(|p| p.into_inner());
         if s.last_swept.is_none_or(|t| now >= t + IDLE_FORGET) {
@@ -201,10 +203,10 @@ impl Throttles {
     }
 }
 
-fn sensor_key(kind: QuotaKind, entity: &QuotaEntity, client_id: &str) -> SensorKey {
+fn sensor_key(kind: QuotaKind, entity: &QuotaEntity, user: &str, client_id: &str) -> SensorKey {
     SensorKey {
         kind,
-        user: entity.user.as_ref().map(|_| ANONYMOUS.to_string()),
+        user: entity.user.as_ref().map(|_| user.to_string()),
         client_id: entity.client_id.as_ref().map(|_| client_id.to_string()),
     }
 }
@@ -287,16 +289,28 @@ mod tests {
         let m = model(EntityName::Default, 1000);
         let now = Instant::now();
         // The window is at least one sample long: 1,000 bytes pass.
-        assert!(t.record(&m, QuotaKind::Produce, "a", 1000, now).is_zero());
-        let d = t.record(&m, QuotaKind::Produce, "a", 1000, now);
+        assert!(
+            t.record(&m, QuotaKind::Produce, ANONYMOUS, "a", 1000, now)
+                .is_zero()
+        );
+        let d = t.record(&m, QuotaKind::Produce, ANONYMOUS, "a", 1000, now);
         assert_eq!(d, Duration::from_secs(1));
         // Another client id has its own measure under the default quota.
-        assert!(t.record(&m, QuotaKind::Produce, "b", 1000, now).is_zero());
+        assert!(
+            t.record(&m, QuotaKind::Produce, ANONYMOUS, "b", 1000, now)
+                .is_zero()
+        );
         // No fetch quota.
-        assert!(t.record(&m, QuotaKind::Fetch, "a", 1 << 30, now).is_zero());
+        assert!(
+            t.record(&m, QuotaKind::Fetch, ANONYMOUS, "a", 1 << 30, now)
+                .is_zero()
+        );
         // Once the samples age out of the window, the client is free again.
         let later = now + Duration::from_secs(5);
-        assert!(t.record(&m, QuotaKind::Produce, "a", 10, later).is_zero());
+        assert!(
+            t.record(&m, QuotaKind::Produce, ANONYMOUS, "a", 10, later)
+                .is_zero()
+        );
     }
 
     #[test]
@@ -305,11 +319,11 @@ mod tests {
         let m = model(EntityName::Named("x".into()), 1);
         let now = Instant::now();
         assert!(
-            t.record(&m, QuotaKind::Produce, "y", 1 << 20, now)
+            t.record(&m, QuotaKind::Produce, ANONYMOUS, "y", 1 << 20, now)
                 .is_zero()
         );
         assert!(
-            !t.record(&m, QuotaKind::Produce, "x", 1 << 20, now)
+            !t.record(&m, QuotaKind::Produce, ANONYMOUS, "x", 1 << 20, now)
                 .is_zero()
         );
     }

@@ -2,6 +2,13 @@
 //! decoded and handled concurrently (pipelining) but produce requests are
 //! sequenced in arrival order, and responses go back in request order.
 //!
+//! A proxy serves one or more listeners ([`crate::listeners`]), each with
+//! its security protocol: TLS is set up at accept ([`crate::tls`]), and a
+//! SASL listener authenticates each connection before anything else
+//! ([`crate::auth`]). Requests are answered within the listener's name
+//! ([`crate::nodes::LISTENER`]), so that the brokers a client is shown are
+//! at that listener's addresses.
+//!
 //! What a client may make it hold is bounded ([`ListenerLimits`]): a
 //! connection over the connection limits is closed at accept; reading from
 //! a connection pauses while it has too many requests or request bytes not
@@ -16,17 +23,21 @@ use std::time::Duration;
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
 use crate::admin::handle_admin;
+use crate::auth::{ConnectionAuth, Gate, SaslConfig};
 use crate::codec::{self, CodecErrorKind};
 use crate::groups::ClientInfo;
 use crate::handlers::{self, Context};
 use crate::limits::{ConnectionCounter, ListenerLimits, LogEvery};
+use crate::listeners::SecurityProtocol;
 use crate::metrics;
+use crate::principal::{Principal, PrincipalRules};
 use crate::quota::{Mute, QuotaKind};
+use crate::tls::TlsConfig;
 
 /// Proxy settings.
 #[derive(Debug, Clone)]
@@ -38,11 +49,58 @@ pub struct ProxyConfig {
     pub limits: ListenerLimits,
 }
 
-/// A running Kafka listener.
+/// How one listener's connections are secured.
+#[derive(Debug, Clone)]
+pub struct ListenerSecurity {
+    /// The listener's name (`PLAINTEXT`, `SASL_SSL`, `EXTERNAL`, …).
+    pub name: Arc<str>,
+    pub protocol: SecurityProtocol,
+    /// The certificate and client-certificate rules, for TLS protocols.
+    pub tls: Option<Arc<TlsConfig>>,
+    /// The mechanisms and credentials, for SASL protocols.
+    pub sasl: Option<SaslConfig>,
+}
+
+impl ListenerSecurity {
+    /// A PLAINTEXT listener named `PLAINTEXT`.
+    pub fn plaintext() -> ListenerSecurity {
+        ListenerSecurity {
+            name: Arc::from("PLAINTEXT"),
+            protocol: SecurityProtocol::Plaintext,
+            tls: None,
+            sasl: None,
+        }
+    }
+
+    /// Checks that what the protocol needs is there.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.protocol.tls() && self.tls.is_none() {
+            return Err(format!(
+                "listener {} ({}) needs a certificate: --ssl-certfile and --ssl-keyfile",
+                self.name, self.protocol
+            ));
+        }
+        if self.protocol.sasl() && self.sasl.as_ref().is_none_or(|s| s.mechanisms.is_empty()) {
+            return Err(format!(
+                "listener {} ({}) needs SASL mechanisms: --sasl-enabled-mechanisms",
+                self.name, self.protocol
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// How long a TLS handshake may take before the connection is closed.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A running Kafka listener (or several).
 #[derive(Debug)]
 pub struct Proxy {
+    /// The first listener's address.
     pub local_addr: SocketAddr,
-    task: tokio::task::JoinHandle<()>,
+    /// Every listener's name and address, in the order given.
+    pub local_addrs: Vec<(Arc<str>, SocketAddr)>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
     /// Set once the proxy is stopping: connections read no new request.
     stopping: tokio::sync::watch::Sender<bool>,
     open: Arc<OpenConnections>,
@@ -98,7 +156,25 @@ impl Proxy {
         cfg: ProxyConfig,
         ctx: Arc<Context>,
     ) -> std::io::Result<Proxy> {
-        let local_addr = listener.local_addr()?;
+        Self::start_listeners(vec![(listener, ListenerSecurity::plaintext())], cfg, ctx)
+    }
+
+    /// Serves several listeners already bound, each with its security
+    /// (`cfg.listen` is not used). The connection limits are the proxy's,
+    /// across its listeners.
+    pub fn start_listeners(
+        listeners: Vec<(TcpListener, ListenerSecurity)>,
+        cfg: ProxyConfig,
+        ctx: Arc<Context>,
+    ) -> std::io::Result<Proxy> {
+        let mut local_addrs = Vec::new();
+        for (l, sec) in &listeners {
+            sec.validate().map_err(std::io::Error::other)?;
+            local_addrs.push((sec.name.clone(), l.local_addr()?));
+        }
+        let Some(&(_, local_addr)) = local_addrs.first() else {
+            return Err(std::io::Error::other("no listener"));
+        };
         metrics::register();
         let limits = cfg.limits.clone();
         let counter = ConnectionCounter::new(limits.max_connections, limits.max_connections_per_ip);
@@ -117,51 +193,22 @@ impl Proxy {
             limits,
             refused_log: LogEvery::new(Duration::from_secs(10)),
         });
-        let task = tokio::spawn(async move {
-            loop {
-                match listener.accept().await {
-                    Ok((sock, peer)) => {
-                        let slot = match counter.admit(peer.ip()) {
-                            Ok(slot) => slot,
-                            Err(refused) => {
-                                // Closed at once, as Kafka does.
-                                drop(sock);
-                                metrics::refused(refused.reason());
-                                if let Some(held_back) = shared.refused_log.check() {
-                                    tracing::warn!(
-                                        %peer,
-                                        reason = refused.reason(),
-                                        max_connections = shared.limits.max_connections,
-                                        max_connections_per_ip = shared.limits.max_connections_per_ip,
-                                        refused_since_last_line = held_back,
-                                        "connection limit reached; closing new connections"
-                                    );
-                                }
-                                continue;
-                            }
-                        };
-                        let _ = sock.set_nodelay(true);
-                        metrics::connection();
-                        let shared = shared.clone();
-                        let open = OpenGuard::new(&open_conns);
-                        tokio::spawn(async move {
-                            let _open = open;
-                            if let Err(e) = serve(sock, peer, &shared).await {
-                                tracing::debug!(%peer, error = %e, "connection ended");
-                            }
-                            drop(slot);
-                        });
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    }
-                }
-            }
-        });
+        let tasks = listeners
+            .into_iter()
+            .map(|(listener, security)| {
+                let shared = shared.clone();
+                let counter = counter.clone();
+                let open_conns = open_conns.clone();
+                let security = Arc::new(security);
+                tokio::spawn(async move {
+                    accept_loop(listener, security, shared, counter, open_conns).await;
+                })
+            })
+            .collect();
         Ok(Proxy {
             local_addr,
-            task,
+            local_addrs,
+            tasks,
             stopping,
             open,
         })
@@ -169,7 +216,9 @@ impl Proxy {
 
     /// Stops accepting connections.
     pub fn stop(&self) {
-        self.task.abort();
+        for t in &self.tasks {
+            t.abort();
+        }
     }
 
     /// A graceful stop (`SIGTERM`): closes the listener (new connections
@@ -179,7 +228,7 @@ impl Proxy {
     /// send what they had not sent. Returns the connections still open
     /// when `grace` ran out.
     pub async fn shutdown(&self, grace: Duration) -> usize {
-        self.task.abort();
+        self.stop();
         let _ = self.stopping.send(true);
         let deadline = tokio::time::Instant::now() + grace;
         loop {
@@ -200,6 +249,109 @@ impl Proxy {
             }
         }
     }
+}
+
+/// Accepts one listener's connections until the proxy stops.
+async fn accept_loop(
+    listener: TcpListener,
+    security: Arc<ListenerSecurity>,
+    shared: Arc<Shared>,
+    counter: Arc<ConnectionCounter>,
+    open_conns: Arc<OpenConnections>,
+) {
+    loop {
+        match listener.accept().await {
+            Ok((sock, peer)) => {
+                let slot = match counter.admit(peer.ip()) {
+                    Ok(slot) => slot,
+                    Err(refused) => {
+                        // Closed at once, as Kafka does.
+                        drop(sock);
+                        metrics::refused(refused.reason());
+                        if let Some(held_back) = shared.refused_log.check() {
+                            tracing::warn!(
+                                %peer,
+                                reason = refused.reason(),
+                                max_connections = shared.limits.max_connections,
+                                max_connections_per_ip = shared.limits.max_connections_per_ip,
+                                refused_since_last_line = held_back,
+                                "connection limit reached; closing new connections"
+                            );
+                        }
+                        continue;
+                    }
+                };
+                let _ = sock.set_nodelay(true);
+                metrics::connection();
+                let shared = shared.clone();
+                let security = security.clone();
+                let open = OpenGuard::new(&open_conns);
+                tokio::spawn(async move {
+                    let _open = open;
+                    let result = match &security.tls {
+                        None => {
+                            let auth = ConnectionAuth::new(
+                                security.sasl.clone(),
+                                peer,
+                                Principal::anonymous(),
+                            );
+                            let (rd, wr) = sock.into_split();
+                            serve(rd, wr, peer, &shared, &security.name, auth).await
+                        }
+                        Some(tls) => {
+                            let accepted = tokio::time::timeout(
+                                TLS_HANDSHAKE_TIMEOUT,
+                                tls.acceptor().accept(sock),
+                            )
+                            .await;
+                            match accepted {
+                                Ok(Ok(stream)) => {
+                                    let principal =
+                                        tls_principal(&stream, &tls.settings().principal_rules);
+                                    let auth =
+                                        ConnectionAuth::new(security.sasl.clone(), peer, principal);
+                                    let (rd, wr) = tokio::io::split(stream);
+                                    serve(rd, wr, peer, &shared, &security.name, auth).await
+                                }
+                                Ok(Err(e)) => {
+                                    metrics::tls_handshake_failed();
+                                    tracing::info!(%peer, listener = %security.name, error = %e, "TLS handshake failed; closing the connection");
+                                    Ok(())
+                                }
+                                Err(_) => {
+                                    metrics::tls_handshake_failed();
+                                    tracing::info!(%peer, listener = %security.name, "TLS handshake did not complete in time; closing the connection");
+                                    Ok(())
+                                }
+                            }
+                        }
+                    };
+                    if let Err(e) = result {
+                        tracing::debug!(%peer, error = %e, "connection ended");
+                    }
+                    drop(slot);
+                });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Who a TLS connection is: its client certificate's subject mapped by the
+/// rules, or `User:ANONYMOUS` without one.
+fn tls_principal<S>(
+    stream: &tokio_rustls::server::TlsStream<S>,
+    rules: &PrincipalRules,
+) -> Principal {
+    let (_, conn) = stream.get_ref();
+    conn.peer_certificates()
+        .and_then(|c| c.first())
+        .and_then(|leaf| crate::principal::subject_of(leaf))
+        .map(|subject| Principal::user(rules.map(&subject)))
+        .unwrap_or_else(Principal::anonymous)
 }
 
 type Reply = oneshot::Receiver<Option<codec::Frame>>;
@@ -253,16 +405,22 @@ enum Next {
     Idle,
 }
 
-async fn serve(
-    sock: TcpStream,
+async fn serve<R, W>(
+    mut rd: R,
+    mut wr: W,
     peer: SocketAddr,
     shared: &Shared,
-) -> Result<(), codec::CodecError> {
+    listener: &Arc<str>,
+    mut auth: ConnectionAuth,
+) -> Result<(), codec::CodecError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let ctx = &shared.ctx;
     let limits = &shared.limits;
     let max_frame = shared.max_frame;
     let host = peer.ip().to_string();
-    let (mut rd, mut wr) = sock.into_split();
     let max_in_flight = limits.max_in_flight_requests.max(1);
     let (tx, mut rx) = mpsc::channel::<Reply>(max_in_flight);
     // Requests read and not answered yet (their replies are queued or
@@ -322,7 +480,11 @@ async fn serve(
                             Ok(len) => break Next::Frame(len),
                             Err(e) => {
                                 metrics::bad_request();
-                                tracing::info!(%peer, error = %e, "request frame over the size limit; closing the connection");
+                                if prefix[0] == 0x16 && prefix[1] == 0x03 {
+                                    tracing::info!(%peer, %listener, "a TLS handshake on a listener without TLS; closing the connection");
+                                } else {
+                                    tracing::info!(%peer, error = %e, "request frame over the size limit; closing the connection");
+                                }
                                 return Err(e);
                             }
                         }
@@ -355,6 +517,24 @@ async fn serve(
                 }
             };
             metrics::request();
+            // After SaslHandshake v0 the mechanism's messages come bare.
+            if auth.expects_bare_token() {
+                let (otx, orx) = oneshot::channel();
+                unanswered.fetch_add(1, Ordering::SeqCst);
+                if tx.send(orx).await.is_err() {
+                    return Ok(());
+                }
+                drop(room);
+                let Some(reply) = auth.bare_token(&frame).await else {
+                    drop(otx);
+                    return Ok(());
+                };
+                let mut out = bytes::BytesMut::with_capacity(4 + reply.len());
+                out.extend_from_slice(&u32::try_from(reply.len()).unwrap_or(u32::MAX).to_be_bytes());
+                out.extend_from_slice(&reply);
+                let _ = otx.send(Some(codec::Frame::One(out)));
+                continue;
+            }
             // A throttled client's next request waits out its mute.
             if let Some(until) = mute.until(tokio::time::Instant::now()) {
                 tokio::select! {
@@ -392,6 +572,12 @@ async fn serve(
                 return Ok(());
             };
             metrics::api_request(key);
+            let gate = auth.gate(Some(key), tokio::time::Instant::now());
+            if let Gate::Close(why) = gate {
+                tracing::info!(%peer, %listener, api = ?key, "{why}; closing the connection");
+                drop(otx);
+                return Ok(());
+            }
             let req = match codec::decode_request_within(frame, limits.max_decode_bytes) {
                 Ok(r) => r,
                 Err(e) => {
@@ -407,6 +593,36 @@ async fn serve(
             let version = req.version;
             let corr = prefix.correlation_id;
             let started = std::time::Instant::now();
+            // SaslHandshake and SaslAuthenticate are answered here, in
+            // order: the next request is read once authentication moved.
+            if gate == Gate::Sasl {
+                drop(room);
+                let (out, close) = match &req.body {
+                    RequestKind::SaslHandshake(r) => {
+                        let a = auth.handshake(version, r);
+                        (ResponseKind::SaslHandshake(a.response), a.close)
+                    }
+                    RequestKind::SaslAuthenticate(r) => {
+                        let a = auth.authenticate(r).await;
+                        (ResponseKind::SaslAuthenticate(a.response), a.close)
+                    }
+                    _ => return Ok(()),
+                };
+                metrics::request_seconds(key, started.elapsed());
+                match codec::encode_response(key, version, corr, &out) {
+                    Ok(out) => {
+                        let _ = otx.send(Some(codec::Frame::One(out)));
+                    }
+                    Err(e) => {
+                        tracing::warn!(?key, version, error = %e, "cannot encode a response");
+                        return Ok(());
+                    }
+                }
+                if close {
+                    return Ok(());
+                }
+                continue;
+            }
             let client = ClientInfo {
                 client_id: req
                     .header
@@ -415,16 +631,18 @@ async fn serve(
                     .map(|c| c.to_string())
                     .unwrap_or_default(),
                 host: format!("/{host}"),
+                principal: auth.principal().clone(),
             };
+            let listener = listener.clone();
             match req.body {
                 RequestKind::Produce(p) => {
                     // Sequenced here, in order; the wait runs on its own.
                     let no_response = p.acks == 0;
                     // Recorded as it is read: the connection's next request
                     // waits for the mute, however many are pipelined.
-                    let throttled = throttle(ctx, &mute, QuotaKind::Produce, version, &client.client_id, len as u64);
-                    let fut = ctx.produce_start(version, p).await;
-                    tokio::spawn(async move {
+                    let throttled = throttle(ctx, &mute, QuotaKind::Produce, version, &client, len as u64);
+                    let fut = crate::nodes::LISTENER.scope(listener.clone(), ctx.produce_start(version, p)).await;
+                    tokio::spawn(crate::nodes::LISTENER.scope(listener, async move {
                         let mut resp = fut.await;
                         drop(room);
                         metrics::request_seconds(key, started.elapsed());
@@ -435,17 +653,17 @@ async fn serve(
                         }
                         let out = codec::encode_response(key, version, corr, &ResponseKind::Produce(resp));
                         let _ = otx.send(out.ok().map(codec::Frame::One));
-                    });
+                    }));
                 }
                 RequestKind::Fetch(f) => {
                     // Record bytes go out as the owners returned them.
                     let (ctx, mute) = (ctx.clone(), mute.clone());
-                    tokio::spawn(async move {
+                    tokio::spawn(crate::nodes::LISTENER.scope(listener, async move {
                         let mut answer = ctx.fetch_in_session(version, &f).await;
                         drop(room);
                         metrics::request_seconds(key, started.elapsed());
                         let bytes = answer.records.iter().flatten().map(|b| b.len() as u64).sum();
-                        let throttled = throttle(&ctx, &mute, QuotaKind::Fetch, version, &client.client_id, bytes);
+                        let throttled = throttle(&ctx, &mute, QuotaKind::Fetch, version, &client, bytes);
                         let throttled = hold_back(QuotaKind::Fetch, version, throttled).await;
                         answer.resp.throttle_time_ms = answer.resp.throttle_time_ms.max(throttled);
                         match codec::encode_fetch_response(version, corr, answer) {
@@ -454,11 +672,11 @@ async fn serve(
                             }
                             Err(e) => tracing::warn!(?key, version, error = %e, "cannot encode a response"),
                         }
-                    });
+                    }));
                 }
                 body => {
                     let ctx = ctx.clone();
-                    tokio::spawn(async move {
+                    tokio::spawn(crate::nodes::LISTENER.scope(listener, async move {
                         let resp = handle(&ctx, version, body, &client).await;
                         drop(room);
                         metrics::request_seconds(key, started.elapsed());
@@ -472,7 +690,7 @@ async fn serve(
                         if let Some(out) = out {
                             let _ = otx.send(Some(out));
                         }
-                    });
+                    }));
                 }
             }
         }
@@ -491,12 +709,19 @@ fn throttle(
     mute: &Mute,
     kind: QuotaKind,
     version: i16,
-    client_id: &str,
+    client: &ClientInfo,
     bytes: u64,
 ) -> Duration {
     let now = tokio::time::Instant::now();
     let quotas = ctx.view.current().quotas.clone();
-    let t = ctx.quotas.record(&quotas, kind, client_id, bytes, now);
+    let t = ctx.quotas.record(
+        &quotas,
+        kind,
+        &client.principal.name,
+        &client.client_id,
+        bytes,
+        now,
+    );
     if kind.mutes_at(version) {
         mute.extend(now, t);
     }
@@ -651,6 +876,9 @@ async fn handle(
                 &snap, &nodes, r,
             ))
         }
+        RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(crate::acls::create_acls(r)),
+        RequestKind::DescribeAcls(_) => ResponseKind::DescribeAcls(crate::acls::describe_acls()),
+        RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(crate::acls::delete_acls(r)),
         RequestKind::DescribeClientQuotas(r) => ResponseKind::DescribeClientQuotas(
             crate::admin::quotas::describe_client_quotas(&ctx.view.current().quotas, r),
         ),

@@ -18,6 +18,10 @@
 //     sent at disconnect. Prints {"messages": [...]} with every message handed
 //     to the consumer before the disconnect (possibly more than COUNT).
 //
+// With KAFKAJS_SECURITY set to JSON {"ca": PEM, "sasl": {"mechanism", "username",
+// "password"}} the client connects with TLS (trusting CA) and SASL
+// (tests/test_security.py); either part may be left out.
+//
 // Logs go to stderr so that stdout stays one JSON line.
 'use strict';
 
@@ -36,7 +40,17 @@ const stderrLog = () => ({ namespace, level, label, log }) => {
   process.stderr.write(`${label} [${namespace}] ${JSON.stringify(log)}\n`);
 };
 
+function security() {
+  if (!process.env.KAFKAJS_SECURITY) return {};
+  const s = JSON.parse(process.env.KAFKAJS_SECURITY);
+  const out = {};
+  if (s.ca) out.ssl = { ca: [s.ca] };
+  if (s.sasl) out.sasl = s.sasl;
+  return out;
+}
+
 const kafka = new Kafka({
+  ...security(),
   clientId: 'floe-kafkajs-test',
   brokers: [bootstrap],
   logLevel: logLevel.WARN,
