@@ -30,6 +30,7 @@ mod table;
 mod time_arg;
 mod topic_cmd;
 mod txn_cmd;
+mod user_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -92,6 +93,10 @@ enum Command {
     /// Show the producers of a topic's partitions: epochs, sequences, open
     /// transactions (DescribeProducers).
     Producers(txn_cmd::ProducersArgs),
+    /// Create, list and delete SCRAM users (AlterUserScramCredentials,
+    /// DescribeUserScramCredentials).
+    #[command(subcommand)]
+    User(user_cmd::UserCommand),
 }
 
 /// The log filter without `RUST_LOG`: `info` for a process that runs a
@@ -160,6 +165,7 @@ fn main() -> std::process::ExitCode {
             Command::Probe(args) => probe_cmd::run(args).await,
             Command::Transactions(cmd) => txn_cmd::run(cmd).await,
             Command::Producers(args) => txn_cmd::producers(args).await,
+            Command::User(cmd) => user_cmd::run(cmd).await,
         }
     });
     match result {

@@ -59,6 +59,9 @@ pub(crate) const CLIENT_VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 1),
+    // SCRAM users (`floe user`).
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
 ];
 
 /// The client id sent in every request header.

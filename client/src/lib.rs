@@ -33,6 +33,7 @@ mod share_groups;
 #[cfg(test)]
 mod test_support;
 mod txns;
+mod users;
 
 pub use admin::{ConfigEntry, ConfigSource, RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC};
 pub use connection::{CLIENT_ID, KafkaClient, topic_name};
@@ -49,3 +50,4 @@ pub use metadata::{PartitionMetadata, TopicListing, TopicMetadata};
 pub use produce::{Acks, PartitionStats, Producer, ProducerConfig, ProducerRecord};
 pub use share_groups::{ShareGroupDescription, ShareMember};
 pub use txns::{ProducerDescription, TransactionDescription, TransactionListing};
+pub use users::UserCredential;

@@ -379,6 +379,11 @@ pub enum Command {
         group: String,
         fence: ShardFence,
     },
+    /// Sets and deletes one user's SCRAM credentials
+    /// (AlterUserScramCredentials, [`crate::scram`]), all or nothing.
+    /// Answered [`Response::Ok`]; a deletion of a credential the user does
+    /// not have is refused.
+    AlterScramCredentials(crate::scram::ScramAlteration),
 }
 
 /// Decoding the commands of a [`Command::Batch`]: a batch inside a batch is

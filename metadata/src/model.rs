@@ -73,6 +73,8 @@ pub struct ClusterView {
     pub topics: Vec<TopicInfo>,
     pub shards: Vec<ShardInfo>,
     pub quotas: crate::quota::QuotaModel,
+    /// Users' SCRAM credentials (salted and hashed; never a password).
+    pub scram: crate::scram::ScramModel,
 }
 
 /// One committed range of a partition's log: offsets → bytes of an object.

@@ -216,6 +216,10 @@ pub struct ClusterState {
     /// have one. Last, and absent from snapshots of older versions.
     #[serde(default)]
     pub group_records: BTreeMap<String, Vec<u8>>,
+    /// Users' SCRAM credentials ([`crate::scram`]). Last, and absent from
+    /// snapshots of older versions.
+    #[serde(default)]
+    pub scram: crate::scram::ScramModel,
 }
 
 impl Default for ClusterState {
@@ -236,6 +240,7 @@ impl Default for ClusterState {
             quotas: crate::quota::QuotaModel::default(),
             group_configs: BTreeMap::new(),
             group_records: BTreeMap::new(),
+            scram: crate::scram::ScramModel::default(),
         }
     }
 }
@@ -451,6 +456,10 @@ impl ClusterState {
             }
             Command::Txn(c) => self.apply_txn(c),
             Command::AlterClientQuotas { alterations } => match self.quotas.alter(alterations) {
+                Ok(()) => Response::Ok,
+                Err(e) => err(e),
+            },
+            Command::AlterScramCredentials(a) => match self.scram.alter(a) {
                 Ok(()) => Response::Ok,
                 Err(e) => err(e),
             },

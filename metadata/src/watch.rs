@@ -24,6 +24,8 @@ pub struct ClusterSnapshot {
     pub shards: Vec<ShardInfo>,
     /// Client quotas.
     pub quotas: Arc<crate::quota::QuotaModel>,
+    /// Users' SCRAM credentials, which the proxies authenticate with.
+    pub scram: Arc<crate::scram::ScramModel>,
 }
 
 impl ClusterSnapshot {
@@ -58,6 +60,7 @@ impl ClusterSnapshot {
             nodes: v.nodes,
             shards: v.shards,
             quotas: Arc::new(v.quotas),
+            scram: Arc::new(v.scram),
             ..Default::default()
         };
         for t in v.topics {

@@ -43,6 +43,7 @@ mod cluster;
 mod configs;
 pub mod log_dirs;
 pub mod quotas;
+pub mod scram;
 #[cfg(test)]
 mod tests;
 mod topics;

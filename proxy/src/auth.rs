@@ -96,8 +96,13 @@ pub struct ViewCredentials {
 
 impl Credentials for ViewCredentials {
     fn scram(&self, user: &str, mechanism: ScramMechanism) -> Option<ScramCredential> {
-        let _ = (&self.view, user, mechanism);
-        None /* TEMP */
+        self.view
+            .current()
+            .scram
+            .users
+            .get(user)
+            .and_then(|m| m.get(&mechanism))
+            .cloned()
     }
 
     fn plain_password(&self, user: &str) -> Option<String> {

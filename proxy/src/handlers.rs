@@ -67,6 +67,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::SaslHandshake, 0, 1),
     (ApiKey::SaslAuthenticate, 0, 2),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
     (ApiKey::CreateAcls, 1, 3),
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::DeleteAcls, 1, 3),

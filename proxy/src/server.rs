@@ -876,6 +876,13 @@ async fn handle(
                 &snap, &nodes, r,
             ))
         }
+        RequestKind::DescribeUserScramCredentials(r) => ResponseKind::DescribeUserScramCredentials(
+            crate::admin::scram::describe_user_scram_credentials(&ctx.view.current().scram, r),
+        ),
+        RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
+            crate::admin::scram::alter_user_scram_credentials(ctx.meta.as_ref(), &ctx.view, r)
+                .await,
+        ),
         RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(crate::acls::create_acls(r)),
         RequestKind::DescribeAcls(_) => ResponseKind::DescribeAcls(crate::acls::describe_acls()),
         RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(crate::acls::delete_acls(r)),

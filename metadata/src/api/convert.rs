@@ -101,6 +101,7 @@ pub fn cluster_view(state: &ClusterState) -> proto::ClusterView {
             .map(|t| topic_info(state, t, true))
             .collect(),
         quotas: super::quota_routes::quota_entries(&state.quotas),
+        scram: super::scram_routes::scram_users(&state.scram),
         shards: state
             .shards
             .iter()
@@ -248,11 +249,13 @@ pub fn cluster_view_from(v: proto::ClusterView) -> Result<crate::model::ClusterV
         })
         .collect();
     let quotas = super::quota_routes::quota_model(&v.quotas);
+    let scram = super::scram_routes::scram_model(&v.scram);
     Ok(crate::model::ClusterView {
         revision: Revision(v.revision),
         nodes,
         topics,
         quotas,
+        scram,
         shards: v
             .shards
             .iter()

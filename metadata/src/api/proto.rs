@@ -432,6 +432,64 @@ pub struct ClusterView {
     /// Client quotas (`crate::quota`).
     #[prost(message, repeated, tag = "5")]
     pub quotas: Vec<QuotaEntry>,
+    /// Users' SCRAM credentials (`crate::scram`).
+    #[prost(message, repeated, tag = "6")]
+    pub scram: Vec<ScramUser>,
+}
+
+/// One SCRAM credential: a mechanism (Kafka's type: 1 SCRAM-SHA-256, 2
+/// SCRAM-SHA-512) and what is stored of it.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ScramCredential {
+    #[prost(int32, tag = "1")]
+    pub mechanism: i32,
+    #[prost(bytes = "vec", tag = "2")]
+    pub salt: Vec<u8>,
+    #[prost(bytes = "vec", tag = "3")]
+    pub stored_key: Vec<u8>,
+    #[prost(bytes = "vec", tag = "4")]
+    pub server_key: Vec<u8>,
+    #[prost(uint32, tag = "5")]
+    pub iterations: u32,
+}
+
+/// A user's SCRAM credentials (in the view), or a change to them: the
+/// credentials set and the mechanisms deleted.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ScramUser {
+    #[prost(string, tag = "1")]
+    pub user: String,
+    #[prost(message, repeated, tag = "2")]
+    pub credentials: Vec<ScramCredential>,
+    #[prost(int32, repeated, tag = "3")]
+    pub delete: Vec<i32>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AlterScramRequest {
+    #[prost(message, repeated, tag = "1")]
+    pub users: Vec<ScramUser>,
+}
+
+/// Each user's outcome, in the request's order.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ScramResult {
+    #[prost(string, tag = "1")]
+    pub user: String,
+    /// Empty when the user's change applied; else the error's kind name.
+    #[prost(string, tag = "2")]
+    pub error_kind: String,
+    #[prost(string, tag = "3")]
+    pub message: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AlterScramResponse {
+    /// The revision at which the changes applied.
+    #[prost(uint64, tag = "1")]
+    pub revision: u64,
+    #[prost(message, repeated, tag = "2")]
+    pub results: Vec<ScramResult>,
 }
 
 /// One part of a client-quota entity: its type (`user`, `client-id`) and

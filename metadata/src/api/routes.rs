@@ -75,6 +75,9 @@ routes! {
     TxnList = "/v1/txns/list": TxnListRequest => TxnListResponse;
     /// Sets and removes client quotas (`crate::quota`), all or nothing.
     AlterQuotas = "/v1/quotas/alter": AlterQuotasRequest => AlterQuotasResponse;
+    /// Sets and deletes users' SCRAM credentials (`crate::scram`), each
+    /// user's change whole or not at all.
+    AlterScram = "/v1/scram/alter": AlterScramRequest => AlterScramResponse;
     /// The configs set on a group (Kafka's GROUP config resource).
     GroupConfigs = "/v1/groups/configs": GroupConfigsRequest => GroupConfigsResponse;
     AlterGroupConfig = "/v1/groups/configs/alter": AlterGroupConfigRequest => Empty;
@@ -105,6 +108,6 @@ mod tests {
             assert!(p.starts_with("/v1/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 41);
+        assert_eq!(ALL_PATHS.len(), 42);
     }
 }

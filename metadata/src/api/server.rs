@@ -263,6 +263,7 @@ serve! {
     TxnList => super::txn_routes::list,
     ExportReset => super::export_routes::reset,
     AlterQuotas => super::quota_routes::alter,
+    AlterScram => super::scram_routes::alter,
     GroupConfigs => group_configs,
     AlterGroupConfig => alter_group_config,
     ShareState => share_state,

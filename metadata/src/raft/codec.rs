@@ -375,6 +375,21 @@ mod tests {
                 remove: vec!["consumer_byte_rate".into()],
             }],
         });
+        all.push(Command::AlterScramCredentials(
+            crate::scram::ScramAlteration {
+                user: "alice".into(),
+                upsert: vec![(
+                    crate::scram::ScramMechanism::Sha256,
+                    crate::scram::ScramCredential {
+                        salt: vec![1, 2],
+                        stored_key: vec![3; 32],
+                        server_key: vec![4; 32],
+                        iterations: 4096,
+                    },
+                )],
+                delete: vec![crate::scram::ScramMechanism::Sha512],
+            },
+        ));
         all.push(Command::AlterGroupConfig {
             group: "g".into(),
             set: BTreeMap::from([("share.delivery.count.limit".into(), "3".into())]),

@@ -67,6 +67,13 @@ type StateBeforeQuotas = (StateBeforeTxn, crate::txn::TxnModel);
 /// binary: the model without its last field, `group_records`.
 type AppliedBeforeGroupRecords = (Option<LogId>, StoredMembership, StateBeforeGroupRecords);
 
+/// [`Applied`] as versions before SCRAM credentials encoded it in binary:
+/// the model without its last field, `scram`.
+type AppliedBeforeScram = (Option<LogId>, StoredMembership, StateBeforeScram);
+
+/// [`ClusterState`]'s fields before `scram`.
+type StateBeforeScram = (StateBeforeGroupRecords, BTreeMap<String, Vec<u8>>);
+
 /// [`ClusterState`]'s fields before `group_records`.
 type StateBeforeGroupRecords = (
     StateBeforeQuotas,
@@ -102,6 +109,7 @@ fn state_before_txn(old: StateBeforeTxn) -> ClusterState {
         quotas: Default::default(),
         group_configs: BTreeMap::new(),
         group_records: BTreeMap::new(),
+        scram: Default::default(),
     }
 }
 
@@ -122,6 +130,13 @@ fn state_before_group_records(
     }
 }
 
+fn state_before_scram((old, group_records): StateBeforeScram) -> ClusterState {
+    ClusterState {
+        group_records,
+        ..state_before_group_records(old)
+    }
+}
+
 /// Decodes a snapshot's [`Applied`]: in the current layout, else (a binary
 /// snapshot written before stored group membership, before client quotas,
 /// or before transactions, which lack the model's last fields) in the
@@ -131,8 +146,12 @@ fn decode_applied(bytes: &[u8]) -> Result<Applied, codec::CodecError> {
         Ok(a) => return Ok(a),
         Err(e) => e,
     };
-    let older = codec::decode::<AppliedBeforeGroupRecords>(bytes)
-        .map(|(l, m, old)| (l, m, state_before_group_records(old)))
+    let older = codec::decode::<AppliedBeforeScram>(bytes)
+        .map(|(l, m, old)| (l, m, state_before_scram(old)))
+        .or_else(|_| {
+            codec::decode::<AppliedBeforeGroupRecords>(bytes)
+                .map(|(l, m, old)| (l, m, state_before_group_records(old)))
+        })
         .or_else(|_| {
             codec::decode::<AppliedBeforeQuotas>(bytes)
                 .map(|(l, m, old)| (l, m, state_before_quotas(old)))
@@ -520,6 +539,64 @@ mod tests {
         let bytes = codec::encode(&old).unwrap();
         assert!(codec::decode::<Applied>(&bytes).is_err());
         assert_eq!(decode_applied(&bytes).unwrap().state, s);
+    }
+
+    #[test]
+    fn a_binary_snapshot_from_before_scram_credentials_still_loads() {
+        let mut s = model();
+        s.apply(Revision(10), &Command::AllocateProducerIds { count: 3 });
+        s.group_records.insert("g".into(), vec![7]);
+        // The layout of the release before SCRAM: up to `group_records`.
+        let old = (
+            None::<LogId>,
+            StoredMembership::default(),
+            (
+                s.revision,
+                s.nodes.clone(),
+                s.topics.clone(),
+                s.partitions.clone(),
+                s.objects.clone(),
+                s.next_object_id,
+                s.groups.clone(),
+                s.next_producer_id,
+                s.shards.clone(),
+                s.txn.clone(),
+                s.quotas.clone(),
+                s.group_configs.clone(),
+                s.group_records.clone(),
+            ),
+        );
+        let bytes = codec::encode(&old).unwrap();
+        assert!(codec::decode::<Applied>(&bytes).is_err());
+        assert_eq!(decode_applied(&bytes).unwrap().state, s);
+    }
+
+    #[test]
+    fn a_snapshot_with_scram_credentials_round_trips() {
+        use crate::scram::{ScramAlteration, ScramCredential, ScramMechanism};
+        let mut s = model();
+        let cred = ScramCredential {
+            salt: vec![9; 16],
+            stored_key: vec![1; 64],
+            server_key: vec![2; 64],
+            iterations: 8192,
+        };
+        let r = s.apply(
+            Revision(10),
+            &Command::AlterScramCredentials(ScramAlteration {
+                user: "alice".into(),
+                upsert: vec![(ScramMechanism::Sha512, cred.clone())],
+                delete: vec![],
+            }),
+        );
+        assert_eq!(r, Response::Ok);
+        let bytes = codec::encode(&applied(&s)).unwrap();
+        let back = decode_applied(&bytes).unwrap().state;
+        assert_eq!(back.scram.users["alice"][&ScramMechanism::Sha512], cred);
+        assert_eq!(back, s);
+        // And in JSON, as snapshots were once written.
+        let json = serde_json::to_vec(&applied(&s)).unwrap();
+        assert_eq!(codec::decode::<Applied>(&json).unwrap().state, s);
     }
 
     #[test]

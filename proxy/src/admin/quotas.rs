@@ -192,7 +192,7 @@ pub async fn alter_client_quotas(
 
 /// Waits (at most [`VISIBLE_WAIT`]) until this proxy's view has reached
 /// `revision`.
-async fn await_revision(view: &ClusterWatch, revision: Revision) {
+pub(crate) async fn await_revision(view: &ClusterWatch, revision: Revision) {
     let mut rx = view.subscribe();
     let reached = rx.wait_for(|s| s.revision >= revision);
     if tokio::time::timeout(VISIBLE_WAIT, reached).await.is_err() {

@@ -37,7 +37,7 @@ pub const CLIENT_MAX_ITERATIONS: u32 = 1_000_000;
 const UNKNOWN_USER_ITERATIONS: u32 = 4096;
 /// Length of a salt made by [`new_credential`] (and of a fake salt).
 const SALT_LEN: usize = 32;
-/// Random bytes in a nonce (base64-encoded on the wire).
+/// Random bytes in a nonce (hex on the wire).
 const NONCE_BYTES: usize = 24;
 
 /// Standard base64 with padding when encoding; padding optional when
@@ -159,9 +159,15 @@ fn random_bytes<const N: usize>() -> [u8; N] {
     out
 }
 
-/// A fresh nonce: random bytes in base64 (printable, no comma).
+/// A fresh nonce: random bytes in hex. Letters and digits only, as
+/// Kafka's own: librdkafka 2.0 misreads a server-first message whose nonce
+/// holds `=` (it took base64 padding for the next attribute and sent a
+/// client-final with another nonce).
 fn random_nonce() -> String {
-    BASE64.encode(random_bytes::<NONCE_BYTES>())
+    random_bytes::<NONCE_BYTES>()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 // ---------------------------------------------------------------------------
@@ -408,7 +414,11 @@ impl ScramServer {
     fn client_final(&self, pending: &Pending, message: &[u8]) -> Result<Step, AuthError> {
         let fin = parse_client_final(message_text(message)?)?;
         check_channel_binding(fin.channel_binding, &pending.gs2_header)?;
-        if fin.nonce != pending.nonce {
+        // Kafka's rule: the nonce ends with the exchange's (client's then
+        // server's). librdkafka up to 2.x sends its client nonce once more
+        // in front of it, and Kafka accepts that; the proof covers the
+        // message as sent.
+        if !fin.nonce.ends_with(&pending.nonce) {
             return Err(AuthError::new(
                 AuthFailure::BadCredentials,
                 "SCRAM client-final nonce does not match the exchange's",
@@ -1078,6 +1088,36 @@ mod tests {
     }
 
     #[test]
+    fn the_nonce_of_librdkafka_2_0_with_its_client_nonce_twice_is_accepted() {
+        // librdkafka up to 2.x writes r= as its client nonce followed by the
+        // whole server nonce (which starts with the client nonce); Kafka
+        // accepts a nonce that ends with the exchange's.
+        let creds = rfc_creds();
+        let mut s = server();
+        challenge(s.step(CLIENT_FIRST.as_bytes(), &creds));
+        let nonce = format!(
+            "rOprNGfwEbeRWgbNEkqO{}",
+            "rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
+        );
+        let without_proof = format!("c=biws,r={nonce}");
+        let auth = format!("{},{SERVER_FIRST},{without_proof}", &CLIENT_FIRST[3..]);
+        let salted = salted_password(
+            SHA256,
+            b"pencil",
+            &BASE64.decode("W22ZaJ0SNY7soEsUEjb6gQ==").unwrap(),
+            4096,
+        );
+        let client_key = hmac_of(SHA256, &salted, b"Client Key");
+        let signature = hmac_of(SHA256, &hash_of(SHA256, &client_key), auth.as_bytes());
+        let proof = BASE64.encode(xor(&client_key, &signature));
+        let fin = format!("{without_proof},p={proof}");
+        match s.step(fin.as_bytes(), &creds).unwrap() {
+            Step::Done { user, .. } => assert_eq!(user, "user"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn proof_of_wrong_length() {
         let short =
             CLIENT_FINAL.replace("p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=", "p=dHzb");
@@ -1224,6 +1264,7 @@ mod tests {
         let a = random_nonce();
         assert!(a.len() >= 32);
         assert!(valid_nonce(&a));
+        assert!(a.chars().all(|c| c.is_ascii_alphanumeric()), "{a}");
         assert_ne!(a, random_nonce());
     }
 
