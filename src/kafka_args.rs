@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use floe_client::{ClientError, Isolation, KafkaClient};
 
@@ -23,14 +24,39 @@ pub struct BootstrapArgs {
     /// to the broker as the timeout of requests that carry one).
     #[arg(long, env = "FLOE_REQUEST_TIMEOUT_MS", default_value_t = 30_000)]
     pub request_timeout_ms: u64,
+    /// A properties file with the listener's security, librdkafka's keys:
+    /// security.protocol, sasl.mechanism, sasl.username, sasl.password,
+    /// ssl.ca.location, ssl.certificate.location, ssl.key.location (as the
+    /// Kafka tools' --command-config). FLOE_SASL_PASSWORD overrides the
+    /// password, so that it need not be in the file.
+    #[arg(long, env = "FLOE_COMMAND_CONFIG", value_name = "FILE")]
+    pub command_config: Option<std::path::PathBuf>,
 }
 
 impl BootstrapArgs {
+    /// The security of --command-config (plaintext without one).
+    pub fn security(&self) -> anyhow::Result<floe_client::security::ClientSecurity> {
+        use floe_client::security::{ClientSecurity, parse_properties};
+        let Some(path) = &self.command_config else {
+            return Ok(ClientSecurity::plaintext());
+        };
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read --command-config {}", path.display()))?;
+        let mut props = parse_properties(&text)
+            .with_context(|| format!("--command-config {}", path.display()))?;
+        if let Ok(pw) = std::env::var("FLOE_SASL_PASSWORD") {
+            props.insert("sasl.password".into(), pw);
+        }
+        ClientSecurity::from_properties(&props)
+            .with_context(|| format!("--command-config {}", path.display()))
+    }
+
     /// Connects to the first address that answers and negotiates versions.
     /// With one address its error is returned as it is; with several, every
     /// address's error.
     pub async fn connect(&self) -> anyhow::Result<KafkaClient> {
         let timeout = Duration::from_millis(self.request_timeout_ms);
+        let security = std::sync::Arc::new(self.security()?);
         let addrs: Vec<&str> = self
             .bootstrap
             .iter()
@@ -39,7 +65,7 @@ impl BootstrapArgs {
             .collect();
         let mut errors: Vec<ClientError> = Vec::new();
         for addr in &addrs {
-            match KafkaClient::connect(addr, timeout).await {
+            match KafkaClient::connect_with(addr, timeout, security.clone()).await {
                 Ok(client) => return Ok(client),
                 Err(e) => {
                     tracing::debug!(addr, error = %e, "bootstrap address did not answer");

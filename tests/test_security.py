@@ -462,6 +462,45 @@ def test_a_changed_certificate_is_served_without_a_restart(secure):
     wait_for(lambda: confluent_fails(sasl_conf(secure, "SCRAM-SHA-512"), timeout=5) == "", timeout=30,
              what="the first certificate served again")
 
+def test_floe_tools_log_in_with_a_command_config(secure, floe_bin, tmp_path):
+    """`floe topic` and `floe user` over SASL_SSL with SCRAM, and over mTLS, from a
+    --command-config file with librdkafka's keys; the password from FLOE_SASL_PASSWORD."""
+    cfg = tmp_path / "client.properties"
+    cfg.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\nsasl.username=alice\n"
+                   f"ssl.ca.location={secure.certs / 'ca.pem'}\n")
+    env = dict(os.environ, FLOE_SASL_PASSWORD=PASSWORD)
+    floe = str(floe_bin)
+    res = subprocess.run([floe, "topic", "create", "sec-tools", "--partitions", "2", "--bootstrap",
+                          secure.addr("SASL_SSL"), "--command-config", str(cfg)], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    res = subprocess.run([floe, "user", "list", "alice", "--bootstrap", secure.addr("SASL_SSL"),
+                          "--command-config", str(cfg)], env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "SCRAM-SHA-256" in res.stdout
+    # A wrong password: a clear error, without the password.
+    bad = dict(os.environ, FLOE_SASL_PASSWORD="not-the-password")
+    res = subprocess.run([floe, "topic", "list", "--bootstrap", secure.addr("SASL_SSL"),
+                          "--command-config", str(cfg)], env=bad, capture_output=True, text=True, timeout=60)
+    assert res.returncode != 0
+    assert "authentication failed" in res.stderr.lower() and "not-the-password" not in res.stderr
+    # mTLS with the client certificate.
+    mtls = tmp_path / "mtls.properties"
+    mtls.write_text(f"security.protocol=SSL\nssl.ca.location={secure.certs / 'ca.pem'}\n"
+                    f"ssl.certificate.location={secure.certs / 'client.pem'}\n"
+                    f"ssl.key.location={secure.certs / 'client.key'}\n")
+    res = subprocess.run([floe, "topic", "list", "--bootstrap", secure.addr("SSL"), "--command-config", str(mtls)],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "sec-tools" in res.stdout
+    # A typo in the file is refused, never ignored.
+    typo = tmp_path / "typo.properties"
+    typo.write_text("security.protocl=SASL_SSL\n")
+    res = subprocess.run([floe, "topic", "list", "--bootstrap", secure.addr("SASL_SSL"), "--command-config",
+                          str(typo)], capture_output=True, text=True, timeout=60)
+    assert res.returncode != 0 and "security.protocl" in res.stderr
+
+
 
 def test_users_survive_a_restart_and_can_be_deleted(secure, floe_bin):
     secure.restart()
@@ -482,3 +521,4 @@ def test_users_survive_a_restart_and_can_be_deleted(secure, floe_bin):
     assert res.returncode == 0, res.stderr
     wait_for(lambda: confluent_fails(sasl_conf(secure, "SCRAM-SHA-256", "carol", "temp-pass-1"), timeout=5) != "",
              what="carol refused")
+

@@ -354,7 +354,7 @@ impl KafkaClient {
             let conn = if addr == self.addr() {
                 &mut *self
             } else {
-                other = KafkaClient::connect(&addr, self.timeout()).await?;
+                other = self.connect_to(&addr).await?;
                 &mut other
             };
             let led: Vec<i32> = topic

@@ -18,15 +18,23 @@ use kafka_protocol::messages::{
     TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Request, StrBytes};
-use tokio::io::AsyncWriteExt;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::error::{ClientError, check_code};
+use crate::security::ClientSecurity;
 
 /// The versions this client builds and reads correctly, per API. The version
 /// used is the highest one both this list and the broker support.
 pub(crate) const CLIENT_VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ApiVersions, 0, 3),
+    (ApiKey::SaslHandshake, 1, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
     // From v4 the request says whether to auto-create topics (never, here).
     (ApiKey::Metadata, 4, 12),
     (ApiKey::CreateTopics, 2, 7),
@@ -76,11 +84,60 @@ pub fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_owned()))
 }
 
+/// A connection's bytes: plain TCP, or TLS over it.
+#[derive(Debug)]
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
 /// One connection to a Kafka broker, with the versions negotiated.
 #[derive(Debug)]
 pub struct KafkaClient {
     addr: String,
-    stream: TcpStream,
+    stream: Stream,
+    /// TLS and SASL of this connection, and of those it opens to others.
+    security: Arc<ClientSecurity>,
     timeout: Duration,
     next_correlation_id: i32,
     /// The broker's version range per api key, from ApiVersions.
@@ -93,6 +150,16 @@ impl KafkaClient {
     /// bounds connecting and each request; it is also sent to the broker in
     /// requests that carry a timeout.
     pub async fn connect(addr: &str, timeout: Duration) -> Result<Self, ClientError> {
+        Self::connect_with(addr, timeout, Arc::new(ClientSecurity::plaintext())).await
+    }
+
+    /// [`KafkaClient::connect`] with TLS and SASL as `security` says: the
+    /// TLS handshake after connecting, the SASL login after ApiVersions.
+    pub async fn connect_with(
+        addr: &str,
+        timeout: Duration,
+        security: Arc<ClientSecurity>,
+    ) -> Result<Self, ClientError> {
         let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
             .await
             .map_err(|_| ClientError::Timeout {
@@ -109,15 +176,109 @@ impl KafkaClient {
                 addr: addr.to_owned(),
                 source,
             })?;
+        let stream = match &security.tls {
+            None => Stream::Plain(stream),
+            Some(tls) => {
+                let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+                let name = security.server_name(host)?;
+                let connector = tokio_rustls::TlsConnector::from(tls.clone());
+                let tls = tokio::time::timeout(timeout, connector.connect(name, stream))
+                    .await
+                    .map_err(|_| ClientError::Timeout {
+                        what: format!("the TLS handshake with {addr}"),
+                        after: timeout,
+                    })?
+                    .map_err(|source| ClientError::Connect {
+                        addr: addr.to_owned(),
+                        source,
+                    })?;
+                Stream::Tls(Box::new(tls))
+            }
+        };
         let mut client = Self {
             addr: addr.to_owned(),
             stream,
+            security,
             timeout,
             next_correlation_id: 1,
             broker_versions: HashMap::new(),
         };
         client.negotiate().await?;
+        client.log_in().await?;
         Ok(client)
+    }
+
+    /// A connection to another broker with this one's security.
+    pub async fn connect_to(&self, addr: &str) -> Result<KafkaClient, ClientError> {
+        KafkaClient::connect_with(addr, self.timeout, self.security.clone()).await
+    }
+
+    /// SASL, when the security asks for it: SaslHandshake v1, then the
+    /// mechanism's messages in SaslAuthenticate.
+    async fn log_in(&mut self) -> Result<(), ClientError> {
+        let Some(login) = self.security.sasl.clone() else {
+            return Ok(());
+        };
+        let failed = |message: String| ClientError::Authentication {
+            mechanism: login.mechanism(),
+            message,
+        };
+        let v = self.version::<SaslHandshakeRequest>()?;
+        let hs = self
+            .send(
+                v,
+                SaslHandshakeRequest::default()
+                    .with_mechanism(StrBytes::from_static_str(login.mechanism())),
+            )
+            .await?;
+        if hs.error_code != 0 {
+            let offered: Vec<String> = hs.mechanisms.iter().map(|m| m.to_string()).collect();
+            return Err(failed(format!(
+                "the broker does not offer {} (it offers {})",
+                login.mechanism(),
+                offered.join(", ")
+            )));
+        }
+        let v = self.version::<SaslAuthenticateRequest>()?;
+        let authenticate =
+            |bytes: Vec<u8>| SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes));
+        match login.scram {
+            None => {
+                let token = format!("\0{}\0{}", login.username, login.password).into_bytes();
+                let r = self.send(v, authenticate(token)).await?;
+                if r.error_code != 0 {
+                    return Err(failed(
+                        r.error_message.map(|m| m.to_string()).unwrap_or_default(),
+                    ));
+                }
+            }
+            Some(mech) => {
+                let mut scram = floe_proxy::sasl::scram::ScramClient::new(
+                    mech,
+                    &login.username,
+                    &login.password,
+                );
+                let r = self.send(v, authenticate(scram.client_first())).await?;
+                if r.error_code != 0 {
+                    return Err(failed(
+                        r.error_message.map(|m| m.to_string()).unwrap_or_default(),
+                    ));
+                }
+                let fin = scram
+                    .client_final(&r.auth_bytes)
+                    .map_err(|e| failed(e.detail))?;
+                let r = self.send(v, authenticate(fin)).await?;
+                if r.error_code != 0 {
+                    return Err(failed(
+                        r.error_message.map(|m| m.to_string()).unwrap_or_default(),
+                    ));
+                }
+                scram
+                    .verify_server_final(&r.auth_bytes)
+                    .map_err(|e| failed(e.detail))?;
+            }
+        }
+        Ok(())
     }
 
     /// The address this client connected to.

@@ -33,11 +33,20 @@ pub enum ErrorKind {
     /// Records fetched from the broker do not decode, or records handed in
     /// could not be encoded.
     Corrupt,
+    /// The broker refused this client's SASL login (or does not offer its
+    /// mechanism); trying again with the same credentials will not help.
+    Authentication,
 }
 
 /// An error of the Kafka client.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    /// SASL authentication failed (the message never holds the password).
+    #[error("SASL {mechanism} authentication failed: {message}")]
+    Authentication {
+        mechanism: &'static str,
+        message: String,
+    },
     /// The TCP connection could not be made.
     #[error("cannot connect to {addr}: {source}")]
     Connect {
@@ -135,6 +144,7 @@ impl ClientError {
             Self::Broker { .. } => ErrorKind::Broker,
             Self::InvalidInput(_) => ErrorKind::InvalidInput,
             Self::Records { .. } | Self::Task { .. } => ErrorKind::Corrupt,
+            Self::Authentication { .. } => ErrorKind::Authentication,
         }
     }
 

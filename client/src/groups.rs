@@ -120,7 +120,7 @@ impl KafkaClient {
             if addr == self.addr() {
                 groups.extend(self.list_groups_here().await?);
             } else {
-                let mut other = KafkaClient::connect(&addr, self.timeout()).await?;
+                let mut other = self.connect_to(&addr).await?;
                 groups.extend(other.list_groups_here().await?);
             }
         }

@@ -29,6 +29,7 @@ mod groups;
 mod metadata;
 pub mod partitioner;
 mod produce;
+pub mod security;
 mod share_groups;
 #[cfg(test)]
 mod test_support;
