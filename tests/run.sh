@@ -14,11 +14,13 @@ step() { printf '\n==> [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"
 
 step "system packages"
 # strace; kcat (Debian bookworm: 1.7.1 on librdkafka 2.0.2) for the Kafka client
-# tests; Node.js and npm for the kafkajs tests, and a Java 17 runtime for PySpark
+# tests; openssl; Node.js and npm for the kafkajs tests, and a Java 17 runtime for PySpark
 # in the indexer tests (both already on the usual image).
 need=()
 command -v strace >/dev/null || need+=(strace)
 command -v kcat >/dev/null || need+=(kcat)
+# openssl makes the certificates of the TLS tests (tests/test_security.py).
+command -v openssl >/dev/null || need+=(openssl)
 command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
 command -v java >/dev/null || need+=(openjdk-17-jre-headless)

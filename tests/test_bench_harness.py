@@ -59,3 +59,14 @@ def test_quick_mode_produces_a_sane_table(floe_bin, tmp_path):
     assert "| W1 |" in md and "floe-moto" in md and "## Every run" in md, md
     for chart in ("throughput.png", "records.png", "latency-w3-1k.png", "cpu.png"):
         assert (out / chart).stat().st_size > 1000, chart
+
+
+def test_the_security_bench_quick_mode_runs_every_listener(floe_bin):
+    """bench/security.py (TLS and SASL against PLAINTEXT) in its quick mode, so that it cannot rot."""
+    env = dict(os.environ, FLOE_BIN=str(floe_bin))
+    res = subprocess.run([sys.executable, ROOT / "bench" / "security.py", "--quick"], env=env,
+                         capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, f"exit {res.returncode}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    for listener in ("PLAINTEXT", "SSL", "SASL_SSL"):
+        line = next(l for l in res.stdout.splitlines() if l.startswith(listener) and "produce" in l)
+        assert "MB/s" in line and " ms " in line + " ", line

@@ -239,43 +239,37 @@ impl KafkaClient {
                 offered.join(", ")
             )));
         }
+        // The messages of the mechanism: the client's first, then its
+        // answer to each of the server's.
+        let mut scram = login.scram.map(|mech| {
+            floe_proxy::sasl::scram::ScramClient::new(mech, &login.username, &login.password)
+        });
+        let mut message = match &mut scram {
+            None => format!("\0{}\0{}", login.username, login.password).into_bytes(),
+            Some(s) => s.client_first(),
+        };
         let v = self.version::<SaslAuthenticateRequest>()?;
-        let authenticate =
-            |bytes: Vec<u8>| SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes));
-        match login.scram {
-            None => {
-                let token = format!("\0{}\0{}", login.username, login.password).into_bytes();
-                let r = self.send(v, authenticate(token)).await?;
-                if r.error_code != 0 {
-                    return Err(failed(
-                        r.error_message.map(|m| m.to_string()).unwrap_or_default(),
-                    ));
-                }
+        loop {
+            let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(message));
+            let r = self.send(v, req).await?;
+            if r.error_code != 0 {
+                return Err(failed(
+                    r.error_message.map(|m| m.to_string()).unwrap_or_default(),
+                ));
             }
-            Some(mech) => {
-                let mut scram = floe_proxy::sasl::scram::ScramClient::new(
-                    mech,
-                    &login.username,
-                    &login.password,
-                );
-                let r = self.send(v, authenticate(scram.client_first())).await?;
-                if r.error_code != 0 {
-                    return Err(failed(
-                        r.error_message.map(|m| m.to_string()).unwrap_or_default(),
-                    ));
+            match &mut scram {
+                // PLAIN: one message.
+                None => break,
+                Some(s) if s.awaits_server_final() => {
+                    s.verify_server_final(&r.auth_bytes)
+                        .map_err(|e| failed(e.detail))?;
+                    break;
                 }
-                let fin = scram
-                    .client_final(&r.auth_bytes)
-                    .map_err(|e| failed(e.detail))?;
-                let r = self.send(v, authenticate(fin)).await?;
-                if r.error_code != 0 {
-                    return Err(failed(
-                        r.error_message.map(|m| m.to_string()).unwrap_or_default(),
-                    ));
+                Some(s) => {
+                    message = s
+                        .client_final(&r.auth_bytes)
+                        .map_err(|e| failed(e.detail))?
                 }
-                scram
-                    .verify_server_final(&r.auth_bytes)
-                    .map_err(|e| failed(e.detail))?;
             }
         }
         Ok(())

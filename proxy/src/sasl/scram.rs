@@ -595,6 +595,12 @@ pub struct ScramClient {
 }
 
 impl ScramClient {
+    /// Whether the client-final message was sent: the server's next
+    /// message is its last, for [`ScramClient::verify_server_final`].
+    pub fn awaits_server_final(&self) -> bool {
+        matches!(self.state, ClientState::SentFinal { .. })
+    }
+
     /// A new exchange for `user`, with a random client nonce.
     pub fn new(mechanism: ScramMechanism, user: &str, password: &str) -> ScramClient {
         ScramClient::with_nonce(mechanism, user, password, random_nonce())
