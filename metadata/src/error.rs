@@ -36,6 +36,9 @@ pub enum ErrorKind {
     /// shard at the epoch it gave (the shard moved): the coordinator answers
     /// NOT_COORDINATOR.
     StaleCoordinator,
+    /// A change to something that does not exist (a SCRAM credential
+    /// deleted that the user does not have: Kafka's RESOURCE_NOT_FOUND).
+    NotFound,
 }
 
 impl ErrorKind {
@@ -57,6 +60,7 @@ impl ErrorKind {
             "ExportConflict" => Self::ExportConflict,
             "TooLarge" => Self::TooLarge,
             "StaleCoordinator" => Self::StaleCoordinator,
+            "NotFound" => Self::NotFound,
             _ => return None,
         })
     }
@@ -122,6 +126,10 @@ pub enum MetaError {
     /// and the message (the structured fields stay on the server).
     #[error("{message}")]
     Remote { kind: ErrorKind, message: String },
+    /// A change to something that does not exist ([`ErrorKind::NotFound`]).
+    /// (Appended last: a serialized error numbers variants by position.)
+    #[error("not found: {0}")]
+    NotFound(String),
 }
 
 impl MetaError {
@@ -142,6 +150,7 @@ impl MetaError {
             MetaError::ExportConflict(_) => ErrorKind::ExportConflict,
             MetaError::TooLarge { .. } => ErrorKind::TooLarge,
             MetaError::StaleCoordinator { .. } => ErrorKind::StaleCoordinator,
+            MetaError::NotFound(_) => ErrorKind::NotFound,
             MetaError::Remote { kind, .. } => *kind,
         }
     }

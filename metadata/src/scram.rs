@@ -155,7 +155,9 @@ impl ScramAlteration {
 
 impl ScramModel {
     /// Applies one user's alteration whole, or refuses it: a deletion of a
-    /// credential the user does not have is refused.
+    /// credential the user does not have is refused with
+    /// [`MetaError::NotFound`] (Kafka's RESOURCE_NOT_FOUND), a change
+    /// breaking the rules with [`MetaError::InvalidRequest`].
     pub fn alter(&mut self, a: &ScramAlteration) -> Result<(), MetaError> {
         a.validate()?;
         let current = self.users.get(&a.user);
@@ -164,7 +166,7 @@ impl ScramModel {
             .iter()
             .find(|m| current.is_none_or(|c| !c.contains_key(m)))
         {
-            return Err(MetaError::InvalidRequest(format!(
+            return Err(MetaError::NotFound(format!(
                 "user {} has no {} credential",
                 a.user,
                 m.name()
@@ -189,6 +191,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use crate::ErrorKind;
 
     fn cred(m: ScramMechanism, iterations: u32) -> ScramCredential {
         ScramCredential {
@@ -225,11 +228,15 @@ mod tests {
         // Deleting what is not there is refused, and changes nothing.
         m.alter(&alter("bob", &[(Sha256, 4096)], &[])).unwrap();
         let before = m.clone();
-        assert!(
-            m.alter(&alter("bob", &[(Sha512, 4096)], &[Sha512]))
-                .is_err()
+        let kind = |r: Result<(), MetaError>| r.map_err(|e| e.kind());
+        assert_eq!(
+            kind(m.alter(&alter("bob", &[(Sha256, 5000)], &[Sha512]))),
+            Err(ErrorKind::NotFound)
         );
-        assert!(m.alter(&alter("carol", &[], &[Sha256])).is_err());
+        assert_eq!(
+            kind(m.alter(&alter("carol", &[], &[Sha256]))),
+            Err(ErrorKind::NotFound)
+        );
         assert_eq!(m, before);
     }
 
@@ -245,7 +252,11 @@ mod tests {
             alter("a", &[(Sha256, 4096), (Sha256, 4096)], &[]),
             alter("a", &[(Sha256, 4096)], &[Sha256]),
         ] {
-            assert!(m.alter(&bad).is_err(), "{bad:?}");
+            assert_eq!(
+                m.alter(&bad).map_err(|e| e.kind()),
+                Err(ErrorKind::InvalidRequest),
+                "{bad:?}"
+            );
         }
         let mut short = alter("a", &[(Sha512, 4096)], &[]);
         short.upsert[0].1.stored_key.truncate(32);
@@ -253,7 +264,15 @@ mod tests {
         let mut no_salt = alter("a", &[(Sha256, 4096)], &[]);
         no_salt.upsert[0].1.salt.clear();
         assert!(m.alter(&no_salt).is_err());
+        let mut long_salt = alter("a", &[(Sha256, 4096)], &[]);
+        long_salt.upsert[0].1.salt = vec![1; MAX_SALT_BYTES + 1];
+        assert!(m.alter(&long_salt).is_err());
         assert!(m.users.is_empty());
+        // The bounds themselves are accepted.
+        let mut longest = alter(&"x".repeat(MAX_USER_BYTES), &[(Sha512, 16384)], &[]);
+        longest.upsert[0].1.salt = vec![1; MAX_SALT_BYTES];
+        m.alter(&longest).unwrap();
+        assert_eq!(m.users.len(), 1);
     }
 
     #[test]

@@ -2805,6 +2805,64 @@ pub(crate) mod tests {
             100_000
         );
     }
+
+    #[test]
+    fn scram_credentials_are_altered_per_user_and_kept_in_snapshots() {
+        use crate::scram::{ScramAlteration, ScramCredential, ScramMechanism};
+        let cred = |iterations: u32| ScramCredential {
+            salt: vec![1; 16],
+            stored_key: vec![2; 32],
+            server_key: vec![3; 32],
+            iterations,
+        };
+        let set = |user: &str, iterations: u32| {
+            Command::AlterScramCredentials(ScramAlteration {
+                user: user.into(),
+                upsert: vec![(ScramMechanism::Sha256, cred(iterations))],
+                delete: vec![],
+            })
+        };
+        let mut sm = Sm::new();
+        sm.ok(set("alice", 4096));
+        // One command a user in a batch, as `/v1/scram/alter` writes them:
+        // bob's deletion of a credential he lacks is refused, alice's
+        // change applies.
+        let r = sm.apply(Command::Batch(vec![
+            set("alice", 8192),
+            Command::AlterScramCredentials(ScramAlteration {
+                user: "bob".into(),
+                upsert: vec![(ScramMechanism::Sha256, cred(4096))],
+                delete: vec![ScramMechanism::Sha512],
+            }),
+        ]));
+        let Response::Batch(rs) = r else {
+            panic!("{r:?}")
+        };
+        assert_eq!(rs[0], Response::Ok);
+        assert!(
+            matches!(&rs[1], Response::Error(e) if e.kind() == crate::ErrorKind::NotFound),
+            "{rs:?}"
+        );
+        assert_eq!(
+            sm.state.scram.users["alice"][&ScramMechanism::Sha256].iterations,
+            8192
+        );
+        assert!(!sm.state.scram.users.contains_key("bob"));
+        // Bad credentials are refused and change nothing.
+        assert_eq!(
+            sm.error(set("carol", 100)).kind(),
+            crate::ErrorKind::InvalidRequest
+        );
+        // A snapshot (the state as serialized) keeps them.
+        let json = serde_json::to_vec(&sm.state).unwrap();
+        let back: ClusterState = serde_json::from_slice(&json).unwrap();
+        assert_eq!(back.scram, sm.state.scram);
+        // One written before SCRAM credentials existed has none.
+        let mut old: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        old.as_object_mut().unwrap().remove("scram");
+        let back: ClusterState = serde_json::from_value(old).unwrap();
+        assert!(back.scram.users.is_empty());
+    }
 }
 
 #[cfg(test)]

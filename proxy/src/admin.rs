@@ -152,6 +152,7 @@ pub fn kafka_error_for(e: &MetaError) -> ResponseError {
         // the same request would be refused again.
         ErrorKind::TooLarge => ResponseError::InvalidRequest,
         ErrorKind::StaleCoordinator => ResponseError::NotCoordinator,
+        ErrorKind::NotFound => ResponseError::ResourceNotFound,
     }
 }
 

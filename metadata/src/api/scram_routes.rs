@@ -3,6 +3,8 @@
 //! model and its protobuf messages (the cluster view carries every user's
 //! credentials to the proxies).
 
+use std::collections::BTreeMap;
+
 use super::proto;
 use super::server::AppState;
 use crate::command::{Command, Response};
@@ -126,12 +128,23 @@ pub(super) async fn alter(
     req: proto::AlterScramRequest,
 ) -> Result<proto::AlterScramResponse, MetaError> {
     // Each user's change is its own command, all in one batch: each is
-    // applied or refused on its own, as Kafka answers per user.
+    // applied or refused on its own, as Kafka answers per user. A user
+    // named twice is refused both times (the answer is one a user; Kafka's
+    // DUPLICATE_RESOURCE, which the proxy finds first).
+    let mut named: BTreeMap<String, usize> = BTreeMap::new();
+    for u in &req.users {
+        *named.entry(u.user.clone()).or_default() += 1;
+    }
     let mut results: Vec<Option<proto::ScramResult>> = Vec::new();
     let mut commands = Vec::new();
     let mut users = Vec::new();
     for u in req.users {
         let user = u.user.clone();
+        if named[&user] > 1 {
+            let e = MetaError::InvalidRequest(format!("user {user} is named twice"));
+            results.push(Some(result(user, Err(e))));
+            continue;
+        }
         match alteration(u) {
             Ok(a) => {
                 results.push(None);
@@ -205,5 +218,71 @@ mod tests {
         let mut bad = req.users[0].clone();
         bad.delete = vec![7];
         assert!(alteration(bad).is_err());
+    }
+
+    #[tokio::test]
+    async fn each_user_is_applied_or_refused_on_its_own() {
+        use crate::api::{MetaApi, routes};
+        use crate::node::{MetaConfig, MetaNode};
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = MetaConfig::new(1, "127.0.0.1:0".parse().unwrap(), dir.path().join("meta"));
+        cfg.init = true;
+        let node = MetaNode::start(cfg).await.unwrap();
+        let meta: std::sync::Arc<dyn MetaApi> = node.local_api();
+        let change = |user: &str, upsert: bool, delete: bool| ScramAlteration {
+            user: user.into(),
+            upsert: if upsert {
+                vec![(
+                    ScramMechanism::Sha256,
+                    ScramCredential {
+                        salt: vec![1; 8],
+                        stored_key: vec![2; 32],
+                        server_key: vec![3; 32],
+                        iterations: 4096,
+                    },
+                )]
+            } else {
+                vec![]
+            },
+            delete: if delete {
+                vec![ScramMechanism::Sha512]
+            } else {
+                vec![]
+            },
+        };
+        let r = meta
+            .call::<routes::AlterScram>(alter_request(&[
+                change("alice", true, false),
+                // No SCRAM-SHA-512 credential to delete.
+                change("bob", true, true),
+                change("carol", true, false),
+                change("carol", true, false),
+            ]))
+            .await
+            .unwrap();
+        assert!(r.revision > 0);
+        let got: Vec<(&str, &str)> = r
+            .results
+            .iter()
+            .map(|r| (r.user.as_str(), r.error_kind.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("alice", ""),
+                ("bob", "NotFound"),
+                ("carol", "InvalidRequest"),
+                ("carol", "InvalidRequest"),
+            ]
+        );
+        let users = meta
+            .watch(crate::ids::Revision(0), std::time::Duration::ZERO)
+            .await
+            .unwrap()
+            .scram
+            .users;
+        assert_eq!(users.keys().collect::<Vec<_>>(), ["alice"]);
+        node.shutdown().await;
     }
 }

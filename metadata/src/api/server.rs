@@ -76,9 +76,10 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
         ErrorKind::NotLeader => StatusCode::MISDIRECTED_REQUEST,
         ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         ErrorKind::Storage => StatusCode::INTERNAL_SERVER_ERROR,
-        ErrorKind::UnknownTopic | ErrorKind::UnknownPartition | ErrorKind::UnknownBroker => {
-            StatusCode::NOT_FOUND
-        }
+        ErrorKind::UnknownTopic
+        | ErrorKind::UnknownPartition
+        | ErrorKind::UnknownBroker
+        | ErrorKind::NotFound => StatusCode::NOT_FOUND,
         ErrorKind::TopicExists
         | ErrorKind::StaleEpoch
         | ErrorKind::NotOwner

@@ -13,6 +13,7 @@ use floe_metadata::api::{MetaApi, routes};
 use floe_metadata::ids::Revision;
 use floe_metadata::scram::{ScramAlteration, ScramMechanism, ScramModel};
 use floe_metadata::watch::ClusterWatch;
+use floe_metadata::{ErrorKind, MetaError};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
 use kafka_protocol::messages::describe_user_scram_credentials_response::{
@@ -256,10 +257,9 @@ pub async fn alter_user_scram_credentials(
         match meta.call::<routes::AlterScram>(alter_request(&valid)).await {
             Ok(r) => {
                 for res in r.results {
-                    let o = if res.error_kind.is_empty() {
-                        Ok(())
-                    } else {
-                        Err(refusal(ResponseError::UnacceptableCredential, res.message))
+                    let o = match meta_refusal(&res.error_kind, &res.message) {
+                        None => Ok(()),
+                        Some(f) => Err(f),
                     };
                     outcome.insert(res.user, o);
                 }
@@ -292,6 +292,26 @@ pub async fn alter_user_scram_credentials(
         })
         .collect();
     AlterUserScramCredentialsResponse::default().with_results(results)
+}
+
+/// A user's refusal by the metadata service (its error kind's name, empty
+/// when the change applied) in Kafka's terms: a credential deleted since
+/// this proxy's view showed it is RESOURCE_NOT_FOUND, a credential breaking
+/// the rules UNACCEPTABLE_CREDENTIAL, anything else as for every admin
+/// request.
+fn meta_refusal(kind: &str, message: &str) -> Option<Refusal> {
+    if kind.is_empty() {
+        return None;
+    }
+    let error = match ErrorKind::from_name(kind) {
+        Some(ErrorKind::NotFound) => ResponseError::ResourceNotFound,
+        Some(ErrorKind::InvalidRequest) | None => ResponseError::UnacceptableCredential,
+        Some(kind) => kafka_error_for(&MetaError::Remote {
+            kind,
+            message: message.to_string(),
+        }),
+    };
+    Some(refusal(error, message))
 }
 
 fn empty(user: &str) -> ScramAlteration {
@@ -349,6 +369,19 @@ mod tests {
             .collect()
     }
 
+    #[test]
+    fn metadata_refusals_have_kafkas_codes() {
+        let code = |kind: &str| meta_refusal(kind, "m").map(|r| r.error);
+        assert_eq!(code(""), None);
+        assert_eq!(code("NotFound"), Some(ResponseError::ResourceNotFound));
+        assert_eq!(
+            code("InvalidRequest"),
+            Some(ResponseError::UnacceptableCredential)
+        );
+        assert_eq!(code("Unavailable"), Some(ResponseError::RequestTimedOut));
+        assert_eq!(code("what"), Some(ResponseError::UnacceptableCredential));
+    }
+
     #[tokio::test]
     async fn users_are_altered_and_described_with_kafkas_errors() {
         let dir = tempfile::tempdir().unwrap();
@@ -392,7 +425,13 @@ mod tests {
             &DescribeUserScramCredentialsRequest::default(),
         );
         assert_eq!(all.results.len(), 2);
-        assert_eq!(all.results[0].credential_infos.len(), 2);
+        let infos: Vec<(i8, i32)> = all.results[0]
+            .credential_infos
+            .iter()
+            .map(|i| (i.mechanism, i.iterations))
+            .collect();
+        assert_eq!(all.results[0].user.as_str(), "alice");
+        assert_eq!(infos, [(1, 4096), (2, 8192)]);
         let named = |names: &[&str]| {
             DescribeUserScramCredentialsRequest::default().with_users(Some(
                 names

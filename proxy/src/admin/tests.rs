@@ -1259,6 +1259,10 @@ fn metadata_errors_map_to_the_kafka_errors_clients_expect() {
             MetaError::Storage("x".into()),
             ResponseError::KafkaStorageError,
         ),
+        (
+            MetaError::NotFound("x".into()),
+            ResponseError::ResourceNotFound,
+        ),
     ];
     for (e, expected) in cases {
         assert_eq!(kafka_error_for(&e), expected, "{e}");
