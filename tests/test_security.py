@@ -21,6 +21,7 @@ import uuid
 import pytest
 
 from conftest import Standalone, port_of, read_ports
+from test_kafka_bad_input import recv_exact
 
 pytestmark = [pytest.mark.timeout(300),
               pytest.mark.filterwarnings("ignore::DeprecationWarning")]
@@ -373,16 +374,8 @@ def kafka_request(api_key, version, corr, body, client_id=b"raw"):
 
 
 def read_frame(s):
-    def exactly(n):
-        buf = b""
-        while len(buf) < n:
-            chunk = s.recv(n - len(buf))
-            if not chunk:
-                raise EOFError
-            buf += chunk
-        return buf
-    (n,) = struct.unpack(">i", exactly(4))
-    return exactly(n)
+    (n,) = struct.unpack(">i", recv_exact(s, 4))
+    return recv_exact(s, n)
 
 
 def test_sasl_handshake_v0_with_bare_tokens(secure):

@@ -160,16 +160,7 @@ impl KafkaClient {
         timeout: Duration,
         security: Arc<ClientSecurity>,
     ) -> Result<Self, ClientError> {
-        let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
-            .await
-            .map_err(|_| ClientError::Timeout {
-                what: format!("connecting to {addr}"),
-                after: timeout,
-            })?
-            .map_err(|source| ClientError::Connect {
-                addr: addr.to_owned(),
-                source,
-            })?;
+        let stream = connect_step(addr, timeout, "connecting to", TcpStream::connect(addr)).await?;
         stream
             .set_nodelay(true)
             .map_err(|source| ClientError::Connect {
@@ -182,16 +173,13 @@ impl KafkaClient {
                 let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
                 let name = security.server_name(host)?;
                 let connector = tokio_rustls::TlsConnector::from(tls.clone());
-                let tls = tokio::time::timeout(timeout, connector.connect(name, stream))
-                    .await
-                    .map_err(|_| ClientError::Timeout {
-                        what: format!("the TLS handshake with {addr}"),
-                        after: timeout,
-                    })?
-                    .map_err(|source| ClientError::Connect {
-                        addr: addr.to_owned(),
-                        source,
-                    })?;
+                let tls = connect_step(
+                    addr,
+                    timeout,
+                    "the TLS handshake with",
+                    connector.connect(name, stream),
+                )
+                .await?;
                 Stream::Tls(Box::new(tls))
             }
         };
@@ -451,6 +439,25 @@ impl KafkaClient {
         }
         Ok(rest)
     }
+}
+
+/// One step of opening a connection (`what` `addr`), within `timeout`.
+async fn connect_step<T>(
+    addr: &str,
+    timeout: Duration,
+    what: &str,
+    step: impl std::future::Future<Output = std::io::Result<T>>,
+) -> Result<T, ClientError> {
+    tokio::time::timeout(timeout, step)
+        .await
+        .map_err(|_| ClientError::Timeout {
+            what: format!("{what} {addr}"),
+            after: timeout,
+        })?
+        .map_err(|source| ClientError::Connect {
+            addr: addr.to_owned(),
+            source,
+        })
 }
 
 fn api_key<R: Request>() -> Result<ApiKey, ClientError> {
