@@ -384,6 +384,12 @@ pub enum Command {
     /// Answered [`Response::Ok`]; a deletion of a credential the user does
     /// not have is refused.
     AlterScramCredentials(crate::scram::ScramAlteration),
+    /// Adds ACLs ([`crate::acl`]), all or none (one already there is kept
+    /// once). Answered [`Response::Ok`].
+    CreateAcls(Vec<crate::acl::AclBinding>),
+    /// Removes the ACLs each filter matches. Answered
+    /// [`Response::AclsDeleted`].
+    DeleteAcls(Vec<crate::acl::AclFilter>),
 }
 
 /// Decoding the commands of a [`Command::Batch`]: a batch inside a batch is
@@ -459,4 +465,6 @@ pub enum Response {
     },
     /// The answer to a [`Command::Txn`].
     Txn(crate::txn::TxnReply),
+    /// The ACLs a [`Command::DeleteAcls`] removed, per filter.
+    AclsDeleted(Vec<Vec<crate::acl::AclBinding>>),
 }

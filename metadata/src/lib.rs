@@ -29,6 +29,7 @@ pub mod probe;
 pub mod quota;
 pub mod raft;
 pub mod record_filter;
+pub mod acl;
 pub mod scram;
 mod serde_pairs;
 pub mod state;

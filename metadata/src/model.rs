@@ -75,6 +75,8 @@ pub struct ClusterView {
     pub quotas: crate::quota::QuotaModel,
     /// Users' SCRAM credentials (salted and hashed; never a password).
     pub scram: crate::scram::ScramModel,
+    /// The ACLs.
+    pub acls: crate::acl::AclModel,
 }
 
 /// One committed range of a partition's log: offsets → bytes of an object.

@@ -220,6 +220,10 @@ pub struct ClusterState {
     /// snapshots of older versions.
     #[serde(default)]
     pub scram: crate::scram::ScramModel,
+    /// The ACLs ([`crate::acl`]). Last, and absent from snapshots of older
+    /// versions.
+    #[serde(default)]
+    pub acls: crate::acl::AclModel,
 }
 
 impl Default for ClusterState {
@@ -241,6 +245,7 @@ impl Default for ClusterState {
             group_configs: BTreeMap::new(),
             group_records: BTreeMap::new(),
             scram: crate::scram::ScramModel::default(),
+            acls: crate::acl::AclModel::default(),
         }
     }
 }
@@ -463,6 +468,11 @@ impl ClusterState {
                 Ok(()) => Response::Ok,
                 Err(e) => err(e),
             },
+            Command::CreateAcls(bindings) => match self.acls.create(bindings) {
+                Ok(()) => Response::Ok,
+                Err(e) => err(e),
+            },
+            Command::DeleteAcls(filters) => Response::AclsDeleted(self.acls.delete(filters)),
             Command::ExpireTransactionalIds {
                 now_ms,
                 expiration_ms,

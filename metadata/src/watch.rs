@@ -26,6 +26,9 @@ pub struct ClusterSnapshot {
     pub quotas: Arc<crate::quota::QuotaModel>,
     /// Users' SCRAM credentials, which the proxies authenticate with.
     pub scram: Arc<crate::scram::ScramModel>,
+    /// The ACLs; the same `Arc` from one view to the next while they do not
+    /// change, so that what is built from them can be kept.
+    pub acls: Arc<crate::acl::AclModel>,
 }
 
 impl ClusterSnapshot {
@@ -54,8 +57,15 @@ impl ClusterSnapshot {
         t.partition_key(u32::try_from(partition).ok()?)
     }
 
-    fn from_view(v: ClusterView) -> Self {
+    /// The snapshot of a view; `prev`'s ACLs are kept when they did not change.
+    fn from_view(v: ClusterView, prev: &ClusterSnapshot) -> Self {
+        let acls = if *prev.acls == v.acls {
+            prev.acls.clone()
+        } else {
+            Arc::new(v.acls)
+        };
         let mut s = ClusterSnapshot {
+            acls,
             revision: v.revision,
             nodes: v.nodes,
             shards: v.shards,
@@ -112,7 +122,8 @@ impl ClusterWatch {
                         }
                         if v.revision >= since {
                             since = v.revision;
-                            let snap = Arc::new(ClusterSnapshot::from_view(v));
+                            let prev = tx.borrow().clone();
+                            let snap = Arc::new(ClusterSnapshot::from_view(v, &prev));
                             if tx.send(snap).is_err() {
                                 return;
                             }

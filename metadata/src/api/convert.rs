@@ -102,6 +102,7 @@ pub fn cluster_view(state: &ClusterState) -> proto::ClusterView {
             .collect(),
         quotas: super::quota_routes::quota_entries(&state.quotas),
         scram: super::scram_routes::scram_users(&state.scram),
+        acls: super::acl_routes::entries(&state.acls),
         shards: state
             .shards
             .iter()
@@ -250,12 +251,14 @@ pub fn cluster_view_from(v: proto::ClusterView) -> Result<crate::model::ClusterV
         .collect();
     let quotas = super::quota_routes::quota_model(&v.quotas);
     let scram = super::scram_routes::scram_model(&v.scram);
+    let acls = super::acl_routes::model(&v.acls);
     Ok(crate::model::ClusterView {
         revision: Revision(v.revision),
         nodes,
         topics,
         quotas,
         scram,
+        acls,
         shards: v
             .shards
             .iter()

@@ -8,6 +8,7 @@ pub mod meta_api;
 pub mod proto;
 pub mod quota_routes;
 pub mod routes;
+pub mod acl_routes;
 pub mod scram_routes;
 pub mod server;
 pub mod txn_routes;

@@ -435,6 +435,84 @@ pub struct ClusterView {
     /// Users' SCRAM credentials (`crate::scram`).
     #[prost(message, repeated, tag = "6")]
     pub scram: Vec<ScramUser>,
+    /// The ACLs (`crate::acl`).
+    #[prost(message, repeated, tag = "7")]
+    pub acls: Vec<AclEntry>,
+}
+
+/// One ACL, with Kafka's codes for its resource type, pattern type,
+/// operation and permission.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AclEntry {
+    #[prost(int32, tag = "1")]
+    pub resource_type: i32,
+    #[prost(string, tag = "2")]
+    pub resource_name: String,
+    #[prost(int32, tag = "3")]
+    pub pattern: i32,
+    #[prost(string, tag = "4")]
+    pub principal: String,
+    #[prost(string, tag = "5")]
+    pub host: String,
+    #[prost(int32, tag = "6")]
+    pub operation: i32,
+    #[prost(int32, tag = "7")]
+    pub permission: i32,
+}
+
+/// A filter of ACLs, Kafka's codes; 1 (ANY) or an absent string matches
+/// anything.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AclFilterEntry {
+    #[prost(int32, tag = "1")]
+    pub resource_type: i32,
+    #[prost(string, optional, tag = "2")]
+    pub resource_name: Option<String>,
+    #[prost(int32, tag = "3")]
+    pub pattern: i32,
+    #[prost(string, optional, tag = "4")]
+    pub principal: Option<String>,
+    #[prost(string, optional, tag = "5")]
+    pub host: Option<String>,
+    #[prost(int32, tag = "6")]
+    pub operation: i32,
+    #[prost(int32, tag = "7")]
+    pub permission: i32,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CreateAclsRequest {
+    #[prost(message, repeated, tag = "1")]
+    pub acls: Vec<AclEntry>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CreateAclsResponse {
+    /// The revision at which the ACLs were added.
+    #[prost(uint64, tag = "1")]
+    pub revision: u64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct DeleteAclsRequest {
+    #[prost(message, repeated, tag = "1")]
+    pub filters: Vec<AclFilterEntry>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AclList {
+    #[prost(message, repeated, tag = "1")]
+    pub acls: Vec<AclEntry>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct DeleteAclsResponse {
+    /// The revision at which the ACLs were removed.
+    #[prost(uint64, tag = "1")]
+    pub revision: u64,
+    /// The ACLs removed, per filter in the request's order.
+    #[prost(message, repeated, tag = "2")]
+    pub deleted: Vec<AclList>,
 }
 
 /// One SCRAM credential: a mechanism (Kafka's type: 1 SCRAM-SHA-256, 2

@@ -78,6 +78,10 @@ routes! {
     /// Sets and deletes users' SCRAM credentials (`crate::scram`), each
     /// user's change whole or not at all.
     AlterScram = "/v1/scram/alter": AlterScramRequest => AlterScramResponse;
+    /// Adds ACLs (`crate::acl`), all or none.
+    CreateAcls = "/v1/acls/create": CreateAclsRequest => CreateAclsResponse;
+    /// Removes the ACLs that filters match, and names them.
+    DeleteAcls = "/v1/acls/delete": DeleteAclsRequest => DeleteAclsResponse;
     /// The configs set on a group (Kafka's GROUP config resource).
     GroupConfigs = "/v1/groups/configs": GroupConfigsRequest => GroupConfigsResponse;
     AlterGroupConfig = "/v1/groups/configs/alter": AlterGroupConfigRequest => Empty;
@@ -108,6 +112,6 @@ mod tests {
             assert!(p.starts_with("/v1/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 42);
+        assert_eq!(ALL_PATHS.len(), 44);
     }
 }

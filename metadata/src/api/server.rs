@@ -265,6 +265,8 @@ serve! {
     ExportReset => super::export_routes::reset,
     AlterQuotas => super::quota_routes::alter,
     AlterScram => super::scram_routes::alter,
+    CreateAcls => super::acl_routes::create,
+    DeleteAcls => super::acl_routes::delete,
     GroupConfigs => group_configs,
     AlterGroupConfig => alter_group_config,
     ShareState => share_state,

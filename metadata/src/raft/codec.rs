@@ -390,6 +390,16 @@ mod tests {
                 delete: vec![crate::scram::ScramMechanism::Sha512],
             },
         ));
+        all.push(Command::CreateAcls(vec![crate::acl::AclBinding {
+            resource_type: crate::acl::ResourceType::Topic,
+            resource_name: "t".into(),
+            pattern: crate::acl::PatternType::Literal,
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: crate::acl::Operation::Read,
+            permission: crate::acl::Permission::Allow,
+        }]));
+        all.push(Command::DeleteAcls(vec![crate::acl::AclFilter::any()]));
         all.push(Command::AlterGroupConfig {
             group: "g".into(),
             set: BTreeMap::from([("share.delivery.count.limit".into(), "3".into())]),

@@ -71,6 +71,13 @@ type AppliedBeforeGroupRecords = (Option<LogId>, StoredMembership, StateBeforeGr
 /// the model without its last field, `scram`.
 type AppliedBeforeScram = (Option<LogId>, StoredMembership, StateBeforeScram);
 
+/// [`Applied`] as versions before ACLs encoded it in binary: the model
+/// without its last field, `acls`.
+type AppliedBeforeAcls = (Option<LogId>, StoredMembership, StateBeforeAcls);
+
+/// [`ClusterState`]'s fields before `acls`.
+type StateBeforeAcls = (StateBeforeScram, crate::scram::ScramModel);
+
 /// [`ClusterState`]'s fields before `scram`.
 type StateBeforeScram = (StateBeforeGroupRecords, BTreeMap<String, Vec<u8>>);
 
@@ -110,6 +117,7 @@ fn state_before_txn(old: StateBeforeTxn) -> ClusterState {
         group_configs: BTreeMap::new(),
         group_records: BTreeMap::new(),
         scram: Default::default(),
+        acls: Default::default(),
     }
 }
 
@@ -137,6 +145,13 @@ fn state_before_scram((old, group_records): StateBeforeScram) -> ClusterState {
     }
 }
 
+fn state_before_acls((old, scram): StateBeforeAcls) -> ClusterState {
+    ClusterState {
+        scram,
+        ..state_before_scram(old)
+    }
+}
+
 /// Decodes a snapshot's [`Applied`]: in the current layout, else (a binary
 /// snapshot written before stored group membership, before client quotas,
 /// or before transactions, which lack the model's last fields) in the
@@ -146,8 +161,12 @@ fn decode_applied(bytes: &[u8]) -> Result<Applied, codec::CodecError> {
         Ok(a) => return Ok(a),
         Err(e) => e,
     };
-    let older = codec::decode::<AppliedBeforeScram>(bytes)
-        .map(|(l, m, old)| (l, m, state_before_scram(old)))
+    let older = codec::decode::<AppliedBeforeAcls>(bytes)
+        .map(|(l, m, old)| (l, m, state_before_acls(old)))
+        .or_else(|_| {
+            codec::decode::<AppliedBeforeScram>(bytes)
+                .map(|(l, m, old)| (l, m, state_before_scram(old)))
+        })
         .or_else(|_| {
             codec::decode::<AppliedBeforeGroupRecords>(bytes)
                 .map(|(l, m, old)| (l, m, state_before_group_records(old)))
@@ -569,6 +588,82 @@ mod tests {
         let bytes = codec::encode(&old).unwrap();
         assert!(codec::decode::<Applied>(&bytes).is_err());
         assert_eq!(decode_applied(&bytes).unwrap().state, s);
+    }
+
+    #[test]
+    fn a_binary_snapshot_from_before_acls_still_loads() {
+        use crate::scram::{ScramAlteration, ScramCredential, ScramMechanism};
+        let mut s = model();
+        s.apply(
+            Revision(10),
+            &Command::AlterScramCredentials(ScramAlteration {
+                user: "alice".into(),
+                upsert: vec![(
+                    ScramMechanism::Sha256,
+                    ScramCredential {
+                        salt: vec![9; 16],
+                        stored_key: vec![1; 32],
+                        server_key: vec![2; 32],
+                        iterations: 4096,
+                    },
+                )],
+                delete: vec![],
+            }),
+        );
+        // The layout of the release before ACLs: up to `scram`.
+        let old = (
+            None::<LogId>,
+            StoredMembership::default(),
+            (
+                s.revision,
+                s.nodes.clone(),
+                s.topics.clone(),
+                s.partitions.clone(),
+                s.objects.clone(),
+                s.next_object_id,
+                s.groups.clone(),
+                s.next_producer_id,
+                s.shards.clone(),
+                s.txn.clone(),
+                s.quotas.clone(),
+                s.group_configs.clone(),
+                s.group_records.clone(),
+                s.scram.clone(),
+            ),
+        );
+        let bytes = codec::encode(&old).unwrap();
+        assert!(codec::decode::<Applied>(&bytes).is_err());
+        let back = decode_applied(&bytes).unwrap().state;
+        assert!(!back.scram.users.is_empty());
+        assert_eq!(back, s);
+    }
+
+    #[test]
+    fn a_snapshot_with_acls_round_trips() {
+        use crate::acl::{AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType};
+        let mut s = model();
+        let b = AclBinding {
+            resource_type: ResourceType::Topic,
+            resource_name: "orders".into(),
+            pattern: PatternType::Prefixed,
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: Operation::Write,
+            permission: Permission::Allow,
+        };
+        assert_eq!(
+            s.apply(Revision(10), &Command::CreateAcls(vec![b.clone()])),
+            Response::Ok
+        );
+        let bytes = codec::encode(&applied(&s)).unwrap();
+        let back = decode_applied(&bytes).unwrap().state;
+        assert!(back.acls.bindings.contains(&b));
+        assert_eq!(back, s);
+        assert_eq!(
+            s.apply(Revision(11), &Command::DeleteAcls(vec![AclFilter::any()])),
+            Response::AclsDeleted(vec![vec![b]])
+        );
+        assert!(s.acls.bindings.is_empty());
     }
 
     #[test]

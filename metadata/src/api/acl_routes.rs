@@ -1,0 +1,222 @@
+//! ACLs over the API (`crate::acl`): the routes that add and remove them,
+//! and the conversions between the model and its protobuf messages (the
+//! cluster view carries every ACL to the proxies, which decide with them).
+
+use super::proto;
+use super::server::AppState;
+use crate::acl::{
+    AclBinding, AclFilter, AclModel, Operation, PatternFilter, PatternType, Permission,
+    ResourceType,
+};
+use crate::command::{Command, Response};
+use crate::error::MetaError;
+
+/// Kafka's code for ANY in a filter.
+const ANY: i32 = 1;
+
+/// One ACL as the API carries it.
+pub fn entry(b: &AclBinding) -> proto::AclEntry {
+    proto::AclEntry {
+        resource_type: i32::from(b.resource_type.code()),
+        resource_name: b.resource_name.clone(),
+        pattern: i32::from(b.pattern.code()),
+        principal: b.principal.clone(),
+        host: b.host.clone(),
+        operation: i32::from(b.operation.code()),
+        permission: i32::from(b.permission.code()),
+    }
+}
+
+fn code(what: &str, c: i32) -> Result<i8, MetaError> {
+    i8::try_from(c).map_err(|_| MetaError::InvalidRequest(format!("unknown {what} {c}")))
+}
+
+fn known<T>(what: &str, c: i32, f: impl Fn(i8) -> Option<T>) -> Result<T, MetaError> {
+    f(code(what, c)?).ok_or_else(|| MetaError::InvalidRequest(format!("unknown {what} {c}")))
+}
+
+/// The ACL an entry names.
+pub fn binding(e: proto::AclEntry) -> Result<AclBinding, MetaError> {
+    Ok(AclBinding {
+        resource_type: known("resource type", e.resource_type, ResourceType::from_code)?,
+        resource_name: e.resource_name,
+        pattern: known("pattern type", e.pattern, PatternType::from_code)?,
+        principal: e.principal,
+        host: e.host,
+        operation: known("operation", e.operation, Operation::from_code)?,
+        permission: known("permission", e.permission, Permission::from_code)?,
+    })
+}
+
+/// A filter as the API carries it.
+pub fn filter_entry(f: &AclFilter) -> proto::AclFilterEntry {
+    proto::AclFilterEntry {
+        resource_type: f.resource_type.map_or(ANY, |t| i32::from(t.code())),
+        resource_name: f.resource_name.clone(),
+        pattern: i32::from(f.pattern.code()),
+        principal: f.principal.clone(),
+        host: f.host.clone(),
+        operation: f.operation.map_or(ANY, |o| i32::from(o.code())),
+        permission: f.permission.map_or(ANY, |p| i32::from(p.code())),
+    }
+}
+
+fn any_or<T>(what: &str, c: i32, f: impl Fn(i8) -> Option<T>) -> Result<Option<T>, MetaError> {
+    if c == ANY {
+        Ok(None)
+    } else {
+        known(what, c, f).map(Some)
+    }
+}
+
+/// The filter an entry names.
+pub fn filter(e: proto::AclFilterEntry) -> Result<AclFilter, MetaError> {
+    Ok(AclFilter {
+        resource_type: any_or("resource type", e.resource_type, ResourceType::from_code)?,
+        resource_name: e.resource_name,
+        pattern: known("pattern type", e.pattern, PatternFilter::from_code)?,
+        principal: e.principal,
+        host: e.host,
+        operation: any_or("operation", e.operation, Operation::from_code)?,
+        permission: any_or("permission", e.permission, Permission::from_code)?,
+    })
+}
+
+/// Every ACL, for the cluster view.
+pub fn entries(m: &AclModel) -> Vec<proto::AclEntry> {
+    m.bindings.iter().map(entry).collect()
+}
+
+/// The model in a cluster view; an ACL that cannot be read is left out
+/// (and logged): a proxy older than the service skips kinds it does not
+/// know, which can only deny more.
+pub fn model(entries: &[proto::AclEntry]) -> AclModel {
+    let mut m = AclModel::default();
+    for e in entries {
+        match binding(e.clone()) {
+            Ok(b) => {
+                m.bindings.insert(b);
+            }
+            Err(e) => tracing::warn!(error = %e, "an ACL of the view cannot be read"),
+        }
+    }
+    m
+}
+
+/// The request adding `bindings`.
+pub fn create_request(bindings: &[AclBinding]) -> proto::CreateAclsRequest {
+    proto::CreateAclsRequest {
+        acls: bindings.iter().map(entry).collect(),
+    }
+}
+
+/// The request removing what `filters` match.
+pub fn delete_request(filters: &[AclFilter]) -> proto::DeleteAclsRequest {
+    proto::DeleteAclsRequest {
+        filters: filters.iter().map(filter_entry).collect(),
+    }
+}
+
+/// The ACLs a delete removed, per filter.
+pub fn deleted(r: proto::DeleteAclsResponse) -> Result<Vec<Vec<AclBinding>>, MetaError> {
+    r.deleted
+        .into_iter()
+        .map(|l| l.acls.into_iter().map(binding).collect())
+        .collect()
+}
+
+pub(super) async fn create(
+    s: AppState,
+    req: proto::CreateAclsRequest,
+) -> Result<proto::CreateAclsResponse, MetaError> {
+    let bindings = req
+        .acls
+        .into_iter()
+        .map(binding)
+        .collect::<Result<Vec<_>, _>>()?;
+    match s.write(Command::CreateAcls(bindings)).await? {
+        (Response::Ok, revision) => Ok(proto::CreateAclsResponse { revision }),
+        (Response::Error(e), _) => Err(e),
+        (other, _) => Err(MetaError::Storage(format!("unexpected response {other:?}"))),
+    }
+}
+
+pub(super) async fn delete(
+    s: AppState,
+    req: proto::DeleteAclsRequest,
+) -> Result<proto::DeleteAclsResponse, MetaError> {
+    let filters = req
+        .filters
+        .into_iter()
+        .map(filter)
+        .collect::<Result<Vec<_>, _>>()?;
+    match s.write(Command::DeleteAcls(filters)).await? {
+        (Response::AclsDeleted(per_filter), revision) => Ok(proto::DeleteAclsResponse {
+            revision,
+            deleted: per_filter
+                .iter()
+                .map(|bs| proto::AclList {
+                    acls: bs.iter().map(entry).collect(),
+                })
+                .collect(),
+        }),
+        (Response::Error(e), _) => Err(e),
+        (other, _) => Err(MetaError::Storage(format!("unexpected response {other:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn b() -> AclBinding {
+        AclBinding {
+            resource_type: ResourceType::TransactionalId,
+            resource_name: "tx-".into(),
+            pattern: PatternType::Prefixed,
+            principal: "User:alice".into(),
+            host: "10.0.0.1".into(),
+            operation: Operation::Write,
+            permission: Permission::Deny,
+        }
+    }
+
+    #[test]
+    fn bindings_and_filters_survive_the_api() {
+        assert_eq!(binding(entry(&b())).unwrap(), b());
+        let m = model(&entries(&AclModel {
+            bindings: [b()].into(),
+        }));
+        assert_eq!(m.bindings.len(), 1);
+        for f in [
+            AclFilter::any(),
+            AclFilter {
+                resource_type: Some(ResourceType::Group),
+                resource_name: Some("g".into()),
+                pattern: PatternFilter::Match,
+                principal: Some("User:*".into()),
+                host: Some("*".into()),
+                operation: Some(Operation::IdempotentWrite),
+                permission: Some(Permission::Allow),
+            },
+        ] {
+            assert_eq!(filter(filter_entry(&f)).unwrap(), f);
+        }
+    }
+
+    #[test]
+    fn unknown_codes_are_refused_or_left_out_of_the_view() {
+        let mut e = entry(&b());
+        e.operation = 99;
+        assert!(binding(e.clone()).is_err());
+        assert!(model(&[e]).bindings.is_empty());
+        let mut f = filter_entry(&AclFilter::any());
+        f.pattern = 0;
+        assert!(filter(f).is_err());
+        let mut e = entry(&b());
+        e.resource_type = 1 << 20;
+        assert!(binding(e).is_err());
+    }
+}
