@@ -489,6 +489,20 @@ pub struct ProxyTuning {
     /// settings below with each call.
     #[arg(long, env = "FLOE_SHARE_GROUPS", default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub share_groups: bool,
+    /// The authorizer (Kafka's `authorizer.class.name`): `none` lets every
+    /// authenticated client do everything and answers the ACL APIs
+    /// SECURITY_DISABLED; `acl` refuses what no ACL allows (`floe acl`,
+    /// docs/security.md).
+    #[arg(long, env = "FLOE_AUTHORIZER", default_value = "none", value_parser = ["none", "acl"])]
+    pub authorizer: String,
+    /// Principals allowed everything by the authorizer, Kafka's
+    /// `super.users`: `User:admin;User:ops`.
+    #[arg(long, env = "FLOE_SUPER_USERS", default_value = "")]
+    pub super_users: String,
+    /// Allow everyone on a resource no ACL names (Kafka's
+    /// `allow.everyone.if.no.acl.found`); off, such a resource is refused.
+    #[arg(long, env = "FLOE_ALLOW_EVERYONE_IF_NO_ACL_FOUND", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub allow_everyone_if_no_acl_found: bool,
     /// Where a share group starts reading a partition it has not read yet
     /// (`share.auto.offset.reset`, until group configs exist): `latest` or
     /// `earliest`.
@@ -598,7 +612,23 @@ impl ProxyTuning {
                 num: self.quota_window_num.max(1),
                 size: Duration::from_millis(self.quota_window_size_ms.max(1)),
             }),
+            authz: Arc::new(floe_proxy::authz::Authorizer::new(self.authz_settings()?)),
         }))
+    }
+
+    /// The authorizer's settings from the flags.
+    pub fn authz_settings(&self) -> anyhow::Result<floe_proxy::authz::AuthzSettings> {
+        let super_users = floe_proxy::authz::AuthzSettings::parse_super_users(&self.super_users)
+            .map_err(|e| anyhow::anyhow!("--super-users: {e}"))?;
+        let enabled = self.authorizer == "acl";
+        if !enabled && !super_users.is_empty() {
+            tracing::warn!("--super-users is set but --authorizer is none: every client may do everything");
+        }
+        Ok(floe_proxy::authz::AuthzSettings {
+            enabled,
+            super_users,
+            allow_if_no_acls: self.allow_everyone_if_no_acl_found,
+        })
     }
 }
 

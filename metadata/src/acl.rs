@@ -417,8 +417,12 @@ impl AclModel {
         filters
             .iter()
             .map(|f| {
-                let gone: Vec<AclBinding> =
-                    self.bindings.iter().filter(|b| f.matches(b)).cloned().collect();
+                let gone: Vec<AclBinding> = self
+                    .bindings
+                    .iter()
+                    .filter(|b| f.matches(b))
+                    .cloned()
+                    .collect();
                 for b in &gone {
                     self.bindings.remove(b);
                 }
@@ -635,10 +639,7 @@ mod tests {
     fn hosts_and_all_operations() {
         let mut b = acl(Group, "g", Literal, "User:alice", O::All, Allow);
         b.host = "127.0.0.1".into();
-        let ix = index(&[
-            b,
-            acl(Group, "g", Literal, "User:*", O::Delete, Deny),
-        ]);
+        let ix = index(&[b, acl(Group, "g", Literal, "User:*", O::Delete, Deny)]);
         assert_eq!(
             ix.decide("User:alice", "127.0.0.1", O::Read, Group, "g", false),
             Decision::Allowed
@@ -701,10 +702,22 @@ mod tests {
 
     #[test]
     fn names_parse_as_kafka_acls_writes_them() {
-        assert_eq!(Operation::from_name("DescribeConfigs"), Some(O::DescribeConfigs));
-        assert_eq!(Operation::from_name("idempotent_write"), Some(O::IdempotentWrite));
-        assert_eq!(ResourceType::from_name("transactional-id"), Some(TransactionalId));
-        assert_eq!(ResourceType::from_name("TransactionalId"), Some(TransactionalId));
+        assert_eq!(
+            Operation::from_name("DescribeConfigs"),
+            Some(O::DescribeConfigs)
+        );
+        assert_eq!(
+            Operation::from_name("idempotent_write"),
+            Some(O::IdempotentWrite)
+        );
+        assert_eq!(
+            ResourceType::from_name("transactional-id"),
+            Some(TransactionalId)
+        );
+        assert_eq!(
+            ResourceType::from_name("TransactionalId"),
+            Some(TransactionalId)
+        );
         for o in Operation::ALL {
             assert_eq!(Operation::from_code(o.code()), Some(o));
         }

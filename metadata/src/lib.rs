@@ -11,6 +11,7 @@
 //!
 //! The model and its rules are described in `docs/metadata.md`.
 
+pub mod acl;
 pub mod api;
 pub mod clock;
 pub mod command;
@@ -29,7 +30,6 @@ pub mod probe;
 pub mod quota;
 pub mod raft;
 pub mod record_filter;
-pub mod acl;
 pub mod scram;
 mod serde_pairs;
 pub mod state;

@@ -45,6 +45,8 @@ pub struct ClientInfo {
     pub host: String,
     /// Who the connection authenticated as.
     pub principal: crate::principal::Principal,
+    /// The connection's authorization decisions.
+    pub authz: std::sync::Arc<crate::authz::SessionCache>,
 }
 
 /// Where a coordinator shard is served.

@@ -175,6 +175,8 @@ pub struct Context {
     pub share: Option<Arc<crate::share::ShareContext>>,
     /// Client quotas' measures ([`crate::quota`]).
     pub quotas: crate::quota::Throttles,
+    /// The authorizer ([`crate::authz`]).
+    pub authz: Arc<crate::authz::Authorizer>,
 }
 
 /// Reports of owners whose address refused a connection: the process is

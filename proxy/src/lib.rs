@@ -13,10 +13,13 @@
 //! - [`peers`]: probes of the other proxies' ports (a killed one is left out at once).
 //! - [`quota`]: client quotas enforced by throttling (KIP-13, KIP-219).
 //! - [`share`]: share groups (KIP-932) behind `--share-groups`, and the share sessions.
+//! - [`authz`]: ACLs (Kafka's authorizer): what each API needs, decided per request.
+//! - [`acls`]: CreateAcls, DescribeAcls, DeleteAcls.
 
 pub mod acls;
 pub mod admin;
 pub mod auth;
+pub mod authz;
 pub mod codec;
 mod consumer_groups;
 mod errors;

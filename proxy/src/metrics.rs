@@ -18,6 +18,7 @@ const PRODUCE_ERRORS: &str = "floe_proxy_produce_errors_total";
 const REQUEST_SECONDS: &str = "floe_proxy_request_seconds";
 const AUTHENTICATIONS: &str = "floe_proxy_authentications_total";
 const AUTH_FAILURES: &str = "floe_proxy_authentication_failures_total";
+const AUTHZ_DENIED: &str = "floe_proxy_authorization_denied_total";
 const TLS_HANDSHAKE_FAILURES: &str = "floe_proxy_tls_handshake_failures_total";
 const TLS_RELOADS: &str = "floe_proxy_tls_reloads_total";
 
@@ -75,6 +76,10 @@ pub(crate) fn register() {
         "failed SASL authentications (`mechanism`; `reason`: malformed, unknown_user, bad_credentials, unsupported, out_of_order, mechanism, state, expired)"
     );
     describe_counter!(
+        AUTHZ_DENIED,
+        "operations on resources refused by the authorizer (`resource_type`, `operation`): a whole request or some of its topics, groups or ids"
+    );
+    describe_counter!(
         TLS_HANDSHAKE_FAILURES,
         "TLS connections closed before their handshake completed (a plaintext client, a bad or missing client certificate, a timeout)"
     );
@@ -124,6 +129,14 @@ pub(crate) fn produce_error(code: i16) {
         Some(e) => format!("{e:?}"),
     };
     counter!(PRODUCE_ERRORS, "error" => error).increment(1);
+}
+
+/// A request (or part of one) refused by the authorizer.
+pub(crate) fn authorization_denied(
+    rt: floe_metadata::acl::ResourceType,
+    op: floe_metadata::acl::Operation,
+) {
+    counter!(AUTHZ_DENIED, "resource_type" => rt.name(), "operation" => op.name()).increment(1);
 }
 
 /// A Fetch and how it used a fetch session.

@@ -421,6 +421,8 @@ where
     let limits = &shared.limits;
     let max_frame = shared.max_frame;
     let host = peer.ip().to_string();
+    // The connection's authorization decisions, kept until the ACLs change.
+    let authz_cache = Arc::new(crate::authz::SessionCache::default());
     let max_in_flight = limits.max_in_flight_requests.max(1);
     let (tx, mut rx) = mpsc::channel::<Reply>(max_in_flight);
     // Requests read and not answered yet (their replies are queued or
@@ -632,18 +634,22 @@ where
                     .unwrap_or_default(),
                 host: format!("/{host}"),
                 principal: auth.principal().clone(),
+                authz: authz_cache.clone(),
             };
             let listener = listener.clone();
             match req.body {
-                RequestKind::Produce(p) => {
+                RequestKind::Produce(mut p) => {
                     // Sequenced here, in order; the wait runs on its own.
                     let no_response = p.acks == 0;
+                    let check = ctx.authz.check(&ctx.view.current().acls, &client);
+                    let denied = crate::authz::requests::produce(&mut p, &check);
                     // Recorded as it is read: the connection's next request
                     // waits for the mute, however many are pipelined.
                     let throttled = throttle(ctx, &mute, QuotaKind::Produce, version, &client, len as u64);
                     let fut = crate::nodes::LISTENER.scope(listener.clone(), ctx.produce_start(version, p)).await;
                     tokio::spawn(crate::nodes::LISTENER.scope(listener, async move {
                         let mut resp = fut.await;
+                        resp.responses.extend(denied);
                         drop(room);
                         metrics::request_seconds(key, started.elapsed());
                         resp.throttle_time_ms = hold_back(QuotaKind::Produce, version, throttled).await;
@@ -660,6 +666,8 @@ where
                     let (ctx, mute) = (ctx.clone(), mute.clone());
                     tokio::spawn(crate::nodes::LISTENER.scope(listener, async move {
                         let mut answer = ctx.fetch_in_session(version, &f).await;
+                        let check = ctx.authz.check(&ctx.view.current().acls, &client);
+                        crate::authz::requests::fetch(&mut answer, &check);
                         drop(room);
                         metrics::request_seconds(key, started.elapsed());
                         let bytes = answer.records.iter().flatten().map(|b| b.len() as u64).sum();
@@ -674,10 +682,27 @@ where
                         }
                     }));
                 }
-                body => {
+                mut body => {
                     let ctx = ctx.clone();
+                    let check = ctx.authz.check(&ctx.view.current().acls, &client);
+                    let verdict = crate::authz::requests::before(&mut body, version, &check, &ctx.view.current());
+                    if matches!(verdict, crate::authz::requests::Verdict::Close) {
+                        tracing::info!(%peer, principal = %client.principal, api = ?key, "an API with no ACL rule, refused; closing the connection");
+                        drop(otx);
+                        return Ok(());
+                    }
                     tokio::spawn(crate::nodes::LISTENER.scope(listener, async move {
-                        let resp = handle(&ctx, version, body, &client).await;
+                        let resp = match verdict {
+                            crate::authz::requests::Verdict::Answer(r) => Some(r),
+                            crate::authz::requests::Verdict::Serve(merge) => {
+                                let mut resp = handle(&ctx, version, body, &client, &check).await;
+                                if let (Some(r), Some(merge)) = (resp.as_mut(), merge) {
+                                    merge(r);
+                                }
+                                resp
+                            }
+                            crate::authz::requests::Verdict::Close => None,
+                        };
                         drop(room);
                         metrics::request_seconds(key, started.elapsed());
                         let out = resp.and_then(|r| {
@@ -782,6 +807,7 @@ async fn handle(
     version: i16,
     body: RequestKind,
     client: &ClientInfo,
+    check: &crate::authz::Check,
 ) -> Option<ResponseKind> {
     Some(match &body {
         RequestKind::ApiVersions(_) => {
@@ -883,9 +909,17 @@ async fn handle(
             crate::admin::scram::alter_user_scram_credentials(ctx.meta.as_ref(), &ctx.view, r)
                 .await,
         ),
-        RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(crate::acls::create_acls(r)),
-        RequestKind::DescribeAcls(_) => ResponseKind::DescribeAcls(crate::acls::describe_acls()),
-        RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(crate::acls::delete_acls(r)),
+        RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(
+            crate::acls::create_acls(r, check, ctx.authz.enabled(), ctx.meta.as_ref(), &ctx.view)
+                .await,
+        ),
+        RequestKind::DescribeAcls(r) => {
+            ResponseKind::DescribeAcls(crate::acls::describe_acls(r, check, ctx.authz.enabled()))
+        }
+        RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(
+            crate::acls::delete_acls(r, check, ctx.authz.enabled(), ctx.meta.as_ref(), &ctx.view)
+                .await,
+        ),
         RequestKind::DescribeClientQuotas(r) => ResponseKind::DescribeClientQuotas(
             crate::admin::quotas::describe_client_quotas(&ctx.view.current().quotas, r),
         ),

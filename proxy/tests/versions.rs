@@ -113,6 +113,7 @@ async fn env_configured(
         max_view_age: None,
         down_reports: Default::default(),
         quotas: Default::default(),
+        authz: Default::default(),
     });
     let proxy = Proxy::start_on(
         listener,

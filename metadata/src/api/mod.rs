@@ -1,6 +1,7 @@
 //! The metadata service's HTTP API: protobuf messages, the axum server, and a
 //! client that follows the leader.
 
+pub mod acl_routes;
 pub mod client;
 pub mod convert;
 mod export_routes;
@@ -8,7 +9,6 @@ pub mod meta_api;
 pub mod proto;
 pub mod quota_routes;
 pub mod routes;
-pub mod acl_routes;
 pub mod scram_routes;
 pub mod server;
 pub mod txn_routes;
