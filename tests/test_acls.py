@@ -266,3 +266,22 @@ def test_floe_acl_adds_lists_and_removes(acl_cluster, floe_bin, tmp_path):
     res = subprocess.run(floe + ["list", "--bootstrap", s.addr("PLAINTEXT")], capture_output=True, text=True,
                          timeout=60)
     assert res.returncode != 0 and "authoriz" in res.stderr.lower(), res.stderr
+
+
+def test_a_transactional_producer_needs_its_transactional_id(acl_cluster):
+    from confluent_kafka import KafkaException, Producer
+    s = acl_cluster
+    create_topics(s, "acl-txn")
+    create_acls(s, [binding("TOPIC", "acl-txn", "User:alice", "WRITE"),
+                    binding("TRANSACTIONAL_ID", "alice-tx", "User:alice", "WRITE")])
+    alice = s.conf("alice")
+    p = Producer({**alice, "transactional.id": "alice-tx", "transaction.timeout.ms": 30000})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce("acl-txn", value=b"in-txn")
+    p.commit_transaction(30)
+    # Another transactional id: refused at InitProducerId, with Kafka's error.
+    q = Producer({**alice, "transactional.id": "someone-else"})
+    with pytest.raises(KafkaException) as e:
+        q.init_transactions(30)
+    assert "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in str(e.value), e.value

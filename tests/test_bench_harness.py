@@ -70,3 +70,15 @@ def test_the_security_bench_quick_mode_runs_every_listener(floe_bin):
     for listener in ("PLAINTEXT", "SSL", "SASL_SSL"):
         line = next(l for l in res.stdout.splitlines() if l.startswith(listener) and "produce" in l)
         assert "MB/s" in line and " ms " in line + " ", line
+
+
+def test_the_acl_bench_quick_mode_compares_with_no_authorizer(floe_bin):
+    """bench/acls.py (1,000 ACLs against no authorizer) in its quick mode, so that it cannot rot."""
+    env = dict(os.environ, FLOE_BIN=str(floe_bin))
+    res = subprocess.run([sys.executable, ROOT / "bench" / "acls.py", "--quick"], env=env,
+                         capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, f"exit {res.returncode}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    assert "1000 ACLs" in res.stdout, res.stdout
+    for run in ("none", "acl"):
+        line = next(l for l in res.stdout.splitlines() if l.startswith(run) and "produce" in l)
+        assert "MB/s" in line and "metadata" in line, line
