@@ -285,3 +285,48 @@ def test_a_transactional_producer_needs_its_transactional_id(acl_cluster):
     with pytest.raises(KafkaException) as e:
         q.init_transactions(30)
     assert "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in str(e.value), e.value
+
+
+def test_acls_hold_on_every_proxy_and_through_a_coordinator_move(floe_bin, tmp_path):
+    """Two proxies and two brokers: an ACL created through one proxy is enforced by
+    the other (the ACLs are the cluster's, in the metadata service), and still after
+    the broker coordinating the group is killed with SIGKILL and its shards move."""
+    from floe_cluster import Cluster
+    users = tmp_path / "plain-users"
+    users.write_text("".join(f"{u}:{p}\n" for u, p in USERS.items()))
+    cluster = Cluster(floe_bin, tmp_path, brokers=2, proxies=2, proxy_flags=(
+        "--default-partitions", "2", "--listeners", "SASL_PLAINTEXT://127.0.0.1:0",
+        "--sasl-plain-users-file", str(users), "--authorizer", "acl", "--super-users", "User:admin"))
+    try:
+        def conf(proxy, user):
+            return {"bootstrap.servers": proxy.addr("kafka"), "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanisms": "PLAIN", "sasl.username": user, "sasl.password": USERS[user]}
+
+        from confluent_kafka.admin import AdminClient, NewTopic
+        a = AdminClient(conf(cluster.proxies[0], "admin"))
+        a.create_topics([NewTopic("acl-cluster", 2, 1)])["acl-cluster"].result(30)
+        for f in a.create_acls([binding("TOPIC", "acl-cluster", "User:alice", "ALL"),
+                                binding("GROUP", "acl-cg", "User:alice", "READ")], request_timeout=30).values():
+            f.result()
+        on_second = conf(cluster.proxies[1], "alice")
+
+        def until_allowed():
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                if produce(on_second, "acl-cluster", n=1) == []:
+                    return
+                time.sleep(0.2)
+            raise AssertionError("the ACL never reached the second proxy")
+
+        until_allowed()
+        assert produce(conf(cluster.proxies[1], "bob"), "acl-cluster", n=1) == ["TOPIC_AUTHORIZATION_FAILED"]
+        got, error = consume(on_second, "acl-cluster", "acl-cg", 1)
+        assert error is None and got
+        cluster.brokers[0].kill9()
+        assert produce(on_second, "acl-cluster", n=3) == []
+        got, error = consume(on_second, "acl-cluster", "acl-cg", 3, timeout=60)
+        assert error is None and len(got) >= 3
+        _, error = consume(conf(cluster.proxies[1], "bob"), "acl-cluster", "acl-cg", 1, timeout=20)
+        assert error in ("GROUP_AUTHORIZATION_FAILED", "TOPIC_AUTHORIZATION_FAILED")
+    finally:
+        cluster.stop()
