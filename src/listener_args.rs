@@ -84,6 +84,46 @@ pub struct ListenerArgs {
     /// connection.
     #[arg(long, env = "FLOE_CONNECTIONS_MAX_REAUTH_MS", default_value_t = 0)]
     pub connections_max_reauth_ms: u64,
+    /// OAUTHBEARER's keys (Kafka's `sasl.oauthbearer.jwks.endpoint.url`):
+    /// a JWKS file (`file:///path`, read again when it changes) or an
+    /// identity provider's `http(s)://…` jwks_uri. Needed when
+    /// --sasl-enabled-mechanisms lists OAUTHBEARER.
+    #[arg(long, env = "FLOE_SASL_OAUTHBEARER_JWKS_ENDPOINT_URL")]
+    pub sasl_oauthbearer_jwks_endpoint_url: Option<String>,
+    /// How often the JWKS is read or fetched again.
+    #[arg(
+        long,
+        env = "FLOE_SASL_OAUTHBEARER_JWKS_ENDPOINT_REFRESH_MS",
+        default_value_t = 3_600_000
+    )]
+    pub sasl_oauthbearer_jwks_endpoint_refresh_ms: u64,
+    /// CAs (PEM) trusted for an https:// JWKS URL (default: the system's).
+    #[arg(long, env = "FLOE_SASL_OAUTHBEARER_JWKS_CAFILE")]
+    pub sasl_oauthbearer_jwks_cafile: Option<PathBuf>,
+    /// Audiences a token must name (`aud`), comma-separated; none: not checked.
+    #[arg(
+        long,
+        env = "FLOE_SASL_OAUTHBEARER_EXPECTED_AUDIENCE",
+        value_delimiter = ','
+    )]
+    pub sasl_oauthbearer_expected_audience: Vec<String>,
+    /// The issuer a token must name (`iss`); none: not checked.
+    #[arg(long, env = "FLOE_SASL_OAUTHBEARER_EXPECTED_ISSUER")]
+    pub sasl_oauthbearer_expected_issuer: Option<String>,
+    /// The claim naming the principal (`User:` and its value).
+    #[arg(
+        long,
+        env = "FLOE_SASL_OAUTHBEARER_SUB_CLAIM_NAME",
+        default_value = "sub"
+    )]
+    pub sasl_oauthbearer_sub_claim_name: String,
+    /// Tolerance on a token's `exp` and `nbf`, for clocks that differ.
+    #[arg(
+        long,
+        env = "FLOE_SASL_OAUTHBEARER_CLOCK_SKEW_BUFFER_SECONDS",
+        default_value_t = 30
+    )]
+    pub sasl_oauthbearer_clock_skew_buffer_seconds: u64,
     /// How long a failed authentication waits before its answer and the
     /// close (against password guessing).
     #[arg(
@@ -177,7 +217,48 @@ impl ListenerArgs {
         Ok(Some(tls))
     }
 
-    fn sasl(&self, view: &ClusterWatch) -> anyhow::Result<SaslConfig> {
+    /// OAUTHBEARER's token checker, when its JWKS is configured.
+    async fn oauth(
+        &self,
+        mechanisms: &[Mechanism],
+    ) -> anyhow::Result<Option<Arc<floe_proxy::oauth::OAuthValidator>>> {
+        use floe_proxy::oauth::{JwksSource, OAuthSettings, OAuthValidator};
+        let listed = mechanisms.contains(&Mechanism::OAuthBearer);
+        let Some(url) = &self.sasl_oauthbearer_jwks_endpoint_url else {
+            if listed {
+                bail!(
+                    "OAUTHBEARER needs --sasl-oauthbearer-jwks-endpoint-url (the keys that sign tokens)"
+                );
+            }
+            return Ok(None);
+        };
+        if !listed {
+            bail!(
+                "--sasl-oauthbearer-jwks-endpoint-url is set but --sasl-enabled-mechanisms does not list OAUTHBEARER"
+            );
+        }
+        let settings = OAuthSettings {
+            jwks: JwksSource::parse(url).map_err(anyhow::Error::msg)?,
+            audience: self
+                .sasl_oauthbearer_expected_audience
+                .iter()
+                .map(|a| a.trim().to_string())
+                .filter(|a| !a.is_empty())
+                .collect(),
+            issuer: self.sasl_oauthbearer_expected_issuer.clone(),
+            sub_claim: self.sasl_oauthbearer_sub_claim_name.clone(),
+            clock_skew: Duration::from_secs(self.sasl_oauthbearer_clock_skew_buffer_seconds),
+            refresh: Duration::from_millis(self.sasl_oauthbearer_jwks_endpoint_refresh_ms.max(100)),
+            ca_file: self.sasl_oauthbearer_jwks_cafile.clone(),
+        };
+        let v = OAuthValidator::load(settings)
+            .await
+            .map_err(|e| anyhow::anyhow!("--sasl-oauthbearer-jwks-endpoint-url: {e}"))?;
+        v.spawn_refresh();
+        Ok(Some(v))
+    }
+
+    async fn sasl(&self, view: &ClusterWatch) -> anyhow::Result<SaslConfig> {
         let mut mechanisms = Vec::new();
         for name in &self.sasl_enabled_mechanisms {
             let name = name.trim();
@@ -185,7 +266,7 @@ impl ListenerArgs {
                 continue;
             }
             let m = Mechanism::from_name(name).with_context(|| {
-                format!("--sasl-enabled-mechanisms: {name:?} is not served (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
+                format!("--sasl-enabled-mechanisms: {name:?} is not served (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)")
             })?;
             if !mechanisms.contains(&m) {
                 mechanisms.push(m);
@@ -197,11 +278,13 @@ impl ListenerArgs {
             }
             None => None,
         };
+        let oauth = self.oauth(&mechanisms).await?;
         Ok(SaslConfig {
             mechanisms,
             credentials: Arc::new(ViewCredentials {
                 view: view.clone(),
                 plain_users,
+                oauth,
             }),
             reauth: (self.connections_max_reauth_ms > 0)
                 .then(|| Duration::from_millis(self.connections_max_reauth_ms)),
@@ -225,7 +308,7 @@ impl ListenerArgs {
         }
         let needs_sasl = specs.iter().any(|s| s.protocol.sasl());
         let sasl = if needs_sasl {
-            Some(self.sasl(view)?)
+            Some(self.sasl(view).await?)
         } else {
             None
         };

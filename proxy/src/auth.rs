@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use floe_metadata::scram::{ScramCredential, ScramMechanism};
 use floe_metadata::watch::ClusterWatch;
@@ -92,6 +92,8 @@ pub fn read_plain_users(path: &Path) -> Result<HashMap<String, String>, String> 
 pub struct ViewCredentials {
     pub view: ClusterWatch,
     pub plain_users: Option<HashMap<String, String>>,
+    /// OAUTHBEARER's token checker, when a JWKS is configured.
+    pub oauth: Option<Arc<crate::oauth::OAuthValidator>>,
 }
 
 impl Credentials for ViewCredentials {
@@ -107,6 +109,10 @@ impl Credentials for ViewCredentials {
 
     fn plain_password(&self, user: &str) -> Option<String> {
         self.plain_users.as_ref()?.get(user).cloned()
+    }
+
+    fn oauth(&self) -> Option<&crate::oauth::OAuthValidator> {
+        self.oauth.as_deref()
     }
 }
 
@@ -382,21 +388,22 @@ impl ConnectionAuth {
                         "re-authentication as another user is not allowed",
                     ))
                 } else {
-                    Ok((principal, reply))
+                    Ok((principal, reply, exchange.expires()))
                 }
             }
             Err(e) => Err(e),
         };
         match outcome {
-            Ok((principal, reply)) => {
+            Ok((principal, reply, credential_expires)) => {
                 metrics::authenticated(mechanism.name());
                 if !renewing {
                     tracing::debug!(peer = %self.peer, %principal, mechanism = mechanism.name(), "authenticated");
                 }
                 self.principal = principal;
-                let expires = sasl.reauth.map(|d| Instant::now() + d);
+                let lifetime = session_lifetime(sasl.reauth, credential_expires, SystemTime::now());
+                let expires = lifetime.map(|d| Instant::now() + d);
                 self.state = State::Done { mechanism, expires };
-                Ok((reply, sasl.reauth))
+                Ok((reply, lifetime))
             }
             Err(e) => {
                 metrics::authentication_failed(mechanism.name(), e.failure.label());
@@ -416,11 +423,48 @@ impl ConnectionAuth {
     }
 }
 
+/// A session's lifetime (KIP-368): `connections.max.reauth.ms`, shortened
+/// to what is left of the credential (a token's `exp`) when it expires
+/// sooner. Without a maximum, sessions last as long as their connection,
+/// as in Kafka, whatever the credential.
+fn session_lifetime(
+    reauth: Option<Duration>,
+    credential_expires: Option<SystemTime>,
+    now: SystemTime,
+) -> Option<Duration> {
+    let max = reauth?;
+    let left = credential_expires.map(|e| e.duration_since(now).unwrap_or(Duration::ZERO));
+    Some(left.map_or(max, |l| l.min(max)))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    #[test]
+    fn a_session_ends_with_its_token_when_that_is_sooner() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let hour = Duration::from_secs(3600);
+        let soon = Some(now + Duration::from_secs(60));
+        assert_eq!(
+            session_lifetime(Some(hour), soon, now),
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(
+            session_lifetime(Some(Duration::from_secs(10)), soon, now),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(session_lifetime(Some(hour), None, now), Some(hour));
+        // Without connections.max.reauth.ms a session lasts as its connection (Kafka's rule).
+        assert_eq!(session_lifetime(None, soon, now), None);
+        // Already expired: a session of zero, refused at the next request.
+        assert_eq!(
+            session_lifetime(Some(hour), Some(now - hour), now),
+            Some(Duration::ZERO)
+        );
+    }
 
     struct Users;
 

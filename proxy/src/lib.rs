@@ -31,6 +31,7 @@ pub mod limits;
 pub mod listeners;
 mod metrics;
 pub mod nodes;
+pub mod oauth;
 pub mod peers;
 pub mod principal;
 pub mod quota;

@@ -9,7 +9,10 @@
 //! - [`scram`]: SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677), the
 //!   server's exchange, a client's (the `floe` tools use it), and the
 //!   derivation of a stored credential from a password.
+//! - [`oauthbearer`]: OAUTHBEARER (RFC 7628), a JWT checked by
+//!   [`crate::oauth`].
 
+pub mod oauthbearer;
 pub mod plain;
 pub mod scram;
 
@@ -20,6 +23,7 @@ use floe_metadata::scram::{ScramCredential, ScramMechanism};
 pub enum Mechanism {
     Plain,
     Scram(ScramMechanism),
+    OAuthBearer,
 }
 
 impl Mechanism {
@@ -28,6 +32,7 @@ impl Mechanism {
         match self {
             Mechanism::Plain => "PLAIN",
             Mechanism::Scram(m) => m.name(),
+            Mechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 
@@ -35,6 +40,9 @@ impl Mechanism {
     pub fn from_name(name: &str) -> Option<Mechanism> {
         if name == "PLAIN" {
             return Some(Mechanism::Plain);
+        }
+        if name == "OAUTHBEARER" {
+            return Some(Mechanism::OAuthBearer);
         }
         ScramMechanism::from_name(name).map(Mechanism::Scram)
     }
@@ -47,6 +55,10 @@ pub trait Credentials: Send + Sync {
     /// The user's password in the PLAIN users file, if a file is
     /// configured and names the user.
     fn plain_password(&self, user: &str) -> Option<String>;
+    /// The OAUTHBEARER token checker, if one is configured.
+    fn oauth(&self) -> Option<&crate::oauth::OAuthValidator> {
+        None
+    }
 }
 
 /// What one step of an exchange gives.
@@ -112,6 +124,12 @@ impl AuthError {
 pub trait Exchange: Send {
     /// Takes the client's next message and gives the server's answer.
     fn step(&mut self, client: &[u8], creds: &dyn Credentials) -> Result<Step, AuthError>;
+
+    /// When the credential the client authenticated with expires (an
+    /// OAUTHBEARER token's `exp`), if it does.
+    fn expires(&self) -> Option<std::time::SystemTime> {
+        None
+    }
 }
 
 /// A new exchange of `mechanism`.
@@ -119,5 +137,6 @@ pub fn exchange(mechanism: Mechanism) -> Box<dyn Exchange> {
     match mechanism {
         Mechanism::Plain => Box::new(plain::PlainServer::default()),
         Mechanism::Scram(m) => Box::new(scram::ScramServer::new(m)),
+        Mechanism::OAuthBearer => Box::new(oauthbearer::OAuthBearerServer::default()),
     }
 }
