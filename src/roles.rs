@@ -622,7 +622,9 @@ impl ProxyTuning {
             .map_err(|e| anyhow::anyhow!("--super-users: {e}"))?;
         let enabled = self.authorizer == "acl";
         if !enabled && !super_users.is_empty() {
-            tracing::warn!("--super-users is set but --authorizer is none: every client may do everything");
+            tracing::warn!(
+                "--super-users is set but --authorizer is none: every client may do everything"
+            );
         }
         Ok(floe_proxy::authz::AuthzSettings {
             enabled,

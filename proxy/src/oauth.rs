@@ -108,6 +108,13 @@ impl OAuthValidator {
         Ok(v)
     }
 
+    /// A validator with the keys of a JWKS document (tests, fuzzing).
+    pub fn from_jwks_json(settings: OAuthSettings, jwks: &str) -> Result<OAuthValidator, String> {
+        let keys: JwkSet =
+            serde_json::from_str(jwks).map_err(|e| format!("the JWKS is not valid: {e}"))?;
+        Ok(Self::with_keys(settings, keys))
+    }
+
     /// A validator with these keys (tests, fuzzing).
     pub fn with_keys(settings: OAuthSettings, keys: JwkSet) -> OAuthValidator {
         OAuthValidator {
