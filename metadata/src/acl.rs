@@ -390,6 +390,10 @@ impl AclFilter {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AclModel {
     pub bindings: BTreeSet<AclBinding>,
+    /// The revision of the last change: a cluster view asked for since a
+    /// later revision leaves the ACLs out (they did not change).
+    #[serde(default)]
+    pub revision: u64,
 }
 
 impl AclModel {
@@ -409,6 +413,11 @@ impl AclModel {
         }
         self.bindings.extend(new.into_iter().cloned());
         Ok(())
+    }
+
+    /// Notes that the ACLs changed at `revision`.
+    pub fn changed_at(&mut self, revision: u64) {
+        self.revision = revision;
     }
 
     /// Removes the bindings each filter matches; returns them, per filter

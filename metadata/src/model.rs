@@ -76,7 +76,8 @@ pub struct ClusterView {
     /// Users' SCRAM credentials (salted and hashed; never a password).
     pub scram: crate::scram::ScramModel,
     /// The ACLs.
-    pub acls: crate::acl::AclModel,
+    /// `None`: unchanged since the revision the view was asked from.
+    pub acls: Option<crate::acl::AclModel>,
 }
 
 /// One committed range of a partition's log: offsets → bytes of an object.

@@ -468,11 +468,25 @@ impl ClusterState {
                 Ok(()) => Response::Ok,
                 Err(e) => err(e),
             },
-            Command::CreateAcls(bindings) => match self.acls.create(bindings) {
-                Ok(()) => Response::Ok,
-                Err(e) => err(e),
-            },
-            Command::DeleteAcls(filters) => Response::AclsDeleted(self.acls.delete(filters)),
+            Command::CreateAcls(bindings) => {
+                let before = self.acls.bindings.len();
+                match self.acls.create(bindings) {
+                    Ok(()) => {
+                        if self.acls.bindings.len() != before {
+                            self.acls.changed_at(revision.0);
+                        }
+                        Response::Ok
+                    }
+                    Err(e) => err(e),
+                }
+            }
+            Command::DeleteAcls(filters) => {
+                let gone = self.acls.delete(filters);
+                if gone.iter().any(|g| !g.is_empty()) {
+                    self.acls.changed_at(revision.0);
+                }
+                Response::AclsDeleted(gone)
+            }
             Command::ExpireTransactionalIds {
                 now_ms,
                 expiration_ms,

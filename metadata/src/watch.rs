@@ -59,10 +59,9 @@ impl ClusterSnapshot {
 
     /// The snapshot of a view; `prev`'s ACLs are kept when they did not change.
     fn from_view(v: ClusterView, prev: &ClusterSnapshot) -> Self {
-        let acls = if *prev.acls == v.acls {
-            prev.acls.clone()
-        } else {
-            Arc::new(v.acls)
+        let acls = match v.acls {
+            Some(m) if *prev.acls != m => Arc::new(m),
+            _ => prev.acls.clone(),
         };
         let mut s = ClusterSnapshot {
             acls,

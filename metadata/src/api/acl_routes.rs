@@ -188,6 +188,7 @@ mod tests {
         assert_eq!(binding(entry(&b())).unwrap(), b());
         let m = model(&entries(&AclModel {
             bindings: [b()].into(),
+            ..Default::default()
         }));
         assert_eq!(m.bindings.len(), 1);
         for f in [
@@ -204,6 +205,36 @@ mod tests {
         ] {
             assert_eq!(filter(filter_entry(&f)).unwrap(), f);
         }
+    }
+
+    #[test]
+    fn a_watch_gets_the_acls_only_when_they_changed_after_its_revision() {
+        use crate::ids::Revision;
+        use crate::state::ClusterState;
+        let mut s = ClusterState::default();
+        assert_eq!(
+            s.apply(Revision(5), &Command::CreateAcls(vec![b()])),
+            Response::Ok
+        );
+        // Created again: nothing changes, nor does the revision.
+        s.apply(Revision(6), &Command::CreateAcls(vec![b()]));
+        assert_eq!(s.acls.revision, 5);
+        let view = |since| crate::api::convert::cluster_view_since(&s, since);
+        for since in [0, 4] {
+            assert_eq!(view(since).acls.len(), 1, "since {since}");
+            assert!(!view(since).acls_unchanged);
+        }
+        assert!(view(5).acls_unchanged && view(5).acls.is_empty());
+        let back = crate::api::convert::cluster_view_from(view(7)).unwrap();
+        assert!(back.acls.is_none());
+        // A delete that removes nothing changes nothing either.
+        let mut f = AclFilter::any();
+        f.principal = Some("User:nobody".into());
+        s.apply(Revision(8), &Command::DeleteAcls(vec![f]));
+        assert_eq!(s.acls.revision, 5);
+        s.apply(Revision(9), &Command::DeleteAcls(vec![AclFilter::any()]));
+        assert_eq!(s.acls.revision, 9);
+        assert!(!crate::api::convert::cluster_view_since(&s, 8).acls_unchanged);
     }
 
     #[test]

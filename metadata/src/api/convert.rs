@@ -82,6 +82,18 @@ pub fn node_state(s: NodeState) -> &'static str {
     }
 }
 
+/// The view for a watch from revision `since`: the ACLs are left out when
+/// they did not change after it (they can be many; the view goes out at
+/// every change of the cluster).
+pub fn cluster_view_since(state: &ClusterState, since: u64) -> proto::ClusterView {
+    let mut v = cluster_view(state);
+    if since > 0 && state.acls.revision <= since {
+        v.acls = Vec::new();
+        v.acls_unchanged = true;
+    }
+    v
+}
+
 pub fn cluster_view(state: &ClusterState) -> proto::ClusterView {
     proto::ClusterView {
         revision: state.revision.0,
@@ -103,6 +115,7 @@ pub fn cluster_view(state: &ClusterState) -> proto::ClusterView {
         quotas: super::quota_routes::quota_entries(&state.quotas),
         scram: super::scram_routes::scram_users(&state.scram),
         acls: super::acl_routes::entries(&state.acls),
+        acls_unchanged: false,
         shards: state
             .shards
             .iter()
@@ -251,7 +264,7 @@ pub fn cluster_view_from(v: proto::ClusterView) -> Result<crate::model::ClusterV
         .collect();
     let quotas = super::quota_routes::quota_model(&v.quotas);
     let scram = super::scram_routes::scram_model(&v.scram);
-    let acls = super::acl_routes::model(&v.acls);
+    let acls = (!v.acls_unchanged).then(|| super::acl_routes::model(&v.acls));
     Ok(crate::model::ClusterView {
         revision: Revision(v.revision),
         nodes,

@@ -435,9 +435,13 @@ pub struct ClusterView {
     /// Users' SCRAM credentials (`crate::scram`).
     #[prost(message, repeated, tag = "6")]
     pub scram: Vec<ScramUser>,
-    /// The ACLs (`crate::acl`).
+    /// The ACLs (`crate::acl`), unless `acls_unchanged`.
     #[prost(message, repeated, tag = "7")]
     pub acls: Vec<AclEntry>,
+    /// The ACLs are left out: they did not change since the revision the
+    /// watch asked from (the asker has them).
+    #[prost(bool, tag = "8")]
+    pub acls_unchanged: bool,
 }
 
 /// One ACL, with Kafka's codes for its resource type, pattern type,

@@ -814,7 +814,8 @@ async fn watch(s: AppState, req: proto::WatchRequest) -> Result<proto::ClusterVi
     s.shared
         .wait_beyond(crate::ids::Revision(req.since_revision), timeout)
         .await;
-    Ok(s.shared.read(convert::cluster_view))
+    Ok(s.shared
+        .read(|state| convert::cluster_view_since(state, req.since_revision)))
 }
 
 async fn truncate_log(
