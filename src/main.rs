@@ -5,6 +5,7 @@
 //! `configs`, `group`, `produce`, `consume`, `query`, `probe`, `transactions`,
 //! `producers`.
 
+mod acl_cmd;
 mod admin_http;
 #[cfg(test)]
 mod cli_reference;
@@ -97,6 +98,10 @@ enum Command {
     /// DescribeUserScramCredentials).
     #[command(subcommand)]
     User(user_cmd::UserCommand),
+    /// Add, list and remove ACLs (CreateAcls, DescribeAcls, DeleteAcls),
+    /// as kafka-acls.sh does.
+    #[command(subcommand)]
+    Acl(acl_cmd::AclCommand),
 }
 
 /// The log filter without `RUST_LOG`: `info` for a process that runs a
@@ -166,6 +171,7 @@ fn main() -> std::process::ExitCode {
             Command::Transactions(cmd) => txn_cmd::run(cmd).await,
             Command::Producers(args) => txn_cmd::producers(args).await,
             Command::User(cmd) => user_cmd::run(cmd).await,
+            Command::Acl(cmd) => acl_cmd::run(cmd).await,
         }
     });
     match result {

@@ -21,6 +21,7 @@
 //! the proxy's guarded codec: nothing a broker sends makes the client
 //! allocate more than the bytes it sent.
 
+pub mod acls;
 mod admin;
 mod connection;
 mod consume;
