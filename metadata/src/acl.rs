@@ -458,10 +458,13 @@ struct Rule {
 /// The bindings arranged to decide requests quickly: by resource type,
 /// literal names in a hash map, prefixes looked up by each prefix of the
 /// name asked about.
+/// Rules by resource type and name (or prefix).
+type RulesByName = HashMap<(ResourceType, String), Vec<Rule>>;
+
 #[derive(Debug, Default)]
 pub struct AclIndex {
-    literal: HashMap<(ResourceType, String), Vec<Rule>>,
-    prefixed: HashMap<(ResourceType, String), Vec<Rule>>,
+    literal: RulesByName,
+    prefixed: RulesByName,
     /// The shortest prefix length per type (none: no prefixed binding).
     prefix_lens: HashMap<ResourceType, Vec<usize>>,
 }
@@ -541,8 +544,7 @@ impl AclIndex {
             }
             false
         };
-        let mut lookups: Vec<(&HashMap<(ResourceType, String), Vec<Rule>>, &str)> =
-            vec![(&self.literal, name)];
+        let mut lookups: Vec<(&RulesByName, &str)> = vec![(&self.literal, name)];
         if name != WILDCARD {
             lookups.push((&self.literal, WILDCARD));
         }

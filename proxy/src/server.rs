@@ -693,7 +693,7 @@ where
                     }
                     tokio::spawn(crate::nodes::LISTENER.scope(listener, async move {
                         let resp = match verdict {
-                            crate::authz::requests::Verdict::Answer(r) => Some(r),
+                            crate::authz::requests::Verdict::Answer(r) => Some(*r),
                             crate::authz::requests::Verdict::Serve(merge) => {
                                 let mut resp = handle(&ctx, version, body, &client, &check).await;
                                 if let (Some(r), Some(merge)) = (resp.as_mut(), merge) {

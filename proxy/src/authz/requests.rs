@@ -25,7 +25,7 @@ pub enum Verdict {
     /// Handle the (possibly narrowed) request, then apply the merge.
     Serve(Option<Merge>),
     /// Answer this instead of handling the request.
-    Answer(ResponseKind),
+    Answer(Box<ResponseKind>),
     /// Close the connection: an API Floe has no rule for, refused to all
     /// but those allowed everything on the cluster.
     Close,
@@ -224,7 +224,7 @@ pub fn before(req: &mut RequestKind, version: i16, c: &Check, snap: &ClusterSnap
                     .collect::<Vec<_>>()
             };
             if !group_ok {
-                return Verdict::Answer(ResponseKind::OffsetCommit(
+                return answer(ResponseKind::OffsetCommit(
                     OffsetCommitResponse::default().with_topics(parts(denied)),
                 ));
             }
@@ -265,7 +265,7 @@ pub fn before(req: &mut RequestKind, version: i16, c: &Check, snap: &ClusterSnap
                     .collect::<Vec<_>>()
             };
             if code.is_some() {
-                return Verdict::Answer(ResponseKind::TxnOffsetCommit(
+                return answer(ResponseKind::TxnOffsetCommit(
                     TxnOffsetCommitResponse::default().with_topics(parts(denied)),
                 ));
             }
@@ -281,7 +281,7 @@ pub fn before(req: &mut RequestKind, version: i16, c: &Check, snap: &ClusterSnap
             if c.group(Op::Read, &r.group_id) {
                 return Verdict::Serve(None);
             }
-            Verdict::Answer(ResponseKind::JoinGroup(
+            answer(ResponseKind::JoinGroup(
                 JoinGroupResponse::default()
                     .with_error_code(GROUP_DENIED)
                     .with_generation_id(-1),
@@ -359,7 +359,7 @@ pub fn before(req: &mut RequestKind, version: i16, c: &Check, snap: &ClusterSnap
         }
         RequestKind::OffsetDelete(r) => {
             if !c.group(Op::Delete, &r.group_id) {
-                return Verdict::Answer(ResponseKind::OffsetDelete(
+                return answer(ResponseKind::OffsetDelete(
                     OffsetDeleteResponse::default().with_error_code(GROUP_DENIED),
                 ));
             }
@@ -541,7 +541,7 @@ pub fn before(req: &mut RequestKind, version: i16, c: &Check, snap: &ClusterSnap
                         )
                 })
                 .collect();
-            Verdict::Answer(ResponseKind::AlterClientQuotas(
+            answer(ResponseKind::AlterClientQuotas(
                 AlterClientQuotasResponse::default().with_entries(entries),
             ))
         }
@@ -563,7 +563,7 @@ pub fn before(req: &mut RequestKind, version: i16, c: &Check, snap: &ClusterSnap
                 .chain(r.upsertions.iter().map(|u| u.name.clone()))
                 .collect();
             users.dedup();
-            Verdict::Answer(ResponseKind::AlterUserScramCredentials(
+            answer(ResponseKind::AlterUserScramCredentials(
                 AlterUserScramCredentialsResponse::default().with_results(
                     users
                         .into_iter()
@@ -600,7 +600,7 @@ pub fn before(req: &mut RequestKind, version: i16, c: &Check, snap: &ClusterSnap
             } else {
                 return Verdict::Serve(None);
             };
-            Verdict::Answer(ResponseKind::AddOffsetsToTxn(
+            answer(ResponseKind::AddOffsetsToTxn(
                 AddOffsetsToTxnResponse::default().with_error_code(code),
             ))
         }
@@ -754,12 +754,17 @@ fn opt_name(n: &Option<TopicName>) -> &str {
     n.as_ref().map_or("", |n| &***n)
 }
 
+/// Answer `r` instead of handling the request.
+fn answer(r: ResponseKind) -> Verdict {
+    Verdict::Answer(Box::new(r))
+}
+
 /// Serve when `ok`, else answer `refusal()`.
 fn whole(ok: bool, refusal: impl FnOnce() -> ResponseKind) -> Verdict {
     if ok {
         Verdict::Serve(None)
     } else {
-        Verdict::Answer(refusal())
+        answer(refusal())
     }
 }
 
@@ -905,7 +910,7 @@ fn offset_fetch(r: &mut OffsetFetchRequest, version: i16, c: &Check) -> Verdict 
                         )
                 })
                 .collect();
-            return Verdict::Answer(ResponseKind::OffsetFetch(
+            return answer(ResponseKind::OffsetFetch(
                 OffsetFetchResponse::default()
                     .with_error_code(GROUP_DENIED)
                     .with_topics(topics),
@@ -1074,7 +1079,7 @@ fn add_partitions_to_txn(r: &mut AddPartitionsToTxnRequest, version: i16, c: &Ch
                 )
         })
         .collect();
-    Verdict::Answer(ResponseKind::AddPartitionsToTxn(
+    answer(ResponseKind::AddPartitionsToTxn(
         AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results),
     ))
 }
@@ -1274,7 +1279,10 @@ mod tests {
         let mut no = RequestKind::Heartbeat(
             HeartbeatRequest::default().with_group_id(GroupId(StrBytes::from_static_str("h"))),
         );
-        let Verdict::Answer(ResponseKind::Heartbeat(r)) = before(&mut no, 3, &c, &snap) else {
+        let Verdict::Answer(b) = before(&mut no, 3, &c, &snap) else {
+            panic!()
+        };
+        let ResponseKind::Heartbeat(r) = *b else {
             panic!()
         };
         assert_eq!(r.error_code, GROUP_DENIED);
@@ -1290,8 +1298,10 @@ mod tests {
                         ]),
                 ]),
         );
-        let Verdict::Answer(ResponseKind::OffsetCommit(r)) = before(&mut commit, 8, &c, &snap)
-        else {
+        let Verdict::Answer(b) = before(&mut commit, 8, &c, &snap) else {
+            panic!()
+        };
+        let ResponseKind::OffsetCommit(r) = *b else {
             panic!()
         };
         assert_eq!(r.topics[0].partitions[0].error_code, GROUP_DENIED);
@@ -1326,7 +1336,10 @@ mod tests {
         assert!(served(before(&mut init, 4, &c, &snap)).is_none());
         let mut end =
             RequestKind::EndTxn(EndTxnRequest::default().with_transactional_id(id("other")));
-        let Verdict::Answer(ResponseKind::EndTxn(r)) = before(&mut end, 3, &c, &snap) else {
+        let Verdict::Answer(b) = before(&mut end, 3, &c, &snap) else {
+            panic!()
+        };
+        let ResponseKind::EndTxn(r) = *b else {
             panic!()
         };
         assert_eq!(r.error_code, TXN_DENIED);
@@ -1348,8 +1361,10 @@ mod tests {
                         .with_partitions(vec![0]),
                 ]),
         );
-        let Verdict::Answer(ResponseKind::AddPartitionsToTxn(r)) = before(&mut add, 3, &c, &snap)
-        else {
+        let Verdict::Answer(b) = before(&mut add, 3, &c, &snap) else {
+            panic!()
+        };
+        let ResponseKind::AddPartitionsToTxn(r) = *b else {
             panic!()
         };
         let codes: Vec<i16> = r
