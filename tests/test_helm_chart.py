@@ -480,3 +480,25 @@ def test_compose_file_forms_a_working_cluster(floe_bin, tmp_path):
     finally:
         cluster.stop()
 
+
+
+def test_admin_ports_and_compose_ports_are_closed_by_default():
+    """Safe defaults: the admin ports (the query API reads topic data) admit only
+    the release's pods unless networkPolicy.adminClients names more; the compose
+    file publishes its ports on 127.0.0.1 only."""
+    def admin_rules(values):
+        _, objects = render(values)
+        rules = [r for o in objects if o["kind"] == "NetworkPolicy" for r in o["spec"]["ingress"]
+                 if any(p["port"] == "admin" for p in r["ports"])]
+        assert len(rules) == 3, rules  # broker, proxy, indexer
+        return rules
+
+    for rule in admin_rules({}):
+        peers = rule.get("from")
+        assert peers and all("podSelector" in p and "namespaceSelector" not in p for p in peers), rule
+    prometheus = {"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}
+    for rule in admin_rules({"networkPolicy": {"adminClients": [prometheus]}}):
+        assert prometheus in rule["from"] and len(rule["from"]) == 2, rule
+    compose = yaml.safe_load(COMPOSE.read_text())
+    published = [p for svc in compose["services"].values() for p in svc.get("ports", [])]
+    assert published and all(str(p).startswith("127.0.0.1:") for p in published), published
