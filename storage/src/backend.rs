@@ -34,6 +34,9 @@ pub struct S3Spec {
     pub secret_access_key: Option<String>,
     pub session_token: Option<String>,
     pub create_bucket: bool,
+    /// Unsigned requests (a public bucket): only when asked for with
+    /// `skip_signature=true`, never for want of credentials.
+    pub skip_signature: bool,
 }
 
 impl std::fmt::Debug for S3Spec {
@@ -51,6 +54,7 @@ impl std::fmt::Debug for S3Spec {
             )
             .field("session_token", &self.session_token.as_ref().map(|_| "***"))
             .field("create_bucket", &self.create_bucket)
+            .field("skip_signature", &self.skip_signature)
             .finish()
     }
 }
@@ -102,7 +106,8 @@ impl BackendSpec {
         }
         if url.contains("://") {
             return Err(StorageError::config(format!(
-                "unknown store URL scheme in {url:?} (use file://, s3://, memory:// or hdfs://)"
+                "unknown store URL scheme in {:?} (use file://, s3://, memory:// or hdfs://)",
+                redact_url(url)
             )));
         }
         Ok(BackendSpec::Local {
@@ -112,11 +117,13 @@ impl BackendSpec {
 
     fn parse_s3(raw: &str) -> Result<Self> {
         let url = url::Url::parse(raw)
-            .map_err(|e| StorageError::config(format!("bad S3 URL {raw:?}: {e}")))?;
+            .map_err(|e| StorageError::config(format!("bad S3 URL {:?}: {e}", redact_url(raw))))?;
         let bucket = url
             .host_str()
             .filter(|b| !b.is_empty())
-            .ok_or_else(|| StorageError::config(format!("S3 URL {raw:?} has no bucket")))?
+            .ok_or_else(|| {
+                StorageError::config(format!("S3 URL {:?} has no bucket", redact_url(raw)))
+            })?
             .to_string();
         let prefix = Some(url.path().trim_matches('/').to_string()).filter(|p| !p.is_empty());
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
@@ -132,6 +139,7 @@ impl BackendSpec {
             secret_access_key: env("AWS_SECRET_ACCESS_KEY"),
             session_token: env("AWS_SESSION_TOKEN"),
             create_bucket: true,
+            skip_signature: false,
         };
         for (k, v) in url.query_pairs() {
             let v = v.to_string();
@@ -143,10 +151,12 @@ impl BackendSpec {
                 "secret_access_key" => spec.secret_access_key = Some(v),
                 "session_token" => spec.session_token = Some(v),
                 "create_bucket" => spec.create_bucket = parse_bool("create_bucket", &v)?,
+                "skip_signature" => spec.skip_signature = parse_bool("skip_signature", &v)?,
                 other => {
                     return Err(StorageError::config(format!(
                         "unknown S3 option {other:?} (known: endpoint, region, path_style, \
-                         access_key_id, secret_access_key, session_token, create_bucket)"
+                         access_key_id, secret_access_key, session_token, create_bucket, \
+                         skip_signature)"
                     )));
                 }
             }
@@ -155,6 +165,14 @@ impl BackendSpec {
             return Err(StorageError::config(
                 "S3 access_key_id and secret_access_key go together",
             ));
+        }
+        if spec.access_key_id.is_none() && !spec.skip_signature {
+            // The shared credentials file, as every AWS SDK reads it.
+            if let Some(p) = profile_credentials(&env)? {
+                spec.access_key_id = Some(p.0);
+                spec.secret_access_key = Some(p.1);
+                spec.session_token = p.2;
+            }
         }
         Ok(BackendSpec::S3(spec))
     }
@@ -215,6 +233,104 @@ fn open_hdfs(url: &str) -> Result<Arc<dyn ObjectStore>> {
     )))
 }
 
+/// A store URL with the values of its secret options (`secret_access_key`,
+/// `session_token`) and any user info replaced by `***`, for messages.
+pub fn redact_url(url: &str) -> String {
+    let (head, query) = match url.split_once('?') {
+        Some((h, q)) => (h, Some(q)),
+        None => (url, None),
+    };
+    let head = match head.split_once("://") {
+        Some((scheme, rest)) => match rest.split_once('@') {
+            Some((_, host)) => format!("{scheme}://***@{host}"),
+            None => head.to_string(),
+        },
+        None => head.to_string(),
+    };
+    let Some(query) = query else { return head };
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|p| match p.split_once('=') {
+            Some((k, _)) if k == "secret_access_key" || k == "session_token" => format!("{k}=***"),
+            _ => p.to_string(),
+        })
+        .collect();
+    format!("{head}?{}", pairs.join("&"))
+}
+
+/// The static keys of the AWS profile `AWS_PROFILE` (else `default`) in
+/// the shared credentials file (`AWS_SHARED_CREDENTIALS_FILE`, else
+/// `~/.aws/credentials`), if it has them: key id, secret, session token.
+fn profile_credentials(
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<(String, String, Option<String>)>> {
+    let path = match env("AWS_SHARED_CREDENTIALS_FILE") {
+        Some(p) => PathBuf::from(p),
+        None => match env("HOME") {
+            Some(h) => PathBuf::from(h).join(".aws").join("credentials"),
+            None => return Ok(None),
+        },
+    };
+    let profile = env("AWS_PROFILE").unwrap_or_else(|| "default".to_string());
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(StorageError::config(format!(
+                "cannot read the AWS credentials file {}: {e}",
+                path.display()
+            )));
+        }
+    };
+    Ok(parse_profile(&text, &profile))
+}
+
+/// A profile's static keys in an AWS credentials file (INI).
+fn parse_profile(text: &str, profile: &str) -> Option<(String, String, Option<String>)> {
+    let mut inside = false;
+    let (mut key, mut secret, mut token) = (None, None, None);
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(section) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            let section = section.trim();
+            inside = section == profile || section == format!("profile {profile}");
+            continue;
+        }
+        if !inside {
+            continue;
+        }
+        if let Some((k, v)) = line.split_once('=') {
+            let v = v.trim().to_string();
+            match k.trim() {
+                "aws_access_key_id" => key = Some(v),
+                "aws_secret_access_key" => secret = Some(v),
+                "aws_session_token" => token = Some(v),
+                _ => {}
+            }
+        }
+    }
+    Some((key?, secret?, token))
+}
+
+/// The `AWS_*` variables of the credential chain after static keys: web
+/// identity (IRSA and the like), container credentials (ECS, EKS Pod
+/// Identity), instance metadata. Other `AWS_*` variables are not read.
+#[cfg(feature = "s3")]
+const CHAIN_VARS: &[&str] = &[
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_ROLE_ARN",
+    "AWS_ROLE_SESSION_NAME",
+    "AWS_ENDPOINT_URL_STS",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+    "AWS_METADATA_ENDPOINT",
+    "AWS_IMDSV1_FALLBACK",
+];
+
 #[cfg(feature = "s3")]
 async fn open_s3(spec: &S3Spec, opts: &PoolOptions) -> Result<Arc<dyn ObjectStore>> {
     use object_store::aws::AmazonS3Builder;
@@ -250,6 +366,7 @@ async fn open_s3(spec: &S3Spec, opts: &PoolOptions) -> Result<Arc<dyn ObjectStor
     if let Some(ep) = &spec.endpoint {
         b = b.with_endpoint(ep);
     }
+    let from_chain = spec.access_key_id.is_none() && !spec.skip_signature;
     match (&spec.access_key_id, &spec.secret_access_key) {
         (Some(k), Some(s)) => {
             b = b.with_access_key_id(k).with_secret_access_key(s);
@@ -257,13 +374,54 @@ async fn open_s3(spec: &S3Spec, opts: &PoolOptions) -> Result<Arc<dyn ObjectStor
                 b = b.with_token(t);
             }
         }
-        _ => b = b.with_skip_signature(true),
+        _ if spec.skip_signature => b = b.with_skip_signature(true),
+        _ => {
+            for var in CHAIN_VARS {
+                if let Ok(v) = std::env::var(var)
+                    && !v.is_empty()
+                    && let Ok(key) = var.to_ascii_lowercase().parse()
+                {
+                    b = b.with_config(key, v);
+                }
+            }
+        }
     }
     let store = b.build().map_err(|e| {
         StorageError::from_object_store(format!("configure s3://{}", spec.bucket), e)
     })?;
+    // Credentials from the chain are had once now: none is an error at
+    // start, never unsigned requests.
+    let chain = if from_chain {
+        let got = tokio::time::timeout(
+            Duration::from_secs(15),
+            store.credentials().get_credential(),
+        )
+        .await
+        .map_err(|_| "no answer within 15 s".to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()));
+        match got {
+            Ok(c) => Some(c),
+            Err(e) => {
+                return Err(StorageError::config(format!(
+                    "s3://{}: no S3 credentials: none in the store URL, AWS_ACCESS_KEY_ID and \
+                     AWS_SECRET_ACCESS_KEY or the shared credentials file, and the web identity, \
+                     container and instance-metadata providers gave none ({e}); for a public \
+                     bucket give skip_signature=true",
+                    spec.bucket
+                )));
+            }
+        }
+    } else {
+        None
+    };
     if spec.create_bucket {
-        ensure_bucket(spec, request_timeout).await?;
+        let mut with_keys = spec.clone();
+        if let Some(c) = chain {
+            with_keys.access_key_id = Some(c.key_id.clone());
+            with_keys.secret_access_key = Some(c.secret_key.clone());
+            with_keys.session_token = c.token.clone();
+        }
+        ensure_bucket(&with_keys, request_timeout).await?;
     }
     let store: Arc<dyn ObjectStore> = Arc::new(store);
     Ok(match &spec.prefix {
@@ -469,5 +627,70 @@ mod tests {
         let single = EndpointConfig::parse_list(&["memory://"]).unwrap();
         assert_eq!(single[0].id.as_str(), "default");
         assert!(EndpointConfig::parse_list(&["memory://", "file:///tmp/z"]).is_err());
+    }
+
+    #[test]
+    fn a_profile_of_the_shared_credentials_file_gives_its_keys() {
+        let text = "# keys\n[default]\naws_access_key_id = AKD\naws_secret_access_key=SD\n\n\
+                    [profile ci]\naws_access_key_id=AKC\naws_secret_access_key = SC\naws_session_token=T\n\
+                    [half]\naws_access_key_id=X\n";
+        assert_eq!(
+            parse_profile(text, "default"),
+            Some(("AKD".into(), "SD".into(), None))
+        );
+        assert_eq!(
+            parse_profile(text, "ci"),
+            Some(("AKC".into(), "SC".into(), Some("T".into())))
+        );
+        assert_eq!(parse_profile(text, "half"), None);
+        assert_eq!(parse_profile(text, "missing"), None);
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let file = dir.path().join("credentials");
+        std::fs::write(&file, text).unwrap_or_else(|e| panic!("{e}"));
+        let f = file.to_string_lossy().to_string();
+        let env = move |k: &str| match k {
+            "AWS_SHARED_CREDENTIALS_FILE" => Some(f.clone()),
+            "AWS_PROFILE" => Some("ci".to_string()),
+            _ => None,
+        };
+        assert_eq!(
+            profile_credentials(&env).unwrap_or_else(|e| panic!("{e}")),
+            Some(("AKC".into(), "SC".into(), Some("T".into())))
+        );
+        let none = |k: &str| {
+            (k == "AWS_SHARED_CREDENTIALS_FILE").then(|| "/nonexistent/creds".to_string())
+        };
+        assert_eq!(
+            profile_credentials(&none).unwrap_or_else(|e| panic!("{e}")),
+            None
+        );
+    }
+
+    #[test]
+    fn unsigned_requests_only_when_asked_for() {
+        let BackendSpec::S3(s) =
+            BackendSpec::parse("s3://b?skip_signature=true").unwrap_or_else(|e| panic!("{e}"))
+        else {
+            panic!("not s3")
+        };
+        assert!(s.skip_signature);
+        assert!(BackendSpec::parse("s3://b?skip_signature=maybe").is_err());
+    }
+
+    #[test]
+    fn secrets_in_store_urls_are_redacted_in_messages() {
+        let url =
+            "s3://b/p?endpoint=http://h:9000&access_key_id=AK&secret_access_key=SK&session_token=T";
+        let r = redact_url(url);
+        assert!(!r.contains("SK") && !r.contains("=T"), "{r}");
+        assert!(
+            r.contains("access_key_id=AK") && r.contains("secret_access_key=***"),
+            "{r}"
+        );
+        assert_eq!(redact_url("s3://user:pw@b"), "s3://***@b");
+        let err = BackendSpec::parse("s3://?secret_access_key=SK")
+            .map(|_| ())
+            .unwrap_err();
+        assert!(!err.to_string().contains("SK"), "{err}");
     }
 }
