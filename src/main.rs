@@ -51,6 +51,19 @@ static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// The cluster secret (a file, one secret a line; the first signs, any
+    /// verifies): every internal request (metadata API, Raft, broker RPC,
+    /// admin and query API) is signed with it, and one without a valid
+    /// signature is refused with 401 (docs/security.md). Give every process
+    /// of the cluster, and the floe tools that call the internal ports, the
+    /// same file.
+    #[arg(
+        long,
+        global = true,
+        env = "FLOE_CLUSTER_SECRET_FILE",
+        value_name = "FILE"
+    )]
+    cluster_secret_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -137,6 +150,14 @@ fn main() -> std::process::ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    if let Some(path) = &cli.cluster_secret_file {
+        let installed = floe_metadata::cluster_auth::ClusterSecret::read(path)
+            .and_then(floe_metadata::cluster_auth::install);
+        if let Err(e) = installed {
+            eprintln!("floe: --cluster-secret-file: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    }
     if let Err(e) = admin_http::install_metrics_recorder() {
         eprintln!("floe: {e:#}");
         return std::process::ExitCode::FAILURE;

@@ -56,19 +56,31 @@ impl HttpClient {
         body: Bytes,
         timeout: Duration,
     ) -> Result<Bytes, HttpError> {
-        let req = hyper::Request::post(format!("http://{addr}{path}"))
-            .header(hyper::header::CONTENT_TYPE, content_type)
-            .body(Full::new(body))
-            .map_err(|e| HttpError::Request {
-                addr: addr.to_string(),
-                message: e.to_string(),
-            })?;
+        let mut req = hyper::Request::post(format!("http://{addr}{path}"))
+            .header(hyper::header::CONTENT_TYPE, content_type);
+        if let Some(s) = crate::cluster_auth::current() {
+            req = req.header(
+                crate::cluster_auth::HEADER,
+                s.sign("POST", path, &body, std::time::SystemTime::now()),
+            );
+        }
+        let req = req.body(Full::new(body)).map_err(|e| HttpError::Request {
+            addr: addr.to_string(),
+            message: e.to_string(),
+        })?;
         self.send(addr, req, timeout).await
     }
 
     /// GETs `http://{addr}{path}` and returns the response body of a 2xx answer.
     pub async fn get(&self, addr: &str, path: &str, timeout: Duration) -> Result<Bytes, HttpError> {
-        let req = hyper::Request::get(format!("http://{addr}{path}"))
+        let mut req = hyper::Request::get(format!("http://{addr}{path}"));
+        if let Some(s) = crate::cluster_auth::current() {
+            req = req.header(
+                crate::cluster_auth::HEADER,
+                s.sign("GET", path, b"", std::time::SystemTime::now()),
+            );
+        }
+        let req = req
             .body(Full::new(Bytes::new()))
             .map_err(|e| HttpError::Request {
                 addr: addr.to_string(),

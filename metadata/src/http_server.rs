@@ -79,6 +79,7 @@ impl Default for HttpLimits {
 
 const REFUSED: &str = "floe_http_connections_refused_total";
 const IDLE_CLOSED: &str = "floe_http_connections_idle_closed_total";
+const UNAUTHENTICATED: &str = "floe_http_unauthenticated_total";
 
 /// Serves `app` on `listener` with `limits` until the task is dropped.
 /// `server` names it in logs and metrics (`metadata`, `broker_rpc`, `admin`).
@@ -101,6 +102,10 @@ pub async fn serve(
         "internal HTTP connections closed after --http-idle-timeout-ms idle (`server` label)"
     );
     metrics::counter!(REFUSED, "server" => server).increment(0);
+    metrics::describe_counter!(
+        UNAUTHENTICATED,
+        "internal HTTP requests refused (401) for want of a valid cluster-secret signature (`server`; `reason`: missing, malformed, bad_signature, expired, replayed)"
+    );
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let mut last_refusal_log: Option<Instant> = None;
     let mut refused_since_log = 0u64;
@@ -247,6 +252,7 @@ async fn answer(
     req: Request<Incoming>,
     limit: usize,
     activity: Arc<Activity>,
+    server: &'static str,
 ) -> Result<Response<Body>, Infallible> {
     let _in_flight = InFlight::new(&activity);
     let announced = req
@@ -260,7 +266,60 @@ async fn answer(
     // A body that grows past the limit fails to read: axum's extractors
     // answer 413 for it.
     let req = req.map(|b| Body::new(http_body_util::Limited::new(b, limit)));
+    let req = match crate::cluster_auth::current() {
+        Some(secret) if !crate::cluster_auth::is_open_path(req.uri().path()) => {
+            match authenticated(secret, req, server, limit).await {
+                Ok(req) => req,
+                Err(resp) => return Ok(resp),
+            }
+        }
+        _ => req,
+    };
     app.oneshot(req).await
+}
+
+/// The request, its body read, if its cluster signature holds; else the
+/// answer refusing it (401, counted).
+async fn authenticated(
+    secret: &crate::cluster_auth::ClusterSecret,
+    req: Request<Body>,
+    server: &'static str,
+    limit: usize,
+) -> Result<Request<Body>, Response<Body>> {
+    use http_body_util::BodyExt as _;
+    let (parts, body) = req.into_parts();
+    let body = match body.collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return Err(too_large(limit)),
+    };
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or_else(|| parts.uri.path().to_string(), |p| p.as_str().to_string());
+    let header = parts
+        .headers
+        .get(crate::cluster_auth::HEADER)
+        .and_then(|v| v.to_str().ok());
+    match secret.verify(
+        header,
+        parts.method.as_str(),
+        &path,
+        &body,
+        std::time::SystemTime::now(),
+    ) {
+        Ok(()) => Ok(Request::from_parts(parts, Body::from(body))),
+        Err(why) => {
+            metrics::counter!(UNAUTHENTICATED, "server" => server, "reason" => why.label())
+                .increment(1);
+            tracing::info!(server, path = %path, reason = why.label(), "internal request refused: not signed with the cluster secret");
+            let mut resp = Response::new(Body::from(format!(
+                "401: this port needs requests signed with the cluster secret ({})\n",
+                why.label()
+            )));
+            *resp.status_mut() = StatusCode::UNAUTHORIZED;
+            Err(resp)
+        }
+    }
 }
 
 async fn serve_connection(
@@ -279,7 +338,7 @@ async fn serve_connection(
     let limit = limits.max_body_bytes;
     let svc_activity = activity.clone();
     let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-        answer(app.clone(), req, limit, svc_activity.clone())
+        answer(app.clone(), req, limit, svc_activity.clone(), server)
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder

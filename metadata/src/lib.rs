@@ -14,6 +14,7 @@
 pub mod acl;
 pub mod api;
 pub mod clock;
+pub mod cluster_auth;
 pub mod command;
 pub mod controller;
 pub mod error;

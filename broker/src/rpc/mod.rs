@@ -717,9 +717,17 @@ impl RemoteBroker {
         addr: &str,
         req: R::Req,
     ) -> Result<hyper::Request<Full<Bytes>>, CallError> {
-        Ok(hyper::Request::post(format!("http://{addr}{}", R::PATH))
-            .header(hyper::header::CONTENT_TYPE, "application/x-protobuf")
-            .body(Full::new(Bytes::from(req.encode_to_vec())))
+        let body = Bytes::from(req.encode_to_vec());
+        let mut builder = hyper::Request::post(format!("http://{addr}{}", R::PATH))
+            .header(hyper::header::CONTENT_TYPE, "application/x-protobuf");
+        if let Some(s) = floe_metadata::cluster_auth::current() {
+            builder = builder.header(
+                floe_metadata::cluster_auth::HEADER,
+                s.sign("POST", R::PATH, &body, std::time::SystemTime::now()),
+            );
+        }
+        Ok(builder
+            .body(Full::new(body))
             .map_err(|e| BrokerError::new(ErrorKind::InvalidRequest, e.to_string()))?)
     }
 
