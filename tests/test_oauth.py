@@ -17,7 +17,7 @@ import uuid
 import pytest
 
 from conftest import Standalone, port_of
-from test_security import SERVER_EXT, make_ca, make_cert
+from test_security import SERVER_EXT, confluent_fails, make_ca, make_cert
 
 pytestmark = [pytest.mark.timeout(300),
               pytest.mark.filterwarnings("ignore::DeprecationWarning")]
@@ -125,22 +125,6 @@ def conf(s, token_fn):
             "sasl.mechanisms": "OAUTHBEARER", "oauth_cb": lambda _cfg: token_fn()}
 
 
-def admin_error(c, timeout=15):
-    """The error a confluent-kafka admin client gets listing topics ('' if it worked)."""
-    from confluent_kafka.admin import AdminClient
-    errors = []
-    a = AdminClient({**c, "error_cb": lambda e: errors.append(str(e))})
-    try:
-        a.list_topics(timeout=timeout)
-        return ""
-    except Exception as e:  # noqa: BLE001 - the client's own error types
-        for _ in range(10):
-            a.poll(0.2)
-            if errors:
-                break
-        return f"{e} {errors}"
-
-
 def test_a_signed_token_produces_and_consumes_as_its_subject(oauth, floe_bin):
     from confluent_kafka import Consumer, Producer
     from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic,
@@ -190,7 +174,7 @@ def test_bad_tokens_are_refused_and_the_listener_keeps_serving(oauth, case):
         "other-audience": lambda: key.token(aud="someone-else"),
         "garbage": lambda: ("not.a.jwt", time.time() + 600),
     }[case]
-    err = admin_error(conf(s, token), timeout=4)
+    err = confluent_fails(conf(s, token), timeout=4)
     assert err, "a bad token was accepted"
     assert "SASL" in err or "uthentication" in err, err
-    assert admin_error(conf(s, lambda: key.token())) == ""
+    assert confluent_fails(conf(s, lambda: key.token())) == ""

@@ -14,8 +14,7 @@
 //! what they mean.
 
 use floe_metadata::acl::{
-    AclBinding, AclFilter, CLUSTER_NAME, Operation, PatternFilter, PatternType, Permission,
-    ResourceType,
+    AclBinding, AclFilter, CLUSTER_NAME, Operation, PatternFilter, PatternType,
 };
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::create_acls_request::AclCreation;
@@ -36,7 +35,7 @@ use crate::error::{ClientError, check_code};
 
 /// Kafka's code for ANY in a filter (resource type, pattern type,
 /// operation, permission).
-pub const ANY: i8 = 1;
+pub use floe_metadata::acl::ANY_CODE as ANY;
 
 fn sb(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_owned())
@@ -63,29 +62,10 @@ pub fn create_request(bindings: &[AclBinding]) -> CreateAclsRequest {
     CreateAclsRequest::default().with_creations(bindings.iter().map(creation).collect())
 }
 
-/// The codes of a filter: what it leaves open is ANY.
-struct FilterCodes {
-    resource_type: i8,
-    pattern: i8,
-    operation: i8,
-    permission: i8,
-}
-
-impl FilterCodes {
-    fn of(f: &AclFilter) -> Self {
-        FilterCodes {
-            resource_type: f.resource_type.map_or(ANY, ResourceType::code),
-            pattern: f.pattern.code(),
-            operation: f.operation.map_or(ANY, Operation::code),
-            permission: f.permission.map_or(ANY, Permission::code),
-        }
-    }
-}
-
 /// A filter as DescribeAcls asks it (a name, principal or host left open is
 /// null).
 pub fn describe_request(f: &AclFilter) -> DescribeAclsRequest {
-    let c = FilterCodes::of(f);
+    let c = f.codes();
     DescribeAclsRequest::default()
         .with_resource_type_filter(c.resource_type)
         .with_resource_name_filter(opt(&f.resource_name))
@@ -98,7 +78,7 @@ pub fn describe_request(f: &AclFilter) -> DescribeAclsRequest {
 
 /// A filter as DeleteAcls carries it.
 pub fn delete_filter(f: &AclFilter) -> DeleteAclsFilter {
-    let c = FilterCodes::of(f);
+    let c = f.codes();
     DeleteAclsFilter::default()
         .with_resource_type_filter(c.resource_type)
         .with_resource_name_filter(opt(&f.resource_name))
@@ -152,15 +132,16 @@ impl<'a> Answered<'a> {
 
     /// The binding, or `None` when a code is unknown here.
     fn decode(&self) -> Option<AclBinding> {
-        Some(AclBinding {
-            resource_type: ResourceType::from_code(self.resource_type)?,
-            resource_name: self.resource_name.to_string(),
-            pattern: PatternType::from_code(self.pattern)?,
-            principal: self.principal.to_string(),
-            host: self.host.to_string(),
-            operation: Operation::from_code(self.operation)?,
-            permission: Permission::from_code(self.permission)?,
-        })
+        AclBinding::from_codes(
+            self.resource_type,
+            self.resource_name.to_string(),
+            self.pattern,
+            self.principal.to_string(),
+            self.host.to_string(),
+            self.operation,
+            self.permission,
+        )
+        .ok()
     }
 
     /// The binding, or `None` (and a warning) when a code is unknown here.
@@ -445,6 +426,7 @@ mod tests {
     use crate::ErrorKind;
 
     use super::*;
+    use floe_metadata::acl::{Permission, ResourceType};
 
     fn b() -> AclBinding {
         AclBinding {
@@ -698,10 +680,6 @@ mod tests {
         use crate::connection::CLIENT_VERSIONS;
         use crate::test_support::{fake_broker, versions};
 
-        fn opt_code<T>(c: i8, f: impl Fn(i8) -> Option<T>) -> Option<T> {
-            if c == ANY { None } else { Some(f(c).unwrap()) }
-        }
-
         fn string(s: &Option<StrBytes>) -> Option<String> {
             s.as_ref().map(|s| s.to_string())
         }
@@ -716,15 +694,13 @@ mod tests {
             op: i8,
             perm: i8,
         ) -> AclFilter {
-            AclFilter {
-                resource_type: opt_code(rt, ResourceType::from_code),
-                resource_name: string(name),
-                pattern: PatternFilter::from_code(pattern).unwrap(),
-                principal: string(principal),
-                host: string(host),
-                operation: opt_code(op, Operation::from_code),
-                permission: opt_code(perm, Permission::from_code),
-            }
+            let codes = floe_metadata::acl::FilterCodes {
+                resource_type: rt,
+                pattern,
+                operation: op,
+                permission: perm,
+            };
+            AclFilter::from_codes(codes, string(name), string(principal), string(host)).unwrap()
         }
 
         fn create(m: &mut AclModel, r: &CreateAclsRequest) -> ResponseKind {
@@ -732,15 +708,16 @@ mod tests {
                 .creations
                 .iter()
                 .map(|c| {
-                    let b = AclBinding {
-                        resource_type: ResourceType::from_code(c.resource_type).unwrap(),
-                        resource_name: c.resource_name.to_string(),
-                        pattern: PatternType::from_code(c.resource_pattern_type).unwrap(),
-                        principal: c.principal.to_string(),
-                        host: c.host.to_string(),
-                        operation: Operation::from_code(c.operation).unwrap(),
-                        permission: Permission::from_code(c.permission_type).unwrap(),
-                    };
+                    let b = AclBinding::from_codes(
+                        c.resource_type,
+                        c.resource_name.to_string(),
+                        c.resource_pattern_type,
+                        c.principal.to_string(),
+                        c.host.to_string(),
+                        c.operation,
+                        c.permission_type,
+                    )
+                    .unwrap();
                     match m.create(&[b]) {
                         Ok(()) => AclCreationResult::default(),
                         Err(e) => AclCreationResult::default()

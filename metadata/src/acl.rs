@@ -386,6 +386,99 @@ impl AclFilter {
     }
 }
 
+/// Kafka's code for ANY in a filter (resource type, pattern type,
+/// operation, permission).
+pub const ANY_CODE: i8 = 1;
+
+impl AclBinding {
+    /// A binding from the codes and strings Kafka's ACL messages carry; an
+    /// unknown code (or ANY) is refused, saying which. Not validated
+    /// ([`AclBinding::validate`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_codes(
+        resource_type: i8,
+        resource_name: String,
+        pattern: i8,
+        principal: String,
+        host: String,
+        operation: i8,
+        permission: i8,
+    ) -> Result<AclBinding, String> {
+        Ok(AclBinding {
+            resource_type: ResourceType::from_code(resource_type).ok_or_else(|| {
+                format!(
+                    "resource type {resource_type} cannot have ACLs here (TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID)"
+                )
+            })?,
+            resource_name,
+            pattern: PatternType::from_code(pattern)
+                .ok_or_else(|| format!("pattern type {pattern} is not LITERAL (3) or PREFIXED (4)"))?,
+            principal,
+            host,
+            operation: Operation::from_code(operation)
+                .ok_or_else(|| format!("operation {operation} is not one an ACL can name"))?,
+            permission: Permission::from_code(permission)
+                .ok_or_else(|| format!("permission type {permission} is not DENY (2) or ALLOW (3)"))?,
+        })
+    }
+}
+
+/// A filter's codes as Kafka's messages carry them: what it leaves open is
+/// [`ANY_CODE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FilterCodes {
+    pub resource_type: i8,
+    pub pattern: i8,
+    pub operation: i8,
+    pub permission: i8,
+}
+
+/// `None` for ANY, the value of a known code, else an error naming `what`.
+fn any_or<T>(c: i8, what: &str, known: impl Fn(i8) -> Option<T>) -> Result<Option<T>, String> {
+    if c == ANY_CODE {
+        return Ok(None);
+    }
+    known(c)
+        .map(Some)
+        .ok_or_else(|| format!("unknown {what} {c}"))
+}
+
+impl AclFilter {
+    /// The filter's codes.
+    pub fn codes(&self) -> FilterCodes {
+        FilterCodes {
+            resource_type: self.resource_type.map_or(ANY_CODE, ResourceType::code),
+            pattern: self.pattern.code(),
+            operation: self.operation.map_or(ANY_CODE, Operation::code),
+            permission: self.permission.map_or(ANY_CODE, Permission::code),
+        }
+    }
+
+    /// The filter of Kafka's codes and (optional) strings; an unknown code
+    /// is refused, saying which.
+    pub fn from_codes(
+        codes: FilterCodes,
+        resource_name: Option<String>,
+        principal: Option<String>,
+        host: Option<String>,
+    ) -> Result<AclFilter, String> {
+        Ok(AclFilter {
+            resource_type: any_or(
+                codes.resource_type,
+                "resource type",
+                ResourceType::from_code,
+            )?,
+            resource_name,
+            pattern: PatternFilter::from_code(codes.pattern)
+                .ok_or_else(|| format!("unknown pattern type {}", codes.pattern))?,
+            principal,
+            host,
+            operation: any_or(codes.operation, "operation", Operation::from_code)?,
+            permission: any_or(codes.permission, "permission", Permission::from_code)?,
+        })
+    }
+}
+
 /// Every ACL of the cluster.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AclModel {

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use floe_metadata::acl::{
-    AclBinding, AclFilter, Operation, PatternFilter, PatternType, Permission, ResourceType,
+    AclBinding, AclFilter, FilterCodes, Operation, PatternType, ResourceType,
 };
 use floe_metadata::api::MetaApi;
 use floe_metadata::api::acl_routes;
@@ -56,83 +56,28 @@ fn denied(op: &str) -> (i16, Option<StrBytes>) {
 /// A creation as a binding, or why it cannot be one (Kafka's
 /// INVALID_REQUEST with a message).
 fn binding(c: &AclCreation) -> Result<AclBinding, String> {
-    let resource_type = ResourceType::from_code(c.resource_type).ok_or_else(|| {
-        format!(
-            "resource type {} cannot have ACLs here (TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID)",
-            c.resource_type
-        )
-    })?;
-    let pattern = PatternType::from_code(c.resource_pattern_type).ok_or_else(|| {
-        format!(
-            "pattern type {} is not LITERAL (3) or PREFIXED (4)",
-            c.resource_pattern_type
-        )
-    })?;
-    let operation = Operation::from_code(c.operation)
-        .ok_or_else(|| format!("operation {} is not one an ACL can name", c.operation))?;
-    let permission = Permission::from_code(c.permission_type).ok_or_else(|| {
-        format!(
-            "permission type {} is not DENY (2) or ALLOW (3)",
-            c.permission_type
-        )
-    })?;
-    let b = AclBinding {
-        resource_type,
-        resource_name: c.resource_name.to_string(),
-        pattern,
-        principal: c.principal.to_string(),
-        host: c.host.to_string(),
-        operation,
-        permission,
-    };
+    let b = AclBinding::from_codes(
+        c.resource_type,
+        c.resource_name.to_string(),
+        c.resource_pattern_type,
+        c.principal.to_string(),
+        c.host.to_string(),
+        c.operation,
+        c.permission_type,
+    )?;
     b.validate().map_err(|e| e.to_string())?;
     Ok(b)
 }
 
-/// A Kafka filter's fields as a filter (ANY is 1 everywhere).
-#[allow(clippy::too_many_arguments)]
+/// A Kafka filter's fields as a filter.
 fn filter(
-    resource_type: i8,
+    codes: FilterCodes,
     name: &Option<StrBytes>,
-    pattern: i8,
     principal: &Option<StrBytes>,
     host: &Option<StrBytes>,
-    operation: i8,
-    permission: i8,
 ) -> Result<AclFilter, String> {
-    const ANY: i8 = 1;
-    let any_or = |c: i8, what: &str, ok: Option<()>| -> Result<(), String> {
-        if c == ANY || ok.is_some() {
-            Ok(())
-        } else {
-            Err(format!("unknown {what} {c}"))
-        }
-    };
-    any_or(
-        resource_type,
-        "resource type",
-        ResourceType::from_code(resource_type).map(|_| ()),
-    )?;
-    any_or(
-        operation,
-        "operation",
-        Operation::from_code(operation).map(|_| ()),
-    )?;
-    any_or(
-        permission,
-        "permission type",
-        Permission::from_code(permission).map(|_| ()),
-    )?;
-    Ok(AclFilter {
-        resource_type: ResourceType::from_code(resource_type),
-        resource_name: name.as_ref().map(|n| n.to_string()),
-        pattern: PatternFilter::from_code(pattern)
-            .ok_or_else(|| format!("unknown pattern type {pattern}"))?,
-        principal: principal.as_ref().map(|p| p.to_string()),
-        host: host.as_ref().map(|h| h.to_string()),
-        operation: Operation::from_code(operation),
-        permission: Permission::from_code(permission),
-    })
+    let s = |v: &Option<StrBytes>| v.as_ref().map(|v| v.to_string());
+    AclFilter::from_codes(codes, s(name), s(principal), s(host))
 }
 
 pub async fn create_acls(
@@ -231,14 +176,17 @@ pub fn describe_acls(req: &DescribeAclsRequest, c: &Check, enabled: bool) -> Des
         (resp.error_code, resp.error_message) = denied("DESCRIBE");
         return resp;
     }
+    let codes = FilterCodes {
+        resource_type: req.resource_type_filter,
+        pattern: req.pattern_type_filter,
+        operation: req.operation,
+        permission: req.permission_type,
+    };
     match filter(
-        req.resource_type_filter,
+        codes,
         &req.resource_name_filter,
-        req.pattern_type_filter,
         &req.principal_filter,
         &req.host_filter,
-        req.operation,
-        req.permission_type,
     ) {
         Ok(f) => {
             let found: Vec<&AclBinding> = c.acls().describe(&f).collect();
@@ -265,14 +213,17 @@ fn deleted_acl(b: &AclBinding) -> DeleteAclsMatchingAcl {
 }
 
 fn delete_filter(f: &DeleteAclsFilter) -> Result<AclFilter, String> {
+    let codes = FilterCodes {
+        resource_type: f.resource_type_filter,
+        pattern: f.pattern_type_filter,
+        operation: f.operation,
+        permission: f.permission_type,
+    };
     filter(
-        f.resource_type_filter,
+        codes,
         &f.resource_name_filter,
-        f.pattern_type_filter,
         &f.principal_filter,
         &f.host_filter,
-        f.operation,
-        f.permission_type,
     )
 }
 
@@ -366,6 +317,7 @@ mod tests {
     use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 
     use super::*;
+    use floe_metadata::acl::{PatternFilter, Permission};
 
     fn creation(rt: i8, name: &str, pattern: i8, principal: &str, op: i8, perm: i8) -> AclCreation {
         let mut c = AclCreation::default();
@@ -408,22 +360,23 @@ mod tests {
         assert_eq!(r.error_message.as_deref(), Some(NO_AUTHORIZER));
     }
 
+    fn codes(resource_type: i8, pattern: i8, operation: i8, permission: i8) -> FilterCodes {
+        FilterCodes {
+            resource_type,
+            pattern,
+            operation,
+            permission,
+        }
+    }
+
     #[test]
     fn filters_take_any_and_refuse_unknown_codes() {
-        let f = filter(1, &None, 1, &None, &None, 1, 1).unwrap();
+        let f = filter(codes(1, 1, 1, 1), &None, &None, &None).unwrap();
         assert_eq!(f, AclFilter::any());
-        assert!(filter(9, &None, 1, &None, &None, 1, 1).is_err());
-        assert!(filter(1, &None, 0, &None, &None, 1, 1).is_err());
-        let f = filter(
-            2,
-            &Some(StrBytes::from_static_str("t")),
-            2,
-            &None,
-            &None,
-            3,
-            3,
-        )
-        .unwrap();
+        assert!(filter(codes(9, 1, 1, 1), &None, &None, &None).is_err());
+        assert!(filter(codes(1, 0, 1, 1), &None, &None, &None).is_err());
+        let name = Some(StrBytes::from_static_str("t"));
+        let f = filter(codes(2, 2, 3, 3), &name, &None, &None).unwrap();
         assert_eq!(f.pattern, PatternFilter::Match);
         assert_eq!(f.operation, Some(Operation::Read));
     }

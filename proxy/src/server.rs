@@ -684,8 +684,10 @@ where
                 }
                 mut body => {
                     let ctx = ctx.clone();
-                    let check = ctx.authz.check(&ctx.view.current().acls, &client);
-                    let verdict = crate::authz::requests::before(&mut body, version, &check, &ctx.view.current());
+                    let snap = ctx.view.current();
+                    let check = ctx.authz.check(&snap.acls, &client);
+                    let verdict = crate::authz::requests::before(&mut body, version, &check, &snap);
+                    drop(snap);
                     if matches!(verdict, crate::authz::requests::Verdict::Close) {
                         tracing::info!(%peer, principal = %client.principal, api = ?key, "an API with no ACL rule, refused; closing the connection");
                         drop(otx);

@@ -4,15 +4,9 @@
 
 use super::proto;
 use super::server::AppState;
-use crate::acl::{
-    AclBinding, AclFilter, AclModel, Operation, PatternFilter, PatternType, Permission,
-    ResourceType,
-};
+use crate::acl::{AclBinding, AclFilter, AclModel, FilterCodes};
 use crate::command::{Command, Response};
 use crate::error::MetaError;
-
-/// Kafka's code for ANY in a filter.
-const ANY: i32 = 1;
 
 /// One ACL as the API carries it.
 pub fn entry(b: &AclBinding) -> proto::AclEntry {
@@ -31,55 +25,44 @@ fn code(what: &str, c: i32) -> Result<i8, MetaError> {
     i8::try_from(c).map_err(|_| MetaError::InvalidRequest(format!("unknown {what} {c}")))
 }
 
-fn known<T>(what: &str, c: i32, f: impl Fn(i8) -> Option<T>) -> Result<T, MetaError> {
-    f(code(what, c)?).ok_or_else(|| MetaError::InvalidRequest(format!("unknown {what} {c}")))
-}
-
 /// The ACL an entry names.
 pub fn binding(e: proto::AclEntry) -> Result<AclBinding, MetaError> {
-    Ok(AclBinding {
-        resource_type: known("resource type", e.resource_type, ResourceType::from_code)?,
-        resource_name: e.resource_name,
-        pattern: known("pattern type", e.pattern, PatternType::from_code)?,
-        principal: e.principal,
-        host: e.host,
-        operation: known("operation", e.operation, Operation::from_code)?,
-        permission: known("permission", e.permission, Permission::from_code)?,
-    })
+    AclBinding::from_codes(
+        code("resource type", e.resource_type)?,
+        e.resource_name,
+        code("pattern type", e.pattern)?,
+        e.principal,
+        e.host,
+        code("operation", e.operation)?,
+        code("permission", e.permission)?,
+    )
+    .map_err(MetaError::InvalidRequest)
 }
 
 /// A filter as the API carries it.
 pub fn filter_entry(f: &AclFilter) -> proto::AclFilterEntry {
+    let c = f.codes();
     proto::AclFilterEntry {
-        resource_type: f.resource_type.map_or(ANY, |t| i32::from(t.code())),
+        resource_type: i32::from(c.resource_type),
         resource_name: f.resource_name.clone(),
-        pattern: i32::from(f.pattern.code()),
+        pattern: i32::from(c.pattern),
         principal: f.principal.clone(),
         host: f.host.clone(),
-        operation: f.operation.map_or(ANY, |o| i32::from(o.code())),
-        permission: f.permission.map_or(ANY, |p| i32::from(p.code())),
-    }
-}
-
-fn any_or<T>(what: &str, c: i32, f: impl Fn(i8) -> Option<T>) -> Result<Option<T>, MetaError> {
-    if c == ANY {
-        Ok(None)
-    } else {
-        known(what, c, f).map(Some)
+        operation: i32::from(c.operation),
+        permission: i32::from(c.permission),
     }
 }
 
 /// The filter an entry names.
 pub fn filter(e: proto::AclFilterEntry) -> Result<AclFilter, MetaError> {
-    Ok(AclFilter {
-        resource_type: any_or("resource type", e.resource_type, ResourceType::from_code)?,
-        resource_name: e.resource_name,
-        pattern: known("pattern type", e.pattern, PatternFilter::from_code)?,
-        principal: e.principal,
-        host: e.host,
-        operation: any_or("operation", e.operation, Operation::from_code)?,
-        permission: any_or("permission", e.permission, Permission::from_code)?,
-    })
+    let codes = FilterCodes {
+        resource_type: code("resource type", e.resource_type)?,
+        pattern: code("pattern type", e.pattern)?,
+        operation: code("operation", e.operation)?,
+        permission: code("permission", e.permission)?,
+    };
+    AclFilter::from_codes(codes, e.resource_name, e.principal, e.host)
+        .map_err(MetaError::InvalidRequest)
 }
 
 /// Every ACL, for the cluster view.
@@ -170,6 +153,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use crate::acl::{Operation, PatternFilter, PatternType, Permission, ResourceType};
 
     fn b() -> AclBinding {
         AclBinding {
