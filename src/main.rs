@@ -7,6 +7,7 @@
 
 mod acl_cmd;
 mod admin_http;
+mod certs_cmd;
 #[cfg(test)]
 mod cli_reference;
 mod client_cmd;
@@ -64,6 +65,51 @@ struct Cli {
         value_name = "FILE"
     )]
     cluster_secret_file: Option<std::path::PathBuf>,
+    /// Internal mTLS: the cluster CA's certificate (PEM; several while one
+    /// is replaced). With --internal-tls-cert and --internal-tls-key, every
+    /// internal port (metadata API, Raft, broker RPC, admin and query API)
+    /// is served over TLS, every internal call presents this process's
+    /// certificate, and a caller without a member certificate gets 401
+    /// (docs/security.md). `floe certs` makes the files.
+    #[arg(
+        long,
+        global = true,
+        env = "FLOE_INTERNAL_TLS_CA",
+        value_name = "FILE",
+        requires_all = ["internal_tls_cert", "internal_tls_key"]
+    )]
+    internal_tls_ca: Option<std::path::PathBuf>,
+    /// This process's certificate (PEM), signed by the cluster CA; its
+    /// common name is its identity: metadata-ID, broker, broker-ID, proxy,
+    /// indexer or admin. Read again when it changes.
+    #[arg(
+        long,
+        global = true,
+        env = "FLOE_INTERNAL_TLS_CERT",
+        value_name = "FILE",
+        requires = "internal_tls_ca"
+    )]
+    internal_tls_cert: Option<std::path::PathBuf>,
+    /// The private key of --internal-tls-cert (PEM).
+    #[arg(
+        long,
+        global = true,
+        env = "FLOE_INTERNAL_TLS_KEY",
+        value_name = "FILE",
+        requires = "internal_tls_ca"
+    )]
+    internal_tls_key: Option<std::path::PathBuf>,
+    /// Bearer tokens for people on the admin port's query API (a file:
+    /// `PRINCIPAL TOKEN` or `PRINCIPAL sha256:HEX` a line, read again when
+    /// it changes): a token's principal may look up and backfill the topics
+    /// its ACLs let it READ.
+    #[arg(
+        long,
+        global = true,
+        env = "FLOE_ADMIN_TOKEN_FILE",
+        value_name = "FILE"
+    )]
+    admin_token_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -115,6 +161,9 @@ enum Command {
     /// as kafka-acls.sh does.
     #[command(subcommand)]
     Acl(acl_cmd::AclCommand),
+    /// Make the cluster CA and its processes' certificates (internal mTLS).
+    #[command(subcommand)]
+    Certs(certs_cmd::CertsCommand),
 }
 
 /// The log filter without `RUST_LOG`: `info` for a process that runs a
@@ -158,6 +207,34 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     }
+    let internal_tls = match (&cli.internal_tls_ca, &cli.internal_tls_cert, &cli.internal_tls_key) {
+        (Some(ca), Some(cert), Some(key)) => {
+            let files = floe_metadata::cluster_tls::TlsFiles {
+                ca: ca.clone(),
+                cert: cert.clone(),
+                key: key.clone(),
+            };
+            let installed = floe_metadata::cluster_tls::InternalTls::new(files).and_then(|t| {
+                floe_metadata::cluster_tls::install(t.clone()).map(|()| t)
+            });
+            match installed {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    eprintln!("floe: internal TLS: {e}");
+                    return std::process::ExitCode::FAILURE;
+                }
+            }
+        }
+        _ => None,
+    };
+    if let Some(path) = &cli.admin_token_file {
+        let installed = floe_metadata::admin_tokens::TokenFile::open(path.clone())
+            .and_then(floe_metadata::admin_tokens::install);
+        if let Err(e) = installed {
+            eprintln!("floe: --admin-token-file: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    }
     if let Err(e) = admin_http::install_metrics_recorder() {
         eprintln!("floe: {e:#}");
         return std::process::ExitCode::FAILURE;
@@ -173,6 +250,7 @@ fn main() -> std::process::ExitCode {
         }
     };
     let result = runtime.block_on(async {
+        let _reload = internal_tls.map(|t| t.spawn_reload(std::time::Duration::from_secs(10)));
         match cli.command {
             Command::Storage(cmd) => storage_cmd::run(cmd).await,
             Command::Meta(args) => meta_cmd::run(args).await,
@@ -193,6 +271,7 @@ fn main() -> std::process::ExitCode {
             Command::Producers(args) => txn_cmd::producers(args).await,
             Command::User(cmd) => user_cmd::run(cmd).await,
             Command::Acl(cmd) => acl_cmd::run(cmd).await,
+            Command::Certs(cmd) => certs_cmd::run(cmd),
         }
     });
     match result {

@@ -66,7 +66,13 @@ struct Inner {
     swept: Mutex<HashMap<String, Instant>>,
     /// One round at a time (the loop, and tests calling `run_once`).
     round: tokio::sync::Mutex<()>,
+    /// The ACLs the query API checks bearer-token callers against, and
+    /// when they were read.
+    acls: tokio::sync::Mutex<Option<(Instant, Arc<floe_metadata::acl::AclIndex>)>>,
 }
+
+/// How long the query API uses ACLs it read before reading them again.
+pub const ACL_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -110,12 +116,33 @@ impl Indexer {
                 due: Mutex::new(HashMap::new()),
                 swept: Mutex::new(HashMap::new()),
                 round: tokio::sync::Mutex::new(()),
+                acls: tokio::sync::Mutex::new(None),
             }),
         })
     }
 
     pub fn meta(&self) -> &Arc<dyn MetaApi> {
         &self.inner.meta
+    }
+
+    /// The cluster's ACLs, read again when older than [`ACL_MAX_AGE`].
+    pub async fn acls(&self) -> Result<Arc<floe_metadata::acl::AclIndex>> {
+        let mut cached = self.inner.acls.lock().await;
+        if let Some((at, ix)) = cached.as_ref()
+            && at.elapsed() < ACL_MAX_AGE
+        {
+            return Ok(ix.clone());
+        }
+        let view = self
+            .inner
+            .meta
+            .watch(floe_metadata::ids::Revision(0), std::time::Duration::ZERO)
+            .await?;
+        let ix = Arc::new(floe_metadata::acl::AclIndex::new(
+            &view.acls.unwrap_or_default(),
+        ));
+        *cached = Some((Instant::now(), ix.clone()));
+        Ok(ix)
     }
 
     pub fn pool(&self) -> &Arc<StorePool> {

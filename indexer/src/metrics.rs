@@ -5,6 +5,7 @@ use metrics::{Unit, counter, describe_counter};
 
 const FILES_WRITTEN: &str = "floe_indexer_files_written_total";
 const ROWS_WRITTEN: &str = "floe_indexer_rows_written_total";
+const QUERY_DENIED: &str = "floe_indexer_query_denied_total";
 const LOG_BYTES_READ: &str = "floe_indexer_log_bytes_read_total";
 const PARQUET_BYTES_WRITTEN: &str = "floe_indexer_parquet_bytes_written_total";
 const FILES_DELETED: &str = "floe_indexer_files_deleted_total";
@@ -14,6 +15,10 @@ const BATCHES_SKIPPED: &str = "floe_indexer_batches_skipped_total";
 /// Describes the indexer's metrics and registers them at zero.
 pub(crate) fn register() {
     describe_counter!(FILES_WRITTEN, "export files written and committed");
+    describe_counter!(
+        QUERY_DENIED,
+        "query API calls refused (403) because a bearer token's principal has no topic ACL for them"
+    );
     describe_counter!(ROWS_WRITTEN, "rows in the export files committed");
     describe_counter!(
         LOG_BYTES_READ,
@@ -108,4 +113,9 @@ mod tests {
         );
         assert_eq!(value(super::ERRORS), Some(&DebugValue::Counter(0)));
     }
+}
+
+/// A query API call refused by the ACLs.
+pub fn query_denied() {
+    counter!(QUERY_DENIED).increment(1);
 }

@@ -3,10 +3,14 @@
 //! - `GET /v1/topics/{topic}/records?key=&from=&to=&limit=`: lookups.
 //! - `GET /v1/topics/{topic}/exports`: export progress per partition.
 //! - `POST /v1/topics/{topic}/backfill`: rebuild a topic's exports.
+//!
+//! Cluster members may call all three; a person with a bearer token
+//! (`--admin-token-file`) needs a topic READ ACL for lookups and backfills,
+//! DESCRIBE (which READ implies) for export progress.
 
 use std::collections::HashMap;
 
-use axum::Router;
+use axum::{Extension, Router};
 use axum::extract::{Path, Query as QueryParams, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -14,6 +18,9 @@ use axum::routing::{get, post};
 use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::{Value, json};
+
+use floe_metadata::acl::{Decision, Operation, ResourceType};
+use floe_metadata::http_server::{Caller, PeerAddr};
 
 use crate::error::{ErrorKind, IndexerError};
 use crate::exporter::Indexer;
@@ -134,11 +141,58 @@ pub fn record_json(r: &Found) -> Value {
     Value::Object(o)
 }
 
+/// Whether the caller may do `op` on `topic`: a cluster member (or anyone,
+/// on a cluster without security) may; a person with a bearer token may
+/// when the ACLs allow its principal `op` on the topic (deny by default).
+async fn permit(
+    ix: &Indexer,
+    caller: Option<&Caller>,
+    peer: Option<&PeerAddr>,
+    topic: &str,
+    op: Operation,
+) -> Result<(), Response> {
+    let principal = match caller {
+        Some(Caller::User(p)) => p,
+        Some(Caller::Anonymous) => {
+            return Err((
+                StatusCode::UNAUTHORIZED,
+                axum::Json(json!({ "error": "a member certificate or a bearer token is needed" })),
+            )
+                .into_response());
+        }
+        _ => return Ok(()),
+    };
+    let acls = match ix.acls().await {
+        Ok(a) => a,
+        Err(e) => return Err(error_reply(&e)),
+    };
+    let host = peer.map_or_else(|| "*".to_string(), |p| p.0.ip().to_string());
+    let decision = acls.decide(principal, &host, op, ResourceType::Topic, topic, false);
+    if decision == Decision::Allowed {
+        Ok(())
+    } else {
+        crate::metrics::query_denied();
+        tracing::info!(%principal, %topic, ?op, "query API refused: not authorized");
+        Err((
+            StatusCode::FORBIDDEN,
+            axum::Json(json!({
+                "error": format!("{principal} is not authorized to {op:?} topic {topic:?}")
+            })),
+        )
+            .into_response())
+    }
+}
+
 async fn records(
     State(ix): State<Indexer>,
+    caller: Option<Extension<Caller>>,
+    peer: Option<Extension<PeerAddr>>,
     Path(topic): Path<String>,
     QueryParams(params): QueryParams<HashMap<String, String>>,
 ) -> Response {
+    if let Err(r) = permit(&ix, caller.as_deref(), peer.as_deref(), &topic, Operation::Read).await {
+        return r;
+    }
     let q = match parse_query(&params) {
         Ok(q) => q,
         Err(e) => return error_reply(&e),
@@ -153,7 +207,23 @@ async fn records(
     }
 }
 
-async fn exports(State(ix): State<Indexer>, Path(topic): Path<String>) -> Response {
+async fn exports(
+    State(ix): State<Indexer>,
+    caller: Option<Extension<Caller>>,
+    peer: Option<Extension<PeerAddr>>,
+    Path(topic): Path<String>,
+) -> Response {
+    if let Err(r) = permit(
+        &ix,
+        caller.as_deref(),
+        peer.as_deref(),
+        &topic,
+        Operation::Describe,
+    )
+    .await
+    {
+        return r;
+    }
     let described = ix.meta().describe_topic(&topic).await;
     let info = match described {
         Ok(t) => t,
@@ -190,7 +260,15 @@ async fn exports(State(ix): State<Indexer>, Path(topic): Path<String>) -> Respon
     .into_response()
 }
 
-async fn backfill(State(ix): State<Indexer>, Path(topic): Path<String>) -> Response {
+async fn backfill(
+    State(ix): State<Indexer>,
+    caller: Option<Extension<Caller>>,
+    peer: Option<Extension<PeerAddr>>,
+    Path(topic): Path<String>,
+) -> Response {
+    if let Err(r) = permit(&ix, caller.as_deref(), peer.as_deref(), &topic, Operation::Read).await {
+        return r;
+    }
     match ix.backfill(&topic).await {
         Ok(generation) => (
             StatusCode::ACCEPTED,

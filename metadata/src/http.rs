@@ -1,9 +1,13 @@
-//! A small HTTP/1.1 client (hyper) shared by the Raft network and the API client.
+//! A small HTTP/1.1 client (hyper) shared by the Raft network and the API
+//! client: over TLS with the process's certificate when internal TLS is on
+//! ([`crate::cluster_tls`]), signed when a cluster secret is set
+//! ([`crate::cluster_auth`]).
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -30,18 +34,15 @@ pub enum HttpError {
 /// A pooled HTTP client.
 #[derive(Debug, Clone)]
 pub struct HttpClient {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
 impl Default for HttpClient {
     fn default() -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(Duration::from_secs(2)));
-        connector.set_nodelay(true);
         Self {
             client: Client::builder(TokioExecutor::new())
                 .pool_idle_timeout(Duration::from_secs(30))
-                .build(connector),
+                .build(crate::cluster_tls::connector(Duration::from_secs(2), false)),
         }
     }
 }
@@ -56,7 +57,7 @@ impl HttpClient {
         body: Bytes,
         timeout: Duration,
     ) -> Result<Bytes, HttpError> {
-        let mut req = hyper::Request::post(format!("http://{addr}{path}"))
+        let mut req = hyper::Request::post(format!("{}://{addr}{path}", crate::cluster_tls::scheme()))
             .header(hyper::header::CONTENT_TYPE, content_type);
         if let Some(s) = crate::cluster_auth::current() {
             req = req.header(
@@ -73,7 +74,7 @@ impl HttpClient {
 
     /// GETs `http://{addr}{path}` and returns the response body of a 2xx answer.
     pub async fn get(&self, addr: &str, path: &str, timeout: Duration) -> Result<Bytes, HttpError> {
-        let mut req = hyper::Request::get(format!("http://{addr}{path}"));
+        let mut req = hyper::Request::get(format!("{}://{addr}{path}", crate::cluster_tls::scheme()));
         if let Some(s) = crate::cluster_auth::current() {
             req = req.header(
                 crate::cluster_auth::HEADER,

@@ -80,6 +80,7 @@ impl Default for HttpLimits {
 const REFUSED: &str = "floe_http_connections_refused_total";
 const IDLE_CLOSED: &str = "floe_http_connections_idle_closed_total";
 const UNAUTHENTICATED: &str = "floe_http_unauthenticated_total";
+const FORBIDDEN: &str = "floe_http_forbidden_total";
 
 /// Serves `app` on `listener` with `limits` until the task is dropped.
 /// `server` names it in logs and metrics (`metadata`, `broker_rpc`, `admin`).
@@ -104,7 +105,11 @@ pub async fn serve(
     metrics::counter!(REFUSED, "server" => server).increment(0);
     metrics::describe_counter!(
         UNAUTHENTICATED,
-        "internal HTTP requests refused (401) for want of a valid cluster-secret signature (`server`; `reason`: missing, malformed, bad_signature, expired, replayed)"
+        "internal HTTP requests and connections refused for want of a cluster identity (`server`; `reason`: missing, malformed, bad_signature, expired, replayed for the cluster secret; tls_handshake, no_certificate for internal TLS; bad_token for the admin port's bearer tokens)"
+    );
+    metrics::describe_counter!(
+        FORBIDDEN,
+        "internal HTTP requests refused (403) because a cluster member (known by its certificate) acted beyond its role (`server`; `identity`: its role)"
     );
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let mut last_refusal_log: Option<Instant> = None;
@@ -245,14 +250,78 @@ fn too_large(limit: usize) -> Response<Body> {
     resp
 }
 
+/// Who sent a request, as the internal servers know it: every request
+/// they route carries one as an extension.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// No cluster security is configured: anyone is a member.
+    Open,
+    /// A process of the cluster: by its certificate (internal mTLS), or
+    /// `None` when it signed with the cluster secret (the secret is shared,
+    /// so it tells no identity).
+    Member(Option<crate::cluster_tls::Member>),
+    /// A person with a bearer token (the admin port only): its principal.
+    User(String),
+    /// No one known: health probes and `/metrics` only.
+    Anonymous,
+}
+
+/// The address a request came from (an extension of every request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerAddr(pub SocketAddr);
+
+impl Caller {
+    /// The member's identity, when known (mTLS).
+    pub fn member(&self) -> Option<crate::cluster_tls::Member> {
+        match self {
+            Caller::Member(m) => *m,
+            _ => None,
+        }
+    }
+}
+
+fn unauthorized(server: &'static str, path: &str, reason: &'static str, what: &str) -> Response<Body> {
+    metrics::counter!(UNAUTHENTICATED, "server" => server, "reason" => reason).increment(1);
+    tracing::info!(server, path = %path, reason, "internal request refused: {what}");
+    let mut resp = Response::new(Body::from(format!("401: {what} ({reason})\n")));
+    *resp.status_mut() = StatusCode::UNAUTHORIZED;
+    resp
+}
+
+/// The answer refusing a member a request beyond its role (403, counted
+/// in `floe_http_forbidden_total`).
+pub fn forbidden(
+    server: &'static str,
+    path: &str,
+    member: crate::cluster_tls::Member,
+    why: &str,
+) -> Response<Body> {
+    metrics::counter!(FORBIDDEN, "server" => server, "identity" => member.role.name())
+        .increment(1);
+    tracing::warn!(server, path = %path, identity = %member, "internal request refused: {why}");
+    let mut resp = Response::new(Body::from(format!("403: {why}\n")));
+    *resp.status_mut() = StatusCode::FORBIDDEN;
+    resp
+}
+
+/// The bearer token of a request, if it has one.
+fn bearer<B>(req: &Request<B>) -> Option<&str> {
+    let v = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = v.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
 /// Answers one request: refuses a body announced over the limit, caps the
-/// rest, and counts it in flight while the router works on it.
+/// rest, finds who sent it ([`Caller`]; 401 when the cluster is secured and
+/// it is no one known), and counts it in flight while the router works on it.
 async fn answer(
     app: Router,
     req: Request<Incoming>,
     limit: usize,
     activity: Arc<Activity>,
     server: &'static str,
+    member: Option<crate::cluster_tls::Member>,
+    peer: SocketAddr,
 ) -> Result<Response<Body>, Infallible> {
     let _in_flight = InFlight::new(&activity);
     let announced = req
@@ -266,15 +335,47 @@ async fn answer(
     // A body that grows past the limit fails to read: axum's extractors
     // answer 413 for it.
     let req = req.map(|b| Body::new(http_body_util::Limited::new(b, limit)));
-    let req = match crate::cluster_auth::current() {
-        Some(secret) if !crate::cluster_auth::is_open_path(req.uri().path()) => {
-            match authenticated(secret, req, server, limit).await {
-                Ok(req) => req,
-                Err(resp) => return Ok(resp),
+    let path = req.uri().path().to_string();
+    let secret = crate::cluster_auth::current();
+    let tls = crate::cluster_tls::current();
+    let tokens = if server == "admin" {
+        crate::admin_tokens::current()
+    } else {
+        None
+    };
+    let (mut req, caller) = if crate::cluster_auth::is_open_path(&path) {
+        (req, Caller::Anonymous)
+    } else if member.is_some() {
+        (req, Caller::Member(member))
+    } else if let (Some(tokens), Some(token)) = (tokens, bearer(&req)) {
+        match tokens.principal(token) {
+            Some(p) => (req, Caller::User(p)),
+            None => {
+                return Ok(unauthorized(
+                    server,
+                    &path,
+                    "bad_token",
+                    "the bearer token is not one of --admin-token-file",
+                ));
             }
         }
-        _ => req,
+    } else if let Some(secret) = secret {
+        match authenticated(secret, req, server, limit).await {
+            Ok(req) => (req, Caller::Member(None)),
+            Err(resp) => return Ok(resp),
+        }
+    } else if tls.is_some() || tokens.is_some() {
+        return Ok(unauthorized(
+            server,
+            &path,
+            "no_certificate",
+            "this port needs a cluster member's certificate or a bearer token",
+        ));
+    } else {
+        (req, Caller::Open)
     };
+    req.extensions_mut().insert(caller);
+    req.extensions_mut().insert(PeerAddr(peer));
     app.oneshot(req).await
 }
 
@@ -308,17 +409,12 @@ async fn authenticated(
         std::time::SystemTime::now(),
     ) {
         Ok(()) => Ok(Request::from_parts(parts, Body::from(body))),
-        Err(why) => {
-            metrics::counter!(UNAUTHENTICATED, "server" => server, "reason" => why.label())
-                .increment(1);
-            tracing::info!(server, path = %path, reason = why.label(), "internal request refused: not signed with the cluster secret");
-            let mut resp = Response::new(Body::from(format!(
-                "401: this port needs requests signed with the cluster secret ({})\n",
-                why.label()
-            )));
-            *resp.status_mut() = StatusCode::UNAUTHORIZED;
-            Err(resp)
-        }
+        Err(why) => Err(unauthorized(
+            server,
+            &path,
+            why.label(),
+            "this port needs requests signed with the cluster secret",
+        )),
     }
 }
 
@@ -331,14 +427,61 @@ async fn serve_connection(
 ) {
     let activity = Activity::new();
     activity.touch();
-    let io = TokioIo::new(Tracked {
+    let tracked = Tracked {
         inner: sock,
         activity: activity.clone(),
-    });
+    };
+    let Some(tls) = crate::cluster_tls::current() else {
+        return serve_io(TokioIo::new(tracked), peer, None, activity, app, limits, server).await;
+    };
+    let handshake = tokio::time::timeout(limits.header_read_timeout, tls.acceptor().accept(tracked));
+    match handshake.await {
+        Ok(Ok(stream)) => {
+            let member = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .and_then(|c| crate::cluster_tls::Member::of_certificate(c));
+            serve_io(TokioIo::new(stream), peer, member, activity, app, limits, server).await;
+        }
+        Ok(Err(e)) => {
+            metrics::counter!(UNAUTHENTICATED, "server" => server, "reason" => "tls_handshake")
+                .increment(1);
+            tracing::info!(server, %peer, error = %e, "internal TLS handshake failed");
+        }
+        Err(_) => {
+            metrics::counter!(UNAUTHENTICATED, "server" => server, "reason" => "tls_handshake")
+                .increment(1);
+            tracing::debug!(server, %peer, "internal TLS handshake timed out");
+        }
+    }
+}
+
+/// Serves HTTP on one (plain or TLS) connection, closing it when idle.
+async fn serve_io<S>(
+    io: TokioIo<S>,
+    peer: SocketAddr,
+    member: Option<crate::cluster_tls::Member>,
+    activity: Arc<Activity>,
+    app: Router,
+    limits: &HttpLimits,
+    server: &'static str,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let limit = limits.max_body_bytes;
     let svc_activity = activity.clone();
     let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-        answer(app.clone(), req, limit, svc_activity.clone(), server)
+        answer(
+            app.clone(),
+            req,
+            limit,
+            svc_activity.clone(),
+            server,
+            member,
+            peer,
+        )
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder

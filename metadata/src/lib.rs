@@ -14,7 +14,9 @@
 pub mod acl;
 pub mod api;
 pub mod clock;
+pub mod admin_tokens;
 pub mod cluster_auth;
+pub mod cluster_tls;
 pub mod command;
 pub mod controller;
 pub mod error;

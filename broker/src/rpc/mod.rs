@@ -22,6 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use prost::Message;
@@ -632,7 +633,7 @@ impl Peers {
 #[derive(Debug, Clone)]
 pub struct RemoteBroker {
     addr: String,
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     timeout: Duration,
 }
 
@@ -640,14 +641,14 @@ type Answered = hyper::Response<hyper::body::Incoming>;
 
 impl RemoteBroker {
     pub fn new(addr: impl Into<String>) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(Duration::from_secs(2)));
-        connector.set_nodelay(true);
         Self {
             addr: addr.into(),
             client: Client::builder(TokioExecutor::new())
                 .http2_only(true)
-                .build(connector),
+                .build(floe_metadata::cluster_tls::connector(
+                    Duration::from_secs(2),
+                    true,
+                )),
             timeout: Duration::from_secs(60),
         }
     }
@@ -718,7 +719,11 @@ impl RemoteBroker {
         req: R::Req,
     ) -> Result<hyper::Request<Full<Bytes>>, CallError> {
         let body = Bytes::from(req.encode_to_vec());
-        let mut builder = hyper::Request::post(format!("http://{addr}{}", R::PATH))
+        let mut builder = hyper::Request::post(format!(
+            "{}://{addr}{}",
+            floe_metadata::cluster_tls::scheme(),
+            R::PATH
+        ))
             .header(hyper::header::CONTENT_TYPE, "application/x-protobuf");
         if let Some(s) = floe_metadata::cluster_auth::current() {
             builder = builder.header(

@@ -36,6 +36,8 @@ use crate::ids::{BrokerId, Epoch, ObjectId, ShardId};
 use crate::raft::codec::{self, Format};
 use crate::raft::proposer::Proposer;
 use crate::raft::state_machine::SharedState;
+use crate::cluster_tls::{Member, NodeRole, Role};
+use crate::http_server::Caller;
 use crate::raft::{NodeId, Raft};
 use futures::future::BoxFuture;
 
@@ -199,13 +201,101 @@ pub trait Serve: Route {
     fn serve(s: AppState, req: Self::Req) -> BoxFuture<'static, Result<Self::Resp, MetaError>>;
 }
 
-/// The HTTP face of a typed handler: decode, serve, encode.
+/// The HTTP face of a typed handler: decode, check that the caller may
+/// send it ([`permitted`]), serve, encode.
 async fn handle<R: Serve>(
     State(s): State<AppState>,
+    caller: Option<axum::Extension<Caller>>,
     body: Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let req: R::Req = decode(&body)?;
+    if let Some(member) = caller.and_then(|c| c.0.member())
+        && let Err(why) = permitted(&s, member, R::PATH, &req)
+    {
+        return Ok(crate::http_server::forbidden("metadata", R::PATH, member, &why));
+    }
     Ok(ok(R::serve(s, req).await?))
+}
+
+/// Whether a member (known by its certificate) may send `req` to `path`:
+/// only metadata nodes and admins change the Raft membership; a broker acts
+/// only as a broker, and as itself when its certificate names its id; a
+/// proxy registers, renews and drains only proxies. Everything else is open
+/// to every member.
+fn permitted(
+    s: &AppState,
+    member: Member,
+    path: &str,
+    req: &(dyn std::any::Any + Send + Sync),
+) -> Result<(), String> {
+    use routes::Route as _;
+    if matches!(member.role, Role::Admin | Role::Metadata) {
+        return Ok(());
+    }
+    if path == routes::AddMember::PATH || path == routes::RemoveMember::PATH {
+        return Err("only metadata nodes and admins change the Raft membership".into());
+    }
+    let as_broker = |id: u32| {
+        if member.may_act_as_broker(id) {
+            Ok(())
+        } else {
+            Err(format!("{member} may not act as broker {id}"))
+        }
+    };
+    if let Some(r) = req.downcast_ref::<proto::RegisterRequest>() {
+        let kind = match convert::node_kind(&r.kind) {
+            Some(NodeKind::Proxy) => NodeRole::Proxy,
+            _ => NodeRole::Broker,
+        };
+        return if member.may_act_as_node(kind, r.id) {
+            Ok(())
+        } else {
+            Err(format!("{member} may not register as {} {}", r.kind, r.id))
+        };
+    }
+    if let Some(r) = req.downcast_ref::<proto::HeartbeatRequest>() {
+        let kind = s.shared.read(|st| {
+            st.nodes
+                .get(&BrokerId(r.id))
+                .map(|n| match n.kind {
+                    NodeKind::Proxy => NodeRole::Proxy,
+                    NodeKind::Broker => NodeRole::Broker,
+                })
+        });
+        // An unknown node: the handler answers that.
+        return match kind {
+            Some(kind) if !member.may_act_as_node(kind, r.id) => {
+                Err(format!("{member} may not renew or drain node {}", r.id))
+            }
+            _ => Ok(()),
+        };
+    }
+    let broker = if let Some(r) = req.downcast_ref::<proto::CommitRequest>() {
+        Some(r.broker)
+    } else if let Some(r) = req.downcast_ref::<proto::ReleaseRequest>() {
+        Some(r.broker)
+    } else if let Some(r) = req.downcast_ref::<proto::TruncateRequest>() {
+        Some(r.broker)
+    } else if let Some(r) = req.downcast_ref::<proto::ReplaceRangesRequest>() {
+        Some(r.broker)
+    } else if let Some(r) = req.downcast_ref::<proto::ShareStateRequest>() {
+        Some(r.broker)
+    } else if let Some(r) = req.downcast_ref::<proto::ShareForgetRequest>() {
+        Some(r.broker)
+    } else if let Some(r) = req.downcast_ref::<proto::TxnRequest>() {
+        Some(r.broker)
+    } else if let Some(r) = req.downcast_ref::<proto::StoreGroupRequest>() {
+        Some(r.broker)
+    } else if let Some(r) = req.downcast_ref::<proto::CommitOffsetsRequest>() {
+        // A delete of offsets decided by no coordinator (0) is a proxy's.
+        (path == routes::CommitOffsets::PATH || r.broker != 0).then_some(r.broker)
+    } else {
+        None
+    };
+    match broker {
+        Some(id) => as_broker(id),
+        None => Ok(()),
+    }
 }
 
 macro_rules! serve {
@@ -298,23 +388,83 @@ fn bad_body(why: String) -> HttpResponse {
     (StatusCode::BAD_REQUEST, why).into_response()
 }
 
-async fn raft_append(State(s): State<AppState>, body: Bytes) -> HttpResponse {
-    match raft_body(&body) {
-        Ok((f, req)) => raft_reply(f, &s.raft.append_entries(req).await),
+/// Whether a Raft message may come from this caller: with internal mTLS,
+/// only a metadata node sends them, as itself (the vote's node is its
+/// certificate's id), and only a node of the cluster's membership.
+fn raft_sender(
+    s: &AppState,
+    caller: Option<axum::Extension<Caller>>,
+    path: &str,
+    vote: &openraft::Vote<NodeId>,
+) -> Result<(), HttpResponse> {
+    let Some(member) = caller.and_then(|c| c.0.member()) else {
+        return Ok(());
+    };
+    let sender = vote.leader_id().voted_for();
+    let why = if member.role != Role::Metadata {
+        Some(format!("{member} is not a metadata node"))
+    } else if member.id.map(u64::from) != sender {
+        Some(format!(
+            "{member} sent a Raft message as node {}",
+            sender.map_or_else(|| "?".to_string(), |n| n.to_string())
+        ))
+    } else if !s
+        .raft
+        .metrics()
+        .borrow()
+        .membership_config
+        .membership()
+        .get_node(&sender.unwrap_or_default())
+        .is_some()
+    {
+        Some(format!("{member} is not in the Raft membership"))
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(crate::http_server::forbidden("metadata", path, member, &why)),
+        None => Ok(()),
+    }
+}
+
+async fn raft_append(
+    State(s): State<AppState>,
+    caller: Option<axum::Extension<Caller>>,
+    body: Bytes,
+) -> HttpResponse {
+    match raft_body::<openraft::raft::AppendEntriesRequest<crate::raft::TypeConfig>>(&body) {
+        Ok((f, req)) => match raft_sender(&s, caller, "/raft/append", &req.vote) {
+            Ok(()) => raft_reply(f, &s.raft.append_entries(req).await),
+            Err(resp) => resp,
+        },
         Err(why) => bad_body(why),
     }
 }
 
-async fn raft_vote(State(s): State<AppState>, body: Bytes) -> HttpResponse {
-    match raft_body(&body) {
-        Ok((f, req)) => raft_reply(f, &s.raft.vote(req).await),
+async fn raft_vote(
+    State(s): State<AppState>,
+    caller: Option<axum::Extension<Caller>>,
+    body: Bytes,
+) -> HttpResponse {
+    match raft_body::<openraft::raft::VoteRequest<NodeId>>(&body) {
+        Ok((f, req)) => match raft_sender(&s, caller, "/raft/vote", &req.vote) {
+            Ok(()) => raft_reply(f, &s.raft.vote(req).await),
+            Err(resp) => resp,
+        },
         Err(why) => bad_body(why),
     }
 }
 
-async fn raft_snapshot(State(s): State<AppState>, body: Bytes) -> HttpResponse {
-    match raft_body(&body) {
-        Ok((f, req)) => raft_reply(f, &s.raft.install_snapshot(req).await),
+async fn raft_snapshot(
+    State(s): State<AppState>,
+    caller: Option<axum::Extension<Caller>>,
+    body: Bytes,
+) -> HttpResponse {
+    match raft_body::<openraft::raft::InstallSnapshotRequest<crate::raft::TypeConfig>>(&body) {
+        Ok((f, req)) => match raft_sender(&s, caller, "/raft/snapshot", &req.vote) {
+            Ok(()) => raft_reply(f, &s.raft.install_snapshot(req).await),
+            Err(resp) => resp,
+        },
         Err(why) => bad_body(why),
     }
 }
