@@ -11,6 +11,8 @@
 //! Keys are written readable by their owner only, and nothing is
 //! overwritten unless `--force`.
 
+#![allow(clippy::print_stdout)]
+
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};

@@ -207,16 +207,19 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     }
-    let internal_tls = match (&cli.internal_tls_ca, &cli.internal_tls_cert, &cli.internal_tls_key) {
+    let internal_tls = match (
+        &cli.internal_tls_ca,
+        &cli.internal_tls_cert,
+        &cli.internal_tls_key,
+    ) {
         (Some(ca), Some(cert), Some(key)) => {
             let files = floe_metadata::cluster_tls::TlsFiles {
                 ca: ca.clone(),
                 cert: cert.clone(),
                 key: key.clone(),
             };
-            let installed = floe_metadata::cluster_tls::InternalTls::new(files).and_then(|t| {
-                floe_metadata::cluster_tls::install(t.clone()).map(|()| t)
-            });
+            let installed = floe_metadata::cluster_tls::InternalTls::new(files)
+                .and_then(|t| floe_metadata::cluster_tls::install(t.clone()).map(|()| t));
             match installed {
                 Ok(t) => Some(t),
                 Err(e) => {

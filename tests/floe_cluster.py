@@ -11,6 +11,7 @@ asks for the ports it had (the other roles and the clients keep its address).
 import os
 import pathlib
 import signal
+import ssl
 import subprocess
 import time
 import urllib.request
@@ -18,9 +19,17 @@ import urllib.request
 from conftest import _tail, read_ports
 
 
+# Health probes of a cluster with internal TLS, as the kubelet makes them:
+# over TLS, without checking the server's certificate or presenting one.
+PROBE_TLS = ssl.create_default_context()
+PROBE_TLS.check_hostname = False
+PROBE_TLS.verify_mode = ssl.CERT_NONE
+
+
 def http_ok(url, timeout=1):
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
+        with urllib.request.urlopen(url, timeout=timeout,
+                                    context=PROBE_TLS if url.startswith("https") else None) as r:
             return r.status == 200
     except OSError:
         return False
@@ -68,9 +77,10 @@ class Role:
     """One `floe` process. `make_args(ports)` returns its command line for the
     ports of the previous start (None on the first: listen on port 0)."""
 
-    def __init__(self, name, make_args, tmp_path):
+    def __init__(self, name, make_args, tmp_path, env=None):
         self.name = name
         self.make_args = make_args
+        self.env = dict(env or {})
         self.log_path = pathlib.Path(tmp_path) / f"{name}.log"
         self.ports_path = pathlib.Path(tmp_path) / f"{name}.ports.json"
         self.ports = None
@@ -88,6 +98,7 @@ class Role:
             log.flush()
             env = dict(os.environ)
             env.setdefault("RUST_LOG", "info")
+            env.update(self.env)
             self.p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                       env=env)
         self.ports = read_ports(self.ports_path, self.p, 60, self.log_path)
@@ -138,12 +149,16 @@ class Cluster:
     `indexer`, the indexer, on the store endpoints `stores` (`id=URL` each; a
     local folder under `tmp_path` by default). Started by the constructor,
     ready when it returns. `lease_ms=None` leaves the brokers' lease at its
-    default."""
+    default. `role_env(name)` gives a role's extra environment (`meta1`,
+    `broker1`, `proxy`, `indexer`; `admin` for the floe tools the harness
+    runs), and `https` says its internal ports speak TLS."""
 
     def __init__(self, floe_bin, tmp_path, metas=1, brokers=2, lease_ms=2000, broker_flags=(),
                  proxy_flags=("--default-partitions", "4"), proxies=1, stores=None, indexer=False,
-                 indexer_flags=()):
+                 indexer_flags=(), role_env=None, https=False):
         self.bin = str(floe_bin)
+        self.role_env = role_env or (lambda name: {})
+        self.scheme = "https" if https else "http"
         self.tmp = pathlib.Path(tmp_path)
         self.store = self.tmp / "store"
         self.store.mkdir(exist_ok=True)
@@ -156,15 +171,18 @@ class Cluster:
         self.indexer = None
         try:
             for i in range(1, metas + 1):
-                self.metas[i] = Role(f"meta{i}", self._meta_args(i), self.tmp).start()
+                self.metas[i] = Role(f"meta{i}", self._meta_args(i), self.tmp,
+                                     self.role_env(f"meta{i}")).start()
                 self.wait_meta_member(i)
             for _ in range(brokers):
                 self.add_broker(wait=False)
             for i in range(1, proxies + 1):
                 name = "proxy" if i == 1 else f"proxy{i}"
-                self.proxies.append(Role(name, self._proxy_args(proxy_flags), self.tmp).start())
+                self.proxies.append(Role(name, self._proxy_args(proxy_flags), self.tmp,
+                                         self.role_env(name)).start())
             if indexer:
-                self.indexer = Role("indexer", self._indexer_args(indexer_flags), self.tmp).start()
+                self.indexer = Role("indexer", self._indexer_args(indexer_flags), self.tmp,
+                                    self.role_env("indexer")).start()
             for r in self.roles():
                 if r not in self.metas.values():
                     self.wait_ready(r)
@@ -180,7 +198,8 @@ class Cluster:
     def add_broker(self, flags=(), wait=True):
         """Starts broker `len(brokers) + 1` with the cluster's flags and `flags`."""
         bid = len(self.brokers) + 1
-        b = Role(f"broker{bid}", self._broker_args(bid, self.lease_ms, (*self.broker_flags, *flags)), self.tmp)
+        b = Role(f"broker{bid}", self._broker_args(bid, self.lease_ms, (*self.broker_flags, *flags)), self.tmp,
+                 self.role_env(f"broker{bid}"))
         self.brokers.append(b)
         b.start()
         if wait:
@@ -246,7 +265,7 @@ class Cluster:
         while time.time() < deadline:
             if not role.alive():
                 raise AssertionError(f"{role.name} exited with {role.p.returncode}:\n{role.tail()}")
-            if http_ok(f"http://{role.admin}/readyz"):
+            if http_ok(f"{self.scheme}://{role.admin}/readyz"):
                 return
             time.sleep(0.1)
         raise AssertionError(f"{role.name} not ready after {timeout}s:\n{role.tail()}")
@@ -255,7 +274,7 @@ class Cluster:
         """{node id: (state, leader id, voter ids)} for every metadata node that answers."""
         import re
         res = subprocess.run([self.bin, "meta", "status", "--addrs", self.meta], capture_output=True,
-                             text=True, timeout=30)
+                             text=True, timeout=30, env={**os.environ, **self.role_env("admin")})
         out = {}
         for m in re.finditer(r"node (\d+) at \S+: (\w+) term \d+ leader (\d+) .*? members \[(.*)\]", res.stdout):
             voters = {int(x.split("=")[0]) for x in m.group(4).split(", ") if x and "(learner)" not in x}

@@ -86,6 +86,11 @@ pub(crate) fn error() {
     counter!(ERRORS).increment(1);
 }
 
+/// A query API call refused by the ACLs.
+pub fn query_denied() {
+    counter!(QUERY_DENIED).increment(1);
+}
+
 #[cfg(test)]
 mod tests {
     use metrics_util::debugging::{DebugValue, DebuggingRecorder};
@@ -113,9 +118,4 @@ mod tests {
         );
         assert_eq!(value(super::ERRORS), Some(&DebugValue::Counter(0)));
     }
-}
-
-/// A query API call refused by the ACLs.
-pub fn query_denied() {
-    counter!(QUERY_DENIED).increment(1);
 }

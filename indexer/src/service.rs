@@ -10,11 +10,11 @@
 
 use std::collections::HashMap;
 
-use axum::{Extension, Router};
 use axum::extract::{Path, Query as QueryParams, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Router};
 use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -190,7 +190,15 @@ async fn records(
     Path(topic): Path<String>,
     QueryParams(params): QueryParams<HashMap<String, String>>,
 ) -> Response {
-    if let Err(r) = permit(&ix, caller.as_deref(), peer.as_deref(), &topic, Operation::Read).await {
+    if let Err(r) = permit(
+        &ix,
+        caller.as_deref(),
+        peer.as_deref(),
+        &topic,
+        Operation::Read,
+    )
+    .await
+    {
         return r;
     }
     let q = match parse_query(&params) {
@@ -266,7 +274,15 @@ async fn backfill(
     peer: Option<Extension<PeerAddr>>,
     Path(topic): Path<String>,
 ) -> Response {
-    if let Err(r) = permit(&ix, caller.as_deref(), peer.as_deref(), &topic, Operation::Read).await {
+    if let Err(r) = permit(
+        &ix,
+        caller.as_deref(),
+        peer.as_deref(),
+        &topic,
+        Operation::Read,
+    )
+    .await
+    {
         return r;
     }
     match ix.backfill(&topic).await {

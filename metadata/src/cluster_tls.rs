@@ -425,8 +425,7 @@ impl ClientCertVerifier for Dynamic {
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
         let l = self.loaded().ok_or_else(gone)?;
-        l.clients
-            .verify_client_cert(end_entity, intermediates, now)
+        l.clients.verify_client_cert(end_entity, intermediates, now)
     }
 
     fn verify_tls12_signature(

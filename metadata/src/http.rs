@@ -57,8 +57,9 @@ impl HttpClient {
         body: Bytes,
         timeout: Duration,
     ) -> Result<Bytes, HttpError> {
-        let mut req = hyper::Request::post(format!("{}://{addr}{path}", crate::cluster_tls::scheme()))
-            .header(hyper::header::CONTENT_TYPE, content_type);
+        let mut req =
+            hyper::Request::post(format!("{}://{addr}{path}", crate::cluster_tls::scheme()))
+                .header(hyper::header::CONTENT_TYPE, content_type);
         if let Some(s) = crate::cluster_auth::current() {
             req = req.header(
                 crate::cluster_auth::HEADER,
@@ -74,7 +75,8 @@ impl HttpClient {
 
     /// GETs `http://{addr}{path}` and returns the response body of a 2xx answer.
     pub async fn get(&self, addr: &str, path: &str, timeout: Duration) -> Result<Bytes, HttpError> {
-        let mut req = hyper::Request::get(format!("{}://{addr}{path}", crate::cluster_tls::scheme()));
+        let mut req =
+            hyper::Request::get(format!("{}://{addr}{path}", crate::cluster_tls::scheme()));
         if let Some(s) = crate::cluster_auth::current() {
             req = req.header(
                 crate::cluster_auth::HEADER,

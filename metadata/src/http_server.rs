@@ -280,7 +280,12 @@ impl Caller {
     }
 }
 
-fn unauthorized(server: &'static str, path: &str, reason: &'static str, what: &str) -> Response<Body> {
+fn unauthorized(
+    server: &'static str,
+    path: &str,
+    reason: &'static str,
+    what: &str,
+) -> Response<Body> {
     metrics::counter!(UNAUTHENTICATED, "server" => server, "reason" => reason).increment(1);
     tracing::info!(server, path = %path, reason, "internal request refused: {what}");
     let mut resp = Response::new(Body::from(format!("401: {what} ({reason})\n")));
@@ -296,8 +301,7 @@ pub fn forbidden(
     member: crate::cluster_tls::Member,
     why: &str,
 ) -> Response<Body> {
-    metrics::counter!(FORBIDDEN, "server" => server, "identity" => member.role.name())
-        .increment(1);
+    metrics::counter!(FORBIDDEN, "server" => server, "identity" => member.role.name()).increment(1);
     tracing::warn!(server, path = %path, identity = %member, "internal request refused: {why}");
     let mut resp = Response::new(Body::from(format!("403: {why}\n")));
     *resp.status_mut() = StatusCode::FORBIDDEN;
@@ -432,9 +436,19 @@ async fn serve_connection(
         activity: activity.clone(),
     };
     let Some(tls) = crate::cluster_tls::current() else {
-        return serve_io(TokioIo::new(tracked), peer, None, activity, app, limits, server).await;
+        return serve_io(
+            TokioIo::new(tracked),
+            peer,
+            None,
+            activity,
+            app,
+            limits,
+            server,
+        )
+        .await;
     };
-    let handshake = tokio::time::timeout(limits.header_read_timeout, tls.acceptor().accept(tracked));
+    let handshake =
+        tokio::time::timeout(limits.header_read_timeout, tls.acceptor().accept(tracked));
     match handshake.await {
         Ok(Ok(stream)) => {
             let member = stream
@@ -443,7 +457,16 @@ async fn serve_connection(
                 .peer_certificates()
                 .and_then(|c| c.first())
                 .and_then(|c| crate::cluster_tls::Member::of_certificate(c));
-            serve_io(TokioIo::new(stream), peer, member, activity, app, limits, server).await;
+            serve_io(
+                TokioIo::new(stream),
+                peer,
+                member,
+                activity,
+                app,
+                limits,
+                server,
+            )
+            .await;
         }
         Ok(Err(e)) => {
             metrics::counter!(UNAUTHENTICATED, "server" => server, "reason" => "tls_handshake")

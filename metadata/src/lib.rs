@@ -12,9 +12,9 @@
 //! The model and its rules are described in `docs/metadata.md`.
 
 pub mod acl;
+pub mod admin_tokens;
 pub mod api;
 pub mod clock;
-pub mod admin_tokens;
 pub mod cluster_auth;
 pub mod cluster_tls;
 pub mod command;

@@ -21,8 +21,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
 use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use prost::Message;
@@ -724,7 +724,7 @@ impl RemoteBroker {
             floe_metadata::cluster_tls::scheme(),
             R::PATH
         ))
-            .header(hyper::header::CONTENT_TYPE, "application/x-protobuf");
+        .header(hyper::header::CONTENT_TYPE, "application/x-protobuf");
         if let Some(s) = floe_metadata::cluster_auth::current() {
             builder = builder.header(
                 floe_metadata::cluster_auth::HEADER,

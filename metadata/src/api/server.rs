@@ -28,16 +28,16 @@ use prost::Message;
 use crate::api::routes::{self, Route};
 use crate::api::{PROTOBUF, convert, proto};
 use crate::clock::now_ms;
+use crate::cluster_tls::{Member, NodeRole, Role};
 use crate::command::{
     Command, CommitRange, NewObject, NodeKind, ObjectSel, OwnedItem, Response, ShardFence,
 };
 use crate::error::{ErrorKind, MetaError};
+use crate::http_server::Caller;
 use crate::ids::{BrokerId, Epoch, ObjectId, ShardId};
 use crate::raft::codec::{self, Format};
 use crate::raft::proposer::Proposer;
 use crate::raft::state_machine::SharedState;
-use crate::cluster_tls::{Member, NodeRole, Role};
-use crate::http_server::Caller;
 use crate::raft::{NodeId, Raft};
 use futures::future::BoxFuture;
 
@@ -212,7 +212,12 @@ async fn handle<R: Serve>(
     if let Some(member) = caller.and_then(|c| c.0.member())
         && let Err(why) = permitted(&s, member, R::PATH, &req)
     {
-        return Ok(crate::http_server::forbidden("metadata", R::PATH, member, &why));
+        return Ok(crate::http_server::forbidden(
+            "metadata",
+            R::PATH,
+            member,
+            &why,
+        ));
     }
     Ok(ok(R::serve(s, req).await?))
 }
@@ -255,12 +260,10 @@ fn permitted(
     }
     if let Some(r) = req.downcast_ref::<proto::HeartbeatRequest>() {
         let kind = s.shared.read(|st| {
-            st.nodes
-                .get(&BrokerId(r.id))
-                .map(|n| match n.kind {
-                    NodeKind::Proxy => NodeRole::Proxy,
-                    NodeKind::Broker => NodeRole::Broker,
-                })
+            st.nodes.get(&BrokerId(r.id)).map(|n| match n.kind {
+                NodeKind::Proxy => NodeRole::Proxy,
+                NodeKind::Broker => NodeRole::Broker,
+            })
         });
         // An unknown node: the handler answers that.
         return match kind {
@@ -390,13 +393,17 @@ fn bad_body(why: String) -> HttpResponse {
 
 /// Whether a Raft message may come from this caller: with internal mTLS,
 /// only a metadata node sends them, as itself (the vote's node is its
-/// certificate's id), and only a node of the cluster's membership.
+/// certificate's id); a vote request (`in_membership`) only from a node of
+/// the membership this node knows. Appends and snapshots are not held to
+/// the membership: a node that joins, or lags behind a change, does not
+/// know the leader yet.
 fn raft_sender(
     s: &AppState,
     caller: Option<axum::Extension<Caller>>,
     path: &str,
     vote: &openraft::Vote<NodeId>,
-) -> Result<(), HttpResponse> {
+    in_membership: bool,
+) -> Result<(), Box<HttpResponse>> {
     let Some(member) = caller.and_then(|c| c.0.member()) else {
         return Ok(());
     };
@@ -408,21 +415,23 @@ fn raft_sender(
             "{member} sent a Raft message as node {}",
             sender.map_or_else(|| "?".to_string(), |n| n.to_string())
         ))
-    } else if !s
-        .raft
-        .metrics()
-        .borrow()
-        .membership_config
-        .membership()
-        .get_node(&sender.unwrap_or_default())
-        .is_some()
+    } else if in_membership
+        && s.raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .get_node(&sender.unwrap_or_default())
+            .is_some()
     {
         Some(format!("{member} is not in the Raft membership"))
     } else {
         None
     };
     match why {
-        Some(why) => Err(crate::http_server::forbidden("metadata", path, member, &why)),
+        Some(why) => Err(Box::new(crate::http_server::forbidden(
+            "metadata", path, member, &why,
+        ))),
         None => Ok(()),
     }
 }
@@ -433,9 +442,9 @@ async fn raft_append(
     body: Bytes,
 ) -> HttpResponse {
     match raft_body::<openraft::raft::AppendEntriesRequest<crate::raft::TypeConfig>>(&body) {
-        Ok((f, req)) => match raft_sender(&s, caller, "/raft/append", &req.vote) {
+        Ok((f, req)) => match raft_sender(&s, caller, "/raft/append", &req.vote, false) {
             Ok(()) => raft_reply(f, &s.raft.append_entries(req).await),
-            Err(resp) => resp,
+            Err(resp) => *resp,
         },
         Err(why) => bad_body(why),
     }
@@ -447,9 +456,9 @@ async fn raft_vote(
     body: Bytes,
 ) -> HttpResponse {
     match raft_body::<openraft::raft::VoteRequest<NodeId>>(&body) {
-        Ok((f, req)) => match raft_sender(&s, caller, "/raft/vote", &req.vote) {
+        Ok((f, req)) => match raft_sender(&s, caller, "/raft/vote", &req.vote, true) {
             Ok(()) => raft_reply(f, &s.raft.vote(req).await),
-            Err(resp) => resp,
+            Err(resp) => *resp,
         },
         Err(why) => bad_body(why),
     }
@@ -461,9 +470,9 @@ async fn raft_snapshot(
     body: Bytes,
 ) -> HttpResponse {
     match raft_body::<openraft::raft::InstallSnapshotRequest<crate::raft::TypeConfig>>(&body) {
-        Ok((f, req)) => match raft_sender(&s, caller, "/raft/snapshot", &req.vote) {
+        Ok((f, req)) => match raft_sender(&s, caller, "/raft/snapshot", &req.vote, false) {
             Ok(()) => raft_reply(f, &s.raft.install_snapshot(req).await),
-            Err(resp) => resp,
+            Err(resp) => *resp,
         },
         Err(why) => bad_body(why),
     }
