@@ -34,7 +34,7 @@ import subprocess
 import time
 import urllib.request
 
-from floe_cluster import Proc
+from floe_cluster import PROBE_TLS, Proc
 from s3_cluster import Relay
 
 DOCKERFILE = pathlib.Path(__file__).resolve().parent.parent / "docker" / "Dockerfile"
@@ -271,21 +271,39 @@ class LocalCluster:
         return c["image"].split(":")[0].endswith("/floe")
 
     def mounts_of(self, pod, c):
-        """mountPath -> a folder of the pod (ConfigMap volumes hold their keys as files)."""
+        """mountPath -> a folder of the pod (ConfigMap volumes hold their keys as
+        files, with the container's mount paths in them made the folders: a
+        client config naming a mounted CA file)."""
         volumes = {v["name"]: v for v in pod.spec.get("volumes", [])}
         out = {}
+        mounts = {m["mountPath"]: self.tmp / pod.name / m["name"] for m in c.get("volumeMounts", [])}
         for m in c.get("volumeMounts", []):
-            local = self.tmp / pod.name / m["name"]
+            local = mounts[m["mountPath"]]
             local.mkdir(parents=True, exist_ok=True)
             v = volumes.get(m["name"], {})
             if "configMap" in v:
-                for k, text in self.config_maps[v["configMap"]["name"]].items():
-                    (local / k).write_text(text)
+                items = v["configMap"].get("items")
+                data = self.config_maps[v["configMap"]["name"]]
+                for k, path in ([(i["key"], i["path"]) for i in items] if items else [(k, k) for k in data]):
+                    text = data[k]
+                    for mount_path, folder in mounts.items():
+                        text = text.replace(mount_path + "/", f"{folder}/")
+                    (local / path).write_text(text)
             if "secret" in v:
-                for k, text in self.secrets[v["secret"]["secretName"]].items():
-                    (local / k).write_text(text)
+                self._write_secret(local, v["secret"]["secretName"], v["secret"].get("items"), pod)
+            for src in v.get("projected", {}).get("sources", []):
+                if "secret" in src:
+                    self._write_secret(local, src["secret"]["name"], src["secret"].get("items"), pod)
             out[m["mountPath"]] = local
         return out
+
+    def _write_secret(self, local, name, items, pod):
+        """A Secret volume's files (all keys, or `items` as key -> path)."""
+        assert name in self.secrets, f"{pod.name}: no Secret {name} to mount"
+        data = self.secrets[name]
+        for key, path in ([(i["key"], i["path"]) for i in items] if items else [(k, k) for k in data]):
+            assert key in data, f"{pod.name}: Secret {name} has no key {key}"
+            (local / path).write_text(data[key])
 
     def argv(self, pod, c):
         env = self.env_of(pod, c)
@@ -349,9 +367,12 @@ class LocalCluster:
             return r.returncode == 0
         if "httpGet" in probe:
             g = probe["httpGet"]
-            url = f"http://{pod.ip}:{pod.container_port(g['port'])}{g.get('path', '/')}"
+            scheme = g.get("scheme", "HTTP").lower()
+            url = f"{scheme}://{pod.ip}:{pod.container_port(g['port'])}{g.get('path', '/')}"
             try:
-                with urllib.request.urlopen(url, timeout=2) as r:
+                # As the kubelet: HTTPS without checking the server's certificate.
+                with urllib.request.urlopen(url, timeout=2,
+                                            context=PROBE_TLS if scheme == "https" else None) as r:
                     return r.status == 200
             except OSError:
                 return False

@@ -68,6 +68,18 @@ MATRIX = {
                            "advertisedAddress": "node1.example.com:30092"}},
     "autoscaling": {"broker": {"autoscaling": {"enabled": True, "minReplicas": 3, "maxReplicas": 12}}},
     "one-metadata-node": {"metadata": {"replicas": 1}, "indexer": {"enabled": False}},
+    "internal-tls-cert-manager-sasl-ssl": {
+        "security": {"internalTls": {"enabled": True,
+                                     "certManager": {"enabled": True, "issuerRef": {"name": "floe-ca"}}},
+                     "kafka": {"protocol": "SASL_SSL", "tls": {"secretName": "kafka-tls"},
+                               "sasl": {"mechanisms": ["SCRAM-SHA-512", "OAUTHBEARER"],
+                                        "oauthbearer": {"jwksEndpointUrl": "https://idp.example.com/jwks"}},
+                               "authorizer": "acl", "superUsers": ["User:admin"]}},
+        "tests": {"commandConfigSecret": "floe-test-client"},
+        "metrics": {"serviceMonitor": {"enabled": True}}},
+    "cluster-secret-ssl": {"security": {"clusterSecret": {"existingSecret": "floe-cluster-secret"},
+                                        "kafka": {"protocol": "SSL", "tls": {"secretName": "kafka-tls",
+                                                                             "clientAuth": "required"}}}},
     "monitoring-and-client-policy": {
         "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
         "networkPolicy": {"kafkaClients": [{"namespaceSelector": {"matchLabels": {"team": "payments"}}}]}},
@@ -110,12 +122,24 @@ def test_chart_renders_lints_and_validates(case):
     assert not problems, problems
     for version in KUBE_VERSIONS:
         for o in objects:
-            if o["apiVersion"].startswith("monitoring.coreos.com/"):
-                continue  # a CRD (prometheus-operator): not in Kubernetes' schemas
+            if o["apiVersion"].startswith(("monitoring.coreos.com/", "cert-manager.io/")):
+                continue  # CRDs (prometheus-operator, cert-manager): not in Kubernetes' schemas
             try:
                 kubernetes_validate.validate(o, version, strict=True)
             except kubernetes_validate.ValidationError as e:
                 raise AssertionError(f"{o['kind']} {o['metadata']['name']} on {version}: {e.message}") from e
+    certificates = [o for o in objects if o["kind"] == "Certificate"]
+    if values.get("security", {}).get("internalTls", {}).get("certManager", {}).get("enabled"):
+        # One per identity, each into the Secret its pods mount.
+        mounted = {src["secret"]["name"] for o in objects if o["kind"] in ("StatefulSet", "Deployment")
+                   for v in o["spec"]["template"]["spec"].get("volumes", []) if "projected" in v
+                   for src in v["projected"]["sources"]}
+        assert sorted(c["spec"]["commonName"] for c in certificates) == \
+            ["broker", "indexer", "metadata-1", "metadata-2", "metadata-3", "proxy"]
+        assert {c["spec"]["secretName"] for c in certificates} == mounted
+        assert all({"server auth", "client auth"} <= set(c["spec"]["usages"]) for c in certificates)
+    else:
+        assert not certificates
     kinds = sorted({o["kind"] for o in objects})
     assert {"StatefulSet", "Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy"} <= set(kinds), kinds
 
@@ -278,16 +302,18 @@ def bucket_exists(s3, bucket):
         return False
 
 
-def kafka_round_trip(bootstrap, topic, n=200, export=False):
+def kafka_round_trip(bootstrap, topic, n=200, export=False, client=None):
     """Creates a topic (exported to Parquet with `export`), produces `n`
-    records with acks=all and reads them back in a consumer group."""
-    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+    records with acks=all and reads them back in a consumer group; `client`
+    adds settings (security) to every client."""
+    client = client or {}
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap, **client})
     config = {"export.enabled": "true", "export.roll.ms": "1000"} if export else {}
     new = confluent_kafka.admin.NewTopic(topic, num_partitions=3, replication_factor=1, config=config)
     for f in admin.create_topics([new], request_timeout=30).values():
         f.result(60)
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                                         "enable.idempotence": True})
+                                         "enable.idempotence": True, **client})
     delivered, errors = [], []
     for i in range(n):
         producer.produce(topic, key=f"k{i}", value=json.dumps({"i": i}),
@@ -295,7 +321,7 @@ def kafka_round_trip(bootstrap, topic, n=200, export=False):
     assert producer.flush(60) == 0
     assert not errors and len(delivered) == n, errors[:3]
     consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "helm-proof",
-                                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+                                         "auto.offset.reset": "earliest", "enable.auto.commit": False, **client})
     consumer.subscribe([topic])
     seen = set()
     deadline = time.time() + 90
@@ -367,6 +393,69 @@ def test_rendered_chart_forms_a_working_cluster(floe_bin, tmp_path):
         bootstrap = f"{service['_ip']}:{service['spec']['ports'][0]['port']}"
         kafka_round_trip(bootstrap, "orders", export=True)
         assert wait_export(s3, "floe", "orders")
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
+
+
+def tls_secret(d, name):
+    """A Secret as `kubectl create secret generic` makes it from `floe certs` files."""
+    return {"tls.crt": (d / f"{name}.pem").read_text(), "tls.key": (d / f"{name}.key").read_text(),
+            "ca.crt": (d / "ca.pem").read_text()}
+
+
+def test_rendered_chart_forms_a_working_cluster_with_security_on(floe_bin, tmp_path):
+    """Internal mTLS from Secrets made with `floe certs` and a TLS Kafka
+    listener: the release forms a cluster, `helm test` passes over TLS, and
+    a client that trusts the listener's CA produces and consumes; the
+    internal ports refuse a caller without a member certificate."""
+    _, objects = render({"metadata": {"replicas": 3}, "indexer": {"enabled": False},
+                         "security": {"internalTls": {"enabled": True},
+                                      "kafka": {"protocol": "SSL", "tls": {"secretName": "kafka-tls"}}}})
+    cluster = LocalCluster(objects, floe_bin, tmp_path, NAMESPACE,
+                           stand_ins={"quay.io/minio/minio": moto_stand_in})
+    cluster.plan()
+    full = cluster.one("StatefulSet", "-meta")["metadata"]["name"].removesuffix("-meta")
+    certs = tmp_path / "certs"
+    run = lambda *a: subprocess.run([str(floe_bin), "certs", *a], check=True, capture_output=True)  # noqa: E731
+    run("ca", "--out", certs)
+    for ident in ("metadata-1", "metadata-2", "metadata-3", "broker", "proxy"):
+        run("issue", ident, "--ca-dir", certs, "--out", certs)
+        cluster.secrets[f"{full}-internal-tls-{ident}"] = tls_secret(certs, ident)
+    # The listener's certificate names every address a client is told or dials.
+    service = cluster.one("Service", "-proxy")
+    proxies = [p for p in cluster.pods if p.name.startswith(f"{full}-proxy")]
+    kafka_certs = tmp_path / "kafka-certs"
+    subprocess.run([str(floe_bin), "certs", "ca", "--out", kafka_certs], check=True, capture_output=True)
+    hosts = [a for ip in [service["_ip"], *(p.ip for p in proxies)] for a in ("--host", ip)]
+    subprocess.run([str(floe_bin), "certs", "issue", "kafka", "--user", "--ca-dir", kafka_certs,
+                    "--out", kafka_certs, *hosts], check=True, capture_output=True)
+    cluster.secrets["kafka-tls"] = tls_secret(kafka_certs, "kafka")
+    try:
+        start_release(cluster)
+        for p in [p for p in cluster.pods if p.kind == "TestPod"]:
+            cluster.run_to_completion(p)
+        bootstrap = f"{service['_ip']}:{service['spec']['ports'][0]['port']}"
+        kafka_round_trip(bootstrap, "secured", client={"security.protocol": "SSL",
+                                                       "ssl.ca.location": str(kafka_certs / "ca.pem")})
+        # A plaintext Kafka client gets nowhere; an internal port wants a member.
+        plain = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+        with pytest.raises(confluent_kafka.KafkaException):
+            plain.list_topics(timeout=5)
+        meta = cluster.one("StatefulSet", "-meta")
+        meta_pod = next(p for p in cluster.pods if p.name == f"{meta['metadata']['name']}-1")
+        import ssl
+        import urllib.error
+        import urllib.request
+        ctx = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+        ctx.check_hostname = False
+        req = urllib.request.Request(f"https://{meta_pod.ip}:{meta_pod.container_port('meta')}/v1/watch",
+                                     data=b"", method="POST")
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=10, context=ctx)
+        assert e.value.code == 401
     except BaseException:
         print(cluster.logs())
         raise

@@ -213,18 +213,21 @@ resources:
   {{- toYaml .role.resources | nindent 2 }}
 {{- end }}
 
-{{/* httpGet probes on a named port. */}}
+{{/* httpGet probes on a named port (HTTPS when .tls: the internal ports with internal TLS). */}}
 {{- define "floe.probes" -}}
+{{- $scheme := ternary "HTTPS" "HTTP" (default false .tls) -}}
 startupProbe:
   httpGet:
     path: /livez
     port: {{ .port }}
+    scheme: {{ $scheme }}
   periodSeconds: 2
   failureThreshold: 60
 livenessProbe:
   httpGet:
     path: /livez
     port: {{ .port }}
+    scheme: {{ $scheme }}
   periodSeconds: 10
   timeoutSeconds: 3
   failureThreshold: 3
@@ -232,6 +235,7 @@ readinessProbe:
   httpGet:
     path: /readyz
     port: {{ .port }}
+    scheme: {{ $scheme }}
   periodSeconds: 5
   timeoutSeconds: 3
   failureThreshold: 2
@@ -240,4 +244,143 @@ readinessProbe:
 {{/* A pod annotation that rolls the pods when the S3 settings change. */}}
 {{- define "floe.storeChecksum" -}}
 checksum/store: {{ printf "%s|%s" (include "floe.store" (dict "root" .)) (include "floe.s3.secretName" .) | sha256sum | trunc 16 }}
+{{- end }}
+
+{{/*
+Internal mTLS (security.internalTls): the Secret of an identity
+(metadata-N, broker, proxy, indexer), with tls.crt, tls.key and ca.crt as
+cert-manager writes them.
+*/}}
+{{- define "floe.internalTls.secret" -}}
+{{- printf "%s-internal-tls-%s" (include "floe.fullname" .root) .identity }}
+{{- end }}
+
+{{/* The identities a role's pods may be: .identities (a list). */}}
+{{- define "floe.internalTls.volume" -}}
+{{- if .root.Values.security.internalTls.enabled }}
+- name: internal-tls
+  projected:
+    sources:
+      {{- range $i, $id := .identities }}
+      - secret:
+          name: {{ include "floe.internalTls.secret" (dict "root" $.root "identity" $id) }}
+          items:
+            {{- if eq $i 0 }}
+            - key: ca.crt
+              path: ca.crt
+            {{- end }}
+            - key: tls.crt
+              path: {{ $id }}.crt
+            - key: tls.key
+              path: {{ $id }}.key
+      {{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "floe.internalTls.mount" -}}
+{{- if .Values.security.internalTls.enabled }}
+- name: internal-tls
+  mountPath: /etc/floe/internal-tls
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{/*
+The environment of internal security: internal TLS with the certificate of
+.identity (which may name an earlier variable, as metadata-$(FLOE_META_ID)),
+else the cluster secret when one is given.
+*/}}
+{{- define "floe.internalSecurity.env" -}}
+{{- $sec := .root.Values.security }}
+{{- if $sec.internalTls.enabled }}
+- name: FLOE_INTERNAL_TLS_CA
+  value: /etc/floe/internal-tls/ca.crt
+- name: FLOE_INTERNAL_TLS_CERT
+  value: /etc/floe/internal-tls/{{ .identity }}.crt
+- name: FLOE_INTERNAL_TLS_KEY
+  value: /etc/floe/internal-tls/{{ .identity }}.key
+{{- else if $sec.clusterSecret.existingSecret }}
+- name: FLOE_CLUSTER_SECRET_FILE
+  value: /etc/floe/cluster-secret/secret
+{{- end }}
+{{- end }}
+
+{{- define "floe.clusterSecret.volume" -}}
+{{- if and (not .Values.security.internalTls.enabled) .Values.security.clusterSecret.existingSecret }}
+- name: cluster-secret
+  secret:
+    secretName: {{ .Values.security.clusterSecret.existingSecret }}
+    items:
+      - key: {{ .Values.security.clusterSecret.key }}
+        path: secret
+{{- end }}
+{{- end }}
+
+{{- define "floe.clusterSecret.mount" -}}
+{{- if and (not .Values.security.internalTls.enabled) .Values.security.clusterSecret.existingSecret }}
+- name: cluster-secret
+  mountPath: /etc/floe/cluster-secret
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{/* Whether the Kafka listener speaks TLS. */}}
+{{- define "floe.kafka.tls" -}}
+{{- if has .Values.security.kafka.protocol (list "SSL" "SASL_SSL") }}true{{ end }}
+{{- end }}
+
+{{/* Non-empty when the pods mount internal security files. */}}
+{{- define "floe.internalSecurity.files" -}}
+{{- if or .Values.security.internalTls.enabled .Values.security.clusterSecret.existingSecret }}true{{ end }}
+{{- end }}
+
+{{/* The proxy's Kafka listener security (security.kafka). */}}
+{{- define "floe.kafka.securityEnv" -}}
+{{- $k := .Values.security.kafka }}
+{{- if include "floe.kafka.tls" . }}
+- name: FLOE_SSL_CERTFILE
+  value: /etc/floe/kafka-tls/tls.crt
+- name: FLOE_SSL_KEYFILE
+  value: /etc/floe/kafka-tls/tls.key
+- name: FLOE_SSL_CLIENT_AUTH
+  value: {{ $k.tls.clientAuth | quote }}
+{{- if ne $k.tls.clientAuth "none" }}
+- name: FLOE_SSL_CAFILE
+  value: /etc/floe/kafka-tls/ca.crt
+{{- end }}
+{{- end }}
+{{- if has $k.protocol (list "SASL_PLAINTEXT" "SASL_SSL") }}
+- name: FLOE_SASL_ENABLED_MECHANISMS
+  value: {{ join "," $k.sasl.mechanisms | quote }}
+{{- with $k.sasl.oauthbearer.jwksEndpointUrl }}
+- name: FLOE_SASL_OAUTHBEARER_JWKS_ENDPOINT_URL
+  value: {{ . | quote }}
+{{- end }}
+{{- with $k.sasl.oauthbearer.expectedAudience }}
+- name: FLOE_SASL_OAUTHBEARER_EXPECTED_AUDIENCE
+  value: {{ . | quote }}
+{{- end }}
+{{- with $k.sasl.oauthbearer.expectedIssuer }}
+- name: FLOE_SASL_OAUTHBEARER_EXPECTED_ISSUER
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
+- name: FLOE_AUTHORIZER
+  value: {{ $k.authorizer | quote }}
+{{- with $k.superUsers }}
+- name: FLOE_SUPER_USERS
+  value: {{ join ";" . | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The `helm test` containers' client settings (a listener with security). */}}
+{{- define "floe.test.clientMounts" -}}
+- name: client
+  mountPath: /etc/floe-test-client
+  readOnly: true
+{{- if include "floe.kafka.tls" . }}
+- name: kafka-ca
+  mountPath: /etc/floe-test-ca
+  readOnly: true
+{{- end }}
 {{- end }}

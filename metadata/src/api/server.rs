@@ -391,6 +391,14 @@ fn bad_body(why: String) -> HttpResponse {
     (StatusCode::BAD_REQUEST, why).into_response()
 }
 
+/// Whether node `id` is outside the membership this node knows. A node
+/// that knows none yet (the cluster is forming) cannot tell, and says no.
+fn stranger(s: &AppState, id: NodeId) -> bool {
+    let m = s.raft.metrics().borrow().membership_config.clone();
+    let known = m.membership();
+    known.nodes().next().is_some() && known.get_node(&id).is_none()
+}
+
 /// Whether a Raft message may come from this caller: with internal mTLS,
 /// only a metadata node sends them, as itself (the vote's node is its
 /// certificate's id); a vote request (`in_membership`) only from a node of
@@ -415,15 +423,7 @@ fn raft_sender(
             "{member} sent a Raft message as node {}",
             sender.map_or_else(|| "?".to_string(), |n| n.to_string())
         ))
-    } else if in_membership
-        && s.raft
-            .metrics()
-            .borrow()
-            .membership_config
-            .membership()
-            .get_node(&sender.unwrap_or_default())
-            .is_some()
-    {
+    } else if in_membership && stranger(s, sender.unwrap_or_default()) {
         Some(format!("{member} is not in the Raft membership"))
     } else {
         None
