@@ -25,6 +25,7 @@ mod record_format;
 mod record_input;
 mod role_env;
 mod roles;
+mod secrets_cmd;
 mod share_group_cmd;
 mod standalone;
 mod storage_cmd;
@@ -164,6 +165,10 @@ enum Command {
     /// Make the cluster CA and its processes' certificates (internal mTLS).
     #[command(subcommand)]
     Certs(certs_cmd::CertsCommand),
+    /// Make a deployment's generated secrets once (the cluster secret, an S3
+    /// server's root keys and their AWS credentials file).
+    #[command(subcommand)]
+    Secrets(secrets_cmd::SecretsCommand),
 }
 
 /// The log filter without `RUST_LOG`: `info` for a process that runs a
@@ -275,6 +280,7 @@ fn main() -> std::process::ExitCode {
             Command::User(cmd) => user_cmd::run(cmd).await,
             Command::Acl(cmd) => acl_cmd::run(cmd).await,
             Command::Certs(cmd) => certs_cmd::run(cmd),
+            Command::Secrets(cmd) => secrets_cmd::run(cmd),
         }
     });
     match result {

@@ -276,7 +276,13 @@ class LocalCluster:
         client config naming a mounted CA file)."""
         volumes = {v["name"]: v for v in pod.spec.get("volumes", [])}
         out = {}
-        mounts = {m["mountPath"]: self.tmp / pod.name / m["name"] for m in c.get("volumeMounts", [])}
+        def folder(m):
+            # A volume several pods share (a compose file's named volume) has
+            # one folder; any other is the pod's own.
+            if volumes.get(m["name"], {}).get("_shared"):
+                return self.tmp / "_volumes" / m["name"]
+            return self.tmp / pod.name / m["name"]
+        mounts = {m["mountPath"]: folder(m) for m in c.get("volumeMounts", [])}
         for m in c.get("volumeMounts", []):
             local = mounts[m["mountPath"]]
             local.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,7 @@ a process does not start, a probe does not answer, or a name does not resolve.
 """
 
 import json
+import os
 import pathlib
 import re
 import shutil
@@ -281,6 +282,10 @@ def moto_stand_in(cluster, pod, c):
     port = pod.container_port(c["ports"][0]["name"])
     env = cluster.env_of(pod, c)
     cluster.s3_root = (env.get("MINIO_ROOT_USER"), env.get("MINIO_ROOT_PASSWORD"))
+    if "MINIO_ROOT_USER_FILE" in env:  # MinIO's docker-secret form: the keys in files
+        mounts = cluster.mounts_of(pod, c)
+        cluster.s3_root = tuple(pathlib.Path(cluster.substitute(env[k], pod, mounts)).read_text().strip()
+                                for k in ("MINIO_ROOT_USER_FILE", "MINIO_ROOT_PASSWORD_FILE"))
     cluster.moto = Moto(cluster.tmp / f"{pod.name}.moto.log", host=pod.ip, port=port)
     pod.procs[c["name"]] = cluster.moto.proc
 
@@ -497,8 +502,11 @@ def test_outside_clients_reach_every_proxy_through_the_load_balancers_address(fl
 
 def compose_objects(compose, image):
     """Compose services as the Deployments and Services LocalCluster runs:
-    one pod per service, named by the service, its `command` as the args."""
+    one pod per service, named by the service, its `command` as the args;
+    named volumes are shared by the services that mount them; a service with
+    `restart: "no"` is a one-shot (`_oneshot`), run to completion."""
     objects = []
+    named = set(compose.get("volumes") or {})
     for name, svc in compose["services"].items():
         env = [{"name": k, "value": str(v)} for k, v in (svc.get("environment") or {}).items()]
         ports = []
@@ -506,9 +514,14 @@ def compose_objects(compose, image):
             host, _, target = str(p).rpartition(":")
             ports.append({"name": f"p{target}", "containerPort": int(target), "_published": int(host.split(":")[-1])})
         mounts = [{"name": v.split(":")[0], "mountPath": v.split(":")[1]} for v in svc.get("volumes", [])]
+        volumes = [{"name": m["name"], "_shared": True} for m in mounts if m["name"] in named]
         c = {"name": name, "image": svc.get("image") or image, "env": env, "ports": ports, "volumeMounts": mounts}
         if "command" in svc:
-            c["args"] = svc["command"]
+            c["args"] = list(svc["command"])
+            if "--owner" in c["args"] and os.geteuid() != 0:
+                # Only root gives files away; the test runs as the one user.
+                i = c["args"].index("--owner")
+                del c["args"][i:i + 2]
         if "entrypoint" in svc:
             c["command"] = svc["entrypoint"]
         check = (svc.get("healthcheck") or {}).get("test")
@@ -517,8 +530,9 @@ def compose_objects(compose, image):
             c["readinessProbe"] = {"exec": {"command": check[1:]}}
         objects.append({"kind": "Deployment", "metadata": {"name": name},
                         "spec": {"replicas": 1, "template": {"metadata": {"labels": {"compose": name}},
-                                                             "spec": {"containers": [c]}}},
-                        "_depends_on": svc.get("depends_on") or {}})
+                                                             "spec": {"containers": [c], "volumes": volumes}}},
+                        "_depends_on": svc.get("depends_on") or {},
+                        "_oneshot": str(svc.get("restart")) == "no"})
     return objects
 
 
@@ -534,11 +548,12 @@ def test_compose_file_forms_a_working_cluster(floe_bin, tmp_path):
     cluster.names["localhost"] = host
     from s3_cluster import Relay
     try:
-        for p in pods.values():
+        oneshot = {o["metadata"]["name"] for o in cluster.objects if o.get("_oneshot")}
+        for name, p in pods.items():
             for c in p.spec["containers"]:
                 for port in c["ports"]:
                     cluster.relays.append(Relay((p.ip, port["containerPort"]), listen=(host, port["_published"])))
-                if not cluster.is_floe(c) or "readinessProbe" in c:
+                if not cluster.is_floe(c) or "readinessProbe" in c or name in oneshot:
                     continue
                 # No healthcheck of its own: the image's HEALTHCHECK.
                 c["readinessProbe"] = {"exec": {"command": cluster.image.healthcheck}}
@@ -548,9 +563,36 @@ def test_compose_file_forms_a_working_cluster(floe_bin, tmp_path):
             ready = [n for n in pods if n not in started and all(d in started for d in deps[n])]
             assert ready, f"depends_on has a cycle among {set(pods) - started}"
             for n in ready:
-                cluster.start_pod(pods[n])
-            cluster.wait_ready([pods[n] for n in ready])
+                if n in oneshot:
+                    cluster.run_to_completion(pods[n])
+                else:
+                    cluster.start_pod(pods[n])
+            cluster.wait_ready([pods[n] for n in ready if n not in oneshot])
             started.update(ready)
+        # The generated secrets: MinIO's root keys are what every Floe
+        # process signs with (its AWS credentials file), and every Floe
+        # process shares one cluster secret.
+        assert "secrets" in oneshot
+        assert all(cluster.s3_root) and "floe-secret" not in cluster.s3_root, cluster.s3_root
+        for name, p in pods.items():
+            for c in p.spec["containers"]:
+                if not cluster.is_floe(c) or name in oneshot:
+                    continue
+                _, env = cluster.argv(p, c)
+                assert pathlib.Path(env["FLOE_CLUSTER_SECRET_FILE"]).read_text().strip(), name
+                if "FLOE_STORE" in env:
+                    creds = pathlib.Path(env["AWS_SHARED_CREDENTIALS_FILE"]).read_text()
+                    keys = tuple(re.search(rf"^{k} = (\S+)$", creds, re.M).group(1)
+                                 for k in ("aws_access_key_id", "aws_secret_access_key"))
+                    assert keys == cluster.s3_root, f"{name} signs with other keys than MinIO's root"
+                    assert "AWS_SECRET_ACCESS_KEY" not in env, name
+        # The query API is published, but refuses a caller without the
+        # cluster secret (it serves topic data).
+        import urllib.error
+        import urllib.request
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://{host}:9644/v1/topics/demo/records?key=key1", timeout=10)
+        assert refused.value.code == 401
         # The README's kcat example, at the published port.
         bootstrap = f"{host}:9092"
         kcat = shutil.which("kcat")
