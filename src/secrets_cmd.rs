@@ -92,9 +92,8 @@ pub fn init(dir: &Path, owner: Option<(u32, u32)>) -> anyhow::Result<Vec<String>
             dir.display()
         );
     }
-    let creds = format!(
-        "[default]\naws_access_key_id = {access}\naws_secret_access_key = {secret_key}\n"
-    );
+    let creds =
+        format!("[default]\naws_access_key_id = {access}\naws_secret_access_key = {secret_key}\n");
     let path = dir.join(AWS_CREDENTIALS);
     let same = std::fs::read_to_string(&path).is_ok_and(|t| t == creds);
     if !same {
@@ -107,7 +106,12 @@ pub fn init(dir: &Path, owner: Option<(u32, u32)>) -> anyhow::Result<Vec<String>
     ));
     if let Some((uid, gid)) = owner {
         give(dir, uid, gid)?;
-        for name in [CLUSTER_SECRET, S3_ACCESS_KEY, S3_SECRET_KEY, AWS_CREDENTIALS] {
+        for name in [
+            CLUSTER_SECRET,
+            S3_ACCESS_KEY,
+            S3_SECRET_KEY,
+            AWS_CREDENTIALS,
+        ] {
             give(&dir.join(name), uid, gid)?;
         }
     }
@@ -208,7 +212,12 @@ mod tests {
         let (access, key) = (read(&out, S3_ACCESS_KEY), read(&out, S3_SECRET_KEY));
         assert_eq!(secret.trim().len(), 43);
         assert_eq!(access.trim().len(), 20);
-        assert!(access.trim().bytes().all(|b| b.is_ascii_uppercase() || (b'2'..=b'7').contains(&b)));
+        assert!(
+            access
+                .trim()
+                .bytes()
+                .all(|b| b.is_ascii_uppercase() || (b'2'..=b'7').contains(&b))
+        );
         assert_eq!(key.trim().len(), 40);
         assert_eq!(
             read(&out, AWS_CREDENTIALS),
@@ -219,9 +228,17 @@ mod tests {
             )
         );
         #[cfg(unix)]
-        for name in [CLUSTER_SECRET, S3_ACCESS_KEY, S3_SECRET_KEY, AWS_CREDENTIALS] {
+        for name in [
+            CLUSTER_SECRET,
+            S3_ACCESS_KEY,
+            S3_SECRET_KEY,
+            AWS_CREDENTIALS,
+        ] {
             use std::os::unix::fs::PermissionsExt as _;
-            let mode = std::fs::metadata(out.join(name)).expect("stat").permissions().mode();
+            let mode = std::fs::metadata(out.join(name))
+                .expect("stat")
+                .permissions()
+                .mode();
             assert_eq!(mode & 0o777, 0o600, "{name}");
         }
         // Again: nothing changes.
@@ -251,7 +268,9 @@ mod tests {
         let err = init(out, None).expect_err("short secret key").to_string();
         assert!(err.contains("secret key 8"), "{err}");
         std::fs::write(out.join(CLUSTER_SECRET), "\n").expect("write");
-        let err = init(out, None).expect_err("empty cluster secret").to_string();
+        let err = init(out, None)
+            .expect_err("empty cluster secret")
+            .to_string();
         assert!(err.contains("is empty"), "{err}");
     }
 

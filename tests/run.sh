@@ -9,8 +9,10 @@ FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
 # CI's disk is limited. Set CARGO_INCREMENTAL=1 to keep it.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 # Each step says when it starts (minutes since the suite began), so a slow
-# run shows where its time went.
-step() { printf '\n==> [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
+# run shows where its time went,
+# with the disk space left, since a full disk fails a build midway.
+free_gb() { df -Pk . | awk 'NR == 2 { printf "%d", $4 / 1048576 }'; }
+step() { printf '\n==> [%dm%02ds, %s GB free] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$(free_gb)" "$*"; }
 
 step "system packages"
 # strace; kcat (Debian bookworm: 1.7.1 on librdkafka 2.0.2) for the Kafka client
@@ -60,6 +62,12 @@ cargo clippy -p floe-storage --features hdfs --locked -- -D warnings
 
 step "fuzz targets, ${FUZZ_SECONDS}s each"
 fuzz/run.sh "$FUZZ_SECONDS"
+# The fuzz builds (~3 GB) serve nothing after this step: on a short disk
+# they make room for the test builds (~4 GB) that follow.
+if [ "$(free_gb)" -lt 12 ]; then
+    echo "under 12 GB free: removing fuzz/target"
+    rm -rf fuzz/target
+fi
 
 step "rust tests"
 if cargo nextest --version >/dev/null 2>&1; then

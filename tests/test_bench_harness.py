@@ -72,6 +72,17 @@ def test_the_security_bench_quick_mode_runs_every_listener(floe_bin):
         assert "MB/s" in line and " ms " in line + " ", line
 
 
+def test_the_internal_tls_bench_quick_mode_compares_both_clusters(floe_bin):
+    """bench/internal_tls.py (a cluster with internal mTLS against a plain one) in its quick mode."""
+    env = dict(os.environ, FLOE_BIN=str(floe_bin))
+    res = subprocess.run([sys.executable, ROOT / "bench" / "internal_tls.py", "--quick"], env=env,
+                         capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, f"exit {res.returncode}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    for mode in ("plain", "mtls"):
+        line = next(l for l in res.stdout.splitlines() if l.startswith(mode) and "produce" in l)
+        assert "MB/s" in line and " ms (" in line, line
+
+
 def test_the_acl_bench_quick_mode_compares_with_no_authorizer(floe_bin):
     """bench/acls.py (1,000 ACLs against no authorizer) in its quick mode, so that it cannot rot."""
     env = dict(os.environ, FLOE_BIN=str(floe_bin))

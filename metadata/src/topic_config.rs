@@ -167,6 +167,76 @@ const KEYS: &[Key] = &[
         check: |v| at_least(v, -1),
         doc: "delete exported files whose newest record is older than this (-1: keep forever)",
     },
+    // Kafka's keys for a broker's local disk and its replicas. Floe has
+    // neither (every acknowledged batch is already in the object store,
+    // which keeps the copies): they are taken and shown, so that configs
+    // copied from a Kafka cluster apply, and change nothing.
+    Key {
+        name: "flush.messages",
+        default: "9223372036854775807",
+        check: |v| at_least(v, 1),
+        doc: "no effect in Floe: every acknowledged batch is already durable in the object store (Kafka: fsync after this many messages)",
+    },
+    Key {
+        name: "flush.ms",
+        default: "9223372036854775807",
+        check: |v| at_least(v, 0),
+        doc: "no effect in Floe: every acknowledged batch is already durable in the object store (Kafka: fsync after this long)",
+    },
+    Key {
+        name: "index.interval.bytes",
+        default: "4096",
+        check: |v| at_least(v, 0).and_then(|()| fits_i32(v)),
+        doc: "no effect in Floe, which keeps no local offset index (Kafka: bytes between offset index entries)",
+    },
+    Key {
+        name: "segment.index.bytes",
+        default: "10485760",
+        check: |v| at_least(v, 4).and_then(|()| fits_i32(v)),
+        doc: "no effect in Floe, which keeps no local offset index (Kafka: size of a segment's index file)",
+    },
+    Key {
+        name: "segment.jitter.ms",
+        default: "0",
+        check: |v| at_least(v, 0),
+        doc: "no effect in Floe (Kafka: random jitter subtracted from segment.ms)",
+    },
+    Key {
+        name: "file.delete.delay.ms",
+        default: "60000",
+        check: |v| at_least(v, 0),
+        doc: "no effect in Floe: objects are deleted once no index entry names them (Kafka: wait before deleting a file)",
+    },
+    Key {
+        name: "preallocate",
+        default: "false",
+        check: |v| one_of(v, &["true", "false"]),
+        doc: "no effect in Floe, which writes no local segment files (Kafka: preallocate segment files)",
+    },
+    Key {
+        name: "min.insync.replicas",
+        default: "1",
+        check: |v| at_least(v, 1).and_then(|()| fits_i32(v)),
+        doc: "no effect in Floe: a batch is acknowledged once the object store holds it, with the store's own copies (Kafka: replicas an acks=all write needs)",
+    },
+    Key {
+        name: "unclean.leader.election.enable",
+        default: "false",
+        check: |v| one_of(v, &["true", "false"]),
+        doc: "no effect in Floe: a partition's new owner reads the whole log from the object store, so no acknowledged record is ever lost (Kafka: let an out-of-sync replica lead)",
+    },
+    Key {
+        name: "leader.replication.throttled.replicas",
+        default: "",
+        check: |_| Ok(()),
+        doc: "no effect in Floe, which has no replicas to throttle",
+    },
+    Key {
+        name: "follower.replication.throttled.replicas",
+        default: "",
+        check: |_| Ok(()),
+        doc: "no effect in Floe, which has no replicas to throttle",
+    },
     Key {
         name: DELAYED_DELIVERY,
         default: "false",
@@ -399,6 +469,36 @@ fn find(name: &str) -> Result<&'static Key, MetaError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kafka_disk_and_replica_keys_are_taken_and_say_they_do_nothing() {
+        let c = TopicConfig::from_settings(&m(&[
+            ("flush.ms", "12345678"),
+            ("min.insync.replicas", "2"),
+            ("preallocate", "true"),
+        ]))
+        .expect("Kafka's keys are taken");
+        let described = c.describe();
+        let flush = described
+            .iter()
+            .find(|e| e.name == "flush.ms")
+            .expect("described");
+        assert_eq!(
+            (flush.value.as_str(), flush.is_default),
+            ("12345678", false)
+        );
+        assert!(flush.doc.starts_with("no effect in Floe"), "{}", flush.doc);
+        // Still checked as Kafka checks them.
+        for bad in [
+            ("flush.ms", "-5"),
+            ("min.insync.replicas", "0"),
+            ("preallocate", "yes"),
+        ] {
+            assert!(TopicConfig::from_settings(&m(&[bad])).is_err(), "{bad:?}");
+        }
+        // A key Kafka does not have is still refused.
+        assert!(TopicConfig::from_settings(&m(&[("flush.never", "1")])).is_err());
+    }
 
     fn m(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

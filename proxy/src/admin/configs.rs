@@ -80,6 +80,17 @@ const TOPIC_CONFIG_TYPES: &[(&str, i8)] = &[
     ("export.compression", TYPE_STRING),
     ("export.retention.ms", TYPE_LONG),
     ("floe.delayed.delivery", TYPE_BOOLEAN),
+    ("flush.messages", TYPE_LONG),
+    ("flush.ms", TYPE_LONG),
+    ("index.interval.bytes", TYPE_INT),
+    ("segment.index.bytes", TYPE_INT),
+    ("segment.jitter.ms", TYPE_LONG),
+    ("file.delete.delay.ms", TYPE_LONG),
+    ("preallocate", TYPE_BOOLEAN),
+    ("min.insync.replicas", TYPE_INT),
+    ("unclean.leader.election.enable", TYPE_BOOLEAN),
+    ("leader.replication.throttled.replicas", TYPE_LIST),
+    ("follower.replication.throttled.replicas", TYPE_LIST),
 ];
 
 fn topic_config_type(name: &str) -> i8 {

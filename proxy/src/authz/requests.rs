@@ -67,11 +67,111 @@ fn merge_if<T: Send + 'static>(
 }
 
 /// Decides `req` (of `version`) for `c`. Without an authorizer (or for a
-/// super user) everything is served as sent.
+/// super user) everything is served as sent. Either way, the authorized
+/// operations a describing request asks for are those of `c` (every
+/// operation without an authorizer, as Kafka answers).
 pub fn before(req: &mut RequestKind, version: i16, c: &Check, snap: &ClusterSnapshot) -> Verdict {
-    if !c.is_on() {
-        return Verdict::Serve(None);
+    let ops = authorized_operations(req, c);
+    let verdict = if c.is_on() {
+        restrict(req, version, c, snap)
+    } else {
+        Verdict::Serve(None)
+    };
+    match (verdict, ops) {
+        (Verdict::Serve(Some(m)), Some(ops)) => merge(move |resp| {
+            m(resp);
+            ops(resp);
+        }),
+        (Verdict::Serve(None), Some(ops)) => Verdict::Serve(Some(ops)),
+        (verdict, _) => verdict,
     }
+}
+
+/// Fills the authorized-operations fields of the describing APIs
+/// (Metadata, DescribeTopicPartitions, DescribeCluster, DescribeGroups,
+/// ConsumerGroupDescribe, ShareGroupDescribe) when the request asks for
+/// them, for the resources answered without an error.
+fn authorized_operations(req: &RequestKind, c: &Check) -> Option<Merge> {
+    let c = c.clone();
+    let group_ops = move |c: &Check, name: &str| operations(GROUP_OPS, |op| c.group(op, name));
+    let m: Merge = match req {
+        RequestKind::Metadata(r) => {
+            let (topics, cluster) = (
+                r.include_topic_authorized_operations,
+                r.include_cluster_authorized_operations,
+            );
+            if !topics && !cluster {
+                return None;
+            }
+            Box::new(move |resp| {
+                let ResponseKind::Metadata(resp) = resp else {
+                    return;
+                };
+                if topics {
+                    for t in resp.topics.iter_mut().filter(|t| t.error_code == 0) {
+                        let name = opt_name(&t.name).to_string();
+                        t.topic_authorized_operations =
+                            operations(TOPIC_OPS, |op| c.topic(op, &name));
+                    }
+                }
+                if cluster {
+                    resp.cluster_authorized_operations =
+                        operations(CLUSTER_OPS, |op| c.cluster(op));
+                }
+            })
+        }
+        // Kafka always answers them here (the request has no flag).
+        RequestKind::DescribeTopicPartitions(_) => Box::new(move |resp| {
+            if let ResponseKind::DescribeTopicPartitions(resp) = resp {
+                for t in resp.topics.iter_mut().filter(|t| t.error_code == 0) {
+                    let name = opt_name(&t.name).to_string();
+                    t.topic_authorized_operations = operations(TOPIC_OPS, |op| c.topic(op, &name));
+                }
+            }
+        }),
+        RequestKind::DescribeCluster(r) if r.include_cluster_authorized_operations => {
+            Box::new(move |resp| {
+                if let ResponseKind::DescribeCluster(resp) = resp
+                    && resp.error_code == 0
+                {
+                    resp.cluster_authorized_operations =
+                        operations(CLUSTER_OPS, |op| c.cluster(op));
+                }
+            })
+        }
+        RequestKind::DescribeGroups(r) if r.include_authorized_operations => {
+            Box::new(move |resp| {
+                if let ResponseKind::DescribeGroups(resp) = resp {
+                    for g in resp.groups.iter_mut().filter(|g| g.error_code == 0) {
+                        g.authorized_operations = group_ops(&c, &g.group_id);
+                    }
+                }
+            })
+        }
+        RequestKind::ConsumerGroupDescribe(r) if r.include_authorized_operations => {
+            Box::new(move |resp| {
+                if let ResponseKind::ConsumerGroupDescribe(resp) = resp {
+                    for g in resp.groups.iter_mut().filter(|g| g.error_code == 0) {
+                        g.authorized_operations = group_ops(&c, &g.group_id);
+                    }
+                }
+            })
+        }
+        RequestKind::ShareGroupDescribe(r) if r.include_authorized_operations => {
+            Box::new(move |resp| {
+                if let ResponseKind::ShareGroupDescribe(resp) = resp {
+                    for g in resp.groups.iter_mut().filter(|g| g.error_code == 0) {
+                        g.authorized_operations = group_ops(&c, &g.group_id);
+                    }
+                }
+            })
+        }
+        _ => return None,
+    };
+    Some(m)
+}
+
+fn restrict(req: &mut RequestKind, version: i16, c: &Check, snap: &ClusterSnapshot) -> Verdict {
     match req {
         // Needed before anyone is known, and harmless.
         RequestKind::ApiVersions(_)
@@ -808,8 +908,6 @@ fn share_code(
 }
 
 fn metadata(r: &mut MetadataRequest, c: &Check, snap: &ClusterSnapshot) -> Verdict {
-    let want_ops = r.include_topic_authorized_operations;
-    let want_cluster_ops = r.include_cluster_authorized_operations;
     let mut denied: Vec<String> = Vec::new();
     if let Some(topics) = &mut r.topics {
         let cluster_create = r.allow_auto_topic_creation && c.cluster(Op::Create);
@@ -844,17 +942,6 @@ fn metadata(r: &mut MetadataRequest, c: &Check, snap: &ClusterSnapshot) -> Verdi
                     .with_error_code(TOPIC_DENIED),
             );
         }
-        if want_ops {
-            for t in &mut resp.topics {
-                if t.error_code == 0 {
-                    let name = opt_name(&t.name).to_string();
-                    t.topic_authorized_operations = operations(TOPIC_OPS, |op| c.topic(op, &name));
-                }
-            }
-        }
-        if want_cluster_ops {
-            resp.cluster_authorized_operations = operations(CLUSTER_OPS, |op| c.cluster(op));
-        }
     })
 }
 
@@ -877,6 +964,15 @@ const CLUSTER_OPS: &[Op] = &[
     Op::DescribeConfigs,
     Op::AlterConfigs,
     Op::IdempotentWrite,
+];
+
+/// A group's operations as Kafka 4 reports them (with the group configs').
+const GROUP_OPS: &[Op] = &[
+    Op::Read,
+    Op::Describe,
+    Op::Delete,
+    Op::DescribeConfigs,
+    Op::AlterConfigs,
 ];
 
 /// Kafka's authorized-operations bit field: bit `code` for each allowed
@@ -1266,6 +1362,72 @@ mod tests {
             panic!()
         };
         assert_eq!(r.topics[0].error_code, TOPIC_DENIED);
+    }
+
+    #[test]
+    fn describing_apis_answer_the_principals_operations() {
+        let snap = ClusterSnapshot::default();
+        let bits = |ops: &[Op]| ops.iter().fold(0i32, |acc, op| acc | (1 << op.code()));
+        let groups = |c: &Check| {
+            let mut req = RequestKind::DescribeGroups(
+                DescribeGroupsRequest::default()
+                    .with_groups(vec![GroupId(StrBytes::from_static_str("g"))])
+                    .with_include_authorized_operations(true),
+            );
+            let merge = served(before(&mut req, 5, c, &snap)).unwrap();
+            let mut resp = ResponseKind::DescribeGroups(
+                DescribeGroupsResponse::default().with_groups(vec![
+                    describe_groups_response::DescribedGroup::default()
+                        .with_group_id(GroupId(StrBytes::from_static_str("g"))),
+                ]),
+            );
+            merge(&mut resp);
+            let ResponseKind::DescribeGroups(r) = resp else {
+                panic!()
+            };
+            r.groups[0].authorized_operations
+        };
+        // READ on the group implies DESCRIBE, as in Kafka; nothing else.
+        assert_eq!(groups(&alice()), bits(&[Op::Read, Op::Describe]));
+        // Without an authorizer: every operation of a group.
+        assert_eq!(groups(&Check::open()), bits(GROUP_OPS));
+        // Not asked: the handler's answer is left alone.
+        let mut req = RequestKind::DescribeGroups(DescribeGroupsRequest::default());
+        assert!(served(before(&mut req, 5, &Check::open(), &snap)).is_none());
+
+        let cluster = |c: &Check| {
+            let mut req = RequestKind::DescribeCluster(
+                DescribeClusterRequest::default().with_include_cluster_authorized_operations(true),
+            );
+            let merge = served(before(&mut req, 1, c, &snap)).unwrap();
+            let mut resp = ResponseKind::DescribeCluster(DescribeClusterResponse::default());
+            merge(&mut resp);
+            let ResponseKind::DescribeCluster(r) = resp else {
+                panic!()
+            };
+            r.cluster_authorized_operations
+        };
+        assert_eq!(cluster(&alice()), 0);
+        assert_eq!(cluster(&Check::open()), bits(CLUSTER_OPS));
+
+        // DescribeTopicPartitions always carries them.
+        let mut req =
+            RequestKind::DescribeTopicPartitions(DescribeTopicPartitionsRequest::default());
+        let merge = served(before(&mut req, 0, &alice(), &snap)).unwrap();
+        let mut resp = ResponseKind::DescribeTopicPartitions(
+            DescribeTopicPartitionsResponse::default().with_topics(vec![
+                describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic::default()
+                    .with_name(Some(name("orders"))),
+            ]),
+        );
+        merge(&mut resp);
+        let ResponseKind::DescribeTopicPartitions(r) = resp else {
+            panic!()
+        };
+        assert_eq!(
+            r.topics[0].topic_authorized_operations,
+            bits(&[Op::Read, Op::Write, Op::Describe])
+        );
     }
 
     #[test]
