@@ -191,7 +191,7 @@ pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
     };
     let ctx = args.tuning.context(
         kafka_id,
-        &bound.advertised,
+        &bound,
         args.cluster_id.clone(),
         meta.clone(),
         view.clone(),

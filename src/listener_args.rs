@@ -141,6 +141,9 @@ pub struct BoundListeners {
     pub advertised: Vec<Advertised>,
     /// Keeps reloading the TLS files while held.
     pub tls_reload: Option<tokio::task::JoinHandle<()>>,
+    /// KIP-368's session lifetime of SASL connections (0: none), which
+    /// DescribeConfigs shows as `connections.max.reauth.ms`.
+    pub connections_max_reauth_ms: u64,
 }
 
 impl BoundListeners {
@@ -343,6 +346,7 @@ impl ListenerArgs {
             listeners: out,
             advertised,
             tls_reload,
+            connections_max_reauth_ms: self.connections_max_reauth_ms,
         })
     }
 }

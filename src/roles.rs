@@ -536,8 +536,9 @@ impl ProxyTuning {
         }
     }
 
-    /// The proxy's request context. `advertise` is the HOST:PORT clients are
-    /// given for this proxy; `cluster_id` identifies the cluster; `local`
+    /// The proxy's request context. `bound` gives the addresses clients are
+    /// given for this proxy (and the SASL session lifetime DescribeConfigs
+    /// shows); `cluster_id` identifies the cluster; `local`
     /// is the broker of this process (`floe standalone`), which also lifts
     /// the bound on the view's age and makes this proxy the only one
     /// clients are shown (as `node_id`); otherwise it is one of the
@@ -546,12 +547,14 @@ impl ProxyTuning {
     pub fn context(
         &self,
         node_id: i32,
-        advertised: &[floe_proxy::nodes::Advertised],
+        bound: &crate::listener_args::BoundListeners,
         cluster_id: String,
         meta: Arc<dyn MetaApi>,
         view: ClusterWatch,
         local: Option<Broker>,
     ) -> anyhow::Result<Arc<Context>> {
+        let advertised = &bound.advertised;
+        let connections_max_reauth_ms = bound.connections_max_reauth_ms;
         // With a broker in this process (`floe standalone`) the metadata is
         // in-process too: its view is never stale for lack of a network.
         let max_view_age = local
@@ -588,6 +591,7 @@ impl ProxyTuning {
             meta,
             admin: AdminConfig {
                 default_partitions: self.default_partitions.max(1),
+                connections_max_reauth_ms,
                 identity: ClusterIdentity {
                     cluster_id,
                     node_id,

@@ -74,7 +74,7 @@ pub fn init(dir: &Path, owner: Option<(u32, u32)>) -> anyhow::Result<Vec<String>
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut report = Vec::new();
     // 32 random bytes: 43 characters, over the cluster secret's minimum of 16.
-    let secret = ensure(dir, CLUSTER_SECRET, || Ok(token(32)?), &mut report)?;
+    let secret = ensure(dir, CLUSTER_SECRET, || token(32), &mut report)?;
     if secret.trim().len() < 16 {
         bail!(
             "{}: a cluster secret needs at least 16 characters",

@@ -108,7 +108,7 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
 
     let ctx = args.proxy.context(
         1,
-        &bound.advertised,
+        &bound,
         cluster_id(&data)?,
         meta.clone(),
         view.clone(),

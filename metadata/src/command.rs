@@ -390,6 +390,14 @@ pub enum Command {
     /// Removes the ACLs each filter matches. Answered
     /// [`Response::AclsDeleted`].
     DeleteAcls(Vec<crate::acl::AclFilter>),
+    /// Sets and removes dynamic broker configs (Kafka's BROKER config
+    /// resource, see [`crate::broker_config`]) of one broker id, or of
+    /// every broker with the empty name; all or nothing.
+    AlterBrokerConfig {
+        broker: String,
+        set: BTreeMap<String, String>,
+        delete: Vec<String>,
+    },
 }
 
 /// Decoding the commands of a [`Command::Batch`]: a batch inside a batch is

@@ -14,6 +14,7 @@
 pub mod acl;
 pub mod admin_tokens;
 pub mod api;
+pub mod broker_config;
 pub mod clock;
 pub mod cluster_auth;
 pub mod cluster_tls;

@@ -224,6 +224,11 @@ pub struct ClusterState {
     /// versions.
     #[serde(default)]
     pub acls: crate::acl::AclModel,
+    /// Dynamic broker configs ([`crate::broker_config`]) by broker
+    /// resource name (an id, or empty for every broker): only those with
+    /// any set. Last, and absent from snapshots of older versions.
+    #[serde(default)]
+    pub broker_configs: BTreeMap<String, crate::broker_config::BrokerConfigs>,
 }
 
 impl Default for ClusterState {
@@ -246,6 +251,7 @@ impl Default for ClusterState {
             group_records: BTreeMap::new(),
             scram: crate::scram::ScramModel::default(),
             acls: crate::acl::AclModel::default(),
+            broker_configs: BTreeMap::new(),
         }
     }
 }
@@ -504,6 +510,11 @@ impl ClusterState {
             Command::AlterGroupConfig { group, set, delete } => {
                 self.alter_group_config(group, set, delete)
             }
+            Command::AlterBrokerConfig {
+                broker,
+                set,
+                delete,
+            } => self.alter_broker_config(broker, set, delete),
             Command::ForgetObjects { ids } => {
                 for id in ids {
                     if self.objects.get(id).is_some_and(|o| o.refs == 0) {
@@ -650,6 +661,27 @@ impl ClusterState {
             self.group_configs.remove(group);
         } else {
             self.group_configs.insert(group.to_string(), configs);
+        }
+        Response::Ok
+    }
+
+    fn alter_broker_config(
+        &mut self,
+        broker: &str,
+        set: &BTreeMap<String, String>,
+        delete: &[String],
+    ) -> Response {
+        if let Err(e) = crate::broker_config::check_resource(broker) {
+            return err(e);
+        }
+        let mut configs = self.broker_configs.get(broker).cloned().unwrap_or_default();
+        if let Err(e) = configs.alter(set, delete) {
+            return err(e);
+        }
+        if configs.is_empty() {
+            self.broker_configs.remove(broker);
+        } else {
+            self.broker_configs.insert(broker.to_string(), configs);
         }
         Response::Ok
     }

@@ -76,6 +76,9 @@ pub struct AdminConfig {
     /// Partitions of a topic created with `num_partitions = -1`.
     pub default_partitions: u32,
     pub identity: ClusterIdentity,
+    /// KIP-368's session lifetime of SASL connections in ms (0: none),
+    /// described as the broker config `connections.max.reauth.ms`.
+    pub connections_max_reauth_ms: u64,
 }
 
 /// The admin APIs answered here with their lowest and highest version, for

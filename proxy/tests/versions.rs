@@ -94,6 +94,7 @@ async fn env_configured(
         remotes: Default::default(),
         meta,
         admin: AdminConfig {
+            connections_max_reauth_ms: 0,
             default_partitions: 1,
             identity: ClusterIdentity {
                 cluster_id: "test".into(),

@@ -485,6 +485,49 @@ impl dyn MetaApi + '_ {
         ))
     }
 
+    /// A broker resource's dynamic configs (Kafka's BROKER config
+    /// resource): those set on `broker` (an id, or empty for every broker)
+    /// and those set for every broker. Read linearizably on the Raft leader.
+    pub async fn broker_configs(
+        &self,
+        broker: &str,
+    ) -> Result<
+        (
+            crate::broker_config::BrokerConfigs,
+            crate::broker_config::BrokerConfigs,
+        ),
+        MetaError,
+    > {
+        let r = self
+            .call::<routes::BrokerConfigs>(proto::BrokerConfigsRequest {
+                broker: broker.to_string(),
+            })
+            .await?;
+        let of = |m: &std::collections::HashMap<String, String>| {
+            crate::broker_config::BrokerConfigs::from_described(
+                m.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            )
+        };
+        Ok((of(&r.set), of(&r.cluster_default)))
+    }
+
+    /// Sets and removes a broker resource's dynamic configs, all or nothing
+    /// (INVALID_CONFIG for a key that is not dynamic or a bad value).
+    pub async fn alter_broker_configs(
+        &self,
+        broker: &str,
+        set: std::collections::HashMap<String, String>,
+        delete: Vec<String>,
+    ) -> Result<(), MetaError> {
+        self.call::<routes::AlterBrokerConfig>(proto::AlterBrokerConfigRequest {
+            broker: broker.to_string(),
+            set,
+            delete,
+        })
+        .await?;
+        Ok(())
+    }
+
     /// Sets and removes a group's configs, all or nothing (INVALID_CONFIG
     /// for an unknown key or a value out of bounds).
     pub async fn alter_group_configs(

@@ -2,6 +2,7 @@
 //! client that follows the leader.
 
 pub mod acl_routes;
+pub mod broker_config_routes;
 pub mod client;
 pub mod convert;
 mod export_routes;

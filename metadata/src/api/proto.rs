@@ -1090,6 +1090,34 @@ pub struct GroupConfigsResponse {
     pub set: HashMap<String, String>,
 }
 
+/// A broker resource's dynamic configs (`crate::broker_config`): asked by
+/// its name (a broker id, or empty for every broker).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct BrokerConfigsRequest {
+    #[prost(string, tag = "1")]
+    pub broker: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct BrokerConfigsResponse {
+    /// The configs set on the broker id asked.
+    #[prost(map = "string, string", tag = "1")]
+    pub set: HashMap<String, String>,
+    /// The configs set for every broker (the empty name).
+    #[prost(map = "string, string", tag = "2")]
+    pub cluster_default: HashMap<String, String>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AlterBrokerConfigRequest {
+    #[prost(string, tag = "1")]
+    pub broker: String,
+    #[prost(map = "string, string", tag = "2")]
+    pub set: HashMap<String, String>,
+    #[prost(string, repeated, tag = "3")]
+    pub delete: Vec<String>,
+}
+
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct AlterGroupConfigRequest {
     #[prost(string, tag = "1")]

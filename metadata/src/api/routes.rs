@@ -85,6 +85,10 @@ routes! {
     /// The configs set on a group (Kafka's GROUP config resource).
     GroupConfigs = "/v1/groups/configs": GroupConfigsRequest => GroupConfigsResponse;
     AlterGroupConfig = "/v1/groups/configs/alter": AlterGroupConfigRequest => Empty;
+    /// The dynamic configs of a broker resource (Kafka's BROKER config
+    /// resource), and those set for every broker.
+    BrokerConfigs = "/v1/brokers/configs": BrokerConfigsRequest => BrokerConfigsResponse;
+    AlterBrokerConfig = "/v1/brokers/configs/alter": AlterBrokerConfigRequest => Empty;
     /// A share group's state of a partition, from the partition's owner at
     /// its epoch (read back with `FetchOffsets`).
     ShareState = "/v1/share/state": ShareStateRequest => Empty;
@@ -112,6 +116,6 @@ mod tests {
             assert!(p.starts_with("/v1/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 44);
+        assert_eq!(ALL_PATHS.len(), 46);
     }
 }

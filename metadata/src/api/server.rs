@@ -362,6 +362,8 @@ serve! {
     DeleteAcls => super::acl_routes::delete,
     GroupConfigs => group_configs,
     AlterGroupConfig => alter_group_config,
+    BrokerConfigs => super::broker_config_routes::configs,
+    AlterBrokerConfig => super::broker_config_routes::alter,
     ShareState => share_state,
     ShareForget => share_forget,
     StoreGroup => store_group,

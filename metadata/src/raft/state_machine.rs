@@ -75,6 +75,13 @@ type AppliedBeforeScram = (Option<LogId>, StoredMembership, StateBeforeScram);
 /// without its last field, `acls`.
 type AppliedBeforeAcls = (Option<LogId>, StoredMembership, StateBeforeAcls);
 
+/// [`Applied`] as versions before dynamic broker configs encoded it in
+/// binary: the model without its last field, `broker_configs`.
+type AppliedBeforeBrokerConfigs = (Option<LogId>, StoredMembership, StateBeforeBrokerConfigs);
+
+/// [`ClusterState`]'s fields before `broker_configs`.
+type StateBeforeBrokerConfigs = (StateBeforeAcls, crate::acl::AclModel);
+
 /// [`ClusterState`]'s fields before `acls`.
 type StateBeforeAcls = (StateBeforeScram, crate::scram::ScramModel);
 
@@ -118,6 +125,7 @@ fn state_before_txn(old: StateBeforeTxn) -> ClusterState {
         group_records: BTreeMap::new(),
         scram: Default::default(),
         acls: Default::default(),
+        broker_configs: BTreeMap::new(),
     }
 }
 
@@ -152,6 +160,13 @@ fn state_before_acls((old, scram): StateBeforeAcls) -> ClusterState {
     }
 }
 
+fn state_before_broker_configs((old, acls): StateBeforeBrokerConfigs) -> ClusterState {
+    ClusterState {
+        acls,
+        ..state_before_acls(old)
+    }
+}
+
 /// Decodes a snapshot's [`Applied`]: in the current layout, else (a binary
 /// snapshot written before stored group membership, before client quotas,
 /// or before transactions, which lack the model's last fields) in the
@@ -161,8 +176,12 @@ fn decode_applied(bytes: &[u8]) -> Result<Applied, codec::CodecError> {
         Ok(a) => return Ok(a),
         Err(e) => e,
     };
-    let older = codec::decode::<AppliedBeforeAcls>(bytes)
-        .map(|(l, m, old)| (l, m, state_before_acls(old)))
+    let older = codec::decode::<AppliedBeforeBrokerConfigs>(bytes)
+        .map(|(l, m, old)| (l, m, state_before_broker_configs(old)))
+        .or_else(|_| {
+            codec::decode::<AppliedBeforeAcls>(bytes)
+                .map(|(l, m, old)| (l, m, state_before_acls(old)))
+        })
         .or_else(|_| {
             codec::decode::<AppliedBeforeScram>(bytes)
                 .map(|(l, m, old)| (l, m, state_before_scram(old)))
@@ -588,6 +607,51 @@ mod tests {
         let bytes = codec::encode(&old).unwrap();
         assert!(codec::decode::<Applied>(&bytes).is_err());
         assert_eq!(decode_applied(&bytes).unwrap().state, s);
+    }
+
+    #[test]
+    fn a_binary_snapshot_from_before_broker_configs_still_loads() {
+        use crate::acl::{AclBinding, Operation, PatternType, Permission, ResourceType};
+        let mut s = model();
+        s.apply(
+            Revision(10),
+            &Command::CreateAcls(vec![AclBinding {
+                resource_type: ResourceType::Topic,
+                resource_name: "orders".into(),
+                pattern: PatternType::Literal,
+                principal: "User:alice".into(),
+                host: "*".into(),
+                operation: Operation::Read,
+                permission: Permission::Allow,
+            }]),
+        );
+        // The layout of the release before dynamic broker configs: up to `acls`.
+        let old = (
+            None::<LogId>,
+            StoredMembership::default(),
+            (
+                s.revision,
+                s.nodes.clone(),
+                s.topics.clone(),
+                s.partitions.clone(),
+                s.objects.clone(),
+                s.next_object_id,
+                s.groups.clone(),
+                s.next_producer_id,
+                s.shards.clone(),
+                s.txn.clone(),
+                s.quotas.clone(),
+                s.group_configs.clone(),
+                s.group_records.clone(),
+                s.scram.clone(),
+                s.acls.clone(),
+            ),
+        );
+        let bytes = codec::encode(&old).unwrap();
+        assert!(codec::decode::<Applied>(&bytes).is_err());
+        let back = decode_applied(&bytes).unwrap().state;
+        assert_eq!(back.acls.bindings.len(), 1);
+        assert_eq!(back, s);
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //!
 //! Topic configs live in the metadata service (`TopicInfo.configs`: every
 //! known key with its value and whether it is the default). Broker configs
-//! are the proxy's own static settings: a few are described, none altered.
+//! are the proxy's own static settings (a few are described, read-only)
+//! and Kafka's dynamic broker configs, kept in the metadata service per
+//! broker id or for every broker (`floe_metadata::broker_config`), which
+//! Floe stores and describes but does not apply.
 //! Group configs (resource type 32, Kafka 4) live in the metadata service
 //! too (`floe_metadata::group_config`), per group id, whether or not the
 //! group exists.
@@ -11,6 +14,7 @@ use std::collections::BTreeMap;
 
 use floe_metadata::api::MetaApi;
 use floe_metadata::api::{proto, routes};
+use floe_metadata::broker_config::{self, BrokerConfigType, BrokerConfigs};
 use floe_metadata::error::MetaError;
 use floe_metadata::group_config::{GroupConfigType, GroupConfigs};
 use floe_metadata::topic_config::TopicConfig;
@@ -37,6 +41,8 @@ const RESOURCE_GROUP: i8 = 32;
 
 /// Kafka's config sources.
 const SOURCE_DYNAMIC_TOPIC: i8 = 1;
+const SOURCE_DYNAMIC_BROKER: i8 = 2;
+const SOURCE_DYNAMIC_DEFAULT_BROKER: i8 = 3;
 const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
 const SOURCE_GROUP: i8 = 8;
@@ -50,6 +56,7 @@ const TYPE_SHORT: i8 = 4;
 const TYPE_LONG: i8 = 5;
 const TYPE_DOUBLE: i8 = 6;
 const TYPE_LIST: i8 = 7;
+const TYPE_PASSWORD: i8 = 9;
 
 /// IncrementalAlterConfigs operations.
 const OP_SET: i8 = 0;
@@ -119,19 +126,27 @@ struct Setting {
     doc: Option<&'static str>,
     /// The default, listed as a synonym below a set value.
     default: Option<String>,
+    /// A password: described without its value, as Kafka does.
+    sensitive: bool,
 }
 
 impl Setting {
     fn to_kafka(&self, version: i16, synonyms: bool, docs: bool) -> DescribeConfigsResourceResult {
+        let value = (!self.sensitive).then(|| str_bytes(self.value.clone()));
         let mut r = DescribeConfigsResourceResult::default()
             .with_name(str_bytes(self.name.clone()))
-            .with_value(Some(str_bytes(self.value.clone())))
+            .with_value(value.clone())
             .with_read_only(self.read_only)
             .with_config_source(self.source)
-            .with_is_sensitive(false);
+            .with_is_sensitive(self.sensitive);
         if synonyms {
             // Highest precedence first, as Kafka lists them.
-            let mut list = vec![synonym(&self.name, &self.value, self.source)];
+            let mut list = vec![
+                DescribeConfigsSynonym::default()
+                    .with_name(str_bytes(self.name.clone()))
+                    .with_value(value)
+                    .with_source(self.source),
+            ];
             if let Some(default) = &self.default
                 && self.source != SOURCE_DEFAULT
             {
@@ -169,7 +184,7 @@ pub(super) async fn describe_configs(
             .with_resource_name(r.resource_name.clone());
         let settings = match r.resource_type {
             RESOURCE_TOPIC => topic_settings(meta, r.resource_name.as_str()).await,
-            RESOURCE_BROKER => broker_settings(cfg, nodes, r.resource_name.as_str()),
+            RESOURCE_BROKER => broker_settings(meta, cfg, nodes, r.resource_name.as_str()).await,
             RESOURCE_GROUP => group_settings(meta, r.resource_name.as_str()).await,
             other => Err(unsupported_resource(other)),
         };
@@ -228,6 +243,7 @@ async fn topic_settings(meta: &dyn MetaApi, name: &str) -> Result<Vec<Setting>, 
                 config_type: topic_config_type(&c.name),
                 doc: key.map(|k| k.doc),
                 default: key.map(|k| k.value.clone()),
+                sensitive: false,
                 name: c.name,
                 value: c.value,
             }
@@ -269,6 +285,7 @@ async fn group_settings(meta: &dyn MetaApi, name: &str) -> Result<Vec<Setting>, 
             },
             doc: Some(c.doc),
             default: Some(c.default.to_string()),
+            sensitive: false,
         })
         .collect())
 }
@@ -287,16 +304,75 @@ async fn alter_group(
     Ok(())
 }
 
-/// The broker settings that hold for the proxy, the only broker clients see.
-/// An empty name is the cluster-wide default resource: Floe has no dynamic
-/// broker defaults, so it is empty.
-fn broker_settings(
+/// The dynamic configs of a broker resource as described settings: those
+/// set on it (`source`), then those of `defaults` it does not set (the
+/// cluster-wide ones, DYNAMIC_DEFAULT_BROKER_CONFIG).
+fn dynamic_settings(set: &BrokerConfigs, defaults: &BrokerConfigs, source: i8) -> Vec<Setting> {
+    let shown = |(k, v): (&String, &String), source: i8| {
+        let kind = broker_config::key_type(k).ok();
+        Setting {
+            name: k.clone(),
+            value: v.clone(),
+            source,
+            read_only: false,
+            config_type: kind.map_or(TYPE_UNKNOWN, broker_config_type),
+            doc: Some(broker_config::DOC),
+            default: None,
+            sensitive: kind == Some(BrokerConfigType::Password),
+        }
+    };
+    let mut out: Vec<Setting> = set.overrides().iter().map(|kv| shown(kv, source)).collect();
+    out.extend(
+        defaults
+            .overrides()
+            .iter()
+            .filter(|(k, _)| !set.overrides().contains_key(*k))
+            .map(|kv| shown(kv, SOURCE_DYNAMIC_DEFAULT_BROKER)),
+    );
+    out
+}
+
+fn broker_config_type(t: BrokerConfigType) -> i8 {
+    match t {
+        BrokerConfigType::Boolean => TYPE_BOOLEAN,
+        BrokerConfigType::String => TYPE_STRING,
+        BrokerConfigType::Int => TYPE_INT,
+        BrokerConfigType::Short => TYPE_SHORT,
+        BrokerConfigType::Long => TYPE_LONG,
+        BrokerConfigType::Double => TYPE_DOUBLE,
+        BrokerConfigType::List => TYPE_LIST,
+        BrokerConfigType::Password => TYPE_PASSWORD,
+    }
+}
+
+/// The dynamic configs set on broker resource `name` and those set for
+/// every broker.
+async fn broker_configs(
+    meta: &dyn MetaApi,
+    name: &str,
+) -> Result<(BrokerConfigs, BrokerConfigs), Refusal> {
+    meta.broker_configs(name)
+        .await
+        .map_err(|e| Refusal::from_meta(&e, name))
+}
+
+/// The broker settings that hold for the proxy, the only broker clients
+/// see: its static settings and the dynamic configs set on it or for every
+/// broker. An empty name is the cluster-wide default resource: the dynamic
+/// configs set for every broker.
+async fn broker_settings(
+    meta: &dyn MetaApi,
     cfg: &AdminConfig,
     nodes: &KafkaNodes,
     name: &str,
 ) -> Result<Vec<Setting>, Refusal> {
     if name.is_empty() {
-        return Ok(Vec::new());
+        let (_, defaults) = broker_configs(meta, name).await?;
+        return Ok(dynamic_settings(
+            &BrokerConfigs::default(),
+            &defaults,
+            SOURCE_DYNAMIC_DEFAULT_BROKER,
+        ));
     }
     let Some(node_id) = name
         .parse::<i32>()
@@ -321,8 +397,11 @@ fn broker_settings(
         config_type,
         doc: Some(doc),
         default: None,
+        sensitive: false,
     };
-    Ok(vec![
+    let (set, defaults) = broker_configs(meta, name).await?;
+    let mut settings = dynamic_settings(&set, &defaults, SOURCE_DYNAMIC_BROKER);
+    settings.extend([
         setting(
             "broker.id",
             node_id.to_string(),
@@ -342,12 +421,19 @@ fn broker_settings(
             "the replication factor every topic reports; the object store keeps the data durable",
         ),
         setting(
+            "connections.max.reauth.ms",
+            cfg.connections_max_reauth_ms.to_string(),
+            TYPE_LONG,
+            "the longest a SASL session lasts before the client must authenticate again (KIP-368; 0: no limit)",
+        ),
+        setting(
             "delete.topic.enable",
             "true".to_string(),
             TYPE_BOOLEAN,
             "topics can be deleted",
         ),
-    ])
+    ]);
+    Ok(settings)
 }
 
 /// Checks that a resource of an alter request is a topic config resource
@@ -362,10 +448,9 @@ fn alterable(resource_type: i8, name: &str, duplicate: bool) -> Result<(), Refus
     match resource_type {
         RESOURCE_TOPIC => check_topic_name(name),
         RESOURCE_GROUP => check_group(name),
-        RESOURCE_BROKER => Err(Refusal::new(
-            ResponseError::InvalidRequest,
-            "broker configs cannot be altered: they are the proxy's static settings",
-        )),
+        RESOURCE_BROKER => {
+            broker_config::check_resource(name).map_err(|e| Refusal::from_meta(&e, name))
+        }
         other => Err(unsupported_resource(other)),
     }
 }
@@ -460,6 +545,22 @@ async fn replace_configs(
         .iter()
         .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
         .collect();
+    if r.resource_type == RESOURCE_BROKER {
+        let (current, _) = broker_configs(meta, name).await?;
+        let delete: Vec<String> = current
+            .overrides()
+            .keys()
+            .filter(|k| !wanted.contains_key(*k))
+            .cloned()
+            .collect();
+        BrokerConfigs::default()
+            .alter(&wanted, &[])
+            .map_err(|e| Refusal::from_meta(&e, name))?;
+        if validate_only {
+            return Ok(());
+        }
+        return alter_broker(meta, name, wanted, delete).await;
+    }
     if r.resource_type == RESOURCE_GROUP {
         let current = group_configs(meta, name).await?;
         let delete: Vec<String> = current
@@ -535,6 +636,9 @@ async fn change_configs(
     refuse_repeated_keys(r.configs.iter().map(|c| c.name.as_str()))?;
     if r.resource_type == RESOURCE_GROUP {
         return change_group_configs(meta, validate_only, r).await;
+    }
+    if r.resource_type == RESOURCE_BROKER {
+        return change_broker_configs(meta, validate_only, r).await;
     }
     let info = meta
         .describe_topic(name)
@@ -649,6 +753,88 @@ async fn change_group_configs(
         return Ok(());
     }
     alter_group(meta, name, set, delete).await
+}
+
+/// IncrementalAlterConfigs on a broker resource: SET and DELETE; APPEND
+/// to and SUBTRACT from list configs, starting from the value in force (set
+/// on the resource, else for every broker, else empty).
+async fn change_broker_configs(
+    meta: &dyn MetaApi,
+    validate_only: bool,
+    r: &incremental_alter_configs_request::AlterConfigsResource,
+) -> Result<(), Refusal> {
+    let name = r.resource_name.as_str();
+    let (mut configs, defaults) = broker_configs(meta, name).await?;
+    let mut set = BTreeMap::new();
+    let mut delete = Vec::new();
+    for c in &r.configs {
+        let key = c.name.as_str();
+        match c.config_operation {
+            OP_SET => {
+                set.insert(key.to_string(), value_of(c)?.to_string());
+            }
+            OP_DELETE => delete.push(key.to_string()),
+            op @ (OP_APPEND | OP_SUBTRACT) => {
+                let kind =
+                    broker_config::key_type(key).map_err(|e| Refusal::from_meta(&e, name))?;
+                if kind != BrokerConfigType::List {
+                    return Err(Refusal::new(
+                        ResponseError::InvalidConfig,
+                        format!(
+                            "config {key:?} is not a list: \
+                             values cannot be appended to or subtracted from it"
+                        ),
+                    ));
+                }
+                let current = configs
+                    .overrides()
+                    .get(key)
+                    .or_else(|| defaults.overrides().get(key))
+                    .map_or("", String::as_str);
+                let given = list_items(value_of(c)?);
+                let mut items = list_items(current);
+                if op == OP_APPEND {
+                    for item in given {
+                        if !items.contains(&item) {
+                            items.push(item);
+                        }
+                    }
+                } else {
+                    items.retain(|i| !given.contains(i));
+                }
+                set.insert(key.to_string(), items.join(","));
+            }
+            other => {
+                return Err(Refusal::new(
+                    ResponseError::InvalidRequest,
+                    format!("unknown config operation {other} for {key:?}"),
+                ));
+            }
+        }
+    }
+    // The metadata service's checks, so that validate_only answers what
+    // the change would.
+    configs
+        .alter(&set, &delete)
+        .map_err(|e| Refusal::from_meta(&e, name))?;
+    if validate_only {
+        return Ok(());
+    }
+    alter_broker(meta, name, set, delete).await
+}
+
+/// Alters a broker resource's dynamic configs in the metadata service.
+async fn alter_broker(
+    meta: &dyn MetaApi,
+    name: &str,
+    set: BTreeMap<String, String>,
+    delete: Vec<String>,
+) -> Result<(), Refusal> {
+    meta.alter_broker_configs(name, set.into_iter().collect(), delete)
+        .await
+        .map_err(|e| Refusal::from_meta(&e, name))?;
+    tracing::info!(broker = %name, "dynamic broker configs altered");
+    Ok(())
 }
 
 fn value_of(c: &incremental_alter_configs_request::AlterableConfig) -> Result<&StrBytes, Refusal> {

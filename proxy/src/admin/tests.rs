@@ -35,6 +35,7 @@ const NODE_ID: i32 = 7;
 fn admin_config() -> AdminConfig {
     AdminConfig {
         default_partitions: 3,
+        connections_max_reauth_ms: 0,
         identity: ClusterIdentity {
             cluster_id: "floe-test".into(),
             node_id: NODE_ID,
@@ -702,7 +703,10 @@ async fn describe_configs_tells_set_values_from_defaults() {
         entry(ours, "broker.id").value.as_deref(),
         Some(NODE_ID.to_string().as_str())
     );
-    assert!(resp.results[4].configs.is_empty(), "no dynamic defaults");
+    assert!(
+        resp.results[4].configs.is_empty(),
+        "no dynamic defaults set"
+    );
     f.stop().await;
 }
 
@@ -808,8 +812,134 @@ async fn alter_configs_replaces_the_whole_set() {
     let resp = f.alter_configs(1, broker).await;
     assert_eq!(
         resp.responses[0].error_code,
-        code(ResponseError::InvalidRequest)
+        code(ResponseError::InvalidConfig),
+        "num.partitions is not a dynamic broker config"
     );
+    f.stop().await;
+}
+
+/// `req` aimed at broker resource `name` (type 4) instead of a topic.
+fn at_broker<T>(resources: &mut [T], set_type: impl Fn(&mut T)) {
+    for r in resources {
+        set_type(r);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamic_broker_configs_are_kept_and_described_per_broker_and_for_all() {
+    let f = Fixture::start().await;
+    let id = NODE_ID.to_string();
+    // AlterConfigs on this broker: the whole set of its dynamic configs.
+    let mut req = alter_req(
+        &id,
+        &[
+            ("sasl.kerberos.min.time.before.relogin", Some("58000")),
+            ("ssl.key.password", Some("hunter2")),
+        ],
+        false,
+    );
+    at_broker(&mut req.resources, |r| r.resource_type = 4);
+    let resp = f.alter_configs(1, req).await;
+    assert_eq!(resp.responses[0].error_code, 0, "{:?}", resp.responses[0]);
+    // IncrementalAlterConfigs for every broker (the empty name): APPEND to
+    // a list starts from the value in force.
+    let mut req = incremental_req(
+        "",
+        &[
+            ("log.cleanup.policy", 2, Some("compact")),
+            ("background.threads", 0, Some("9")),
+        ],
+        false,
+    );
+    at_broker(&mut req.resources, |r| r.resource_type = 4);
+    let resp = f.incremental_alter_configs(1, req).await;
+    assert_eq!(resp.responses[0].error_code, 0, "{:?}", resp.responses[0]);
+    // Not dynamic in Kafka, not a list, not a broker: refused, nothing kept.
+    for (name, op, key, value, error) in [
+        (
+            id.as_str(),
+            0,
+            "broker.id",
+            "7",
+            ResponseError::InvalidConfig,
+        ),
+        (
+            id.as_str(),
+            2,
+            "background.threads",
+            "1",
+            ResponseError::InvalidConfig,
+        ),
+        (
+            "broker-1",
+            0,
+            "background.threads",
+            "1",
+            ResponseError::InvalidRequest,
+        ),
+    ] {
+        let mut req = incremental_req(name, &[(key, op, Some(value))], false);
+        at_broker(&mut req.resources, |r| r.resource_type = 4);
+        let resp = f.incremental_alter_configs(1, req).await;
+        assert_eq!(
+            resp.responses[0].error_code,
+            code(error),
+            "{key} on {name:?}"
+        );
+    }
+
+    let broker = |n: &str| {
+        DescribeConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(str_bytes(n))
+            .with_configuration_keys(None)
+    };
+    let resp = f
+        .describe_configs(
+            4,
+            describe_req(vec![broker(&id), broker("")]).with_include_documentation(true),
+        )
+        .await;
+    let ours = &resp.results[0].configs;
+    let relogin = entry(ours, "sasl.kerberos.min.time.before.relogin");
+    assert_eq!(
+        (
+            relogin.value.as_deref(),
+            relogin.config_source,
+            relogin.read_only,
+            relogin.config_type
+        ),
+        (Some("58000"), 2, false, 5),
+        "DYNAMIC_BROKER_CONFIG, LONG"
+    );
+    assert!(
+        relogin
+            .documentation
+            .as_deref()
+            .is_some_and(|d| d.starts_with("no effect in Floe"))
+    );
+    let password = entry(ours, "ssl.key.password");
+    assert!(
+        password.is_sensitive && password.value.is_none(),
+        "{password:?}"
+    );
+    let policy = entry(ours, "log.cleanup.policy");
+    assert_eq!(
+        (policy.value.as_deref(), policy.config_source),
+        (Some("compact"), 3),
+        "DYNAMIC_DEFAULT_BROKER_CONFIG"
+    );
+    assert_eq!(
+        entry(ours, "broker.id").config_source,
+        4,
+        "static settings stay"
+    );
+    let all: Vec<&str> = resp.results[1]
+        .configs
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(all, ["background.threads", "log.cleanup.policy"]);
     f.stop().await;
 }
 

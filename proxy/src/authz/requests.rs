@@ -1375,12 +1375,11 @@ mod tests {
                     .with_include_authorized_operations(true),
             );
             let merge = served(before(&mut req, 5, c, &snap)).unwrap();
-            let mut resp = ResponseKind::DescribeGroups(
-                DescribeGroupsResponse::default().with_groups(vec![
+            let mut resp =
+                ResponseKind::DescribeGroups(DescribeGroupsResponse::default().with_groups(vec![
                     describe_groups_response::DescribedGroup::default()
                         .with_group_id(GroupId(StrBytes::from_static_str("g"))),
-                ]),
-            );
+                ]));
             merge(&mut resp);
             let ResponseKind::DescribeGroups(r) = resp else {
                 panic!()
