@@ -58,6 +58,13 @@ fuzz_target!(|data: &[u8]| {
             let _ = proto::ExportCommitRequest::decode(body)
                 .map(|r| convert::partition(r.partition.as_ref()));
             let _ = proto::ExportForgetRequest::decode(body);
+            // Dynamic broker configs, with the model's checks.
+            let _ = proto::BrokerConfigsRequest::decode(body);
+            if let Ok(r) = proto::AlterBrokerConfigRequest::decode(body) {
+                let _ = floe_metadata::broker_config::check_resource(&r.broker);
+                let _ = floe_metadata::broker_config::BrokerConfigs::default()
+                    .alter(&r.set.into_iter().collect(), &r.delete);
+            }
             let _ = proto::ExportStateResponse::decode(body);
             // Classic groups' stored membership.
             let _ = proto::StoreGroupRequest::decode(body);
