@@ -202,6 +202,33 @@ impl Conn {
         r.responses[0].partition_responses[0].error_code
     }
 
+    /// ShareGroupDescribe v1 of `groups`, asked again (as a client does)
+    /// while a group's coordinator shard has no owner yet: each group id
+    /// falls on its own shard, which the broker takes over in the
+    /// background after it starts.
+    async fn describe_share_groups(&mut self, groups: Vec<GroupId>) -> ShareGroupDescribeResponse {
+        let started = std::time::Instant::now();
+        loop {
+            let mut d = ShareGroupDescribeRequest::default();
+            d.group_ids = groups.clone();
+            let ResponseKind::ShareGroupDescribe(r) = self
+                .call(
+                    ApiKey::ShareGroupDescribe,
+                    1,
+                    RequestKind::ShareGroupDescribe(d),
+                )
+                .await
+            else {
+                panic!()
+            };
+            let waiting = r.groups.iter().any(|g| coordinator_not_yet(g.error_code));
+            if !waiting || started.elapsed() > Duration::from_secs(20) {
+                return r;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Joins share group `group` as `member` (epoch 0), subscribed to `name`.
     /// A share member's first heartbeat, asked again (as a client does)
     /// while the group's coordinator shard has no owner yet: the broker
@@ -212,12 +239,6 @@ impl Conn {
         member: &StrBytes,
         name: &str,
     ) -> ShareGroupHeartbeatResponse {
-        use kafka_protocol::error::ResponseError;
-        let not_yet = [
-            ResponseError::CoordinatorLoadInProgress.code(),
-            ResponseError::CoordinatorNotAvailable.code(),
-            ResponseError::NotCoordinator.code(),
-        ];
         let started = std::time::Instant::now();
         loop {
             let mut hb = ShareGroupHeartbeatRequest::default();
@@ -234,12 +255,24 @@ impl Conn {
             else {
                 panic!()
             };
-            if !not_yet.contains(&r.error_code) || started.elapsed() > Duration::from_secs(20) {
+            if !coordinator_not_yet(r.error_code) || started.elapsed() > Duration::from_secs(20) {
                 return r;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// Whether `code` says a group's coordinator is not ready yet (the client
+/// asks again).
+fn coordinator_not_yet(code: i16) -> bool {
+    use kafka_protocol::error::ResponseError;
+    [
+        ResponseError::CoordinatorLoadInProgress.code(),
+        ResponseError::CoordinatorNotAvailable.code(),
+        ResponseError::NotCoordinator.code(),
+    ]
+    .contains(&code)
 }
 
 fn versions(key: ApiKey) -> std::ops::RangeInclusive<i16> {
@@ -1792,18 +1825,12 @@ async fn the_share_apis_answer_at_v1() {
         (topic_id, vec![0])
     );
 
-    let mut d = ShareGroupDescribeRequest::default();
-    d.group_ids = vec![group.clone(), GroupId(StrBytes::from_static_str("none"))];
-    let ResponseKind::ShareGroupDescribe(r) = c
-        .call(
-            ApiKey::ShareGroupDescribe,
-            1,
-            RequestKind::ShareGroupDescribe(d),
-        )
-        .await
-    else {
-        panic!()
-    };
+    let r = c
+        .describe_share_groups(vec![
+            group.clone(),
+            GroupId(StrBytes::from_static_str("none")),
+        ])
+        .await;
     assert_eq!(r.groups[0].group_state.as_str(), "Stable");
     assert_eq!(r.groups[0].members[0].member_id, member);
     assert_eq!(
