@@ -24,13 +24,14 @@ use std::time::{Duration, SystemTime};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::{ResolvesClientCert, WebPkiServerVerifier};
-use rustls::crypto::CryptoProvider;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 use rustls::{CertificateError, DigitallySignedStruct, DistinguishedName, SignatureScheme};
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
+
+pub use crate::pem_files::TlsError;
+use crate::pem_files::{content, provider};
 
 /// What a cluster process is, by its certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -158,52 +159,6 @@ impl TlsFiles {
     }
 }
 
-/// Internal TLS that cannot be set up.
-#[derive(Debug, thiserror::Error)]
-pub enum TlsError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path}: {what}")]
-    Content { path: PathBuf, what: String },
-}
-
-fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
-    std::fs::read(path).map_err(|source| TlsError::Read {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
-fn content(path: &Path, what: impl Into<String>) -> TlsError {
-    TlsError::Content {
-        path: path.to_path_buf(),
-        what: what.into(),
-    }
-}
-
-fn pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let pem = read(path)?;
-    let certs = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| content(path, format!("not a PEM certificate file: {e}")))?;
-    if certs.is_empty() {
-        return Err(content(path, "holds no certificate"));
-    }
-    Ok(certs)
-}
-
-/// The crypto provider of internal TLS, built once (rustls asks for its
-/// schemes at every handshake).
-fn provider() -> Arc<CryptoProvider> {
-    static PROVIDER: OnceLock<Arc<CryptoProvider>> = OnceLock::new();
-    PROVIDER
-        .get_or_init(|| Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
-        .clone()
-}
-
 /// One loaded set of files.
 struct Loaded {
     key: Arc<CertifiedKey>,
@@ -220,13 +175,7 @@ impl std::fmt::Debug for Loaded {
 
 fn load(files: &TlsFiles) -> Result<Loaded, TlsError> {
     let provider = provider();
-    let mut roots = rustls::RootCertStore::empty();
-    for c in pem_certs(&files.ca)? {
-        roots
-            .add(c)
-            .map_err(|e| content(&files.ca, format!("not a usable CA certificate: {e}")))?;
-    }
-    let roots = Arc::new(roots);
+    let roots = Arc::new(crate::pem_files::roots(&files.ca)?);
     let clients = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
         .allow_unauthenticated()
         .build()
@@ -234,16 +183,14 @@ fn load(files: &TlsFiles) -> Result<Loaded, TlsError> {
     let servers = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
         .build()
         .map_err(|e| content(&files.ca, e.to_string()))?;
-    let chain = pem_certs(&files.cert)?;
+    let chain = crate::pem_files::certs(&files.cert)?;
     let me = Member::of_certificate(&chain[0]).ok_or_else(|| {
         content(
             &files.cert,
             "its common name is not a cluster identity (metadata-ID, broker, broker-ID, proxy, indexer or admin; `floe certs issue` makes them)",
         )
     })?;
-    let key_pem = read(&files.key)?;
-    let key = PrivateKeyDer::from_pem_slice(&key_pem)
-        .map_err(|e| content(&files.key, format!("holds no PEM private key: {e}")))?;
+    let key = crate::pem_files::key(&files.key)?;
     let signing = provider
         .key_provider
         .load_private_key(key)
@@ -264,11 +211,7 @@ fn load(files: &TlsFiles) -> Result<Loaded, TlsError> {
 }
 
 fn stamps(files: &TlsFiles) -> Vec<Option<SystemTime>> {
-    files
-        .all()
-        .iter()
-        .map(|f| std::fs::metadata(f).and_then(|m| m.modified()).ok())
-        .collect()
+    crate::pem_files::modified(&files.all())
 }
 
 /// A process's internal TLS: what its servers serve and its clients present.
@@ -361,17 +304,7 @@ impl InternalTls {
 
     /// Looks at the files every `every` and reloads them when they change.
     pub fn spawn_reload(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
-        let me = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            tick.tick().await;
-            loop {
-                tick.tick().await;
-                let Some(me) = me.upgrade() else { return };
-                let _ = tokio::task::spawn_blocking(move || me.reload_if_changed()).await;
-            }
-        })
+        crate::pem_files::spawn_reload(self, every, Self::reload_if_changed)
     }
 }
 
@@ -439,8 +372,7 @@ impl ClientCertVerifier for Dynamic {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let l = self.loaded().ok_or_else(gone)?;
-        l.clients.verify_tls12_signature(message, cert, dss)
+        verify_tls12(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -449,8 +381,7 @@ impl ClientCertVerifier for Dynamic {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let l = self.loaded().ok_or_else(gone)?;
-        l.clients.verify_tls13_signature(message, cert, dss)
+        verify_tls13(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -458,6 +389,34 @@ impl ClientCertVerifier for Dynamic {
             .signature_verification_algorithms
             .supported_schemes()
     }
+}
+
+/// A handshake signature, checked as the WebPKI verifiers check it (the
+/// same for both sides, and for every set of files).
+fn verify_tls12(
+    message: &[u8],
+    cert: &CertificateDer<'_>,
+    dss: &DigitallySignedStruct,
+) -> Result<HandshakeSignatureValid, rustls::Error> {
+    rustls::crypto::verify_tls12_signature(
+        message,
+        cert,
+        dss,
+        &provider().signature_verification_algorithms,
+    )
+}
+
+fn verify_tls13(
+    message: &[u8],
+    cert: &CertificateDer<'_>,
+    dss: &DigitallySignedStruct,
+) -> Result<HandshakeSignatureValid, rustls::Error> {
+    rustls::crypto::verify_tls13_signature(
+        message,
+        cert,
+        dss,
+        &provider().signature_verification_algorithms,
+    )
 }
 
 impl ServerCertVerifier for Dynamic {
@@ -502,8 +461,7 @@ impl ServerCertVerifier for Dynamic {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let l = self.loaded().ok_or_else(gone)?;
-        l.servers.verify_tls12_signature(message, cert, dss)
+        verify_tls12(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -512,8 +470,7 @@ impl ServerCertVerifier for Dynamic {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let l = self.loaded().ok_or_else(gone)?;
-        l.servers.verify_tls13_signature(message, cert, dss)
+        verify_tls13(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {

@@ -30,6 +30,7 @@ pub mod ids;
 mod metrics;
 pub mod model;
 pub mod node;
+pub mod pem_files;
 pub mod probe;
 pub mod quota;
 pub mod raft;

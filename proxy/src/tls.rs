@@ -14,10 +14,10 @@ use std::time::{Duration, SystemTime};
 
 use rustls::ServerConfig;
 use rustls::server::WebPkiClientVerifier;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::principal::PrincipalRules;
+pub use floe_metadata::pem_files::{TlsError, provider};
+use floe_metadata::pem_files::{certs, content, key};
 
 /// Whether clients present a certificate (Kafka's `ssl.client.auth`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -57,57 +57,6 @@ pub struct TlsSettings {
     pub principal_rules: PrincipalRules,
 }
 
-/// TLS that cannot be set up, with the file and the reason.
-#[derive(Debug, thiserror::Error)]
-pub enum TlsError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path}: {what}")]
-    Content { path: PathBuf, what: String },
-    #[error("TLS settings: {0}")]
-    Config(String),
-}
-
-fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
-    std::fs::read(path).map_err(|source| TlsError::Read {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
-fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let pem = read(path)?;
-    let certs = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsError::Content {
-            path: path.to_path_buf(),
-            what: format!("not a PEM certificate file: {e}"),
-        })?;
-    if certs.is_empty() {
-        return Err(TlsError::Content {
-            path: path.to_path_buf(),
-            what: "holds no certificate".into(),
-        });
-    }
-    Ok(certs)
-}
-
-fn key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
-    let pem = read(path)?;
-    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| TlsError::Content {
-        path: path.to_path_buf(),
-        what: format!("holds no PEM private key: {e}"),
-    })
-}
-
-/// The crypto provider every Floe TLS endpoint uses.
-pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
-}
-
 impl TlsSettings {
     /// The files this configuration is read from.
     fn files(&self) -> Vec<&Path> {
@@ -128,13 +77,7 @@ impl TlsSettings {
                 ));
             }
             (auth, Some(ca)) => {
-                let mut roots = rustls::RootCertStore::empty();
-                for c in certs(ca)? {
-                    roots.add(c).map_err(|e| TlsError::Content {
-                        path: ca.clone(),
-                        what: format!("not a usable CA certificate: {e}"),
-                    })?;
-                }
+                let roots = floe_metadata::pem_files::roots(ca)?;
                 let b =
                     WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
                 let b = if auth == ClientAuth::Requested {
@@ -152,9 +95,11 @@ impl TlsSettings {
             .map_err(|e| TlsError::Config(e.to_string()))?
             .with_client_cert_verifier(verifier)
             .with_single_cert(chain, key)
-            .map_err(|e| TlsError::Content {
-                path: self.key_file.clone(),
-                what: format!("does not go with {}: {e}", self.cert_file.display()),
+            .map_err(|e| {
+                content(
+                    &self.key_file,
+                    format!("does not go with {}: {e}", self.cert_file.display()),
+                )
             })?;
         cfg.alpn_protocols.clear();
         Ok(cfg)
@@ -171,10 +116,7 @@ pub struct TlsConfig {
 }
 
 fn stamps(files: &[&Path]) -> Vec<Option<SystemTime>> {
-    files
-        .iter()
-        .map(|f| std::fs::metadata(f).and_then(|m| m.modified()).ok())
-        .collect()
+    floe_metadata::pem_files::modified(files)
 }
 
 impl TlsConfig {
@@ -232,18 +174,7 @@ impl TlsConfig {
 
     /// Looks at the files every `every` and reloads them when they change.
     pub fn spawn_reload(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
-        let me = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            tick.tick().await;
-            loop {
-                tick.tick().await;
-                let Some(me) = me.upgrade() else { return };
-                // File reads are small; off the runtime's workers anyway.
-                let _ = tokio::task::spawn_blocking(move || me.reload_if_changed()).await;
-            }
-        })
+        floe_metadata::pem_files::spawn_reload(self, every, Self::reload_if_changed)
     }
 }
 

@@ -666,26 +666,9 @@ async fn change_configs(
                         )
                     })?;
                 if topic_config_type(key) != TYPE_LIST {
-                    return Err(Refusal::new(
-                        ResponseError::InvalidConfig,
-                        format!(
-                            "config {key:?} is not a list: \
-                             values cannot be appended to or subtracted from it"
-                        ),
-                    ));
+                    return Err(not_a_list(key));
                 }
-                let given = list_items(value_of(c)?);
-                let mut items = list_items(current);
-                if op == OP_APPEND {
-                    for item in given {
-                        if !items.contains(&item) {
-                            items.push(item);
-                        }
-                    }
-                } else {
-                    items.retain(|i| !given.contains(i));
-                }
-                set.insert(key.to_string(), items.join(","));
+                set.insert(key.to_string(), list_op(current, value_of(c)?, op));
             }
             other => {
                 return Err(Refusal::new(
@@ -726,15 +709,7 @@ async fn change_group_configs(
                 set.insert(key.to_string(), value_of(c)?.to_string());
             }
             OP_DELETE => delete.push(key.to_string()),
-            OP_APPEND | OP_SUBTRACT => {
-                return Err(Refusal::new(
-                    ResponseError::InvalidConfig,
-                    format!(
-                        "config {key:?} is not a list: \
-                         values cannot be appended to or subtracted from it"
-                    ),
-                ));
-            }
+            OP_APPEND | OP_SUBTRACT => return Err(not_a_list(key)),
             other => {
                 return Err(Refusal::new(
                     ResponseError::InvalidRequest,
@@ -778,31 +753,14 @@ async fn change_broker_configs(
                 let kind =
                     broker_config::key_type(key).map_err(|e| Refusal::from_meta(&e, name))?;
                 if kind != BrokerConfigType::List {
-                    return Err(Refusal::new(
-                        ResponseError::InvalidConfig,
-                        format!(
-                            "config {key:?} is not a list: \
-                             values cannot be appended to or subtracted from it"
-                        ),
-                    ));
+                    return Err(not_a_list(key));
                 }
                 let current = configs
                     .overrides()
                     .get(key)
                     .or_else(|| defaults.overrides().get(key))
                     .map_or("", String::as_str);
-                let given = list_items(value_of(c)?);
-                let mut items = list_items(current);
-                if op == OP_APPEND {
-                    for item in given {
-                        if !items.contains(&item) {
-                            items.push(item);
-                        }
-                    }
-                } else {
-                    items.retain(|i| !given.contains(i));
-                }
-                set.insert(key.to_string(), items.join(","));
+                set.insert(key.to_string(), list_op(current, value_of(c)?, op));
             }
             other => {
                 return Err(Refusal::new(
@@ -844,6 +802,30 @@ fn value_of(c: &incremental_alter_configs_request::AlterableConfig) -> Result<&S
             format!("null value for config {:?}", c.name.as_str()),
         )
     })
+}
+
+/// IncrementalAlterConfigs' APPEND (items not there yet, at the end) or
+/// SUBTRACT of `given` on the list value `current`.
+fn list_op(current: &str, given: &str, op: i8) -> String {
+    let given = list_items(given);
+    let mut items = list_items(current);
+    if op == OP_APPEND {
+        for item in given {
+            if !items.contains(&item) {
+                items.push(item);
+            }
+        }
+    } else {
+        items.retain(|i| !given.contains(i));
+    }
+    items.join(",")
+}
+
+fn not_a_list(key: &str) -> Refusal {
+    Refusal::new(
+        ResponseError::InvalidConfig,
+        format!("config {key:?} is not a list: values cannot be appended to or subtracted from it"),
+    )
 }
 
 /// The items of a comma-separated list value.

@@ -92,6 +92,21 @@ pub fn before(req: &mut RequestKind, version: i16, c: &Check, snap: &ClusterSnap
 /// ConsumerGroupDescribe, ShareGroupDescribe) when the request asks for
 /// them, for the resources answered without an error.
 fn authorized_operations(req: &RequestKind, c: &Check) -> Option<Merge> {
+    let wanted = match req {
+        RequestKind::Metadata(r) => {
+            r.include_topic_authorized_operations || r.include_cluster_authorized_operations
+        }
+        RequestKind::DescribeTopicPartitions(_) => true,
+        RequestKind::DescribeCluster(r) => r.include_cluster_authorized_operations,
+        RequestKind::DescribeGroups(r) => r.include_authorized_operations,
+        RequestKind::ConsumerGroupDescribe(r) => r.include_authorized_operations,
+        RequestKind::ShareGroupDescribe(r) => r.include_authorized_operations,
+        _ => false,
+    };
+    if !wanted {
+        // Every other request: nothing to fill, no clone of the check.
+        return None;
+    }
     let c = c.clone();
     let group_ops = move |c: &Check, name: &str| operations(GROUP_OPS, |op| c.group(op, name));
     let m: Merge = match req {
@@ -100,9 +115,6 @@ fn authorized_operations(req: &RequestKind, c: &Check) -> Option<Merge> {
                 r.include_topic_authorized_operations,
                 r.include_cluster_authorized_operations,
             );
-            if !topics && !cluster {
-                return None;
-            }
             Box::new(move |resp| {
                 let ResponseKind::Metadata(resp) = resp else {
                     return;
@@ -129,43 +141,34 @@ fn authorized_operations(req: &RequestKind, c: &Check) -> Option<Merge> {
                 }
             }
         }),
-        RequestKind::DescribeCluster(r) if r.include_cluster_authorized_operations => {
-            Box::new(move |resp| {
-                if let ResponseKind::DescribeCluster(resp) = resp
-                    && resp.error_code == 0
-                {
-                    resp.cluster_authorized_operations =
-                        operations(CLUSTER_OPS, |op| c.cluster(op));
+        RequestKind::DescribeCluster(_) => Box::new(move |resp| {
+            if let ResponseKind::DescribeCluster(resp) = resp
+                && resp.error_code == 0
+            {
+                resp.cluster_authorized_operations = operations(CLUSTER_OPS, |op| c.cluster(op));
+            }
+        }),
+        RequestKind::DescribeGroups(_) => Box::new(move |resp| {
+            if let ResponseKind::DescribeGroups(resp) = resp {
+                for g in resp.groups.iter_mut().filter(|g| g.error_code == 0) {
+                    g.authorized_operations = group_ops(&c, &g.group_id);
                 }
-            })
-        }
-        RequestKind::DescribeGroups(r) if r.include_authorized_operations => {
-            Box::new(move |resp| {
-                if let ResponseKind::DescribeGroups(resp) = resp {
-                    for g in resp.groups.iter_mut().filter(|g| g.error_code == 0) {
-                        g.authorized_operations = group_ops(&c, &g.group_id);
-                    }
+            }
+        }),
+        RequestKind::ConsumerGroupDescribe(_) => Box::new(move |resp| {
+            if let ResponseKind::ConsumerGroupDescribe(resp) = resp {
+                for g in resp.groups.iter_mut().filter(|g| g.error_code == 0) {
+                    g.authorized_operations = group_ops(&c, &g.group_id);
                 }
-            })
-        }
-        RequestKind::ConsumerGroupDescribe(r) if r.include_authorized_operations => {
-            Box::new(move |resp| {
-                if let ResponseKind::ConsumerGroupDescribe(resp) = resp {
-                    for g in resp.groups.iter_mut().filter(|g| g.error_code == 0) {
-                        g.authorized_operations = group_ops(&c, &g.group_id);
-                    }
+            }
+        }),
+        RequestKind::ShareGroupDescribe(_) => Box::new(move |resp| {
+            if let ResponseKind::ShareGroupDescribe(resp) = resp {
+                for g in resp.groups.iter_mut().filter(|g| g.error_code == 0) {
+                    g.authorized_operations = group_ops(&c, &g.group_id);
                 }
-            })
-        }
-        RequestKind::ShareGroupDescribe(r) if r.include_authorized_operations => {
-            Box::new(move |resp| {
-                if let ResponseKind::ShareGroupDescribe(resp) = resp {
-                    for g in resp.groups.iter_mut().filter(|g| g.error_code == 0) {
-                        g.authorized_operations = group_ops(&c, &g.group_id);
-                    }
-                }
-            })
-        }
+            }
+        }),
         _ => return None,
     };
     Some(m)
