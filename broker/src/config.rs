@@ -175,7 +175,7 @@ impl BrokerConfig {
                 floe_metadata::state::DEFAULT_PRODUCER_EXPIRATION_MS,
             )),
             txn: crate::txn::TxnConfig::default(),
-            delayed_max_pending: crate::delayed::DEFAULT_MAX_PENDING,
+            delayed_max_pending: crate::partitions::delayed::DEFAULT_MAX_PENDING,
             share_max_parked: crate::share::DEFAULT_MAX_PARKED,
         }
     }
@@ -227,7 +227,7 @@ pub struct LogConfig {
     /// into (`None`: `producer`, stored as sent).
     pub compression: Option<Compression>,
     /// `floe.delayed.delivery`: records not due yet are held as delayed
-    /// batches and appended again when due (`crate::delayed`).
+    /// batches and appended again when due (`crate::partitions::delayed`).
     pub delayed: bool,
 }
 

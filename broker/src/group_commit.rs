@@ -39,13 +39,11 @@ pub(crate) async fn commit_offsets(
     )?;
     let shard = shard_of(&p.group_id, shards);
     let epoch = b
-        .inner
-        .shards
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&shard)
-        .copied()
-        .ok_or(GroupError::NotCoordinator)?;
+        .shards()
+        .fence(shard)
+        .ok_or(GroupError::NotCoordinator)?
+        .epoch
+        .0;
     let max = c.config().offset_metadata_max_bytes;
     let mut results: Vec<Result<(), GroupError>> = vec![Ok(()); p.offsets.len()];
     let mut stored = Vec::new();

@@ -14,29 +14,22 @@
 //! - [`share`]: share groups (KIP-932): the share-partition state machine,
 //!   the membership and the service the standalone proxy uses.
 
-mod admission;
-mod backlog;
 pub mod broker;
-mod cleaner;
 pub mod config;
-mod delay_headers;
-pub mod delayed;
+pub mod coordinator;
 pub mod error;
-mod flush;
 pub mod group;
 mod group_commit;
 pub mod group_rpc;
 mod group_store;
-mod lease;
-pub mod log;
-mod maintenance;
 mod metrics;
 pub mod owner;
-pub mod producer;
+pub mod partitions;
 pub mod rpc;
 pub mod share;
-mod tasks;
 pub mod txn;
+
+pub use partitions::{delayed, log, producer};
 
 pub use broker::{Acks, Broker, FetchData, OffsetAnswer, OffsetSpec, PendingProduce, ProduceOk};
 pub use config::{BrokerConfig, LogConfig};

@@ -26,6 +26,7 @@ use crate::group::{
     CommitParams, GroupDescription, GroupError, GroupListing, GroupState, JoinParams, JoinResult,
     SyncParams, SyncResult,
 };
+use crate::partitions::Partitions;
 use crate::txn::CoordError;
 
 /// The broker that owns a partition.
@@ -77,7 +78,7 @@ pub trait PartitionOwner: Send + Sync + std::fmt::Debug {
     async fn producers(
         &self,
         key: &PartitionKey,
-    ) -> Result<Vec<crate::txn::markers::ProducerInfo>, CallError>;
+    ) -> Result<Vec<crate::partitions::ProducerInfo>, CallError>;
 
     /// Returns when data past `offset` may be there, or at `until`.
     async fn wait_for_data(&self, key: &PartitionKey, offset: i64, until: tokio::time::Instant);
@@ -185,7 +186,7 @@ impl TxnCoordination for Broker {
 }
 
 #[async_trait::async_trait]
-impl PartitionOwner for Broker {
+impl PartitionOwner for Partitions {
     async fn append(
         &self,
         key: &PartitionKey,
@@ -193,7 +194,7 @@ impl PartitionOwner for Broker {
         acks: Acks,
         room_wait: std::time::Duration,
     ) -> Result<PendingProduce, CallError> {
-        Ok(Broker::append_within(self, key, records, acks, room_wait).await?)
+        Ok(Partitions::append_within(self, key, records, acks, room_wait).await?)
     }
 
     async fn fetch_isolated(
@@ -205,7 +206,7 @@ impl PartitionOwner for Broker {
         read_committed: bool,
     ) -> Result<FetchData, CallError> {
         Ok(
-            Broker::fetch_isolated(self, key, offset, max_bytes, leader_epoch, read_committed)
+            Partitions::fetch_isolated(self, key, offset, max_bytes, leader_epoch, read_committed)
                 .await?,
         )
     }
@@ -213,12 +214,12 @@ impl PartitionOwner for Broker {
     async fn producers(
         &self,
         key: &PartitionKey,
-    ) -> Result<Vec<crate::txn::markers::ProducerInfo>, CallError> {
-        Ok(Broker::producers(self, key)?)
+    ) -> Result<Vec<crate::partitions::ProducerInfo>, CallError> {
+        Ok(Partitions::producers(self, key)?)
     }
 
     async fn wait_for_data(&self, key: &PartitionKey, offset: i64, until: tokio::time::Instant) {
-        Broker::wait_for_data(self, key, offset, until).await
+        Partitions::wait_for_data(self, key, offset, until).await
     }
 
     async fn list_offset(
@@ -231,7 +232,7 @@ impl PartitionOwner for Broker {
     }
 
     async fn delete_records(&self, key: &PartitionKey, offset: i64) -> Result<i64, CallError> {
-        Ok(Broker::delete_records(self, key, offset).await?)
+        Ok(Partitions::delete_records(self, key, offset).await?)
     }
 }
 
@@ -395,5 +396,64 @@ impl GroupDescription {
             protocol_data: String::new(),
             members: vec![],
         }
+    }
+}
+
+/// A broker's partitions are those of its [`Partitions`] (a caller that
+/// holds the broker itself calls `broker.partitions()`: the trait's methods
+/// answer with [`CallError`]).
+#[async_trait::async_trait]
+impl PartitionOwner for Broker {
+    async fn append(
+        &self,
+        key: &PartitionKey,
+        records: Bytes,
+        acks: Acks,
+        room_wait: std::time::Duration,
+    ) -> Result<PendingProduce, CallError> {
+        PartitionOwner::append(self.partitions(), key, records, acks, room_wait).await
+    }
+
+    async fn fetch_isolated(
+        &self,
+        key: &PartitionKey,
+        offset: i64,
+        max_bytes: usize,
+        leader_epoch: Option<u64>,
+        read_committed: bool,
+    ) -> Result<FetchData, CallError> {
+        PartitionOwner::fetch_isolated(
+            self.partitions(),
+            key,
+            offset,
+            max_bytes,
+            leader_epoch,
+            read_committed,
+        )
+        .await
+    }
+
+    async fn producers(
+        &self,
+        key: &PartitionKey,
+    ) -> Result<Vec<crate::partitions::ProducerInfo>, CallError> {
+        PartitionOwner::producers(self.partitions(), key).await
+    }
+
+    async fn wait_for_data(&self, key: &PartitionKey, offset: i64, until: tokio::time::Instant) {
+        PartitionOwner::wait_for_data(self.partitions(), key, offset, until).await
+    }
+
+    async fn list_offset(
+        &self,
+        key: &PartitionKey,
+        spec: OffsetSpec,
+        leader_epoch: Option<u64>,
+    ) -> Result<(OffsetAnswer, i64), CallError> {
+        PartitionOwner::list_offset(self.partitions(), key, spec, leader_epoch).await
+    }
+
+    async fn delete_records(&self, key: &PartitionKey, offset: i64) -> Result<i64, CallError> {
+        PartitionOwner::delete_records(self.partitions(), key, offset).await
     }
 }

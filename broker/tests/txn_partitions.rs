@@ -104,7 +104,8 @@ async fn begin_on(
 }
 
 async fn lso(b: &Broker, key: &PartitionKey) -> i64 {
-    b.list_offset(key, OffsetSpec::LastStable)
+    b.partitions()
+        .list_offset(key, OffsetSpec::LastStable)
         .await
         .unwrap()
         .offset
@@ -144,7 +145,8 @@ async fn committed_and_aborted_transactions_on_a_partition_and_its_next_owner() 
     }
     assert_eq!(lso(&b, &key).await, 1, "the open transaction holds the LSO");
     assert_eq!(
-        b.list_offset(&key, OffsetSpec::Latest)
+        b.partitions()
+            .list_offset(&key, OffsetSpec::Latest)
             .await
             .unwrap()
             .offset,
@@ -173,7 +175,7 @@ async fn committed_and_aborted_transactions_on_a_partition_and_its_next_owner() 
         3,
         "read_uncommitted sees it all"
     );
-    let ps = b.producers(&key).unwrap();
+    let ps = b.partitions().producers(&key).unwrap();
     let p = ps.iter().find(|p| p.producer_id == pid).unwrap();
     assert_eq!(
         (p.epoch, p.last_sequence, p.txn_start_offset),
@@ -204,7 +206,8 @@ async fn committed_and_aborted_transactions_on_a_partition_and_its_next_owner() 
         .await
         .unwrap();
     assert_eq!(
-        b.list_offset(&key, OffsetSpec::Latest)
+        b.partitions()
+            .list_offset(&key, OffsetSpec::Latest)
             .await
             .unwrap()
             .offset,
@@ -269,7 +272,7 @@ async fn committed_and_aborted_transactions_on_a_partition_and_its_next_owner() 
         b2.txn_durable(&key, ProducerId(pid)).await.unwrap(),
         Holding::NotAll
     );
-    let p = b2.producers(&key).unwrap();
+    let p = b2.partitions().producers(&key).unwrap();
     assert_eq!(
         p.iter()
             .find(|p| p.producer_id == pid)
@@ -592,7 +595,8 @@ async fn a_commit_waits_for_a_transactions_batches_answered_once_sequenced() {
     let producer = begin_on(&coord, fence, &id, key).await;
     let (pid, epoch) = (producer.producer_id.0, producer.epoch.0);
     for seq in 0..3 {
-        b.append(&key, &batch(pid, epoch, seq, true, "t"), Acks::Leader)
+        b.partitions()
+            .append(&key, &batch(pid, epoch, seq, true, "t"), Acks::Leader)
             .unwrap()
             .wait()
             .await
@@ -628,15 +632,16 @@ async fn a_commit_waits_for_a_transactions_batches_answered_once_sequenced() {
     let fence2 = fence_of(&b, &id2).await;
     let coord2 = coordinator_at(&b);
     let p2 = begin_on(&coord2, fence2, &id2, key).await;
-    b.append(
-        &key,
-        &batch(p2.producer_id.0, p2.epoch.0, 5, true, "u"),
-        Acks::Leader,
-    )
-    .unwrap()
-    .wait()
-    .await
-    .unwrap();
+    b.partitions()
+        .append(
+            &key,
+            &batch(p2.producer_id.0, p2.epoch.0, 5, true, "u"),
+            Acks::Leader,
+        )
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
     assert_eq!(
         b.txn_durable(&key, p2.producer_id).await.unwrap(),
         Holding::All {
@@ -659,15 +664,16 @@ async fn a_commit_waits_for_a_transactions_batches_answered_once_sequenced() {
     let id3 = TransactionalId::new("txd-3");
     let fence3 = fence_of(&b, &id3).await;
     let p3 = begin_on(&coord2, fence3, &id3, key).await;
-    b.append(
-        &key,
-        &batch(p3.producer_id.0, p3.epoch.0, 3, true, "w"),
-        Acks::Leader,
-    )
-    .unwrap()
-    .wait()
-    .await
-    .unwrap();
+    b.partitions()
+        .append(
+            &key,
+            &batch(p3.producer_id.0, p3.epoch.0, 3, true, "w"),
+            Acks::Leader,
+        )
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
     let end3 = TxnOp::End {
         producer: p3,
         commit: true,

@@ -1354,7 +1354,7 @@ mod tests {
         async fn producers(
             &self,
             _: &PartitionKey,
-        ) -> Result<Vec<floe_broker::txn::markers::ProducerInfo>, CallError> {
+        ) -> Result<Vec<floe_broker::partitions::ProducerInfo>, CallError> {
             Err(BrokerError::new(ErrorKind::Unsupported, "fake").into())
         }
 

@@ -527,7 +527,8 @@ async fn rpc_fetch(b: Broker, req: proto::FetchRequest) -> proto::FetchResponse 
     let max = usize::try_from(req.max_bytes).unwrap_or(usize::MAX);
     let r = match key_of(req.partition.as_ref()) {
         Ok(k) => {
-            b.fetch_isolated(&k, req.offset, max, req.leader_epoch, req.read_committed)
+            b.partitions()
+                .fetch_isolated(&k, req.offset, max, req.leader_epoch, req.read_committed)
                 .await
         }
         Err(e) => Err(e),
@@ -595,7 +596,7 @@ async fn rpc_delete_records(
     req: proto::DeleteRecordsRequest,
 ) -> proto::DeleteRecordsResponse {
     let r = match key_of(req.partition.as_ref()) {
-        Ok(k) => b.delete_records(&k, req.offset).await,
+        Ok(k) => b.partitions().delete_records(&k, req.offset).await,
         Err(e) => Err(e),
     };
     match r {
@@ -907,7 +908,7 @@ impl PartitionOwner for RemoteBroker {
     async fn producers(
         &self,
         key: &PartitionKey,
-    ) -> Result<Vec<crate::txn::markers::ProducerInfo>, CallError> {
+    ) -> Result<Vec<crate::partitions::ProducerInfo>, CallError> {
         self.producers_of(key).await
     }
 

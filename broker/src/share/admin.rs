@@ -143,7 +143,7 @@ impl ShareGroupAdmin for Broker {
     async fn share_groups(&self) -> Result<Vec<ShareGroupListing>, ShareGroupError> {
         let shards = self.view().current().shard_count();
         Ok(self
-            .inner
+            .node
             .share
             .groups()
             .into_iter()
@@ -154,11 +154,11 @@ impl ShareGroupAdmin for Broker {
 
     async fn share_check_empty(&self, group: &str) -> Result<Option<GroupKind>, ShareGroupError> {
         self.share_coordinator_check(group)?;
-        for member in self.inner.share.expire_group(group, &self.share_topics()) {
+        for member in self.node.share.expire_group(group, &self.share_topics()) {
             self.release_elsewhere(group, member);
         }
         if self
-            .inner
+            .node
             .share
             .groups()
             .iter()
@@ -176,10 +176,10 @@ impl ShareGroupAdmin for Broker {
         if super::namespace::refuses_share(self.live_kind(group)) {
             return Err(ShareGroupError::NotShareGroup);
         }
-        for member in self.inner.share.expire_group(group, &self.share_topics()) {
+        for member in self.node.share.expire_group(group, &self.share_topics()) {
             self.release_elsewhere(group, member);
         }
-        self.inner.share.delete_group(group)
+        self.node.share.delete_group(group)
     }
 }
 
@@ -190,9 +190,16 @@ impl SharePartitionAdmin for Broker {
         call: &ShareCall,
         to: Option<i64>,
     ) -> Result<Option<i64>, CallError> {
-        self.inner
+        self.node
             .share
-            .reset(self, self, &call.settings, &call.group, &call.key, to)
+            .reset(
+                self.partitions(),
+                self,
+                &call.settings,
+                &call.group,
+                &call.key,
+                to,
+            )
             .await
     }
 }

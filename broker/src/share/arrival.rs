@@ -20,8 +20,8 @@ use floe_types::Offset;
 
 use super::partition::Arrival;
 
-pub use crate::delay_headers::{DELAY_MS_HEADER, DELIVER_AT_HEADER};
-use crate::delay_headers::{DELAY_PREFIX, due_time, mentions};
+pub use crate::partitions::delay_headers::{DELAY_MS_HEADER, DELIVER_AT_HEADER};
+use crate::partitions::delay_headers::{DELAY_PREFIX, due_time, mentions};
 
 /// The batches of one share fetch, split once (cheap: `Bytes` slices).
 pub fn split_batches(records: &Bytes) -> Vec<Bytes> {
@@ -110,7 +110,7 @@ impl<'a> Arrivals<'a> {
         match due_time(record) {
             Ok(Some(due)) => Arrival::DueAt(due),
             Ok(None) => Arrival::Deliver,
-            Err(crate::delay_headers::Malformed) => {
+            Err(crate::partitions::delay_headers::Malformed) => {
                 self.malformed += 1;
                 Arrival::Deliver
             }

@@ -222,12 +222,12 @@ impl DeadLetterSink for Broker {
             .and_then(|p| p.owner)
             .ok_or_else(|| CallError::from(BrokerError::not_owner(*key)))?;
         let pending = if owner == self.broker_id() {
-            PartitionOwner::append(self, key, batch, Acks::All, ROOM_WAIT).await?
+            PartitionOwner::append(self.partitions(), key, batch, Acks::All, ROOM_WAIT).await?
         } else {
             let addr = snap
                 .broker_addr(owner)
                 .ok_or_else(|| CallError::from(BrokerError::not_owner(*key)))?;
-            let peer = self.inner.share.dead_letter_peers.get(addr);
+            let peer = self.node.share.dead_letter_peers.get(addr);
             peer.append(key, batch, Acks::All, ROOM_WAIT).await?
         };
         pending.wait().await.map(|_| ())

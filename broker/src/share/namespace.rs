@@ -70,7 +70,7 @@ impl Broker {
     /// The kind `group` is in use as in this broker's memory (its
     /// coordinator shard's groups), if it holds it.
     pub fn live_kind(&self, group: &str) -> Option<GroupKind> {
-        if self.inner.share.has_group(group) {
+        if self.node.share.has_group(group) {
             return Some(GroupKind::Share);
         }
         let d = self.groups().describe_group(group);

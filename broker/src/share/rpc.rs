@@ -422,7 +422,7 @@ impl Broker {
     /// Starts a task appending the share-partition's dead records to the
     /// group's dead-letter topic, if some wait and none runs.
     fn start_dead_letters(&self, call: &ShareCall) {
-        if let Some(epoch) = self.inner.share.claim_dead_letters(&call.group, &call.key) {
+        if let Some(epoch) = self.node.share.claim_dead_letters(&call.group, &call.key) {
             self.spawn_dead_letters(&call.group, call.key, epoch);
         }
     }
@@ -430,7 +430,7 @@ impl Broker {
     /// The same for every share-partition of `group` here (a member's
     /// records released at the delivery limit may have left dead records).
     fn start_group_dead_letters(&self, group: &str) {
-        for (key, epoch) in self.inner.share.claim_group_dead_letters(group) {
+        for (key, epoch) in self.node.share.claim_group_dead_letters(group) {
             self.spawn_dead_letters(group, key, epoch);
         }
     }
@@ -438,11 +438,11 @@ impl Broker {
     /// Starts the share-partition's timer task when it has work and none
     /// runs.
     fn start_timers(&self, call: &ShareCall) {
-        if let Some(claim) = self.inner.share.claim_timer_work(&call.group, &call.key) {
+        if let Some(claim) = self.node.share.claim_timer_work(&call.group, &call.key) {
             let (broker, group, key) = (self.clone(), call.group.clone(), call.key);
             tokio::spawn(async move {
                 broker
-                    .inner
+                    .node
                     .share
                     .run_timers(&broker, &group, &key, claim)
                     .await;
@@ -454,9 +454,9 @@ impl Broker {
         let (broker, group) = (self.clone(), group.to_owned());
         tokio::spawn(async move {
             broker
-                .inner
+                .node
                 .share
-                .run_dead_letters(&broker, &broker, &broker, &group, &key, epoch)
+                .run_dead_letters(broker.partitions(), &broker, &broker, &group, &key, epoch)
                 .await;
         });
     }
@@ -480,7 +480,7 @@ impl Broker {
             .iter()
             .filter(|n| n.kind == floe_metadata::model::NodeKind::Broker && n.id != me)
         {
-            let peer = self.inner.peers.get(&node.addr);
+            let peer = self.node.peers.get(&node.addr);
             let (group, member) = (group.to_owned(), member.clone());
             tokio::spawn(async move {
                 if let Err(e) = peer.share_release(&group, &member).await {
@@ -509,7 +509,7 @@ pub(crate) async fn sweep_members(b: Broker) {
         }
         let shards = b.view().current().shard_count();
         let owned = |group: &str| b.coordinator(group, shards).is_ok();
-        let gone = b.inner.share.expire_members(&owned, &b.share_topics());
+        let gone = b.node.share.expire_members(&owned, &b.share_topics());
         for (group, member) in gone {
             tracing::info!(
                 group,
@@ -714,10 +714,10 @@ impl ShareOwner for Broker {
         max_records: u32,
         max_bytes: usize,
     ) -> Result<ShareFetched, CallError> {
-        let share = &self.inner.share;
+        let share = &self.node.share;
         let fetched = share
             .fetch(
-                self,
+                self.partitions(),
                 self,
                 &call.settings,
                 &call.group,
@@ -739,10 +739,10 @@ impl ShareOwner for Broker {
         call: &ShareCall,
         batches: &[AckBatch],
     ) -> Result<Result<(), ShareError>, CallError> {
-        let share = &self.inner.share;
+        let share = &self.node.share;
         let answer = share
             .acknowledge(
-                self,
+                self.partitions(),
                 self,
                 &call.settings,
                 &call.group,
@@ -756,7 +756,7 @@ impl ShareOwner for Broker {
     }
 
     async fn share_release(&self, group: &str, member: &MemberId) -> Result<(), CallError> {
-        self.inner.share.release_member(group, member);
+        self.node.share.release_member(group, member);
         self.start_group_dead_letters(group);
         Ok(())
     }
@@ -783,7 +783,7 @@ impl ShareCoordinator for Broker {
             return Err(ShareGroupError::NotShareGroup);
         }
         let (answer, gone) = self
-            .inner
+            .node
             .share
             .heartbeat(group, hb, settings, &self.share_topics());
         for member in gone {
@@ -799,7 +799,7 @@ impl ShareCoordinator for Broker {
         group: &str,
     ) -> Result<Option<ShareGroupDescription>, ShareGroupError> {
         self.share_coordinator_check(group)?;
-        Ok(self.inner.share.describe(group))
+        Ok(self.node.share.describe(group))
     }
 }
 
@@ -875,7 +875,7 @@ pub(crate) async fn rpc_ack(b: Broker, r: proto::AckRequest) -> proto::AckRespon
 }
 
 pub(crate) async fn rpc_release(b: Broker, r: proto::ReleaseRequest) -> proto::ReleaseResponse {
-    b.inner
+    b.node
         .share
         .release_member(&r.group, &MemberId::new(&r.member));
     proto::ReleaseResponse { error: None }

@@ -1251,7 +1251,7 @@ mod tests {
         async fn producers(
             &self,
             _: &PartitionKey,
-        ) -> Result<Vec<crate::txn::markers::ProducerInfo>, CallError> {
+        ) -> Result<Vec<crate::partitions::ProducerInfo>, CallError> {
             Ok(Vec::new())
         }
 

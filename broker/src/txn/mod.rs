@@ -28,27 +28,19 @@ use std::time::Duration;
 use floe_metadata::ErrorKind as MetaKind;
 use floe_metadata::api::MetaApi;
 use floe_metadata::command::ShardFence;
-use floe_metadata::ids::{BrokerId, Epoch, PartitionKey, ShardId, TransactionalId};
+use floe_metadata::ids::{PartitionKey, TransactionalId};
 use floe_metadata::txn::{
     ProducerIdEpoch, TxnCommand, TxnError, TxnFilter, TxnMeta, TxnOp, TxnReply, TxnState,
 };
 
 pub mod markers;
-pub mod partition;
+pub use crate::partitions::txn_log as partition;
+pub use crate::partitions::txn_log::{Holding, Marker};
 pub mod rpc;
 pub(crate) mod serve;
 
 #[cfg(test)]
 mod tests;
-
-/// A COMMIT or ABORT marker for one producer on one partition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Marker {
-    pub producer: ProducerIdEpoch,
-    pub commit: bool,
-    /// The coordinator shard's epoch (the marker record's coordinator epoch).
-    pub coordinator_epoch: Epoch,
-}
 
 /// Why a marker was not written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -87,21 +79,6 @@ pub trait MarkerWriter: Send + Sync + std::fmt::Debug {
     /// The ownership epoch of `partition` as this broker's cluster view
     /// knows it (`None`: not known), noted when a transaction adds it.
     fn owner_epoch(&self, partition: PartitionKey) -> Option<u64>;
-}
-
-/// What a partition's owner holds of a producer's open transaction, before
-/// its commit is decided (`PartitionTxnLog::holding`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Holding {
-    /// All of it, durable. `follows`: its first batch there proved that
-    /// none of the producer's was missing before it; when not, the commit
-    /// also needs the partition to be at the ownership epoch it had when
-    /// the transaction added it (`owner_epoch`).
-    All { follows: bool, owner_epoch: u64 },
-    /// Batches the owner (or a previous one) answered may be lost: a
-    /// take-over or a failed flush since it began there, or nothing of it
-    /// there. It must not commit.
-    NotAll,
 }
 
 /// The broker's marker writer, given after the broker is built
@@ -240,38 +217,16 @@ impl crate::broker::Broker {
     /// and the epoch this broker holds it at. NOT_COORDINATOR when the shard
     /// is not ours, or our lease may have lapsed.
     pub fn txn_fence(&self, id: &TransactionalId) -> Result<ShardFence, CoordError> {
-        let shards = self.view().current().shard_count();
-        let shard = crate::group::shard_of(id.as_str(), shards);
-        if self.check_lease().is_err() {
-            return Err(CoordError::NotCoordinator);
-        }
-        let epoch = self
-            .inner
-            .shards
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&shard)
-            .copied()
-            .ok_or(CoordError::NotCoordinator)?;
-        Ok(ShardFence {
-            broker: BrokerId(self.id()),
-            shard: ShardId(shard),
-            epoch: Epoch(epoch),
-        })
+        let shards = self.shards();
+        shards
+            .serving_fence(shards.shard_of(id.as_str()))
+            .ok_or(CoordError::NotCoordinator)
     }
 
     /// Whether this broker still holds `f`'s shard at `f`'s epoch (the
     /// coordinator's [`ShardCheck`]).
     pub fn holds_shard(&self, f: &ShardFence) -> bool {
-        f.broker.0 == self.id()
-            && self.check_lease().is_ok()
-            && self
-                .inner
-                .shards
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .get(&f.shard.0)
-                == Some(&f.epoch.0)
+        self.shards().holds(f)
     }
 }
 

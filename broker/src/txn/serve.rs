@@ -3,11 +3,11 @@
 //! transactions of a shard taken over resumed; and the timer that aborts
 //! transactions past their timeout in the shards this broker owns.
 
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use floe_metadata::command::ShardFence;
-use floe_metadata::ids::{BrokerId, Epoch, ShardId, TransactionalId};
+use floe_metadata::ids::TransactionalId;
 use floe_metadata::txn::{TxnError, TxnFilter, TxnMeta, TxnOp, TxnReply, TxnState};
 
 use super::{CoordError, MarkerWriter, TxnCoordinator};
@@ -23,28 +23,13 @@ fn unavailable(e: impl std::fmt::Display) -> CoordError {
 impl Broker {
     /// This broker's transaction coordinator.
     pub fn txn_coordinator(&self) -> &Arc<TxnCoordinator> {
-        &self.inner.txn
+        &self.node.txn
     }
 
     /// Gives the coordinator its marker writer (the partition side's, which
     /// needs this broker). False if one was given already.
     pub fn set_marker_writer(&self, w: Arc<dyn MarkerWriter>) -> bool {
-        self.inner.markers.set(w)
-    }
-
-    /// The fence of a shard this broker owns now.
-    fn shard_fence(&self, shard: u32) -> Option<ShardFence> {
-        let epoch = *self
-            .inner
-            .shards
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&shard)?;
-        Some(ShardFence {
-            broker: BrokerId(self.id()),
-            shard: ShardId(shard),
-            epoch: Epoch(epoch),
-        })
+        self.node.markers.set(w)
     }
 
     /// One client step on `id` (InitProducer, AddPartitions, AddGroup,
@@ -60,7 +45,7 @@ impl Broker {
                 ..
             } => TxnOp::InitProducer {
                 timeout_ms,
-                max_timeout_ms: self.inner.txn.config().max_timeout_ms,
+                max_timeout_ms: self.node.txn.config().max_timeout_ms,
                 expected,
             },
             TxnOp::Complete { .. } | TxnOp::AbortExpired { .. } => {
@@ -70,7 +55,7 @@ impl Broker {
         };
         let fence = self.txn_fence(id)?;
         let now = floe_metadata::clock::now_ms();
-        self.inner.txn.step(fence, id, now, op).await
+        self.node.txn.step(fence, id, now, op).await
     }
 
     /// The transactions of the shards this broker coordinates now.
@@ -99,31 +84,6 @@ impl Broker {
             .map_err(unavailable)?;
         Ok(one.into_iter().find(|(i, _)| i == id).map(|(_, t)| t))
     }
-
-    /// The transactions of `shard` (taken over at `fence`) whose outcome a
-    /// previous coordinator decided get their markers written and are
-    /// completed. Retried until read, or the shard is no longer ours.
-    pub(crate) async fn resume_txns(&self, fence: ShardFence) {
-        let mut pause = Duration::from_millis(50);
-        loop {
-            if !self.holds_shard(&fence) || self.is_stopping() {
-                return;
-            }
-            let shards = self.view().current().shard_count();
-            let mine = TxnFilter::shards(shards, vec![fence.shard.0]);
-            match self.inner.meta.transactions_where(&mine).await {
-                Ok(mine) => {
-                    self.inner.txn.resume(fence, mine);
-                    return;
-                }
-                Err(e) => {
-                    tracing::info!(shard = fence.shard.0, error = %e, "reading the shard's transactions failed; will retry");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(1));
-                }
-            }
-        }
-    }
 }
 
 /// Every second: the transactions of the shards this broker owns that are
@@ -138,7 +98,7 @@ pub(crate) async fn timeouts(b: Broker) {
         if b.is_stopping() {
             return;
         }
-        if !b.inner.txn.is_active() || b.owned_shards().is_empty() {
+        if !b.node.txn.is_active() || b.owned_shards().is_empty() {
             crate::metrics::txn_open(0);
             continue;
         }
@@ -166,9 +126,81 @@ pub(crate) async fn timeouts(b: Broker) {
                 .push((id, t));
         }
         for (shard, txns) in by_shard {
-            if let Some(fence) = b.shard_fence(shard) {
-                b.inner.txn.abort_expired(fence, &txns, now).await;
+            if let Some(fence) = b.shards().fence(shard) {
+                b.node.txn.abort_expired(fence, &txns, now).await;
             }
         }
+    }
+}
+
+/// Transactions on the coordinator runtime: a shard taken over has the
+/// transactions a previous coordinator decided completed.
+pub(crate) struct TxnShards {
+    partitions: crate::partitions::Partitions,
+    shards: Arc<crate::coordinator::ShardTable>,
+    txn: Arc<TxnCoordinator>,
+}
+
+impl TxnShards {
+    pub(crate) fn new(b: &Broker) -> Self {
+        Self {
+            partitions: b.partitions().clone(),
+            shards: b.shards().clone(),
+            txn: b.txn_coordinator().clone(),
+        }
+    }
+
+    /// The transactions of `shard` (taken over at `fence`) whose outcome a
+    /// previous coordinator decided get their markers written and are
+    /// completed. Retried until read, or the shard is no longer ours.
+    async fn resume(
+        partitions: crate::partitions::Partitions,
+        shards: Arc<crate::coordinator::ShardTable>,
+        txn: Arc<TxnCoordinator>,
+        fence: ShardFence,
+    ) {
+        let mut pause = Duration::from_millis(50);
+        loop {
+            if !shards.holds(&fence) || partitions.is_stopping() {
+                return;
+            }
+            let mine = TxnFilter::shards(shards.shard_count(), vec![fence.shard.0]);
+            match partitions.meta().transactions_where(&mine).await {
+                Ok(mine) => {
+                    txn.resume(fence, mine);
+                    return;
+                }
+                Err(e) => {
+                    tracing::info!(shard = fence.shard.0, error = %e, "reading the shard's transactions failed; will retry");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::coordinator::ShardCoordinator for TxnShards {
+    fn name(&self) -> &'static str {
+        "transactions"
+    }
+
+    /// Transactions are read per step from the metadata: nothing to load.
+    async fn load(&self, _fence: &ShardFence) -> Result<usize, String> {
+        Ok(0)
+    }
+
+    fn served(&self, fence: &ShardFence) {
+        tokio::spawn(Self::resume(
+            self.partitions.clone(),
+            self.shards.clone(),
+            self.txn.clone(),
+            *fence,
+        ));
+    }
+
+    fn dropped(&self, _shard: u32) -> usize {
+        0
     }
 }

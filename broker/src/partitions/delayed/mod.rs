@@ -16,8 +16,8 @@ use std::sync::Mutex;
 
 use floe_storage::PartitionKey;
 
-use crate::broker::Broker;
-use crate::log::Status;
+use crate::partitions::Partitions;
+use crate::partitions::log::Status;
 
 /// Delayed entries a partition's scheduler keeps in memory at most (the
 /// broker's default for `BrokerConfig::delayed_max_pending`).
@@ -37,7 +37,7 @@ impl Schedulers {
 
     /// Starts a scheduler for each owned partition of a delayed topic that
     /// has none at its epoch (a take-over, or the config turned on).
-    pub fn start_owned(b: &Broker) {
+    pub fn start_owned(b: &Partitions) {
         let limit = b.inner.cfg.delayed_max_pending;
         for log in b.logs() {
             let (epoch, wanted) = {

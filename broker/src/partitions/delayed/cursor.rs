@@ -10,8 +10,8 @@ use floe_metadata::api::{proto, routes};
 use floe_metadata::command::DELAYED_CURSOR_GROUP;
 use floe_storage::PartitionKey;
 
-use crate::broker::Broker;
 use crate::error::{BrokerError, Result};
+use crate::partitions::Partitions;
 
 /// What the cursor's stored offset carries as its metadata text (not a
 /// share-partition's state, which starts `1;`).
@@ -27,7 +27,7 @@ pub(crate) trait CursorStore: Send + Sync {
 }
 
 #[async_trait::async_trait]
-impl CursorStore for Broker {
+impl CursorStore for Partitions {
     async fn load_cursor(&self, key: &PartitionKey) -> Result<Option<i64>> {
         let topic = self.topic_name(key)?;
         let r = self

@@ -1,6 +1,6 @@
 //! The delay headers a producer puts on a record, read the same way by
 //! share groups (`crate::share::arrival`) and by delayed topics
-//! (`crate::delayed`): `floe-deliver-at` (epoch ms) and `floe-delay-ms`
+//! (`crate::partitions::delayed`): `floe-deliver-at` (epoch ms) and `floe-delay-ms`
 //! (ms after the record's timestamp), decimal text. Nothing here trusts
 //! the record: a malformed value is an error the caller counts, never a
 //! panic.
@@ -14,7 +14,7 @@ pub const DELIVER_AT_HEADER: &str = "floe-deliver-at";
 /// its timestamp.
 pub const DELAY_MS_HEADER: &str = "floe-delay-ms";
 /// The header a delayed topic's re-append carries: the delayed entry it
-/// comes from, `<offset>.<index in batch>` (`crate::delayed`).
+/// comes from, `<offset>.<index in batch>` (`crate::partitions::delayed`).
 pub const DELAYED_FROM_HEADER: &str = "floe-delayed-from";
 
 /// Longest decimal text a time or delay header may hold (u64's digits).

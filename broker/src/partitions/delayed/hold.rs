@@ -18,9 +18,9 @@ use floe_storage::batch::{BatchView, Compression};
 use floe_storage::delayed::{DelayedRecord, Producer, delayed_batch};
 use floe_storage::records::{DecodeLimits, RecordStream};
 
-use crate::admission::decoding;
-use crate::delay_headers::{DELAY_PREFIX, DELAYED_FROM_HEADER, due_time, mentions};
 use crate::error::{BrokerError, ErrorKind, Result};
+use crate::partitions::admission::decoding;
+use crate::partitions::delay_headers::{DELAY_PREFIX, DELAYED_FROM_HEADER, due_time, mentions};
 
 /// A record due less than this far ahead is not held: appended as
 /// produced (a consumer sees it at once, at most this early).

@@ -50,10 +50,10 @@ use floe_storage::clean::{
 use floe_storage::segment::SegmentBuilder;
 use floe_storage::{PartitionKey, RangeRead};
 
-use crate::broker::Broker;
 use crate::error::{BrokerError, ErrorKind, Result};
-use crate::log::{PartitionLog, Status, StoredRange};
-use crate::maintenance::{INDEX_INTERVAL_BYTES, swap_in};
+use crate::partitions::Partitions;
+use crate::partitions::log::{PartitionLog, Status, StoredRange};
+use crate::partitions::maintenance::{INDEX_INTERVAL_BYTES, swap_in};
 
 /// What the cleaner remembers of one partition between passes.
 #[derive(Debug, Clone, Copy)]
@@ -97,7 +97,7 @@ impl Cleaner {
     /// while the key map fills before the dirty end). `None`: nothing due.
     pub(crate) async fn clean(
         &mut self,
-        b: &Broker,
+        b: &Partitions,
         log: &Arc<PartitionLog>,
     ) -> Result<Option<PassStats>> {
         let mut total: Option<PassStats> = None;
@@ -123,7 +123,7 @@ impl Cleaner {
     /// due whatever the ratio.
     async fn pass(
         &mut self,
-        b: &Broker,
+        b: &Partitions,
         log: &Arc<PartitionLog>,
         go_on: bool,
     ) -> Result<Option<PassStats>> {
@@ -318,7 +318,7 @@ impl Cleaner {
     }
 }
 
-async fn read(b: &Broker, r: &StoredRange) -> Result<Bytes> {
+async fn read(b: &Partitions, r: &StoredRange) -> Result<Bytes> {
     Ok(b.inner
         .reader
         .read_range(&r.object, r.byte_start..r.byte_start + r.byte_len)

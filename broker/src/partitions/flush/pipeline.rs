@@ -22,7 +22,7 @@ use futures::stream::FuturesUnordered;
 use tokio::sync::oneshot;
 
 use super::{Flush, Flushed};
-use crate::log::PartitionLog;
+use crate::partitions::log::PartitionLog;
 
 /// What one flush of the pipeline did, and how long it took from its start
 /// to its commit.

@@ -7,16 +7,16 @@ use std::time::Duration;
 
 use floe_metadata::error::ErrorKind as MetaKind;
 use floe_metadata::ids::{Epoch, PartitionKey};
-use floe_metadata::model::{NodeKind, ShardInfo};
+use floe_metadata::model::NodeKind;
 
-use crate::broker::Broker;
 use crate::config::{HEARTBEATS_PER_LEASE, LogConfig};
-use crate::flush::pipeline::Pipeline;
-use crate::lease::Renewal;
-use crate::log::Status;
+use crate::partitions::Partitions;
+use crate::partitions::flush::pipeline::Pipeline;
+use crate::partitions::lease::Renewal;
+use crate::partitions::log::Status;
 
 /// Renews the lease; registers again if the metadata forgot this broker.
-/// The lease counts from when a heartbeat was sent (see [`crate::lease`]);
+/// The lease counts from when a heartbeat was sent (see [`crate::partitions::lease`]);
 /// after it ran out, serving resumes only once a heartbeat got through and
 /// [`revalidate`] checked what this broker still owns.
 ///
@@ -25,7 +25,7 @@ use crate::log::Status;
 /// flight): a slow metadata service delays the answers but not the next
 /// send, so the lease's slack after a stall is the whole lease minus one
 /// interval, not that minus the last heartbeat's round trip.
-pub(crate) async fn heartbeat(b: Broker) {
+pub(crate) async fn heartbeat(b: Partitions) {
     let every = b.inner.cfg.heartbeat_interval();
     let mut tick = tokio::time::interval(every);
     // After a stall (the process paused), one heartbeat at once, then the
@@ -63,7 +63,7 @@ pub(crate) async fn heartbeat(b: Broker) {
 /// a registration again if the metadata service forgot this broker, the
 /// ownership check after a lapse.
 async fn on_heartbeat_answer(
-    b: &Broker,
+    b: &Partitions,
     sent: tokio::time::Instant,
     answer: Result<(), floe_metadata::MetaError>,
     lapse_logged: &mut bool,
@@ -154,7 +154,7 @@ async fn on_heartbeat_answer(
 }
 
 /// Marks the lease as needing an ownership check before serving again.
-fn force_revalidation(b: &Broker) {
+fn force_revalidation(b: &Partitions) {
     let mut lease = b.inner.lease.lock().unwrap_or_else(|p| p.into_inner());
     lease.force_revalidation();
 }
@@ -164,7 +164,7 @@ fn force_revalidation(b: &Broker) {
 /// the partitions and coordinator shards still this broker's at the same
 /// epoch; the others are dropped (their queued writes fail with NOT_OWNER).
 /// Returns (kept, dropped).
-async fn revalidate(b: &Broker) -> Result<(usize, usize), floe_metadata::MetaError> {
+async fn revalidate(b: &Partitions) -> Result<(usize, usize), floe_metadata::MetaError> {
     let view = b
         .inner
         .meta
@@ -188,30 +188,11 @@ async fn revalidate(b: &Broker) -> Result<(usize, usize), floe_metadata::MetaErr
             dropped += 1;
         }
     }
-    let shards: std::collections::HashMap<u32, u64> = view
-        .shards
-        .iter()
-        .filter(|s| s.owner == me && s.handover_to.is_none())
-        .map(|s| (s.shard.0, s.epoch.0))
-        .collect();
-    let mut owned = b.inner.shards.write().unwrap_or_else(|p| p.into_inner());
-    owned.retain(|shard, epoch| {
-        let keep = shards.get(shard) == Some(epoch);
-        if keep {
-            kept += 1;
-        } else {
-            let n = b.inner.groups.drop_shard(*shard);
-            tracing::info!(
-                shard,
-                groups = n,
-                "coordinator shard dropped after the lease ran out"
-            );
-            crate::metrics::owned_shard(*shard, false);
-            dropped += 1;
-        }
-        keep
-    });
-    crate::metrics::owned_shards(owned.len());
+    if let Some(l) = b.inner.listener.get() {
+        let (k, d) = l.lease_revalidated(&view);
+        kept += k;
+        dropped += d;
+    }
     Ok((kept, dropped))
 }
 
@@ -220,7 +201,7 @@ const TAKE_OVERS_AT_ONCE: usize = 32;
 
 /// Follows the cluster view: takes over partitions assigned to this broker,
 /// hands over those the controller moves away, drops those it lost.
-pub(crate) async fn ownership(b: Broker) {
+pub(crate) async fn ownership(b: Partitions) {
     let mut rx = b.inner.view.subscribe();
     loop {
         if b.is_stopping() {
@@ -282,9 +263,8 @@ pub(crate) async fn ownership(b: Broker) {
                 crate::metrics::lso_lag(&log.topic, log.key.partition, 0);
             }
         }
-        crate::delayed::Schedulers::start_owned(&b);
+        crate::partitions::delayed::Schedulers::start_owned(&b);
         crate::metrics::owned_partitions(b.owned().len());
-        follow_shards(&b, &snap.shards).await;
         tokio::select! {
             r = rx.changed() => if r.is_err() { return },
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
@@ -293,90 +273,8 @@ pub(crate) async fn ownership(b: Broker) {
     }
 }
 
-/// Coordinator shards: owned ones are served; one handed over or lost drops
-/// its groups (their members carry on at the new coordinator, which resumes
-/// them from their stored membership; committed offsets are in the
-/// metadata). A shard taken over is served once its stored groups are
-/// loaded (until then its calls get NOT_COORDINATOR, and a failed load is
-/// tried again at the next pass), and has its transactions resumed (the
-/// decided ones completed).
-async fn follow_shards(b: &Broker, shards: &[ShardInfo]) {
-    let mut release = Vec::new();
-    // Shards to take over now.
-    let mut new = Vec::new();
-    {
-        let mut owned = b.inner.shards.write().unwrap_or_else(|p| p.into_inner());
-        let mine: std::collections::HashMap<u32, &ShardInfo> = shards
-            .iter()
-            .filter(|s| s.owner == Some(b.broker_id()))
-            .map(|s| (s.shard.0, s))
-            .collect();
-        owned.retain(|shard, epoch| {
-            let keep = mine
-                .get(shard)
-                .is_some_and(|s| s.epoch.0 == *epoch && s.handover_to.is_none());
-            if !keep {
-                let n = b.inner.groups.drop_shard(*shard);
-                tracing::info!(shard, groups = n, "coordinator shard no longer served");
-                crate::metrics::owned_shard(*shard, false);
-            }
-            keep
-        });
-        for (shard, s) in mine {
-            if s.handover_to.is_some() {
-                release.push((s.shard, s.epoch));
-            } else if !owned.contains_key(&shard) {
-                new.push((s.shard, s.epoch));
-            }
-        }
-    }
-    // Shards taken over now: their transactions are resumed.
-    let mut taken = Vec::new();
-    for (shard, epoch) in new {
-        b.inner.groups.shard_taken(shard.0, epoch.0);
-        let records = match crate::group_store::load_shard(b.inner.meta.as_ref(), shard.0).await {
-            Ok(r) => r,
-            Err(error) => {
-                tracing::warn!(shard = shard.0, %error, "reading the shard's stored groups failed; tried again at the next pass");
-                continue;
-            }
-        };
-        let mut owned = b.inner.shards.write().unwrap_or_else(|p| p.into_inner());
-        if owned.contains_key(&shard.0) {
-            continue;
-        }
-        let resumed = b.inner.groups.load_shard(shard.0, records);
-        tracing::info!(
-            shard = shard.0,
-            epoch = epoch.0,
-            groups = resumed,
-            "coordinator shard taken over"
-        );
-        owned.insert(shard.0, epoch.0);
-        crate::metrics::owned_shard(shard.0, true);
-        taken.push(floe_metadata::command::ShardFence {
-            broker: b.broker_id(),
-            shard,
-            epoch,
-        });
-    }
-    {
-        let owned = b.inner.shards.read().unwrap_or_else(|p| p.into_inner());
-        crate::metrics::owned_shards(owned.len());
-    }
-    for fence in taken {
-        let b = b.clone();
-        tokio::spawn(async move { b.resume_txns(fence).await });
-    }
-    if !release.is_empty()
-        && let Err(e) = b.inner.meta.release(b.broker_id(), &[], &release).await
-    {
-        tracing::warn!(error = %e, "releasing coordinator shards failed");
-    }
-}
-
 /// Drains a partition's queue, then tells metadata it is released.
-async fn release(b: Broker, key: PartitionKey, epoch: Epoch) {
+async fn release(b: Partitions, key: PartitionKey, epoch: Epoch) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
     if let Some(log) = b.log(&key) {
         loop {
@@ -414,8 +312,8 @@ async fn release(b: Broker, key: PartitionKey, epoch: Epoch) {
 /// starts one interval after the last one started (see
 /// [`crate::config::FlushPolicy`]). While flushes are in flight, up to
 /// `flush.max_in_flight`, another starts only when a whole `flush.bytes`
-/// object waits (see [`crate::flush::pipeline`]).
-pub(crate) async fn flusher(b: Broker) {
+/// object waits (see [`crate::partitions::flush::pipeline`]).
+pub(crate) async fn flusher(b: Partitions) {
     let every = b.inner.cfg.flush.interval;
     let paced = b.inner.cfg.flush.paced;
     let object_bytes = b.inner.cfg.flush.bytes;

@@ -19,10 +19,10 @@ use tokio::sync::oneshot;
 mod pipeline;
 
 use super::Flush;
-use crate::backlog::{Backlog, Held};
 use crate::config::LogConfig;
 use crate::error::{ErrorKind, Result};
-use crate::log::{Appended, Batches, Committed, PartitionLog, Pending, Status};
+use crate::partitions::backlog::{Backlog, Held};
+use crate::partitions::log::{Appended, Batches, Committed, PartitionLog, Pending, Status};
 
 const ME: BrokerId = BrokerId(1);
 

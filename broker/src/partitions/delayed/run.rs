@@ -23,10 +23,10 @@ use floe_storage::records::{BatchBuilder, DecodeLimits, RecordSpec};
 
 use super::cursor::CursorStore;
 use super::schedule::{EntryId, Schedule};
-use crate::broker::Broker;
-use crate::delay_headers::DELAYED_FROM_HEADER;
 use crate::error::{BrokerError, ErrorKind, Result};
-use crate::log::{PartitionLog, Status};
+use crate::partitions::Partitions;
+use crate::partitions::delay_headers::DELAYED_FROM_HEADER;
+use crate::partitions::log::{PartitionLog, Status};
 
 /// Bytes read from the log at a time while scanning.
 const SCAN_BYTES: usize = 1024 * 1024;
@@ -45,7 +45,7 @@ fn now_ms() -> u64 {
 
 /// The partition's log, while this broker owns it at `epoch` and its topic
 /// is delayed.
-fn owned(b: &Broker, key: &PartitionKey, epoch: u64) -> Option<std::sync::Arc<PartitionLog>> {
+fn owned(b: &Partitions, key: &PartitionKey, epoch: u64) -> Option<std::sync::Arc<PartitionLog>> {
     let log = b.log(key)?;
     let st = log.lock();
     let ok = st.epoch == epoch && st.status == Status::Active && st.config.delayed;
@@ -54,7 +54,7 @@ fn owned(b: &Broker, key: &PartitionKey, epoch: u64) -> Option<std::sync::Arc<Pa
 }
 
 /// Runs the scheduler of `key` while this broker owns it at `epoch`.
-pub(crate) async fn run(b: Broker, key: PartitionKey, epoch: u64, limit: usize) {
+pub(crate) async fn run(b: Partitions, key: PartitionKey, epoch: u64, limit: usize) {
     let topic = b.log(&key).map(|l| l.topic.clone()).unwrap_or_default();
     let mut cursor: Option<i64> = None;
     let mut durable: Option<i64> = None;
@@ -205,7 +205,7 @@ fn batches_of(pieces: &[Bytes]) -> Vec<Bytes> {
 
 /// Reads the committed log from where `s` is to `to`. Decoding (and
 /// decompressing) batches is CPU work: done off the runtime's threads.
-async fn scan(b: &Broker, key: &PartitionKey, s: &mut Schedule, to: i64) -> Result<()> {
+async fn scan(b: &Partitions, key: &PartitionKey, s: &mut Schedule, to: i64) -> Result<()> {
     while s.read_to() < to {
         let before = s.read_to();
         let data = b.fetch(key, before, SCAN_BYTES).await?;
@@ -244,7 +244,7 @@ fn feed_all(key: &PartitionKey, s: &mut Schedule, batches: &[Bytes], to: i64) ->
 
 /// Appends the due entries `ids` (as many as fit one batch, in order) and
 /// returns those done: appended, or no longer in the log.
-async fn append_due(b: &Broker, key: &PartitionKey, ids: &[EntryId]) -> Result<Vec<EntryId>> {
+async fn append_due(b: &Partitions, key: &PartitionKey, ids: &[EntryId]) -> Result<Vec<EntryId>> {
     let log = b.active_log(key)?;
     let (log_start, ..) = log.offsets();
     let (max_batch, codec) = {
@@ -326,7 +326,7 @@ async fn append_due(b: &Broker, key: &PartitionKey, ids: &[EntryId]) -> Result<V
 /// The entries of the delayed batch at `base`, by index (empty if the
 /// batch there is not one, or no longer decodes).
 async fn read_entries(
-    b: &Broker,
+    b: &Partitions,
     key: &PartitionKey,
     base: i64,
 ) -> Result<HashMap<u32, DelayedRecord>> {

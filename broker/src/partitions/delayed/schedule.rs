@@ -21,7 +21,7 @@ use floe_storage::batch::{BatchError, BatchView, Compression};
 use floe_storage::delayed::read_delayed;
 use floe_storage::records::{DecodeLimits, RecordStream};
 
-use crate::delay_headers::{DELAYED_FROM_HEADER, mentions};
+use crate::partitions::delay_headers::{DELAYED_FROM_HEADER, mentions};
 
 /// A delayed entry: the base offset of its delayed batch and its index in
 /// that batch.

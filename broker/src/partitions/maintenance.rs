@@ -4,7 +4,7 @@
 //!   segments (`.log`, `.index`, `.timeindex`) and swapped in with one
 //!   metadata command per segment;
 //! - log cleaning: the segments of a compacted topic keep the latest record
-//!   of each key (see [`crate::cleaner`]);
+//!   of each key (see [`crate::partitions::cleaner`]);
 //! - retention: whole segments older than `retention.ms`, or beyond
 //!   `retention.bytes`, leave the log (the log start moves);
 //! - producer expiry: idempotent producers idle for `producer.id.expiration.ms`
@@ -22,20 +22,20 @@ use floe_metadata::api::{convert, proto, routes};
 use floe_storage::segment::{SegmentBuilder, write_segment};
 use floe_storage::{EndpointId, RangeRead};
 
-use crate::broker::Broker;
-use crate::cleaner::Cleaner;
 use crate::error::{BrokerError, Result};
-use crate::log::{PartitionLog, Status, StoredRange};
+use crate::partitions::Partitions;
+use crate::partitions::cleaner::Cleaner;
+use crate::partitions::log::{PartitionLog, Status, StoredRange};
 
 /// Index entry every this many bytes of a segment.
 pub(crate) const INDEX_INTERVAL_BYTES: u64 = 4096;
 
-pub(crate) async fn run(b: Broker) {
+pub(crate) async fn run(b: Partitions) {
     let cfg = b.inner.cfg.clone();
     let mut next_compaction = tokio::time::Instant::now() + cfg.compaction_interval;
     let mut next_retention = tokio::time::Instant::now() + cfg.retention_check_interval;
     let mut seen_unreferenced: HashMap<u64, Instant> = HashMap::new();
-    let mut next_detach = tokio::time::Instant::now() + crate::log::TAIL_DETACH_AFTER;
+    let mut next_detach = tokio::time::Instant::now() + crate::partitions::log::TAIL_DETACH_AFTER;
     let mut cleaner = Cleaner::default();
     loop {
         let next = next_compaction.min(next_retention).min(next_detach);
@@ -53,7 +53,7 @@ pub(crate) async fn run(b: Broker) {
             for log in b.logs() {
                 log.detach_old_tail();
             }
-            next_detach = now + crate::log::TAIL_DETACH_AFTER;
+            next_detach = now + crate::partitions::log::TAIL_DETACH_AFTER;
         }
         if now >= next_compaction {
             let logs = b.logs();
@@ -85,12 +85,6 @@ pub(crate) async fn run(b: Broker) {
             if let Err(e) = sweep(&b, &mut seen_unreferenced).await {
                 tracing::warn!(error = %e, "sweeping unreferenced objects failed");
             }
-            // Groups with nothing left (Empty, no offsets; consumer groups
-            // without members) are forgotten, as Kafka's offset expiry does.
-            let idle = b.inner.groups.remove_idle_groups();
-            if idle > 0 {
-                tracing::debug!(groups = idle, "idle groups forgotten");
-            }
             next_retention = now + cfg.retention_check_interval;
         }
     }
@@ -99,7 +93,7 @@ pub(crate) async fn run(b: Broker) {
 /// Rewrites the partition's committed WAL ranges into segments of up to
 /// `segment.bytes`. A run shorter than that waits until its oldest range is
 /// `segment.ms` old.
-pub(crate) async fn compact(b: &Broker, log: &Arc<PartitionLog>) -> Result<usize> {
+pub(crate) async fn compact(b: &Partitions, log: &Arc<PartitionLog>) -> Result<usize> {
     let (epoch, ranges, seg_bytes, seg_ms) = {
         let st = log.lock();
         if st.status != Status::Active {
@@ -177,7 +171,7 @@ pub(crate) async fn compact(b: &Broker, log: &Arc<PartitionLog>) -> Result<usize
 /// `drop_tail`, committed batches the broker keeps in memory for those
 /// offsets are dropped too (their bytes changed: fetches go to the store).
 pub(crate) async fn swap_in(
-    b: &Broker,
+    b: &Partitions,
     log: &Arc<PartitionLog>,
     epoch: u64,
     (first_offset, last_offset, max_ts): (i64, i64, i64),
@@ -248,7 +242,10 @@ pub(crate) async fn swap_in(
 /// newest entry of the log). A compact-only topic (`cleanup.policy=compact`)
 /// is skipped, as in Kafka: the cleaner keeps the latest value of each key,
 /// which deleting by time or size would lose (`compact,delete` does both).
-pub(crate) async fn apply_retention(b: &Broker, log: &Arc<PartitionLog>) -> Result<Option<i64>> {
+pub(crate) async fn apply_retention(
+    b: &Partitions,
+    log: &Arc<PartitionLog>,
+) -> Result<Option<i64>> {
     let (epoch, start, new_start) = {
         let st = log.lock();
         if st.status != Status::Active || st.index.len() < 2 || st.config.compact_only {
@@ -291,7 +288,7 @@ pub(crate) async fn apply_retention(b: &Broker, log: &Arc<PartitionLog>) -> Resu
 /// Forgets, in every owned partition, idempotent producers idle for longer
 /// than `ttl` (`producer.id.expiration.ms`; the metadata's controller drops
 /// them from the committed state the same way).
-pub(crate) fn expire_producers(b: &Broker, ttl: std::time::Duration) {
+pub(crate) fn expire_producers(b: &Partitions, ttl: std::time::Duration) {
     let now = floe_metadata::clock::now_ms();
     let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
     for log in b.logs() {
@@ -304,7 +301,7 @@ pub(crate) fn expire_producers(b: &Broker, ttl: std::time::Duration) {
 
 /// Moves the log start to `offset` in metadata, then in memory.
 pub(crate) async fn truncate(
-    b: &Broker,
+    b: &Partitions,
     log: &Arc<PartitionLog>,
     epoch: u64,
     offset: i64,
@@ -337,7 +334,7 @@ pub(crate) async fn truncate(
 }
 
 /// Deletes objects that no index entry has referenced for the grace period.
-pub(crate) async fn sweep(b: &Broker, seen: &mut HashMap<u64, Instant>) -> Result<()> {
+pub(crate) async fn sweep(b: &Partitions, seen: &mut HashMap<u64, Instant>) -> Result<()> {
     let list = b
         .inner
         .meta
@@ -357,7 +354,7 @@ pub(crate) async fn sweep(b: &Broker, seen: &mut HashMap<u64, Instant>) -> Resul
         let obj = o.object.clone();
         let mut all = vec![obj.clone()];
         if obj.key.as_str().ends_with(".log") {
-            all.extend(Broker::segment_siblings(&obj));
+            all.extend(Partitions::segment_siblings(&obj));
         }
         let mut ok = true;
         for x in &all {

@@ -12,8 +12,8 @@ use tokio::sync::{oneshot, watch};
 
 use crate::config::{LogConfig, TimestampType};
 use crate::error::{BrokerError, ErrorKind, Result};
-use crate::producer::{self, Check, ProducerBatch, Producers};
-use crate::txn::partition::PartitionTxnLog;
+use crate::partitions::producer::{self, Check, ProducerBatch, Producers};
+use crate::partitions::txn_log::PartitionTxnLog;
 use floe_metadata::ids::{ProducerEpoch, ProducerId};
 use floe_metadata::txn::{AbortedTxn, PartitionTxns};
 
@@ -111,7 +111,7 @@ pub(crate) struct Pending {
     /// Its bytes in the broker's backlog, given back when this is dropped
     /// (kept only for that).
     #[allow(dead_code)]
-    pub held: crate::backlog::Held,
+    pub held: crate::partitions::backlog::Held,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -314,7 +314,7 @@ impl PartitionLog {
         records: &Bytes,
         wait: bool,
         now_ms: i64,
-        held: crate::backlog::Held,
+        held: crate::partitions::backlog::Held,
         delayed: bool,
     ) -> Result<Appended> {
         let mut st = self.lock();
@@ -512,7 +512,7 @@ impl PartitionLog {
         &self,
         marker: &crate::txn::Marker,
         now_ms: i64,
-        held: crate::backlog::Held,
+        held: crate::partitions::backlog::Held,
     ) -> Result<MarkerAppended> {
         let mut st = self.lock();
         if st.status != Status::Active {
@@ -918,7 +918,7 @@ mod tests {
                 records,
                 false,
                 now_ms,
-                crate::backlog::Held::untracked(),
+                crate::partitions::backlog::Held::untracked(),
                 false,
             )
             .unwrap()
@@ -1142,7 +1142,15 @@ mod tests {
             base_sequence: 0,
         };
         let b = delayed_batch(p, 1, &[r.clone(), r], Compression::None).unwrap();
-        let append = |delayed| log.append(&b, false, 1, crate::backlog::Held::untracked(), delayed);
+        let append = |delayed| {
+            log.append(
+                &b,
+                false,
+                1,
+                crate::partitions::backlog::Held::untracked(),
+                delayed,
+            )
+        };
         // As a client's produce: refused, as any control batch.
         let e = append(false).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidRecord);
@@ -1167,7 +1175,13 @@ mod tests {
         m.push(floe_storage::records::RecordSpec::new(None, None, 0));
         let m = m.build(Compression::None).unwrap();
         let e = log
-            .append(&m, false, 1, crate::backlog::Held::untracked(), true)
+            .append(
+                &m,
+                false,
+                1,
+                crate::partitions::backlog::Held::untracked(),
+                true,
+            )
             .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidRecord);
     }

@@ -33,7 +33,7 @@ use floe_storage::wal::{WalBuilder, WalEntry, WalObject};
 use floe_storage::{ObjectKey, ObjectRef, StorePool};
 
 use crate::error::{BrokerError, ErrorKind};
-use crate::log::{PartitionLog, Pending, StoredRange};
+use crate::partitions::log::{PartitionLog, Pending, StoredRange};
 
 /// What one flush needs from its broker.
 pub(crate) struct Flush<'a> {

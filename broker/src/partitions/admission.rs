@@ -9,7 +9,7 @@
 //! - with a `compression.type` other than `producer`, batches in another
 //!   codec are recompressed into it (`floe_storage::recompress`);
 //! - on a topic with `floe.delayed.delivery`, batches holding a record not
-//!   due yet are replaced by delayed batches (`crate::delayed::hold`).
+//!   due yet are replaced by delayed batches (`crate::partitions::delayed::hold`).
 
 use bytes::Bytes;
 use floe_storage::batch::{BatchError, BatchView, Compression};
@@ -27,7 +27,7 @@ pub(crate) struct Admission {
     /// `max.message.bytes`: a batch larger once recompressed is refused.
     pub max_batch: usize,
     /// `floe.delayed.delivery`, with the topic's `retention.ms`.
-    pub delayed: Option<crate::delayed::hold::HoldRules>,
+    pub delayed: Option<crate::partitions::delayed::hold::HoldRules>,
 }
 
 /// What [`Admission::admit`] made of produced records.
@@ -46,10 +46,12 @@ impl Admission {
             compacted: config.compacted,
             codec: config.compression,
             max_batch: config.max_message_bytes,
-            delayed: config.delayed.then_some(crate::delayed::hold::HoldRules {
-                retention_ms: config.retention_ms,
-                max_batch: config.max_message_bytes,
-            }),
+            delayed: config
+                .delayed
+                .then_some(crate::partitions::delayed::hold::HoldRules {
+                    retention_ms: config.retention_ms,
+                    max_batch: config.max_message_bytes,
+                }),
         }
     }
 
@@ -60,7 +62,7 @@ impl Admission {
             || self
                 .codec
                 .is_some_and(|c| recompress::needs_recompression(records, c))
-            || (self.delayed.is_some() && crate::delayed::hold::may_hold(records))
+            || (self.delayed.is_some() && crate::partitions::delayed::hold::may_hold(records))
     }
 
     /// Checks `records` against the topic's settings and returns them
@@ -84,7 +86,7 @@ impl Admission {
             });
         };
         let now = recompressed.as_deref().unwrap_or(records);
-        match crate::delayed::hold::hold(now, now_ms, rules)? {
+        match crate::partitions::delayed::hold::hold(now, now_ms, rules)? {
             Some(held) => Ok(Admitted {
                 records: Some(held),
                 delayed: true,

@@ -20,12 +20,36 @@
 //! batches in a roll-back, may have lost batches that were answered, and is
 //! never committed.
 //!
-//! Each [`crate::log::PartitionLog`] holds one (`LogState::txns`).
+//! Each [`crate::partitions::log::PartitionLog`] holds one (`LogState::txns`).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use floe_metadata::ids::{ProducerEpoch, ProducerId};
-use floe_metadata::txn::{AbortedTxn, PartitionTxns, TxnEvent};
+use floe_metadata::ids::{Epoch, ProducerEpoch, ProducerId};
+use floe_metadata::txn::{AbortedTxn, PartitionTxns, ProducerIdEpoch, TxnEvent};
+
+/// A COMMIT or ABORT marker for one producer on one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Marker {
+    pub producer: ProducerIdEpoch,
+    pub commit: bool,
+    /// The coordinator shard's epoch (the marker record's coordinator epoch).
+    pub coordinator_epoch: Epoch,
+}
+
+/// What a partition's owner holds of a producer's open transaction, before
+/// its commit is decided (`PartitionTxnLog::holding`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holding {
+    /// All of it, durable. `follows`: its first batch there proved that
+    /// none of the producer's was missing before it; when not, the commit
+    /// also needs the partition to be at the ownership epoch it had when
+    /// the transaction added it (`owner_epoch`).
+    All { follows: bool, owner_epoch: u64 },
+    /// Batches the owner (or a previous one) answered may be lost: a
+    /// take-over or a failed flush since it began there, or nothing of it
+    /// there. It must not commit.
+    NotAll,
+}
 
 /// One partition's transactions at its owner.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

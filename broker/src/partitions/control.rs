@@ -1,0 +1,274 @@
+//! The owner's control of its partitions: maintenance now (tests and
+//! tools), flushing, stopping, taking a partition over and dropping it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use floe_storage::segment::SegmentMeta;
+use floe_storage::{ObjectKey, ObjectRef, Offset, PartitionKey};
+
+use crate::config::LogConfig;
+use crate::error::{BrokerError, ErrorKind, Result};
+use crate::partitions::log::{PartitionLog, Status, StoredRange};
+
+use super::Partitions;
+
+impl Partitions {
+    /// Compacts every owned partition now (tests and tools).
+    pub async fn compact_now(&self) -> Result<usize> {
+        let mut n = 0;
+        for log in self.logs() {
+            n += crate::partitions::maintenance::compact(self, &log).await?;
+        }
+        Ok(n)
+    }
+
+    /// Cleans every owned partition of a compacted topic now, as if no
+    /// cleaning had run before (tests; the maintenance task does it every
+    /// `compaction_interval`). Returns the records dropped.
+    pub async fn clean_now(&self) -> Result<usize> {
+        let mut cleaner = crate::partitions::cleaner::Cleaner::default();
+        let mut n = 0;
+        for log in self.logs() {
+            if let Some(s) = cleaner.clean(self, &log).await? {
+                n += s.records_dropped;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Applies retention to every owned partition now (tests; the
+    /// maintenance task does it every `retention_check_interval`). Returns
+    /// how many log starts moved.
+    pub async fn retention_now(&self) -> Result<usize> {
+        let mut n = 0;
+        for log in self.logs() {
+            if crate::partitions::maintenance::apply_retention(self, &log)
+                .await?
+                .is_some()
+            {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Deletes the objects no committed range refers to any more, as the
+    /// maintenance task does every `retention_check_interval` (tests; the
+    /// grace period counts from this call, so only a zero grace deletes).
+    pub async fn sweep_now(&self) -> Result<()> {
+        crate::partitions::maintenance::sweep(self, &mut Default::default()).await
+    }
+
+    /// Tells the broker that the writes of one produce request are all
+    /// sequenced here. Where flushes are not paced (a local folder), they
+    /// go at once, together, instead of at the next tick of the flush
+    /// interval; a flush in flight takes them as soon as it has committed.
+    /// Where flushes are paced (S3), nothing changes: the pace decides.
+    pub fn request_sequenced(&self) {
+        if !self.inner.cfg.flush.paced {
+            self.inner.flush_now.notify_one();
+        }
+    }
+
+    /// Asks the flusher for a flush now, beside those in flight and whatever
+    /// the pacing: a hand-over waits on it, and so do the writes a take-over
+    /// held.
+    pub(crate) fn flush_at_once(&self) {
+        self.inner
+            .flush_at_once
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.inner.flush_now.notify_one();
+    }
+
+    /// Flushes everything queued now and waits for it (used at shutdown and hand-over).
+    pub async fn flush_all(&self, timeout: Duration) {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let busy = self.logs().iter().any(|l| {
+                let s = l.lock();
+                s.status != Status::Gone && (!s.unflushed.is_empty() || s.in_flight > 0)
+            });
+            if !busy {
+                return;
+            }
+            self.inner.flush_now.notify_one();
+            let wait = self.inner.flushed.notified();
+            if tokio::time::timeout_at(deadline, wait).await.is_err() {
+                tracing::warn!("flush at shutdown did not finish in time");
+                return;
+            }
+        }
+    }
+
+    /// Stops accepting writes, flushes what was accepted, and stops the loops.
+    pub async fn shutdown(&self) {
+        self.inner.stop.cancel();
+        self.flush_all(Duration::from_secs(20)).await;
+        let why = BrokerError::new(ErrorKind::ShuttingDown, "the broker stopped");
+        for l in self.logs() {
+            l.close(&why);
+        }
+        self.inner.stopped.notify_waiters();
+        self.inner.flush_now.notify_one();
+    }
+
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.inner.stop.is_cancelled()
+    }
+
+    /// Takes a partition over at `epoch`: loads its committed index from metadata.
+    pub(crate) async fn take_over(
+        &self,
+        key: PartitionKey,
+        topic: String,
+        epoch: u64,
+        config: LogConfig,
+    ) -> Result<()> {
+        let idx = self.inner.meta.partition_index(key, 0).await?;
+        let info = idx.info;
+        if info.owner != Some(self.broker_id()) || info.epoch.0 != epoch {
+            return Err(BrokerError::not_owner(key));
+        }
+        let mut ranges = idx
+            .entries
+            .into_iter()
+            .map(|e| StoredRange {
+                first_offset: e.first_offset,
+                last_offset: e.last_offset,
+                max_timestamp: e.max_timestamp,
+                object: e.object,
+                object_id: e.object_id.0,
+                byte_start: e.byte_start,
+                byte_len: e.byte_len,
+                segment: None,
+                committed_ms: 0,
+            })
+            .collect::<Vec<_>>();
+        for r in ranges.iter_mut().filter(|r| r.is_segment()) {
+            r.segment = Some(Arc::new(self.segment_objects(&r.object, r).await?));
+        }
+        let producers = crate::partitions::producer::Producers::from_batches(idx.producers);
+        let txns = idx.txns;
+        let log = Arc::new(PartitionLog::new(
+            key,
+            topic,
+            epoch,
+            config,
+            crate::partitions::log::Committed {
+                log_start: info.log_start_offset,
+                hw: info.high_watermark,
+                index: ranges,
+                producers,
+                txns,
+            },
+        ));
+        tracing::info!(partition = %key, epoch, hw = info.high_watermark, "took partition over");
+        let old = self
+            .inner
+            .logs
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, log);
+        if let Some(old) = old {
+            old.close(&BrokerError::not_owner(key));
+        }
+        Ok(())
+    }
+
+    /// Forgets a partition this broker no longer owns.
+    pub(crate) fn drop_partition(&self, key: &PartitionKey) {
+        let old = self
+            .inner
+            .logs
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+        if let Some(old) = old {
+            tracing::info!(partition = %key, "partition no longer owned");
+            old.close(&BrokerError::not_owner(key));
+        }
+        if let Some(l) = self.inner.listener.get() {
+            l.partition_dropped(key);
+        }
+    }
+
+    /// How this broker flushes (see [`crate::partitions::flush`]).
+    pub(crate) fn flush_settings(&self) -> crate::partitions::flush::Flush<'_> {
+        crate::partitions::flush::Flush {
+            meta: self.inner.meta.as_ref(),
+            pool: &self.inner.pool,
+            broker: self.broker_id(),
+            tail_budget: self.inner.cfg.tail_bytes_per_partition,
+            retry_pause: Duration::from_millis(100),
+            max_object_bytes: self.inner.cfg.max_wal_object_bytes,
+        }
+    }
+
+    /// The logs in the order the next flush takes them: each flush starts
+    /// at another partition, so that none waits behind the others when a
+    /// flush cannot take everything.
+    pub(crate) fn flush_order(&self) -> Vec<Arc<PartitionLog>> {
+        let mut logs = self.logs();
+        if !logs.is_empty() {
+            let turn = self
+                .inner
+                .flush_turn
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let n = logs.len();
+            logs.rotate_left(turn % n);
+        }
+        logs
+    }
+}
+
+/// The segment a `.log` range refers to (its index objects' sizes included).
+fn sibling(log: &ObjectRef, ext: &str) -> ObjectKey {
+    let key = log.key.as_str();
+    let stem = key.strip_suffix(".log").unwrap_or(key);
+    ObjectKey::new(format!("{stem}.{ext}"))
+}
+
+impl Partitions {
+    /// Looks up a segment's index objects next to its `.log`.
+    pub(crate) async fn segment_objects(
+        &self,
+        log: &ObjectRef,
+        r: &StoredRange,
+    ) -> Result<SegmentMeta> {
+        let index = self
+            .inner
+            .pool
+            .head(&log.endpoint, &sibling(log, "index"))
+            .await?;
+        let timeindex = self
+            .inner
+            .pool
+            .head(&log.endpoint, &sibling(log, "timeindex"))
+            .await?;
+        Ok(SegmentMeta {
+            base_offset: Offset(r.first_offset),
+            last_offset: Offset(r.last_offset),
+            max_timestamp: r.max_timestamp,
+            log: log.clone(),
+            index,
+            timeindex,
+        })
+    }
+
+    /// The objects of a segment, for deletion.
+    pub(crate) fn segment_siblings(log: &ObjectRef) -> [ObjectRef; 2] {
+        [
+            ObjectRef {
+                endpoint: log.endpoint.clone(),
+                key: sibling(log, "index"),
+                size: 0,
+            },
+            ObjectRef {
+                endpoint: log.endpoint.clone(),
+                key: sibling(log, "timeindex"),
+                size: 0,
+            },
+        ]
+    }
+}

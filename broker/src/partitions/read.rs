@@ -1,0 +1,378 @@
+//! Reading an owned partition: fetches (whole batches, at an isolation
+//! level), offset lookups, and moving the log start.
+
+use bytes::Bytes;
+use floe_storage::batch::BatchIter;
+use floe_storage::committed::{Batches, Wanted, read_batches};
+use floe_storage::records::{DecodeLimits, RecordStream};
+use floe_storage::{Offset, PartitionKey, RangeRead};
+
+use crate::error::{BrokerError, ErrorKind, Result};
+use crate::partitions::log::{ReadPlan, Status, StoredRange};
+
+use super::Partitions;
+
+/// Batch bytes a timestamp lookup reads at a time.
+const SCAN_STEP_BYTES: usize = 1024 * 1024;
+
+/// The answer to a fetch of one partition.
+#[derive(Debug, Clone, Default)]
+pub struct FetchData {
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    /// Whole batches in offset order, the first holding the fetch offset,
+    /// in pieces to be sent one after the other: a batch read across two
+    /// cache blocks is two pieces, not copied into one buffer.
+    pub records: Vec<Bytes>,
+    /// The last stable offset (the high watermark when no transaction is
+    /// open); a `read_committed` fetch returns nothing at or past it.
+    pub last_stable_offset: i64,
+    /// For a `read_committed` fetch: the aborted transactions whose
+    /// records may be among those returned (their producer and first
+    /// offset tell the client which records to drop).
+    pub aborted: Vec<floe_metadata::txn::AbortedTxn>,
+}
+
+impl FetchData {
+    pub fn bytes(&self) -> usize {
+        self.records.iter().map(Bytes::len).sum()
+    }
+}
+
+/// Which offset a ListOffsets asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetSpec {
+    Earliest,
+    Latest,
+    MaxTimestamp,
+    /// The first record with a timestamp at or after this (ms).
+    Timestamp(i64),
+    /// The latest offset a `read_committed` reader sees: the last stable
+    /// offset.
+    LastStable,
+}
+
+/// (offset, timestamp) as ListOffsets answers; offset −1 when nothing matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetAnswer {
+    pub offset: i64,
+    pub timestamp: i64,
+}
+
+impl Partitions {
+    /// Whole batches from the one holding `offset`, up to `max_bytes` (at
+    /// least one batch). With `max_wait`, waits for data beyond the high
+    /// watermark until `min_bytes` are there or the time is up.
+    pub async fn fetch(
+        &self,
+        key: &PartitionKey,
+        offset: i64,
+        max_bytes: usize,
+    ) -> Result<FetchData> {
+        self.fetch_at_epoch(key, offset, max_bytes, None).await
+    }
+
+    /// [`Broker::fetch`] for a client that knows the partition at
+    /// `leader_epoch` (`None`: no check), as Fetch v9+ asks.
+    pub async fn fetch_at_epoch(
+        &self,
+        key: &PartitionKey,
+        offset: i64,
+        max_bytes: usize,
+        leader_epoch: Option<u64>,
+    ) -> Result<FetchData> {
+        self.fetch_isolated(key, offset, max_bytes, leader_epoch, false)
+            .await
+    }
+
+    /// [`Broker::fetch_at_epoch`] at an isolation level: `read_committed`
+    /// reads only below the last stable offset and answers the aborted
+    /// transactions of what it may return.
+    pub async fn fetch_isolated(
+        &self,
+        key: &PartitionKey,
+        offset: i64,
+        max_bytes: usize,
+        leader_epoch: Option<u64>,
+        read_committed: bool,
+    ) -> Result<FetchData> {
+        let log = self.active_log(key)?;
+        log.check_epoch(leader_epoch)?;
+        let (mut plan, mut bounds) = log.plan_read(offset, max_bytes, read_committed)?;
+        let records = loop {
+            let until = if read_committed {
+                bounds.lso
+            } else {
+                bounds.hw
+            };
+            match plan {
+                ReadPlan::Empty => break Vec::new(),
+                ReadPlan::Memory(b) => break b,
+                ReadPlan::Store(ranges) => {
+                    let from = ranges
+                        .first()
+                        .map_or(offset, |r| offset.max(r.first_offset));
+                    let got = self.read_ranges(&ranges, from, max_bytes, until).await?;
+                    // The partition's next bytes are fetched while this
+                    // answer goes out: a catch-up reader's next fetch finds
+                    // them in the block cache.
+                    if let Some(last) = ranges.last() {
+                        for (obj, range) in
+                            log.read_ahead_of(last, floe_storage::cache::READ_AHEAD_BYTES)
+                        {
+                            self.inner.reader.read_ahead(&obj, range);
+                        }
+                    }
+                    // A cleaned segment has no batch for offsets compacted
+                    // away at its end: the answer starts after it.
+                    match ranges.last() {
+                        Some(r) if got.is_empty() && r.last_offset + 1 < until => {
+                            // The answer is the later plan's: its bounds (the
+                            // LSO may have moved on), and the aborted
+                            // transactions of both ranges.
+                            let (next, later) =
+                                log.plan_read(r.last_offset + 1, max_bytes, read_committed)?;
+                            plan = next;
+                            let mut aborted = std::mem::take(&mut bounds.aborted);
+                            for a in later.aborted.iter() {
+                                if !aborted.contains(a) {
+                                    aborted.push(*a);
+                                }
+                            }
+                            bounds = later;
+                            bounds.aborted = aborted;
+                        }
+                        _ => break got,
+                    }
+                }
+            }
+        };
+        Ok(FetchData {
+            high_watermark: bounds.hw,
+            log_start_offset: bounds.log_start,
+            records,
+            last_stable_offset: bounds.lso,
+            aborted: bounds.aborted,
+        })
+    }
+
+    /// Waits until the partition's high watermark passes `offset` or `until`.
+    pub async fn wait_for_data(
+        &self,
+        key: &PartitionKey,
+        offset: i64,
+        until: tokio::time::Instant,
+    ) {
+        let Some(log) = self.log(key) else { return };
+        let mut rx = log.subscribe_hw();
+        loop {
+            if *rx.borrow_and_update() > offset || log.status() == Status::Gone {
+                return;
+            }
+            if tokio::time::timeout_at(until, rx.changed()).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    async fn read_ranges(
+        &self,
+        ranges: &[StoredRange],
+        offset: i64,
+        max_bytes: usize,
+        until: i64,
+    ) -> Result<Vec<Bytes>> {
+        let wanted = Wanted {
+            from: offset,
+            until,
+            max_bytes: max_bytes as u64,
+        };
+        let mut out = Batches::pieces();
+        for r in ranges {
+            if out.stopped.is_some() {
+                break;
+            }
+            if let Some(seg) = &r.segment {
+                // A segment's index finds the batch holding `offset`.
+                let from = offset.max(r.first_offset);
+                let budget = wanted.max_bytes.saturating_sub(out.bytes).max(1);
+                if let Some(read) = self.inner.segments.read(seg, Offset(from), budget).await? {
+                    out.take(&read.bytes, &wanted).map_err(|e| {
+                        BrokerError::new(ErrorKind::CorruptMessage, format!("{}: {e}", seg.log))
+                    })?;
+                }
+                continue;
+            }
+            let bytes = r.byte_start..r.byte_start + r.byte_len;
+            read_batches(&*self.inner.reader, &r.object, bytes, &wanted, &mut out).await?;
+        }
+        Ok(out.batches)
+    }
+
+    /// [`Broker::list_offset`] and the partition's epoch (-1 if unknown),
+    /// as ListOffsets answers them.
+    /// `leader_epoch` (the client's, `None`: no check) is checked first.
+    pub async fn list_offset_and_epoch(
+        &self,
+        key: &PartitionKey,
+        spec: OffsetSpec,
+        leader_epoch: Option<u64>,
+    ) -> Result<(OffsetAnswer, i64)> {
+        self.active_log(key)?.check_epoch(leader_epoch)?;
+        let a = self.list_offset(key, spec).await?;
+        Ok((a, self.log(key).map(|l| l.epoch() as i64).unwrap_or(-1)))
+    }
+
+    /// ListOffsets for one partition.
+    pub async fn list_offset(&self, key: &PartitionKey, spec: OffsetSpec) -> Result<OffsetAnswer> {
+        let log = self.active_log(key)?;
+        let (log_start, hw, _) = log.offsets();
+        match spec {
+            OffsetSpec::Earliest => Ok(OffsetAnswer {
+                offset: log_start,
+                timestamp: -1,
+            }),
+            OffsetSpec::Latest => Ok(OffsetAnswer {
+                offset: hw,
+                timestamp: -1,
+            }),
+            OffsetSpec::LastStable => Ok(OffsetAnswer {
+                offset: log.last_stable_offset(),
+                timestamp: -1,
+            }),
+            OffsetSpec::MaxTimestamp => {
+                let ranges: Vec<StoredRange> = log.lock().index.clone();
+                let best = ranges
+                    .iter()
+                    .filter(|r| r.last_offset >= log_start)
+                    .max_by_key(|r| (r.max_timestamp, std::cmp::Reverse(r.first_offset)));
+                let Some(r) = best else {
+                    return Ok(OffsetAnswer {
+                        offset: -1,
+                        timestamp: -1,
+                    });
+                };
+                let target = r.max_timestamp;
+                let mut found = None;
+                self.scan_records(std::slice::from_ref(r), log_start, hw, |off, ts| {
+                    if ts == target && found.is_none() {
+                        found = Some(off);
+                    }
+                    false
+                })
+                .await?;
+                Ok(OffsetAnswer {
+                    offset: found.unwrap_or(r.last_offset),
+                    timestamp: target,
+                })
+            }
+            OffsetSpec::Timestamp(t) => {
+                let ranges: Vec<StoredRange> = log
+                    .lock()
+                    .index
+                    .iter()
+                    .filter(|r| r.last_offset >= log_start && r.max_timestamp >= t)
+                    .cloned()
+                    .collect();
+                let mut found = None;
+                self.scan_records(&ranges, log_start, hw, |off, ts| {
+                    if ts >= t {
+                        found = Some((off, ts));
+                        true
+                    } else {
+                        false
+                    }
+                })
+                .await?;
+                Ok(match found {
+                    Some((offset, timestamp)) => OffsetAnswer { offset, timestamp },
+                    None => OffsetAnswer {
+                        offset: -1,
+                        timestamp: -1,
+                    },
+                })
+            }
+        }
+    }
+
+    /// Calls `f(offset, timestamp)` for the records of `ranges` in order until it returns true.
+    ///
+    /// Every record of every batch read is looked at: no batch is skipped
+    /// for what its header claims. Each batch is decoded as a stream
+    /// within [`DecodeLimits::DEFAULT`] (1 MiB of batches read at a time),
+    /// so a decompression bomb costs at most its bounds; a batch that
+    /// cannot be decoded within them, or is malformed, is passed over with
+    /// a warning (its records cannot be looked at) and the scan goes on.
+    async fn scan_records(
+        &self,
+        ranges: &[StoredRange],
+        log_start: i64,
+        hw: i64,
+        mut f: impl FnMut(i64, i64) -> bool,
+    ) -> Result<()> {
+        for r in ranges {
+            let mut offset = r.first_offset.max(log_start);
+            while offset <= r.last_offset && offset < hw {
+                let batches = self
+                    .read_ranges(std::slice::from_ref(r), offset, SCAN_STEP_BYTES, hw)
+                    .await?;
+                if batches.is_empty() {
+                    break;
+                }
+                for b in &batches {
+                    let next = match BatchIter::new(b, usize::MAX).next() {
+                        Some(Ok((_, v))) => v.next_offset(),
+                        _ => {
+                            return Err(BrokerError::new(
+                                ErrorKind::CorruptMessage,
+                                format!("a stored batch of {} does not parse", r.object.key),
+                            ));
+                        }
+                    };
+                    let decoded = RecordStream::new(b, DecodeLimits::DEFAULT).and_then(|records| {
+                        for rec in records {
+                            let rec = rec?;
+                            if rec.offset >= log_start && f(rec.offset, rec.timestamp) {
+                                return Ok(true);
+                            }
+                        }
+                        Ok(false)
+                    });
+                    match decoded {
+                        Ok(true) => return Ok(()),
+                        Ok(false) => {}
+                        Err(e) => {
+                            crate::metrics::batch_not_decoded(e.is_over_bounds());
+                            tracing::warn!(
+                                object = %r.object.key,
+                                offset,
+                                error = %e,
+                                "passing over a stored batch that cannot be decoded"
+                            );
+                        }
+                    }
+                    offset = offset.max(next);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// DeleteRecords: moves the log start to `offset` (`-1`: the high
+    /// watermark). Returns the new log start (the low watermark).
+    pub async fn delete_records(&self, key: &PartitionKey, offset: i64) -> Result<i64> {
+        let log = self.active_log(key)?;
+        let (start, hw, _) = log.offsets();
+        let target = if offset == -1 { hw } else { offset };
+        if target < 0 || target > hw {
+            return Err(BrokerError::new(
+                ErrorKind::OffsetOutOfRange,
+                format!("cannot delete records up to {offset}: the log ends at {hw}"),
+            ));
+        }
+        if target <= start {
+            return Ok(start);
+        }
+        crate::partitions::maintenance::truncate(self, &log, log.epoch(), target).await
+    }
+}
