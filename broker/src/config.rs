@@ -132,13 +132,13 @@ pub struct BrokerConfig {
     /// How long an unreferenced object is left before it is deleted.
     pub orphan_grace: Duration,
     /// Consumer-group coordinator settings (session limits, initial rebalance delay).
-    pub group: crate::group::GroupConfig,
+    pub group: GroupConfig,
     /// `producer.id.expiration.ms`: idempotent producer state a partition
     /// keeps for a producer that has not written for this long is dropped
     /// (`None`: kept forever).
     pub producer_expiration: Option<Duration>,
     /// The transaction coordinator's settings (`transaction.max.timeout.ms`).
-    pub txn: crate::txn::TxnConfig,
+    pub txn: TxnConfig,
     /// Delayed entries each partition of a delayed topic keeps in memory
     /// at most (the earliest due); the others are found again by reading
     /// the log from its cursor.
@@ -170,13 +170,13 @@ impl BrokerConfig {
             cleaner_map_bytes: DEFAULT_CLEANER_MAP_BYTES,
             retention_check_interval: Duration::from_secs(30),
             orphan_grace: Duration::from_secs(60),
-            group: crate::group::GroupConfig::default(),
+            group: GroupConfig::default(),
             producer_expiration: Some(Duration::from_millis(
                 floe_metadata::state::DEFAULT_PRODUCER_EXPIRATION_MS,
             )),
-            txn: crate::txn::TxnConfig::default(),
-            delayed_max_pending: crate::partitions::delayed::DEFAULT_MAX_PENDING,
-            share_max_parked: crate::share::DEFAULT_MAX_PARKED,
+            txn: TxnConfig::default(),
+            delayed_max_pending: DEFAULT_MAX_PENDING,
+            share_max_parked: DEFAULT_MAX_PARKED,
         }
     }
 }
@@ -227,7 +227,7 @@ pub struct LogConfig {
     /// into (`None`: `producer`, stored as sent).
     pub compression: Option<Compression>,
     /// `floe.delayed.delivery`: records not due yet are held as delayed
-    /// batches and appended again when due (`crate::partitions::delayed`).
+    /// batches and appended again when due (the partitions' delayed module).
     pub delayed: bool,
 }
 
@@ -348,3 +348,103 @@ mod tests {
         assert_eq!(c.max_message_bytes, d.max_message_bytes);
     }
 }
+
+/// Settings of the group coordinator (Kafka's `group.*` broker settings).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupConfig {
+    /// `group.min.session.timeout.ms`: a join asking for less is refused.
+    pub min_session_timeout: Duration,
+    /// `group.max.session.timeout.ms`: a join asking for more is refused.
+    pub max_session_timeout: Duration,
+    /// `group.initial.rebalance.delay.ms`: how long the first rebalance of an
+    /// empty group waits for more members (extended by the same amount each
+    /// time another member arrives, up to the rebalance timeout).
+    pub initial_rebalance_delay: Duration,
+    /// How long a new member's JoinGroup may wait before the member is
+    /// dropped (Kafka's fixed `NewMemberJoinTimeoutMs`, five minutes).
+    pub new_member_join_timeout: Duration,
+    /// Number of coordinator shards group ids are spread over (like
+    /// `offsets.topic.num.partitions`); [`crate::coordinator::shard_of`] maps an id to one.
+    pub shards: u32,
+    /// `offset.metadata.max.bytes`: an offset commit's metadata string above
+    /// this is refused (OFFSET_METADATA_TOO_LARGE for that partition).
+    pub offset_metadata_max_bytes: usize,
+    /// Groups of the new protocol (KIP-848).
+    pub consumer: ConsumerGroupConfig,
+}
+
+/// Default of `offset.metadata.max.bytes` (Kafka's).
+pub const DEFAULT_OFFSET_METADATA_MAX_BYTES: usize = 4096;
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        Self {
+            min_session_timeout: Duration::from_millis(6_000),
+            max_session_timeout: Duration::from_millis(1_800_000),
+            initial_rebalance_delay: Duration::from_millis(3_000),
+            new_member_join_timeout: Duration::from_secs(300),
+            shards: 50,
+            offset_metadata_max_bytes: DEFAULT_OFFSET_METADATA_MAX_BYTES,
+            consumer: ConsumerGroupConfig::default(),
+        }
+    }
+}
+
+/// Settings of consumer groups (Kafka's `group.consumer.*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConsumerGroupConfig {
+    /// `group.consumer.session.timeout.ms`.
+    pub session_timeout_ms: u64,
+    /// `group.consumer.heartbeat.interval.ms`, told to members.
+    pub heartbeat_interval_ms: u32,
+}
+
+impl Default for ConsumerGroupConfig {
+    fn default() -> Self {
+        Self {
+            session_timeout_ms: 45_000,
+            heartbeat_interval_ms: 5_000,
+        }
+    }
+}
+
+/// The coordinator's settings.
+#[derive(Debug, Clone)]
+pub struct TxnConfig {
+    /// `transaction.max.timeout.ms`: the most a producer may ask for.
+    pub max_timeout_ms: u32,
+    /// The longest pause between two attempts at a marker or a completion.
+    pub max_backoff: Duration,
+    /// How long a step refused with CONCURRENT_TRANSACTIONS while this
+    /// coordinator completes the previous transaction (AddPartitionsToTxn,
+    /// AddOffsetsToTxn or InitProducerId right after an EndTxn) waits for
+    /// that completion and is tried again, instead of being answered at
+    /// once and retried by the client after its backoff (librdkafka's is
+    /// 20 ms, Java's 20–100 ms). Zero answers at once.
+    pub completion_wait: Duration,
+    /// How long an EndTxn that commits waits for the transaction's
+    /// partitions to hold it durably (their owners answered its produce
+    /// requests once sequenced) before it is answered
+    /// CONCURRENT_TRANSACTIONS, which clients retry.
+    pub commit_wait: Duration,
+}
+
+impl Default for TxnConfig {
+    fn default() -> Self {
+        Self {
+            max_timeout_ms: floe_metadata::txn::DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
+            max_backoff: Duration::from_secs(1),
+            completion_wait: Duration::from_secs(1),
+            commit_wait: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Delayed records a share-partition parks in its state at most (the
+/// broker's default for `BrokerConfig::share_max_parked`; past it they go
+/// to the timer index).
+pub const DEFAULT_MAX_PARKED: u32 = 2_000;
+
+/// Delayed entries a partition's scheduler keeps in memory at most (the
+/// broker's default for `BrokerConfig::delayed_max_pending`).
+pub const DEFAULT_MAX_PENDING: usize = 100_000;

@@ -31,11 +31,11 @@ const TXN_MARKERS_SECONDS: &str = "floe_broker_txn_markers_duration_seconds";
 const TXN_STEPS_HELD: &str = "floe_broker_txn_steps_held_total";
 const TXN_COMMITS_REFUSED: &str = "floe_broker_txn_commits_refused_total";
 const LSO_LAG: &str = "floe_broker_partition_lso_lag";
-const SHARE_FILTERED: &str = "floe_broker_share_records_filtered_total";
-const SHARE_DELAYED: &str = "floe_broker_share_records_delayed_total";
-const SHARE_DELAYED_IN_WINDOW: &str = "floe_broker_share_delayed_in_window_total";
-const SHARE_DELAY_MALFORMED: &str = "floe_broker_share_delay_headers_malformed_total";
-const SHARE_DELAY_LATENESS: &str = "floe_broker_share_delay_lateness_seconds";
+pub(crate) const SHARE_FILTERED: &str = "floe_broker_share_records_filtered_total";
+pub(crate) const SHARE_DELAYED: &str = "floe_broker_share_records_delayed_total";
+pub(crate) const SHARE_DELAYED_IN_WINDOW: &str = "floe_broker_share_delayed_in_window_total";
+pub(crate) const SHARE_DELAY_MALFORMED: &str = "floe_broker_share_delay_headers_malformed_total";
+pub(crate) const SHARE_DELAY_LATENESS: &str = "floe_broker_share_delay_lateness_seconds";
 const SHARE_BACKOFFS: &str = "floe_broker_share_redelivery_backoffs_total";
 const SHARE_DEAD_LETTERED: &str = "floe_broker_share_dead_lettered_total";
 const SHARE_DEAD_LETTER_FAILURES: &str = "floe_broker_share_dead_letter_failures_total";
@@ -374,23 +374,6 @@ pub(crate) fn lso_lag(topic: &str, partition: u32, lag: i64) {
         .set(lag.max(0) as f64);
 }
 
-/// What records entering share-partitions' windows came to in one fetch.
-pub(crate) fn share_arrivals(stats: &crate::share::ArrivalStats, malformed: u64) {
-    for (name, n) in [
-        (SHARE_FILTERED, stats.filtered),
-        (SHARE_DELAYED, stats.delayed),
-        (SHARE_DELAYED_IN_WINDOW, stats.delayed_in_window),
-        (SHARE_DELAY_MALFORMED, malformed),
-    ] {
-        if n > 0 {
-            counter!(name).increment(n);
-        }
-    }
-    for ms in &stats.lateness_ms {
-        histogram!(SHARE_DELAY_LATENESS).record(Duration::from_millis(*ms));
-    }
-}
-
 /// `n` share-group records were made available again after a backoff.
 pub(crate) fn share_backoffs(n: u64) {
     if n > 0 {
@@ -536,7 +519,7 @@ mod tests {
                 delayed_in_window: 1,
                 lateness_ms: vec![250],
             };
-            super::share_arrivals(&stats, 4);
+            stats.record(4);
         });
         let values: Vec<(String, DebugValue)> = snap
             .snapshot()

@@ -11,9 +11,9 @@
 //! - [`timers`]: a coordinator's periodic work, stopped with the broker.
 //!
 //! A coordinator plugs in by implementing [`ShardCoordinator`]; the broker
-//! (`crate::broker`) hands the list to [`follow::Runtime`]. A fourth
-//! coordinator adds its implementation there and its RPC routes to
-//! `crate::rpc::routes`.
+//! (its composition root, `broker.rs`) hands the list to
+//! [`follow::Runtime`]. A fourth coordinator adds its implementation there
+//! and its RPC routes to the route table (`rpc/routes.rs`).
 
 pub mod follow;
 pub mod shards;

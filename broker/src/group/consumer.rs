@@ -23,30 +23,13 @@ use super::record::{
     ConsumerMemberRecord, ConsumerRecord, GroupRecord, SeenTopic, TopicPartitions,
 };
 use super::types::GroupError;
+pub use crate::config::ConsumerGroupConfig;
 
 /// A subscribed topic as the caller knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TopicMeta {
     pub id: TopicId,
     pub partitions: u32,
-}
-
-/// Settings of consumer groups (Kafka's `group.consumer.*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConsumerGroupConfig {
-    /// `group.consumer.session.timeout.ms`.
-    pub session_timeout_ms: u64,
-    /// `group.consumer.heartbeat.interval.ms`, told to members.
-    pub heartbeat_interval_ms: u32,
-}
-
-impl Default for ConsumerGroupConfig {
-    fn default() -> Self {
-        Self {
-            session_timeout_ms: 45_000,
-            heartbeat_interval_ms: 5_000,
-        }
-    }
 }
 
 /// A ConsumerGroupHeartbeat as the coordinator needs it. `None` fields did

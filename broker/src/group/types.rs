@@ -4,50 +4,10 @@
 //! messages to and from these; no Kafka wire type appears here.
 
 use std::fmt;
-use std::time::Duration;
 
 use bytes::Bytes;
 
-/// Settings of the group coordinator (Kafka's `group.*` broker settings).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupConfig {
-    /// `group.min.session.timeout.ms`: a join asking for less is refused.
-    pub min_session_timeout: Duration,
-    /// `group.max.session.timeout.ms`: a join asking for more is refused.
-    pub max_session_timeout: Duration,
-    /// `group.initial.rebalance.delay.ms`: how long the first rebalance of an
-    /// empty group waits for more members (extended by the same amount each
-    /// time another member arrives, up to the rebalance timeout).
-    pub initial_rebalance_delay: Duration,
-    /// How long a new member's JoinGroup may wait before the member is
-    /// dropped (Kafka's fixed `NewMemberJoinTimeoutMs`, five minutes).
-    pub new_member_join_timeout: Duration,
-    /// Number of coordinator shards group ids are spread over (like
-    /// `offsets.topic.num.partitions`); [`super::shard_of`] maps an id to one.
-    pub shards: u32,
-    /// `offset.metadata.max.bytes`: an offset commit's metadata string above
-    /// this is refused (OFFSET_METADATA_TOO_LARGE for that partition).
-    pub offset_metadata_max_bytes: usize,
-    /// Groups of the new protocol (KIP-848).
-    pub consumer: super::consumer::ConsumerGroupConfig,
-}
-
-/// Default of `offset.metadata.max.bytes` (Kafka's).
-pub const DEFAULT_OFFSET_METADATA_MAX_BYTES: usize = 4096;
-
-impl Default for GroupConfig {
-    fn default() -> Self {
-        Self {
-            min_session_timeout: Duration::from_millis(6_000),
-            max_session_timeout: Duration::from_millis(1_800_000),
-            initial_rebalance_delay: Duration::from_millis(3_000),
-            new_member_join_timeout: Duration::from_secs(300),
-            shards: 50,
-            offset_metadata_max_bytes: DEFAULT_OFFSET_METADATA_MAX_BYTES,
-            consumer: super::consumer::ConsumerGroupConfig::default(),
-        }
-    }
-}
+pub use crate::config::{DEFAULT_OFFSET_METADATA_MAX_BYTES, GroupConfig};
 
 /// Why a group call failed, named as Kafka names the error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]

@@ -1,5 +1,5 @@
 //! The delay headers a producer puts on a record, read the same way by
-//! share groups (`crate::share::arrival`) and by delayed topics
+//! share groups (the share module's arrival) and by delayed topics
 //! (`crate::partitions::delayed`): `floe-deliver-at` (epoch ms) and `floe-delay-ms`
 //! (ms after the record's timestamp), decimal text. Nothing here trusts
 //! the record: a malformed value is an error the caller counts, never a

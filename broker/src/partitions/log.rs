@@ -510,7 +510,7 @@ impl PartitionLog {
     /// landed, or a partition it never wrote to).
     pub(crate) fn append_marker(
         &self,
-        marker: &crate::txn::Marker,
+        marker: &crate::partitions::txn_log::Marker,
         now_ms: i64,
         held: crate::partitions::backlog::Held,
     ) -> Result<MarkerAppended> {

@@ -38,10 +38,7 @@ pub mod rpc;
 pub mod service;
 pub mod timers;
 
-/// Delayed records a share-partition parks in its state at most (the
-/// broker's default for `BrokerConfig::share_max_parked`; past it they go
-/// to the timer index).
-pub const DEFAULT_MAX_PARKED: u32 = 2_000;
+pub use crate::config::DEFAULT_MAX_PARKED;
 
 pub use admin::{ShareGroupAdmin, ShareGroupListing, SharePartitionAdmin};
 pub use durable::ShareStore;

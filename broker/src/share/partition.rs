@@ -183,6 +183,30 @@ pub struct ArrivalStats {
     pub lateness_ms: Vec<u64>,
 }
 
+impl ArrivalStats {
+    /// Counts what records entering share-partitions' windows came to in
+    /// one fetch (`malformed`: delay headers that could not be read).
+    pub(crate) fn record(&self, malformed: u64) {
+        use crate::metrics::{
+            SHARE_DELAY_LATENESS, SHARE_DELAY_MALFORMED, SHARE_DELAYED, SHARE_DELAYED_IN_WINDOW,
+            SHARE_FILTERED,
+        };
+        for (name, n) in [
+            (SHARE_FILTERED, self.filtered),
+            (SHARE_DELAYED, self.delayed),
+            (SHARE_DELAYED_IN_WINDOW, self.delayed_in_window),
+            (SHARE_DELAY_MALFORMED, malformed),
+        ] {
+            if n > 0 {
+                metrics::counter!(name).increment(n);
+            }
+        }
+        for ms in &self.lateness_ms {
+            metrics::histogram!(SHARE_DELAY_LATENESS).record(std::time::Duration::from_millis(*ms));
+        }
+    }
+}
+
 /// Why a record goes to the dead-letter topic (the `floe-dlq-reason`
 /// header).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -499,27 +499,28 @@ impl Broker {
 /// sooner when their locks expire first).
 pub(crate) async fn sweep_members(b: Broker) {
     const EVERY: Duration = Duration::from_secs(1);
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(EVERY) => {}
-            _ = b.inner.stopped.notified() => return,
-        }
-        if b.is_stopping() {
-            return;
-        }
-        let shards = b.view().current().shard_count();
-        let owned = |group: &str| b.coordinator(group, shards).is_ok();
-        let gone = b.node.share.expire_members(&owned, &b.share_topics());
-        for (group, member) in gone {
-            tracing::info!(
-                group,
-                member = member.as_str(),
-                "share group member timed out"
-            );
-            b.release_elsewhere(&group, member);
-            // Records released at the delivery limit may wait for the DLQ.
-            b.start_group_dead_letters(&group);
-        }
+    let partitions = b.partitions().clone();
+    crate::coordinator::timers::every(partitions, EVERY, || {
+        sweep_once(&b);
+        std::future::ready(())
+    })
+    .await
+}
+
+/// One pass of [`sweep_members`].
+fn sweep_once(b: &Broker) {
+    let shards = b.view().current().shard_count();
+    let owned = |group: &str| b.coordinator(group, shards).is_ok();
+    let gone = b.node.share.expire_members(&owned, &b.share_topics());
+    for (group, member) in gone {
+        tracing::info!(
+            group,
+            member = member.as_str(),
+            "share group member timed out"
+        );
+        b.release_elsewhere(&group, member);
+        // Records released at the delivery limit may wait for the DLQ.
+        b.start_group_dead_letters(&group);
     }
 }
 

@@ -696,7 +696,7 @@ impl ShareService {
             }
             None => (Vec::new(), Default::default()),
         };
-        crate::metrics::share_arrivals(&stats, malformed);
+        stats.record(malformed);
         if acquired.is_empty() {
             return Ok(ShareFetched::nothing(hw, retry(self)));
         }

@@ -34,6 +34,7 @@ use floe_metadata::txn::{
 };
 
 pub mod markers;
+pub use crate::config::TxnConfig;
 pub use crate::partitions::txn_log as partition;
 pub use crate::partitions::txn_log::{Holding, Marker};
 pub mod rpc;
@@ -148,38 +149,6 @@ pub enum CoordError {
     /// has no TRANSACTION_ABORTABLE).
     #[error("the transaction must be aborted: {0}")]
     Abortable(String),
-}
-
-/// The coordinator's settings.
-#[derive(Debug, Clone)]
-pub struct TxnConfig {
-    /// `transaction.max.timeout.ms`: the most a producer may ask for.
-    pub max_timeout_ms: u32,
-    /// The longest pause between two attempts at a marker or a completion.
-    pub max_backoff: Duration,
-    /// How long a step refused with CONCURRENT_TRANSACTIONS while this
-    /// coordinator completes the previous transaction (AddPartitionsToTxn,
-    /// AddOffsetsToTxn or InitProducerId right after an EndTxn) waits for
-    /// that completion and is tried again, instead of being answered at
-    /// once and retried by the client after its backoff (librdkafka's is
-    /// 20 ms, Java's 20–100 ms). Zero answers at once.
-    pub completion_wait: Duration,
-    /// How long an EndTxn that commits waits for the transaction's
-    /// partitions to hold it durably (their owners answered its produce
-    /// requests once sequenced) before it is answered
-    /// CONCURRENT_TRANSACTIONS, which clients retry.
-    pub commit_wait: Duration,
-}
-
-impl Default for TxnConfig {
-    fn default() -> Self {
-        Self {
-            max_timeout_ms: floe_metadata::txn::DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
-            max_backoff: Duration::from_secs(1),
-            completion_wait: Duration::from_secs(1),
-            commit_wait: Duration::from_secs(5),
-        }
-    }
 }
 
 /// The first pause between two attempts.

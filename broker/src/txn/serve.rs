@@ -90,45 +90,42 @@ impl Broker {
 /// past their timeout are aborted (their producer fenced). Reads nothing
 /// until this coordinator has seen a transaction.
 pub(crate) async fn timeouts(b: Broker) {
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(TIMEOUT_CHECK) => {}
-            _ = b.inner.stopped.notified() => return,
-        }
-        if b.is_stopping() {
+    let partitions = b.partitions().clone();
+    crate::coordinator::timers::every(partitions, TIMEOUT_CHECK, || abort_expired(&b)).await
+}
+
+/// One pass of [`timeouts`].
+async fn abort_expired(b: &Broker) {
+    if !b.node.txn.is_active() || b.owned_shards().is_empty() {
+        crate::metrics::txn_open(0);
+        return;
+    }
+    let shards = b.view().current().shard_count();
+    let owned = TxnFilter::shards(shards, b.owned_shards());
+    let all = match b.inner.meta.transactions_where(&owned).await {
+        Ok(all) => all,
+        Err(e) => {
+            tracing::debug!(error = %e, "reading transactions for their timeouts failed");
             return;
         }
-        if !b.node.txn.is_active() || b.owned_shards().is_empty() {
-            crate::metrics::txn_open(0);
-            continue;
-        }
-        let shards = b.view().current().shard_count();
-        let owned = TxnFilter::shards(shards, b.owned_shards());
-        let all = match b.inner.meta.transactions_where(&owned).await {
-            Ok(all) => all,
-            Err(e) => {
-                tracing::debug!(error = %e, "reading transactions for their timeouts failed");
-                continue;
-            }
-        };
-        let now = floe_metadata::clock::now_ms();
-        crate::metrics::txn_open(
-            all.iter()
-                .filter(|(_, t)| t.state == TxnState::Ongoing || t.state.is_prepare())
-                .count(),
-        );
-        let mut by_shard: std::collections::HashMap<u32, Vec<(TransactionalId, TxnMeta)>> =
-            Default::default();
-        for (id, t) in all.into_iter().filter(|(_, t)| t.expired(now)) {
-            by_shard
-                .entry(crate::group::shard_of(id.as_str(), shards))
-                .or_default()
-                .push((id, t));
-        }
-        for (shard, txns) in by_shard {
-            if let Some(fence) = b.shards().fence(shard) {
-                b.node.txn.abort_expired(fence, &txns, now).await;
-            }
+    };
+    let now = floe_metadata::clock::now_ms();
+    crate::metrics::txn_open(
+        all.iter()
+            .filter(|(_, t)| t.state == TxnState::Ongoing || t.state.is_prepare())
+            .count(),
+    );
+    let mut by_shard: std::collections::HashMap<u32, Vec<(TransactionalId, TxnMeta)>> =
+        Default::default();
+    for (id, t) in all.into_iter().filter(|(_, t)| t.expired(now)) {
+        by_shard
+            .entry(crate::group::shard_of(id.as_str(), shards))
+            .or_default()
+            .push((id, t));
+    }
+    for (shard, txns) in by_shard {
+        if let Some(fence) = b.shards().fence(shard) {
+            b.node.txn.abort_expired(fence, &txns, now).await;
         }
     }
 }

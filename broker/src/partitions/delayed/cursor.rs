@@ -47,7 +47,7 @@ impl CursorStore for Partitions {
         self.meta()
             .call::<routes::ShareState>(proto::ShareStateRequest {
                 broker: self.id(),
-                partition: Some(crate::rpc::part(key)),
+                partition: Some(floe_metadata::api::convert::partition_msg(key)),
                 epoch,
                 group: DELAYED_CURSOR_GROUP.to_owned(),
                 start_offset: cursor,

@@ -19,9 +19,7 @@ use floe_storage::PartitionKey;
 use crate::partitions::Partitions;
 use crate::partitions::log::Status;
 
-/// Delayed entries a partition's scheduler keeps in memory at most (the
-/// broker's default for `BrokerConfig::delayed_max_pending`).
-pub const DEFAULT_MAX_PENDING: usize = 100_000;
+pub use crate::config::DEFAULT_MAX_PENDING;
 
 /// The schedulers running on this broker: one per owned partition of a
 /// delayed topic, at the epoch it was started for.
