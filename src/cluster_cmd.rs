@@ -137,7 +137,7 @@ pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
     let b = broker.clone();
     let rpc_limits = args.http.limits(floe_broker::rpc::MAX_BODY_BYTES);
     let rpc_task = tokio::spawn(async move {
-        if let Err(e) = floe_broker::rpc::serve(rpc, b, rpc_limits).await {
+        if let Err(e) = floe_broker::server::serve(rpc, b, rpc_limits).await {
             tracing::error!(error = %e, "RPC server stopped");
         }
     });

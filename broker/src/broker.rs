@@ -24,9 +24,7 @@ pub(crate) struct Node {
     /// Coordinator shards owned, with their epochs.
     pub shards: Arc<ShardTable>,
     /// The transaction coordinator of the shards this broker owns.
-    pub txn: Arc<crate::txn::TxnCoordinator>,
-    /// Where its markers go (the partition side's writer, given later).
-    pub markers: Arc<crate::txn::MarkerSlot>,
+    pub txn: Arc<crate::txn::TxnService>,
     /// Share groups (KIP-932): the groups of its coordinator shards and the
     /// share-partitions of its partitions.
     pub share: crate::share::ShareService,
@@ -125,17 +123,11 @@ impl Broker {
             )),
         );
         let shards = Arc::new(ShardTable::new(partitions.clone()));
-        let markers = Arc::new(crate::txn::MarkerSlot::default());
-        let holds: crate::txn::ShardCheck = {
-            let shards = shards.clone();
-            Arc::new(move |f| shards.holds(f))
-        };
-        let txn = crate::txn::TxnCoordinator::new(meta.clone(), markers.clone(), holds, txn_config);
+        let txn = crate::txn::TxnService::new(partitions.clone(), shards.clone(), txn_config);
         let node = Arc::new(Node {
             groups: groups.clone(),
             shards: shards.clone(),
-            txn,
-            markers,
+            txn: txn.clone(),
             share: crate::share::ShareService::new(
                 crate::share::ShareConfig {
                     max_delayed: max_parked,
@@ -151,7 +143,7 @@ impl Broker {
                 groups,
                 meta: meta.clone(),
             }),
-            Arc::new(crate::txn::serve::TxnShards::new(&b)),
+            txn.clone(),
         ];
         let runtime = Arc::new(Runtime::new(b.partitions.clone(), shards, coordinators));
         b.partitions.set_listener(Arc::new(Heard {
@@ -159,7 +151,7 @@ impl Broker {
             node: Arc::downgrade(&b.node),
         }));
         tokio::spawn(runtime.run());
-        tokio::spawn(crate::txn::serve::timeouts(b.clone()));
+        tokio::spawn(crate::txn::serve::timeouts(txn));
         tokio::spawn(crate::share::rpc::sweep_members(b.clone()));
         tokio::spawn(forget_idle_groups(b.clone()));
         Ok(b)
@@ -192,6 +184,22 @@ impl Broker {
     /// The coordinator shards this broker owns, with their fences.
     pub fn shards(&self) -> &Arc<ShardTable> {
         &self.node.shards
+    }
+
+    /// The transaction coordinator on this broker's shards.
+    pub fn txn(&self) -> &Arc<crate::txn::TxnService> {
+        &self.node.txn
+    }
+
+    /// This broker's transaction coordinator.
+    pub fn txn_coordinator(&self) -> &Arc<crate::txn::TxnCoordinator> {
+        self.node.txn.coordinator()
+    }
+
+    /// Gives the transaction coordinator its marker writer (the partition
+    /// side's, which needs this broker). False if one was given already.
+    pub fn set_marker_writer(&self, w: Arc<dyn crate::txn::MarkerWriter>) -> bool {
+        self.node.txn.set_marker_writer(w)
     }
 
     /// The coordinator of every shard this broker owns (ListGroups).

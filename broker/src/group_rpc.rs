@@ -16,7 +16,7 @@ use crate::group::{
     GroupType, JoinMember, JoinParams, JoinResult, OffsetToCommit, SyncParams, SyncResult,
 };
 use crate::owner::Coordinator;
-use crate::rpc::{RemoteBroker, routes};
+use crate::rpc::RemoteBroker;
 
 pub mod proto {
     #[derive(Clone, PartialEq, prost::Message)]
@@ -1017,5 +1017,29 @@ impl Coordinator for RemoteBroker {
                 })
                 .collect(),
         }
+    }
+}
+
+/// The RPC routes of consumer groups.
+pub mod routes {
+    use super::proto as group;
+    use crate::rpc::routes::{Route, routes};
+
+    routes! {
+        /// May wait for a whole rebalance.
+        GroupJoin = "/rpc/group/join": group::Join => group::JoinReply;
+        GroupSync = "/rpc/group/sync": group::Sync => group::SyncReply;
+        /// Heartbeat (`MemberCall::op`).
+        GroupMember = "/rpc/group/member": group::MemberCall => group::ErrorReply;
+        /// OffsetCommit: one code per offset in `per_member`.
+        GroupCommit = "/rpc/group/commit": group::Commit => group::ErrorReply;
+        GroupLeave = "/rpc/group/leave": group::Leave => group::ErrorReply;
+        GroupDescribe = "/rpc/group/describe": group::GroupIds => group::Descriptions;
+        GroupList = "/rpc/group/list": group::GroupIds => group::Descriptions;
+        GroupDelete = "/rpc/group/delete": group::GroupIds => group::ErrorReply;
+        /// ConsumerGroupHeartbeat (KIP-848).
+        ConsumerBeat = "/rpc/group/consumer-heartbeat": group::ConsumerBeat => group::ConsumerBeatReply;
+        /// ConsumerGroupDescribe of the first id.
+        ConsumerDescribe = "/rpc/group/consumer-describe": group::GroupIds => group::ConsumerDescription;
     }
 }

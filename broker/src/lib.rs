@@ -26,6 +26,7 @@ mod metrics;
 pub mod owner;
 pub mod partitions;
 pub mod rpc;
+pub mod server;
 pub mod share;
 pub mod txn;
 

@@ -26,75 +26,9 @@ use crate::group::{
     CommitParams, GroupDescription, GroupError, GroupListing, GroupState, JoinParams, JoinResult,
     SyncParams, SyncResult,
 };
-use crate::partitions::Partitions;
+pub use crate::partitions::PartitionOwner;
 use crate::txn::CoordError;
-
-/// The broker that owns a partition.
-#[async_trait::async_trait]
-pub trait PartitionOwner: Send + Sync + std::fmt::Debug {
-    /// Sequences a produce (in the order calls are made on one task) and
-    /// returns what waits for its acknowledgement. While the owner's
-    /// unflushed bytes are over their cap it waits for room, up to
-    /// `room_wait` (the request's timeout), then fails with
-    /// [`ErrorKind::Backpressure`](crate::ErrorKind::Backpressure).
-    async fn append(
-        &self,
-        key: &PartitionKey,
-        records: Bytes,
-        acks: Acks,
-        room_wait: std::time::Duration,
-    ) -> Result<PendingProduce, CallError>;
-
-    /// Whole batches from the one holding `offset`, up to `max_bytes` (at
-    /// least one). With `leader_epoch` (the client's current leader epoch),
-    /// the owner first checks it against the partition's epoch
-    /// ([`ErrorKind::FencedLeaderEpoch`](crate::ErrorKind::FencedLeaderEpoch)
-    /// if older, [`ErrorKind::UnknownLeaderEpoch`](crate::ErrorKind::UnknownLeaderEpoch)
-    /// if newer).
-    async fn fetch(
-        &self,
-        key: &PartitionKey,
-        offset: i64,
-        max_bytes: usize,
-        leader_epoch: Option<u64>,
-    ) -> Result<FetchData, CallError> {
-        self.fetch_isolated(key, offset, max_bytes, leader_epoch, false)
-            .await
-    }
-
-    /// [`PartitionOwner::fetch`] at an isolation level: with
-    /// `read_committed`, only below the last stable offset, with the
-    /// aborted transactions of that range.
-    async fn fetch_isolated(
-        &self,
-        key: &PartitionKey,
-        offset: i64,
-        max_bytes: usize,
-        leader_epoch: Option<u64>,
-        read_committed: bool,
-    ) -> Result<FetchData, CallError>;
-
-    /// The producers the owner knows of the partition (DescribeProducers).
-    async fn producers(
-        &self,
-        key: &PartitionKey,
-    ) -> Result<Vec<crate::partitions::ProducerInfo>, CallError>;
-
-    /// Returns when data past `offset` may be there, or at `until`.
-    async fn wait_for_data(&self, key: &PartitionKey, offset: i64, until: tokio::time::Instant);
-
-    /// The answer and the partition's epoch (-1 if unknown); `leader_epoch`
-    /// is checked as for [`PartitionOwner::fetch`].
-    async fn list_offset(
-        &self,
-        key: &PartitionKey,
-        spec: OffsetSpec,
-        leader_epoch: Option<u64>,
-    ) -> Result<(OffsetAnswer, i64), CallError>;
-
-    /// Moves the log start to `offset`; returns the new low watermark.
-    async fn delete_records(&self, key: &PartitionKey, offset: i64) -> Result<i64, CallError>;
-}
+pub use crate::txn::TxnCoordination;
 
 /// The coordinator of a group (the broker that owns the group's shard).
 #[async_trait::async_trait]
@@ -150,89 +84,18 @@ pub trait Coordinator: Send + Sync + std::fmt::Debug {
     ) -> Result<ConsumerGroupDescription, GroupError>;
 }
 
-/// The transaction coordinator of a transactional id (the broker that owns
-/// the id's shard). Refusals by the transaction's rules are data
-/// (`TxnReply::refused`); a broker that does not own the shard (or cannot
-/// be reached) is [`CoordError::NotCoordinator`].
-///
-/// [`CoordError::NotCoordinator`]: crate::txn::CoordError::NotCoordinator
-#[async_trait::async_trait]
-pub trait TxnCoordination: Send + Sync + std::fmt::Debug {
-    /// A client's step (InitProducer, AddPartitions, AddGroup,
-    /// CommitOffsets, End) under the coordinator's fence and clock; an
-    /// InitProducer's `max_timeout_ms` is the coordinator's.
-    async fn txn_step(&self, id: &TransactionalId, op: TxnOp) -> Result<TxnReply, CoordError>;
-
-    /// The id's state, `None` if it has none.
-    async fn describe_txn(&self, id: &TransactionalId) -> Result<Option<TxnMeta>, CoordError>;
-
-    /// The transactions of every shard the broker coordinates.
-    async fn list_txns(&self) -> Result<Vec<(TransactionalId, TxnMeta)>, CoordError>;
-}
-
 #[async_trait::async_trait]
 impl TxnCoordination for Broker {
     async fn txn_step(&self, id: &TransactionalId, op: TxnOp) -> Result<TxnReply, CoordError> {
-        Broker::txn_step(self, id, op).await
+        self.node.txn.txn_step(id, op).await
     }
 
     async fn describe_txn(&self, id: &TransactionalId) -> Result<Option<TxnMeta>, CoordError> {
-        Broker::describe_txn(self, id).await
+        self.node.txn.describe_txn(id).await
     }
 
     async fn list_txns(&self) -> Result<Vec<(TransactionalId, TxnMeta)>, CoordError> {
-        Broker::list_txns(self).await
-    }
-}
-
-#[async_trait::async_trait]
-impl PartitionOwner for Partitions {
-    async fn append(
-        &self,
-        key: &PartitionKey,
-        records: Bytes,
-        acks: Acks,
-        room_wait: std::time::Duration,
-    ) -> Result<PendingProduce, CallError> {
-        Ok(Partitions::append_within(self, key, records, acks, room_wait).await?)
-    }
-
-    async fn fetch_isolated(
-        &self,
-        key: &PartitionKey,
-        offset: i64,
-        max_bytes: usize,
-        leader_epoch: Option<u64>,
-        read_committed: bool,
-    ) -> Result<FetchData, CallError> {
-        Ok(
-            Partitions::fetch_isolated(self, key, offset, max_bytes, leader_epoch, read_committed)
-                .await?,
-        )
-    }
-
-    async fn producers(
-        &self,
-        key: &PartitionKey,
-    ) -> Result<Vec<crate::partitions::ProducerInfo>, CallError> {
-        Ok(Partitions::producers(self, key)?)
-    }
-
-    async fn wait_for_data(&self, key: &PartitionKey, offset: i64, until: tokio::time::Instant) {
-        Partitions::wait_for_data(self, key, offset, until).await
-    }
-
-    async fn list_offset(
-        &self,
-        key: &PartitionKey,
-        spec: OffsetSpec,
-        leader_epoch: Option<u64>,
-    ) -> Result<(OffsetAnswer, i64), CallError> {
-        Ok(self.list_offset_and_epoch(key, spec, leader_epoch).await?)
-    }
-
-    async fn delete_records(&self, key: &PartitionKey, offset: i64) -> Result<i64, CallError> {
-        Ok(Partitions::delete_records(self, key, offset).await?)
+        self.node.txn.list_txns().await
     }
 }
 

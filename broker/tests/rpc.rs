@@ -34,7 +34,7 @@ async fn a_remote_broker_answers_every_route_of_the_table() {
     wait_owned(&b, key).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(floe_broker::rpc::serve(
+    let server = tokio::spawn(floe_broker::server::serve(
         listener,
         b.clone(),
         floe_metadata::http_server::HttpLimits::with_body_limit(floe_broker::rpc::MAX_BODY_BYTES),
@@ -307,7 +307,7 @@ async fn the_share_admin_routes_answer_over_the_rpc() {
     wait_owned(&b, key).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(floe_broker::rpc::serve(
+    let server = tokio::spawn(floe_broker::server::serve(
         listener,
         b.clone(),
         floe_metadata::http_server::HttpLimits::with_body_limit(floe_broker::rpc::MAX_BODY_BYTES),

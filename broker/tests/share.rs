@@ -25,7 +25,7 @@ async fn served_broker(env: &Cluster, id: u32) -> Broker {
             c.advertise = addr;
         })
         .await;
-    tokio::spawn(floe_broker::rpc::serve(
+    tokio::spawn(floe_broker::server::serve(
         listener,
         b.clone(),
         floe_metadata::http_server::HttpLimits::with_body_limit(floe_broker::rpc::MAX_BODY_BYTES),

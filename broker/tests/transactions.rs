@@ -61,7 +61,7 @@ async fn a_broker_coordinates_the_transactions_of_its_shards() {
     // Once the broker owns the id's shard, it has a fence for it.
     let started = Instant::now();
     let fence = loop {
-        match b.txn_fence(&id) {
+        match b.txn().txn_fence(&id) {
             Ok(f) => break f,
             Err(e) => {
                 assert_eq!(e, CoordError::NotCoordinator);
@@ -73,14 +73,14 @@ async fn a_broker_coordinates_the_transactions_of_its_shards() {
             }
         }
     };
-    assert!(b.holds_shard(&fence));
+    assert!(b.shards().holds(&fence));
 
     let markers = Arc::new(Markers::default());
     let holder = b.clone();
     let coord = TxnCoordinator::new(
         b.meta().clone(),
         markers.clone(),
-        Arc::new(move |f| holder.holds_shard(f)),
+        Arc::new(move |f| holder.shards().holds(f)),
         TxnConfig::default(),
     );
     let now = floe_metadata::clock::now_ms();
@@ -135,7 +135,7 @@ async fn a_broker_coordinates_the_transactions_of_its_shards() {
         broker: BrokerId(fence.broker.0 + 1),
         ..fence
     };
-    assert!(!b.holds_shard(&moved) && !b.holds_shard(&other));
+    assert!(!b.shards().holds(&moved) && !b.shards().holds(&other));
     b.shutdown().await;
 }
 
@@ -143,7 +143,7 @@ async fn a_broker_coordinates_the_transactions_of_its_shards() {
 async fn fence_of(b: &floe_broker::Broker, id: &TransactionalId) -> ShardFence {
     let started = Instant::now();
     loop {
-        if let Ok(f) = b.txn_fence(id) {
+        if let Ok(f) = b.txn().txn_fence(id) {
             return f;
         }
         assert!(
@@ -202,7 +202,7 @@ async fn the_proxy_reaches_the_coordinator_over_the_rpc() {
     fence_of(&b, &id).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(floe_broker::rpc::serve(
+    let server = tokio::spawn(floe_broker::server::serve(
         listener,
         b.clone(),
         floe_metadata::http_server::HttpLimits::with_body_limit(floe_broker::rpc::MAX_BODY_BYTES),
@@ -329,6 +329,7 @@ async fn a_shard_taken_over_completes_the_decided_transactions() {
     })));
     fence_of(&first, &id).await;
     let t = first
+        .txn()
         .txn_step(&id, init(60_000))
         .await
         .unwrap()
@@ -343,12 +344,12 @@ async fn a_shard_taken_over_completes_the_decided_transactions() {
         producer,
         partitions: vec![partition],
     };
-    assert_eq!(first.txn_step(&id, add).await.unwrap().refused, None);
+    assert_eq!(first.txn().txn_step(&id, add).await.unwrap().refused, None);
     let end = TxnOp::End {
         producer,
         commit: true,
     };
-    assert_eq!(first.txn_step(&id, end).await.unwrap().refused, None);
+    assert_eq!(first.txn().txn_step(&id, end).await.unwrap().refused, None);
     first.shutdown().await;
 
     let pool = c.pool().await;

@@ -49,7 +49,7 @@ fn batches(pieces: &[Bytes]) -> Vec<(i64, bool)> {
 async fn fence_of(b: &Broker, id: &TransactionalId) -> ShardFence {
     let started = Instant::now();
     loop {
-        if let Ok(f) = b.txn_fence(id) {
+        if let Ok(f) = b.txn().txn_fence(id) {
             return f;
         }
         assert!(started.elapsed() < WAIT, "shard never owned");
@@ -76,7 +76,7 @@ fn coordinator_at(b: &Broker) -> Arc<TxnCoordinator> {
     TxnCoordinator::new(
         b.meta().clone(),
         Arc::new(OwnerMarkers::new(b)),
-        Arc::new(move |f| holder.holds_shard(f)),
+        Arc::new(move |f| holder.shards().holds(f)),
         TxnConfig::default(),
     )
 }
@@ -283,7 +283,7 @@ async fn committed_and_aborted_transactions_on_a_partition_and_its_next_owner() 
     // Its marker, over the RPC this time: the LSO moves past it.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(floe_broker::rpc::serve(
+    let server = tokio::spawn(floe_broker::server::serve(
         listener,
         b2.clone(),
         floe_metadata::http_server::HttpLimits::with_body_limit(floe_broker::rpc::MAX_BODY_BYTES),
@@ -438,7 +438,7 @@ async fn a_marker_reaches_the_owner_on_another_broker() {
                 cfg.advertise = addr.to_string();
             })
             .await;
-        servers.push(tokio::spawn(floe_broker::rpc::serve(
+        servers.push(tokio::spawn(floe_broker::server::serve(
             listener,
             b.clone(),
             floe_metadata::http_server::HttpLimits::with_body_limit(
@@ -477,7 +477,7 @@ async fn a_marker_reaches_the_owner_on_another_broker() {
         assert!(started.elapsed() < WAIT, "shard never owned");
         let held = [&owner, &other]
             .into_iter()
-            .find_map(|b| b.txn_fence(&id).ok().map(|f| (b.clone(), f)));
+            .find_map(|b| b.txn().txn_fence(&id).ok().map(|f| (b.clone(), f)));
         if let Some(x) = held {
             break x;
         }

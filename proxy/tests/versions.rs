@@ -1635,7 +1635,7 @@ async fn read_committed_fetches_stop_at_the_last_stable_offset() {
     let id = floe_metadata::ids::TransactionalId::new("rc-tx");
     let fence = loop {
         deadline();
-        if let Ok(f) = b.txn_fence(&id) {
+        if let Ok(f) = b.txn().txn_fence(&id) {
             break f;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -1644,7 +1644,7 @@ async fn read_committed_fetches_stop_at_the_last_stable_offset() {
     let coord = floe_broker::txn::TxnCoordinator::new(
         b.meta().clone(),
         Arc::new(floe_broker::txn::markers::OwnerMarkers::new(b)),
-        Arc::new(move |f| holder.holds_shard(f)),
+        Arc::new(move |f| holder.shards().holds(f)),
         Default::default(),
     );
     let now = floe_metadata::clock::now_ms();
@@ -2514,7 +2514,7 @@ async fn a_partition_held_at_its_owner_does_not_hold_up_the_rest_of_the_request(
             c.max_unflushed_bytes = 1;
         })
         .await;
-    tokio::spawn(floe_broker::rpc::serve(
+    tokio::spawn(floe_broker::server::serve(
         listener,
         b2.clone(),
         floe_metadata::http_server::HttpLimits::with_body_limit(floe_broker::rpc::MAX_BODY_BYTES),

@@ -18,6 +18,7 @@ pub(crate) mod flush;
 pub(crate) mod lease;
 pub mod log;
 pub(crate) mod maintenance;
+mod owner;
 mod produce;
 pub mod producer;
 mod read;
@@ -40,6 +41,7 @@ use crate::config::BrokerConfig;
 use crate::error::{BrokerError, ErrorKind, Result};
 use log::{PartitionLog, Status};
 
+pub use owner::PartitionOwner;
 pub use produce::{Acks, PendingProduce, ProduceOk};
 pub use read::{FetchData, OffsetAnswer, OffsetSpec};
 pub use txn_markers::ProducerInfo;

@@ -14,12 +14,9 @@
 
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::body::Bytes;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
 use http_body_util::{BodyExt, Full};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
@@ -30,9 +27,11 @@ use prost::Message;
 use floe_metadata::api::convert;
 use floe_storage::PartitionKey;
 
-use crate::broker::{Acks, Broker, FetchData, OffsetAnswer, OffsetSpec, PendingProduce, ProduceOk};
 use crate::error::{BrokerError, CallError, ErrorKind, RecordError, Result, RoutingError};
-use crate::owner::PartitionOwner;
+use crate::partitions::{
+    Acks, FetchData, OffsetAnswer, OffsetSpec, PartitionOwner, Partitions, PendingProduce,
+    ProduceOk,
+};
 
 pub mod routes;
 use routes::Route;
@@ -331,7 +330,7 @@ fn spec_from_i64(v: i64) -> Result<OffsetSpec> {
     })
 }
 
-fn protobuf(msg: impl Message) -> Response {
+pub(crate) fn protobuf(msg: impl Message) -> Response {
     (
         StatusCode::OK,
         [(axum::http::header::CONTENT_TYPE, "application/x-protobuf")],
@@ -340,7 +339,7 @@ fn protobuf(msg: impl Message) -> Response {
         .into_response()
 }
 
-fn bad(e: impl std::fmt::Display) -> Response {
+pub(crate) fn bad(e: impl std::fmt::Display) -> Response {
     (StatusCode::BAD_REQUEST, e.to_string()).into_response()
 }
 
@@ -350,6 +349,11 @@ fn bad(e: impl std::fmt::Display) -> Response {
 /// stored, so the caller may send it again elsewhere. A produce answered
 /// without it was sequenced, and only its body (the acknowledgement) is
 /// still to come.
+
+/// Largest RPC request body: a produce of the largest Kafka request
+/// (100 MiB) with room for its framing.
+pub const MAX_BODY_BYTES: usize = 128 * 1024 * 1024;
+
 pub const ANSWERED_NOW: &str = "floe-answered-now";
 
 /// What a handler answers: its reply now, or (a produce) the headers now
@@ -357,113 +361,6 @@ pub const ANSWERED_NOW: &str = "floe-answered-now";
 pub(crate) enum Answer<T> {
     Now(T),
     Later(futures::future::BoxFuture<'static, T>),
-}
-
-/// Registering a route's handler by its [`Route`] type: the request is
-/// decoded as `R::Req` (400 if it is not one), the reply encoded as `R::Resp`.
-trait Serve {
-    fn serve<R, F, Fut>(self, handler: F) -> Self
-    where
-        R: Route,
-        F: Fn(Broker, R::Req) -> Fut + Clone + Send + Sync + 'static,
-        Fut: std::future::Future<Output = Answer<R::Resp>> + Send + 'static;
-}
-
-impl Serve for Router<Broker> {
-    fn serve<R, F, Fut>(self, handler: F) -> Self
-    where
-        R: Route,
-        F: Fn(Broker, R::Req) -> Fut + Clone + Send + Sync + 'static,
-        Fut: std::future::Future<Output = Answer<R::Resp>> + Send + 'static,
-    {
-        self.route(
-            R::PATH,
-            post(move |State(b): State<Broker>, body: Bytes| async move {
-                let req = match R::Req::decode(body) {
-                    Ok(r) => r,
-                    Err(e) => return bad(e),
-                };
-                match handler(b, req).await {
-                    Answer::Now(reply) => {
-                        let mut resp = protobuf(reply);
-                        resp.headers_mut()
-                            .insert(ANSWERED_NOW, axum::http::HeaderValue::from_static("1"));
-                        resp
-                    }
-                    Answer::Later(reply) => {
-                        let body = futures::stream::once(async move {
-                            Ok::<_, std::convert::Infallible>(Bytes::from(
-                                reply.await.encode_to_vec(),
-                            ))
-                        });
-                        (StatusCode::OK, Body::from_stream(body)).into_response()
-                    }
-                }
-            }),
-        )
-    }
-}
-
-/// Registers `$handler` (an `async fn(Broker, Req) -> Resp`) for `$route`.
-macro_rules! serve {
-    ($router:expr, $route:ty, $handler:expr) => {
-        $router.serve::<$route, _, _>(|b, req| async move { Answer::Now($handler(b, req).await) })
-    };
-}
-
-/// The RPC routes of a broker.
-pub fn router(broker: Broker) -> Router {
-    use crate::group_rpc as g;
-    let r = Router::new().serve::<routes::Produce, _, _>(rpc_produce);
-    let r = serve!(r, routes::Fetch, rpc_fetch);
-    let r = serve!(r, routes::Wait, rpc_wait);
-    let r = serve!(r, routes::ListOffset, rpc_list_offset);
-    let r = serve!(r, routes::DeleteRecords, rpc_delete_records);
-    let r = serve!(r, routes::GroupJoin, g::rpc_join);
-    let r = serve!(r, routes::GroupSync, g::rpc_sync);
-    let r = serve!(r, routes::GroupMember, g::rpc_member);
-    let r = serve!(r, routes::GroupCommit, g::rpc_commit);
-    let r = serve!(r, routes::GroupLeave, g::rpc_leave);
-    let r = serve!(r, routes::GroupDescribe, g::rpc_describe);
-    let r = serve!(r, routes::GroupList, g::rpc_list);
-    let r = serve!(r, routes::GroupDelete, g::rpc_delete);
-    let r = serve!(r, routes::TxnStep, crate::txn::rpc::rpc_step);
-    let r = serve!(r, routes::TxnDescribe, crate::txn::rpc::rpc_describe);
-    let r = serve!(r, routes::TxnList, crate::txn::rpc::rpc_list);
-    let r = serve!(r, routes::TxnMarker, crate::txn::markers::rpc_marker);
-    let r = serve!(r, routes::TxnDurable, crate::txn::markers::rpc_durable);
-    let r = serve!(r, routes::Producers, crate::txn::markers::rpc_producers);
-    let r = serve!(r, routes::ConsumerBeat, g::rpc_consumer_beat);
-    let r = serve!(r, routes::ConsumerDescribe, g::rpc_consumer_describe);
-    let r = serve!(r, routes::ShareFetch, crate::share::rpc::rpc_fetch);
-    let r = serve!(r, routes::ShareAck, crate::share::rpc::rpc_ack);
-    let r = serve!(r, routes::ShareRelease, crate::share::rpc::rpc_release);
-    let r = serve!(r, routes::ShareHeartbeat, crate::share::rpc::rpc_heartbeat);
-    let r = serve!(r, routes::ShareDescribe, crate::share::rpc::rpc_describe);
-    let r = serve!(r, routes::ShareReset, crate::share::admin::rpc_reset);
-    let r = serve!(r, routes::ShareGroups, crate::share::admin::rpc_groups);
-    let r = serve!(r, routes::ShareCheck, crate::share::admin::rpc_check);
-    let r = serve!(
-        r,
-        routes::ShareDeleteGroup,
-        crate::share::admin::rpc_delete_group
-    );
-    r.layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(broker)
-}
-
-/// Largest RPC request body: a produce of the largest Kafka request
-/// (100 MiB) with room for its framing.
-pub const MAX_BODY_BYTES: usize = 128 * 1024 * 1024;
-
-/// Serves the RPC routes on `listener` with `limits` (see
-/// `floe_metadata::http_server`) until the task is dropped.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    broker: Broker,
-    limits: floe_metadata::http_server::HttpLimits,
-) -> std::io::Result<()> {
-    floe_metadata::http_server::serve(listener, router(broker), limits, "broker_rpc").await
 }
 
 fn produce_failed(e: &BrokerError) -> proto::ProduceResponse {
@@ -489,7 +386,10 @@ const SEQUENCE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Sequences the batches (once there is room under the unflushed cap); the
 /// reply waits for the acknowledgement.
-async fn rpc_produce(b: Broker, req: proto::ProduceRequest) -> Answer<proto::ProduceResponse> {
+pub(crate) async fn rpc_produce(
+    b: Partitions,
+    req: proto::ProduceRequest,
+) -> Answer<proto::ProduceResponse> {
     let Some(acks) = Acks::from_kafka(i16::try_from(req.acks).unwrap_or(i16::MAX)) else {
         return Answer::Now(produce_failed(&BrokerError::new(
             ErrorKind::InvalidRequest,
@@ -523,12 +423,11 @@ async fn rpc_produce(b: Broker, req: proto::ProduceRequest) -> Answer<proto::Pro
     }
 }
 
-async fn rpc_fetch(b: Broker, req: proto::FetchRequest) -> proto::FetchResponse {
+pub(crate) async fn rpc_fetch(b: Partitions, req: proto::FetchRequest) -> proto::FetchResponse {
     let max = usize::try_from(req.max_bytes).unwrap_or(usize::MAX);
     let r = match key_of(req.partition.as_ref()) {
         Ok(k) => {
-            b.partitions()
-                .fetch_isolated(&k, req.offset, max, req.leader_epoch, req.read_committed)
+            b.fetch_isolated(&k, req.offset, max, req.leader_epoch, req.read_committed)
                 .await
         }
         Err(e) => Err(e),
@@ -557,7 +456,7 @@ async fn rpc_fetch(b: Broker, req: proto::FetchRequest) -> proto::FetchResponse 
     }
 }
 
-async fn rpc_wait(b: Broker, req: proto::WaitRequest) -> proto::Empty {
+pub(crate) async fn rpc_wait(b: Partitions, req: proto::WaitRequest) -> proto::Empty {
     if let Ok(k) = key_of(req.partition.as_ref()) {
         let until = tokio::time::Instant::now() + Duration::from_millis(req.timeout_ms.min(60_000));
         b.wait_for_data(&k, req.offset, until).await;
@@ -565,7 +464,10 @@ async fn rpc_wait(b: Broker, req: proto::WaitRequest) -> proto::Empty {
     proto::Empty {}
 }
 
-async fn rpc_list_offset(b: Broker, req: proto::ListOffsetRequest) -> proto::ListOffsetResponse {
+pub(crate) async fn rpc_list_offset(
+    b: Partitions,
+    req: proto::ListOffsetRequest,
+) -> proto::ListOffsetResponse {
     let r = async {
         let k = key_of(req.partition.as_ref())?;
         let spec = match spec_from_i64(req.spec)? {
@@ -591,12 +493,12 @@ async fn rpc_list_offset(b: Broker, req: proto::ListOffsetRequest) -> proto::Lis
     }
 }
 
-async fn rpc_delete_records(
-    b: Broker,
+pub(crate) async fn rpc_delete_records(
+    b: Partitions,
     req: proto::DeleteRecordsRequest,
 ) -> proto::DeleteRecordsResponse {
     let r = match key_of(req.partition.as_ref()) {
-        Ok(k) => b.partitions().delete_records(&k, req.offset).await,
+        Ok(k) => b.delete_records(&k, req.offset).await,
         Err(e) => Err(e),
     };
     match r {

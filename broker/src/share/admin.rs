@@ -13,7 +13,7 @@ use super::namespace::GroupKind;
 use super::rpc::{ShareCall, call_from, call_msg, group_error_code, group_error_from};
 use crate::broker::Broker;
 use crate::error::{BrokerError, CallError, ErrorKind};
-use crate::rpc::{RemoteBroker, from_proto, routes, to_proto};
+use crate::rpc::{RemoteBroker, from_proto, to_proto};
 
 /// A share group as ListGroups lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -348,6 +348,25 @@ impl SharePartitionAdmin for RemoteBroker {
             Some(e) => Err(from_proto(e).into()),
             None => Ok(r.has_offset.then_some(r.offset)),
         }
+    }
+}
+
+/// The RPC routes of the share groups' admin calls.
+pub mod routes {
+    use super::proto as share_admin;
+    use crate::rpc::routes::{Route, routes};
+
+    routes! {
+        /// A share-partition's start offset moved or its state deleted, at the
+        /// partition's owner, fenced by its epoch (Alter/DeleteShareGroupOffsets).
+        ShareReset = "/rpc/share/reset": share_admin::ResetRequest => share_admin::ResetResponse;
+        /// The share groups in memory at a coordinator (ListGroups).
+        ShareGroups = "/rpc/share/groups": share_admin::GroupsRequest => share_admin::GroupsResponse;
+        /// A group's kind, once its members without a session are removed;
+        /// NON_EMPTY_GROUP for a share group with members.
+        ShareCheck = "/rpc/share/check": share_admin::GroupRequest => share_admin::CheckResponse;
+        /// DeleteGroups of a share group, at its coordinator.
+        ShareDeleteGroup = "/rpc/share/delete-group": share_admin::GroupRequest => share_admin::DeleteResponse;
     }
 }
 

@@ -24,7 +24,7 @@ use super::timers::{TimerRef, TimerStore, TimerStoreError};
 use crate::broker::Broker;
 use crate::error::{BrokerError, CallError, ErrorKind};
 use crate::owner::PartitionOwner;
-use crate::rpc::{RemoteBroker, from_proto, key_of, part, proto as rpc_proto, routes, to_proto};
+use crate::rpc::{RemoteBroker, from_proto, key_of, part, proto as rpc_proto, to_proto};
 
 /// One share group's member on one partition, with the group's settings.
 #[derive(Debug, Clone)]
@@ -1113,6 +1113,25 @@ impl ShareCoordinator for RemoteBroker {
                 })
                 .collect(),
         }))
+    }
+}
+
+/// The RPC routes of share groups (KIP-932).
+pub mod routes {
+    use super::proto as share;
+    use crate::rpc::routes::{Route, routes};
+
+    routes! {
+        /// Share groups (KIP-932): acquire records of a share-partition at the
+        /// partition's owner.
+        ShareFetch = "/rpc/share/fetch": share::FetchRequest => share::FetchResponse;
+        /// Acknowledgements, answered once the share state is written.
+        ShareAck = "/rpc/share/ack": share::AckRequest => share::AckResponse;
+        /// A member's records released (its share session closed).
+        ShareRelease = "/rpc/share/release": share::ReleaseRequest => share::ReleaseResponse;
+        /// ShareGroupHeartbeat at the group's coordinator.
+        ShareHeartbeat = "/rpc/share/heartbeat": share::HeartbeatRequest => share::HeartbeatResponse;
+        ShareDescribe = "/rpc/share/describe": share::DescribeRequest => share::DescribeResponse;
     }
 }
 

@@ -232,7 +232,7 @@ impl RemoteBroker {
     }
 }
 
-pub(crate) async fn rpc_marker(b: Broker, req: proto::MarkerRequest) -> proto::MarkerResponse {
+pub(crate) async fn rpc_marker(b: Partitions, req: proto::MarkerRequest) -> proto::MarkerResponse {
     let r = async {
         let key = crate::rpc::key_of(req.partition.as_ref())?;
         let epoch = i16::try_from(req.producer_epoch).map_err(|_| {
@@ -254,7 +254,10 @@ pub(crate) async fn rpc_marker(b: Broker, req: proto::MarkerRequest) -> proto::M
     }
 }
 
-pub(crate) async fn rpc_durable(b: Broker, req: proto::DurableRequest) -> proto::DurableResponse {
+pub(crate) async fn rpc_durable(
+    b: Partitions,
+    req: proto::DurableRequest,
+) -> proto::DurableResponse {
     let r = async {
         let key = crate::rpc::key_of(req.partition.as_ref())?;
         b.txn_durable(&key, ProducerId(req.producer_id)).await
@@ -279,7 +282,7 @@ pub(crate) async fn rpc_durable(b: Broker, req: proto::DurableRequest) -> proto:
 }
 
 pub(crate) async fn rpc_producers(
-    b: Broker,
+    b: Partitions,
     req: proto::ProducersRequest,
 ) -> proto::ProducersResponse {
     let r = crate::rpc::key_of(req.partition.as_ref()).and_then(|k| b.producers(&k));

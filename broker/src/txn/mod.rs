@@ -40,8 +40,29 @@ pub use crate::partitions::txn_log::{Holding, Marker};
 pub mod rpc;
 pub(crate) mod serve;
 
+pub use serve::TxnService;
+
 #[cfg(test)]
 mod tests;
+
+/// The transaction coordinator of a transactional id (the broker that owns
+/// the id's shard). Refusals by the transaction's rules are data
+/// (`TxnReply::refused`); a broker that does not own the shard (or cannot
+/// be reached) is [`CoordError::NotCoordinator`].
+///
+#[async_trait::async_trait]
+pub trait TxnCoordination: Send + Sync + std::fmt::Debug {
+    /// A client's step (InitProducer, AddPartitions, AddGroup,
+    /// CommitOffsets, End) under the coordinator's fence and clock; an
+    /// InitProducer's `max_timeout_ms` is the coordinator's.
+    async fn txn_step(&self, id: &TransactionalId, op: TxnOp) -> Result<TxnReply, CoordError>;
+
+    /// The id's state, `None` if it has none.
+    async fn describe_txn(&self, id: &TransactionalId) -> Result<Option<TxnMeta>, CoordError>;
+
+    /// The transactions of every shard the broker coordinates.
+    async fn list_txns(&self) -> Result<Vec<(TransactionalId, TxnMeta)>, CoordError>;
+}
 
 /// Why a marker was not written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -83,7 +104,7 @@ pub trait MarkerWriter: Send + Sync + std::fmt::Debug {
 }
 
 /// The broker's marker writer, given after the broker is built
-/// ([`crate::broker::Broker::set_marker_writer`]: the writer needs the
+/// ([`serve::TxnService::set_marker_writer`]: the writer needs the
 /// broker). Until then every marker fails (and is tried again).
 #[derive(Debug, Default)]
 pub struct MarkerSlot(std::sync::OnceLock<Arc<dyn MarkerWriter>>);
@@ -178,24 +199,6 @@ impl std::fmt::Debug for TxnCoordinator {
         f.debug_struct("TxnCoordinator")
             .field("config", &self.config)
             .finish_non_exhaustive()
-    }
-}
-
-impl crate::broker::Broker {
-    /// The fence under which this broker coordinates `id`: the id's shard
-    /// and the epoch this broker holds it at. NOT_COORDINATOR when the shard
-    /// is not ours, or our lease may have lapsed.
-    pub fn txn_fence(&self, id: &TransactionalId) -> Result<ShardFence, CoordError> {
-        let shards = self.shards();
-        shards
-            .serving_fence(shards.shard_of(id.as_str()))
-            .ok_or(CoordError::NotCoordinator)
-    }
-
-    /// Whether this broker still holds `f`'s shard at `f`'s epoch (the
-    /// coordinator's [`ShardCheck`]).
-    pub fn holds_shard(&self, f: &ShardFence) -> bool {
-        self.shards().holds(f)
     }
 }
 

@@ -14,9 +14,8 @@ use floe_metadata::ids::{BrokerId, Epoch, ShardId, TransactionalId};
 use floe_metadata::txn::{TxnCommand, TxnError, TxnMeta, TxnOp, TxnReply};
 
 use super::CoordError;
-use crate::broker::Broker;
-use crate::owner::TxnCoordination;
-use crate::rpc::{RemoteBroker, routes};
+use super::TxnCoordination;
+use crate::rpc::RemoteBroker;
 
 pub mod proto {
     pub use floe_metadata::api::proto::{TxnInfo, TxnRequest, TxnResponse};
@@ -111,7 +110,7 @@ fn unreachable(e: &crate::error::CallError) -> CoordError {
     CoordError::NotCoordinator
 }
 
-pub(crate) async fn rpc_step(b: Broker, r: proto::TxnRequest) -> proto::StepReply {
+pub(crate) async fn rpc_step(b: impl TxnCoordination, r: proto::TxnRequest) -> proto::StepReply {
     let cmd = match txn_routes::command(r) {
         Ok(c) => c,
         Err(_) => {
@@ -133,7 +132,7 @@ pub(crate) async fn rpc_step(b: Broker, r: proto::TxnRequest) -> proto::StepRepl
     }
 }
 
-pub(crate) async fn rpc_describe(b: Broker, r: proto::TxnId) -> proto::Infos {
+pub(crate) async fn rpc_describe(b: impl TxnCoordination, r: proto::TxnId) -> proto::Infos {
     let id = TransactionalId(r.transactional_id);
     match b.describe_txn(&id).await {
         Ok(t) => proto::Infos {
@@ -147,7 +146,7 @@ pub(crate) async fn rpc_describe(b: Broker, r: proto::TxnId) -> proto::Infos {
     }
 }
 
-pub(crate) async fn rpc_list(b: Broker, _: proto::ListRequest) -> proto::Infos {
+pub(crate) async fn rpc_list(b: impl TxnCoordination, _: proto::ListRequest) -> proto::Infos {
     match b.list_txns().await {
         Ok(all) => proto::Infos {
             failure: None,
@@ -213,6 +212,21 @@ impl TxnCoordination for RemoteBroker {
             .await
             .map_err(|e| unreachable(&e))?;
         infos(r)
+    }
+}
+
+/// The RPC routes of the transaction coordinator.
+pub mod routes {
+    use super::proto as txn;
+    use crate::rpc::routes::{Route, routes};
+
+    routes! {
+        /// A transaction step of a client (InitProducerId with a transactional
+        /// id, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn).
+        TxnStep = "/rpc/txn/step": txn::TxnRequest => txn::StepReply;
+        TxnDescribe = "/rpc/txn/describe": txn::TxnId => txn::Infos;
+        /// The transactions of every shard the broker coordinates.
+        TxnList = "/rpc/txn/list": txn::ListRequest => txn::Infos;
     }
 }
 

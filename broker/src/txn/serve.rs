@@ -10,8 +10,9 @@ use floe_metadata::command::ShardFence;
 use floe_metadata::ids::TransactionalId;
 use floe_metadata::txn::{TxnError, TxnFilter, TxnMeta, TxnOp, TxnReply, TxnState};
 
-use super::{CoordError, MarkerWriter, TxnCoordinator};
-use crate::broker::Broker;
+use super::{CoordError, MarkerSlot, MarkerWriter, TxnCoordinator};
+use crate::coordinator::{ShardCoordinator, ShardTable};
+use crate::partitions::Partitions;
 
 /// How often the timer looks for transactions past their timeout.
 const TIMEOUT_CHECK: Duration = Duration::from_secs(1);
@@ -20,16 +21,65 @@ fn unavailable(e: impl std::fmt::Display) -> CoordError {
     CoordError::Unavailable(e.to_string())
 }
 
-impl Broker {
+/// A broker's transaction coordinator on the coordinator runtime: the
+/// shards it serves, the partitions it reads its clock and view from.
+pub struct TxnService {
+    partitions: Partitions,
+    shards: Arc<ShardTable>,
+    coordinator: Arc<TxnCoordinator>,
+    markers: Arc<MarkerSlot>,
+}
+
+impl std::fmt::Debug for TxnService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TxnService")
+            .field("broker", &self.partitions.id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TxnService {
+    /// The coordinator of `shards`' transactions, its writes fenced by
+    /// them, its markers written by the writer given later
+    /// ([`TxnService::set_marker_writer`]).
+    pub fn new(
+        partitions: Partitions,
+        shards: Arc<ShardTable>,
+        config: super::TxnConfig,
+    ) -> Arc<Self> {
+        let markers = Arc::new(MarkerSlot::default());
+        let holds: super::ShardCheck = {
+            let shards = shards.clone();
+            Arc::new(move |f| shards.holds(f))
+        };
+        let coordinator =
+            TxnCoordinator::new(partitions.meta().clone(), markers.clone(), holds, config);
+        Arc::new(Self {
+            partitions,
+            shards,
+            coordinator,
+            markers,
+        })
+    }
+
     /// This broker's transaction coordinator.
-    pub fn txn_coordinator(&self) -> &Arc<TxnCoordinator> {
-        &self.node.txn
+    pub fn coordinator(&self) -> &Arc<TxnCoordinator> {
+        &self.coordinator
     }
 
     /// Gives the coordinator its marker writer (the partition side's, which
     /// needs this broker). False if one was given already.
     pub fn set_marker_writer(&self, w: Arc<dyn MarkerWriter>) -> bool {
-        self.node.markers.set(w)
+        self.markers.set(w)
+    }
+
+    /// The fence under which this broker coordinates `id`: the id's shard
+    /// and the epoch this broker holds it at. NOT_COORDINATOR when the shard
+    /// is not ours, or our lease may have lapsed.
+    pub fn txn_fence(&self, id: &TransactionalId) -> Result<ShardFence, CoordError> {
+        self.shards
+            .serving_fence(self.shards.shard_of(id.as_str()))
+            .ok_or(CoordError::NotCoordinator)
     }
 
     /// One client step on `id` (InitProducer, AddPartitions, AddGroup,
@@ -45,7 +95,7 @@ impl Broker {
                 ..
             } => TxnOp::InitProducer {
                 timeout_ms,
-                max_timeout_ms: self.node.txn.config().max_timeout_ms,
+                max_timeout_ms: self.coordinator.config().max_timeout_ms,
                 expected,
             },
             TxnOp::Complete { .. } | TxnOp::AbortExpired { .. } => {
@@ -55,18 +105,18 @@ impl Broker {
         };
         let fence = self.txn_fence(id)?;
         let now = floe_metadata::clock::now_ms();
-        self.node.txn.step(fence, id, now, op).await
+        self.coordinator.step(fence, id, now, op).await
     }
 
     /// The transactions of the shards this broker coordinates now.
     pub async fn list_txns(&self) -> Result<Vec<(TransactionalId, TxnMeta)>, CoordError> {
-        let owned = self.owned_shards();
-        if owned.is_empty() || self.check_lease().is_err() {
+        let owned = self.shards.owned();
+        if owned.is_empty() || self.partitions.check_lease().is_err() {
             return Ok(Vec::new());
         }
-        let shards = self.view().current().shard_count();
-        self.inner
-            .meta
+        let shards = self.shards.shard_count();
+        self.partitions
+            .meta()
             .transactions_where(&TxnFilter::shards(shards, owned))
             .await
             .map_err(unavailable)
@@ -77,8 +127,8 @@ impl Broker {
     pub async fn describe_txn(&self, id: &TransactionalId) -> Result<Option<TxnMeta>, CoordError> {
         self.txn_fence(id)?;
         let one = self
-            .inner
-            .meta
+            .partitions
+            .meta()
             .transactions_where(&TxnFilter::id(id.clone()))
             .await
             .map_err(unavailable)?;
@@ -89,96 +139,51 @@ impl Broker {
 /// Every second: the transactions of the shards this broker owns that are
 /// past their timeout are aborted (their producer fenced). Reads nothing
 /// until this coordinator has seen a transaction.
-pub(crate) async fn timeouts(b: Broker) {
-    let partitions = b.partitions().clone();
-    crate::coordinator::timers::every(partitions, TIMEOUT_CHECK, || abort_expired(&b)).await
+pub(crate) async fn timeouts(svc: Arc<TxnService>) {
+    let partitions = svc.partitions.clone();
+    crate::coordinator::timers::every(partitions, TIMEOUT_CHECK, || svc.abort_expired()).await
 }
 
-/// One pass of [`timeouts`].
-async fn abort_expired(b: &Broker) {
-    if !b.node.txn.is_active() || b.owned_shards().is_empty() {
-        crate::metrics::txn_open(0);
-        return;
-    }
-    let shards = b.view().current().shard_count();
-    let owned = TxnFilter::shards(shards, b.owned_shards());
-    let all = match b.inner.meta.transactions_where(&owned).await {
-        Ok(all) => all,
-        Err(e) => {
-            tracing::debug!(error = %e, "reading transactions for their timeouts failed");
+impl TxnService {
+    /// One pass of [`timeouts`].
+    async fn abort_expired(&self) {
+        if !self.coordinator.is_active() || self.shards.owned().is_empty() {
+            crate::metrics::txn_open(0);
             return;
         }
-    };
-    let now = floe_metadata::clock::now_ms();
-    crate::metrics::txn_open(
-        all.iter()
-            .filter(|(_, t)| t.state == TxnState::Ongoing || t.state.is_prepare())
-            .count(),
-    );
-    let mut by_shard: std::collections::HashMap<u32, Vec<(TransactionalId, TxnMeta)>> =
-        Default::default();
-    for (id, t) in all.into_iter().filter(|(_, t)| t.expired(now)) {
-        by_shard
-            .entry(crate::group::shard_of(id.as_str(), shards))
-            .or_default()
-            .push((id, t));
-    }
-    for (shard, txns) in by_shard {
-        if let Some(fence) = b.shards().fence(shard) {
-            b.node.txn.abort_expired(fence, &txns, now).await;
-        }
-    }
-}
-
-/// Transactions on the coordinator runtime: a shard taken over has the
-/// transactions a previous coordinator decided completed.
-pub(crate) struct TxnShards {
-    partitions: crate::partitions::Partitions,
-    shards: Arc<crate::coordinator::ShardTable>,
-    txn: Arc<TxnCoordinator>,
-}
-
-impl TxnShards {
-    pub(crate) fn new(b: &Broker) -> Self {
-        Self {
-            partitions: b.partitions().clone(),
-            shards: b.shards().clone(),
-            txn: b.txn_coordinator().clone(),
-        }
-    }
-
-    /// The transactions of `shard` (taken over at `fence`) whose outcome a
-    /// previous coordinator decided get their markers written and are
-    /// completed. Retried until read, or the shard is no longer ours.
-    async fn resume(
-        partitions: crate::partitions::Partitions,
-        shards: Arc<crate::coordinator::ShardTable>,
-        txn: Arc<TxnCoordinator>,
-        fence: ShardFence,
-    ) {
-        let mut pause = Duration::from_millis(50);
-        loop {
-            if !shards.holds(&fence) || partitions.is_stopping() {
+        let shards = self.shards.shard_count();
+        let owned = TxnFilter::shards(shards, self.shards.owned());
+        let all = match self.partitions.meta().transactions_where(&owned).await {
+            Ok(all) => all,
+            Err(e) => {
+                tracing::debug!(error = %e, "reading transactions for their timeouts failed");
                 return;
             }
-            let mine = TxnFilter::shards(shards.shard_count(), vec![fence.shard.0]);
-            match partitions.meta().transactions_where(&mine).await {
-                Ok(mine) => {
-                    txn.resume(fence, mine);
-                    return;
-                }
-                Err(e) => {
-                    tracing::info!(shard = fence.shard.0, error = %e, "reading the shard's transactions failed; will retry");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(1));
-                }
+        };
+        let now = floe_metadata::clock::now_ms();
+        crate::metrics::txn_open(
+            all.iter()
+                .filter(|(_, t)| t.state == TxnState::Ongoing || t.state.is_prepare())
+                .count(),
+        );
+        let mut by_shard: std::collections::HashMap<u32, Vec<(TransactionalId, TxnMeta)>> =
+            Default::default();
+        for (id, t) in all.into_iter().filter(|(_, t)| t.expired(now)) {
+            by_shard
+                .entry(crate::coordinator::shard_of(id.as_str(), shards))
+                .or_default()
+                .push((id, t));
+        }
+        for (shard, txns) in by_shard {
+            if let Some(fence) = self.shards.fence(shard) {
+                self.coordinator.abort_expired(fence, &txns, now).await;
             }
         }
     }
 }
 
 #[async_trait::async_trait]
-impl crate::coordinator::ShardCoordinator for TxnShards {
+impl ShardCoordinator for TxnService {
     fn name(&self) -> &'static str {
         "transactions"
     }
@@ -188,16 +193,55 @@ impl crate::coordinator::ShardCoordinator for TxnShards {
         Ok(0)
     }
 
+    /// The transactions of the shard a previous coordinator decided get
+    /// their markers written and are completed. Retried until read, or the
+    /// shard is no longer ours.
     fn served(&self, fence: &ShardFence) {
-        tokio::spawn(Self::resume(
+        let (partitions, shards, txn, fence) = (
             self.partitions.clone(),
             self.shards.clone(),
-            self.txn.clone(),
+            self.coordinator.clone(),
             *fence,
-        ));
+        );
+        tokio::spawn(async move {
+            let mut pause = Duration::from_millis(50);
+            loop {
+                if !shards.holds(&fence) || partitions.is_stopping() {
+                    return;
+                }
+                let mine = TxnFilter::shards(shards.shard_count(), vec![fence.shard.0]);
+                match partitions.meta().transactions_where(&mine).await {
+                    Ok(mine) => {
+                        txn.resume(fence, mine);
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::info!(shard = fence.shard.0, error = %e, "reading the shard's transactions failed; will retry");
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_secs(1));
+                    }
+                }
+            }
+        });
     }
 
+    /// Transactions hold no state per shard here.
     fn dropped(&self, _shard: u32) -> usize {
         0
+    }
+}
+
+#[async_trait::async_trait]
+impl super::TxnCoordination for TxnService {
+    async fn txn_step(&self, id: &TransactionalId, op: TxnOp) -> Result<TxnReply, CoordError> {
+        TxnService::txn_step(self, id, op).await
+    }
+
+    async fn describe_txn(&self, id: &TransactionalId) -> Result<Option<TxnMeta>, CoordError> {
+        TxnService::describe_txn(self, id).await
+    }
+
+    async fn list_txns(&self) -> Result<Vec<(TransactionalId, TxnMeta)>, CoordError> {
+        TxnService::list_txns(self).await
     }
 }
