@@ -131,9 +131,7 @@ pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
         .await
         .context("broker")?;
     // The transaction coordinator writes its markers at partitions' owners.
-    broker.set_marker_writer(Arc::new(floe_broker::txn::markers::OwnerMarkers::new(
-        &broker,
-    )));
+    broker.set_marker_writer(Arc::new(broker.owner_markers()));
     let b = broker.clone();
     let rpc_limits = args.http.limits(floe_broker::rpc::MAX_BODY_BYTES);
     let rpc_task = tokio::spawn(async move {

@@ -102,9 +102,7 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
         .await
         .context("broker")?;
     // The transaction coordinator writes its markers at partitions' owners.
-    broker.set_marker_writer(Arc::new(floe_broker::txn::markers::OwnerMarkers::new(
-        &broker,
-    )));
+    broker.set_marker_writer(Arc::new(broker.owner_markers()));
 
     let ctx = args.proxy.context(
         1,

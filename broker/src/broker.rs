@@ -20,14 +20,14 @@ pub use crate::partitions::{Acks, FetchData, OffsetAnswer, OffsetSpec, PendingPr
 /// The coordinators of a broker, and what they share.
 pub(crate) struct Node {
     /// The consumer groups of the coordinator shards this broker owns.
-    pub groups: Arc<crate::group::GroupCoordinator>,
+    pub groups: Arc<crate::group::GroupService>,
     /// Coordinator shards owned, with their epochs.
     pub shards: Arc<ShardTable>,
     /// The transaction coordinator of the shards this broker owns.
     pub txn: Arc<crate::txn::TxnService>,
     /// Share groups (KIP-932): the groups of its coordinator shards and the
     /// share-partitions of its partitions.
-    pub share: crate::share::ShareService,
+    pub share: crate::share::ShareNode,
     /// Clients of the other brokers this one calls (markers, share
     /// releases), one per address.
     pub peers: Arc<crate::rpc::Peers>,
@@ -64,38 +64,12 @@ struct Heard {
 impl crate::partitions::Listener for Heard {
     fn partition_dropped(&self, key: &floe_storage::PartitionKey) {
         if let Some(node) = self.node.upgrade() {
-            node.share.forget_partition(key);
+            node.share.service().forget_partition(key);
         }
     }
 
     fn lease_revalidated(&self, view: &floe_metadata::model::ClusterView) -> (usize, usize) {
         self.runtime.revalidate(view)
-    }
-}
-
-/// Consumer groups on the coordinator runtime.
-struct GroupShards {
-    groups: Arc<crate::group::GroupCoordinator>,
-    meta: Arc<dyn MetaApi>,
-}
-
-#[async_trait::async_trait]
-impl ShardCoordinator for GroupShards {
-    fn name(&self) -> &'static str {
-        "groups"
-    }
-
-    fn taking(&self, fence: &floe_metadata::command::ShardFence) {
-        self.groups.shard_taken(fence.shard.0, fence.epoch.0);
-    }
-
-    async fn load(&self, fence: &floe_metadata::command::ShardFence) -> Result<usize, String> {
-        let records = crate::group_store::load_shard(self.meta.as_ref(), fence.shard.0).await?;
-        Ok(self.groups.load_shard(fence.shard.0, records))
-    }
-
-    fn dropped(&self, shard: u32) -> usize {
-        self.groups.drop_shard(shard)
     }
 }
 
@@ -116,7 +90,7 @@ impl Broker {
         let partitions = Partitions::start(cfg, meta.clone(), pool, view).await?;
         let groups = Arc::new(
             crate::group::GroupCoordinator::new(group_config).with_store(Arc::new(
-                crate::group_store::MetaGroupStore {
+                crate::group::store::MetaGroupStore {
                     meta: meta.clone(),
                     broker: broker_id,
                 },
@@ -124,27 +98,30 @@ impl Broker {
         );
         let shards = Arc::new(ShardTable::new(partitions.clone()));
         let txn = crate::txn::TxnService::new(partitions.clone(), shards.clone(), txn_config);
+        let peers: Arc<crate::rpc::Peers> = Arc::default();
+        let group_service =
+            crate::group::GroupService::new(partitions.clone(), shards.clone(), groups.clone());
         let node = Arc::new(Node {
-            groups: groups.clone(),
+            groups: group_service.clone(),
             shards: shards.clone(),
             txn: txn.clone(),
-            share: crate::share::ShareService::new(
-                crate::share::ShareConfig {
-                    max_delayed: max_parked,
-                    ..crate::share::ShareConfig::default()
-                },
-                crate::share::ShareGroupConfig::default(),
+            share: crate::share::ShareNode::new(
+                partitions.clone(),
+                shards.clone(),
+                groups.clone(),
+                crate::share::ShareService::new(
+                    crate::share::ShareConfig {
+                        max_delayed: max_parked,
+                        ..crate::share::ShareConfig::default()
+                    },
+                    crate::share::ShareGroupConfig::default(),
+                ),
+                peers.clone(),
             ),
-            peers: Arc::default(),
+            peers,
         });
         let b = Broker { partitions, node };
-        let coordinators: Vec<Arc<dyn ShardCoordinator>> = vec![
-            Arc::new(GroupShards {
-                groups,
-                meta: meta.clone(),
-            }),
-            txn.clone(),
-        ];
+        let coordinators: Vec<Arc<dyn ShardCoordinator>> = vec![group_service.clone(), txn.clone()];
         let runtime = Arc::new(Runtime::new(b.partitions.clone(), shards, coordinators));
         b.partitions.set_listener(Arc::new(Heard {
             runtime: runtime.clone(),
@@ -152,8 +129,8 @@ impl Broker {
         }));
         tokio::spawn(runtime.run());
         tokio::spawn(crate::txn::serve::timeouts(txn));
-        tokio::spawn(crate::share::rpc::sweep_members(b.clone()));
-        tokio::spawn(forget_idle_groups(b.clone()));
+        tokio::spawn(crate::share::rpc::sweep_members(b.node.share.clone()));
+        tokio::spawn(group_service.forget_idle_groups());
         Ok(b)
     }
 
@@ -168,12 +145,7 @@ impl Broker {
         group_id: &str,
         shard_count: u32,
     ) -> std::result::Result<&crate::group::GroupCoordinator, crate::group::GroupError> {
-        let shard = crate::coordinator::shard_of(group_id, shard_count);
-        if self.node.shards.serves(shard) {
-            Ok(&self.node.groups)
-        } else {
-            Err(crate::group::GroupError::NotCoordinator)
-        }
+        self.node.groups.coordinator_at(group_id, shard_count)
     }
 
     /// The coordinator shards this broker serves now.
@@ -202,9 +174,20 @@ impl Broker {
         self.node.txn.set_marker_writer(w)
     }
 
+    /// The marker writer of this broker's transaction coordinator: at the
+    /// partition here, or at its owner over the RPC.
+    pub fn owner_markers(&self) -> crate::txn::markers::OwnerMarkers {
+        crate::txn::markers::OwnerMarkers::new(&self.partitions, self.node.peers.clone())
+    }
+
+    /// This broker's share groups.
+    pub fn share(&self) -> &crate::share::ShareNode {
+        &self.node.share
+    }
+
     /// The coordinator of every shard this broker owns (ListGroups).
     pub fn groups(&self) -> &crate::group::GroupCoordinator {
-        &self.node.groups
+        self.node.groups.coordinator()
     }
 
     /// How long a drained broker keeps answering before it stops (see
@@ -281,19 +264,4 @@ impl Broker {
             let _ = tokio::time::timeout(Duration::from_millis(50), rx.changed()).await;
         }
     }
-}
-
-/// Every `retention_check_interval`: groups with nothing left (Empty, no
-/// offsets; consumer groups without members) are forgotten, as Kafka's
-/// offset expiry does.
-async fn forget_idle_groups(b: Broker) {
-    let every = b.config().retention_check_interval;
-    crate::coordinator::timers::every(b.partitions.clone(), every, || {
-        let idle = b.node.groups.remove_idle_groups();
-        if idle > 0 {
-            tracing::debug!(groups = idle, "idle groups forgotten");
-        }
-        std::future::ready(())
-    })
-    .await
 }

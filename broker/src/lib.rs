@@ -19,9 +19,6 @@ pub mod config;
 pub mod coordinator;
 pub mod error;
 pub mod group;
-mod group_commit;
-pub mod group_rpc;
-mod group_store;
 mod metrics;
 pub mod owner;
 pub mod partitions;
@@ -31,6 +28,10 @@ pub mod share;
 pub mod txn;
 
 pub use partitions::{delayed, log, producer};
+
+/// The group coordinator's RPC (its routes, handlers and protobuf), by
+/// its old path.
+pub use group::rpc as group_rpc;
 
 pub use broker::{Acks, Broker, FetchData, OffsetAnswer, OffsetSpec, PendingProduce, ProduceOk};
 pub use config::{BrokerConfig, LogConfig};

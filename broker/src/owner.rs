@@ -19,6 +19,7 @@ use floe_storage::PartitionKey;
 
 use crate::broker::{Acks, Broker, FetchData, OffsetAnswer, OffsetSpec, PendingProduce};
 use crate::error::CallError;
+pub use crate::group::Coordinator;
 use crate::group::consumer::{
     ConsumerGroupDescription, ConsumerHeartbeat, ConsumerHeartbeatAnswer, TopicMeta,
 };
@@ -29,60 +30,6 @@ use crate::group::{
 pub use crate::partitions::PartitionOwner;
 use crate::txn::CoordError;
 pub use crate::txn::TxnCoordination;
-
-/// The coordinator of a group (the broker that owns the group's shard).
-#[async_trait::async_trait]
-pub trait Coordinator: Send + Sync + std::fmt::Debug {
-    async fn join_group(&self, p: JoinParams) -> JoinResult;
-
-    async fn sync_group(&self, p: SyncParams) -> SyncResult;
-
-    async fn heartbeat(
-        &self,
-        group_id: &str,
-        generation_id: i32,
-        member_id: &str,
-        group_instance_id: Option<&str>,
-    ) -> Result<(), GroupError>;
-
-    /// OffsetCommit: checks the member, then stores the offsets in the
-    /// metadata fenced by the group's shard epoch this coordinator holds (a
-    /// coordinator whose shard moved gets NOT_COORDINATOR, and can never
-    /// move offsets back). One result per offset, in order:
-    /// OFFSET_METADATA_TOO_LARGE above `offset.metadata.max.bytes`,
-    /// UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist
-    /// (neither is stored).
-    async fn commit_offsets(
-        &self,
-        p: CommitParams,
-    ) -> Result<Vec<Result<(), GroupError>>, GroupError>;
-
-    async fn leave_group(
-        &self,
-        group_id: &str,
-        members: &[(String, Option<String>)],
-    ) -> Result<Vec<Result<(), GroupError>>, GroupError>;
-
-    async fn describe_group(&self, group_id: &str) -> GroupDescription;
-
-    /// Deletes the group's membership state (the caller deletes its offsets).
-    async fn delete_group(&self, group_id: &str) -> Result<(), GroupError>;
-
-    /// The groups of every shard this broker coordinates (ListGroups).
-    async fn list_groups(&self, states: &[String]) -> Vec<GroupListing>;
-
-    /// ConsumerGroupHeartbeat (KIP-848).
-    async fn consumer_heartbeat(
-        &self,
-        hb: ConsumerHeartbeat,
-    ) -> Result<ConsumerHeartbeatAnswer, GroupError>;
-
-    /// ConsumerGroupDescribe of one group.
-    async fn consumer_describe(
-        &self,
-        group_id: &str,
-    ) -> Result<ConsumerGroupDescription, GroupError>;
-}
 
 #[async_trait::async_trait]
 impl TxnCoordination for Broker {
@@ -99,54 +46,19 @@ impl TxnCoordination for Broker {
     }
 }
 
-/// How long a join waits for the group's configs before it goes on with
-/// the session timeout the member asked for.
-const GROUP_CONFIGS_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-
-impl Broker {
-    /// The group's `consumer.session.timeout.ms` if set on it (a group
-    /// config, `floe_metadata::group_config`): it then replaces the session
-    /// timeout members join with. `None` when it is not set, or when the
-    /// metadata service does not answer within [`GROUP_CONFIGS_WAIT`].
-    async fn group_session_timeout_ms(&self, group_id: &str) -> Option<i32> {
-        let asked = self.meta().group_configs(group_id);
-        match tokio::time::timeout(GROUP_CONFIGS_WAIT, asked).await {
-            Ok(Ok(configs)) => configs
-                .consumer_session_timeout_ms()
-                .and_then(|ms| i32::try_from(ms).ok()),
-            Ok(Err(e)) => {
-                tracing::debug!(group = %group_id, error = %e, "group configs not read");
-                None
-            }
-            Err(_) => {
-                tracing::debug!(group = %group_id, "group configs not read in time");
-                None
-            }
-        }
-    }
-
-    /// The group's coordinator if this broker owns the group's shard now.
-    fn coordinator_of(
-        &self,
-        group_id: &str,
-    ) -> Result<&crate::group::GroupCoordinator, GroupError> {
-        self.coordinator(group_id, self.view().current().shard_count())
-    }
-}
-
 /// The local coordinator answers only for the shards this broker owns now
 /// (NOT_COORDINATOR otherwise), as it does over the RPC.
 #[async_trait::async_trait]
 impl Coordinator for Broker {
     async fn join_group(&self, mut p: JoinParams) -> JoinResult {
-        match self.coordinator_of(&p.group_id) {
+        match self.node.groups.coordinator_of(&p.group_id) {
             Ok(c) => {
                 // One id namespace: a share group's id is refused.
-                let kind = self.kind_or_live(&p.group_id).await;
+                let kind = self.share().kind_or_live(&p.group_id).await;
                 if let Some(e) = crate::share::namespace::refusal_of_share(kind, true) {
                     return JoinResult::failed(p.member_id, e);
                 }
-                if let Some(ms) = self.group_session_timeout_ms(&p.group_id).await {
+                if let Some(ms) = self.node.groups.session_timeout_ms(&p.group_id).await {
                     p.session_timeout_ms = ms;
                 }
                 c.join_group(p).await
@@ -156,7 +68,7 @@ impl Coordinator for Broker {
     }
 
     async fn sync_group(&self, p: SyncParams) -> SyncResult {
-        match self.coordinator_of(&p.group_id) {
+        match self.node.groups.coordinator_of(&p.group_id) {
             Ok(c) => c.sync_group(p).await,
             Err(e) => SyncResult::failed(e),
         }
@@ -169,7 +81,7 @@ impl Coordinator for Broker {
         member_id: &str,
         group_instance_id: Option<&str>,
     ) -> Result<(), GroupError> {
-        self.coordinator_of(group_id)?.heartbeat(
+        self.node.groups.coordinator_of(group_id)?.heartbeat(
             group_id,
             generation_id,
             member_id,
@@ -181,7 +93,21 @@ impl Coordinator for Broker {
         &self,
         p: CommitParams,
     ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
-        crate::group_commit::commit_offsets(self, p).await
+        let groups = self.node.groups.coordinator_of(&p.group_id)?;
+        // One id namespace: a share group's stored offsets are its share
+        // state, never a commit (Kafka answers GROUP_ID_NOT_FOUND). A
+        // member's commit is of a classic or consumer group (their joins
+        // refuse share groups); an admin's (no generation) is checked
+        // against what is stored too.
+        let kind = if p.generation_id < 0 {
+            self.share().kind_or_live(&p.group_id).await
+        } else {
+            self.share().live_kind(&p.group_id)
+        };
+        if kind == Some(crate::share::GroupKind::Share) {
+            return Err(GroupError::GroupIdNotFound);
+        }
+        self.node.groups.commit_offsets(groups, p).await
     }
 
     async fn leave_group(
@@ -189,12 +115,14 @@ impl Coordinator for Broker {
         group_id: &str,
         members: &[(String, Option<String>)],
     ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
-        self.coordinator_of(group_id)?
+        self.node
+            .groups
+            .coordinator_of(group_id)?
             .leave_group(group_id, members)
     }
 
     async fn describe_group(&self, group_id: &str) -> GroupDescription {
-        match self.coordinator_of(group_id) {
+        match self.node.groups.coordinator_of(group_id) {
             Ok(c) => c.describe_group(group_id),
             Err(e) => GroupDescription::failed(e, group_id),
         }
@@ -202,6 +130,8 @@ impl Coordinator for Broker {
 
     async fn delete_group(&self, group_id: &str) -> Result<(), GroupError> {
         match self
+            .node
+            .groups
             .coordinator_of(group_id)?
             .delete_groups(&[group_id.to_string()])
             .pop()
@@ -219,13 +149,13 @@ impl Coordinator for Broker {
         &self,
         hb: ConsumerHeartbeat,
     ) -> Result<ConsumerHeartbeatAnswer, GroupError> {
-        let c = self.coordinator_of(&hb.group_id)?;
+        let c = self.node.groups.coordinator_of(&hb.group_id)?;
         // One id namespace: a share group's id is refused (its stored
         // state is read only for a join of a group not in memory).
         let kind = if hb.member_epoch == 0 {
-            self.kind_or_live(&hb.group_id).await
+            self.share().kind_or_live(&hb.group_id).await
         } else {
-            self.live_kind(&hb.group_id)
+            self.share().live_kind(&hb.group_id)
         };
         if let Some(e) = crate::share::namespace::refusal_of_share(kind, false) {
             return Err(e);
@@ -244,7 +174,10 @@ impl Coordinator for Broker {
         &self,
         group_id: &str,
     ) -> Result<ConsumerGroupDescription, GroupError> {
-        self.coordinator_of(group_id)?.consumer_describe(group_id)
+        self.node
+            .groups
+            .coordinator_of(group_id)?
+            .consumer_describe(group_id)
     }
 }
 

@@ -70,7 +70,7 @@ macro_rules! serve {
 
 /// The RPC routes of a broker.
 pub fn router(broker: Broker) -> Router {
-    use crate::group_rpc as g;
+    use crate::group::rpc as g;
     use crate::rpc as p;
     use crate::share::{admin as sa, rpc as s};
     use crate::txn::rpc as t;
@@ -114,15 +114,39 @@ pub fn router(broker: Broker) -> Router {
     });
     let r = serve!(r, g::routes::ConsumerBeat, g::rpc_consumer_beat);
     let r = serve!(r, g::routes::ConsumerDescribe, g::rpc_consumer_describe);
-    let r = serve!(r, s::routes::ShareFetch, s::rpc_fetch);
-    let r = serve!(r, s::routes::ShareAck, s::rpc_ack);
-    let r = serve!(r, s::routes::ShareRelease, s::rpc_release);
-    let r = serve!(r, s::routes::ShareHeartbeat, s::rpc_heartbeat);
-    let r = serve!(r, s::routes::ShareDescribe, s::rpc_describe);
-    let r = serve!(r, sa::routes::ShareReset, sa::rpc_reset);
-    let r = serve!(r, sa::routes::ShareGroups, sa::rpc_groups);
-    let r = serve!(r, sa::routes::ShareCheck, sa::rpc_check);
-    let r = serve!(r, sa::routes::ShareDeleteGroup, sa::rpc_delete_group);
+    let r = serve!(r, s::routes::ShareFetch, |b: Broker, req| s::rpc_fetch(
+        b.share().clone(),
+        req
+    ));
+    let r = serve!(r, s::routes::ShareAck, |b: Broker, req| s::rpc_ack(
+        b.share().clone(),
+        req
+    ));
+    let r = serve!(r, s::routes::ShareRelease, |b: Broker, req| s::rpc_release(
+        b.share().clone(),
+        req
+    ));
+    let r = serve!(r, s::routes::ShareHeartbeat, |b: Broker, req| {
+        s::rpc_heartbeat(b.share().clone(), req)
+    });
+    let r = serve!(r, s::routes::ShareDescribe, |b: Broker, req| {
+        s::rpc_describe(b.share().clone(), req)
+    });
+    let r = serve!(r, sa::routes::ShareReset, |b: Broker, req| sa::rpc_reset(
+        b.share().clone(),
+        req
+    ));
+    let r = serve!(r, sa::routes::ShareGroups, |b: Broker, req| sa::rpc_groups(
+        b.share().clone(),
+        req
+    ));
+    let r = serve!(r, sa::routes::ShareCheck, |b: Broker, req| sa::rpc_check(
+        b.share().clone(),
+        req
+    ));
+    let r = serve!(r, sa::routes::ShareDeleteGroup, |b: Broker, req| {
+        sa::rpc_delete_group(b.share().clone(), req)
+    });
     r.layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(broker)
 }
@@ -143,7 +167,7 @@ mod tests {
     fn every_path_is_unique_and_under_rpc() {
         let all = [
             crate::rpc::routes::ALL_PATHS,
-            crate::group_rpc::routes::ALL_PATHS,
+            crate::group::rpc::routes::ALL_PATHS,
             crate::txn::rpc::routes::ALL_PATHS,
             crate::share::rpc::routes::ALL_PATHS,
             crate::share::admin::routes::ALL_PATHS,

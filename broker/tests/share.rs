@@ -108,6 +108,7 @@ async fn a_member_leaving_at_its_coordinator_releases_its_records_at_another_own
         rack_id: None,
     };
     let epoch = other
+        .share()
         .share_heartbeat(&group, &join, &settings)
         .await
         .unwrap()
@@ -119,6 +120,7 @@ async fn a_member_leaving_at_its_coordinator_releases_its_records_at_another_own
         settings: settings.clone(),
     };
     let got = owner
+        .share()
         .share_fetch(&call(&leaver), 10, 1 << 20)
         .await
         .unwrap();
@@ -133,6 +135,7 @@ async fn a_member_leaving_at_its_coordinator_releases_its_records_at_another_own
     };
     assert!(epoch > 0);
     other
+        .share()
         .share_heartbeat(&group, &leave, &settings)
         .await
         .unwrap();
@@ -141,7 +144,11 @@ async fn a_member_leaving_at_its_coordinator_releases_its_records_at_another_own
     let taker = MemberId::new("taker");
     let started = Instant::now();
     loop {
-        let got = owner.share_fetch(&call(&taker), 10, 1 << 20).await.unwrap();
+        let got = owner
+            .share()
+            .share_fetch(&call(&taker), 10, 1 << 20)
+            .await
+            .unwrap();
         if let Some(a) = got.acquired.first() {
             assert_eq!((a.first.0, a.last.0, a.delivery_count), (0, 2, 2));
             break;
@@ -163,20 +170,25 @@ async fn a_share_state_is_deleted_only_by_the_owner_at_the_epoch_it_holds() {
     let t = env.create_topic("queue", 1, &[]).await;
     let key = PartitionKey::new(t, 0);
     let b = served_broker(&env, 1).await;
-    let epoch = eventually(|| b.owned_epoch(&key)).await;
+    let epoch = eventually(|| b.share().owned_epoch(&key)).await;
     let state = ShareSnapshot {
         start: floe_types::Offset(7),
         ..ShareSnapshot::default()
     };
-    b.save("sg", &key, epoch, &state).await.unwrap();
+    b.share().save("sg", &key, epoch, &state).await.unwrap();
 
     // Not at the epoch the partition is held at (as an owner paused past
     // a move would send): refused, and the state stays.
-    let refused = b.forget("sg", &key, epoch + 1).await;
+    let refused = b.share().forget("sg", &key, epoch + 1).await;
     assert!(refused.is_err(), "{refused:?}");
-    let kept = b.load("sg", &key).await.unwrap().expect("state kept");
+    let kept = b
+        .share()
+        .load("sg", &key)
+        .await
+        .unwrap()
+        .expect("state kept");
     assert_eq!(kept.start, floe_types::Offset(7));
 
-    b.forget("sg", &key, epoch).await.unwrap();
-    assert!(b.load("sg", &key).await.unwrap().is_none());
+    b.share().forget("sg", &key, epoch).await.unwrap();
+    assert!(b.share().load("sg", &key).await.unwrap().is_none());
 }

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use floe_broker::txn::markers::OwnerMarkers;
 use floe_broker::txn::{Holding, Marker, MarkerError, MarkerWriter, TxnConfig, TxnCoordinator};
 use floe_broker::{Acks, Broker, ErrorKind, OffsetSpec, PartitionOwner, RemoteBroker};
 use floe_metadata::command::ShardFence;
@@ -75,7 +74,7 @@ fn coordinator_at(b: &Broker) -> Arc<TxnCoordinator> {
     let holder = b.clone();
     TxnCoordinator::new(
         b.meta().clone(),
-        Arc::new(OwnerMarkers::new(b)),
+        Arc::new(b.owner_markers()),
         Arc::new(move |f| holder.shards().holds(f)),
         TxnConfig::default(),
     )
@@ -201,10 +200,7 @@ async fn committed_and_aborted_transactions_on_a_partition_and_its_next_owner() 
         commit: true,
         coordinator_epoch: fence.epoch,
     };
-    OwnerMarkers::new(&b)
-        .write_marker(key, again)
-        .await
-        .unwrap();
+    b.owner_markers().write_marker(key, again).await.unwrap();
     assert_eq!(
         b.partitions()
             .list_offset(&key, OffsetSpec::Latest)
@@ -329,7 +325,7 @@ async fn committed_and_aborted_transactions_on_a_partition_and_its_next_owner() 
     // A partition that does not exist: nothing to mark.
     let gone = PartitionKey::new(TopicId(uuid::Uuid::new_v4()), 0);
     assert_eq!(
-        OwnerMarkers::new(&b2).write_marker(gone, abort).await,
+        b2.owner_markers().write_marker(gone, abort).await,
         Err(MarkerError::Gone)
     );
     // Client batches may not be control batches.
@@ -496,7 +492,8 @@ async fn a_marker_reaches_the_owner_on_another_broker() {
     assert_eq!(lso(&owner, &key).await, 0);
     // Asked from the broker that does not own the partition: all there.
     assert!(matches!(
-        OwnerMarkers::new(&other)
+        other
+            .owner_markers()
             .durable(key, producer.producer_id)
             .await
             .unwrap(),
@@ -508,7 +505,8 @@ async fn a_marker_reaches_the_owner_on_another_broker() {
         commit: true,
         coordinator_epoch: fence.epoch,
     };
-    OwnerMarkers::new(&other)
+    other
+        .owner_markers()
         .write_marker(key, commit)
         .await
         .unwrap();
@@ -555,7 +553,7 @@ async fn a_marker_goes_at_once_unless_flushes_are_paced() {
             commit: true,
             coordinator_epoch: fence.epoch,
         };
-        let writer = OwnerMarkers::new(&b);
+        let writer = b.owner_markers();
         let write = writer.write_marker(key, marker);
         tokio::pin!(write);
         if paced {

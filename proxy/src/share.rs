@@ -268,7 +268,7 @@ impl Context {
     /// The coordinator of a share group: its shard's owner.
     fn share_coordinator(&self, group: &str) -> Result<Arc<dyn ShareCoordinator>, ResponseError> {
         match self.shard_owner(group) {
-            Ok(crate::groups::ShardOwner::Local(b)) => Ok(Arc::new(b)),
+            Ok(crate::groups::ShardOwner::Local(b)) => Ok(Arc::new(b.share().clone())),
             Ok(crate::groups::ShardOwner::Remote(r)) => Ok(r),
             Err(_) => Err(ResponseError::NotCoordinator),
         }
@@ -281,7 +281,7 @@ impl Context {
         key: &PartitionKey,
     ) -> Result<Arc<dyn ShareOwner>, i16> {
         match self.owner_of(snap, key) {
-            Ok(crate::groups::ShardOwner::Local(b)) => Ok(Arc::new(b)),
+            Ok(crate::groups::ShardOwner::Local(b)) => Ok(Arc::new(b.share().clone())),
             Ok(crate::groups::ShardOwner::Remote(r)) => Ok(r),
             Err(e) => Err(call_code(&e.into())),
         }

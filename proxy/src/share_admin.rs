@@ -85,7 +85,7 @@ impl Context {
         group: &str,
     ) -> Result<Arc<dyn ShareGroupAdmin>, ShareGroupError> {
         match self.shard_owner(group) {
-            Ok(ShardOwner::Local(b)) => Ok(Arc::new(b)),
+            Ok(ShardOwner::Local(b)) => Ok(Arc::new(b.share().clone())),
             Ok(ShardOwner::Remote(r)) => Ok(r),
             Err(_) => Err(ShareGroupError::NotCoordinator),
         }
@@ -108,7 +108,7 @@ impl Context {
         key: &PartitionKey,
     ) -> Result<Arc<dyn SharePartitionAdmin>, i16> {
         match self.owner_of(snap, key) {
-            Ok(ShardOwner::Local(b)) => Ok(Arc::new(b)),
+            Ok(ShardOwner::Local(b)) => Ok(Arc::new(b.share().clone())),
             Ok(ShardOwner::Remote(r)) => Ok(r),
             Err(e) => Err(call_code(&e.into())),
         }
@@ -292,7 +292,7 @@ impl Context {
         let mut listed: BTreeMap<String, ShareGroupState> = BTreeMap::new();
         for (_, owner) in self.shard_owners(snap, named) {
             let admin: Arc<dyn ShareGroupAdmin> = match owner {
-                ShardOwner::Local(b) => Arc::new(b),
+                ShardOwner::Local(b) => Arc::new(b.share().clone()),
                 ShardOwner::Remote(r) => r,
             };
             match admin.share_groups().await {

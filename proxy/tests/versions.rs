@@ -1643,7 +1643,7 @@ async fn read_committed_fetches_stop_at_the_last_stable_offset() {
     let holder = b.clone();
     let coord = floe_broker::txn::TxnCoordinator::new(
         b.meta().clone(),
-        Arc::new(floe_broker::txn::markers::OwnerMarkers::new(b)),
+        Arc::new(b.owner_markers()),
         Arc::new(move |f| holder.shards().holds(f)),
         Default::default(),
     );

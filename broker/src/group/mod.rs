@@ -22,11 +22,16 @@
 //! per group that exists only while the group has something to time out.
 
 pub mod assignor;
+mod calls;
+pub(crate) mod commit;
 pub mod consumer;
 mod handle;
 mod member;
 mod record;
+pub mod rpc;
+pub mod service;
 mod state;
+pub(crate) mod store;
 mod types;
 
 #[cfg(test)]
@@ -43,7 +48,9 @@ use consumer::{
 use handle::GroupHandle;
 use state::{Group, Outcome};
 
+pub use calls::Coordinator;
 pub use record::{GroupRecord, GroupStore, RecordError};
+pub use service::GroupService;
 pub use types::{
     CommitParams, DEFAULT_OFFSET_METADATA_MAX_BYTES, DescribedMember, GroupConfig,
     GroupDescription, GroupError, GroupListing, GroupState, GroupType, JoinMember, JoinParams,

@@ -349,12 +349,11 @@ pub(crate) fn bad(e: impl std::fmt::Display) -> Response {
 /// stored, so the caller may send it again elsewhere. A produce answered
 /// without it was sequenced, and only its body (the acknowledgement) is
 /// still to come.
+pub const ANSWERED_NOW: &str = "floe-answered-now";
 
 /// Largest RPC request body: a produce of the largest Kafka request
 /// (100 MiB) with room for its framing.
 pub const MAX_BODY_BYTES: usize = 128 * 1024 * 1024;
-
-pub const ANSWERED_NOW: &str = "floe-answered-now";
 
 /// What a handler answers: its reply now, or (a produce) the headers now
 /// and the reply as the body once it is ready.

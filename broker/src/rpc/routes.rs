@@ -1,6 +1,6 @@
 //! The routes of the broker's internal RPC that reach a partition's owner,
 //! and the [`Route`] trait and `routes!` macro every coordinator defines its
-//! own routes with (`group_rpc::routes`, `txn::rpc::routes`,
+//! own routes with (`group::rpc::routes`, `txn::rpc::routes`,
 //! `share::rpc::routes`, `share::admin::routes`), each defined once: its
 //! path, its request and its reply. The server (`server::router`) registers handlers
 //! by these types and [`super::RemoteBroker`] calls by them, so a path is

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use super::group::{ShareGroupError, ShareGroupState};
 use super::namespace::GroupKind;
+use super::node::ShareNode;
 use super::rpc::{ShareCall, call_from, call_msg, group_error_code, group_error_from};
-use crate::broker::Broker;
 use crate::error::{BrokerError, CallError, ErrorKind};
 use crate::rpc::{RemoteBroker, from_proto, to_proto};
 
@@ -139,27 +139,25 @@ fn kind_from(code: u32) -> Option<GroupKind> {
 // The broker's side.
 
 #[async_trait::async_trait]
-impl ShareGroupAdmin for Broker {
+impl ShareGroupAdmin for ShareNode {
     async fn share_groups(&self) -> Result<Vec<ShareGroupListing>, ShareGroupError> {
-        let shards = self.view().current().shard_count();
+        let shards = self.partitions.view().current().shard_count();
         Ok(self
-            .node
-            .share
+            .service
             .groups()
             .into_iter()
-            .filter(|(id, _)| self.coordinator(id, shards).is_ok())
+            .filter(|(id, _)| self.coordinator_of(id, shards))
             .map(|(group_id, state)| ShareGroupListing { group_id, state })
             .collect())
     }
 
     async fn share_check_empty(&self, group: &str) -> Result<Option<GroupKind>, ShareGroupError> {
         self.share_coordinator_check(group)?;
-        for member in self.node.share.expire_group(group, &self.share_topics()) {
+        for member in self.service.expire_group(group, &self.share_topics()) {
             self.release_elsewhere(group, member);
         }
         if self
-            .node
-            .share
+            .service
             .groups()
             .iter()
             .any(|(id, state)| id == group && *state != ShareGroupState::Empty)
@@ -176,24 +174,23 @@ impl ShareGroupAdmin for Broker {
         if super::namespace::refuses_share(self.live_kind(group)) {
             return Err(ShareGroupError::NotShareGroup);
         }
-        for member in self.node.share.expire_group(group, &self.share_topics()) {
+        for member in self.service.expire_group(group, &self.share_topics()) {
             self.release_elsewhere(group, member);
         }
-        self.node.share.delete_group(group)
+        self.service.delete_group(group)
     }
 }
 
 #[async_trait::async_trait]
-impl SharePartitionAdmin for Broker {
+impl SharePartitionAdmin for ShareNode {
     async fn share_reset(
         &self,
         call: &ShareCall,
         to: Option<i64>,
     ) -> Result<Option<i64>, CallError> {
-        self.node
-            .share
+        self.service
             .reset(
-                self.partitions(),
+                &self.partitions,
                 self,
                 &call.settings,
                 &call.group,
@@ -206,7 +203,7 @@ impl SharePartitionAdmin for Broker {
 
 // The server's handlers.
 
-pub(crate) async fn rpc_reset(b: Broker, r: proto::ResetRequest) -> proto::ResetResponse {
+pub(crate) async fn rpc_reset(b: ShareNode, r: proto::ResetRequest) -> proto::ResetResponse {
     let failed = |e: &BrokerError| proto::ResetResponse {
         error: Some(to_proto(e)),
         ..Default::default()
@@ -226,7 +223,7 @@ pub(crate) async fn rpc_reset(b: Broker, r: proto::ResetRequest) -> proto::Reset
     }
 }
 
-pub(crate) async fn rpc_groups(b: Broker, _: proto::GroupsRequest) -> proto::GroupsResponse {
+pub(crate) async fn rpc_groups(b: ShareNode, _: proto::GroupsRequest) -> proto::GroupsResponse {
     match b.share_groups().await {
         Ok(groups) => proto::GroupsResponse {
             error: 0,
@@ -245,7 +242,7 @@ pub(crate) async fn rpc_groups(b: Broker, _: proto::GroupsRequest) -> proto::Gro
     }
 }
 
-pub(crate) async fn rpc_check(b: Broker, r: proto::GroupRequest) -> proto::CheckResponse {
+pub(crate) async fn rpc_check(b: ShareNode, r: proto::GroupRequest) -> proto::CheckResponse {
     match b.share_check_empty(&r.group).await {
         Ok(kind) => proto::CheckResponse {
             error: 0,
@@ -258,7 +255,10 @@ pub(crate) async fn rpc_check(b: Broker, r: proto::GroupRequest) -> proto::Check
     }
 }
 
-pub(crate) async fn rpc_delete_group(b: Broker, r: proto::GroupRequest) -> proto::DeleteResponse {
+pub(crate) async fn rpc_delete_group(
+    b: ShareNode,
+    r: proto::GroupRequest,
+) -> proto::DeleteResponse {
     proto::DeleteResponse {
         error: match b.share_delete_group(&r.group).await {
             Ok(()) => 0,

@@ -23,10 +23,11 @@ use floe_storage::batch::{BatchView, Compression};
 use floe_storage::records::{DEFAULT_MAX_DECOMPRESSED, Record, RecordSpec, decode_records};
 use floe_types::{Offset, TopicId};
 
+use super::node::ShareNode;
 use super::partition::DeadLetter;
-use crate::broker::{Acks, Broker};
 use crate::error::{BrokerError, CallError, ErrorKind};
-use crate::owner::PartitionOwner;
+use crate::partitions::Acks;
+use crate::partitions::PartitionOwner;
 use crate::rpc::RemoteBroker;
 
 /// The headers Floe adds to a dead-lettered record.
@@ -200,9 +201,10 @@ impl Peers {
 /// A broker reaches a dead-letter partition as a proxy reaches a
 /// partition's owner: itself when it owns it, else over the RPC.
 #[async_trait::async_trait]
-impl DeadLetterSink for Broker {
+impl DeadLetterSink for ShareNode {
     fn topic(&self, name: &str) -> Option<(TopicId, u32)> {
-        self.view()
+        self.partitions
+            .view()
             .current()
             .topics
             .get(name)
@@ -210,24 +212,29 @@ impl DeadLetterSink for Broker {
     }
 
     fn topic_name(&self, id: TopicId) -> Option<String> {
-        self.view().current().by_id.get(&id).map(|t| t.name.clone())
+        self.partitions
+            .view()
+            .current()
+            .by_id
+            .get(&id)
+            .map(|t| t.name.clone())
     }
 
     async fn append(&self, key: &PartitionKey, batch: Bytes) -> Result<(), CallError> {
-        let snap = self.view().current();
+        let snap = self.partitions.view().current();
         let owner = snap
             .by_id
             .get(&key.topic)
             .and_then(|t| t.partitions.iter().find(|p| p.partition == key.partition))
             .and_then(|p| p.owner)
             .ok_or_else(|| CallError::from(BrokerError::not_owner(*key)))?;
-        let pending = if owner == self.broker_id() {
-            PartitionOwner::append(self.partitions(), key, batch, Acks::All, ROOM_WAIT).await?
+        let pending = if owner == self.partitions.broker_id() {
+            PartitionOwner::append(&self.partitions, key, batch, Acks::All, ROOM_WAIT).await?
         } else {
             let addr = snap
                 .broker_addr(owner)
                 .ok_or_else(|| CallError::from(BrokerError::not_owner(*key)))?;
-            let peer = self.node.share.dead_letter_peers.get(addr);
+            let peer = self.service.dead_letter_peers.get(addr);
             peer.append(key, batch, Acks::All, ROOM_WAIT).await?
         };
         pending.wait().await.map(|_| ())

@@ -33,6 +33,7 @@ pub mod durable;
 pub mod group;
 pub mod isolation;
 pub mod namespace;
+pub mod node;
 pub mod partition;
 pub mod rpc;
 pub mod service;
@@ -47,6 +48,7 @@ pub use group::{
     ShareGroupDescription, ShareGroupError, ShareGroupState, TopicInfo,
 };
 pub use namespace::GroupKind;
+pub use node::ShareNode;
 pub use partition::{
     AckBatch, AckType, Acquired, Arrival, ArrivalStats, Backoff, DeadLetter, DeadLetterProgress,
     DeadLetterReason, DurableState, MemberId, SealPlan, ShareConfig, ShareError, SharePartition,

@@ -7,7 +7,7 @@
 
 use floe_metadata::api::proto::GroupOffset;
 
-use crate::broker::Broker;
+use super::node::ShareNode;
 use crate::error::{BrokerError, CallError};
 use crate::group::{GroupError, GroupState};
 
@@ -66,14 +66,14 @@ pub fn refusal_of_share(kind: Option<GroupKind>, join_group: bool) -> Option<Gro
     }
 }
 
-impl Broker {
+impl ShareNode {
     /// The kind `group` is in use as in this broker's memory (its
     /// coordinator shard's groups), if it holds it.
     pub fn live_kind(&self, group: &str) -> Option<GroupKind> {
-        if self.node.share.has_group(group) {
+        if self.service.has_group(group) {
             return Some(GroupKind::Share);
         }
-        let d = self.groups().describe_group(group);
+        let d = &self.groups.describe_group(group);
         if d.error == Some(GroupError::GroupIdNotFound) {
             Some(GroupKind::Consumer)
         } else if d.error.is_none() && d.state != GroupState::Dead {
@@ -90,6 +90,7 @@ impl Broker {
             return Ok(Some(kind));
         }
         let stored = self
+            .partitions
             .meta()
             .call::<floe_metadata::api::routes::FetchOffsets>(
                 floe_metadata::api::proto::FetchOffsetsRequest {

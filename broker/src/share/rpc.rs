@@ -3,7 +3,7 @@
 //! share group's membership, at its coordinator shard's owner), each
 //! implemented by the [`Broker`] of this process and by [`RemoteBroker`]
 //! over the internal RPC (the routes `/rpc/share/*`), as
-//! [`crate::owner::PartitionOwner`] and [`crate::owner::Coordinator`] are.
+//! [`crate::partitions::PartitionOwner`] and the group `Coordinator` are.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,12 +18,12 @@ use super::group::{
     Assignment, DescribedShareMember, Heartbeat, HeartbeatAnswer, ShareGroupDescription,
     ShareGroupError, ShareGroupState, TopicInfo,
 };
+use super::node::ShareNode;
 use super::partition::{AckBatch, AckType, Acquired, Backoff, MemberId, ShareError, ShareSnapshot};
 use super::service::{AutoOffsetReset, ShareFetched, ShareSettings};
 use super::timers::{TimerRef, TimerStore, TimerStoreError};
-use crate::broker::Broker;
 use crate::error::{BrokerError, CallError, ErrorKind};
-use crate::owner::PartitionOwner;
+use crate::partitions::PartitionOwner;
 use crate::rpc::{RemoteBroker, from_proto, key_of, part, proto as rpc_proto, to_proto};
 
 /// One share group's member on one partition, with the group's settings.
@@ -408,9 +408,9 @@ fn batch_from(b: proto::Batch) -> Result<AckBatch, ShareError> {
 
 // The broker's side: its own share service, over itself.
 
-impl Broker {
+impl ShareNode {
     pub(crate) fn share_topics(&self) -> impl Fn(&str) -> Option<TopicInfo> + '_ {
-        let snap = self.view().current();
+        let snap = self.partitions.view().current();
         move |name| {
             snap.topics.get(name).map(|t| TopicInfo {
                 id: t.id,
@@ -422,7 +422,7 @@ impl Broker {
     /// Starts a task appending the share-partition's dead records to the
     /// group's dead-letter topic, if some wait and none runs.
     fn start_dead_letters(&self, call: &ShareCall) {
-        if let Some(epoch) = self.node.share.claim_dead_letters(&call.group, &call.key) {
+        if let Some(epoch) = self.service.claim_dead_letters(&call.group, &call.key) {
             self.spawn_dead_letters(&call.group, call.key, epoch);
         }
     }
@@ -430,7 +430,7 @@ impl Broker {
     /// The same for every share-partition of `group` here (a member's
     /// records released at the delivery limit may have left dead records).
     fn start_group_dead_letters(&self, group: &str) {
-        for (key, epoch) in self.node.share.claim_group_dead_letters(group) {
+        for (key, epoch) in self.service.claim_group_dead_letters(group) {
             self.spawn_dead_letters(group, key, epoch);
         }
     }
@@ -438,12 +438,11 @@ impl Broker {
     /// Starts the share-partition's timer task when it has work and none
     /// runs.
     fn start_timers(&self, call: &ShareCall) {
-        if let Some(claim) = self.node.share.claim_timer_work(&call.group, &call.key) {
+        if let Some(claim) = self.service.claim_timer_work(&call.group, &call.key) {
             let (broker, group, key) = (self.clone(), call.group.clone(), call.key);
             tokio::spawn(async move {
                 broker
-                    .node
-                    .share
+                    .service
                     .run_timers(&broker, &group, &key, claim)
                     .await;
             });
@@ -454,17 +453,18 @@ impl Broker {
         let (broker, group) = (self.clone(), group.to_owned());
         tokio::spawn(async move {
             broker
-                .node
-                .share
-                .run_dead_letters(broker.partitions(), &broker, &broker, &group, &key, epoch)
+                .service
+                .run_dead_letters(&broker.partitions, &broker, &broker, &group, &key, epoch)
                 .await;
         });
     }
 
     pub(crate) fn share_coordinator_check(&self, group: &str) -> Result<(), ShareGroupError> {
-        self.coordinator(group, self.view().current().shard_count())
-            .map(|_| ())
-            .map_err(|_| ShareGroupError::NotCoordinator)
+        if self.coordinates(group) {
+            Ok(())
+        } else {
+            Err(ShareGroupError::NotCoordinator)
+        }
     }
 
     /// Releases the records a member that left `group` holds on the other
@@ -473,14 +473,14 @@ impl Broker {
     /// its assignment. In the background; a broker not reached keeps the
     /// records until their locks expire.
     pub(crate) fn release_elsewhere(&self, group: &str, member: MemberId) {
-        let snap = self.view().current();
-        let me = self.broker_id();
+        let snap = self.partitions.view().current();
+        let me = self.partitions.broker_id();
         for node in snap
             .nodes
             .iter()
             .filter(|n| n.kind == floe_metadata::model::NodeKind::Broker && n.id != me)
         {
-            let peer = self.node.peers.get(&node.addr);
+            let peer = self.peers.get(&node.addr);
             let (group, member) = (group.to_owned(), member.clone());
             tokio::spawn(async move {
                 if let Err(e) = peer.share_release(&group, &member).await {
@@ -497,9 +497,9 @@ impl Broker {
 /// their records on every broker (so a consumer killed without leaving
 /// gives its records back after the session timeout at the latest, or
 /// sooner when their locks expire first).
-pub(crate) async fn sweep_members(b: Broker) {
+pub(crate) async fn sweep_members(b: ShareNode) {
     const EVERY: Duration = Duration::from_secs(1);
-    let partitions = b.partitions().clone();
+    let partitions = b.partitions.clone();
     crate::coordinator::timers::every(partitions, EVERY, || {
         sweep_once(&b);
         std::future::ready(())
@@ -508,10 +508,10 @@ pub(crate) async fn sweep_members(b: Broker) {
 }
 
 /// One pass of [`sweep_members`].
-fn sweep_once(b: &Broker) {
-    let shards = b.view().current().shard_count();
-    let owned = |group: &str| b.coordinator(group, shards).is_ok();
-    let gone = b.node.share.expire_members(&owned, &b.share_topics());
+fn sweep_once(b: &ShareNode) {
+    let shards = b.partitions.view().current().shard_count();
+    let owned = |group: &str| b.coordinator_of(group, shards);
+    let gone = b.service.expire_members(&owned, &b.share_topics());
     for (group, member) in gone {
         tracing::info!(
             group,
@@ -564,7 +564,7 @@ fn timer_ref(prefix: &str, o: floe_storage::ObjectRef) -> Option<TimerRef> {
 }
 
 #[async_trait::async_trait]
-impl TimerStore for Broker {
+impl TimerStore for ShareNode {
     async fn put_timers(
         &self,
         group: &str,
@@ -573,6 +573,7 @@ impl TimerStore for Broker {
     ) -> Result<TimerRef, TimerStoreError> {
         let prefix = timer_prefix(group, key);
         let stored = self
+            .partitions
             .pool()
             .put_new(
                 |t| floe_storage::ObjectKey::new(format!("{prefix}{}.tix", t.as_str())),
@@ -591,7 +592,8 @@ impl TimerStore for Broker {
         object: &TimerRef,
         range: std::ops::Range<u64>,
     ) -> Result<bytes::Bytes, TimerStoreError> {
-        self.pool()
+        self.partitions
+            .pool()
             .get_range(&timer_object(group, key, object), range)
             .await
             .map_err(timer_error)
@@ -603,7 +605,8 @@ impl TimerStore for Broker {
         key: &PartitionKey,
         object: &TimerRef,
     ) -> Result<(), TimerStoreError> {
-        self.pool()
+        self.partitions
+            .pool()
             .delete(&timer_object(group, key, object))
             .await
             .map_err(|e| TimerStoreError::Failed(e.to_string()))
@@ -616,9 +619,10 @@ impl TimerStore for Broker {
     ) -> Result<Vec<TimerRef>, TimerStoreError> {
         let prefix = timer_prefix(group, key);
         let mut out = Vec::new();
-        let endpoints: Vec<_> = self.pool().endpoint_ids().cloned().collect();
+        let endpoints: Vec<_> = self.partitions.pool().endpoint_ids().cloned().collect();
         for endpoint in endpoints {
             let listed = self
+                .partitions
                 .pool()
                 .list(&endpoint, &prefix)
                 .await
@@ -630,9 +634,9 @@ impl TimerStore for Broker {
 }
 
 #[async_trait::async_trait]
-impl ShareStore for Broker {
+impl ShareStore for ShareNode {
     fn owned_epoch(&self, key: &PartitionKey) -> Option<u64> {
-        self.active_log(key).ok().map(|l| l.epoch())
+        self.partitions.active_log(key).ok().map(|l| l.epoch())
     }
 
     async fn load(
@@ -640,8 +644,9 @@ impl ShareStore for Broker {
         group: &str,
         key: &PartitionKey,
     ) -> Result<Option<ShareSnapshot>, CallError> {
-        let topic = self.topic_name(key)?;
+        let topic = self.partitions.topic_name(key)?;
         let r = self
+            .partitions
             .meta()
             .call::<floe_metadata::api::routes::FetchOffsets>(
                 floe_metadata::api::proto::FetchOffsetsRequest {
@@ -675,10 +680,11 @@ impl ShareStore for Broker {
         epoch: u64,
         snapshot: &ShareSnapshot,
     ) -> Result<(), CallError> {
-        self.meta()
+        self.partitions
+            .meta()
             .call::<floe_metadata::api::routes::ShareState>(
                 floe_metadata::api::proto::ShareStateRequest {
-                    broker: self.id(),
+                    broker: self.partitions.id(),
                     partition: Some(part(key)),
                     epoch,
                     group: group.to_owned(),
@@ -692,10 +698,11 @@ impl ShareStore for Broker {
     }
 
     async fn forget(&self, group: &str, key: &PartitionKey, epoch: u64) -> Result<(), CallError> {
-        self.meta()
+        self.partitions
+            .meta()
             .call::<floe_metadata::api::routes::ShareForget>(
                 floe_metadata::api::proto::ShareForgetRequest {
-                    broker: self.id(),
+                    broker: self.partitions.id(),
                     partition: Some(part(key)),
                     epoch,
                     group: group.to_owned(),
@@ -708,17 +715,17 @@ impl ShareStore for Broker {
 }
 
 #[async_trait::async_trait]
-impl ShareOwner for Broker {
+impl ShareOwner for ShareNode {
     async fn share_fetch(
         &self,
         call: &ShareCall,
         max_records: u32,
         max_bytes: usize,
     ) -> Result<ShareFetched, CallError> {
-        let share = &self.node.share;
+        let share = &self.service;
         let fetched = share
             .fetch(
-                self.partitions(),
+                &self.partitions,
                 self,
                 &call.settings,
                 &call.group,
@@ -740,10 +747,10 @@ impl ShareOwner for Broker {
         call: &ShareCall,
         batches: &[AckBatch],
     ) -> Result<Result<(), ShareError>, CallError> {
-        let share = &self.node.share;
+        let share = &self.service;
         let answer = share
             .acknowledge(
-                self.partitions(),
+                &self.partitions,
                 self,
                 &call.settings,
                 &call.group,
@@ -757,14 +764,14 @@ impl ShareOwner for Broker {
     }
 
     async fn share_release(&self, group: &str, member: &MemberId) -> Result<(), CallError> {
-        self.node.share.release_member(group, member);
+        self.service.release_member(group, member);
         self.start_group_dead_letters(group);
         Ok(())
     }
 }
 
 #[async_trait::async_trait]
-impl ShareCoordinator for Broker {
+impl ShareCoordinator for ShareNode {
     async fn share_heartbeat(
         &self,
         group: &str,
@@ -784,8 +791,7 @@ impl ShareCoordinator for Broker {
             return Err(ShareGroupError::NotShareGroup);
         }
         let (answer, gone) = self
-            .node
-            .share
+            .service
             .heartbeat(group, hb, settings, &self.share_topics());
         for member in gone {
             self.release_elsewhere(group, member);
@@ -800,13 +806,13 @@ impl ShareCoordinator for Broker {
         group: &str,
     ) -> Result<Option<ShareGroupDescription>, ShareGroupError> {
         self.share_coordinator_check(group)?;
-        Ok(self.node.share.describe(group))
+        Ok(self.service.describe(group))
     }
 }
 
 // The server's handlers.
 
-pub(crate) async fn rpc_fetch(b: Broker, r: proto::FetchRequest) -> proto::FetchResponse {
+pub(crate) async fn rpc_fetch(b: ShareNode, r: proto::FetchRequest) -> proto::FetchResponse {
     let failed = |e: &BrokerError| proto::FetchResponse {
         error: Some(to_proto(e)),
         ..Default::default()
@@ -837,7 +843,7 @@ pub(crate) async fn rpc_fetch(b: Broker, r: proto::FetchRequest) -> proto::Fetch
     }
 }
 
-pub(crate) async fn rpc_ack(b: Broker, r: proto::AckRequest) -> proto::AckResponse {
+pub(crate) async fn rpc_ack(b: ShareNode, r: proto::AckRequest) -> proto::AckResponse {
     let failed = |e: &BrokerError| proto::AckResponse {
         error: Some(to_proto(e)),
         ..Default::default()
@@ -875,15 +881,14 @@ pub(crate) async fn rpc_ack(b: Broker, r: proto::AckRequest) -> proto::AckRespon
     }
 }
 
-pub(crate) async fn rpc_release(b: Broker, r: proto::ReleaseRequest) -> proto::ReleaseResponse {
-    b.node
-        .share
+pub(crate) async fn rpc_release(b: ShareNode, r: proto::ReleaseRequest) -> proto::ReleaseResponse {
+    b.service
         .release_member(&r.group, &MemberId::new(&r.member));
     proto::ReleaseResponse { error: None }
 }
 
 pub(crate) async fn rpc_heartbeat(
-    b: Broker,
+    b: ShareNode,
     r: proto::HeartbeatRequest,
 ) -> proto::HeartbeatResponse {
     let hb = Heartbeat {
@@ -918,7 +923,10 @@ pub(crate) async fn rpc_heartbeat(
     }
 }
 
-pub(crate) async fn rpc_describe(b: Broker, r: proto::DescribeRequest) -> proto::DescribeResponse {
+pub(crate) async fn rpc_describe(
+    b: ShareNode,
+    r: proto::DescribeRequest,
+) -> proto::DescribeResponse {
     match b.share_describe(&r.group).await {
         Err(e) => proto::DescribeResponse {
             error: group_error_code(e),

@@ -25,9 +25,9 @@ use super::partition::{
     AckBatch, Acquired, Arrival, Backoff, MemberId, ShareConfig, ShareError, SharePartition,
     ShareSnapshot,
 };
-use crate::broker::OffsetSpec;
 use crate::error::{BrokerError, CallError, ErrorKind};
-use crate::owner::PartitionOwner;
+use crate::partitions::OffsetSpec;
+use crate::partitions::PartitionOwner;
 
 /// Where a new share-partition starts (the group's
 /// `share.auto.offset.reset`).
@@ -1014,8 +1014,8 @@ mod tests {
     use floe_types::TopicId;
 
     use super::*;
-    use crate::broker::{Acks, FetchData, OffsetAnswer, PendingProduce};
     use crate::error::BrokerError;
+    use crate::partitions::{Acks, FetchData, OffsetAnswer, PendingProduce};
     use crate::share::partition::{AckType, DurableState, ShareSnapshot};
     use crate::share::timers::{TimerRef, TimerStore, TimerStoreError};
 

@@ -12,7 +12,6 @@ use floe_metadata::ids::{Epoch, PartitionKey, ProducerEpoch, ProducerId};
 use floe_metadata::txn::ProducerIdEpoch;
 
 use super::{Holding, Marker, MarkerError, MarkerWriter};
-use crate::broker::Broker;
 use crate::error::{BrokerError, CallError, ErrorKind};
 use crate::partitions::{Inner, Partitions, ProducerInfo};
 use crate::rpc::{RemoteBroker, proto, routes};
@@ -28,10 +27,12 @@ pub struct OwnerMarkers {
 }
 
 impl OwnerMarkers {
-    pub fn new(broker: &Broker) -> Self {
+    /// Writes at `partitions` when this broker owns the partition, else at
+    /// its owner through `peers`.
+    pub fn new(partitions: &Partitions, peers: std::sync::Arc<crate::rpc::Peers>) -> Self {
         Self {
-            broker: std::sync::Arc::downgrade(&broker.partitions().inner),
-            peers: broker.node.peers.clone(),
+            broker: std::sync::Arc::downgrade(&partitions.inner),
+            peers,
         }
     }
 }

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::broker::Broker;
+use super::Coordinator;
 use crate::group::assignor::Assignment;
 use crate::group::consumer::{
     ConsumerGroupDescription, ConsumerHeartbeat, ConsumerHeartbeatAnswer, DescribedConsumer,
@@ -15,7 +15,6 @@ use crate::group::{
     CommitParams, DescribedMember, GroupDescription, GroupError, GroupListing, GroupState,
     GroupType, JoinMember, JoinParams, JoinResult, OffsetToCommit, SyncParams, SyncResult,
 };
-use crate::owner::Coordinator;
 use crate::rpc::RemoteBroker;
 
 pub mod proto {
@@ -506,7 +505,7 @@ fn sync_msg(p: SyncParams) -> proto::Sync {
 // The server side: each handler calls this broker's `Coordinator`, which
 // answers NOT_COORDINATOR for a group whose shard it does not own.
 
-pub(crate) async fn rpc_join(b: Broker, r: proto::Join) -> proto::JoinReply {
+pub(crate) async fn rpc_join(b: impl Coordinator, r: proto::Join) -> proto::JoinReply {
     let result = Coordinator::join_group(&b, join_params(r)).await;
     proto::JoinReply {
         error: to_code(result.error),
@@ -528,7 +527,7 @@ pub(crate) async fn rpc_join(b: Broker, r: proto::Join) -> proto::JoinReply {
     }
 }
 
-pub(crate) async fn rpc_sync(b: Broker, r: proto::Sync) -> proto::SyncReply {
+pub(crate) async fn rpc_sync(b: impl Coordinator, r: proto::Sync) -> proto::SyncReply {
     let result = Coordinator::sync_group(&b, sync_params(r)).await;
     proto::SyncReply {
         error: to_code(result.error),
@@ -540,7 +539,7 @@ pub(crate) async fn rpc_sync(b: Broker, r: proto::Sync) -> proto::SyncReply {
 
 const HEARTBEAT: &str = "heartbeat";
 
-pub(crate) async fn rpc_commit(b: Broker, r: proto::Commit) -> proto::ErrorReply {
+pub(crate) async fn rpc_commit(b: impl Coordinator, r: proto::Commit) -> proto::ErrorReply {
     let params = CommitParams {
         group_id: r.group_id,
         generation_id: r.generation_id,
@@ -570,7 +569,7 @@ pub(crate) async fn rpc_commit(b: Broker, r: proto::Commit) -> proto::ErrorReply
     }
 }
 
-pub(crate) async fn rpc_member(b: Broker, r: proto::MemberCall) -> proto::ErrorReply {
+pub(crate) async fn rpc_member(b: impl Coordinator, r: proto::MemberCall) -> proto::ErrorReply {
     let (g, generation, m, i) = (
         r.group_id.as_str(),
         r.generation_id,
@@ -587,7 +586,7 @@ pub(crate) async fn rpc_member(b: Broker, r: proto::MemberCall) -> proto::ErrorR
     }
 }
 
-pub(crate) async fn rpc_leave(b: Broker, r: proto::Leave) -> proto::ErrorReply {
+pub(crate) async fn rpc_leave(b: impl Coordinator, r: proto::Leave) -> proto::ErrorReply {
     let members: Vec<(String, Option<String>)> = r
         .members
         .into_iter()
@@ -605,7 +604,7 @@ pub(crate) async fn rpc_leave(b: Broker, r: proto::Leave) -> proto::ErrorReply {
     }
 }
 
-pub(crate) async fn rpc_describe(b: Broker, r: proto::GroupIds) -> proto::Descriptions {
+pub(crate) async fn rpc_describe(b: impl Coordinator, r: proto::GroupIds) -> proto::Descriptions {
     let mut groups = Vec::with_capacity(r.group_ids.len());
     for g in &r.group_ids {
         groups.push(description_msg(Coordinator::describe_group(&b, g).await));
@@ -613,7 +612,7 @@ pub(crate) async fn rpc_describe(b: Broker, r: proto::GroupIds) -> proto::Descri
     proto::Descriptions { groups }
 }
 
-pub(crate) async fn rpc_list(b: Broker, r: proto::GroupIds) -> proto::Descriptions {
+pub(crate) async fn rpc_list(b: impl Coordinator, r: proto::GroupIds) -> proto::Descriptions {
     let groups = Coordinator::list_groups(&b, &r.states)
         .await
         .into_iter()
@@ -628,7 +627,7 @@ pub(crate) async fn rpc_list(b: Broker, r: proto::GroupIds) -> proto::Descriptio
     proto::Descriptions { groups }
 }
 
-pub(crate) async fn rpc_delete(b: Broker, r: proto::GroupIds) -> proto::ErrorReply {
+pub(crate) async fn rpc_delete(b: impl Coordinator, r: proto::GroupIds) -> proto::ErrorReply {
     let mut per = Vec::with_capacity(r.group_ids.len());
     for g in &r.group_ids {
         per.push(to_code(Coordinator::delete_group(&b, g).await.err()));
@@ -694,7 +693,7 @@ fn beat_from(r: proto::ConsumerBeat) -> ConsumerHeartbeat {
 }
 
 pub(crate) async fn rpc_consumer_beat(
-    b: Broker,
+    b: impl Coordinator,
     r: proto::ConsumerBeat,
 ) -> proto::ConsumerBeatReply {
     match Coordinator::consumer_heartbeat(&b, beat_from(r)).await {
@@ -714,7 +713,7 @@ pub(crate) async fn rpc_consumer_beat(
 }
 
 pub(crate) async fn rpc_consumer_describe(
-    b: Broker,
+    b: impl Coordinator,
     r: proto::GroupIds,
 ) -> proto::ConsumerDescription {
     let id = r.group_ids.into_iter().next().unwrap_or_default();
