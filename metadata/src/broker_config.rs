@@ -4,7 +4,7 @@
 //!
 //! Floe's processes take their settings from flags and the environment, and
 //! apply none of these keys; they are kept in the model
-//! ([`crate::state::ClusterState`]'s `broker_configs`) and described back
+//! ([`crate::state::BrokerConfigsState`]) and described back
 //! with Kafka's dynamic sources, so that tools which set Kafka's dynamic
 //! broker configs (`kafka-configs.sh --entity-type brokers`, librdkafka's
 //! admin tests) work, and say in their documentation that they change

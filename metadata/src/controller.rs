@@ -44,6 +44,7 @@ pub const HANDOVER_TIMEOUT_MS: u64 = 10_000;
 pub fn renew_all(state: &ClusterState, now_ms: u64) -> Vec<Command> {
     state
         .nodes
+        .by_id
         .values()
         .filter(|n| n.state != NodeState::Dead)
         .map(|n| Command::Heartbeat { id: n.id, now_ms })
@@ -87,6 +88,7 @@ pub fn place(state: &ClusterState, new: &[OwnedItem]) -> Vec<OwnershipChange> {
 pub fn plan(state: &ClusterState, now_ms: u64) -> Vec<Command> {
     let expired = state
         .nodes
+        .by_id
         .values()
         .any(|n| n.state != NodeState::Dead && n.lease_until_ms < now_ms);
     if expired {
@@ -125,6 +127,7 @@ pub struct Decisions {
 fn live_brokers(state: &ClusterState) -> Vec<BrokerId> {
     state
         .nodes
+        .by_id
         .values()
         .filter(|n| n.kind == NodeKind::Broker && n.state == NodeState::Live)
         .map(|n| n.id)
@@ -133,10 +136,17 @@ fn live_brokers(state: &ClusterState) -> Vec<BrokerId> {
 
 fn items(state: &ClusterState) -> impl Iterator<Item = (OwnedItem, &Ownership)> {
     state
+        .topics
         .partitions
         .iter()
         .map(|(p, s)| (OwnedItem::Partition(*p), &s.ownership))
-        .chain(state.shards.iter().map(|(s, o)| (OwnedItem::Shard(*s), o)))
+        .chain(
+            state
+                .topics
+                .shards
+                .iter()
+                .map(|(s, o)| (OwnedItem::Shard(*s), o)),
+        )
 }
 
 pub fn decide(state: &ClusterState, now_ms: u64) -> Decisions {
@@ -148,6 +158,7 @@ pub fn decide(state: &ClusterState, now_ms: u64) -> Decisions {
     let draining = |b: &BrokerId| {
         state
             .nodes
+            .by_id
             .get(b)
             .is_some_and(|n| n.state == NodeState::Draining)
     };
@@ -200,10 +211,15 @@ pub fn decide(state: &ClusterState, now_ms: u64) -> Decisions {
         assigned.contains(item)
             || match item {
                 OwnedItem::Partition(p) => state
+                    .topics
                     .partitions
                     .get(p)
                     .is_some_and(|s| s.ownership.handover.is_some()),
-                OwnedItem::Shard(s) => state.shards.get(s).is_some_and(|o| o.handover.is_some()),
+                OwnedItem::Shard(s) => state
+                    .topics
+                    .shards
+                    .get(s)
+                    .is_some_and(|o| o.handover.is_some()),
             }
     };
     // Each kind evened out on its own, partitions first.
@@ -269,7 +285,8 @@ fn count(items: &[OwnedItem], k: Kind) -> usize {
 /// The command that forgets producers idle for longer than `expiration_ms`,
 /// if there are any (proposed by the leader's controller loop).
 pub fn expire_producers(s: &ClusterState, now_ms: u64, expiration_ms: u64) -> Option<Command> {
-    s.producers_to_expire(now_ms, expiration_ms)
+    s.topics
+        .producers_to_expire(now_ms, expiration_ms)
         .then_some(Command::ExpireProducers {
             now_ms,
             expiration_ms,
@@ -283,7 +300,8 @@ pub fn expire_transactional_ids(
     now_ms: u64,
     expiration_ms: u64,
 ) -> Option<Command> {
-    s.txn
+    s.producers
+        .txn
         .ids_to_expire(now_ms, expiration_ms)
         .then_some(Command::ExpireTransactionalIds {
             now_ms,

@@ -1,7 +1,7 @@
 //! Group configuration (Kafka's GROUP config resource, type 32): the keys
 //! Kafka defines per group, their defaults and bounds, and validation.
-//! Stored in the model per group id ([`crate::state::ClusterState`]'s
-//! `group_configs`), altered by [`crate::command::Command::AlterGroupConfig`]
+//! Stored in the model per group id ([`crate::state::GroupsState`]'s
+//! `configs`), altered by [`crate::command::Command::AlterGroupConfig`]
 //! and read by coordinators through `MetaApi::group_configs`.
 
 use std::collections::BTreeMap;

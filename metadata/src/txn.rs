@@ -513,17 +513,22 @@ impl TxnModel {
     }
 }
 
+// The transaction commands' rules, which `ClusterState::apply` hands
+// `Command::Txn` and `Command::CommitWithTxns` to. They span concerns of the
+// model: the transactions and the producer id counter (`state::producers`),
+// the shard fence and the partitions' index and producers (`state::topics`),
+// and the offsets a committed transaction stores (`state::groups`).
 impl ClusterState {
     /// Applies a [`TxnCommand`]: the shard fence first, then the transition.
     pub(crate) fn apply_txn(&mut self, cmd: &TxnCommand) -> Response {
-        if let Err(e) = self.check_fence(&cmd.fence) {
+        if let Err(e) = self.topics.check_fence(&cmd.fence) {
             return Response::Error(e);
         }
         let mut unknown = Vec::new();
         let refused = self.txn_step(cmd, &mut unknown).err();
         Response::Txn(TxnReply {
             refused,
-            txn: self.txn.ids.get(&cmd.id).cloned(),
+            txn: self.producers.txn.ids.get(&cmd.id).cloned(),
             unknown,
         })
     }
@@ -553,11 +558,13 @@ impl ClusterState {
         }
         // Checked before the transaction is borrowed: the partitions exist.
         if let TxnOp::AddPartitions { partitions, .. } = &cmd.op
-            && partitions.iter().any(|p| !self.partitions.contains_key(p))
+            && partitions
+                .iter()
+                .any(|p| !self.topics.partitions.contains_key(p))
         {
             return Err(TxnError::UnknownPartition);
         }
-        let Some(t) = self.txn.ids.get_mut(&cmd.id) else {
+        let Some(t) = self.producers.txn.ids.get_mut(&cmd.id) else {
             return Err(TxnError::UnknownTransactionalId);
         };
         match &cmd.op {
@@ -603,11 +610,7 @@ impl ClusterState {
                     return Err(TxnError::InvalidTxnState);
                 };
                 for (topic, partition, off) in offsets {
-                    let exists = self
-                        .topics
-                        .get(topic)
-                        .is_some_and(|x| *partition < x.partitions);
-                    if exists {
+                    if self.topics.has_partition(topic, *partition) {
                         pending.insert((topic.clone(), *partition), off.clone());
                     } else {
                         unknown.push((topic.clone(), *partition));
@@ -669,15 +672,15 @@ impl ClusterState {
         if let Err(e) = PartitionsTxns::check(ranges, txns) {
             return Response::Error(e);
         }
-        let r = self.commit(broker, object, ranges, now_ms);
-        if !matches!(r, Response::Committed { .. }) {
-            return r;
-        }
+        let r = match self.topics.commit(broker, object, ranges, now_ms) {
+            Ok(r) => r,
+            Err(e) => return Response::Error(e),
+        };
         for t in txns {
-            self.txn.partitions.apply(t);
+            self.producers.txn.partitions.apply(t);
             // A marker's epoch is the producer's on this partition from now
             // on: a fenced instance's later batches are refused.
-            let Some(p) = self.partitions.get_mut(&t.partition) else {
+            let Some(p) = self.topics.partitions.get_mut(&t.partition) else {
                 continue;
             };
             let mut marked = Vec::new();
@@ -712,7 +715,7 @@ impl ClusterState {
     /// Moves a decided transaction to its Complete state: its pending
     /// offsets are stored if it committed.
     fn complete_txn(&mut self, id: &TransactionalId, commit: bool, now_ms: u64) {
-        let Some(t) = self.txn.ids.get_mut(id) else {
+        let Some(t) = self.producers.txn.ids.get_mut(id) else {
             return;
         };
         t.state = outcome_states(commit).1;
@@ -737,10 +740,16 @@ impl ClusterState {
         commit: bool,
         now_ms: u64,
     ) {
-        let Some(id) = self.txn.by_producer.get(&producer.producer_id).cloned() else {
+        let Some(id) = self
+            .producers
+            .txn
+            .by_producer
+            .get(&producer.producer_id)
+            .cloned()
+        else {
             return;
         };
-        let Some(t) = self.txn.ids.get_mut(&id) else {
+        let Some(t) = self.producers.txn.ids.get_mut(&id) else {
             return;
         };
         if t.state != outcome_states(commit).0
@@ -767,9 +776,9 @@ impl ClusterState {
         if timeout_ms == 0 || timeout_ms > max_timeout_ms {
             return Err(TxnError::InvalidTransactionTimeout);
         }
-        let Some(t) = self.txn.ids.get_mut(id) else {
+        let Some(t) = self.producers.txn.ids.get_mut(id) else {
             let producer_id = self.take_producer_id()?;
-            self.txn.insert(
+            self.producers.txn.insert(
                 id.clone(),
                 TxnMeta {
                     producer_id,
@@ -820,8 +829,8 @@ impl ClusterState {
                 let before = expected.map(|_| t.current());
                 if t.epoch.0 >= LAST_PRODUCER_EPOCH {
                     let producer_id = self.take_producer_id()?;
-                    self.txn.set_producer_id(id, producer_id);
-                    let Some(t) = self.txn.ids.get_mut(id) else {
+                    self.producers.txn.set_producer_id(id, producer_id);
+                    let Some(t) = self.producers.txn.ids.get_mut(id) else {
                         return Err(TxnError::UnknownTransactionalId);
                     };
                     t.epoch = ProducerEpoch(0);
@@ -845,8 +854,8 @@ impl ClusterState {
 
     /// One producer id from the counter the idempotent producers' blocks use.
     fn take_producer_id(&mut self) -> Result<ProducerId, TxnError> {
-        let id = self.next_producer_id;
-        self.next_producer_id = id.checked_add(1).ok_or(TxnError::ProducerIdsExhausted)?;
+        let id = self.producers.next_id;
+        self.producers.next_id = id.checked_add(1).ok_or(TxnError::ProducerIdsExhausted)?;
         Ok(ProducerId(id))
     }
 
@@ -856,14 +865,10 @@ impl ClusterState {
             let known: Vec<_> = offsets
                 .0
                 .into_iter()
-                .filter(|((topic, partition), _)| {
-                    self.topics
-                        .get(topic)
-                        .is_some_and(|x| *partition < x.partitions)
-                })
+                .filter(|((topic, partition), _)| self.topics.has_partition(topic, *partition))
                 .collect();
             if !known.is_empty() {
-                self.groups.entry(group).or_default().extend(known);
+                self.groups.offsets.entry(group).or_default().extend(known);
             }
         }
     }

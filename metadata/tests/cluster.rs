@@ -609,7 +609,8 @@ async fn three_nodes_survive_the_leader_and_rebuild_a_wiped_node() {
     let rebuilt = nodes[&leader].shared.clone();
     let started = Instant::now();
     while rebuilt.read(|s| {
-        s.partitions
+        s.topics
+            .partitions
             .values()
             .map(|p| p.high_watermark)
             .max()
@@ -624,7 +625,13 @@ async fn three_nodes_survive_the_leader_and_rebuild_a_wiped_node() {
     }
     let m = nodes[&leader].raft.metrics().borrow().clone();
     assert!(m.snapshot.is_some(), "caught up through a snapshot");
-    let kept = rebuilt.read(|s| s.txn.ids().get(&TransactionalId::new("tx")).cloned());
+    let kept = rebuilt.read(|s| {
+        s.producers
+            .txn
+            .ids()
+            .get(&TransactionalId::new("tx"))
+            .cloned()
+    });
     assert_eq!(kept, Some(txn), "the transaction's state came with it");
     for (_, n) in nodes {
         n.shutdown().await;
@@ -723,7 +730,7 @@ async fn members_are_added_and_removed_at_runtime() {
     assert_eq!(voters, vec![1, 2]);
     create_topic(&c, "after", 1).await;
     let started = Instant::now();
-    while n2.shared.read(|s| s.topics.len()) < 2 {
+    while n2.shared.read(|s| s.topics.by_name.len()) < 2 {
         assert!(
             started.elapsed() < Duration::from_secs(10),
             "node 2 did not catch up"
@@ -813,6 +820,7 @@ async fn oversized_commands_are_refused_and_a_backlog_is_replicated_in_parts() {
     loop {
         let offset = back.read(|s| {
             s.groups
+                .offsets
                 .get("g")
                 .and_then(|g| g.get(&("t".to_string(), 0)))
                 .map(|o| o.offset)

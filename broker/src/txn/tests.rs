@@ -69,23 +69,23 @@ impl Meta {
         ShardFence {
             broker: BrokerId(1),
             shard: ShardId(0),
-            epoch: g.0.shards[&ShardId(0)].epoch,
+            epoch: g.0.topics.shards[&ShardId(0)].epoch,
         }
     }
 
     fn partition(&self, p: u32) -> PartitionKey {
         let g = self.state.lock().unwrap();
-        PartitionKey::new(g.0.topics["t"].id, p)
+        PartitionKey::new(g.0.topics.by_name["t"].id, p)
     }
 
     fn txn(&self, id: &str) -> TxnMeta {
         let g = self.state.lock().unwrap();
-        g.0.txn.ids()[&TransactionalId::new(id)].clone()
+        g.0.producers.txn.ids()[&TransactionalId::new(id)].clone()
     }
 
     fn txns(&self) -> Vec<(TransactionalId, TxnMeta)> {
         let g = self.state.lock().unwrap();
-        g.0.txn.ids().clone().into_iter().collect()
+        g.0.producers.txn.ids().clone().into_iter().collect()
     }
 }
 
@@ -95,7 +95,7 @@ impl MetaApi for Meta {
         if let Some(req) = call.request::<routes::TxnList>() {
             let f = txn_routes::filter(req.clone());
             let g = self.state.lock().unwrap();
-            let txns = g.0.txn.select(&f);
+            let txns = g.0.producers.txn.select(&f);
             return Ok(reply::<routes::TxnList>(
                 floe_metadata::api::proto::TxnListResponse {
                     txns: txns

@@ -202,7 +202,7 @@ mod tests {
         );
         // Created again: nothing changes, nor does the revision.
         s.apply(Revision(6), &Command::CreateAcls(vec![b()]));
-        assert_eq!(s.acls.revision, 5);
+        assert_eq!(s.security.acls.revision, 5);
         let view = |since| crate::api::convert::cluster_view_since(&s, since);
         for since in [0, 4] {
             assert_eq!(view(since).acls.len(), 1, "since {since}");
@@ -215,9 +215,9 @@ mod tests {
         let mut f = AclFilter::any();
         f.principal = Some("User:nobody".into());
         s.apply(Revision(8), &Command::DeleteAcls(vec![f]));
-        assert_eq!(s.acls.revision, 5);
+        assert_eq!(s.security.acls.revision, 5);
         s.apply(Revision(9), &Command::DeleteAcls(vec![AclFilter::any()]));
-        assert_eq!(s.acls.revision, 9);
+        assert_eq!(s.security.acls.revision, 9);
         assert!(!crate::api::convert::cluster_view_since(&s, 8).acls_unchanged);
     }
 

@@ -17,6 +17,7 @@ pub async fn configs(
     let (set, cluster_default) = s.shared.read(|st| {
         let of = |name: &str| {
             st.broker_configs
+                .by_resource
                 .get(name)
                 .map(|c| c.overrides().clone().into_iter().collect())
                 .unwrap_or_default()

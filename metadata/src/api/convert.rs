@@ -42,6 +42,7 @@ pub fn topic_info(state: &ClusterState, t: &Topic, with_partitions: bool) -> pro
         (0..t.partitions)
             .filter_map(|i| {
                 state
+                    .topics
                     .partitions
                     .get(&PartitionKey {
                         topic: t.id,
@@ -87,7 +88,7 @@ pub fn node_state(s: NodeState) -> &'static str {
 /// every change of the cluster).
 pub fn cluster_view_since(state: &ClusterState, since: u64) -> proto::ClusterView {
     let mut v = cluster_view(state);
-    if since > 0 && state.acls.revision <= since {
+    if since > 0 && state.security.acls.revision <= since {
         v.acls = Vec::new();
         v.acls_unchanged = true;
     }
@@ -99,6 +100,7 @@ pub fn cluster_view(state: &ClusterState) -> proto::ClusterView {
         revision: state.revision.0,
         nodes: state
             .nodes
+            .by_id
             .values()
             .map(|n| proto::NodeInfo {
                 id: n.id.0,
@@ -109,14 +111,16 @@ pub fn cluster_view(state: &ClusterState) -> proto::ClusterView {
             .collect(),
         topics: state
             .topics
+            .by_name
             .values()
             .map(|t| topic_info(state, t, true))
             .collect(),
         quotas: super::quota_routes::quota_entries(&state.quotas),
-        scram: super::scram_routes::scram_users(&state.scram),
-        acls: super::acl_routes::entries(&state.acls),
+        scram: super::scram_routes::scram_users(&state.security.scram),
+        acls: super::acl_routes::entries(&state.security.acls),
         acls_unchanged: false,
         shards: state
+            .topics
             .shards
             .iter()
             .map(|(s, o)| proto::ShardInfo {

@@ -57,12 +57,12 @@ pub(super) async fn state(
 ) -> Result<proto::ExportStateResponse, MetaError> {
     s.linearizable().await?;
     let resp = s.shared.read(|st| {
-        let t = st.topics.get(&req.topic)?;
+        let t = st.topics.by_name.get(&req.topic)?;
         Some(proto::ExportStateResponse {
             topic_id: t.id.to_string(),
             partitions: (0..t.partitions)
                 .filter_map(|i| {
-                    let p = st.partitions.get(&PartitionKey {
+                    let p = st.topics.partitions.get(&PartitionKey {
                         topic: t.id,
                         partition: i,
                     })?;

@@ -260,7 +260,7 @@ fn permitted(
     }
     if let Some(r) = req.downcast_ref::<proto::HeartbeatRequest>() {
         let kind = s.shared.read(|st| {
-            st.nodes.get(&BrokerId(r.id)).map(|n| match n.kind {
+            st.nodes.by_id.get(&BrokerId(r.id)).map(|n| match n.kind {
                 NodeKind::Proxy => NodeRole::Proxy,
                 NodeKind::Broker => NodeRole::Broker,
             })
@@ -593,7 +593,8 @@ async fn group_configs(
     crate::group_config::check_group_id(&req.group)?;
     s.linearizable().await?;
     let set = s.shared.read(|st| {
-        st.group_configs
+        st.groups
+            .configs
             .get(&req.group)
             .map(|c| c.overrides().clone().into_iter().collect())
             .unwrap_or_default()
@@ -631,6 +632,7 @@ async fn list_topics(s: AppState, _: proto::Empty) -> Result<proto::ListTopicsRe
     Ok(s.shared.read(|st| proto::ListTopicsResponse {
         topics: st
             .topics
+            .by_name
             .values()
             .map(|t| convert::topic_info(st, t, false))
             .collect(),
@@ -642,6 +644,7 @@ async fn describe_topic(s: AppState, req: proto::TopicName) -> Result<proto::Top
     s.shared
         .read(|st| {
             st.topics
+                .by_name
                 .get(&req.name)
                 .map(|t| convert::topic_info(st, t, true))
         })
@@ -718,7 +721,7 @@ async fn node_down(
 ) -> Result<proto::NodeDownResponse, MetaError> {
     let id = BrokerId(req.id);
     let registered = s.shared.read(|st| {
-        st.nodes.get(&id).is_some_and(|n| {
+        st.nodes.by_id.get(&id).is_some_and(|n| {
             n.kind == crate::command::NodeKind::Broker
                 && n.state != crate::state::NodeState::Dead
                 && n.addr == req.addr
@@ -851,7 +854,7 @@ async fn partition_index(
     s.linearizable().await?;
     s.shared
         .read(|st| {
-            let ps = st.partitions.get(&p)?;
+            let ps = st.topics.partitions.get(&p)?;
             Some(proto::IndexResponse {
                 info: Some(convert::partition_info(p.partition, ps)),
                 entries: ps
@@ -863,11 +866,15 @@ async fn partition_index(
                         last_offset: e.last_offset,
                         max_timestamp: e.max_timestamp,
                         object_id: e.object.0,
-                        object: st.objects.get(&e.object).map(|o| proto::StoreObject {
-                            endpoint: o.endpoint.clone(),
-                            key: o.key.clone(),
-                            size: o.size,
-                        }),
+                        object: st
+                            .topics
+                            .objects
+                            .get(&e.object)
+                            .map(|o| proto::StoreObject {
+                                endpoint: o.endpoint.clone(),
+                                key: o.key.clone(),
+                                size: o.size,
+                            }),
                         byte_start: e.byte_start,
                         byte_len: e.byte_len,
                     })
@@ -877,7 +884,10 @@ async fn partition_index(
                     .values()
                     .flat_map(|p| p.batches.iter().map(convert::producer_batch_msg))
                     .collect(),
-                ..super::txn_routes::partition_txns_msg(st.txn.partitions.get(&p), req.from_offset)
+                ..super::txn_routes::partition_txns_msg(
+                    st.producers.txn.partitions.get(&p),
+                    req.from_offset,
+                )
             })
         })
         .ok_or(MetaError::UnknownPartition(p))
@@ -924,6 +934,7 @@ async fn fetch_offsets(
     Ok(s.shared.read(|st| proto::FetchOffsetsResponse {
         offsets: st
             .groups
+            .offsets
             .get(&req.group)
             .map(|g| {
                 g.iter()
@@ -942,6 +953,7 @@ async fn stored_groups(
     Ok(s.shared.read(|st| proto::StoredGroupsResponse {
         groups: st
             .groups
+            .offsets
             .iter()
             .filter(|(group, _)| !crate::command::is_reserved_group(group))
             .map(|(group, offsets)| proto::StoredGroup {
@@ -1064,8 +1076,9 @@ async fn group_records(
 ) -> Result<proto::GroupRecordsResponse, MetaError> {
     s.linearizable().await?;
     let groups = s.shared.read(|st| {
-        let shards = u32::try_from(st.shards.len()).unwrap_or(u32::MAX);
-        st.group_records
+        let shards = u32::try_from(st.topics.shards.len()).unwrap_or(u32::MAX);
+        st.groups
+            .records
             .iter()
             .filter(|(g, _)| crate::txn::shard_of(g, shards) == req.shard)
             .map(|(g, r)| proto::GroupRecord {
@@ -1118,7 +1131,8 @@ async fn unreferenced_objects(
 ) -> Result<proto::ObjectList, MetaError> {
     s.linearizable().await?;
     let objects = s.shared.read(|st| {
-        st.unreferenced_objects()
+        st.topics
+            .unreferenced_objects()
             .into_iter()
             .map(|(id, o)| proto::ObjectEntry {
                 id: id.0,

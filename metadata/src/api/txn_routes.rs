@@ -405,6 +405,7 @@ pub(super) async fn list(
     s.linearizable().await?;
     Ok(s.shared.read(|st| proto::TxnListResponse {
         txns: st
+            .producers
             .txn
             .select(&f)
             .into_iter()

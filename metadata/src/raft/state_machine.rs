@@ -20,6 +20,7 @@ use super::{Entry, LogId, SnapshotMeta, StorageError, StoredMembership, TypeConf
 use crate::command::Response;
 use crate::ids::Revision;
 use crate::ids::{BrokerId, ObjectId, PartitionKey, ShardId};
+use crate::state::wire::Flat;
 use crate::state::{
     ClusterState, GroupOffsets, NodeInfo, ObjectInfo, Ownership, PartitionState, Topic,
 };
@@ -95,9 +96,9 @@ type StateBeforeGroupRecords = (
     BTreeMap<String, crate::group_config::GroupConfigs>,
 );
 
-/// The model from the fields of the oldest binary layout, the later ones
-/// empty.
-fn state_before_txn(old: StateBeforeTxn) -> ClusterState {
+/// The model's flat fields ([`Flat`]) from those of the oldest binary
+/// layout, the later ones empty.
+fn state_before_txn(old: StateBeforeTxn) -> Flat {
     let (
         revision,
         nodes,
@@ -109,7 +110,7 @@ fn state_before_txn(old: StateBeforeTxn) -> ClusterState {
         next_producer_id,
         shards,
     ) = old;
-    ClusterState {
+    Flat {
         revision,
         nodes,
         topics,
@@ -129,39 +130,37 @@ fn state_before_txn(old: StateBeforeTxn) -> ClusterState {
     }
 }
 
-fn state_before_quotas((old, txn): StateBeforeQuotas) -> ClusterState {
-    ClusterState {
+fn state_before_quotas((old, txn): StateBeforeQuotas) -> Flat {
+    Flat {
         txn,
         ..state_before_txn(old)
     }
 }
 
-fn state_before_group_records(
-    (old, quotas, group_configs): StateBeforeGroupRecords,
-) -> ClusterState {
-    ClusterState {
+fn state_before_group_records((old, quotas, group_configs): StateBeforeGroupRecords) -> Flat {
+    Flat {
         quotas,
         group_configs,
         ..state_before_quotas(old)
     }
 }
 
-fn state_before_scram((old, group_records): StateBeforeScram) -> ClusterState {
-    ClusterState {
+fn state_before_scram((old, group_records): StateBeforeScram) -> Flat {
+    Flat {
         group_records,
         ..state_before_group_records(old)
     }
 }
 
-fn state_before_acls((old, scram): StateBeforeAcls) -> ClusterState {
-    ClusterState {
+fn state_before_acls((old, scram): StateBeforeAcls) -> Flat {
+    Flat {
         scram,
         ..state_before_scram(old)
     }
 }
 
-fn state_before_broker_configs((old, acls): StateBeforeBrokerConfigs) -> ClusterState {
-    ClusterState {
+fn state_before_broker_configs((old, acls): StateBeforeBrokerConfigs) -> Flat {
+    Flat {
         acls,
         ..state_before_acls(old)
     }
@@ -202,7 +201,7 @@ fn decode_applied(bytes: &[u8]) -> Result<Applied, codec::CodecError> {
         Ok((last_applied, membership, state)) => Ok(Applied {
             last_applied,
             membership,
-            state,
+            state: state.into(),
         }),
         Err(_) => Err(e),
     }
@@ -494,21 +493,21 @@ mod tests {
     #[test]
     fn a_binary_snapshot_from_before_transactions_still_loads() {
         let s = model();
-        assert!(s.txn.ids().is_empty());
+        assert!(s.producers.txn.ids().is_empty());
         // An older version's bytes: the model's fields before `txn`.
         let old: AppliedBeforeTxn = (
             None,
             StoredMembership::default(),
             (
                 s.revision,
-                s.nodes.clone(),
-                s.topics.clone(),
-                s.partitions.clone(),
-                s.objects.clone(),
-                s.next_object_id,
-                s.groups.clone(),
-                s.next_producer_id,
-                s.shards.clone(),
+                s.nodes.by_id.clone(),
+                s.topics.by_name.clone(),
+                s.topics.partitions.clone(),
+                s.topics.objects.clone(),
+                s.topics.next_object_id,
+                s.groups.offsets.clone(),
+                s.producers.next_id,
+                s.topics.shards.clone(),
             ),
         );
         let bytes = codec::encode(&old).unwrap();
@@ -534,15 +533,15 @@ mod tests {
             StoredMembership::default(),
             (
                 s.revision,
-                s.nodes.clone(),
-                s.topics.clone(),
-                s.partitions.clone(),
-                s.objects.clone(),
-                s.next_object_id,
-                s.groups.clone(),
-                s.next_producer_id,
-                s.shards.clone(),
-                s.txn.clone(),
+                s.nodes.by_id.clone(),
+                s.topics.by_name.clone(),
+                s.topics.partitions.clone(),
+                s.topics.objects.clone(),
+                s.topics.next_object_id,
+                s.groups.offsets.clone(),
+                s.producers.next_id,
+                s.topics.shards.clone(),
+                s.producers.txn.clone(),
             ),
         );
         let bytes = codec::encode(&old).unwrap();
@@ -561,17 +560,17 @@ mod tests {
             StoredMembership::default(),
             (
                 s.revision,
-                s.nodes.clone(),
-                s.topics.clone(),
-                s.partitions.clone(),
-                s.objects.clone(),
-                s.next_object_id,
-                s.groups.clone(),
-                s.next_producer_id,
-                s.shards.clone(),
-                s.txn.clone(),
+                s.nodes.by_id.clone(),
+                s.topics.by_name.clone(),
+                s.topics.partitions.clone(),
+                s.topics.objects.clone(),
+                s.topics.next_object_id,
+                s.groups.offsets.clone(),
+                s.producers.next_id,
+                s.topics.shards.clone(),
+                s.producers.txn.clone(),
                 s.quotas.clone(),
-                s.group_configs.clone(),
+                s.groups.configs.clone(),
             ),
         );
         let bytes = codec::encode(&old).unwrap();
@@ -583,25 +582,25 @@ mod tests {
     fn a_binary_snapshot_from_before_scram_credentials_still_loads() {
         let mut s = model();
         s.apply(Revision(10), &Command::AllocateProducerIds { count: 3 });
-        s.group_records.insert("g".into(), vec![7]);
+        s.groups.records.insert("g".into(), vec![7]);
         // The layout of the release before SCRAM: up to `group_records`.
         let old = (
             None::<LogId>,
             StoredMembership::default(),
             (
                 s.revision,
-                s.nodes.clone(),
-                s.topics.clone(),
-                s.partitions.clone(),
-                s.objects.clone(),
-                s.next_object_id,
-                s.groups.clone(),
-                s.next_producer_id,
-                s.shards.clone(),
-                s.txn.clone(),
+                s.nodes.by_id.clone(),
+                s.topics.by_name.clone(),
+                s.topics.partitions.clone(),
+                s.topics.objects.clone(),
+                s.topics.next_object_id,
+                s.groups.offsets.clone(),
+                s.producers.next_id,
+                s.topics.shards.clone(),
+                s.producers.txn.clone(),
                 s.quotas.clone(),
-                s.group_configs.clone(),
-                s.group_records.clone(),
+                s.groups.configs.clone(),
+                s.groups.records.clone(),
             ),
         );
         let bytes = codec::encode(&old).unwrap();
@@ -631,26 +630,26 @@ mod tests {
             StoredMembership::default(),
             (
                 s.revision,
-                s.nodes.clone(),
-                s.topics.clone(),
-                s.partitions.clone(),
-                s.objects.clone(),
-                s.next_object_id,
-                s.groups.clone(),
-                s.next_producer_id,
-                s.shards.clone(),
-                s.txn.clone(),
+                s.nodes.by_id.clone(),
+                s.topics.by_name.clone(),
+                s.topics.partitions.clone(),
+                s.topics.objects.clone(),
+                s.topics.next_object_id,
+                s.groups.offsets.clone(),
+                s.producers.next_id,
+                s.topics.shards.clone(),
+                s.producers.txn.clone(),
                 s.quotas.clone(),
-                s.group_configs.clone(),
-                s.group_records.clone(),
-                s.scram.clone(),
-                s.acls.clone(),
+                s.groups.configs.clone(),
+                s.groups.records.clone(),
+                s.security.scram.clone(),
+                s.security.acls.clone(),
             ),
         );
         let bytes = codec::encode(&old).unwrap();
         assert!(codec::decode::<Applied>(&bytes).is_err());
         let back = decode_applied(&bytes).unwrap().state;
-        assert_eq!(back.acls.bindings.len(), 1);
+        assert_eq!(back.security.acls.bindings.len(), 1);
         assert_eq!(back, s);
     }
 
@@ -680,25 +679,25 @@ mod tests {
             StoredMembership::default(),
             (
                 s.revision,
-                s.nodes.clone(),
-                s.topics.clone(),
-                s.partitions.clone(),
-                s.objects.clone(),
-                s.next_object_id,
-                s.groups.clone(),
-                s.next_producer_id,
-                s.shards.clone(),
-                s.txn.clone(),
+                s.nodes.by_id.clone(),
+                s.topics.by_name.clone(),
+                s.topics.partitions.clone(),
+                s.topics.objects.clone(),
+                s.topics.next_object_id,
+                s.groups.offsets.clone(),
+                s.producers.next_id,
+                s.topics.shards.clone(),
+                s.producers.txn.clone(),
                 s.quotas.clone(),
-                s.group_configs.clone(),
-                s.group_records.clone(),
-                s.scram.clone(),
+                s.groups.configs.clone(),
+                s.groups.records.clone(),
+                s.security.scram.clone(),
             ),
         );
         let bytes = codec::encode(&old).unwrap();
         assert!(codec::decode::<Applied>(&bytes).is_err());
         let back = decode_applied(&bytes).unwrap().state;
-        assert!(!back.scram.users.is_empty());
+        assert!(!back.security.scram.users.is_empty());
         assert_eq!(back, s);
     }
 
@@ -721,13 +720,13 @@ mod tests {
         );
         let bytes = codec::encode(&applied(&s)).unwrap();
         let back = decode_applied(&bytes).unwrap().state;
-        assert!(back.acls.bindings.contains(&b));
+        assert!(back.security.acls.bindings.contains(&b));
         assert_eq!(back, s);
         assert_eq!(
             s.apply(Revision(11), &Command::DeleteAcls(vec![AclFilter::any()])),
             Response::AclsDeleted(vec![vec![b]])
         );
-        assert!(s.acls.bindings.is_empty());
+        assert!(s.security.acls.bindings.is_empty());
     }
 
     #[test]
@@ -751,7 +750,10 @@ mod tests {
         assert_eq!(r, Response::Ok);
         let bytes = codec::encode(&applied(&s)).unwrap();
         let back = decode_applied(&bytes).unwrap().state;
-        assert_eq!(back.scram.users["alice"][&ScramMechanism::Sha512], cred);
+        assert_eq!(
+            back.security.scram.users["alice"][&ScramMechanism::Sha512],
+            cred
+        );
         assert_eq!(back, s);
         // And in JSON, as snapshots were once written.
         let json = serde_json::to_vec(&applied(&s)).unwrap();
@@ -762,11 +764,11 @@ mod tests {
     fn a_snapshot_with_stored_groups_round_trips() {
         let mut s = model();
         let shard = ShardId(crate::txn::shard_of("g", crate::state::DEFAULT_SHARDS));
-        s.shards.get_mut(&shard).unwrap().owner = Some(BrokerId(1));
+        s.topics.shards.get_mut(&shard).unwrap().owner = Some(BrokerId(1));
         let fence = ShardFence {
             broker: BrokerId(1),
             shard,
-            epoch: s.shards[&shard].epoch,
+            epoch: s.topics.shards[&shard].epoch,
         };
         let r = s.apply(
             Revision(10),
@@ -779,7 +781,7 @@ mod tests {
         assert_eq!(r, Response::Ok);
         let bytes = codec::encode(&applied(&s)).unwrap();
         let back = decode_applied(&bytes).unwrap().state;
-        assert_eq!(back.group_records["g"], vec![1, 2, 3]);
+        assert_eq!(back.groups.records["g"], vec![1, 2, 3]);
         assert_eq!(back, s);
     }
 
@@ -816,7 +818,7 @@ mod tests {
         let back = decode_applied(&bytes).unwrap().state;
         assert_eq!(back, s);
         assert_eq!(
-            back.group_configs["g"].consumer_session_timeout_ms(),
+            back.groups.configs["g"].consumer_session_timeout_ms(),
             Some(50_000)
         );
         let json = serde_json::to_vec(&applied(&s)).unwrap();
@@ -826,7 +828,7 @@ mod tests {
     #[test]
     fn a_snapshot_with_transactions_round_trips() {
         let mut s = model();
-        let epoch = s.shards[&ShardId(0)].epoch;
+        let epoch = s.topics.shards[&ShardId(0)].epoch;
         let r = s.apply(
             Revision(10),
             &Command::Txn(TxnCommand {
@@ -848,7 +850,7 @@ mod tests {
             matches!(r, Response::Txn(ref t) if t.refused.is_none()),
             "{r:?}"
         );
-        assert_eq!(s.txn.ids().len(), 1);
+        assert_eq!(s.producers.txn.ids().len(), 1);
         let bytes = codec::encode(&applied(&s)).unwrap();
         assert_eq!(decode_applied(&bytes).unwrap().state, s);
     }

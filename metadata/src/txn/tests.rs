@@ -53,12 +53,12 @@ impl Txns {
         ShardFence {
             broker: BrokerId(1),
             shard: ShardId(0),
-            epoch: self.state.shards[&ShardId(0)].epoch,
+            epoch: self.state.topics.shards[&ShardId(0)].epoch,
         }
     }
 
     fn partition(&self, p: u32) -> PartitionKey {
-        PartitionKey::new(self.state.topics["t"].id, p)
+        PartitionKey::new(self.state.topics.by_name["t"].id, p)
     }
 
     /// Applies `op` on transactional id "tx".
@@ -83,13 +83,16 @@ impl Txns {
     }
 
     fn refused(&mut self, op: TxnOp) -> TxnError {
-        let before = self.state.txn.clone();
+        let before = self.state.producers.txn.clone();
         let r = self.op(op);
         let e = r.refused.expect("refused");
         // Only InitProducerId over an open transaction changes anything
         // while refusing; tests of that check the state themselves.
         if e != TxnError::ConcurrentTransactions {
-            assert_eq!(self.state.txn, before, "a refusal changed the state");
+            assert_eq!(
+                self.state.producers.txn, before,
+                "a refusal changed the state"
+            );
         }
         e
     }
@@ -123,7 +126,7 @@ impl Txns {
     }
 
     fn txn(&self) -> &TxnMeta {
-        &self.state.txn.ids()[&TransactionalId::new("tx")]
+        &self.state.producers.txn.ids()[&TransactionalId::new("tx")]
     }
 
     fn add(&mut self, producer: ProducerIdEpoch, partitions: &[u32]) -> Result<TxnMeta, TxnError> {
@@ -157,17 +160,17 @@ fn offset(o: i64) -> CommittedOffset {
 #[test]
 fn init_gives_a_new_producer_id_at_epoch_0_then_bumps_the_epoch() {
     let mut t = Txns::new();
-    let first_free = t.state.next_producer_id;
+    let first_free = t.state.producers.next_id;
     let a = t.init(None).txn.unwrap();
     assert_eq!(a.producer_id, ProducerId(first_free));
     assert_eq!(a.epoch, ProducerEpoch(0));
     assert_eq!(a.state, TxnState::Empty);
     assert_eq!(a.timeout_ms, 60_000);
     // The id came from the counter the idempotent producers' blocks use.
-    assert_eq!(t.state.next_producer_id, first_free + 1);
+    assert_eq!(t.state.producers.next_id, first_free + 1);
     let b = t.init(None).txn.unwrap();
     assert_eq!((b.producer_id, b.epoch), (a.producer_id, ProducerEpoch(1)));
-    assert_eq!(t.state.next_producer_id, first_free + 1);
+    assert_eq!(t.state.producers.next_id, first_free + 1);
 }
 
 #[test]
@@ -181,7 +184,7 @@ fn a_timeout_of_zero_or_above_the_maximum_is_refused() {
         });
         assert_eq!(e, TxnError::InvalidTransactionTimeout);
     }
-    assert!(t.state.txn.ids().is_empty());
+    assert!(t.state.producers.txn.ids().is_empty());
 }
 
 #[test]
@@ -207,9 +210,9 @@ fn a_committed_transaction_stores_its_offsets_when_it_completes() {
     assert_eq!(r.refused, None);
     assert_eq!(r.unknown, vec![("nope".to_string(), 0)]);
     // Pending: not visible as the group's offsets, but known as pending.
-    assert!(!t.state.groups.contains_key("g"));
-    assert!(t.state.txn.offset_pending("g", "t", 0));
-    assert!(!t.state.txn.offset_pending("g", "t", 1));
+    assert!(!t.state.groups.offsets.contains_key("g"));
+    assert!(t.state.producers.txn.offset_pending("g", "t", 0));
+    assert!(!t.state.producers.txn.offset_pending("g", "t", 1));
 
     let m = t.ok(TxnOp::End {
         producer: p,
@@ -217,7 +220,10 @@ fn a_committed_transaction_stores_its_offsets_when_it_completes() {
     });
     assert_eq!(m.state, TxnState::PrepareCommit);
     assert_eq!(m.partitions.len(), 2, "the partitions to mark");
-    assert!(!t.state.groups.contains_key("g"), "not before the markers");
+    assert!(
+        !t.state.groups.offsets.contains_key("g"),
+        "not before the markers"
+    );
 
     let m = t.ok(TxnOp::Complete {
         producer: p,
@@ -225,13 +231,16 @@ fn a_committed_transaction_stores_its_offsets_when_it_completes() {
     });
     assert_eq!(m.state, TxnState::CompleteCommit);
     assert!(m.partitions.is_empty() && m.groups.is_empty());
-    assert_eq!(t.state.groups["g"][&("t".to_string(), 0)], offset(5));
-    assert!(!t.state.txn.offset_pending("g", "t", 0));
+    assert_eq!(
+        t.state.groups.offsets["g"][&("t".to_string(), 0)],
+        offset(5)
+    );
+    assert!(!t.state.producers.txn.offset_pending("g", "t", 0));
 
     // Retries of both steps are answered ok and change nothing.
-    let before = t.state.txn.clone();
+    let before = t.state.producers.txn.clone();
     t.finish(p, true);
-    assert_eq!(t.state.txn, before);
+    assert_eq!(t.state.producers.txn, before);
 
     // The next transaction starts from a completed one.
     t.now_ms = 9_000;
@@ -255,8 +264,8 @@ fn an_aborted_transaction_drops_its_offsets() {
         commit: false,
     });
     assert_eq!(m.state, TxnState::CompleteAbort);
-    assert!(!t.state.groups.contains_key("g"));
-    assert!(!t.state.txn.offset_pending("g", "t", 1));
+    assert!(!t.state.groups.offsets.contains_key("g"));
+    assert!(!t.state.producers.txn.offset_pending("g", "t", 1));
 }
 
 #[test]
@@ -438,20 +447,20 @@ fn a_timed_out_transaction_is_aborted_at_the_next_epoch() {
     t.add(p, &[0, 1]).unwrap();
     // Not yet: 60 s after the start.
     t.now_ms = 69_999;
-    assert!(t.state.txn.expired(t.now_ms).is_empty());
+    assert!(t.state.producers.txn.expired(t.now_ms).is_empty());
     assert_eq!(
         t.refused(TxnOp::AbortExpired { producer: p }),
         TxnError::InvalidTxnState
     );
     t.now_ms = 70_000;
     assert_eq!(
-        t.state.txn.expired(t.now_ms),
+        t.state.producers.txn.expired(t.now_ms),
         vec![(TransactionalId::new("tx"), p)]
     );
     let m = t.ok(TxnOp::AbortExpired { producer: p });
     assert_eq!(m.state, TxnState::PrepareAbort);
     assert_eq!(m.epoch, ProducerEpoch(p.epoch.0 + 1));
-    assert!(t.state.txn.expired(t.now_ms).is_empty());
+    assert!(t.state.producers.txn.expired(t.now_ms).is_empty());
     // The producer is fenced: its commit is refused, and a second timer
     // firing on the old view changes nothing.
     assert_eq!(
@@ -485,7 +494,7 @@ fn a_coordinator_that_lost_its_shard_changes_nothing() {
         }],
     });
     assert_ne!(t.fence().epoch, stale.epoch);
-    let before = t.state.txn.clone();
+    let before = t.state.producers.txn.clone();
     let r = t.cmd(Command::Txn(TxnCommand {
         fence: stale,
         id: TransactionalId::new("tx"),
@@ -516,7 +525,7 @@ fn a_coordinator_that_lost_its_shard_changes_nothing() {
         r,
         Response::Error(MetaError::StaleCoordinator { .. })
     ));
-    assert_eq!(t.state.txn, before);
+    assert_eq!(t.state.producers.txn, before);
     // The new epoch's coordinator carries on.
     t.add(p, &[0]).unwrap();
 }
@@ -526,6 +535,7 @@ fn an_exhausted_epoch_gets_a_new_producer_id() {
     let mut t = Txns::new();
     let first = pe(&t.init(None).txn.unwrap());
     t.state
+        .producers
         .txn
         .ids
         .get_mut(&TransactionalId::new("tx"))
@@ -542,6 +552,7 @@ fn an_exhausted_epoch_gets_a_new_producer_id() {
         epoch: ProducerEpoch(LAST_PRODUCER_EPOCH),
     };
     t.state
+        .producers
         .txn
         .ids
         .get_mut(&TransactionalId::new("tx"))
@@ -618,13 +629,19 @@ fn idle_transactional_ids_expire_and_open_transactions_never_do() {
     // An open transaction is kept however old.
     t.add(p, &[0]).unwrap();
     assert!(!expire(&mut t, 1_000 + 10 * DAY));
-    assert!(t.state.txn.ids().contains_key(&TransactionalId::new("tx")));
+    assert!(
+        t.state
+            .producers
+            .txn
+            .ids()
+            .contains_key(&TransactionalId::new("tx"))
+    );
     t.now_ms = 2_000;
     t.finish(p, true);
     // Idle for a day: kept; past it: forgotten.
     assert!(!expire(&mut t, 2_000 + DAY));
     assert!(expire(&mut t, 2_001 + DAY));
-    assert!(t.state.txn.ids().is_empty());
+    assert!(t.state.producers.txn.ids().is_empty());
     // The id starts again with a new producer id.
     let again = pe(&t.init(None).txn.unwrap());
     assert_ne!(again.producer_id, p.producer_id);
@@ -668,8 +685,8 @@ mod partitions {
     /// A range of partition `p` at its epoch, with one batch of producer 77.
     fn range(t: &Txns, p: u32, first: i64, last: i64) -> CommitRange {
         let key = t.partition(p);
-        let epoch = t.state.partitions[&key].ownership.epoch;
-        let mut r = crate::state::tests::range(key.topic, p, epoch.0, first, last);
+        let epoch = t.state.topics.partitions[&key].ownership.epoch;
+        let mut r = crate::state::test_support::range(key.topic, p, epoch.0, first, last);
         r.producers = vec![ProducerBatch {
             producer_id: 77,
             epoch: 0,
@@ -720,8 +737,9 @@ mod partitions {
 
     fn lso(t: &Txns, p: u32) -> i64 {
         let key = t.partition(p);
-        let hw = t.state.partitions[&key].high_watermark;
+        let hw = t.state.topics.partitions[&key].high_watermark;
         t.state
+            .producers
             .txn
             .partitions
             .get(&key)
@@ -741,7 +759,7 @@ mod partitions {
             }],
         );
         assert!(matches!(r, Response::Committed { .. }), "{r:?}");
-        assert_eq!(t.state.partitions[&key].high_watermark, 5);
+        assert_eq!(t.state.topics.partitions[&key].high_watermark, 5);
         assert_eq!(lso(&t, 0), 2);
         // The abort marker comes at a bumped epoch (a timeout fenced the producer).
         commit(
@@ -753,7 +771,7 @@ mod partitions {
             }],
         );
         assert_eq!(lso(&t, 0), 6);
-        let p = t.state.txn.partitions.get(&key).unwrap();
+        let p = t.state.producers.txn.partitions.get(&key).unwrap();
         assert_eq!(
             p.aborted,
             vec![AbortedTxn {
@@ -763,17 +781,17 @@ mod partitions {
             }]
         );
         // The producer's epoch on the partition is the marker's.
-        let st = &t.state.partitions[&key].producers[&77];
+        let st = &t.state.topics.partitions[&key].producers[&77];
         assert_eq!(st.epoch, 1);
         assert!(st.batches.is_empty());
         // Retention past the abort forgets it; deleting the topic forgets all.
         t.cmd(Command::TruncateLog {
             broker: BrokerId(1),
             partition: key,
-            epoch: t.state.partitions[&key].ownership.epoch,
+            epoch: t.state.topics.partitions[&key].ownership.epoch,
             log_start_offset: 6,
         });
-        assert!(t.state.txn.partitions.get(&key).is_none());
+        assert!(t.state.producers.txn.partitions.get(&key).is_none());
         commit(
             &mut t,
             (6, 6),
@@ -782,9 +800,9 @@ mod partitions {
                 events: vec![begin(6)],
             }],
         );
-        assert!(t.state.txn.partitions.get(&key).is_some());
+        assert!(t.state.producers.txn.partitions.get(&key).is_some());
         t.cmd(Command::DeleteTopic { name: "t".into() });
-        assert!(t.state.txn.partitions.0.is_empty());
+        assert!(t.state.producers.txn.partitions.0.is_empty());
     }
 
     /// A marker of transaction "tx" at partition `p`, alone in a range.
@@ -796,8 +814,8 @@ mod partitions {
         commit: bool,
     ) -> (CommitRange, RangeTxns) {
         let key = t.partition(p);
-        let epoch = t.state.partitions[&key].ownership.epoch;
-        let r = crate::state::tests::range(key.topic, p, epoch.0, at, at);
+        let epoch = t.state.topics.partitions[&key].ownership.epoch;
+        let r = crate::state::test_support::range(key.topic, p, epoch.0, at, at);
         let events = vec![TxnEvent::Marker {
             producer_id: producer.producer_id,
             epoch: producer.epoch,
@@ -866,6 +884,7 @@ mod partitions {
             let stored = t
                 .state
                 .groups
+                .offsets
                 .get("g")
                 .and_then(|g| g.0.get(&("t".to_string(), 0)))
                 .map(|o| o.offset);
@@ -902,8 +921,8 @@ mod partitions {
                 matches!(r, Response::Error(MetaError::InvalidRequest(_))),
                 "{r:?}"
             );
-            assert_eq!(t.state.partitions, before.partitions);
-            assert_eq!(t.state.txn, before.txn);
+            assert_eq!(t.state.topics.partitions, before.topics.partitions);
+            assert_eq!(t.state.producers.txn, before.producers.txn);
         }
         // Events of a partition the commit has no range of.
         let r = commit(
@@ -933,8 +952,8 @@ mod partitions {
             matches!(r, Response::Error(MetaError::StaleEpoch { .. })),
             "{r:?}"
         );
-        assert!(t.state.txn.partitions.0.is_empty());
-        assert_eq!(t.state.partitions[&k0].high_watermark, 0);
+        assert!(t.state.producers.txn.partitions.0.is_empty());
+        assert_eq!(t.state.topics.partitions[&k0].high_watermark, 0);
     }
 }
 
@@ -993,6 +1012,7 @@ fn shard_of_is_fnv1a_modulo_the_shard_count() {
 fn the_producer_id_index_follows_new_ids_rotations_expiry_and_decoding() {
     let by = |t: &Txns, p: ProducerId| -> Vec<String> {
         t.state
+            .producers
             .txn
             .select(&TxnFilter {
                 producer_id: Some(p),
@@ -1009,6 +1029,7 @@ fn the_producer_id_index_follows_new_ids_rotations_expiry_and_decoding() {
 
     // Epochs run out: the id gets a new producer id, the old one is free.
     t.state
+        .producers
         .txn
         .ids
         .get_mut(&TransactionalId::new("tx"))
@@ -1024,9 +1045,9 @@ fn the_producer_id_index_follows_new_ids_rotations_expiry_and_decoding() {
         crate::raft::codec::Format::Binary,
         crate::raft::codec::Format::Json,
     ] {
-        let bytes = crate::raft::codec::encode_as(format, &t.state.txn).unwrap();
+        let bytes = crate::raft::codec::encode_as(format, &t.state.producers.txn).unwrap();
         let back: TxnModel = crate::raft::codec::decode(&bytes).unwrap();
-        assert_eq!(back, t.state.txn, "{format:?}");
+        assert_eq!(back, t.state.producers.txn, "{format:?}");
         assert_eq!(
             back.select(&TxnFilter {
                 producer_id: Some(rotated.producer_id),
@@ -1038,7 +1059,7 @@ fn the_producer_id_index_follows_new_ids_rotations_expiry_and_decoding() {
     }
 
     // Expired, it is gone from the index too.
-    t.state.txn.expire_ids(u64::MAX, 0);
-    assert!(t.state.txn.ids().is_empty());
+    t.state.producers.txn.expire_ids(u64::MAX, 0);
+    assert!(t.state.producers.txn.ids().is_empty());
     assert!(by(&t, rotated.producer_id).is_empty());
 }

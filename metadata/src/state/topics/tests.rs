@@ -1,0 +1,175 @@
+//! Creating and deleting topics and their partitions, through
+//! `ClusterState::apply`, and what a partition counts as stored.
+
+use std::collections::BTreeMap;
+
+use crate::command::{Command, Response};
+use crate::controller;
+use crate::error::MetaError;
+use crate::ids::{BrokerId, Epoch, ObjectId};
+use crate::state::test_support::{Sm, count, obj, owned, range, register, tid, topic};
+use crate::state::{IndexEntry, PartitionState};
+
+#[test]
+fn topics_are_created_validated_and_deleted() {
+    let mut sm = Sm::new();
+    topic(&mut sm, "orders", tid(1), 3);
+    assert_eq!(sm.state.topics.partitions.len(), 3);
+    assert!(matches!(
+        sm.error(Command::CreateTopic {
+            name: "orders".into(),
+            id: tid(2),
+            partitions: 1,
+            config: BTreeMap::new()
+        }),
+        MetaError::TopicExists(_)
+    ));
+    for bad in ["", ".", "..", "a b", "x/y", &"n".repeat(250)] {
+        sm.error(Command::CreateTopic {
+            name: bad.into(),
+            id: tid(3),
+            partitions: 1,
+            config: BTreeMap::new(),
+        });
+    }
+    sm.error(Command::CreateTopic {
+        name: "zero".into(),
+        id: tid(3),
+        partitions: 0,
+        config: BTreeMap::new(),
+    });
+    let bad_config = [("retention.ms".to_string(), "x".to_string())].into();
+    assert!(matches!(
+        sm.error(Command::CreateTopic {
+            name: "cfg".into(),
+            id: tid(3),
+            partitions: 1,
+            config: bad_config
+        }),
+        MetaError::InvalidConfig(_)
+    ));
+    sm.ok(Command::CreatePartitions {
+        name: "orders".into(),
+        total: 5,
+    });
+    sm.error(Command::CreatePartitions {
+        name: "orders".into(),
+        total: 4,
+    });
+    assert_eq!(sm.state.topics.partitions.len(), 5);
+    sm.ok(Command::DeleteTopic {
+        name: "orders".into(),
+    });
+    assert!(sm.state.topics.partitions.is_empty());
+    assert!(matches!(
+        sm.error(Command::DeleteTopic {
+            name: "orders".into()
+        }),
+        MetaError::UnknownTopic(_)
+    ));
+    // Re-created under the same name, it is a new topic id.
+    topic(&mut sm, "orders", tid(9), 1);
+    assert_eq!(sm.state.topics.by_name["orders"].id, tid(9));
+}
+
+/// A new topic's partitions are owned by the command that creates them
+/// (no wait for the controller's next round), spread by load; without
+/// a live broker they wait for the controller.
+#[test]
+fn a_new_topic_is_owned_from_the_command_that_creates_it() {
+    let mut sm = Sm::new();
+    topic(&mut sm, "early", tid(1), 2);
+    assert!(
+        sm.state
+            .topics
+            .partitions
+            .values()
+            .all(|p| p.ownership.owner.is_none())
+    );
+    register(&mut sm, 1, 0);
+    register(&mut sm, 2, 0);
+    for c in controller::plan(&sm.state, 0) {
+        sm.ok(c);
+    }
+    let (c1, c2) = (count(&sm, 1), count(&sm, 2));
+    topic(&mut sm, "orders", tid(2), 6);
+    let orders: Vec<_> = sm
+        .state
+        .topics
+        .partitions
+        .iter()
+        .filter(|(k, _)| k.topic == tid(2))
+        .map(|(_, p)| p.ownership)
+        .collect();
+    assert_eq!(orders.len(), 6);
+    assert!(
+        orders
+            .iter()
+            .all(|o| o.owner.is_some() && o.epoch == Epoch(1) && o.handover.is_none()),
+        "{orders:?}"
+    );
+    assert_eq!(count(&sm, 1) + count(&sm, 2), c1 + c2 + 6);
+    assert!(count(&sm, 1).abs_diff(count(&sm, 2)) <= 1, "spread by load");
+    // New partitions of an existing topic too.
+    sm.ok(Command::CreatePartitions {
+        name: "orders".into(),
+        total: 8,
+    });
+    assert!(
+        sm.state
+            .topics
+            .partitions
+            .iter()
+            .filter(|(k, _)| k.topic == tid(2))
+            .all(|(_, p)| p.ownership.owner.is_some())
+    );
+    assert!(count(&sm, 1).abs_diff(count(&sm, 2)) <= 1);
+    // Nothing left for the controller to place.
+    assert!(controller::decide(&sm.state, 0).direct.is_empty());
+}
+
+#[test]
+fn deleting_a_topic_releases_its_objects() {
+    let mut sm = owned();
+    let Response::Committed {
+        object: Some(id), ..
+    } = sm.apply(Command::Commit {
+        now_ms: 0,
+        broker: BrokerId(1),
+        object: obj(),
+        ranges: vec![range(tid(1), 0, 1, 0, 9)],
+    })
+    else {
+        panic!()
+    };
+    assert!(sm.state.topics.unreferenced_objects().is_empty());
+    sm.ok(Command::DeleteTopic { name: "t".into() });
+    assert_eq!(sm.state.topics.unreferenced_objects().len(), 1);
+    sm.ok(Command::ForgetObjects { ids: vec![id] });
+    assert!(sm.state.topics.objects.is_empty());
+}
+
+fn entry(first: i64, last: i64, len: u64) -> IndexEntry {
+    IndexEntry {
+        first_offset: first,
+        last_offset: last,
+        max_timestamp: 0,
+        object: ObjectId(1),
+        byte_start: 0,
+        byte_len: len,
+    }
+}
+
+#[test]
+fn stored_bytes_count_the_ranges_from_the_log_start_on() {
+    let mut p = PartitionState {
+        index: vec![entry(0, 9, 100), entry(10, 19, 200), entry(20, 29, 400)],
+        ..PartitionState::default()
+    };
+    assert_eq!(p.stored_bytes(), 700);
+    // A range the log start falls inside counts whole; one before it, not.
+    p.log_start_offset = 15;
+    assert_eq!(p.stored_bytes(), 600);
+    p.log_start_offset = 30;
+    assert_eq!(p.stored_bytes(), 0);
+}

@@ -1,0 +1,164 @@
+//! How [`ClusterState`] is serialized in snapshots: as the flat struct of
+//! earlier versions, whose fields are the concerns' fields side by side, in
+//! their order then (postcard writes a struct as its fields in order, with
+//! no names; JSON snapshots of older versions are still read). Fields added
+//! since the first release come last with a default, so that an older
+//! JSON snapshot lacking them reads; older binary layouts are read by
+//! `raft::state_machine`'s `decode_applied`.
+//!
+//! Serializing goes through [`FlatRef`], which borrows every field (nothing
+//! is cloned); deserializing reads a [`Flat`] and moves its fields into
+//! the concerns.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::{
+    BrokerConfigsState, ClusterState, GroupOffsets, GroupsState, NodeInfo, NodesState, ObjectInfo,
+    Ownership, PartitionState, ProducersState, SecurityState, Topic, TopicsState,
+};
+use crate::ids::{BrokerId, ObjectId, PartitionKey, Revision, ShardId};
+
+/// The snapshot layout of [`ClusterState`], owned: what is read.
+#[derive(Debug, Deserialize)]
+#[serde(rename = "ClusterState")]
+pub(crate) struct Flat {
+    pub revision: Revision,
+    pub nodes: BTreeMap<BrokerId, NodeInfo>,
+    pub topics: BTreeMap<String, Topic>,
+    #[serde(with = "crate::serde_pairs")]
+    pub partitions: BTreeMap<PartitionKey, PartitionState>,
+    pub objects: BTreeMap<ObjectId, ObjectInfo>,
+    pub next_object_id: u64,
+    pub groups: BTreeMap<String, GroupOffsets>,
+    pub next_producer_id: i64,
+    pub shards: BTreeMap<ShardId, Ownership>,
+    /// The transaction coordinators' state. Absent from snapshots of older
+    /// versions (see `raft::state_machine`, `decode_applied`).
+    #[serde(default)]
+    pub txn: crate::txn::TxnModel,
+    /// Client quotas. Absent from snapshots of older versions.
+    #[serde(default)]
+    pub quotas: crate::quota::QuotaModel,
+    /// Groups' configs. Absent from snapshots of older versions.
+    #[serde(default)]
+    pub group_configs: BTreeMap<String, crate::group_config::GroupConfigs>,
+    /// Classic groups' stored membership. Absent from snapshots of older
+    /// versions.
+    #[serde(default)]
+    pub group_records: BTreeMap<String, Vec<u8>>,
+    /// SCRAM credentials. Absent from snapshots of older versions.
+    #[serde(default)]
+    pub scram: crate::scram::ScramModel,
+    /// ACLs. Absent from snapshots of older versions.
+    #[serde(default)]
+    pub acls: crate::acl::AclModel,
+    /// Dynamic broker configs. Absent from snapshots of older versions.
+    #[serde(default)]
+    pub broker_configs: BTreeMap<String, crate::broker_config::BrokerConfigs>,
+}
+
+/// The snapshot layout of [`ClusterState`], borrowed: what is written.
+/// The same fields as [`Flat`], in the same order, with the same
+/// attributes.
+#[derive(Serialize)]
+#[serde(rename = "ClusterState")]
+struct FlatRef<'a> {
+    revision: &'a Revision,
+    nodes: &'a BTreeMap<BrokerId, NodeInfo>,
+    topics: &'a BTreeMap<String, Topic>,
+    #[serde(serialize_with = "pairs")]
+    partitions: &'a BTreeMap<PartitionKey, PartitionState>,
+    objects: &'a BTreeMap<ObjectId, ObjectInfo>,
+    next_object_id: &'a u64,
+    groups: &'a BTreeMap<String, GroupOffsets>,
+    next_producer_id: &'a i64,
+    shards: &'a BTreeMap<ShardId, Ownership>,
+    txn: &'a crate::txn::TxnModel,
+    quotas: &'a crate::quota::QuotaModel,
+    group_configs: &'a BTreeMap<String, crate::group_config::GroupConfigs>,
+    group_records: &'a BTreeMap<String, Vec<u8>>,
+    scram: &'a crate::scram::ScramModel,
+    acls: &'a crate::acl::AclModel,
+    broker_configs: &'a BTreeMap<String, crate::broker_config::BrokerConfigs>,
+}
+
+/// [`crate::serde_pairs`] through the borrow.
+fn pairs<K: Serialize, V: Serialize, S: Serializer>(
+    map: &&BTreeMap<K, V>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    crate::serde_pairs::serialize(map, s)
+}
+
+impl<'a> From<&'a ClusterState> for FlatRef<'a> {
+    fn from(s: &'a ClusterState) -> Self {
+        FlatRef {
+            revision: &s.revision,
+            nodes: &s.nodes.by_id,
+            topics: &s.topics.by_name,
+            partitions: &s.topics.partitions,
+            objects: &s.topics.objects,
+            next_object_id: &s.topics.next_object_id,
+            groups: &s.groups.offsets,
+            next_producer_id: &s.producers.next_id,
+            shards: &s.topics.shards,
+            txn: &s.producers.txn,
+            quotas: &s.quotas,
+            group_configs: &s.groups.configs,
+            group_records: &s.groups.records,
+            scram: &s.security.scram,
+            acls: &s.security.acls,
+            broker_configs: &s.broker_configs.by_resource,
+        }
+    }
+}
+
+impl From<Flat> for ClusterState {
+    fn from(f: Flat) -> Self {
+        ClusterState {
+            revision: f.revision,
+            nodes: NodesState { by_id: f.nodes },
+            topics: TopicsState {
+                by_name: f.topics,
+                partitions: f.partitions,
+                objects: f.objects,
+                next_object_id: f.next_object_id,
+                shards: f.shards,
+            },
+            groups: GroupsState {
+                offsets: f.groups,
+                configs: f.group_configs,
+                records: f.group_records,
+            },
+            producers: ProducersState {
+                next_id: f.next_producer_id,
+                txn: f.txn,
+            },
+            quotas: f.quotas,
+            security: SecurityState {
+                scram: f.scram,
+                acls: f.acls,
+            },
+            broker_configs: BrokerConfigsState {
+                by_resource: f.broker_configs,
+            },
+        }
+    }
+}
+
+impl Serialize for ClusterState {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        FlatRef::from(self).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for ClusterState {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Flat::deserialize(d).map(ClusterState::from)
+    }
+}
+
+#[cfg(test)]
+mod tests;
