@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use floe_metadata::api::MetaApi;
-use floe_metadata::api::{proto, routes};
+use floe_metadata::export::{ExportFile, PartitionExports};
+use floe_metadata::ids::{PartitionKey, TopicId};
 use floe_storage::records::Record;
 use floe_storage::{EndpointId, ObjectKey, ObjectRef, StorePool};
 use futures::StreamExt;
@@ -78,16 +79,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn pref(topic_id: &str, partition: u32) -> proto::Partition {
-    proto::Partition {
-        topic_id: topic_id.to_string(),
-        partition,
-    }
+fn pref(topic_id: TopicId, partition: u32) -> PartitionKey {
+    PartitionKey::new(topic_id, partition)
 }
 
 /// A file about to be written.
 struct Planned {
-    file: proto::ExportFile,
+    file: ExportFile,
     bytes: Vec<u8>,
 }
 
@@ -174,17 +172,7 @@ impl Indexer {
     /// One round over every topic with exports enabled.
     pub async fn run_once(&self) -> Result<()> {
         let _round = self.inner.round.lock().await;
-        let listed = self
-            .inner
-            .meta
-            .call::<routes::ListTopics>(proto::Empty {})
-            .await;
-        let topics = match listed.and_then(|l| {
-            l.topics
-                .into_iter()
-                .map(floe_metadata::api::convert::topic_info_from)
-                .collect::<Result<Vec<_>, _>>()
-        }) {
+        let topics = match self.inner.meta.list_topics().await {
             Ok(t) => t,
             Err(e) => {
                 crate::metrics::error();
@@ -231,18 +219,15 @@ impl Indexer {
 
     async fn export_topic(&self, topic: &str, settings: &ExportSettings) -> Result<()> {
         let state = self.inner.meta.export_state(topic).await?;
-        let topic_id = state.topic_id.clone();
+        let topic_id = state.topic_id;
         let results: Vec<Result<()>> = futures::stream::iter(state.partitions.iter().cloned())
-            .map(|p| {
-                let topic_id = topic_id.clone();
-                async move { self.export_partition(topic, &topic_id, p, settings).await }
-            })
+            .map(|p| async move { self.export_partition(topic, topic_id, p, settings).await })
             .buffer_unordered(2)
             .collect()
             .await;
         let mut first_err = results.into_iter().find_map(|r| r.err());
         if let Some(retention) = settings.retention
-            && let Err(e) = self.apply_retention(topic, &topic_id, retention).await
+            && let Err(e) = self.apply_retention(topic, topic_id, retention).await
         {
             first_err.get_or_insert(e);
         }
@@ -259,8 +244,8 @@ impl Indexer {
     async fn export_partition(
         &self,
         topic: &str,
-        topic_id: &str,
-        p: proto::PartitionExport,
+        topic_id: TopicId,
+        p: PartitionExports,
         settings: &ExportSettings,
     ) -> Result<()> {
         let key = (topic.to_string(), p.partition);
@@ -333,9 +318,9 @@ impl Indexer {
     async fn redo(
         &self,
         topic: &str,
-        topic_id: &str,
-        p: &proto::PartitionExport,
-        pending: &proto::ExportFile,
+        topic_id: TopicId,
+        p: &PartitionExports,
+        pending: &ExportFile,
         settings: &ExportSettings,
     ) -> Result<()> {
         tracing::info!(topic, partition = p.partition, key = %pending.key, "finishing a pending export");
@@ -362,7 +347,7 @@ impl Indexer {
             )
             .await?;
         // The name is the one recorded, whatever the records say now.
-        planned.file = proto::ExportFile {
+        planned.file = ExportFile {
             endpoint: pending.endpoint.clone(),
             key: pending.key.clone(),
             size: planned.bytes.len() as u64,
@@ -394,7 +379,7 @@ impl Indexer {
         .map_err(|e| IndexerError::corrupt(format!("the Parquet writer stopped: {e}")))?
         .map_err(|e| IndexerError::corrupt(format!("cannot write Parquet: {e}")))?;
         Ok(Planned {
-            file: proto::ExportFile {
+            file: ExportFile {
                 endpoint: self.inner.endpoint.as_str().to_string(),
                 key: file_key(topic, partition, first, last, first_ts),
                 first_offset: first,
@@ -411,7 +396,7 @@ impl Indexer {
     /// Begin (unless redoing), write, commit.
     async fn write(
         &self,
-        topic_id: &str,
+        topic_id: TopicId,
         partition: u32,
         generation: u64,
         planned: Planned,
@@ -419,7 +404,7 @@ impl Indexer {
     ) -> Result<()> {
         let meta = &self.inner.meta;
         if begin {
-            meta.export_begin(pref(topic_id, partition), generation, planned.file.clone())
+            meta.export_begin(pref(topic_id, partition), generation, &planned.file)
                 .await?;
         }
         let size = planned.bytes.len() as u64;
@@ -432,7 +417,7 @@ impl Indexer {
             )
             .await?;
         let rows = planned.file.rows;
-        meta.export_commit(pref(topic_id, partition), generation, planned.file)
+        meta.export_commit(pref(topic_id, partition), generation, &planned.file)
             .await?;
         crate::metrics::file_written(rows, size);
         tracing::debug!(partition, rows, "exported a file");
@@ -443,14 +428,14 @@ impl Indexer {
     async fn apply_retention(
         &self,
         topic: &str,
-        topic_id: &str,
+        topic_id: TopicId,
         retention: Duration,
     ) -> Result<()> {
         let now_ms = chrono::Utc::now().timestamp_millis();
         let horizon = now_ms.saturating_sub(retention.as_millis().min(i64::MAX as u128) as i64);
         let state = self.inner.meta.export_state(topic).await?;
         for p in &state.partitions {
-            let old: Vec<&proto::ExportFile> = p
+            let old: Vec<&ExportFile> = p
                 .files
                 .iter()
                 .filter(|f| f.max_timestamp < horizon)

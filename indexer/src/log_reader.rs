@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use floe_metadata::api::MetaApi;
+use floe_metadata::ids::TopicId;
 use floe_metadata::txn::PartitionTxns;
 use floe_storage::batch::BatchView;
 use floe_storage::committed::{Batches, Wanted, read_batches};
@@ -41,11 +42,6 @@ pub const MAX_DECODED_BYTES: u64 = 256 * 1024 * 1024;
 /// What a record costs in memory beyond its bytes (its struct and slices).
 pub const RECORD_OVERHEAD: u64 = 128;
 
-fn key_of(topic_id: &str, partition: u32) -> Result<PartitionKey> {
-    let topic = floe_metadata::api::convert::topic_id(topic_id)?;
-    Ok(PartitionKey::new(topic, partition))
-}
-
 /// Reads committed records of partitions.
 #[derive(Clone)]
 pub struct LogReader {
@@ -60,10 +56,10 @@ impl LogReader {
 
     /// Committed log bytes of the partition from `from` on (as the index
     /// says; ranges are whole batches, so this slightly overestimates).
-    pub async fn bytes_after(&self, topic_id: &str, partition: u32, from: i64) -> Result<u64> {
+    pub async fn bytes_after(&self, topic_id: TopicId, partition: u32, from: i64) -> Result<u64> {
         let idx = self
             .meta
-            .partition_index(key_of(topic_id, partition)?, from)
+            .partition_index(PartitionKey::new(topic_id, partition), from)
             .await?;
         Ok(idx.entries.iter().map(|e| e.byte_len).sum())
     }
@@ -78,7 +74,7 @@ impl LogReader {
     /// bounds, give no records (their offsets still count as read).
     pub async fn read(
         &self,
-        topic_id: &str,
+        topic_id: TopicId,
         partition: u32,
         from: i64,
         until: i64,
@@ -95,7 +91,7 @@ impl LogReader {
         }
         let idx = self
             .meta
-            .partition_index(key_of(topic_id, partition)?, from)
+            .partition_index(PartitionKey::new(topic_id, partition), from)
             .await?;
         out.last_stable = idx.txns.last_stable_offset(idx.info.high_watermark);
         let until = until.min(out.last_stable);

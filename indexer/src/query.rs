@@ -108,7 +108,7 @@ pub async fn run(ix: &Indexer, topic: &str, q: &Query) -> Result<QueryAnswer> {
         let read = ix
             .reader()
             .read(
-                &state.topic_id,
+                state.topic_id,
                 p.partition,
                 start,
                 p.high_watermark,

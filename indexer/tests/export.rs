@@ -18,7 +18,6 @@ use floe_indexer::settings::file_key;
 use floe_indexer::{Indexer, IndexerConfig, query};
 use floe_metadata::ErrorKind as MetaKind;
 use floe_metadata::api::MetaApi;
-use floe_metadata::api::proto;
 use floe_storage::batch::Compression;
 use floe_storage::records::{BatchBuilder, RecordSpec};
 use floe_storage::{EndpointId, ObjectKey, PartitionKey, StorePool, TopicId};
@@ -100,7 +99,7 @@ impl Env {
     }
 
     /// Runs export rounds until every partition is exported up to its end.
-    async fn export_all(&self, ix: &Indexer, topic: &str) -> proto::ExportStateResponse {
+    async fn export_all(&self, ix: &Indexer, topic: &str) -> floe_metadata::export::TopicExports {
         let started = Instant::now();
         loop {
             ix.run_once().await.unwrap();
@@ -120,7 +119,7 @@ impl Env {
     }
 
     /// Every row of the committed files: (partition, offset) and the amount column's sum.
-    async fn rows(&self, s: &proto::ExportStateResponse) -> (Vec<(i32, i64)>, f64, usize) {
+    async fn rows(&self, s: &floe_metadata::export::TopicExports) -> (Vec<(i32, i64)>, f64, usize) {
         let mut rows = Vec::new();
         let mut sum = 0.0;
         let mut nulls = 0;
@@ -216,7 +215,7 @@ async fn every_record_is_exported_once_also_after_a_crash_between_begin_and_comm
     // An indexer died after beginning a file of 0..=24 and writing half of it.
     let state = env.meta.export_state("orders").await.unwrap();
     let key = file_key("orders", 0, 0, 24, ts);
-    let pending = proto::ExportFile {
+    let pending = floe_metadata::export::ExportFile {
         endpoint: "local".into(),
         key: key.clone(),
         first_offset: 0,
@@ -226,14 +225,8 @@ async fn every_record_is_exported_once_also_after_a_crash_between_begin_and_comm
         min_timestamp: ts,
         max_timestamp: ts,
     };
-    let p0 = proto::Partition {
-        topic_id: state.topic_id.clone(),
-        partition: 0,
-    };
-    env.meta
-        .export_begin(p0.clone(), 0, pending.clone())
-        .await
-        .unwrap();
+    let p0 = PartitionKey::new(state.topic_id, 0);
+    env.meta.export_begin(p0, 0, &pending).await.unwrap();
     env.pool
         .put_at(
             &EndpointId::new("local"),
@@ -278,15 +271,8 @@ async fn every_record_is_exported_once_also_after_a_crash_between_begin_and_comm
         .collect();
     assert_eq!(names, committed);
     // A late commit of the finished intent is harmless; a stale begin is refused.
-    env.meta
-        .export_commit(p0.clone(), 0, pending.clone())
-        .await
-        .unwrap();
-    let err = env
-        .meta
-        .export_begin(p0.clone(), 0, pending)
-        .await
-        .unwrap_err();
+    env.meta.export_commit(p0, 0, &pending).await.unwrap();
+    let err = env.meta.export_begin(p0, 0, &pending).await.unwrap_err();
     assert_eq!(err.kind(), MetaKind::ExportConflict);
 
     // Lookups agree with the log.
@@ -337,12 +323,9 @@ async fn a_backfill_rebuilds_the_files_and_fences_the_old_generation() {
 
     let generation = ix.backfill("events").await.unwrap();
     assert_eq!(generation, 1);
-    let p0 = proto::Partition {
-        topic_id: before.topic_id.clone(),
-        partition: 0,
-    };
+    let p0 = PartitionKey::new(before.topic_id, 0);
     let old_file = before.partitions[0].files[0].clone();
-    let err = env.meta.export_commit(p0, 0, old_file).await.unwrap_err();
+    let err = env.meta.export_commit(p0, 0, &old_file).await.unwrap_err();
     assert_eq!(
         err.kind(),
         MetaKind::ExportConflict,

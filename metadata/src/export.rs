@@ -39,6 +39,28 @@ pub struct ExportState {
     pub files: Vec<ExportFile>,
 }
 
+/// A partition's export progress as the indexer reads it: its state and
+/// where its log is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionExports {
+    pub partition: u32,
+    pub generation: u64,
+    /// The first offset not exported yet.
+    pub next_offset: i64,
+    pub pending: Option<ExportFile>,
+    /// Committed files, in offset order.
+    pub files: Vec<ExportFile>,
+    pub log_start_offset: i64,
+    pub high_watermark: i64,
+}
+
+/// A topic's export progress, partition by partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicExports {
+    pub topic_id: crate::ids::TopicId,
+    pub partitions: Vec<PartitionExports>,
+}
+
 fn conflict(msg: String) -> MetaError {
     MetaError::ExportConflict(msg)
 }

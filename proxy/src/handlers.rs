@@ -12,7 +12,7 @@ use floe_broker::{
     Acks, Broker, CallError, OffsetSpec, PartitionOwner, PendingProduce, RemoteBroker,
     RoutingError, RoutingErrorKind,
 };
-use floe_metadata::api::{MetaApi, routes};
+use floe_metadata::api::MetaApi;
 use floe_storage::PartitionKey;
 use futures::StreamExt;
 use kafka_protocol::ResponseError;
@@ -356,12 +356,8 @@ impl ProducerIdBlock {
     async fn take(&self, meta: &dyn MetaApi) -> Result<i64, floe_metadata::MetaError> {
         let mut g = self.next.lock().await;
         if g.0 >= g.1 {
-            let r: floe_metadata::api::proto::ProducerIdsResponse = meta
-                .call::<routes::ProducerIds>(floe_metadata::api::proto::ProducerIdsRequest {
-                    count: PRODUCER_ID_BLOCK,
-                })
-                .await?;
-            *g = (r.first, r.first.saturating_add(i64::from(r.count)));
+            let (first, count) = meta.producer_ids(PRODUCER_ID_BLOCK).await?;
+            *g = (first, first.saturating_add(i64::from(count)));
         }
         let id = g.0;
         g.0 += 1;

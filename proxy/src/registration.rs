@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use floe_metadata::MetaError;
-use floe_metadata::api::{MetaApi, proto, routes};
+use floe_metadata::api::MetaApi;
 use floe_metadata::error::ErrorKind;
 use floe_metadata::ids::BrokerId;
 
@@ -62,11 +62,7 @@ impl Registration {
         self.heartbeats.abort();
         let id = self.me.id();
         let Ok(id) = u32::try_from(id) else { return };
-        match self
-            .meta
-            .call::<routes::Drain>(proto::HeartbeatRequest { id })
-            .await
-        {
+        match self.meta.drain(floe_metadata::ids::BrokerId(id)).await {
             Ok(_) => tracing::info!(id, "proxy left the cluster's brokers"),
             Err(e) => {
                 tracing::warn!(id, error = %e, "leaving failed; the registration expires instead")

@@ -7,7 +7,9 @@
 //! cannot write old offsets over the new coordinator's.
 
 use floe_metadata::ErrorKind as MetaKind;
-use floe_metadata::api::{proto, routes};
+use floe_metadata::api::calls::GroupOffset;
+use floe_metadata::command::{CommittedOffset, ShardFence};
+use floe_metadata::ids::{Epoch, ShardId};
 
 use super::service::GroupService;
 use super::{CommitParams, GroupCoordinator, GroupError, shard_of};
@@ -55,36 +57,37 @@ impl GroupService {
         if stored.is_empty() {
             return Ok(results);
         }
-        let req = proto::CommitOffsetsRequest {
-            group: p.group_id.clone(),
-            offsets: stored
-                .iter()
-                .map(|&i| {
-                    let o = &p.offsets[i];
-                    proto::GroupOffset {
-                        topic: o.topic.clone(),
-                        partition: o.partition,
+        let offsets: Vec<GroupOffset> = stored
+            .iter()
+            .map(|&i| {
+                let o = &p.offsets[i];
+                GroupOffset {
+                    topic: o.topic.clone(),
+                    partition: o.partition,
+                    committed: CommittedOffset {
                         offset: o.offset,
                         leader_epoch: o.leader_epoch,
                         metadata: o.metadata.clone(),
-                    }
-                })
-                .collect(),
-            broker: self.partitions.id(),
-            shard,
-            shard_epoch: epoch,
+                    },
+                }
+            })
+            .collect();
+        let fence = ShardFence {
+            broker: self.partitions.broker_id(),
+            shard: ShardId(shard),
+            epoch: Epoch(epoch),
         };
         match self
             .partitions
             .meta()
-            .call::<routes::CommitOffsets>(req)
+            .commit_offsets(fence, &p.group_id, &offsets)
             .await
         {
-            Ok(resp) => {
-                for u in &resp.unknown {
+            Ok(unknown) => {
+                for (topic, partition) in &unknown {
                     for &i in &stored {
                         let o = &p.offsets[i];
-                        if o.topic == u.topic && o.partition == u.partition {
+                        if &o.topic == topic && o.partition == *partition {
                             results[i] = Err(GroupError::UnknownTopicOrPartition);
                         }
                     }

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use floe_metadata::ErrorKind as MetaKind;
-use floe_metadata::api::{MetaApi, proto, routes};
+use floe_metadata::api::MetaApi;
+use floe_metadata::command::ShardFence;
+use floe_metadata::ids::{BrokerId, Epoch, ShardId};
 
 use crate::group::{GroupError, GroupStore};
 
@@ -33,14 +35,15 @@ impl GroupStore for MetaGroupStore {
     ) -> Result<(), GroupError> {
         let forget = record.is_none();
         let store = |record: Option<Vec<u8>>| {
-            self.meta
-                .call::<routes::StoreGroup>(proto::StoreGroupRequest {
-                    broker: self.broker,
-                    shard,
-                    shard_epoch,
-                    group: group.to_string(),
-                    record,
-                })
+            self.meta.store_group(
+                ShardFence {
+                    broker: BrokerId(self.broker),
+                    shard: ShardId(shard),
+                    epoch: Epoch(shard_epoch),
+                },
+                group,
+                record,
+            )
         };
         match store(record).await {
             Ok(_) => Ok(()),
@@ -72,9 +75,8 @@ pub(crate) async fn load_shard(
     meta: &dyn MetaApi,
     shard: u32,
 ) -> Result<Vec<(String, Vec<u8>)>, String> {
-    let call = meta.call::<routes::GroupRecords>(proto::GroupRecordsRequest { shard });
-    match tokio::time::timeout(LOAD_TIMEOUT, call).await {
-        Ok(Ok(r)) => Ok(r.groups.into_iter().map(|g| (g.group, g.record)).collect()),
+    match tokio::time::timeout(LOAD_TIMEOUT, meta.group_records(shard)).await {
+        Ok(Ok(records)) => Ok(records),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err(format!("no answer in {LOAD_TIMEOUT:?}")),
     }

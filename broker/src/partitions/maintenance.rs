@@ -18,7 +18,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use floe_metadata::api::{convert, proto, routes};
 use floe_storage::segment::{SegmentBuilder, write_segment};
 use floe_storage::{EndpointId, RangeRead};
 
@@ -188,16 +187,12 @@ pub(crate) async fn swap_in(
         max_timestamp: max_ts,
         ..seg
     };
-    let req = proto::ReplaceRangesRequest {
-        broker: b.id(),
-        partition: Some(convert::partition_msg(&log.key)),
-        epoch,
-        first_offset,
-        last_offset,
-        max_timestamp: max_ts,
-        object: Some(convert::object_msg(&seg.log)),
-    };
-    let resp: proto::CommitResponse = match b.inner.meta.call::<routes::ReplaceRanges>(req).await {
+    let fence = b.owner_fence(&log.key, epoch);
+    let replaced = b
+        .meta()
+        .replace_ranges(fence, first_offset, last_offset, max_ts, &seg.log)
+        .await;
+    let object_id = match replaced {
         Ok(r) => r,
         Err(e) => {
             // The segment is not referenced: delete it now.
@@ -212,7 +207,7 @@ pub(crate) async fn swap_in(
         last_offset,
         max_timestamp: max_ts,
         object: seg.log.clone(),
-        object_id: resp.object_id,
+        object_id,
         byte_start: 0,
         byte_len: seg.log.size,
         segment: Some(Arc::new(seg)),
@@ -306,19 +301,11 @@ pub(crate) async fn truncate(
     epoch: u64,
     offset: i64,
 ) -> Result<i64> {
-    let req = proto::TruncateRequest {
-        broker: b.id(),
-        partition: Some(convert::partition_msg(&log.key)),
-        epoch,
-        log_start_offset: offset,
-    };
-    let resp = b
-        .inner
-        .meta
-        .call::<routes::TruncateLog>(req)
+    let start = b
+        .meta()
+        .truncate_log(b.owner_fence(&log.key, epoch), offset)
         .await
         .map_err(BrokerError::from)?;
-    let start = resp.log_start_offset;
     {
         let mut st = log.lock();
         st.log_start = st.log_start.max(start);
@@ -371,9 +358,8 @@ pub(crate) async fn sweep(b: &Partitions, seen: &mut HashMap<u64, Instant>) -> R
     }
     if !forget.is_empty() {
         let n = forget.len();
-        b.inner
-            .meta
-            .call::<routes::ForgetObjects>(proto::ForgetObjectsRequest { ids: forget })
+        b.meta()
+            .forget_objects(forget)
             .await
             .map_err(BrokerError::from)?;
         tracing::info!(objects = n, "deleted unreferenced objects");

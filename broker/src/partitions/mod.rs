@@ -194,6 +194,20 @@ impl Partitions {
         self.inner.stopped.notified().await
     }
 
+    /// What a write of this broker as `partition`'s owner at `epoch` is
+    /// fenced by in the metadata.
+    pub fn owner_fence(
+        &self,
+        partition: &PartitionKey,
+        epoch: u64,
+    ) -> floe_metadata::api::calls::OwnerFence {
+        floe_metadata::api::calls::OwnerFence {
+            broker: self.broker_id(),
+            partition: *partition,
+            epoch: floe_metadata::ids::Epoch(epoch),
+        }
+    }
+
     /// The settings the broker started with.
     pub fn config(&self) -> &BrokerConfig {
         &self.inner.cfg

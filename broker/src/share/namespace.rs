@@ -5,7 +5,7 @@
 //! offsets (a share-partition's state makes a share group, any other
 //! offset a classic one), so that a group without members keeps its kind.
 
-use floe_metadata::api::proto::GroupOffset;
+use floe_metadata::api::calls::GroupOffset;
 
 use super::node::ShareNode;
 use crate::error::{BrokerError, CallError};
@@ -39,7 +39,7 @@ impl GroupKind {
 pub fn stored_kind(offsets: &[GroupOffset]) -> Option<GroupKind> {
     if offsets
         .iter()
-        .any(|o| super::durable::is_share_state(&o.metadata))
+        .any(|o| super::durable::is_share_state(&o.committed.metadata))
     {
         Some(GroupKind::Share)
     } else if offsets.is_empty() {
@@ -92,14 +92,10 @@ impl ShareNode {
         let stored = self
             .partitions
             .meta()
-            .call::<floe_metadata::api::routes::FetchOffsets>(
-                floe_metadata::api::proto::FetchOffsetsRequest {
-                    group: group.to_owned(),
-                },
-            )
+            .fetch_offsets(group)
             .await
             .map_err(BrokerError::from)?;
-        Ok(stored_kind(&stored.offsets))
+        Ok(stored_kind(&stored))
     }
 
     /// [`Self::group_kind`], or the kind in memory when the stored offsets
@@ -123,9 +119,11 @@ mod tests {
         GroupOffset {
             topic: "t".into(),
             partition: 0,
-            offset: 5,
-            leader_epoch: -1,
-            metadata: metadata.into(),
+            committed: floe_metadata::command::CommittedOffset {
+                offset: 5,
+                leader_epoch: -1,
+                metadata: metadata.into(),
+            },
         }
     }
 

@@ -645,29 +645,24 @@ impl ShareStore for ShareNode {
         key: &PartitionKey,
     ) -> Result<Option<ShareSnapshot>, CallError> {
         let topic = self.partitions.topic_name(key)?;
-        let r = self
+        let offsets = self
             .partitions
             .meta()
-            .call::<floe_metadata::api::routes::FetchOffsets>(
-                floe_metadata::api::proto::FetchOffsetsRequest {
-                    group: group.to_owned(),
-                },
-            )
+            .fetch_offsets(group)
             .await
             .map_err(BrokerError::from)?;
-        let Some(o) = r
-            .offsets
+        let Some(o) = offsets
             .into_iter()
             .find(|o| o.topic == topic && o.partition == key.partition)
         else {
             return Ok(None);
         };
-        match decode_window(o.offset, &o.metadata) {
+        match decode_window(o.committed.offset, &o.committed.metadata) {
             Ok(s) => Ok(Some(s)),
             // Not a share group's state (a classic group's offset under the
             // same id): its offset is where the share group starts.
             Err(_) => Ok(Some(ShareSnapshot {
-                start: Offset(o.offset),
+                start: Offset(o.committed.offset),
                 ..ShareSnapshot::default()
             })),
         }
@@ -682,15 +677,11 @@ impl ShareStore for ShareNode {
     ) -> Result<(), CallError> {
         self.partitions
             .meta()
-            .call::<floe_metadata::api::routes::ShareState>(
-                floe_metadata::api::proto::ShareStateRequest {
-                    broker: self.partitions.id(),
-                    partition: Some(part(key)),
-                    epoch,
-                    group: group.to_owned(),
-                    start_offset: snapshot.start.0,
-                    state: encode_window(snapshot),
-                },
+            .share_state(
+                self.partitions.owner_fence(key, epoch),
+                group,
+                snapshot.start.0,
+                encode_window(snapshot),
             )
             .await
             .map_err(BrokerError::from)?;
@@ -700,14 +691,7 @@ impl ShareStore for ShareNode {
     async fn forget(&self, group: &str, key: &PartitionKey, epoch: u64) -> Result<(), CallError> {
         self.partitions
             .meta()
-            .call::<floe_metadata::api::routes::ShareForget>(
-                floe_metadata::api::proto::ShareForgetRequest {
-                    broker: self.partitions.id(),
-                    partition: Some(part(key)),
-                    epoch,
-                    group: group.to_owned(),
-                },
-            )
+            .share_forget(self.partitions.owner_fence(key, epoch), group)
             .await
             .map_err(BrokerError::from)?;
         Ok(())

@@ -8,7 +8,7 @@ use crate::error::MetaError;
 use crate::export::{ExportFile, ExportState};
 use crate::ids::PartitionKey;
 
-fn file_msg(f: &ExportFile) -> proto::ExportFile {
+pub(crate) fn file_msg(f: &ExportFile) -> proto::ExportFile {
     proto::ExportFile {
         endpoint: f.endpoint.clone(),
         key: f.key.clone(),
@@ -21,7 +21,7 @@ fn file_msg(f: &ExportFile) -> proto::ExportFile {
     }
 }
 
-fn file_from(f: proto::ExportFile) -> ExportFile {
+pub(crate) fn file_from(f: proto::ExportFile) -> ExportFile {
     ExportFile {
         endpoint: f.endpoint,
         key: f.key,
@@ -144,4 +144,26 @@ pub(super) async fn reset(
         }
         (other, _) => Err(MetaError::Storage(format!("unexpected response {other:?}"))),
     }
+}
+
+/// The domain's form of a topic's export state as the API answers it.
+pub(crate) fn topic_exports_from(
+    m: proto::ExportStateResponse,
+) -> Result<crate::export::TopicExports, MetaError> {
+    Ok(crate::export::TopicExports {
+        topic_id: convert::topic_id(&m.topic_id)?,
+        partitions: m
+            .partitions
+            .into_iter()
+            .map(|p| crate::export::PartitionExports {
+                partition: p.partition,
+                generation: p.generation,
+                next_offset: p.next_offset,
+                pending: p.pending.map(file_from),
+                files: p.files.into_iter().map(file_from).collect(),
+                log_start_offset: p.log_start_offset,
+                high_watermark: p.high_watermark,
+            })
+            .collect(),
+    })
 }

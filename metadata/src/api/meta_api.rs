@@ -389,19 +389,28 @@ impl dyn MetaApi + '_ {
     }
 
     /// A topic's export progress (see `crate::export`).
-    pub async fn export_state(&self, topic: &str) -> Result<proto::ExportStateResponse, MetaError> {
-        self.call::<routes::ExportState>(proto::ExportStateRequest {
-            topic: topic.to_string(),
-        })
-        .await
+    pub async fn export_state(
+        &self,
+        topic: &str,
+    ) -> Result<crate::export::TopicExports, MetaError> {
+        let m = self
+            .call::<routes::ExportState>(proto::ExportStateRequest {
+                topic: topic.to_string(),
+            })
+            .await?;
+        super::export_routes::topic_exports_from(m)
     }
 
     pub async fn export_begin(
         &self,
-        partition: proto::Partition,
+        partition: PartitionKey,
         generation: u64,
-        file: proto::ExportFile,
+        file: &crate::export::ExportFile,
     ) -> Result<(), MetaError> {
+        let (partition, file) = (
+            convert::partition_msg(&partition),
+            super::export_routes::file_msg(file),
+        );
         self.call::<routes::ExportBegin>(proto::ExportBeginRequest {
             partition: Some(partition),
             generation,
@@ -413,10 +422,14 @@ impl dyn MetaApi + '_ {
 
     pub async fn export_commit(
         &self,
-        partition: proto::Partition,
+        partition: PartitionKey,
         generation: u64,
-        file: proto::ExportFile,
+        file: &crate::export::ExportFile,
     ) -> Result<(), MetaError> {
+        let (partition, file) = (
+            convert::partition_msg(&partition),
+            super::export_routes::file_msg(file),
+        );
         self.call::<routes::ExportCommit>(proto::ExportCommitRequest {
             partition: Some(partition),
             generation,
@@ -428,10 +441,11 @@ impl dyn MetaApi + '_ {
 
     pub async fn export_forget(
         &self,
-        partition: proto::Partition,
+        partition: PartitionKey,
         generation: u64,
         keys: Vec<String>,
     ) -> Result<(), MetaError> {
+        let partition = convert::partition_msg(&partition);
         self.call::<routes::ExportForget>(proto::ExportForgetRequest {
             partition: Some(partition),
             generation,

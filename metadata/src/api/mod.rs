@@ -3,6 +3,7 @@
 
 pub mod acl_routes;
 pub mod broker_config_routes;
+pub mod calls;
 pub mod client;
 pub mod convert;
 mod export_routes;

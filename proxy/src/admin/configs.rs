@@ -13,7 +13,6 @@
 use std::collections::BTreeMap;
 
 use floe_metadata::api::MetaApi;
-use floe_metadata::api::{proto, routes};
 use floe_metadata::broker_config::{self, BrokerConfigType, BrokerConfigs};
 use floe_metadata::error::MetaError;
 use floe_metadata::group_config::{GroupConfigType, GroupConfigs};
@@ -483,13 +482,7 @@ async fn alter_topic(
     set: BTreeMap<String, String>,
     delete: Vec<String>,
 ) -> Result<(), Refusal> {
-    let altered: Result<proto::Empty, MetaError> = meta
-        .call::<routes::AlterTopic>(proto::AlterTopicConfigRequest {
-            name: name.to_string(),
-            set: set.into_iter().collect(),
-            delete,
-        })
-        .await;
+    let altered: Result<(), MetaError> = meta.alter_topic_config(name, set, delete).await;
     match altered {
         Ok(_) => {
             tracing::info!(topic = %name, "topic configs altered");

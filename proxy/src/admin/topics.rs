@@ -3,7 +3,6 @@
 use std::collections::{BTreeMap, HashMap};
 
 use floe_metadata::api::MetaApi;
-use floe_metadata::api::{proto, routes};
 use floe_metadata::error::MetaError;
 use floe_metadata::state::MAX_PARTITIONS;
 use floe_metadata::topic_config::TopicConfig;
@@ -278,13 +277,6 @@ fn creatable_configs(config: &TopicConfig) -> Vec<CreatableTopicConfigs> {
         .collect()
 }
 
-fn parse_topic_id(id: &str) -> Uuid {
-    Uuid::parse_str(id).unwrap_or_else(|e| {
-        tracing::warn!(topic_id = %id, error = %e, "metadata topic id is not a uuid");
-        Uuid::nil()
-    })
-}
-
 pub(super) async fn delete_topics(
     meta: &dyn MetaApi,
     version: i16,
@@ -324,16 +316,8 @@ pub(super) async fn delete_topics(
 
 /// Topic name → topic id of every topic.
 async fn list_topic_ids(meta: &dyn MetaApi) -> Result<HashMap<String, Uuid>, MetaError> {
-    let listed: proto::ListTopicsResponse =
-        meta.call::<routes::ListTopics>(proto::Empty {}).await?;
-    Ok(listed
-        .topics
-        .into_iter()
-        .map(|t| {
-            let id = parse_topic_id(&t.topic_id);
-            (t.name, id)
-        })
-        .collect())
+    let listed = meta.list_topics().await?;
+    Ok(listed.into_iter().map(|t| (t.name, t.id.0)).collect())
 }
 
 async fn delete_topic(
@@ -354,9 +338,7 @@ async fn delete_topic(
             if version >= 6 {
                 result = result.with_topic_id(resolved_id);
             }
-            let deleted: Result<proto::Empty, MetaError> = meta
-                .call::<routes::DeleteTopic>(proto::TopicName { name: name.clone() })
-                .await;
+            let deleted: Result<(), MetaError> = meta.delete_topic(&name).await;
             match deleted {
                 Ok(_) => {
                     tracing::info!(topic = %name, "topic deleted");
@@ -516,12 +498,7 @@ async fn grow(
     if validate_only {
         return Ok(());
     }
-    let grown: Result<proto::Empty, MetaError> = meta
-        .call::<routes::CreatePartitions>(proto::CreatePartitionsRequest {
-            name: name.to_string(),
-            total,
-        })
-        .await;
+    let grown: Result<(), MetaError> = meta.create_partitions(name, total).await;
     match grown {
         Ok(_) => {
             tracing::info!(topic = %name, partitions = total, "partitions added");

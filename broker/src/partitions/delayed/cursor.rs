@@ -6,7 +6,6 @@
 //! with no new command or model field. It is a hint: a cursor older than
 //! it could be only makes the next owner read more of the log.
 
-use floe_metadata::api::{proto, routes};
 use floe_metadata::command::DELAYED_CURSOR_GROUP;
 use floe_storage::PartitionKey;
 
@@ -30,29 +29,29 @@ pub(crate) trait CursorStore: Send + Sync {
 impl CursorStore for Partitions {
     async fn load_cursor(&self, key: &PartitionKey) -> Result<Option<i64>> {
         let topic = self.topic_name(key)?;
-        let r = self
+        let offsets = self
             .meta()
-            .call::<routes::FetchOffsets>(proto::FetchOffsetsRequest {
-                group: DELAYED_CURSOR_GROUP.to_owned(),
-            })
+            .fetch_offsets(DELAYED_CURSOR_GROUP)
             .await
             .map_err(BrokerError::from)?;
-        Ok(r.offsets
+        Ok(offsets
             .into_iter()
-            .find(|o| o.topic == topic && o.partition == key.partition && o.metadata == CURSOR_TEXT)
-            .map(|o| o.offset))
+            .find(|o| {
+                o.topic == topic
+                    && o.partition == key.partition
+                    && o.committed.metadata == CURSOR_TEXT
+            })
+            .map(|o| o.committed.offset))
     }
 
     async fn save_cursor(&self, key: &PartitionKey, epoch: u64, cursor: i64) -> Result<()> {
         self.meta()
-            .call::<routes::ShareState>(proto::ShareStateRequest {
-                broker: self.id(),
-                partition: Some(floe_metadata::api::convert::partition_msg(key)),
-                epoch,
-                group: DELAYED_CURSOR_GROUP.to_owned(),
-                start_offset: cursor,
-                state: CURSOR_TEXT.to_owned(),
-            })
+            .share_state(
+                self.owner_fence(key, epoch),
+                DELAYED_CURSOR_GROUP,
+                cursor,
+                CURSOR_TEXT.to_owned(),
+            )
             .await
             .map_err(BrokerError::from)?;
         Ok(())
