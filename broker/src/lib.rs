@@ -1,18 +1,21 @@
-//! floe-broker: partition logs on the object store.
+//! floe-broker: partition logs on the object store, and the coordinators
+//! that live beside them. Arrows point one way: coordinators → runtime →
+//! core (`tests/test_layering.py` checks it).
 //!
-//! - [`broker`]: the broker and its produce / fetch / list-offsets calls.
-//! - [`log`]: one partition's log (sequencing, queue, tail, committed index).
-//! - [`flush`]: queued batches → one WAL object → one metadata commit.
-//! - `lease`: until when the broker may serve; `backlog`: the cap on
-//!   unflushed bytes.
-//! - [`config`]: broker and per-topic settings.
-//! - [`owner`]: the traits the proxy calls, a partition's owner and a
-//!   group's coordinator, here or over [`rpc`].
-//! - [`rpc`]: the internal RPC, its route table, server and client.
-//! - [`txn`]: the transaction coordinator (run by every broker, reached
-//!   through [`owner::TxnCoordination`]) and a partition's transactions.
-//! - [`share`]: share groups (KIP-932): the share-partition state machine,
-//!   the membership and the service the standalone proxy uses.
+//! - [`partitions`]: the core, the partition owner: each owned partition's
+//!   log (sequencing, producer state, a partition's side of transactions),
+//!   flushes, maintenance, the lease, take-over and hand-over, delayed
+//!   holds; [`PartitionOwner`] is the one interface others reach it by.
+//! - [`coordinator`]: the coordinator runtime: the shards owned at their
+//!   epochs, loading a shard on take-over and dropping it on hand-over,
+//!   timers.
+//! - [`group`], [`share`], [`txn`]: the coordinators (consumer groups,
+//!   share groups (KIP-932), transactions), each its state machine, its
+//!   service on the runtime and its RPC routes.
+//! - [`broker`]: the composition root, [`Broker`]; [`owner`]: the traits
+//!   the proxy calls on it or on [`RemoteBroker`]; [`rpc`]: the internal
+//!   RPC's transport and client; [`server`]: its router.
+//! - [`config`]: every setting of a broker.
 
 pub mod broker;
 pub mod config;

@@ -7,18 +7,15 @@
 //! another; the proxy holds `Arc<dyn …>` and does not know which.
 //!
 //! A partition call that does not reach its owner fails with a
-//! [`RoutingError`](crate::error::RoutingError) inside [`CallError`]; the
+//! [`RoutingError`](crate::error::RoutingError) inside [`CallError`](crate::error::CallError); the
 //! proxy maps it to a Kafka code. Group calls answer with Kafka's group
 //! errors (`GroupError`), a coordinator that cannot be reached being
 //! NOT_COORDINATOR.
 
-use bytes::Bytes;
 use floe_metadata::ids::TransactionalId;
 use floe_metadata::txn::{TxnMeta, TxnOp, TxnReply};
-use floe_storage::PartitionKey;
 
-use crate::broker::{Acks, Broker, FetchData, OffsetAnswer, OffsetSpec, PendingProduce};
-use crate::error::CallError;
+use crate::broker::Broker;
 pub use crate::group::Coordinator;
 use crate::group::consumer::{
     ConsumerGroupDescription, ConsumerHeartbeat, ConsumerHeartbeatAnswer, TopicMeta,
@@ -195,61 +192,11 @@ impl GroupDescription {
     }
 }
 
-/// A broker's partitions are those of its [`Partitions`] (a caller that
-/// holds the broker itself calls `broker.partitions()`: the trait's methods
-/// answer with [`CallError`]).
-#[async_trait::async_trait]
-impl PartitionOwner for Broker {
-    async fn append(
-        &self,
-        key: &PartitionKey,
-        records: Bytes,
-        acks: Acks,
-        room_wait: std::time::Duration,
-    ) -> Result<PendingProduce, CallError> {
-        PartitionOwner::append(self.partitions(), key, records, acks, room_wait).await
-    }
-
-    async fn fetch_isolated(
-        &self,
-        key: &PartitionKey,
-        offset: i64,
-        max_bytes: usize,
-        leader_epoch: Option<u64>,
-        read_committed: bool,
-    ) -> Result<FetchData, CallError> {
-        PartitionOwner::fetch_isolated(
-            self.partitions(),
-            key,
-            offset,
-            max_bytes,
-            leader_epoch,
-            read_committed,
-        )
-        .await
-    }
-
-    async fn producers(
-        &self,
-        key: &PartitionKey,
-    ) -> Result<Vec<crate::partitions::ProducerInfo>, CallError> {
-        PartitionOwner::producers(self.partitions(), key).await
-    }
-
-    async fn wait_for_data(&self, key: &PartitionKey, offset: i64, until: tokio::time::Instant) {
-        PartitionOwner::wait_for_data(self.partitions(), key, offset, until).await
-    }
-
-    async fn list_offset(
-        &self,
-        key: &PartitionKey,
-        spec: OffsetSpec,
-        leader_epoch: Option<u64>,
-    ) -> Result<(OffsetAnswer, i64), CallError> {
-        PartitionOwner::list_offset(self.partitions(), key, spec, leader_epoch).await
-    }
-
-    async fn delete_records(&self, key: &PartitionKey, offset: i64) -> Result<i64, CallError> {
-        PartitionOwner::delete_records(self.partitions(), key, offset).await
+/// A broker's partitions are those of its [`Partitions`](crate::partitions::Partitions) (a caller that
+/// holds the broker itself calls `broker.partitions()` for answers with
+/// `BrokerError`; the trait's answer with `CallError`).
+impl crate::partitions::LocalOwner for Broker {
+    fn local(&self) -> &crate::partitions::Partitions {
+        self.partitions()
     }
 }

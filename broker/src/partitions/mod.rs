@@ -41,7 +41,7 @@ use crate::config::BrokerConfig;
 use crate::error::{BrokerError, ErrorKind, Result};
 use log::{PartitionLog, Status};
 
-pub use owner::PartitionOwner;
+pub use owner::{LocalOwner, PartitionOwner};
 pub use produce::{Acks, PendingProduce, ProduceOk};
 pub use read::{FetchData, OffsetAnswer, OffsetSpec};
 pub use txn_markers::ProducerInfo;

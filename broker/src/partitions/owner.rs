@@ -73,8 +73,21 @@ pub trait PartitionOwner: Send + Sync + std::fmt::Debug {
     async fn delete_records(&self, key: &PartitionKey, offset: i64) -> Result<i64, CallError>;
 }
 
+/// What holds this process's partition owner ([`Partitions`] itself, the
+/// broker, its share groups): each is a [`PartitionOwner`] by the one
+/// implementation below, which answers with [`CallError`].
+pub trait LocalOwner: Send + Sync + std::fmt::Debug {
+    fn local(&self) -> &Partitions;
+}
+
+impl LocalOwner for Partitions {
+    fn local(&self) -> &Partitions {
+        self
+    }
+}
+
 #[async_trait::async_trait]
-impl PartitionOwner for Partitions {
+impl<T: LocalOwner> PartitionOwner for T {
     async fn append(
         &self,
         key: &PartitionKey,
@@ -82,7 +95,7 @@ impl PartitionOwner for Partitions {
         acks: Acks,
         room_wait: std::time::Duration,
     ) -> Result<PendingProduce, CallError> {
-        Ok(Partitions::append_within(self, key, records, acks, room_wait).await?)
+        Ok(Partitions::append_within(self.local(), key, records, acks, room_wait).await?)
     }
 
     async fn fetch_isolated(
@@ -93,18 +106,23 @@ impl PartitionOwner for Partitions {
         leader_epoch: Option<u64>,
         read_committed: bool,
     ) -> Result<FetchData, CallError> {
-        Ok(
-            Partitions::fetch_isolated(self, key, offset, max_bytes, leader_epoch, read_committed)
-                .await?,
+        Ok(Partitions::fetch_isolated(
+            self.local(),
+            key,
+            offset,
+            max_bytes,
+            leader_epoch,
+            read_committed,
         )
+        .await?)
     }
 
     async fn producers(&self, key: &PartitionKey) -> Result<Vec<super::ProducerInfo>, CallError> {
-        Ok(Partitions::producers(self, key)?)
+        Ok(Partitions::producers(self.local(), key)?)
     }
 
     async fn wait_for_data(&self, key: &PartitionKey, offset: i64, until: tokio::time::Instant) {
-        Partitions::wait_for_data(self, key, offset, until).await
+        Partitions::wait_for_data(self.local(), key, offset, until).await
     }
 
     async fn list_offset(
@@ -113,10 +131,13 @@ impl PartitionOwner for Partitions {
         spec: OffsetSpec,
         leader_epoch: Option<u64>,
     ) -> Result<(OffsetAnswer, i64), CallError> {
-        Ok(self.list_offset_and_epoch(key, spec, leader_epoch).await?)
+        Ok(self
+            .local()
+            .list_offset_and_epoch(key, spec, leader_epoch)
+            .await?)
     }
 
     async fn delete_records(&self, key: &PartitionKey, offset: i64) -> Result<i64, CallError> {
-        Ok(Partitions::delete_records(self, key, offset).await?)
+        Ok(Partitions::delete_records(self.local(), key, offset).await?)
     }
 }

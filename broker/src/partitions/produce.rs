@@ -151,14 +151,14 @@ impl Partitions {
     ///
     /// The bytes count against the broker's unflushed cap; when it is full,
     /// this fails at once with [`ErrorKind::Backpressure`] (see
-    /// [`Broker::append_within`] to wait for room).
+    /// [`Partitions::append_within`](crate::partitions::Partitions::append_within) to wait for room).
     pub fn append(&self, key: &PartitionKey, records: &[u8], acks: Acks) -> Result<PendingProduce> {
         let held = self.inner.backlog.try_hold(records.len());
         self.sequence(key, Bytes::copy_from_slice(records), acks, held, None)
             .map(|here| PendingProduce(Pending::Here(here)))
     }
 
-    /// [`Broker::append`], waiting up to `room_wait` for the unflushed
+    /// [`Partitions::append`](crate::partitions::Partitions::append), waiting up to `room_wait` for the unflushed
     /// bytes to fall under their cap. Nothing is sequenced while it waits
     /// (a connection's requests keep their order: the caller awaits this
     /// before sequencing the next).
@@ -275,7 +275,7 @@ impl Partitions {
         })
     }
 
-    /// [`Broker::append`] and wait.
+    /// [`Partitions::append`](crate::partitions::Partitions::append) and wait.
     pub async fn produce(
         &self,
         key: &PartitionKey,

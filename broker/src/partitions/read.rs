@@ -72,7 +72,7 @@ impl Partitions {
         self.fetch_at_epoch(key, offset, max_bytes, None).await
     }
 
-    /// [`Broker::fetch`] for a client that knows the partition at
+    /// [`Partitions::fetch`](crate::partitions::Partitions::fetch) for a client that knows the partition at
     /// `leader_epoch` (`None`: no check), as Fetch v9+ asks.
     pub async fn fetch_at_epoch(
         &self,
@@ -85,7 +85,7 @@ impl Partitions {
             .await
     }
 
-    /// [`Broker::fetch_at_epoch`] at an isolation level: `read_committed`
+    /// [`Partitions::fetch_at_epoch`](crate::partitions::Partitions::fetch_at_epoch) at an isolation level: `read_committed`
     /// reads only below the last stable offset and answers the aborted
     /// transactions of what it may return.
     pub async fn fetch_isolated(
@@ -209,7 +209,7 @@ impl Partitions {
         Ok(out.batches)
     }
 
-    /// [`Broker::list_offset`] and the partition's epoch (-1 if unknown),
+    /// [`Partitions::list_offset`](crate::partitions::Partitions::list_offset) and the partition's epoch (-1 if unknown),
     /// as ListOffsets answers them.
     /// `leader_epoch` (the client's, `None`: no check) is checked first.
     pub async fn list_offset_and_epoch(

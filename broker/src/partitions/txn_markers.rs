@@ -58,7 +58,7 @@ impl Partitions {
     }
 
     /// Before a commit is decided (the coordinator's
-    /// [`MarkerWriter::durable`]): what this owner of `key` holds of
+    /// [`MarkerWriter::durable`](crate::txn::MarkerWriter::durable)): what this owner of `key` holds of
     /// `producer`'s open transaction there
     /// ([`crate::partitions::txn_log::PartitionTxnLog::holding`]). When it holds
     /// all of it, answered once that is durable (the high watermark at the

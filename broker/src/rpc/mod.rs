@@ -8,7 +8,7 @@
 //! the acknowledgement level is met.
 //!
 //! Every route is one type in [`routes`] (path, request, reply), served by
-//! [`router`] and called by [`RemoteBroker`], which implements
+//! [`crate::server::router`] and called by [`RemoteBroker`], which implements
 //! [`PartitionOwner`] and [`Coordinator`](crate::owner::Coordinator) for a
 //! broker in another process.
 
@@ -343,7 +343,7 @@ pub(crate) fn bad(e: impl std::fmt::Display) -> Response {
     (StatusCode::BAD_REQUEST, e.to_string()).into_response()
 }
 
-/// The header that marks a reply given whole at once ([`Answer::Now`]).
+/// The header that marks a reply given whole at once (`Answer::Now`).
 /// For a produce it means the write was refused before it was sequenced
 /// (not owned, being handed over, the lease ran out, no room): surely not
 /// stored, so the caller may send it again elsewhere. A produce answered

@@ -2,7 +2,7 @@
 //! [`ShareGroupAdmin`] at a group's coordinator (list its shard's share
 //! groups, check a group's kind and that it has no members, delete it) and
 //! [`SharePartitionAdmin`] at a partition's owner (move or delete a
-//! share-partition's start offset), each implemented by the [`Broker`] of
+//! share-partition's start offset), each implemented by the [`ShareNode`] of
 //! this process and by [`RemoteBroker`] over the internal RPC
 //! (`/rpc/share/{groups,check,delete-group,reset}`).
 

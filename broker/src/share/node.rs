@@ -6,16 +6,10 @@
 
 use std::sync::Arc;
 
-use floe_storage::PartitionKey;
-
 use super::ShareService;
 use crate::coordinator::{ShardTable, shard_of};
-use crate::error::CallError;
 use crate::group::GroupCoordinator;
-use crate::partitions::{
-    Acks, FetchData, OffsetAnswer, OffsetSpec, PartitionOwner, Partitions, PendingProduce,
-    ProducerInfo,
-};
+use crate::partitions::Partitions;
 use crate::rpc::Peers;
 
 #[derive(Clone)]
@@ -70,55 +64,8 @@ impl ShareNode {
 }
 
 /// A share-partition's records are read and written at its partition, here.
-#[async_trait::async_trait]
-impl PartitionOwner for ShareNode {
-    async fn append(
-        &self,
-        key: &PartitionKey,
-        records: bytes::Bytes,
-        acks: Acks,
-        room_wait: std::time::Duration,
-    ) -> Result<PendingProduce, CallError> {
-        PartitionOwner::append(&self.partitions, key, records, acks, room_wait).await
-    }
-
-    async fn fetch_isolated(
-        &self,
-        key: &PartitionKey,
-        offset: i64,
-        max_bytes: usize,
-        leader_epoch: Option<u64>,
-        read_committed: bool,
-    ) -> Result<FetchData, CallError> {
-        PartitionOwner::fetch_isolated(
-            &self.partitions,
-            key,
-            offset,
-            max_bytes,
-            leader_epoch,
-            read_committed,
-        )
-        .await
-    }
-
-    async fn producers(&self, key: &PartitionKey) -> Result<Vec<ProducerInfo>, CallError> {
-        PartitionOwner::producers(&self.partitions, key).await
-    }
-
-    async fn wait_for_data(&self, key: &PartitionKey, offset: i64, until: tokio::time::Instant) {
-        PartitionOwner::wait_for_data(&self.partitions, key, offset, until).await
-    }
-
-    async fn list_offset(
-        &self,
-        key: &PartitionKey,
-        spec: OffsetSpec,
-        leader_epoch: Option<u64>,
-    ) -> Result<(OffsetAnswer, i64), CallError> {
-        PartitionOwner::list_offset(&self.partitions, key, spec, leader_epoch).await
-    }
-
-    async fn delete_records(&self, key: &PartitionKey, offset: i64) -> Result<i64, CallError> {
-        PartitionOwner::delete_records(&self.partitions, key, offset).await
+impl crate::partitions::LocalOwner for ShareNode {
+    fn local(&self) -> &Partitions {
+        &self.partitions
     }
 }

@@ -1,7 +1,7 @@
 //! How a proxy reaches share groups: [`ShareOwner`] (the share-partitions
 //! of a partition, at the partition's owner) and [`ShareCoordinator`] (a
 //! share group's membership, at its coordinator shard's owner), each
-//! implemented by the [`Broker`] of this process and by [`RemoteBroker`]
+//! implemented by the [`ShareNode`] of this process and by [`RemoteBroker`]
 //! over the internal RPC (the routes `/rpc/share/*`), as
 //! [`crate::partitions::PartitionOwner`] and the group `Coordinator` are.
 

@@ -1,9 +1,9 @@
 //! The partition owner's side of transactions as other brokers and the
-//! proxy reach it: writing a COMMIT/ABORT marker ([`Broker::write_marker`],
+//! proxy reach it: writing a COMMIT/ABORT marker ([`Partitions::write_marker`](crate::partitions::Partitions::write_marker),
 //! over the RPC route `/rpc/txn/marker`), the coordinator's
 //! [`MarkerWriter`] that finds each partition's owner ([`OwnerMarkers`]),
 //! and the producers of a partition (DescribeProducers,
-//! [`Broker::producers`], route `/rpc/producers`).
+//! [`Partitions::producers`](crate::partitions::Partitions::producers), route `/rpc/producers`).
 
 use std::sync::Weak;
 
@@ -164,7 +164,7 @@ impl MarkerWriter for OwnerMarkers {
 }
 
 impl RemoteBroker {
-    /// [`Broker::write_marker`] at this broker.
+    /// [`Partitions::write_marker`](crate::partitions::Partitions::write_marker) at this broker.
     pub async fn write_marker(
         &self,
         key: &PartitionKey,
@@ -185,7 +185,7 @@ impl RemoteBroker {
         }
     }
 
-    /// [`Broker::txn_durable`] at this broker.
+    /// [`Partitions::txn_durable`](crate::partitions::Partitions::txn_durable) at this broker.
     pub async fn txn_durable(
         &self,
         key: &PartitionKey,
@@ -207,7 +207,7 @@ impl RemoteBroker {
         }
     }
 
-    /// [`Broker::producers`] at this broker.
+    /// [`Partitions::producers`](crate::partitions::Partitions::producers) at this broker.
     pub async fn producers_of(
         &self,
         key: &PartitionKey,

@@ -15,7 +15,7 @@
 //! [`partition`] is the other side: a partition owner's view of the
 //! transactions on its partition (open ones, LSO, aborted index).
 //!
-//! Every [`Broker`](crate::broker::Broker) runs one ([`serve`]: the steps
+//! Every [`Broker`](crate::broker::Broker) runs one (`serve`, [`TxnService`]: the steps
 //! the proxy asks for under the broker's fence and clock, the timeout
 //! timer, resume at a shard's take-over); the proxy reaches it through
 //! [`crate::owner::TxnCoordination`], here or over [`rpc`]. The markers go

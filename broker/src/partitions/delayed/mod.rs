@@ -1,9 +1,9 @@
 //! Delayed topics for classic consumers (`floe.delayed.delivery`): records
 //! produced with a due time later than now are held in the partition's own
-//! log as delayed batches ([`hold`]), and a scheduler per owned partition
+//! log as delayed batches (`hold`), and a scheduler per owned partition
 //! appends each to the topic when due, at a new offset, with its key,
-//! value, timestamp and headers ([`run`], over the in-memory
-//! [`schedule`] and the durable [`cursor`]). `docs/queues.md`, "Delayed
+//! value, timestamp and headers (`run`, over the in-memory
+//! `schedule` and the durable `cursor`). `docs/queues.md`, "Delayed
 //! topics for classic consumers", says what a client sees.
 
 pub(crate) mod cursor;
