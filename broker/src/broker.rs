@@ -129,7 +129,7 @@ impl Broker {
         }));
         tokio::spawn(runtime.run());
         tokio::spawn(crate::txn::serve::timeouts(txn));
-        tokio::spawn(crate::share::rpc::sweep_members(b.node.share.clone()));
+        tokio::spawn(crate::share::sweep_members(b.node.share.clone()));
         tokio::spawn(group_service.forget_idle_groups());
         Ok(b)
     }

@@ -36,6 +36,7 @@ pub mod namespace;
 pub mod node;
 pub mod partition;
 pub mod rpc;
+mod serve;
 pub mod service;
 pub mod timers;
 
@@ -55,4 +56,5 @@ pub use partition::{
     ShareSnapshot, SnapshotRange,
 };
 pub use rpc::{ShareCall, ShareCoordinator, ShareOwner};
+pub(crate) use serve::sweep_members;
 pub use service::{AutoOffsetReset, ShareFetched, ShareService, ShareSettings};
