@@ -28,6 +28,7 @@
 
 pub mod admin;
 pub mod arrival;
+mod calls;
 pub mod dead_letter;
 pub mod durable;
 pub mod group;
