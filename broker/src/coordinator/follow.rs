@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use floe_metadata::command::ShardFence;
+use floe_metadata::ids::{Epoch, ShardId};
 use floe_metadata::model::ShardInfo;
 
 use super::{ShardCoordinator, ShardTable};
@@ -71,38 +72,62 @@ impl Runtime {
         crate::metrics::owned_shard(shard, false);
     }
 
+    /// The shards `shards` gives this broker to serve (not being handed
+    /// over), by number, with their epochs.
+    fn served_in(&self, shards: &[ShardInfo]) -> HashMap<u32, u64> {
+        let me = Some(self.partitions.broker_id());
+        shards
+            .iter()
+            .filter(|s| s.owner == me && s.handover_to.is_none())
+            .map(|s| (s.shard.0, s.epoch.0))
+            .collect()
+    }
+
+    /// Drops every owned shard `wanted` does not give at the same epoch;
+    /// returns (kept, dropped). The table is written only when one goes
+    /// (most passes change nothing, and every coordinator call reads it).
+    fn keep_only(&self, wanted: &HashMap<u32, u64>, why: &'static str) -> (usize, usize) {
+        let stale = |shard: &u32, epoch: &u64| wanted.get(shard) != Some(epoch);
+        {
+            let owned = self.shards.read();
+            if !owned.iter().any(|(s, e)| stale(s, e)) {
+                return (owned.len(), 0);
+            }
+        }
+        let mut owned = self.shards.write();
+        let before = owned.len();
+        owned.retain(|shard, epoch| {
+            if stale(shard, epoch) {
+                self.drop_shard(*shard, why);
+                false
+            } else {
+                true
+            }
+        });
+        (owned.len(), before - owned.len())
+    }
+
     /// One pass over the view's shards: owned ones are served; one handed
     /// over or lost is dropped; one taken over is served once every
     /// coordinator has loaded it (until then its calls get
     /// NOT_COORDINATOR).
     async fn follow(&self, shards: &[ShardInfo]) {
         let me = Some(self.partitions.broker_id());
-        let mut release = Vec::new();
-        let mut new = Vec::new();
-        {
-            let mut owned = self.shards.write();
-            let mine: HashMap<u32, &ShardInfo> = shards
+        let wanted = self.served_in(shards);
+        self.keep_only(&wanted, "coordinator shard no longer served");
+        let release: Vec<_> = shards
+            .iter()
+            .filter(|s| s.owner == me && s.handover_to.is_some())
+            .map(|s| (s.shard, s.epoch))
+            .collect();
+        let new: Vec<_> = {
+            let owned = self.shards.read();
+            wanted
                 .iter()
-                .filter(|s| s.owner == me)
-                .map(|s| (s.shard.0, s))
-                .collect();
-            owned.retain(|shard, epoch| {
-                let keep = mine
-                    .get(shard)
-                    .is_some_and(|s| s.epoch.0 == *epoch && s.handover_to.is_none());
-                if !keep {
-                    self.drop_shard(*shard, "coordinator shard no longer served");
-                }
-                keep
-            });
-            for (shard, s) in mine {
-                if s.handover_to.is_some() {
-                    release.push((s.shard, s.epoch));
-                } else if !owned.contains_key(&shard) {
-                    new.push((s.shard, s.epoch));
-                }
-            }
-        }
+                .filter(|(shard, _)| !owned.contains_key(shard))
+                .map(|(shard, epoch)| (ShardId(*shard), Epoch(*epoch)))
+                .collect()
+        };
         for (shard, epoch) in new {
             let fence = ShardFence {
                 broker: self.partitions.broker_id(),
@@ -161,26 +186,11 @@ impl Runtime {
     /// metadata service itself) still gives this broker at the same epoch.
     /// Returns (kept, dropped).
     pub fn revalidate(&self, view: &floe_metadata::model::ClusterView) -> (usize, usize) {
-        let me = Some(self.partitions.broker_id());
-        let shards: HashMap<u32, u64> = view
-            .shards
-            .iter()
-            .filter(|s| s.owner == me && s.handover_to.is_none())
-            .map(|s| (s.shard.0, s.epoch.0))
-            .collect();
-        let (mut kept, mut dropped) = (0, 0);
-        let mut owned = self.shards.write();
-        owned.retain(|shard, epoch| {
-            let keep = shards.get(shard) == Some(epoch);
-            if keep {
-                kept += 1;
-            } else {
-                self.drop_shard(*shard, "coordinator shard dropped after the lease ran out");
-                dropped += 1;
-            }
-            keep
-        });
-        crate::metrics::owned_shards(owned.len());
-        (kept, dropped)
+        let kept_dropped = self.keep_only(
+            &self.served_in(&view.shards),
+            "coordinator shard dropped after the lease ran out",
+        );
+        crate::metrics::owned_shards(self.shards.len());
+        kept_dropped
     }
 }

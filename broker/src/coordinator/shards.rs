@@ -72,6 +72,12 @@ impl ShardTable {
         self.partitions.check_lease().is_ok() && self.read().contains_key(&shard)
     }
 
+    /// Whether this broker serves the shard `id` falls in, its ids spread
+    /// over `shard_count` shards.
+    pub fn serves_id(&self, id: &str, shard_count: u32) -> bool {
+        self.serves(shard_of(id, shard_count))
+    }
+
     /// The fence of `shard` if this broker owns it (the lease unchecked).
     pub fn fence(&self, shard: u32) -> Option<ShardFence> {
         let epoch = *self.read().get(&shard)?;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use floe_metadata::command::ShardFence;
 
 use super::{GroupCoordinator, GroupError};
-use crate::coordinator::{ShardCoordinator, ShardTable, shard_of};
+use crate::coordinator::{ShardCoordinator, ShardTable};
 use crate::partitions::Partitions;
 
 /// How long a join waits for the group's configs before it goes on with
@@ -56,7 +56,7 @@ impl GroupService {
         group_id: &str,
         shard_count: u32,
     ) -> Result<&GroupCoordinator, GroupError> {
-        if self.shards.serves(shard_of(group_id, shard_count)) {
+        if self.shards.serves_id(group_id, shard_count) {
             Ok(&self.coordinator)
         } else {
             Err(GroupError::NotCoordinator)

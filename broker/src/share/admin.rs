@@ -146,7 +146,7 @@ impl ShareGroupAdmin for ShareNode {
             .service
             .groups()
             .into_iter()
-            .filter(|(id, _)| self.coordinator_of(id, shards))
+            .filter(|(id, _)| self.shards.serves_id(id, shards))
             .map(|(group_id, state)| ShareGroupListing { group_id, state })
             .collect())
     }

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::ShareService;
-use crate::coordinator::{ShardTable, shard_of};
+use crate::coordinator::ShardTable;
 use crate::group::GroupCoordinator;
 use crate::partitions::Partitions;
 use crate::rpc::Peers;
@@ -51,15 +51,9 @@ impl ShareNode {
         &self.service
     }
 
-    /// Whether this broker coordinates `group` now, its ids spread over
-    /// `shards` shards.
-    pub(crate) fn coordinator_of(&self, group: &str, shards: u32) -> bool {
-        self.shards.serves(shard_of(group, shards))
-    }
-
     /// Whether this broker coordinates `group` now.
     pub(crate) fn coordinates(&self, group: &str) -> bool {
-        self.coordinator_of(group, self.shards.shard_count())
+        self.shards.serves_id(group, self.shards.shard_count())
     }
 }
 

@@ -121,7 +121,7 @@ pub(crate) async fn sweep_members(b: ShareNode) {
 /// One pass of [`sweep_members`].
 fn sweep_once(b: &ShareNode) {
     let shards = b.partitions.view().current().shard_count();
-    let owned = |group: &str| b.coordinator_of(group, shards);
+    let owned = |group: &str| b.shards.serves_id(group, shards);
     let gone = b.service.expire_members(&owned, &b.share_topics());
     for (group, member) in gone {
         tracing::info!(

@@ -147,12 +147,13 @@ pub(crate) async fn timeouts(svc: Arc<TxnService>) {
 impl TxnService {
     /// One pass of [`timeouts`].
     async fn abort_expired(&self) {
-        if !self.coordinator.is_active() || self.shards.owned().is_empty() {
+        let owned = self.shards.owned();
+        if !self.coordinator.is_active() || owned.is_empty() {
             crate::metrics::txn_open(0);
             return;
         }
         let shards = self.shards.shard_count();
-        let owned = TxnFilter::shards(shards, self.shards.owned());
+        let owned = TxnFilter::shards(shards, owned);
         let all = match self.partitions.meta().transactions_where(&owned).await {
             Ok(all) => all,
             Err(e) => {

@@ -28,25 +28,16 @@ pub struct GroupOffset {
 
 impl GroupOffset {
     fn from_msg(o: proto::GroupOffset) -> Self {
+        let (topic, partition, committed) = convert::group_offset(o);
         GroupOffset {
-            topic: o.topic,
-            partition: o.partition,
-            committed: CommittedOffset {
-                offset: o.offset,
-                leader_epoch: o.leader_epoch,
-                metadata: o.metadata,
-            },
+            topic,
+            partition,
+            committed,
         }
     }
 
     fn msg(&self) -> proto::GroupOffset {
-        proto::GroupOffset {
-            topic: self.topic.clone(),
-            partition: self.partition,
-            offset: self.committed.offset,
-            leader_epoch: self.committed.leader_epoch,
-            metadata: self.committed.metadata.clone(),
-        }
+        convert::group_offset_msg(&self.topic, self.partition, &self.committed)
     }
 }
 
