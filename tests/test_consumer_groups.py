@@ -512,6 +512,38 @@ def test_kafkajs_group_reads_a_topic_commits_and_resumes(floe, three_partitions_
 
 # ---------------------------------------------------------------- 3. committed offsets: the next consumer, a restart
 
+def test_hundreds_of_asynchronous_commits_land_in_the_order_sent(floe, kit):
+    """confluent-kafka commits 500 offsets asynchronously, one after the other, all in
+    flight at once on its coordinator connection: the committed offset is the last one
+    sent, as Kafka promises for one connection (librdkafka's 0030_offset_commit saw it
+    go back by one when the commits' effects raced)."""
+    topic, group, count = "async-commits", "async-commits-group", 500
+    kit.create_topic(floe.bootstrap, topic, partitions=1)
+    produce(floe.bootstrap, topic, 0, 10)
+    answered, errors = [], []
+
+    def on_commit(err, partitions):
+        if err is not None:
+            errors.append(err)
+        answered.extend(tp.offset for tp in partitions)
+
+    c = group_consumer(floe.bootstrap, group, on_commit=on_commit)
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        # The first commit finds the coordinator; the rest follow it at once.
+        c.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+        for offset in range(2, count + 1):
+            c.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=True)
+        wait_for("every commit answered", lambda: c.poll(0.1) is None and len(answered) >= count - 1, 60)
+        assert not errors, errors[:5]
+        assert sorted(answered) == list(range(2, count + 1))
+        fetched = c.committed([TopicPartition(topic, 0)], timeout=20)
+        assert fetched[0].offset == count, f"committed {fetched[0].offset}, the last commit sent was {count}"
+    finally:
+        c.close()
+    assert committed_offsets(admin_client(floe), group) == {(topic, 0): (count, "")}
+
+
 def test_committed_offsets_resume_the_group_across_clients_and_a_restart(floe, kit):
     """confluent-kafka reads about a third of each partition and commits; kafka-python,
     in the same group, starts exactly there and reads another third; Floe restarts;

@@ -2,6 +2,7 @@
 //!
 //! - [`codec`]: frames and guarded request decoding, response encoding.
 //! - [`server`]: the listener and connections (pipelining, responses in order).
+//! - [`ordering`]: which of a connection's requests take effect in the order sent.
 //! - [`limits`]: what clients may make the listener hold (connections,
 //!   requests and bytes in flight, idle time, decoded memory).
 //! - [`handlers`]: the data-plane requests (ApiVersions, Metadata, Produce,
@@ -32,6 +33,7 @@ pub mod listeners;
 mod metrics;
 pub mod nodes;
 pub mod oauth;
+pub mod ordering;
 pub mod peers;
 pub mod principal;
 pub mod quota;

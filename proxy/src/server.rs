@@ -1,6 +1,8 @@
 //! The Kafka listener. Each connection reads frames in a loop; requests are
 //! decoded and handled concurrently (pipelining) but produce requests are
-//! sequenced in arrival order, and responses go back in request order.
+//! sequenced in arrival order, requests whose effects Kafka orders wait for
+//! the earlier ones of their lane ([`crate::ordering`]), and responses go
+//! back in request order.
 //!
 //! A proxy serves one or more listeners ([`crate::listeners`]), each with
 //! its security protocol: TLS is set up at accept ([`crate::tls`]), and a
@@ -423,6 +425,9 @@ where
     let host = peer.ip().to_string();
     // The connection's authorization decisions, kept until the ACLs change.
     let authz_cache = Arc::new(crate::authz::SessionCache::default());
+    // Where Kafka orders a connection's effects, its requests wait for the
+    // earlier ones of the same group, transaction or admin lane.
+    let mut lanes = crate::ordering::Lanes::default();
     let max_in_flight = limits.max_in_flight_requests.max(1);
     let (tx, mut rx) = mpsc::channel::<Reply>(max_in_flight);
     // Requests read and not answered yet (their replies are queued or
@@ -693,7 +698,9 @@ where
                         drop(otx);
                         return Ok(());
                     }
+                    let mut turn = lanes.enter(crate::ordering::lanes_of(&body));
                     tokio::spawn(crate::nodes::LISTENER.scope(listener, async move {
+                        turn.wait().await;
                         let resp = match verdict {
                             crate::authz::requests::Verdict::Answer(r) => Some(*r),
                             crate::authz::requests::Verdict::Serve(merge) => {
@@ -705,6 +712,8 @@ where
                             }
                             crate::authz::requests::Verdict::Close => None,
                         };
+                        // Its effect is done: the next request of its lanes may go.
+                        drop(turn);
                         drop(room);
                         metrics::request_seconds(key, started.elapsed());
                         let out = resp.and_then(|r| {

@@ -134,6 +134,11 @@ pub(crate) struct LogState {
     pub leo: i64,
     /// Committed end: everything below it is durable and readable.
     pub hw: i64,
+    /// The end of the records a producer was answered for before they
+    /// were durable (`acks` 0 or 1, and a transaction's batches, answered
+    /// once sequenced): reads that must count them wait for the high
+    /// watermark to reach it ([`PartitionLog::answered_uncounted`]).
+    pub answered_end: i64,
     pub unflushed: Vec<Pending>,
     pub unflushed_bytes: usize,
     /// Flushes holding batches of this partition that are not yet
@@ -252,6 +257,7 @@ impl PartitionLog {
                 log_start,
                 leo: hw,
                 hw,
+                answered_end: hw,
                 unflushed: Vec::new(),
                 unflushed_bytes: 0,
                 in_flight: 0,
@@ -291,6 +297,13 @@ impl PartitionLog {
     pub fn offsets(&self) -> (i64, i64, i64) {
         let s = self.lock();
         (s.log_start, s.hw, s.leo)
+    }
+
+    /// The end of records answered before they were durable that the high
+    /// watermark does not count yet, if any.
+    pub(crate) fn answered_uncounted(&self) -> Option<i64> {
+        let s = self.lock();
+        (s.answered_end > s.hw).then_some(s.answered_end)
     }
 
     pub fn subscribe_hw(&self) -> watch::Receiver<i64> {
@@ -491,6 +504,8 @@ impl PartitionLog {
             let (tx, rx) = oneshot::channel();
             (Some(tx), Some(rx))
         } else {
+            // Answered before it is durable.
+            st.answered_end = next;
             (None, None)
         };
         st.unflushed_bytes += batches.len;

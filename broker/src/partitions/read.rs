@@ -8,12 +8,16 @@ use floe_storage::records::{DecodeLimits, RecordStream};
 use floe_storage::{Offset, PartitionKey, RangeRead};
 
 use crate::error::{BrokerError, ErrorKind, Result};
-use crate::partitions::log::{ReadPlan, Status, StoredRange};
+use crate::partitions::log::{PartitionLog, ReadPlan, Status, StoredRange};
 
 use super::Partitions;
 
 /// Batch bytes a timestamp lookup reads at a time.
 const SCAN_STEP_BYTES: usize = 1024 * 1024;
+
+/// How long a read waits for records answered before they were durable to
+/// be committed ([`Partitions::count_answered`]).
+const ANSWERED_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The answer to a fetch of one partition.
 #[derive(Debug, Clone, Default)]
@@ -98,6 +102,12 @@ impl Partitions {
     ) -> Result<FetchData> {
         let log = self.active_log(key)?;
         log.check_epoch(leader_epoch)?;
+        if !read_committed && offset >= log.offsets().1 {
+            // At the end of what is durable, with records answered beyond
+            // it: they are counted (and returned) once their flush lands,
+            // which comes at the flusher's pace.
+            self.count_answered(&log, false).await;
+        }
         let (mut plan, mut bounds) = log.plan_read(offset, max_bytes, read_committed)?;
         let records = loop {
             let until = if read_committed {
@@ -154,6 +164,34 @@ impl Partitions {
             last_stable_offset: bounds.lso,
             aborted: bounds.aborted,
         })
+    }
+
+    /// Waits until the high watermark counts the records a producer of
+    /// `log` was answered for before they were durable (a transaction's
+    /// batches, `acks` 0 or 1): after an answer, a read counts what was
+    /// answered, as in Kafka an answered `acks=all` produce is below the
+    /// high watermark. `flush_now` asks for their flush at once instead of
+    /// at the flusher's pace. Bounded by [`ANSWERED_WAIT`]: a flush that
+    /// keeps failing is retried in new objects meanwhile, and a partition
+    /// that moves ends the wait.
+    async fn count_answered(&self, log: &PartitionLog, flush_now: bool) {
+        let Some(end) = log.answered_uncounted() else {
+            return;
+        };
+        if flush_now {
+            self.flush_at_once();
+        }
+        let until = tokio::time::Instant::now() + ANSWERED_WAIT;
+        let mut rx = log.subscribe_hw();
+        loop {
+            if *rx.borrow_and_update() >= end || log.status() != Status::Active {
+                return;
+            }
+            if tokio::time::timeout_at(until, rx.changed()).await.is_err() {
+                tracing::warn!(partition = %log.key, end, "records answered before they were durable are not committed yet; answering without them");
+                return;
+            }
+        }
     }
 
     /// Waits until the partition's high watermark passes `offset` or `until`.
@@ -223,9 +261,15 @@ impl Partitions {
         Ok((a, self.log(key).map(|l| l.epoch() as i64).unwrap_or(-1)))
     }
 
-    /// ListOffsets for one partition.
+    /// ListOffsets for one partition. Every record a producer was answered
+    /// for is counted: the high watermark and the timestamp lookups wait
+    /// for the flush of records answered before they were durable (asked
+    /// for at once).
     pub async fn list_offset(&self, key: &PartitionKey, spec: OffsetSpec) -> Result<OffsetAnswer> {
         let log = self.active_log(key)?;
+        if !matches!(spec, OffsetSpec::Earliest | OffsetSpec::LastStable) {
+            self.count_answered(&log, true).await;
+        }
         let (log_start, hw, _) = log.offsets();
         match spec {
             OffsetSpec::Earliest => Ok(OffsetAnswer {
