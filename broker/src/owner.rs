@@ -58,6 +58,8 @@ impl Coordinator for Broker {
                 if let Some(ms) = self.node.groups.session_timeout_ms(&p.group_id).await {
                     p.session_timeout_ms = ms;
                 }
+                // Not between a delete's decision and its write.
+                self.node.groups.pass_gate(&p.group_id).await;
                 c.join_group(p).await
             }
             Err(e) => JoinResult::failed(p.member_id, e),
@@ -126,16 +128,21 @@ impl Coordinator for Broker {
     }
 
     async fn delete_group(&self, group_id: &str) -> Result<(), GroupError> {
-        match self
-            .node
-            .groups
-            .coordinator_of(group_id)?
-            .delete_groups(&[group_id.to_string()])
-            .pop()
-        {
-            Some((_, Err(e))) => Err(e),
-            _ => Ok(()),
-        }
+        let groups = &self.node.groups;
+        groups
+            .delete_group(groups.coordinator_of(group_id)?, group_id)
+            .await
+    }
+
+    async fn delete_offsets(
+        &self,
+        group_id: &str,
+        partitions: &[(String, u32)],
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+        let groups = &self.node.groups;
+        groups
+            .delete_offsets(groups.coordinator_of(group_id)?, group_id, partitions)
+            .await
     }
 
     async fn list_groups(&self, states: &[String]) -> Vec<GroupListing> {
@@ -156,6 +163,10 @@ impl Coordinator for Broker {
         };
         if let Some(e) = crate::share::namespace::refusal_of_share(kind, false) {
             return Err(e);
+        }
+        if hb.member_epoch == 0 {
+            // A join: not between a delete's decision and its write.
+            self.node.groups.pass_gate(&hb.group_id).await;
         }
         let snap = self.view().current();
         let topics = |name: &str| {

@@ -100,6 +100,7 @@ pub fn router(broker: Broker) -> Router {
     let r = serve!(r, g::routes::GroupDescribe, g::rpc_describe);
     let r = serve!(r, g::routes::GroupList, g::rpc_list);
     let r = serve!(r, g::routes::GroupDelete, g::rpc_delete);
+    let r = serve!(r, g::routes::GroupDeleteOffsets, g::rpc_delete_offsets);
     let r = serve!(r, t::routes::TxnStep, t::rpc_step);
     let r = serve!(r, t::routes::TxnDescribe, t::rpc_describe);
     let r = serve!(r, t::routes::TxnList, t::rpc_list);
@@ -177,6 +178,6 @@ mod tests {
             assert!(p.starts_with("/rpc/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(seen.len(), 30);
+        assert_eq!(seen.len(), 31);
     }
 }

@@ -771,9 +771,8 @@ impl Context {
     }
 
     /// OffsetDelete: removes committed offsets, except of topics the group's
-    /// live members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC). While the
-    /// group rebalances its subscriptions are not known: every topic counts
-    /// as subscribed then.
+    /// live members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC), as the
+    /// group's coordinator decides ([`floe_broker::group::Coordinator::delete_offsets`]).
     pub async fn offset_delete(
         &self,
         _version: i16,
@@ -781,7 +780,7 @@ impl Context {
     ) -> OffsetDeleteResponse {
         let mut resp = OffsetDeleteResponse::default();
         let group = req.group_id.0.to_string();
-        let (c, fence) = match self.coordinator_fenced(&group) {
+        let c = match self.coordinator(&group) {
             Err(e) => {
                 resp.error_code = routing_code(&e);
                 return resp;
@@ -798,103 +797,43 @@ impl Context {
             resp.error_code = GroupError::GroupIdNotFound.kafka_code();
             return resp;
         }
-        let desc = c.describe_group(&group).await;
-        // A consumer group (KIP-848) is not a classic group: its members'
-        // subscriptions come from ConsumerGroupDescribe.
-        let consumer_group = if desc.error == Some(GroupError::GroupIdNotFound) {
-            match c.consumer_describe(&group).await {
-                Ok(d) => Some(d),
-                Err(e) => {
-                    resp.error_code = e.kafka_code();
-                    return resp;
-                }
-            }
-        } else {
-            None
-        };
-        if let (None, Some(e)) = (&consumer_group, desc.error) {
-            resp.error_code = e.kafka_code();
-            return resp;
-        }
-        let committed = match self.committed(&group).await {
-            Ok(c) => c,
+        // Decided and written by the coordinator, under the group's gate
+        // and fenced by its shard epoch.
+        let asked: Vec<(String, u32)> = req
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(|p| {
+                    // A negative index names no partition: u32::MAX is over
+                    // any topic's partition count, so the metadata answers
+                    // it UNKNOWN_TOPIC_OR_PARTITION.
+                    (
+                        t.name.0.to_string(),
+                        u32::try_from(p.partition_index).unwrap_or(u32::MAX),
+                    )
+                })
+            })
+            .collect();
+        let mut results = match c.delete_offsets(&group, &asked).await {
+            Ok(r) => r.into_iter(),
             Err(e) => {
-                resp.error_code = e;
+                resp.error_code = e.kafka_code();
                 return resp;
             }
         };
-        use floe_broker::group::GroupState;
-        if consumer_group.is_none() && desc.state == GroupState::Dead && committed.is_empty() {
-            resp.error_code = GroupError::GroupIdNotFound.kafka_code();
-            return resp;
-        }
-        let (busy, subscribed): (bool, Option<Vec<String>>) = match &consumer_group {
-            Some(d) => (
-                !d.members.is_empty(),
-                Some(
-                    d.members
-                        .iter()
-                        .flat_map(|m| m.subscribed_topic_names.iter().cloned())
-                        .collect(),
-                ),
-            ),
-            None => (
-                !matches!(desc.state, GroupState::Empty | GroupState::Dead),
-                match desc.state {
-                    GroupState::Stable if desc.protocol_type == "consumer" => desc
-                        .members
-                        .iter()
-                        .map(|m| subscribed_topics(&m.metadata))
-                        .collect::<Option<Vec<Vec<String>>>>()
-                        .map(|v| v.into_iter().flatten().collect()),
-                    _ => None,
-                },
-            ),
-        };
-        let is_subscribed = |topic: &str| {
-            busy && subscribed
-                .as_ref()
-                .is_none_or(|s| s.iter().any(|t| t == topic))
-        };
-        let mut delete = Vec::new();
         for t in &req.topics {
             let mut rt = kafka_protocol::messages::offset_delete_response::OffsetDeleteResponseTopic::default();
             rt.name = t.name.clone();
-            let refused = is_subscribed(&t.name.0);
             for p in &t.partitions {
                 let mut rp = kafka_protocol::messages::offset_delete_response::OffsetDeleteResponsePartition::default();
                 rp.partition_index = p.partition_index;
-                if refused {
-                    rp.error_code = ResponseError::GroupSubscribedToTopic.code();
-                } else {
-                    delete.push(mp::GroupOffset {
-                        topic: t.name.0.to_string(),
-                        // A negative index names no partition: u32::MAX is over
-                        // any topic's partition count, so the metadata answers
-                        // it UNKNOWN_TOPIC_OR_PARTITION (before, it was stored
-                        // as partition 0's offset).
-                        partition: u32::try_from(p.partition_index).unwrap_or(u32::MAX),
-                        ..Default::default()
-                    });
-                }
+                rp.error_code = results
+                    .next()
+                    .and_then(Result::err)
+                    .map_or(0, |e| e.kafka_code());
                 rt.partitions.push(rp);
             }
             resp.topics.push(rt);
-        }
-        if !delete.is_empty() {
-            let r: Result<mp::Empty, _> = self
-                .meta
-                .call::<routes::DeleteOffsets>(mp::CommitOffsetsRequest {
-                    group,
-                    offsets: delete,
-                    broker: fence.broker.0,
-                    shard: fence.shard.0,
-                    shard_epoch: fence.epoch.0,
-                })
-                .await;
-            if let Err(e) = r {
-                resp.error_code = group_delete_code(&e);
-            }
         }
         resp
     }
@@ -935,10 +874,12 @@ impl Context {
                         });
                         continue;
                     }
-                    match c.delete_group(&g.0).await {
-                        Err(e) => e.kafka_code(),
-                        Ok(()) => self.forget_stored_group(&g.0, fence).await,
-                    }
+                    // Its stored state goes with it: decided and written
+                    // by the coordinator, fenced by its shard epoch.
+                    c.delete_group(&g.0)
+                        .await
+                        .err()
+                        .map_or(0, |e| e.kafka_code())
                 }
             };
             resp.results.push(r);
@@ -989,32 +930,6 @@ fn unstable_code(unstable: &std::collections::HashSet<(String, u32)>, topic: &st
     } else {
         0
     }
-}
-
-fn subscribed_topics(metadata: &[u8]) -> Option<Vec<String>> {
-    let mut b = metadata;
-    let take = |b: &mut &[u8], n: usize| -> Option<Vec<u8>> {
-        if b.len() < n {
-            return None;
-        }
-        let (head, tail) = b.split_at(n);
-        *b = tail;
-        Some(head.to_vec())
-    };
-    let _version = take(&mut b, 2)?;
-    let count = i32::from_be_bytes(take(&mut b, 4)?.try_into().ok()?);
-    if count < 0 || count as usize > b.len() / 2 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(count as usize);
-    for _ in 0..count {
-        let len = i16::from_be_bytes(take(&mut b, 2)?.try_into().ok()?);
-        if len < 0 {
-            return None;
-        }
-        out.push(String::from_utf8(take(&mut b, len as usize)?).ok()?);
-    }
-    Some(out)
 }
 
 /// Per topic: each partition asked for, with its committed offset if any.

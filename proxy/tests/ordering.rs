@@ -341,3 +341,91 @@ async fn an_acks_one_produce_is_counted_by_the_next_fetch_that_does_not_wait() {
         "the record is not returned"
     );
 }
+
+/// The metadata service, with the deletes of a group's stored state held
+/// back a while (as a slow or distant metadata leader would).
+#[derive(Debug)]
+struct SlowDeletes {
+    inner: std::sync::Arc<dyn floe_metadata::api::MetaApi>,
+}
+
+#[async_trait::async_trait]
+impl floe_metadata::api::MetaApi for SlowDeletes {
+    async fn call_route(
+        &self,
+        call: floe_metadata::api::RouteCall,
+    ) -> Result<floe_metadata::api::meta_api::Reply, floe_metadata::MetaError> {
+        use floe_metadata::api::routes;
+        if call.request::<routes::DeleteGroups>().is_some()
+            || call.request::<routes::DeleteOffsets>().is_some()
+        {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+        }
+        self.inner.call_route(call).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_commit_made_while_a_delete_is_written_is_kept() {
+    let e = env_on(false, None, |m| {
+        std::sync::Arc::new(SlowDeletes { inner: m })
+    })
+    .await;
+    let mut c = Conn::open(e.kafka).await;
+    ready_topic(&mut c, "del").await;
+    for (i, delete) in [true, false].into_iter().enumerate() {
+        let g = format!("deleted-{i}");
+        let started = std::time::Instant::now();
+        loop {
+            let r = c.call(ApiKey::OffsetCommit, 8, commit(&g, "del", 5)).await;
+            if committed_code(&r) == 0 {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(30), "{r:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // The group is empty: DeleteGroups (or OffsetDelete of the
+        // partition) is decided at once, and its write takes 400 ms. A
+        // commit from another connection comes in meanwhile and is
+        // answered: it must not be deleted by the write decided before it.
+        let (body, key, version) = if delete {
+            let d = DeleteGroupsRequest::default().with_groups_names(vec![group(&g)]);
+            (RequestKind::DeleteGroups(d), ApiKey::DeleteGroups, 2)
+        } else {
+            let d = OffsetDeleteRequest::default()
+                .with_group_id(group(&g))
+                .with_topics(vec![
+                    offset_delete_request::OffsetDeleteRequestTopic::default()
+                        .with_name(topic("del"))
+                        .with_partitions(vec![
+                            offset_delete_request::OffsetDeleteRequestPartition::default()
+                                .with_partition_index(0),
+                        ]),
+                ]);
+            (RequestKind::OffsetDelete(d), ApiKey::OffsetDelete, 0)
+        };
+        let corr = c.send(key, version, body).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut other = Conn::open(e.kafka).await;
+        let r = other
+            .call(ApiKey::OffsetCommit, 8, commit(&g, "del", 9))
+            .await;
+        assert_eq!(committed_code(&r), 0);
+        match c.recv(key, version, corr).await {
+            ResponseKind::DeleteGroups(d) => assert_eq!(d.results[0].error_code, 0),
+            ResponseKind::OffsetDelete(d) => {
+                assert_eq!(d.error_code, 0);
+                assert_eq!(d.topics[0].partitions[0].error_code, 0);
+            }
+            r => panic!("{r:?}"),
+        }
+        let r = other
+            .call(ApiKey::OffsetFetch, 7, fetch_offset(&g, "del"))
+            .await;
+        assert_eq!(
+            fetched_offset(&r),
+            9,
+            "an answered commit was deleted by a {key:?} decided before it"
+        );
+    }
+}

@@ -43,8 +43,22 @@ pub trait Coordinator: Send + Sync + std::fmt::Debug {
 
     async fn describe_group(&self, group_id: &str) -> GroupDescription;
 
-    /// Deletes the group's membership state (the caller deletes its offsets).
+    /// DeleteGroups of one group: refused (NON_EMPTY_GROUP) while it has
+    /// members; else its membership and committed offsets are deleted,
+    /// decided and written by the coordinator under the group's gate and
+    /// fenced by its shard epoch.
     async fn delete_group(&self, group_id: &str) -> Result<(), GroupError>;
+
+    /// OffsetDelete: the committed offsets of `partitions` deleted, except
+    /// of topics the group's live members subscribe to
+    /// (GROUP_SUBSCRIBED_TO_TOPIC per partition); decided and written as
+    /// [`Coordinator::delete_group`]. A partition index that does not fit
+    /// (a negative one) is `u32::MAX`: it names no partition.
+    async fn delete_offsets(
+        &self,
+        group_id: &str,
+        partitions: &[(String, u32)],
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError>;
 
     /// The groups of every shard this broker coordinates (ListGroups).
     async fn list_groups(&self, states: &[String]) -> Vec<GroupListing>;

@@ -22,6 +22,9 @@ impl GroupService {
         c: &GroupCoordinator,
         p: CommitParams,
     ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+        // Not between a delete's decision and its write.
+        let gate = self.gate(&p.group_id);
+        let _held = gate.lock().await;
         let shards = self.shards.shard_count();
         c.validate_commit(
             &p.group_id,

@@ -25,6 +25,7 @@ pub mod assignor;
 mod calls;
 pub(crate) mod commit;
 pub mod consumer;
+pub mod delete;
 mod handle;
 mod member;
 mod record;

@@ -309,7 +309,8 @@ pub mod proto {
     }
 }
 
-const ALL_ERRORS: [GroupError; 21] = [
+const ALL_ERRORS: [GroupError; 22] = [
+    GroupError::GroupSubscribedToTopic,
     GroupError::FencedMemberEpoch,
     GroupError::StaleMemberEpoch,
     GroupError::UnreleasedInstanceId,
@@ -627,6 +628,24 @@ pub(crate) async fn rpc_list(b: impl Coordinator, r: proto::GroupIds) -> proto::
     proto::Descriptions { groups }
 }
 
+pub(crate) async fn rpc_delete_offsets(b: impl Coordinator, r: proto::Commit) -> proto::ErrorReply {
+    let partitions: Vec<(String, u32)> = r
+        .offsets
+        .into_iter()
+        .map(|o| (o.topic, o.partition))
+        .collect();
+    match Coordinator::delete_offsets(&b, &r.group_id, &partitions).await {
+        Err(e) => proto::ErrorReply {
+            error: to_code(Some(e)),
+            per_member: vec![],
+        },
+        Ok(per) => proto::ErrorReply {
+            error: 0,
+            per_member: per.into_iter().map(|x| to_code(x.err())).collect(),
+        },
+    }
+}
+
 pub(crate) async fn rpc_delete(b: impl Coordinator, r: proto::GroupIds) -> proto::ErrorReply {
     let mut per = Vec::with_capacity(r.group_ids.len());
     for g in &r.group_ids {
@@ -932,6 +951,30 @@ impl Coordinator for RemoteBroker {
         }
     }
 
+    async fn delete_offsets(
+        &self,
+        group_id: &str,
+        partitions: &[(String, u32)],
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+        let msg = proto::Commit {
+            group_id: group_id.to_string(),
+            generation_id: -1,
+            offsets: partitions
+                .iter()
+                .map(|(topic, partition)| proto::Offset {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let reply = self
+            .call_timeout::<routes::GroupDeleteOffsets>(msg, MEMBER_CALL_TIMEOUT)
+            .await;
+        per_item_results(reply, Some(partitions.len()))
+    }
+
     async fn consumer_heartbeat(
         &self,
         hb: ConsumerHeartbeat,
@@ -1035,7 +1078,10 @@ pub mod routes {
         GroupLeave = "/rpc/group/leave": group::Leave => group::ErrorReply;
         GroupDescribe = "/rpc/group/describe": group::GroupIds => group::Descriptions;
         GroupList = "/rpc/group/list": group::GroupIds => group::Descriptions;
+        /// DeleteGroups: the group's stored state deleted with it.
         GroupDelete = "/rpc/group/delete": group::GroupIds => group::ErrorReply;
+        /// OffsetDelete (`Commit` without a member): one code per offset.
+        GroupDeleteOffsets = "/rpc/group/delete-offsets": group::Commit => group::ErrorReply;
         /// ConsumerGroupHeartbeat (KIP-848).
         ConsumerBeat = "/rpc/group/consumer-heartbeat": group::ConsumerBeat => group::ConsumerBeatReply;
         /// ConsumerGroupDescribe of the first id.

@@ -21,6 +21,8 @@ pub struct GroupService {
     pub(crate) partitions: Partitions,
     pub(crate) shards: Arc<ShardTable>,
     coordinator: Arc<GroupCoordinator>,
+    /// Held across a decision about a group's stored state and its write.
+    pub(crate) gates: super::delete::Gates,
 }
 
 impl std::fmt::Debug for GroupService {
@@ -41,6 +43,7 @@ impl GroupService {
             partitions,
             shards,
             coordinator,
+            gates: Default::default(),
         })
     }
 

@@ -34,6 +34,9 @@ pub enum GroupError {
     NonEmptyGroup,
     #[error("the group does not exist")]
     GroupIdNotFound,
+    /// OffsetDelete of a topic the group's live members subscribe to.
+    #[error("the group's members subscribe to the topic")]
+    GroupSubscribedToTopic,
     #[error("the group id is empty")]
     InvalidGroupId,
     #[error("unexpected coordinator error")]
@@ -78,6 +81,7 @@ impl GroupError {
             GroupError::RebalanceInProgress => 27,
             GroupError::NonEmptyGroup => 68,
             GroupError::GroupIdNotFound => 69,
+            GroupError::GroupSubscribedToTopic => 86,
             GroupError::MemberIdRequired => 79,
             GroupError::FencedInstanceId => 82,
             GroupError::InvalidRequest(_) => 42,

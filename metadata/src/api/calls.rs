@@ -161,6 +161,46 @@ impl dyn MetaApi + '_ {
             .collect())
     }
 
+    /// Deletes `group`'s committed offsets and membership record under its
+    /// coordinator's shard fence (refused with `StaleCoordinator` once the
+    /// shard moved).
+    pub async fn delete_group(&self, fence: ShardFence, group: &str) -> Result<(), MetaError> {
+        self.call::<routes::DeleteGroups>(proto::DeleteGroupsRequest {
+            groups: vec![group.to_owned()],
+            broker: fence.broker.0,
+            shard: fence.shard.0,
+            shard_epoch: fence.epoch.0,
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Deletes the committed offsets of `partitions` (topic, index) of
+    /// `group` under its coordinator's shard fence.
+    pub async fn delete_offsets(
+        &self,
+        fence: ShardFence,
+        group: &str,
+        partitions: &[(String, u32)],
+    ) -> Result<(), MetaError> {
+        self.call::<routes::DeleteOffsets>(proto::CommitOffsetsRequest {
+            group: group.to_owned(),
+            offsets: partitions
+                .iter()
+                .map(|(topic, partition)| proto::GroupOffset {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    ..Default::default()
+                })
+                .collect(),
+            broker: fence.broker.0,
+            shard: fence.shard.0,
+            shard_epoch: fence.epoch.0,
+        })
+        .await?;
+        Ok(())
+    }
+
     /// Stores a group's membership record under its coordinator's shard
     /// fence (`None`: forgets it).
     pub async fn store_group(
