@@ -262,7 +262,7 @@ fn principal(p: &str) -> anyhow::Result<String> {
 
 /// The operations an ACL on a resource type can name, Kafka's lists
 /// (`kafka-acls.sh` refuses the others; the proxy asks no other).
-fn operations_of(rt: ResourceType) -> &'static [Operation] {
+pub(crate) fn operations_of(rt: ResourceType) -> &'static [Operation] {
     use Operation as O;
     match rt {
         ResourceType::Topic => &[

@@ -36,7 +36,7 @@ use crate::topic_cmd::parse_key_value;
 use crate::kafka_args::{BootstrapArgs, IsolationArg};
 
 /// Longest wait of one Fetch on the broker.
-const FETCH_MAX_WAIT: Duration = Duration::from_millis(500);
+pub(crate) const FETCH_MAX_WAIT: Duration = Duration::from_millis(500);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum AcksArg {
@@ -275,12 +275,12 @@ impl Pending {
 
 /// How input lines become records.
 #[derive(Debug, Clone)]
-struct LineParser {
-    input: InputArg,
-    separator: Option<Vec<u8>>,
-    empty_as_null: bool,
-    headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    timestamp: Option<i64>,
+pub(crate) struct LineParser {
+    pub(crate) input: InputArg,
+    pub(crate) separator: Option<Vec<u8>>,
+    pub(crate) empty_as_null: bool,
+    pub(crate) headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    pub(crate) timestamp: Option<i64>,
 }
 
 impl LineParser {
@@ -321,10 +321,10 @@ impl LineParser {
 
 /// When a group of records is sent.
 #[derive(Debug, Clone, Copy)]
-struct GroupLimits {
-    max_records: usize,
-    max_bytes: usize,
-    linger: Duration,
+pub(crate) struct GroupLimits {
+    pub(crate) max_records: usize,
+    pub(crate) max_bytes: usize,
+    pub(crate) linger: Duration,
 }
 
 pub async fn produce(args: ProduceArgs) -> anyhow::Result<()> {
@@ -370,7 +370,7 @@ pub async fn produce(args: ProduceArgs) -> anyhow::Result<()> {
 }
 
 /// Reads `input` (stdin when `None`) to its end and sends it in groups.
-async fn produce_lines(
+pub(crate) async fn produce_lines(
     producer: &mut Producer,
     input: Option<std::fs::File>,
     parser: LineParser,
@@ -528,7 +528,7 @@ impl Printer {
 }
 
 /// Commits the offsets after the records printed, for `--group`.
-async fn commit_printed(
+pub(crate) async fn commit_printed(
     consumer: &mut Consumer,
     group: Option<&str>,
     printed_up_to: &mut BTreeMap<i32, i64>,
@@ -673,11 +673,11 @@ fn format_record(line: &mut Vec<u8>, partition: i32, r: &Record, print_offsets: 
     line.push(b'\n');
 }
 
-fn flush(out: &mut impl Write) -> anyhow::Result<bool> {
+pub(crate) fn flush(out: &mut impl Write) -> anyhow::Result<bool> {
     stdout_result(out.flush())
 }
 
-fn stdout_result(r: std::io::Result<()>) -> anyhow::Result<bool> {
+pub(crate) fn stdout_result(r: std::io::Result<()>) -> anyhow::Result<bool> {
     match r {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),

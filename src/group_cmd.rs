@@ -107,7 +107,7 @@ pub enum GroupCommand {
 #[command(group(ArgGroup::new("mode").required(false).multiple(false)))]
 pub struct ResetArgs {
     #[command(flatten)]
-    conn: BootstrapArgs,
+    pub(crate) conn: BootstrapArgs,
     /// The group's id.
     pub(crate) group: String,
     /// TOPIC (all its partitions) or TOPIC:P,P,…; repeat for several.
@@ -535,7 +535,7 @@ pub(crate) async fn plan_and_print(
 
 /// Where each of `partitions` moves: the target `args` names, from the
 /// `current` offsets (for --shift-by), kept within the partition.
-async fn plan(
+pub(crate) async fn plan(
     client: &mut KafkaClient,
     args: &ResetArgs,
     group: &str,

@@ -31,12 +31,19 @@ pub struct BootstrapArgs {
     /// password, so that it need not be in the file.
     #[arg(long, env = "FLOE_COMMAND_CONFIG", value_name = "FILE")]
     pub command_config: Option<std::path::PathBuf>,
+    /// The security as librdkafka's properties, given by the caller instead
+    /// of --command-config (the Kafka tools translate Java's keys first).
+    #[arg(skip)]
+    pub properties: Option<std::collections::BTreeMap<String, String>>,
 }
 
 impl BootstrapArgs {
     /// The security of --command-config (plaintext without one).
     pub fn security(&self) -> anyhow::Result<floe_client::security::ClientSecurity> {
         use floe_client::security::{ClientSecurity, parse_properties};
+        if let Some(props) = &self.properties {
+            return ClientSecurity::from_properties(props).context("--command-config");
+        }
         let Some(path) = &self.command_config else {
             return Ok(ClientSecurity::plaintext());
         };

@@ -16,6 +16,7 @@ mod config_file;
 mod group_cmd;
 mod indexer_cmd;
 mod kafka_args;
+mod kafka_tools;
 mod listener_args;
 mod meta_cmd;
 mod offsets_cmd;
@@ -169,6 +170,10 @@ enum Command {
     /// server's root keys and their AWS credentials file).
     #[command(subcommand)]
     Secrets(secrets_cmd::SecretsCommand),
+    /// Kafka's shell tools with Kafka's flags (`bin/kafka-topics.sh`, …;
+    /// docs/kafka-tools.md).
+    #[command(hide = true, disable_help_flag = true)]
+    KafkaTool(kafka_tools::KafkaToolArgs),
 }
 
 /// The log filter without `RUST_LOG`: `info` for a process that runs a
@@ -281,6 +286,7 @@ fn main() -> std::process::ExitCode {
             Command::Acl(cmd) => acl_cmd::run(cmd).await,
             Command::Certs(cmd) => certs_cmd::run(cmd),
             Command::Secrets(cmd) => secrets_cmd::run(cmd),
+            Command::KafkaTool(args) => kafka_tools::run(args).await,
         }
     });
     match result {
