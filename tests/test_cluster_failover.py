@@ -199,6 +199,41 @@ def test_coordinator_broker_killed_the_group_carries_on_without_a_rebalance(floe
         cluster.stop()
 
 
+def test_a_killed_coordinator_is_reported_by_the_next_group_call(floe_bin, tmp_path):
+    """A broker that coordinates a group (and owns nothing the clients read) is
+    killed with SIGKILL. Its lease is long (20 s); the next group request finds its
+    address refusing connections, the proxy reports it as it does a partition's
+    owner, and the metadata service moves its shards at once."""
+    cluster = Cluster(floe_bin, tmp_path, lease_ms=20000)
+    try:
+        deadline = time.time() + 30
+        while not (owned_shards(cluster.brokers[0].admin) and owned_shards(cluster.brokers[1].admin)):
+            assert time.time() < deadline, "shards were not spread over both brokers"
+            time.sleep(0.2)
+        on_b2 = owned_shards(cluster.brokers[1].admin)
+        group = next(f"g{i}" for i in range(1000) if fnv1a_shard(f"g{i}") in on_b2)
+        admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": cluster.kafka, "log_level": 2})
+        admin.describe_consumer_groups([group])[group].result(30)
+        meta_log = cluster.metas[1].log_path
+        reported = log_count(meta_log, "refuses connections")
+        cluster.brokers[1].kill9()
+        killed = time.time()
+        # Well within the lease: only a report moves the shard this soon.
+        deadline = killed + 15
+        while fnv1a_shard(group) not in owned_shards(cluster.brokers[0].admin):
+            assert time.time() < deadline, "the dead coordinator's shard did not move before its lease ran out"
+            try:
+                admin.describe_consumer_groups([group], request_timeout=2)[group].result(5)
+            except confluent_kafka.KafkaException:
+                pass  # NOT_COORDINATOR while the shard moves
+            time.sleep(0.1)
+        print(f"coordinator shard moved {time.time() - killed:.2f} s after the kill (lease 20 s)")
+        assert log_count(meta_log, "refuses connections") > reported
+        admin.describe_consumer_groups([group])[group].result(30)
+    finally:
+        cluster.stop()
+
+
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])
 def test_broker_killed_with_sigkill_loses_no_acknowledged_message(floe_bin, tmp_path, idempotent):

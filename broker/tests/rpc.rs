@@ -356,3 +356,18 @@ async fn the_share_admin_routes_answer_over_the_rpc() {
     assert_eq!(coordinator.share_check_empty("g").await, Ok(None));
     server.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_whose_address_refuses_connections_is_known_as_refused() {
+    // Nothing listens at the address: a group call is NOT_COORDINATOR, and
+    // the client notes the refusal (the proxy then reports the broker down).
+    let addr = free_addr();
+    let remote = RemoteBroker::new(addr.to_string());
+    assert!(!remote.refused());
+    let d = Coordinator::describe_group(&remote, "g").await;
+    assert_eq!(
+        d.error,
+        Some(floe_broker::group::GroupError::NotCoordinator)
+    );
+    assert!(remote.refused(), "a refused connection was not noted");
+}

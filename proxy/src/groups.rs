@@ -124,7 +124,15 @@ impl Context {
         let addr = snap
             .broker_addr(owner)
             .ok_or_else(|| not_coordinator("no address for the key's coordinator"))?;
-        Ok((ShardOwner::Remote(self.remote(addr)), fence))
+        let remote = self.remote(addr);
+        if remote.refused() {
+            // The last call to this coordinator found nothing listening
+            // (the client asks again after NOT_COORDINATOR): reported as a
+            // partition's owner is, so its shards move at once instead of
+            // one lease later.
+            self.report_down(owner, addr.to_string());
+        }
+        Ok((ShardOwner::Remote(remote), fence))
     }
 
     /// The coordinator shards this proxy is named coordinator of

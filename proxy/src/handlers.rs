@@ -590,6 +590,15 @@ impl Context {
         let Some(addr) = snap.broker_addr(owner).map(str::to_string) else {
             return;
         };
+        self.report_down(owner, addr);
+    }
+
+    /// Tells the metadata service that `owner`'s address `addr` refused a
+    /// connection; it checks the address itself and, if nothing listens
+    /// there, marks the broker dead and moves its partitions and
+    /// coordinator shards at once. In the background, at most once a second
+    /// per address.
+    pub(crate) fn report_down(&self, owner: floe_metadata::ids::BrokerId, addr: String) {
         if !self.down_reports.due(&addr) {
             return;
         }

@@ -537,6 +537,9 @@ pub struct RemoteBroker {
     addr: String,
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     timeout: Duration,
+    /// Whether the last call of [`RemoteBroker::call_timeout`] found the
+    /// address refusing connections (nothing listens there).
+    refused: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 type Answered = hyper::Response<hyper::body::Incoming>;
@@ -552,7 +555,15 @@ impl RemoteBroker {
                     true,
                 )),
             timeout: Duration::from_secs(60),
+            refused: Default::default(),
         }
+    }
+
+    /// Whether the last call to this broker found its address
+    /// refusing connections: the process is gone (the proxy reports it to
+    /// the metadata service, as it does for a partition's owner).
+    pub fn refused(&self) -> bool {
+        self.refused.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn addr(&self) -> &str {
@@ -561,8 +572,20 @@ impl RemoteBroker {
 
     /// Calls route `R`; the client's deadline is for the response headers.
     pub(crate) async fn call<R: Route>(&self, req: R::Req) -> Result<R::Resp, CallError> {
-        let resp = self.send::<R>(req, self.timeout).await?;
-        Self::body::<R>(&self.addr, resp).await
+        let answer = async {
+            let resp = self.send::<R>(req, self.timeout).await?;
+            Self::body::<R>(&self.addr, resp).await
+        }
+        .await;
+        self.note_refused(answer)
+    }
+
+    /// Notes whether `answer` found the address refusing connections.
+    fn note_refused<T>(&self, answer: Result<T, CallError>) -> Result<T, CallError> {
+        let refused = matches!(&answer, Err(CallError::Routing(r)) if r.is_refused());
+        self.refused
+            .store(refused, std::sync::atomic::Ordering::Relaxed);
+        answer
     }
 
     /// Calls route `R` with its own deadline (group joins wait for a
@@ -576,9 +599,11 @@ impl RemoteBroker {
             let resp = self.send::<R>(req, timeout).await?;
             Self::body::<R>(&self.addr, resp).await
         };
-        tokio::time::timeout(timeout, call)
+        let answer = tokio::time::timeout(timeout, call)
             .await
-            .map_err(|_| RoutingError::unreachable(&self.addr, "timed out"))?
+            .map_err(|_| CallError::from(RoutingError::unreachable(&self.addr, "timed out")))
+            .and_then(|r| r);
+        self.note_refused(answer)
     }
 
     /// Sends a request of route `R`; returns once the response headers came.
