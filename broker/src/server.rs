@@ -145,6 +145,9 @@ pub fn router(broker: Broker) -> Router {
         b.share().clone(),
         req
     ));
+    let r = serve!(r, sa::routes::ShareHoldEnd, |b: Broker, req| {
+        sa::rpc_hold_end(b.share().clone(), req)
+    });
     let r = serve!(r, sa::routes::ShareDeleteGroup, |b: Broker, req| {
         sa::rpc_delete_group(b.share().clone(), req)
     });
@@ -178,6 +181,6 @@ mod tests {
             assert!(p.starts_with("/rpc/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(seen.len(), 31);
+        assert_eq!(seen.len(), 32);
     }
 }

@@ -339,7 +339,7 @@ async fn the_share_admin_routes_answer_over_the_rpc() {
     let coordinator: &dyn ShareGroupAdmin = &client;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let kind = loop {
-        match coordinator.share_check_empty("g").await {
+        match coordinator.share_check_empty("g", false).await {
             Err(ShareGroupError::NotCoordinator) if tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
@@ -353,7 +353,40 @@ async fn the_share_admin_routes_answer_over_the_rpc() {
 
     // Deleted at the owner: nothing stored, the id is free again.
     assert_eq!(owner.share_reset(&call, None).await.unwrap(), None);
-    assert_eq!(coordinator.share_check_empty("g").await, Ok(None));
+    assert_eq!(coordinator.share_check_empty("g", false).await, Ok(None));
+
+    // A check that holds the group: a member's join waits for the release.
+    assert_eq!(coordinator.share_check_empty("g", true).await, Ok(None));
+    let joining = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            let join = floe_broker::share::Heartbeat {
+                member_id: MemberId::new("m"),
+                member_epoch: 0,
+                subscribed_topics: Some(vec!["share-admin".into()]),
+                rack_id: None,
+            };
+            let c: &dyn floe_broker::share::ShareCoordinator = &client;
+            c.share_heartbeat("g", &join, &ShareSettings::default())
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !joining.is_finished(),
+        "a member joined a group held by an admin request"
+    );
+    coordinator.share_release("g").await;
+    let joined = tokio::time::timeout(Duration::from_secs(10), joining)
+        .await
+        .expect("the join did not go on after the release")
+        .unwrap();
+    assert!(joined.is_ok(), "{joined:?}");
+    // Now it has a member: an admin check is refused, and holds nothing.
+    assert_eq!(
+        coordinator.share_check_empty("g", true).await,
+        Err(ShareGroupError::NonEmptyGroup)
+    );
     server.abort();
 }
 

@@ -98,8 +98,24 @@ impl Context {
         group: &str,
     ) -> Result<Option<GroupKind>, ShareGroupError> {
         self.share_group_admin(group)?
-            .share_check_empty(group)
+            .share_check_empty(group, false)
             .await
+    }
+
+    /// [`Self::share_check`] that holds a group found empty at its
+    /// coordinator (its joins wait) until [`Self::share_release`]: the
+    /// share admin requests decide there and reset at the owners after.
+    async fn share_hold(&self, group: &str) -> Result<Option<GroupKind>, ShareGroupError> {
+        self.share_group_admin(group)?
+            .share_check_empty(group, true)
+            .await
+    }
+
+    /// Ends a hold of [`Self::share_hold`] or of a share group's delete.
+    async fn share_release(&self, group: &str) {
+        if let Ok(admin) = self.share_group_admin(group) {
+            admin.share_release(group).await;
+        }
     }
 
     fn share_partition_admin(
@@ -181,7 +197,7 @@ impl Context {
         };
         let group = req.group_id.to_string();
         let mut r = AlterShareGroupOffsetsResponse::default();
-        let refusal = offsets_refusal(&group, self.share_check(&group).await, true);
+        let refusal = offsets_refusal(&group, self.share_hold(&group).await, true);
         if let Some(f) = &refusal {
             r.error_code = f.code;
             r.error_message = Some(s(f.message.clone()));
@@ -227,6 +243,9 @@ impl Context {
             }
             r.responses.push(out);
         }
+        if refusal.is_none() {
+            self.share_release(&group).await;
+        }
         r
     }
 
@@ -238,15 +257,27 @@ impl Context {
         &self,
         req: &DeleteShareGroupOffsetsRequest,
     ) -> DeleteShareGroupOffsetsResponse {
-        use delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic as Topic;
         let group = req.group_id.to_string();
         let mut r = DeleteShareGroupOffsetsResponse::default();
-        if let Some(f) = offsets_refusal(&group, self.share_check(&group).await, false) {
+        if let Some(f) = offsets_refusal(&group, self.share_hold(&group).await, false) {
             r.error_code = f.code;
             r.error_message = Some(s(f.message));
             return r;
         }
-        let stored = match self.stored_share_partitions(&group).await {
+        let r = self.delete_held_share_offsets(&group, req, r).await;
+        self.share_release(&group).await;
+        r
+    }
+
+    /// [`Self::delete_share_group_offsets`] once the group is held.
+    async fn delete_held_share_offsets(
+        &self,
+        group: &str,
+        req: &DeleteShareGroupOffsetsRequest,
+        mut r: DeleteShareGroupOffsetsResponse,
+    ) -> DeleteShareGroupOffsetsResponse {
+        use delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic as Topic;
+        let stored = match self.stored_share_partitions(group).await {
             Ok(s) => s,
             Err(e) => {
                 r.error_code = ResponseError::CoordinatorNotAvailable.code();
@@ -255,7 +286,7 @@ impl Context {
             }
         };
         let snap = self.view.current();
-        let settings = self.share_settings(&group).await;
+        let settings = self.share_settings(group).await;
         for t in &req.topics {
             let mut out = Topic::default();
             out.topic_name = t.topic_name.clone();
@@ -266,7 +297,7 @@ impl Context {
                     for p in stored.get(t.topic_name.as_str()).into_iter().flatten() {
                         let key = PartitionKey::new(info.id, *p);
                         let code = self
-                            .reset_at_owner(&snap, &settings, &group, key, None)
+                            .reset_at_owner(&snap, &settings, group, key, None)
                             .await;
                         if code != 0 && out.error_code == 0 {
                             out.error_code = code;
@@ -330,6 +361,20 @@ impl Context {
         if let Err(e) = admin.share_delete_group(group).await {
             return offsets_refusal(group, Err(e), false).map_or(0, |f| f.code);
         }
+        // Held by the delete at the coordinator until the owners dropped
+        // the group's share-partitions.
+        let code = self.drop_deleted_share_group(group, fence).await;
+        admin.share_release(group).await;
+        code
+    }
+
+    /// The rest of [`Self::delete_share_group`] once the coordinator
+    /// forgot (and holds) the group.
+    async fn drop_deleted_share_group(
+        &self,
+        group: &str,
+        fence: floe_metadata::command::ShardFence,
+    ) -> i16 {
         let stored = match self.stored_share_partitions(group).await {
             Ok(s) => s,
             Err(_) => return ResponseError::CoordinatorNotAvailable.code(),

@@ -32,12 +32,22 @@ pub trait ShareGroupAdmin: Send + Sync + std::fmt::Debug {
 
     /// The kind `group` is in use as (in memory, else from its stored
     /// offsets), once the members whose session ran out are removed;
-    /// NON_EMPTY_GROUP if it is a share group with members.
-    async fn share_check_empty(&self, group: &str) -> Result<Option<GroupKind>, ShareGroupError>;
+    /// NON_EMPTY_GROUP if it is a share group with members. With `hold`, a
+    /// group found empty (a share group, or none) is held: joins wait until
+    /// [`ShareGroupAdmin::share_release`] (see [`super::holds`]).
+    async fn share_check_empty(
+        &self,
+        group: &str,
+        hold: bool,
+    ) -> Result<Option<GroupKind>, ShareGroupError>;
 
     /// Forgets the share group's membership (NON_EMPTY_GROUP while it has
-    /// members, GROUP_ID_NOT_FOUND for another kind of group).
+    /// members, GROUP_ID_NOT_FOUND for another kind of group), and holds
+    /// it until [`ShareGroupAdmin::share_release`].
     async fn share_delete_group(&self, group: &str) -> Result<(), ShareGroupError>;
+
+    /// Ends the hold of a check or delete: joins of `group` go on.
+    async fn share_release(&self, group: &str);
 }
 
 /// A partition's owner, for its share-partitions' start offsets.
@@ -100,6 +110,9 @@ pub mod proto {
     pub struct GroupRequest {
         #[prost(string, tag = "1")]
         pub group: String,
+        /// A check that holds the group found empty (see `super::holds`).
+        #[prost(bool, tag = "2")]
+        pub hold: bool,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -151,8 +164,53 @@ impl ShareGroupAdmin for ShareNode {
             .collect())
     }
 
-    async fn share_check_empty(&self, group: &str) -> Result<Option<GroupKind>, ShareGroupError> {
+    async fn share_check_empty(
+        &self,
+        group: &str,
+        hold: bool,
+    ) -> Result<Option<GroupKind>, ShareGroupError> {
         self.share_coordinator_check(group)?;
+        let members = || self.check_no_members(group);
+        if hold {
+            // Held with the look at its members: a join from now on waits,
+            // so the group stays as found.
+            self.holds.hold_while(group, members)?;
+        } else {
+            members()?;
+        }
+        let kind = self
+            .group_kind(group)
+            .await
+            .map_err(|_| ShareGroupError::NotCoordinator);
+        if hold && !matches!(kind, Ok(None | Some(GroupKind::Share))) {
+            self.holds.release(group);
+        }
+        kind
+    }
+
+    async fn share_delete_group(&self, group: &str) -> Result<(), ShareGroupError> {
+        self.share_coordinator_check(group)?;
+        if super::namespace::refuses_share(self.live_kind(group)) {
+            return Err(ShareGroupError::NotShareGroup);
+        }
+        let topics = self.share_topics();
+        self.holds.hold_while(group, || {
+            for member in self.service.expire_group(group, &topics) {
+                self.release_elsewhere(group, member);
+            }
+            self.service.delete_group(group)
+        })
+    }
+
+    async fn share_release(&self, group: &str) {
+        self.holds.release(group);
+    }
+}
+
+impl ShareNode {
+    /// NON_EMPTY_GROUP if the share group has members once those whose
+    /// session ran out are removed.
+    fn check_no_members(&self, group: &str) -> Result<(), ShareGroupError> {
         for member in self.service.expire_group(group, &self.share_topics()) {
             self.release_elsewhere(group, member);
         }
@@ -164,20 +222,7 @@ impl ShareGroupAdmin for ShareNode {
         {
             return Err(ShareGroupError::NonEmptyGroup);
         }
-        self.group_kind(group)
-            .await
-            .map_err(|_| ShareGroupError::NotCoordinator)
-    }
-
-    async fn share_delete_group(&self, group: &str) -> Result<(), ShareGroupError> {
-        self.share_coordinator_check(group)?;
-        if super::namespace::refuses_share(self.live_kind(group)) {
-            return Err(ShareGroupError::NotShareGroup);
-        }
-        for member in self.service.expire_group(group, &self.share_topics()) {
-            self.release_elsewhere(group, member);
-        }
-        self.service.delete_group(group)
+        Ok(())
     }
 }
 
@@ -243,7 +288,7 @@ pub(crate) async fn rpc_groups(b: ShareNode, _: proto::GroupsRequest) -> proto::
 }
 
 pub(crate) async fn rpc_check(b: ShareNode, r: proto::GroupRequest) -> proto::CheckResponse {
-    match b.share_check_empty(&r.group).await {
+    match b.share_check_empty(&r.group, r.hold).await {
         Ok(kind) => proto::CheckResponse {
             error: 0,
             kind: kind_code(kind),
@@ -253,6 +298,11 @@ pub(crate) async fn rpc_check(b: ShareNode, r: proto::GroupRequest) -> proto::Ch
             kind: 0,
         },
     }
+}
+
+pub(crate) async fn rpc_hold_end(b: ShareNode, r: proto::GroupRequest) -> proto::DeleteResponse {
+    b.share_release(&r.group).await;
+    proto::DeleteResponse { error: 0 }
 }
 
 pub(crate) async fn rpc_delete_group(
@@ -294,11 +344,16 @@ impl ShareGroupAdmin for RemoteBroker {
             .collect())
     }
 
-    async fn share_check_empty(&self, group: &str) -> Result<Option<GroupKind>, ShareGroupError> {
+    async fn share_check_empty(
+        &self,
+        group: &str,
+        hold: bool,
+    ) -> Result<Option<GroupKind>, ShareGroupError> {
         let r = self
             .call_timeout::<routes::ShareCheck>(
                 proto::GroupRequest {
                     group: group.to_owned(),
+                    hold,
                 },
                 ADMIN_CALL_TIMEOUT,
             )
@@ -315,6 +370,7 @@ impl ShareGroupAdmin for RemoteBroker {
             .call_timeout::<routes::ShareDeleteGroup>(
                 proto::GroupRequest {
                     group: group.to_owned(),
+                    hold: true,
                 },
                 ADMIN_CALL_TIMEOUT,
             )
@@ -323,6 +379,22 @@ impl ShareGroupAdmin for RemoteBroker {
         match r.error {
             0 => Ok(()),
             e => Err(group_error_from(e)),
+        }
+    }
+
+    async fn share_release(&self, group: &str) {
+        let released = self
+            .call_timeout::<routes::ShareHoldEnd>(
+                proto::GroupRequest {
+                    group: group.to_owned(),
+                    hold: false,
+                },
+                ADMIN_CALL_TIMEOUT,
+            )
+            .await;
+        if let Err(e) = released {
+            // The hold ends on its own (`holds::ADMIN_HOLD`).
+            tracing::debug!(%group, error = %e, "releasing a share group's admin hold failed");
         }
     }
 }
@@ -367,6 +439,8 @@ pub mod routes {
         ShareCheck = "/rpc/share/check": share_admin::GroupRequest => share_admin::CheckResponse;
         /// DeleteGroups of a share group, at its coordinator.
         ShareDeleteGroup = "/rpc/share/delete-group": share_admin::GroupRequest => share_admin::DeleteResponse;
+        /// The end of an admin request's hold on a share group, at its coordinator.
+        ShareHoldEnd = "/rpc/share/hold-end": share_admin::GroupRequest => share_admin::DeleteResponse;
     }
 }
 

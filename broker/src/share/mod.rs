@@ -32,6 +32,7 @@ mod calls;
 pub mod dead_letter;
 pub mod durable;
 pub mod group;
+pub mod holds;
 pub mod isolation;
 pub mod namespace;
 pub mod node;

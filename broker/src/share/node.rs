@@ -19,6 +19,8 @@ pub struct ShareNode {
     pub(crate) groups: Arc<GroupCoordinator>,
     pub(crate) service: Arc<ShareService>,
     pub(crate) peers: Arc<Peers>,
+    /// Groups an admin request holds between its decision and its resets.
+    pub(crate) holds: Arc<super::holds::AdminHolds>,
 }
 
 impl std::fmt::Debug for ShareNode {
@@ -43,6 +45,7 @@ impl ShareNode {
             groups,
             service: Arc::new(service),
             peers,
+            holds: Default::default(),
         }
     }
 

@@ -385,9 +385,14 @@ impl ShareCoordinator for ShareNode {
         if super::namespace::refuses_share(kind) {
             return Err(ShareGroupError::NotShareGroup);
         }
-        let (answer, gone) = self
-            .service
-            .heartbeat(group, hb, settings, &self.share_topics());
+        let topics = self.share_topics();
+        let beat = || self.service.heartbeat(group, hb, settings, &topics);
+        let (answer, gone) = if hb.member_epoch == 0 {
+            // A join waits while an admin request holds the group.
+            self.holds.join(group, beat).await
+        } else {
+            beat()
+        };
         for member in gone {
             self.release_elsewhere(group, member);
         }
