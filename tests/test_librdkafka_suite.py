@@ -1,23 +1,39 @@
 """librdkafka's own test programs against Floe (long mode: `FLOE_LONG=1`, or
 `FLOE_LIBRDKAFKA=1` for this file alone).
 
-librdkafka 2.12.0's sources, with its `tests/` folder, come from the npm
-registry: the node-rdkafka 3.6.1 package carries them (`deps/librdkafka`).
-They are built once (`./configure`, `make libs`, `make -C tests build`, ~4
-minutes on 2 cores) into `$FLOE_BENCH_CACHE/librdkafka-2.12.0` (default
-`~/.cache/floe-bench`) and reused. Needs Node.js's npm, gcc, make, and the
-OpenSSL and zlib headers (`libssl-dev`, `zlib1g-dev`).
+librdkafka 2.12.1's sources, with its `tests/` folder, come from the crates.io
+registry: the `rdkafka-sys` crate (4.10.0+2.12.1) carries them
+(`librdkafka/`); the crate file's SHA-256 is checked. They are built once
+(`./configure`, `make libs`, `make -C tests build`, ~4 minutes on 2 cores)
+into `$FLOE_BENCH_CACHE/librdkafka-2.12.1` (default `~/.cache/floe-bench`)
+and reused. Needs gcc, make, and the OpenSSL and zlib headers (`libssl-dev`,
+`zlib1g-dev`).
 
-Floe runs as `floe standalone` with a PLAINTEXT and a SASL_SSL listener,
-`--authorizer acl --allow-everyone-if-no-acl-found true` and 4 partitions
-for an auto-created topic (the setup Kafka's own runs of these tests use: a resource no ACL names is open to all, and the
-tests narrow it with ACLs of their own), SCRAM users made with `floe user`
-and PLAIN users from a file. Each test program runs with a `test.conf`
-naming the listener and the credentials, and `TEST_KAFKA_VERSION=4.0.0`
-(the Kafka whose APIs Floe answers). A program's exit status is its verdict;
-its log is kept under the test's tmp folder and its tail printed on failure.
+Two kinds of run:
+
+- The whole suite as a new user meets it (`test_the_whole_suite`): a plain
+  `floe standalone` (PLAINTEXT, topics auto-created with 4 partitions, an
+  authorizer open to what no ACL names, and the cleaner every 15 s: the
+  clusters librdkafka's own runs use), every test that needs a broker (not
+  the local-only ones: `test-runner -L`), each program run on its own with a
+  generous time limit, `KAFKA_PATH` at this repository (its `bin/` holds
+  `kafka-topics.sh` and the other Kafka tools, [docs/kafka-tools.md]) and
+  `BROKERS` at the listener. Each test's verdict goes in a table
+  (`librdkafka-suite.md` in the test's tmp folder, or `$FLOE_LIBRDKAFKA_REPORT`);
+  a test that does not pass must be in `NOT_PASSING` with the reason.
+- Security (`test_0081_…`, `test_client_tests_…`): a standalone with PLAINTEXT
+  and SASL_SSL listeners, `--authorizer acl --allow-everyone-if-no-acl-found
+  true` (the setup Kafka's own runs of these tests use: a resource no ACL
+  names is open to all, and the tests narrow it with ACLs of their own),
+  SCRAM users made with `floe user` and PLAIN users from a file. Each program
+  runs with a `test.conf` naming the listener and the credentials.
+
+Every run sets `TEST_KAFKA_VERSION=4.0.0` (the Kafka whose APIs Floe
+answers). A program's exit status is its verdict; its log is kept under the
+test's tmp folder and its tail printed on failure.
 """
 
+import hashlib
 import json
 import os
 import pathlib
@@ -26,6 +42,8 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import time
+import urllib.request
 
 import pytest
 
@@ -34,10 +52,13 @@ from conftest import Standalone
 LONG = os.environ.get("FLOE_LONG") == "1" or os.environ.get("FLOE_LIBRDKAFKA") == "1"
 pytestmark = pytest.mark.skipif(not LONG, reason="long mode only (FLOE_LONG=1 or FLOE_LIBRDKAFKA=1)")
 
-NODE_RDKAFKA = "node-rdkafka@3.6.1"
-LIBRDKAFKA_VERSION = "2.12.0"
+LIBRDKAFKA_VERSION = "2.12.1"
+CRATE = "rdkafka-sys-4.10.0+2.12.1"
+CRATE_URL = f"https://static.crates.io/crates/rdkafka-sys/{CRATE}.crate"
+CRATE_SHA256 = "e234cf318915c1059d4921ef7f75616b5219b10b46e9f3a511a15eb4b56a3f77"
 PLAIN_PASSWORD = "plain-admin-secret"
 SCRAM_PASSWORD = "scram-user-secret"
+REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
 def cache_dir():
@@ -53,22 +74,29 @@ def build_librdkafka():
         return tree
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
-        subprocess.run(["npm", "pack", NODE_RDKAFKA, "--silent"], cwd=tmp, check=True, capture_output=True,
-                       timeout=600)
-        (tgz,) = tmp.glob("node-rdkafka-*.tgz")
-        prefix = "package/deps/librdkafka/"
-        with tarfile.open(tgz) as t:
+        crate = tmp / f"{CRATE}.crate"
+        with urllib.request.urlopen(CRATE_URL, timeout=300) as r:
+            crate.write_bytes(r.read())
+        digest = hashlib.sha256(crate.read_bytes()).hexdigest()
+        assert digest == CRATE_SHA256, f"{CRATE_URL}: sha256 {digest}, expected {CRATE_SHA256}"
+        prefix = f"{CRATE}/librdkafka/"
+        with tarfile.open(crate) as t:
             members = [m for m in t.getmembers() if m.name.startswith(prefix)]
             t.extractall(tmp, members=members, filter="data")
         src = tmp / prefix
         header = (src / "src" / "rdkafka.h").read_text()
         version = re.search(r"#define RD_KAFKA_VERSION\s+0x([0-9a-fA-F]{8})", header).group(1)
         got = ".".join(str(int(version[i:i + 2], 16)) for i in (0, 2, 4))
-        assert got == LIBRDKAFKA_VERSION, f"{NODE_RDKAFKA} carries librdkafka {got}, not {LIBRDKAFKA_VERSION}"
+        assert got == LIBRDKAFKA_VERSION, f"{CRATE} carries librdkafka {got}, not {LIBRDKAFKA_VERSION}"
         if tree.exists():
             shutil.rmtree(tree)
         tree.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(src), tree)
+    # The crate's files lose their modes: the build's scripts need them.
+    for script in list(tree.glob("*.sh")) + list(tree.glob("configure*")) + list(tree.glob("mklove/**/*")) + \
+            list(tree.glob("tests/*.sh")) + list(tree.glob("packaging/tools/*")):
+        if script.is_file():
+            script.chmod(0o755)
     steps = [["./configure", "--disable-gssapi", "--disable-curl", "--disable-zstd", "--disable-lz4-ext"],
              ["make", "-j2", "libs"], ["make", "-j2", "-C", "tests", "build"]]
     for step in steps:
@@ -169,3 +197,119 @@ def test_client_tests_over_sasl_ssl_with_scram_sha_512(suite, tmp_path, test):
     and KIP-368 re-authentication (0142) with a SCRAM user, each program in a
     run of its own."""
     run_tests(suite, tmp_path, [test], "SCRAM-SHA-512", timeout=1200)
+
+
+# ---------------------------------------------------------------- the whole suite
+
+# Tests that do not pass against Floe, and why. Every other test that needs a
+# broker must pass. A reason names what Floe does not offer (and says so to
+# the client) or what the test needs that no Floe can give.
+NOT_PASSING = {
+}
+
+# Each program's own time limits are multiplied by this (test.timeout.multiplier):
+# a shared 2-core machine runs the broker and the client side by side.
+TIMEOUT_MULTIPLIER = 3
+# The wall-clock limit of one program.
+PROGRAM_SECONDS = 900
+
+
+def broker_tests(tree):
+    """(number, name) of every test in test.c's table that needs a broker (not
+    TEST_F_LOCAL), in the table's order; several entries may share a number."""
+    text = (tree / "tests" / "test.c").read_text()
+    table = text[text.index("struct test tests[] = {"):]
+    out = []
+    for m in re.finditer(r"_TEST\((\d{4})_(\w+),\s*([^,)]*)", table):
+        if "TEST_F_LOCAL" not in m.group(3):
+            out.append((m.group(1), f"{m.group(1)}_{m.group(2)}"))
+    return out
+
+
+def verdicts(log_text):
+    """{test name: PASSED|FAILED|SKIPPED} from the runner's summary table."""
+    out = {}
+    for m in re.finditer(r"\|\s*(\d{4}_\w+)\s*\|\s*(PASSED|FAILED|SKIPPED)\s*\|", log_text):
+        out[m.group(1)] = m.group(2)
+    return out
+
+
+def why_failed(log_text):
+    lines = [line.strip() for line in log_text.splitlines()
+             if "failed at" in line or "FAIL" in line and "TEST" in line or "Test failure" in line]
+    return (lines[0] if lines else log_text.strip().splitlines()[-1:] or [""])[0][:300]
+
+
+@pytest.fixture(scope="module")
+def plain_standalone(floe_bin, tmp_path_factory):
+    # As the clusters librdkafka's own runs use (trivup): topics a test
+    # auto-creates have several partitions; an authorizer that lets
+    # everyone at what no ACL names (0081 and 0109 add ACLs of their own);
+    # and the log cleaner's pace of Kafka's default (log.cleaner.backoff.ms,
+    # 15 s: 0077 waits 20 s for a compaction; Floe's default is 30 s).
+    s = Standalone(floe_bin, tmp_path_factory.mktemp("librdkafka-plain"), name="librdkafka-plain",
+                   default_partitions=4, authorizer="acl", allow_everyone_if_no_acl_found=True,
+                   compaction_interval_ms=15000)
+    s.start()
+    yield s
+    s.stop()
+
+
+def test_the_whole_suite(floe_bin, plain_standalone, tmp_path):
+    """Every broker test of librdkafka 2.12.1, one program at a time, against a
+    plain standalone with KAFKA_PATH at this repository's Kafka tools."""
+    tree = build_librdkafka()
+    tests_dir = tree / "tests"
+    conf = tmp_path / "test.conf"
+    conf.write_text("\n".join([
+        f"metadata.broker.list={plain_standalone.bootstrap}",
+        f"test.timeout.multiplier={TIMEOUT_MULTIPLIER}",
+        "test.topic.random=true",
+    ]) + "\n")
+    env = dict(os.environ, TEST_KAFKA_VERSION="4.0.0", RDKAFKA_TEST_CONF=str(conf),
+               KAFKA_PATH=str(REPO), BROKERS=plain_standalone.bootstrap,
+               FLOE_BIN=str(floe_bin),
+               LD_LIBRARY_PATH=f"{tree / 'src'}:{tree / 'src-cpp'}")
+    only = os.environ.get("FLOE_LIBRDKAFKA_TESTS")
+    numbers = []
+    for number, _ in broker_tests(tree):
+        if number not in numbers and (not only or number in only.split(",")):
+            numbers.append(number)
+    results = {}
+    for number in numbers:
+        work = tmp_path / number
+        work.mkdir()
+        log = work / "test-runner.log"
+        started = time.monotonic()
+        with open(log, "w") as out:
+            try:
+                r = subprocess.run([str(tests_dir / "test-runner"), "-L"], cwd=work,
+                                   env=dict(env, TESTS=number), stdout=out, stderr=subprocess.STDOUT,
+                                   timeout=PROGRAM_SECONDS)
+                code = r.returncode
+            except subprocess.TimeoutExpired:
+                code = None
+        seconds = time.monotonic() - started
+        text = re.sub(r"\x1b\[[0-9;]*m", "", log.read_text(errors="replace"))
+        found = {name: v for name, v in verdicts(text).items() if name.startswith(number)}
+        for name, v in found.items():
+            reason = "" if v != "FAILED" else why_failed(text)
+            results[name] = (v, seconds, reason)
+        if code is None:
+            results[f"{number}_*"] = ("TIMEOUT", seconds, f"over {PROGRAM_SECONDS} s")
+        elif not found:
+            results[f"{number}_*"] = ("PASSED" if code == 0 else "FAILED", seconds,
+                                      "" if code == 0 else why_failed(text))
+    report = pathlib.Path(os.environ.get("FLOE_LIBRDKAFKA_REPORT") or tmp_path / "librdkafka-suite.md")
+    rows = ["| test | result | seconds | reason |", "|---|---|---:|---|"]
+    for name, (v, seconds, reason) in results.items():
+        note = NOT_PASSING.get(name.split("_")[0], reason)
+        rows.append(f"| {name} | {v} | {seconds:.0f} | {note.replace('|', '/')} |")
+    counts = {}
+    for v, _, _ in results.values():
+        counts[v] = counts.get(v, 0) + 1
+    report.write_text(f"librdkafka {LIBRDKAFKA_VERSION}: {counts}\n\n" + "\n".join(rows) + "\n")
+    print(report.read_text())
+    unexpected = [f"{name}: {v} {reason}" for name, (v, _, reason) in results.items()
+                  if v in ("FAILED", "TIMEOUT") and name.split("_")[0] not in NOT_PASSING]
+    assert not unexpected, "tests that do not pass and are not in NOT_PASSING:\n" + "\n".join(unexpected)
