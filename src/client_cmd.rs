@@ -594,18 +594,61 @@ pub async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
         (true, None) => None,
         (false, None) => Some(Duration::from_millis(2000)),
     };
+    let mut printed = 0u64;
+    let limits = PrintLimits {
+        max_messages: args.max_messages,
+        idle_limit,
+    };
+    print_records(
+        &mut consumer,
+        group,
+        &limits,
+        &mut printed,
+        |line, partition, r| printer.print(line, &args.topic, partition, r),
+    )
+    .await?;
+    if let Some(min) = args.min_messages
+        && printed < min
+    {
+        anyhow::bail!(
+            "{printed} records read from {}, expected at least {min}",
+            args.topic
+        );
+    }
+    Ok(())
+}
+
+/// When a printing consumer ([`print_records`]) stops.
+pub(crate) struct PrintLimits {
+    /// After this many records.
+    pub max_messages: Option<u64>,
+    /// After this long without data (`None`: only at a signal).
+    pub idle_limit: Option<Duration>,
+}
+
+/// Polls `consumer` and writes each record to stdout as `format` puts it
+/// on a line, committing what was printed for `group` after each poll,
+/// until `limits` or a signal (or stdout is closed). `printed` counts the
+/// records written, kept up to date for a caller that reports it after an
+/// error.
+pub(crate) async fn print_records(
+    consumer: &mut Consumer,
+    group: Option<&str>,
+    limits: &PrintLimits,
+    printed: &mut u64,
+    mut format: impl FnMut(&mut Vec<u8>, i32, &Record),
+) -> anyhow::Result<()> {
     let mut out = std::io::BufWriter::new(std::io::stdout());
     let shutdown = crate::shutdown_signal();
     tokio::pin!(shutdown);
     let mut last_data = Instant::now();
-    let mut printed = 0u64;
     let mut printed_up_to: BTreeMap<i32, i64> = BTreeMap::new();
     let mut line = Vec::new();
     'fetch: loop {
-        if args.max_messages.is_some_and(|m| printed >= m) {
+        if limits.max_messages.is_some_and(|m| *printed >= m) {
             break;
         }
-        let wait = match idle_limit {
+        let wait = match limits.idle_limit {
             None => FETCH_MAX_WAIT,
             Some(limit) => {
                 let left = limit.saturating_sub(last_data.elapsed());
@@ -624,37 +667,29 @@ pub async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
         }
         for fetched in &polled.partitions {
             for r in &fetched.records {
-                if args.max_messages.is_some_and(|m| printed >= m) {
+                if limits.max_messages.is_some_and(|m| *printed >= m) {
                     break 'fetch;
                 }
                 line.clear();
-                printer.print(&mut line, &args.topic, fetched.partition, r);
+                format(&mut line, fetched.partition, r);
                 if !stdout_result(out.write_all(&line))? {
                     return Ok(());
                 }
-                printed += 1;
+                *printed += 1;
                 printed_up_to.insert(fetched.partition, r.offset + 1);
             }
         }
         if !flush(&mut out)? {
             return Ok(());
         }
-        commit_printed(&mut consumer, group, &mut printed_up_to).await?;
+        commit_printed(consumer, group, &mut printed_up_to).await?;
         if let Some(e) = polled.retriable {
             tracing::debug!(error = %e, "retrying fetch");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
     flush(&mut out)?;
-    commit_printed(&mut consumer, group, &mut printed_up_to).await?;
-    if let Some(min) = args.min_messages
-        && printed < min
-    {
-        anyhow::bail!(
-            "{printed} records read from {}, expected at least {min}",
-            args.topic
-        );
-    }
+    commit_printed(consumer, group, &mut printed_up_to).await?;
     Ok(())
 }
 

@@ -28,7 +28,7 @@ command -v npm >/dev/null || need+=(npm)
 command -v java >/dev/null || need+=(openjdk-17-jre-headless)
 if [ "${FLOE_LONG:-}" = 1 ]; then
     # Long mode builds librdkafka's test programs (tests/test_librdkafka_suite.py).
-    for pkg in libssl-dev zlib1g-dev make gcc g++; do
+    for pkg in libssl-dev zlib1g-dev rapidjson-dev make gcc g++; do
         dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
     done
 fi

@@ -41,6 +41,17 @@ def owned_shards(admin):
     return out
 
 
+def group_coordinated_by_broker2(cluster):
+    """A group id whose coordinator shard is on the second broker, once both
+    brokers hold coordinator shards."""
+    deadline = time.time() + 30
+    while not (owned_shards(cluster.brokers[0].admin) and owned_shards(cluster.brokers[1].admin)):
+        assert time.time() < deadline, "shards were not spread over both brokers"
+        time.sleep(0.2)
+    on_b2 = owned_shards(cluster.brokers[1].admin)
+    return next(f"g{i}" for i in range(1000) if fnv1a_shard(f"g{i}") in on_b2)
+
+
 def commit(c):
     """Commits what was consumed; "nothing new to commit" is fine."""
     try:
@@ -102,13 +113,7 @@ def test_coordinator_broker_killed_the_group_carries_on_without_a_rebalance(floe
     try:
         admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": cluster.kafka})
         admin.create_topics([confluent_kafka.admin.NewTopic("events", 4, 1)])["events"].result(30)
-        # Both brokers must hold coordinator shards; pick a group whose shard is on broker 2.
-        deadline = time.time() + 30
-        while not (owned_shards(cluster.brokers[0].admin) and owned_shards(cluster.brokers[1].admin)):
-            assert time.time() < deadline, "shards were not spread over both brokers"
-            time.sleep(0.2)
-        on_b2 = owned_shards(cluster.brokers[1].admin)
-        group = next(f"g{i}" for i in range(1000) if fnv1a_shard(f"g{i}") in on_b2)
+        group = group_coordinated_by_broker2(cluster)
         # The partitions too may be on broker 2: the test also rides through their move.
         producer = confluent_kafka.Producer({"bootstrap.servers": cluster.kafka, "acks": "all"})
         # The KIP-848 run is shorter (CI time); the classic one keeps its size.
@@ -206,12 +211,7 @@ def test_a_killed_coordinator_is_reported_by_the_next_group_call(floe_bin, tmp_p
     owner, and the metadata service moves its shards at once."""
     cluster = Cluster(floe_bin, tmp_path, lease_ms=20000)
     try:
-        deadline = time.time() + 30
-        while not (owned_shards(cluster.brokers[0].admin) and owned_shards(cluster.brokers[1].admin)):
-            assert time.time() < deadline, "shards were not spread over both brokers"
-            time.sleep(0.2)
-        on_b2 = owned_shards(cluster.brokers[1].admin)
-        group = next(f"g{i}" for i in range(1000) if fnv1a_shard(f"g{i}") in on_b2)
+        group = group_coordinated_by_broker2(cluster)
         admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": cluster.kafka, "log_level": 2})
         admin.describe_consumer_groups([group])[group].result(30)
         meta_log = cluster.metas[1].log_path

@@ -85,6 +85,19 @@ fn read(path: &str) -> Result<Vec<u8>, ClientError> {
     std::fs::read(Path::new(path)).map_err(|e| invalid(format!("cannot read {path}: {e}")))
 }
 
+/// The librdkafka keys [`ClientSecurity::from_properties`] reads.
+pub const PROPERTY_KEYS: &[&str] = &[
+    "security.protocol",
+    "sasl.mechanism",
+    "sasl.mechanisms",
+    "sasl.username",
+    "sasl.password",
+    "ssl.ca.location",
+    "ssl.certificate.location",
+    "ssl.key.location",
+    "ssl.endpoint.identification.algorithm",
+];
+
 impl ClientSecurity {
     /// Plaintext, no authentication.
     pub fn plaintext() -> ClientSecurity {
@@ -96,21 +109,10 @@ impl ClientSecurity {
     pub fn from_properties(
         props: &BTreeMap<String, String>,
     ) -> Result<ClientSecurity, ClientError> {
-        const KNOWN: &[&str] = &[
-            "security.protocol",
-            "sasl.mechanism",
-            "sasl.mechanisms",
-            "sasl.username",
-            "sasl.password",
-            "ssl.ca.location",
-            "ssl.certificate.location",
-            "ssl.key.location",
-            "ssl.endpoint.identification.algorithm",
-        ];
-        if let Some(k) = props.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+        if let Some(k) = props.keys().find(|k| !PROPERTY_KEYS.contains(&k.as_str())) {
             return Err(invalid(format!(
                 "unknown property {k:?} (known: {})",
-                KNOWN.join(", ")
+                PROPERTY_KEYS.join(", ")
             )));
         }
         let get = |k: &str| props.get(k).map(String::as_str);

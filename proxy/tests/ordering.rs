@@ -208,12 +208,11 @@ fn listed(r: ResponseKind) -> i64 {
     p.offset
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_answered_transactional_produce_is_counted_by_the_next_reads() {
-    // Flushes at most every 3 s: a transaction's batches, answered once
-    // sequenced, would otherwise stay uncounted until the next one.
-    let e = env_configured(
-        true,
+/// A proxy and broker (`--transactions` as given) whose broker flushes at
+/// most every 3 s.
+async fn slow_flushes(transactions: bool) -> Env {
+    env_configured(
+        transactions,
         None,
         |m| m,
         |cfg| {
@@ -224,7 +223,14 @@ async fn an_answered_transactional_produce_is_counted_by_the_next_reads() {
             };
         },
     )
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_answered_transactional_produce_is_counted_by_the_next_reads() {
+    // A transaction's batches, answered once sequenced, would otherwise
+    // stay uncounted until the next flush.
+    let e = slow_flushes(true).await;
     let mut c = Conn::open(e.kafka).await;
     ready_topic(&mut c, "rw").await;
     let before = listed(c.call(ApiKey::ListOffsets, 7, latest("rw", 0)).await);
@@ -285,17 +291,10 @@ async fn an_answered_transactional_produce_is_counted_by_the_next_reads() {
         "the open transaction's records are below the last stable offset"
     );
     // A fetch at read_uncommitted that does not wait returns them too.
-    let produce_then_fetch = |name: &str| {
-        let mut f = fetch_one(name, before, 0);
-        f.min_bytes = 0;
-        f
-    };
+    let mut at_end = fetch_one("rw", before, 0);
+    at_end.min_bytes = 0;
     let ResponseKind::Fetch(f) = other
-        .call(
-            ApiKey::Fetch,
-            11,
-            RequestKind::Fetch(produce_then_fetch("rw")),
-        )
+        .call(ApiKey::Fetch, 11, RequestKind::Fetch(at_end))
         .await
     else {
         panic!()
@@ -306,19 +305,7 @@ async fn an_answered_transactional_produce_is_counted_by_the_next_reads() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_acks_one_produce_is_counted_by_the_next_fetch_that_does_not_wait() {
-    let e = env_configured(
-        false,
-        None,
-        |m| m,
-        |cfg| {
-            cfg.flush = FlushPolicy {
-                interval: Duration::from_secs(3),
-                paced: true,
-                ..FlushPolicy::LOCAL
-            };
-        },
-    )
-    .await;
+    let e = slow_flushes(false).await;
     let mut c = Conn::open(e.kafka).await;
     ready_topic(&mut c, "one").await;
     let before = listed(c.call(ApiKey::ListOffsets, 7, latest("one", 0)).await);

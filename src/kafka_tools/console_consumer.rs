@@ -6,14 +6,13 @@
 //! group (as `floe consume --group`).
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use floe_client::{Consumer, Isolation, Record, StartAt};
 
-use super::{Arity, Parsed, Spec};
-use crate::client_cmd::{FETCH_MAX_WAIT, commit_printed, flush, stdout_result};
+use super::{Arity, Parsed, Spec, bool_prop};
+use crate::client_cmd::{PrintLimits, print_records};
 
 const V: Arity = Arity::Value;
 const S: Arity = Arity::Switch;
@@ -102,14 +101,6 @@ pub struct ConsumerSettings {
     pub format: Format,
     /// The client's own properties (security, and what is not used).
     pub client: BTreeMap<String, String>,
-}
-
-fn bool_prop(k: &str, v: &str) -> anyhow::Result<bool> {
-    match v.trim().to_ascii_lowercase().as_str() {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => bail!("{k}={v}: expected true or false"),
-    }
 }
 
 /// Kafka's deserializers Floe can print with: strings and bytes as they are.
@@ -328,57 +319,16 @@ async fn consume(p: &Parsed, s: &ConsumerSettings, printed: &mut u64) -> anyhow:
             consumer.seek(partition, offset);
         }
     }
-    let mut out = std::io::BufWriter::new(std::io::stdout());
-    let shutdown = crate::shutdown_signal();
-    tokio::pin!(shutdown);
-    let mut last_data = Instant::now();
-    let mut printed_up_to: BTreeMap<i32, i64> = BTreeMap::new();
-    let mut line = Vec::new();
-    'fetch: loop {
-        if s.max_messages.is_some_and(|m| *printed >= m) {
-            break;
-        }
-        let wait = match s.timeout {
-            None => FETCH_MAX_WAIT,
-            Some(limit) => {
-                let left = limit.saturating_sub(last_data.elapsed());
-                if left.is_zero() {
-                    break;
-                }
-                left.min(FETCH_MAX_WAIT)
-            }
-        };
-        let polled = tokio::select! {
-            r = consumer.poll(wait) => r?,
-            _ = &mut shutdown => break,
-        };
-        if polled.progressed {
-            last_data = Instant::now();
-        }
-        for fetched in &polled.partitions {
-            for r in &fetched.records {
-                if s.max_messages.is_some_and(|m| *printed >= m) {
-                    break 'fetch;
-                }
-                line.clear();
-                format_record(&mut line, &s.format, fetched.partition, r);
-                if !stdout_result(out.write_all(&line))? {
-                    return Ok(());
-                }
-                *printed += 1;
-                printed_up_to.insert(fetched.partition, r.offset + 1);
-            }
-        }
-        if !flush(&mut out)? {
-            return Ok(());
-        }
-        commit_printed(&mut consumer, s.group.as_deref(), &mut printed_up_to).await?;
-        if let Some(e) = polled.retriable {
-            tracing::debug!(error = %e, "retrying fetch");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-    flush(&mut out)?;
-    commit_printed(&mut consumer, s.group.as_deref(), &mut printed_up_to).await?;
-    Ok(())
+    let limits = PrintLimits {
+        max_messages: s.max_messages,
+        idle_limit: s.timeout,
+    };
+    print_records(
+        &mut consumer,
+        s.group.as_deref(),
+        &limits,
+        printed,
+        |line, partition, r| format_record(line, &s.format, partition, r),
+    )
+    .await
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use floe_client::{Acks, Compression, Producer, ProducerConfig};
 
-use super::{Arity, Parsed, Spec};
+use super::{Arity, Parsed, Spec, bool_prop};
 use crate::client_cmd::{GroupLimits, InputArg, LineParser, produce_lines};
 
 const V: Arity = Arity::Value;
@@ -54,14 +54,6 @@ pub struct ProducerSettings {
     pub batch_bytes: usize,
     /// The client's own properties (security, and what is not used).
     pub client: BTreeMap<String, String>,
-}
-
-fn bool_prop(k: &str, v: &str) -> anyhow::Result<bool> {
-    match v.trim().to_ascii_lowercase().as_str() {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => bail!("{k}={v}: expected true or false"),
-    }
 }
 
 fn acks(v: &str) -> anyhow::Result<Acks> {

@@ -419,17 +419,14 @@ pub struct Translated {
     pub ignored: Vec<String>,
 }
 
-/// librdkafka's own keys, taken as they are.
-const RDKAFKA_KEYS: &[&str] = &[
-    "security.protocol",
-    "sasl.mechanism",
-    "sasl.mechanisms",
-    "sasl.username",
-    "sasl.password",
-    "ssl.ca.location",
-    "ssl.certificate.location",
-    "ssl.key.location",
-];
+/// A property that is `true` or `false` (`print.key`, `parse.key`, …).
+pub(crate) fn bool_prop(k: &str, v: &str) -> anyhow::Result<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => bail!("{k}={v}: expected true or false"),
+    }
+}
 
 /// Translates a Java client's security properties: `security.protocol`,
 /// `sasl.mechanism`, `sasl.jaas.config` (PLAIN and SCRAM login modules),
@@ -442,7 +439,7 @@ pub fn translate_java_properties(props: &BTreeMap<String, String>) -> Result<Tra
     for (k, v) in props {
         let v = v.trim();
         match k.as_str() {
-            k if RDKAFKA_KEYS.contains(&k) => {
+            k if floe_client::security::PROPERTY_KEYS.contains(&k) => {
                 out.rdkafka.insert(k.to_owned(), v.to_owned());
             }
             "sasl.jaas.config" => {

@@ -338,6 +338,21 @@ fn to_code(e: Option<GroupError>) -> i32 {
     e.map_or(0, |e| i32::from(e.kafka_code()))
 }
 
+/// The reply to a request with one result per item (offsets committed or
+/// deleted, members leaving), or a request-wide error.
+fn per_item_reply(answer: Result<Vec<Result<(), GroupError>>, GroupError>) -> proto::ErrorReply {
+    match answer {
+        Err(e) => proto::ErrorReply {
+            error: to_code(Some(e)),
+            per_member: vec![],
+        },
+        Ok(per) => proto::ErrorReply {
+            error: 0,
+            per_member: per.into_iter().map(|x| to_code(x.err())).collect(),
+        },
+    }
+}
+
 /// The answer to a request with one result per item (members leaving,
 /// offsets committed): an unreachable coordinator is NOT_COORDINATOR, a
 /// request-wide error fails the whole, and `expected` (when known) is how
@@ -558,16 +573,7 @@ pub(crate) async fn rpc_commit(b: impl Coordinator, r: proto::Commit) -> proto::
             })
             .collect(),
     };
-    match Coordinator::commit_offsets(&b, params).await {
-        Err(e) => proto::ErrorReply {
-            error: to_code(Some(e)),
-            per_member: vec![],
-        },
-        Ok(per) => proto::ErrorReply {
-            error: 0,
-            per_member: per.into_iter().map(|x| to_code(x.err())).collect(),
-        },
-    }
+    per_item_reply(Coordinator::commit_offsets(&b, params).await)
 }
 
 pub(crate) async fn rpc_member(b: impl Coordinator, r: proto::MemberCall) -> proto::ErrorReply {
@@ -593,16 +599,7 @@ pub(crate) async fn rpc_leave(b: impl Coordinator, r: proto::Leave) -> proto::Er
         .into_iter()
         .map(|m| (m.member_id, m.group_instance_id))
         .collect();
-    match Coordinator::leave_group(&b, &r.group_id, &members).await {
-        Err(e) => proto::ErrorReply {
-            error: to_code(Some(e)),
-            per_member: vec![],
-        },
-        Ok(per) => proto::ErrorReply {
-            error: 0,
-            per_member: per.into_iter().map(|x| to_code(x.err())).collect(),
-        },
-    }
+    per_item_reply(Coordinator::leave_group(&b, &r.group_id, &members).await)
 }
 
 pub(crate) async fn rpc_describe(b: impl Coordinator, r: proto::GroupIds) -> proto::Descriptions {
@@ -634,16 +631,7 @@ pub(crate) async fn rpc_delete_offsets(b: impl Coordinator, r: proto::Commit) ->
         .into_iter()
         .map(|o| (o.topic, o.partition))
         .collect();
-    match Coordinator::delete_offsets(&b, &r.group_id, &partitions).await {
-        Err(e) => proto::ErrorReply {
-            error: to_code(Some(e)),
-            per_member: vec![],
-        },
-        Ok(per) => proto::ErrorReply {
-            error: 0,
-            per_member: per.into_iter().map(|x| to_code(x.err())).collect(),
-        },
-    }
+    per_item_reply(Coordinator::delete_offsets(&b, &r.group_id, &partitions).await)
 }
 
 pub(crate) async fn rpc_delete(b: impl Coordinator, r: proto::GroupIds) -> proto::ErrorReply {
