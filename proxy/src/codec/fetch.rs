@@ -36,6 +36,8 @@ impl FetchAnswer {
             for p in &mut t.partitions {
                 if let Some(pieces) = self.records.get_mut(i).filter(|v| !v.is_empty()) {
                     p.records = Some(join(std::mem::take(pieces)));
+                } else if p.records.is_none() {
+                    p.records = Some(Bytes::new());
                 }
                 i += 1;
             }
@@ -123,6 +125,12 @@ pub fn encode_fetch_response(
             let pieces = records.get_mut(i).map(std::mem::take).unwrap_or_default();
             i += 1;
             if pieces.iter().all(Bytes::is_empty) {
+                // Never null: Kafka answers an empty record set, even for a
+                // partition with an error, and librdkafka refuses a null
+                // one ("invalid MessageSetSize -1") and drops the error.
+                if p.records.is_none() {
+                    p.records = Some(Bytes::new());
+                }
                 continue;
             }
             let mut m = [0u8; MARKER_LEN];
@@ -265,6 +273,34 @@ mod tests {
         match encode_fetch_response(12, 5, a).unwrap() {
             Frame::One(b) => assert_eq!(b, plain),
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_partition_without_records_has_an_empty_record_set_never_a_null_one() {
+        for version in 4..=16 {
+            let mut a = answer(version);
+            for r in &mut a.records {
+                r.clear();
+            }
+            // As the authorizer leaves a refused partition.
+            for t in &mut a.resp.responses {
+                for p in &mut t.partitions {
+                    p.records = None;
+                    p.error_code = 29;
+                }
+            }
+            let Frame::One(b) = encode_fetch_response(version, 5, a).unwrap() else {
+                panic!("v{version}: chunks without records")
+            };
+            let body = b.freeze().slice(4..);
+            let d = crate::codec::decode_response(ApiKey::Fetch, version, body).unwrap();
+            let ResponseKind::Fetch(f) = d.body else {
+                panic!()
+            };
+            for p in f.responses.iter().flat_map(|t| &t.partitions) {
+                assert_eq!(p.records.as_deref(), Some(&[][..]), "v{version}");
+            }
         }
     }
 
