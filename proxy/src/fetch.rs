@@ -195,7 +195,7 @@ impl Context {
     /// until `min_bytes` are available. Each partition is answered once
     /// however often the request names it, and the answer stays within the
     /// request's and this proxy's byte caps ([`FetchLimits`]). Partitions
-    /// are read several at a time ([`read_in_waves`]). Each partition's
+    /// are read several at a time (`read_in_waves`). Each partition's
     /// records are left in the pieces its owner returned, for
     /// [`crate::codec::encode_fetch_response`] to send without copying them.
     pub async fn fetch_answer(&self, version: i16, req: &FetchRequest) -> FetchAnswer {

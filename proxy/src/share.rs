@@ -87,7 +87,7 @@ impl ShareContext {
 
     /// `group`'s settings: its `share.*` configs where set, else the
     /// flags'. Read from the metadata service at most every
-    /// [`GROUP_CONFIGS_TTL`]; the flags' when it cannot be read.
+    /// `GROUP_CONFIGS_TTL`; the flags' when it cannot be read.
     pub async fn settings_for(
         &self,
         meta: &dyn floe_metadata::api::MetaApi,

@@ -1,7 +1,7 @@
 //! DeleteGroups and OffsetDelete on the coordinator: whether the group's
 //! stored state may go is decided from its live members, and the delete is
 //! written to the metadata with the group's [`ShardFence`], both under the
-//! group's gate ([`GroupService::gate`]). A join or an offset commit of the
+//! group's gate (`GroupService::gate`). A join or an offset commit of the
 //! group waits for the gate, so no member joins (and no offset is
 //! committed) between the decision and the write, and a coordinator that
 //! lost the shard meanwhile is refused by the fence (NOT_COORDINATOR).
