@@ -560,6 +560,7 @@ impl Context {
             for g in &req.groups {
                 let mut rg = OffsetFetchResponseGroup::default();
                 rg.group_id = g.group_id.clone();
+                self.wait_committing_offsets(&g.group_id.0).await;
                 match self.committed(&g.group_id.0).await {
                     Err(e) => rg.error_code = e,
                     Ok(committed) => {
@@ -592,6 +593,7 @@ impl Context {
             }
             return resp;
         }
+        self.wait_committing_offsets(&req.group_id.0).await;
         match self.committed(&req.group_id.0).await {
             Err(e) => {
                 if version >= 2 {

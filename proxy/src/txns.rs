@@ -55,6 +55,10 @@ fn refusal(r: Result<TxnReply, CoordError>) -> Result<TxnReply, CoordError> {
 }
 
 /// Whether a transaction holds pending offsets (open or being decided).
+/// The longest an OffsetFetch waits for a committed transaction's offsets
+/// ([`Context::wait_committing_offsets`]).
+const COMMITTING_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn pending(t: &TxnMeta) -> bool {
     matches!(
         t.state,
@@ -493,6 +497,44 @@ impl Context {
     /// (topic, partition): OffsetFetch with `require_stable` answers
     /// UNSTABLE_OFFSET_COMMIT for them. None without `--transactions` or
     /// without `require_stable`.
+    /// Waits while a transaction whose commit is decided (PrepareCommit:
+    /// EndTxn was answered, its markers are being written) still holds
+    /// offsets of `group` pending, so that an OffsetFetch after EndTxn's
+    /// answer sees them, as a read after a produce's answer counts it (at
+    /// most [`COMMITTING_WAIT`]; Kafka's `require_stable` answers
+    /// UNSTABLE_OFFSET_COMMIT instead, which clients retry).
+    pub(crate) async fn wait_committing_offsets(&self, group: &str) {
+        if !self.transactions {
+            return;
+        }
+        let holding = floe_metadata::txn::TxnFilter {
+            pending_group: Some(group.to_string()),
+            ..Default::default()
+        };
+        let deadline = tokio::time::Instant::now() + COMMITTING_WAIT;
+        loop {
+            match self.meta.transactions_where(&holding).await {
+                Ok(all)
+                    if all.iter().any(|(_, t)| {
+                        t.state == TxnState::PrepareCommit && t.groups.contains_key(group)
+                    }) => {}
+                Ok(_) => return,
+                Err(e) => {
+                    tracing::debug!(group, error = %e, "reading transactions holding offsets failed");
+                    return;
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::info!(
+                    group,
+                    "a committed transaction's offsets were not stored in time; answering without them"
+                );
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
     pub(crate) async fn unstable_offsets(
         &self,
         group: &str,

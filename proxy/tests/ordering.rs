@@ -416,3 +416,109 @@ async fn a_commit_made_while_a_delete_is_written_is_kept() {
         );
     }
 }
+
+/// The metadata service, with the step that completes a transaction (its
+/// markers written, its offsets stored) held back a while.
+#[derive(Debug)]
+struct SlowCompletes {
+    inner: std::sync::Arc<dyn floe_metadata::api::MetaApi>,
+}
+
+#[async_trait::async_trait]
+impl floe_metadata::api::MetaApi for SlowCompletes {
+    async fn call_route(
+        &self,
+        call: floe_metadata::api::RouteCall,
+    ) -> Result<floe_metadata::api::meta_api::Reply, floe_metadata::MetaError> {
+        use floe_metadata::api::routes;
+        // Op 6: Complete (`floe_metadata::api::txn_routes`).
+        if call.request::<routes::TxnStep>().is_some_and(|r| r.op == 6) {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        self.inner.call_route(call).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn offsets_of_an_answered_commit_are_read_back_at_once() {
+    let e = env_on(true, None, |m| {
+        std::sync::Arc::new(SlowCompletes { inner: m })
+    })
+    .await;
+    let mut c = Conn::open(e.kafka).await;
+    ready_topic(&mut c, "txo").await;
+    let (pid, epoch) = init_txn(&mut c, "txo-tx").await;
+    let add = AddOffsetsToTxnRequest::default()
+        .with_transactional_id(txn_id("txo-tx"))
+        .with_producer_id(pid)
+        .with_producer_epoch(epoch)
+        .with_group_id(group("txo-g"));
+    let ResponseKind::AddOffsetsToTxn(r) = c
+        .call(
+            ApiKey::AddOffsetsToTxn,
+            3,
+            RequestKind::AddOffsetsToTxn(add),
+        )
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 0);
+    let offsets = TxnOffsetCommitRequest::default()
+        .with_transactional_id(txn_id("txo-tx"))
+        .with_group_id(group("txo-g"))
+        .with_producer_id(pid)
+        .with_producer_epoch(epoch)
+        .with_topics(vec![
+            txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                .with_name(topic("txo"))
+                .with_partitions(vec![
+                    txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(7),
+                ]),
+        ]);
+    let started = std::time::Instant::now();
+    loop {
+        let ResponseKind::TxnOffsetCommit(r) = c
+            .call(
+                ApiKey::TxnOffsetCommit,
+                3,
+                RequestKind::TxnOffsetCommit(offsets.clone()),
+            )
+            .await
+        else {
+            panic!()
+        };
+        let code = r.topics[0].partitions[0].error_code;
+        if code == 0 {
+            break;
+        }
+        // The group's coordinator shard is taken over in the background.
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "TxnOffsetCommit: {code}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let end = EndTxnRequest::default()
+        .with_transactional_id(txn_id("txo-tx"))
+        .with_producer_id(pid)
+        .with_producer_epoch(epoch)
+        .with_committed(true);
+    let ResponseKind::EndTxn(r) = c.call(ApiKey::EndTxn, 3, RequestKind::EndTxn(end)).await else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 0);
+    // The commit was answered; its completion (the offsets stored) takes
+    // 500 ms more. A new client reads the offsets at once.
+    let mut other = Conn::open(e.kafka).await;
+    let r = other
+        .call(ApiKey::OffsetFetch, 7, fetch_offset("txo-g", "txo"))
+        .await;
+    assert_eq!(
+        fetched_offset(&r),
+        7,
+        "an answered commit's offsets were not read back"
+    );
+}
