@@ -560,13 +560,12 @@ impl Context {
             for g in &req.groups {
                 let mut rg = OffsetFetchResponseGroup::default();
                 rg.group_id = g.group_id.clone();
-                self.wait_committing_offsets(&g.group_id.0).await;
+                let unstable = self
+                    .settled_offsets(&g.group_id.0, req.require_stable)
+                    .await;
                 match self.committed(&g.group_id.0).await {
                     Err(e) => rg.error_code = e,
                     Ok(committed) => {
-                        let unstable = self
-                            .unstable_offsets(&g.group_id.0, req.require_stable)
-                            .await;
                         let wanted: Option<Vec<(String, Vec<i32>)>> = g.topics.as_ref().map(|ts| {
                             ts.iter()
                                 .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
@@ -593,7 +592,9 @@ impl Context {
             }
             return resp;
         }
-        self.wait_committing_offsets(&req.group_id.0).await;
+        let unstable = self
+            .settled_offsets(&req.group_id.0, version >= 7 && req.require_stable)
+            .await;
         match self.committed(&req.group_id.0).await {
             Err(e) => {
                 if version >= 2 {
@@ -614,9 +615,6 @@ impl Context {
                 }
             }
             Ok(committed) => {
-                let unstable = self
-                    .unstable_offsets(&req.group_id.0, version >= 7 && req.require_stable)
-                    .await;
                 let wanted: Option<Vec<(String, Vec<i32>)>> = req.topics.as_ref().map(|ts| {
                     ts.iter()
                         .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))

@@ -154,13 +154,10 @@ impl Lanes {
         }
     }
 
-    /// Lanes with a request still in them or remembered (tests).
-    pub fn len(&self) -> usize {
+    /// Lanes with a request still in them or remembered.
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.last.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.last.is_empty()
     }
 }
 
@@ -184,8 +181,9 @@ impl Turn {
         }
     }
 
-    /// Whether this request waits for none (tests).
-    pub fn is_free(&self) -> bool {
+    /// Whether this request waits for none.
+    #[cfg(test)]
+    fn is_free(&self) -> bool {
         self.before.iter().all(|rx| rx.has_changed().is_err())
     }
 }

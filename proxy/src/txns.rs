@@ -56,7 +56,7 @@ fn refusal(r: Result<TxnReply, CoordError>) -> Result<TxnReply, CoordError> {
 
 /// Whether a transaction holds pending offsets (open or being decided).
 /// The longest an OffsetFetch waits for a committed transaction's offsets
-/// ([`Context::wait_committing_offsets`]).
+/// ([`Context::settled_offsets`]).
 const COMMITTING_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn pending(t: &TxnMeta) -> bool {
@@ -495,70 +495,58 @@ impl Context {
 
     /// The offsets of `group` that a transaction holds pending, as
     /// (topic, partition): OffsetFetch with `require_stable` answers
-    /// UNSTABLE_OFFSET_COMMIT for them. None without `--transactions` or
-    /// without `require_stable`.
-    /// Waits while a transaction whose commit is decided (PrepareCommit:
-    /// EndTxn was answered, its markers are being written) still holds
-    /// offsets of `group` pending, so that an OffsetFetch after EndTxn's
-    /// answer sees them, as a read after a produce's answer counts it (at
-    /// most [`COMMITTING_WAIT`]; Kafka's `require_stable` answers
-    /// UNSTABLE_OFFSET_COMMIT instead, which clients retry).
-    pub(crate) async fn wait_committing_offsets(&self, group: &str) {
-        if !self.transactions {
-            return;
-        }
-        let holding = floe_metadata::txn::TxnFilter {
-            pending_group: Some(group.to_string()),
-            ..Default::default()
-        };
-        let deadline = tokio::time::Instant::now() + COMMITTING_WAIT;
-        loop {
-            match self.meta.transactions_where(&holding).await {
-                Ok(all)
-                    if all.iter().any(|(_, t)| {
-                        t.state == TxnState::PrepareCommit && t.groups.contains_key(group)
-                    }) => {}
-                Ok(_) => return,
-                Err(e) => {
-                    tracing::debug!(group, error = %e, "reading transactions holding offsets failed");
-                    return;
-                }
-            }
-            if tokio::time::Instant::now() >= deadline {
-                tracing::info!(
-                    group,
-                    "a committed transaction's offsets were not stored in time; answering without them"
-                );
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-    }
-
-    pub(crate) async fn unstable_offsets(
+    /// UNSTABLE_OFFSET_COMMIT for them (none without `--transactions` or
+    /// without `require_stable`). First it waits while a transaction whose
+    /// commit is decided (PrepareCommit: EndTxn was answered, its markers
+    /// are being written) still holds offsets of `group`, so that an
+    /// OffsetFetch after EndTxn's answer sees them, as a read after a
+    /// produce's answer counts it (at most [`COMMITTING_WAIT`]). One read of
+    /// the transactions holding the group's offsets serves both.
+    pub(crate) async fn settled_offsets(
         &self,
         group: &str,
         require_stable: bool,
     ) -> HashSet<(String, u32)> {
-        if !self.transactions || !require_stable {
+        if !self.transactions {
             return HashSet::new();
         }
         let holding = floe_metadata::txn::TxnFilter {
             pending_group: Some(group.to_string()),
             ..Default::default()
         };
-        match self.meta.transactions_where(&holding).await {
-            Ok(all) => all
+        let deadline = tokio::time::Instant::now() + COMMITTING_WAIT;
+        let holding = loop {
+            let all = match self.meta.transactions_where(&holding).await {
+                Ok(all) => all,
+                Err(e) => {
+                    tracing::info!(group, error = %e, "reading pending transactional offsets failed");
+                    return HashSet::new();
+                }
+            };
+            let committing = all
                 .iter()
-                .filter(|(_, t)| pending(t))
-                .filter_map(|(_, t)| t.groups.get(group))
-                .flat_map(|g| g.keys().cloned())
-                .collect(),
-            Err(e) => {
-                tracing::info!(group, error = %e, "reading pending transactional offsets failed");
-                HashSet::new()
+                .any(|(_, t)| t.state == TxnState::PrepareCommit && t.groups.contains_key(group));
+            if !committing {
+                break all;
             }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::info!(
+                    group,
+                    "a committed transaction's offsets were not stored in time; answering without them"
+                );
+                break all;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        };
+        if !require_stable {
+            return HashSet::new();
         }
+        holding
+            .iter()
+            .filter(|(_, t)| pending(t))
+            .filter_map(|(_, t)| t.groups.get(group))
+            .flat_map(|g| g.keys().cloned())
+            .collect()
     }
 }
 

@@ -329,24 +329,28 @@ async fn an_acks_one_produce_is_counted_by_the_next_fetch_that_does_not_wait() {
     );
 }
 
-/// The metadata service, with the deletes of a group's stored state held
-/// back a while (as a slow or distant metadata leader would).
-#[derive(Debug)]
-struct SlowDeletes {
+/// The metadata service, with the calls `slow` picks held back `by` (as a
+/// slow or distant metadata leader would hold them).
+struct Slowed {
     inner: std::sync::Arc<dyn floe_metadata::api::MetaApi>,
+    slow: fn(&floe_metadata::api::RouteCall) -> bool,
+    by: Duration,
+}
+
+impl std::fmt::Debug for Slowed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slowed").field("by", &self.by).finish()
+    }
 }
 
 #[async_trait::async_trait]
-impl floe_metadata::api::MetaApi for SlowDeletes {
+impl floe_metadata::api::MetaApi for Slowed {
     async fn call_route(
         &self,
         call: floe_metadata::api::RouteCall,
     ) -> Result<floe_metadata::api::meta_api::Reply, floe_metadata::MetaError> {
-        use floe_metadata::api::routes;
-        if call.request::<routes::DeleteGroups>().is_some()
-            || call.request::<routes::DeleteOffsets>().is_some()
-        {
-            tokio::time::sleep(Duration::from_millis(400)).await;
+        if (self.slow)(&call) {
+            tokio::time::sleep(self.by).await;
         }
         self.inner.call_route(call).await
     }
@@ -355,7 +359,16 @@ impl floe_metadata::api::MetaApi for SlowDeletes {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_commit_made_while_a_delete_is_written_is_kept() {
     let e = env_on(false, None, |m| {
-        std::sync::Arc::new(SlowDeletes { inner: m })
+        std::sync::Arc::new(Slowed {
+            inner: m,
+            // The deletes of a group's stored state.
+            slow: |call| {
+                use floe_metadata::api::routes;
+                call.request::<routes::DeleteGroups>().is_some()
+                    || call.request::<routes::DeleteOffsets>().is_some()
+            },
+            by: Duration::from_millis(400),
+        })
     })
     .await;
     let mut c = Conn::open(e.kafka).await;
@@ -417,32 +430,19 @@ async fn a_commit_made_while_a_delete_is_written_is_kept() {
     }
 }
 
-/// The metadata service, with the step that completes a transaction (its
-/// markers written, its offsets stored) held back a while.
-#[derive(Debug)]
-struct SlowCompletes {
-    inner: std::sync::Arc<dyn floe_metadata::api::MetaApi>,
-}
-
-#[async_trait::async_trait]
-impl floe_metadata::api::MetaApi for SlowCompletes {
-    async fn call_route(
-        &self,
-        call: floe_metadata::api::RouteCall,
-    ) -> Result<floe_metadata::api::meta_api::Reply, floe_metadata::MetaError> {
-        use floe_metadata::api::routes;
-        // Op 6: Complete (`floe_metadata::api::txn_routes`).
-        if call.request::<routes::TxnStep>().is_some_and(|r| r.op == 6) {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-        self.inner.call_route(call).await
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn offsets_of_an_answered_commit_are_read_back_at_once() {
     let e = env_on(true, None, |m| {
-        std::sync::Arc::new(SlowCompletes { inner: m })
+        std::sync::Arc::new(Slowed {
+            inner: m,
+            // The step that completes a transaction (its markers written,
+            // its offsets stored): op 6, `floe_metadata::api::txn_routes`.
+            slow: |call| {
+                call.request::<floe_metadata::api::routes::TxnStep>()
+                    .is_some_and(|r| r.op == 6)
+            },
+            by: Duration::from_millis(500),
+        })
     })
     .await;
     let mut c = Conn::open(e.kafka).await;

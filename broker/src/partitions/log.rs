@@ -300,10 +300,13 @@ impl PartitionLog {
     }
 
     /// The end of records answered before they were durable that the high
-    /// watermark does not count yet, if any.
-    pub(crate) fn answered_uncounted(&self) -> Option<i64> {
+    /// watermark does not count yet, if any, for a read from `from` (one at
+    /// or past the high watermark; `None` for a read that counts the whole
+    /// log). One look under the lock: a fetch asks it every time.
+    pub(crate) fn answered_uncounted(&self, from: Option<i64>) -> Option<i64> {
         let s = self.lock();
-        (s.answered_end > s.hw).then_some(s.answered_end)
+        let at_end = from.is_none_or(|o| o >= s.hw);
+        (at_end && s.answered_end > s.hw).then_some(s.answered_end)
     }
 
     pub fn subscribe_hw(&self) -> watch::Receiver<i64> {

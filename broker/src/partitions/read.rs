@@ -102,11 +102,11 @@ impl Partitions {
     ) -> Result<FetchData> {
         let log = self.active_log(key)?;
         log.check_epoch(leader_epoch)?;
-        if !read_committed && offset >= log.offsets().1 {
+        if !read_committed {
             // At the end of what is durable, with records answered beyond
             // it: they are counted (and returned) once their flush lands,
             // which comes at the flusher's pace.
-            self.count_answered(&log, false).await;
+            self.count_answered(&log, Some(offset), false).await;
         }
         let (mut plan, mut bounds) = log.plan_read(offset, max_bytes, read_committed)?;
         let records = loop {
@@ -170,12 +170,13 @@ impl Partitions {
     /// `log` was answered for before they were durable (a transaction's
     /// batches, `acks` 0 or 1): after an answer, a read counts what was
     /// answered, as in Kafka an answered `acks=all` produce is below the
-    /// high watermark. `flush_now` asks for their flush at once instead of
+    /// high watermark. A read `from` an offset waits only if it is at the
+    /// high watermark or past it. `flush_now` asks for their flush at once instead of
     /// at the flusher's pace. Bounded by [`ANSWERED_WAIT`]: a flush that
     /// keeps failing is retried in new objects meanwhile, and a partition
     /// that moves ends the wait.
-    async fn count_answered(&self, log: &PartitionLog, flush_now: bool) {
-        let Some(end) = log.answered_uncounted() else {
+    async fn count_answered(&self, log: &PartitionLog, from: Option<i64>, flush_now: bool) {
+        let Some(end) = log.answered_uncounted(from) else {
             return;
         };
         if flush_now {
@@ -268,7 +269,7 @@ impl Partitions {
     pub async fn list_offset(&self, key: &PartitionKey, spec: OffsetSpec) -> Result<OffsetAnswer> {
         let log = self.active_log(key)?;
         if !matches!(spec, OffsetSpec::Earliest | OffsetSpec::LastStable) {
-            self.count_answered(&log, true).await;
+            self.count_answered(&log, None, true).await;
         }
         let (log_start, hw, _) = log.offsets();
         match spec {

@@ -25,14 +25,6 @@ pub struct AdminHolds {
 }
 
 impl AdminHolds {
-    /// Holds `group` for [`ADMIN_HOLD`] from now.
-    pub fn hold(&self, group: &str) {
-        let now = Instant::now();
-        let mut until = self.until.lock().unwrap_or_else(PoisonError::into_inner);
-        until.retain(|_, t| *t > now);
-        until.insert(group.to_string(), now + ADMIN_HOLD);
-    }
-
     /// Lifts the hold on `group`, if any.
     pub fn release(&self, group: &str) {
         let removed = self
@@ -110,11 +102,15 @@ impl AdminHolds {
 mod tests {
     use super::*;
 
+    fn hold(holds: &AdminHolds, group: &str) {
+        holds.hold_while(group, || Ok::<(), ()>(())).expect("held");
+    }
+
     #[tokio::test]
     async fn a_join_waits_for_the_release_or_the_end_of_the_hold() {
         let holds = std::sync::Arc::new(AdminHolds::default());
         holds.wait_released("g").await; // not held
-        holds.hold("g");
+        hold(&holds, "g");
         let waiter = {
             let holds = holds.clone();
             tokio::spawn(async move { holds.wait_released("g").await })
@@ -128,7 +124,7 @@ mod tests {
         holds.release("g");
         waiter.await.unwrap();
         // Without a release, the hold ends on its own.
-        holds.hold("g");
+        hold(&holds, "g");
         let ends = holds.held_until("g").expect("held");
         assert!(ends <= Instant::now() + ADMIN_HOLD);
     }
