@@ -49,8 +49,12 @@ def test_quick_mode_produces_a_sane_table(floe_bin, tmp_path):
     assert rows[("floe-moto+20ms", "W4-1MB/s")]["puts"] > 0
     # Beside the target's CPU, the S3 server's (none on a local folder) and
     # the load generator's: the three share the machine's cores.
-    w1 = rows[("floe-moto", "W1")]
-    assert w1["store_cpu_s"] > 0 and w1["gen_cpu_s"] > 0, w1
+    # One quick workload can cost the S3 server less than a clock tick, so
+    # each S3 run is measured (a number, not None) and their sum is positive.
+    s3_rows = [r for (t, w), r in rows.items() if t.startswith("floe-moto") and not w.startswith("W6")]
+    assert all(r["store_cpu_s"] is not None and r["store_cpu_s"] >= 0 for r in s3_rows), s3_rows
+    assert sum(r["store_cpu_s"] for r in s3_rows) > 0, s3_rows
+    assert sum(r["gen_cpu_s"] for r in rows.values() if r.get("gen_cpu_s") is not None) > 0, rows
     assert rows[("floe-local", "W1")]["store_cpu_s"] is None
     w6 = rows[("floe-moto", "W6-kill9")]
     assert w6["recovered"] and w6["failover_s"] > 0, w6
