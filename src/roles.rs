@@ -183,9 +183,44 @@ pub struct BrokerTuning {
     /// The broker's lease with the metadata service; a broker silent this long loses its partitions.
     #[arg(long, env = "FLOE_LEASE_MS", default_value_t = floe_broker::config::DEFAULT_LEASE_MS)]
     pub lease_ms: u64,
-    /// How often committed WAL ranges are compacted into segments.
+    /// How often compaction looks at every partition: WAL ranges that are
+    /// due become segments, runs of small segments are merged.
     #[arg(long, env = "FLOE_COMPACTION_INTERVAL_MS", default_value_t = 30_000)]
     pub compaction_interval_ms: u64,
+    /// Compact a partition's WAL ranges into a segment once it has this
+    /// many (each flush that writes to a partition adds one index entry to
+    /// the metadata).
+    #[arg(
+        long,
+        env = "FLOE_WAL_COMPACTION_ENTRIES",
+        default_value_t = floe_broker::config::DEFAULT_WAL_COMPACTION_ENTRIES
+    )]
+    pub wal_compaction_entries: usize,
+    /// Compact a partition's WAL ranges once the oldest is this old,
+    /// however few (how long a rarely written partition keeps a WAL object
+    /// in the store).
+    #[arg(
+        long,
+        env = "FLOE_WAL_COMPACTION_AGE_MS",
+        default_value_t = floe_broker::config::DEFAULT_WAL_COMPACTION_AGE_MS
+    )]
+    pub wal_compaction_age_ms: u64,
+    /// Merge small segments in tiers of this factor (a run of this many
+    /// segments of one size tier becomes one, within segment.bytes and
+    /// segment.ms); 0 or 1 never merges.
+    #[arg(
+        long,
+        env = "FLOE_SEGMENT_MERGE_FANOUT",
+        default_value_t = floe_broker::config::DEFAULT_SEGMENT_MERGE_FANOUT
+    )]
+    pub segment_merge_fanout: usize,
+    /// Partitions a broker compacts (and merges) at once.
+    #[arg(
+        long,
+        env = "FLOE_COMPACTION_CONCURRENCY",
+        default_value_t = floe_broker::config::DEFAULT_COMPACTION_CONCURRENCY
+    )]
+    pub compaction_concurrency: usize,
     /// Memory for the log cleaner's key map (latest offset per key of a
     /// compacted partition); a partition with more keys is cleaned in
     /// several passes.
@@ -318,6 +353,10 @@ impl BrokerTuning {
         c.flush = self.flush_policy(store);
         c.lease = Duration::from_millis(self.lease_ms.max(300));
         c.compaction_interval = Duration::from_millis(self.compaction_interval_ms.max(10));
+        c.wal_compaction_entries = self.wal_compaction_entries.max(1);
+        c.wal_compaction_age = Duration::from_millis(self.wal_compaction_age_ms);
+        c.segment_merge_fanout = self.segment_merge_fanout;
+        c.compaction_concurrency = self.compaction_concurrency.max(1);
         c.cleaner_map_bytes = self.cleaner_map_bytes;
         c.retention_check_interval =
             Duration::from_millis(self.retention_check_interval_ms.max(10));

@@ -20,6 +20,24 @@ pub const DEFAULT_MAX_WAL_OBJECT_BYTES: usize = 16 * 1024 * 1024;
 /// [`floe_storage::clean::KEY_MAP_ENTRY_BYTES`] each.
 pub const DEFAULT_CLEANER_MAP_BYTES: u64 = 128 * 1024 * 1024;
 
+/// Default WAL entries of a partition that are compacted into a segment
+/// (`--wal-compaction-entries`): about 18 KiB of metadata per partition
+/// at most (70 bytes an entry), against one segment (three PUTs) per 256
+/// flushes that wrote to the partition.
+pub const DEFAULT_WAL_COMPACTION_ENTRIES: usize = 256;
+
+/// Default age of a partition's oldest WAL range at which its ranges are
+/// compacted (`--wal-compaction-age-ms`), whatever their count: how long a
+/// WAL object is kept in the store for a partition that is rarely written.
+pub const DEFAULT_WAL_COMPACTION_AGE_MS: u64 = 10 * 60 * 1000;
+
+/// Default fanout of segment merges (`--segment-merge-fanout`).
+pub const DEFAULT_SEGMENT_MERGE_FANOUT: usize = 8;
+
+/// Default partitions a broker compacts at once
+/// (`--compaction-concurrency`).
+pub const DEFAULT_COMPACTION_CONCURRENCY: usize = 4;
+
 /// Default broker lease (`--lease-ms`). Short, because moving a partition
 /// early can never corrupt it (every commit is fenced by the partition's
 /// epoch): a broker that dies without its port refusing connections (a
@@ -122,8 +140,19 @@ pub struct BrokerConfig {
     pub tail_bytes_per_partition: usize,
     /// Block cache for reads from the object store.
     pub cache_bytes: u64,
-    /// How often committed WAL ranges are rewritten into segments.
+    /// How often committed WAL ranges are rewritten into segments and
+    /// small segments merged (`partitions::compaction`).
     pub compaction_interval: Duration,
+    /// A partition's WAL ranges are compacted into a segment once there
+    /// are this many of them (index entries).
+    pub wal_compaction_entries: usize,
+    /// … or once the oldest of them is this old.
+    pub wal_compaction_age: Duration,
+    /// Segments are merged in tiers of this factor (a run of this many
+    /// segments of one tier becomes one); below 2, never.
+    pub segment_merge_fanout: usize,
+    /// Partitions compacted at once by one broker.
+    pub compaction_concurrency: usize,
     /// Memory for the log cleaner's key map (`--cleaner-map-bytes`): a
     /// partition with more keys than fit is cleaned in several passes.
     pub cleaner_map_bytes: u64,
@@ -167,6 +196,10 @@ impl BrokerConfig {
             tail_bytes_per_partition: 4 * 1024 * 1024,
             cache_bytes: 256 * 1024 * 1024,
             compaction_interval: Duration::from_secs(30),
+            wal_compaction_entries: DEFAULT_WAL_COMPACTION_ENTRIES,
+            wal_compaction_age: Duration::from_millis(DEFAULT_WAL_COMPACTION_AGE_MS),
+            segment_merge_fanout: DEFAULT_SEGMENT_MERGE_FANOUT,
+            compaction_concurrency: DEFAULT_COMPACTION_CONCURRENCY,
             cleaner_map_bytes: DEFAULT_CLEANER_MAP_BYTES,
             retention_check_interval: Duration::from_secs(30),
             orphan_grace: Duration::from_secs(60),

@@ -48,6 +48,12 @@ const DELAYED_REAPPENDED: &str = "floe_broker_delayed_reappended_total";
 const DELAYED_DROPPED: &str = "floe_broker_delayed_dropped_total";
 const DELAYED_LATENESS: &str = "floe_broker_delayed_lateness_seconds";
 const DELAYED_SCANS: &str = "floe_broker_delayed_scans_total";
+const COMPACTIONS: &str = "floe_broker_compactions_total";
+const COMPACTED_ENTRIES: &str = "floe_broker_compacted_entries_total";
+const COMPACTED_BYTES: &str = "floe_broker_compacted_bytes_total";
+const COMPACTION_READS: &str = "floe_broker_compaction_range_reads_total";
+const INDEX_ENTRIES: &str = "floe_broker_index_entries";
+const SEGMENTS: &str = "floe_broker_segments";
 
 /// Describes the broker's metrics and registers the counters and gauges, so
 /// that a broker serves them at zero before its first flush.
@@ -253,6 +259,36 @@ pub(crate) fn register() {
         DELAYED_SCANS,
         "readings of a delayed partition's log from its cursor (take-over, the memory bound)"
     );
+    describe_counter!(
+        COMPACTIONS,
+        "segments written by compaction: `kind` wal (WAL ranges into a segment) or merge (small segments into one)"
+    );
+    describe_counter!(
+        COMPACTED_ENTRIES,
+        "index entries replaced by compaction (`kind` wal or merge)"
+    );
+    describe_counter!(
+        COMPACTED_BYTES,
+        Unit::Bytes,
+        "bytes rewritten by compaction (`kind` wal or merge)"
+    );
+    describe_counter!(
+        COMPACTION_READS,
+        "WAL ranges compaction read, `from` the partition's in-memory tail or the store"
+    );
+    describe_gauge!(
+        INDEX_ENTRIES,
+        "committed index entries of the partitions this broker serves (WAL ranges and segments), after the last compaction pass"
+    );
+    describe_gauge!(
+        SEGMENTS,
+        "segments of the partitions this broker serves, after the last compaction pass"
+    );
+    for kind in ["wal", "merge"] {
+        counter!(COMPACTIONS, "kind" => kind).increment(0);
+        counter!(COMPACTED_ENTRIES, "kind" => kind).increment(0);
+        counter!(COMPACTED_BYTES, "kind" => kind).increment(0);
+    }
     counter!(DELAYED_REAPPENDED).increment(0);
     counter!(DELAYED_DROPPED).increment(0);
     counter!(DELAYED_SCANS).increment(0);
@@ -261,6 +297,39 @@ pub(crate) fn register() {
     counter!(COMMIT_REFUSALS).increment(0);
     gauge!(OWNED_PARTITIONS).increment(0.0);
     gauge!(OWNED_SHARDS).increment(0.0);
+}
+
+/// What compaction rewrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CompactionKind {
+    /// WAL ranges into a segment.
+    Wal,
+    /// Small segments into one.
+    Merge,
+}
+
+/// Compaction wrote one segment for `entries` index entries of `bytes`.
+pub(crate) fn compacted(kind: CompactionKind, entries: usize, bytes: u64) {
+    let kind = match kind {
+        CompactionKind::Wal => "wal",
+        CompactionKind::Merge => "merge",
+    };
+    counter!(COMPACTIONS, "kind" => kind).increment(1);
+    counter!(COMPACTED_ENTRIES, "kind" => kind).increment(entries as u64);
+    counter!(COMPACTED_BYTES, "kind" => kind).increment(bytes);
+}
+
+/// Compaction read a WAL range from the partition's tail or from the store.
+pub(crate) fn compaction_range_read(from_tail: bool) {
+    let from = if from_tail { "tail" } else { "store" };
+    counter!(COMPACTION_READS, "from" => from).increment(1);
+}
+
+/// The index entries and segments of the partitions served, after a
+/// compaction pass.
+pub(crate) fn index_size(entries: usize, segments: usize) {
+    gauge!(INDEX_ENTRIES).set(entries as f64);
+    gauge!(SEGMENTS).set(segments as f64);
 }
 
 /// A flush's WAL object of `bytes` is committed, `took` after it started.

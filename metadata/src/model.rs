@@ -69,6 +69,9 @@ pub struct ShardInfo {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ClusterView {
     pub revision: Revision,
+    /// Nothing changed after the revision asked from: every other field
+    /// is empty, and the poller keeps the view it has.
+    pub unchanged: bool,
     pub nodes: Vec<NodeInfo>,
     pub topics: Vec<TopicInfo>,
     pub shards: Vec<ShardInfo>,

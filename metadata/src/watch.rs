@@ -119,7 +119,9 @@ impl ClusterWatch {
                             let mut c = confirmed_tx.lock().unwrap_or_else(|p| p.into_inner());
                             *c = Some(c.map_or(sent, |c: Instant| c.max(sent)));
                         }
-                        if v.revision >= since {
+                        if v.unchanged {
+                            // Confirmed as it is.
+                        } else if v.revision >= since {
                             since = v.revision;
                             let prev = tx.borrow().clone();
                             let snap = Arc::new(ClusterSnapshot::from_view(v, &prev));

@@ -127,6 +127,7 @@ async fn shard_owned_by(c: &MetaClient, broker: u32) -> proto::ShardInfo {
             .call::<routes::Watch>(&proto::WatchRequest {
                 since_revision: 0,
                 timeout_ms: 0,
+                accept_unchanged: false,
             })
             .await
             .unwrap();
@@ -468,6 +469,7 @@ async fn single_node_serves_the_api() {
         .call::<routes::Watch>(&proto::WatchRequest {
             since_revision: 0,
             timeout_ms: 5000,
+            accept_unchanged: false,
         })
         .await
         .unwrap();
@@ -477,6 +479,7 @@ async fn single_node_serves_the_api() {
         .call::<routes::Watch>(&proto::WatchRequest {
             since_revision: v.revision + 1000,
             timeout_ms: 300,
+            accept_unchanged: false,
         })
         .await
         .unwrap();
@@ -925,4 +928,92 @@ async fn a_broker_whose_address_refuses_connections_is_marked_dead_at_once() {
     );
     drop(two);
     node.shutdown().await;
+}
+
+/// The watch answers a poller only when the view changed after its
+/// revision: heartbeats (like flushes' commits) do not wake it, and once its
+/// poll times out it is told "unchanged" with no payload; a topic created
+/// answers it at once with the whole view. A poller that does not say it
+/// understands "unchanged" (an older version) gets the whole view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watch_answers_only_changes_of_the_view() {
+    let dir = tempfile::tempdir().unwrap();
+    let addr = free_addr();
+    let _node = MetaNode::start(config(1, addr, dir.path())).await.unwrap();
+    let c = std::sync::Arc::new(MetaClient::new(vec![addr.to_string()]).unwrap());
+    wait_for_leader(&c, &[addr.to_string()]).await;
+    create_topic(&c, "viewed", 2).await;
+    register_broker(&c, 3, 60_000).await;
+    let watch = |since: u64, timeout_ms: u64, accept_unchanged: bool| {
+        let c = c.clone();
+        async move {
+            c.call::<routes::Watch>(&proto::WatchRequest {
+                since_revision: since,
+                timeout_ms,
+                accept_unchanged,
+            })
+            .await
+            .unwrap()
+        }
+    };
+    let full = watch(0, 0, true).await;
+    assert!(!full.unchanged && full.topics.len() == 1, "{full:?}");
+    assert!(
+        full.topics[0]
+            .partitions
+            .iter()
+            .all(|p| p.stored_bytes.is_none()),
+        "the view leaves stored bytes out"
+    );
+    // The controller gives the broker the partitions and shards: the view
+    // settles.
+    owned(&c, "viewed").await;
+    let mut since = full.revision;
+    for _ in 0..50 {
+        let v = watch(since, 300, true).await;
+        if v.unchanged {
+            break;
+        }
+        since = v.revision;
+    }
+
+    // Heartbeats go on while the poller waits: it is answered at its
+    // timeout, "unchanged", with nothing else.
+    let beats = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            for _ in 0..10 {
+                c.call::<routes::Heartbeat>(&proto::HeartbeatRequest { id: 3 })
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+    let started = Instant::now();
+    let quiet = watch(since, 800, true).await;
+    beats.await.unwrap();
+    assert!(quiet.unchanged, "{quiet:?}");
+    assert_eq!(quiet.revision, since);
+    assert!(quiet.topics.is_empty() && quiet.nodes.is_empty());
+    assert!(
+        started.elapsed() >= Duration::from_millis(700),
+        "woken early"
+    );
+    // An older poller gets the whole view at its timeout.
+    let old = watch(since, 200, false).await;
+    assert!(!old.unchanged && old.topics.len() == 1);
+    assert!(old.revision > since, "heartbeats moved the revision");
+
+    // A change of the view answers at once.
+    let waiter = tokio::spawn(watch(since, 20_000, true));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    create_topic(&c, "another", 1).await;
+    let changed = waiter.await.unwrap();
+    assert!(
+        !changed.unchanged && changed.topics.len() == 2,
+        "{changed:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
 }

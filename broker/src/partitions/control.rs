@@ -14,11 +14,24 @@ use crate::partitions::log::{PartitionLog, Status, StoredRange};
 use super::Partitions;
 
 impl Partitions {
-    /// Compacts every owned partition now (tests and tools).
+    /// Compacts the WAL ranges of every owned partition that are due now
+    /// (tests and tools). Returns the segments made.
     pub async fn compact_now(&self) -> Result<usize> {
         let mut n = 0;
         for log in self.logs() {
-            n += crate::partitions::maintenance::compact(self, &log).await?;
+            n += crate::partitions::compaction::compact(self, &log).await?;
+        }
+        Ok(n)
+    }
+
+    /// Merges the small segments of every owned partition now, as many
+    /// times as the merge plan asks (tests and tools). Returns the merges.
+    pub async fn merge_now(&self) -> Result<usize> {
+        let mut n = 0;
+        for log in self.logs() {
+            while crate::partitions::compaction::merge(self, &log).await? {
+                n += 1;
+            }
         }
         Ok(n)
     }
@@ -142,7 +155,10 @@ impl Partitions {
                 byte_start: e.byte_start,
                 byte_len: e.byte_len,
                 segment: None,
-                committed_ms: 0,
+                // The age of a range taken over counts from now: a broker
+                // taking thousands of partitions over does not compact them
+                // all at once.
+                committed_ms: floe_metadata::clock::now_ms() as i64,
             })
             .collect::<Vec<_>>();
         for r in ranges.iter_mut().filter(|r| r.is_segment()) {

@@ -285,6 +285,16 @@ impl PartitionLog {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The committed index's entries at or above the log start, as (WAL
+    /// ranges, segments).
+    pub fn index_counts(&self) -> (usize, usize) {
+        let st = self.lock();
+        let live = st.index.iter().filter(|r| r.last_offset >= st.log_start);
+        let (segments, wal): (Vec<&StoredRange>, Vec<&StoredRange>) =
+            live.partition(|r| r.is_segment());
+        (wal.len(), segments.len())
+    }
+
     pub fn epoch(&self) -> u64 {
         self.lock().epoch
     }

@@ -1,8 +1,9 @@
 //! Background upkeep of the logs this broker owns:
 //!
 //! - compaction: committed WAL ranges are rewritten into per-partition
-//!   segments (`.log`, `.index`, `.timeindex`) and swapped in with one
-//!   metadata command per segment;
+//!   segments (`.log`, `.index`, `.timeindex`), and small segments merged,
+//!   each swapped in with one metadata command
+//!   (see [`crate::partitions::compaction`]);
 //! - log cleaning: the segments of a compacted topic keep the latest record
 //!   of each key (see [`crate::partitions::cleaner`]);
 //! - retention: whole segments older than `retention.ms`, or beyond
@@ -18,13 +19,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use floe_storage::segment::{SegmentBuilder, write_segment};
-use floe_storage::{EndpointId, RangeRead};
+use floe_storage::EndpointId;
+use floe_storage::segment::write_segment;
 
 use crate::error::{BrokerError, Result};
-use crate::partitions::Partitions;
 use crate::partitions::cleaner::Cleaner;
 use crate::partitions::log::{PartitionLog, Status, StoredRange};
+use crate::partitions::{Partitions, compaction};
 
 /// Index entry every this many bytes of a segment.
 pub(crate) const INDEX_INTERVAL_BYTES: u64 = 4096;
@@ -56,10 +57,9 @@ pub(crate) async fn run(b: Partitions) {
         }
         if now >= next_compaction {
             let logs = b.logs();
-            for log in &logs {
-                if let Err(e) = compact(&b, log).await {
-                    tracing::warn!(partition = %log.key, error = %e, "compaction failed; will retry");
-                }
+            compaction_pass(&b, &logs).await;
+            if b.is_stopping() {
+                return;
             }
             cleaner.retain(&logs);
             for log in &logs {
@@ -89,79 +89,30 @@ pub(crate) async fn run(b: Partitions) {
     }
 }
 
-/// Rewrites the partition's committed WAL ranges into segments of up to
-/// `segment.bytes`. A run shorter than that waits until its oldest range is
-/// `segment.ms` old.
-pub(crate) async fn compact(b: &Partitions, log: &Arc<PartitionLog>) -> Result<usize> {
-    let (epoch, ranges, seg_bytes, seg_ms) = {
+/// Compacts and merges every partition of `logs`, a few at once
+/// (`--compaction-concurrency`), then publishes the index's size.
+async fn compaction_pass(b: &Partitions, logs: &[Arc<PartitionLog>]) {
+    use futures::StreamExt;
+    /// Merges one partition does in one pass at most.
+    const MERGES_PER_PASS: usize = 4;
+    let concurrency = b.inner.cfg.compaction_concurrency.max(1);
+    futures::stream::iter(logs)
+        .for_each_concurrent(concurrency, |log| async move {
+            if b.is_stopping() {
+                return;
+            }
+            if let Err(e) = compaction::compact_partition(b, log, MERGES_PER_PASS).await {
+                tracing::warn!(partition = %log.key, error = %e, "compaction failed; will retry");
+            }
+        })
+        .await;
+    let (mut entries, mut segments) = (0, 0);
+    for log in logs {
         let st = log.lock();
-        if st.status != Status::Active {
-            return Ok(0);
-        }
-        let wal: Vec<StoredRange> = st
-            .index
-            .iter()
-            .filter(|r| !r.is_segment() && r.last_offset >= st.log_start)
-            .cloned()
-            .collect();
-        (st.epoch, wal, st.config.segment_bytes, st.config.segment_ms)
-    };
-    if ranges.is_empty() {
-        return Ok(0);
+        entries += st.index.len();
+        segments += st.index.iter().filter(|r| r.is_segment()).count();
     }
-    let total: u64 = ranges.iter().map(|r| r.byte_len).sum();
-    let now = floe_metadata::clock::now_ms() as i64;
-    let oldest = ranges.iter().map(|r| r.committed_ms).min().unwrap_or(now);
-    if total < seg_bytes && now.saturating_sub(oldest) < seg_ms {
-        return Ok(0);
-    }
-    // Group consecutive ranges into segments (a run must be contiguous in the index).
-    let mut made = 0;
-    let mut group: Vec<StoredRange> = Vec::new();
-    let mut group_bytes = 0u64;
-    let mut groups = Vec::new();
-    for r in ranges {
-        if let Some(prev) = group.last()
-            && (prev.last_offset + 1 != r.first_offset || group_bytes + r.byte_len > seg_bytes)
-        {
-            groups.push(std::mem::take(&mut group));
-            group_bytes = 0;
-        }
-        group_bytes += r.byte_len;
-        group.push(r);
-    }
-    if !group.is_empty() {
-        groups.push(group);
-    }
-    for g in groups {
-        let (Some(first), Some(last)) = (g.first(), g.last()) else {
-            continue;
-        };
-        let (first_offset, last_offset) = (first.first_offset, last.last_offset);
-        let mut builder = SegmentBuilder::new(INDEX_INTERVAL_BYTES);
-        for r in &g {
-            let bytes = b
-                .inner
-                .reader
-                .read_range(&r.object, r.byte_start..r.byte_start + r.byte_len)
-                .await?;
-            builder.append(bytes)?;
-        }
-        let built = builder.finish()?;
-        let max_ts = g.iter().map(|r| r.max_timestamp).max().unwrap_or(-1);
-        swap_in(
-            b,
-            log,
-            epoch,
-            (first_offset, last_offset, max_ts),
-            built,
-            false,
-        )
-        .await?;
-        tracing::info!(partition = %log.key, first_offset, last_offset, "compacted WAL ranges into a segment");
-        made += 1;
-    }
-    Ok(made)
+    crate::metrics::index_size(entries, segments);
 }
 
 /// Writes `built` as a segment of the partition and swaps it in for the

@@ -11,6 +11,7 @@
 pub(crate) mod admission;
 pub(crate) mod backlog;
 pub(crate) mod cleaner;
+pub(crate) mod compaction;
 mod control;
 pub(crate) mod delay_headers;
 pub mod delayed;

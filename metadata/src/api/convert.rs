@@ -38,6 +38,18 @@ pub fn partition_info(index: u32, p: &PartitionState) -> proto::PartitionInfo {
 }
 
 pub fn topic_info(state: &ClusterState, t: &Topic, with_partitions: bool) -> proto::TopicInfo {
+    topic_info_with(state, t, with_partitions, true)
+}
+
+/// A topic as [`topic_info`] describes it, its partitions' stored bytes
+/// left out when not `with_bytes` (the cluster view: they change at every
+/// commit and cost a pass over each partition's index).
+fn topic_info_with(
+    state: &ClusterState,
+    t: &Topic,
+    with_partitions: bool,
+    with_bytes: bool,
+) -> proto::TopicInfo {
     let partitions = if with_partitions {
         (0..t.partitions)
             .filter_map(|i| {
@@ -49,7 +61,7 @@ pub fn topic_info(state: &ClusterState, t: &Topic, with_partitions: bool) -> pro
                         partition: i,
                     })
                     .map(|p| proto::PartitionInfo {
-                        stored_bytes: Some(p.stored_bytes()),
+                        stored_bytes: with_bytes.then(|| p.stored_bytes()),
                         ..partition_info(i, p)
                     })
             })
@@ -113,12 +125,13 @@ pub fn cluster_view(state: &ClusterState) -> proto::ClusterView {
             .topics
             .by_name
             .values()
-            .map(|t| topic_info(state, t, true))
+            .map(|t| topic_info_with(state, t, true, false))
             .collect(),
         quotas: super::quota_routes::quota_entries(&state.quotas),
         scram: super::scram_routes::scram_users(&state.security.scram),
         acls: super::acl_routes::entries(&state.security.acls),
         acls_unchanged: false,
+        unchanged: false,
         shards: state
             .topics
             .shards
@@ -271,6 +284,7 @@ pub fn cluster_view_from(v: proto::ClusterView) -> Result<crate::model::ClusterV
     let acls = (!v.acls_unchanged).then(|| super::acl_routes::model(&v.acls));
     Ok(crate::model::ClusterView {
         revision: Revision(v.revision),
+        unchanged: v.unchanged,
         nodes,
         topics,
         quotas,

@@ -190,6 +190,7 @@ impl dyn MetaApi + '_ {
             .call::<routes::Watch>(proto::WatchRequest {
                 since_revision: since.0,
                 timeout_ms: timeout.as_millis() as u64,
+                accept_unchanged: true,
             })
             .await?;
         convert::cluster_view_from(v)

@@ -364,6 +364,10 @@ pub struct WatchRequest {
     pub since_revision: u64,
     #[prost(uint64, tag = "2")]
     pub timeout_ms: u64,
+    /// The poller understands [`ClusterView::unchanged`] (older pollers
+    /// leave it false and are sent the whole view every time).
+    #[prost(bool, tag = "3")]
+    pub accept_unchanged: bool,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -442,6 +446,11 @@ pub struct ClusterView {
     /// watch asked from (the asker has them).
     #[prost(bool, tag = "8")]
     pub acls_unchanged: bool,
+    /// Nothing in the view changed after the revision asked from (which
+    /// `revision` repeats); every other field is empty. Sent only to a
+    /// poller that set [`WatchRequest::accept_unchanged`].
+    #[prost(bool, tag = "9")]
+    pub unchanged: bool,
 }
 
 /// One ACL, with Kafka's codes for its resource type, pattern type,

@@ -984,9 +984,17 @@ async fn producer_ids(
 async fn watch(s: AppState, req: proto::WatchRequest) -> Result<proto::ClusterView, MetaError> {
     s.linearizable().await?;
     let timeout = Duration::from_millis(req.timeout_ms).min(MAX_WATCH);
-    s.shared
-        .wait_beyond(crate::ids::Revision(req.since_revision), timeout)
-        .await;
+    let since = crate::ids::Revision(req.since_revision);
+    // Answered when the view changed after `since` (most commands, a
+    // flush's commit for one, do not change it), or at the timeout.
+    let view = s.shared.wait_view_beyond(since, timeout).await;
+    if req.accept_unchanged && since.0 > 0 && view <= since {
+        return Ok(proto::ClusterView {
+            revision: since.0,
+            unchanged: true,
+            ..Default::default()
+        });
+    }
     Ok(s.shared
         .read(|state| convert::cluster_view_since(state, req.since_revision)))
 }

@@ -219,6 +219,9 @@ struct SnapshotFile {
 pub struct SharedState {
     inner: Arc<RwLock<Applied>>,
     revision_rx: watch::Receiver<Revision>,
+    /// The revision of the last command that changed the cluster view
+    /// ([`crate::state::view`]); the revision of the snapshot after a load.
+    view_rx: watch::Receiver<Revision>,
 }
 
 impl SharedState {
@@ -240,6 +243,18 @@ impl SharedState {
         let _ = tokio::time::timeout(timeout, rx.wait_for(|r| *r > since)).await;
         *rx.borrow()
     }
+
+    /// Waits until a command after `since` changed the cluster view (or
+    /// `timeout` passes) and returns the revision of the last one that did.
+    pub async fn wait_view_beyond(
+        &self,
+        since: Revision,
+        timeout: std::time::Duration,
+    ) -> Revision {
+        let mut rx = self.view_rx.clone();
+        let _ = tokio::time::timeout(timeout, rx.wait_for(|r| *r > since)).await;
+        *rx.borrow()
+    }
 }
 
 /// The state machine store.
@@ -248,6 +263,7 @@ pub struct StateMachine {
     dir: PathBuf,
     inner: Arc<RwLock<Applied>>,
     revision_tx: watch::Sender<Revision>,
+    view_tx: watch::Sender<Revision>,
     snapshot_seq: u64,
 }
 
@@ -308,15 +324,21 @@ impl StateMachine {
             None => Applied::default(),
         };
         let (revision_tx, revision_rx) = watch::channel(applied.state.revision);
+        let (view_tx, view_rx) = watch::channel(applied.state.revision);
         let inner = Arc::new(RwLock::new(applied));
         Ok((
             Self {
                 dir: dir.to_path_buf(),
                 inner: inner.clone(),
                 revision_tx,
+                view_tx,
                 snapshot_seq: 0,
             },
-            SharedState { inner, revision_rx },
+            SharedState {
+                inner,
+                revision_rx,
+                view_rx,
+            },
         ))
     }
 
@@ -371,6 +393,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I::IntoIter: Send,
     {
         let mut out = Vec::new();
+        let mut view = None;
         let revision = {
             let mut a = self.write();
             for e in entries {
@@ -381,7 +404,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                         a.state.revision = rev;
                         out.push(Response::Ok);
                     }
-                    EntryPayload::Normal(cmd) => out.push(a.state.apply(rev, &cmd)),
+                    EntryPayload::Normal(cmd) => {
+                        let resp = a.state.apply(rev, &cmd);
+                        if crate::state::view::changes_the_view(&cmd, &resp) {
+                            view = Some(rev);
+                        }
+                        out.push(resp);
+                    }
                     EntryPayload::Membership(m) => {
                         a.state.revision = rev;
                         a.membership = StoredMembership::new(Some(e.log_id), m);
@@ -391,6 +420,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             }
             a.state.revision
         };
+        if let Some(view) = view {
+            self.view_tx.send_replace(view);
+        }
         self.revision_tx.send_replace(revision);
         Ok(out)
     }
@@ -432,6 +464,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         .await?;
         let revision = applied.state.revision;
         *self.write() = applied;
+        // Whatever changed, pollers take the whole view again.
+        self.view_tx.send_replace(revision);
         self.revision_tx.send_replace(revision);
         Ok(())
     }

@@ -35,6 +35,7 @@ pub mod security;
 #[cfg(test)]
 pub(crate) mod test_support;
 pub mod topics;
+pub mod view;
 pub(crate) mod wire;
 
 pub use broker_configs::BrokerConfigsState;
