@@ -538,7 +538,8 @@ async fn write_parts(
 /// Deletes the objects of an abandoned attempt, which are never referenced
 /// (the write landed elsewhere under another key). Tried again a few times
 /// while the endpoint fails; an object a late write lands after the last
-/// try stays (it is listed by `floe storage ls` and harmless).
+/// try stays, unknown to the metadata, until the brokers' orphan scan
+/// (`floe_broker::orphans`) finds it by listing the store.
 async fn delete_abandoned(ep: Arc<Endpoint>, keys: Vec<ObjectKey>, opts: PoolOptions) {
     const PAUSES: [u64; 5] = [0, 1, 5, 30, 120];
     let mut left = keys;
