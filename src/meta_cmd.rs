@@ -86,8 +86,9 @@ struct RunArgs {
     http: crate::roles::HttpTuning,
 }
 
+/// Where the metadata service is (also `floe storage orphans`).
 #[derive(Debug, Args)]
-struct ClusterArgs {
+pub(crate) struct ClusterArgs {
     /// Metadata node addresses, comma-separated.
     #[arg(
         long,
@@ -99,7 +100,7 @@ struct ClusterArgs {
 }
 
 impl ClusterArgs {
-    fn client(&self) -> anyhow::Result<MetaClient> {
+    pub(crate) fn client(&self) -> anyhow::Result<MetaClient> {
         Ok(MetaClient::new(self.addrs.clone())?)
     }
 }

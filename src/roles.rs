@@ -236,6 +236,21 @@ pub struct BrokerTuning {
     /// How long an unreferenced object stays before it is deleted.
     #[arg(long, env = "FLOE_ORPHAN_GRACE_MS", default_value_t = 60_000)]
     pub orphan_grace_ms: u64,
+    /// How often the broker serving coordinator shard 0 lists the store
+    /// (wal/ and segments/) for objects the metadata never knew (late
+    /// hedged writes, uncommitted flushes, segments a crash kept from being
+    /// swapped in) and deletes those older than --orphan-scan-age-ms; 0: never.
+    #[arg(
+        long,
+        env = "FLOE_ORPHAN_SCAN_INTERVAL_MS",
+        default_value_t = 3_600_000
+    )]
+    pub orphan_scan_interval_ms: u64,
+    /// An object the metadata does not know is deleted by the orphan scan
+    /// only once it is this old (by the store's last-modified time): far
+    /// longer than a write and its commit take.
+    #[arg(long, env = "FLOE_ORPHAN_SCAN_AGE_MS", default_value_t = 3_600_000)]
+    pub orphan_scan_age_ms: u64,
     /// How long the first rebalance of a new group waits for more members
     /// (Kafka's group.initial.rebalance.delay.ms).
     #[arg(
@@ -361,6 +376,9 @@ impl BrokerTuning {
         c.retention_check_interval =
             Duration::from_millis(self.retention_check_interval_ms.max(10));
         c.orphan_grace = Duration::from_millis(self.orphan_grace_ms);
+        c.orphan_scan_interval = (self.orphan_scan_interval_ms > 0)
+            .then(|| Duration::from_millis(self.orphan_scan_interval_ms.max(10)));
+        c.orphan_scan_age = Duration::from_millis(self.orphan_scan_age_ms);
         c.cache_bytes = self.cache_bytes;
         c.max_unflushed_bytes = self.max_unflushed_bytes.max(1);
         c.max_wal_object_bytes = self.max_wal_object_bytes.max(1);

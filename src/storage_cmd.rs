@@ -1,4 +1,5 @@
-//! `floe storage …`: check a store end to end, and inspect what is in it.
+//! `floe storage …`: check a store end to end, inspect what is in it, and
+//! find the objects the metadata never knew (orphans).
 
 #![allow(clippy::print_stdout)]
 
@@ -59,6 +60,26 @@ pub enum StorageCommand {
         /// The object's key.
         key: String,
     },
+    /// List the objects under wal/ and segments/ that the metadata does not
+    /// know (orphans: late hedged writes, flushes never committed, segments
+    /// a crash kept from being swapped in), with their size and age; with
+    /// --delete, delete those older than --safe-age-ms. The brokers' orphan
+    /// scan does the same every --orphan-scan-interval-ms. The store must be
+    /// given with the cluster's endpoint ids (id=URL), as the brokers have it.
+    Orphans {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[command(flatten)]
+        cluster: crate::meta_cmd::ClusterArgs,
+        /// Only unknown objects at least this old (by the store's
+        /// last-modified time) are deleted with --delete.
+        #[arg(long, env = "FLOE_ORPHAN_SCAN_AGE_MS", default_value_t = 3_600_000)]
+        safe_age_ms: u64,
+        /// Delete the unknown objects older than --safe-age-ms (without it:
+        /// a dry run that deletes nothing).
+        #[arg(long)]
+        delete: bool,
+    },
 }
 
 pub async fn run(cmd: StorageCommand) -> anyhow::Result<()> {
@@ -73,7 +94,86 @@ pub async fn run(cmd: StorageCommand) -> anyhow::Result<()> {
             endpoint,
             key,
         } => inspect(&store.open().await?, &endpoint, &key).await,
+        StorageCommand::Orphans {
+            store,
+            cluster,
+            safe_age_ms,
+            delete,
+        } => {
+            let opts = floe_broker::orphans::ScanOptions {
+                safe_age: Duration::from_millis(safe_age_ms),
+                delete,
+                page: floe_broker::orphans::DEFAULT_PAGE,
+            };
+            orphans(&store.open().await?, &cluster.client()?, &opts).await
+        }
     }
+}
+
+/// A duration as an operator reads it: `42s`, `17m03s`, `5h12m`, `3d04h`.
+fn age(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s}s"),
+        60..3_600 => format!("{}m{:02}s", s / 60, s % 60),
+        3_600..86_400 => format!("{}h{:02}m", s / 3_600, s % 3_600 / 60),
+        _ => format!("{}d{:02}h", s / 86_400, s % 86_400 / 3_600),
+    }
+}
+
+async fn orphans(
+    pool: &StorePool,
+    meta: &floe_metadata::api::client::MetaClient,
+    opts: &floe_broker::orphans::ScanOptions,
+) -> anyhow::Result<()> {
+    use floe_broker::orphans::{LOG_PREFIXES, scan};
+    let meta: &dyn floe_metadata::api::MetaApi = meta;
+    let report = scan(
+        pool,
+        meta,
+        opts,
+        |o| {
+            let fate = match (o.old_enough, o.deleted) {
+                (false, _) => "younger than the safe age: kept",
+                (true, true) => "older than the safe age: deleted",
+                (true, false) if opts.delete => {
+                    "older than the safe age: NOT deleted (see the log)"
+                }
+                (true, false) => "older than the safe age: would be deleted with --delete",
+            };
+            println!(
+                "{}:{}  {} bytes  age {}  {fate}",
+                o.object.endpoint,
+                o.object.key,
+                o.object.size,
+                age(o.age)
+            );
+        },
+        || true,
+    )
+    .await
+    .context("orphan scan")?;
+    println!(
+        "listed {} objects under {}; {} unknown to the metadata ({} bytes), {} older than the safe age ({})",
+        report.listed,
+        LOG_PREFIXES.join(", "),
+        report.unknown,
+        report.unknown_bytes,
+        report.old_enough,
+        age(opts.safe_age)
+    );
+    if opts.delete {
+        println!(
+            "deleted {} objects ({} bytes)",
+            report.deleted, report.deleted_bytes
+        );
+        if report.delete_failures > 0 {
+            bail!("{} deletes failed", report.delete_failures);
+        }
+    } else {
+        println!("dry run: nothing deleted (--delete deletes those older than the safe age)");
+    }
+    Ok(())
 }
 
 fn ms(d: Duration) -> String {

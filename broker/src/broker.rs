@@ -131,7 +131,20 @@ impl Broker {
         tokio::spawn(crate::txn::serve::timeouts(txn));
         tokio::spawn(crate::share::sweep_members(b.node.share.clone()));
         tokio::spawn(group_service.forget_idle_groups());
+        tokio::spawn(crate::orphans::task::run(
+            b.partitions.clone(),
+            b.node.shards.clone(),
+        ));
         Ok(b)
+    }
+
+    /// Runs an orphan scan now if this broker serves coordinator shard 0, as
+    /// it does every `orphan_scan_interval` (tests and tools); `None` if it
+    /// does not serve the shard.
+    pub async fn scan_orphans_now(
+        &self,
+    ) -> Option<std::result::Result<crate::orphans::ScanReport, crate::orphans::OrphanError>> {
+        crate::orphans::task::scan_if_ours(&self.partitions, &self.node.shards).await
     }
 
     /// The partition owner at this broker's core.

@@ -46,6 +46,14 @@ pub const DEFAULT_COMPACTION_CONCURRENCY: usize = 4;
 /// paused for a second (a GC-like stall) still renews in time.
 pub const DEFAULT_LEASE_MS: u64 = 2_500;
 
+/// Default time between orphan scans (`--orphan-scan-interval-ms`).
+pub const DEFAULT_ORPHAN_SCAN_INTERVAL: Duration = Duration::from_secs(3_600);
+
+/// Default safe age of the orphan scan (`--orphan-scan-age-ms`): far longer
+/// than a write and its commit take, so an object being committed is never
+/// taken for an orphan.
+pub const DEFAULT_ORPHAN_SCAN_AGE: Duration = Duration::from_secs(3_600);
+
 /// Heartbeats sent within one lease: a heartbeat every fifth of it.
 pub const HEARTBEATS_PER_LEASE: u32 = 5;
 
@@ -160,6 +168,13 @@ pub struct BrokerConfig {
     pub retention_check_interval: Duration,
     /// How long an unreferenced object is left before it is deleted.
     pub orphan_grace: Duration,
+    /// How often the broker serving coordinator shard 0 lists the store for
+    /// objects the metadata does not know (`None`: never; see
+    /// [`crate::orphans`]).
+    pub orphan_scan_interval: Option<Duration>,
+    /// An object the metadata does not know is deleted by the orphan scan
+    /// only once it is this old (by the store's last-modified time).
+    pub orphan_scan_age: Duration,
     /// Consumer-group coordinator settings (session limits, initial rebalance delay).
     pub group: GroupConfig,
     /// `producer.id.expiration.ms`: idempotent producer state a partition
@@ -203,6 +218,8 @@ impl BrokerConfig {
             cleaner_map_bytes: DEFAULT_CLEANER_MAP_BYTES,
             retention_check_interval: Duration::from_secs(30),
             orphan_grace: Duration::from_secs(60),
+            orphan_scan_interval: Some(DEFAULT_ORPHAN_SCAN_INTERVAL),
+            orphan_scan_age: DEFAULT_ORPHAN_SCAN_AGE,
             group: GroupConfig::default(),
             producer_expiration: Some(Duration::from_millis(
                 floe_metadata::state::DEFAULT_PRODUCER_EXPIRATION_MS,

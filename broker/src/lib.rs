@@ -15,6 +15,9 @@
 //! - [`broker`]: the composition root, [`Broker`]; [`owner`]: the traits
 //!   the proxy calls on it or on [`RemoteBroker`]; [`rpc`]: the internal
 //!   RPC's transport and client; [`server`]: its router.
+//! - [`orphans`]: the orphan scan, which deletes log objects the metadata
+//!   never learned of (run by the broker serving coordinator shard 0, and
+//!   by `floe storage orphans`).
 //! - [`config`]: every setting of a broker.
 
 pub mod broker;
@@ -23,6 +26,7 @@ pub mod coordinator;
 pub mod error;
 pub mod group;
 mod metrics;
+pub mod orphans;
 pub mod owner;
 pub mod partitions;
 pub mod rpc;

@@ -54,6 +54,10 @@ const COMPACTED_BYTES: &str = "floe_broker_compacted_bytes_total";
 const COMPACTION_READS: &str = "floe_broker_compaction_range_reads_total";
 const INDEX_ENTRIES: &str = "floe_broker_index_entries";
 const SEGMENTS: &str = "floe_broker_segments";
+const ORPHAN_SCANS: &str = "floe_broker_orphan_scans_total";
+const ORPHANS_UNKNOWN: &str = "floe_broker_orphan_objects_unknown";
+const ORPHANS_DELETED: &str = "floe_broker_orphan_objects_deleted_total";
+const ORPHAN_BYTES_DELETED: &str = "floe_broker_orphan_bytes_deleted_total";
 
 /// Describes the broker's metrics and registers the counters and gauges, so
 /// that a broker serves them at zero before its first flush.
@@ -289,6 +293,27 @@ pub(crate) fn register() {
         counter!(COMPACTED_ENTRIES, "kind" => kind).increment(0);
         counter!(COMPACTED_BYTES, "kind" => kind).increment(0);
     }
+        ORPHAN_SCANS,
+        "orphan scans of the store (on the broker serving coordinator shard 0), by outcome: completed, stopped (the shard moved or the broker stops), failed"
+    );
+    describe_gauge!(
+        ORPHANS_UNKNOWN,
+        "objects under the log prefixes that the last orphan scan found unknown to the metadata, young or old"
+    );
+    describe_counter!(
+        ORPHANS_DELETED,
+        "unknown objects older than the safe age that orphan scans deleted"
+    );
+    describe_counter!(
+        ORPHAN_BYTES_DELETED,
+        Unit::Bytes,
+        "bytes of the unknown objects orphan scans deleted"
+    );
+    for outcome in ["completed", "stopped", "failed"] {
+        counter!(ORPHAN_SCANS, "outcome" => outcome).increment(0);
+    }
+    counter!(ORPHANS_DELETED).increment(0);
+    counter!(ORPHAN_BYTES_DELETED).increment(0);
     counter!(DELAYED_REAPPENDED).increment(0);
     counter!(DELAYED_DROPPED).increment(0);
     counter!(DELAYED_SCANS).increment(0);
@@ -509,6 +534,23 @@ pub(crate) fn delayed_dropped(n: usize) {
 /// A reading of a delayed partition's log from its cursor.
 pub(crate) fn delayed_scan() {
     counter!(DELAYED_SCANS).increment(1);
+}
+
+/// An orphan scan ran to its end (or `stopped` early): it found `unknown`
+/// objects and deleted `deleted` of them, `deleted_bytes` in all.
+pub(crate) fn orphan_scan(stopped: bool, unknown: u64, deleted: u64, deleted_bytes: u64) {
+    let outcome = if stopped { "stopped" } else { "completed" };
+    counter!(ORPHAN_SCANS, "outcome" => outcome).increment(1);
+    if !stopped {
+        gauge!(ORPHANS_UNKNOWN).set(unknown as f64);
+    }
+    counter!(ORPHANS_DELETED).increment(deleted);
+    counter!(ORPHAN_BYTES_DELETED).increment(deleted_bytes);
+}
+
+/// An orphan scan failed (the store or the metadata).
+pub(crate) fn orphan_scan_failed() {
+    counter!(ORPHAN_SCANS, "outcome" => "failed").increment(1);
 }
 
 #[cfg(test)]

@@ -50,4 +50,7 @@ pub use cache::{BlockCache, CachedReader};
 pub use error::{ErrorKind, StorageError};
 pub use ids::{EndpointId, ObjectKey, ObjectRef, Offset, PartitionKey, TopicId};
 pub use latency::DeadlinePolicy;
-pub use pool::{EndpointStats, PoolOptions, RangeRead, StoreKind, StorePool, WriteToken};
+pub use pool::{
+    EndpointStats, ListPages, ListedObject, PoolOptions, RangeRead, StoreKind, StorePool,
+    WriteToken,
+};

@@ -28,7 +28,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -538,7 +538,8 @@ async fn write_parts(
 /// Deletes the objects of an abandoned attempt, which are never referenced
 /// (the write landed elsewhere under another key). Tried again a few times
 /// while the endpoint fails; an object a late write lands after the last
-/// try stays (it is listed by `floe storage ls` and harmless).
+/// try stays, unknown to the metadata, until the brokers' orphan scan
+/// (`floe_broker::orphans`) finds it by listing the store.
 async fn delete_abandoned(ep: Arc<Endpoint>, keys: Vec<ObjectKey>, opts: PoolOptions) {
     const PAUSES: [u64; 5] = [0, 1, 5, 30, 120];
     let mut left = keys;
@@ -1151,6 +1152,77 @@ impl StorePool {
     }
 }
 
+/// An object as a listing shows it: where it is, and when it was last
+/// written (the store's clock: S3's `Last-Modified`, a file's mtime).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedObject {
+    pub object: ObjectRef,
+    pub last_modified: SystemTime,
+}
+
+impl ListedObject {
+    /// How long ago it was written, as of `now` (zero for a time ahead of
+    /// `now`: a clock that runs ahead makes an object look young, never old).
+    pub fn age(&self, now: SystemTime) -> Duration {
+        now.duration_since(self.last_modified).unwrap_or_default()
+    }
+}
+
+/// Pages of a listing (see [`StorePool::list_pages`]).
+pub type ListPages = futures::stream::BoxStream<'static, Result<Vec<ListedObject>>>;
+
+impl StorePool {
+    /// Lists the objects under `prefix` on one endpoint a page of at most
+    /// `page` objects at a time, in the store's order, for scans of stores
+    /// too large to list in one answer (millions of objects). Each page must
+    /// come within the read timeout; the stream ends after the first error.
+    pub fn list_pages(
+        &self,
+        endpoint: &EndpointId,
+        prefix: &str,
+        page: usize,
+    ) -> Result<ListPages> {
+        let ep = self.endpoint(endpoint)?.clone();
+        let timeout = self.shared.opts.read_timeout;
+        let endpoint = endpoint.clone();
+        let what = format!("list {endpoint}:{prefix}");
+        let metas = ep
+            .store
+            .list(Some(&object_store::path::Path::from(prefix)))
+            .try_chunks(page.max(1));
+        let pages = futures::stream::unfold(Some(metas), move |metas| {
+            let (endpoint, what) = (endpoint.clone(), what.clone());
+            async move {
+                let mut metas = metas?;
+                let next = match tokio::time::timeout(timeout, metas.next()).await {
+                    Ok(None) => return None,
+                    Ok(Some(Ok(page))) => Ok(page),
+                    Ok(Some(Err(e))) => Err(StorageError::from_object_store(what, e.1)),
+                    Err(_) => Err(StorageError::new(ErrorKind::Timeout, what)),
+                };
+                let page = next.inspect_err(|e| count_error(&endpoint, "list", e));
+                let page = page.map(|metas| {
+                    metas
+                        .into_iter()
+                        .map(|m| ListedObject {
+                            object: ObjectRef {
+                                endpoint: endpoint.clone(),
+                                key: ObjectKey::new(m.location.as_ref()),
+                                size: m.size,
+                            },
+                            last_modified: SystemTime::from(m.last_modified),
+                        })
+                        .collect()
+                });
+                // After an error the stream ends.
+                let rest = page.is_ok().then_some(metas);
+                Some((page, rest))
+            }
+        });
+        Ok(Box::pin(pages))
+    }
+}
+
 impl RangeRead for StorePool {
     fn read_range(
         &self,
@@ -1218,5 +1290,57 @@ mod staging_tests {
         assert!(!is_staging_name("x#"));
         assert!(!is_staging_name("#1"));
         assert!(!is_staging_name("x#1a"));
+    }
+}
+
+#[cfg(test)]
+mod listing_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_listing_comes_in_pages_with_each_objects_time() {
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let pool = StorePool::new(vec![(EndpointId::new("m"), store)], PoolOptions::default())
+            .expect("pool");
+        let before = SystemTime::now() - Duration::from_secs(1);
+        for i in 0..5 {
+            pool.put_at(
+                &EndpointId::new("m"),
+                ObjectKey::new(format!("wal/1/{i}.wal")),
+                Bytes::from(vec![0u8; i + 1]).into(),
+            )
+            .await
+            .expect("put");
+        }
+        pool.put_at(
+            &EndpointId::new("m"),
+            ObjectKey::new("other/x"),
+            Bytes::from_static(b"x").into(),
+        )
+        .await
+        .expect("put");
+        let pages: Vec<Vec<ListedObject>> = pool
+            .list_pages(&EndpointId::new("m"), "wal/", 2)
+            .expect("list")
+            .try_collect()
+            .await
+            .expect("pages");
+        assert_eq!(
+            pages.iter().map(Vec::len).collect::<Vec<_>>(),
+            vec![2, 2, 1]
+        );
+        let mut sizes: Vec<u64> = pages.iter().flatten().map(|o| o.object.size).collect();
+        sizes.sort_unstable();
+        assert_eq!(sizes, vec![1, 2, 3, 4, 5]);
+        for o in pages.iter().flatten() {
+            assert!(o.object.key.as_str().starts_with("wal/1/"));
+            assert!(
+                o.last_modified >= before && o.age(SystemTime::now()) < Duration::from_secs(60)
+            );
+        }
+        assert!(
+            pool.list_pages(&EndpointId::new("nope"), "wal/", 2)
+                .is_err()
+        );
     }
 }

@@ -441,6 +441,21 @@ pub struct SegmentMeta {
     pub timeindex: ObjectRef,
 }
 
+/// The extensions of a segment's three objects, written side by side as
+/// `{prefix}/{base offset:020}.{token}.{ext}` by [`write_segment`]; the
+/// metadata knows a segment by its `.log`.
+pub const SEGMENT_EXTENSIONS: [&str; 3] = ["log", "index", "timeindex"];
+
+/// The key of the `.log` a segment's `.index` or `.timeindex` belongs to
+/// (`None` for any other key): the object the metadata knows the segment by.
+pub fn log_key_of_sibling(key: &ObjectKey) -> Option<ObjectKey> {
+    let k = key.as_str();
+    let stem = k
+        .strip_suffix(".index")
+        .or_else(|| k.strip_suffix(".timeindex"))?;
+    Some(ObjectKey::new(format!("{stem}.log")))
+}
+
 /// Writes a built segment's three objects to one endpoint of the pool (all
 /// again, under a new token, if any of them fails).
 pub async fn write_segment(
@@ -454,10 +469,11 @@ pub async fn write_segment(
     let refs = pool
         .put_group_new(|token| {
             let name = |ext: &str| ObjectKey::new(format!("{prefix}/{base:020}.{token}.{ext}"));
+            let [log_ext, index_ext, timeindex_ext] = SEGMENT_EXTENSIONS;
             vec![
-                (name("log"), log.clone()),
-                (name("index"), seg.index.clone().into()),
-                (name("timeindex"), seg.timeindex.clone().into()),
+                (name(log_ext), log.clone()),
+                (name(index_ext), seg.index.clone().into()),
+                (name(timeindex_ext), seg.timeindex.clone().into()),
             ]
         })
         .await?;
@@ -1054,5 +1070,15 @@ mod tests {
         assert_eq!(p.find_time(11).unwrap().base_offset, Offset(100));
         assert!(p.find_time(91).is_none());
         assert!(PartitionSegments::new(vec![seg(0, 100, 1), seg(100, 200, 1)]).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_written_segments_index_objects_lead_back_to_its_log() {
+        let (_pool, meta, _) = stored(20, 256).await;
+        for sibling in [&meta.index, &meta.timeindex] {
+            assert_eq!(log_key_of_sibling(&sibling.key), Some(meta.log.key.clone()));
+        }
+        assert_eq!(log_key_of_sibling(&meta.log.key), None);
+        assert_eq!(log_key_of_sibling(&ObjectKey::new("wal/1/x.wal")), None);
     }
 }

@@ -41,6 +41,17 @@ impl GroupOffset {
     }
 }
 
+/// What the metadata answered of a page of store objects
+/// ([`routes::UnknownObjects`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct UnknownObjects {
+    /// The positions, in the page asked about, of the objects its object
+    /// table does not hold (ascending).
+    pub unknown: Vec<usize>,
+    /// The endpoints the table holds objects on, with how many.
+    pub endpoints: std::collections::BTreeMap<String, u64>,
+}
+
 impl dyn MetaApi + '_ {
     /// Replaces the committed ranges from `first_offset` to `last_offset`
     /// of the fenced partition by one segment `object`; returns the
@@ -83,6 +94,48 @@ impl dyn MetaApi + '_ {
             })
             .await?;
         Ok(r.log_start_offset)
+    }
+
+    /// Which of `objects` (at most `server::UNKNOWN_OBJECTS_MAX`) the
+    /// metadata does not know: neither referenced by an index entry nor
+    /// unreferenced and not yet forgotten. Read linearizably.
+    pub async fn unknown_objects(
+        &self,
+        objects: &[ObjectRef],
+    ) -> Result<UnknownObjects, MetaError> {
+        let r = self
+            .call::<routes::UnknownObjects>(proto::UnknownObjectsRequest {
+                objects: objects
+                    .iter()
+                    .map(|o| proto::ObjectName {
+                        endpoint: o.endpoint.as_str().to_string(),
+                        key: o.key.as_str().to_string(),
+                    })
+                    .collect(),
+            })
+            .await?;
+        let mut unknown = Vec::with_capacity(r.unknown.len());
+        for i in r.unknown {
+            match usize::try_from(i) {
+                Ok(i) if i < objects.len() && unknown.last().is_none_or(|&l| l < i) => {
+                    unknown.push(i)
+                }
+                _ => {
+                    return Err(MetaError::Unavailable(format!(
+                        "malformed reply: unknown object {i} of a page of {}",
+                        objects.len()
+                    )));
+                }
+            }
+        }
+        Ok(UnknownObjects {
+            unknown,
+            endpoints: r
+                .endpoints
+                .into_iter()
+                .map(|e| (e.endpoint, e.objects))
+                .collect(),
+        })
     }
 
     /// Forgets objects no committed range refers to (deleted from the store).

@@ -764,6 +764,42 @@ pub struct ForgetObjectsRequest {
     pub ids: Vec<u64>,
 }
 
+/// Where a store object is (see `routes::UnknownObjects`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ObjectName {
+    #[prost(string, tag = "1")]
+    pub endpoint: String,
+    #[prost(string, tag = "2")]
+    pub key: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct UnknownObjectsRequest {
+    /// At most `UNKNOWN_OBJECTS_MAX` of them.
+    #[prost(message, repeated, tag = "1")]
+    pub objects: Vec<ObjectName>,
+}
+
+/// How many objects the metadata's object table holds on one endpoint.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct EndpointObjects {
+    #[prost(string, tag = "1")]
+    pub endpoint: String,
+    #[prost(uint64, tag = "2")]
+    pub objects: u64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct UnknownObjectsResponse {
+    /// The positions, in the request, of the objects the table does not
+    /// hold, in ascending order.
+    #[prost(uint32, repeated, tag = "1")]
+    pub unknown: Vec<u32>,
+    /// The endpoints the table holds objects on.
+    #[prost(message, repeated, tag = "2")]
+    pub endpoints: Vec<EndpointObjects>,
+}
+
 /// A group with stored offsets (see `routes::StoredGroups`).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct StoredGroup {

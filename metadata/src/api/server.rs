@@ -349,6 +349,7 @@ serve! {
     ReplaceRanges => replace_ranges,
     UnreferencedObjects => unreferenced_objects,
     ForgetObjects => forget_objects,
+    UnknownObjects => unknown_objects,
     ExportState => super::export_routes::state,
     ExportBegin => super::export_routes::begin,
     ExportCommit => super::export_routes::commit,
@@ -1164,6 +1165,41 @@ async fn forget_objects(
     })
     .await?;
     Ok(proto::Empty {})
+}
+
+/// Most objects one `UnknownObjects` request may name.
+pub const UNKNOWN_OBJECTS_MAX: usize = 10_000;
+
+async fn unknown_objects(
+    s: AppState,
+    req: proto::UnknownObjectsRequest,
+) -> Result<proto::UnknownObjectsResponse, MetaError> {
+    if req.objects.len() > UNKNOWN_OBJECTS_MAX {
+        return Err(MetaError::InvalidRequest(format!(
+            "{} objects in one question (at most {UNKNOWN_OBJECTS_MAX})",
+            req.objects.len()
+        )));
+    }
+    // Linearizable: an object committed before the question is known in
+    // the answer (an orphan scan lists first, then asks).
+    s.linearizable().await?;
+    Ok(s.shared.read(|st| {
+        let topics = &st.topics;
+        proto::UnknownObjectsResponse {
+            unknown: (0u32..)
+                .zip(&req.objects)
+                .filter(|(_, o)| !topics.knows_object(&o.endpoint, &o.key))
+                .map(|(i, _)| i)
+                .collect(),
+            endpoints: topics
+                .object_endpoints()
+                .map(|(endpoint, objects)| proto::EndpointObjects {
+                    endpoint: endpoint.to_string(),
+                    objects,
+                })
+                .collect(),
+        }
+    }))
 }
 
 async fn delete_groups(

@@ -123,6 +123,7 @@ impl From<Flat> for ClusterState {
             topics: TopicsState {
                 by_name: f.topics,
                 partitions: f.partitions,
+                object_keys: super::topics::object_keys::ObjectKeys::build(&f.objects),
                 objects: f.objects,
                 next_object_id: f.next_object_id,
                 shards: f.shards,

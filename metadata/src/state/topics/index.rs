@@ -143,15 +143,14 @@ impl TopicsState {
     fn new_object(&mut self, o: &NewObject, refs: u64) -> ObjectId {
         let id = ObjectId(self.next_object_id);
         self.next_object_id = self.next_object_id.saturating_add(1);
-        self.objects.insert(
-            id,
-            ObjectInfo {
-                endpoint: o.endpoint.clone(),
-                key: o.key.clone(),
-                size: o.size,
-                refs,
-            },
-        );
+        let info = ObjectInfo {
+            endpoint: o.endpoint.clone(),
+            key: o.key.clone(),
+            size: o.size,
+            refs,
+        };
+        self.object_keys.insert(id, &info);
+        self.objects.insert(id, info);
         id
     }
 
@@ -306,8 +305,10 @@ impl TopicsState {
     /// store); a referenced one stays.
     pub(crate) fn forget_objects(&mut self, ids: &[ObjectId]) {
         for id in ids {
-            if self.objects.get(id).is_some_and(|o| o.refs == 0) {
-                self.objects.remove(id);
+            if self.objects.get(id).is_some_and(|o| o.refs == 0)
+                && let Some(o) = self.objects.remove(id)
+            {
+                self.object_keys.remove(*id, &o);
             }
         }
     }

@@ -6,7 +6,9 @@
 //! - here: creating, deleting and configuring topics, and their exports;
 //! - [`ownership`]: who owns a partition or shard, hand-overs, fencing;
 //! - [`index`]: the committed log index (commits, truncation, compaction's
-//!   replaced ranges, objects) and the idempotent producers it remembers.
+//!   replaced ranges, objects) and the idempotent producers it remembers;
+//! - [`object_keys`]: the objects looked up by endpoint and key (derived,
+//!   not in snapshots).
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -19,6 +21,7 @@ use crate::state::producers::ProducerState;
 use crate::topic_config::TopicConfig;
 
 pub mod index;
+pub mod object_keys;
 pub mod ownership;
 
 #[cfg(test)]
@@ -138,6 +141,9 @@ pub struct TopicsState {
     pub next_object_id: u64,
     /// The coordinator shards' owners.
     pub shards: BTreeMap<ShardId, Ownership>,
+    /// `objects` by endpoint and key: derived from it (built on load, kept
+    /// in step by the index's rules), never in a snapshot.
+    pub(crate) object_keys: object_keys::ObjectKeys,
 }
 
 impl Default for TopicsState {
@@ -146,6 +152,7 @@ impl Default for TopicsState {
             by_name: BTreeMap::new(),
             partitions: BTreeMap::new(),
             objects: BTreeMap::new(),
+            object_keys: object_keys::ObjectKeys::default(),
             next_object_id: 1,
             shards: (0..DEFAULT_SHARDS)
                 .map(|i| (ShardId(i), Ownership::default()))
