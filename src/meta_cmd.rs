@@ -86,8 +86,10 @@ struct RunArgs {
     http: crate::roles::HttpTuning,
 }
 
+/// How a tool reaches a metadata cluster (`floe meta status`, `floe
+/// cluster nodes`).
 #[derive(Debug, Args)]
-struct ClusterArgs {
+pub(crate) struct ClusterArgs {
     /// Metadata node addresses, comma-separated.
     #[arg(
         long,
@@ -95,11 +97,11 @@ struct ClusterArgs {
         value_delimiter = ',',
         default_value = "127.0.0.1:7070"
     )]
-    addrs: Vec<String>,
+    pub(crate) addrs: Vec<String>,
 }
 
 impl ClusterArgs {
-    fn client(&self) -> anyhow::Result<MetaClient> {
+    pub(crate) fn client(&self) -> anyhow::Result<MetaClient> {
         Ok(MetaClient::new(self.addrs.clone())?)
     }
 }
