@@ -152,11 +152,13 @@ impl NodesState {
             .keys()
             .next_back()
             .map_or(self.highest_id, |last| self.highest_id.max(*last));
-        above
-            .0
-            .checked_add(1)
-            .map(|n| BrokerId(n.max(FIRST_PROXY_ID)))
-            .ok_or_else(|| MetaError::InvalidRequest("every node id was given".into()))
+        // Kafka names nodes with an i32: no id above it is given.
+        match above.0.checked_add(1).map(|n| n.max(FIRST_PROXY_ID)) {
+            Some(n) if i32::try_from(n).is_ok() => Ok(BrokerId(n)),
+            _ => Err(MetaError::InvalidRequest(
+                "every node id Kafka can name was given".into(),
+            )),
+        }
     }
 
     /// Renews a node's lease from `now_ms`; a dead node must register again.

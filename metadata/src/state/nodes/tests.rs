@@ -541,8 +541,9 @@ fn a_broker_naming_a_high_id_raises_the_ids_given_after_it() {
     register(&mut sm, 5_000, 0);
     assert_eq!(sm.state.nodes.highest_id, BrokerId(5_000));
     assert_eq!(register_unnamed(&mut sm, 0), BrokerId(5_001));
-    // None left above the last id: refused, nothing given twice.
-    sm.state.nodes.highest_id = BrokerId(u32::MAX);
+    // None left that Kafka can name above the last id: refused, nothing
+    // given twice.
+    sm.state.nodes.highest_id = BrokerId(i32::MAX as u32);
     let e = sm.error(Command::RegisterNode {
         id: UNASSIGNED_ID,
         kind: NodeKind::Proxy,
