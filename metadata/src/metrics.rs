@@ -198,12 +198,7 @@ mod tests {
             })
             .collect();
         values.sort_by(|a, b| a.0.cmp(&b.0));
-        let value = |name: &str| {
-            values
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| v.clone())
-        };
+        let value = |name: &str| values.iter().find(|(n, _)| n == name).map(|(_, v)| v);
         let gauge = |n: f64| DebugValue::Gauge(n.into());
         assert_eq!(
             value(r#"floe_meta_nodes["broker", "live"]"#),
