@@ -1,9 +1,9 @@
 //! `floe`: the one binary of Floe, with a subcommand per role.
 //!
 //! Roles: `meta`, `broker`, `proxy`, `indexer`, and `standalone` with all of
-//! them in one process; tools: `storage`, `topic`, `offsets`, `delete-records`,
-//! `configs`, `group`, `produce`, `consume`, `query`, `probe`, `transactions`,
-//! `producers`.
+//! them in one process; tools: `cluster`, `storage`, `topic`, `offsets`,
+//! `delete-records`, `configs`, `group`, `produce`, `consume`, `query`,
+//! `probe`, `transactions`, `producers`.
 
 mod acl_cmd;
 mod admin_http;
@@ -19,6 +19,7 @@ mod kafka_args;
 mod kafka_tools;
 mod listener_args;
 mod meta_cmd;
+mod nodes_cmd;
 mod offsets_cmd;
 mod ports_file;
 mod probe_cmd;
@@ -121,6 +122,9 @@ enum Command {
     Storage(storage_cmd::StorageCommand),
     /// Run a metadata node (Raft), or query and manage a metadata cluster.
     Meta(meta_cmd::MetaArgs),
+    /// What the metadata service knows of the cluster's brokers and proxies.
+    #[command(subcommand)]
+    Cluster(nodes_cmd::ClusterCommand),
     /// Run every role in one process on a local folder (Kafka on 127.0.0.1:9092).
     Standalone(Box<standalone::StandaloneArgs>),
     /// Run a broker (partition owner; internal RPC for proxies).
@@ -267,6 +271,7 @@ fn main() -> std::process::ExitCode {
         match cli.command {
             Command::Storage(cmd) => storage_cmd::run(cmd).await,
             Command::Meta(args) => meta_cmd::run(args).await,
+            Command::Cluster(cmd) => nodes_cmd::run(cmd).await,
             Command::Standalone(args) => standalone::run(*args).await,
             Command::Broker(args) => cluster_cmd::run_broker(args).await,
             Command::Proxy(args) => cluster_cmd::run_proxy(*args).await,

@@ -86,7 +86,8 @@ struct RunArgs {
     http: crate::roles::HttpTuning,
 }
 
-/// Where the metadata service is (also `floe storage orphans`).
+/// How a tool reaches a metadata cluster (`floe meta status`, `floe
+/// cluster nodes`, `floe storage orphans`).
 #[derive(Debug, Args)]
 pub(crate) struct ClusterArgs {
     /// Metadata node addresses, comma-separated.
@@ -96,7 +97,7 @@ pub(crate) struct ClusterArgs {
         value_delimiter = ',',
         default_value = "127.0.0.1:7070"
     )]
-    addrs: Vec<String>,
+    pub(crate) addrs: Vec<String>,
 }
 
 impl ClusterArgs {

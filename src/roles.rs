@@ -330,7 +330,8 @@ pub struct BrokerTuning {
     pub share_max_parked: u32,
 }
 
-/// Size bounds of the metadata service (`floe meta`, `floe standalone`).
+/// Settings of the metadata service that `floe meta` and `floe
+/// standalone` share: its size bounds, and how long it keeps dead nodes.
 #[derive(Debug, Clone, Args)]
 pub struct MetaTuning {
     /// Largest metadata command, encoded; a bigger one (a huge CreateTopics
@@ -341,12 +342,24 @@ pub struct MetaTuning {
     /// API); at least twice --meta-max-command-bytes.
     #[arg(long, env = "FLOE_META_MAX_REQUEST_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub meta_max_request_bytes: usize,
+    /// How long a dead broker or proxy stays on record (listed by `floe
+    /// cluster nodes`) before the metadata removes it; a node is removed
+    /// only once no partition or coordinator shard names it. Its id is never
+    /// given again. 0: dead nodes are kept forever.
+    #[arg(
+        long,
+        env = "FLOE_DEAD_NODE_RETENTION_MS",
+        default_value_t = floe_metadata::state::DEFAULT_DEAD_NODE_RETENTION_MS
+    )]
+    pub dead_node_retention_ms: u64,
 }
 
 impl MetaTuning {
     pub fn apply(&self, c: &mut floe_metadata::node::MetaConfig) {
         c.max_command_bytes = self.meta_max_command_bytes;
         c.max_rpc_bytes = self.meta_max_request_bytes;
+        c.dead_node_retention = (self.dead_node_retention_ms > 0)
+            .then(|| Duration::from_millis(self.dead_node_retention_ms));
     }
 }
 

@@ -293,6 +293,7 @@ pub(crate) fn register() {
         counter!(COMPACTED_ENTRIES, "kind" => kind).increment(0);
         counter!(COMPACTED_BYTES, "kind" => kind).increment(0);
     }
+    describe_counter!(
         ORPHAN_SCANS,
         "orphan scans of the store (on the broker serving coordinator shard 0), by outcome: completed, stopped (the shard moved or the broker stops), failed"
     );

@@ -398,6 +398,18 @@ pub enum Command {
         set: BTreeMap<String, String>,
         delete: Vec<String>,
     },
+    /// The controller's sweep of the dead nodes at `now_ms` (its clock):
+    /// a dead node with no death time yet (reported down, or read from an
+    /// older snapshot) is dead since `now_ms`; one dead for longer than
+    /// `retention_ms` (`None`: kept forever) is removed, unless a partition
+    /// or a coordinator shard still names it (see
+    /// [`crate::state::NodesState::sweep_dead`]). Answered
+    /// [`Response::NodesRemoved`]. (Appended last: postcard numbers
+    /// variants by position.)
+    SweepDeadNodes {
+        now_ms: u64,
+        retention_ms: Option<u64>,
+    },
 }
 
 /// Decoding the commands of a [`Command::Batch`]: a batch inside a batch is
@@ -475,4 +487,8 @@ pub enum Response {
     Txn(crate::txn::TxnReply),
     /// The ACLs a [`Command::DeleteAcls`] removed, per filter.
     AclsDeleted(Vec<Vec<crate::acl::AclBinding>>),
+    /// The nodes a [`Command::SweepDeadNodes`] removed, in id order.
+    NodesRemoved {
+        nodes: Vec<BrokerId>,
+    },
 }

@@ -20,6 +20,10 @@
 //!
 //! Ties break by broker id, then by item order.
 //!
+//! Apart from these rules, a node dead for longer than the retention
+//! (`--dead-node-retention-ms`) that no item names any more is removed
+//! ([`sweep_dead_nodes`]).
+//!
 //! Leases are measured on the leader's wall clock (`now_ms` travels in the
 //! commands). A new leader first renews every live node's lease on its own
 //! clock ([`renew_all`]): no node could renew while there was no leader, and
@@ -280,6 +284,23 @@ fn kind(item: &OwnedItem) -> Kind {
 
 fn count(items: &[OwnedItem], k: Kind) -> usize {
     items.iter().filter(|i| kind(i) == k).count()
+}
+
+/// The sweep of the dead nodes at `now_ms`, if it would change anything:
+/// a dead node has no death time yet, or one has been dead for longer than
+/// `retention_ms` (`None`: dead nodes are kept) and no partition or shard
+/// names it (proposed by the leader's controller loop).
+pub fn sweep_dead_nodes(
+    s: &ClusterState,
+    now_ms: u64,
+    retention_ms: Option<u64>,
+) -> Option<Command> {
+    s.nodes
+        .sweep_due(now_ms, retention_ms, |id| s.topics.refers_to(id))
+        .then_some(Command::SweepDeadNodes {
+            now_ms,
+            retention_ms,
+        })
 }
 
 /// The command that forgets producers idle for longer than `expiration_ms`,

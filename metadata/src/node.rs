@@ -59,6 +59,10 @@ pub struct MetaConfig {
     /// Idempotent producer state not written for this long is dropped
     /// (`producer.id.expiration.ms`); `None` keeps it forever.
     pub producer_expiration: Option<Duration>,
+    /// A node dead for longer than this is removed from the model, once no
+    /// partition or shard names it (`--dead-node-retention-ms`); `None`
+    /// keeps dead nodes forever.
+    pub dead_node_retention: Option<Duration>,
     /// What the HTTP server allows its clients (body limit: the largest
     /// Raft append or snapshot, [`crate::api::server::MAX_REQUEST_BYTES`]).
     pub http: crate::http_server::HttpLimits,
@@ -86,6 +90,9 @@ impl MetaConfig {
             ),
             producer_expiration: Some(Duration::from_millis(
                 crate::state::DEFAULT_PRODUCER_EXPIRATION_MS,
+            )),
+            dead_node_retention: Some(Duration::from_millis(
+                crate::state::DEFAULT_DEAD_NODE_RETENTION_MS,
             )),
         }
     }
@@ -171,6 +178,7 @@ impl MetaNode {
             max_command_bytes: cfg.max_command_bytes,
             proposer: Proposer::start(raft.clone(), Limits::new(cfg.max_command_bytes)),
             controller_wake: Default::default(),
+            dead_node_retention_ms: cfg.dead_node_retention.map(millis),
         };
         let local = crate::api::LocalMeta::new(state.clone());
         let app = router(state.clone(), cfg.max_rpc_bytes);
@@ -249,7 +257,13 @@ impl MetaNode {
     }
 }
 
-/// While this node leads, proposes what [`controller::plan`] decides.
+/// A duration in milliseconds (saturating).
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// While this node leads, proposes what [`controller::plan`] decides. On
+/// every node, it keeps the gauge of the nodes on record.
 async fn controller_loop(state: AppState, every: Duration, producer_expiration: Option<Duration>) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -262,6 +276,9 @@ async fn controller_loop(state: AppState, every: Duration, producer_expiration: 
             // later) or asked to be drained (its items are handed over now).
             _ = state.controller_wake.notified() => {}
         }
+        state
+            .shared
+            .read(|s| crate::metrics::nodes_on_record(&s.nodes));
         if state.raft.current_leader().await != Some(state.id) {
             renewed = false;
             continue;
@@ -290,7 +307,7 @@ async fn controller_loop(state: AppState, every: Duration, producer_expiration: 
         }
         let mut plan = state.shared.read(|s| controller::plan(s, now));
         if let Some(ttl) = producer_expiration {
-            let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+            let ttl_ms = millis(ttl);
             if let Some(c) = state
                 .shared
                 .read(|s| controller::expire_producers(s, now, ttl_ms))
@@ -302,6 +319,13 @@ async fn controller_loop(state: AppState, every: Duration, producer_expiration: 
         if let Some(c) = state
             .shared
             .read(|s| controller::expire_transactional_ids(s, now, txn_ttl))
+        {
+            plan.push(c);
+        }
+        let retention = state.dead_node_retention_ms;
+        if let Some(c) = state
+            .shared
+            .read(|s| controller::sweep_dead_nodes(s, now, retention))
         {
             plan.push(c);
         }
@@ -323,9 +347,16 @@ async fn controller_loop(state: AppState, every: Duration, producer_expiration: 
 async fn propose(state: &AppState, plan: Vec<crate::command::Command>) -> bool {
     for cmd in plan {
         tracing::info!(command = ?cmd, "controller");
-        if let Err(e) = state.write(cmd).await {
-            tracing::warn!(error = %e, "controller proposal failed");
-            return false;
+        match state.write(cmd).await {
+            Ok((crate::command::Response::NodesRemoved { nodes }, _)) if !nodes.is_empty() => {
+                tracing::info!(nodes = ?nodes, "dead nodes removed");
+                crate::metrics::nodes_removed(nodes.len());
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "controller proposal failed");
+                return false;
+            }
         }
     }
     true

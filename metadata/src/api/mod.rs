@@ -8,6 +8,7 @@ pub mod client;
 pub mod convert;
 mod export_routes;
 pub mod meta_api;
+pub mod node_routes;
 pub mod proto;
 pub mod quota_routes;
 pub mod routes;

@@ -1172,3 +1172,54 @@ pub struct AlterGroupConfigRequest {
     #[prost(string, repeated, tag = "3")]
     pub delete: Vec<String>,
 }
+
+/// A node on record, as `floe cluster nodes` lists it (`routes::ListNodes`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NodeRecord {
+    #[prost(uint32, tag = "1")]
+    pub id: u32,
+    /// "broker" or "proxy".
+    #[prost(string, tag = "2")]
+    pub kind: String,
+    #[prost(string, tag = "3")]
+    pub addr: String,
+    /// "live", "draining" or "dead".
+    #[prost(string, tag = "4")]
+    pub state: String,
+    /// The node's lease, and when it ends (ms since the Unix epoch, on the
+    /// leader's clock that last renewed it).
+    #[prost(uint64, tag = "5")]
+    pub lease_ms: u64,
+    #[prost(uint64, tag = "6")]
+    pub lease_until_ms: u64,
+    /// When a dead node was found dead (0: not dead, or not stamped yet).
+    #[prost(uint64, tag = "7")]
+    pub dead_since_ms: u64,
+    /// When a dead node is removed, at the earliest (0: not dead, not
+    /// stamped yet, or dead nodes are kept).
+    #[prost(uint64, tag = "8")]
+    pub removal_due_ms: u64,
+    /// Partitions and coordinator shards that still name it (as owner or
+    /// hand-over target): a dead node is kept while any does.
+    #[prost(uint32, tag = "9")]
+    pub held_by: u32,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ListNodesResponse {
+    /// Every node on record, by id.
+    #[prost(message, repeated, tag = "1")]
+    pub nodes: Vec<NodeRecord>,
+    /// The answering node's clock (ms since the Unix epoch), to read the
+    /// times above against.
+    #[prost(uint64, tag = "2")]
+    pub now_ms: u64,
+    /// How long a dead node stays on record (`--dead-node-retention-ms`);
+    /// 0: forever.
+    #[prost(uint64, tag = "3")]
+    pub dead_node_retention_ms: u64,
+    /// The highest node id ever registered or given: the next node without
+    /// an id gets one above it (at least 1001).
+    #[prost(uint32, tag = "4")]
+    pub highest_id: u32,
+}

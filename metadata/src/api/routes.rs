@@ -106,6 +106,9 @@ routes! {
     /// Every group with stored offsets, and whether any of them is a share
     /// group's state (read linearizably).
     StoredGroups = "/v1/groups/stored": Empty => StoredGroupsResponse;
+    /// Every node on record (live, draining, dead), with its lease, when a
+    /// dead one died and when it is removed (read linearizably).
+    ListNodes = "/v1/nodes/list": Empty => ListNodesResponse;
 }
 
 #[cfg(test)]
@@ -119,6 +122,6 @@ mod tests {
             assert!(p.starts_with("/v1/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 47);
+        assert_eq!(ALL_PATHS.len(), 48);
     }
 }

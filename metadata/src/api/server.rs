@@ -61,6 +61,9 @@ pub struct AppState {
     /// (a new broker takes its share without waiting for the round), or
     /// one was found down (its items are placed at once).
     pub controller_wake: std::sync::Arc<tokio::sync::Notify>,
+    /// How long a dead node stays on record (`None`: forever), as this
+    /// node's controller removes them; told in the node listing.
+    pub dead_node_retention_ms: Option<u64>,
 }
 
 /// An API failure, sent as a protobuf [`proto::ErrorBody`].
@@ -370,6 +373,7 @@ serve! {
     StoreGroup => store_group,
     GroupRecords => group_records,
     StoredGroups => stored_groups,
+    ListNodes => super::node_routes::list,
 }
 
 /// A Raft RPC's answer, in the format its request came in.

@@ -416,6 +416,14 @@ mod tests {
                 metadata: "3-4:a0:1".into(),
             },
         });
+        all.push(Command::SweepDeadNodes {
+            now_ms: 16,
+            retention_ms: Some(3_600_000),
+        });
+        all.push(Command::SweepDeadNodes {
+            now_ms: 17,
+            retention_ms: None,
+        });
         // A group-committed entry holds commands of every kind.
         all.push(Command::Batch(all.clone()));
         all

@@ -80,6 +80,17 @@ type AppliedBeforeAcls = (Option<LogId>, StoredMembership, StateBeforeAcls);
 /// binary: the model without its last field, `broker_configs`.
 type AppliedBeforeBrokerConfigs = (Option<LogId>, StoredMembership, StateBeforeBrokerConfigs);
 
+/// [`Applied`] as versions before dead nodes were removed encoded it in
+/// binary: the model without its last fields, `highest_node_id` and
+/// `node_deaths`.
+type AppliedBeforeNodeRemoval = (Option<LogId>, StoredMembership, StateBeforeNodeRemoval);
+
+/// [`ClusterState`]'s fields before `highest_node_id`.
+type StateBeforeNodeRemoval = (
+    StateBeforeBrokerConfigs,
+    BTreeMap<String, crate::broker_config::BrokerConfigs>,
+);
+
 /// [`ClusterState`]'s fields before `broker_configs`.
 type StateBeforeBrokerConfigs = (StateBeforeAcls, crate::acl::AclModel);
 
@@ -127,6 +138,8 @@ fn state_before_txn(old: StateBeforeTxn) -> Flat {
         scram: Default::default(),
         acls: Default::default(),
         broker_configs: BTreeMap::new(),
+        highest_node_id: BrokerId::default(),
+        node_deaths: BTreeMap::new(),
     }
 }
 
@@ -166,17 +179,29 @@ fn state_before_broker_configs((old, acls): StateBeforeBrokerConfigs) -> Flat {
     }
 }
 
+fn state_before_node_removal((old, broker_configs): StateBeforeNodeRemoval) -> Flat {
+    Flat {
+        broker_configs,
+        ..state_before_broker_configs(old)
+    }
+}
+
 /// Decodes a snapshot's [`Applied`]: in the current layout, else (a binary
-/// snapshot written before stored group membership, before client quotas,
-/// or before transactions, which lack the model's last fields) in the
-/// layouts before it, newest first, with those fields empty.
+/// snapshot written before dead nodes were removed, before stored group
+/// membership, before client quotas, or before transactions, which lack
+/// the model's last fields) in the layouts before it, newest first, with
+/// those fields empty.
 fn decode_applied(bytes: &[u8]) -> Result<Applied, codec::CodecError> {
     let e = match codec::decode::<Applied>(bytes) {
         Ok(a) => return Ok(a),
         Err(e) => e,
     };
-    let older = codec::decode::<AppliedBeforeBrokerConfigs>(bytes)
-        .map(|(l, m, old)| (l, m, state_before_broker_configs(old)))
+    let older = codec::decode::<AppliedBeforeNodeRemoval>(bytes)
+        .map(|(l, m, old)| (l, m, state_before_node_removal(old)))
+        .or_else(|_| {
+            codec::decode::<AppliedBeforeBrokerConfigs>(bytes)
+                .map(|(l, m, old)| (l, m, state_before_broker_configs(old)))
+        })
         .or_else(|_| {
             codec::decode::<AppliedBeforeAcls>(bytes)
                 .map(|(l, m, old)| (l, m, state_before_acls(old)))
@@ -640,6 +665,55 @@ mod tests {
         let bytes = codec::encode(&old).unwrap();
         assert!(codec::decode::<Applied>(&bytes).is_err());
         assert_eq!(decode_applied(&bytes).unwrap().state, s);
+    }
+
+    #[test]
+    fn a_binary_snapshot_from_before_node_removal_still_loads() {
+        let mut s = model();
+        s.apply(
+            Revision(10),
+            &Command::AlterBrokerConfig {
+                broker: String::new(),
+                set: [("background.threads".into(), "4".into())].into(),
+                delete: vec![],
+            },
+        );
+        s.apply(Revision(11), &Command::ExpireLeases { now_ms: 5_000 });
+        assert_eq!(s.nodes.by_id[&BrokerId(1)].dead_since_ms, Some(5_000));
+        // The layout of the release before dead nodes were removed: up to
+        // `broker_configs`, the death times and the highest id not kept.
+        let old = (
+            None::<LogId>,
+            StoredMembership::default(),
+            (
+                s.revision,
+                s.nodes.by_id.clone(),
+                s.topics.by_name.clone(),
+                s.topics.partitions.clone(),
+                s.topics.objects.clone(),
+                s.topics.next_object_id,
+                s.groups.offsets.clone(),
+                s.producers.next_id,
+                s.topics.shards.clone(),
+                s.producers.txn.clone(),
+                s.quotas.clone(),
+                s.groups.configs.clone(),
+                s.groups.records.clone(),
+                s.security.scram.clone(),
+                s.security.acls.clone(),
+                s.broker_configs.by_resource.clone(),
+            ),
+        );
+        let bytes = codec::encode(&old).unwrap();
+        assert!(codec::decode::<Applied>(&bytes).is_err());
+        let back = decode_applied(&bytes).unwrap().state;
+        assert_eq!(back.broker_configs, s.broker_configs);
+        // The dead node's death time is unknown (the next sweep stamps
+        // it), and the highest id given is the highest on record.
+        assert_eq!(back.nodes.by_id[&BrokerId(1)].dead_since_ms, None);
+        assert_eq!(back.nodes.highest_id, BrokerId(1));
+        s.nodes.by_id.get_mut(&BrokerId(1)).unwrap().dead_since_ms = None;
+        assert_eq!(back, s);
     }
 
     #[test]

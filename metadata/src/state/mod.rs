@@ -5,7 +5,8 @@
 //! [`ClusterState`] is made of one state per concern, each in its own module
 //! with its rules and their tests:
 //!
-//! - [`nodes`]: brokers and proxies, their leases and their life;
+//! - [`nodes`]: brokers and proxies, their leases and their life (a dead
+//!   node is removed after a retention once nothing names it);
 //! - [`topics`]: topics, partitions with their owners, epochs and committed
 //!   log index, the store objects, and the coordinator shards' owners;
 //! - [`groups`]: groups' committed offsets and share state, their configs
@@ -40,7 +41,9 @@ pub(crate) mod wire;
 
 pub use broker_configs::BrokerConfigsState;
 pub use groups::{GroupOffsets, GroupsState};
-pub use nodes::{FIRST_PROXY_ID, NodeInfo, NodeState, NodesState, UNASSIGNED_ID};
+pub use nodes::{
+    DEFAULT_DEAD_NODE_RETENTION_MS, FIRST_PROXY_ID, NodeInfo, NodeState, NodesState, UNASSIGNED_ID,
+};
 pub use producers::{
     DEFAULT_PRODUCER_EXPIRATION_MS, MAX_PRODUCER_ID_BLOCK, PRODUCER_BATCHES_KEPT, ProducerState,
     ProducersState,
@@ -106,6 +109,16 @@ impl ClusterState {
                     self.node_dead(*id);
                 }
                 Response::Expired { nodes: expired }
+            }
+            Command::SweepDeadNodes {
+                now_ms,
+                retention_ms,
+            } => {
+                let topics = &self.topics;
+                let nodes = self
+                    .nodes
+                    .sweep_dead(*now_ms, *retention_ms, |id| topics.refers_to(id));
+                Response::NodesRemoved { nodes }
             }
             Command::NodeDown { id, addr } => {
                 let down = self.nodes.down(*id, addr);

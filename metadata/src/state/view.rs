@@ -27,6 +27,12 @@ pub fn changes_the_view(cmd: &Command, resp: &Response) -> bool {
             Response::Expired { nodes } => !nodes.is_empty(),
             _ => true,
         },
+        // Dead nodes leave the view once removed (a death time noted is
+        // not in it).
+        Command::SweepDeadNodes { .. } => match resp {
+            Response::NodesRemoved { nodes } => !nodes.is_empty(),
+            _ => true,
+        },
         // Ownership, topics and their configs, partitions.
         Command::Reassign { .. }
         | Command::BeginHandover { .. }

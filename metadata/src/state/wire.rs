@@ -7,8 +7,14 @@
 //! `raft::state_machine`'s `decode_applied`.
 //!
 //! Serializing goes through [`FlatRef`], which borrows every field (nothing
-//! is cloned); deserializing reads a [`Flat`] and moves its fields into
-//! the concerns.
+//! is cloned but the nodes' death times); deserializing reads a [`Flat`]
+//! and moves its fields into the concerns.
+//!
+//! A node's record ([`NodeInfo`]) keeps the layout of the first release: it
+//! sits inside a map early in the struct, where a field added to it would
+//! make every older snapshot unreadable. What was added to nodes since
+//! (the highest id given, when each dead node died) comes last, as fields
+//! of their own.
 
 use std::collections::BTreeMap;
 
@@ -57,6 +63,16 @@ pub(crate) struct Flat {
     /// Dynamic broker configs. Absent from snapshots of older versions.
     #[serde(default)]
     pub broker_configs: BTreeMap<String, crate::broker_config::BrokerConfigs>,
+    /// The highest node id ever registered or given
+    /// ([`NodesState::highest_id`]). Absent from snapshots of older
+    /// versions, which removed no node: the highest id on record then.
+    #[serde(default)]
+    pub highest_node_id: BrokerId,
+    /// When each dead node was found dead ([`NodeInfo::dead_since_ms`]).
+    /// Absent from snapshots of older versions: their dead nodes are
+    /// stamped by the next sweep.
+    #[serde(default)]
+    pub node_deaths: BTreeMap<BrokerId, u64>,
 }
 
 /// The snapshot layout of [`ClusterState`], borrowed: what is written.
@@ -82,6 +98,8 @@ struct FlatRef<'a> {
     scram: &'a crate::scram::ScramModel,
     acls: &'a crate::acl::AclModel,
     broker_configs: &'a BTreeMap<String, crate::broker_config::BrokerConfigs>,
+    highest_node_id: &'a BrokerId,
+    node_deaths: BTreeMap<BrokerId, u64>,
 }
 
 /// [`crate::serde_pairs`] through the borrow.
@@ -111,6 +129,13 @@ impl<'a> From<&'a ClusterState> for FlatRef<'a> {
             scram: &s.security.scram,
             acls: &s.security.acls,
             broker_configs: &s.broker_configs.by_resource,
+            highest_node_id: &s.nodes.highest_id,
+            node_deaths: s
+                .nodes
+                .by_id
+                .values()
+                .filter_map(|n| n.dead_since_ms.map(|t| (n.id, t)))
+                .collect(),
         }
     }
 }
@@ -119,7 +144,7 @@ impl From<Flat> for ClusterState {
     fn from(f: Flat) -> Self {
         ClusterState {
             revision: f.revision,
-            nodes: NodesState { by_id: f.nodes },
+            nodes: nodes_of(f.nodes, f.highest_node_id, &f.node_deaths),
             topics: TopicsState {
                 by_name: f.topics,
                 partitions: f.partitions,
@@ -147,6 +172,26 @@ impl From<Flat> for ClusterState {
             },
         }
     }
+}
+
+/// The nodes' state from their snapshot fields: each dead node's death
+/// time put back in its record, and the highest id given at least the
+/// highest on record (an older snapshot has none).
+fn nodes_of(
+    mut by_id: BTreeMap<BrokerId, NodeInfo>,
+    highest_id: BrokerId,
+    deaths: &BTreeMap<BrokerId, u64>,
+) -> NodesState {
+    for (id, n) in by_id.iter_mut() {
+        if n.state == super::NodeState::Dead {
+            n.dead_since_ms = deaths.get(id).copied();
+        }
+    }
+    let highest_id = by_id
+        .keys()
+        .next_back()
+        .map_or(highest_id, |last| highest_id.max(*last));
+    NodesState { by_id, highest_id }
 }
 
 impl Serialize for ClusterState {

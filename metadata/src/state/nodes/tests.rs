@@ -331,3 +331,295 @@ fn a_new_leader_renews_every_live_lease_before_it_expires_any() {
     });
     assert!(controller::renew_all(&sm.state, now + 1_002).is_empty());
 }
+
+/// A broker asking for an id at `now` (a pod of a Deployment).
+fn register_unnamed(sm: &mut Sm, now_ms: u64) -> BrokerId {
+    match sm.apply(Command::RegisterNode {
+        id: UNASSIGNED_ID,
+        kind: NodeKind::Broker,
+        addr: format!("127.0.0.1:{}", 20000 + now_ms % 1000),
+        now_ms,
+        lease_ms: 1000,
+    }) {
+        Response::Registered { id } => id,
+        other => panic!("broker registration answered {other:?}"),
+    }
+}
+
+fn sweep(now_ms: u64, retention_ms: u64) -> Command {
+    Command::SweepDeadNodes {
+        now_ms,
+        retention_ms: Some(retention_ms),
+    }
+}
+
+fn removed(ids: &[BrokerId]) -> Response {
+    Response::NodesRemoved {
+        nodes: ids.to_vec(),
+    }
+}
+
+#[test]
+fn a_dead_node_is_removed_once_dead_for_longer_than_the_retention_not_before() {
+    let mut sm = owned();
+    let a = register_unnamed(&mut sm, 0);
+    // Broker 1 keeps renewing; `a` dies at 2 000.
+    sm.ok(Command::Heartbeat {
+        id: BrokerId(1),
+        now_ms: 1_500,
+    });
+    sm.apply(Command::ExpireLeases { now_ms: 2_000 });
+    let n = &sm.state.nodes.by_id[&a];
+    assert_eq!(
+        (n.state, n.dead_since_ms, n.removal_due_ms(10_000)),
+        (NodeState::Dead, Some(2_000), Some(12_000))
+    );
+    // Not before the retention has passed: the controller proposes nothing,
+    // and a sweep proposed anyway removes nothing.
+    assert_eq!(
+        controller::sweep_dead_nodes(&sm.state, 12_000, Some(10_000)),
+        None
+    );
+    assert_eq!(sm.apply(sweep(12_000, 10_000)), removed(&[]));
+    assert!(sm.state.nodes.by_id.contains_key(&a));
+    // Past it: removed, and its heartbeat is refused like a dead node's.
+    assert_eq!(
+        controller::sweep_dead_nodes(&sm.state, 12_001, Some(10_000)),
+        Some(sweep(12_001, 10_000))
+    );
+    assert_eq!(sm.apply(sweep(12_001, 10_000)), removed(&[a]));
+    assert!(!sm.state.nodes.by_id.contains_key(&a));
+    assert!(sm.state.nodes.by_id.contains_key(&BrokerId(1)));
+    assert!(matches!(
+        sm.error(Command::Heartbeat {
+            id: a,
+            now_ms: 12_002
+        }),
+        MetaError::UnknownBroker(_)
+    ));
+    assert_eq!(
+        controller::sweep_dead_nodes(&sm.state, 99_000, Some(10_000)),
+        None
+    );
+}
+
+#[test]
+fn dead_nodes_are_kept_forever_without_a_retention() {
+    let mut sm = owned();
+    let a = register_unnamed(&mut sm, 0);
+    sm.apply(Command::ExpireLeases { now_ms: 2_000 });
+    assert_eq!(
+        controller::sweep_dead_nodes(&sm.state, u64::MAX, None),
+        None
+    );
+    assert_eq!(
+        sm.apply(Command::SweepDeadNodes {
+            now_ms: u64::MAX,
+            retention_ms: None
+        }),
+        removed(&[])
+    );
+    assert!(sm.state.nodes.by_id.contains_key(&a));
+}
+
+#[test]
+fn a_node_reported_down_is_dead_since_the_next_sweep() {
+    let mut sm = owned();
+    register(&mut sm, 2, 0);
+    sm.ok(Command::NodeDown {
+        id: BrokerId(2),
+        addr: "127.0.0.1:9002".into(),
+    });
+    // The report has no time: the controller's next round stamps it.
+    assert_eq!(sm.state.nodes.by_id[&BrokerId(2)].dead_since_ms, None);
+    assert_eq!(
+        controller::sweep_dead_nodes(&sm.state, 500, None),
+        Some(Command::SweepDeadNodes {
+            now_ms: 500,
+            retention_ms: None
+        })
+    );
+    assert_eq!(sm.apply(sweep(500, 0)), removed(&[]));
+    assert_eq!(sm.state.nodes.by_id[&BrokerId(2)].dead_since_ms, Some(500));
+    assert_eq!(controller::sweep_dead_nodes(&sm.state, 500, None), None);
+    assert_eq!(sm.apply(sweep(501, 0)), removed(&[BrokerId(2)]));
+}
+
+#[test]
+fn a_dead_node_a_partition_or_shard_still_names_is_kept_until_it_moves() {
+    let mut sm = owned();
+    register(&mut sm, 2, 0);
+    // A model where dead broker 2 still owns a partition and is the target
+    // of a shard's hand-over (a death moves both at once; the sweep does
+    // not count on it).
+    sm.state.nodes.by_id.get_mut(&BrokerId(2)).unwrap().state = NodeState::Dead;
+    sm.state
+        .nodes
+        .by_id
+        .get_mut(&BrokerId(2))
+        .unwrap()
+        .dead_since_ms = Some(0);
+    let p = *sm.state.topics.partitions.keys().next().unwrap();
+    sm.state
+        .topics
+        .partitions
+        .get_mut(&p)
+        .unwrap()
+        .ownership
+        .owner = Some(BrokerId(2));
+    let shard = *sm.state.topics.shards.keys().next().unwrap();
+    sm.state.topics.shards.get_mut(&shard).unwrap().handover = Some(crate::state::Handover {
+        to: BrokerId(2),
+        since_ms: 0,
+    });
+    assert_eq!(
+        controller::sweep_dead_nodes(&sm.state, 5_000, Some(1_000)),
+        None
+    );
+    assert_eq!(sm.apply(sweep(5_000, 1_000)), removed(&[]));
+    assert!(sm.state.nodes.by_id.contains_key(&BrokerId(2)));
+    // The partition moves: the hand-over still names it.
+    sm.ok(Command::Reassign {
+        changes: vec![crate::command::OwnershipChange {
+            item: crate::command::OwnedItem::Partition(p),
+            owner: Some(BrokerId(1)),
+        }],
+    });
+    assert_eq!(sm.apply(sweep(5_000, 1_000)), removed(&[]));
+    // The hand-over is called off: nothing names it any more.
+    sm.state.topics.shards.get_mut(&shard).unwrap().handover = None;
+    assert_eq!(
+        controller::sweep_dead_nodes(&sm.state, 5_000, Some(1_000)),
+        Some(sweep(5_000, 1_000))
+    );
+    assert_eq!(sm.apply(sweep(5_000, 1_000)), removed(&[BrokerId(2)]));
+}
+
+/// Pod-like restarts: every start asks for an id, dies, and is removed.
+/// The ids given only grow, never one seen before, even once every
+/// earlier node is gone from the records.
+#[test]
+fn ids_are_never_given_again_after_their_nodes_are_removed() {
+    let mut sm = owned();
+    let mut seen = vec![BrokerId(1)];
+    let mut now = 0;
+    for _ in 0..5 {
+        let id = register_unnamed(&mut sm, now);
+        assert!(seen.iter().all(|s| *s < id), "{id} after {seen:?}");
+        seen.push(id);
+        sm.ok(Command::Heartbeat {
+            id: BrokerId(1),
+            now_ms: now + 1_500,
+        });
+        now += 2_000;
+        sm.apply(Command::ExpireLeases { now_ms: now });
+        assert_eq!(sm.apply(sweep(now + 101, 100)), removed(&[id]));
+        assert_eq!(sm.state.nodes.highest_id, id);
+    }
+    assert_eq!(sm.state.nodes.by_id.len(), 1, "only broker 1 is left");
+    assert_eq!(seen[1], BrokerId(FIRST_PROXY_ID));
+    // A proxy asking for an id is given the next one too.
+    assert_eq!(
+        register_proxy(&mut sm, 0, now),
+        BrokerId(seen.last().unwrap().0 + 1)
+    );
+    // A removed broker naming its own id registers anew (it owns nothing).
+    sm.ok(Command::RegisterNode {
+        id: seen[2],
+        kind: NodeKind::Broker,
+        addr: "127.0.0.1:9999".into(),
+        now_ms: now,
+        lease_ms: 1000,
+    });
+    assert_eq!(sm.state.nodes.by_id[&seen[2]].state, NodeState::Live);
+    assert_eq!(sm.state.nodes.by_id[&seen[2]].dead_since_ms, None);
+}
+
+#[test]
+fn a_broker_naming_a_high_id_raises_the_ids_given_after_it() {
+    let mut sm = owned();
+    register(&mut sm, 5_000, 0);
+    assert_eq!(sm.state.nodes.highest_id, BrokerId(5_000));
+    assert_eq!(register_unnamed(&mut sm, 0), BrokerId(5_001));
+    // None left that Kafka can name above the last id: refused, nothing
+    // given twice.
+    sm.state.nodes.highest_id = BrokerId(i32::MAX as u32);
+    let e = sm.error(Command::RegisterNode {
+        id: UNASSIGNED_ID,
+        kind: NodeKind::Proxy,
+        addr: "x:1".into(),
+        now_ms: 0,
+        lease_ms: 1000,
+    });
+    assert!(matches!(e, MetaError::InvalidRequest(_)), "{e:?}");
+}
+
+/// The state of a cluster that removed nodes: dead ones with their death
+/// times, and the highest id above every id on record.
+fn after_removals() -> Sm {
+    let mut sm = owned();
+    let a = register_unnamed(&mut sm, 0);
+    let b = register_unnamed(&mut sm, 0);
+    sm.ok(Command::Heartbeat {
+        id: BrokerId(1),
+        now_ms: 1_500,
+    });
+    sm.ok(Command::Heartbeat {
+        id: a,
+        now_ms: 1_500,
+    });
+    sm.apply(Command::ExpireLeases { now_ms: 2_000 });
+    assert_eq!(sm.apply(sweep(2_500, 100)), removed(&[b]));
+    sm.ok(Command::Heartbeat {
+        id: BrokerId(1),
+        now_ms: 2_900,
+    });
+    sm.apply(Command::ExpireLeases { now_ms: 3_000 });
+    assert_eq!(sm.state.nodes.by_id[&a].dead_since_ms, Some(3_000));
+    assert_eq!(sm.state.nodes.highest_id, b);
+    assert!(sm.state.nodes.by_id.keys().all(|id| *id < b));
+    sm
+}
+
+#[test]
+fn the_highest_id_and_the_death_times_survive_a_snapshot_round_trip() {
+    let sm = after_removals();
+    let bytes = crate::raft::codec::encode(&sm.state).unwrap();
+    let back: crate::state::ClusterState = crate::raft::codec::decode(&bytes).unwrap();
+    assert_eq!(back, sm.state);
+    let json = serde_json::to_vec(&sm.state).unwrap();
+    let back: crate::state::ClusterState = serde_json::from_slice(&json).unwrap();
+    assert_eq!(back, sm.state);
+    // The next id given after a restart is still above the removed one.
+    let mut restarted = Sm::new();
+    restarted.state = back;
+    let b = sm.state.nodes.highest_id;
+    assert_eq!(register_unnamed(&mut restarted, 4_000), BrokerId(b.0 + 1));
+}
+
+#[test]
+fn a_snapshot_of_an_older_version_without_the_new_fields_reads() {
+    let sm = after_removals();
+    let mut json = serde_json::to_value(&sm.state).unwrap();
+    let fields = json.as_object_mut().unwrap();
+    assert!(fields.remove("highest_node_id").is_some());
+    assert!(fields.remove("node_deaths").is_some());
+    let back: crate::state::ClusterState = serde_json::from_value(json).unwrap();
+    // Its dead nodes have no death time: the next sweep stamps them.
+    let a = BrokerId(FIRST_PROXY_ID);
+    assert_eq!(back.nodes.by_id[&a].state, NodeState::Dead);
+    assert_eq!(back.nodes.by_id[&a].dead_since_ms, None);
+    // The highest id is the highest on record (an older version removed
+    // no node, so no id above it was ever given).
+    assert_eq!(back.nodes.highest_id, a);
+    let mut old = Sm::new();
+    old.state = back;
+    assert_eq!(
+        controller::sweep_dead_nodes(&old.state, 9_000, Some(100)),
+        Some(sweep(9_000, 100))
+    );
+    assert_eq!(old.apply(sweep(9_000, 100)), removed(&[]));
+    assert_eq!(old.state.nodes.by_id[&a].dead_since_ms, Some(9_000));
+    assert_eq!(old.apply(sweep(9_101, 100)), removed(&[a]));
+    assert_eq!(register_unnamed(&mut old, 9_200), BrokerId(a.0 + 1));
+}

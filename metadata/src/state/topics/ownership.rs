@@ -28,6 +28,24 @@ impl TopicsState {
         }
     }
 
+    /// The partitions' and coordinator shards' ownerships that name `id`:
+    /// as the owner, or as the target of a hand-over. Nothing else in the
+    /// model refers to a node (commands carry ids, checked against these;
+    /// dynamic broker configs are kept by name, for any id, as Kafka keeps
+    /// them), so a dead node none names may be removed.
+    pub(crate) fn naming(&self, id: BrokerId) -> impl Iterator<Item = &Ownership> + '_ {
+        self.partitions
+            .values()
+            .map(|p| &p.ownership)
+            .chain(self.shards.values())
+            .filter(move |o| o.owner == Some(id) || o.handover.is_some_and(|h| h.to == id))
+    }
+
+    /// Whether any partition or coordinator shard names `id` ([`Self::naming`]).
+    pub(crate) fn refers_to(&self, id: BrokerId) -> bool {
+        self.naming(id).next().is_some()
+    }
+
     fn slot(&self, item: &OwnedItem) -> Option<&Ownership> {
         match item {
             OwnedItem::Partition(p) => self.partitions.get(p).map(|p| &p.ownership),

@@ -39,13 +39,27 @@ struct OldClusterState {
     pub acls: crate::acl::AclModel,
     #[serde(default)]
     pub broker_configs: BTreeMap<String, crate::broker_config::BrokerConfigs>,
+    #[serde(default)]
+    pub highest_node_id: BrokerId,
+    #[serde(default)]
+    pub node_deaths: BTreeMap<BrokerId, u64>,
 }
 
 /// The old struct holding the same model.
 fn old_of(s: &ClusterState) -> OldClusterState {
     OldClusterState {
         revision: s.revision,
-        nodes: s.nodes.by_id.clone(),
+        // A record's death time is kept in `node_deaths`, not in the record.
+        nodes: s
+            .nodes
+            .by_id
+            .iter()
+            .map(|(id, n)| {
+                let mut n = n.clone();
+                n.dead_since_ms = None;
+                (*id, n)
+            })
+            .collect(),
         topics: s.topics.by_name.clone(),
         partitions: s.topics.partitions.clone(),
         objects: s.topics.objects.clone(),
@@ -60,6 +74,13 @@ fn old_of(s: &ClusterState) -> OldClusterState {
         scram: s.security.scram.clone(),
         acls: s.security.acls.clone(),
         broker_configs: s.broker_configs.by_resource.clone(),
+        highest_node_id: s.nodes.highest_id,
+        node_deaths: s
+            .nodes
+            .by_id
+            .values()
+            .filter_map(|n| n.dead_since_ms.map(|t| (n.id, t)))
+            .collect(),
     }
 }
 
@@ -156,7 +177,32 @@ fn full() -> ClusterState {
             delete: vec![],
         },
     ];
-    for c in cmds {
+    // Two proxies asking for ids: 1002 dies and is removed, 1001 dies and
+    // stays on record; broker 1 lives on.
+    let proxy = || Command::RegisterNode {
+        id: crate::state::UNASSIGNED_ID,
+        kind: crate::command::NodeKind::Proxy,
+        addr: "127.0.0.1:19092".into(),
+        now_ms: 0,
+        lease_ms: 1_000,
+    };
+    let heartbeat = |id: u32, now_ms: u64| Command::Heartbeat {
+        id: BrokerId(id),
+        now_ms,
+    };
+    let nodes = vec![
+        proxy(),
+        proxy(),
+        heartbeat(1, 10_000),
+        heartbeat(1001, 2_000),
+        Command::ExpireLeases { now_ms: 2_000 },
+        Command::SweepDeadNodes {
+            now_ms: 2_500,
+            retention_ms: Some(100),
+        },
+        Command::ExpireLeases { now_ms: 4_000 },
+    ];
+    for c in cmds.into_iter().chain(nodes) {
         sm.ok(c);
     }
     // A hand-over in progress, as a snapshot may hold one.
@@ -179,6 +225,8 @@ fn full() -> ClusterState {
     assert!(!o.group_records.is_empty() && !o.scram.users.is_empty());
     assert!(!o.acls.bindings.is_empty() && !o.broker_configs.is_empty());
     assert!(o.partitions.values().any(|p| !p.producers.is_empty()));
+    assert!(!o.node_deaths.is_empty());
+    assert!(o.nodes.keys().all(|id| *id < o.highest_node_id));
     assert_eq!(o.revision, Revision(rev));
     s
 }
@@ -226,11 +274,15 @@ fn snapshots_of_the_flat_struct_decode_into_the_model() {
         "scram",
         "acls",
         "broker_configs",
+        "highest_node_id",
+        "node_deaths",
     ] {
         assert!(fields.remove(f).is_some(), "{f}");
     }
     let back: ClusterState = serde_json::from_value(v).unwrap();
-    assert_eq!(back.nodes, s.nodes);
+    // The nodes' records, with no death times, and the highest id on record.
+    assert_eq!(back.nodes.by_id, old.nodes);
+    assert_eq!(back.nodes.highest_id, *old.nodes.keys().last().unwrap());
     assert_eq!(back.topics, s.topics);
     assert_eq!(back.groups.offsets, s.groups.offsets);
     assert!(back.groups.records.is_empty() && back.groups.configs.is_empty());
