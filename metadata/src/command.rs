@@ -273,7 +273,7 @@ pub enum Command {
     /// commit, see [`crate::raft::proposer`]). Each is applied in turn as
     /// if it were alone: one refused changes nothing and does not stop the
     /// others. Answered [`Response::Batch`], one response per command.
-    /// Never holds a batch (refused when decoded, see [`batch`]).
+    /// Never holds a batch (refused when decoded, see the `batch` module).
     Batch(#[serde(deserialize_with = "batch::deserialize")] Vec<Command>),
     /// A broker found gone before its lease ended: a connection to its
     /// address `addr` was refused, which the metadata leader checked itself
@@ -403,7 +403,7 @@ pub enum Command {
     /// older snapshot) is dead since `now_ms`; one dead for longer than
     /// `retention_ms` (`None`: kept forever) is removed, unless a partition
     /// or a coordinator shard still names it (see
-    /// [`crate::state::NodesState::sweep_dead`]). Answered
+    /// `NodesState::sweep_dead`). Answered
     /// [`Response::NodesRemoved`]. (Appended last: postcard numbers
     /// variants by position.)
     SweepDeadNodes {

@@ -343,10 +343,39 @@ async fn controller_loop(state: AppState, every: Duration, producer_expiration: 
     }
 }
 
+/// A controller command for the log: the moves of a reassignment or a
+/// hand-over counted, with the first few (one line at 100,000 partitions,
+/// not megabytes); any other command whole.
+fn controller_summary(cmd: &crate::command::Command) -> String {
+    use crate::command::Command;
+    const SHOWN: usize = 4;
+    let (name, changes) = match cmd {
+        Command::Reassign { changes } => ("Reassign", changes),
+        Command::BeginHandover { changes, .. } => ("BeginHandover", changes),
+        other => return format!("{other:?}"),
+    };
+    let first: Vec<String> = changes
+        .iter()
+        .take(SHOWN)
+        .map(|c| format!("{c:?}"))
+        .collect();
+    let more = changes.len().saturating_sub(SHOWN);
+    if more == 0 {
+        format!("{name} [{}]", first.join(", "))
+    } else {
+        format!(
+            "{name} of {} items [{}, … {more} more]",
+            changes.len(),
+            first.join(", ")
+        )
+    }
+}
+
 /// Proposes the controller's commands in order; false once one failed.
 async fn propose(state: &AppState, plan: Vec<crate::command::Command>) -> bool {
     for cmd in plan {
-        tracing::info!(command = ?cmd, "controller");
+        tracing::info!(command = %controller_summary(&cmd), "controller");
+        tracing::debug!(command = ?cmd, "controller");
         match state.write(cmd).await {
             Ok((crate::command::Response::NodesRemoved { nodes }, _)) if !nodes.is_empty() => {
                 tracing::info!(nodes = ?nodes, "dead nodes removed");

@@ -51,7 +51,7 @@
 //!   a scan refuses to go on when the metadata holds objects on an
 //!   endpoint the pool lacks ([`OrphanError::ForeignPool`]).
 //!
-//! One broker scans at a time ([`task`]): the one serving coordinator
+//! One broker scans at a time (the `task` module): the one serving coordinator
 //! shard 0. A scan that finds the shard gone stops before its next page of
 //! deletes; two scans overlapping for a moment only delete the same
 //! objects twice. `floe storage orphans` runs the same [`scan`] as a dry

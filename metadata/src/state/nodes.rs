@@ -5,7 +5,7 @@
 //! moves their ownership.
 //!
 //! A dead node stays on record for a retention (`--dead-node-retention-ms`)
-//! and is then removed ([`NodesState::sweep_dead`]), unless something in
+//! and is then removed (`NodesState::sweep_dead`), unless something in
 //! the model still refers to it. Its id is never given again: the highest
 //! id ever registered or given is kept ([`NodesState::highest_id`]).
 
@@ -46,7 +46,7 @@ pub struct NodeInfo {
     /// When the node was found dead: the `now_ms` of the lease sweep that
     /// marked it, or, for a node reported down (that command carries no
     /// time) or one of a snapshot of an older version, of the first
-    /// [`NodesState::sweep_dead`] after. `None` while the node is not dead.
+    /// `NodesState::sweep_dead` after. `None` while the node is not dead.
     /// Kept beside the nodes in snapshots (`wire.rs`, `node_deaths`), not
     /// in this record, whose binary layout older snapshots fix.
     #[serde(skip)]
