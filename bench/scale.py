@@ -1230,7 +1230,7 @@ def markdown(res):
                        f"median of 3"))
         out.append(row("confluent-kafka list_topics", ", ".join(f"{x} s" for x in m["list_topics_s"])))
         out.append(row("cluster view (watch answer)", f"{m['cluster_view']['bytes']:,} bytes",
-                       f"sent whole to every broker and proxy at each revision; ListTopics "
+                       f"sent whole to each broker and proxy when the view changed; ListTopics "
                        f"{m['meta_list_topics']['bytes']:,} bytes"))
     cn = ph.get("connections", {})
     if "per_connection_kib" in cn:

@@ -97,3 +97,21 @@ def test_the_acl_bench_quick_mode_compares_with_no_authorizer(floe_bin):
     for run in ("none", "acl"):
         line = next(l for l in res.stdout.splitlines() if l.startswith(run) and "produce" in l)
         assert "MB/s" in line and "metadata" in line, line
+
+
+def test_the_scale_bench_quick_mode_runs_every_phase(floe_bin, tmp_path):
+    """bench/scale.py (issue 40's figures) in its quick mode: 200 partitions on
+    3 metadata nodes, 2 brokers and a proxy, every phase, so that it cannot rot."""
+    out = tmp_path / "scale"
+    env = dict(os.environ, FLOE_BIN=str(floe_bin))
+    res = subprocess.run([sys.executable, ROOT / "bench" / "scale.py", "--quick", "--out", out], env=env,
+                         capture_output=True, text=True, timeout=400, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, f"exit {res.returncode}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    phases = json.loads((out / "results.json").read_text())["phases"]
+    assert phases["sizes"]["rounds_done"] == 5, phases["sizes"]
+    assert phases["metadata"]["raw_v12_bytes"] > 0
+    assert phases["connections"]["open"] == 500 and phases["connections"]["per_connection_kib"] > 0
+    assert phases["members"]["joined"] == phases["members"]["members"] == 100
+    for phase in ("takeover", "restart"):
+        assert phases[phase]["acked"] > 0 and phases[phase]["all_written_s"] is not None, phases[phase]
+    assert "| take-over of" in (out / "results.md").read_text()
