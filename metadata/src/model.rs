@@ -72,6 +72,10 @@ pub struct ClusterView {
     /// Nothing changed after the revision asked from: every other field
     /// is empty, and the poller keeps the view it has.
     pub unchanged: bool,
+    /// Only what changed after the revision asked from: `topics` are the
+    /// topics that changed, `deleted_topics` those gone; the rest is whole.
+    pub partial: bool,
+    pub deleted_topics: Vec<TopicId>,
     pub nodes: Vec<NodeInfo>,
     pub topics: Vec<TopicInfo>,
     pub shards: Vec<ShardInfo>,

@@ -57,7 +57,48 @@ impl ClusterSnapshot {
         t.partition_key(u32::try_from(partition).ok()?)
     }
 
-    /// The snapshot of a view; `prev`'s ACLs are kept when they did not change.
+    /// The snapshot after a view: a whole one replaces `prev` (whose ACLs
+    /// are kept when they did not change); a partial one changes `prev`'s
+    /// topics that changed and drops those deleted.
+    fn after(v: ClusterView, prev: &ClusterSnapshot) -> Self {
+        if !v.partial {
+            return Self::from_view(v, prev);
+        }
+        let acls = match v.acls {
+            Some(m) if *prev.acls != m => Arc::new(m),
+            _ => prev.acls.clone(),
+        };
+        let mut s = ClusterSnapshot {
+            acls,
+            revision: v.revision,
+            nodes: v.nodes,
+            shards: v.shards,
+            quotas: Arc::new(v.quotas),
+            scram: Arc::new(v.scram),
+            topics: prev.topics.clone(),
+            by_id: prev.by_id.clone(),
+        };
+        for id in &v.deleted_topics {
+            if let Some(t) = s.by_id.remove(id)
+                && s.topics.get(&t.name).is_some_and(|n| n.id == *id)
+            {
+                s.topics.remove(&t.name);
+            }
+        }
+        for t in v.topics {
+            let t = Arc::new(t);
+            // A name given to a new topic: the old one is gone.
+            if let Some(old) = s.topics.insert(t.name.clone(), t.clone())
+                && old.id != t.id
+            {
+                s.by_id.remove(&old.id);
+            }
+            s.by_id.insert(t.id, t);
+        }
+        s
+    }
+
+    /// The snapshot of a whole view; `prev`'s ACLs are kept when they did not change.
     fn from_view(v: ClusterView, prev: &ClusterSnapshot) -> Self {
         let acls = match v.acls {
             Some(m) if *prev.acls != m => Arc::new(m),
@@ -124,7 +165,7 @@ impl ClusterWatch {
                         } else if v.revision >= since {
                             since = v.revision;
                             let prev = tx.borrow().clone();
-                            let snap = Arc::new(ClusterSnapshot::from_view(v, &prev));
+                            let snap = Arc::new(ClusterSnapshot::after(v, &prev));
                             if tx.send(snap).is_err() {
                                 return;
                             }

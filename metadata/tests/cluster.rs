@@ -128,6 +128,7 @@ async fn shard_owned_by(c: &MetaClient, broker: u32) -> proto::ShardInfo {
                 since_revision: 0,
                 timeout_ms: 0,
                 accept_unchanged: false,
+                accept_partial: false,
             })
             .await
             .unwrap();
@@ -470,6 +471,7 @@ async fn single_node_serves_the_api() {
             since_revision: 0,
             timeout_ms: 5000,
             accept_unchanged: false,
+            accept_partial: false,
         })
         .await
         .unwrap();
@@ -480,6 +482,7 @@ async fn single_node_serves_the_api() {
             since_revision: v.revision + 1000,
             timeout_ms: 300,
             accept_unchanged: false,
+            accept_partial: false,
         })
         .await
         .unwrap();
@@ -951,6 +954,7 @@ async fn the_watch_answers_only_changes_of_the_view() {
                 since_revision: since,
                 timeout_ms,
                 accept_unchanged,
+                accept_partial: accept_unchanged,
             })
             .await
             .unwrap()
@@ -1011,9 +1015,88 @@ async fn the_watch_answers_only_changes_of_the_view() {
     let started = Instant::now();
     create_topic(&c, "another", 1).await;
     let changed = waiter.await.unwrap();
-    assert!(
-        !changed.unchanged && changed.topics.len() == 2,
-        "{changed:?}"
-    );
     assert!(started.elapsed() < Duration::from_secs(10));
+    // Only what changed: the new topic, whole; nodes and shards as ever.
+    assert!(!changed.unchanged && changed.partial, "{changed:?}");
+    let names: Vec<&str> = changed.topics.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["another"]);
+    assert!(!changed.nodes.is_empty() && !changed.shards.is_empty());
+    // A deletion: the deleted topic's id, no topic.
+    let deleted_id = full.topics[0].topic_id.clone();
+    c.call::<routes::DeleteTopic>(&proto::TopicName {
+        name: "viewed".into(),
+    })
+    .await
+    .unwrap();
+    let gone = watch(changed.revision, 5_000, true).await;
+    assert!(gone.partial && gone.topics.is_empty(), "{gone:?}");
+    assert_eq!(gone.deleted_topic_ids, [deleted_id]);
+    // An older poller from the same revision gets the whole view.
+    let whole = watch(changed.revision, 5_000, false).await;
+    assert!(!whole.partial && whole.topics.len() == 1 && whole.topics[0].name == "another");
+}
+
+/// A `ClusterWatch` kept by partial views (created, deleted and re-created
+/// topics, partitions added, configs altered, owners placed) holds what a
+/// whole view says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_kept_by_partial_views_equals_the_whole_view() {
+    use floe_metadata::ids::Revision;
+    use floe_metadata::watch::ClusterWatch;
+    let dir = tempfile::tempdir().unwrap();
+    let addr = free_addr();
+    let _node = MetaNode::start(config(1, addr, dir.path())).await.unwrap();
+    let c = std::sync::Arc::new(MetaClient::new(vec![addr.to_string()]).unwrap());
+    wait_for_leader(&c, &[addr.to_string()]).await;
+    create_topic(&c, "first", 1).await;
+    let w = ClusterWatch::start_polling(c.clone(), Duration::from_millis(300));
+    w.wait_for(Duration::from_secs(10), |s| s.topics.contains_key("first"))
+        .await;
+    register_broker(&c, 3, 60_000).await;
+    for i in 0..12 {
+        create_topic(&c, &format!("t{i}"), 2).await;
+    }
+    for name in ["t3", "t7", "first"] {
+        c.call::<routes::DeleteTopic>(&proto::TopicName { name: name.into() })
+            .await
+            .unwrap();
+    }
+    create_topic(&c, "t3", 4).await;
+    c.call::<routes::CreatePartitions>(&proto::CreatePartitionsRequest {
+        name: "t5".into(),
+        total: 5,
+    })
+    .await
+    .unwrap();
+    owned(&c, "t5").await;
+    let meta: std::sync::Arc<dyn MetaApi> = c.clone();
+    let whole = meta
+        .watch(Revision(0), Duration::from_millis(0))
+        .await
+        .unwrap();
+    let kept = w
+        .wait_for(Duration::from_secs(10), |s| s.revision >= whole.revision)
+        .await;
+    assert!(kept.revision >= whole.revision, "the watch never caught up");
+    let shape = |t: &floe_metadata::model::TopicInfo| {
+        let parts: Vec<(u32, Option<BrokerId>, u64)> = t
+            .partitions
+            .iter()
+            .map(|p| (p.partition, p.owner, p.epoch.0))
+            .collect();
+        (t.id, t.partition_count, parts)
+    };
+    let want: BTreeMap<String, _> = whole
+        .topics
+        .iter()
+        .map(|t| (t.name.clone(), shape(t)))
+        .collect();
+    let got: BTreeMap<String, _> = kept
+        .topics
+        .iter()
+        .map(|(n, t)| (n.clone(), shape(t)))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(kept.by_id.len(), want.len(), "no topic left behind by id");
+    assert!(!kept.topics.contains_key("first"));
 }

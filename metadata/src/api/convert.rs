@@ -99,7 +99,44 @@ pub fn node_state(s: NodeState) -> &'static str {
 /// they did not change after it (they can be many; the view goes out at
 /// every change of the cluster).
 pub fn cluster_view_since(state: &ClusterState, since: u64) -> proto::ClusterView {
-    let mut v = cluster_view(state);
+    cluster_view_since_with(state, since, |_| true)
+}
+
+/// The view's changes after `since` (a partial view): the topics in
+/// `change` that exist, whole, and those gone; everything else whole.
+pub fn cluster_view_delta(
+    state: &ClusterState,
+    since: u64,
+    change: &crate::state::view::ViewChange,
+) -> proto::ClusterView {
+    let mut v = cluster_view_since_with(state, since, |t| change.topics.contains(&t.id));
+    let present: std::collections::BTreeSet<crate::ids::TopicId> = v
+        .topics
+        .iter()
+        .filter_map(|t| topic_id(&t.topic_id).ok())
+        .collect();
+    v.deleted_topic_ids = change
+        .deleted
+        .iter()
+        .chain(change.topics.iter())
+        .filter(|id| !present.contains(id))
+        .map(|id| id.to_string())
+        .collect();
+    v.partial = true;
+    v
+}
+
+pub fn cluster_view(state: &ClusterState) -> proto::ClusterView {
+    cluster_view_with(state, |_| true)
+}
+
+/// [`cluster_view_since`] with only the topics `include` takes.
+fn cluster_view_since_with(
+    state: &ClusterState,
+    since: u64,
+    include: impl Fn(&Topic) -> bool,
+) -> proto::ClusterView {
+    let mut v = cluster_view_with(state, include);
     if since > 0 && state.security.acls.revision <= since {
         v.acls = Vec::new();
         v.acls_unchanged = true;
@@ -107,7 +144,8 @@ pub fn cluster_view_since(state: &ClusterState, since: u64) -> proto::ClusterVie
     v
 }
 
-pub fn cluster_view(state: &ClusterState) -> proto::ClusterView {
+/// The cluster view with the topics `include` takes.
+fn cluster_view_with(state: &ClusterState, include: impl Fn(&Topic) -> bool) -> proto::ClusterView {
     proto::ClusterView {
         revision: state.revision.0,
         nodes: state
@@ -125,6 +163,7 @@ pub fn cluster_view(state: &ClusterState) -> proto::ClusterView {
             .topics
             .by_name
             .values()
+            .filter(|t| include(t))
             .map(|t| topic_info_with(state, t, true, false))
             .collect(),
         quotas: super::quota_routes::quota_entries(&state.quotas),
@@ -132,6 +171,8 @@ pub fn cluster_view(state: &ClusterState) -> proto::ClusterView {
         acls: super::acl_routes::entries(&state.security.acls),
         acls_unchanged: false,
         unchanged: false,
+        partial: false,
+        deleted_topic_ids: Vec::new(),
         shards: state
             .topics
             .shards
@@ -285,6 +326,12 @@ pub fn cluster_view_from(v: proto::ClusterView) -> Result<crate::model::ClusterV
     Ok(crate::model::ClusterView {
         revision: Revision(v.revision),
         unchanged: v.unchanged,
+        partial: v.partial,
+        deleted_topics: v
+            .deleted_topic_ids
+            .iter()
+            .filter_map(|id| topic_id(id).ok())
+            .collect(),
         nodes,
         topics,
         quotas,

@@ -191,6 +191,7 @@ impl dyn MetaApi + '_ {
                 since_revision: since.0,
                 timeout_ms: timeout.as_millis() as u64,
                 accept_unchanged: true,
+                accept_partial: true,
             })
             .await?;
         convert::cluster_view_from(v)

@@ -368,6 +368,10 @@ pub struct WatchRequest {
     /// leave it false and are sent the whole view every time).
     #[prost(bool, tag = "3")]
     pub accept_unchanged: bool,
+    /// The poller understands [`ClusterView::partial`] (older pollers
+    /// leave it false and are sent the whole view).
+    #[prost(bool, tag = "4")]
+    pub accept_partial: bool,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -451,6 +455,14 @@ pub struct ClusterView {
     /// poller that set [`WatchRequest::accept_unchanged`].
     #[prost(bool, tag = "9")]
     pub unchanged: bool,
+    /// Only what changed after the revision asked from: `topics` holds the
+    /// topics that changed (whole), `deleted_topic_ids` those deleted;
+    /// nodes, shards, quotas and users are whole as ever. Sent only to a
+    /// poller that set [`WatchRequest::accept_partial`].
+    #[prost(bool, tag = "10")]
+    pub partial: bool,
+    #[prost(string, repeated, tag = "11")]
+    pub deleted_topic_ids: Vec<String>,
 }
 
 /// One ACL, with Kafka's codes for its resource type, pattern type,

@@ -1000,8 +1000,19 @@ async fn watch(s: AppState, req: proto::WatchRequest) -> Result<proto::ClusterVi
             ..Default::default()
         });
     }
-    Ok(s.shared
-        .read(|state| convert::cluster_view_since(state, req.since_revision)))
+    Ok(s.shared.read_with_views(|state, views| {
+        // A poller that has the view as of `since` is sent what changed
+        // since, while the node's log of changes reaches back that far and
+        // the change is not a whole one.
+        if req.accept_partial
+            && since.0 > 0
+            && let Some(change) = views.since(since)
+            && !change.all
+        {
+            return convert::cluster_view_delta(state, req.since_revision, &change);
+        }
+        convert::cluster_view_since(state, req.since_revision)
+    }))
 }
 
 async fn truncate_log(

@@ -20,6 +20,7 @@ use super::{Entry, LogId, SnapshotMeta, StorageError, StoredMembership, TypeConf
 use crate::command::Response;
 use crate::ids::Revision;
 use crate::ids::{BrokerId, ObjectId, PartitionKey, ShardId};
+use crate::state::view::{self, ViewLog};
 use crate::state::wire::Flat;
 use crate::state::{
     ClusterState, GroupOffsets, NodeInfo, ObjectInfo, Ownership, PartitionState, Topic,
@@ -247,6 +248,9 @@ pub struct SharedState {
     /// The revision of the last command that changed the cluster view
     /// ([`crate::state::view`]); the revision of the snapshot after a load.
     view_rx: watch::Receiver<Revision>,
+    /// The view's recent changes; written under `inner`'s write lock, read
+    /// under its read lock (so one read sees both at one revision).
+    views: Arc<std::sync::Mutex<ViewLog>>,
 }
 
 impl SharedState {
@@ -269,6 +273,14 @@ impl SharedState {
         *rx.borrow()
     }
 
+    /// Runs `f` on the current model and the view's recent changes, both as
+    /// of the same revision.
+    pub fn read_with_views<T>(&self, f: impl FnOnce(&ClusterState, &ViewLog) -> T) -> T {
+        let guard = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        let views = self.views.lock().unwrap_or_else(|p| p.into_inner());
+        f(&guard.state, &views)
+    }
+
     /// Waits until a command after `since` changed the cluster view (or
     /// `timeout` passes) and returns the revision of the last one that did.
     pub async fn wait_view_beyond(
@@ -289,6 +301,7 @@ pub struct StateMachine {
     inner: Arc<RwLock<Applied>>,
     revision_tx: watch::Sender<Revision>,
     view_tx: watch::Sender<Revision>,
+    views: Arc<std::sync::Mutex<ViewLog>>,
     snapshot_seq: u64,
 }
 
@@ -350,6 +363,7 @@ impl StateMachine {
         };
         let (revision_tx, revision_rx) = watch::channel(applied.state.revision);
         let (view_tx, view_rx) = watch::channel(applied.state.revision);
+        let views = Arc::new(std::sync::Mutex::new(ViewLog::new(applied.state.revision)));
         let inner = Arc::new(RwLock::new(applied));
         Ok((
             Self {
@@ -357,12 +371,14 @@ impl StateMachine {
                 inner: inner.clone(),
                 revision_tx,
                 view_tx,
+                views: views.clone(),
                 snapshot_seq: 0,
             },
             SharedState {
                 inner,
                 revision_rx,
                 view_rx,
+                views,
             },
         ))
     }
@@ -421,6 +437,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let mut view = None;
         let revision = {
             let mut a = self.write();
+            let mut views = self.views.lock().unwrap_or_else(|p| p.into_inner());
             for e in entries {
                 a.last_applied = Some(e.log_id);
                 let rev = Revision(e.log_id.index);
@@ -430,8 +447,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                         out.push(Response::Ok);
                     }
                     EntryPayload::Normal(cmd) => {
+                        let deleted = view::deleted_by(&a.state, &cmd);
                         let resp = a.state.apply(rev, &cmd);
-                        if crate::state::view::changes_the_view(&cmd, &resp) {
+                        let change = view::change_of(&a.state, &cmd, &resp, &deleted);
+                        if !change.is_empty() {
+                            views.push(rev, change);
                             view = Some(rev);
                         }
                         out.push(resp);
@@ -488,8 +508,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         )
         .await?;
         let revision = applied.state.revision;
-        *self.write() = applied;
-        // Whatever changed, pollers take the whole view again.
+        {
+            let mut a = self.write();
+            *a = applied;
+            // Whatever changed, pollers take the whole view again.
+            *self.views.lock().unwrap_or_else(|p| p.into_inner()) = ViewLog::new(revision);
+        }
         self.view_tx.send_replace(revision);
         self.revision_tx.send_replace(revision);
         Ok(())
