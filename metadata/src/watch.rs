@@ -61,12 +61,15 @@ impl ClusterSnapshot {
     /// are kept when they did not change); a partial one changes `prev`'s
     /// topics that changed and drops those deleted.
     fn after(v: ClusterView, prev: &ClusterSnapshot) -> Self {
-        if !v.partial {
-            return Self::from_view(v, prev);
-        }
         let acls = match v.acls {
             Some(m) if *prev.acls != m => Arc::new(m),
             _ => prev.acls.clone(),
+        };
+        // A partial view changes `prev`'s topics; a whole one starts afresh.
+        let (topics, by_id) = if v.partial {
+            (prev.topics.clone(), prev.by_id.clone())
+        } else {
+            Default::default()
         };
         let mut s = ClusterSnapshot {
             acls,
@@ -75,8 +78,8 @@ impl ClusterSnapshot {
             shards: v.shards,
             quotas: Arc::new(v.quotas),
             scram: Arc::new(v.scram),
-            topics: prev.topics.clone(),
-            by_id: prev.by_id.clone(),
+            topics,
+            by_id,
         };
         for id in &v.deleted_topics {
             if let Some(t) = s.by_id.remove(id)
@@ -94,29 +97,6 @@ impl ClusterSnapshot {
                 s.by_id.remove(&old.id);
             }
             s.by_id.insert(t.id, t);
-        }
-        s
-    }
-
-    /// The snapshot of a whole view; `prev`'s ACLs are kept when they did not change.
-    fn from_view(v: ClusterView, prev: &ClusterSnapshot) -> Self {
-        let acls = match v.acls {
-            Some(m) if *prev.acls != m => Arc::new(m),
-            _ => prev.acls.clone(),
-        };
-        let mut s = ClusterSnapshot {
-            acls,
-            revision: v.revision,
-            nodes: v.nodes,
-            shards: v.shards,
-            quotas: Arc::new(v.quotas),
-            scram: Arc::new(v.scram),
-            ..Default::default()
-        };
-        for t in v.topics {
-            let t = Arc::new(t);
-            s.by_id.insert(t.id, t.clone());
-            s.topics.insert(t.name.clone(), t);
         }
         s
     }

@@ -102,45 +102,64 @@ pub(crate) async fn compact(b: &Partitions, log: &Arc<PartitionLog>) -> Result<u
     }
     let mut made = 0;
     for g in groups {
-        let (Some(first), Some(last)) = (g.first(), g.last()) else {
-            continue;
-        };
-        let (first_offset, last_offset) = (first.first_offset, last.last_offset);
-        let mut builder = SegmentBuilder::new(INDEX_INTERVAL_BYTES);
-        let mut bytes = 0u64;
-        for r in &g {
-            let data = match from_tail(log, r) {
-                Some(data) => {
-                    metrics::compaction_range_read(true);
-                    data
-                }
-                None => {
-                    metrics::compaction_range_read(false);
-                    b.inner
-                        .reader
-                        .read_range(&r.object, r.byte_start..r.byte_start + r.byte_len)
-                        .await?
-                }
-            };
-            bytes += data.len() as u64;
-            builder.append(data)?;
-        }
-        let built = builder.finish()?;
-        let max_ts = g.iter().map(|r| r.max_timestamp).max().unwrap_or(-1);
-        swap_in(
-            b,
-            log,
-            epoch,
-            (first_offset, last_offset, max_ts),
-            built,
-            false,
-        )
-        .await?;
-        metrics::compacted(metrics::CompactionKind::Wal, g.len(), bytes);
-        tracing::debug!(partition = %log.key, first_offset, last_offset, ranges = g.len(), "compacted WAL ranges into a segment");
+        rewrite(b, log, epoch, &g, metrics::CompactionKind::Wal).await?;
         made += 1;
     }
     Ok(made)
+}
+
+/// Writes the consecutive entries `run` (WAL ranges, or segments) as one
+/// segment and swaps it in for them. A WAL range still in the partition's
+/// tail is taken from there; a cleaned segment may start after the offsets
+/// it covers, so the new segment is based at the run's first offset.
+async fn rewrite(
+    b: &Partitions,
+    log: &Arc<PartitionLog>,
+    epoch: u64,
+    run: &[StoredRange],
+    kind: metrics::CompactionKind,
+) -> Result<()> {
+    let (Some(first), Some(last)) = (run.first(), run.last()) else {
+        return Ok(());
+    };
+    let (first_offset, last_offset) = (first.first_offset, last.last_offset);
+    let mut builder = SegmentBuilder::with_base(INDEX_INTERVAL_BYTES, first_offset);
+    let mut bytes = 0u64;
+    for r in run {
+        let tail = match kind {
+            metrics::CompactionKind::Wal => {
+                let data = from_tail(log, r);
+                metrics::compaction_range_read(data.is_some());
+                data
+            }
+            metrics::CompactionKind::Merge => None,
+        };
+        let data = match tail {
+            Some(data) => data,
+            None => {
+                b.inner
+                    .reader
+                    .read_range(&r.object, r.byte_start..r.byte_start + r.byte_len)
+                    .await?
+            }
+        };
+        bytes += data.len() as u64;
+        builder.append(data)?;
+    }
+    let built = builder.finish()?;
+    let max_ts = run.iter().map(|r| r.max_timestamp).max().unwrap_or(-1);
+    swap_in(
+        b,
+        log,
+        epoch,
+        (first_offset, last_offset, max_ts),
+        built,
+        false,
+    )
+    .await?;
+    metrics::compacted(kind, run.len(), bytes);
+    tracing::debug!(partition = %log.key, first_offset, last_offset, entries = run.len(), ?kind, "compacted into a segment");
+    Ok(())
 }
 
 /// The bytes of a committed WAL range, from the partition's in-memory tail
@@ -292,36 +311,7 @@ pub(crate) async fn merge(b: &Partitions, log: &Arc<PartitionLog>) -> Result<boo
         let run: Vec<StoredRange> = segs[plan].iter().map(|r| (*r).clone()).collect();
         (st.epoch, run)
     };
-    let (Some(first), Some(last)) = (run.first(), run.last()) else {
-        return Ok(false);
-    };
-    let (first_offset, last_offset) = (first.first_offset, last.last_offset);
-    // A cleaned segment may start after the offsets it covers: the merged
-    // one keeps covering them.
-    let mut builder = SegmentBuilder::with_base(INDEX_INTERVAL_BYTES, first_offset);
-    let mut bytes = 0u64;
-    for r in &run {
-        let data = b
-            .inner
-            .reader
-            .read_range(&r.object, r.byte_start..r.byte_start + r.byte_len)
-            .await?;
-        bytes += data.len() as u64;
-        builder.append(data)?;
-    }
-    let built = builder.finish()?;
-    let max_ts = run.iter().map(|r| r.max_timestamp).max().unwrap_or(-1);
-    swap_in(
-        b,
-        log,
-        epoch,
-        (first_offset, last_offset, max_ts),
-        built,
-        false,
-    )
-    .await?;
-    metrics::compacted(metrics::CompactionKind::Merge, run.len(), bytes);
-    tracing::debug!(partition = %log.key, first_offset, last_offset, segments = run.len(), "merged segments");
+    rewrite(b, log, epoch, &run, metrics::CompactionKind::Merge).await?;
     Ok(true)
 }
 

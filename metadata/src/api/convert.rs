@@ -110,10 +110,12 @@ pub fn cluster_view_delta(
     change: &crate::state::view::ViewChange,
 ) -> proto::ClusterView {
     let mut v = cluster_view_since_with(state, since, |t| change.topics.contains(&t.id));
-    let present: std::collections::BTreeSet<crate::ids::TopicId> = v
+    let present: std::collections::BTreeSet<TopicId> = state
         .topics
-        .iter()
-        .filter_map(|t| topic_id(&t.topic_id).ok())
+        .by_name
+        .values()
+        .map(|t| t.id)
+        .filter(|id| change.topics.contains(id))
         .collect();
     v.deleted_topic_ids = change
         .deleted
