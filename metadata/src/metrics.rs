@@ -16,6 +16,8 @@ const COMMAND_SECONDS: &str = "floe_meta_command_seconds";
 const LOG_WRITE_SECONDS: &str = "floe_meta_log_write_seconds";
 const NODES: &str = "floe_meta_nodes";
 const NODES_REMOVED: &str = "floe_meta_nodes_removed_total";
+const READ_CONFIRMATIONS: &str = "floe_meta_read_confirmations_total";
+const CONFIRMED_READS: &str = "floe_meta_confirmed_reads_total";
 
 /// The outcome of a proposed command: applied, refused by the cluster's
 /// rules (a commit at an old epoch, …), or not committed (not the leader,
@@ -34,6 +36,25 @@ pub(crate) fn command<T, E>(written: &Result<(Response, T), E>) {
         );
     });
     counter!(COMMANDS, "result" => result).increment(1);
+}
+
+/// One leadership confirmation shared by `reads` linearizable reads
+/// ([`crate::raft::reads`]), by result.
+pub(crate) fn read_confirmation(reads: usize, ok: bool) {
+    static DESCRIBED: std::sync::Once = std::sync::Once::new();
+    DESCRIBED.call_once(|| {
+        describe_counter!(
+            READ_CONFIRMATIONS,
+            "leadership confirmations (a heartbeat round to a quorum) for linearizable reads, by result (ok, failed)"
+        );
+        describe_counter!(
+            CONFIRMED_READS,
+            "linearizable reads answered by a shared confirmation, by result (ok, failed)"
+        );
+    });
+    let result = if ok { "ok" } else { "failed" };
+    counter!(READ_CONFIRMATIONS, "result" => result).increment(1);
+    counter!(CONFIRMED_READS, "result" => result).increment(reads as u64);
 }
 
 /// How long a proposed command took on this node, from its proposal to

@@ -177,6 +177,7 @@ impl MetaNode {
             shared: shared.clone(),
             max_command_bytes: cfg.max_command_bytes,
             proposer: Proposer::start(raft.clone(), Limits::new(cfg.max_command_bytes)),
+            reads: crate::raft::reads::Reads::start(raft.clone()),
             controller_wake: Default::default(),
             dead_node_retention_ms: cfg.dead_node_retention.map(millis),
         };

@@ -299,6 +299,34 @@ async fn single_node_serves_the_api() {
         }]
     );
 
+    // Several indexes in one read (a take-over): each as the single read
+    // answers it, in the order asked; an unknown partition is answered
+    // without its state; more than the bound is refused.
+    let ask = |partition: u32| proto::IndexRequest {
+        partition: Some(proto::Partition {
+            topic_id: id.clone(),
+            partition,
+        }),
+        from_offset: 0,
+    };
+    let many: proto::IndexesResponse = c
+        .call::<routes::PartitionIndexes>(&proto::IndexesRequest {
+            partitions: vec![ask(1), ask(99), ask(0)],
+        })
+        .await
+        .unwrap();
+    assert_eq!(many.indexes.len(), 3);
+    assert_eq!(many.indexes[0], partition_index(&c, &id, 1).await.unwrap());
+    assert_eq!(many.indexes[1], proto::IndexResponse::default());
+    assert_eq!(many.indexes[2], partition_index(&c, &id, 0).await.unwrap());
+    let e = c
+        .call::<routes::PartitionIndexes>(&proto::IndexesRequest {
+            partitions: (0..1025).map(|_| ask(0)).collect(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidRequest, "{e}");
+
     // Group offsets, through the coordinator of shard 0 at its epoch;
     // offsets of a partition that does not exist are not stored.
     let shard = shard_owned_by(&c, 7).await;

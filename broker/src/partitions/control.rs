@@ -13,6 +13,23 @@ use crate::partitions::log::{PartitionLog, Status, StoredRange};
 
 use super::Partitions;
 
+/// A partition assigned to this broker that it does not serve yet.
+#[derive(Debug, Clone)]
+pub(crate) struct TakeOver {
+    pub key: PartitionKey,
+    pub topic: String,
+    pub epoch: u64,
+    pub config: LogConfig,
+}
+
+/// Partitions whose indexes one metadata read asks for at a take-over.
+const INDEXES_PER_READ: usize = 256;
+/// Index reads of one take-over in flight at once.
+const INDEX_READS_AT_ONCE: usize = 4;
+/// Partitions of one index read loaded at once (each looks its segments'
+/// index objects up in the store).
+const LOADS_AT_ONCE: usize = 32;
+
 impl Partitions {
     /// Compacts the WAL ranges of every owned partition that are due now
     /// (tests and tools). Returns the segments made.
@@ -130,23 +147,75 @@ impl Partitions {
         self.inner.stop.is_cancelled()
     }
 
-    /// Takes a partition over at `epoch`: loads its committed index from metadata.
+    /// Takes partitions over, each at its epoch: reads their committed
+    /// indexes from metadata, [`INDEXES_PER_READ`] under one linearizable
+    /// read, then loads each. Returns the take-overs that failed (to be
+    /// retried at the next look at the cluster view).
     pub(crate) async fn take_over(
         &self,
-        key: PartitionKey,
-        topic: String,
-        epoch: u64,
-        config: LogConfig,
-    ) -> Result<()> {
-        let idx = self.inner.meta.partition_index(key, 0).await?;
+        wanted: Vec<TakeOver>,
+    ) -> Vec<(PartitionKey, BrokerError)> {
+        use futures::StreamExt;
+        let chunks: Vec<Vec<TakeOver>> = {
+            let mut it = wanted.into_iter().peekable();
+            let mut out = Vec::new();
+            while it.peek().is_some() {
+                out.push(it.by_ref().take(INDEXES_PER_READ).collect());
+            }
+            out
+        };
+        futures::stream::iter(chunks)
+            .map(|chunk| self.take_over_chunk(chunk))
+            .buffer_unordered(INDEX_READS_AT_ONCE)
+            .flat_map(futures::stream::iter)
+            .collect()
+            .await
+    }
+
+    /// One read of up to [`INDEXES_PER_READ`] indexes, then each partition
+    /// loaded (its segments' index objects looked up in the store).
+    async fn take_over_chunk(&self, chunk: Vec<TakeOver>) -> Vec<(PartitionKey, BrokerError)> {
+        use futures::StreamExt;
+        let asked: Vec<_> = chunk.iter().map(|t| (t.key, 0)).collect();
+        let indexes = match self.inner.meta.partition_indexes(&asked).await {
+            Ok(indexes) => indexes,
+            Err(e) => {
+                let e = BrokerError::from(e);
+                return chunk.into_iter().map(|t| (t.key, e.clone())).collect();
+            }
+        };
+        futures::stream::iter(chunk.into_iter().zip(indexes))
+            .map(|(t, idx)| async move {
+                let key = t.key;
+                let r = match idx {
+                    Ok(idx) => self.install(t, idx).await,
+                    Err(e) => Err(e.into()),
+                };
+                r.err().map(|e| (key, e))
+            })
+            .buffer_unordered(LOADS_AT_ONCE)
+            .filter_map(futures::future::ready)
+            .collect()
+            .await
+    }
+
+    /// Serves a partition taken over from its committed index.
+    async fn install(&self, t: TakeOver, idx: floe_metadata::model::PartitionIndex) -> Result<()> {
+        let TakeOver {
+            key,
+            topic,
+            epoch,
+            config,
+        } = t;
         let info = idx.info;
         if info.owner != Some(self.broker_id()) || info.epoch.0 != epoch {
             return Err(BrokerError::not_owner(key));
         }
-        let mut ranges = idx
-            .entries
-            .into_iter()
-            .map(|e| StoredRange {
+        // The age of a range taken over counts from now: a broker taking
+        // thousands of partitions over does not compact them all at once.
+        let now = floe_metadata::clock::now_ms() as i64;
+        let ranges = futures::future::try_join_all(idx.entries.into_iter().map(|e| async move {
+            let mut r = StoredRange {
                 first_offset: e.first_offset,
                 last_offset: e.last_offset,
                 max_timestamp: e.max_timestamp,
@@ -155,15 +224,14 @@ impl Partitions {
                 byte_start: e.byte_start,
                 byte_len: e.byte_len,
                 segment: None,
-                // The age of a range taken over counts from now: a broker
-                // taking thousands of partitions over does not compact them
-                // all at once.
-                committed_ms: floe_metadata::clock::now_ms() as i64,
-            })
-            .collect::<Vec<_>>();
-        for r in ranges.iter_mut().filter(|r| r.is_segment()) {
-            r.segment = Some(Arc::new(self.segment_objects(&r.object, r).await?));
-        }
+                committed_ms: now,
+            };
+            if r.is_segment() {
+                r.segment = Some(Arc::new(self.segment_objects(&r.object, &r).await?));
+            }
+            Ok::<_, BrokerError>(r)
+        }))
+        .await?;
         let producers = crate::partitions::producer::Producers::from_batches(idx.producers);
         let txns = idx.txns;
         let log = Arc::new(PartitionLog::new(

@@ -196,9 +196,6 @@ async fn revalidate(b: &Partitions) -> Result<(usize, usize), floe_metadata::Met
     Ok((kept, dropped))
 }
 
-/// Most partitions taken over at once.
-const TAKE_OVERS_AT_ONCE: usize = 32;
-
 /// Follows the cluster view: takes over partitions assigned to this broker,
 /// hands over those the controller moves away, drops those it lost.
 pub(crate) async fn ownership(b: Partitions) {
@@ -237,24 +234,27 @@ pub(crate) async fn ownership(b: Partitions) {
                             tokio::spawn(release(b.clone(), key, p.epoch));
                             continue;
                         }
-                        take.push((key, t.name.clone(), p.epoch.0, config.clone()));
+                        take.push(crate::partitions::control::TakeOver {
+                            key,
+                            topic: t.name.clone(),
+                            epoch: p.epoch.0,
+                            config: config.clone(),
+                        });
                     }
                 }
             }
         }
-        // Take-overs are independent (one index read each): a new topic's
-        // partitions, or a dead broker's, are served after one round trip
-        // rather than one per partition.
-        futures::stream::iter(take)
-            .for_each_concurrent(TAKE_OVERS_AT_ONCE, |(key, name, epoch, config)| {
-                let b = b.clone();
-                async move {
-                    if let Err(e) = b.take_over(key, name, epoch, config).await {
-                        tracing::warn!(partition = %key, error = %e, "take-over failed; will retry");
-                    }
-                }
-            })
-            .await;
+        // A new topic's partitions, or a dead broker's, are read from
+        // metadata in a few batched reads, not one round trip each.
+        let failed = b.take_over(take).await;
+        if let Some((key, e)) = failed.first() {
+            tracing::warn!(
+                failed = failed.len(),
+                first = %key,
+                error = %e,
+                "take-overs failed; will retry"
+            );
+        }
         for log in b.logs() {
             if wanted.contains(&log.key) {
                 crate::metrics::lso_lag(&log.topic, log.key.partition, log.lso_lag());

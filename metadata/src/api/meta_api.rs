@@ -340,6 +340,43 @@ impl dyn MetaApi + '_ {
         convert::partition_index_from(partition, r)
     }
 
+    /// Several partitions' committed indexes, each from its offset, under
+    /// one linearizable read (at most
+    /// [`MAX_INDEXES`](super::server::MAX_INDEXES) at once). Each comes back
+    /// on its own: a partition the metadata does not hold is
+    /// [`MetaError::UnknownPartition`].
+    pub async fn partition_indexes(
+        &self,
+        asked: &[(PartitionKey, i64)],
+    ) -> Result<Vec<Result<PartitionIndex, MetaError>>, MetaError> {
+        let r = self
+            .call::<routes::PartitionIndexes>(proto::IndexesRequest {
+                partitions: asked
+                    .iter()
+                    .map(|(p, from_offset)| proto::IndexRequest {
+                        partition: Some(convert::partition_msg(p)),
+                        from_offset: *from_offset,
+                    })
+                    .collect(),
+            })
+            .await?;
+        if r.indexes.len() != asked.len() {
+            return Err(MetaError::Unavailable(format!(
+                "{} indexes answered for {} partitions asked",
+                r.indexes.len(),
+                asked.len()
+            )));
+        }
+        Ok(asked
+            .iter()
+            .zip(r.indexes)
+            .map(|((p, _), idx)| match idx.info {
+                None => Err(MetaError::UnknownPartition(*p)),
+                Some(_) => convert::partition_index_from(*p, idx),
+            })
+            .collect())
+    }
+
     pub async fn create_topic(
         &self,
         name: &str,

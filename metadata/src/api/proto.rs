@@ -276,6 +276,21 @@ pub struct IndexResponse {
     pub aborted_txns: Vec<AbortedTxn>,
 }
 
+/// Several partitions' indexes in one read (a take-over).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct IndexesRequest {
+    #[prost(message, repeated, tag = "1")]
+    pub partitions: Vec<IndexRequest>,
+}
+
+/// The indexes asked for, in the order asked; a partition the state does
+/// not hold is answered without `info`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct IndexesResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub indexes: Vec<IndexResponse>,
+}
+
 /// An idempotent producer's batch (in a commit, or remembered by a partition).
 #[derive(Clone, Copy, PartialEq, prost::Message)]
 pub struct ProducerBatch {

@@ -52,6 +52,9 @@ routes! {
     Release = "/v1/release": ReleaseRequest => Empty;
     Commit = "/v1/commit": CommitRequest => CommitResponse;
     PartitionIndex = "/v1/partitions/index": IndexRequest => IndexResponse;
+    /// Up to [`MAX_INDEXES`](super::server::MAX_INDEXES) partitions' indexes
+    /// under one linearizable read.
+    PartitionIndexes = "/v1/partitions/indexes": IndexesRequest => IndexesResponse;
     CommitOffsets = "/v1/groups/commit": CommitOffsetsRequest => CommitOffsetsResponse;
     FetchOffsets = "/v1/groups/fetch": FetchOffsetsRequest => FetchOffsetsResponse;
     DeleteGroups = "/v1/groups/delete": DeleteGroupsRequest => Empty;

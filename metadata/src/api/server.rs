@@ -10,7 +10,8 @@
 //! Writes go through the Raft leader; a follower answers `421 Misdirected`
 //! with the leader's address in [`proto::ErrorBody`], and the client follows.
 //! Reads that must be current (`describe`, `index`, group offsets, `watch`)
-//! first confirm leadership with a quorum (`ensure_linearizable`).
+//! first confirm leadership with a quorum (`ensure_linearizable`); reads
+//! that arrive together share one confirmation ([`crate::raft::reads`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -34,7 +35,7 @@ use crate::command::{
 };
 use crate::error::{ErrorKind, MetaError};
 use crate::http_server::Caller;
-use crate::ids::{BrokerId, Epoch, ObjectId, ShardId};
+use crate::ids::{BrokerId, Epoch, ObjectId, PartitionKey, ShardId};
 use crate::raft::codec::{self, Format};
 use crate::raft::proposer::Proposer;
 use crate::raft::state_machine::SharedState;
@@ -57,6 +58,8 @@ pub struct AppState {
     pub max_command_bytes: usize,
     /// Where proposals queue to share log entries (group commit).
     pub proposer: Proposer,
+    /// Where linearizable reads queue to share leadership confirmations.
+    pub reads: crate::raft::reads::Reads,
     /// Wakes the controller before its next round: a broker registered
     /// (a new broker takes its share without waiting for the round), or
     /// one was found down (its items are placed at once).
@@ -167,11 +170,7 @@ impl AppState {
     /// Confirms with a quorum that this node is still the leader and has
     /// applied everything committed before the call.
     pub async fn linearizable(&self) -> Result<(), MetaError> {
-        self.raft
-            .ensure_linearizable()
-            .await
-            .map(|_| ())
-            .map_err(|e| not_leader(&e).unwrap_or_else(|| MetaError::Unavailable(e.to_string())))
+        self.reads.linearizable().await
     }
 }
 
@@ -342,6 +341,7 @@ serve! {
     Release => release,
     Commit => commit,
     PartitionIndex => partition_index,
+    PartitionIndexes => partition_indexes,
     CommitOffsets => commit_offsets,
     FetchOffsets => fetch_offsets,
     DeleteGroups => delete_groups,
@@ -858,44 +858,77 @@ async fn partition_index(
     let p = convert::partition(req.partition.as_ref())?;
     s.linearizable().await?;
     s.shared
-        .read(|st| {
-            let ps = st.topics.partitions.get(&p)?;
-            Some(proto::IndexResponse {
-                info: Some(convert::partition_info(p.partition, ps)),
-                entries: ps
-                    .index
-                    .iter()
-                    .filter(|e| e.last_offset >= req.from_offset)
-                    .map(|e| proto::IndexEntry {
-                        first_offset: e.first_offset,
-                        last_offset: e.last_offset,
-                        max_timestamp: e.max_timestamp,
-                        object_id: e.object.0,
-                        object: st
-                            .topics
-                            .objects
-                            .get(&e.object)
-                            .map(|o| proto::StoreObject {
-                                endpoint: o.endpoint.clone(),
-                                key: o.key.clone(),
-                                size: o.size,
-                            }),
-                        byte_start: e.byte_start,
-                        byte_len: e.byte_len,
-                    })
-                    .collect(),
-                producers: ps
-                    .producers
-                    .values()
-                    .flat_map(|p| p.batches.iter().map(convert::producer_batch_msg))
-                    .collect(),
-                ..super::txn_routes::partition_txns_msg(
-                    st.producers.txn.partitions.get(&p),
-                    req.from_offset,
-                )
-            })
-        })
+        .read(|st| index_of(st, &p, req.from_offset))
         .ok_or(MetaError::UnknownPartition(p))
+}
+
+/// Most partitions one [`PartitionIndexes`](super::routes::PartitionIndexes)
+/// call reads.
+pub const MAX_INDEXES: usize = 1024;
+
+async fn partition_indexes(
+    s: AppState,
+    req: proto::IndexesRequest,
+) -> Result<proto::IndexesResponse, MetaError> {
+    if req.partitions.len() > MAX_INDEXES {
+        return Err(MetaError::InvalidRequest(format!(
+            "{} partitions asked for in one index read, at most {MAX_INDEXES}",
+            req.partitions.len()
+        )));
+    }
+    let asked = req
+        .partitions
+        .iter()
+        .map(|r| Ok((convert::partition(r.partition.as_ref())?, r.from_offset)))
+        .collect::<Result<Vec<_>, MetaError>>()?;
+    s.linearizable().await?;
+    Ok(s.shared.read(|st| proto::IndexesResponse {
+        indexes: asked
+            .iter()
+            .map(|(p, from)| index_of(st, p, *from).unwrap_or_default())
+            .collect(),
+    }))
+}
+
+/// A partition's committed index from `from_offset` on, if the state holds
+/// the partition.
+fn index_of(
+    st: &crate::state::ClusterState,
+    p: &PartitionKey,
+    from_offset: i64,
+) -> Option<proto::IndexResponse> {
+    let ps = st.topics.partitions.get(p)?;
+    Some(proto::IndexResponse {
+        info: Some(convert::partition_info(p.partition, ps)),
+        entries: ps
+            .index
+            .iter()
+            .filter(|e| e.last_offset >= from_offset)
+            .map(|e| proto::IndexEntry {
+                first_offset: e.first_offset,
+                last_offset: e.last_offset,
+                max_timestamp: e.max_timestamp,
+                object_id: e.object.0,
+                object: st
+                    .topics
+                    .objects
+                    .get(&e.object)
+                    .map(|o| proto::StoreObject {
+                        endpoint: o.endpoint.clone(),
+                        key: o.key.clone(),
+                        size: o.size,
+                    }),
+                byte_start: e.byte_start,
+                byte_len: e.byte_len,
+            })
+            .collect(),
+        producers: ps
+            .producers
+            .values()
+            .flat_map(|p| p.batches.iter().map(convert::producer_batch_msg))
+            .collect(),
+        ..super::txn_routes::partition_txns_msg(st.producers.txn.partitions.get(p), from_offset)
+    })
 }
 
 /// The coordinator a group request names on the wire (broker 0: none).

@@ -8,6 +8,7 @@ pub mod codec;
 pub mod log_store;
 pub mod network;
 pub mod proposer;
+pub mod reads;
 pub mod state_machine;
 
 use std::io::Cursor;
