@@ -398,16 +398,33 @@ pub struct SnapshotBuilder {
     dir: PathBuf,
     applied: Applied,
     id: String,
+    /// How long copying the state took (applying waited that long).
+    copied: std::time::Duration,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
-        let data = codec::encode(&self.applied).map_err(snap_err)?;
         let meta = SnapshotMeta {
             last_log_id: self.applied.last_applied,
             last_membership: self.applied.membership.clone(),
             snapshot_id: self.id.clone(),
         };
+        // Encoding a large state takes a while (about 0.12 s at 100,000
+        // partitions of 24 index entries): off the async runtime, so
+        // heartbeats and commits are not held behind it.
+        let started = std::time::Instant::now();
+        let applied = std::mem::take(&mut self.applied);
+        let data = tokio::task::spawn_blocking(move || codec::encode(&applied))
+            .await
+            .map_err(snap_err)?
+            .map_err(snap_err)?;
+        tracing::info!(
+            id = %self.id,
+            bytes = data.len(),
+            copy_ms = self.copied.as_millis() as u64,
+            encode_ms = started.elapsed().as_millis() as u64,
+            "snapshot built"
+        );
         let file = SnapshotFile {
             meta: meta.clone(),
             data,
@@ -474,7 +491,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         self.snapshot_seq += 1;
+        // Applying waits while the state is copied (about 80 ms at 100,000
+        // partitions of 24 index entries: `cargo bench --bench snapshot`).
+        let started = std::time::Instant::now();
         let applied = self.read().clone();
+        let copied = started.elapsed();
         let id = match applied.last_applied {
             Some(l) => format!("{}-{}-{}", l.leader_id.term, l.index, self.snapshot_seq),
             None => format!("0-0-{}", self.snapshot_seq),
@@ -483,6 +504,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             dir: self.dir.clone(),
             applied,
             id,
+            copied,
         }
     }
 
