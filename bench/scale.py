@@ -230,9 +230,17 @@ class MetaApi:
         self.conns = {}
         self.first = 0
 
-    def call(self, path, body=b"", timeout=60):
+    def call(self, path, body=b"", timeout=60, retry_for=60):
+        """The answer of whichever node serves `path`, trying each node in
+        turn for up to `retry_for` seconds (a leader election, a node busy
+        past its deadline)."""
         last = None
-        for k in range(len(self.addrs) * 2):
+        deadline = time.monotonic() + retry_for
+        k = -1
+        while True:
+            k += 1
+            if k >= len(self.addrs) and time.monotonic() > deadline:
+                break
             i = (self.first + k) % len(self.addrs)
             addr = self.addrs[i]
             try:
@@ -246,12 +254,13 @@ class MetaApi:
             except (OSError, http.client.HTTPException) as e:
                 self.conns.pop(addr, None)
                 last = repr(e)
+                time.sleep(min(1.0, 0.05 * (k + 1)))
                 continue
             if r.status == 200:
                 self.first = i
                 return data
             last = f"{addr}{path}: HTTP {r.status} {data[:200]!r}"
-            time.sleep(0.05)
+            time.sleep(min(1.0, 0.05 * (k + 1)))
         raise RuntimeError(f"metadata API {path}: {last}")
 
     def list_topics(self):

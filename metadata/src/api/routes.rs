@@ -125,6 +125,6 @@ mod tests {
             assert!(p.starts_with("/v1/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 48);
+        assert_eq!(ALL_PATHS.len(), 49);
     }
 }
