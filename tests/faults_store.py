@@ -88,6 +88,8 @@ class S3FaultRelay:
         self.conditional = 0
         self.lost = []
         self.written = {}  # key -> when the relay last forwarded a PUT of it
+        self.lose_left = 0
+        self.answers = Counter()  # (operation, status) -> count, of requests forwarded
         relay = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -121,6 +123,11 @@ class S3FaultRelay:
         with self.lock:
             self.rates.update(rates)
 
+    def lose_next(self, n=1):
+        """The next `n` PUTs under `lost_put_prefix` are acknowledged and never stored."""
+        with self.lock:
+            self.lose_left = n
+
     def clear(self):
         with self.lock:
             self.rates = {}
@@ -133,6 +140,13 @@ class S3FaultRelay:
         with self.lock:
             rate = self.rates.get(fault, 0.0)
             return rate > 0 and self.rng.random() < rate
+
+    def _take_lose(self):
+        with self.lock:
+            if self.lose_left > 0:
+                self.lose_left -= 1
+                return True
+            return False
 
     def _count(self, fault):
         with self.lock:
@@ -170,13 +184,15 @@ class S3FaultRelay:
         if self._draw("error500"):
             self._count("error500")
             return _reply(h, 500, "InternalError", "We encountered an internal error. Please try again.")
-        if op == "PUT" and key.startswith(self.lost_put_prefix) and self._draw("lost_put"):
+        if op == "PUT" and key.startswith(self.lost_put_prefix) and (self._take_lose() or self._draw("lost_put")):
             self._count("lost_put")
             with self.lock:
                 self.lost.append(key)
             etag = '"%032x"' % self.rng.getrandbits(128)
             return _send(h, 200, [("ETag", etag), ("x-amz-request-id", "floe-fault")], b"")
         status, reason, headers, data = self._forward(h, body)
+        with self.lock:
+            self.answers[(op, status)] += 1
         if op == "PUT" and status == 200:
             with self.lock:
                 self.written[key] = time.time()
