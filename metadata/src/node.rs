@@ -241,6 +241,22 @@ impl MetaNode {
         self.log.syncs()
     }
 
+    /// Waits until Raft stops on its own: a fatal error, such as the log
+    /// store failing to write (a disk full, an fsync that failed), after
+    /// which this node can neither vote nor acknowledge anything. Returns
+    /// the error.
+    pub async fn raft_stopped(&self) -> String {
+        let mut rx = self.raft.metrics();
+        loop {
+            if let Err(e) = &rx.borrow_and_update().running_state {
+                return e.to_string();
+            }
+            if rx.changed().await.is_err() {
+                return "raft stopped".to_string();
+            }
+        }
+    }
+
     /// Stops serving and shuts Raft down.
     pub async fn shutdown(self) {
         self.controller.abort();

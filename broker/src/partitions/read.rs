@@ -1,6 +1,8 @@
 //! Reading an owned partition: fetches (whole batches, at an isolation
 //! level), offset lookups, and moving the log start.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use bytes::Bytes;
 use floe_storage::batch::BatchIter;
 use floe_storage::committed::{Batches, Wanted, read_batches};
@@ -18,6 +20,47 @@ const SCAN_STEP_BYTES: usize = 1024 * 1024;
 /// How long a read waits for records answered before they were durable to
 /// be committed ([`Partitions::count_answered`]).
 const ANSWERED_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// When a read of committed records last logged a failure (seconds since
+/// the epoch), and how many it held back since: a consumer stalled on an
+/// object the store no longer has asks again every few hundred ms.
+static READ_FAILURE_LOGGED: AtomicU64 = AtomicU64::new(0);
+static READ_FAILURES_HELD: AtomicU64 = AtomicU64::new(0);
+
+/// Logs a failed read of a committed range, at most once every 10 s. An
+/// object that is gone (the store acknowledged a write it did not keep, or
+/// it was deleted by hand) is an error: its records cannot be served, and
+/// readers stop before them instead of skipping them.
+fn log_read_failure(r: &StoredRange, e: &BrokerError) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let last = READ_FAILURE_LOGGED.load(Ordering::Relaxed);
+    if now < last + 10
+        || READ_FAILURE_LOGGED
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+    {
+        READ_FAILURES_HELD.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    let held = READ_FAILURES_HELD.swap(0, Ordering::Relaxed);
+    let object = r
+        .segment
+        .as_ref()
+        .map(|s| s.log.to_string())
+        .unwrap_or_else(|| r.object.to_string());
+    // A storage error keeps its kind's name in the broker error's text.
+    let gone = format!("storage {} error", floe_storage::ErrorKind::NotFound);
+    if e.to_string().contains(&gone) {
+        tracing::error!(object, first_offset = r.first_offset, last_offset = r.last_offset, held_back = held, error = %e,
+            "a committed object is missing from the store: its records cannot be served (readers stop before them)");
+    } else {
+        tracing::warn!(object, first_offset = r.first_offset, last_offset = r.last_offset, held_back = held, error = %e,
+            "reading committed records failed; clients retry");
+    }
+}
 
 /// The answer to a fetch of one partition.
 #[derive(Debug, Clone, Default)]
@@ -231,21 +274,45 @@ impl Partitions {
             if out.stopped.is_some() {
                 break;
             }
-            if let Some(seg) = &r.segment {
-                // A segment's index finds the batch holding `offset`.
-                let from = offset.max(r.first_offset);
-                let budget = wanted.max_bytes.saturating_sub(out.bytes).max(1);
-                if let Some(read) = self.inner.segments.read(seg, Offset(from), budget).await? {
-                    out.take(&read.bytes, &wanted).map_err(|e| {
-                        BrokerError::new(ErrorKind::CorruptMessage, format!("{}: {e}", seg.log))
-                    })?;
+            // The whole ranges read so far: a range that fails ends the
+            // read there, and what came before it is answered (as a fetch
+            // that reached its size would be); the next fetch starts at the
+            // range that failed and gets its error.
+            let whole = out.batches.len();
+            let res = self.read_range(r, offset, &wanted, &mut out).await;
+            if let Err(e) = res {
+                log_read_failure(r, &e);
+                if whole == 0 {
+                    return Err(e);
                 }
-                continue;
+                out.batches.truncate(whole);
+                break;
             }
-            let bytes = r.byte_start..r.byte_start + r.byte_len;
-            read_batches(&*self.inner.reader, &r.object, bytes, &wanted, &mut out).await?;
         }
         Ok(out.batches)
+    }
+
+    async fn read_range(
+        &self,
+        r: &StoredRange,
+        offset: i64,
+        wanted: &Wanted,
+        out: &mut Batches,
+    ) -> Result<()> {
+        if let Some(seg) = &r.segment {
+            // A segment's index finds the batch holding `offset`.
+            let from = offset.max(r.first_offset);
+            let budget = wanted.max_bytes.saturating_sub(out.bytes).max(1);
+            if let Some(read) = self.inner.segments.read(seg, Offset(from), budget).await? {
+                out.take(&read.bytes, wanted).map_err(|e| {
+                    BrokerError::new(ErrorKind::CorruptMessage, format!("{}: {e}", seg.log))
+                })?;
+            }
+            return Ok(());
+        }
+        let bytes = r.byte_start..r.byte_start + r.byte_len;
+        read_batches(&*self.inner.reader, &r.object, bytes, wanted, out).await?;
+        Ok(())
     }
 
     /// [`Partitions::list_offset`](crate::partitions::Partitions::list_offset) and the partition's epoch (-1 if unknown),
