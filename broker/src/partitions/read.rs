@@ -31,7 +31,7 @@ static READ_FAILURES_HELD: AtomicU64 = AtomicU64::new(0);
 /// object that is gone (the store acknowledged a write it did not keep, or
 /// it was deleted by hand) is an error: its records cannot be served, and
 /// readers stop before them instead of skipping them.
-fn log_read_failure(r: &StoredRange, e: &BrokerError) {
+fn log_read_failure(key: &PartitionKey, r: &StoredRange, e: &BrokerError) {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -51,13 +51,11 @@ fn log_read_failure(r: &StoredRange, e: &BrokerError) {
         .as_ref()
         .map(|s| s.log.to_string())
         .unwrap_or_else(|| r.object.to_string());
-    // A storage error keeps its kind's name in the broker error's text.
-    let gone = format!("storage {} error", floe_storage::ErrorKind::NotFound);
-    if e.to_string().contains(&gone) {
-        tracing::error!(object, first_offset = r.first_offset, last_offset = r.last_offset, held_back = held, error = %e,
+    if e.store_kind() == Some(floe_storage::ErrorKind::NotFound) {
+        tracing::error!(partition = %key, object, first_offset = r.first_offset, last_offset = r.last_offset, held_back = held, error = %e,
             "a committed object is missing from the store: its records cannot be served (readers stop before them)");
     } else {
-        tracing::warn!(object, first_offset = r.first_offset, last_offset = r.last_offset, held_back = held, error = %e,
+        tracing::warn!(partition = %key, object, first_offset = r.first_offset, last_offset = r.last_offset, held_back = held, error = %e,
             "reading committed records failed; clients retry");
     }
 }
@@ -165,7 +163,9 @@ impl Partitions {
                     let from = ranges
                         .first()
                         .map_or(offset, |r| offset.max(r.first_offset));
-                    let got = self.read_ranges(&ranges, from, max_bytes, until).await?;
+                    let got = self
+                        .read_ranges(key, &ranges, from, max_bytes, until)
+                        .await?;
                     // The partition's next bytes are fetched while this
                     // answer goes out: a catch-up reader's next fetch finds
                     // them in the block cache.
@@ -259,6 +259,7 @@ impl Partitions {
 
     async fn read_ranges(
         &self,
+        key: &PartitionKey,
         ranges: &[StoredRange],
         offset: i64,
         max_bytes: usize,
@@ -281,7 +282,7 @@ impl Partitions {
             let whole = out.batches.len();
             let res = self.read_range(r, offset, &wanted, &mut out).await;
             if let Err(e) = res {
-                log_read_failure(r, &e);
+                log_read_failure(key, r, &e);
                 if whole == 0 {
                     return Err(e);
                 }
@@ -366,12 +367,18 @@ impl Partitions {
                 };
                 let target = r.max_timestamp;
                 let mut found = None;
-                self.scan_records(std::slice::from_ref(r), log_start, hw, |off, ts| {
-                    if ts == target && found.is_none() {
-                        found = Some(off);
-                    }
-                    false
-                })
+                self.scan_records(
+                    &log.key,
+                    std::slice::from_ref(r),
+                    log_start,
+                    hw,
+                    |off, ts| {
+                        if ts == target && found.is_none() {
+                            found = Some(off);
+                        }
+                        false
+                    },
+                )
                 .await?;
                 Ok(OffsetAnswer {
                     offset: found.unwrap_or(r.last_offset),
@@ -387,7 +394,7 @@ impl Partitions {
                     .cloned()
                     .collect();
                 let mut found = None;
-                self.scan_records(&ranges, log_start, hw, |off, ts| {
+                self.scan_records(&log.key, &ranges, log_start, hw, |off, ts| {
                     if ts >= t {
                         found = Some((off, ts));
                         true
@@ -417,6 +424,7 @@ impl Partitions {
     /// a warning (its records cannot be looked at) and the scan goes on.
     async fn scan_records(
         &self,
+        key: &PartitionKey,
         ranges: &[StoredRange],
         log_start: i64,
         hw: i64,
@@ -426,7 +434,7 @@ impl Partitions {
             let mut offset = r.first_offset.max(log_start);
             while offset <= r.last_offset && offset < hw {
                 let batches = self
-                    .read_ranges(std::slice::from_ref(r), offset, SCAN_STEP_BYTES, hw)
+                    .read_ranges(key, std::slice::from_ref(r), offset, SCAN_STEP_BYTES, hw)
                     .await?;
                 if batches.is_empty() {
                     break;
