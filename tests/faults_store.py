@@ -15,6 +15,8 @@ tests/test_faults_store.py (issue 41).
   that fills), and `fsync_shim`: an LD_PRELOAD library whose fsync and
   fdatasync fail with EIO while a trigger file exists (an injected fsync
   failure, no test hook in Floe).
+- `Transformer`: the consume-transform-produce loop of
+  tests/txn_transformer.py as a process, started again whenever it exits.
 - `Runs`: the per-run table (family, faults injected, operations,
   anomalies by kind), the seed (`FLOE_FAULTS_SEED` replays it) and the
   history of a failed run kept as JSON.
@@ -350,6 +352,99 @@ class FaultS3Cluster(Cluster):
             super().stop()
         finally:
             self._stop_servers()
+
+
+# ------------------------------------------------------------------ consume-transform-produce
+
+class Transformer:
+    """tests/txn_transformer.py (read `src` at read_committed, write each
+    value upper-cased to `dst` and commit the input offsets in the same
+    transaction) as a process of its own, logging to `folder`. It exits on
+    any transaction error: `watch()` starts it again (same transactional id,
+    which fences the old one and aborts its open transaction) and counts
+    it."""
+
+    def __init__(self, bootstrap, src, dst, group, txn_id, folder):
+        self.args = [bootstrap, src, dst, group, txn_id]
+        self.group, self.src = group, src
+        self.bootstrap = bootstrap
+        self.folder = pathlib.Path(folder)
+        self.runs = 0
+        self.restarts = 0
+        self.proc = None
+        self.log = None
+        self.start()
+
+    def _log_path(self, n):
+        return self.folder / f"transformer{n}.log"
+
+    def start(self):
+        import sys
+        script = pathlib.Path(__file__).resolve().parent / "txn_transformer.py"
+        self.log = open(self._log_path(self.runs), "w")
+        self.proc = subprocess.Popen([sys.executable, str(script), *self.args], stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        self.runs += 1
+
+    def watch(self):
+        """Starts it again if it exited."""
+        if self.proc.poll() is not None:
+            self.log.close()
+            self.restarts += 1
+            self.start()
+
+    def commits(self):
+        """Transactions it committed, over every run."""
+        return sum(self._log_path(n).read_text().count("committed ") for n in range(self.runs)
+                   if self._log_path(n).exists())
+
+    def exits(self, limit=3):
+        """The last lines of the logs of runs that exited (why they did)."""
+        out = []
+        for n in range(max(0, self.runs - 1 - limit), self.runs - 1):
+            lines = self._log_path(n).read_text().strip().splitlines()
+            out.append(lines[-1] if lines else "(no output)")
+        return out
+
+    def committed(self):
+        """{partition: the group's committed offset} of `src` (-1001: none)."""
+        import confluent_kafka
+        c = confluent_kafka.Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
+                                      "enable.auto.commit": False})
+        try:
+            md = c.list_topics(self.src, timeout=30).topics[self.src].partitions
+            tps = [confluent_kafka.TopicPartition(self.src, p) for p in md]
+            return {tp.partition: tp.offset for tp in c.committed(tps, timeout=30)}
+        finally:
+            c.close()
+
+    def wait_done(self, ends, stall=90, timeout=600):
+        """Waits (restarting it when it exits) until the group's committed
+        offsets reach `ends` {partition: end}; returns whether they did.
+        Gives up when they have not moved for `stall` seconds (a slow
+        machine only makes it slower), or after `timeout`."""
+        import confluent_kafka
+        started = time.time()
+        moved, last = started, None
+        while time.time() - started < timeout and time.time() - moved < stall:
+            self.watch()
+            try:
+                got = self.committed()
+            except confluent_kafka.KafkaException:
+                got = {}
+            if all(e == 0 or got.get(p, -1) >= e for p, e in ends.items()):
+                return True
+            if got and got != last:
+                moved, last = time.time(), got
+            time.sleep(0.5)
+        return False
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+        if self.log:
+            self.log.close()
 
 
 # ------------------------------------------------------------------ disks

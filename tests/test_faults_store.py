@@ -4,9 +4,14 @@ metadata leader and of the indexer; each checked with the produce/consume
 checker (tests/consistency.py) and the transaction checker
 (tests/txn_checker.py) under real clients and real processes.
 
+Under the store faults a consume-transform-produce loop
+(tests/txn_transformer.py) runs too, checked with `check_transform`.
+
 Each scenario draws its faults from a seeded generator: the seed is
 printed and FLOE_FAULTS_SEED replays it. FLOE_FAULTS_SECONDS sets how long
-each family runs (the long mode; CI runs a few seconds of each). Every run
+each family runs (the long mode; CI runs 8 s of store faults, one lost PUT,
+two disk rounds and one pause of each kind, about two to three minutes in
+all). Every run
 adds a row to the table printed at the end (family, faults injected,
 operations, anomalies by kind), and a failed run keeps its history as
 JSON in the test's folder (the path is printed).
@@ -14,6 +19,7 @@ JSON in the test's folder (the path is printed).
 
 import os
 import random
+import re
 import signal
 import threading
 import time
@@ -22,14 +28,16 @@ import pytest
 
 import txn_checker
 from consistency import History, check
-from faults_store import (FaultS3Cluster, Runs, Tmpfs, fsync_shim, keep_history, long_mode, seconds, seed,
-                          tmpfs_works)
+from faults_store import (FaultS3Cluster, Runs, Tmpfs, Transformer, fsync_shim, keep_history, long_mode, seconds,
+                          seed, tmpfs_works)
 from floe_cluster import Cluster, http_ok
 from s3_cluster import Load, create_topic, read_confluent, read_kafka_python, wait_leaders
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 PARTITIONS = 6
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -106,34 +114,101 @@ STORE_RATES = {"slowdown": 0.04, "error500": 0.02, "error500_after": 0.02, "shor
                "short_get_200": 0.03, "stale_list": 1.0, "precondition": 0.5}
 
 
-@pytest.mark.timeout(600)
+XF_PARTITIONS = 3
+
+
+def finish_transform(bootstrap, xf):
+    """Lets the consume-transform-produce loop consume everything its input
+    holds, then stops it; returns whether it got there."""
+    ends = {}
+    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "xf-ends"})
+    deadline = time.time() + 60
+    try:
+        for p in range(XF_PARTITIONS):
+            while p not in ends:
+                try:
+                    _, ends[p] = c.get_watermark_offsets(confluent_kafka.TopicPartition("xf-in", p), timeout=30,
+                                                         cached=False)
+                except confluent_kafka.KafkaException:
+                    if time.time() >= deadline:
+                        raise
+                    time.sleep(0.5)
+    finally:
+        c.close()
+    done = xf.wait_done(ends)
+    xf.stop()
+    return done, ends
+
+
+def check_transform(tmp_path, bootstrap, xf, feed, done, ends):
+    """The consume-transform-produce loop's result: ({kind: count}, operations)."""
+    deadline = time.time() + 60
+    while True:
+        try:
+            committed = xf.committed()
+            break
+        except confluent_kafka.KafkaException:
+            # The group's coordinator moving after the restarts.
+            if time.time() >= deadline:
+                raise
+            time.sleep(0.5)
+    inputs = txn_checker.read_committed_all(bootstrap, "xf-in", XF_PARTITIONS, group="xf-check-in")
+    outputs = txn_checker.read_committed_all(bootstrap, "xf-out", XF_PARTITIONS, group="xf-check-out")
+    v = txn_checker.check_transform(committed, [(r.partition, r.offset, r.value) for r in inputs],
+                                    [(r.partition, r.value) for r in outputs])
+    anomalies = {f"xf_{k}": len(x) for k, x in v.items()}
+    anomalies["xf_stalled"] = 0 if done else 1
+    anomalies["client_error"] = len(feed.errors)
+    if any(anomalies.values()):
+        keep_history(tmp_path, "transform", {"violations": v, "committed": committed, "ends": ends,
+                                             "exits": xf.exits(20), "feed_errors": feed.errors[:50]})
+        print(f"[faults] transform: {v}, committed {committed} of {ends}", flush=True)
+    ops = {"xf_inputs": len(inputs), "xf_outputs": len(outputs), "xf_txns": xf.commits(),
+           "xf_restarts": xf.restarts}
+    return anomalies, ops
+
+
+@pytest.mark.timeout(900 + 3 * seconds(0))
 def test_store_faults_lose_nothing_and_a_killed_broker_too(floe_bin, tmp_path):
     """S3 answering 503 SlowDown and 500 (before and after doing the
     request), GETs cut short (the connection closed early, or a 200 whose
     body is short), listings that lag the writes, 412 on conditional
     requests, all at random while idempotent producers and transactional
-    producers (commit and abort at random) write, and one broker killed
-    with SIGKILL in the middle: nothing acknowledged is lost, duplicated or
-    misplaced, no aborted record and no part of a transaction is visible at
-    read_committed, no error reaches the application. The checks read
+    producers (commit and abort at random) write, a consume-transform-
+    produce loop runs in transactions, and one broker killed with SIGKILL
+    in the middle: nothing acknowledged is lost, duplicated or misplaced,
+    no aborted record and no part of a transaction is visible at
+    read_committed, the transform's output holds each input it committed
+    exactly once, no error reaches the application. The checks read
     everything back through the faulty store (the broker restarted reads
     its partitions from it)."""
     s, rng = run_seed("store")
-    secs = seconds(12)
+    secs = seconds(8)
     cluster = FaultS3Cluster(floe_bin, tmp_path, rng, brokers=2, metas=3, broker_flags=STORE_FLAGS)
+    xf = None
     try:
         create_topic(cluster.bootstrap, "plain", PARTITIONS)
         create_topic(cluster.bootstrap, "txns", PARTITIONS)
+        create_topic(cluster.bootstrap, "xf-in", XF_PARTITIONS)
+        create_topic(cluster.bootstrap, "xf-out", XF_PARTITIONS)
         load = Load(cluster.bootstrap, "plain", PARTITIONS, rate=150)
         txns = txn_checker.TxnLoad(cluster.bootstrap, "txns", PARTITIONS, rng, producers=2)
+        feed = Load(cluster.bootstrap, "xf-in", XF_PARTITIONS, rate=30)
+        xf = Transformer(cluster.bootstrap, "xf-in", "xf-out", "xf-g", "xf-t", tmp_path)
         load.wait_acked(100, also=cluster.brokers)
         txns.wait_committed(3)
+        deadline = time.time() + 90
+        while xf.commits() < 1:
+            assert time.time() < deadline, f"the transformer committed nothing in 90 s: {xf.exits()}"
+            xf.watch()
+            time.sleep(0.1)
         relay = cluster.relays[0]
         relay.set(**STORE_RATES)
         started = time.time()
         kills = 0
         next_kill = started + rng.uniform(0.3, 0.6) * secs
         while time.time() - started < secs:
+            xf.watch()
             if time.time() >= next_kill:
                 victim = rng.choice(cluster.brokers)
                 victim.kill9()
@@ -145,6 +220,9 @@ def test_store_faults_lose_nothing_and_a_killed_broker_too(floe_bin, tmp_path):
             time.sleep(0.2)
         load.stop()
         txns.stop()
+        feed.stop()
+        # The transform consumes what is left, still through the faults.
+        xf_done, xf_ends = finish_transform(cluster.bootstrap, xf)
         # Every broker restarted: what they serve now comes from the store,
         # through the faults.
         for b in cluster.brokers:
@@ -152,10 +230,14 @@ def test_store_faults_lose_nothing_and_a_killed_broker_too(floe_bin, tmp_path):
             b.start()
         for b in cluster.brokers:
             cluster.wait_ready(b)
-        for topic in ("plain", "txns"):
-            wait_leaders(cluster.bootstrap, topic, PARTITIONS)
+        for topic in ("plain", "txns", "xf-in", "xf-out"):
+            wait_leaders(cluster.bootstrap, topic, PARTITIONS if topic in ("plain", "txns") else XF_PARTITIONS)
         anomalies, ops, report, txn_report = check_all(tmp_path, "store", cluster.bootstrap, "plain", [load],
                                                        "txns", txns)
+        more, xf_ops = check_transform(tmp_path, cluster.bootstrap, xf, feed, xf_done, xf_ends)
+        anomalies["client_error"] += more.pop("client_error")
+        anomalies.update(more)
+        ops.update(xf_ops)
         relay.clear()
         faults = dict(relay.counts)
         faults["broker_kill9"] = kills + len(cluster.brokers)
@@ -165,7 +247,10 @@ def test_store_faults_lose_nothing_and_a_killed_broker_too(floe_bin, tmp_path):
         assert_clean(anomalies, report, txn_report)
         assert sum(faults.get(k, 0) for k in ("slowdown", "error500", "error500_after")) > 0, faults
         assert faults.get("short_get", 0) + faults.get("short_get_200", 0) > 0, faults
+        assert ops["xf_inputs"] > 0 and ops["xf_txns"] > 0, ops
     finally:
+        if xf:
+            xf.stop()
         cluster.stop()
 
 
@@ -203,45 +288,65 @@ def test_a_lost_acknowledged_put_is_detected_never_served_wrong(floe_bin, tmp_pa
         acked = {w.offset: (w.producer, w.seq) for w in load.acked}
         end = max(acked) + 1
 
-        def read_from(offset, want, timeout):
+        def consumer(offset):
             c = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "lost-check",
                                           "enable.auto.commit": False})
             c.assign([confluent_kafka.TopicPartition("lost", 0, offset)])
-            out = []
-            deadline = time.time() + timeout
-            try:
-                while time.time() < deadline and len(out) < want:
-                    for m in c.consume(500, 0.3):
-                        if not m.error():
-                            out.append((m.offset(), m.value()))
-            finally:
-                c.close()
-            return out
+            return c
+
+        def hole_in_log():
+            """(first, last offset, line) of the missing object the broker logged, or None."""
+            for line in reversed(ANSI.sub("", broker.tail(400)).splitlines()):
+                if "missing from the store" in line:
+                    first = re.search(r"first_offset=(\d+)", line)
+                    last = re.search(r"last_offset=(\d+)", line)
+                    if first and last:
+                        return int(first.group(1)), int(last.group(1)), line
+            return None
 
         from consistency import decode
-        # From the start: everything up to the missing object, then nothing.
-        got = read_from(0, end, 15)
+        # From the start: every record up to the missing object, then
+        # nothing (watched for 2 s more once the reader is at it: it asks
+        # again every few hundred ms and gets KAFKA_STORAGE_ERROR).
+        c = consumer(0)
+        got, hole, settle = [], None, None
+        deadline = time.time() + 60
+        try:
+            while time.time() < deadline:
+                for m in c.consume(500, 0.3):
+                    if not m.error():
+                        got.append((m.offset(), m.value()))
+                hole = hole or hole_in_log()
+                if hole and len(got) >= hole[0]:
+                    settle = settle or time.time() + 2
+                    if time.time() >= settle:
+                        break
+        finally:
+            c.close()
+        assert hole, f"the broker logged no missing object:\n{broker.tail(20)}"
+        first, last, line = hole
+        assert lost_key.rsplit("/", 1)[-1] in line, f"the object logged is not the lost one ({lost_key}): {line}"
+        assert "partition=" in line, line
         offsets = [o for o, _ in got]
-        first_missing = offsets[-1] + 1 if offsets else 0
-        assert offsets == list(range(first_missing)), "a reader skipped over or went back"
+        assert offsets == list(range(first)), \
+            f"a reader skipped over the missing object ({first}..{last}), went back or stopped early: " \
+            f"{len(offsets)} records, up to {offsets[-1] if offsets else None}"
         wrong = [(o, decode(v)) for o, v in got if decode(v) != acked.get(o)]
         assert not wrong, f"records served that are not the ones acknowledged there: {wrong[:5]}"
-        assert first_missing < end, "every record was read back: the lost write was never needed"
-        # The records after the missing object: the first offset that reads again.
-        lo, hi = first_missing + 1, end - 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if read_from(mid, 1, 4):
-                hi = mid
-            else:
-                lo = mid + 1
-        after = read_from(lo, end - lo, 30)
-        assert [o for o, _ in after] == list(range(lo, end))
+        assert last + 1 < end, f"the missing object ({first}..{last}) is the last: nothing after it to read"
+        # The records after the missing object, read back by a reader that
+        # seeks past it, exactly as acknowledged.
+        c = consumer(last + 1)
+        after = []
+        deadline = time.time() + 60
+        try:
+            while time.time() < deadline and len(after) < end - last - 1:
+                after += [(m.offset(), m.value()) for m in c.consume(500, 0.3) if not m.error()]
+        finally:
+            c.close()
+        assert [o for o, _ in after] == list(range(last + 1, end))
         assert all(decode(v) == acked[o] for o, v in after), "a record after the missing object differs"
-        unreadable = lo - first_missing
-        log = broker.tail(400)
-        assert lost_key.rsplit("/", 1)[-1] in log and "missing from the store" in log, \
-            f"the broker did not name the missing object {lost_key}:\n{broker.tail(20)}"
+        unreadable = last + 1 - first
         # Producing goes on.
         more = Load(cluster.bootstrap, "lost", 1, rate=100)
         more.wait_acked(50, timeout=60)
@@ -249,7 +354,7 @@ def test_a_lost_acknowledged_put_is_detected_never_served_wrong(floe_bin, tmp_pa
         assert not more.errors, more.errors[:5]
         Runs.add("store: lost PUT", s, 0, {"lost_put": 1}, {"writes_acked": len(acked)},
                  {"unreadable_acked_detected": unreadable})
-        print(f"[faults] lost PUT {lost_key}: offsets {first_missing}..{lo - 1} unreadable ({unreadable} "
+        print(f"[faults] lost PUT {lost_key}: offsets {first}..{last} unreadable ({unreadable} "
               f"acknowledged records), read back before and after it", flush=True)
     finally:
         cluster.stop()
@@ -317,10 +422,16 @@ def test_a_metadata_node_whose_disk_fills_or_whose_fsync_fails_stops(floe_bin, t
         txns.wait_committed(3)
         started = time.time()
         faults, outcomes, anomalies = {}, {}, {"node_lingers": 0, "cluster_stalled": 0, "no_rejoin": 0}
+        # Every (node, fault) pair in turn; CI runs two rounds, both faults
+        # and both roles, which two drawn from the seed.
+        pairs = [("leader", "disk_full"), ("follower", "fsync_eio"), ("leader", "fsync_eio"),
+                 ("follower", "disk_full")]
+        if rng.random() < 0.5:
+            pairs = pairs[2:] + pairs[:2]
+        least = 4 if long_mode() else 2
         rounds = 0
-        while rounds < 4 or time.time() - started < secs:
-            kind = ["disk_full", "disk_full", "fsync_eio", "fsync_eio"][rounds % 4]
-            who = "leader" if rounds % 2 == 0 else "follower"
+        while rounds < least or time.time() - started < secs:
+            who, kind = pairs[rounds % 4]
             rounds += 1
             leader = cluster.meta_leader()
             i = leader if who == "leader" else rng.choice([j for j in cluster.metas if j != leader])
@@ -430,7 +541,9 @@ def test_long_pauses_of_the_metadata_leader_and_of_the_indexer(floe_bin, tmp_pat
                         except OSError:
                             pass
                         time.sleep(0.05)
-                pause = rng.uniform(4, 8)
+                # Longer than a broker's lease (2 s) and many election
+                # timeouts; CI pauses less long.
+                pause = rng.uniform(4, 8) if long_mode() else rng.uniform(3, 4.5)
                 os.kill(role.pid, signal.SIGSTOP)
                 stopped.append(role)
                 time.sleep(pause)
