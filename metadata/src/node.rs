@@ -476,9 +476,10 @@ mod tests {
         let error = tokio::time::timeout(Duration::from_secs(30), node.raft_stopped())
             .await
             .expect("Raft did not stop after its log failed to write");
+        // openraft's words: "when Write Logs: … No space left on device".
         assert!(
-            error.to_lowercase().contains("storage"),
-            "the error says the log could not be written: {error}"
+            error.contains("Write Logs") && error.contains("No space left on device"),
+            "the error says the log could not be written, and why: {error}"
         );
         assert_eq!(readyz(node.addr).await, 503, "not ready once Raft stopped");
         write.abort();
