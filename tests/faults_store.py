@@ -463,25 +463,30 @@ class Tmpfs:
         self.filler = self.path / "filler"
 
     def fill(self):
-        """Fills the disk; returns the bytes written."""
+        """Fills the disk; returns the bytes written (0: it was full
+        already, the node's own files took it all)."""
         n = 0
         chunk = b"\0" * (1 << 16)
-        with open(self.filler, "ab") as f:
-            try:
-                while True:
-                    f.write(chunk)
-                    f.flush()
-                    n += len(chunk)
-            except OSError:
-                pass
-        # Byte by byte for the last partial page, so not even 4 KiB is left.
-        with open(self.filler, "ab", buffering=0) as f:
-            try:
-                while True:
-                    f.write(b"\0" * 512)
-                    n += 512
-            except OSError:
-                pass
+        try:
+            with open(self.filler, "ab") as f:
+                try:
+                    while True:
+                        f.write(chunk)
+                        f.flush()
+                        n += len(chunk)
+                except OSError:
+                    pass
+            # Byte by byte for the last partial page, so not even 4 KiB is left.
+            with open(self.filler, "ab", buffering=0) as f:
+                try:
+                    while True:
+                        f.write(b"\0" * 512)
+                        n += 512
+                except OSError:
+                    pass
+        except OSError:
+            # Not even the filler could be created: full already.
+            pass
         return n
 
     def free(self):
