@@ -11,7 +11,7 @@ long mode, or FLOE_FAULTS_TRANSFORM=1: it costs CI half a minute).
 Each scenario draws its faults from a seeded generator: the seed is
 printed and FLOE_FAULTS_SEED replays it. FLOE_FAULTS_SECONDS sets how long
 each family runs (the long mode; CI runs 8 s of store faults, one lost PUT,
-two disk rounds and one pause of each kind). Every run
+at least two disk rounds and one pause of each kind). Every run
 adds a row to the table printed at the end (family, faults injected,
 operations, anomalies by kind), and a failed run keeps its history as
 JSON in the test's folder (the path is printed).
@@ -437,8 +437,9 @@ def test_a_metadata_node_whose_disk_fills_or_whose_fsync_fails_stops(floe_bin, t
         txns.wait_committed(3)
         started = time.time()
         faults, outcomes, anomalies = {}, {}, {"node_lingers": 0, "cluster_stalled": 0, "no_rejoin": 0}
-        # Every (node, fault) pair in turn; CI runs two rounds, both faults
-        # and both roles, which two drawn from the seed.
+        # Every (node, fault) pair in turn; CI runs 8 s and at least two
+        # rounds, both faults and both roles, which two first drawn from
+        # the seed.
         pairs = [("leader", "disk_full"), ("follower", "fsync_eio"), ("leader", "fsync_eio"),
                  ("follower", "disk_full")]
         if rng.random() < 0.5:
