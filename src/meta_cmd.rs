@@ -217,13 +217,25 @@ async fn run_node(args: RunArgs) -> anyhow::Result<()> {
         let client = MetaClient::new(args.join.clone())?;
         Some(tokio::spawn(join(client, id, advertised)))
     };
-    crate::shutdown_signal().await;
+    // A node whose Raft stopped on a fatal error (its log could not be
+    // written: a disk full, an fsync that failed) exits with an error, so
+    // that it is restarted once its disk is fixed instead of lingering.
+    let fatal = tokio::select! {
+        () = crate::shutdown_signal() => None,
+        e = node.raft_stopped() => Some(e),
+    };
+    if let Some(e) = &fatal {
+        tracing::error!(error = %e, "Raft stopped on a fatal error (its log could not be written: disk full, fsync failed?); exiting");
+    }
     println!("metadata node {id} stopping");
     if let Some(task) = joining {
         task.abort();
     }
     node.shutdown().await;
-    Ok(())
+    match fatal {
+        Some(e) => bail!("metadata node {id}: Raft stopped: {e}"),
+        None => Ok(()),
+    }
 }
 
 /// Asks the cluster `client` reaches to add this node (`id` at `addr`) as a

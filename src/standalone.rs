@@ -156,7 +156,16 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
         data.display()
     );
 
-    crate::shutdown_signal().await;
+    // Its metadata Raft stopped on a fatal error (its log could not be
+    // written: a disk full, an fsync that failed): nothing can be committed
+    // any more, so it exits with the error instead of lingering ready.
+    let fatal = tokio::select! {
+        () = crate::shutdown_signal() => None,
+        e = meta_node.raft_stopped() => Some(e),
+    };
+    if let Some(e) = &fatal {
+        tracing::error!(error = %e, "the metadata Raft stopped on a fatal error (its log could not be written: disk full, fsync failed?); exiting");
+    }
     eprintln!("floe standalone: stopping (flushing what was accepted)");
     state.ready.store(false, Ordering::SeqCst);
     proxy.stop();
@@ -164,7 +173,10 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
     broker.shutdown().await;
     admin_task.abort();
     meta_node.shutdown().await;
-    Ok(())
+    match fatal {
+        Some(e) => anyhow::bail!("the metadata Raft stopped: {e}"),
+        None => Ok(()),
+    }
 }
 
 /// A stable cluster id, kept in the data folder.

@@ -138,6 +138,9 @@ pub struct BrokerError {
     message: String,
     /// The records that made a batch invalid ([`ErrorKind::InvalidRecord`]).
     record_errors: Vec<RecordError>,
+    /// The object store's kind of error, for one that came from it (a
+    /// missing object is told from a store that failed).
+    store_kind: Option<floe_storage::ErrorKind>,
 }
 
 impl BrokerError {
@@ -146,6 +149,7 @@ impl BrokerError {
             kind,
             message: message.into(),
             record_errors: Vec::new(),
+            store_kind: None,
         }
     }
 
@@ -161,6 +165,11 @@ impl BrokerError {
 
     pub fn record_errors(&self) -> &[RecordError] {
         &self.record_errors
+    }
+
+    /// The object store's kind of error, if it came from the store.
+    pub fn store_kind(&self) -> Option<floe_storage::ErrorKind> {
+        self.store_kind
     }
 
     /// A write whose outcome is not known ([`ErrorKind::OutcomeUnknown`]).
@@ -185,7 +194,9 @@ impl From<StorageError> for BrokerError {
             floe_storage::ErrorKind::Corrupt => ErrorKind::CorruptMessage,
             _ => ErrorKind::Storage,
         };
-        Self::new(kind, e.to_string())
+        let mut out = Self::new(kind, e.to_string());
+        out.store_kind = Some(e.kind());
+        out
     }
 }
 

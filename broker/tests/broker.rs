@@ -191,6 +191,114 @@ async fn a_read_from_the_store_reads_the_partitions_next_objects_ahead() {
     }
 }
 
+/// The records of a fetch answer at or after `from` (offset, value), and
+/// the offset after its last batch.
+fn records_of(d: &floe_broker::FetchData, from: i64) -> (Vec<(i64, String)>, i64) {
+    let all = bytes::Bytes::from(joined(d));
+    let mut out = Vec::new();
+    let mut next = from;
+    for item in BatchIter::new(&all, usize::MAX) {
+        let (at, view) = item.unwrap();
+        let raw = all.slice(at..at + view.size());
+        for r in decode_records(&raw, 1 << 20).unwrap() {
+            if r.offset >= from {
+                out.push((
+                    r.offset,
+                    String::from_utf8(r.value.unwrap().to_vec()).unwrap(),
+                ));
+            }
+        }
+        next = view.next_offset();
+    }
+    (out, next)
+}
+
+/// A committed object the store no longer has (it acknowledged a PUT it
+/// did not keep, or someone deleted it): a fetch answers the batches
+/// before it, a fetch at it fails with a storage error (Kafka's
+/// KAFKA_STORAGE_ERROR, which clients retry) naming the missing object,
+/// and no fetch ever skips past it or serves other records in its place.
+/// Before, one failed range failed the whole fetch: a reader from offset 0
+/// got nothing at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_stops_before_a_committed_object_the_store_lost() {
+    let env = Cluster::start().await;
+    let t = env.create_topic("holes", 1, &[]).await;
+    let key = PartitionKey::new(t, 0);
+    let b = env.broker(|_| {}).await;
+    wait_owned(&b, key).await;
+    let mut expected = Vec::new();
+    // The WAL object each batch went to (acks=all: one flush each).
+    let mut objects = Vec::new();
+    let mut seen: std::collections::HashSet<String> = walk(&env.store).into_iter().collect();
+    for i in 0..6 {
+        let vals: Vec<String> = (0..3).map(|j| format!("h{i}-{j}")).collect();
+        let base = produce_expecting(&b, &key, vals, 1_000, Compression::None, &mut expected).await;
+        assert_eq!(base, i * 3);
+        let new: Vec<String> = walk(&env.store)
+            .into_iter()
+            .filter(|p| p.ends_with(".wal") && !seen.contains(p))
+            .collect();
+        assert_eq!(new.len(), 1, "one WAL object per acks=all produce: {new:?}");
+        seen.extend(new.iter().cloned());
+        objects.extend(new);
+    }
+    b.shutdown().await;
+    drop(b);
+    // The store lost the fourth batch's object (offsets 9 to 11).
+    std::fs::remove_file(&objects[3]).unwrap();
+    // A new broker process: every read from the store.
+    let b2 = env.broker(|_| {}).await;
+    wait_owned(&b2, key).await;
+    assert_eq!(b2.log(&key).unwrap().offsets().1, 18);
+
+    let mut offset = 0;
+    let mut got = Vec::new();
+    let error = loop {
+        match b2.fetch(&key, offset, 1 << 20).await {
+            Ok(d) => {
+                let (records, next) = records_of(&d, offset);
+                assert!(
+                    !records.is_empty(),
+                    "an empty answer at {offset}, below the high watermark"
+                );
+                got.extend(records);
+                offset = next;
+            }
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(offset, 9, "the reader stops at the missing object");
+    assert_eq!(got, expected[..9], "the batches before it, whole");
+    assert_eq!(error.kind(), ErrorKind::Storage, "{error}");
+    assert_eq!(
+        error.store_kind(),
+        Some(floe_storage::ErrorKind::NotFound),
+        "{error}"
+    );
+    let name = std::path::Path::new(&objects[3])
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        error.to_string().contains(&name),
+        "names the object: {error}"
+    );
+    // Asked again (as a client retries), the same: never the records after
+    // the hole in its place.
+    let again = b2.fetch(&key, 9, 1 << 20).await.unwrap_err();
+    assert_eq!(again.kind(), ErrorKind::Storage);
+    let inside = b2.fetch(&key, 10, 1 << 20).await.unwrap_err();
+    assert_eq!(inside.kind(), ErrorKind::Storage);
+    // Past the hole, the rest is served.
+    assert_eq!(read_all(&b2, &key, 12).await, expected[12..]);
+    b2.shutdown().await;
+    if let Some(n) = env.meta_node {
+        n.shutdown().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn offsets_by_time_validation_and_acks() {
     let env = Cluster::start().await;

@@ -242,6 +242,22 @@ impl MetaNode {
         self.log.syncs()
     }
 
+    /// Waits until Raft stops on its own: a fatal error, such as the log
+    /// store failing to write (a disk full, an fsync that failed), after
+    /// which this node can neither vote nor acknowledge anything. Returns
+    /// the error.
+    pub async fn raft_stopped(&self) -> String {
+        let mut rx = self.raft.metrics();
+        loop {
+            if let Err(e) = &rx.borrow_and_update().running_state {
+                return e.to_string();
+            }
+            if rx.changed().await.is_err() {
+                return "raft stopped".to_string();
+            }
+        }
+    }
+
     /// Stops serving and shuts Raft down.
     pub async fn shutdown(self) {
         self.controller.abort();
@@ -390,4 +406,84 @@ async fn propose(state: &AppState, plan: Vec<crate::command::Command>) -> bool {
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::collections::HashMap;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+    use crate::api::client::MetaClient;
+    use crate::api::{proto, routes};
+
+    /// The status code of `GET /readyz` at `addr`.
+    async fn readyz(addr: SocketAddr) -> u16 {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /readyz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        s.read_to_end(&mut answer).await.unwrap();
+        let answer = String::from_utf8_lossy(&answer);
+        let status = answer.split(' ').nth(1).expect("a status line");
+        status.parse().expect("a status code")
+    }
+
+    /// A node whose Raft log cannot be written (a disk full, an fsync that
+    /// failed) stops its Raft: it answers `/readyz` 503 from then on, and
+    /// [`MetaNode::raft_stopped`] ends with the error, for `floe meta` to
+    /// exit with it instead of lingering ready with a Raft that can neither
+    /// vote nor acknowledge anything.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_node_whose_log_cannot_be_written_is_not_ready_and_says_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let node = MetaNode::start(MetaConfig::new(1, listen, dir.path().join("node-1")))
+            .await
+            .unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while readyz(node.addr).await != 200 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the node never became ready"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let client = MetaClient::new(vec![node.addr.to_string()]).unwrap();
+        client
+            .call::<routes::CreateTopic>(&proto::CreateTopicRequest {
+                name: "before".into(),
+                partitions: 1,
+                configs: HashMap::new(),
+            })
+            .await
+            .unwrap();
+
+        node.log.fail_writes();
+        // A write: its log entry cannot be appended.
+        let write = tokio::spawn(async move {
+            client
+                .call::<routes::CreateTopic>(&proto::CreateTopicRequest {
+                    name: "after".into(),
+                    partitions: 1,
+                    configs: HashMap::new(),
+                })
+                .await
+        });
+        let error = tokio::time::timeout(Duration::from_secs(30), node.raft_stopped())
+            .await
+            .expect("Raft did not stop after its log failed to write");
+        // openraft's words: "when Write Logs: … No space left on device".
+        assert!(
+            error.contains("Write Logs") && error.contains("No space left on device"),
+            "the error says the log could not be written, and why: {error}"
+        );
+        assert_eq!(readyz(node.addr).await, 503, "not ready once Raft stopped");
+        write.abort();
+        node.shutdown().await;
+    }
 }

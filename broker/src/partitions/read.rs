@@ -1,6 +1,8 @@
 //! Reading an owned partition: fetches (whole batches, at an isolation
 //! level), offset lookups, and moving the log start.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use bytes::Bytes;
 use floe_storage::batch::BatchIter;
 use floe_storage::committed::{Batches, Wanted, read_batches};
@@ -18,6 +20,45 @@ const SCAN_STEP_BYTES: usize = 1024 * 1024;
 /// How long a read waits for records answered before they were durable to
 /// be committed ([`Partitions::count_answered`]).
 const ANSWERED_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// When a read of committed records last logged a failure (seconds since
+/// the epoch), and how many it held back since: a consumer stalled on an
+/// object the store no longer has asks again every few hundred ms.
+static READ_FAILURE_LOGGED: AtomicU64 = AtomicU64::new(0);
+static READ_FAILURES_HELD: AtomicU64 = AtomicU64::new(0);
+
+/// Logs a failed read of a committed range, at most once every 10 s. An
+/// object that is gone (the store acknowledged a write it did not keep, or
+/// it was deleted by hand) is an error: its records cannot be served, and
+/// readers stop before them instead of skipping them.
+fn log_read_failure(key: &PartitionKey, r: &StoredRange, e: &BrokerError) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let last = READ_FAILURE_LOGGED.load(Ordering::Relaxed);
+    if now < last + 10
+        || READ_FAILURE_LOGGED
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+    {
+        READ_FAILURES_HELD.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    let held = READ_FAILURES_HELD.swap(0, Ordering::Relaxed);
+    let object = r
+        .segment
+        .as_ref()
+        .map(|s| s.log.to_string())
+        .unwrap_or_else(|| r.object.to_string());
+    if e.store_kind() == Some(floe_storage::ErrorKind::NotFound) {
+        tracing::error!(partition = %key, object, first_offset = r.first_offset, last_offset = r.last_offset, held_back = held, error = %e,
+            "a committed object is missing from the store: its records cannot be served (readers stop before them)");
+    } else {
+        tracing::warn!(partition = %key, object, first_offset = r.first_offset, last_offset = r.last_offset, held_back = held, error = %e,
+            "reading committed records failed; clients retry");
+    }
+}
 
 /// The answer to a fetch of one partition.
 #[derive(Debug, Clone, Default)]
@@ -122,7 +163,9 @@ impl Partitions {
                     let from = ranges
                         .first()
                         .map_or(offset, |r| offset.max(r.first_offset));
-                    let got = self.read_ranges(&ranges, from, max_bytes, until).await?;
+                    let got = self
+                        .read_ranges(key, &ranges, from, max_bytes, until)
+                        .await?;
                     // The partition's next bytes are fetched while this
                     // answer goes out: a catch-up reader's next fetch finds
                     // them in the block cache.
@@ -216,6 +259,7 @@ impl Partitions {
 
     async fn read_ranges(
         &self,
+        key: &PartitionKey,
         ranges: &[StoredRange],
         offset: i64,
         max_bytes: usize,
@@ -231,21 +275,45 @@ impl Partitions {
             if out.stopped.is_some() {
                 break;
             }
-            if let Some(seg) = &r.segment {
-                // A segment's index finds the batch holding `offset`.
-                let from = offset.max(r.first_offset);
-                let budget = wanted.max_bytes.saturating_sub(out.bytes).max(1);
-                if let Some(read) = self.inner.segments.read(seg, Offset(from), budget).await? {
-                    out.take(&read.bytes, &wanted).map_err(|e| {
-                        BrokerError::new(ErrorKind::CorruptMessage, format!("{}: {e}", seg.log))
-                    })?;
+            // The whole ranges read so far: a range that fails ends the
+            // read there, and what came before it is answered (as a fetch
+            // that reached its size would be); the next fetch starts at the
+            // range that failed and gets its error.
+            let whole = out.batches.len();
+            let res = self.read_range(r, offset, &wanted, &mut out).await;
+            if let Err(e) = res {
+                log_read_failure(key, r, &e);
+                if whole == 0 {
+                    return Err(e);
                 }
-                continue;
+                out.batches.truncate(whole);
+                break;
             }
-            let bytes = r.byte_start..r.byte_start + r.byte_len;
-            read_batches(&*self.inner.reader, &r.object, bytes, &wanted, &mut out).await?;
         }
         Ok(out.batches)
+    }
+
+    async fn read_range(
+        &self,
+        r: &StoredRange,
+        offset: i64,
+        wanted: &Wanted,
+        out: &mut Batches,
+    ) -> Result<()> {
+        if let Some(seg) = &r.segment {
+            // A segment's index finds the batch holding `offset`.
+            let from = offset.max(r.first_offset);
+            let budget = wanted.max_bytes.saturating_sub(out.bytes).max(1);
+            if let Some(read) = self.inner.segments.read(seg, Offset(from), budget).await? {
+                out.take(&read.bytes, wanted).map_err(|e| {
+                    BrokerError::new(ErrorKind::CorruptMessage, format!("{}: {e}", seg.log))
+                })?;
+            }
+            return Ok(());
+        }
+        let bytes = r.byte_start..r.byte_start + r.byte_len;
+        read_batches(&*self.inner.reader, &r.object, bytes, wanted, out).await?;
+        Ok(())
     }
 
     /// [`Partitions::list_offset`](crate::partitions::Partitions::list_offset) and the partition's epoch (-1 if unknown),
@@ -299,12 +367,18 @@ impl Partitions {
                 };
                 let target = r.max_timestamp;
                 let mut found = None;
-                self.scan_records(std::slice::from_ref(r), log_start, hw, |off, ts| {
-                    if ts == target && found.is_none() {
-                        found = Some(off);
-                    }
-                    false
-                })
+                self.scan_records(
+                    &log.key,
+                    std::slice::from_ref(r),
+                    log_start,
+                    hw,
+                    |off, ts| {
+                        if ts == target && found.is_none() {
+                            found = Some(off);
+                        }
+                        false
+                    },
+                )
                 .await?;
                 Ok(OffsetAnswer {
                     offset: found.unwrap_or(r.last_offset),
@@ -320,7 +394,7 @@ impl Partitions {
                     .cloned()
                     .collect();
                 let mut found = None;
-                self.scan_records(&ranges, log_start, hw, |off, ts| {
+                self.scan_records(&log.key, &ranges, log_start, hw, |off, ts| {
                     if ts >= t {
                         found = Some((off, ts));
                         true
@@ -350,6 +424,7 @@ impl Partitions {
     /// a warning (its records cannot be looked at) and the scan goes on.
     async fn scan_records(
         &self,
+        key: &PartitionKey,
         ranges: &[StoredRange],
         log_start: i64,
         hw: i64,
@@ -359,7 +434,7 @@ impl Partitions {
             let mut offset = r.first_offset.max(log_start);
             while offset <= r.last_offset && offset < hw {
                 let batches = self
-                    .read_ranges(std::slice::from_ref(r), offset, SCAN_STEP_BYTES, hw)
+                    .read_ranges(key, std::slice::from_ref(r), offset, SCAN_STEP_BYTES, hw)
                     .await?;
                 if batches.is_empty() {
                     break;

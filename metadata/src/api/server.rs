@@ -188,9 +188,13 @@ pub fn router(state: AppState, max_body: usize) -> Router {
 }
 
 /// `/readyz` of a metadata node (probes): 200 once it knows a leader, 503
-/// before (a node that cannot reach a majority does not).
+/// before (a node that cannot reach a majority does not) and once its Raft
+/// stopped on a fatal error (its log could not be written).
 async fn readyz(State(s): State<AppState>) -> (StatusCode, &'static str) {
-    if s.raft.metrics().borrow().current_leader.is_some() {
+    let m = s.raft.metrics().borrow().clone();
+    if m.running_state.is_err() {
+        (StatusCode::SERVICE_UNAVAILABLE, "raft stopped\n")
+    } else if m.current_leader.is_some() {
         (StatusCode::OK, "ready\n")
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "no leader\n")

@@ -40,6 +40,9 @@ pub struct LogStore {
     /// The committed log id reported since the last durable write, written
     /// with the next one.
     committed: Arc<Mutex<Option<LogId>>>,
+    /// Tests: every write fails (a disk full, an fsync that failed).
+    #[cfg(test)]
+    fail_writes: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Debug for LogStore {
@@ -68,7 +71,15 @@ impl LogStore {
             db: Arc::new(db),
             syncs: Arc::new(AtomicU64::new(0)),
             committed: Arc::new(Mutex::new(None)),
+            #[cfg(test)]
+            fail_writes: Default::default(),
         })
+    }
+
+    /// Tests: makes every later write fail as a full disk would.
+    #[cfg(test)]
+    pub(crate) fn fail_writes(&self) {
+        self.fail_writes.store(true, Ordering::Relaxed);
     }
 
     /// Writes the committed log id reported since the last durable write,
@@ -113,6 +124,10 @@ impl LogStore {
         let db = self.db.clone();
         let syncs = self.syncs.clone();
         let committed = self.committed.clone();
+        #[cfg(test)]
+        if self.fail_writes.load(Ordering::Relaxed) {
+            return Err(io_write(std::io::Error::from_raw_os_error(28)));
+        }
         tokio::task::spawn_blocking(move || {
             let started = std::time::Instant::now();
             let txn = db.begin_write().map_err(io_write)?;
