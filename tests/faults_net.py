@@ -407,3 +407,36 @@ class NetCluster(Cluster):
             super().stop()
         finally:
             self.net.close()
+
+
+def latest_offset(addr, topic, partition, timeout=3.0):
+    """The high watermark of `topic`/`partition` as the Kafka listener at
+    `addr` answers a ListOffsets (v1, latest) sent to it alone: a client
+    library would send it to whichever listener its metadata names leader.
+    Returns (error code, offset)."""
+    name = topic.encode()
+    body = struct.pack(">hhi", 2, 1, 1) + struct.pack(">h", 6) + b"probes"
+    body += struct.pack(">ii", -1, 1) + struct.pack(">h", len(name)) + name
+    body += struct.pack(">iiq", 1, partition, -1)
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        s.settimeout(timeout)
+        s.sendall(struct.pack(">i", len(body)) + body)
+        size = struct.unpack(">i", _recv_exactly(s, 4))[0]
+        resp = _recv_exactly(s, size)
+    # correlation id, 1 topic (its name), 1 partition: index, error, timestamp, offset
+    pos = 4 + 4
+    (n,) = struct.unpack_from(">h", resp, pos)
+    pos += 2 + n + 4
+    _, error, _, offset = struct.unpack_from(">ihqq", resp, pos)
+    return error, offset
+
+
+def _recv_exactly(s, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("connection closed mid-answer")
+        buf += chunk
+    return buf
