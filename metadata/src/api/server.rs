@@ -27,7 +27,7 @@ use prost::Message;
 
 use crate::api::routes::{self, Route};
 use crate::api::{PROTOBUF, convert, proto};
-use crate::clock::now_ms;
+use crate::clock::{lease_now_ms, now_ms};
 use crate::cluster_tls::{Member, NodeRole, Role};
 use crate::command::{
     Command, CommitRange, NewObject, NodeKind, ObjectSel, OwnedItem, Response, ShardFence,
@@ -672,7 +672,7 @@ async fn register(
             id: BrokerId(req.id),
             kind,
             addr: req.addr,
-            now_ms: now_ms(),
+            now_ms: lease_now_ms(),
             lease_ms: req.lease_ms,
         })
         .await?
@@ -692,7 +692,7 @@ async fn register(
 async fn heartbeat(s: AppState, req: proto::HeartbeatRequest) -> Result<proto::Empty, MetaError> {
     s.write(Command::Heartbeat {
         id: BrokerId(req.id),
-        now_ms: now_ms(),
+        now_ms: lease_now_ms(),
     })
     .await?;
     Ok(proto::Empty {})
