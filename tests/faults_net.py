@@ -52,37 +52,36 @@ def faketime_available():
     return pathlib.Path(FAKETIME_LIB).exists()
 
 
-def _socket_inode(client_port, server_port):
-    """The inode of the client side of a TCP connection 127.0.0.1:client_port ->
-    :server_port, from /proc/net/tcp (None if gone)."""
+def _tcp_table():
+    """{(local port, remote port): inode} of every TCP socket of this network namespace."""
+    out = {}
     for path in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(path) as f:
                 next(f)
                 for line in f:
                     fields = line.split()
-                    local, remote = fields[1], fields[2]
-                    if int(local.rsplit(":", 1)[1], 16) == client_port and \
-                            int(remote.rsplit(":", 1)[1], 16) == server_port:
-                        return fields[9]
+                    out[(int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16))] = fields[9]
         except OSError:
             continue
-    return None
+    return out
 
 
-def _holds_socket(pid, inode):
-    target = f"socket:[{inode}]"
+def _socket_inodes(pid):
+    """The inodes of the sockets process `pid` holds."""
+    out = set()
     try:
         fds = os.listdir(f"/proc/{pid}/fd")
     except OSError:
-        return False
+        return out
     for fd in fds:
         try:
-            if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
-                return True
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
         except OSError:
             continue
-    return False
+        if link.startswith("socket:["):
+            out.add(link[8:-1])
+    return out
 
 
 def _close(s, reset=False):
@@ -157,9 +156,11 @@ class Link:
         while not self.closed:
             try:
                 c, peer = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(c, peer[1]), daemon=True).start()
+                threading.Thread(target=self._serve, args=(c, peer[1]), daemon=True).start()
+            except (OSError, RuntimeError):
+                # Closed, or out of descriptors or threads for a moment: the
+                # link must not stop accepting for good.
+                time.sleep(0.05)
 
     def _serve(self, client, client_port):
         conn = _Conn(self.net.source_of(client_port, self.port), client)
@@ -233,6 +234,10 @@ class Net:
 
     def __init__(self):
         self.names = {}  # pid -> role name (None: not a role)
+        self.lookup = threading.Lock()
+        self._table = None  # the TCP table and the roles' sockets as last read
+        self._sockets = {}
+        self._read_at = 0.0
         self.links = {}
         self.cuts = {}  # (src, dst) -> {UP, DOWN}: directions held on connections src opened to dst
         self.lock = threading.Lock()
@@ -243,13 +248,30 @@ class Net:
         return self.links[name]
 
     def source_of(self, client_port, server_port):
-        inode = _socket_inode(client_port, server_port)
-        if inode is not None:
-            for pid in _children():
-                if pid not in self.names:
-                    self.names[pid] = _role_name(pid)
-                if self.names[pid] is not None and _holds_socket(pid, inode):
-                    return self.names[pid]
+        """The role that opened the connection from `client_port` to a link
+        at `server_port`. One lookup at a time, from tables read once for
+        all the connections waiting (reading /proc per connection, with
+        dozens arriving at once after a cut heals, made the relay itself the
+        bottleneck: peers timed out, reconnected, and made it worse)."""
+        with self.lookup:
+            for fresh in (False, True):
+                if fresh or self._table is None or time.monotonic() - self._read_at > 0.2:
+                    self._table = _tcp_table()
+                    self._read_at = time.monotonic()
+                    self._sockets = {}
+                inode = self._table.get((client_port, server_port))
+                if inode is None:
+                    continue
+                if not self._sockets:
+                    for pid in _children():
+                        if pid not in self.names:
+                            self.names[pid] = _role_name(pid)
+                        if self.names[pid] is not None:
+                            for i in _socket_inodes(pid):
+                                self._sockets[i] = self.names[pid]
+                name = self._sockets.get(inode)
+                if name is not None:
+                    return name
         self.unknown += 1
         return None
 

@@ -31,6 +31,8 @@ Sized by the environment (docs/operations.md, "What Floe survives"):
   FLOE_FAULTS_SEED      seed of the schedules (default: the time, printed)
   FLOE_FAULTS_FAMILIES  families to run, comma-separated (default: network,clock)
   FLOE_FAULTS_RATE      records per second per producer (default 150)
+  FLOE_FAULTS_KINDS     only these fault kinds, comma-separated (default: every kind of the family)
+  FLOE_SOAK_CLIENT_LOGS a folder for each producer's librdkafka log (as in test_reliability.py)
 A failed run writes its whole history (faults, writes, reads, group events)
 as JSON in the test's tmp dir and prints the path.
 """
@@ -57,6 +59,7 @@ SECONDS = float(os.environ.get("FLOE_FAULTS_SECONDS", "20"))
 SEED = int(os.environ.get("FLOE_FAULTS_SEED") or time.time())
 FAMILIES = os.environ.get("FLOE_FAULTS_FAMILIES", "network,clock").split(",")
 RATE = float(os.environ.get("FLOE_FAULTS_RATE", "150"))
+KINDS_ONLY = [k for k in os.environ.get("FLOE_FAULTS_KINDS", "").split(",") if k]
 PARTITIONS = 6
 PRODUCERS = 2
 MEMBERS = 3
@@ -85,6 +88,8 @@ class Schedule(threading.Thread):
 
     def run(self):
         kinds = NETWORK if self.family == "network" else CLOCK
+        if KINDS_ONLY:
+            kinds = {k: f for k, f in kinds.items() if k in KINDS_ONLY} or kinds
         try:
             while time.time() - self.t0 < self.seconds and not self.stop.is_set():
                 kind = self.rng.choice(sorted(kinds))
