@@ -104,8 +104,10 @@ def _close(s, reset=False):
 class _Conn:
     """One relayed connection: who opened it, its two sockets, whether a cut held its bytes."""
 
-    def __init__(self, src, client):
-        self.src = src
+    def __init__(self, client, client_port):
+        self.src = None  # the role that opened it, once asked (`Net.identify`)
+        self.identified = False
+        self.client_port = client_port
         self.client = client
         self.upstream = None
         self.held = False
@@ -163,9 +165,13 @@ class Link:
                 time.sleep(0.05)
 
     def _serve(self, client, client_port):
-        conn = _Conn(self.net.source_of(client_port, self.port), client)
+        conn = _Conn(client, client_port)
         with self.lock:
             self.conns.add(conn)
+        # Who opened it matters only while a cut ends at this link; otherwise
+        # it is asked when one is made (no /proc reads while nothing is cut).
+        if self.net.cuts_at(self.name):
+            self.net.identify(self, [conn])
         # Across a cut the connection reaches its server only once the cut heals.
         while self.net.blocked(conn.src, self.name, UP) and not (conn.dead or self.closed):
             conn.held = True
@@ -275,12 +281,30 @@ class Net:
         self.unknown += 1
         return None
 
+    def cuts_at(self, dst):
+        """Whether some cut holds bytes on connections to link `dst`."""
+        return any(d == dst and v for (_, d), v in list(self.cuts.items()))
+
+    def identify(self, link, conns):
+        """Names the role behind each of `conns` (connections to `link`) not yet named."""
+        for c in conns:
+            if not c.identified:
+                c.src = self.source_of(c.client_port, link.port)
+                c.identified = True
+
     def blocked(self, src, dst, direction):
         return src is not None and direction in self.cuts.get((src, dst), ())
 
     def _hold(self, src, dst, direction):
         with self.lock:
             self.cuts.setdefault((src, dst), set()).add(direction)
+        # Connections accepted from now on are named as they come; those
+        # already open are named now (the cut holds them a moment later).
+        link = self.links.get(dst)
+        if link is not None:
+            with link.lock:
+                conns = list(link.conns)
+            self.identify(link, conns)
 
     def cut(self, a, b):
         """Nothing passes between roles `a` and `b`, either way, on any connection."""
