@@ -241,9 +241,6 @@ class Net:
     def __init__(self):
         self.names = {}  # pid -> role name (None: not a role)
         self.lookup = threading.Lock()
-        self._table = None  # the TCP table and the roles' sockets as last read
-        self._sockets = {}
-        self._read_at = 0.0
         self.links = {}
         self.cuts = {}  # (src, dst) -> {UP, DOWN}: directions held on connections src opened to dst
         self.lock = threading.Lock()
@@ -255,31 +252,27 @@ class Net:
 
     def source_of(self, client_port, server_port):
         """The role that opened the connection from `client_port` to a link
-        at `server_port`. One lookup at a time, from tables read once for
-        all the connections waiting (reading /proc per connection, with
-        dozens arriving at once after a cut heals, made the relay itself the
-        bottleneck: peers timed out, reconnected, and made it worse)."""
+        at `server_port` (None: not a role, e.g. the test's own tools)."""
+        return self._lookup([(client_port, server_port)])[0]
+
+    def _lookup(self, pairs):
+        """The roles behind connections (client port, server port), from one
+        read of the TCP table and of the roles' sockets for all of them, one
+        lookup at a time: a read per connection, with dozens arriving at
+        once when a cut is made or heals, made the relays the bottleneck
+        (peers timed out and reconnected, and made it worse)."""
         with self.lookup:
-            for fresh in (False, True):
-                if fresh or self._table is None or time.monotonic() - self._read_at > 0.2:
-                    self._table = _tcp_table()
-                    self._read_at = time.monotonic()
-                    self._sockets = {}
-                inode = self._table.get((client_port, server_port))
-                if inode is None:
-                    continue
-                if not self._sockets:
-                    for pid in _children():
-                        if pid not in self.names:
-                            self.names[pid] = _role_name(pid)
-                        if self.names[pid] is not None:
-                            for i in _socket_inodes(pid):
-                                self._sockets[i] = self.names[pid]
-                name = self._sockets.get(inode)
-                if name is not None:
-                    return name
-        self.unknown += 1
-        return None
+            table = _tcp_table()
+            sockets = {}
+            for pid in _children():
+                if pid not in self.names:
+                    self.names[pid] = _role_name(pid)
+                if self.names[pid] is not None:
+                    for i in _socket_inodes(pid):
+                        sockets[i] = self.names[pid]
+        out = [sockets.get(table.get(pair)) for pair in pairs]
+        self.unknown += sum(1 for name in out if name is None)
+        return out
 
     def cuts_at(self, dst):
         """Whether some cut holds bytes on connections to link `dst`."""
@@ -287,10 +280,12 @@ class Net:
 
     def identify(self, link, conns):
         """Names the role behind each of `conns` (connections to `link`) not yet named."""
-        for c in conns:
-            if not c.identified:
-                c.src = self.source_of(c.client_port, link.port)
-                c.identified = True
+        todo = [c for c in conns if not c.identified and not c.dead]
+        if not todo:
+            return
+        for c, name in zip(todo, self._lookup([(c.client_port, link.port) for c in todo])):
+            c.src = name
+            c.identified = True
 
     def blocked(self, src, dst, direction):
         return src is not None and direction in self.cuts.get((src, dst), ())
