@@ -16,11 +16,12 @@ step() { printf '\n==> [%dm%02ds, %s GB free] %s\n' $((SECONDS / 60)) $((SECONDS
 
 step "system packages"
 # strace; kcat (Debian bookworm: 1.7.1 on librdkafka 2.0.2) for the Kafka client
-# tests; openssl; Node.js and npm for the kafkajs tests, and a Java 17 runtime for PySpark
+# tests; faketime (libfaketime, the clocks that lie in tests/test_faults_net.py); openssl; Node.js and npm for the kafkajs tests, and a Java 17 runtime for PySpark
 # in the indexer tests (both already on the usual image).
 need=()
 command -v strace >/dev/null || need+=(strace)
 command -v kcat >/dev/null || need+=(kcat)
+command -v faketime >/dev/null || need+=(faketime)
 # openssl makes the certificates of the TLS tests (tests/test_security.py).
 command -v openssl >/dev/null || need+=(openssl)
 command -v node >/dev/null || need+=(nodejs)

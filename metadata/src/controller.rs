@@ -24,11 +24,14 @@
 //! (`--dead-node-retention-ms`) that no item names any more is removed
 //! ([`sweep_dead_nodes`]).
 //!
-//! Leases are measured on the leader's wall clock (`now_ms` travels in the
-//! commands). A new leader first renews every live node's lease on its own
-//! clock ([`renew_all`]): no node could renew while there was no leader, and
-//! expiring them all would move every partition after each election. A
-//! node that is really gone loses its items one lease later.
+//! Leases are measured on the leader's lease clock (`now_ms` travels in the
+//! commands): its wall clock as first read, advanced by its monotonic clock,
+//! so that no step of the wall clock expires a lease early
+//! ([`crate::clock::lease_now_ms`]). A new leader first renews every live
+//! node's lease on its own clock ([`renew_all`]): no node could renew while
+//! there was no leader, and expiring them all would move every partition
+//! after each election. A node that is really gone loses its items one
+//! lease later.
 
 use std::collections::BTreeMap;
 

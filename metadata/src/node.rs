@@ -10,7 +10,7 @@ use std::time::Duration;
 use openraft::BasicNode;
 
 use crate::api::server::{AppState, router};
-use crate::clock::now_ms;
+use crate::clock::{lease_now_ms, now_ms};
 use crate::controller;
 use crate::error::MetaError;
 use crate::raft::log_store::LogStore;
@@ -301,13 +301,16 @@ async fn controller_loop(state: AppState, every: Duration, producer_expiration: 
             continue;
         }
         let now = now_ms();
+        // Leases, hand-overs and dead nodes on the lease clock: a step of
+        // the wall clock expires no lease early (crate::clock).
+        let lease_now = lease_now_ms();
         if !renewed {
             // While there was no leader no node could renew its lease: a new
             // leader starts every live node's lease afresh on its own clock
             // (as Kafka's new controller does with broker sessions) rather
             // than declare them all dead and move every partition. A node
             // that is really gone loses its items one lease later.
-            let renewals = state.shared.read(|s| controller::renew_all(s, now));
+            let renewals = state.shared.read(|s| controller::renew_all(s, lease_now));
             let mut ok = true;
             for cmd in renewals {
                 if let Err(e) = state.write(cmd).await {
@@ -322,7 +325,7 @@ async fn controller_loop(state: AppState, every: Duration, producer_expiration: 
             }
             tracing::info!("new leader: every live node's lease renewed");
         }
-        let mut plan = state.shared.read(|s| controller::plan(s, now));
+        let mut plan = state.shared.read(|s| controller::plan(s, lease_now));
         if let Some(ttl) = producer_expiration {
             let ttl_ms = millis(ttl);
             if let Some(c) = state
@@ -342,7 +345,7 @@ async fn controller_loop(state: AppState, every: Duration, producer_expiration: 
         let retention = state.dead_node_retention_ms;
         if let Some(c) = state
             .shared
-            .read(|s| controller::sweep_dead_nodes(s, now, retention))
+            .read(|s| controller::sweep_dead_nodes(s, lease_now, retention))
         {
             plan.push(c);
         }
@@ -354,7 +357,7 @@ async fn controller_loop(state: AppState, every: Duration, producer_expiration: 
         // this round rather than the next.
         let orphans = state.shared.read(controller::has_orphans);
         if orphans {
-            let plan = state.shared.read(|s| controller::plan(s, now));
+            let plan = state.shared.read(|s| controller::plan(s, lease_now));
             propose(&state, plan).await;
         }
     }

@@ -3,7 +3,7 @@
 
 use super::server::AppState;
 use super::{convert, proto};
-use crate::clock::now_ms;
+use crate::clock::lease_now_ms;
 use crate::error::MetaError;
 use crate::state::{ClusterState, NodeInfo};
 
@@ -19,7 +19,7 @@ pub async fn list(s: AppState, _req: proto::Empty) -> Result<proto::ListNodesRes
             .values()
             .map(|n| record(st, n, retention))
             .collect(),
-        now_ms: now_ms(),
+        now_ms: lease_now_ms(),
         dead_node_retention_ms: retention.unwrap_or(0),
         highest_id: st.nodes.highest_id.0,
     }))

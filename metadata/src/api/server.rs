@@ -28,7 +28,7 @@ use prost::Message;
 
 use crate::api::routes::{self, Route};
 use crate::api::{PROTOBUF, convert, proto};
-use crate::clock::now_ms;
+use crate::clock::{lease_now_ms, now_ms};
 use crate::cluster_tls::{Member, NodeRole, Role};
 use crate::command::{
     Command, CommitRange, NewObject, NodeKind, ObjectSel, OwnedItem, Response, ShardFence,
@@ -676,7 +676,7 @@ async fn register(
             id: BrokerId(req.id),
             kind,
             addr: req.addr,
-            now_ms: now_ms(),
+            now_ms: lease_now_ms(),
             lease_ms: req.lease_ms,
         })
         .await?
@@ -696,7 +696,7 @@ async fn register(
 async fn heartbeat(s: AppState, req: proto::HeartbeatRequest) -> Result<proto::Empty, MetaError> {
     s.write(Command::Heartbeat {
         id: BrokerId(req.id),
-        now_ms: now_ms(),
+        now_ms: lease_now_ms(),
     })
     .await?;
     Ok(proto::Empty {})
