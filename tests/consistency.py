@@ -55,13 +55,8 @@ class History:
     reads: dict = dataclasses.field(default_factory=dict)  # reader name -> [Read] in read order
 
 
-@dataclasses.dataclass
-class Report:
-    violations: dict  # kind -> [message]
-    acked: int
-    unacked: int
-    unacked_stored: int
-    records: dict  # reader -> records read
+class Violations:
+    """What a checker's report shares: `violations`, {kind: [message]}."""
 
     @property
     def ok(self):
@@ -69,6 +64,15 @@ class Report:
 
     def counts(self):
         return {k: len(v) for k, v in self.violations.items()}
+
+
+@dataclasses.dataclass
+class Report(Violations):
+    violations: dict  # kind -> [message]
+    acked: int
+    unacked: int
+    unacked_stored: int
+    records: dict  # reader -> records read
 
     def summary(self, examples=5):
         lines = [f"acknowledged {self.acked}, not acknowledged {self.unacked} "

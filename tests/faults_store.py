@@ -40,6 +40,7 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler
 
 from floe_cluster import Cluster
+from s3_cluster import Moto, S3Cluster
 
 
 def seed():
@@ -312,14 +313,12 @@ def _send(h, status, headers, body, cut=None, reason=None, head=False):
             pass
 
 
-class FaultS3Cluster(Cluster):
+class FaultS3Cluster(S3Cluster):
     """A `Cluster` whose store is `endpoints` moto servers, each behind an
     `S3FaultRelay` (`relays[i]` in front of endpoint `e{i}`) drawing from
-    `rng`. `objects()` lists the buckets past the relays."""
+    `rng`. `objects()` and stopping are `S3Cluster`'s."""
 
     def __init__(self, floe_bin, tmp_path, rng, endpoints=1, **kw):
-        from s3_cluster import Moto
-
         tmp_path = pathlib.Path(tmp_path)
         tmp_path.mkdir(parents=True, exist_ok=True)
         self.servers, self.relays = [], []
@@ -328,30 +327,10 @@ class FaultS3Cluster(Cluster):
                 self.servers.append(Moto(tmp_path / f"moto{i}.log"))
                 self.relays.append(S3FaultRelay(self.servers[-1].port, random.Random(rng.random())))
             stores = [f"e{i}={m.url(r.port)}" for i, (m, r) in enumerate(zip(self.servers, self.relays))]
-            super().__init__(floe_bin, tmp_path, stores=stores, **kw)
+            Cluster.__init__(self, floe_bin, tmp_path, stores=stores, **kw)
         except BaseException:
             self._stop_servers()
             raise
-
-    def objects(self, prefix=""):
-        out = {}
-        for i, m in enumerate(self.servers):
-            for page in m.client().get_paginator("list_objects_v2").paginate(Bucket="floe", Prefix=prefix):
-                for o in page.get("Contents", []):
-                    out[(f"e{i}", o["Key"])] = o["Size"]
-        return out
-
-    def _stop_servers(self):
-        for r in self.relays:
-            r.close()
-        for m in self.servers:
-            m.stop()
-
-    def stop(self):
-        try:
-            super().stop()
-        finally:
-            self._stop_servers()
 
 
 # ------------------------------------------------------------------ consume-transform-produce

@@ -377,6 +377,16 @@ def test_a_lost_acknowledged_put_is_detected_never_served_wrong(floe_bin, tmp_pa
 
 # ------------------------------------------------------------------ disks of the metadata nodes
 
+def start_loads(cluster, rng):
+    """The idempotent load on "plain" and one transactional producer on
+    "txns", once both are under way."""
+    load = Load(cluster.bootstrap, "plain", PARTITIONS, rate=150)
+    txns = txn_checker.TxnLoad(cluster.bootstrap, "txns", PARTITIONS, rng, producers=1)
+    load.wait_acked(100, also=cluster.brokers)
+    txns.wait_committed(3)
+    return load, txns
+
+
 def meta_state(cluster, i):
     """'exited', or the node's Raft state as `floe meta status` gives it ('gone' if it does not answer)."""
     if not cluster.metas[i].alive():
@@ -431,10 +441,7 @@ def test_a_metadata_node_whose_disk_fills_or_whose_fsync_fails_stops(floe_bin, t
         cluster = Cluster(floe_bin, tmp_path, metas=3, brokers=2, role_env=env)
         create_topic(cluster.bootstrap, "plain", PARTITIONS)
         create_topic(cluster.bootstrap, "txns", PARTITIONS)
-        load = Load(cluster.bootstrap, "plain", PARTITIONS, rate=150)
-        txns = txn_checker.TxnLoad(cluster.bootstrap, "txns", PARTITIONS, rng, producers=1)
-        load.wait_acked(100, also=cluster.brokers)
-        txns.wait_committed(3)
+        load, txns = start_loads(cluster, rng)
         started = time.time()
         faults, outcomes, anomalies = {}, {}, {"node_lingers": 0, "cluster_stalled": 0, "no_rejoin": 0}
         # Every (node, fault) pair in turn; CI runs 8 s and at least two
@@ -532,10 +539,7 @@ def test_long_pauses_of_the_metadata_leader_and_of_the_indexer(floe_bin, tmp_pat
     try:
         create_topic(cluster.bootstrap, "plain", PARTITIONS, **{"export.enabled": "true", "export.roll.ms": "500"})
         create_topic(cluster.bootstrap, "txns", PARTITIONS)
-        load = Load(cluster.bootstrap, "plain", PARTITIONS, rate=150)
-        txns = txn_checker.TxnLoad(cluster.bootstrap, "txns", PARTITIONS, rng, producers=1)
-        load.wait_acked(100, also=cluster.brokers)
-        txns.wait_committed(3)
+        load, txns = start_loads(cluster, rng)
         started = time.time()
         faults = {"meta_leader_sigstop": 0, "indexer_sigstop": 0}
         paused = []

@@ -38,6 +38,8 @@ import threading
 import time
 from collections import defaultdict
 
+from consistency import Violations
+
 OUTCOMES = ("committed", "aborted", "unknown")
 
 
@@ -87,18 +89,11 @@ class History:
 
 
 @dataclasses.dataclass
-class Report:
+class Report(Violations):
     violations: dict  # kind -> [message]
     txns: dict  # outcome -> count
     records: dict  # reader -> records read
     unknown_visible: int = 0  # `unknown` transactions that turned out committed
-
-    @property
-    def ok(self):
-        return not any(self.violations.values())
-
-    def counts(self):
-        return {k: len(v) for k, v in self.violations.items()}
 
     def summary(self, examples=5):
         lines = [f"transactions {self.txns} (unknown seen committed: {self.unknown_visible}), read {self.records}"]

@@ -191,7 +191,8 @@ pub fn router(state: AppState, max_body: usize) -> Router {
 /// before (a node that cannot reach a majority does not) and once its Raft
 /// stopped on a fatal error (its log could not be written).
 async fn readyz(State(s): State<AppState>) -> (StatusCode, &'static str) {
-    let m = s.raft.metrics().borrow().clone();
+    let metrics = s.raft.metrics();
+    let m = metrics.borrow();
     if m.running_state.is_err() {
         (StatusCode::SERVICE_UNAVAILABLE, "raft stopped\n")
     } else if m.current_leader.is_some() {
