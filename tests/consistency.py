@@ -17,12 +17,25 @@ A history is what the clients saw:
 - lost: an acknowledged write that no reader saw;
 - misplaced: a reader holds something else at an acknowledged offset, or
   holds a write acknowledged without an offset in another partition;
-- duplicate: one (producer, sequence) stored at two offsets (idempotence);
+- duplicate: one (producer, sequence) stored at two offsets (idempotence),
+  unless each copy came under its own producer session (below);
 - order: offsets not strictly increasing in a partition as read, or one
   producer's sequences not increasing with the offsets of a partition;
 - disagree: two readers hold different records at one offset, or one of
   them has offsets the other has not;
 - phantom: a record that no producer wrote.
+
+A record stored twice where a reader saw the batches' producer ids and
+epochs (`Read.session`), each copy under a different (producer id, epoch),
+is reported as *resent*, not as a violation: the client sent it again under
+a new epoch, where no broker (Kafka's included) can recognise it. librdkafka
+does this after an epoch bump ("DrainBump", once messages time out or after
+an out-of-order answer to a request behind a failed one) to messages waiting
+for a retry, whether or not their first send was stored
+(confluentinc/librdkafka#4953). A copy under the same (producer id, epoch)
+as another stays a *duplicate*: the broker failed to recognise a retry. The
+later copies of a resent record are left out of the order check (a new
+epoch's sequence starts again).
 """
 
 from __future__ import annotations
@@ -46,6 +59,9 @@ class Read:
     offset: int
     producer: int
     seq: int
+    # The Kafka producer session the record was stored under, (producer
+    # id, producer epoch, sequence number), when the reader saw its batch.
+    session: tuple | None = None
 
 
 @dataclasses.dataclass
@@ -73,6 +89,9 @@ class Report(Violations):
     unacked: int
     unacked_stored: int
     records: dict  # reader -> records read
+    # Records stored once per producer session: sent again by the client
+    # under a new epoch (see the module's doc); not a violation.
+    resent: list = dataclasses.field(default_factory=list)
 
     def summary(self, examples=5):
         lines = [f"acknowledged {self.acked}, not acknowledged {self.unacked} "
@@ -80,6 +99,9 @@ class Report(Violations):
         for kind, msgs in sorted(self.violations.items()):
             if msgs:
                 lines.append(f"{kind}: {len(msgs)}, e.g. " + "; ".join(msgs[:examples]))
+        if self.resent:
+            lines.append(f"resent under a new producer epoch (not a violation): {len(self.resent)}, e.g. "
+                         + "; ".join(self.resent[:examples]))
         return "\n".join(lines)
 
 
@@ -97,9 +119,24 @@ def decode(value):
         return None
 
 
+def resent_copies(places, sessions):
+    """The later copies of a record stored at `places` ([(partition,
+    offset)]) when each copy is known to be under its own (producer id,
+    epoch) in `sessions`; None when it is a duplicate."""
+    seen = [sessions.get(pl) for pl in places]
+    if any(x is None for x in seen) or len({x[:2] for x in seen}) < len(seen):
+        return None
+    return sorted(places)[1:]
+
+
 def check(history: History) -> Report:
     v = defaultdict(list)
+    resent = []
     readers = list(history.reads)
+    # (partition, offset) -> (producer id, epoch, sequence), from every
+    # reader that saw the batches (the readers are checked to agree).
+    sessions = {(r.partition, r.offset): r.session
+                for name in readers for r in history.reads[name] if r.session is not None}
     by_offset = {}  # reader -> {(partition, offset): (producer, seq)}
     for name in readers:
         at = {}
@@ -115,13 +152,23 @@ def check(history: History) -> Report:
             at[(r.partition, r.offset)] = (r.producer, r.seq)
         for (p, o), rec in at.items():
             where[rec].append((p, o))
+        later_copies = set()
         for rec, places in where.items():
             if len(places) > 1:
-                v["duplicate"].append(f"{name}: producer {rec[0]} seq {rec[1]} at {sorted(places)}")
+                again = resent_copies(places, sessions)
+                if again is None:
+                    v["duplicate"].append(f"{name}: producer {rec[0]} seq {rec[1]} at {sorted(places)}")
+                else:
+                    later_copies.update(again)
+                    if name == readers[0]:
+                        resent.append(f"producer {rec[0]} seq {rec[1]} at "
+                                      + ", ".join(f"{p}/{o} (session {sessions[(p, o)]})"
+                                                  for p, o in sorted(places)))
         # One producer's records in one partition: sequences grow with offsets.
         seqs = defaultdict(list)
         for (p, o), (prod, seq) in sorted(at.items()):
-            seqs[(p, prod)].append((o, seq))
+            if (p, o) not in later_copies:
+                seqs[(p, prod)].append((o, seq))
         for (p, prod), pairs in seqs.items():
             for (o1, s1), (o2, s2) in zip(pairs, pairs[1:]):
                 if s2 <= s1:
@@ -187,5 +234,5 @@ def check(history: History) -> Report:
         v.setdefault(kind, [])
     return Report(violations=dict(v), acked=len(history.acked), unacked=len(history.unacked),
                   unacked_stored=stored_unacked,
-                  records={name: len(by_offset[name]) for name in readers})
+                  records={name: len(by_offset[name]) for name in readers}, resent=resent)
 

@@ -1,7 +1,7 @@
 """Faults of the object store, the disks and the clock for the scenarios of
 tests/test_faults_store.py (issue 41).
 
-- `S3FaultRelay`: an HTTP relay in front of an S3 server (moto) that
+- `S3FaultRelay`: an HTTP relay in front of an S3 server (moto or Garage) that
   understands the requests it forwards and, at random from a seeded
   generator, answers 503 SlowDown or 500, acknowledges a PUT it never
   forwards (a lost write), lists from a stale view (objects written in the
@@ -9,7 +9,7 @@ tests/test_faults_store.py (issue 41).
   closed before Content-Length bytes, or a 200 whose Content-Length is
   short too), and answers 412 to conditional requests (If-None-Match /
   If-Match) though nothing conflicts. Every fault is counted.
-- `FaultS3Cluster`: a `Cluster` whose store is one or more moto servers,
+- `FaultS3Cluster`: a `Cluster` whose store is one or more S3 servers,
   each behind an `S3FaultRelay`.
 - `Tmpfs`: a small tmpfs mounted on a metadata node's data folder (a disk
   that fills), and `fsync_shim`: an LD_PRELOAD library whose fsync and
@@ -40,7 +40,7 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler
 
 from floe_cluster import Cluster
-from s3_cluster import Moto, S3Cluster
+from s3_cluster import Garage, Moto, S3Cluster, garage_bin, s3_server
 
 
 def seed():
@@ -314,17 +314,24 @@ def _send(h, status, headers, body, cut=None, reason=None, head=False):
 
 
 class FaultS3Cluster(S3Cluster):
-    """A `Cluster` whose store is `endpoints` moto servers, each behind an
-    `S3FaultRelay` (`relays[i]` in front of endpoint `e{i}`) drawing from
-    `rng`. `objects()` and stopping are `S3Cluster`'s."""
+    """A `Cluster` whose store is `endpoints` S3 servers (moto, or Garage
+    with FLOE_S3_SERVER=garage), each behind an `S3FaultRelay` (`relays[i]`
+    in front of endpoint `e{i}`) drawing from `rng`. `objects()` and
+    stopping are `S3Cluster`'s."""
 
     def __init__(self, floe_bin, tmp_path, rng, endpoints=1, **kw):
         tmp_path = pathlib.Path(tmp_path)
         tmp_path.mkdir(parents=True, exist_ok=True)
         self.servers, self.relays = [], []
         try:
+            server = s3_server()
             for i in range(endpoints):
-                self.servers.append(Moto(tmp_path / f"moto{i}.log"))
+                if server == "garage":
+                    # Its `port` is a plain relay to its socket, past which
+                    # the fault relay sits.
+                    self.servers.append(Garage(garage_bin(), tmp_path / f"garage{i}"))
+                else:
+                    self.servers.append(Moto(tmp_path / f"moto{i}.log"))
                 self.relays.append(S3FaultRelay(self.servers[-1].port, random.Random(rng.random())))
             stores = [f"e{i}={m.url(r.port)}" for i, (m, r) in enumerate(zip(self.servers, self.relays))]
             Cluster.__init__(self, floe_bin, tmp_path, stores=stores, **kw)

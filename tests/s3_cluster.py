@@ -16,6 +16,9 @@ it is bound (moto prints it, `floe` writes a ports file, a relay binds before
 it is used).
 """
 
+import bisect
+import contextlib
+import dataclasses
 import os
 import pathlib
 import re
@@ -24,6 +27,7 @@ import struct
 import sys
 import threading
 import time
+from collections import defaultdict
 
 import pytest
 
@@ -195,6 +199,7 @@ class Garage:
     keeps its data."""
 
     key, secret = "GK" + "f10e" * 6, "5ec7" * 16
+    host = "127.0.0.1"  # of the relays in front of it
 
     def __init__(self, garage_bin, folder, timeout=60):
         d = pathlib.Path(folder)
@@ -548,8 +553,79 @@ def read_confluent(bootstrap, topic, partitions, timeout=120):
         c.close()
 
 
+class _SessionsOf:
+    """kafka-python's fetched records of one partition, noting each v2
+    batch's producer id, epoch and base sequence as the consumer unpacks
+    it: {(partition, base offset): (last offset, producer id, epoch, base
+    sequence)}. Client code never sees them otherwise."""
+
+    def __init__(self, records, partition, into):
+        self._records, self._partition, self._into = records, partition, into
+
+    def next_batch(self, *args, **kwargs):
+        b = self._records.next_batch(*args, **kwargs)
+        if b is not None and getattr(b, "magic", 0) == 2 and b.producer_id >= 0:
+            self._into[(self._partition, b.base_offset)] = (b.last_offset, b.producer_id, b.producer_epoch,
+                                                            b.base_sequence)
+        return b
+
+    def __getattr__(self, name):
+        return getattr(self._records, name)
+
+
+@contextlib.contextmanager
+def batch_sessions():
+    """While open, kafka-python consumers note the producer session of each
+    batch they unpack; yields the dict they fill (see `_SessionsOf`). If
+    kafka-python's internals differ, nothing is noted (a reader then reports
+    no sessions, and the checker treats every double as a duplicate)."""
+    from kafka.consumer.fetcher import Fetcher
+
+    into = {}
+    holder = getattr(Fetcher, "PartitionRecords", None)
+    original = getattr(holder, "_unpack_records", None)
+    if original is None:
+        yield into
+        return
+
+    def unpack(self, tp, records, *args, **kwargs):
+        return original(self, tp, _SessionsOf(records, tp.partition, into), *args, **kwargs)
+
+    holder._unpack_records = unpack
+    try:
+        yield into
+    finally:
+        holder._unpack_records = original
+
+
+def session_at(batches, offset):
+    """(producer id, epoch, sequence) of the record at `offset` from the
+    noted batches (a sorted list of (base offset, (last, pid, epoch, base
+    sequence))) of `partition`; None when not noted."""
+    i = bisect.bisect_right(batches, (offset, (float("inf"),))) - 1
+    if i < 0:
+        return None
+    base, (last, pid, epoch, seq) = batches[i]
+    if offset > last or seq < 0:
+        return None
+    return (pid, epoch, seq + (offset - base))
+
+
 def read_kafka_python(bootstrap, topic, ends, timeout=120):
-    """The same with kafka-python, a client that shares no code with the first."""
+    """The same with kafka-python, a client that shares no code with the
+    first. Each record carries the producer session it was stored under
+    (`Read.session`), for telling a client's re-send from a duplicate."""
+    with batch_sessions() as noted:
+        out = _read_kafka_python(bootstrap, topic, ends, timeout)
+    per = defaultdict(list)
+    for (p, base), rest in noted.items():
+        per[p].append((base, rest))
+    for p in per:
+        per[p].sort()
+    return [dataclasses.replace(r, session=session_at(per[r.partition], r.offset)) for r in out]
+
+
+def _read_kafka_python(bootstrap, topic, ends, timeout):
     from kafka import KafkaConsumer, TopicPartition
 
     c = KafkaConsumer(bootstrap_servers=bootstrap.split(","), group_id=None, enable_auto_commit=False,

@@ -117,3 +117,55 @@ def test_values_round_trip():
     assert decode(encode(3, 12345)) == (3, 12345)
     assert decode(b"garbage") is None
     assert decode(None) is None
+
+
+def with_sessions(reads, sessions):
+    """`reads` with the producer session of each (partition, offset) in `sessions`."""
+    return [Read(r.partition, r.offset, r.producer, r.seq, sessions.get((r.partition, r.offset))) for r in reads]
+
+
+def test_a_record_resent_under_a_new_epoch_is_reported_not_failed():
+    # Producer 1's seq 2 stored at 0/2 under epoch 0, and again at 0/4
+    # (after producer 2's seq 2) under epoch 1 from sequence 0: librdkafka
+    # re-sent it after an epoch bump. Only one reader saw the sessions.
+    h = good()
+    sessions = {(0, 0): (7, 0, 0), (0, 2): (7, 0, 1), (0, 3): (8, 0, 1), (0, 4): (7, 1, 0)}
+    for name in h.reads:
+        h.reads[name] += [Read(0, 3, 2, 2), Read(0, 4, 1, 2)]
+    h.reads["b"] = with_sessions(h.reads["b"], sessions)
+    h.acked[3] = Write(1, 2, 0, 4)
+    r = check(h)
+    assert r.ok, r.summary()
+    assert len(r.resent) == 1 and "0/2 (session (7, 0, 1))" in r.resent[0], r.resent
+    assert "resent under a new producer epoch" in r.summary()
+
+
+def test_a_record_stored_twice_in_one_session_is_a_duplicate():
+    # The same batch (producer id 7, epoch 0, sequence 1) stored twice: the
+    # broker did not recognise the retry.
+    h = good()
+    sessions = {(0, 2): (7, 0, 1), (0, 3): (7, 0, 1)}
+    for name in h.reads:
+        h.reads[name] = with_sessions(h.reads[name] + [Read(0, 3, 1, 2)], sessions)
+    r = check(h)
+    assert "duplicate" in kinds(r), r.summary()
+    assert not r.resent
+
+
+def test_a_double_whose_sessions_are_unknown_is_a_duplicate():
+    h = good()
+    for name in h.reads:
+        h.reads[name] = with_sessions(h.reads[name] + [Read(0, 3, 1, 2)], {(0, 2): (7, 0, 1)})
+    assert "duplicate" in kinds(check(h))
+
+
+def test_sessions_of_records_from_noted_batches():
+    from s3_cluster import session_at
+
+    batches = [(0, (4, 7, 0, 10)), (5, (5, -1, -1, -1)), (6, (9, 7, 1, 0))]
+    assert session_at(batches, 0) == (7, 0, 10)
+    assert session_at(batches, 4) == (7, 0, 14)
+    assert session_at(batches, 5) is None  # a batch without a producer sequence
+    assert session_at(batches, 8) == (7, 1, 2)
+    assert session_at(batches, 10) is None
+    assert session_at([], 3) is None

@@ -78,7 +78,8 @@ def check_all(tmp_path, name, bootstrap, topic, loads, txn_topic=None, txn_load=
     report = check(History(acked=acked, unacked=unacked, reads={"confluent": first, "kafka-python": second}))
     anomalies = dict(report.counts())
     anomalies["client_error"] = len(errors)
-    ops = {"writes_acked": report.acked}
+    # Sent again by librdkafka under a new epoch (consistency.py): counted, not a violation.
+    ops = {"writes_acked": report.acked, "writes_resent": len(report.resent)}
     txn_report = None
     if txn_load is not None:
         reads = {"confluent": txn_checker.read_committed_all(bootstrap, txn_topic, PARTITIONS, timeout),
@@ -92,10 +93,11 @@ def check_all(tmp_path, name, bootstrap, topic, loads, txn_topic=None, txn_load=
         # the transaction aborted), by error code.
         seen = Counter(m.group(1) for m in (re.search(r"code=(\w+)", e) for e in txn_load.errors()) if m)
         ops.update({f"txn_client_{k}": v for k, v in sorted(seen.items())})
-    if any(anomalies.values()):
+    if any(anomalies.values()) or report.resent:
         data = {"writes": report.summary(), "client_errors": errors[:200],
                 "acked": [list(w) for w in ([w.producer, w.seq, w.partition, w.offset, w.at] for w in acked)],
-                "reads": {"confluent": [list(r) for r in ([r.partition, r.offset, r.producer, r.seq] for r in first)]}}
+                "reads": {"confluent": [list(r) for r in ([r.partition, r.offset, r.producer, r.seq] for r in first)]},
+                "sessions": [[r.partition, r.offset, *r.session] for r in second if r.session]}
         if txn_report is not None:
             data["txn"] = th.to_json()
             data["txn_summary"] = txn_report.summary()

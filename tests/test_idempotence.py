@@ -69,6 +69,33 @@ def test_confluent_idempotent_producer_stores_each_message_once(standalone, code
             assert seq == sorted(seq), f"partition {part} key {k} out of order"
 
 
+@pytest.mark.timeout(120)
+def test_fetched_batches_carry_each_records_producer_session(standalone):
+    """What tells a client's re-send under a new epoch from a stored retry
+    (tests/consistency.py): the producer id, epoch and sequence numbers of
+    each stored batch, as a fetch returns them, seen through the
+    checkers' kafka-python reader."""
+    from s3_cluster import read_kafka_python
+
+    topic = "idem-sessions"
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": standalone.bootstrap})
+    admin.create_topics([confluent_kafka.admin.NewTopic(topic, 2, 1)])[topic].result(30)
+    p = confluent_kafka.Producer({"bootstrap.servers": standalone.bootstrap, "enable.idempotence": True,
+                                  "linger.ms": 5})
+    n = 3000
+    for i in range(n):
+        p.produce(topic, value=f"1 {i}".encode(), partition=i % 2)
+        if i % 500 == 0:
+            p.poll(0)
+    assert p.flush(60) == 0
+    reads = read_kafka_python(standalone.bootstrap, topic, {0: n // 2, 1: n // 2}, timeout=60)
+    assert len(reads) == n
+    assert all(r.session is not None for r in reads), [r for r in reads if r.session is None][:3]
+    assert len({r.session[:2] for r in reads}) == 1, "one producer id and epoch"
+    for part in (0, 1):
+        seqs = [r.session[2] for r in sorted(reads, key=lambda r: r.offset) if r.partition == part]
+        assert seqs == list(range(n // 2)), f"partition {part}: sequences {seqs[:5]}..."
+
 
 @pytest.mark.timeout(180)
 def test_kafka_python_default_idempotent_producer_survives_a_restart(standalone):
