@@ -1,7 +1,7 @@
 """The docs (README.md, docs/*.md, the chart's comments) against the code:
 
 - every `floe` / `floe-dev` command line the docs show names commands and
-  flags that `--help` lists (docs/cli.md is generated from the same clap
+  flags that `--help` lists (README's run the `floe` it built) (docs/cli.md is generated from the same clap
   definitions), and each configuration table's flag has the environment
   variable clap gives it;
 - every FLOE_* variable the docs name is read by the code (or the test
@@ -13,7 +13,8 @@
 - every relative link `page.md#anchor` points at a heading that exists
   (GitHub's anchor rules), and the chart's "see docs/X.md ("Section")"
   comments at a section that exists;
-- the object names docs/kubernetes.md gives are the ones the chart renders.
+- the object names docs/kubernetes.md gives are the ones the chart renders;
+- README counts the failure scenarios docs/operations.md has.
 
 Each check reads text and `--help` output; the one process started is the
 standalone for the metric types. The whole file takes a few seconds.
@@ -101,14 +102,15 @@ def trees(floe_bin, floe_dev_bin):
 FENCED = r"^[ \t]*```[^\n]*\n(.*?)^[ \t]*```"
 
 
-def code_texts(text):
-    """(inline, text) for each code span and each line of a fenced block."""
+def code_texts(text, expand=True):
+    """(inline, text) for each code span and each line of a fenced block;
+    `expand`: `$B` stands for the floe binary where the block sets B."""
     out = []
     fenced = re.compile(FENCED, re.S | re.M)
     for block in fenced.finditer(text):
         body = block.group(1)
         # README's `B=target/release/floe` then `$B meta …`.
-        if re.search(r"\bB=\S*floe\b", body):
+        if expand and re.search(r"\bB=\S*floe\b", body):
             body = body.replace("$B ", "floe ")
         # A shell or TOML comment is prose.
         out += [(False, re.split(r"(?:^|\s)#\s", line)[0]) for line in body.splitlines()]
@@ -191,6 +193,27 @@ def test_every_command_and_flag_the_docs_show_exists(trees):
             if problem:
                 wrong.append(f"{rel(page)}: `{binary} {' '.join(tokens)}`: {problem}")
     assert not wrong, "\n".join(sorted(set(wrong)))
+
+
+def test_readme_runs_the_floe_it_built():
+    """README installs no `floe` on the PATH: its command lines run
+    `target/release/floe` (or `$B`, or `cargo run`)."""
+    bare = [line for inline, line in code_texts((ROOT / "README.md").read_text(), expand=False)
+            if not inline and re.match(r"\s*floe(?:-dev)? ", line)]
+    assert not bare, "README.md runs a bare floe:\n" + "\n".join(bare)
+
+
+NUMBERS = "zero one two three four five six seven eight nine ten eleven twelve".split()
+
+
+def test_readme_counts_the_failure_scenarios_operations_md_has():
+    readme = (ROOT / "README.md").read_text()
+    said = re.search(r"the (\w+) failure scenarios and their figures are in \[docs/operations.md\]", readme)
+    assert said, "README.md no longer points at the failure scenarios"
+    section = (ROOT / "docs" / "operations.md").read_text().split("## A cluster on S3", 1)[1].split("\n## ", 1)[0]
+    rows = [r for r in table_rows(section) if re.fullmatch(r"\d+", r.get("#", ""))]
+    assert rows and said.group(1) == NUMBERS[len(rows)], (
+        f"README.md says {said.group(1)} failure scenarios, docs/operations.md has {len(rows)}")
 
 
 def sections(text):
