@@ -195,6 +195,15 @@ def test_every_command_and_flag_the_docs_show_exists(trees):
     assert not wrong, "\n".join(sorted(set(wrong)))
 
 
+def test_architecture_md_lists_every_floe_command(trees):
+    row = re.search(r"^\| `src/` \| `floe` \(bin\) \| (.*?) \|", (ROOT / "docs" / "architecture.md").read_text(), re.M)
+    assert row, "docs/architecture.md has no row for src/"
+    listed = set(re.findall(r"`([a-z-]+)`", row.group(1)))
+    assert listed == set(trees["floe"][""].subcommands), (
+        f"missing {sorted(set(trees['floe'][''].subcommands) - listed)}, "
+        f"not commands {sorted(listed - set(trees['floe'][''].subcommands))}")
+
+
 def test_readme_runs_the_floe_it_built():
     """README installs no `floe` on the PATH: its command lines run
     `target/release/floe` (or `$B`, or `cargo run`)."""
