@@ -1,8 +1,9 @@
 """The docs (README.md, docs/*.md, the chart's comments) against the code:
 
 - every `floe` / `floe-dev` command line the docs show names commands and
-  flags that `--help` lists (README's run the `floe` it built) (docs/cli.md is generated from the same clap
-  definitions), and each configuration table's flag has the environment
+  flags that `--help` lists (docs/cli.md is generated from the same clap
+  definitions), README's run the `floe` it built, architecture.md lists
+  every command, and each configuration table's flag has the environment
   variable clap gives it;
 - every FLOE_* variable the docs name is read by the code (or the test
   harness), and every variable of a role is in docs/configuration.md;
@@ -34,8 +35,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 PAGES = [ROOT / "README.md", *DOCS]
 # Chart files whose comments point at the docs.
-CHART_FILES = sorted((ROOT / "helm" / "floe").rglob("*.yaml")) + sorted((ROOT / "helm" / "floe").rglob("*.tpl")) + [
-    ROOT / "helm" / "floe" / "templates" / "NOTES.txt"]
+CHART = ROOT / "helm" / "floe"
+CHART_FILES = [*sorted(CHART.rglob("*.yaml")), *sorted(CHART.rglob("*.tpl")), CHART / "templates" / "NOTES.txt"]
 # The roles: their flags and variables are docs/configuration.md's tables.
 ROLES = ("standalone", "meta", "broker", "proxy", "indexer")
 
@@ -62,7 +63,8 @@ class Command:
             if flag:
                 env = re.search(r"\[env: (\w+)=", entry)
                 self.flags[flag.group(1)] = env.group(1) if env else None
-        usage = re.findall(r"^(?:Usage:)?\s+\S+(?: [a-z][a-z0-9-]*)* (.*)$", text.split("\n\n", 2)[1], re.M)
+        usage = re.search(r"^Usage:.*?(?:\n\n|\Z)", text, re.S | re.M).group(0)
+        usage = re.findall(r"^(?:Usage:)?\s+\S+(?: [a-z][a-z0-9-]*)* (.*)$", usage, re.M)
         # A positional argument other than the subcommand: <NAME>, [NAME].
         self.takes_positional = any(re.search(r"[<\[](?!COMMAND|OPTIONS)[A-Z_]+", u) for u in usage)
 
@@ -88,14 +90,25 @@ def command_tree(binary):
     return tree
 
 
-FLOE_BIN = FLOE_DEV_BIN = None
+class Binary:
+    def __init__(self, name, exe):
+        self.name = name
+        self.exe = exe
+        self.tree = command_tree(exe)
+        self.hidden = {}
+
+    def has_hidden(self, path):
+        """Whether `name path…` is a command `--help` does not list (`floe kafka-tool`)."""
+        key = tuple(path)
+        if key not in self.hidden:
+            out = subprocess.run([str(self.exe), *path, "--help"], capture_output=True, text=True, timeout=30)
+            self.hidden[key] = f"Usage: {self.name} {' '.join(path)}" in out.stdout + out.stderr
+        return self.hidden[key]
 
 
 @pytest.fixture(scope="module")
-def trees(floe_bin, floe_dev_bin):
-    global FLOE_BIN, FLOE_DEV_BIN
-    FLOE_BIN, FLOE_DEV_BIN = floe_bin, floe_dev_bin
-    return {"floe": command_tree(floe_bin), "floe-dev": command_tree(floe_dev_bin)}
+def binaries(floe_bin, floe_dev_bin):
+    return {"floe": Binary("floe", floe_bin), "floe-dev": Binary("floe-dev", floe_dev_bin)}
 
 
 # A fenced code block, also one indented in a list item.
@@ -145,21 +158,9 @@ def invocations(text):
                 yield m.group(1), rest.split()
 
 
-HIDDEN = {}
-
-
-def hidden(binary, path):
-    """Whether `binary path…` is a command `--help` does not list (`floe kafka-tool`)."""
-    key = (binary, tuple(path))
-    if key not in HIDDEN:
-        exe = {"floe": FLOE_BIN, "floe-dev": FLOE_DEV_BIN}[binary]
-        out = subprocess.run([str(exe), *path, "--help"], capture_output=True, text=True, timeout=30)
-        HIDDEN[key] = f"Usage: {binary} {' '.join(path)}" in out.stdout + out.stderr
-    return HIDDEN[key]
-
-
-def check_invocation(tree, binary, tokens):
+def check_invocation(binary, tokens):
     """What is wrong with `binary tokens…`, or None."""
+    tree = binary.tree
     cmd = tree[""]
     descending = True
     for tok in tokens:
@@ -170,14 +171,14 @@ def check_invocation(tree, binary, tokens):
                 continue
             descending = False
             if flag not in cmd.flags:
-                return f"`{binary} {' '.join(cmd.path)}` has no flag {flag}"
+                return f"`{binary.name} {' '.join(cmd.path)}` has no flag {flag}"
         elif descending and re.fullmatch(r"[a-z][a-z0-9-]*", tok):
             if tok in cmd.subcommands:
                 cmd = tree[" ".join([*cmd.path, tok])]
-            elif hidden(binary, [*cmd.path, tok]):
+            elif binary.has_hidden([*cmd.path, tok]):
                 return None
             elif cmd.subcommands and not cmd.takes_positional:
-                return f"`{binary} {' '.join(cmd.path)}` has no subcommand {tok!r}"
+                return f"`{binary.name} {' '.join(cmd.path)}` has no subcommand {tok!r}"
             else:
                 descending = False
         else:
@@ -185,23 +186,23 @@ def check_invocation(tree, binary, tokens):
     return None
 
 
-def test_every_command_and_flag_the_docs_show_exists(trees):
+def test_every_command_and_flag_the_docs_show_exists(binaries):
     wrong = []
     for page in PAGES:
         for binary, tokens in invocations(page.read_text()):
-            problem = check_invocation(trees[binary], binary, tokens)
+            problem = check_invocation(binaries[binary], tokens)
             if problem:
                 wrong.append(f"{rel(page)}: `{binary} {' '.join(tokens)}`: {problem}")
     assert not wrong, "\n".join(sorted(set(wrong)))
 
 
-def test_architecture_md_lists_every_floe_command(trees):
+def test_architecture_md_lists_every_floe_command(binaries):
     row = re.search(r"^\| `src/` \| `floe` \(bin\) \| (.*?) \|", (ROOT / "docs" / "architecture.md").read_text(), re.M)
     assert row, "docs/architecture.md has no row for src/"
     listed = set(re.findall(r"`([a-z-]+)`", row.group(1)))
-    assert listed == set(trees["floe"][""].subcommands), (
-        f"missing {sorted(set(trees['floe'][''].subcommands) - listed)}, "
-        f"not commands {sorted(listed - set(trees['floe'][''].subcommands))}")
+    assert listed == set(binaries["floe"].tree[""].subcommands), (
+        f"missing {sorted(set(binaries['floe'].tree[''].subcommands) - listed)}, "
+        f"not commands {sorted(listed - set(binaries['floe'].tree[''].subcommands))}")
 
 
 def test_readme_runs_the_floe_it_built():
@@ -248,11 +249,11 @@ def table_rows(body):
             yield dict(zip(cells[0], row))
 
 
-def test_configuration_tables_give_each_flag_its_variable(trees):
+def test_configuration_tables_give_each_flag_its_variable(binaries):
     """docs/configuration.md: a table's flag exists in a command its section
     names (any floe command when it names none), with the variable clap
     gives it; a flag without a variable in the table has none in clap."""
-    floe = trees["floe"]
+    floe = binaries["floe"].tree
     wrong = []
     for path, body in sections((ROOT / "docs" / "configuration.md").read_text()):
         named = []
@@ -327,11 +328,11 @@ def role_variables(floe):
     return out
 
 
-def test_every_variable_the_docs_name_is_read_by_the_code(trees):
+def test_every_variable_the_docs_name_is_read_by_the_code(binaries):
     known = code_variables()
-    for command in trees["floe"].values():
+    for command in binaries["floe"].tree.values():
         known |= {e for e in command.flags.values() if e}
-    for names in role_variables(trees["floe"]).values():
+    for names in role_variables(binaries["floe"].tree).values():
         known |= names
     wrong = []
     for page in [*PAGES, *CHART_FILES]:
@@ -341,11 +342,11 @@ def test_every_variable_the_docs_name_is_read_by_the_code(trees):
     assert not wrong, "variables no code reads:\n" + "\n".join(wrong)
 
 
-def test_every_variable_of_a_role_is_in_configuration_md(trees):
+def test_every_variable_of_a_role_is_in_configuration_md(binaries):
     doc = (ROOT / "docs" / "configuration.md").read_text()
     missing = set()
     for role in ROLES:
-        for flag, env in trees["floe"][role].flags.items():
+        for flag, env in binaries["floe"].tree[role].flags.items():
             if env and f"`{env}`" not in doc:
                 missing.add(f"{env} (`floe {role} {flag}`)")
     assert not missing, "not in docs/configuration.md:\n" + "\n".join(sorted(missing))
@@ -487,7 +488,7 @@ def rendered_names(release):
     values = {"security": {"internalTls": {"enabled": True}},
               "metrics": {"serviceMonitor": {"enabled": True}},
               "broker": {"autoscaling": {"enabled": True}}}
-    out = helm.Chart.load(str(ROOT / "helm" / "floe")).render(
+    out = helm.Chart.load(str(CHART)).render(
         values, name=release, namespace="streaming", revision=1, is_install=True)
     objects = [o for k, t in out.items() if k.endswith(".yaml") and t.strip() for o in yaml.safe_load_all(t) if o]
     names = {(o["kind"], o["metadata"]["name"]) for o in objects}
@@ -544,8 +545,8 @@ def test_kubernetes_md_names_the_objects_the_chart_renders():
                 "<namespace>", "streaming"), release, pattern)
     # Names written out for `helm install floe`.
     for inline, code in code_texts(text):
-        for name in re.findall(r"(?<![\w/.-])floe-[a-z0-9$-]*[a-z0-9](?:-ID\b|-N\b)?", code):
-            if name.startswith(("floe-s3", "floe-ca", "floe-test-client", "floe-cluster-secret")) and inline:
-                continue  # the user's own Secrets and Issuers in examples
+        for name in re.findall(r"(?<![\w/-])floe-[a-z0-9$-]*[a-z0-9](?:-ID\b|-N\b)?", code):
+            if name in ("floe-s3", "floe-ca", "floe-test-client", "floe-cluster-secret"):
+                continue  # the user's own Secrets and Issuers in the examples
             check(name, "floe", name)
     assert not wrong, "\n".join(sorted(set(wrong)))
