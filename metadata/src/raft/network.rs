@@ -101,8 +101,18 @@ impl PeerConnection {
         {
             Ok(b) => b,
             Err(HttpError::Status { status: 413, .. }) => return Err(TooLarge),
-            Err(e @ (HttpError::Unreachable { .. } | HttpError::Timeout { .. })) => {
+            // A peer that cannot be connected to: openraft backs off (500
+            // ms) before it sends to it again.
+            Err(e @ HttpError::Unreachable { .. }) => {
                 return Ok(Err(RPCError::Unreachable(Unreachable::new(&e))));
+            }
+            // A peer that was slow to answer this once (the deadline is the
+            // heartbeat interval, 100 ms; a loaded machine misses it):
+            // openraft sends again at the next heartbeat. Reported as
+            // unreachable, it stopped replicating to the peer for 500 ms, and
+            // commits waited on a majority that was there.
+            Err(e @ HttpError::Timeout { .. }) => {
+                return Ok(Err(RPCError::Network(NetworkError::new(&e))));
             }
             Err(other) => return Ok(Err(RPCError::Network(NetworkError::new(&other)))),
         };
@@ -201,5 +211,58 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
                 Err(RPCError::Unreachable(Unreachable::new(&e)))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::Vote;
+
+    fn peer(addr: String) -> PeerConnection {
+        PeerConnection {
+            target: 2,
+            addr,
+            client: HttpClient::default(),
+            max_body: 1 << 20,
+        }
+    }
+
+    fn vote() -> VoteRequest<NodeId> {
+        VoteRequest::new(Vote::new(1, 1), None)
+    }
+
+    /// A peer that takes the connection and never answers (a loaded or
+    /// paused process) is a network error, which openraft retries at the
+    /// next heartbeat, not unreachable, on which it stops sending for 500
+    /// ms.
+    #[tokio::test]
+    async fn a_peer_slow_to_answer_is_retried_without_backing_off() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let held = tokio::spawn(async move {
+            let mut conns = Vec::new();
+            while let Ok((c, _)) = listener.accept().await {
+                conns.push(c);
+            }
+        });
+        let r = peer(addr)
+            .vote(vote(), RPCOption::new(Duration::from_millis(100)))
+            .await;
+        assert!(matches!(r, Err(RPCError::Network(_))), "{r:?}");
+        held.abort();
+    }
+
+    /// A peer whose port refuses connections is unreachable: openraft
+    /// backs off before trying it again.
+    #[tokio::test]
+    async fn a_peer_that_refuses_connections_is_unreachable() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        drop(listener);
+        let r = peer(addr)
+            .vote(vote(), RPCOption::new(Duration::from_millis(500)))
+            .await;
+        assert!(matches!(r, Err(RPCError::Unreachable(_))), "{r:?}");
     }
 }
