@@ -181,6 +181,7 @@ class ShareLoad:
             w.start()
         self.drained, self.drain_note, self.drain_s = False, "", 0.0
         self.setup_s = time.time() - t0
+        self.stop_s = 0.0
 
     @staticmethod
     def _policy(draw):
@@ -209,11 +210,13 @@ class ShareLoad:
         self.stop_event.set()
 
     def stop(self):
-        self.load.stop()
+        t0 = time.time()
         self.stop_event.set()
+        self.load.stop()
         for w in self.workers:
             w.join(60)
             assert not w.is_alive(), f"{w.name} did not stop"
+        self.stop_s = time.time() - t0
 
     def describe(self, floe_bin):
         res = subprocess.run([str(floe_bin), "group", "describe", self.group, "--json", "--bootstrap", self.bootstrap,
@@ -297,7 +300,8 @@ class ShareLoad:
         ops = {"share_records": report.records, "share_deliveries": report.deliveries,
                "share_redelivered": report.redelivered, "share_dead_letters": report.dead,
                "share_stale_deliveries": len(report.stale), "share_count_repeats": len(report.count_repeats),
-               "share_setup_s": round(self.setup_s, 1), "share_drain_s": round(self.drain_s, 1)}
+               "share_setup_s": round(self.setup_s, 1),
+               "share_stop_s": round(self.stop_s, 1), "share_drain_s": round(self.drain_s, 1)}
         for kind in (ACCEPT, RELEASE, REJECT):
             ops[f"share_{kind.lower()}_confirmed"] = report.acks.get(f"{kind}/confirmed", 0)
         ops["share_acks_unconfirmed"] = sum(n for k, n in report.acks.items() if not k.endswith("/confirmed"))
