@@ -23,8 +23,12 @@ readers read everything back and `consistency.check` finds lost,
 misplaced, duplicated, reordered or phantom records and readers that
 disagree; `live_checks.check_live` finds two members owning a partition at
 one generation, committed offsets moving back or lost, stale high
-watermarks and live reads the log does not hold. A table of the run is
-printed: faults injected, operations, anomalies by kind.
+watermarks and live reads the log does not hold. A share group runs beside
+them (tests/share_load.py: a producer and two ShareConsumers, one through
+each proxy, that accept, release and reject, with a dead-letter topic),
+drained once every fault healed and checked by tests/share_checker.py. A
+table of the run is printed: faults injected, operations, anomalies by
+kind.
 
 Sized by the environment (docs/operations.md, "What Floe survives"):
   FLOE_FAULTS_SECONDS   seconds of faults per family (default 20: the CI run)
@@ -51,6 +55,7 @@ from faults_net import NetCluster, faketime_available, latest_offset
 from live_checks import (KINDS, Assign, Commit, CommittedRead, LiveHistory, Watermark, check_live,
                          parse_group_metadata)
 from s3_cluster import Producer, read_confluent, read_kafka_python, wait_leaders
+from share_load import ShareLoad
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 import confluent_kafka.admin  # noqa: E402
@@ -420,7 +425,7 @@ def worst_pauses(windows, acked, after=10.0):
 def table(rows):
     """The per-run table: one line per family."""
     head = ["family", "seed", "seconds", "faults", "acked", "unacked", "delivery_failures", "reads", "commits",
-            "watermarks", "anomalies", "resent", "pauses", "leader_after"]
+            "watermarks", "anomalies", "resent", "pauses", "leader_after", "share"]
     lines = [" | ".join(head)]
     for r in rows:
         lines.append(" | ".join(str(r[k]) for k in head))
@@ -447,10 +452,13 @@ def test_faults_lose_nothing_acknowledged_and_serve_nothing_stale(floe_bin, tmp_
     stop = threading.Event()
     live = LiveHistory()
     threads = []
+    share = None
     try:
         admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([confluent_kafka.admin.NewTopic(topic, PARTITIONS, 1)])[topic].result(60)
         wait_leaders(cluster.bootstrap, topic, PARTITIONS)
+        share = ShareLoad(cluster.bootstrap, [p.addr("kafka") for p in cluster.proxies],
+                          random.Random(f"{SEED}-share-{family}"))
         producers = [Producer(i, cluster.bootstrap, topic, PARTITIONS, stop, rate=RATE)
                      for i in range(1, PRODUCERS + 1)]
         members = [Member(f"member{i}", cluster.bootstrap, group, topic, live, stop) for i in range(1, MEMBERS + 1)]
@@ -458,6 +466,7 @@ def test_faults_lose_nothing_acknowledged_and_serve_nothing_stale(floe_bin, tmp_
         threads = [*producers, *members, probe]
         for t in threads:
             t.start()
+        share.wait_flowing()
         t0 = time.time()
         schedule = Schedule(cluster, family, SECONDS, SEED, t0)
         schedule.start()
@@ -473,6 +482,7 @@ def test_faults_lose_nothing_acknowledged_and_serve_nothing_stale(floe_bin, tmp_
         for t in threads:
             t.join(240)
             assert not t.is_alive(), f"{t.name} did not finish"
+        share.stop()
         elapsed = time.time() - t0
         final_probe = Probe(cluster, group, topic, live, threading.Event())
         try:
@@ -493,8 +503,11 @@ def test_faults_lose_nothing_acknowledged_and_serve_nothing_stale(floe_bin, tmp_
         report = check(History(acked=acked, unacked=unacked, reads={"confluent-kafka": first, "kafka-python": second}))
         final = {(r.partition, r.offset): (r.producer, r.seq) for r in first}
         live_v = check_live(live, acked, final)
+        # The share group: drained and checked (its history kept apart when it fails).
+        share_anomalies, share_ops, share_report = share.finish(floe_bin, tmp_path, f"faults-{family}")
         fatal = [(p.pid, f) for p in producers for f in p.fatal]
-        anomalies = {**{k: len(v) for k, v in report.violations.items()}, **{k: len(v) for k, v in live_v.items()}}
+        anomalies = {**{k: len(v) for k, v in report.violations.items()}, **{k: len(v) for k, v in live_v.items()},
+                     **share_anomalies}
         row = {
             "family": family, "seed": SEED, "seconds": round(elapsed, 1),
             "faults": f"{sum(schedule.injected.values())} "
@@ -509,10 +522,11 @@ def test_faults_lose_nothing_acknowledged_and_serve_nothing_stale(floe_bin, tmp_
             "anomalies": json.dumps({k: v for k, v in anomalies.items() if v} or {"none": 0}, separators=(",", ":")),
             # Sent again by librdkafka under a new epoch (consistency.py): counted, not a violation.
             "resent": len(report.resent),
+            "share": json.dumps({k.removeprefix("share_"): v for k, v in share_ops.items()}, separators=(",", ":")),
         }
         print("\n" + table([row]), flush=True)
         events = "\n".join(f"  t={t:8.2f}s {what}" for t, what in schedule.events)
-        failed = (not report.ok or any(live_v.values()) or fatal or schedule.error is not None
+        failed = (not report.ok or any(live_v.values()) or not share_report.ok or fatal or schedule.error is not None
                   or report.acked == 0 or sum(schedule.injected.values()) == 0)
         if failed:
             path = tmp_path / f"faults-{family}-history.json"
@@ -529,6 +543,9 @@ def test_faults_lose_nothing_acknowledged_and_serve_nothing_stale(floe_bin, tmp_
         assert report.ok, f"consistency (seed {SEED}):\n{report.summary()}\nfaults:\n{events}"
         bad = {k: v[:5] for k, v in live_v.items() if v}
         assert not bad, f"live checks (seed {SEED}): {json.dumps(bad, indent=1)}\nfaults:\n{events}"
+        assert share_report.ok and not share_anomalies["share_client_error"], \
+            f"share groups (seed {SEED}):\n{share_report.summary()}\nproducer errors: {share.load.errors[:5]}" \
+            f"\nfaults:\n{events}"
         assert not fatal, f"idempotent producers failed fatally: {fatal[:3]}"
         assert sum(schedule.injected.values()) > 0 and report.acked > 0
         assert set(anomalies) >= set(KINDS)
@@ -538,6 +555,8 @@ def test_faults_lose_nothing_acknowledged_and_serve_nothing_stale(floe_bin, tmp_
         stop.set()
         for t in threads:
             t.join(60)
+        if share:
+            share.close()
         cluster.stop()
 
 
