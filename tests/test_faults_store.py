@@ -294,8 +294,9 @@ def test_store_faults_lose_nothing_and_a_killed_broker_too(floe_bin, tmp_path):
         # The share group drained with the faults off, on brokers that all
         # restarted since its records were acknowledged (their share state
         # restored from what the old owners wrote).
+        elapsed = time.time() - started
         share_report = finish_share(floe_bin, tmp_path, "store", share, anomalies, ops)
-        Runs.add("store", s, time.time() - started, faults, ops, anomalies)
+        Runs.add("store", s, elapsed, faults, ops, anomalies)
         assert_clean(anomalies, report, txn_report, share_report)
         assert sum(faults.get(k, 0) for k in ("slowdown", "error500", "error500_after")) > 0, faults
         assert faults.get("short_get", 0) + faults.get("short_get_200", 0) > 0, faults
@@ -638,8 +639,9 @@ def test_long_pauses_of_the_metadata_leader_and_of_the_indexer(floe_bin, tmp_pat
         anomalies["export_missing"] = max(0, total - rows[1])
         ops["export_rows"] = rows[0]
         ops["pauses_s"] = paused
+        elapsed = time.time() - started
         share_report = finish_share(floe_bin, tmp_path, "pause", share, anomalies, ops)
-        Runs.add("pause", s, time.time() - started, faults, ops, anomalies)
+        Runs.add("pause", s, elapsed, faults, ops, anomalies)
         assert_clean(anomalies, report, txn_report, share_report)
     finally:
         for role in stopped:
