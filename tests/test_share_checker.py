@@ -213,3 +213,25 @@ def test_a_phantom_is_found():
     b = good()
     b.h.dead.append(DeadLetter(0, 1, (1, 2), "rejected", 1, 9))  # 0/1's copy holds 0/2's value
     assert "phantom" in kinds(check(b.h))
+
+
+def test_the_kept_history_of_the_pause_run_shows_a_delivery_past_the_limit():
+    """The share history of a 120 s pause run (seed 1402843990) where a
+    record went past the delivery limit (3): counts 1, 2, 3, then 3 again
+    at a new owner (the third acquisition was never written), then 4 at
+    the next owner, which restored the record written as Available at 3
+    and acquired it once more instead of dead-lettering it. Nothing else
+    in the run is a violation."""
+    import gzip
+    import json
+    import pathlib
+
+    path = pathlib.Path(__file__).parent / "histories" / "share-pause-1402843990.json.gz"
+    with gzip.open(path, "rt") as f:
+        kept = json.load(f)
+    r = check(ShareHistory.from_json(kept["history"]))
+    assert kinds(r) == {"over_limit"}, r.summary()
+    [msg] = r.violations["over_limit"]
+    assert msg.startswith("1/424 delivered to share2 with count 4") and "[1, 2, 3, 3, 4]" in msg, msg
+    assert "seed 1402843990" in r.summary()
+    assert r.records == 5520 and r.dead == 482 and not r.stale
