@@ -235,3 +235,26 @@ def test_the_kept_history_of_the_pause_run_shows_a_delivery_past_the_limit():
     assert msg.startswith("1/424 delivered to share2 with count 4") and "[1, 2, 3, 3, 4]" in msg, msg
     assert "seed 1402843990" in r.summary()
     assert r.records == 5520 and r.dead == 482 and not r.stale
+
+
+def test_the_kept_history_of_the_clock_run_shows_a_stalled_start_offset():
+    """The share history of a 120 s clock run (seed 4101): every record
+    accepted or dead-lettered once as the clients saw it, but partition 1's
+    start offset stayed at 2253 (dead-lettered at the limit, its copy in the
+    dead-letter topic) through the 60 s drain."""
+    import gzip
+    import json
+    import pathlib
+
+    path = pathlib.Path(__file__).parent / "histories" / "share-clock-4101.json.gz"
+    with gzip.open(path, "rt") as f:
+        kept = json.load(f)
+    h = ShareHistory.from_json(kept["history"])
+    r = check(h)
+    assert kinds(r) == {"drain_stalled"}, r.summary()
+    assert "(1, 2253, 2801)" in r.violations["drain_stalled"][0] and "0 records neither" in \
+        r.violations["drain_stalled"][0]
+    assert [(c.offset, c.reason) for c in h.dead if (c.partition, c.offset) == (1, 2253)] == \
+        [(2253, "delivery-count-limit")]
+    # Checked as drained, nothing else is wrong: no copy missing, none twice.
+    assert check(dataclasses.replace(h, drained=True)).ok
