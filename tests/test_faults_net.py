@@ -23,7 +23,12 @@ readers read everything back and `consistency.check` finds lost,
 misplaced, duplicated, reordered or phantom records and readers that
 disagree; `live_checks.check_live` finds two members owning a partition at
 one generation, committed offsets moving back or lost, stale high
-watermarks and live reads the log does not hold. A table of the run is
+watermarks and live reads the log does not hold. In the clock family a
+share group runs beside them (tests/share_load.py: a producer and two
+ShareConsumers, one through each proxy, that accept, release and reject,
+with a dead-letter topic), drained once every clock is true again and
+checked by tests/share_checker.py; not in the network family, whose relays
+(in this process) it starves (docs/operations.md). A table of the run is
 printed: faults injected, operations, anomalies by kind.
 
 Sized by the environment (docs/operations.md, "What Floe survives"):
@@ -32,6 +37,7 @@ Sized by the environment (docs/operations.md, "What Floe survives"):
   FLOE_FAULTS_FAMILIES  families to run, comma-separated (default: network,clock)
   FLOE_FAULTS_RATE      records per second per producer (default 150)
   FLOE_FAULTS_KINDS     only these fault kinds, comma-separated (default: every kind of the family)
+  FLOE_FAULTS_SHARE     the families the share group runs in, comma-separated (default: clock)
   FLOE_SOAK_CLIENT_LOGS a folder for each producer's librdkafka log (as in test_reliability.py)
 A failed run writes its whole history (faults, writes, reads, group events)
 as JSON in the test's tmp dir and prints the path.
@@ -51,6 +57,7 @@ from faults_net import NetCluster, faketime_available, latest_offset
 from live_checks import (KINDS, Assign, Commit, CommittedRead, LiveHistory, Watermark, check_live,
                          parse_group_metadata)
 from s3_cluster import Producer, read_confluent, read_kafka_python, wait_leaders
+from share_load import ShareLoad
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 import confluent_kafka.admin  # noqa: E402
@@ -60,6 +67,7 @@ SEED = int(os.environ.get("FLOE_FAULTS_SEED") or time.time())
 FAMILIES = os.environ.get("FLOE_FAULTS_FAMILIES", "network,clock").split(",")
 RATE = float(os.environ.get("FLOE_FAULTS_RATE", "150"))
 KINDS_ONLY = [k for k in os.environ.get("FLOE_FAULTS_KINDS", "").split(",") if k]
+SHARE_FAMILIES = os.environ.get("FLOE_FAULTS_SHARE", "clock").split(",")
 PARTITIONS = 6
 PRODUCERS = 2
 MEMBERS = 3
@@ -420,7 +428,7 @@ def worst_pauses(windows, acked, after=10.0):
 def table(rows):
     """The per-run table: one line per family."""
     head = ["family", "seed", "seconds", "faults", "acked", "unacked", "delivery_failures", "reads", "commits",
-            "watermarks", "anomalies", "resent", "pauses", "leader_after"]
+            "watermarks", "anomalies", "resent", "pauses", "leader_after", "share"]
     lines = [" | ".join(head)]
     for r in rows:
         lines.append(" | ".join(str(r[k]) for k in head))
@@ -447,10 +455,14 @@ def test_faults_lose_nothing_acknowledged_and_serve_nothing_stale(floe_bin, tmp_
     stop = threading.Event()
     live = LiveHistory()
     threads = []
+    share = None
     try:
         admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([confluent_kafka.admin.NewTopic(topic, PARTITIONS, 1)])[topic].result(60)
         wait_leaders(cluster.bootstrap, topic, PARTITIONS)
+        if family in SHARE_FAMILIES:
+            share = ShareLoad(cluster.bootstrap, [p.addr("kafka") for p in cluster.proxies],
+                              random.Random(f"{SEED}-share-{family}"))
         producers = [Producer(i, cluster.bootstrap, topic, PARTITIONS, stop, rate=RATE)
                      for i in range(1, PRODUCERS + 1)]
         members = [Member(f"member{i}", cluster.bootstrap, group, topic, live, stop) for i in range(1, MEMBERS + 1)]
@@ -458,6 +470,8 @@ def test_faults_lose_nothing_acknowledged_and_serve_nothing_stale(floe_bin, tmp_
         threads = [*producers, *members, probe]
         for t in threads:
             t.start()
+        if share:
+            share.wait_flowing()
         t0 = time.time()
         schedule = Schedule(cluster, family, SECONDS, SEED, t0)
         schedule.start()
@@ -473,6 +487,8 @@ def test_faults_lose_nothing_acknowledged_and_serve_nothing_stale(floe_bin, tmp_
         for t in threads:
             t.join(240)
             assert not t.is_alive(), f"{t.name} did not finish"
+        if share:
+            share.stop()
         elapsed = time.time() - t0
         final_probe = Probe(cluster, group, topic, live, threading.Event())
         try:
@@ -493,8 +509,13 @@ def test_faults_lose_nothing_acknowledged_and_serve_nothing_stale(floe_bin, tmp_
         report = check(History(acked=acked, unacked=unacked, reads={"confluent-kafka": first, "kafka-python": second}))
         final = {(r.partition, r.offset): (r.producer, r.seq) for r in first}
         live_v = check_live(live, acked, final)
+        # The share group: drained and checked (its history kept apart when it fails).
+        share_anomalies, share_ops, share_report = {}, {}, None
+        if share:
+            share_anomalies, share_ops, share_report = share.finish(floe_bin, tmp_path, f"faults-{family}")
         fatal = [(p.pid, f) for p in producers for f in p.fatal]
-        anomalies = {**{k: len(v) for k, v in report.violations.items()}, **{k: len(v) for k, v in live_v.items()}}
+        anomalies = {**{k: len(v) for k, v in report.violations.items()}, **{k: len(v) for k, v in live_v.items()},
+                     **share_anomalies}
         row = {
             "family": family, "seed": SEED, "seconds": round(elapsed, 1),
             "faults": f"{sum(schedule.injected.values())} "
@@ -509,10 +530,13 @@ def test_faults_lose_nothing_acknowledged_and_serve_nothing_stale(floe_bin, tmp_
             "anomalies": json.dumps({k: v for k, v in anomalies.items() if v} or {"none": 0}, separators=(",", ":")),
             # Sent again by librdkafka under a new epoch (consistency.py): counted, not a violation.
             "resent": len(report.resent),
+            "share": json.dumps({k.removeprefix("share_"): v for k, v in share_ops.items()}, separators=(",", ":"))
+                     if share else "-",
         }
         print("\n" + table([row]), flush=True)
         events = "\n".join(f"  t={t:8.2f}s {what}" for t, what in schedule.events)
-        failed = (not report.ok or any(live_v.values()) or fatal or schedule.error is not None
+        share_bad = share_report is not None and (not share_report.ok or share_anomalies["share_client_error"])
+        failed = (not report.ok or any(live_v.values()) or share_bad or fatal or schedule.error is not None
                   or report.acked == 0 or sum(schedule.injected.values()) == 0)
         if failed:
             path = tmp_path / f"faults-{family}-history.json"
@@ -529,6 +553,9 @@ def test_faults_lose_nothing_acknowledged_and_serve_nothing_stale(floe_bin, tmp_
         assert report.ok, f"consistency (seed {SEED}):\n{report.summary()}\nfaults:\n{events}"
         bad = {k: v[:5] for k, v in live_v.items() if v}
         assert not bad, f"live checks (seed {SEED}): {json.dumps(bad, indent=1)}\nfaults:\n{events}"
+        assert not share_bad, \
+            f"share groups (seed {SEED}):\n{share_report.summary()}\nproducer errors: {share.load.errors[:5]}" \
+            f"\nfaults:\n{events}"
         assert not fatal, f"idempotent producers failed fatally: {fatal[:3]}"
         assert sum(schedule.injected.values()) > 0 and report.acked > 0
         assert set(anomalies) >= set(KINDS)
@@ -538,6 +565,8 @@ def test_faults_lose_nothing_acknowledged_and_serve_nothing_stale(floe_bin, tmp_
         stop.set()
         for t in threads:
             t.join(60)
+        if share:
+            share.close()
         cluster.stop()
 
 

@@ -4,6 +4,11 @@ metadata leader and of the indexer; each checked with the produce/consume
 checker (tests/consistency.py) and the transaction checker
 (tests/txn_checker.py) under real clients and real processes.
 
+Under the store faults and the pauses a share-group workload runs too
+(tests/share_load.py: a producer and two ShareConsumers that accept,
+release and reject, a dead-letter topic), drained once the faults are off
+and checked with tests/share_checker.py.
+
 Under the store faults a consume-transform-produce loop
 (tests/txn_transformer.py) runs too, checked with `check_transform` (the
 long mode, or FLOE_FAULTS_TRANSFORM=1: it costs CI half a minute).
@@ -33,6 +38,7 @@ from faults_store import (FaultS3Cluster, Runs, Tmpfs, Transformer, fsync_shim, 
                           seed, tmpfs_works)
 from floe_cluster import Cluster, http_ok
 from s3_cluster import Load, create_topic, read_confluent, read_kafka_python, wait_leaders
+from share_load import ShareLoad
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -105,9 +111,32 @@ def check_all(tmp_path, name, bootstrap, topic, loads, txn_topic=None, txn_load=
     return anomalies, ops, report, txn_report
 
 
-def assert_clean(anomalies, report, txn_report):
+def assert_clean(anomalies, report, txn_report, share_report=None):
     msg = report.summary() + ("\n" + txn_report.summary() if txn_report else "")
+    if share_report is not None:
+        msg += "\n" + share_report.summary()
     assert not any(anomalies.values()), f"anomalies {anomalies}\n{msg}"
+
+
+def start_share(cluster, s):
+    """The share-group workload (tests/share_load.py) through every proxy,
+    drawing from a generator of its own (the scenario's faults stay those
+    its seed gave before); `share.wait_flowing()` waits for it to be under
+    way."""
+    return ShareLoad(cluster.bootstrap, [p.addr("kafka") for p in cluster.proxies], random.Random(f"{s}-share"))
+
+
+def finish_share(floe_bin, tmp_path, name, share, anomalies, ops):
+    """Drains and checks the share workload (faults off); adds its counts
+    to the run's; returns its report."""
+    t0 = time.time()
+    more, share_ops, share_report = share.finish(floe_bin, tmp_path, name)
+    anomalies.update(more)
+    ops.update(share_ops)
+    ops["share_finish_s"] = round(time.time() - t0, 1)
+    if not share_report.ok:
+        print(f"[faults] {name}: share groups: {share_report.summary()}", flush=True)
+    return share_report
 
 
 # ------------------------------------------------------------------ the object store
@@ -197,10 +226,11 @@ def test_store_faults_lose_nothing_and_a_killed_broker_too(floe_bin, tmp_path):
     # FLOE_FAULTS_TRANSFORM=1 in a short run.
     with_transform = long_mode() or bool(os.environ.get("FLOE_FAULTS_TRANSFORM"))
     cluster = FaultS3Cluster(floe_bin, tmp_path, rng, brokers=2, metas=3, broker_flags=STORE_FLAGS)
-    xf = None
+    xf = share = None
     try:
         create_topic(cluster.bootstrap, "plain", PARTITIONS)
         create_topic(cluster.bootstrap, "txns", PARTITIONS)
+        share = start_share(cluster, s)
         load = Load(cluster.bootstrap, "plain", PARTITIONS, rate=150)
         txns = txn_checker.TxnLoad(cluster.bootstrap, "txns", PARTITIONS, rng, producers=2)
         if with_transform:
@@ -210,6 +240,7 @@ def test_store_faults_lose_nothing_and_a_killed_broker_too(floe_bin, tmp_path):
             xf = Transformer(cluster.bootstrap, "xf-in", "xf-out", "xf-g", "xf-t", tmp_path)
         load.wait_acked(100, also=cluster.brokers)
         txns.wait_committed(3)
+        share.wait_flowing()
         deadline = time.time() + 90
         while xf and xf.commits() < 1:
             assert time.time() < deadline, f"the transformer committed nothing in 90 s: {xf.exits()}"
@@ -234,6 +265,7 @@ def test_store_faults_lose_nothing_and_a_killed_broker_too(floe_bin, tmp_path):
             time.sleep(0.2)
         load.stop()
         txns.stop()
+        share.stop()
         if xf:
             feed.stop()
             # The transform consumes what is left, still through the faults.
@@ -259,8 +291,13 @@ def test_store_faults_lose_nothing_and_a_killed_broker_too(floe_bin, tmp_path):
         faults["broker_kill9"] = kills + len(cluster.brokers)
         ops.update({f"s3_{k}": v for k, v in relay.requests.items()})
         ops["s3_conditional"] = relay.conditional
-        Runs.add("store", s, time.time() - started, faults, ops, anomalies)
-        assert_clean(anomalies, report, txn_report)
+        # The share group drained with the faults off, on brokers that all
+        # restarted since its records were acknowledged (their share state
+        # restored from what the old owners wrote).
+        elapsed = time.time() - started
+        share_report = finish_share(floe_bin, tmp_path, "store", share, anomalies, ops)
+        Runs.add("store", s, elapsed, faults, ops, anomalies)
+        assert_clean(anomalies, report, txn_report, share_report)
         assert sum(faults.get(k, 0) for k in ("slowdown", "error500", "error500_after")) > 0, faults
         assert faults.get("short_get", 0) + faults.get("short_get_200", 0) > 0, faults
         if xf:
@@ -268,6 +305,8 @@ def test_store_faults_lose_nothing_and_a_killed_broker_too(floe_bin, tmp_path):
     finally:
         if xf:
             xf.stop()
+        if share:
+            share.close()
         cluster.stop()
 
 
@@ -569,10 +608,13 @@ def test_long_pauses_of_the_metadata_leader_and_of_the_indexer(floe_bin, tmp_pat
     cluster = Cluster(floe_bin, tmp_path, metas=3, brokers=2, indexer=True,
                       indexer_flags=("--indexer-poll-ms", "200"))
     stopped = []
+    share = None
     try:
         create_topic(cluster.bootstrap, "plain", PARTITIONS, **{"export.enabled": "true", "export.roll.ms": "500"})
         create_topic(cluster.bootstrap, "txns", PARTITIONS)
+        share = start_share(cluster, s)
         load, txns = start_loads(cluster, rng)
+        share.wait_flowing()
         started = time.time()
         faults = {"meta_leader_sigstop": 0, "indexer_sigstop": 0}
         paused = []
@@ -609,6 +651,7 @@ def test_long_pauses_of_the_metadata_leader_and_of_the_indexer(floe_bin, tmp_pat
                 txns.wait_committed(2, timeout=90)
         load.stop()
         txns.stop()
+        share.stop()
         anomalies, ops, report, txn_report = check_all(tmp_path, "pause", cluster.bootstrap, "plain", [load],
                                                        "txns", txns)
         total = report.acked + report.unacked_stored
@@ -627,9 +670,13 @@ def test_long_pauses_of_the_metadata_leader_and_of_the_indexer(floe_bin, tmp_pat
         anomalies["export_missing"] = max(0, total - rows[1])
         ops["export_rows"] = rows[0]
         ops["pauses_s"] = paused
-        Runs.add("pause", s, time.time() - started, faults, ops, anomalies)
-        assert_clean(anomalies, report, txn_report)
+        elapsed = time.time() - started
+        share_report = finish_share(floe_bin, tmp_path, "pause", share, anomalies, ops)
+        Runs.add("pause", s, elapsed, faults, ops, anomalies)
+        assert_clean(anomalies, report, txn_report, share_report)
     finally:
         for role in stopped:
             os.kill(role.pid, signal.SIGCONT)
+        if share:
+            share.close()
         cluster.stop()
