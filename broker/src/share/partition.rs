@@ -1015,10 +1015,9 @@ impl SharePartition {
                 return Err(ShareError::CorruptSnapshot("window far beyond the cap"));
             }
             let slot = match r.state {
-                DurableState::Available { not_before_ms } => Slot::Available {
-                    deliveries: r.deliveries,
-                    not_before_ms,
-                },
+                DurableState::Available { not_before_ms } => {
+                    restored_available(config, r.deliveries, not_before_ms)
+                }
                 DurableState::Acknowledged => Slot::Acknowledged,
                 DurableState::Archived => Slot::Archived,
                 DurableState::DeadLettering { reason } => Slot::DeadLettering {
@@ -1039,10 +1038,9 @@ impl SharePartition {
                 return Err(ShareError::CorruptSnapshot("a parked record past the end"));
             }
             let state = match r.state {
-                DurableState::Available { not_before_ms } => Slot::Available {
-                    deliveries: r.deliveries,
-                    not_before_ms,
-                },
+                DurableState::Available { not_before_ms } => {
+                    restored_available(config, r.deliveries, not_before_ms)
+                }
                 // A delayed record rejected once delivered, waiting for the
                 // dead-letter topic.
                 DurableState::DeadLettering { reason } => Slot::DeadLettering {
@@ -1268,6 +1266,24 @@ fn durable_ranges<'a>(slots: impl Iterator<Item = (i64, &'a Slot)>) -> Vec<Snaps
         }
     }
     ranges
+}
+
+/// A record stored as available with `deliveries`, as a new owner takes
+/// it. Below the limit it is available. At the limit it was acquired for
+/// its last delivery when its owner changed (an acquired record is stored
+/// as available, and a release at the limit never leaves one available):
+/// that lock did not survive the owner, so it ends as an expired lock at
+/// the limit does, dead-lettered or archived, instead of being delivered
+/// past the limit.
+fn restored_available(config: ShareConfig, deliveries: u16, not_before_ms: u64) -> Slot {
+    if deliveries >= config.delivery_count_limit {
+        released(config, deliveries, not_before_ms)
+    } else {
+        Slot::Available {
+            deliveries,
+            not_before_ms,
+        }
+    }
 }
 
 /// What a released (or expired) record becomes.

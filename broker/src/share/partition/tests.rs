@@ -436,6 +436,49 @@ fn a_restored_snapshot_redelivers_acquired_records_and_never_accepted_ones() {
     );
 }
 
+/// Found by the share checker under pauses of the metadata leader (seed
+/// 1402843990, tests/histories/share-pause-1402843990.json.gz): a record
+/// acquired for its last delivery is stored as available at the limit;
+/// the next owner delivered it a fourth time instead of ending it.
+#[test]
+fn a_record_stored_available_at_the_limit_is_not_delivered_again_by_a_new_owner() {
+    let snap = ShareSnapshot {
+        start: Offset(0),
+        ranges: vec![
+            SnapshotRange {
+                first: Offset(0),
+                last: Offset(0),
+                state: DurableState::Available { not_before_ms: 0 },
+                deliveries: 3,
+            },
+            SnapshotRange {
+                first: Offset(1),
+                last: Offset(1),
+                state: DurableState::Available { not_before_ms: 0 },
+                deliveries: 2,
+            },
+        ],
+        ..ShareSnapshot::default()
+    };
+    // Without a dead-letter topic: archived.
+    let mut sp = SharePartition::restore(config(), &snap).unwrap();
+    assert_eq!(sp.acquire(&b(), 10, Offset(2), 0), vec![range(1, 1, 3)]);
+    assert_eq!(sp.slot(0), None, "archived: the start offset moved past it");
+    assert_eq!(sp.start_offset(), Offset(1));
+    // With one: waiting to be dead-lettered, never delivered.
+    let dlq = ShareConfig {
+        dead_letter: true,
+        ..config()
+    };
+    let mut sp = SharePartition::restore(dlq, &snap).unwrap();
+    assert_eq!(sp.acquire(&b(), 10, Offset(2), 0), vec![range(1, 1, 3)]);
+    assert_eq!(sp.dead_letters_pending(), 1);
+    assert_eq!(
+        sp.next_dead_letter().map(|d| (d.offset, d.reason)),
+        Some((Offset(0), DeadLetterReason::DeliveryLimit))
+    );
+}
+
 #[test]
 fn a_restored_snapshot_with_a_done_prefix_starts_after_it() {
     let snap = ShareSnapshot {
