@@ -7,9 +7,10 @@
 //! `cargo bench -p floe-metadata --bench snapshot`
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use floe_metadata::command::{Command, CommitRange, NewObject, NodeKind, ObjectSel};
+use floe_metadata::command::{Command, CommitRange, NewObject, NodeKind, ObjectSel, Response};
 use floe_metadata::controller;
 use floe_metadata::ids::{BrokerId, Epoch, PartitionKey, Revision, TopicId};
 use floe_metadata::raft::codec;
@@ -57,38 +58,41 @@ fn cluster(partitions: u32) -> ClusterState {
     }
     for e in 0..ENTRIES {
         for t in &topics {
-            let ranges = (0..1000)
-                .map(|p| CommitRange {
-                    partition: PartitionKey {
-                        topic: *t,
-                        partition: p,
-                    },
-                    epoch: Epoch(1),
-                    first_offset: e * 10,
-                    last_offset: e * 10 + 9,
-                    max_timestamp: 1_700_000_000_000 + e,
-                    object: ObjectSel::New,
-                    byte_start: u64::from(p) * 1000,
-                    byte_len: 1000,
-                    producers: vec![],
-                })
-                .collect();
-            apply(
-                &mut st,
-                Command::Commit {
-                    broker: BrokerId(1),
-                    object: Some(NewObject {
-                        endpoint: "default".into(),
-                        key: format!("wal/{t}-{e}.wal"),
-                        size: 1_000_000,
-                    }),
-                    ranges,
-                    now_ms: 0,
-                },
-            );
+            apply(&mut st, commit(*t, e));
         }
     }
     st
+}
+
+/// Broker 1's commit of the `e`-th 10 records of each of `topic`'s 1,000
+/// partitions, in one new object.
+fn commit(topic: TopicId, e: i64) -> Command {
+    let ranges = (0..1000)
+        .map(|p| CommitRange {
+            partition: PartitionKey {
+                topic,
+                partition: p,
+            },
+            epoch: Epoch(1),
+            first_offset: e * 10,
+            last_offset: e * 10 + 9,
+            max_timestamp: 1_700_000_000_000 + e,
+            object: ObjectSel::New,
+            byte_start: u64::from(p) * 1000,
+            byte_len: 1000,
+            producers: vec![],
+        })
+        .collect();
+    Command::Commit {
+        broker: BrokerId(1),
+        object: Some(NewObject {
+            endpoint: "default".into(),
+            key: format!("wal/{topic}-{e}.wal"),
+            size: 1_000_000,
+        }),
+        ranges,
+        now_ms: 0,
+    }
 }
 
 fn snapshot(c: &mut Criterion) {
@@ -113,5 +117,43 @@ fn snapshot(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, snapshot);
+/// What applying costs: a commit to all 1,000 partitions of one topic
+/// (the topics in turn, each commit the next 10 records), alone, and
+/// right after a copy of the state was taken and while it is kept (the
+/// copy of a snapshot being encoded). Only the apply is timed.
+fn apply(c: &mut Criterion) {
+    let mut g = c.benchmark_group("apply");
+    g.sample_size(10);
+    g.warm_up_time(Duration::from_secs(1));
+    g.measurement_time(Duration::from_secs(3));
+    for partitions in [10_000u32, 100_000] {
+        let mut st = cluster(partitions);
+        let topics: Vec<TopicId> = st.topics.by_name.values().map(|t| t.id).collect();
+        let mut next = 0usize;
+        for (name, with_copy) in [("commit", false), ("commit_after_copy", true)] {
+            g.bench_function(BenchmarkId::new(name, partitions), |b| {
+                b.iter_custom(|iters| {
+                    let mut took = Duration::ZERO;
+                    for _ in 0..iters {
+                        let topic = topics[next % topics.len()];
+                        let e = ENTRIES + (next / topics.len()) as i64;
+                        next += 1;
+                        let cmd = commit(topic, e);
+                        let copy = with_copy.then(|| st.clone());
+                        let revision = Revision(st.revision.0 + 1);
+                        let started = Instant::now();
+                        let resp = st.apply(revision, &cmd);
+                        took += started.elapsed();
+                        assert!(matches!(resp, Response::Committed { .. }), "{resp:?}");
+                        drop(copy);
+                    }
+                    took
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, snapshot, apply);
 criterion_main!(benches);
