@@ -10,6 +10,7 @@ use std::io::{Cursor, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+use imbl::OrdMap;
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
 use serde::{Deserialize, Serialize};
@@ -47,9 +48,9 @@ type AppliedBeforeTxn = (Option<LogId>, StoredMembership, StateBeforeTxn);
 type StateBeforeTxn = (
     Revision,
     BTreeMap<BrokerId, NodeInfo>,
-    BTreeMap<String, Topic>,
-    BTreeMap<PartitionKey, PartitionState>,
-    BTreeMap<ObjectId, ObjectInfo>,
+    OrdMap<String, Topic>,
+    OrdMap<PartitionKey, PartitionState>,
+    OrdMap<ObjectId, ObjectInfo>,
     u64,
     BTreeMap<String, GroupOffsets>,
     i64,
