@@ -422,7 +422,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         tracing::info!(
             id = %self.id,
             bytes = data.len(),
-            copy_ms = self.copied.as_millis() as u64,
+            copy_us = self.copied.as_micros() as u64,
             encode_ms = started.elapsed().as_millis() as u64,
             "snapshot built"
         );
