@@ -4,6 +4,12 @@
 //! Sizes: 10,000 and 100,000 partitions in topics of 1,000, each with
 //! `ENTRIES` committed index entries (about what compaction keeps).
 //!
+//! The copy shares the state's persistent maps: about 0.3 µs at either
+//! size (it copied everything before: 6 ms at 10,000, 74 to 81 ms at
+//! 100,000). What it costs instead is paid by writes while the copy is
+//! kept, each map node once: `apply` measures a commit to 1,000 partitions
+//! alone and with a copy kept.
+//!
 //! `cargo bench -p floe-metadata --bench snapshot`
 
 use std::collections::BTreeMap;

@@ -349,9 +349,9 @@ impl TopicsState {
 /// Whether expiring producers at `now_ms` changes `p`: one of its producers
 /// has not written for more than `expiration_ms`, or has no write time yet.
 fn expires_producers(p: &PartitionState, now_ms: u64, expiration_ms: u64) -> bool {
-    p.producers.values().any(|st| {
-        st.last_write_ms == 0 || now_ms.saturating_sub(st.last_write_ms) > expiration_ms
-    })
+    p.producers
+        .values()
+        .any(|st| st.last_write_ms == 0 || now_ms.saturating_sub(st.last_write_ms) > expiration_ms)
 }
 
 #[cfg(test)]

@@ -55,7 +55,8 @@ impl ObjectKeys {
     }
 
     pub(super) fn remove(&mut self, id: ObjectId, o: &ObjectInfo) {
-        if self.by_hash.remove(&(hash(&o.endpoint, &o.key), id)).is_none() {
+        let h = hash(&o.endpoint, &o.key);
+        if self.by_hash.remove(&(h, id)).is_none() {
             return;
         }
         if let Some(n) = self.per_endpoint.get_mut(&o.endpoint) {
