@@ -18,6 +18,7 @@
 
 use std::collections::BTreeMap;
 
+use imbl::OrdMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::{
@@ -32,10 +33,10 @@ use crate::ids::{BrokerId, ObjectId, PartitionKey, Revision, ShardId};
 pub(crate) struct Flat {
     pub revision: Revision,
     pub nodes: BTreeMap<BrokerId, NodeInfo>,
-    pub topics: BTreeMap<String, Topic>,
+    pub topics: OrdMap<String, Topic>,
     #[serde(with = "crate::serde_pairs")]
-    pub partitions: BTreeMap<PartitionKey, PartitionState>,
-    pub objects: BTreeMap<ObjectId, ObjectInfo>,
+    pub partitions: OrdMap<PartitionKey, PartitionState>,
+    pub objects: OrdMap<ObjectId, ObjectInfo>,
     pub next_object_id: u64,
     pub groups: BTreeMap<String, GroupOffsets>,
     pub next_producer_id: i64,
@@ -83,10 +84,10 @@ pub(crate) struct Flat {
 struct FlatRef<'a> {
     revision: &'a Revision,
     nodes: &'a BTreeMap<BrokerId, NodeInfo>,
-    topics: &'a BTreeMap<String, Topic>,
+    topics: &'a OrdMap<String, Topic>,
     #[serde(serialize_with = "pairs")]
-    partitions: &'a BTreeMap<PartitionKey, PartitionState>,
-    objects: &'a BTreeMap<ObjectId, ObjectInfo>,
+    partitions: &'a OrdMap<PartitionKey, PartitionState>,
+    objects: &'a OrdMap<ObjectId, ObjectInfo>,
     next_object_id: &'a u64,
     groups: &'a BTreeMap<String, GroupOffsets>,
     next_producer_id: &'a i64,
@@ -103,11 +104,11 @@ struct FlatRef<'a> {
 }
 
 /// [`crate::serde_pairs`] through the borrow.
-fn pairs<K: Serialize, V: Serialize, S: Serializer>(
-    map: &&BTreeMap<K, V>,
+fn pairs<K: Serialize + Ord, V: Serialize, S: Serializer>(
+    map: &&OrdMap<K, V>,
     s: S,
 ) -> Result<S::Ok, S::Error> {
-    crate::serde_pairs::serialize(map, s)
+    crate::serde_pairs::serialize(*map, s)
 }
 
 impl<'a> From<&'a ClusterState> for FlatRef<'a> {

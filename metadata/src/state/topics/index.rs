@@ -313,9 +313,21 @@ impl TopicsState {
         }
     }
 
-    /// Drops producers that have not written for more than `expiration_ms`.
+    /// Drops producers that have not written for more than `expiration_ms`
+    /// (and stamps those with no write time yet). Only the partitions this
+    /// changes are written to: a write copies the nodes a snapshot's copy
+    /// of the state still shares.
     pub(crate) fn expire_producers(&mut self, now_ms: u64, expiration_ms: u64) {
-        for p in self.partitions.values_mut() {
+        let changed: Vec<PartitionKey> = self
+            .partitions
+            .iter()
+            .filter(|(_, p)| expires_producers(p, now_ms, expiration_ms))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in changed {
+            let Some(p) = self.partitions.get_mut(&k) else {
+                continue;
+            };
             p.producers.retain(|_, st| {
                 if st.last_write_ms == 0 {
                     st.last_write_ms = now_ms;
@@ -328,12 +340,18 @@ impl TopicsState {
     /// Whether [`crate::command::Command::ExpireProducers`] at `now_ms`
     /// would change anything.
     pub fn producers_to_expire(&self, now_ms: u64, expiration_ms: u64) -> bool {
-        self.partitions.values().any(|p| {
-            p.producers.values().any(|st| {
-                st.last_write_ms == 0 || now_ms.saturating_sub(st.last_write_ms) > expiration_ms
-            })
-        })
+        self.partitions
+            .values()
+            .any(|p| expires_producers(p, now_ms, expiration_ms))
     }
+}
+
+/// Whether expiring producers at `now_ms` changes `p`: one of its producers
+/// has not written for more than `expiration_ms`, or has no write time yet.
+fn expires_producers(p: &PartitionState, now_ms: u64, expiration_ms: u64) -> bool {
+    p.producers
+        .values()
+        .any(|st| st.last_write_ms == 0 || now_ms.saturating_sub(st.last_write_ms) > expiration_ms)
 }
 
 #[cfg(test)]

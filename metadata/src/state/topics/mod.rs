@@ -9,10 +9,17 @@
 //!   replaced ranges, objects) and the idempotent producers it remembers;
 //! - [`object_keys`]: the objects looked up by endpoint and key (derived,
 //!   not in snapshots).
+//!
+//! The large tables (topics, partitions, objects) are persistent ordered
+//! maps ([`OrdMap`]): sorted as a `BTreeMap` and serialized as one, but a
+//! copy shares their nodes until either side changes them, so the copy of
+//! the state a Raft snapshot is written from costs next to nothing, and a
+//! change after it copies only the nodes on its path.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
 
+use imbl::OrdMap;
 use serde::{Deserialize, Serialize};
 
 use crate::error::MetaError;
@@ -134,9 +141,9 @@ pub struct ObjectInfo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicsState {
     /// Topics by name.
-    pub by_name: BTreeMap<String, Topic>,
-    pub partitions: BTreeMap<PartitionKey, PartitionState>,
-    pub objects: BTreeMap<ObjectId, ObjectInfo>,
+    pub by_name: OrdMap<String, Topic>,
+    pub partitions: OrdMap<PartitionKey, PartitionState>,
+    pub objects: OrdMap<ObjectId, ObjectInfo>,
     /// The id the next new object is given.
     pub next_object_id: u64,
     /// The coordinator shards' owners.
@@ -149,9 +156,9 @@ pub struct TopicsState {
 impl Default for TopicsState {
     fn default() -> Self {
         Self {
-            by_name: BTreeMap::new(),
-            partitions: BTreeMap::new(),
-            objects: BTreeMap::new(),
+            by_name: OrdMap::new(),
+            partitions: OrdMap::new(),
+            objects: OrdMap::new(),
             object_keys: object_keys::ObjectKeys::default(),
             next_object_id: 1,
             shards: (0..DEFAULT_SHARDS)

@@ -8,9 +8,12 @@
 //! step. It holds a 64-bit hash of each endpoint and key with the object's
 //! id (16 bytes an object, not a second copy of every key: the table may
 //! hold millions), and a lookup checks the key in the table, so a hash
-//! collision costs a comparison, never a wrong answer.
+//! collision costs a comparison, never a wrong answer. Like the table, the
+//! hashes are a persistent set, shared by a copy of the state.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+
+use imbl::{OrdMap, OrdSet};
 
 use crate::ids::ObjectId;
 
@@ -20,7 +23,7 @@ use super::{ObjectInfo, TopicsState};
 /// each endpoint holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ObjectKeys {
-    by_hash: BTreeSet<(u64, ObjectId)>,
+    by_hash: OrdSet<(u64, ObjectId)>,
     per_endpoint: BTreeMap<String, u64>,
 }
 
@@ -38,7 +41,7 @@ fn hash(endpoint: &str, key: &str) -> u64 {
 
 impl ObjectKeys {
     /// The index of a loaded object table.
-    pub fn build(objects: &BTreeMap<ObjectId, ObjectInfo>) -> Self {
+    pub fn build(objects: &OrdMap<ObjectId, ObjectInfo>) -> Self {
         let mut keys = Self::default();
         for (id, o) in objects {
             keys.insert(*id, o);
@@ -52,7 +55,8 @@ impl ObjectKeys {
     }
 
     pub(super) fn remove(&mut self, id: ObjectId, o: &ObjectInfo) {
-        if !self.by_hash.remove(&(hash(&o.endpoint, &o.key), id)) {
+        let h = hash(&o.endpoint, &o.key);
+        if self.by_hash.remove(&(h, id)).is_none() {
             return;
         }
         if let Some(n) = self.per_endpoint.get_mut(&o.endpoint) {
@@ -105,7 +109,7 @@ mod tests {
     #[test]
     fn the_index_built_on_load_equals_the_one_kept_in_step() {
         let mut kept = ObjectKeys::default();
-        let mut table = BTreeMap::new();
+        let mut table = OrdMap::new();
         for i in 0..100u64 {
             let o = info(
                 if i % 3 == 0 { "a" } else { "b" },

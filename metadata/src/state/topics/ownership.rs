@@ -5,26 +5,45 @@
 
 use crate::command::{OwnedItem, OwnershipChange};
 use crate::error::MetaError;
-use crate::ids::{BrokerId, Epoch};
+use crate::ids::{BrokerId, Epoch, PartitionKey};
 use crate::state::nodes::NodesState;
 
 use super::{Handover, Ownership, TopicsState};
 
+/// Whether `o` names `id`: as the owner, or as the target of a hand-over.
+fn names(o: &Ownership, id: BrokerId) -> bool {
+    o.owner == Some(id) || o.handover.is_some_and(|h| h.to == id)
+}
+
+/// What `id` owns goes to `owner` at the next epoch; a hand-over to `id`
+/// is called off.
+fn move_off(o: &mut Ownership, id: BrokerId, owner: Option<BrokerId>) {
+    if o.owner == Some(id) {
+        *o = o.moved_to(owner);
+    } else if o.handover.is_some_and(|h| h.to == id) {
+        o.handover = None;
+    }
+}
+
 impl TopicsState {
     /// Every partition and shard `id` owns goes to `owner` at the next
-    /// epoch; hand-overs to `id` are called off.
+    /// epoch; hand-overs to `id` are called off. Only the partitions that
+    /// name `id` are written to: a write copies the nodes a snapshot's copy
+    /// of the state still shares.
     pub(crate) fn move_everything_of(&mut self, id: BrokerId, owner: Option<BrokerId>) {
-        let slots = self
+        let named: Vec<PartitionKey> = self
             .partitions
-            .values_mut()
-            .map(|p| &mut p.ownership)
-            .chain(self.shards.values_mut());
-        for o in slots {
-            if o.owner == Some(id) {
-                *o = o.moved_to(owner);
-            } else if o.handover.is_some_and(|h| h.to == id) {
-                o.handover = None;
+            .iter()
+            .filter(|(_, p)| names(&p.ownership, id))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in named {
+            if let Some(p) = self.partitions.get_mut(&k) {
+                move_off(&mut p.ownership, id, owner);
             }
+        }
+        for o in self.shards.values_mut() {
+            move_off(o, id, owner);
         }
     }
 
@@ -38,7 +57,7 @@ impl TopicsState {
             .values()
             .map(|p| &p.ownership)
             .chain(self.shards.values())
-            .filter(move |o| o.owner == Some(id) || o.handover.is_some_and(|h| h.to == id))
+            .filter(move |o| names(o, id))
     }
 
     /// Whether any partition or coordinator shard names `id` ([`Self::naming`]).

@@ -3,12 +3,13 @@
 
 use std::collections::BTreeMap;
 
-use crate::command::{Command, Response};
+use crate::command::{Command, CommitRange, NewObject, ProducerBatch, Response};
 use crate::controller;
 use crate::error::MetaError;
-use crate::ids::{BrokerId, Epoch, ObjectId};
+use crate::ids::{BrokerId, Epoch, ObjectId, PartitionKey};
+use crate::raft::codec;
 use crate::state::test_support::{Sm, count, obj, owned, range, register, tid, topic};
-use crate::state::{IndexEntry, PartitionState};
+use crate::state::{ClusterState, IndexEntry, PartitionState};
 
 #[test]
 fn topics_are_created_validated_and_deleted() {
@@ -172,4 +173,102 @@ fn stored_bytes_count_the_ranges_from_the_log_start_on() {
     assert_eq!(p.stored_bytes(), 600);
     p.log_start_offset = 30;
     assert_eq!(p.stored_bytes(), 0);
+}
+
+/// A copy of the state, what a snapshot is written from, keeps what it
+/// copied while the state goes on changing: the persistent maps (topics,
+/// partitions, objects and the objects' keys) share their nodes with the
+/// copy, and a write copies the nodes it changes, never changes them.
+#[test]
+fn a_copy_keeps_its_contents_while_the_state_changes() {
+    let mut sm = Sm::new();
+    register(&mut sm, 1, 0);
+    // Enough partitions for maps of several levels.
+    topic(&mut sm, "a", tid(1), 100);
+    topic(&mut sm, "b", tid(2), 40);
+    for c in controller::plan(&sm.state, 0) {
+        sm.ok(c);
+    }
+    let commit = |t, partitions: u32, first, key: &str, ts| Command::Commit {
+        now_ms: ts,
+        broker: BrokerId(1),
+        object: Some(NewObject {
+            endpoint: "default".into(),
+            key: key.into(),
+            size: 100,
+        }),
+        ranges: (0..partitions)
+            .map(|p| CommitRange {
+                producers: vec![ProducerBatch {
+                    producer_id: 7,
+                    epoch: 0,
+                    first_sequence: 0,
+                    last_sequence: 9,
+                    first_offset: first,
+                    last_offset: first + 9,
+                }],
+                ..range(t, p, 1, first, first + 9)
+            })
+            .collect(),
+    };
+    sm.ok(commit(tid(1), 100, 0, "wal/1.wal", 1));
+    sm.ok(commit(tid(2), 40, 0, "wal/2.wal", 1));
+
+    let copy = sm.state.clone();
+    // The same state rebuilt from its encoding: maps of its own.
+    let rebuilt: ClusterState = codec::decode(&codec::encode(&sm.state).unwrap()).unwrap();
+    assert_eq!(copy, rebuilt);
+
+    // Every table changes: index entries, high watermarks and producers,
+    // new and forgotten objects, a deleted and a created topic, and every
+    // partition's owner (the broker's death).
+    sm.ok(commit(tid(1), 100, 10, "wal/3.wal", 2));
+    sm.ok(Command::TruncateLog {
+        broker: BrokerId(1),
+        partition: PartitionKey {
+            topic: tid(1),
+            partition: 5,
+        },
+        epoch: Epoch(1),
+        log_start_offset: 10,
+    });
+    sm.ok(Command::DeleteTopic { name: "b".into() });
+    let unreferenced: Vec<ObjectId> = sm
+        .state
+        .topics
+        .unreferenced_objects()
+        .iter()
+        .map(|(id, _)| *id)
+        .collect();
+    assert_eq!(unreferenced.len(), 1, "wal/2.wal");
+    sm.ok(Command::ForgetObjects { ids: unreferenced });
+    topic(&mut sm, "c", tid(3), 3);
+    sm.ok(Command::ExpireProducers {
+        now_ms: 10_000_000,
+        expiration_ms: 1,
+    });
+    sm.ok(Command::ExpireLeases { now_ms: 1_000_000 });
+    assert!(
+        sm.state
+            .topics
+            .partitions
+            .values()
+            .all(|p| p.ownership.owner.is_none() && p.producers.is_empty())
+    );
+    assert_ne!(sm.state.topics, copy.topics);
+
+    assert_eq!(copy, rebuilt);
+    assert_eq!(
+        codec::encode(&copy).unwrap(),
+        codec::encode(&rebuilt).unwrap()
+    );
+    assert!(copy.topics.knows_object("default", "wal/2.wal"));
+    assert!(!sm.state.topics.knows_object("default", "wal/2.wal"));
+    assert!(!copy.topics.knows_object("default", "wal/3.wal"));
+    assert!(copy.topics.by_name.contains_key("b") && !copy.topics.by_name.contains_key("c"));
+    for p in copy.topics.partitions.values() {
+        assert_eq!(p.index.len(), 1);
+        assert_eq!(p.ownership.owner, Some(BrokerId(1)));
+        assert!(p.producers.contains_key(&7));
+    }
 }

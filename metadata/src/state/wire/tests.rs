@@ -60,9 +60,10 @@ fn old_of(s: &ClusterState) -> OldClusterState {
                 (*id, n)
             })
             .collect(),
-        topics: s.topics.by_name.clone(),
-        partitions: s.topics.partitions.clone(),
-        objects: s.topics.objects.clone(),
+        // The model's persistent maps as the std maps they were.
+        topics: s.topics.by_name.clone().into_iter().collect(),
+        partitions: s.topics.partitions.clone().into_iter().collect(),
+        objects: s.topics.objects.clone().into_iter().collect(),
         next_object_id: s.topics.next_object_id,
         groups: s.groups.offsets.clone(),
         next_producer_id: s.producers.next_id,
