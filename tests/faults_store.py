@@ -40,7 +40,7 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler
 
 from floe_cluster import Cluster
-from s3_cluster import Garage, Moto, S3Cluster, garage_bin, s3_server
+from s3_cluster import S3Cluster, start_s3_server
 
 
 def seed():
@@ -324,14 +324,10 @@ class FaultS3Cluster(S3Cluster):
         tmp_path.mkdir(parents=True, exist_ok=True)
         self.servers, self.relays = [], []
         try:
-            server = s3_server()
             for i in range(endpoints):
-                if server == "garage":
-                    # Its `port` is a plain relay to its socket, past which
-                    # the fault relay sits.
-                    self.servers.append(Garage(garage_bin(), tmp_path / f"garage{i}"))
-                else:
-                    self.servers.append(Moto(tmp_path / f"moto{i}.log"))
+                # Garage's `port` is a plain relay to its socket, past which
+                # the fault relay sits.
+                self.servers.append(start_s3_server(tmp_path, i))
                 self.relays.append(S3FaultRelay(self.servers[-1].port, random.Random(rng.random())))
             stores = [f"e{i}={m.url(r.port)}" for i, (m, r) in enumerate(zip(self.servers, self.relays))]
             Cluster.__init__(self, floe_bin, tmp_path, stores=stores, **kw)

@@ -273,13 +273,18 @@ class Cluster:
     def meta_status(self):
         """{node id: (state, leader id, voter ids)} for every metadata node that answers."""
         import re
-        res = subprocess.run([self.bin, "meta", "status", "--addrs", self.meta], capture_output=True,
-                             text=True, timeout=30, env={**os.environ, **self.role_env("admin")})
         out = {}
-        for m in re.finditer(r"node (\d+) at \S+: (\w+) term \d+ leader (\d+) .*? members \[(.*)\]", res.stdout):
+        for m in re.finditer(r"node (\d+) at \S+: (\w+) term \d+ leader (\d+) .*? members \[(.*)\]",
+                             self.meta_status_text()):
             voters = {int(x.split("=")[0]) for x in m.group(4).split(", ") if x and "(learner)" not in x}
             out[int(m.group(1))] = (m.group(2), int(m.group(3)), voters)
         return out
+
+    def meta_status_text(self, addrs=None):
+        """What `floe meta status` prints for `addrs` (every metadata node by default)."""
+        res = subprocess.run([self.bin, "meta", "status", "--addrs", addrs or self.meta], capture_output=True,
+                             text=True, timeout=30, env={**os.environ, **self.role_env("admin")})
+        return res.stdout
 
     def wait_meta_member(self, i, timeout=60):
         """Waits until node `i` is a voter in the view of a leader (a new node joins)."""

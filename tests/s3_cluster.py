@@ -285,6 +285,14 @@ def s3_server():
     return name
 
 
+def start_s3_server(tmp_path, i):
+    """Endpoint `i`'s S3 server in `tmp_path`: moto, or Garage with
+    FLOE_S3_SERVER=garage (see `s3_server`)."""
+    if s3_server() == "garage":
+        return Garage(garage_bin(), pathlib.Path(tmp_path) / f"garage{i}")
+    return Moto(pathlib.Path(tmp_path) / f"moto{i}.log")
+
+
 class S3Cluster(Cluster):
     """A cluster whose store pool is `endpoints` S3 servers (moto, or Garage
     with FLOE_S3_SERVER=garage), each behind a `Relay` (`relays[i]` in front
@@ -298,12 +306,8 @@ class S3Cluster(Cluster):
         tmp_path.mkdir(parents=True, exist_ok=True)
         self.servers, self.relays = [], []
         try:
-            server = s3_server()
             for i in range(endpoints):
-                if server == "garage":
-                    self.servers.append(Garage(garage_bin(), tmp_path / f"garage{i}"))
-                else:
-                    self.servers.append(Moto(tmp_path / f"moto{i}.log"))
+                self.servers.append(start_s3_server(tmp_path, i))
                 self.relays.append(Relay(self.servers[-1].upstream))
             stores = [f"e{i}={m.url(r.port)}" for i, (m, r) in enumerate(zip(self.servers, self.relays))]
             super().__init__(floe_bin, tmp_path, metas=metas, brokers=brokers, lease_ms=lease_ms,

@@ -452,10 +452,7 @@ def wait_stopped_or_refusing(cluster, i, timeout=30):
 
 def last_log(cluster, i):
     """Node `i`'s last log index as it reports it (None: no answer)."""
-    import subprocess
-    res = subprocess.run([cluster.bin, "meta", "status", "--addrs", cluster.metas[i].addr("meta")],
-                         capture_output=True, text=True, timeout=30, env={**os.environ, **cluster.role_env("admin")})
-    m = re.search(r"last_log (\d+)", res.stdout)
+    m = re.search(r"last_log (\d+)", cluster.meta_status_text(cluster.metas[i].addr("meta")))
     return int(m.group(1)) if m else None
 
 

@@ -286,35 +286,27 @@ class TxnProducer(threading.Thread):
         p.flush(30)
 
     def _commit(self, p, t):
+        t.outcome = "commit asked"
+        self._retried(t, "commit", lambda: p.commit_transaction(self.timeout))
+        t.outcome = "committed"
+
+    def _abort(self, p, t):
+        self._retried(t, "abort", lambda: p.abort_transaction(self.timeout))
+        t.outcome = "aborted"
+
+    def _retried(self, t, what, call):
+        """`call()` until it succeeds, again after each retriable error
+        (noted) until the timeout; any other error is raised."""
         import confluent_kafka
 
-        t.outcome = "commit asked"
         deadline = time.time() + self.timeout
         while True:
             try:
-                p.commit_transaction(self.timeout)
-                t.outcome = "committed"
-                return
+                return call()
             except confluent_kafka.KafkaException as e:
                 err = e.args[0]
                 if err.retriable() and time.time() < deadline:
-                    self.errors.append(f"txn {t.txn} commit (retried): {err}")
-                    time.sleep(0.2)
-                    continue
-                raise
-
-    def _abort(self, p, t):
-        import confluent_kafka
-
-        deadline = time.time() + self.timeout
-        while True:
-            try:
-                p.abort_transaction(self.timeout)
-                t.outcome = "aborted"
-                return
-            except confluent_kafka.KafkaException as e:
-                if e.args[0].retriable() and time.time() < deadline:
-                    self.errors.append(f"txn {t.txn} abort (retried): {e.args[0]}")
+                    self.errors.append(f"txn {t.txn} {what} (retried): {err}")
                     time.sleep(0.2)
                     continue
                 raise
