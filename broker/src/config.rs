@@ -181,6 +181,12 @@ pub struct BrokerConfig {
     /// keeps for a producer that has not written for this long is dropped
     /// (`None`: kept forever).
     pub producer_expiration: Option<Duration>,
+    /// How long a partition refuses (as not stored, NOT_LEADER_OR_FOLLOWER)
+    /// a batch of an idempotent producer it does not know that does not
+    /// start at sequence 0, from the first refusal: its earlier batches may
+    /// still be retried; after it, the batch is taken as an expired
+    /// producer's (`broker/src/partitions/producer.rs`).
+    pub producer_gap_grace: Duration,
     /// The transaction coordinator's settings (`transaction.max.timeout.ms`).
     pub txn: TxnConfig,
     /// Delayed entries each partition of a delayed topic keeps in memory
@@ -224,6 +230,9 @@ impl BrokerConfig {
             producer_expiration: Some(Duration::from_millis(
                 floe_metadata::state::DEFAULT_PRODUCER_EXPIRATION_MS,
             )),
+            producer_gap_grace: Duration::from_millis(
+                crate::partitions::producer::DEFAULT_GAP_GRACE_MS,
+            ),
             txn: TxnConfig::default(),
             delayed_max_pending: DEFAULT_MAX_PENDING,
             share_max_parked: DEFAULT_MAX_PARKED,

@@ -572,6 +572,32 @@ async fn a_marker_goes_at_once_unless_flushes_are_paced() {
     }
 }
 
+/// Appends an unknown producer's batch that does not start at sequence 0:
+/// refused as not stored at first (its earlier batches may still come),
+/// taken once the broker's gap grace has passed.
+async fn append_after_the_gap_grace(b: &Broker, key: PartitionKey, records: &Bytes) {
+    let first = b.partitions().append(&key, records, Acks::Leader);
+    assert_eq!(
+        first.err().map(|e| e.kind()),
+        Some(ErrorKind::SequenceGap),
+        "an unknown producer's gap is taken at once"
+    );
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        match b.partitions().append(&key, records, Acks::Leader) {
+            Ok(pending) => {
+                pending.wait().await.unwrap();
+                break;
+            }
+            Err(e) if e.kind() == ErrorKind::SequenceGap => {
+                assert!(tokio::time::Instant::now() < deadline, "still refused: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
 /// A transaction's batches answered once sequenced (`acks=1`, as the proxy
 /// answers a transaction's produce): the owner's answer to the coordinator
 /// before a commit waits for them to be durable; a producer's first batch
@@ -583,8 +609,12 @@ async fn a_commit_waits_for_a_transactions_batches_answered_once_sequenced() {
     let topic = c.create_topic("txd", 1, &[]).await;
     let key = PartitionKey::new(topic, 0);
     // A flush only every 10 s unless asked: the wait below is the ask's.
+    // An unknown producer's gap is refused for 300 ms.
     let b = c
-        .broker(|cfg| cfg.flush.interval = Duration::from_secs(10))
+        .broker(|cfg| {
+            cfg.flush.interval = Duration::from_secs(10);
+            cfg.producer_gap_grace = Duration::from_millis(300);
+        })
         .await;
     wait_owned(&b, key).await;
     let id = TransactionalId::new("txd-1");
@@ -630,16 +660,7 @@ async fn a_commit_waits_for_a_transactions_batches_answered_once_sequenced() {
     let fence2 = fence_of(&b, &id2).await;
     let coord2 = coordinator_at(&b);
     let p2 = begin_on(&coord2, fence2, &id2, key).await;
-    b.partitions()
-        .append(
-            &key,
-            &batch(p2.producer_id.0, p2.epoch.0, 5, true, "u"),
-            Acks::Leader,
-        )
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    append_after_the_gap_grace(&b, key, &batch(p2.producer_id.0, p2.epoch.0, 5, true, "u")).await;
     assert_eq!(
         b.txn_durable(&key, p2.producer_id).await.unwrap(),
         Holding::All {
@@ -662,16 +683,7 @@ async fn a_commit_waits_for_a_transactions_batches_answered_once_sequenced() {
     let id3 = TransactionalId::new("txd-3");
     let fence3 = fence_of(&b, &id3).await;
     let p3 = begin_on(&coord2, fence3, &id3, key).await;
-    b.partitions()
-        .append(
-            &key,
-            &batch(p3.producer_id.0, p3.epoch.0, 3, true, "w"),
-            Acks::Leader,
-        )
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    append_after_the_gap_grace(&b, key, &batch(p3.producer_id.0, p3.epoch.0, 3, true, "w")).await;
     let end3 = TxnOp::End {
         producer: p3,
         commit: true,

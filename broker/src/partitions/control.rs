@@ -232,7 +232,8 @@ impl Partitions {
             Ok::<_, BrokerError>(r)
         }))
         .await?;
-        let producers = crate::partitions::producer::Producers::from_batches(idx.producers);
+        let producers = crate::partitions::producer::Producers::from_batches(idx.producers)
+            .with_gap_grace(self.inner.cfg.producer_gap_grace);
         let txns = idx.txns;
         let log = Arc::new(PartitionLog::new(
             key,

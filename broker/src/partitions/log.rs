@@ -408,8 +408,17 @@ impl PartitionLog {
         if !idempotent.is_empty() {
             let mut sim = st.producers.clone();
             let mut duplicates = Vec::new();
+            // The gap grace runs on the monotonic clock: a wall clock
+            // stepped forward must not cut it short.
+            let now = floe_metadata::clock::lease_now_ms();
             for &(i, pid, epoch, first, last) in &idempotent {
-                match sim.check(pid, epoch, first, last)? {
+                let checked = sim.check(pid, epoch, first, last, now);
+                if let Err(e) = &checked
+                    && e.kind() == ErrorKind::SequenceGap
+                {
+                    st.producers.note_gap(pid, now);
+                }
+                match checked? {
                     Check::Duplicate(d) => duplicates.push(d),
                     Check::Append => sim.record(ProducerBatch {
                         producer_id: pid,

@@ -6,7 +6,8 @@
 //! A producer that has not written for `producer.id.expiration.ms` is
 //! forgotten ([`Producers::expire`]); when it comes back, its batch is
 //! taken as the first of a producer this partition does not know, at
-//! whatever sequence, as Kafka does since KIP-360 (no UNKNOWN_PRODUCER_ID).
+//! whatever sequence, as Kafka does since KIP-360 (no UNKNOWN_PRODUCER_ID),
+//! but not at once (below).
 //!
 //! One rule Kafka does not need: a batch that leaves a gap, from a producer
 //! that has not written to this owner since it took the partition over, is
@@ -20,6 +21,20 @@
 //! of them that was stored but not acknowledged. Refused as not stored, the
 //! batch is retried after its predecessors, in order. Once the producer has
 //! written here, a gap is out of order as in Kafka.
+//!
+//! The same race reaches a producer the partition does not know at all: its
+//! first batch here failed (cut on its way, refused by an old owner, or
+//! rolled back by a failed flush) while the next one, routed on its own,
+//! arrives. Taken at its sequence, it would be lost for good: librdkafka
+//! acknowledges the failed batch (without an offset) as soon as a later one
+//! of the partition succeeds, since a Kafka broker would have refused the
+//! later one had the earlier not been stored. So a batch of an unknown
+//! producer that does not start at sequence 0 is refused as not stored too,
+//! for a grace from the first refusal ([`DEFAULT_GAP_GRACE_MS`]); a producer whose
+//! state expired is taken at its sequence after that (its client retries
+//! meanwhile), which is the only case where a sequence other than 0 opens
+//! a producer. A rollback does not forget a producer either: the sequence
+//! of its first batch rolled back is the one expected next.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -39,9 +54,13 @@ struct Entry {
     /// When it last appended here (ms since the epoch); 0: not known (taken
     /// over from metadata), its clock starts at the next expiry pass.
     last_write_ms: u64,
-    /// Whether it appended to this owner (false: known from the previous
-    /// owners' commits only).
+    /// Whether it appended to this owner since it took the partition over
+    /// or since a rollback failed its batches (false: known from the
+    /// previous owners' commits only).
     wrote_here: bool,
+    /// The sequence expected next when no batch is kept: that of the first
+    /// batch a failed flush rolled back.
+    resume_at: Option<i32>,
 }
 
 /// The verdict on an incoming idempotent batch.
@@ -53,10 +72,37 @@ pub enum Check {
     Duplicate(ProducerBatch),
 }
 
+/// How long a partition refuses by default, from the first refusal, the
+/// batches of a producer it does not know that do not start at sequence 0
+/// (see the module's documentation): long enough for the client to have
+/// retried the earlier batches in order (librdkafka drains a partition's
+/// requests in flight and resends from the first unacknowledged one),
+/// short against the clients' delivery timeouts (120 s in Java, 300 s in
+/// librdkafka).
+pub const DEFAULT_GAP_GRACE_MS: u64 = 30_000;
+
 /// The producers of one partition.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Producers {
     by_id: HashMap<i64, Entry>,
+    /// Producers this partition does not know whose batch came at a
+    /// sequence other than 0: when that was first refused (ms on the
+    /// caller's monotonic clock).
+    unknown_gaps: HashMap<i64, u64>,
+    /// How long such a producer's gaps are refused from the first refusal;
+    /// a refusal four times as old is forgotten (its client gave up on
+    /// those records), and a later gap waits again.
+    gap_grace_ms: u64,
+}
+
+impl Default for Producers {
+    fn default() -> Self {
+        Self {
+            by_id: HashMap::new(),
+            unknown_gaps: HashMap::new(),
+            gap_grace_ms: DEFAULT_GAP_GRACE_MS,
+        }
+    }
 }
 
 /// The next sequence number after `s` (Kafka wraps at `i32::MAX`).
@@ -80,13 +126,37 @@ impl Producers {
         p
     }
 
+    /// With `grace` as the time an unknown producer's gaps are refused
+    /// (the broker's `producer_gap_grace`).
+    pub fn with_gap_grace(mut self, grace: std::time::Duration) -> Self {
+        self.gap_grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+        self
+    }
+
+    fn gap_forget_ms(&self) -> u64 {
+        self.gap_grace_ms.saturating_mul(4)
+    }
+
     /// Forgets the batches at or after `offset` (sequenced but never
-    /// committed: a failed flush rolled them back). A producer left with no
-    /// batch is forgotten too.
+    /// committed: a failed flush rolled them back). A producer that lost
+    /// batches expects the first of them again, and its gaps are refused as
+    /// not stored until it writes again (its client retries them, maybe out
+    /// of order); one left with no batch and none lost is forgotten.
     pub fn forget_from(&mut self, offset: i64) {
         self.by_id.retain(|_, e| {
+            let first_lost = e
+                .batches
+                .iter()
+                .find(|b| b.first_offset >= offset)
+                .map(|b| b.first_sequence);
             e.batches.retain(|b| b.first_offset < offset);
-            !e.batches.is_empty()
+            if let Some(seq) = first_lost {
+                e.wrote_here = false;
+                if e.batches.is_empty() {
+                    e.resume_at = Some(seq);
+                }
+            }
+            !e.batches.is_empty() || e.resume_at.is_some()
         });
     }
 
@@ -98,12 +168,40 @@ impl Producers {
     }
 
     /// Checks a batch of `producer_id` at `epoch` with sequences
-    /// `first..=last` against what is known.
-    pub fn check(&self, producer_id: i64, epoch: i16, first: i32, last: i32) -> Result<Check> {
+    /// `first..=last` against what is known, at `now_ms` (a monotonic
+    /// clock's, the one [`Producers::note_gap`] is given).
+    pub fn check(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        first: i32,
+        last: i32,
+        now_ms: u64,
+    ) -> Result<Check> {
         let Some(e) = self.by_id.get(&producer_id) else {
-            // A producer this partition does not know (new, or expired):
-            // accepted at any sequence, as Kafka does.
-            return Ok(Check::Append);
+            // A producer this partition does not know: new (its first batch
+            // starts at 0), expired (accepted at any sequence, as Kafka
+            // does), or one whose first batch here failed and is still to
+            // be retried (refused while that may be so).
+            let waited = self
+                .unknown_gaps
+                .get(&producer_id)
+                .map(|since| now_ms.saturating_sub(*since));
+            return match waited {
+                _ if first == 0 => Ok(Check::Append),
+                Some(w) if (self.gap_grace_ms..=self.gap_forget_ms()).contains(&w) => {
+                    Ok(Check::Append)
+                }
+                _ => Err(BrokerError::new(
+                    ErrorKind::SequenceGap,
+                    format!(
+                        "producer {producer_id} is not known here and its batch starts at \
+                         sequence {first}: its earlier batches may still be retried (taken \
+                         as a new producer's {} s after the first refusal)",
+                        self.gap_grace_ms / 1000
+                    ),
+                )),
+            };
         };
         if epoch < e.epoch {
             return Err(BrokerError::new(
@@ -133,7 +231,10 @@ impl Producers {
         {
             return Ok(Check::Duplicate(*d));
         }
-        let expected = e.batches.back().map_or(0, |b| next_seq(b.last_sequence));
+        let expected = e
+            .batches
+            .back()
+            .map_or(e.resume_at.unwrap_or(0), |b| next_seq(b.last_sequence));
         if first == expected {
             Ok(Check::Append)
         } else {
@@ -142,6 +243,20 @@ impl Producers {
                 format!("producer {producer_id}: sequence {first}, expected {expected}"),
             ))
         }
+    }
+
+    /// Notes that a batch of `producer_id` was refused at `now_ms` as a gap
+    /// (for a producer this partition does not know, the grace starts at
+    /// the first refusal; a refusal older than the grace's window starts
+    /// it again).
+    pub fn note_gap(&mut self, producer_id: i64, now_ms: u64) {
+        if self.by_id.contains_key(&producer_id) {
+            return;
+        }
+        let forget = self.gap_forget_ms();
+        self.unknown_gaps
+            .retain(|_, since| now_ms.saturating_sub(*since) <= forget);
+        self.unknown_gaps.entry(producer_id).or_insert(now_ms);
     }
 
     /// A batch that does not follow: out of order, or (from a producer that
@@ -190,6 +305,7 @@ impl Producers {
         {
             e.epoch = epoch;
             e.batches.clear();
+            e.resume_at = None;
         }
     }
 
@@ -220,7 +336,9 @@ impl Producers {
 
     /// Adds a stored batch to what is known of its producer.
     fn insert(&mut self, b: ProducerBatch) -> &mut Entry {
+        self.unknown_gaps.remove(&b.producer_id);
         let e = self.by_id.entry(b.producer_id).or_default();
+        e.resume_at = None;
         if b.epoch != e.epoch {
             e.epoch = b.epoch;
             e.batches.clear();
@@ -251,46 +369,44 @@ mod tests {
     #[test]
     fn sequences_follow_kafkas_rules() {
         let mut p = Producers::default();
-        assert_eq!(p.check(1, 0, 0, 4).unwrap(), Check::Append);
-        // Unknown here (new or expired): any sequence, as Kafka (KIP-360).
-        assert_eq!(p.check(1, 0, 3, 4).unwrap(), Check::Append);
+        assert_eq!(p.check(1, 0, 0, 4, 0).unwrap(), Check::Append);
         p.record(b(1, 0, 0, 4, 100));
         // The same batch again: a duplicate, answered with its offsets.
         assert_eq!(
-            p.check(1, 0, 0, 4).unwrap(),
+            p.check(1, 0, 0, 4, 0).unwrap(),
             Check::Duplicate(b(1, 0, 0, 4, 100))
         );
-        assert_eq!(p.check(1, 0, 5, 9).unwrap(), Check::Append);
+        assert_eq!(p.check(1, 0, 5, 9, 0).unwrap(), Check::Append);
         assert_eq!(
-            p.check(1, 0, 6, 9).unwrap_err().kind(),
+            p.check(1, 0, 6, 9, 0).unwrap_err().kind(),
             ErrorKind::OutOfOrderSequence
         );
         // An older epoch is fenced; a newer one starts at 0.
         assert_eq!(
-            p.check(1, -1, 5, 9).unwrap_err().kind(),
+            p.check(1, -1, 5, 9, 0).unwrap_err().kind(),
             ErrorKind::InvalidProducerEpoch
         );
         assert_eq!(
-            p.check(1, 1, 5, 9).unwrap_err().kind(),
+            p.check(1, 1, 5, 9, 0).unwrap_err().kind(),
             ErrorKind::OutOfOrderSequence
         );
-        assert_eq!(p.check(1, 1, 0, 0).unwrap(), Check::Append);
+        assert_eq!(p.check(1, 1, 0, 0, 0).unwrap(), Check::Append);
         // Five batches are remembered: the sixth-oldest is forgotten.
         for i in 1..=5 {
             p.record(b(1, 0, i * 5, i * 5 + 4, 100 + i64::from(i) * 5));
         }
         assert_eq!(
-            p.check(1, 0, 0, 4).unwrap_err().kind(),
+            p.check(1, 0, 0, 4, 0).unwrap_err().kind(),
             ErrorKind::OutOfOrderSequence
         );
-        assert!(matches!(p.check(1, 0, 5, 9).unwrap(), Check::Duplicate(_)));
+        assert!(matches!(p.check(1, 0, 5, 9, 0).unwrap(), Check::Duplicate(_)));
         // Sequences wrap at i32::MAX.
         assert_eq!(last_seq(i32::MAX, 2), 0);
         let mut q = Producers::from_batches([b(2, 0, i32::MAX - 1, i32::MAX, 0)]);
-        assert_eq!(q.check(2, 0, 0, 3).unwrap(), Check::Append);
+        assert_eq!(q.check(2, 0, 0, 3, 0).unwrap(), Check::Append);
         q.record(b(2, 3, 0, 0, 9));
         assert_eq!(
-            q.check(2, 0, 1, 1).unwrap_err().kind(),
+            q.check(2, 0, 1, 1, 0).unwrap_err().kind(),
             ErrorKind::InvalidProducerEpoch
         );
     }
@@ -304,30 +420,123 @@ mod tests {
         let mut p = Producers::from_batches([b(1, 0, 0, 4, 100)]);
         // 10..=14 came before the retry of 5..=9.
         assert_eq!(
-            p.check(1, 0, 10, 14).unwrap_err().kind(),
+            p.check(1, 0, 10, 14, 0).unwrap_err().kind(),
             ErrorKind::SequenceGap
         );
         // So did a new epoch's second batch.
         assert_eq!(
-            p.check(1, 1, 5, 9).unwrap_err().kind(),
+            p.check(1, 1, 5, 9, 0).unwrap_err().kind(),
             ErrorKind::SequenceGap
         );
         // Retries of what is stored are still answered as duplicates.
-        assert!(matches!(p.check(1, 0, 0, 4).unwrap(), Check::Duplicate(_)));
+        assert!(matches!(p.check(1, 0, 0, 4, 0).unwrap(), Check::Duplicate(_)));
         // The retried 5..=9, then 10..=14, in order.
-        assert_eq!(p.check(1, 0, 5, 9).unwrap(), Check::Append);
+        assert_eq!(p.check(1, 0, 5, 9, 0).unwrap(), Check::Append);
         p.record_at(b(1, 0, 5, 9, 105), 1_000);
-        assert_eq!(p.check(1, 0, 10, 14).unwrap(), Check::Append);
+        assert_eq!(p.check(1, 0, 10, 14, 0).unwrap(), Check::Append);
         p.record_at(b(1, 0, 10, 14, 110), 1_001);
         // Written here: a gap now is out of order.
         assert_eq!(
-            p.check(1, 0, 20, 24).unwrap_err().kind(),
+            p.check(1, 0, 20, 24, 0).unwrap_err().kind(),
             ErrorKind::OutOfOrderSequence
         );
         assert_eq!(
-            p.check(1, 1, 5, 9).unwrap_err().kind(),
+            p.check(1, 1, 5, 9, 0).unwrap_err().kind(),
             ErrorKind::OutOfOrderSequence
         );
+    }
+
+    /// A producer the partition does not know whose batch does not start
+    /// at 0: its first batch here failed and may still come (retried, maybe
+    /// behind this one), so it is refused as not stored until it does, or
+    /// until the grace has passed (an expired producer's).
+    #[test]
+    fn an_unknown_producers_gap_waits_for_its_first_batch() {
+        let mut p = Producers::default();
+        let t0 = 1_000_000;
+        assert_eq!(
+            p.check(1, 0, 5, 9, t0).unwrap_err().kind(),
+            ErrorKind::SequenceGap
+        );
+        p.note_gap(1, t0);
+        // Refused again before the grace, whatever the retries.
+        p.note_gap(1, t0 + 1_000);
+        assert_eq!(
+            p.check(1, 0, 5, 9, t0 + DEFAULT_GAP_GRACE_MS - 1)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::SequenceGap
+        );
+        // The first batch came: in order from there.
+        assert_eq!(p.check(1, 0, 0, 4, t0 + 2_000).unwrap(), Check::Append);
+        p.record_at(b(1, 0, 0, 4, 100), t0 + 2_000);
+        assert_eq!(p.check(1, 0, 5, 9, t0 + 2_001).unwrap(), Check::Append);
+
+        // Another producer's first batch never comes (its state expired):
+        // taken at its sequence once the grace has passed.
+        p.note_gap(2, t0);
+        assert_eq!(
+            p.check(2, 0, 7, 7, t0 + DEFAULT_GAP_GRACE_MS).unwrap(),
+            Check::Append
+        );
+        // A refusal long forgotten does not open a later gap at once.
+        assert_eq!(
+            p.check(2, 0, 7, 7, t0 + 4 * DEFAULT_GAP_GRACE_MS + 1)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::SequenceGap
+        );
+        p.note_gap(2, t0 + 4 * DEFAULT_GAP_GRACE_MS + 1);
+        assert_eq!(p.unknown_gaps[&2], t0 + 4 * DEFAULT_GAP_GRACE_MS + 1, "waits again");
+        assert_eq!(
+            p.check(2, 0, 7, 7, t0 + 4 * DEFAULT_GAP_GRACE_MS + 2)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::SequenceGap
+        );
+        // A known producer's gap is not an unknown one's.
+        p.note_gap(1, t0);
+        assert!(!p.unknown_gaps.contains_key(&1));
+    }
+
+    /// A failed flush rolls back a producer's batches: its retries are
+    /// expected from the first of them, and a later batch that overtakes
+    /// them is refused as not stored (not taken as a new producer's, nor
+    /// answered out of order).
+    #[test]
+    fn a_rollback_keeps_the_sequence_expected_next() {
+        // Everything of producer 1 here was rolled back.
+        let mut p = Producers::default();
+        p.record_at(b(1, 0, 0, 4, 100), 1_000);
+        p.record_at(b(1, 0, 5, 9, 105), 1_000);
+        p.forget_from(100);
+        assert!(p.knows(1));
+        assert_eq!(
+            p.check(1, 0, 5, 9, 2_000).unwrap_err().kind(),
+            ErrorKind::SequenceGap
+        );
+        assert_eq!(p.check(1, 0, 0, 4, 2_000).unwrap(), Check::Append);
+        p.record_at(b(1, 0, 0, 4, 100), 2_000);
+        assert_eq!(p.check(1, 0, 5, 9, 2_000).unwrap(), Check::Append);
+
+        // Part of producer 2's batches committed, the rest rolled back.
+        let mut q = Producers::default();
+        q.record_at(b(2, 0, 0, 4, 100), 1_000);
+        q.record_at(b(2, 0, 5, 9, 105), 1_000);
+        q.forget_from(105);
+        assert_eq!(
+            q.check(2, 0, 10, 14, 2_000).unwrap_err().kind(),
+            ErrorKind::SequenceGap
+        );
+        assert!(matches!(q.check(2, 0, 0, 4, 2_000).unwrap(), Check::Duplicate(_)));
+        assert_eq!(q.check(2, 0, 5, 9, 2_000).unwrap(), Check::Append);
+
+        // A producer with nothing rolled back is untouched; one with no
+        // batch and nothing lost (fenced) is forgotten.
+        q.record_at(b(3, 0, 0, 0, 90), 1_000);
+        q.fence(4, 1);
+        q.forget_from(105);
+        assert!(matches!(q.check(3, 0, 0, 0, 2_000).unwrap(), Check::Duplicate(_)));
     }
 
     #[test]
@@ -338,10 +547,19 @@ mod tests {
         p.record(b(3, 0, 0, 0, 110)); // taken over: no time known
         assert_eq!(p.expire(5_000, 10_000), 0);
         assert_eq!(p.expire(11_001, 10_000), 1, "producer 1 idle 10.001 s");
-        assert!(matches!(p.check(2, 0, 0, 4).unwrap(), Check::Duplicate(_)));
-        assert!(matches!(p.check(3, 0, 0, 0).unwrap(), Check::Duplicate(_)));
-        // Producer 1 is unknown now: its next batch (sequence 5) is accepted.
-        assert_eq!(p.check(1, 0, 5, 9).unwrap(), Check::Append);
+        assert!(matches!(p.check(2, 0, 0, 4, 0).unwrap(), Check::Duplicate(_)));
+        assert!(matches!(p.check(3, 0, 0, 0, 0).unwrap(), Check::Duplicate(_)));
+        // Producer 1 is unknown now: its next batch (sequence 5) is taken
+        // as a new producer's once the grace for a gap has passed.
+        assert_eq!(
+            p.check(1, 0, 5, 9, 11_001).unwrap_err().kind(),
+            ErrorKind::SequenceGap
+        );
+        p.note_gap(1, 11_001);
+        assert_eq!(
+            p.check(1, 0, 5, 9, 11_001 + DEFAULT_GAP_GRACE_MS).unwrap(),
+            Check::Append
+        );
         // Producer 3's clock started at the first pass (5 s).
         assert_eq!(p.expire(15_000, 10_000), 0);
         assert_eq!(
@@ -387,8 +605,8 @@ mod tests {
         }));
         for x in &batches {
             let remembered = kept.contains(&x.first_sequence);
-            let by_owner = owner.check(7, 0, x.first_sequence, x.last_sequence);
-            let by_new_owner = rebuilt.check(7, 0, x.first_sequence, x.last_sequence);
+            let by_owner = owner.check(7, 0, x.first_sequence, x.last_sequence, 0);
+            let by_new_owner = rebuilt.check(7, 0, x.first_sequence, x.last_sequence, 0);
             assert_eq!(
                 matches!(by_owner, Ok(Check::Duplicate(_))),
                 remembered,

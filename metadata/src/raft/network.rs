@@ -93,7 +93,11 @@ impl PeerConnection {
             Ok(b) => b,
             Err(e) => return Ok(Err(RPCError::Network(NetworkError::new(&e)))),
         };
-        let timeout = option.hard_ttl().max(Duration::from_millis(50));
+        // Within openraft's own deadline (the same TTL), so that a slow
+        // peer is told apart below rather than by openraft's timeout, which
+        // it answers without backing off.
+        let ttl = option.hard_ttl();
+        let timeout = (ttl - ttl / 10).max(Duration::from_millis(20));
         let bytes = match self
             .client
             .post(&self.addr, path, RAFT_BINARY, body.into(), timeout)
@@ -101,18 +105,12 @@ impl PeerConnection {
         {
             Ok(b) => b,
             Err(HttpError::Status { status: 413, .. }) => return Err(TooLarge),
-            // A peer that cannot be connected to: openraft backs off (500
-            // ms) before it sends to it again.
-            Err(e @ HttpError::Unreachable { .. }) => {
+            // A peer that cannot be connected to, or that did not answer in
+            // time (the deadline is the heartbeat interval, 100 ms; a loaded
+            // machine misses it): openraft backs off as `backoff` says
+            // before it sends to the peer again.
+            Err(e @ (HttpError::Unreachable { .. } | HttpError::Timeout { .. })) => {
                 return Ok(Err(RPCError::Unreachable(Unreachable::new(&e))));
-            }
-            // A peer that was slow to answer this once (the deadline is the
-            // heartbeat interval, 100 ms; a loaded machine misses it):
-            // openraft sends again at the next heartbeat. Reported as
-            // unreachable, it stopped replicating to the peer for 500 ms, and
-            // commits waited on a majority that was there.
-            Err(e @ HttpError::Timeout { .. }) => {
-                return Ok(Err(RPCError::Network(NetworkError::new(&e))));
             }
             Err(other) => return Ok(Err(RPCError::Network(NetworkError::new(&other)))),
         };
@@ -142,7 +140,30 @@ fn too_large(entries: usize) -> RPCError<NodeId, BasicNode, RaftError<NodeId>> {
     RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint(entries.max(1) as u64))
 }
 
+/// The pauses before sending again to a peer that stays unreachable or
+/// slow: short at first, so that one answer a loaded machine delayed does
+/// not hold replication up (a constant 500 ms, openraft's default, let
+/// commits wait for a majority that was there, and broker leases ran out),
+/// and growing, so that a peer that keeps missing its deadline is not sent
+/// a new connection every heartbeat (each timed-out HTTP/1.1 request
+/// closes its connection; ten new ones a second per peer swamped the fault
+/// tests' relays until the cluster lost its majority for good).
+fn retry_pauses() -> impl Iterator<Item = Duration> + Send + 'static {
+    (0u32..)
+        .map(|i| BACKOFF_FIRST.saturating_mul(1 << i.min(16)))
+        .map(|d| d.min(BACKOFF_MAX))
+}
+
+/// The first pause of [`retry_pauses`].
+const BACKOFF_FIRST: Duration = Duration::from_millis(20);
+/// The longest pause of [`retry_pauses`].
+const BACKOFF_MAX: Duration = Duration::from_millis(320);
+
 impl RaftNetwork<TypeConfig> for PeerConnection {
+    fn backoff(&self) -> openraft::network::Backoff {
+        openraft::network::Backoff::new(retry_pauses())
+    }
+
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
@@ -233,11 +254,10 @@ mod tests {
     }
 
     /// A peer that takes the connection and never answers (a loaded or
-    /// paused process) is a network error, which openraft retries at the
-    /// next heartbeat, not unreachable, on which it stops sending for 500
-    /// ms.
+    /// paused process) is unreachable, answered before openraft's own
+    /// deadline (which it would retry at once, on a new connection).
     #[tokio::test]
-    async fn a_peer_slow_to_answer_is_retried_without_backing_off() {
+    async fn a_peer_slow_to_answer_is_unreachable_within_the_deadline() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let held = tokio::spawn(async move {
@@ -246,11 +266,25 @@ mod tests {
                 conns.push(c);
             }
         });
-        let r = peer(addr)
-            .vote(vote(), RPCOption::new(Duration::from_millis(100)))
-            .await;
-        assert!(matches!(r, Err(RPCError::Network(_))), "{r:?}");
+        let ttl = Duration::from_millis(100);
+        let r = tokio::time::timeout(ttl, peer(addr).vote(vote(), RPCOption::new(ttl))).await;
+        assert!(
+            matches!(r, Ok(Err(RPCError::Unreachable(_)))),
+            "not answered before openraft's deadline: {r:?}"
+        );
         held.abort();
+    }
+
+    /// The pauses after a slow or unreachable peer start short and double
+    /// up to a bound.
+    #[test]
+    fn retries_back_off_from_short_pauses_to_a_bound() {
+        let p: Vec<u64> = retry_pauses()
+            .take(8)
+            .map(|d| d.as_millis() as u64)
+            .collect();
+        assert_eq!(p, [20, 40, 80, 160, 320, 320, 320, 320]);
+        assert_eq!(retry_pauses().nth(100), Some(BACKOFF_MAX));
     }
 
     /// A peer whose port refuses connections is unreachable: openraft
