@@ -399,7 +399,10 @@ mod tests {
             p.check(1, 0, 0, 4, 0).unwrap_err().kind(),
             ErrorKind::OutOfOrderSequence
         );
-        assert!(matches!(p.check(1, 0, 5, 9, 0).unwrap(), Check::Duplicate(_)));
+        assert!(matches!(
+            p.check(1, 0, 5, 9, 0).unwrap(),
+            Check::Duplicate(_)
+        ));
         // Sequences wrap at i32::MAX.
         assert_eq!(last_seq(i32::MAX, 2), 0);
         let mut q = Producers::from_batches([b(2, 0, i32::MAX - 1, i32::MAX, 0)]);
@@ -429,7 +432,10 @@ mod tests {
             ErrorKind::SequenceGap
         );
         // Retries of what is stored are still answered as duplicates.
-        assert!(matches!(p.check(1, 0, 0, 4, 0).unwrap(), Check::Duplicate(_)));
+        assert!(matches!(
+            p.check(1, 0, 0, 4, 0).unwrap(),
+            Check::Duplicate(_)
+        ));
         // The retried 5..=9, then 10..=14, in order.
         assert_eq!(p.check(1, 0, 5, 9, 0).unwrap(), Check::Append);
         p.record_at(b(1, 0, 5, 9, 105), 1_000);
@@ -487,7 +493,11 @@ mod tests {
             ErrorKind::SequenceGap
         );
         p.note_gap(2, t0 + 4 * DEFAULT_GAP_GRACE_MS + 1);
-        assert_eq!(p.unknown_gaps[&2], t0 + 4 * DEFAULT_GAP_GRACE_MS + 1, "waits again");
+        assert_eq!(
+            p.unknown_gaps[&2],
+            t0 + 4 * DEFAULT_GAP_GRACE_MS + 1,
+            "waits again"
+        );
         assert_eq!(
             p.check(2, 0, 7, 7, t0 + 4 * DEFAULT_GAP_GRACE_MS + 2)
                 .unwrap_err()
@@ -528,7 +538,10 @@ mod tests {
             q.check(2, 0, 10, 14, 2_000).unwrap_err().kind(),
             ErrorKind::SequenceGap
         );
-        assert!(matches!(q.check(2, 0, 0, 4, 2_000).unwrap(), Check::Duplicate(_)));
+        assert!(matches!(
+            q.check(2, 0, 0, 4, 2_000).unwrap(),
+            Check::Duplicate(_)
+        ));
         assert_eq!(q.check(2, 0, 5, 9, 2_000).unwrap(), Check::Append);
 
         // A producer with nothing rolled back is untouched; one with no
@@ -536,7 +549,10 @@ mod tests {
         q.record_at(b(3, 0, 0, 0, 90), 1_000);
         q.fence(4, 1);
         q.forget_from(105);
-        assert!(matches!(q.check(3, 0, 0, 0, 2_000).unwrap(), Check::Duplicate(_)));
+        assert!(matches!(
+            q.check(3, 0, 0, 0, 2_000).unwrap(),
+            Check::Duplicate(_)
+        ));
     }
 
     #[test]
@@ -547,8 +563,14 @@ mod tests {
         p.record(b(3, 0, 0, 0, 110)); // taken over: no time known
         assert_eq!(p.expire(5_000, 10_000), 0);
         assert_eq!(p.expire(11_001, 10_000), 1, "producer 1 idle 10.001 s");
-        assert!(matches!(p.check(2, 0, 0, 4, 0).unwrap(), Check::Duplicate(_)));
-        assert!(matches!(p.check(3, 0, 0, 0, 0).unwrap(), Check::Duplicate(_)));
+        assert!(matches!(
+            p.check(2, 0, 0, 4, 0).unwrap(),
+            Check::Duplicate(_)
+        ));
+        assert!(matches!(
+            p.check(3, 0, 0, 0, 0).unwrap(),
+            Check::Duplicate(_)
+        ));
         // Producer 1 is unknown now: its next batch (sequence 5) is taken
         // as a new producer's once the grace for a gap has passed.
         assert_eq!(
