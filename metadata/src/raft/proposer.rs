@@ -11,7 +11,15 @@
 //! alone), and it is answered only once the entry holding it is committed,
 //! i.e. durable on a majority: the durability promise is unchanged.
 //!
-//! Entries are handed to openraft in the order their proposals were queued.
+//! Entries are handed to openraft in the order their proposals were queued,
+//! with one exception: the proposals that keep a node's lease (heartbeats
+//! and registrations, [`is_urgent`]) have a lane of their own, and the next
+//! entry takes them first. Behind a burst of thousands of topic creations a
+//! broker's heartbeats otherwise waited their turn in the queue past the
+//! broker's lease (at 100,000 partitions, docs/running.md), and the
+//! controller moved every partition away from a broker that was there.
+//! Proposals still in the queue are concurrent (each caller waits for its
+//! own), so taking one before another changes no order a caller relies on.
 
 use std::future::Future;
 
@@ -81,6 +89,14 @@ const BATCH_OVERHEAD: usize = 16;
 /// Proposals waiting to be queued; beyond this, callers wait to queue.
 const QUEUE: usize = 4096;
 
+/// Whether `cmd` keeps a node's lease: it goes ahead of the queue.
+pub fn is_urgent(cmd: &Command) -> bool {
+    matches!(
+        cmd,
+        Command::Heartbeat { .. } | Command::RegisterNode { .. }
+    )
+}
+
 struct Proposal {
     cmd: Command,
     /// The command's encoded size.
@@ -93,14 +109,24 @@ struct Proposal {
 #[derive(Debug, Clone)]
 pub struct Proposer {
     tx: mpsc::Sender<Proposal>,
+    /// The lane of the proposals that keep leases.
+    urgent: mpsc::Sender<Proposal>,
 }
 
 impl Proposer {
     /// Starts the task that groups proposals and hands them to `sink`.
     pub fn start<P: Propose>(sink: P, limits: Limits) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(run(sink, rx, limits));
-        Self { tx }
+        let (urgent, urgent_rx) = mpsc::channel(QUEUE);
+        tokio::spawn(run(
+            sink,
+            Lanes {
+                urgent: urgent_rx,
+                rest: rx,
+            },
+            limits,
+        ));
+        Self { tx, urgent }
     }
 
     /// Proposes `cmd` (of encoded size `size`) and waits until the entry
@@ -108,8 +134,12 @@ impl Proposer {
     pub async fn propose(&self, cmd: Command, size: usize) -> Written {
         let (done, rx) = oneshot::channel();
         let gone = || MetaError::Unavailable("the metadata node is shutting down".into());
-        self.tx
-            .send(Proposal { cmd, size, done })
+        let lane = if is_urgent(&cmd) {
+            &self.urgent
+        } else {
+            &self.tx
+        };
+        lane.send(Proposal { cmd, size, done })
             .await
             .map_err(|_| gone())?;
         rx.await.map_err(|_| gone())?
@@ -171,38 +201,70 @@ impl Batch {
     }
 }
 
-async fn run<P: Propose>(sink: P, mut rx: mpsc::Receiver<Proposal>, limits: Limits) {
+/// The two queues in front of Raft.
+struct Lanes {
+    urgent: mpsc::Receiver<Proposal>,
+    rest: mpsc::Receiver<Proposal>,
+}
+
+async fn run<P: Propose>(sink: P, mut lanes: Lanes, limits: Limits) {
     let in_flight = limits.in_flight.max(1);
     let mut writing = FuturesOrdered::new();
-    // The proposal that starts the next entry (one that did not fit the
-    // last, or the first to arrive after a wait).
+    // A proposal that did not fit the last entry: it starts the next one
+    // unless an urgent one waits (which then takes its place).
     let mut next: Option<Proposal> = None;
-    let mut open = true;
+    // The proposal that arrived after a wait: it starts the next entry.
+    let mut arrived: Option<Proposal> = None;
+    let (mut urgent_open, mut rest_open) = (true, true);
     loop {
-        if writing.len() < in_flight
-            && let Some(first) = next.take().or_else(|| rx.try_recv().ok())
-        {
-            let mut batch = Batch::new(first);
-            while let Ok(p) = rx.try_recv() {
-                if batch.fits(&p, &limits) {
-                    batch.push(p);
-                } else {
-                    next = Some(p);
-                    break;
+        if writing.len() < in_flight {
+            let first = arrived
+                .take()
+                .or_else(|| lanes.urgent.try_recv().ok())
+                .or_else(|| next.take())
+                .or_else(|| lanes.rest.try_recv().ok());
+            if let Some(first) = first {
+                let mut batch = Batch::new(first);
+                // Urgent proposals first, then the one left over, then the
+                // rest of the queue.
+                while let Some(p) = lanes
+                    .urgent
+                    .try_recv()
+                    .ok()
+                    .or_else(|| next.take())
+                    .or_else(|| lanes.rest.try_recv().ok())
+                {
+                    if batch.fits(&p, &limits) {
+                        batch.push(p);
+                    } else {
+                        // An urgent proposal that does not fit starts the
+                        // next entry before any other.
+                        if is_urgent(&p.cmd) {
+                            arrived = Some(p);
+                        } else {
+                            next = Some(p);
+                        }
+                        break;
+                    }
                 }
+                writing.push_back(batch.write(&sink));
+                continue;
             }
-            writing.push_back(batch.write(&sink));
-            continue;
         }
+        let idle = next.is_none() && arrived.is_none() && writing.len() < in_flight;
         tokio::select! {
             // The entries being written are polled first: a new one is
             // handed to openraft before the next is formed, so entries keep
-            // the order of their proposals.
+            // the order in which they were formed.
             biased;
             Some(()) = writing.next(), if !writing.is_empty() => {}
-            p = rx.recv(), if open && next.is_none() && writing.len() < in_flight => match p {
-                Some(p) => next = Some(p),
-                None => open = false,
+            p = lanes.urgent.recv(), if urgent_open && idle => match p {
+                Some(p) => arrived = Some(p),
+                None => urgent_open = false,
+            },
+            p = lanes.rest.recv(), if rest_open && idle => match p {
+                Some(p) => arrived = Some(p),
+                None => rest_open = false,
             },
             else => break,
         }
@@ -303,6 +365,10 @@ mod tests {
         proposer.tx.max_capacity() - proposer.tx.capacity()
     }
 
+    fn queued_urgent(proposer: &Proposer) -> usize {
+        proposer.urgent.max_capacity() - proposer.urgent.capacity()
+    }
+
     /// Proposes `first` and waits until its entry is being written, queues
     /// `rest` behind it, then lets the log commit. Returns the proposals in
     /// the order they were made.
@@ -396,5 +462,63 @@ mod tests {
             assert_eq!(e, MetaError::Unavailable("no quorum".into()));
         }
         assert_eq!(log.entries().len(), 2);
+    }
+
+    /// Behind a queue of many proposals (a burst of topic creations), a
+    /// heartbeat goes into the next entry, not after the queue.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_heartbeat_goes_ahead_of_a_queue() {
+        let log = FakeLog::new(false);
+        let limits = Limits {
+            in_flight: 1,
+            max_commands: 8,
+            max_bytes: 1 << 20,
+        };
+        let proposer = Proposer::start(log.clone(), limits);
+        let held = propose_many(&proposer, 1..=1);
+        until("the first entry is written", || log.entries().len() == 1).await;
+        let queue = propose_many(&proposer, 100..=163);
+        until("the queue is full", || queued(&proposer) == 64).await;
+        let beat = Command::Heartbeat {
+            id: crate::ids::BrokerId(7),
+            now_ms: 1,
+        };
+        let heartbeat = {
+            let p = proposer.clone();
+            let (cmd, size) = (beat.clone(), size(&beat));
+            tokio::spawn(async move { p.propose(cmd, size).await })
+        };
+        until("the heartbeat is queued", || queued_urgent(&proposer) == 1).await;
+        log.commit.add_permits(1000);
+        heartbeat.await.unwrap().unwrap();
+        for h in held.into_iter().chain(queue) {
+            h.await.unwrap().unwrap();
+        }
+        let entries = log.entries();
+        // 1 alone, then the heartbeat with the first 7 of the queue, then
+        // the other 57 in entries of 8.
+        assert_eq!(entries.len(), 1 + 1 + 57_usize.div_ceil(8), "{entries:?}");
+        match &entries[1] {
+            Command::Batch(cmds) => {
+                assert_eq!(cmds.len(), 8);
+                assert_eq!(cmds[0], beat, "the heartbeat leads the next entry");
+            }
+            other => panic!("expected a batch, got {other:?}"),
+        }
+        assert!(!entries[2..].iter().any(|e| match e {
+            Command::Batch(cmds) => cmds.contains(&beat),
+            other => *other == beat,
+        }));
+    }
+
+    /// Heartbeats and registrations keep leases; nothing else jumps the queue.
+    #[test]
+    fn only_lease_keeping_commands_are_urgent() {
+        assert!(is_urgent(&Command::Heartbeat {
+            id: crate::ids::BrokerId(1),
+            now_ms: 0
+        }));
+        assert!(!is_urgent(&ask(1)));
+        assert!(!is_urgent(&Command::Batch(vec![])));
     }
 }
