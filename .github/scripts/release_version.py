@@ -56,7 +56,7 @@ def compose_image(root=ROOT):
 
 def changelog_sections(root=ROOT):
     """[(name, date or None)] of CHANGELOG.md's `## [...]` headings, in order."""
-    return HEADING.findall((root / "CHANGELOG.md").read_text())
+    return [(name, date or None) for name, date in HEADING.findall((root / "CHANGELOG.md").read_text())]
 
 
 def changelog_notes(version, root=ROOT):
