@@ -330,6 +330,12 @@ def test_the_docs_pull_what_the_release_publishes():
 def test_image_tags_of_a_release_and_a_pre_release():
     assert release_version.image_tags("1.4.2") == ["1.4.2", "1.4", "latest"]
     assert release_version.image_tags("1.4.2-rc.1") == ["1.4.2-rc.1"]
+    # An older line's fix moves neither X.Y nor latest back.
+    released = ["1.3.0", "1.4.1", "1.5.0-rc.1", "junk"]
+    assert release_version.image_tags("1.4.2", released) == ["1.4.2", "1.4", "latest"]
+    assert release_version.image_tags("1.4.2", [*released, "1.5.0"]) == ["1.4.2", "1.4"]
+    assert release_version.image_tags("1.4.2", [*released, "1.4.3"]) == ["1.4.2"]
+    assert release_version.image_tags("2.0.0-rc.1", ["1.4.2"]) == ["2.0.0-rc.1"]
     for bad in ("1.4", "v1.4.2", "1.4.2+build.5", "01.4.2"):
         with pytest.raises(ValueError):
             release_version.image_tags(bad)
@@ -344,6 +350,9 @@ def test_the_release_workflow_checks_its_tag_and_publishes_each_platform():
     jobs = workflow["jobs"]
     check = step_runs(jobs["check"])
     assert 'release_version.py check --tag "$GITHUB_REF_NAME"' in check, check
+    assert "--released \"$(git tag --list 'v*.*.*')\"" in check, check
+    checkout = jobs["check"]["steps"][0]
+    assert checkout["uses"].startswith("actions/checkout@") and checkout["with"]["fetch-depth"] == 0, checkout
     # The image: docker/Dockerfile, for amd64 and arm64, tagged with the check's tags.
     platforms = {i["platform"] for i in jobs["image-platform"]["strategy"]["matrix"]["include"]}
     assert platforms == {"linux/amd64", "linux/arm64"}, platforms

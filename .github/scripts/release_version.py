@@ -8,11 +8,13 @@ other places must follow it: the chart's `version` and `appVersion`
 released section of CHANGELOG.md (an `Unreleased` section may stand above
 it). A release tag is `v` and that version, and its section is dated.
 
-    release_version.py check [--tag vX.Y.Z]   problems, one a line; exit 1 if any
+    release_version.py check [--tag vX.Y.Z] [--released "vA.B.C …"]
+                                              problems, one a line; exit 1 if any
     release_version.py notes X.Y.Z            CHANGELOG.md's section of X.Y.Z
 
 `check` with GITHUB_OUTPUT set (in the release workflow) also writes
-`version`, `prerelease` and `tags` (the image tags to push) there.
+`version`, `prerelease` and `tags` (the image tags to push, given the
+earlier releases' tags) there.
 .github/workflows/release.yml runs it; tests/test_release.py imports it.
 Standard library only (it runs on a bare runner).
 """
@@ -73,14 +75,27 @@ def changelog_notes(version, root=ROOT):
     return None
 
 
-def image_tags(version):
+def image_tags(version, released=()):
     """The tags a release of `version` pushes: X.Y.Z, X.Y and latest; a
-    pre-release (X.Y.Z-PRE) only its own tag."""
+    pre-release (X.Y.Z-PRE) only its own tag. `released`: the versions
+    already released (pre-releases and other strings ignored): X.Y is not
+    moved back to an older patch release, nor latest to an older release
+    (a fix released on an older line)."""
     m = SEMVER.fullmatch(version)
     if not m:
         raise ValueError(f"not a release version: {version!r}")
-    major, minor, _, pre = m.groups()
-    return [version] if pre else [version, f"{major}.{minor}", "latest"]
+    major, minor, patch, pre = m.groups()
+    if pre:
+        return [version]
+    this = (int(major), int(minor), int(patch))
+    others = [tuple(int(x) for x in o.groups()[:3]) for o in map(SEMVER.fullmatch, released)
+              if o and not o.group(4)]
+    tags = [version]
+    if not any(o[:2] == this[:2] and o > this for o in others):
+        tags.append(f"{major}.{minor}")
+    if not any(o > this for o in others):
+        tags.append("latest")
+    return tags
 
 
 def problems(root=ROOT, tag=None):
@@ -126,6 +141,8 @@ def main(argv=None):
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="the version in every place agrees (and with --tag)")
     check.add_argument("--tag", help="the release tag, vX.Y.Z")
+    check.add_argument("--released", default="",
+                       help="the tags of earlier releases (vX.Y.Z, whitespace-separated): which image tags move")
     notes = sub.add_parser("notes", help="CHANGELOG.md's section of a version")
     notes.add_argument("version")
     args = parser.parse_args(argv)
@@ -146,7 +163,10 @@ def main(argv=None):
     if os.environ.get("GITHUB_OUTPUT"):
         pre = "-" in version
         with open(os.environ["GITHUB_OUTPUT"], "a") as f:
-            f.write(f"version={version}\nprerelease={str(pre).lower()}\ntags={' '.join(image_tags(version))}\n")
+            released = [t.removeprefix("v") for t in args.released.split() if t != args.tag]
+            tags = " ".join(image_tags(version, released))
+            f.write(f"version={version}\nprerelease={str(pre).lower()}\ntags={tags}\n")
+            print(f"image tags: {tags}")
     return 0
 
 
