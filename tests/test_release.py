@@ -5,7 +5,8 @@ engine (a few seconds, no Floe binary):
   (with shellcheck on the `run:` scripts where it is installed) and
   yamllint; actionlint is shown to catch a broken workflow;
 - the version is the same everywhere: Cargo.toml's `[workspace.package]
-  version`, the chart's `version` and `appVersion`, the image of
+  version`, Cargo.lock's workspace crates, the chart's `version` and
+  `appVersion`, the image of
   docker/compose.yaml, and CHANGELOG.md's newest released section
   (.github/scripts/release_version.py, which the release workflow runs on
   its tag);
@@ -107,7 +108,7 @@ def test_workflows_pass_yamllint():
 # One version everywhere
 
 
-VERSIONED = ["Cargo.toml", "CHANGELOG.md", "helm/floe/Chart.yaml", "docker/compose.yaml"]
+VERSIONED = ["Cargo.toml", "Cargo.lock", "CHANGELOG.md", "helm/floe/Chart.yaml", "docker/compose.yaml"]
 
 
 def copy_tree(tmp_path):
@@ -155,6 +156,8 @@ BREAKS = {
                          "Chart.yaml: appVersion is '9.9.9'"),
     "workspace version": ("Cargo.toml", 'version = "{v}"', 'version = "9.9.9"',
                           "the workspace version is '9.9.9'"),
+    "cargo lock": ("Cargo.lock", 'name = "floe-proxy"\nversion = "{v}"', 'name = "floe-proxy"\nversion = "9.9.9"',
+                   "Cargo.lock: floe-proxy 9.9.9"),
     "not a semantic version": ("Cargo.toml", 'version = "{v}"', 'version = "9.9"', "is not X.Y.Z"),
     "compose image": ("docker/compose.yaml", "floe-mq/floe:{v}", "floe-mq/floe:9.9.9",
                       "docker/compose.yaml: image 'ghcr.io/floe-mq/floe:9.9.9'"),

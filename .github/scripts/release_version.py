@@ -3,7 +3,8 @@
 
 The version lives in one place, `[workspace.package] version` of the
 top-level Cargo.toml (every crate takes `version.workspace = true`). The
-other places must follow it: the chart's `version` and `appVersion`
+other places must follow it: Cargo.lock's entries of the workspace's
+crates, the chart's `version` and `appVersion`
 (helm/*/Chart.yaml), the image docker/compose.yaml runs, and the newest
 released section of CHANGELOG.md (an `Unreleased` section may stand above
 it). A release tag is `v` and that version, and its section is dated.
@@ -106,6 +107,14 @@ def problems(root=ROOT, tag=None):
         out.append(f"Cargo.toml: [workspace.package] version {version!r} is not X.Y.Z or X.Y.Z-PRE")
     if tag is not None and tag != f"v{version}":
         out.append(f"tag {tag!r} is not v + the workspace version (v{version})")
+    # Cargo.lock names the workspace's crates (the packages without a
+    # source) with the version; `--locked` builds refuse a stale one.
+    lock = root / "Cargo.lock"
+    if lock.exists():
+        stale = sorted(f"{p['name']} {p['version']}" for p in tomllib.loads(lock.read_text())["package"]
+                       if "source" not in p and p["version"] != version)
+        if stale:
+            out.append(f"Cargo.lock: {', '.join(stale)} (run cargo update -w)")
     found = charts(root)
     if not found:
         out.append("no helm/*/Chart.yaml")
@@ -159,7 +168,7 @@ def main(argv=None):
     if found:
         return 1
     version = workspace_version()
-    print(f"version {version}: Cargo.toml, the chart, docker/compose.yaml and CHANGELOG.md agree")
+    print(f"version {version}: Cargo.toml, Cargo.lock, the chart, docker/compose.yaml and CHANGELOG.md agree")
     if os.environ.get("GITHUB_OUTPUT"):
         pre = "-" in version
         with open(os.environ["GITHUB_OUTPUT"], "a") as f:
