@@ -15,7 +15,10 @@ engine (a few seconds, no Floe binary):
   tag pattern and the image tags are the ones docs/kubernetes.md and
   docs/upgrading.md tell users about;
 - the workflows' permissions are least privilege and every action is
-  pinned to a version.
+  pinned to a version;
+- kubernetes.md's two ways in, rendered with Helm's library: the published
+  chart runs the release's image, the build-it-yourself lines run the
+  image they build, never pulled.
 
 Every check is a function returning what is wrong, run on the real files
 (nothing wrong) and on a copy with one value broken (that value named).
@@ -442,3 +445,60 @@ def test_ci_runs_the_projects_own_command():
     assert job["runs-on"] == "ubuntu-latest" and job["timeout-minutes"] == 90, job
     assert "bash .ci/run" in step_runs(job).splitlines(), step_runs(job)
     assert (ROOT / ".ci" / "run").exists()
+
+
+# ---------------------------------------------------------------------------
+# kubernetes.md's two ways in, rendered
+
+
+def set_flags(command):
+    """{"image.tag": "dev", …} of a `helm install … --set a=b` line."""
+    return dict(kv.split("=", 1) for kv in re.findall(r"--set\s+(\S+=\S+)", command))
+
+
+def nested(flags):
+    out = {}
+    for key, value in flags.items():
+        *path, last = key.split(".")
+        d = out
+        for p in path:
+            d = d.setdefault(p, {})
+        d[last] = value
+    return out
+
+
+def floe_images(values):
+    """{(image, pullPolicy)} of every container the chart runs from the Floe image."""
+    helm = pytest.importorskip("helm_python")
+    out = helm.Chart.load(str(CHART)).render(values, name="floe", namespace="streaming", revision=1,
+                                             is_install=True)
+    found = set()
+    for name, text in out.items():
+        if not name.endswith(".yaml") or not text.strip():
+            continue
+        for o in yaml.safe_load_all(text):
+            spec = (o or {}).get("spec", {})
+            pod = spec.get("template", {}).get("spec", spec)
+            for c in [*pod.get("containers", []), *pod.get("initContainers", [])]:
+                if "minio" not in c["image"]:
+                    found.add((c["image"], c.get("imagePullPolicy")))
+    return found
+
+
+def test_kubernetes_md_install_lines_run_the_image_they_name():
+    """The published chart runs the release's image; the lines for an image
+    built yourself make every Floe container run `floe:dev`, never pulled."""
+    text = KUBERNETES_MD.read_text()
+    version = release_version.workspace_version()
+    image, _ = published(load(RELEASE))
+    assert floe_images({}) == {(f"{image}:{version}", "IfNotPresent")}
+    block = re.search(r"```sh\n(docker build -f docker/Dockerfile -t (\S+) \.\n.*?)```", text, re.S)
+    assert block, "kubernetes.md has no build-it-yourself block"
+    built = block.group(2)
+    assert f"kind load docker-image {built}" in block.group(1) and f"minikube image load {built}" in block.group(1)
+    install = re.search(r"helm install floe \./helm/floe.*?(?=\n(?!\s))", block.group(1).replace("\\\n", " "), re.S)
+    flags = set_flags(install.group(0))
+    assert floe_images(nested(flags)) == {(built, "Never")}, flags
+    # A value name the chart does not have is refused by its schema.
+    with pytest.raises(ValueError, match="additional properties 'pullpolicy' not allowed"):
+        floe_images(nested({**flags, "image.pullpolicy": "Never"}))
