@@ -24,6 +24,8 @@ command -v kcat >/dev/null || need+=(kcat)
 command -v faketime >/dev/null || need+=(faketime)
 # openssl makes the certificates of the TLS tests (tests/test_security.py).
 command -v openssl >/dev/null || need+=(openssl)
+# shellcheck: actionlint checks the workflows' run: scripts with it (tests/test_release.py).
+command -v shellcheck >/dev/null || need+=(shellcheck)
 command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
 command -v java >/dev/null || need+=(openjdk-17-jre-headless)
