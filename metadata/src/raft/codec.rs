@@ -39,6 +39,10 @@ impl Format {
     }
 }
 
+/// The format bytes a later version may introduce: not JSON's first bytes,
+/// so a body starting with one is refused as newer, not parsed as JSON.
+const LATER_FORMATS: std::ops::RangeInclusive<u8> = 0x02..=0x08;
+
 /// A value that could not be encoded or decoded.
 #[derive(Debug, thiserror::Error)]
 pub enum CodecError {
@@ -46,6 +50,17 @@ pub enum CodecError {
     Binary(#[from] postcard::Error),
     #[error("json encoding: {0}")]
     Json(#[from] serde_json::Error),
+    /// Bytes left after the value: a later version wrote fields this one
+    /// does not know (added last, as the layouts' rules ask). Read, they
+    /// would be dropped without a word.
+    #[error(
+        "{0} bytes after the value this version knows: written by a newer \
+         version of Floe; refused rather than read without them (docs/upgrading.md)"
+    )]
+    Trailing(usize),
+    /// A format byte of a later version.
+    #[error("format byte {0:#04x} is newer than this version of Floe reads (docs/upgrading.md)")]
+    NewerFormat(u8),
 }
 
 /// Encodes `v` in the binary format.
@@ -69,10 +84,21 @@ pub fn encoded_len<T: Serialize + ?Sized>(v: &T) -> Result<usize, CodecError> {
     Ok(1 + postcard::experimental::serialized_size(v)?)
 }
 
-/// Decodes bytes in either format.
+/// Decodes bytes in either format. The binary value must take every byte
+/// ([`CodecError::Trailing`] otherwise), as a JSON one must.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     match (Format::of(bytes), bytes.split_first()) {
-        (Format::Binary, Some((_, rest))) => Ok(postcard::from_bytes(rest)?),
+        (Format::Binary, Some((_, rest))) => {
+            let (v, left) = postcard::take_from_bytes(rest)?;
+            if left.is_empty() {
+                Ok(v)
+            } else {
+                Err(CodecError::Trailing(left.len()))
+            }
+        }
+        (_, Some((first, _))) if LATER_FORMATS.contains(first) => {
+            Err(CodecError::NewerFormat(*first))
+        }
         _ => Ok(serde_json::from_slice(bytes)?),
     }
 }
@@ -520,5 +546,42 @@ mod tests {
             bin.len(),
             json.len()
         );
+    }
+
+    /// What a later version writes is refused, never read in part: fields
+    /// added after the ones this version knows, or a later format byte.
+    #[test]
+    fn what_a_newer_version_wrote_is_refused() {
+        #[derive(Debug, Serialize, serde::Deserialize, PartialEq)]
+        struct Now {
+            a: u64,
+            b: String,
+        }
+        #[derive(Debug, Serialize)]
+        struct Later {
+            a: u64,
+            b: String,
+            c: Vec<u32>,
+        }
+        let now = Now {
+            a: 7,
+            b: "x".into(),
+        };
+        assert_eq!(decode::<Now>(&encode(&now).unwrap()).unwrap(), now);
+        let later = encode(&Later {
+            a: 7,
+            b: "x".into(),
+            c: vec![1, 2, 3],
+        })
+        .unwrap();
+        let e = decode::<Now>(&later).unwrap_err();
+        assert!(matches!(e, CodecError::Trailing(4)), "{e:?}");
+        assert!(e.to_string().contains("newer version"), "{e}");
+        let mut newer = encode(&now).unwrap();
+        newer[0] = 0x02;
+        let e = decode::<Now>(&newer).unwrap_err();
+        assert!(matches!(e, CodecError::NewerFormat(2)), "{e:?}");
+        // JSON still reads, surrounding whitespace included.
+        assert_eq!(decode::<Now>(b" {\"a\":7,\"b\":\"x\"}\n").unwrap(), now);
     }
 }

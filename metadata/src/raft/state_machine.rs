@@ -599,6 +599,19 @@ mod tests {
         }
     }
 
+    /// A snapshot of a newer version (fields added after the ones this
+    /// version knows) is refused as newer, not loaded without them, and
+    /// none of the older layouts takes it either.
+    #[test]
+    fn a_snapshot_from_a_newer_version_is_refused() {
+        let s = model();
+        let mut bytes = codec::encode(&applied(&s)).unwrap();
+        assert_eq!(decode_applied(&bytes).unwrap().state, s);
+        bytes.extend_from_slice(&[3, 1, 2, 3]);
+        let e = decode_applied(&bytes).unwrap_err();
+        assert!(matches!(e, codec::CodecError::Trailing(4)), "{e:?}");
+    }
+
     #[test]
     fn a_binary_snapshot_from_before_transactions_still_loads() {
         let s = model();
