@@ -14,10 +14,10 @@
 //! Entries are handed to openraft in the order their proposals were queued,
 //! with one exception: the proposals that keep a node's lease (heartbeats
 //! and registrations, [`is_urgent`]) have a lane of their own, and the next
-//! entry takes them first. Behind a burst of thousands of topic creations a
-//! broker's heartbeats otherwise waited their turn in the queue past the
-//! broker's lease (at 100,000 partitions, docs/running.md), and the
-//! controller moved every partition away from a broker that was there.
+//! entry takes them first: a heartbeat waits for the entries being written,
+//! never for a queue of thousands of topic creations (a lease runs out in
+//! seconds, and the controller then moves every partition away from a
+//! broker that is there).
 //! Proposals still in the queue are concurrent (each caller waits for its
 //! own), so taking one before another changes no order a caller relies on.
 
