@@ -89,5 +89,7 @@ pub fn install_metrics_recorder() -> anyhow::Result<()> {
         .install_recorder()
         .context("cannot install the metrics recorder")?;
     let _ = PROMETHEUS.set(handle);
+    // Which version runs, for a dashboard over a rolling upgrade.
+    metrics::gauge!("floe_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     Ok(())
 }

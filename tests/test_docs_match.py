@@ -416,6 +416,14 @@ def test_metric_types_in_the_docs_are_what_metrics_renders(standalone):
     assert not wrong and not undocumented, "\n".join(wrong + [f"{n}: not in the table" for n in undocumented])
 
 
+def test_metrics_name_the_version_that_runs(standalone):
+    import tomllib
+    version = tomllib.loads((ROOT / "Cargo.toml").read_text())["workspace"]["package"]["version"]
+    text = urllib.request.urlopen(f"{standalone.admin_url}/metrics", timeout=10).read().decode()
+    assert f'floe_build_info{{version="{version}"}} 1' in text, \
+        [line for line in text.splitlines() if "build_info" in line]
+
+
 # ---------------------------------------------------------------------------
 # Links and section names
 
