@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub mod format_samples;
 mod topic_name;
 pub use topic_name::{InvalidTopicName, MAX_TOPIC_NAME_LEN, validate_topic_name};
 

@@ -420,6 +420,71 @@ mod tests {
         }
     }
 
+    /// A share-partition's stored state as each release wrote it
+    /// (`floe_types::format_samples`): every release's decodes, and this
+    /// version writes exactly its own sample.
+    #[test]
+    fn share_states_of_every_release_decode() {
+        let range = |first, last, state, deliveries| SnapshotRange {
+            first: Offset(first),
+            last: Offset(last),
+            state,
+            deliveries,
+        };
+        let snap = ShareSnapshot {
+            start: Offset(10),
+            ranges: vec![
+                range(10, 12, DurableState::Available { not_before_ms: 0 }, 2),
+                range(13, 13, DurableState::Acknowledged, 0),
+                range(
+                    14,
+                    14,
+                    DurableState::DeadLettering {
+                        reason: DeadLetterReason::DeliveryLimit,
+                    },
+                    5,
+                ),
+                range(15, 15, DurableState::Archived, 1),
+            ],
+            parked: vec![range(
+                3,
+                3,
+                DurableState::Available {
+                    not_before_ms: 1_767_225_660_000,
+                },
+                1,
+            )],
+            timers: vec![BucketState {
+                object: TimerRef {
+                    endpoint: floe_storage::EndpointId::new("default"),
+                    token: std::sync::Arc::from("0f1e"),
+                    size: 4_136,
+                },
+                count: 256,
+                next: 3,
+                next_due_ms: 1_767_225_700_000,
+            }],
+            dead_letter: DeadLetterProgress {
+                producer_epoch: 1,
+                next_sequence: 4,
+                in_flight: Some(Offset(14)),
+            },
+        };
+        let written = encode_window(&snap);
+        let root = floe_types::format_samples::root(env!("CARGO_MANIFEST_DIR"));
+        floe_types::format_samples::check(
+            &root,
+            env!("CARGO_PKG_VERSION"),
+            "share-state.txt",
+            written.as_bytes(),
+            |release, bytes| {
+                let text = String::from_utf8(bytes).unwrap();
+                let back = decode_window(10, &text).unwrap_or_else(|e| panic!("{release}: {e:?}"));
+                assert_eq!(back, snap, "{release}");
+            },
+        );
+    }
+
     #[test]
     fn records_waiting_for_the_dead_letter_topic_and_its_progress_survive_the_text_form() {
         let mut snap = ShareSnapshot {

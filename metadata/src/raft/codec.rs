@@ -462,6 +462,35 @@ mod tests {
         }
     }
 
+    /// Raft log entries of every command, as each release wrote them
+    /// (`floe_types::format_samples`): every release's read as written, and
+    /// this version writes exactly its own sample.
+    #[test]
+    fn raft_entries_of_every_release_read() {
+        let entries: Vec<Entry> = every_command()
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| entry(i as u64 + 1, openraft::EntryPayload::Normal(c)))
+            .collect();
+        let written = encode(&entries).unwrap();
+        let root = floe_types::format_samples::root(env!("CARGO_MANIFEST_DIR"));
+        let check = |release: &str, bytes: Vec<u8>| {
+            let back: Vec<Entry> = decode(&bytes).unwrap_or_else(|e| panic!("{release}: {e}"));
+            assert!(!back.is_empty(), "{release}");
+            // An older release knew fewer commands: each reads as written.
+            for (b, e) in back.iter().zip(&entries) {
+                assert_eq!(format!("{b:?}"), format!("{e:?}"), "{release}");
+            }
+        };
+        floe_types::format_samples::check(
+            &root,
+            env!("CARGO_PKG_VERSION"),
+            "raft-entries.bin",
+            &written,
+            check,
+        );
+    }
+
     #[test]
     fn codec_round_trips_every_command() {
         for cmd in every_command() {

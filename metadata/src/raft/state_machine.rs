@@ -599,6 +599,26 @@ mod tests {
         }
     }
 
+    /// The metadata snapshot as each release wrote it
+    /// (`floe_types::format_samples`): every release's loads, and this
+    /// version writes exactly its own sample.
+    #[test]
+    fn snapshots_of_every_release_load() {
+        let s = model();
+        let written = codec::encode(&applied(&s)).unwrap();
+        let root = floe_types::format_samples::root(env!("CARGO_MANIFEST_DIR"));
+        floe_types::format_samples::check(
+            &root,
+            env!("CARGO_PKG_VERSION"),
+            "meta-snapshot.bin",
+            &written,
+            |release, bytes| {
+                let back = decode_applied(&bytes).unwrap_or_else(|e| panic!("{release}: {e}"));
+                assert_eq!(back.state, s, "{release}");
+            },
+        );
+    }
+
     /// A snapshot of a newer version (fields added after the ones this
     /// version knows) is refused as newer, not loaded without them, and
     /// none of the older layouts takes it either.
