@@ -3,6 +3,7 @@
 //! same contents, and this version writes exactly its own.
 //! `FLOE_BLESS_FORMATS=1 cargo test -p floe-storage --test format_samples`
 //! writes this version's samples.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use bytes::Bytes;
 use floe_storage::batch::{Compression, set_base_offset};
