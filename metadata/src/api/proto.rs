@@ -1250,3 +1250,131 @@ pub struct ListNodesResponse {
     #[prost(uint32, tag = "4")]
     pub highest_id: u32,
 }
+
+#[cfg(test)]
+mod format_samples {
+    #![allow(clippy::unwrap_used)]
+
+    use prost::Message;
+
+    use super::*;
+
+    /// The messages every role sends or reads to stay in the cluster, as
+    /// each release encoded them (`floe_types::format_samples`): a
+    /// registration, a flush's commit and the cluster view. Protobuf reads
+    /// an older message (a field it lacks takes its default) and skips an
+    /// unknown one; the samples hold every release to that.
+    fn messages() -> Vec<(&'static str, Vec<u8>)> {
+        let partition = Some(Partition {
+            topic_id: "5a5a5a5a-5a5a-5a5a-5a5a-5a5a5a5a5a5a".into(),
+            partition: 3,
+        });
+        let register = RegisterRequest {
+            id: 2,
+            kind: "broker".into(),
+            addr: "10.0.0.2:9093".into(),
+            lease_ms: 10_000,
+        };
+        let commit = CommitRequest {
+            broker: 2,
+            object: Some(StoreObject {
+                endpoint: "default".into(),
+                key: "wal/2/000001.wal".into(),
+                size: 4_096,
+            }),
+            ranges: vec![CommitRange {
+                partition: partition.clone(),
+                epoch: 7,
+                first_offset: 100,
+                last_offset: 199,
+                max_timestamp: 1_767_225_600_000,
+                object_id: 0,
+                byte_start: 0,
+                byte_len: 4_000,
+                producers: vec![ProducerBatch {
+                    producer_id: 1_000,
+                    epoch: 2,
+                    first_sequence: 10,
+                    last_sequence: 109,
+                    first_offset: 100,
+                    last_offset: 199,
+                }],
+            }],
+            ..Default::default()
+        };
+        let view = ClusterView {
+            revision: 42,
+            nodes: vec![NodeInfo {
+                id: 2,
+                kind: "broker".into(),
+                addr: "10.0.0.2:9093".into(),
+                state: "live".into(),
+                ..Default::default()
+            }],
+            topics: vec![TopicInfo {
+                name: "orders".into(),
+                topic_id: "5a5a5a5a-5a5a-5a5a-5a5a-5a5a5a5a5a5a".into(),
+                partition_count: 1,
+                configs: vec![ConfigEntry {
+                    name: "retention.ms".into(),
+                    value: "86400000".into(),
+                    ..Default::default()
+                }],
+                partitions: vec![PartitionInfo {
+                    partition: 0,
+                    owner: 2,
+                    epoch: 7,
+                    log_start_offset: 0,
+                    high_watermark: 200,
+                    handover_to: 0,
+                    stored_bytes: Some(4_000),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            shards: vec![ShardInfo {
+                shard: 0,
+                owner: 2,
+                epoch: 3,
+                handover_to: 0,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        vec![
+            ("meta-api-register.pb", register.encode_to_vec()),
+            ("meta-api-commit.pb", commit.encode_to_vec()),
+            ("meta-api-view.pb", view.encode_to_vec()),
+        ]
+    }
+
+    #[test]
+    fn metadata_api_messages_of_every_release_decode() {
+        let root = floe_types::format_samples::root(env!("CARGO_MANIFEST_DIR"));
+        for (name, written) in messages() {
+            floe_types::format_samples::check(
+                &root,
+                env!("CARGO_PKG_VERSION"),
+                name,
+                &written,
+                |release, bytes| {
+                    let ok = match name {
+                        "meta-api-register.pb" => RegisterRequest::decode(&bytes[..])
+                            .map(|m| m.addr == "10.0.0.2:9093" && m.lease_ms == 10_000),
+                        "meta-api-commit.pb" => CommitRequest::decode(&bytes[..]).map(|m| {
+                            m.ranges.len() == 1
+                                && m.ranges[0].last_offset == 199
+                                && m.ranges[0].producers[0].last_sequence == 109
+                        }),
+                        _ => ClusterView::decode(&bytes[..]).map(|m| {
+                            m.revision == 42
+                                && m.topics[0].partitions[0].high_watermark == 200
+                                && m.shards[0].epoch == 3
+                        }),
+                    };
+                    assert!(ok.unwrap(), "{release}: {name} read other values");
+                },
+            );
+        }
+    }
+}
