@@ -1309,7 +1309,6 @@ mod format_samples {
                 kind: "broker".into(),
                 addr: "10.0.0.2:9093".into(),
                 state: "live".into(),
-                ..Default::default()
             }],
             topics: vec![TopicInfo {
                 name: "orders".into(),
@@ -1328,16 +1327,13 @@ mod format_samples {
                     high_watermark: 200,
                     handover_to: 0,
                     stored_bytes: Some(4_000),
-                    ..Default::default()
                 }],
-                ..Default::default()
             }],
             shards: vec![ShardInfo {
                 shard: 0,
                 owner: 2,
                 epoch: 3,
                 handover_to: 0,
-                ..Default::default()
             }],
             ..Default::default()
         };
