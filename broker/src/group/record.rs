@@ -221,4 +221,85 @@ mod tests {
         nameless.members[0].member_id.clear();
         assert!(GroupRecord::from_bytes("g", &nameless.to_bytes()).is_err());
     }
+
+    /// A group's stored membership (a classic group, and a KIP-848 group's
+    /// members) as each release wrote it (`floe_types::format_samples`): a
+    /// new coordinator resumes the group from it.
+    #[test]
+    fn group_records_of_every_release_resume() {
+        let topic = vec![0x5a; 16];
+        let classic = GroupRecord {
+            generation: 4,
+            protocol_type: "consumer".into(),
+            protocol_name: "range".into(),
+            leader: "m-1".into(),
+            members: vec![MemberRecord {
+                member_id: "m-1".into(),
+                group_instance_id: None,
+                client_id: "c".into(),
+                client_host: "/10.0.0.9".into(),
+                session_timeout_ms: 45_000,
+                rebalance_timeout_ms: 300_000,
+                protocols: vec![ProtocolRecord {
+                    name: "range".into(),
+                    metadata: bytes::Bytes::from_static(b"subscription"),
+                }],
+                assignment: bytes::Bytes::from_static(b"assignment"),
+            }],
+            consumer: None,
+        };
+        let parts = |p: Vec<i32>| TopicPartitions {
+            topic_id: topic.clone(),
+            partitions: p,
+        };
+        let consumer = GroupRecord {
+            protocol_type: "consumer".into(),
+            consumer: Some(ConsumerRecord {
+                group_epoch: 9,
+                assignment_epoch: 9,
+                assignor: "uniform".into(),
+                members: vec![ConsumerMemberRecord {
+                    member_id: "a1b2".into(),
+                    instance_id: Some("i-1".into()),
+                    rack_id: None,
+                    client_id: "c".into(),
+                    client_host: "/10.0.0.9".into(),
+                    epoch: 9,
+                    previous_epoch: 8,
+                    state: 0,
+                    subscribed: vec!["orders".into()],
+                    assignor: None,
+                    rebalance_timeout_ms: 300_000,
+                    assigned: vec![parts(vec![0, 1])],
+                    revoking: vec![],
+                    target: vec![parts(vec![0, 1, 2])],
+                    left_static: false,
+                }],
+                topics_seen: vec![SeenTopic {
+                    name: "orders".into(),
+                    exists: true,
+                    topic_id: topic.clone(),
+                    partitions: 3,
+                }],
+            }),
+            ..GroupRecord::default()
+        };
+        let root = floe_types::format_samples::root(env!("CARGO_MANIFEST_DIR"));
+        for (name, record) in [
+            ("group-classic.pb", classic),
+            ("group-consumer.pb", consumer),
+        ] {
+            floe_types::format_samples::check(
+                &root,
+                env!("CARGO_PKG_VERSION"),
+                name,
+                &record.to_bytes(),
+                |release, bytes| {
+                    let back = GroupRecord::from_bytes("g", &bytes)
+                        .unwrap_or_else(|e| panic!("{release}: {e:?}"));
+                    assert_eq!(back, record, "{release}");
+                },
+            );
+        }
+    }
 }

@@ -866,4 +866,62 @@ mod tests {
         assert_eq!(back.to_string(), "keyless");
         assert_eq!(back.record_errors(), e.record_errors());
     }
+
+    /// The produce and fetch messages between proxies and brokers (and
+    /// between brokers) as each release encoded them
+    /// (`floe_types::format_samples`): brokers of two versions call each
+    /// other while they roll.
+    #[test]
+    fn produce_and_fetch_messages_of_every_release_decode() {
+        use prost::Message;
+        let partition = Some(proto::Partition {
+            topic_id: "5a5a5a5a-5a5a-5a5a-5a5a-5a5a5a5a5a5a".into(),
+            partition: 3,
+        });
+        let produce = proto::ProduceRequest {
+            partition: partition.clone(),
+            acks: -1,
+            records: bytes::Bytes::from_static(b"a record batch"),
+            room_wait_ms: 5_000,
+        };
+        let answer = proto::ProduceResponse {
+            error: Some(proto::Error {
+                kind: "InvalidRecord".into(),
+                message: "keyless".into(),
+                record_errors: vec![proto::RecordError {
+                    batch_index: 2,
+                    message: "no key".into(),
+                }],
+            }),
+            base_offset: 100,
+            log_start_offset: 7,
+            log_append_time: -1,
+        };
+        let fetch = proto::FetchRequest {
+            partition,
+            offset: 100,
+            max_bytes: 1 << 20,
+            leader_epoch: Some(7),
+            read_committed: true,
+        };
+        let root = floe_types::format_samples::root(env!("CARGO_MANIFEST_DIR"));
+        let version = env!("CARGO_PKG_VERSION");
+        let check = |name: &str, written: Vec<u8>, read: &dyn Fn(&[u8]) -> bool| {
+            floe_types::format_samples::check(&root, version, name, &written, |release, b| {
+                assert!(read(&b), "{release}: {name} read other values");
+            });
+        };
+        let p = produce.clone();
+        check("rpc-produce.pb", produce.encode_to_vec(), &|b| {
+            proto::ProduceRequest::decode(b).unwrap() == p
+        });
+        let a = answer.clone();
+        check("rpc-produce-answer.pb", answer.encode_to_vec(), &|b| {
+            proto::ProduceResponse::decode(b).unwrap() == a
+        });
+        let f = fetch.clone();
+        check("rpc-fetch.pb", fetch.encode_to_vec(), &|b| {
+            proto::FetchRequest::decode(b).unwrap() == f
+        });
+    }
 }
