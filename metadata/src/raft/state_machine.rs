@@ -630,6 +630,25 @@ mod tests {
         bytes.extend_from_slice(&[3, 1, 2, 3]);
         let e = decode_applied(&bytes).unwrap_err();
         assert!(matches!(e, codec::CodecError::Trailing(4)), "{e:?}");
+
+        // A node whose data directory holds it (a downgrade) does not open,
+        // and says why.
+        let dir = tempfile::tempdir().unwrap();
+        let file = SnapshotFile {
+            meta: SnapshotMeta {
+                last_log_id: None,
+                last_membership: StoredMembership::default(),
+                snapshot_id: "newer".into(),
+            },
+            data: bytes,
+        };
+        std::fs::write(
+            dir.path().join(SNAPSHOT_FILE),
+            codec::encode(&file).unwrap(),
+        )
+        .unwrap();
+        let e = StateMachine::open(dir.path()).map(|_| ()).unwrap_err();
+        assert!(e.to_string().contains("newer version of Floe"), "{e}");
     }
 
     #[test]
