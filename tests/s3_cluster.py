@@ -530,6 +530,17 @@ class Load:
         return History(acked=self.acked, unacked=unacked, reads=reads)
 
 
+# Errors a client retries (librdkafka does not always flag them retriable
+# on a watermark query).
+_RETRIABLE = {
+    confluent_kafka.KafkaError.NOT_LEADER_FOR_PARTITION, confluent_kafka.KafkaError.LEADER_NOT_AVAILABLE,
+    confluent_kafka.KafkaError.REQUEST_TIMED_OUT, confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART,
+    confluent_kafka.KafkaError.FENCED_LEADER_EPOCH, confluent_kafka.KafkaError.UNKNOWN_LEADER_EPOCH,
+    confluent_kafka.KafkaError.KAFKA_STORAGE_ERROR, confluent_kafka.KafkaError._TRANSPORT,
+    confluent_kafka.KafkaError._TIMED_OUT, confluent_kafka.KafkaError._ALL_BROKERS_DOWN,
+}
+
+
 def read_confluent(bootstrap, topic, partitions, timeout=120):
     """Every record of every partition up to its high watermark, in fetch
     order, and the high watermarks."""
@@ -537,9 +548,21 @@ def read_confluent(bootstrap, topic, partitions, timeout=120):
                                   "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     try:
         ends = {}
+        deadline = time.monotonic() + timeout
         for p in range(partitions):
-            _, ends[p] = c.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), timeout=30,
-                                                 cached=False)
+            while True:
+                try:
+                    _, ends[p] = c.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), timeout=30,
+                                                         cached=False)
+                    break
+                except confluent_kafka.KafkaException as e:
+                    # A partition still moving after the faults (its owner
+                    # not serving it yet) answers a retriable error, which a
+                    # client retries.
+                    err = e.args[0]
+                    if not (err.retriable() or err.code() in _RETRIABLE) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
         c.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
                   for p in range(partitions)])
         out, pos = [], {p: 0 for p in range(partitions)}
