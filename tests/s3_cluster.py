@@ -530,15 +530,22 @@ class Load:
         return History(acked=self.acked, unacked=unacked, reads=reads)
 
 
-# Errors a client retries (librdkafka does not always flag them retriable
-# on a watermark query).
-_RETRIABLE = {
-    confluent_kafka.KafkaError.NOT_LEADER_FOR_PARTITION, confluent_kafka.KafkaError.LEADER_NOT_AVAILABLE,
-    confluent_kafka.KafkaError.REQUEST_TIMED_OUT, confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART,
-    confluent_kafka.KafkaError.FENCED_LEADER_EPOCH, confluent_kafka.KafkaError.UNKNOWN_LEADER_EPOCH,
-    confluent_kafka.KafkaError.KAFKA_STORAGE_ERROR, confluent_kafka.KafkaError._TRANSPORT,
-    confluent_kafka.KafkaError._TIMED_OUT, confluent_kafka.KafkaError._ALL_BROKERS_DOWN,
-}
+def high_watermarks(consumer, topic, partitions, deadline):
+    """{partition: high watermark} of `topic`, asked of each partition's
+    owner; a partition between owners (just after a fault) answers
+    NOT_LEADER_FOR_PARTITION for a moment and is asked again until
+    `deadline` (time.monotonic())."""
+    ends = {}
+    for p in range(partitions):
+        while p not in ends:
+            try:
+                _, ends[p] = consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p),
+                                                            timeout=30, cached=False)
+            except confluent_kafka.KafkaException:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.2)
+    return ends
 
 
 def read_confluent(bootstrap, topic, partitions, timeout=120):
@@ -547,22 +554,8 @@ def read_confluent(bootstrap, topic, partitions, timeout=120):
     c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}",
                                   "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     try:
-        ends = {}
         deadline = time.monotonic() + timeout
-        for p in range(partitions):
-            while True:
-                try:
-                    _, ends[p] = c.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), timeout=30,
-                                                         cached=False)
-                    break
-                except confluent_kafka.KafkaException as e:
-                    # A partition still moving after the faults (its owner
-                    # not serving it yet) answers a retriable error, which a
-                    # client retries.
-                    err = e.args[0]
-                    if not (err.retriable() or err.code() in _RETRIABLE) or time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.2)
+        ends = high_watermarks(c, topic, partitions, deadline)
         c.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
                   for p in range(partitions)])
         out, pos = [], {p: 0 for p in range(partitions)}

@@ -371,19 +371,9 @@ def read_committed_all(bootstrap, topic, partitions, timeout=120, group="txn-che
                                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
                                   "isolation.level": "read_committed", "enable.partition.eof": True})
     try:
-        ends = {}
+        from s3_cluster import high_watermarks
         deadline = time.monotonic() + timeout
-        for p in range(partitions):
-            # A partition between owners (just after a fault) answers
-            # NOT_LEADER_FOR_PARTITION for a moment: asked again.
-            while p not in ends:
-                try:
-                    _, ends[p] = c.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), timeout=30,
-                                                         cached=False)
-                except confluent_kafka.KafkaException:
-                    if time.monotonic() >= deadline:
-                        raise
-                    time.sleep(0.5)
+        ends = high_watermarks(c, topic, partitions, deadline)
         c.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
                   for p in range(partitions)])
         out, done = [], {p for p in ends if ends[p] == 0}
