@@ -207,6 +207,18 @@ struct Lanes {
     rest: mpsc::Receiver<Proposal>,
 }
 
+impl Lanes {
+    /// The next proposal waiting: an urgent one first, then `next` (left
+    /// over from the last entry), then the rest of the queue.
+    fn take(&mut self, next: &mut Option<Proposal>) -> Option<Proposal> {
+        self.urgent
+            .try_recv()
+            .ok()
+            .or_else(|| next.take())
+            .or_else(|| self.rest.try_recv().ok())
+    }
+}
+
 async fn run<P: Propose>(sink: P, mut lanes: Lanes, limits: Limits) {
     let in_flight = limits.in_flight.max(1);
     let mut writing = FuturesOrdered::new();
@@ -218,22 +230,9 @@ async fn run<P: Propose>(sink: P, mut lanes: Lanes, limits: Limits) {
     let (mut urgent_open, mut rest_open) = (true, true);
     loop {
         if writing.len() < in_flight {
-            let first = arrived
-                .take()
-                .or_else(|| lanes.urgent.try_recv().ok())
-                .or_else(|| next.take())
-                .or_else(|| lanes.rest.try_recv().ok());
-            if let Some(first) = first {
+            if let Some(first) = arrived.take().or_else(|| lanes.take(&mut next)) {
                 let mut batch = Batch::new(first);
-                // Urgent proposals first, then the one left over, then the
-                // rest of the queue.
-                while let Some(p) = lanes
-                    .urgent
-                    .try_recv()
-                    .ok()
-                    .or_else(|| next.take())
-                    .or_else(|| lanes.rest.try_recv().ok())
-                {
+                while let Some(p) = lanes.take(&mut next) {
                     if batch.fits(&p, &limits) {
                         batch.push(p);
                     } else {
