@@ -229,26 +229,26 @@ async fn run<P: Propose>(sink: P, mut lanes: Lanes, limits: Limits) {
     let mut arrived: Option<Proposal> = None;
     let (mut urgent_open, mut rest_open) = (true, true);
     loop {
-        if writing.len() < in_flight {
-            if let Some(first) = arrived.take().or_else(|| lanes.take(&mut next)) {
-                let mut batch = Batch::new(first);
-                while let Some(p) = lanes.take(&mut next) {
-                    if batch.fits(&p, &limits) {
-                        batch.push(p);
+        if writing.len() < in_flight
+            && let Some(first) = arrived.take().or_else(|| lanes.take(&mut next))
+        {
+            let mut batch = Batch::new(first);
+            while let Some(p) = lanes.take(&mut next) {
+                if batch.fits(&p, &limits) {
+                    batch.push(p);
+                } else {
+                    // An urgent proposal that does not fit starts the
+                    // next entry before any other.
+                    if is_urgent(&p.cmd) {
+                        arrived = Some(p);
                     } else {
-                        // An urgent proposal that does not fit starts the
-                        // next entry before any other.
-                        if is_urgent(&p.cmd) {
-                            arrived = Some(p);
-                        } else {
-                            next = Some(p);
-                        }
-                        break;
+                        next = Some(p);
                     }
+                    break;
                 }
-                writing.push_back(batch.write(&sink));
-                continue;
             }
+            writing.push_back(batch.write(&sink));
+            continue;
         }
         let idle = next.is_none() && arrived.is_none() && writing.len() < in_flight;
         tokio::select! {
