@@ -157,6 +157,9 @@ class Cluster:
                  proxy_flags=("--default-partitions", "4"), proxies=1, stores=None, indexer=False,
                  indexer_flags=(), role_env=None, https=False):
         self.bin = str(floe_bin)
+        # {role name: the `floe` it runs}, for roles that run another build
+        # than `bin` (a rolling upgrade); read at each start.
+        self.bins = {}
         self.role_env = role_env or (lambda name: {})
         self.scheme = "https" if https else "http"
         self.tmp = pathlib.Path(tmp_path)
@@ -178,7 +181,7 @@ class Cluster:
                 self.add_broker(wait=False)
             for i in range(1, proxies + 1):
                 name = "proxy" if i == 1 else f"proxy{i}"
-                self.proxies.append(Role(name, self._proxy_args(proxy_flags), self.tmp,
+                self.proxies.append(Role(name, self._proxy_args(name, proxy_flags), self.tmp,
                                          self.role_env(name)).start())
             if indexer:
                 self.indexer = Role("indexer", self._indexer_args(indexer_flags), self.tmp,
@@ -211,9 +214,13 @@ class Cluster:
         return [*self.metas.values(), *self.brokers, *self.proxies, *([self.indexer] if self.indexer else [])]
 
     # command lines
+    def bin_of(self, name):
+        """The `floe` that role `name` runs at its next start."""
+        return str(self.bins.get(name, self.bin))
+
     def _meta_args(self, i):
         def args(ports):
-            a = [self.bin, "meta", "--id", i, "--listen", listen(ports, "meta"),
+            a = [self.bin_of(f"meta{i}"), "meta", "--id", i, "--listen", listen(ports, "meta"),
                  "--data-dir", self.tmp / f"m{i}"]
             if i == 1:
                 # Forms the cluster on its first start; a no-op once its log has entries.
@@ -233,19 +240,20 @@ class Cluster:
         lease = ["--lease-ms", lease_ms] if lease_ms is not None else []
 
         def args(ports):
-            return [self.bin, "broker", "--id", bid, "--listen", listen(ports, "rpc"), "--meta", self.meta,
+            return [self.bin_of(f"broker{bid}"), "broker", "--id", bid, "--listen", listen(ports, "rpc"),
+                    "--meta", self.meta,
                     "--store", ",".join(self.stores), "--admin-listen", listen(ports, "admin"), *lease, *flags]
         return args
 
     def _indexer_args(self, flags):
         def args(ports):
-            return [self.bin, "indexer", "--meta", self.meta, "--store", ",".join(self.stores),
+            return [self.bin_of("indexer"), "indexer", "--meta", self.meta, "--store", ",".join(self.stores),
                     "--admin-listen", listen(ports, "admin"), *flags]
         return args
 
-    def _proxy_args(self, flags):
+    def _proxy_args(self, name, flags):
         def args(ports):
-            return [self.bin, "proxy", "--listen", listen(ports, "kafka"), "--meta", self.meta,
+            return [self.bin_of(name), "proxy", "--listen", listen(ports, "kafka"), "--meta", self.meta,
                     "--admin-listen", listen(ports, "admin"), *flags]
         return args
 

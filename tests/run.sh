@@ -24,7 +24,7 @@ command -v kcat >/dev/null || need+=(kcat)
 command -v faketime >/dev/null || need+=(faketime)
 # openssl makes the certificates of the TLS tests (tests/test_security.py).
 command -v openssl >/dev/null || need+=(openssl)
-# shellcheck: actionlint checks the workflows' run: scripts with it (tests/test_release.py).
+# actionlint checks the workflows' run: scripts with shellcheck (tests/test_release.py).
 command -v shellcheck >/dev/null || need+=(shellcheck)
 command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
@@ -84,6 +84,13 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
     cargo test --workspace --locked 2>&1 | tee target/nextest.log
 fi
+
+# The build the rolling-upgrade test upgrades from (tests/upgrade-baseline),
+# in this target folder so that it reuses the dependencies compiled above
+# (about a minute). It leaves its binaries in target/debug/; the next step
+# puts this tree's back.
+step "the previous build, for the rolling-upgrade test"
+.venv/bin/python tests/upgrade_baseline.py
 
 # The end-to-end tests' binaries, built with the test builds' features (tokio's
 # test-util comes with a dev-dependency): `cargo build -p floe` alone would

@@ -41,19 +41,23 @@ ROUNDS = 3 if LONG else 1
 class GroupReader(threading.Thread):
     """A consumer in group `group` reading `topic` from the start, committing
     synchronously after each batch; records every (partition, offset) it was
-    given and every error it saw."""
+    given and every error it saw. With `retriable_ok`, errors the client
+    retries by itself (a proxy's connection closed, a coordinator moving)
+    go to `retried` instead of `errors`."""
 
-    def __init__(self, bootstrap, topic, group):
+    def __init__(self, bootstrap, topic, group, retriable_ok=False):
         super().__init__(name="group-reader", daemon=True)
         self.stop_event = threading.Event()
         self.read = []  # [(partition, offset)]
         self.errors = []
+        self.retried = []
+        self.retriable_ok = retriable_ok
         self.assigned = []  # one list of partitions per assignment
         self.revoked = []
         self.c = confluent_kafka.Consumer({
             "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "session.timeout.ms": 10_000,
-            "error_cb": lambda e: self.errors.append(f"error event: {e}"),
+            "error_cb": lambda e: self._error("error event", e),
         })
         self.c.subscribe(
             [topic],
@@ -69,7 +73,7 @@ class GroupReader(threading.Thread):
                 for m in msgs:
                     if m.error():
                         if m.error().code() != confluent_kafka.KafkaError._PARTITION_EOF:
-                            self.errors.append(f"message error: {m.error()}")
+                            self._error("message error", m.error())
                         continue
                     batch.append((m.partition(), m.offset()))
                 if not batch:
@@ -81,9 +85,13 @@ class GroupReader(threading.Thread):
                     # _NO_OFFSET: nothing new to commit (the batch was
                     # committed as part of a rebalance); anything else fails.
                     if e.args[0].code() != confluent_kafka.KafkaError._NO_OFFSET:
-                        self.errors.append(f"commit failed: {e}")
+                        self._error("commit failed", e.args[0])
         finally:
             self.c.close()
+
+    def _error(self, what, err):
+        retriable = err.retriable() or err.code() in (confluent_kafka.KafkaError._TRANSPORT,)
+        (self.retried if self.retriable_ok and retriable else self.errors).append(f"{what}: {err}")
 
     def wait_read(self, wanted, timeout=120):
         """Waits until every (partition, offset) of `wanted` was read."""
@@ -98,12 +106,13 @@ class GroupReader(threading.Thread):
         self.join(60)
 
 
-def wait_share(cluster, broker, timeout=60):
-    """Waits until `broker` owns its share again (and every partition has an owner)."""
+def wait_share(cluster, broker, timeout=60, partitions=PARTITIONS):
+    """Waits until `broker` owns its share again (and every partition of
+    the cluster's `partitions` has an owner)."""
     deadline = time.time() + timeout
     while True:
         counts = [owned(cluster, b) for b in cluster.brokers]
-        if owned(cluster, broker) >= PARTITIONS // len(cluster.brokers) - 1 and sum(counts) == PARTITIONS:
+        if owned(cluster, broker) >= partitions // len(cluster.brokers) - 1 and sum(counts) == partitions:
             return
         assert time.time() < deadline, f"{broker.name} not given its share back: {counts}"
         time.sleep(0.1)

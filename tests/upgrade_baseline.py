@@ -1,0 +1,82 @@
+"""The previous build of Floe for the rolling-upgrade test: the commit named
+in `tests/upgrade-baseline`, built once and kept under
+`<target>/upgrade-baseline/<commit>/floe`.
+
+It is built in the same target folder as this tree (`CARGO_TARGET_DIR`), so
+the dependencies compiled for this tree serve it too and only Floe's own
+crates are compiled again (under a minute here, instead of about 15 for a
+build from nothing). Cargo then leaves the baseline's binaries in
+`<target>/debug/`; the next `cargo build` of this tree puts this tree's
+back (cargo copies them there even when nothing changed), so `tests/run.sh`
+builds the baseline just before the end-to-end tests' binaries, and a
+build started from a test puts this tree's back itself (`restore`).
+
+    python tests/upgrade_baseline.py      # builds it if missing, prints its path
+"""
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BASELINE = ROOT / "tests" / "upgrade-baseline"
+
+
+def baseline():
+    """(commit, version) named in tests/upgrade-baseline."""
+    for line in BASELINE.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            commit, version = line.split()
+            return commit, version
+    raise ValueError(f"{BASELINE} names no commit")
+
+
+def target_dir():
+    return pathlib.Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target").resolve()
+
+
+def cached_bin():
+    commit, _ = baseline()
+    return target_dir() / "upgrade-baseline" / commit / "floe"
+
+
+def build(restore=()):
+    """The baseline's `floe`, built if it is not cached yet. `restore`: the
+    (package, binary) pairs of this tree to build again afterwards, so that
+    `<target>/debug/` holds this tree's binaries again."""
+    path = cached_bin()
+    if path.exists():
+        return path
+    commit, version = baseline()
+    have = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=ROOT, capture_output=True)
+    if have.returncode != 0:
+        raise RuntimeError(f"the upgrade baseline {commit} ({version}) is not in this clone "
+                           f"(a shallow clone? `git fetch --unshallow`)")
+    src = target_dir() / "upgrade-baseline" / f"src-{commit[:12]}"
+    if src.exists():
+        shutil.rmtree(src)
+    src.mkdir(parents=True)
+    with tempfile.TemporaryFile() as tar:
+        subprocess.run(["git", "archive", "--format=tar", commit], cwd=ROOT, stdout=tar, check=True)
+        tar.seek(0)
+        with tarfile.open(fileobj=tar) as t:
+            t.extractall(src, filter="data")
+    env = dict(os.environ, CARGO_TARGET_DIR=str(target_dir()))
+    print(f"building the upgrade baseline {commit[:12]} ({version}) in {src}", file=sys.stderr, flush=True)
+    subprocess.run(["cargo", "build", "--workspace", "--bins", "--locked"], cwd=src, env=env, check=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    shutil.copy2(target_dir() / "debug" / "floe", partial)
+    partial.rename(path)
+    for package, name in restore:
+        subprocess.run(["cargo", "build", "--quiet", "-p", package, "--bin", name], cwd=ROOT, check=True)
+    return path
+
+
+if __name__ == "__main__":
+    print(build())
