@@ -4,18 +4,25 @@ in `tests/upgrade-baseline`, built once and kept under
 
 It is built in the same target folder as this tree (`CARGO_TARGET_DIR`), so
 the dependencies compiled for this tree serve it too and only Floe's own
-crates are compiled again (under a minute here, instead of about 15 for a
-build from nothing). Cargo then leaves the baseline's binaries in
-`<target>/debug/`; the next `cargo build` of this tree puts this tree's
-back (cargo copies them there even when nothing changed), so `tests/run.sh`
-builds the baseline just before the end-to-end tests' binaries, and a
-build started from a test puts this tree's back itself (`restore`).
+crates are compiled again (about a minute here, instead of about 15 for a
+build from nothing). Cargo names a workspace crate's build by its name, its
+version and its path inside the workspace, which are the same in both
+trees: left so, the two builds would overwrite each other's crates, and a
+build of one could link the other's as up to date. So the baseline's
+workspace version is marked with build metadata (`0.1.0+baseline.<commit>`,
+which semver ignores in comparisons), and its crates get names of their
+own. Cargo still leaves the baseline's binaries in `<target>/debug/`; the
+next `cargo build` of this tree puts this tree's back (cargo copies them
+there even when nothing changed), so `tests/run.sh` builds the baseline
+just before the end-to-end tests' binaries, and a build started from a
+test puts this tree's back itself (`restore`).
 
     python tests/upgrade_baseline.py      # builds it if missing, prints its path
 """
 
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -45,6 +52,27 @@ def cached_bin():
     return target_dir() / "upgrade-baseline" / commit / "floe"
 
 
+def mark(src, commit, version):
+    """Gives the baseline's workspace crates a version of their own,
+    `version+baseline.<commit>`, in its Cargo.toml and Cargo.lock (see above)."""
+    marked = f"{version}+baseline.{commit[:12]}"
+    toml = src / "Cargo.toml"
+    text = toml.read_text()
+    section = text.index("[workspace.package]")
+    field = re.compile(rf'^version = "{re.escape(version)}"$', re.M)
+    m = field.search(text, section)
+    if m is None:
+        raise RuntimeError(f"{toml}: no version {version} under [workspace.package]")
+    toml.write_text(text[:m.start()] + f'version = "{marked}"' + text[m.end():])
+    lock = src / "Cargo.lock"
+    # The workspace's own packages: no `source` line after the version.
+    entry = re.compile(rf'(\nname = "floe[^"]*"\nversion = )"{re.escape(version)}"\n(?!source)')
+    text, n = entry.subn(rf'\1"{marked}"\n', lock.read_text())
+    if n == 0:
+        raise RuntimeError(f"{lock}: no workspace package at {version}")
+    lock.write_text(text)
+
+
 def build(restore=()):
     """The baseline's `floe`, built if it is not cached yet. `restore`: the
     (package, binary) pairs of this tree to build again afterwards, so that
@@ -66,6 +94,7 @@ def build(restore=()):
         tar.seek(0)
         with tarfile.open(fileobj=tar) as t:
             t.extractall(src, filter="data")
+    mark(src, commit, version)
     env = dict(os.environ, CARGO_TARGET_DIR=str(target_dir()))
     print(f"building the upgrade baseline {commit[:12]} ({version}) in {src}", file=sys.stderr, flush=True)
     subprocess.run(["cargo", "build", "--workspace", "--bins", "--locked"], cwd=src, env=env, check=True)

@@ -39,6 +39,9 @@ pub enum ErrorKind {
     /// A change to something that does not exist (a SCRAM credential
     /// deleted that the user does not have: Kafka's RESOURCE_NOT_FOUND).
     NotFound,
+    /// A node whose version may not work with this metadata node's
+    /// (`floe_types::version::incompatibility`): refused at registration.
+    Incompatible,
 }
 
 impl ErrorKind {
@@ -61,6 +64,7 @@ impl ErrorKind {
             "TooLarge" => Self::TooLarge,
             "StaleCoordinator" => Self::StaleCoordinator,
             "NotFound" => Self::NotFound,
+            "Incompatible" => Self::Incompatible,
             _ => return None,
         })
     }
@@ -130,6 +134,10 @@ pub enum MetaError {
     /// (Appended last: a serialized error numbers variants by position.)
     #[error("not found: {0}")]
     NotFound(String),
+    /// A node of a version the metadata may not work with
+    /// ([`ErrorKind::Incompatible`]).
+    #[error("incompatible version: {0}")]
+    Incompatible(String),
 }
 
 impl MetaError {
@@ -151,6 +159,7 @@ impl MetaError {
             MetaError::TooLarge { .. } => ErrorKind::TooLarge,
             MetaError::StaleCoordinator { .. } => ErrorKind::StaleCoordinator,
             MetaError::NotFound(_) => ErrorKind::NotFound,
+            MetaError::Incompatible(_) => ErrorKind::Incompatible,
             MetaError::Remote { kind, .. } => *kind,
         }
     }

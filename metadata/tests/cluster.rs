@@ -78,6 +78,7 @@ async fn register_broker(c: &MetaClient, id: u32, lease_ms: u64) {
         kind: "broker".into(),
         addr: format!("127.0.0.1:{}", 19000 + id),
         lease_ms,
+        ..Default::default()
     })
     .await
     .unwrap();
@@ -224,6 +225,76 @@ fn commit_req(
         }],
         txns: vec![],
     }
+}
+
+/// A broker or proxy says its version when it registers: the metadata node
+/// answers with its own, lets in a node of its minor version or one below
+/// (and one that says none, from 0.1.0), and refuses, without registering
+/// it, a node of a newer minor version (the metadata nodes go first), of
+/// two minor versions behind, or of another major version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_of_an_incompatible_version_is_refused_at_registration() {
+    use floe_types::version::{VERSION, Version};
+
+    let dir = tempfile::tempdir().unwrap();
+    let addr = free_addr();
+    let node = MetaNode::start(config(1, addr, dir.path())).await.unwrap();
+    let c = MetaClient::new(vec![addr.to_string()]).unwrap();
+    wait_for_leader(&c, &[addr.to_string()]).await;
+    let register = |id: u32, version: String| {
+        let c = &c;
+        async move {
+            c.call::<routes::Register>(&proto::RegisterRequest {
+                id,
+                kind: "broker".into(),
+                addr: format!("127.0.0.1:{}", 19000 + id),
+                lease_ms: 60_000,
+                version,
+            })
+            .await
+        }
+    };
+
+    let answer = register(1, VERSION.into()).await.unwrap();
+    assert_eq!(
+        answer.version, VERSION,
+        "the metadata node says its version"
+    );
+    register(2, String::new()).await.unwrap();
+    // The client the roles use sends this build's version.
+    let api: &dyn MetaApi = &c;
+    api.register(
+        BrokerId(3),
+        floe_metadata::model::NodeKind::Broker,
+        "127.0.0.1:19003",
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
+
+    let mine = Version::current();
+    let newer_minor = format!("{}.{}.0", mine.major, mine.minor + 1);
+    let next_major = format!("{}.{}.{}", mine.major + 1, mine.minor, mine.patch);
+    let e = register(10, newer_minor.clone()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Incompatible, "{e}");
+    assert!(
+        e.to_string().contains("upgrade the metadata nodes first"),
+        "{e}"
+    );
+    let e = register(11, next_major).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Incompatible, "{e}");
+    assert!(e.to_string().contains("major version"), "{e}");
+    let e = register(12, "one point two".into()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidRequest, "{e}");
+
+    let nodes = c
+        .call::<routes::ListNodes>(&proto::Empty {})
+        .await
+        .unwrap()
+        .nodes;
+    let ids: Vec<u32> = nodes.iter().map(|n| n.id).collect();
+    assert_eq!(ids, [1, 2, 3], "only the nodes let in are on record");
+    node.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -879,6 +950,7 @@ async fn register_at(c: &MetaClient, id: u32, addr: &str, lease_ms: u64) {
         kind: "broker".into(),
         addr: addr.to_string(),
         lease_ms,
+        ..Default::default()
     })
     .await
     .unwrap();

@@ -156,6 +156,8 @@ pub fn kafka_error_for(e: &MetaError) -> ResponseError {
         ErrorKind::TooLarge => ResponseError::InvalidRequest,
         ErrorKind::StaleCoordinator => ResponseError::NotCoordinator,
         ErrorKind::NotFound => ResponseError::ResourceNotFound,
+        // Only a registration is refused for its version; never a client's.
+        ErrorKind::Incompatible => ResponseError::UnsupportedVersion,
     }
 }
 

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod format_samples;
 mod topic_name;
+pub mod version;
 pub use topic_name::{InvalidTopicName, MAX_TOPIC_NAME_LEN, validate_topic_name};
 
 macro_rules! int_id {

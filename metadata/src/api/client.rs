@@ -35,12 +35,11 @@ fn error_from(e: HttpError) -> MetaError {
                 "InvalidConfig" => MetaError::InvalidConfig(b.message),
                 "Unavailable" => MetaError::Unavailable(b.message),
                 "StaleEpoch" | "NotOwner" | "OffsetMismatch" | "UnknownPartition"
-                | "UnknownBroker" | "ExportConflict" | "StaleCoordinator" | "TooLarge" => {
-                    MetaError::Remote {
-                        kind: ErrorKind::from_name(&b.kind).unwrap_or(ErrorKind::InvalidRequest),
-                        message: b.message,
-                    }
-                }
+                | "UnknownBroker" | "ExportConflict" | "StaleCoordinator" | "TooLarge"
+                | "Incompatible" => MetaError::Remote {
+                    kind: ErrorKind::from_name(&b.kind).unwrap_or(ErrorKind::InvalidRequest),
+                    message: b.message,
+                },
                 _ if status == 409 || status == 404 || status == 400 => {
                     MetaError::InvalidRequest(format!("{}: {}", b.kind, b.message))
                 }

@@ -209,6 +209,7 @@ impl dyn MetaApi + '_ {
             kind: convert::node_kind_name(kind).to_string(),
             addr: addr.to_string(),
             lease_ms: lease.as_millis() as u64,
+            version: floe_types::version::VERSION.to_string(),
         })
         .await?;
         Ok(())
@@ -228,6 +229,7 @@ impl dyn MetaApi + '_ {
                 kind: convert::node_kind_name(crate::model::NodeKind::Proxy).to_string(),
                 addr: addr.to_string(),
                 lease_ms: lease.as_millis() as u64,
+                version: floe_types::version::VERSION.to_string(),
             })
             .await?;
         Ok(BrokerId(r.id))
@@ -247,6 +249,7 @@ impl dyn MetaApi + '_ {
                 kind: convert::node_kind_name(crate::model::NodeKind::Broker).to_string(),
                 addr: addr.to_string(),
                 lease_ms: lease.as_millis() as u64,
+                version: floe_types::version::VERSION.to_string(),
             })
             .await?;
         Ok(BrokerId(r.id))

@@ -125,6 +125,10 @@ pub struct RegisterRequest {
     pub addr: String,
     #[prost(uint64, tag = "4")]
     pub lease_ms: u64,
+    /// The node's Floe version (`floe_types::version::VERSION`); empty
+    /// from versions before it was sent (0.1.0), which are not checked.
+    #[prost(string, tag = "5")]
+    pub version: String,
 }
 
 /// The id a node is registered under (a proxy that gave 0 is given one).
@@ -132,6 +136,9 @@ pub struct RegisterRequest {
 pub struct RegisterResponse {
     #[prost(uint32, tag = "1")]
     pub id: u32,
+    /// The answering metadata node's Floe version (empty before 0.1.1).
+    #[prost(string, tag = "2")]
+    pub version: String,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -1274,6 +1281,9 @@ mod format_samples {
             kind: "broker".into(),
             addr: "10.0.0.2:9093".into(),
             lease_ms: 10_000,
+            // 0.1.0 sent none; the field is empty here so that this
+            // version writes the sample 0.1.0 wrote.
+            version: String::new(),
         };
         let commit = CommitRequest {
             broker: 2,

@@ -22,6 +22,7 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response as HttpResponse};
 use axum::routing::{get, post};
+use floe_types::version::{InvalidVersion, VERSION, Version, incompatibility};
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, ChangeMembers};
 use prost::Message;
@@ -95,7 +96,7 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
         | ErrorKind::ExportConflict => StatusCode::CONFLICT,
         ErrorKind::InvalidConfig | ErrorKind::InvalidRequest => StatusCode::BAD_REQUEST,
         ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-        ErrorKind::StaleCoordinator => StatusCode::CONFLICT,
+        ErrorKind::StaleCoordinator | ErrorKind::Incompatible => StatusCode::CONFLICT,
     }
 }
 
@@ -672,6 +673,7 @@ async fn register(
     if req.lease_ms == 0 {
         return Err(MetaError::InvalidRequest("lease must be above 0".into()));
     }
+    check_version(&req.version, &req.kind)?;
     match s
         .write(Command::RegisterNode {
             id: BrokerId(req.id),
@@ -686,11 +688,33 @@ async fn register(
             if kind == NodeKind::Broker {
                 s.controller_wake.notify_one();
             }
-            Ok(proto::RegisterResponse { id: id.0 })
+            Ok(proto::RegisterResponse {
+                id: id.0,
+                version: VERSION.to_string(),
+            })
         }
         (other, _) => Err(MetaError::Unavailable(format!(
             "unexpected answer to a registration: {other:?}"
         ))),
+    }
+}
+
+/// Refuses a node whose version may not work beside this metadata node's
+/// (`floe_types::version::incompatibility`). A node that says no version
+/// is of 0.1.0, from before versions were sent, and is let in.
+fn check_version(version: &str, kind: &str) -> Result<(), MetaError> {
+    if version.is_empty() {
+        return Ok(());
+    }
+    let node: Version = version
+        .parse()
+        .map_err(|e: InvalidVersion| MetaError::InvalidRequest(e.to_string()))?;
+    match incompatibility(&node, &Version::current()) {
+        None => Ok(()),
+        Some(why) => {
+            tracing::warn!(kind, version, "registration refused: {why}");
+            Err(MetaError::Incompatible(format!("{kind} {why}")))
+        }
     }
 }
 
