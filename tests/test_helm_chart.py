@@ -6,6 +6,10 @@ Kubernetes cluster or a Docker engine:
   kubernetes-validate --strict for two Kubernetes versions, yamllint is
   clean, and values.schema.json refuses wrong values with a message naming
   the value;
+- docs/upgrading.md's ordered upgrade, on the rendered objects: a role's
+  own image tag changes that role's workload alone, the last step (the
+  release's tag set, the role tags cleared) renders every workload as the
+  step before, and a new chart version changes no pod template by itself;
 - the rendered manifests form a working cluster: every container of the
   StatefulSets, Deployments, the bucket Job and the `helm test` pod is
   started as a local process with the command line and environment the
