@@ -6,6 +6,10 @@ Kubernetes cluster or a Docker engine:
   kubernetes-validate --strict for two Kubernetes versions, yamllint is
   clean, and values.schema.json refuses wrong values with a message naming
   the value;
+- docs/upgrading.md's ordered upgrade, on the rendered objects: a role's
+  own image tag changes that role's workload alone, the last step (the
+  release's tag set, the role tags cleared) renders every workload as the
+  step before, and a new chart version changes no pod template by itself;
 - the rendered manifests form a working cluster: every container of the
   StatefulSets, Deployments, the bucket Job and the `helm test` pod is
   started as a local process with the command line and environment the
@@ -81,19 +85,23 @@ MATRIX = {
     "cluster-secret-ssl": {"security": {"clusterSecret": {"existingSecret": "floe-cluster-secret"},
                                         "kafka": {"protocol": "SSL", "tls": {"secretName": "kafka-tls",
                                                                              "clientAuth": "required"}}}},
+    # A step of docs/upgrading.md's ordered upgrade: the metadata nodes on the
+    # new version, replaced by hand (OnDelete), every other role on the old one.
+    "ordered-upgrade-step": {"image": {"tag": "0.1.0"},
+                             "metadata": {"image": {"tag": "0.2.0"}, "updateStrategy": "OnDelete"}},
     "monitoring-and-client-policy": {
         "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
         "networkPolicy": {"kafkaClients": [{"namespaceSelector": {"matchLabels": {"team": "payments"}}}]}},
 }
 
 
-def chart():
-    return helm.Chart.load(str(CHART))
+def chart(path=CHART):
+    return helm.Chart.load(str(path))
 
 
-def render(values, revision=1):
+def render(values, revision=1, path=CHART):
     """{template path: text} and the objects, as `helm install` would create them."""
-    out = chart().render(values, name=RELEASE, namespace=NAMESPACE, revision=revision, is_install=True)
+    out = chart(path).render(values, name=RELEASE, namespace=NAMESPACE, revision=revision, is_install=True)
     texts = {k: v for k, v in out.items() if k.endswith(".yaml") and v.strip()}
     objects = [o for t in texts.values() for o in yaml.safe_load_all(t) if o]
     return texts, objects
@@ -174,6 +182,8 @@ BAD_VALUES = [
     ({"broker": {"autoscaling": {"targetCPUUtilizationPercentage": 150}}}, "targetCPUUtilizationPercentage"),
     ({"broker": {"drainTimeoutMs": 60000}}, "terminationGracePeriodSeconds"),
     ({"proxy": {"drainTimeoutMs": 40000}}, "terminationGracePeriodSeconds"),
+    ({"metadata": {"updateStrategy": "Partitioned"}}, "/metadata/updateStrategy"),
+    ({"broker": {"image": {"repository": "ghcr.io/someone/floe"}}}, "/broker/image"),
 ]
 
 
@@ -269,6 +279,134 @@ def test_dockerfile_passes_hadolint():
     r = subprocess.run([BIN / "hadolint", ROOT / "docker" / "Dockerfile"], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+# ---------------------------------------------------------------------------
+# One role at a time: docs/upgrading.md ("A minor upgrade with the chart, in order")
+
+
+# A role's values key, the kind and name suffix of its workload, its container.
+ROLES = {"metadata": ("StatefulSet", "-meta", "meta"), "broker": ("Deployment", "-broker", "broker"),
+         "proxy": ("Deployment", "-proxy", "proxy"), "indexer": ("Deployment", "-indexer", "indexer")}
+OLD, NEW = "0.1.0", "0.2.0"
+
+
+def images(objects):
+    """{(kind, name, container): image} of every Floe container."""
+    return {(o["kind"], o["metadata"]["name"], c["name"]): c["image"] for o, _, c in floe_containers(objects)}
+
+
+def workloads(objects):
+    """{(kind, name): object} of the StatefulSets and Deployments: what rolls pods."""
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects if o["kind"] in ("StatefulSet", "Deployment")}
+
+
+def role_tags(tag, **metadata):
+    """Values giving every role its own image tag (and `metadata` more metadata values)."""
+    values = {role: {"image": {"tag": tag}} for role in ROLES}
+    values["metadata"].update(metadata)
+    return values
+
+
+def test_every_role_runs_the_charts_app_version_by_default(tmp_path):
+    """No tag set: every Floe container runs the chart's appVersion, the
+    per-role tags are empty in values.yaml. So are they when the values are
+    those of a chart without per-role tags: `helm upgrade --reuse-values`
+    renders the new templates with the previous chart's values."""
+    app = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    repo = chart().values["image"]["repository"]
+    for role in ROLES:
+        assert chart().values[role]["image"] == {"tag": ""}, role
+    _, objects = render({})
+    found = images(objects)
+    assert {k[0] for k in found} >= {"StatefulSet", "Deployment", "Job", "Pod"}, found
+    assert set(found.values()) == {f"{repo}:{app}"}, found
+    older = tmp_path / "floe"
+    shutil.copytree(CHART, older)
+    values = yaml.safe_load((older / "values.yaml").read_text())
+    for role in ROLES:
+        del values[role]["image"]
+    del values["metadata"]["updateStrategy"]
+    (older / "values.yaml").write_text(yaml.safe_dump(values))
+    _, objects = render({}, path=older)
+    assert set(images(objects).values()) == {f"{repo}:{app}"}
+    assert workloads(objects)[("StatefulSet", f"{RELEASE}-floe-meta")]["spec"]["updateStrategy"] == \
+        {"type": "RollingUpdate"}
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_a_roles_own_tag_moves_that_role_alone(role):
+    """`<role>.image.tag`: that role's pods run it, every other Floe
+    container keeps `image.tag`, and no other workload changes at all (the
+    upgrade step rolls that role only)."""
+    kind, suffix, container = ROLES[role]
+    _, before = render({"image": {"tag": OLD}})
+    _, after = render({"image": {"tag": OLD}, role: {"image": {"tag": NEW}}})
+    moved = {k: v for k, v in images(after).items() if v != images(before)[k]}
+    name = f"{RELEASE}-floe{suffix}"
+    assert moved == {(kind, name, container): f"ghcr.io/floe-mq/floe:{NEW}"}, moved
+    assert set(images(before).values()) == {f"ghcr.io/floe-mq/floe:{OLD}"}
+    changed = [k for k, o in workloads(after).items() if o != workloads(before)[k]]
+    assert changed == [(kind, name)], changed
+    # The role's workload differs by its image only.
+    a, b = workloads(after)[(kind, name)], workloads(before)[(kind, name)]
+    a["spec"]["template"]["spec"]["containers"][0]["image"] = b["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert a == b
+
+
+def test_metadata_update_strategy_on_delete():
+    """metadata.updateStrategy: RollingUpdate by default; OnDelete leaves
+    each node on its old spec until its pod is deleted (the leader last)."""
+    meta = ("StatefulSet", f"{RELEASE}-floe-meta")
+    _, objects = render({})
+    assert workloads(objects)[meta]["spec"]["updateStrategy"] == {"type": "RollingUpdate"}
+    _, objects = render({"metadata": {"updateStrategy": "OnDelete"}})
+    sts = workloads(objects)[meta]
+    assert sts["spec"]["updateStrategy"] == {"type": "OnDelete"}
+    for version in KUBE_VERSIONS:
+        kubernetes_validate.validate(sts, version, strict=True)
+
+
+def test_the_last_step_of_an_ordered_upgrade_rolls_no_pod():
+    """The last step sets image.tag to the new version and clears the
+    per-role tags: every workload renders exactly as in the step before,
+    where each role had its own tag at the new version, so no pod rolls
+    again. Only the bucket Job (a new one each revision, on image.tag) and
+    the `helm test` hooks differ."""
+    # In a cluster the generated MinIO password is read back (lookup); here it is given.
+    kept = {"minio": {"rootPassword": "a-long-password"}}
+    _, before = render({**kept, "image": {"tag": OLD}, **role_tags(NEW, updateStrategy="OnDelete")}, revision=5)
+    _, after = render({**kept, "image": {"tag": NEW}, **role_tags("", updateStrategy="OnDelete")}, revision=6)
+    assert workloads(after) == workloads(before)
+    assert set(images(after).values()) == {f"ghcr.io/floe-mq/floe:{NEW}"}
+
+    def others(objects):
+        return sorted((json.dumps(o, sort_keys=True) for o in objects if o["kind"] != "Job"
+                       and "helm.sh/hook" not in (o["metadata"].get("annotations") or {})))
+
+    assert others(after) == others(before)
+
+
+def test_a_new_chart_version_rolls_no_pod_by_itself(tmp_path):
+    """The pods' labels carry no chart or app version: a new chart whose
+    pod specs are the same (the image pinned) changes no pod template, so
+    it rolls nothing, and the selectors stay as they are."""
+    newer = tmp_path / "floe"
+    shutil.copytree(CHART, newer)
+    meta = yaml.safe_load((newer / "Chart.yaml").read_text())
+    text = (newer / "Chart.yaml").read_text()
+    text = text.replace(f"\nversion: {meta['version']}\n", "\nversion: 9.9.9\n")
+    text = text.replace(f'appVersion: "{meta["appVersion"]}"', 'appVersion: "9.9.9"')
+    (newer / "Chart.yaml").write_text(text)
+    values = {"image": {"tag": OLD}}
+    _, old = render(values)
+    _, new = render(values, path=newer)
+    old, new = workloads(old), workloads(new)
+    assert old.keys() == new.keys() and len(old) == 5, old.keys()  # meta, minio, broker, proxy, indexer
+    for key in old:
+        assert new[key]["metadata"]["labels"] != old[key]["metadata"]["labels"], key  # the chart did change
+        assert new[key]["spec"]["selector"] == old[key]["spec"]["selector"], key
+        assert new[key]["spec"]["template"] == old[key]["spec"]["template"], key
 
 
 # ---------------------------------------------------------------------------

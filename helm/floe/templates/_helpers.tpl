@@ -37,6 +37,20 @@ app.kubernetes.io/part-of: floe
 {{- end }}
 {{- end }}
 
+{{/*
+Labels of a workload's pods: no chart or app version, so that a new chart
+rolls only the pods whose spec it changes (the image is in the spec). The
+selector labels are among them and never change.
+*/}}
+{{- define "floe.podLabels" -}}
+{{ include "floe.selectorLabels" . }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/part-of: floe
+{{- with .root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
 {{- define "floe.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "floe.name" .root }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
@@ -57,8 +71,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- end }}
 
+{{/*
+The Floe image of a role (.role: its values): the role's image.tag, else
+image.tag, else the chart's appVersion. A per-role tag lets an upgrade move
+one role at a time (docs/upgrading.md). dig: values of an older chart, as
+`helm upgrade --reuse-values` gives them, have no per-role image.
+*/}}
 {{- define "floe.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- $tag := dig "image" "tag" "" (.role | default dict) }}
+{{- $values := .root.Values }}
+{{- printf "%s:%s" $values.image.repository (default .root.Chart.AppVersion (default $values.image.tag $tag)) }}
 {{- end }}
 
 {{/* The DNS suffix of a Service in this namespace. */}}
@@ -205,7 +227,7 @@ topologySpreadConstraints:
 
 {{/* Container-level settings every Floe container shares. */}}
 {{- define "floe.container" -}}
-image: {{ include "floe.image" .root }}
+image: {{ include "floe.image" . }}
 imagePullPolicy: {{ .root.Values.image.pullPolicy }}
 securityContext:
   {{- toYaml .root.Values.securityContext | nindent 2 }}
