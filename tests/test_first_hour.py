@@ -283,7 +283,8 @@ def test_first_hour_page_runs_as_written(floe_bin, tmp_path):
     failed = re.search(rf"^{MARK} failed at line (\d+): (.*)$", text, re.M)
     if failed:
         line = where.get(int(failed.group(1)))
-        raise AssertionError(f"docs/first-hour.md line {line} failed: {failed.group(2)}\n"
+        said = PAGE.read_text().splitlines()[line - 1] if line else failed.group(2)
+        raise AssertionError(f"docs/first-hour.md line {line} failed: {said}\n"
                              f"output:\n{text[-6000:]}\nlogs:{logs}")
     assert code == 0, (f"the page's lines {'did not finish in %d s' % DEADLINE_S if code is None else 'failed'} "
                        f"(exit {code}); output:\n{text[-6000:]}\nlogs:{logs}")
