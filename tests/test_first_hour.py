@@ -54,8 +54,13 @@ def substitutions():
                      "the test starts in a folder named floe of its own"),
         Substitution("build", "cargo build --release", ":",
                      "no build: target/release/floe is a link to FLOE_BIN"),
-        Substitution("minio-download", "curl -fLo minio https://dl.min.io/server/minio/release/linux-amd64/minio",
-                     ":", "MinIO cannot be downloaded here, nor installed from a package registry"),
+        Substitution("minio-download",
+                     "curl -fLo minio https://github.com/minio/minio/releases/download/RELEASE.2025-09-07T16-13-09Z/"
+                     "minio.linux-amd64.RELEASE.2025-09-07T16-13-09Z",
+                     ":", "MinIO cannot be downloaded here, and no package registry reached here has it"),
+        Substitution("minio-checksum",
+                     "echo '7c5bd8512c6e966455b1d198209358b2d191c77a83ab377c4073281065fb855f  minio' | sha256sum -c",
+                     ":", "no MinIO binary"),
         Substitution("minio-chmod", "chmod +x minio", ":", "no MinIO binary"),
         Substitution("minio-server",
                      "MINIO_ROOT_USER=minio MINIO_ROOT_PASSWORD=minio123 ./minio server minio-data "
