@@ -228,11 +228,14 @@ CHECKS = {
                                                          (1001, "proxy"): "live"}),
     "kcat -C": check_read_back,
     # Both brokers own partitions, 4 in all.
-    "curl -s http://127.0.0.1:9202/metrics": lambda out: check(len(owned(out)) == 2 and sum(owned(out)) == 4, out),
+    "9202/metrics | grep '^floe_broker_owned_partitions'": lambda out: check(
+        len(owned(out)) == 2 and sum(owned(out)) == 4, out),
     "duckdb.connect()": lambda out: check(re.search(r"│\s+7 │\s+28\.0 │", out), out),
     "kill -9": lambda out: (check(owned(out) == [4], out),
                             check_nodes(out, {(1, "broker"): "live", (2, "broker"): "dead"})),
     "order8": eight_records,
+    # Broker 2 started again: live, with its share (the wait in the block).
+    ">> broker2.log": lambda out: check_nodes(out, {(1, "broker"): "live", (2, "broker"): "live"}),
     # `jobs` prints nothing: every process has stopped.
     "jobs": lambda out: check(not re.search(r"Running|Stopped", out), out),
 }
