@@ -90,7 +90,15 @@ class GroupReader(threading.Thread):
             self.c.close()
 
     def _error(self, what, err):
-        retriable = err.retriable() or err.code() in (confluent_kafka.KafkaError._TRANSPORT,)
+        # librdkafka's error events other than fatal ones are informational:
+        # it reconnects by itself. _ALL_BROKERS_DOWN comes when every proxy
+        # the client knows is down at once: a proxy restarted without `--id`
+        # registers under a new id, which a client learns only at its next
+        # metadata refresh, so after both proxies restart one after the
+        # other it may know just the second (it then reconnects through its
+        # bootstrap addresses).
+        retriable = err.retriable() or err.code() in (confluent_kafka.KafkaError._TRANSPORT,
+                                                      confluent_kafka.KafkaError._ALL_BROKERS_DOWN)
         (self.retried if self.retriable_ok and retriable else self.errors).append(f"{what}: {err}")
 
     def wait_read(self, wanted, timeout=120):
