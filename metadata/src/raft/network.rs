@@ -2,11 +2,18 @@
 //! [`super::codec`] over HTTP/1.1 to the peer's `/raft/*` routes (served by
 //! `api::server`; a peer still on JSON is understood and answered in JSON).
 //!
-//! An AppendEntries whose body would pass the peer's body limit is not sent
-//! whole: openraft is told [`PayloadTooLarge`] with how many entries fit, and
-//! sends fewer at once. A peer that answers 413 anyway (a smaller limit than
-//! ours) gets half as many next time; a single entry it refuses is reported
-//! as unreachable, so openraft backs off instead of resending in a loop.
+//! An AppendEntries must be written and answered by the peer within
+//! openraft's deadline, the heartbeat interval (100 ms). One whose body
+//! would pass [`APPEND_BYTES`] (or the peer's body limit, if lower) is not
+//! sent whole: openraft is told [`PayloadTooLarge`] with how many entries
+//! fit, and sends fewer at once. One of several entries that times out is
+//! sent again at once as half as many (the peer may be slow only because
+//! the append is large: a backlog of thousands of group-committed entries,
+//! sent 300 at a time, missed the deadline on every try and stalled every
+//! commit); a single entry that times out is reported as unreachable, so
+//! openraft backs off. A peer that answers 413 (a smaller limit than ours)
+//! gets half as many next time; a single entry it refuses is reported as
+//! unreachable too, so openraft backs off instead of resending in a loop.
 
 use std::time::Duration;
 
@@ -31,6 +38,10 @@ use crate::http::{HttpClient, HttpError};
 pub const RAFT_BINARY: &str = "application/x-floe-raft";
 /// Room left in a body for what is not entries (vote, log ids, framing).
 const ENVELOPE_BYTES: usize = 64 * 1024;
+/// The entries' bytes sent in one AppendEntries, at most (unless one entry
+/// alone is larger): what a peer decodes, writes to its log with an fsync
+/// and answers well within the heartbeat interval on a loaded machine.
+pub const APPEND_BYTES: usize = 1024 * 1024;
 
 /// Makes one connection object per peer.
 #[derive(Debug, Clone)]
@@ -74,8 +85,13 @@ pub struct PeerConnection {
 
 type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
 
-/// A body the peer refused as too large (HTTP 413).
-struct TooLarge;
+/// Why a call did not get an answer that openraft should see as is.
+enum Unsent {
+    /// The peer refused the body as too large (HTTP 413).
+    TooLarge,
+    /// The peer did not answer within the deadline.
+    TimedOut(HttpError),
+}
 
 impl PeerConnection {
     async fn call<Req, Resp, E>(
@@ -83,7 +99,7 @@ impl PeerConnection {
         path: &str,
         req: &Req,
         option: &RPCOption,
-    ) -> Result<RpcResult<Resp, E>, TooLarge>
+    ) -> Result<RpcResult<Resp, E>, Unsent>
     where
         Req: Serialize,
         Resp: DeserializeOwned,
@@ -104,12 +120,11 @@ impl PeerConnection {
             .await
         {
             Ok(b) => b,
-            Err(HttpError::Status { status: 413, .. }) => return Err(TooLarge),
-            // A peer that cannot be connected to, or that did not answer in
-            // time (the deadline is the heartbeat interval, 100 ms; a loaded
-            // machine misses it): openraft backs off as `backoff` says
-            // before it sends to the peer again.
-            Err(e @ (HttpError::Unreachable { .. } | HttpError::Timeout { .. })) => {
+            Err(HttpError::Status { status: 413, .. }) => return Err(Unsent::TooLarge),
+            Err(e @ HttpError::Timeout { .. }) => return Err(Unsent::TimedOut(e)),
+            // A peer that cannot be connected to: openraft backs off as
+            // `backoff` says before it sends to the peer again.
+            Err(e @ HttpError::Unreachable { .. }) => {
                 return Ok(Err(RPCError::Unreachable(Unreachable::new(&e))));
             }
             Err(other) => return Ok(Err(RPCError::Network(NetworkError::new(&other)))),
@@ -124,7 +139,10 @@ impl PeerConnection {
 
     /// How many leading entries fit in one body; `None` if all do.
     fn entries_that_fit(&self, rpc: &AppendEntriesRequest<TypeConfig>) -> Option<usize> {
-        let budget = self.max_body.saturating_sub(ENVELOPE_BYTES);
+        let budget = self
+            .max_body
+            .saturating_sub(ENVELOPE_BYTES)
+            .min(APPEND_BYTES);
         let mut total = 0usize;
         for (i, e) in rpc.entries.iter().enumerate() {
             total = total.saturating_add(codec::encoded_len(e).unwrap_or(usize::MAX));
@@ -134,6 +152,13 @@ impl PeerConnection {
         }
         None
     }
+}
+
+/// A peer that did not answer in time (the deadline is the heartbeat
+/// interval, 100 ms; a loaded machine misses it): openraft backs off as
+/// `backoff` says before it sends to the peer again.
+fn slow<E: std::error::Error>(e: &HttpError) -> RPCError<NodeId, BasicNode, RaftError<NodeId, E>> {
+    RPCError::Unreachable(Unreachable::new(e))
 }
 
 fn too_large(entries: usize) -> RPCError<NodeId, BasicNode, RaftError<NodeId>> {
@@ -183,7 +208,16 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
         }
         match self.call("/raft/append", &rpc, &option).await {
             Ok(res) => res,
-            Err(TooLarge) if n > 1 => {
+            Err(Unsent::TimedOut(_)) if n > 1 => {
+                tracing::info!(
+                    peer = self.target,
+                    entries = n,
+                    "append not answered in time; sending half as many entries"
+                );
+                Err(too_large(n / 2))
+            }
+            Err(Unsent::TimedOut(e)) => Err(slow(&e)),
+            Err(Unsent::TooLarge) if n > 1 => {
                 tracing::info!(
                     peer = self.target,
                     entries = n,
@@ -191,7 +225,7 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
                 );
                 Err(too_large(n / 2))
             }
-            Err(TooLarge) => {
+            Err(Unsent::TooLarge) => {
                 tracing::warn!(
                     peer = self.target,
                     addr = %self.addr,
@@ -213,7 +247,8 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
     > {
         match self.call("/raft/snapshot", &rpc, &option).await {
             Ok(res) => res,
-            Err(TooLarge) => {
+            Err(Unsent::TimedOut(e)) => Err(slow(&e)),
+            Err(Unsent::TooLarge) => {
                 let e = std::io::Error::other("snapshot chunk above the peer's body limit");
                 Err(RPCError::Unreachable(Unreachable::new(&e)))
             }
@@ -227,7 +262,8 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
         match self.call("/raft/vote", &rpc, &option).await {
             Ok(res) => res,
-            Err(TooLarge) => {
+            Err(Unsent::TimedOut(e)) => Err(slow(&e)),
+            Err(Unsent::TooLarge) => {
                 let e = std::io::Error::other("vote above the peer's body limit");
                 Err(RPCError::Unreachable(Unreachable::new(&e)))
             }
@@ -273,6 +309,86 @@ mod tests {
             "not answered before openraft's deadline: {r:?}"
         );
         held.abort();
+    }
+
+    /// Log entries `first..first + n`, each a topic creation whose config
+    /// holds `bytes` bytes.
+    fn entries(first: u64, n: u64, bytes: usize) -> Vec<crate::raft::Entry> {
+        (first..first + n)
+            .map(|i| crate::raft::Entry {
+                log_id: crate::raft::LogId::new(openraft::CommittedLeaderId::new(1, 1), i),
+                payload: openraft::EntryPayload::Normal(crate::command::Command::CreateTopic {
+                    name: format!("t{i}"),
+                    id: crate::ids::TopicId(uuid::Uuid::from_u128(u128::from(i))),
+                    partitions: 10,
+                    config: std::collections::BTreeMap::from([(
+                        "x".to_string(),
+                        "v".repeat(bytes),
+                    )]),
+                }),
+            })
+            .collect()
+    }
+
+    fn append(entries: Vec<crate::raft::Entry>) -> AppendEntriesRequest<TypeConfig> {
+        AppendEntriesRequest {
+            vote: Vote::new_committed(1, 1),
+            prev_log_id: None,
+            leader_commit: None,
+            entries,
+        }
+    }
+
+    /// A peer that holds its connections and never answers.
+    async fn silent_peer() -> (String, tokio::task::JoinHandle<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let held = tokio::spawn(async move {
+            let mut conns = Vec::new();
+            while let Ok((c, _)) = listener.accept().await {
+                conns.push(c);
+            }
+        });
+        (addr, held)
+    }
+
+    /// An append of several entries that the peer does not answer in time
+    /// is sent again as half as many, at once (openraft's entries hint);
+    /// one entry that times out makes openraft back off instead.
+    #[tokio::test]
+    async fn an_append_not_answered_in_time_is_sent_again_halved() {
+        let (addr, held) = silent_peer().await;
+        let ttl = Duration::from_millis(100);
+        let mut p = peer(addr);
+        let r = p
+            .append_entries(append(entries(1, 8, 10)), RPCOption::new(ttl))
+            .await;
+        match r {
+            Err(RPCError::PayloadTooLarge(t)) => assert_eq!(t.entries_hint(), 4),
+            other => panic!("not halved: {other:?}"),
+        }
+        let r = p
+            .append_entries(append(entries(1, 1, 10)), RPCOption::new(ttl))
+            .await;
+        assert!(matches!(r, Err(RPCError::Unreachable(_))), "{r:?}");
+        held.abort();
+    }
+
+    /// A backlog is sent in appends of at most `APPEND_BYTES`, however
+    /// high the peers' body limit: what a peer can write and answer within
+    /// the heartbeat interval.
+    #[test]
+    fn an_append_is_cut_at_the_append_budget() {
+        let mut p = peer("127.0.0.1:9".into());
+        p.max_body = 64 << 20;
+        let each = 100 * 1024;
+        let rpc = append(entries(1, 30, each));
+        let fit = p.entries_that_fit(&rpc).expect("30 entries of 100 KiB are cut");
+        assert!(
+            (fit * each) <= APPEND_BYTES && ((fit + 1) * each) > APPEND_BYTES - 4096,
+            "{fit} entries of {each} bytes"
+        );
+        assert_eq!(p.entries_that_fit(&append(entries(1, 5, each))), None);
     }
 
     /// The pauses after a slow or unreachable peer start short and double
