@@ -12,8 +12,9 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
     /// HOST:PORT to ask. Default: the role's admin listener
-    /// ($FLOE_ADMIN_LISTEN), else the metadata node's listener
-    /// ($FLOE_META_LISTEN), else 127.0.0.1:9644; an unspecified address
+    /// ($FLOE_ADMIN_LISTEN, else 127.0.0.1:9644), and where nothing listens
+    /// there, the metadata node's listener ($FLOE_META_LISTEN, else
+    /// 127.0.0.1:7070), which has no admin port; an unspecified address
     /// (0.0.0.0, [::]) is asked on loopback.
     #[arg(long, env = "FLOE_PROBE_ADDR")]
     addr: Option<String>,
@@ -25,15 +26,36 @@ pub struct ProbeArgs {
     timeout_ms: u64,
 }
 
-/// The address a probe asks, from its flag and the role's own settings.
-fn target(addr: Option<&str>, admin: Option<&str>, meta: Option<&str>) -> String {
-    let chosen = addr.or(admin).or(meta).unwrap_or("127.0.0.1:9644");
-    match chosen.parse::<SocketAddr>() {
+/// The addresses a probe asks, in turn while nothing listens at one: the
+/// flag alone, else the admin listener and then the metadata listener. The
+/// image sets `FLOE_ADMIN_LISTEN` for every role, and a metadata node has
+/// no admin port, so one HEALTHCHECK serves every role.
+fn targets(addr: Option<&str>, admin: Option<&str>, meta: Option<&str>) -> Vec<String> {
+    let chosen = match addr {
+        Some(a) => vec![a],
+        None => vec![
+            admin.unwrap_or("127.0.0.1:9644"),
+            meta.unwrap_or("127.0.0.1:7070"),
+        ],
+    };
+    let mut out: Vec<String> = Vec::new();
+    for c in chosen {
+        let a = on_loopback(c);
+        if !out.contains(&a) {
+            out.push(a);
+        }
+    }
+    out
+}
+
+/// An unspecified address (0.0.0.0, [::]) is asked on loopback.
+fn on_loopback(addr: &str) -> String {
+    match addr.parse::<SocketAddr>() {
         Ok(a) if a.ip().is_unspecified() => {
             let lo = if a.is_ipv4() { "127.0.0.1" } else { "[::1]" };
             format!("{lo}:{}", a.port())
         }
-        _ => chosen.to_string(),
+        _ => addr.to_string(),
     }
 }
 
@@ -48,10 +70,22 @@ fn status_code(head: &[u8]) -> Option<u16> {
     parts.next()?.parse().ok()
 }
 
-async fn ask(addr: &str, path: &str) -> anyhow::Result<u16> {
-    let mut conn = tokio::net::TcpStream::connect(addr)
-        .await
-        .with_context(|| format!("cannot connect to {addr}"))?;
+/// Asks `path` of the first of `addrs` that takes the connection.
+async fn ask_first(addrs: &[String], path: &str) -> anyhow::Result<(String, u16)> {
+    let mut refused = Vec::new();
+    for addr in addrs {
+        match tokio::net::TcpStream::connect(addr.as_str()).await {
+            Ok(conn) => return Ok((addr.clone(), ask(conn, addr, path).await?)),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                refused.push(addr.as_str())
+            }
+            Err(e) => return Err(e).with_context(|| format!("cannot connect to {addr}")),
+        }
+    }
+    bail!("nothing listens at {}", refused.join(" or "))
+}
+
+async fn ask(mut conn: tokio::net::TcpStream, addr: &str, path: &str) -> anyhow::Result<u16> {
     let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
     conn.write_all(request.as_bytes()).await?;
     // The status line fits in the first bytes; read no more than needed.
@@ -70,13 +104,19 @@ async fn ask(addr: &str, path: &str) -> anyhow::Result<u16> {
 pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
     let admin = std::env::var("FLOE_ADMIN_LISTEN").ok();
     let meta = std::env::var("FLOE_META_LISTEN").ok();
-    let addr = target(args.addr.as_deref(), admin.as_deref(), meta.as_deref());
-    let code = tokio::time::timeout(
+    let addrs = targets(args.addr.as_deref(), admin.as_deref(), meta.as_deref());
+    let (addr, code) = tokio::time::timeout(
         Duration::from_millis(args.timeout_ms),
-        ask(&addr, &args.path),
+        ask_first(&addrs, &args.path),
     )
     .await
-    .with_context(|| format!("{addr} did not answer within {} ms", args.timeout_ms))??;
+    .with_context(|| {
+        format!(
+            "{} did not answer within {} ms",
+            addrs.join(" or "),
+            args.timeout_ms
+        )
+    })??;
     if code != 200 {
         bail!("{addr}{} answered {code}", args.path);
     }
@@ -88,18 +128,52 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_flag_wins_then_the_admin_then_the_metadata_listener() {
+    fn the_flag_alone_else_the_admin_then_the_metadata_listener() {
         assert_eq!(
-            target(Some("10.0.0.1:1"), Some("0.0.0.0:9645"), None),
-            "10.0.0.1:1"
+            targets(Some("10.0.0.1:1"), Some("0.0.0.0:9645"), None),
+            ["10.0.0.1:1"]
         );
         assert_eq!(
-            target(None, Some("0.0.0.0:9645"), Some("0.0.0.0:7070")),
-            "127.0.0.1:9645"
+            targets(None, Some("0.0.0.0:9645"), Some("0.0.0.0:7071")),
+            ["127.0.0.1:9645", "127.0.0.1:7071"]
         );
-        assert_eq!(target(None, None, Some("[::]:7070")), "[::1]:7070");
-        assert_eq!(target(None, None, None), "127.0.0.1:9644");
-        assert_eq!(target(Some("floe:9644"), None, None), "floe:9644");
+        assert_eq!(
+            targets(None, None, Some("[::]:7070")),
+            ["127.0.0.1:9644", "[::1]:7070"]
+        );
+        assert_eq!(
+            targets(None, None, None),
+            ["127.0.0.1:9644", "127.0.0.1:7070"]
+        );
+        assert_eq!(
+            targets(None, Some("127.0.0.1:7070"), None),
+            ["127.0.0.1:7070"]
+        );
+        assert_eq!(targets(Some("floe:9644"), None, None), ["floe:9644"]);
+    }
+
+    /// The image's HEALTHCHECK in a metadata node's container: the admin
+    /// address the image sets has no listener, the metadata node's has.
+    #[tokio::test]
+    async fn where_no_admin_port_listens_the_metadata_listener_is_asked() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let nothing = closed.local_addr().unwrap().to_string();
+        drop(closed);
+        let meta = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let meta_addr = meta.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            if let Ok((mut c, _)) = meta.accept().await {
+                let mut buf = [0u8; 256];
+                let _ = c.read(&mut buf).await;
+                let _ = c.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await;
+            }
+        });
+        let (asked, code) = ask_first(&[nothing.clone(), meta_addr.clone()], "/livez")
+            .await
+            .unwrap();
+        assert_eq!((asked, code), (meta_addr, 200));
+        let e = ask_first(&[nothing.clone()], "/livez").await.unwrap_err();
+        assert!(e.to_string().contains("nothing listens"), "{e}");
     }
 
     #[test]

@@ -383,7 +383,9 @@ mod tests {
         p.max_body = 64 << 20;
         let each = 100 * 1024;
         let rpc = append(entries(1, 30, each));
-        let fit = p.entries_that_fit(&rpc).expect("30 entries of 100 KiB are cut");
+        let fit = p
+            .entries_that_fit(&rpc)
+            .expect("30 entries of 100 KiB are cut");
         assert!(
             (fit * each) <= APPEND_BYTES && ((fit + 1) * each) > APPEND_BYTES - 4096,
             "{fit} entries of {each} bytes"
