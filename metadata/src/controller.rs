@@ -65,10 +65,21 @@ pub fn renew_all(state: &ClusterState, now_ms: u64) -> Vec<Command> {
 /// at the controller's next round. Empty when no broker is live (the
 /// controller places them once one is).
 pub fn place(state: &ClusterState, new: &[OwnedItem]) -> Vec<OwnershipChange> {
+    let mut load = placement_load(state);
+    place_by_load(&mut load, new)
+}
+
+/// The partitions each live broker owns or is about to receive (the
+/// target of a hand-over counts, not its owner): what [`place`] places by.
+/// A scan of every partition; [`crate::state::ClusterState`] keeps it from
+/// one topic creation to the next (`PlacementLoad`), since a burst of
+/// 10,000 creations over 100,000 partitions spent most of every metadata
+/// node's time here.
+pub fn placement_load(state: &ClusterState) -> BTreeMap<BrokerId, usize> {
     let mut load: BTreeMap<BrokerId, usize> =
         live_brokers(state).into_iter().map(|b| (b, 0)).collect();
     if load.is_empty() {
-        return Vec::new();
+        return load;
     }
     // Partitions only: shards are evened out on their own (rule 4).
     for (_, o) in items(state).filter(|(i, _)| matches!(i, OwnedItem::Partition(_))) {
@@ -77,6 +88,14 @@ pub fn place(state: &ClusterState, new: &[OwnedItem]) -> Vec<OwnershipChange> {
             *n += 1;
         }
     }
+    load
+}
+
+/// [`place`] on a given `load`, which it counts the placed items into.
+pub fn place_by_load(
+    load: &mut BTreeMap<BrokerId, usize>,
+    new: &[OwnedItem],
+) -> Vec<OwnershipChange> {
     let mut out = Vec::with_capacity(new.len());
     for item in new {
         let Some((&b, n)) = load.iter_mut().min_by_key(|(b, n)| (**n, **b)) else {

@@ -68,7 +68,27 @@ pub struct ClusterState {
     pub quotas: crate::quota::QuotaModel,
     pub security: SecurityState,
     pub broker_configs: BrokerConfigsState,
+    /// What the last topic creation placed its partitions by, counted on:
+    /// derived from the rest, never stored.
+    pub(crate) placement: PlacementLoad,
 }
+
+/// The live brokers' load as [`crate::controller::placement_load`] counts
+/// it, kept from one topic creation (or partition addition) to the next:
+/// any other command may change ownership or the live brokers, so it
+/// forgets it. The placement is the same as with a scan each time (a test
+/// holds it to that), so nodes with and without it apply alike. Derived
+/// data: equal whatever it holds, and not in snapshots.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PlacementLoad(Option<std::collections::BTreeMap<crate::ids::BrokerId, usize>>);
+
+impl PartialEq for PlacementLoad {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for PlacementLoad {}
 
 /// The reply to a command that answers only whether it applied.
 fn done(r: Result<(), MetaError>) -> Response {
@@ -87,6 +107,12 @@ impl ClusterState {
     /// Applies one command at Raft log index `revision`.
     pub fn apply(&mut self, revision: Revision, cmd: &Command) -> Response {
         self.revision = revision;
+        if !matches!(
+            cmd,
+            Command::Batch(_) | Command::CreateTopic { .. } | Command::CreatePartitions { .. }
+        ) {
+            self.placement.0 = None;
+        }
         match cmd {
             Command::Batch(cmds) => {
                 Response::Batch(cmds.iter().map(|c| self.apply(revision, c)).collect())
@@ -404,8 +430,13 @@ impl ClusterState {
         let new: Vec<OwnedItem> = partitions
             .map(|partition| OwnedItem::Partition(PartitionKey { topic, partition }))
             .collect();
-        let changes = crate::controller::place(self, &new);
+        let mut load = match self.placement.0.take() {
+            Some(load) => load,
+            None => crate::controller::placement_load(self),
+        };
+        let changes = crate::controller::place_by_load(&mut load, &new);
         self.topics.apply_changes(&changes);
+        self.placement.0 = Some(load);
     }
 }
 
@@ -415,6 +446,90 @@ mod tests {
     use super::*;
     use crate::command::CommittedOffset;
     use crate::ids::BrokerId;
+
+    /// Topic creations and partition additions place their partitions
+    /// exactly as a scan of the whole model before each would (what
+    /// versions without `PlacementLoad` do, so nodes of both apply alike),
+    /// with registrations, hand-overs, a drain, a death and a batch of
+    /// creations between them.
+    #[test]
+    fn creations_place_as_a_scan_before_each_would() {
+        use super::test_support::{pt, register};
+        use crate::command::OwnershipChange;
+        let create = |name: &str, n: u8, partitions: u32| Command::CreateTopic {
+            name: name.into(),
+            id: tid(n),
+            partitions,
+            config: Default::default(),
+        };
+        let mut cached = Sm::new();
+        let mut scanned = Sm::new();
+        for sm in [&mut cached, &mut scanned] {
+            register(sm, 1, 0);
+            register(sm, 2, 0);
+        }
+        let steps = vec![
+            create("a", 1, 3),
+            create("b", 2, 5),
+            create("c", 3, 1),
+            Command::BeginHandover {
+                changes: vec![
+                    OwnershipChange {
+                        item: pt(tid(1), 0),
+                        owner: Some(BrokerId(2)),
+                    },
+                    OwnershipChange {
+                        item: pt(tid(2), 1),
+                        owner: Some(BrokerId(2)),
+                    },
+                ],
+                now_ms: 1,
+            },
+            create("d", 4, 4),
+            Command::Batch(vec![create("e", 5, 7), create("f", 6, 2)]),
+            Command::RegisterNode {
+                id: BrokerId(3),
+                kind: crate::command::NodeKind::Broker,
+                addr: "127.0.0.1:9003".into(),
+                now_ms: 2,
+                lease_ms: 1000,
+            },
+            create("g", 7, 9),
+            Command::CreatePartitions {
+                name: "g".into(),
+                total: 12,
+            },
+            create("h", 8, 6),
+            Command::Drain { id: BrokerId(3) },
+            create("i", 9, 5),
+            Command::NodeDown {
+                id: BrokerId(1),
+                addr: "127.0.0.1:9001".into(),
+            },
+            create("j", 10, 4),
+            // Refused (exists): places nothing.
+            create("j", 10, 4),
+            create("k", 11, 3),
+        ];
+        for c in steps {
+            cached.apply(c.clone());
+            scanned.state.placement = PlacementLoad::default();
+            scanned.apply(c.clone());
+            assert_eq!(cached.state, scanned.state, "after {c:?}");
+        }
+        assert!(
+            cached.state.placement.0.is_some(),
+            "the last creations placed by the kept load"
+        );
+        let owners: std::collections::BTreeSet<_> = cached
+            .state
+            .topics
+            .partitions
+            .values()
+            .filter_map(|p| p.ownership.owner)
+            .collect();
+        assert!(owners.len() >= 2, "placed on several brokers: {owners:?}");
+    }
 
     #[test]
     fn each_command_of_a_batch_is_applied_as_if_alone() {

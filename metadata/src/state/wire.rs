@@ -171,6 +171,7 @@ impl From<Flat> for ClusterState {
             broker_configs: BrokerConfigsState {
                 by_resource: f.broker_configs,
             },
+            placement: Default::default(),
         }
     }
 }
