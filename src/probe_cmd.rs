@@ -172,7 +172,9 @@ mod tests {
             .await
             .unwrap();
         assert_eq!((asked, code), (meta_addr, 200));
-        let e = ask_first(&[nothing.clone()], "/livez").await.unwrap_err();
+        let e = ask_first(std::slice::from_ref(&nothing), "/livez")
+            .await
+            .unwrap_err();
         assert!(e.to_string().contains("nothing listens"), "{e}");
     }
 
