@@ -91,8 +91,14 @@ pub(crate) enum Appended {
     /// The batches as stored, the receiver for `acks=all`, and the bytes now
     /// waiting for a flush.
     New(Batches, Option<oneshot::Receiver<Result<()>>>, usize),
-    /// A retried idempotent batch that is already in the log, at these offsets.
-    Duplicate { first_offset: i64, last_offset: i64 },
+    /// A retried idempotent batch that is already in the log, at these
+    /// offsets; `rollbacks` is [`LogState::rollbacks`] when it was found
+    /// (see [`PartitionLog::wait_duplicate`]).
+    Duplicate {
+        first_offset: i64,
+        last_offset: i64,
+        rollbacks: u64,
+    },
 }
 
 /// What [`PartitionLog::append_marker`] gives back.
@@ -148,6 +154,9 @@ pub(crate) struct LogState {
     /// Why a flush failed this partition for good (moved, topic gone): the
     /// ranges still in flight behind it fail the same way.
     pub flush_failed: Option<BrokerError>,
+    /// Flushes rolled back so far ([`PartitionLog::roll_back`]): their
+    /// offsets are given again to later batches.
+    pub rollbacks: u64,
     pub tail: VecDeque<Batches>,
     pub tail_bytes: usize,
     /// How many of the tail's first batches hold buffers of their own
@@ -262,6 +271,7 @@ impl PartitionLog {
                 unflushed_bytes: 0,
                 in_flight: 0,
                 flush_failed: None,
+                rollbacks: 0,
                 tail: VecDeque::new(),
                 tail_bytes: 0,
                 tail_detached: 0,
@@ -440,6 +450,7 @@ impl PartitionLog {
                 return Ok(Appended::Duplicate {
                     first_offset: duplicates.iter().map(|d| d.first_offset).min().unwrap_or(0),
                     last_offset: duplicates.iter().map(|d| d.last_offset).max().unwrap_or(0),
+                    rollbacks: st.rollbacks,
                 });
             }
         }
@@ -743,6 +754,7 @@ impl PartitionLog {
             st.unflushed_bytes = 0;
             let end = from.unwrap_or(st.hw).max(st.hw);
             st.leo = end;
+            st.rollbacks += 1;
             st.producers.forget_from(end);
             st.txns.forget_from(end, &rolled);
         }
@@ -752,6 +764,44 @@ impl PartitionLog {
         // A commit waiting for its batches to be durable learns they may
         // be lost (`Broker::txn_durable`).
         self.hw_tx.send_modify(|_| {});
+    }
+
+    /// Waits until the original of a retried idempotent batch, found at
+    /// `first_offset..=last_offset` ([`Appended::Duplicate`]), is
+    /// committed. Fails, for the client to send it again, when the
+    /// partition leaves this broker, or when a flush was rolled back since
+    /// the duplicate was found: the original may have been in it, its
+    /// offsets are then given to later batches, and answering with them
+    /// would acknowledge a record that is not stored (a retry finds its
+    /// sequence expected again, or committed if the original survived).
+    pub(crate) async fn wait_duplicate(&self, last_offset: i64, rollbacks: u64) -> Result<()> {
+        let mut hw = self.subscribe_hw();
+        loop {
+            // First: after a rollback, later batches move the high
+            // watermark past the offsets the original had.
+            if self.lock().rollbacks != rollbacks {
+                return Err(BrokerError::outcome_unknown(format!(
+                    "a flush of {} was rolled back while its first copy was being stored",
+                    self.key
+                )));
+            }
+            if *hw.borrow_and_update() > last_offset {
+                return Ok(());
+            }
+            // The original may still be in a flush that lands.
+            if self.status() == Status::Gone {
+                return Err(BrokerError::outcome_unknown(format!(
+                    "{} changed hands while its first copy was being stored",
+                    self.key
+                )));
+            }
+            if hw.changed().await.is_err() {
+                return Err(BrokerError::outcome_unknown(format!(
+                    "{} closed while its first copy was being stored",
+                    self.key
+                )));
+            }
+        }
     }
 
     /// Stops the log (ownership lost or broker stopping). Ranges already
@@ -1037,6 +1087,109 @@ mod tests {
         assert!(within(b.stored[0].pieces()[1], &req));
     }
 
+    /// A producer's retry that comes while its first copy is in a flush
+    /// waits for that flush. When the flush is rolled back, the first copy
+    /// is not stored and its offsets go to the next batches; the retry
+    /// must not be answered with those offsets (it was: it waited for the
+    /// high watermark to pass them, which the next batches' commit did),
+    /// but fail, and sent again it is taken as new.
+    #[tokio::test]
+    async fn a_retry_of_a_rolled_back_batch_is_not_answered_with_its_offsets() {
+        use floe_storage::batch::Compression;
+        use floe_storage::records::{BatchBuilder, RecordSpec};
+        let idempotent = |seq: i32| {
+            let mut b = BatchBuilder::new(0, 1).producer(7, 0, seq, false);
+            b.push(RecordSpec::new(None, Some(b"a".to_vec()), 0));
+            b.push(RecordSpec::new(None, Some(b"b".to_vec()), 1));
+            b.build(Compression::None).unwrap()
+        };
+        let append = |log: &PartitionLog, records: &Bytes| {
+            log.append(
+                records,
+                true,
+                1,
+                crate::partitions::backlog::Held::untracked(),
+                false,
+            )
+            .unwrap()
+        };
+        let log = log_at(1);
+        assert!(matches!(append(&log, &idempotent(0)), Appended::New(..)));
+        let (_, flushing) = log.take_unflushed(usize::MAX, true).unwrap();
+        let Appended::Duplicate {
+            first_offset,
+            last_offset,
+            rollbacks,
+        } = append(&log, &idempotent(0))
+        else {
+            panic!("the retry is a duplicate of the batch in flight");
+        };
+        assert_eq!((first_offset, last_offset), (0, 1));
+        // The flush fails; another client's batch takes offsets 0 and 1
+        // and is committed.
+        log.roll_back(
+            flushing,
+            &BrokerError::new(ErrorKind::Storage, "flush failed"),
+        );
+        let other = appended(&log, &request(&[(2, 1)]), 1);
+        assert_eq!((other.first_offset, other.last_offset), (0, 1));
+        let (_, next) = log.take_unflushed(usize::MAX, true).unwrap();
+        log.committed(next, wal_range((0, 1), &obj("w", 100), 0..100), usize::MAX);
+        assert_eq!(
+            log.offsets().1,
+            2,
+            "the high watermark passed the original's offsets"
+        );
+        let e = log
+            .wait_duplicate(last_offset, rollbacks)
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::OutcomeUnknown, "{e}");
+        // Sent again, the batch is new: stored after the other client's.
+        match append(&log, &idempotent(0)) {
+            Appended::New(b, ..) => assert_eq!((b.first_offset, b.last_offset), (2, 3)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Without a rollback, the retry is answered once the original is
+    /// committed.
+    #[tokio::test]
+    async fn a_retry_is_answered_once_its_original_is_committed() {
+        use floe_storage::batch::Compression;
+        use floe_storage::records::{BatchBuilder, RecordSpec};
+        let mut b = BatchBuilder::new(0, 1).producer(8, 0, 0, false);
+        b.push(RecordSpec::new(None, Some(b"a".to_vec()), 0));
+        let batch = b.build(Compression::None).unwrap();
+        let append = |log: &PartitionLog| {
+            log.append(
+                &batch,
+                true,
+                1,
+                crate::partitions::backlog::Held::untracked(),
+                false,
+            )
+            .unwrap()
+        };
+        let log = log_at(1);
+        assert!(matches!(append(&log), Appended::New(..)));
+        let (_, flushing) = log.take_unflushed(usize::MAX, true).unwrap();
+        let Appended::Duplicate {
+            last_offset,
+            rollbacks,
+            ..
+        } = append(&log)
+        else {
+            panic!("a duplicate");
+        };
+        log.committed(
+            flushing,
+            wal_range((0, 0), &obj("w", 10), 0..10),
+            usize::MAX,
+        );
+        log.wait_duplicate(last_offset, rollbacks).await.unwrap();
+    }
+
     fn obj(key: &str, size: u64) -> ObjectRef {
         ObjectRef {
             endpoint: floe_storage::EndpointId::new("e"),
@@ -1202,6 +1355,7 @@ mod tests {
             Appended::Duplicate {
                 first_offset,
                 last_offset,
+                ..
             } => assert_eq!((first_offset, last_offset), (0, 1)),
             other => panic!("{other:?}"),
         }

@@ -9,7 +9,7 @@ use floe_storage::PartitionKey;
 
 use super::Partitions;
 use super::admission::Admission;
-use super::log::{PartitionLog, Status};
+use super::log::PartitionLog;
 use crate::error::{BrokerError, CallError, ErrorKind, Result};
 
 /// `acks` of a produce request.
@@ -62,6 +62,7 @@ enum Here {
         log: Arc<PartitionLog>,
         first_offset: i64,
         last_offset: i64,
+        rollbacks: u64,
     },
 }
 
@@ -101,20 +102,9 @@ impl PendingProduce {
                 log,
                 first_offset,
                 last_offset,
+                rollbacks,
             } => {
-                let mut hw = log.subscribe_hw();
-                loop {
-                    if *hw.borrow_and_update() > last_offset {
-                        break;
-                    }
-                    if log.status() == Status::Gone || hw.changed().await.is_err() {
-                        // The original may still be in a flush that lands.
-                        return Err(BrokerError::outcome_unknown(format!(
-                            "{} changed hands while its first copy was being stored",
-                            log.key
-                        )));
-                    }
-                }
+                log.wait_duplicate(last_offset, rollbacks).await?;
                 let (log_start, _, _) = log.offsets();
                 return Ok(ProduceOk {
                     base_offset: first_offset,
@@ -244,12 +234,14 @@ impl Partitions {
             crate::partitions::log::Appended::Duplicate {
                 first_offset,
                 last_offset,
+                rollbacks,
             } => {
                 // Answer once the original is committed, with its offsets.
                 return Ok(Here::Duplicate {
                     log,
                     first_offset,
                     last_offset,
+                    rollbacks,
                 });
             }
         };
