@@ -87,8 +87,8 @@ fi
 
 # The build the rolling-upgrade test upgrades from (tests/upgrade-baseline),
 # in this target folder so that it reuses the dependencies compiled above
-# (Floe's own crates, and the tokio-using dependencies without the tests'
-# features: a few minutes). It leaves its binaries in target/debug/; the next step
+# (100 s after the tests' build: Floe's crates, and tokio with the crates
+# above it, which the tests compile with other features). It leaves its binaries in target/debug/; the next step
 # puts this tree's back.
 step "the previous build, for the rolling-upgrade test"
 .venv/bin/python tests/upgrade_baseline.py

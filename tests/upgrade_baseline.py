@@ -4,9 +4,10 @@ in `tests/upgrade-baseline`, built once and kept under
 
 It is built in the same target folder as this tree (`CARGO_TARGET_DIR`), so
 the dependencies compiled for this tree serve it too and only Floe's own
-crates are compiled again (81 s here; where only the tests' feature set was
-compiled before, the tokio-using dependencies too, about 2.5 minutes more;
-instead of about 15 minutes for a build from nothing). Cargo names a workspace crate's build by its name, its
+crates are compiled again, with tokio and the crates above it, which the
+tests compile with other features (100 s after a `cargo build --workspace
+--tests` from nothing, instead of about 15 minutes for a build from
+nothing). Cargo names a workspace crate's build by its name, its
 version and its path inside the workspace, which are the same in both
 trees: left so, the two builds would overwrite each other's crates, and a
 build of one could link the other's as up to date. So the baseline's
