@@ -35,7 +35,7 @@ import pytest
 import upgrade_baseline
 from s3_cluster import Load, S3Cluster, create_topic, median, verify
 from test_rolling_restart import GroupReader, wait_share
-from test_s3_cluster import exported_rows
+from test_s3_cluster import wait_exported
 from test_s3_cluster_brokers import window_gaps
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -163,12 +163,7 @@ def test_a_rolling_upgrade_from_the_previous_build_loses_nothing(order, baseline
         reader.wait_read(acked)
         reader.stop()
         assert not reader.errors, reader.errors[:5]
-        total = report.acked + report.unacked_stored
-        deadline = time.time() + 90
-        while (rows := exported_rows(cluster, "orders", tmp_path)) != (total, total):
-            assert rows[0] == rows[1], f"a record exported twice: {rows}"
-            assert time.time() < deadline, f"exports {rows} of {total} records\n{cluster.indexer.tail()}"
-            time.sleep(0.5)
+        rows = wait_exported(cluster, "orders", report.acked + report.unacked_stored, tmp_path)
         print(f"rolling upgrade from {commit[:12]} ({version}), {order}: {report.summary()}; exports "
               f"{rows[0]} rows once each; the group read {len(reader.read)} records, retried "
               f"{len(reader.retried)} errors {reader.retried[:3]}; longest partition gap per step median "

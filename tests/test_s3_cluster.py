@@ -72,6 +72,17 @@ def exported_rows(cluster, topic, tmp_path):
                       ).fetchone()
 
 
+def wait_exported(cluster, topic, total, tmp_path, timeout=90):
+    """Waits until `topic`'s exports hold `total` rows, each offset once
+    (fails at once on a row exported twice); returns (rows, distinct)."""
+    deadline = time.time() + timeout
+    while (rows := exported_rows(cluster, topic, tmp_path)) != (total, total):
+        assert rows[0] == rows[1], f"a record exported twice: {rows}"
+        assert time.time() < deadline, f"exports {rows} of {total} records\n{cluster.indexer.tail()}"
+        time.sleep(0.5)
+    return rows
+
+
 def consume_and_commit(bootstrap, topic, group, n, timeout=60):
     """Reads `n` records of `topic` in consumer group `group`, commits, and
     returns the committed offsets {partition: offset}."""
@@ -142,11 +153,7 @@ def test_whole_cluster_restarted_on_its_dirs_and_store_keeps_everything(floe_bin
         more.stop()
         report = verify(cluster.bootstrap, [load, more], "orders", PARTITIONS)
         total = report.acked + report.unacked_stored
-        deadline = time.time() + 90
-        while (rows := exported_rows(cluster, "orders", tmp_path)) != (total, total):
-            assert rows[0] == rows[1], f"a record exported twice: {rows}"
-            assert time.time() < deadline, f"exports {rows} of {total} records\n{cluster.indexer.tail()}"
-            time.sleep(0.5)
+        rows = wait_exported(cluster, "orders", total, tmp_path)
         print(f"whole-cluster restart: {total} records, {len(objects_after)} objects, exports {rows}")
     finally:
         cluster.stop()

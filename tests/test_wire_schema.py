@@ -47,8 +47,10 @@ def field_of(args):
     for p in parts:
         if p.startswith("tag ="):
             tag = p.split('"')[1]
-        elif p in ("repeated", "optional", "packed = \"false\"", "required"):
-            label = p if p in ("repeated", "optional", "required") else label
+        elif p in ("repeated", "optional", "required"):
+            label = p
+        elif p.startswith("packed"):
+            continue  # an encoding choice both ends read either way
         elif p.startswith("bytes"):
             kind = "bytes"
         elif p.startswith("map ="):

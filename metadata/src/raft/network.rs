@@ -294,14 +294,7 @@ mod tests {
     /// deadline (which it would retry at once, on a new connection).
     #[tokio::test]
     async fn a_peer_slow_to_answer_is_unreachable_within_the_deadline() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        let held = tokio::spawn(async move {
-            let mut conns = Vec::new();
-            while let Ok((c, _)) = listener.accept().await {
-                conns.push(c);
-            }
-        });
+        let (addr, held) = silent_peer().await;
         let ttl = Duration::from_millis(100);
         let r = tokio::time::timeout(ttl, peer(addr).vote(vote(), RPCOption::new(ttl))).await;
         assert!(
