@@ -214,14 +214,15 @@ def delayed(bootstrap, topic, n, spread_ms):
 
 
 def api_times(admin_url):
-    """The proxy's answer time per Kafka API (`floe_proxy_request_seconds`) for
-    the share and fetch APIs: count, mean and quantiles, in seconds."""
+    """The proxy's answer time per Kafka API (`floe_proxy_request_seconds`, a
+    histogram) for the share and fetch APIs: count, mean and the 0.5 and 0.99
+    quantiles (interpolated within their buckets), in seconds."""
     import re
     import urllib.request
     with urllib.request.urlopen(admin_url + "/metrics", timeout=5) as r:
         text = r.read().decode()
     out = {}
-    pat = re.compile(r'^floe_proxy_request_seconds(_sum|_count)?\{([^}]*)\}\s+(\S+)')
+    pat = re.compile(r'^floe_proxy_request_seconds(_sum|_count|_bucket)\{([^}]*)\}\s+(\S+)')
     for line in text.splitlines():
         m = pat.match(line)
         if not m:
@@ -230,17 +231,36 @@ def api_times(admin_url):
         api = labels.get("api", "")
         if api not in ("ShareFetch", "ShareAcknowledge", "Fetch"):
             continue
-        t = out.setdefault(api, {})
+        t = out.setdefault(api, {"buckets": []})
         if m.group(1) == "_sum":
             t["sum"] = float(m.group(3))
         elif m.group(1) == "_count":
             t["count"] = float(m.group(3))
-        elif "quantile" in labels:
-            t[labels["quantile"]] = float(m.group(3))
+        else:
+            t["buckets"].append((float(labels["le"]), float(m.group(3))))
     for t in out.values():
         t["mean"] = t.get("sum", 0.0) / t["count"] if t.get("count") else 0.0
         t.setdefault("count", 0.0)
+        buckets = sorted(t.pop("buckets"))
+        for q in ("0.5", "0.99"):
+            t[q] = bucket_quantile(buckets, float(q))
     return out
+
+
+def bucket_quantile(buckets, q):
+    """The `q` quantile of cumulative (bound, count) buckets, interpolated
+    linearly within the bucket it falls in (as Prometheus does)."""
+    if not buckets or buckets[-1][1] == 0:
+        return 0.0
+    rank = q * buckets[-1][1]
+    lower, below = 0.0, 0.0
+    for bound, cum in buckets:
+        if cum >= rank:
+            if bound == float("inf"):
+                return lower
+            return lower + (bound - lower) * ((rank - below) / (cum - below) if cum > below else 1.0)
+        lower, below = bound, cum
+    return lower
 
 
 def main():

@@ -1,5 +1,6 @@
 //! The HTTP admin port every Floe process serves: `/livez`, `/readyz` and
-//! Prometheus `/metrics`; with an indexer, its query API too.
+//! Prometheus `/metrics`; with an indexer, its query API too; with a proxy,
+//! the web console (`/ui`, [`floe_console`]).
 //!
 //! Each crate records its own metrics with the `metrics` crate where the
 //! event happens; this binary installs the Prometheus recorder and renders
@@ -15,13 +16,44 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 /// What the admin port answers from (metrics come from the recorder).
 pub struct AdminState {
     pub ready: AtomicBool,
     /// The indexer, whose query API is served here too.
     pub indexer: Option<floe_indexer::Indexer>,
+    /// The proxy, whose console is served here too.
+    pub console: Option<Arc<floe_console::Console>>,
+}
+
+impl AdminState {
+    /// The admin state of a process without an indexer or a proxy.
+    pub fn plain(ready: bool) -> Self {
+        AdminState {
+            ready: AtomicBool::new(ready),
+            indexer: None,
+            console: None,
+        }
+    }
+}
+
+/// The console over a proxy's context, its charts read from this
+/// process's metrics. Requests with no credentials are served (as
+/// `User:ANONYMOUS`) only when every Kafka listener is PLAINTEXT: where
+/// clients authenticate, the console must not let anyone past them.
+pub fn console(
+    ctx: Arc<floe_proxy::handlers::Context>,
+    listeners: &[(
+        tokio::net::TcpListener,
+        floe_proxy::server::ListenerSecurity,
+    )],
+) -> Arc<floe_console::Console> {
+    let anonymous = listeners
+        .iter()
+        .all(|(_, s)| s.protocol == floe_proxy::listeners::SecurityProtocol::Plaintext);
+    let render = Arc::new(|| PROMETHEUS.get().map(|h| h.render()).unwrap_or_default());
+    Arc::new(floe_console::Console::new(ctx, render, anonymous))
 }
 
 /// Largest request body on the admin port (the query API's backfill
@@ -42,6 +74,9 @@ pub async fn serve(
         .with_state(state.clone());
     if let Some(ix) = &state.indexer {
         app = app.merge(floe_indexer::service::router(ix.clone()));
+    }
+    if let Some(console) = &state.console {
+        app = app.merge(floe_console::router(console.clone()));
     }
     let limits = http.limits(MAX_BODY_BYTES);
     let listener = tokio::net::TcpListener::bind(listen)
@@ -72,20 +107,21 @@ async fn metrics() -> String {
 /// The process's metrics recorder, installed by [`install_metrics_recorder`].
 static PROMETHEUS: OnceLock<PrometheusHandle> = OnceLock::new();
 
-/// Upper bounds of the flush duration histogram's buckets, in seconds.
-const FLUSH_SECONDS_BUCKETS: &[f64] = &[
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+/// Upper bounds of every timing histogram's buckets, in seconds: from half
+/// a millisecond (a request answered from memory) to half a minute (a
+/// flush or a transaction's markers waiting out a failing store).
+const SECONDS_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
 /// Installs the Prometheus recorder that every crate's `metrics` calls
 /// record on; `/metrics` renders it. Called first thing in `main`: series
-/// registered before it (a store pool's) would go nowhere.
+/// registered before it (a store pool's) would go nowhere. Every timing is
+/// a histogram with the same buckets ([`SECONDS_BUCKETS`]), so that it can
+/// be summed across processes and its quantiles taken by Prometheus.
 pub fn install_metrics_recorder() -> anyhow::Result<()> {
     let handle = PrometheusBuilder::new()
-        .set_buckets_for_metric(
-            Matcher::Full("floe_broker_flush_duration_seconds".into()),
-            FLUSH_SECONDS_BUCKETS,
-        )?
+        .set_buckets(SECONDS_BUCKETS)?
         .install_recorder()
         .context("cannot install the metrics recorder")?;
     let _ = PROMETHEUS.set(handle);

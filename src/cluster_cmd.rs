@@ -139,10 +139,7 @@ pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
             tracing::error!(error = %e, "RPC server stopped");
         }
     });
-    let state = Arc::new(AdminState {
-        ready: AtomicBool::new(true),
-        indexer: None,
-    });
+    let state = Arc::new(AdminState::plain(true));
     let (admin_addr, admin_task) =
         admin_http::serve(args.admin_listen, state.clone(), &args.http).await?;
     BoundPorts::new()
@@ -211,10 +208,12 @@ pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
     let probes =
         floe_proxy::peers::spawn(ctx.me.clone(), view.clone(), floe_proxy::peers::PROBE_EVERY);
     let _tls_reload = bound.tls_reload;
+    let console = admin_http::console(ctx.clone(), &bound.listeners);
     let proxy = Proxy::start_listeners(bound.listeners, args.tuning.proxy_config(kafka_addr), ctx)?;
     let state = Arc::new(AdminState {
         ready: AtomicBool::new(false),
         indexer: None,
+        console: Some(console),
     });
     let (admin_addr, admin_task) =
         admin_http::serve(args.admin_listen, state.clone(), &args.http).await?;

@@ -142,6 +142,7 @@ async fn run_role(args: IndexerRunArgs) -> anyhow::Result<()> {
     let state = Arc::new(AdminState {
         ready: AtomicBool::new(true),
         indexer: Some(ix),
+        console: None,
     });
     let (admin_addr, admin_task) =
         admin_http::serve(args.admin_listen, state.clone(), &args.http).await?;

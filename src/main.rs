@@ -102,10 +102,11 @@ struct Cli {
         requires = "internal_tls_ca"
     )]
     internal_tls_key: Option<std::path::PathBuf>,
-    /// Bearer tokens for people on the admin port's query API (a file:
-    /// `PRINCIPAL TOKEN` or `PRINCIPAL sha256:HEX` a line, read again when
-    /// it changes): a token's principal may look up and backfill the topics
-    /// its ACLs let it READ.
+    /// Bearer tokens for people on the admin port's query API and web
+    /// console (a file: `PRINCIPAL TOKEN` or `PRINCIPAL sha256:HEX` a line,
+    /// read again when it changes): a token's principal may look up and
+    /// backfill the topics its ACLs let it READ, and the console shows it
+    /// what its ACLs let it describe.
     #[arg(
         long,
         global = true,

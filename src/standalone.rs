@@ -113,6 +113,7 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
         Some(broker.clone()),
     )?;
     let _tls_reload = bound.tls_reload;
+    let console = admin_http::console(ctx.clone(), &bound.listeners);
     let proxy = Proxy::start_listeners(bound.listeners, args.proxy.proxy_config(kafka_addr), ctx)?;
 
     let (indexer, indexer_task) =
@@ -120,6 +121,7 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
     let state = Arc::new(AdminState {
         ready: AtomicBool::new(false),
         indexer: Some(indexer),
+        console: Some(console),
     });
     let (admin_addr, admin_task) =
         admin_http::serve(args.admin_listen, state.clone(), &args.http).await?;

@@ -29,6 +29,9 @@ command -v shellcheck >/dev/null || need+=(shellcheck)
 command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
 command -v java >/dev/null || need+=(openjdk-17-jre-headless)
+# Headless Chromium and its WebDriver for the web console's browser tests (tests/test_console.py).
+command -v chromium >/dev/null || need+=(chromium)
+command -v chromedriver >/dev/null || need+=(chromium-driver)
 if [ "${FLOE_LONG:-}" = 1 ]; then
     # Long mode builds librdkafka's test programs (tests/test_librdkafka_suite.py).
     for pkg in libssl-dev zlib1g-dev rapidjson-dev make gcc g++; do
@@ -104,6 +107,8 @@ FLOE_DEV_BIN="$(realpath "${CARGO_TARGET_DIR:-target}/debug/floe-dev")"
 export FLOE_BIN FLOE_DEV_BIN
 
 step "end-to-end tests (pytest)"
+# The browser is installed above: the console's browser tests fail rather than skip without it.
+export FLOE_REQUIRE_BROWSER=1
 .venv/bin/pytest tests -q -p no:cacheprovider --timeout 600 --durations=40 2>&1 | tee target/pytest.log
 
 if [ "${FLOE_LONG:-}" = 1 ]; then

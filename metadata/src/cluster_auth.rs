@@ -220,9 +220,14 @@ pub fn current() -> Option<&'static ClusterSecret> {
     SECRET.get()
 }
 
-/// Paths served without a signature: health probes and metrics.
+/// Paths served without a signature: health probes, metrics, and the
+/// console's static files (which hold no data: the page asks for a token
+/// when its API, under `/ui/api/`, refuses it).
 pub fn is_open_path(path: &str) -> bool {
-    matches!(path, "/livez" | "/readyz" | "/healthz" | "/metrics")
+    matches!(
+        path,
+        "/livez" | "/readyz" | "/healthz" | "/metrics" | "/ui" | "/ui/"
+    ) || (path.starts_with("/ui/assets/") && !path.contains(".."))
 }
 
 #[cfg(test)]
@@ -230,6 +235,30 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    #[test]
+    fn probes_metrics_and_the_consoles_files_are_open_and_its_data_is_not() {
+        for open in [
+            "/livez",
+            "/readyz",
+            "/metrics",
+            "/ui",
+            "/ui/",
+            "/ui/assets/app.js",
+            "/ui/assets/pages/topics.js",
+        ] {
+            assert!(is_open_path(open), "{open}");
+        }
+        for closed in [
+            "/ui/api/topics",
+            "/ui/apix",
+            "/v1/status",
+            "/ui/assets/../api/topics",
+            "/uix",
+        ] {
+            assert!(!is_open_path(closed), "{closed}");
+        }
+    }
 
     fn secret(text: &str) -> ClusterSecret {
         ClusterSecret::parse(text).unwrap()

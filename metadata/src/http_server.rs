@@ -288,7 +288,21 @@ fn unauthorized(
 ) -> Response<Body> {
     metrics::counter!(UNAUTHENTICATED, "server" => server, "reason" => reason).increment(1);
     tracing::info!(server, path = %path, reason, "internal request refused: {what}");
-    let mut resp = Response::new(Body::from(format!("401: {what} ({reason})\n")));
+    // The console's pages read JSON errors (`{"error", "kind"}`).
+    let mut resp = if path.starts_with("/ui/api/") {
+        let body = serde_json::json!({
+            "error": format!("{what} ({reason})"),
+            "kind": "unauthenticated",
+        });
+        let mut r = Response::new(Body::from(body.to_string()));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/json"),
+        );
+        r
+    } else {
+        Response::new(Body::from(format!("401: {what} ({reason})\n")))
+    };
     *resp.status_mut() = StatusCode::UNAUTHORIZED;
     resp
 }

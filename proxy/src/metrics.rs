@@ -6,6 +6,8 @@ use metrics::{Unit, counter, describe_counter, describe_histogram, histogram};
 
 const CONNECTIONS: &str = "floe_proxy_connections_total";
 const REQUESTS: &str = "floe_proxy_requests_total";
+const BYTES_IN: &str = "floe_proxy_bytes_in_total";
+const BYTES_OUT: &str = "floe_proxy_bytes_out_total";
 const BAD_REQUESTS: &str = "floe_proxy_bad_requests_total";
 const API_REQUESTS: &str = "floe_proxy_api_requests_total";
 const REFUSED: &str = "floe_proxy_connections_refused_total";
@@ -26,6 +28,14 @@ const TLS_RELOADS: &str = "floe_proxy_tls_reloads_total";
 pub(crate) fn register() {
     describe_counter!(CONNECTIONS, "Kafka connections accepted");
     describe_counter!(REQUESTS, "request frames read");
+    describe_counter!(
+        BYTES_IN,
+        "bytes of Kafka request frames read, size prefixes included"
+    );
+    describe_counter!(
+        BYTES_OUT,
+        "bytes of Kafka response frames written, size prefixes included"
+    );
     describe_counter!(
         BAD_REQUESTS,
         "requests that could not be read or decoded, or whose API key or version is not supported (the connection is closed)"
@@ -91,6 +101,8 @@ pub(crate) fn register() {
     counter!(AUTO_CREATE_DEFERRED).increment(0);
     counter!(CONNECTIONS).increment(0);
     counter!(REQUESTS).increment(0);
+    counter!(BYTES_IN).increment(0);
+    counter!(BYTES_OUT).increment(0);
     counter!(BAD_REQUESTS).increment(0);
 }
 
@@ -149,8 +161,15 @@ pub(crate) fn connection() {
 }
 
 /// A request frame was read.
-pub(crate) fn request() {
+/// A request frame of `bytes` (its size prefix included) was read.
+pub(crate) fn request(bytes: u64) {
     counter!(REQUESTS).increment(1);
+    counter!(BYTES_IN).increment(bytes);
+}
+
+/// A response frame of `bytes` (its size prefix included) is written.
+pub(crate) fn bytes_out(bytes: u64) {
+    counter!(BYTES_OUT).increment(bytes);
 }
 
 /// A connection was closed at accept (`reason`: the limit reached).
@@ -193,9 +212,10 @@ mod tests {
         metrics::with_local_recorder(&recorder, || {
             super::register();
             for key in [ApiKey::Produce, ApiKey::Produce, ApiKey::Fetch] {
-                super::request();
+                super::request(100);
                 super::api_request(key);
             }
+            super::bytes_out(60);
             super::produce_error(6);
             super::produce_error(6);
             super::produce_error(-12345);
@@ -220,6 +240,8 @@ mod tests {
                 .map(|(.., v)| v)
         };
         assert_eq!(value(super::REQUESTS, &[]), Some(&DebugValue::Counter(3)));
+        assert_eq!(value(super::BYTES_IN, &[]), Some(&DebugValue::Counter(300)));
+        assert_eq!(value(super::BYTES_OUT, &[]), Some(&DebugValue::Counter(60)));
         assert_eq!(
             value(super::BAD_REQUESTS, &[]),
             Some(&DebugValue::Counter(0))

@@ -444,6 +444,7 @@ where
             written.fetch_sub(1, Ordering::SeqCst);
             match answer {
                 Ok(Some(frame)) => {
+                    metrics::bytes_out(frame.len() as u64);
                     if write_frame(&mut wr, frame).await.is_err() {
                         return;
                     }
@@ -523,7 +524,7 @@ where
                     return Ok(());
                 }
             };
-            metrics::request();
+            metrics::request(len as u64 + 4);
             // After SaslHandshake v0 the mechanism's messages come bare.
             if auth.expects_bare_token() {
                 let (otx, orx) = oneshot::channel();
@@ -808,6 +809,48 @@ async fn write_frame<W: tokio::io::AsyncWrite + Unpin>(
             Ok(())
         }
     }
+}
+
+/// Answers one request (other than Produce and Fetch) for `client` as a
+/// connection of this proxy would: the same ACL checks before it, the same
+/// handler, the same filtering of the answer. The console asks through
+/// this, so that it can show nothing the principal could not ask for
+/// itself. `None`: an API with no ACL rule, refused.
+pub async fn serve_as(
+    ctx: &Context,
+    client: &ClientInfo,
+    version: i16,
+    mut body: RequestKind,
+) -> Option<ResponseKind> {
+    let snap = ctx.view.current();
+    let check = ctx.authz.check(&snap.acls, client);
+    let verdict = crate::authz::requests::before(&mut body, version, &check, &snap);
+    drop(snap);
+    match verdict {
+        crate::authz::requests::Verdict::Answer(r) => Some(*r),
+        crate::authz::requests::Verdict::Serve(merge) => {
+            let mut resp = handle(ctx, version, body, client, &check).await;
+            if let (Some(r), Some(merge)) = (resp.as_mut(), merge) {
+                merge(r);
+            }
+            resp
+        }
+        crate::authz::requests::Verdict::Close => None,
+    }
+}
+
+/// Answers a Fetch for `client` as a connection would, its answer filtered
+/// by the ACLs the same way (no fetch session, no quota).
+pub async fn fetch_as(
+    ctx: &Context,
+    client: &ClientInfo,
+    version: i16,
+    req: &kafka_protocol::messages::FetchRequest,
+) -> codec::FetchAnswer {
+    let mut answer = ctx.fetch_in_session(version, req).await;
+    let check = ctx.authz.check(&ctx.view.current().acls, client);
+    crate::authz::requests::fetch(&mut answer, &check);
+    answer
 }
 
 /// Answers a request other than Produce and Fetch, which the connection

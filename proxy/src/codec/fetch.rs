@@ -54,6 +54,19 @@ pub enum Frame {
 }
 
 impl Frame {
+    /// Its size in bytes, the length prefix included.
+    pub fn len(&self) -> usize {
+        match self {
+            Frame::One(b) => b.len(),
+            Frame::Chunks(c) => c.iter().map(Bytes::len).sum(),
+        }
+    }
+
+    /// Whether it holds no bytes (never, for an encoded frame).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Its bytes in one buffer (the connection writes the chunks).
     #[cfg(test)]
     pub fn to_bytes(&self) -> Bytes {

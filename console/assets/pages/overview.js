@@ -1,0 +1,138 @@
+// The overview: the cluster's members and counts, and live charts of this
+// process's request counters (polled every 2 s, 5 minutes kept).
+
+import { chartFigure, drawChart } from "/ui/assets/charts.js";
+import { bytes, dec, facts, h, int, stateBadge, table } from "/ui/assets/dom.js";
+
+const POLL_MS = 2000;
+const KEEP_MS = 5 * 60 * 1000;
+
+// Raw samples of /ui/api/metrics. Kept at module level so that leaving the
+// overview and coming back does not lose the last minutes.
+const samples = [];
+
+function addSample(m) {
+  const last = samples[samples.length - 1];
+  if (last && m.t_ms <= last.t_ms) return;
+  samples.push(m);
+  while (samples.length && samples[0].t_ms < m.t_ms - KEEP_MS) samples.shift();
+}
+
+// Rate of a counter between consecutive samples, per second, at the later
+// sample's time; a counter that went down (a restart) gives no point.
+function rates(field) {
+  const out = [];
+  for (let i = 1; i < samples.length; i++) {
+    const a = samples[i - 1];
+    const b = samples[i];
+    const dt = (b.t_ms - a.t_ms) / 1000;
+    const d = b[field] - a[field];
+    out.push([b.t_ms, dt > 0 && d >= 0 ? d / dt : null]);
+  }
+  return out;
+}
+
+function latency(field) {
+  return samples.map((s) => [s.t_ms, s.latency ? s.latency[field] : null]);
+}
+
+function drawCharts(figures) {
+  if (!samples.length) return;
+  // The window grows with the samples up to 5 minutes, so that the first
+  // minutes of a visit fill the chart instead of a sliver at its right edge.
+  const t1 = samples[samples.length - 1].t_ms;
+  const window = [Math.min(t1 - 20000, Math.max(t1 - KEEP_MS, samples[0].t_ms)), t1];
+  drawChart(figures.requests, {
+    series: [{ name: "requests/s", points: rates("requests") }],
+    window, unit: "req/s", format: (v) => dec(v),
+  });
+  drawChart(figures.bytes, {
+    series: [{ name: "in", points: rates("bytes_in") }, { name: "out", points: rates("bytes_out") }],
+    window, unit: "bytes/s", format: (v) => `${bytes(Math.round(v))}/s`,
+  });
+  drawChart(figures.latency, {
+    series: [{ name: "p50", points: latency("p50_ms") }, { name: "p99", points: latency("p99_ms") }],
+    window, unit: "ms", format: (v) => `${dec(v)} ms`,
+  });
+}
+
+function metadataSection(o) {
+  const section = h("section", { "aria-labelledby": "h-meta" }, h("h2", { id: "h-meta" }, "Metadata service"));
+  if (!o.metadata) {
+    section.append(h("p", { class: "notice" }, `Not available: ${o.metadata_error || "no answer"}`));
+    return section;
+  }
+  const m = o.metadata;
+  section.append(
+    facts([["Leader", m.leader_id === null ? "none" : String(m.leader_id)], ["Term", int(m.term)],
+      ["Last applied", int(m.last_applied)]], "Metadata service"),
+    table({
+      caption: "Metadata nodes",
+      id: "metadata-nodes",
+      columns: [{ label: "Node", numeric: true }, { label: "Address" }, { label: "Role" }],
+      rows: m.members.map((n) => [String(n.id), n.addr,
+        n.leader ? h("strong", { class: "leader" }, "Leader") : "Follower"]),
+    }),
+  );
+  return section;
+}
+
+function epochs(e) {
+  if (!e) return "—";
+  return e.min === e.max ? String(e.min) : `${e.min}–${e.max}`;
+}
+
+async function render(ctx) {
+  ctx.heading("Overview");
+  const o = await ctx.load("Loading the cluster…", ctx.get("overview"));
+
+  ctx.view.append(
+    h("section", { "aria-labelledby": "h-cluster" },
+      h("h2", { id: "h-cluster" }, "Cluster"),
+      facts([
+        ["Cluster id", h("code", { id: "cluster-id" }, o.cluster_id)],
+        ["Topics", h("span", { id: "topic-count" }, int(o.topics))],
+        ["Partitions", h("span", { id: "partition-count" }, int(o.partitions))],
+        ["Unowned partitions", int(o.unowned_partitions)],
+      ], "Cluster")),
+    metadataSection(o),
+    h("section", { "aria-labelledby": "h-brokers" },
+      h("h2", { id: "h-brokers" }, "Brokers"),
+      table({
+        caption: "Brokers",
+        id: "brokers",
+        columns: [{ label: "Broker", numeric: true }, { label: "Address" }, { label: "State" },
+          { label: "Partitions", numeric: true }, { label: "Shards", numeric: true }, { label: "Epochs", numeric: true }],
+        rows: o.brokers.map((b) => [String(b.id), b.addr, stateBadge(b.state), int(b.partitions), int(b.shards),
+          epochs(b.epochs)]),
+        empty: "No brokers known.",
+      })),
+    h("section", { "aria-labelledby": "h-proxies" },
+      h("h2", { id: "h-proxies" }, "Proxies"),
+      table({
+        caption: "Proxies",
+        id: "proxies",
+        columns: [{ label: "Proxy", numeric: true }, { label: "Address" }, { label: "State" }],
+        rows: o.proxies.map((p) => [String(p.id), p.addr, stateBadge(p.state)]),
+        empty: "No proxies known.",
+      })),
+  );
+
+  const figures = {
+    requests: chartFigure("chart-requests", "Requests per second"),
+    bytes: chartFigure("chart-bytes", "Bytes in and out per second"),
+    latency: chartFigure("chart-latency", "Produce latency (p50, p99)"),
+  };
+  ctx.view.append(h("section", { "aria-labelledby": "h-live" },
+    h("h2", { id: "h-live" }, "Live: this process"),
+    h("p", { class: "hint" }, "Sampled every 2 seconds; the last 5 minutes are kept while the console is open."),
+    h("div", { class: "charts" }, Object.values(figures))));
+  drawCharts(figures);
+
+  ctx.poll(POLL_MS, async () => {
+    addSample(await ctx.get("metrics"));
+    drawCharts(figures);
+  });
+}
+
+export default { render };

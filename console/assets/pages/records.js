@@ -1,0 +1,131 @@
+// A partition's records: from an offset or a time, a page at a time, each
+// record shown as text, JSON or hex (chosen per record).
+
+import { enc } from "/ui/assets/api.js";
+import { h, int, isoTime, offset as showOffset, table } from "/ui/assets/dom.js";
+import { showValue } from "/ui/assets/decode.js";
+
+const MODES = [["text", "Text"], ["json", "JSON"], ["hex", "Hex"]];
+
+function field(id, label, input) {
+  input.id = id;
+  return h("div", { class: "field" }, h("label", { for: id }, label), input);
+}
+
+// The cells of one record that depend on the view mode.
+function recordCells(r, mode) {
+  const headers = (r.headers || []).length
+    ? h("ul", { class: "headers" }, r.headers.map((hd) =>
+        h("li", {}, h("span", { class: "header-key" }, hd.key), ": ", showValue(hd.value, mode === "json" ? "text" : mode, hd.key))))
+    : h("span", { class: "null" }, "none");
+  return [showValue(r.key, mode, "Key"), showValue(r.value, mode, "Value"), headers];
+}
+
+function recordRow(r) {
+  let mode = "text";
+  const row = h("tr", { "data-offset": String(r.offset) });
+  const buttons = MODES.map(([value, label]) => h("button", {
+    type: "button", class: "mode", "data-mode": value, "aria-pressed": value === mode ? "true" : "false",
+  }, label));
+  const group = h("div", { class: "modes", role: "group", "aria-label": `View of record ${r.offset}` }, buttons);
+  const cells = recordCells(r, mode).map((c, i) => h("td", { class: ["key", "value", "hdrs"][i] }, c));
+  row.append(h("th", { scope: "row", class: "num" }, showOffset(r.offset)), h("td", { class: "ts" }, isoTime(r.timestamp)),
+    ...cells, h("td", {}, group));
+  for (const button of buttons) {
+    button.addEventListener("click", () => {
+      mode = button.dataset.mode;
+      for (const b of buttons) b.setAttribute("aria-pressed", b === button ? "true" : "false");
+      recordCells(r, mode).forEach((c, i) => cells[i].replaceChildren(c));
+    });
+  }
+  return row;
+}
+
+async function render(ctx) {
+  const [name] = ctx.params;
+  ctx.heading(`Records of ${name}`);
+  // The topic's partitions give the form its bounds and where partition 0 starts.
+  const topic = await ctx.load("Loading the topic…", ctx.get(`topics/${enc(name)}`));
+  const partitions = topic.partitions.map((p) => p.partition);
+  const firstOf = (p) => {
+    const part = topic.partitions.find((x) => x.partition === p);
+    return part ? part.first_offset : 0;
+  };
+
+  const partition = h("input", { type: "number", min: 0, max: Math.max(0, partitions.length - 1), step: 1, value: "0", required: true });
+  const fromOffset = h("input", { type: "radio", name: "from", value: "offset", id: "from-offset", checked: true });
+  const fromTime = h("input", { type: "radio", name: "from", value: "time", id: "from-time" });
+  const offsetInput = h("input", { type: "number", min: 0, step: 1, value: String(firstOf(0) ?? 0) });
+  const timeInput = h("input", { type: "datetime-local", step: 1 });
+  const limit = h("input", { type: "number", min: 1, max: 200, step: 1, value: "20", required: true });
+  const form = h("form", { class: "records-form", id: "records-form" },
+    field("rec-partition", "Partition", partition),
+    h("fieldset", {}, h("legend", {}, "Start"),
+      h("div", { class: "choice" }, fromOffset, h("label", { for: "from-offset" }, "From offset")),
+      field("rec-offset", "Offset", offsetInput),
+      h("div", { class: "choice" }, fromTime, h("label", { for: "from-time" }, "From time")),
+      field("rec-time", "Time (your local time)", timeInput)),
+    field("rec-limit", "Limit", limit),
+    h("button", { type: "submit" }, "Show records"));
+  const summary = h("p", { id: "records-summary", "aria-live": "polite" });
+  const holder = h("div", { id: "records-table" });
+  const nextButton = h("button", { type: "button", id: "records-next", disabled: true }, "Next page");
+
+  ctx.view.append(h("p", {}, h("a", { href: `#/topics/${enc(name)}` }, `Back to topic ${name}`)), form, summary, holder,
+    h("div", { class: "pager" }, nextButton));
+
+  let next = null;
+  async function load(query) {
+    const answer = await ctx.load("Loading records…", ctx.get(`topics/${enc(name)}/records`, query));
+    ctx.clearAlert();
+    next = answer.next_offset;
+    nextButton.disabled = next === null || next === undefined || next >= answer.end_offset;
+    summary.textContent = answer.records.length
+      ? `Partition ${answer.partition}: offsets ${answer.records[0].offset}–${answer.records[answer.records.length - 1].offset}, `
+        + `${int(answer.records.length)} records; the partition ends at ${answer.end_offset}.`
+      : `Partition ${answer.partition}: no records from ${answer.from}; the partition ends at ${answer.end_offset}.`;
+    const t = table({
+      caption: `Records of ${name}, partition ${answer.partition}`,
+      id: "records",
+      columns: [{ label: "Offset", numeric: true }, { label: "Timestamp" }, { label: "Key" }, { label: "Value" },
+        { label: "Headers" }, { label: "View" }],
+      rows: [],
+      empty: "No records.",
+    });
+    if (answer.records.length) t.querySelector("tbody").replaceChildren(...answer.records.map(recordRow));
+    holder.replaceChildren(t);
+  }
+
+  const query = () => {
+    const q = { partition: partition.value, limit: limit.value };
+    if (fromTime.checked) {
+      const ms = new Date(timeInput.value).getTime(); // datetime-local is read as local time
+      if (Number.isNaN(ms)) throw new Error("Choose a time to start from.");
+      q.timestamp = ms;
+    } else {
+      q.offset = offsetInput.value;
+    }
+    return q;
+  };
+
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    let q;
+    try {
+      q = query();
+    } catch (error) {
+      ctx.alert(error.message);
+      return;
+    }
+    load(q).catch(ctx.fail);
+  });
+  nextButton.addEventListener("click", () => {
+    fromOffset.checked = true;
+    offsetInput.value = String(next);
+    load({ partition: partition.value, limit: limit.value, offset: next }).catch(ctx.fail);
+  });
+
+  await load({ partition: 0, offset: firstOf(0) ?? 0, limit: limit.value });
+}
+
+export default { render };

@@ -1,0 +1,417 @@
+//! The Kafka requests the console asks, answered by this process's proxy
+//! for the asker ([`floe_proxy::server::serve_as`]): each returns the
+//! answer, already narrowed by the asker's ACLs.
+
+use floe_proxy::groups::ClientInfo;
+use floe_proxy::handlers::Context;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+use crate::error::{ApiError, ApiResult, Kind};
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+/// One request, answered as `T` (the matching response kind).
+async fn ask<T>(
+    ctx: &Context,
+    who: &ClientInfo,
+    what: &str,
+    version: i16,
+    req: RequestKind,
+    take: impl FnOnce(ResponseKind) -> Option<T>,
+) -> ApiResult<T> {
+    floe_proxy::server::serve_as(ctx, who, version, req)
+        .await
+        .and_then(take)
+        .ok_or_else(|| ApiError::new(Kind::Denied, format!("{what} refused to this principal")))
+}
+
+/// Every topic the asker may describe (Metadata v12, no auto-creation).
+pub async fn metadata(
+    ctx: &Context,
+    who: &ClientInfo,
+    topics: Option<&[String]>,
+) -> ApiResult<MetadataResponse> {
+    let mut r = MetadataRequest::default();
+    r.topics = topics.map(|names| {
+        names
+            .iter()
+            .map(|n| {
+                let mut t = MetadataRequestTopic::default();
+                t.name = Some(TopicName(s(n)));
+                t
+            })
+            .collect()
+    });
+    r.allow_auto_topic_creation = false;
+    ask(
+        ctx,
+        who,
+        "Metadata",
+        12,
+        RequestKind::Metadata(r),
+        |k| match k {
+            ResponseKind::Metadata(m) => Some(m),
+            _ => None,
+        },
+    )
+    .await
+}
+
+/// Which offset ListOffsets asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spec {
+    Earliest,
+    Latest,
+    /// The last stable offset (latest under read_committed).
+    Stable,
+    /// The first offset whose timestamp is at or after this (ms).
+    Time(i64),
+}
+
+/// One offset per (topic, partition) asked, in the order asked; `None`
+/// where the partition answered an error.
+pub async fn list_offsets(
+    ctx: &Context,
+    who: &ClientInfo,
+    partitions: &[(String, i32)],
+    spec: Spec,
+) -> ApiResult<Vec<Option<i64>>> {
+    let (timestamp, isolation) = match spec {
+        Spec::Earliest => (-2, 0),
+        Spec::Latest => (-1, 0),
+        Spec::Stable => (-1, 1),
+        Spec::Time(t) => (t, 1),
+    };
+    let mut r = ListOffsetsRequest::default();
+    r.replica_id = BrokerId(-1);
+    r.isolation_level = isolation;
+    for (topic, p) in partitions {
+        let mut part = ListOffsetsPartition::default();
+        part.partition_index = *p;
+        part.current_leader_epoch = -1;
+        part.timestamp = timestamp;
+        match r.topics.last_mut() {
+            Some(t) if t.name.0.as_str() == topic => t.partitions.push(part),
+            _ => {
+                let mut t = ListOffsetsTopic::default();
+                t.name = TopicName(s(topic));
+                t.partitions.push(part);
+                r.topics.push(t);
+            }
+        }
+    }
+    let resp = ask(
+        ctx,
+        who,
+        "ListOffsets",
+        7,
+        RequestKind::ListOffsets(r),
+        |k| match k {
+            ResponseKind::ListOffsets(m) => Some(m),
+            _ => None,
+        },
+    )
+    .await?;
+    let mut found = std::collections::HashMap::new();
+    for t in &resp.topics {
+        for p in &t.partitions {
+            // A time after the last record answers -1: no such offset.
+            let ok = p.error_code == 0 && p.offset >= 0;
+            found.insert(
+                (t.name.0.to_string(), p.partition_index),
+                ok.then_some(p.offset),
+            );
+        }
+    }
+    Ok(partitions
+        .iter()
+        .map(|k| found.get(k).copied().flatten())
+        .collect())
+}
+
+/// Topic configs (DescribeConfigs v4): by topic, its entries, or the
+/// error code it answered.
+pub async fn topic_configs(
+    ctx: &Context,
+    who: &ClientInfo,
+    topics: &[String],
+) -> ApiResult<
+    Vec<(
+        String,
+        Result<Vec<describe_configs_response::DescribeConfigsResourceResult>, i16>,
+    )>,
+> {
+    if topics.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut r = DescribeConfigsRequest::default();
+    for t in topics {
+        let mut res = DescribeConfigsResource::default();
+        res.resource_type = 2;
+        res.resource_name = s(t);
+        res.configuration_keys = None;
+        r.resources.push(res);
+    }
+    let resp = ask(
+        ctx,
+        who,
+        "DescribeConfigs",
+        4,
+        RequestKind::DescribeConfigs(r),
+        |k| match k {
+            ResponseKind::DescribeConfigs(m) => Some(m),
+            _ => None,
+        },
+    )
+    .await?;
+    Ok(resp
+        .results
+        .into_iter()
+        .map(|res| {
+            let out = if res.error_code == 0 {
+                Ok(res.configs)
+            } else {
+                Err(res.error_code)
+            };
+            (res.resource_name.to_string(), out)
+        })
+        .collect())
+}
+
+/// Every group the asker may describe (ListGroups v5, every type).
+pub async fn list_groups(ctx: &Context, who: &ClientInfo) -> ApiResult<ListGroupsResponse> {
+    ask(
+        ctx,
+        who,
+        "ListGroups",
+        5,
+        RequestKind::ListGroups(ListGroupsRequest::default()),
+        |k| match k {
+            ResponseKind::ListGroups(m) => Some(m),
+            _ => None,
+        },
+    )
+    .await
+}
+
+/// A classic group (DescribeGroups v5).
+pub async fn describe_classic(
+    ctx: &Context,
+    who: &ClientInfo,
+    id: &str,
+) -> ApiResult<describe_groups_response::DescribedGroup> {
+    let mut r = DescribeGroupsRequest::default();
+    r.groups = vec![GroupId(s(id))];
+    let resp = ask(
+        ctx,
+        who,
+        "DescribeGroups",
+        5,
+        RequestKind::DescribeGroups(r),
+        |k| match k {
+            ResponseKind::DescribeGroups(m) => Some(m),
+            _ => None,
+        },
+    )
+    .await?;
+    resp.groups
+        .into_iter()
+        .next()
+        .ok_or_else(|| ApiError::new(Kind::Unavailable, "DescribeGroups answered no group"))
+}
+
+/// A KIP-848 consumer group (ConsumerGroupDescribe v0).
+pub async fn describe_consumer(
+    ctx: &Context,
+    who: &ClientInfo,
+    id: &str,
+) -> ApiResult<consumer_group_describe_response::DescribedGroup> {
+    let mut r = ConsumerGroupDescribeRequest::default();
+    r.group_ids = vec![GroupId(s(id))];
+    let resp = ask(
+        ctx,
+        who,
+        "ConsumerGroupDescribe",
+        0,
+        RequestKind::ConsumerGroupDescribe(r),
+        |k| match k {
+            ResponseKind::ConsumerGroupDescribe(m) => Some(m),
+            _ => None,
+        },
+    )
+    .await?;
+    resp.groups
+        .into_iter()
+        .next()
+        .ok_or_else(|| ApiError::new(Kind::Unavailable, "ConsumerGroupDescribe answered no group"))
+}
+
+/// A share group (ShareGroupDescribe v1).
+pub async fn describe_share(
+    ctx: &Context,
+    who: &ClientInfo,
+    id: &str,
+) -> ApiResult<share_group_describe_response::DescribedGroup> {
+    let mut r = ShareGroupDescribeRequest::default();
+    r.group_ids = vec![GroupId(s(id))];
+    let resp = ask(
+        ctx,
+        who,
+        "ShareGroupDescribe",
+        1,
+        RequestKind::ShareGroupDescribe(r),
+        |k| match k {
+            ResponseKind::ShareGroupDescribe(m) => Some(m),
+            _ => None,
+        },
+    )
+    .await?;
+    resp.groups
+        .into_iter()
+        .next()
+        .ok_or_else(|| ApiError::new(Kind::Unavailable, "ShareGroupDescribe answered no group"))
+}
+
+/// A group's committed offsets, every partition it has one for (OffsetFetch
+/// v8): `(topic, partition, offset)`, or the group's error code.
+pub async fn committed_offsets(
+    ctx: &Context,
+    who: &ClientInfo,
+    id: &str,
+) -> ApiResult<Result<Vec<(String, i32, i64)>, i16>> {
+    let mut g = OffsetFetchRequestGroup::default();
+    g.group_id = GroupId(s(id));
+    g.topics = None;
+    let mut r = OffsetFetchRequest::default();
+    r.groups = vec![g];
+    let resp = ask(
+        ctx,
+        who,
+        "OffsetFetch",
+        8,
+        RequestKind::OffsetFetch(r),
+        |k| match k {
+            ResponseKind::OffsetFetch(m) => Some(m),
+            _ => None,
+        },
+    )
+    .await?;
+    let Some(g) = resp.groups.into_iter().next() else {
+        return Err(ApiError::new(
+            Kind::Unavailable,
+            "OffsetFetch answered no group",
+        ));
+    };
+    if g.error_code != 0 {
+        return Ok(Err(g.error_code));
+    }
+    let mut out = Vec::new();
+    for t in g.topics {
+        for p in t.partitions {
+            if p.error_code == 0 && p.committed_offset >= 0 {
+                out.push((t.name.0.to_string(), p.partition_index, p.committed_offset));
+            }
+        }
+    }
+    out.sort();
+    Ok(Ok(out))
+}
+
+/// A share group's start offset on every partition it has state on
+/// (DescribeShareGroupOffsets v0): `(topic, partition, start)`.
+pub async fn share_offsets(
+    ctx: &Context,
+    who: &ClientInfo,
+    id: &str,
+) -> ApiResult<Result<Vec<(String, i32, i64)>, i16>> {
+    let mut g = DescribeShareGroupOffsetsRequestGroup::default();
+    g.group_id = GroupId(s(id));
+    g.topics = None;
+    let mut r = DescribeShareGroupOffsetsRequest::default();
+    r.groups = vec![g];
+    let resp = ask(
+        ctx,
+        who,
+        "DescribeShareGroupOffsets",
+        0,
+        RequestKind::DescribeShareGroupOffsets(r),
+        |k| match k {
+            ResponseKind::DescribeShareGroupOffsets(m) => Some(m),
+            _ => None,
+        },
+    )
+    .await?;
+    let Some(g) = resp.groups.into_iter().next() else {
+        return Err(ApiError::new(
+            Kind::Unavailable,
+            "DescribeShareGroupOffsets answered no group",
+        ));
+    };
+    if g.error_code != 0 {
+        return Ok(Err(g.error_code));
+    }
+    let mut out = Vec::new();
+    for t in g.topics {
+        for p in t.partitions {
+            if p.error_code == 0 && p.start_offset >= 0 {
+                out.push((
+                    t.topic_name.0.to_string(),
+                    p.partition_index,
+                    p.start_offset,
+                ));
+            }
+        }
+    }
+    out.sort();
+    Ok(Ok(out))
+}
+
+/// Records of one partition from `offset` (Fetch v11, read_committed, no
+/// wait): the partition's answer and its record bytes.
+pub async fn fetch(
+    ctx: &Context,
+    who: &ClientInfo,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    max_bytes: i32,
+) -> ApiResult<(fetch_response::PartitionData, Vec<bytes::Bytes>)> {
+    let mut p = FetchPartition::default();
+    p.partition = partition;
+    p.current_leader_epoch = -1;
+    p.fetch_offset = offset;
+    p.log_start_offset = -1;
+    p.partition_max_bytes = max_bytes;
+    let mut t = FetchTopic::default();
+    t.topic = TopicName(s(topic));
+    t.partitions = vec![p];
+    let mut r = FetchRequest::default();
+    r.replica_id = BrokerId(-1);
+    r.max_wait_ms = 0;
+    r.min_bytes = 0;
+    r.max_bytes = max_bytes;
+    r.isolation_level = 1;
+    r.session_id = 0;
+    // -1: no fetch session (a full fetch, kept nowhere).
+    r.session_epoch = -1;
+    r.topics = vec![t];
+    let answer = floe_proxy::server::fetch_as(ctx, who, 11, &r).await;
+    let mut records = answer.records.into_iter();
+    let data = answer
+        .resp
+        .responses
+        .into_iter()
+        .flat_map(|t| t.partitions)
+        .next()
+        .ok_or_else(|| ApiError::new(Kind::Unavailable, "Fetch answered no partition"))?;
+    Ok((data, records.next().unwrap_or_default()))
+}

@@ -1,0 +1,75 @@
+//! Floe's web console: the pages (plain HTML, CSS and JavaScript under
+//! `console/assets/`, embedded in the binary) and the JSON they read, served
+//! on the admin port of every proxy and of `floe standalone` at `/ui`.
+//!
+//! The JSON is built from Kafka requests answered by this process's proxy
+//! exactly as a client's would be ([`floe_proxy::server::serve_as`]): the
+//! same ACL checks before, the same filtering after, for the principal of
+//! the request's bearer token (`--admin-token-file`), or `User:ANONYMOUS`
+//! on a cluster without security. What Kafka cannot say (owners, epochs,
+//! the metadata service's Raft state) is read from the proxy's cluster
+//! view and the metadata service, shown only where the principal may
+//! describe the topic or the cluster. `docs/console.md` describes the pages
+//! and every route.
+
+mod api;
+mod assets;
+mod caller;
+mod error;
+mod kafka;
+mod rates;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::get;
+use floe_proxy::handlers::Context;
+
+pub use rates::Rates;
+
+/// What the console answers from.
+pub struct Console {
+    /// The proxy of this process, which answers every Kafka request.
+    pub(crate) ctx: Arc<Context>,
+    /// The process's metrics, for the live charts.
+    pub(crate) rates: Rates,
+    /// Whether a request with no credentials is served, as `User:ANONYMOUS`
+    /// (see [`caller::principal`]).
+    pub(crate) anonymous: bool,
+}
+
+impl Console {
+    /// A console over `ctx`, its charts read from `render_metrics` (the
+    /// process's Prometheus text). `anonymous`: whether requests with no
+    /// credentials are served (as `User:ANONYMOUS`); only when no Kafka
+    /// listener of the proxy authenticates its clients.
+    pub fn new(
+        ctx: Arc<Context>,
+        render_metrics: Arc<dyn Fn() -> String + Send + Sync>,
+        anonymous: bool,
+    ) -> Self {
+        Console {
+            ctx,
+            rates: Rates::new(render_metrics),
+            anonymous,
+        }
+    }
+}
+
+/// The console's routes: the pages under `/ui`, their JSON under `/ui/api/`.
+pub fn router(console: Arc<Console>) -> Router {
+    Router::new()
+        .route("/ui", get(assets::index))
+        .route("/ui/", get(assets::index))
+        .route("/ui/assets/{*path}", get(assets::file))
+        .route("/ui/api/whoami", get(api::whoami))
+        .route("/ui/api/overview", get(api::overview::overview))
+        .route("/ui/api/metrics", get(api::metrics))
+        .route("/ui/api/topics", get(api::topics::list))
+        .route("/ui/api/topics/{name}", get(api::topics::describe))
+        .route("/ui/api/topics/{name}/records", get(api::records::records))
+        .route("/ui/api/groups", get(api::groups::list))
+        .route("/ui/api/groups/{id}", get(api::groups::describe))
+        .fallback(api::not_found)
+        .with_state(console)
+}

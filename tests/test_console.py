@@ -1,0 +1,544 @@
+"""The web console (/ui on the admin port) in a real browser: headless Chromium
+driven by Selenium against a `floe standalone` holding topics, records and a
+consumer group made with confluent-kafka. Every page loads without browser
+console errors and without serious or critical axe-core violations; the
+numbers it shows are the ones Kafka answers; records show as text, JSON and
+hex; the keyboard reaches everything; the topics list filters and pages; with
+bearer tokens, the page asks for one and then shows only what the principal
+may describe. A screenshot of each page is left in target/console-screenshots/.
+
+Needs Debian's chromium and chromium-driver, selenium (tests/requirements.txt)
+and axe-core (tests/js, `npm ci`). Without them the tests are skipped, unless
+FLOE_REQUIRE_BROWSER=1 (CI), where they fail."""
+
+import datetime
+import json
+import os
+import pathlib
+import re
+import shutil
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import Standalone
+from test_acls import AclStandalone, binding, create_acls
+from test_acls import create_topics as create_topics_as_admin
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+AXE_JS = ROOT / "tests" / "js" / "node_modules" / "axe-core" / "axe.min.js"
+SHOTS = ROOT / "target" / "console-screenshots"
+WAIT = 30  # seconds any one page condition may take
+
+ORDERS = "console-orders"      # 3 partitions, 50 JSON records with keys and headers
+BINARY = "console-binary"      # one record whose value is not UTF-8
+MANY_PREFIX = "console-many-"  # 60 empty topics, for the filter and the pages
+MANY = [f"{MANY_PREFIX}{i:02d}" for i in range(60)]
+GROUP = "console-group"
+BINARY_VALUE = b"\xff\xfe\x00\x01floe\x80"
+
+
+# ---------------------------------------------------------------- the browser
+
+def _missing_browser():
+    """Why the browser tests cannot run here ('' when they can)."""
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (tests/requirements.txt)"
+    if not (shutil.which("chromium") or shutil.which("chromium-browser")):
+        return "chromium is not installed (apt-get install chromium chromium-driver)"
+    if not shutil.which("chromedriver"):
+        return "chromedriver is not installed (apt-get install chromium-driver)"
+    if not AXE_JS.exists():
+        return f"{AXE_JS} is missing (npm ci in tests/js)"
+    return ""
+
+
+REQUIRE_BROWSER = os.environ.get("FLOE_REQUIRE_BROWSER") == "1"
+
+# Skipped before any fixture runs (no build, no standalone) when there is no
+# browser, unless one is required: then the browser fixture fails.
+pytestmark = [pytest.mark.timeout(240),
+              pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+              pytest.mark.skipif(not REQUIRE_BROWSER and bool(_missing_browser()),
+                                 reason=_missing_browser() or "browser present")]
+
+
+def need_browser():
+    missing = _missing_browser()
+    if missing:
+        if REQUIRE_BROWSER:
+            pytest.fail(f"FLOE_REQUIRE_BROWSER=1 but {missing}")
+        pytest.skip(missing)
+
+
+def new_driver():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or shutil.which("chromium-browser")
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900"):
+        options.add_argument(flag)
+    # The browser's console, read by get_log("browser") after each page.
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    # An explicit driver path: Selenium Manager would otherwise try to download one.
+    driver = webdriver.Chrome(service=Service(executable_path=shutil.which("chromedriver")), options=options)
+    driver.set_script_timeout(WAIT)
+    return driver
+
+
+# Session scope: set up before the session's floe build, so that a missing
+# browser fails at once (only this module uses it).
+@pytest.fixture(scope="session")
+def browser():
+    need_browser()
+    driver = new_driver()
+    yield driver
+    driver.quit()
+
+
+def wait(driver, what, condition, timeout=WAIT, alert_expected=False):
+    """Waits until condition(driver) is truthy and returns it; an error shown in the
+    page's alert region ends the wait at once with that text (unless expected)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def check(d):
+        alert = d.execute_script("return document.getElementById('alert').innerText.trim()")
+        if alert and not alert_expected:
+            raise AssertionError(f"waiting for {what}, the page shows an error: {alert}")
+        return condition(d)
+
+    return WebDriverWait(driver, timeout, ignored_exceptions=[StaleElementReferenceException]).until(
+        check, message=f"waited {timeout}s for {what}")
+
+
+def open_page(driver, url, title, ready_css):
+    """Loads `url`, waits for the page titled `title` to have finished loading and
+    to show `ready_css`."""
+    driver.get(url)
+    return wait(driver, f"{title} ({ready_css})", lambda d: d.execute_script(
+        "return document.title.startsWith(arguments[0])"
+        " && document.getElementById('main').getAttribute('aria-busy') !== 'true'"
+        " && document.querySelector(arguments[1]) !== null", title, ready_css))
+
+
+def console_errors(driver, allowed=()):
+    """The browser console's SEVERE entries since the last call, less those that hold
+    one of the `allowed` texts."""
+    return [e for e in driver.get_log("browser")
+            if e["level"] == "SEVERE" and not any(a in e["message"] for a in allowed)]
+
+
+def axe_violations(driver):
+    """axe-core's serious and critical violations on the page as it is now."""
+    driver.execute_script(AXE_JS.read_text())
+    result = driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "axe.run(document, {resultTypes: ['violations']})"
+        "  .then(r => done(r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,"
+        "      nodes: v.nodes.slice(0, 5).map(n => n.target.join(' '))}))))"
+        "  .catch(e => done({error: String(e)}));")
+    assert not isinstance(result, dict), f"axe-core failed: {result}"
+    return [v for v in result if v["impact"] in ("serious", "critical")]
+
+
+def screenshot(driver, page):
+    """The whole page (the window grown to its height) as target/console-screenshots/<page>.png."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(1280, max(900, min(height, 6000)))
+    try:
+        driver.save_screenshot(str(SHOTS / f"{page}.png"))
+    finally:
+        driver.set_window_size(1280, 900)
+
+
+def check_page(driver, page, allowed_errors=()):
+    """Console errors, axe, screenshot: the checks every page gets."""
+    screenshot(driver, page)
+    errors = console_errors(driver, allowed_errors)
+    assert not errors, f"{page}: browser console errors: {errors}"
+    violations = axe_violations(driver)
+    assert not violations, f"{page}: axe-core violations: {json.dumps(violations, indent=1)}"
+
+
+def rows(driver, table_id):
+    """The cells' text of a table's body rows (the 'nothing to show' row left out)."""
+    return driver.execute_script(
+        "const t = document.getElementById(arguments[0]);"
+        "if (!t) return null;"
+        "return [...t.tBodies[0].rows].filter(r => !r.querySelector('td.empty'))"
+        "  .map(r => [...r.cells].map(c => c.innerText.trim()));", table_id)
+
+
+def number(text):
+    return int(text.replace(",", ""))
+
+
+# ---------------------------------------------------------------- the cluster and its data
+
+def order_value(i):
+    return {"id": i, "item": f"widget-{i}", "qty": i % 7, "tags": ["red", "small"], "paid": i % 2 == 0}
+
+
+def create_topics(admin, specs, timeout=30):
+    from confluent_kafka.admin import NewTopic
+
+    futures = admin.create_topics([NewTopic(name, num_partitions=n, replication_factor=1) for name, n in specs],
+                                  operation_timeout=timeout, request_timeout=timeout)
+    for name, f in futures.items():
+        f.result(timeout=timeout)
+
+
+def produce(conf, records):
+    """records: [(topic, partition, key, value, headers)]; every one is acknowledged."""
+    from confluent_kafka import Producer
+
+    p = Producer({**conf, "acks": "all", "message.timeout.ms": 30000})
+    errors = []
+    for topic, partition, key, value, headers in records:
+        extra = {"headers": headers} if headers else {}
+        p.produce(topic, key=key, value=value, partition=partition, on_delivery=lambda e, m: e and errors.append(e),
+                  **extra)
+    assert p.flush(30) == 0, "records still undelivered after 30 s"
+    assert not errors, f"deliveries failed: {errors[:3]}"
+
+
+def watermarks(bootstrap, topic, partitions):
+    """{partition: (low, high)} as Kafka answers them."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "console-watermarks"})
+    try:
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
+                for p in range(partitions)}
+    finally:
+        c.close()
+
+
+def committed(bootstrap, group):
+    """{(topic, partition): offset} the group committed, from the admin API."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
+    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                               request_timeout=30)[group].result(timeout=30)
+    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+
+
+# The module's standalone, for conftest's report hook (log tails of a failed test).
+RUNNING = []
+
+
+@pytest.fixture(scope="module")
+def floe(floe_bin, tmp_path_factory):
+    # A new group's first rebalance waits 300 ms, not 3 s.
+    s = Standalone(floe_bin, tmp_path_factory.mktemp("console"), name="console",
+                   group_initial_rebalance_delay_ms=300)
+    RUNNING.append(s)
+    s.start()
+    yield s
+    s.stop()
+    RUNNING.remove(s)
+
+
+@pytest.fixture(scope="module")
+def data(floe):
+    """The topics, records and group the pages show. The group's consumer stays in the
+    group (a member to show) and has committed each partition p at its end − (p + 1)."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    conf = {"bootstrap.servers": floe.bootstrap}
+    admin = AdminClient({**conf, "log_level": 2})
+    create_topics(admin, [(ORDERS, 3), (BINARY, 1)] + [(name, 1) for name in MANY])
+    produce(conf, [(ORDERS, i % 3, f"order-{i}".encode(), json.dumps(order_value(i)).encode(),
+                    [("source", b"console-test"), ("seq", str(i).encode())]) for i in range(50)]
+            + [(BINARY, 0, b"bin-key", BINARY_VALUE, None)])
+
+    consumer = Consumer({**conf, "group.id": GROUP, "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "session.timeout.ms": 10000, "heartbeat.interval.ms": 500, "client.id": "console-test"})
+    consumer.subscribe([ORDERS])
+    start = time.monotonic()
+    while len(consumer.assignment()) < 3:
+        assert time.monotonic() - start < WAIT, f"{GROUP}: no assignment of 3 partitions after {WAIT}s"
+        consumer.poll(0.2)
+    ends = {p: high for p, (_low, high) in watermarks(floe.bootstrap, ORDERS, 3).items()}
+    consumer.commit(offsets=[TopicPartition(ORDERS, p, ends[p] - (p + 1)) for p in range(3)], asynchronous=False)
+    yield {"ends": ends}
+    consumer.close()
+
+
+@pytest.fixture(autouse=True)
+def _logs_on_failure(request):
+    # conftest's report hook adds the log tails of the standalones listed here
+    # (the list itself: the module's standalone may start after this runs).
+    request.node._floe_standalones = RUNNING
+
+
+@pytest.fixture(scope="module")
+def site(browser, floe, data):
+    # The browser first: without one the tests skip before a build or a start.
+    return f"{floe.admin_url}/ui/"
+
+
+# ---------------------------------------------------------------- the pages
+
+PAGES = [
+    # (screenshot name, route, title, element shown once loaded)
+    ("overview", "#/", "Overview", "#chart-requests .legend"),
+    ("topics", "#/topics", "Topics", "#topics-list"),
+    ("topic", f"#/topics/{ORDERS}", f"Topic {ORDERS}", "#partitions"),
+    ("records", f"#/topics/{ORDERS}/records", f"Records of {ORDERS}", "#records"),
+    ("groups", "#/groups", "Consumer groups", "#groups-list"),
+    ("group", f"#/groups/{GROUP}", f"Group {GROUP}", "#offsets"),
+]
+
+
+@pytest.mark.parametrize("page,route,title,ready", PAGES, ids=[p[0] for p in PAGES])
+def test_page_loads_without_errors_and_passes_axe(browser, site, page, route, title, ready):
+    console_errors(browser)  # what earlier tests left in the log is theirs
+    open_page(browser, site + route, title, ready)
+    if page == "overview":
+        # Two samples of /ui/api/metrics make the first rate: the charts have drawn.
+        wait(browser, "a requests/s value", lambda d: "no data yet" not in d.find_element(
+            "css selector", "#chart-requests figcaption").text)
+        assert browser.find_element("css selector", "#cluster-id").text.strip()
+        brokers = rows(browser, "brokers")
+        assert brokers and all(r[2] == "live" for r in brokers), brokers
+    assert browser.find_element("id", "page-title").text == title
+    check_page(browser, page)
+
+
+def test_topic_numbers_are_kafkas(browser, site, floe, data):
+    marks = watermarks(floe.bootstrap, ORDERS, 3)
+    open_page(browser, f"{site}#/topics/{ORDERS}", f"Topic {ORDERS}", "#partitions")
+    shown = {int(r[0]): r for r in rows(browser, "partitions")}
+    assert sorted(shown) == [0, 1, 2]
+    for p, (low, high) in marks.items():
+        assert number(shown[p][1]) == low, f"partition {p}: first offset {shown[p]} vs Kafka's {low}"
+        assert number(shown[p][2]) == high, f"partition {p}: end offset {shown[p]} vs Kafka's {high}"
+        assert number(shown[p][4]) == high - low, f"partition {p}: records {shown[p]}"
+    assert sum(high for _low, high in marks.values()) == 50
+
+    # The list's record count is the same sum.
+    open_page(browser, f"{site}#/topics", "Topics", "#topics-list")
+    browser.find_element("id", "topics-filter").send_keys(ORDERS)
+    listed = wait(browser, "the filtered list", lambda d: (r := rows(d, "topics-list")) and len(r) == 1 and r)
+    assert listed[0][0] == ORDERS and number(listed[0][1]) == 3
+    assert number(listed[0][2]) == sum(high - low for low, high in marks.values())
+
+
+def test_group_offsets_and_lag_are_kafkas(browser, site, floe, data):
+    want = committed(floe.bootstrap, GROUP)
+    marks = watermarks(floe.bootstrap, ORDERS, 3)
+    assert sorted(want) == [(ORDERS, p) for p in range(3)], want
+    open_page(browser, f"{site}#/groups/{GROUP}", f"Group {GROUP}", "#offsets")
+    shown = {(r[0], int(r[1])): r for r in rows(browser, "offsets")}
+    assert sorted(shown) == sorted(want)
+    total = 0
+    for (topic, p), offset in want.items():
+        high = marks[p][1]
+        assert number(shown[(topic, p)][2]) == offset, f"{topic}/{p}: {shown[(topic, p)]} vs committed {offset}"
+        assert number(shown[(topic, p)][3]) == high
+        assert number(shown[(topic, p)][4]) == high - offset == p + 1
+        total += high - offset
+    assert number(browser.find_element("id", "total-lag").text) == total
+    members = rows(browser, "members")
+    assert len(members) == 1 and members[0][1] == "console-test", members
+    assert ORDERS in members[0][3] and sorted(map(int, re.findall(r"\d+", members[0][3]))) == [0, 1, 2], members
+    # The lag chart has its first point, and says it in words.
+    wait(browser, "the lag chart's caption", lambda d: f"total lag: {total}" in d.find_element(
+        "css selector", "#chart-lag figcaption").text)
+
+
+def test_records_page_shows_the_records_in_every_view(browser, site, floe, data, kit):
+    want = [r for r in kit.consume(floe.bootstrap, ORDERS, partitions=(0,))]
+    assert len(want) == data["ends"][0]
+    open_page(browser, f"{site}#/topics/{ORDERS}/records", f"Records of {ORDERS}", "#records")
+    shown = rows(browser, "records")
+    assert len(shown) == min(20, len(want))
+    for cells, (_p, offset, key, value, headers, (_tstype, ts)) in zip(shown, want):
+        assert number(cells[0]) == offset
+        assert cells[1] == datetime.datetime.fromtimestamp(ts / 1000, datetime.timezone.utc) \
+            .isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        assert cells[2] == key.decode() and cells[3] == value.decode()
+        for hk, hv in headers:
+            assert f"{hk}: {hv.decode()}" in cells[4]
+
+    # JSON: the first record's value pretty-printed, in a <details> that folds.
+    first_row = f"#records tr[data-offset='{want[0][1]}']"
+    json_button = browser.find_element("css selector", f"{first_row} button[data-mode='json']")
+    json_button.click()
+    assert json_button.get_attribute("aria-pressed") == "true"
+    assert browser.find_element("css selector", f"{first_row} button[data-mode='text']") \
+        .get_attribute("aria-pressed") == "false"
+    pre = browser.find_element("css selector", f"{first_row} td.value details pre")
+    assert pre.text == json.dumps(json.loads(want[0][3]), indent=2)
+    browser.find_element("css selector", f"{first_row} td.value details summary").click()
+    assert not pre.is_displayed()
+
+    # Hex: the key's bytes.
+    browser.find_element("css selector", f"{first_row} button[data-mode='hex']").click()
+    key_cell = browser.find_element("css selector", f"{first_row} td.key").text
+    assert key_cell == want[0][2].hex(" ")
+
+    # All of partition 0 fits in the first page (17 of 20): no next page. With 5 a
+    # page, the next one starts where the first ended.
+    assert len(want) < 20 and browser.find_element("id", "records-next").get_attribute("disabled")
+    limit = browser.find_element("id", "rec-limit")
+    limit.clear()
+    limit.send_keys("5")
+    browser.find_element("css selector", "#records-form button[type='submit']").click()
+    wait(browser, "a page of 5", lambda d: len(rows(d, "records")) == 5)
+    browser.find_element("id", "records-next").click()
+    second = wait(browser, "the next page", lambda d: (r := rows(d, "records")) and number(r[0][0]) == want[5][1] and r)
+    assert [number(r[0]) for r in second] == [w[1] for w in want[5:10]]
+
+    # From a time before the first record: the first record again.
+    browser.execute_script("document.getElementById('rec-time').value = '2001-01-01T00:00'")
+    browser.find_element("id", "from-time").click()
+    browser.find_element("css selector", "#records-form button[type='submit']").click()
+    wait(browser, "the records from a time", lambda d: number(rows(d, "records")[0][0]) == want[0][1])
+
+    # A value that is not UTF-8 shows as hex.
+    open_page(browser, f"{site}#/topics/{BINARY}/records", f"Records of {BINARY}", "#records")
+    only = rows(browser, "records")
+    assert len(only) == 1
+    assert only[0][2] == "bin-key"
+    assert BINARY_VALUE.hex(" ") in only[0][3] and "not UTF-8" in only[0][3]
+    assert not console_errors(browser)
+
+
+def test_keyboard_reaches_the_nav_and_the_skip_link_works(browser, site, data):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    def tab():
+        ActionChains(browser).send_keys(Keys.TAB).perform()
+        return browser.switch_to.active_element
+
+    def enter():
+        ActionChains(browser).send_keys(Keys.ENTER).perform()
+
+    # A fresh load (not a hash change): the focus starts at the top of the document.
+    browser.get("about:blank")
+    open_page(browser, f"{site}#/topics", "Topics", "#topics-list")
+    assert tab().get_attribute("id") == "skip-link", "the first Tab does not reach the skip link"
+    # Through the header to the nav's links.
+    reached = []
+    for _ in range(8):
+        el = tab()
+        if el.get_attribute("data-nav"):
+            reached.append(el.text)
+        if el.text == "Consumer groups":
+            break
+    assert reached == ["Overview", "Topics", "Consumer groups"], reached
+    enter()  # follows the link: the groups page, its heading focused (a route change moves the focus)
+    wait(browser, "the groups page", lambda d: d.title.startswith("Consumer groups")
+         and d.switch_to.active_element.get_attribute("id") == "page-title")
+
+    # The skip link jumps over the header and the nav, into the main content.
+    browser.get("about:blank")
+    open_page(browser, f"{site}#/topics", "Topics", "#topics-list")
+    assert tab().get_attribute("id") == "skip-link"
+    enter()
+    assert browser.switch_to.active_element.get_attribute("id") == "page-title"
+    assert browser.execute_script("return location.hash") == "#/topics", "the skip link changed the route"
+    assert tab().get_attribute("id") == "topics-filter", "Tab after the skip link leaves the main content"
+
+
+def test_topics_filter_and_pages(browser, site, data):
+    open_page(browser, f"{site}#/topics", "Topics", "#topics-list")
+    browser.find_element("id", "topics-filter").send_keys(MANY_PREFIX)
+    summary = lambda d: d.find_element("id", "topics-summary").text  # noqa: E731
+    wait(browser, "the first page of the filter", lambda d: summary(d) == "Showing 1–50 of 60")
+    first = [r[0] for r in rows(browser, "topics-list")]
+    assert first == MANY[:50]
+    assert browser.find_element("id", "topics-prev").get_attribute("disabled")
+    browser.find_element("id", "topics-next").click()
+    wait(browser, "the second page", lambda d: summary(d) == "Showing 51–60 of 60")
+    assert [r[0] for r in rows(browser, "topics-list")] == MANY[50:]
+    assert browser.find_element("id", "topics-next").get_attribute("disabled")
+    browser.find_element("id", "topics-prev").click()
+    wait(browser, "the first page again", lambda d: summary(d) == "Showing 1–50 of 60")
+    # A filter nothing matches.
+    field = browser.find_element("id", "topics-filter")
+    field.clear()
+    field.send_keys("no-topic-has-this-name")
+    wait(browser, "the empty list", lambda d: summary(d) == "Showing 0 of 0")
+    assert rows(browser, "topics-list") == []
+    assert not console_errors(browser)
+
+
+# ---------------------------------------------------------------- with tokens and ACLs
+
+ALICE_TOKEN = "alice-console-token-0123456789"
+
+
+def http_get(url, token=None):
+    """(status, body bytes) of a GET, errors included."""
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_tokens_sign_in_and_acls_limit_what_is_shown(browser, floe_bin, tmp_path, request):
+    # The ACL authorizer on, User:admin (SASL PLAIN) a super user who makes the
+    # topics and ACLs; on the admin port, a bearer token for User:alice.
+    tokens = tmp_path / "admin-tokens"
+    tokens.write_text(f"User:alice {ALICE_TOKEN}\n")
+    s = AclStandalone(floe_bin, tmp_path, admin_token_file=tokens)
+    request.node._floe_standalones = [s]
+    s.start()
+    try:
+        create_topics_as_admin(s, "secure-visible", "secure-hidden", partitions=1)
+        create_acls(s, [binding("TOPIC", "secure-visible", "User:alice", "DESCRIBE")])
+
+        # The data needs a token; the page itself does not.
+        status, body = http_get(f"{s.admin_url}/ui/api/overview")
+        assert status == 401 and json.loads(body)["kind"] == "unauthenticated", (status, body)
+        assert http_get(f"{s.admin_url}/ui/api/overview", token="not-a-token-of-the-file")[0] == 401
+        assert http_get(f"{s.admin_url}/ui/assets/app.js")[0] == 200
+        assert http_get(f"{s.admin_url}/ui/")[0] == 200
+        status, body = http_get(f"{s.admin_url}/ui/api/whoami", token=ALICE_TOKEN)
+        assert status == 200 and json.loads(body)["principal"] == "User:alice", (status, body)
+        status, body = http_get(f"{s.admin_url}/ui/api/topics/secure-hidden", token=ALICE_TOKEN)
+        assert status == 403 and json.loads(body)["kind"] == "denied", (status, body)
+
+        # The browser asks for the token (a new origin: nothing kept from the other tests).
+        console_errors(browser)
+        browser.get(f"{s.admin_url}/ui/#/topics")
+        wait(browser, "the sign-in form", lambda d: d.find_elements("id", "sign-in-form"))
+        assert browser.title.startswith("Sign in")
+        # The 401 answers behind the form are the only console errors.
+        check_page(browser, "sign-in", allowed_errors=("status of 401",))
+        browser.find_element("id", "token-input").send_keys(ALICE_TOKEN)
+        browser.find_element("css selector", "#sign-in-form button[type='submit']").click()
+        wait(browser, "the topics after signing in", lambda d: d.find_elements("id", "topics-list")
+             and d.execute_script("return document.getElementById('main').getAttribute('aria-busy')") != "true")
+        assert browser.find_element("id", "principal").text == "Principal: User:alice"
+        assert [r[0] for r in rows(browser, "topics-list")] == ["secure-visible"]
+        check_page(browser, "topics-signed-in")
+        # Token kept for the tab; a topic alice may not describe is refused in words.
+        browser.get(f"{s.admin_url}/ui/#/topics/secure-hidden")
+        wait(browser, "the refusal", lambda d: "Not allowed" in d.find_element("id", "alert").text,
+             alert_expected=True)
+        assert console_errors(browser, allowed=("status of 403",)) == []
+
+        # Signing out forgets the token.
+        browser.find_element("id", "sign-out").click()
+        wait(browser, "the sign-in form again", lambda d: d.find_elements("id", "sign-in-form"))
+        assert browser.execute_script("return sessionStorage.length") == 0
+        console_errors(browser)
+    finally:
+        s.stop()

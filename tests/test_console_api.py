@@ -1,0 +1,246 @@
+"""The console's JSON API (`/ui/api/`, docs/console.md) against what Kafka
+answers, on a real `floe standalone`: every figure the pages show is checked
+against confluent-kafka's own view of the same topics and groups (watermarks,
+committed offsets), and the records against what was produced. Then the
+rules: without security anyone is `User:ANONYMOUS`; with `--admin-token-file`
+a request needs a token, and a principal sees only what its ACLs let it
+describe (the same rules as on the Kafka port); where Kafka clients
+authenticate and the admin port has no tokens, the console serves no one.
+The browser's view of the same pages is tests/test_console.py."""
+
+import base64
+import json
+import secrets
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from test_acls import AclStandalone, binding, create_acls, create_topics
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+import confluent_kafka.admin  # noqa: E402
+
+pytestmark = [pytest.mark.timeout(300)]
+
+TOPIC = "console-orders"
+PARTITIONS = 3
+RECORDS = 30
+GROUP = "console-readers"
+
+
+def get(base, path, token=None):
+    """(status, JSON body or text) of GET base+path."""
+    req = urllib.request.Request(base + path)
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            body, status, ctype = r.read(), r.status, r.headers.get("content-type", "")
+    except urllib.error.HTTPError as e:
+        body, status, ctype = e.read(), e.code, e.headers.get("content-type", "")
+    return status, (json.loads(body) if "json" in ctype else body.decode(errors="replace"))
+
+
+def ok(base, path, token=None):
+    status, body = get(base, path, token)
+    assert status == 200, f"GET {path}: {status} {body}"
+    return body
+
+
+@pytest.fixture(scope="module")
+def data(module_standalone):
+    """A topic of JSON records with keys and headers, one of 60 small topics
+    for paging, and a group that committed behind the end."""
+    s = module_standalone
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": s.bootstrap})
+    topics = [confluent_kafka.admin.NewTopic(TOPIC, PARTITIONS)]
+    topics += [confluent_kafka.admin.NewTopic(f"console-page-{i:02}", 1) for i in range(60)]
+    for f in admin.create_topics(topics, request_timeout=30).values():
+        f.result()
+    p = confluent_kafka.Producer({"bootstrap.servers": s.bootstrap, "acks": "all"})
+    t0 = int(time.time() * 1000)
+    for i in range(RECORDS):
+        p.produce(TOPIC, key=f"k{i}", value=json.dumps({"n": i, "name": f"item {i}"}).encode(),
+                  partition=i % PARTITIONS, headers=[("source", b"test"), ("nothing", None)],
+                  timestamp=t0 + i)
+    p.produce(TOPIC, key=b"\xff\xfe", value=b"\x00\x01binary", partition=0, timestamp=t0 + RECORDS)
+    assert p.flush(30) == 0
+    c = confluent_kafka.Consumer({"bootstrap.servers": s.bootstrap, "group.id": GROUP,
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    commits = [confluent_kafka.TopicPartition(TOPIC, p, 2) for p in range(PARTITIONS)]
+    c.commit(offsets=commits, asynchronous=False)
+    c.close()
+    return {"base": s.admin_url, "bootstrap": s.bootstrap, "t0": t0}
+
+
+def watermarks(bootstrap, topic, partitions):
+    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "console-watermarks"})
+    try:
+        return [c.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), timeout=30, cached=False)
+                for p in range(partitions)]
+    finally:
+        c.close()
+
+
+def test_the_pages_are_served_to_anyone_and_unknown_routes_answer_json(data):
+    base = data["base"]
+    status, html = get(base, "/ui")
+    assert status == 200 and "<html" in html.lower()
+    assert get(base, "/ui/assets/app.js")[0] == 200
+    assert get(base, "/ui/assets/no-such-file.js")[0] == 404
+    status, body = get(base, "/ui/api/no-such-route")
+    assert status == 404 and body["kind"] == "not_found", body
+    assert ok(base, "/ui/api/whoami")["principal"] == "User:ANONYMOUS"
+
+
+def test_the_overview_names_the_cluster_its_broker_and_what_it_owns(data):
+    o = ok(data["base"], "/ui/api/overview")
+    assert o["cluster_id"], o
+    assert o["metadata"] and o["metadata"]["leader_id"] >= 1, o
+    assert any(m["leader"] for m in o["metadata"]["members"]), o
+    [broker] = o["brokers"]
+    assert broker["state"] == "live" and broker["lease_left_ms"] > 0, broker
+    # Every partition of every topic is owned by the one broker.
+    assert broker["partitions"] == o["partitions"] >= PARTITIONS + 60, o
+    assert o["unowned_partitions"] == 0
+    assert o["topics"] >= 61
+
+
+def test_topics_are_filtered_and_paged_on_the_server(data):
+    base = data["base"]
+    page1 = ok(base, "/ui/api/topics?q=CONSOLE-PAGE&limit=50")
+    assert page1["total"] == 60 and len(page1["topics"]) == 50, page1["total"]
+    page2 = ok(base, "/ui/api/topics?q=console-page&limit=50&offset=50")
+    names = [t["name"] for t in page1["topics"] + page2["topics"]]
+    assert names == [f"console-page-{i:02}" for i in range(60)]
+    assert get(base, "/ui/api/topics?limit=0")[0] == 400
+    assert get(base, "/ui/api/topics?limit=501")[0] == 400
+    [row] = ok(base, f"/ui/api/topics?q={TOPIC}")["topics"]
+    assert row["partitions"] == PARTITIONS and row["records"] == RECORDS + 1, row
+    assert row["cleanup_policy"] == "delete" and row["retention_ms"] > 0, row
+
+
+def test_a_topics_offsets_are_what_kafka_answers_with_owner_and_epoch(data):
+    t = ok(data["base"], f"/ui/api/topics/{TOPIC}")
+    marks = watermarks(data["bootstrap"], TOPIC, PARTITIONS)
+    assert [(p["first_offset"], p["end_offset"]) for p in t["partitions"]] == [tuple(m) for m in marks]
+    for p in t["partitions"]:
+        assert p["lso"] == p["end_offset"] and p["owner"] == 1 and p["epoch"] >= 1, p
+    retention = [c for c in t["configs"] if c["name"] == "retention.ms"]
+    assert retention and retention[0]["default"] is True, t["configs"]
+    status, body = get(data["base"], "/ui/api/topics/no-such-topic")
+    assert status == 404 and body["kind"] == "not_found", body
+
+
+def decode(b):
+    return None if b is None else base64.b64decode(b)
+
+
+def test_records_are_read_from_an_offset_or_a_time_as_produced(data):
+    base = data["base"]
+    page = ok(base, f"/ui/api/topics/{TOPIC}/records?partition=1&offset=0&limit=5")
+    assert [r["offset"] for r in page["records"]] == [0, 1, 2, 3, 4]
+    assert page["next_offset"] == 5 and page["end_offset"] == RECORDS // PARTITIONS
+    first = page["records"][0]
+    assert decode(first["key"]) == b"k1"
+    assert json.loads(decode(first["value"])) == {"n": 1, "name": "item 1"}
+    assert first["timestamp"] == data["t0"] + 1
+    assert first["headers"] == [{"key": "source", "value": base64.b64encode(b"test").decode()},
+                                {"key": "nothing", "value": None}]
+    # From a time: the first record at or after it (record 7 is partition 1's offset 2).
+    at = ok(base, f"/ui/api/topics/{TOPIC}/records?partition=1&timestamp={data['t0'] + 7}&limit=2")
+    assert [r["offset"] for r in at["records"]] == [2, 3], at
+    # The bytes as they are, when not text.
+    last = ok(base, f"/ui/api/topics/{TOPIC}/records?partition=0&offset={RECORDS // PARTITIONS}")
+    assert decode(last["records"][0]["key"]) == b"\xff\xfe"
+    assert get(base, f"/ui/api/topics/{TOPIC}/records?partition=0&limit=201")[0] == 400
+    assert get(base, f"/ui/api/topics/{TOPIC}/records?offset=1&timestamp=1")[0] == 400
+
+
+def test_a_groups_offsets_and_lag_are_what_kafka_answers(data):
+    base = data["base"]
+    [row] = ok(base, f"/ui/api/groups?q={GROUP}")["groups"]
+    assert row["type"] == "classic", row
+    g = ok(base, f"/ui/api/groups/{GROUP}")
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": data["bootstrap"]})
+    req = confluent_kafka.ConsumerGroupTopicPartitions(GROUP)
+    committed = admin.list_consumer_group_offsets([req])[GROUP].result()
+    want = {(tp.topic, tp.partition): tp.offset for tp in committed.topic_partitions}
+    got = {(o["topic"], o["partition"]): o["committed"] for o in g["offsets"]}
+    assert got == want, (got, want)
+    marks = watermarks(data["bootstrap"], TOPIC, PARTITIONS)
+    lag = sum(marks[p][1] - want[(TOPIC, p)] for p in range(PARTITIONS))
+    assert g["total_lag"] == lag and lag > 0, g
+    status, body = get(base, "/ui/api/groups/no-such-group")
+    assert status == 404, body
+
+
+def test_the_live_figures_count_this_proxys_requests(data):
+    base = data["base"]
+    before = ok(base, "/ui/api/metrics")
+    p = confluent_kafka.Producer({"bootstrap.servers": data["bootstrap"], "acks": "all"})
+    p.produce("console-live", value=b"x")
+    assert p.flush(30) == 0
+    # Produce latency needs a reading at least 1.5 s older than the one it
+    # ends at, with the produce in between.
+    deadline = time.time() + 30
+    while True:
+        after = ok(base, "/ui/api/metrics")
+        if after["latency"] is not None or time.time() > deadline:
+            break
+        time.sleep(0.5)
+    assert after["requests"] > before["requests"] and after["bytes_in"] > before["bytes_in"]
+    assert after["bytes_out"] > before["bytes_out"]
+    assert after["latency"] is not None and after["latency"]["p99_ms"] >= after["latency"]["p50_ms"] >= 0
+
+
+TOKENS = {"admin": "admin-" + secrets.token_hex(8), "alice": "alice-" + secrets.token_hex(8)}
+
+
+@pytest.fixture(scope="module")
+def secured(floe_bin, tmp_path_factory):
+    """ACLs on, tokens for User:admin (a super user) and User:alice."""
+    d = tmp_path_factory.mktemp("console-acls")
+    tokens = d / "tokens"
+    tokens.write_text("".join(f"User:{u} {t}\n" for u, t in TOKENS.items()))
+    s = AclStandalone(floe_bin, d, admin_token_file=str(tokens))
+    s.start()
+    create_topics(s, "seen", "hidden")
+    create_acls(s, [binding("TOPIC", "seen", "User:alice", "DESCRIBE")])
+    yield s
+    s.stop()
+
+
+def test_with_tokens_a_principal_sees_only_what_it_may_describe(secured):
+    base = secured.admin_url
+    assert get(base, "/ui/api/overview")[0] == 401
+    assert get(base, "/ui/api/overview", token="wrong-token-00")[0] == 401
+    assert get(base, "/ui/assets/app.js")[0] == 200
+    assert ok(base, "/ui/api/whoami", TOKENS["alice"])["principal"] == "User:alice"
+    names = [t["name"] for t in ok(base, "/ui/api/topics", TOKENS["alice"])["topics"]]
+    assert names == ["seen"], names
+    status, body = get(base, "/ui/api/topics/hidden", TOKENS["alice"])
+    assert status == 403 and body["kind"] == "denied", body
+    # DESCRIBE is not READ: its records are refused.
+    status, body = get(base, "/ui/api/topics/seen/records?partition=0", TOKENS["alice"])
+    assert status == 403, body
+    # The cluster's insides need DESCRIBE on the cluster.
+    o = ok(base, "/ui/api/overview", TOKENS["alice"])
+    assert o["metadata"] is None and o["brokers"] == [] and "not allowed" in o["metadata_error"], o
+    admin_view = ok(base, "/ui/api/overview", TOKENS["admin"])
+    assert admin_view["metadata"] and admin_view["brokers"], admin_view
+    names = {t["name"] for t in ok(base, "/ui/api/topics", TOKENS["admin"])["topics"]}
+    assert {"seen", "hidden"} <= names
+
+
+def test_where_kafka_clients_authenticate_an_open_admin_port_serves_no_one(floe_bin, tmp_path):
+    s = AclStandalone(floe_bin, tmp_path)
+    s.start()
+    try:
+        status, body = get(s.admin_url, "/ui/api/whoami")
+        assert status == 401 and "--admin-token-file" in body["error"], body
+        assert get(s.admin_url, "/ui")[0] == 200
+    finally:
+        s.stop()
