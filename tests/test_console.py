@@ -451,7 +451,12 @@ def test_keyboard_reaches_the_nav_and_the_skip_link_works(browser, site, data):
     enter()
     assert browser.switch_to.active_element.get_attribute("id") == "page-title"
     assert browser.execute_script("return location.hash") == "#/topics", "the skip link changed the route"
-    assert tab().get_attribute("id") == "topics-filter", "Tab after the skip link leaves the main content"
+    # The next Tab stays in the main content: its first control, the
+    # create-topic form's summary.
+    first = tab()
+    assert browser.execute_script("return document.getElementById('main').contains(arguments[0])", first), \
+        "Tab after the skip link leaves the main content"
+    assert first.text == "Create a topic", first.text
 
 
 def test_topics_filter_and_pages(browser, site, data):
@@ -490,6 +495,79 @@ def http_get(url, token=None):
             return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
+
+
+def topic_partitions(bootstrap, topic):
+    """The topic's partition count as Kafka answers it, or None when it does not exist
+    (every topic listed: naming it in Metadata would auto-create it)."""
+    from confluent_kafka.admin import AdminClient
+
+    t = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2}).list_topics(timeout=30).topics.get(topic)
+    return None if t is None or t.error is not None else len(t.partitions)
+
+
+def status_of(driver, form_id):
+    """The text of an action form's status line once it says how the action went."""
+    return wait(driver, f"{form_id}'s outcome", lambda d: d.execute_script(
+        "const s = document.getElementById(arguments[0] + '-status');"
+        "return s && (s.classList.contains('ok') || s.classList.contains('error')) ? s.innerText.trim() : null;",
+        form_id))
+
+
+def test_a_topic_is_created_from_the_form_and_deleted_once_its_name_is_typed(browser, site, floe, data):
+    name = "console-ui-made"
+    open_page(browser, f"{site}#/topics", "Topics", "#topics-list")
+    browser.find_element("css selector", "details.actions > summary").click()
+    browser.find_element("id", "create-topic-name").send_keys(name)
+    browser.find_element("id", "create-topic-partitions").send_keys("2")
+    browser.find_element("id", "create-topic-configs").send_keys("retention.ms=3600000")
+    browser.find_element("id", "create-topic-submit").click()
+    assert status_of(browser, "create-topic") == f"Topic {name} created."
+    assert topic_partitions(floe.bootstrap, name) == 2
+
+    open_page(browser, f"{site}#/topics/{name}", f"Topic {name}", "#delete-topic")
+    check_page(browser, "topic-actions")
+    button = browser.find_element("id", "delete-topic-submit")
+    assert not button.is_enabled()
+    typed = browser.find_element("id", "delete-topic-confirm")
+    typed.send_keys(name[:-1])
+    assert not button.is_enabled(), "enabled before the whole name was typed"
+    typed.send_keys(name[-1])
+    assert button.is_enabled()
+    assert topic_partitions(floe.bootstrap, name) == 2  # nothing happened while typing
+    button.click()
+    wait(browser, "the topics list after the deletion", lambda d: d.execute_script(
+        "return window.location.hash === '#/topics'"))
+    deadline = time.monotonic() + WAIT
+    while topic_partitions(floe.bootstrap, name) is not None:
+        assert time.monotonic() < deadline, f"{name} still exists after its deletion"
+        time.sleep(0.2)
+
+
+def test_offsets_are_reset_from_the_group_page_after_a_dry_run(browser, site, floe, data):
+    from confluent_kafka import Consumer, TopicPartition
+    from selenium.webdriver.support.ui import Select
+
+    group = "console-ui-reset"
+    c = Consumer({"bootstrap.servers": floe.bootstrap, "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(ORDERS, p, 5) for p in range(3)], asynchronous=False)
+    c.close()
+    before = committed(floe.bootstrap, group)
+    open_page(browser, f"{site}#/groups/{group}", f"Group {group}", "#reset-offsets")
+    execute = browser.find_element("id", "reset-execute")
+    assert not execute.is_enabled(), "a reset offered before any dry run"
+    Select(browser.find_element("id", "reset-offsets-to")).select_by_value("earliest")
+    browser.find_element("id", "reset-offsets-submit").click()
+    assert status_of(browser, "reset-offsets") == "Dry run shown: nothing committed."
+    plan = rows(browser, "reset-plan")
+    assert [(r[0], int(r[1]), r[2], r[3]) for r in plan] == [(ORDERS, p, "5", "0") for p in range(3)], plan
+    assert committed(floe.bootstrap, group) == before
+    check_page(browser, "group-reset")
+    wait(browser, "the reset button enabled", lambda d: execute.is_enabled())
+    execute.click()
+    wait(browser, "the reset done", lambda d: "reset" in d.find_element("id", "reset-offsets-status").text
+         and "ok" in d.find_element("id", "reset-offsets-status").get_attribute("class"))
+    assert committed(floe.bootstrap, group) == {(ORDERS, p): 0 for p in range(3)}
 
 
 def test_tokens_sign_in_and_acls_limit_what_is_shown(browser, floe_bin, tmp_path, request):

@@ -30,6 +30,20 @@ RECORDS = 30
 GROUP = "console-readers"
 
 
+def post(base, path, body, token=None, content_type="application/json"):
+    """(status, JSON body or text) of POST base+path with `body` as JSON."""
+    data = json.dumps(body).encode() if content_type == "application/json" else body
+    req = urllib.request.Request(base + path, data=data, method="POST", headers={"Content-Type": content_type})
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            raw, status, ctype = r.read(), r.status, r.headers.get("content-type", "")
+    except urllib.error.HTTPError as e:
+        raw, status, ctype = e.read(), e.code, e.headers.get("content-type", "")
+    return status, (json.loads(raw) if "json" in ctype else raw.decode(errors="replace"))
+
+
 def get(base, path, token=None):
     """(status, JSON body or text) of GET base+path."""
     req = urllib.request.Request(base + path)
@@ -196,6 +210,123 @@ def test_the_live_figures_count_this_proxys_requests(data):
     assert after["latency"] is not None and after["latency"]["p99_ms"] >= after["latency"]["p50_ms"] >= 0
 
 
+def topic_configs(bootstrap, topic):
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+    res = confluent_kafka.admin.ConfigResource(confluent_kafka.admin.ConfigResource.Type.TOPIC, topic)
+    return {k: v.value for k, v in admin.describe_configs([res])[res].result().items()}
+
+
+def partition_count(bootstrap, topic):
+    """The topic's partitions, None when it does not exist (every topic is
+    listed: naming it in Metadata would auto-create it)."""
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+    md = admin.list_topics(timeout=30)
+    t = md.topics.get(topic)
+    return None if t is None or t.error is not None else len(t.partitions)
+
+
+def test_topics_are_created_altered_grown_produced_to_and_deleted(data):
+    base, bootstrap = data["base"], data["bootstrap"]
+    status, body = post(base, "/ui/api/topics", {"name": "console-made", "partitions": 2,
+                                                 "configs": {"retention.ms": "3600000"}})
+    assert status == 200, body
+    assert partition_count(bootstrap, "console-made") == 2
+    assert topic_configs(bootstrap, "console-made")["retention.ms"] == "3600000"
+    # Twice: Kafka's TOPIC_ALREADY_EXISTS, as a conflict.
+    status, body = post(base, "/ui/api/topics", {"name": "console-made"})
+    assert status == 409 and body["kind"] == "conflict", body
+    # Not JSON (what a form of another site posts): refused, nothing made.
+    status, body = post(base, "/ui/api/topics", b"name=console-forged", content_type="application/x-www-form-urlencoded")
+    assert status == 400, body
+    assert partition_count(bootstrap, "console-forged") is None
+    # Settings: set, then back to the default.
+    assert post(base, "/ui/api/topics/console-made/configs", {"set": {"retention.ms": "7200000"}})[0] == 200
+    assert topic_configs(bootstrap, "console-made")["retention.ms"] == "7200000"
+    assert post(base, "/ui/api/topics/console-made/configs", {"delete": ["retention.ms"]})[0] == 200
+    assert topic_configs(bootstrap, "console-made")["retention.ms"] != "7200000"
+    # Partitions only grow.
+    assert post(base, "/ui/api/topics/console-made/partitions", {"count": 4})[0] == 200
+    assert partition_count(bootstrap, "console-made") == 4
+    status, body = post(base, "/ui/api/topics/console-made/partitions", {"count": 3})
+    assert status == 400 and body["kind"] == "invalid", body
+    # A record produced here is what a consumer reads there.
+    status, body = post(base, "/ui/api/topics/console-made/produce",
+                        {"partition": 3, "key": "k-1", "value": "hello", "headers": [{"key": "h", "value": "v"}]})
+    assert status == 200 and body["partition"] == 3, body
+    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "console-made-reader",
+                                  "enable.auto.commit": False})
+    c.assign([confluent_kafka.TopicPartition("console-made", 3, body["offset"])])
+    msg = None
+    deadline = time.time() + 30
+    while msg is None and time.time() < deadline:
+        msg = c.poll(1)
+    c.close()
+    assert msg is not None and msg.error() is None, msg
+    assert (msg.key(), msg.value(), msg.headers()) == (b"k-1", b"hello", [("h", b"v")])
+    # Deleting needs the name typed again.
+    status, body = post(base, "/ui/api/topics/console-made/delete", {"confirm": "console-mad"})
+    assert status == 400 and "(console-made)" in body["error"], body
+    assert partition_count(bootstrap, "console-made") == 4
+    assert post(base, "/ui/api/topics/console-made/delete", {"confirm": "console-made"})[0] == 200
+    deadline = time.time() + 30
+    while partition_count(bootstrap, "console-made") is not None and time.time() < deadline:
+        time.sleep(0.2)
+    assert partition_count(bootstrap, "console-made") is None
+
+
+def committed_of(bootstrap, group):
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+    req = confluent_kafka.ConsumerGroupTopicPartitions(group)
+    got = admin.list_consumer_group_offsets([req])[group].result()
+    return {(tp.topic, tp.partition): tp.offset for tp in got.topic_partitions}
+
+
+def test_offsets_are_reset_after_a_dry_run_only_while_the_group_is_inactive(data):
+    base, bootstrap = data["base"], data["bootstrap"]
+    group = "console-reset"
+    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[confluent_kafka.TopicPartition(TOPIC, p, 5) for p in range(PARTITIONS)], asynchronous=False)
+    c.close()
+    before = committed_of(bootstrap, group)
+    status, plan = post(base, f"/ui/api/groups/{group}/reset-offsets", {"topic": TOPIC, "to": "shift", "value": -2})
+    assert status == 200 and not plan["executed"] and plan["warning"] is None, plan
+    assert [(o["partition"], o["current"], o["target"]) for o in plan["offsets"]] == [(p, 5, 3) for p in range(PARTITIONS)]
+    assert committed_of(bootstrap, group) == before  # a dry run commits nothing
+    status, done = post(base, f"/ui/api/groups/{group}/reset-offsets",
+                        {"topic": TOPIC, "partitions": [1], "to": "earliest", "execute": True})
+    assert status == 200 and done["executed"], done
+    assert committed_of(bootstrap, group) == {**before, (TOPIC, 1): 0}
+    status, body = post(base, f"/ui/api/groups/{group}/reset-offsets", {"to": "sideways"})
+    assert status == 400, body
+    # With a live member: the plan shows a warning, the reset is refused.
+    live = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                     "auto.offset.reset": "earliest", "session.timeout.ms": 10000})
+    live.subscribe([TOPIC])
+    try:
+        deadline = time.time() + 30
+        while not live.assignment() and time.time() < deadline:
+            live.poll(0.5)
+        status, plan = post(base, f"/ui/api/groups/{group}/reset-offsets", {"to": "latest"})
+        assert status == 200 and plan["warning"] and "live member" in plan["warning"], plan
+        status, body = post(base, f"/ui/api/groups/{group}/reset-offsets", {"to": "latest", "execute": True})
+        assert status == 409 and body["kind"] == "conflict", body
+    finally:
+        live.close()
+
+
+def test_a_group_is_deleted_once_its_id_is_typed_again(data):
+    base, bootstrap = data["base"], data["bootstrap"]
+    group = "console-doomed"
+    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[confluent_kafka.TopicPartition(TOPIC, 0, 1)], asynchronous=False)
+    c.close()
+    status, body = post(base, f"/ui/api/groups/{group}/delete", {"confirm": "console"})
+    assert status == 400, body
+    assert committed_of(bootstrap, group)
+    assert post(base, f"/ui/api/groups/{group}/delete", {"confirm": group})[0] == 200
+    assert get(base, f"/ui/api/groups/{group}")[0] == 404
+
+
 TOKENS = {"admin": "admin-" + secrets.token_hex(8), "alice": "alice-" + secrets.token_hex(8)}
 
 
@@ -233,6 +364,14 @@ def test_with_tokens_a_principal_sees_only_what_it_may_describe(secured):
     assert admin_view["metadata"] and admin_view["brokers"], admin_view
     names = {t["name"] for t in ok(base, "/ui/api/topics", TOKENS["admin"])["topics"]}
     assert {"seen", "hidden"} <= names
+    # Actions are judged by the same ACLs: DESCRIBE lets alice create, alter or delete nothing.
+    status, body = post(base, "/ui/api/topics", {"name": "alices"}, TOKENS["alice"])
+    assert status == 403 and body["kind"] == "denied", body
+    status, body = post(base, "/ui/api/topics/seen/delete", {"confirm": "seen"}, TOKENS["alice"])
+    assert status == 403, body
+    status, body = post(base, "/ui/api/topics/seen/produce", {"value": "x"}, TOKENS["alice"])
+    assert status == 403, body
+    assert post(base, "/ui/api/topics", {"name": "admins", "partitions": 1}, TOKENS["admin"])[0] == 200
 
 
 def test_where_kafka_clients_authenticate_an_open_admin_port_serves_no_one(floe_bin, tmp_path):

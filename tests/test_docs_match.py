@@ -491,11 +491,12 @@ def test_the_charts_pointers_into_the_docs_name_real_sections():
 
 def rendered_names(release):
     """{(kind, name)} of every object the chart renders for `release` with
-    every optional object on (internal TLS from Secrets, the ServiceMonitor)."""
+    every optional object on (internal TLS from Secrets, the ServiceMonitor,
+    the dashboards' ConfigMap)."""
     helm = pytest.importorskip("helm_python")
     yaml = pytest.importorskip("yaml")
     values = {"security": {"internalTls": {"enabled": True}},
-              "metrics": {"serviceMonitor": {"enabled": True}},
+              "metrics": {"serviceMonitor": {"enabled": True}, "dashboards": {"enabled": True}},
               "broker": {"autoscaling": {"enabled": True}}}
     out = helm.Chart.load(str(CHART)).render(
         values, name=release, namespace="streaming", revision=1, is_install=True)

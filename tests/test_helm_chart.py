@@ -92,6 +92,9 @@ MATRIX = {
     "monitoring-and-client-policy": {
         "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
         "networkPolicy": {"kafkaClients": [{"namespaceSelector": {"matchLabels": {"team": "payments"}}}]}},
+    "grafana-dashboards": {
+        "metrics": {"serviceMonitor": {"enabled": True},
+                    "dashboards": {"enabled": True, "annotations": {"grafana_folder": "Floe"}}}},
 }
 
 
@@ -184,6 +187,9 @@ BAD_VALUES = [
     ({"proxy": {"drainTimeoutMs": 40000}}, "terminationGracePeriodSeconds"),
     ({"metadata": {"updateStrategy": "Partitioned"}}, "/metadata/updateStrategy"),
     ({"broker": {"image": {"repository": "ghcr.io/someone/floe"}}}, "/broker/image"),
+    # An unquoted 1 in a values file is a number; a label value is a string.
+    ({"metrics": {"dashboards": {"enabled": True, "labelValue": 1}}}, "/metrics/dashboards/labelValue"),
+    ({"metrics": {"dashboards": {"label": "grafana dashboard"}}}, "/metrics/dashboards/label"),
 ]
 
 
@@ -257,6 +263,35 @@ def test_network_policies_and_the_service_monitor_select_real_pods_and_ports(tmp
     for p in scraped:
         p.container_port(service["spec"]["ports"][0]["targetPort"])
     assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
+
+
+def dashboard_configmaps(objects):
+    return [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-dashboards")]
+
+
+def test_dashboards_ship_as_one_configmap_for_the_grafana_sidecar():
+    """helm/floe/dashboards/*.json, each file a key with its text unchanged,
+    under the label the sidecar watches; nothing without the value. The
+    chart with them passes the validation above (the "grafana-dashboards"
+    case of MATRIX)."""
+    files = {p.name: p.read_text() for p in sorted((CHART / "dashboards").glob("*.json"))}
+    assert len(files) == 5, sorted(files)
+    _, objects = render({})
+    assert dashboard_configmaps(objects) == []
+    texts, objects = render(MATRIX["grafana-dashboards"])
+    [cm] = dashboard_configmaps(objects)
+    assert cm["metadata"]["name"] == f"{RELEASE}-floe-dashboards"
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert cm["metadata"]["annotations"] == {"grafana_folder": "Floe"}
+    assert cm["data"] == files
+    assert len(texts["floe/templates/dashboards.yaml"].encode()) < 1024 * 1024, "a ConfigMap holds at most 1 MiB"
+    # Another sidecar's label.
+    _, objects = render({"metrics": {"dashboards": {"enabled": True, "label": "grafana.example.com/dashboard",
+                                                    "labelValue": "floe"}}})
+    [cm] = dashboard_configmaps(objects)
+    assert cm["metadata"]["labels"]["grafana.example.com/dashboard"] == "floe"
+    assert "grafana_dashboard" not in cm["metadata"]["labels"]
+    assert "annotations" not in cm["metadata"]
 
 
 def test_dockerfile_builds_every_workspace_member_in_its_dependency_layer():

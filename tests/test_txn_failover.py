@@ -42,14 +42,21 @@ PARTITIONS = 4
 PACED = ("--flush-paced", "true", "--flush-interval-ms", "2000")
 
 
-def coordinator_and_other(cluster, tid):
-    """The broker holding `tid`'s coordinator shard, and the other one (which
-    owns some of the partitions)."""
+def coordinator_and_other(cluster, tid, timeout=30):
+    """The broker holding `tid`'s coordinator shard, and the other one, once it
+    owns some of the partitions (a new topic's partitions are taken over by
+    their owners a moment after it is created)."""
     shard = fnv1a_shard(tid)
-    [coordinator] = [b for b in cluster.brokers if shard in owned_shards(b.admin)]
-    [other] = [b for b in cluster.brokers if b is not coordinator]
-    assert owned(other.admin) > 0, "the other broker owns some of the partitions"
-    return coordinator, other
+    deadline = time.time() + timeout
+    while True:
+        holders = [b for b in cluster.brokers if shard in owned_shards(b.admin)]
+        if len(holders) == 1:
+            [coordinator] = holders
+            [other] = [b for b in cluster.brokers if b is not coordinator]
+            if owned(other.admin) > 0:
+                return coordinator, other
+        assert time.time() < deadline, f"after {timeout}s no single coordinator of {tid}, or the other broker owns no partition"
+        time.sleep(0.2)
 
 
 def begin_with(bootstrap, tid, topic, prefix, n=20, init_timeout=60):

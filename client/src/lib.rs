@@ -30,6 +30,7 @@ mod groups;
 mod metadata;
 pub mod partitioner;
 mod produce;
+mod reset;
 pub mod security;
 mod share_groups;
 #[cfg(test)]
@@ -50,6 +51,7 @@ pub use groups::{GroupDescription, GroupListing, GroupMember, TopicPartition, de
 pub use kafka_protocol::ResponseError;
 pub use metadata::{PartitionMetadata, TopicListing, TopicMetadata};
 pub use produce::{Acks, PartitionStats, Producer, ProducerConfig, ProducerRecord};
+pub use reset::{ResetError, ResetTo, clamp, reset_target};
 pub use share_groups::{ShareGroupDescription, ShareMember};
 pub use txns::{ProducerDescription, TransactionDescription, TransactionListing};
 pub use users::UserCredential;

@@ -32,30 +32,42 @@ export async function get(path, params = {}, signal = undefined) {
   for (const [key, value] of Object.entries(params)) {
     if (value !== undefined && value !== null && value !== "") url.searchParams.set(key, String(value));
   }
+  return send(url, { method: "GET", signal });
+}
+
+// POST /ui/api/<path> with a JSON body: the console's actions. The server
+// takes JSON only, which a form of another site cannot send.
+export async function post(path, body, signal = undefined) {
+  const url = new URL(`/ui/api/${path}`, window.location.origin);
+  return send(url, { method: "POST", signal, body: JSON.stringify(body), json: true });
+}
+
+async function send(url, { method, signal, body, json }) {
   const headers = { Accept: "application/json" };
+  if (json) headers["Content-Type"] = "application/json";
   const token = getToken();
   if (token) headers.Authorization = `Bearer ${token}`;
 
   let response;
   try {
-    response = await fetch(url, { headers, signal, cache: "no-store" });
+    response = await fetch(url, { method, headers, body, signal, cache: "no-store" });
   } catch (e) {
     if (e.name === "AbortError") throw e;
     throw new ApiError(0, "network", `Could not reach the server (${e.message}).`);
   }
   const text = await response.text();
-  let body = null;
+  let parsed = null;
   try {
-    body = text ? JSON.parse(text) : null;
+    parsed = text ? JSON.parse(text) : null;
   } catch {
-    body = null;
+    parsed = null;
   }
   if (!response.ok) {
-    const message = body && typeof body.error === "string" ? body.error : `${response.status} ${response.statusText}`;
-    throw new ApiError(response.status, body && body.kind ? body.kind : "http", message);
+    const message = parsed && typeof parsed.error === "string" ? parsed.error : `${response.status} ${response.statusText}`;
+    throw new ApiError(response.status, parsed && parsed.kind ? parsed.kind : "http", message);
   }
-  if (body === null) throw new ApiError(response.status, "bad_response", `The answer to ${url.pathname} is not JSON.`);
-  return body;
+  if (parsed === null) throw new ApiError(response.status, "bad_response", `The answer to ${url.pathname} is not JSON.`);
+  return parsed;
 }
 
 // Path segments of names are encoded: topic and group names may hold any character.

@@ -13,8 +13,12 @@ pub enum Kind {
     Denied,
     /// No such topic or group (404).
     NotFound,
-    /// A parameter out of range or malformed (400).
+    /// A parameter out of range or malformed, or an action not confirmed
+    /// (400).
     Invalid,
+    /// The action does not fit the resource's state: a topic that exists, a
+    /// group with live members (409).
+    Conflict,
     /// Floe could not answer now (503): the metadata service or an owner.
     Unavailable,
 }
@@ -26,6 +30,7 @@ impl Kind {
             Kind::Denied => "denied",
             Kind::NotFound => "not_found",
             Kind::Invalid => "invalid",
+            Kind::Conflict => "conflict",
             Kind::Unavailable => "unavailable",
         }
     }
@@ -36,6 +41,7 @@ impl Kind {
             Kind::Denied => StatusCode::FORBIDDEN,
             Kind::NotFound => StatusCode::NOT_FOUND,
             Kind::Invalid => StatusCode::BAD_REQUEST,
+            Kind::Conflict => StatusCode::CONFLICT,
             Kind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -64,7 +70,18 @@ impl ApiError {
             | Some(E::GroupAuthorizationFailed)
             | Some(E::ClusterAuthorizationFailed) => Kind::Denied,
             Some(E::UnknownTopicOrPartition) | Some(E::GroupIdNotFound) => Kind::NotFound,
-            Some(E::InvalidRequest) | Some(E::InvalidTopicException) => Kind::Invalid,
+            Some(E::InvalidRequest)
+            | Some(E::InvalidTopicException)
+            | Some(E::InvalidPartitions)
+            | Some(E::InvalidConfig)
+            | Some(E::InvalidReplicationFactor)
+            | Some(E::PolicyViolation)
+            | Some(E::InvalidCommitOffsetSize) => Kind::Invalid,
+            Some(E::TopicAlreadyExists)
+            | Some(E::NonEmptyGroup)
+            | Some(E::UnknownMemberId)
+            | Some(E::IllegalGeneration)
+            | Some(E::RebalanceInProgress) => Kind::Conflict,
             _ => Kind::Unavailable,
         };
         let name =
@@ -75,6 +92,15 @@ impl ApiError {
             _ => format!("{what}: {name}"),
         };
         ApiError { kind, message }
+    }
+
+    /// [`ApiError::from_code`] with the answer's own message when it has one.
+    pub fn from_answer(code: i16, message: Option<&str>, what: &str) -> Self {
+        let mut e = ApiError::from_code(code, what);
+        if let Some(m) = message.filter(|m| !m.is_empty()) {
+            e.message = format!("{}: {m}", e.message);
+        }
+        e
     }
 }
 

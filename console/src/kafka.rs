@@ -415,3 +415,279 @@ pub async fn fetch(
         .ok_or_else(|| ApiError::new(Kind::Unavailable, "Fetch answered no partition"))?;
     Ok((data, records.next().unwrap_or_default()))
 }
+
+/// The outcome of an action on one resource: its error code and message.
+pub type Outcome = (i16, Option<String>);
+
+fn outcome(code: i16, message: &Option<StrBytes>) -> Outcome {
+    (code, message.as_ref().map(|m| m.to_string()))
+}
+
+/// CreateTopics v5 of one topic (`partitions` -1: the cluster's default).
+pub async fn create_topic(
+    ctx: &Context,
+    who: &ClientInfo,
+    name: &str,
+    partitions: i32,
+    configs: &[(String, String)],
+) -> ApiResult<Outcome> {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    let mut t = CreatableTopic::default();
+    t.name = TopicName(s(name));
+    t.num_partitions = partitions;
+    t.replication_factor = -1;
+    t.configs = configs
+        .iter()
+        .map(|(k, v)| {
+            let mut c = CreatableTopicConfig::default();
+            c.name = s(k);
+            c.value = Some(s(v));
+            c
+        })
+        .collect();
+    let mut r = CreateTopicsRequest::default();
+    r.topics = vec![t];
+    r.timeout_ms = 30_000;
+    let resp = ask(
+        ctx,
+        who,
+        "CreateTopics",
+        5,
+        RequestKind::CreateTopics(r),
+        |k| match k {
+            ResponseKind::CreateTopics(m) => Some(m),
+            _ => None,
+        },
+    )
+    .await?;
+    resp.topics
+        .iter()
+        .find(|t| t.name.0.as_str() == name)
+        .map(|t| outcome(t.error_code, &t.error_message))
+        .ok_or_else(|| ApiError::new(Kind::Unavailable, "CreateTopics answered no topic"))
+}
+
+/// DeleteTopics v4 of one topic, by name.
+pub async fn delete_topic(ctx: &Context, who: &ClientInfo, name: &str) -> ApiResult<Outcome> {
+    let mut r = DeleteTopicsRequest::default();
+    r.topic_names = vec![TopicName(s(name))];
+    r.timeout_ms = 30_000;
+    let resp = ask(
+        ctx,
+        who,
+        "DeleteTopics",
+        4,
+        RequestKind::DeleteTopics(r),
+        |k| match k {
+            ResponseKind::DeleteTopics(m) => Some(m),
+            _ => None,
+        },
+    )
+    .await?;
+    resp.responses
+        .iter()
+        .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == name))
+        .map(|t| outcome(t.error_code, &t.error_message))
+        .ok_or_else(|| ApiError::new(Kind::Unavailable, "DeleteTopics answered no topic"))
+}
+
+/// CreatePartitions v3: the topic grows to `count` partitions.
+pub async fn add_partitions(
+    ctx: &Context,
+    who: &ClientInfo,
+    name: &str,
+    count: i32,
+) -> ApiResult<Outcome> {
+    use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+    let mut t = CreatePartitionsTopic::default();
+    t.name = TopicName(s(name));
+    t.count = count;
+    t.assignments = None;
+    let mut r = CreatePartitionsRequest::default();
+    r.topics = vec![t];
+    r.timeout_ms = 30_000;
+    let resp = ask(
+        ctx,
+        who,
+        "CreatePartitions",
+        3,
+        RequestKind::CreatePartitions(r),
+        |k| match k {
+            ResponseKind::CreatePartitions(m) => Some(m),
+            _ => None,
+        },
+    )
+    .await?;
+    resp.results
+        .iter()
+        .find(|t| t.name.0.as_str() == name)
+        .map(|t| outcome(t.error_code, &t.error_message))
+        .ok_or_else(|| ApiError::new(Kind::Unavailable, "CreatePartitions answered no topic"))
+}
+
+/// IncrementalAlterConfigs v1 of one topic: settings set, and settings
+/// deleted (back to their defaults).
+pub async fn alter_topic_configs(
+    ctx: &Context,
+    who: &ClientInfo,
+    name: &str,
+    set: &[(String, String)],
+    delete: &[String],
+) -> ApiResult<Outcome> {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    let mut res = AlterConfigsResource::default();
+    res.resource_type = 2;
+    res.resource_name = s(name);
+    for (k, v) in set {
+        let mut c = AlterableConfig::default();
+        c.name = s(k);
+        c.config_operation = 0;
+        c.value = Some(s(v));
+        res.configs.push(c);
+    }
+    for k in delete {
+        let mut c = AlterableConfig::default();
+        c.name = s(k);
+        c.config_operation = 1;
+        c.value = None;
+        res.configs.push(c);
+    }
+    let mut r = IncrementalAlterConfigsRequest::default();
+    r.resources = vec![res];
+    let resp = ask(
+        ctx,
+        who,
+        "IncrementalAlterConfigs",
+        1,
+        RequestKind::IncrementalAlterConfigs(r),
+        |k| match k {
+            ResponseKind::IncrementalAlterConfigs(m) => Some(m),
+            _ => None,
+        },
+    )
+    .await?;
+    resp.responses
+        .iter()
+        .find(|t| t.resource_name.as_str() == name)
+        .map(|t| outcome(t.error_code, &t.error_message))
+        .ok_or_else(|| {
+            ApiError::new(
+                Kind::Unavailable,
+                "IncrementalAlterConfigs answered no topic",
+            )
+        })
+}
+
+/// DeleteGroups v2 of one group.
+pub async fn delete_group(ctx: &Context, who: &ClientInfo, id: &str) -> ApiResult<Outcome> {
+    let mut r = DeleteGroupsRequest::default();
+    r.groups_names = vec![GroupId(s(id))];
+    let resp = ask(
+        ctx,
+        who,
+        "DeleteGroups",
+        2,
+        RequestKind::DeleteGroups(r),
+        |k| match k {
+            ResponseKind::DeleteGroups(m) => Some(m),
+            _ => None,
+        },
+    )
+    .await?;
+    resp.results
+        .iter()
+        .find(|g| g.group_id.0.as_str() == id)
+        .map(|g| (g.error_code, None))
+        .ok_or_else(|| ApiError::new(Kind::Unavailable, "DeleteGroups answered no group"))
+}
+
+/// OffsetCommit v8 as an admin (generation -1, no member id: the
+/// coordinator takes it only while the group has no live member), as
+/// `floe group reset-offsets --execute` commits: each partition's outcome.
+pub async fn commit_as_admin(
+    ctx: &Context,
+    who: &ClientInfo,
+    id: &str,
+    offsets: &[(String, i32, i64)],
+) -> ApiResult<Vec<(String, i32, i16)>> {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    let mut r = OffsetCommitRequest::default();
+    r.group_id = GroupId(s(id));
+    r.generation_id_or_member_epoch = -1;
+    r.member_id = StrBytes::default();
+    r.retention_time_ms = -1;
+    for (topic, partition, offset) in offsets {
+        let mut p = OffsetCommitRequestPartition::default();
+        p.partition_index = *partition;
+        p.committed_offset = *offset;
+        p.committed_leader_epoch = -1;
+        p.committed_metadata = Some(StrBytes::default());
+        match r.topics.last_mut() {
+            Some(t) if t.name.0.as_str() == topic => t.partitions.push(p),
+            _ => {
+                let mut t = OffsetCommitRequestTopic::default();
+                t.name = TopicName(s(topic));
+                t.partitions.push(p);
+                r.topics.push(t);
+            }
+        }
+    }
+    let resp = ask(
+        ctx,
+        who,
+        "OffsetCommit",
+        8,
+        RequestKind::OffsetCommit(r),
+        |k| match k {
+            ResponseKind::OffsetCommit(m) => Some(m),
+            _ => None,
+        },
+    )
+    .await?;
+    Ok(resp
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (t.name.0.to_string(), p.partition_index, p.error_code))
+        })
+        .collect())
+}
+
+/// Produce v9 (acks=all) of one batch to one partition: its base offset,
+/// or the error code and message.
+pub async fn produce(
+    ctx: &Context,
+    who: &ClientInfo,
+    topic: &str,
+    partition: i32,
+    batch: bytes::Bytes,
+) -> Result<i64, Outcome> {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    let mut p = PartitionProduceData::default();
+    p.index = partition;
+    p.records = Some(batch);
+    let mut t = TopicProduceData::default();
+    t.name = TopicName(s(topic));
+    t.partition_data = vec![p];
+    let mut r = ProduceRequest::default();
+    r.acks = -1;
+    r.timeout_ms = 30_000;
+    r.topic_data = vec![t];
+    let resp = floe_proxy::server::produce_as(ctx, who, 9, r).await;
+    let answered = resp
+        .responses
+        .iter()
+        .flat_map(|t| t.partition_responses.iter())
+        .find(|p| p.index == partition);
+    match answered {
+        Some(p) if p.error_code == 0 => Ok(p.base_offset),
+        Some(p) => Err(outcome(p.error_code, &p.error_message)),
+        None => Err((-1, Some("Produce answered no partition".to_string()))),
+    }
+}

@@ -22,7 +22,7 @@ mod rates;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::get;
+use axum::routing::{get, post};
 use floe_proxy::handlers::Context;
 
 pub use rates::Rates;
@@ -65,11 +65,35 @@ pub fn router(console: Arc<Console>) -> Router {
         .route("/ui/api/whoami", get(api::whoami))
         .route("/ui/api/overview", get(api::overview::overview))
         .route("/ui/api/metrics", get(api::metrics))
-        .route("/ui/api/topics", get(api::topics::list))
+        .route(
+            "/ui/api/topics",
+            get(api::topics::list).post(api::actions::create_topic),
+        )
         .route("/ui/api/topics/{name}", get(api::topics::describe))
         .route("/ui/api/topics/{name}/records", get(api::records::records))
+        .route(
+            "/ui/api/topics/{name}/delete",
+            post(api::actions::delete_topic),
+        )
+        .route(
+            "/ui/api/topics/{name}/configs",
+            post(api::actions::alter_configs),
+        )
+        .route(
+            "/ui/api/topics/{name}/partitions",
+            post(api::actions::add_partitions),
+        )
+        .route("/ui/api/topics/{name}/produce", post(api::actions::produce))
         .route("/ui/api/groups", get(api::groups::list))
         .route("/ui/api/groups/{id}", get(api::groups::describe))
+        .route(
+            "/ui/api/groups/{id}/reset-offsets",
+            post(api::actions::reset_offsets),
+        )
+        .route(
+            "/ui/api/groups/{id}/delete",
+            post(api::actions::delete_group),
+        )
         .fallback(api::not_found)
         .with_state(console)
 }

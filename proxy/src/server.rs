@@ -839,6 +839,22 @@ pub async fn serve_as(
     }
 }
 
+/// Answers a Produce for `client` as a connection would: partitions of
+/// topics it may not write to are refused with Kafka's error, the others
+/// appended (no quota).
+pub async fn produce_as(
+    ctx: &Context,
+    client: &ClientInfo,
+    version: i16,
+    mut req: kafka_protocol::messages::ProduceRequest,
+) -> kafka_protocol::messages::ProduceResponse {
+    let check = ctx.authz.check(&ctx.view.current().acls, client);
+    let denied = crate::authz::requests::produce(&mut req, &check);
+    let mut resp = ctx.produce_start(version, req).await.await;
+    resp.responses.extend(denied);
+    resp
+}
+
 /// Answers a Fetch for `client` as a connection would, its answer filtered
 /// by the ACLs the same way (no fetch session, no quota).
 pub async fn fetch_as(

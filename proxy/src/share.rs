@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use floe_broker::share::{
     AckBatch, AckType, AutoOffsetReset, Backoff, Heartbeat, MemberId, ShareCall, ShareCoordinator,
@@ -64,6 +64,22 @@ struct Session {
 /// at most this long to apply here).
 const GROUP_CONFIGS_TTL: Duration = Duration::from_secs(5);
 
+/// How long a call waits for its group's configs to be read.
+const CONFIGS_READ_WAIT: Duration = Duration::from_secs(2);
+
+/// A group's configs were never read and cannot be now: the call is
+/// answered with a retriable error rather than with settings that may not
+/// be the group's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SettingsUnread;
+
+impl SettingsUnread {
+    /// The Kafka error a call answers: retriable, the client asks again.
+    pub fn code(self) -> i16 {
+        ResponseError::CoordinatorNotAvailable.code()
+    }
+}
+
 /// The share groups' state this proxy serves, and its share sessions.
 #[derive(Debug)]
 pub struct ShareContext {
@@ -73,7 +89,7 @@ pub struct ShareContext {
     sessions: Mutex<HashMap<(String, String), Session>>,
     /// Each group's settings as its configs (the GROUP config resource)
     /// make them, with when they were read.
-    resolved: Mutex<HashMap<String, (Instant, ShareSettings)>>,
+    resolved: Mutex<HashMap<String, (tokio::time::Instant, ShareSettings)>>,
 }
 
 impl ShareContext {
@@ -87,44 +103,55 @@ impl ShareContext {
 
     /// `group`'s settings: its `share.*` configs where set, else the
     /// flags'. Read from the metadata service at most every
-    /// `GROUP_CONFIGS_TTL`; the flags' when it cannot be read.
+    /// `GROUP_CONFIGS_TTL`. When they cannot be read, the last ones read
+    /// stand, however old: a group's configs rarely change, and settings
+    /// that are not the group's are harmful (sent to an owner without the
+    /// group's dead-letter topic, they archive the records waiting for it;
+    /// with another delivery limit, they deliver a record once too often).
+    /// Never read at all, the call fails ([`SettingsUnread`]) and the client
+    /// asks again.
     pub async fn settings_for(
         &self,
         meta: &dyn floe_metadata::api::MetaApi,
         group: &str,
-    ) -> ShareSettings {
-        let now = Instant::now();
+    ) -> Result<ShareSettings, SettingsUnread> {
+        let now = tokio::time::Instant::now();
         let cached = self
             .resolved
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(group)
             .cloned();
-        if let Some((at, s)) = cached
-            && now.duration_since(at) < GROUP_CONFIGS_TTL
+        if let Some((at, s)) = &cached
+            && now.duration_since(*at) < GROUP_CONFIGS_TTL
         {
-            return s;
+            return Ok(s.clone());
         }
-        let read = tokio::time::timeout(Duration::from_secs(2), meta.group_configs(group)).await;
-        let settings = match read {
-            Ok(Ok(configs)) => self.apply(&configs, group),
-            Ok(Err(e)) => {
-                tracing::warn!(group, error = %e, "share group configs not read; using the flags'");
-                return self.settings.clone();
+        let read = tokio::time::timeout(CONFIGS_READ_WAIT, meta.group_configs(group)).await;
+        let why = match read {
+            Ok(Ok(configs)) => {
+                let settings = self.apply(&configs, group);
+                self.resolved
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(group.to_owned(), (now, settings.clone()));
+                return Ok(settings);
             }
-            Err(_) => {
-                tracing::warn!(
-                    group,
-                    "share group configs not read in 2 s; using the flags'"
-                );
-                return self.settings.clone();
-            }
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("no answer in {} s", CONFIGS_READ_WAIT.as_secs()),
         };
-        self.resolved
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(group.to_owned(), (now, settings.clone()));
-        settings
+        match cached {
+            Some((at, s)) => {
+                tracing::warn!(group, error = %why, age_s = now.duration_since(at).as_secs(),
+                    "share group configs not read; the last ones read stand");
+                Ok(s)
+            }
+            None => {
+                tracing::warn!(group, error = %why,
+                    "share group configs never read; the call fails for the client to retry");
+                Err(SettingsUnread)
+            }
+        }
     }
 
     /// The flags' settings with `configs`' set keys over them.
@@ -350,9 +377,16 @@ impl Context {
         let Some(share) = self.share() else {
             return r;
         };
-        let settings = share
+        let settings = match share
             .settings_for(self.meta.as_ref(), req.group_id.as_str())
-            .await;
+            .await
+        {
+            Ok(s) => s,
+            Err(e) => {
+                r.error_code = e.code();
+                return r;
+            }
+        };
         match coordinator
             .share_heartbeat(req.group_id.as_str(), &hb, &settings)
             .await
@@ -534,7 +568,13 @@ impl Context {
         };
         let (group, member_id) = (group.as_str(), member_id.as_str());
         let member = MemberId::new(member_id);
-        let settings = share.settings_for(self.meta.as_ref(), group).await;
+        let settings = match share.settings_for(self.meta.as_ref(), group).await {
+            Ok(s) => s,
+            Err(e) => {
+                r.error_code = e.code();
+                return r;
+            }
+        };
         r.acquisition_lock_timeout_ms =
             i32::try_from(settings.lock_duration_ms).unwrap_or(i32::MAX);
         let snap = self.view.current();
@@ -776,7 +816,13 @@ impl Context {
         };
         let (group, member_id) = (group.as_str(), member_id.as_str());
         let member = MemberId::new(member_id);
-        let settings = share.settings_for(self.meta.as_ref(), group).await;
+        let settings = match share.settings_for(self.meta.as_ref(), group).await {
+            Ok(s) => s,
+            Err(e) => {
+                r.error_code = e.code();
+                return r;
+            }
+        };
         let snap = self.view.current();
         r.node_endpoints = self
             .node_endpoints(&snap)
@@ -1013,6 +1059,65 @@ mod tests {
 
     fn ctx() -> ShareContext {
         ShareContext::new(ShareSettings::default())
+    }
+
+    /// A metadata service whose group configs name a dead-letter topic, until
+    /// it stops answering.
+    #[derive(Debug, Default)]
+    struct Configs {
+        down: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl floe_metadata::api::MetaApi for Configs {
+        async fn call_route(
+            &self,
+            call: floe_metadata::api::RouteCall,
+        ) -> Result<floe_metadata::api::meta_api::Reply, floe_metadata::MetaError> {
+            use floe_metadata::api::{proto, routes};
+            if self.down.load(std::sync::atomic::Ordering::SeqCst)
+                || call.request::<routes::GroupConfigs>().is_none()
+            {
+                return Err(floe_metadata::MetaError::Unavailable("down (test)".into()));
+            }
+            let set = [
+                ("floe.dlq.topic", "dead"),
+                ("share.delivery.count.limit", "3"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+            Ok(floe_metadata::api::meta_api::reply::<routes::GroupConfigs>(
+                proto::GroupConfigsResponse { set },
+            ))
+        }
+    }
+
+    /// Issue 41: a proxy that could not read a group's configs in time
+    /// answered with its flags' settings, which name no dead-letter topic
+    /// and another delivery limit: an owner given them archived the records
+    /// waiting for the dead-letter topic and never wrote the start it moved.
+    #[tokio::test(start_paused = true)]
+    async fn configs_not_read_leave_the_last_ones_read_and_never_the_flags() {
+        let share = ctx();
+        let meta = Configs::default();
+        let read = share.settings_for(&meta, "g").await.unwrap();
+        assert_eq!(read.dead_letter_topic.as_deref(), Some("dead"));
+        assert_eq!(read.delivery_count_limit, 3);
+        meta.down.store(true, std::sync::atomic::Ordering::SeqCst);
+        tokio::time::advance(GROUP_CONFIGS_TTL * 10).await;
+        let stale = share.settings_for(&meta, "g").await.unwrap();
+        assert_eq!(stale.dead_letter_topic.as_deref(), Some("dead"));
+        assert_eq!(stale.delivery_count_limit, 3);
+        // Never read: no settings at all, rather than the flags'.
+        assert_eq!(
+            share.settings_for(&meta, "other").await,
+            Err(SettingsUnread)
+        );
+        assert_eq!(
+            SettingsUnread.code(),
+            ResponseError::CoordinatorNotAvailable.code()
+        );
     }
 
     fn step(

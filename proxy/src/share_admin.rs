@@ -130,10 +130,15 @@ impl Context {
         }
     }
 
-    async fn share_settings(&self, group: &str) -> ShareSettings {
+    /// The group's settings, or the error to answer when they were never
+    /// read and cannot be now ([`crate::share::SettingsUnread`]).
+    async fn share_settings(&self, group: &str) -> Result<ShareSettings, i16> {
         match &self.share {
-            Some(share) => share.settings_for(self.meta.as_ref(), group).await,
-            None => ShareSettings::default(),
+            Some(share) => share
+                .settings_for(self.meta.as_ref(), group)
+                .await
+                .map_err(|e| e.code()),
+            None => Ok(ShareSettings::default()),
         }
     }
 
@@ -203,7 +208,16 @@ impl Context {
             r.error_message = Some(s(f.message.clone()));
         }
         let snap = self.view.current();
-        let settings = self.share_settings(&group).await;
+        let settings = match self.share_settings(&group).await {
+            Ok(settings) => settings,
+            Err(code) => {
+                r.error_code = code;
+                if refusal.is_none() {
+                    self.share_release(&group).await;
+                }
+                return r;
+            }
+        };
         for t in &req.topics {
             let mut out = Topic::default();
             out.topic_name = t.topic_name.clone();
@@ -286,7 +300,13 @@ impl Context {
             }
         };
         let snap = self.view.current();
-        let settings = self.share_settings(group).await;
+        let settings = match self.share_settings(group).await {
+            Ok(settings) => settings,
+            Err(code) => {
+                r.error_code = code;
+                return r;
+            }
+        };
         for t in &req.topics {
             let mut out = Topic::default();
             out.topic_name = t.topic_name.clone();
@@ -380,7 +400,10 @@ impl Context {
             Err(_) => return ResponseError::CoordinatorNotAvailable.code(),
         };
         let snap = self.view.current();
-        let settings = self.share_settings(group).await;
+        let settings = match self.share_settings(group).await {
+            Ok(settings) => settings,
+            Err(code) => return code,
+        };
         for (topic, partitions) in stored {
             // A topic deleted since: its state goes with the group below.
             let Some(info) = snap.topics.get(&topic) else {

@@ -436,18 +436,25 @@ impl SharePartition {
     /// New settings (a group config changed); records in flight keep their
     /// locks, the new limits apply from the next change. When the group no
     /// longer names a dead-letter topic, the records waiting for it are
-    /// archived (as they would have been without one).
-    pub fn set_config(&mut self, config: ShareConfig) {
+    /// archived (as they would have been without one). Returns whether
+    /// that changed the state to write (the caller writes it: nothing else
+    /// may, once nothing is left to acknowledge).
+    #[must_use = "a state the new settings changed must be written"]
+    pub fn set_config(&mut self, config: ShareConfig) -> bool {
         self.config = config;
-        if !config.dead_letter && self.dead_letters_pending() > 0 {
-            for slot in self.window.iter_mut() {
-                if matches!(slot, Slot::DeadLettering { .. }) {
-                    *slot = Slot::Archived;
-                }
-            }
-            self.abandon_in_flight();
-            self.advance();
+        if config.dead_letter || self.dead_letters_pending() == 0 {
+            return false;
         }
+        for slot in self.window.iter_mut() {
+            if matches!(slot, Slot::DeadLettering { .. }) {
+                *slot = Slot::Archived;
+            }
+        }
+        self.parked
+            .retain(|_, slot| !matches!(slot, Slot::DeadLettering { .. }));
+        self.abandon_in_flight();
+        self.advance();
+        true
     }
 
     /// The start offset (SPSO).
@@ -1088,8 +1095,9 @@ impl SharePartition {
             dead_letter: snapshot.dead_letter,
             backoffs: 0,
         };
-        // Restored under a config without a dead-letter topic: archived.
-        partition.set_config(config);
+        // Restored under a config without a dead-letter topic: archived
+        // (the caller finds the state changed and writes it).
+        let _archived = partition.set_config(config);
         partition.advance();
         Ok(partition)
     }
@@ -1296,9 +1304,18 @@ fn released(config: ShareConfig, deliveries: u16, now_ms: u64) -> Slot {
     } else if deliveries >= config.delivery_count_limit {
         Slot::Archived
     } else {
+        // Without a backoff, available at once, whatever the clock says: a
+        // wall clock that ran ahead when the record was released (a jump
+        // forward, corrected since) must not keep it back until that time
+        // comes round again.
+        let delay = config.backoff.delay_ms(deliveries);
         Slot::Available {
             deliveries,
-            not_before_ms: now_ms.saturating_add(config.backoff.delay_ms(deliveries)),
+            not_before_ms: if delay == 0 {
+                0
+            } else {
+                now_ms.saturating_add(delay)
+            },
         }
     }
 }

@@ -416,21 +416,38 @@ impl ShareService {
             .ok_or_else(|| CallError::from(BrokerError::not_owner(*key)))?;
         let config = self.config(settings);
         let id = (group_id.to_owned(), *key);
-        if let Some(held) = lock(&self.partitions).get_mut(&id)
-            && held.epoch == epoch
-        {
-            if *held.sp.config() != config {
-                held.sp.set_config(config);
+        let changed = match lock(&self.partitions).get_mut(&id) {
+            Some(held) if held.epoch == epoch => {
+                let changed = *held.sp.config() != config && held.sp.set_config(config);
+                if held.dead_letter_topic != settings.dead_letter_topic {
+                    held.dead_letter_topic = settings.dead_letter_topic.clone();
+                }
+                Some(changed)
             }
-            if held.dead_letter_topic != settings.dead_letter_topic {
-                held.dead_letter_topic = settings.dead_letter_topic.clone();
+            _ => None,
+        };
+        match changed {
+            // Records the new settings archived are written now: a fetch
+            // that acquires nothing writes nothing, and with nothing left
+            // to acknowledge the start offset written would stay behind.
+            Some(true) => {
+                self.persist(store, group_id, key).await?;
+                return Ok(epoch);
             }
-            return Ok(epoch);
+            Some(false) => return Ok(epoch),
+            None => {}
         }
+        // Whether the state in memory must be written at once: a new
+        // share-partition, or one the settings changed as it was restored.
         let mut fresh = false;
         let sp = match store.load(group_id, key).await? {
             Some(snapshot) => match SharePartition::restore(config, &snapshot) {
-                Ok(sp) => sp,
+                Ok(sp) => {
+                    // Restored under settings without the group's dead-letter
+                    // topic, the records waiting for it were archived.
+                    fresh = sp.snapshot().start != snapshot.start;
+                    sp
+                }
                 Err(e) => {
                     tracing::warn!(group = group_id, partition = %key, error = %e,
                         "share state unreadable; resuming at its start offset");
@@ -465,7 +482,8 @@ impl ShareService {
         }
         // Where a new share-partition starts is written at once (Kafka
         // initializes the share state too): a new owner must not take
-        // "latest" again and skip what was produced in between.
+        // "latest" again and skip what was produced in between. So is a
+        // start the restore moved.
         if fresh {
             self.persist(store, group_id, key).await?;
         }

@@ -2,7 +2,8 @@
 // the lag behind each partition's end, and a live chart of the total lag
 // (polled every 5 s while the page is open).
 
-import { enc } from "/ui/assets/api.js";
+import { actionForm } from "/ui/assets/actions.js";
+import { enc, post } from "/ui/assets/api.js";
 import { chartFigure, drawChart } from "/ui/assets/charts.js";
 import { facts, h, int, offset, stateBadge, table } from "/ui/assets/dom.js";
 
@@ -43,6 +44,112 @@ function details(g) {
       })));
 }
 
+// The reset's request from the form's values.
+function resetBody(v, execute) {
+  const body = { to: v.to, execute };
+  if (v.topic.trim()) body.topic = v.topic.trim();
+  if (["offset", "shift", "time"].includes(v.to)) {
+    const raw = v.to === "time" ? Date.parse(v.value) : Number(v.value);
+    if (v.value === "" || Number.isNaN(raw)) {
+      throw new Error(v.to === "time" ? "Give a time, e.g. 2026-12-01T12:00:00Z." : "Give a number.");
+    }
+    body.value = raw;
+  }
+  return body;
+}
+
+function planTable(answer) {
+  return table({
+    caption: answer.executed ? "Offsets committed" : "Where the offsets would move (nothing committed yet)",
+    id: "reset-plan",
+    rowHeader: false,
+    columns: [{ label: "Topic" }, { label: "Partition", numeric: true }, { label: "Current", numeric: true },
+      { label: "New", numeric: true }],
+    rows: answer.offsets.map((o) => [o.topic, String(o.partition), offset(o.current), offset(o.target)]),
+  });
+}
+
+// Resetting offsets: a dry run first, always; the reset itself is enabled
+// once a dry run of the same values was shown. Deleting: the id typed again.
+function actions(g, refresh) {
+  const path = `groups/${enc(g.id)}`;
+  const plan = h("div", { id: "reset-plan-holder", "aria-live": "polite" });
+  let previewed = null; // the values the plan on screen was made with
+  const execute = h("button", { type: "button", id: "reset-execute", disabled: true, class: "danger" },
+    "Reset offsets as shown");
+  const resetForm = actionForm({
+    id: "reset-offsets",
+    title: "Reset offsets",
+    wide: true,
+    submit: "Show the plan (dry run)",
+    fields: [
+      { name: "topic", label: "Topic", hint: "Empty: every topic the group has offsets in." },
+      { name: "to", label: "To", options: [["earliest", "the earliest offset"], ["latest", "the latest offset"],
+        ["offset", "an offset"], ["shift", "shift by"], ["time", "a time"]] },
+      { name: "value", label: "Offset, shift or time", hint: "For an offset or a shift a number; for a time ISO 8601." },
+    ],
+    extra: plan,
+    run: async (v) => {
+      const body = resetBody(v, false);
+      const answer = await post(`${path}/reset-offsets`, body);
+      plan.replaceChildren(planTable(answer), answer.warning ? h("p", { class: "notice" }, answer.warning) : "");
+      previewed = JSON.stringify(body);
+      execute.disabled = Boolean(answer.warning);
+      return answer.warning ? "Dry run shown; the group must be inactive to reset." : "Dry run shown: nothing committed.";
+    },
+  });
+  // Any change to the values asks for a new dry run.
+  resetForm.addEventListener("input", () => { execute.disabled = true; });
+  execute.addEventListener("click", async () => {
+    const status = resetForm.querySelector(".action-status");
+    const values = Object.fromEntries(["topic", "to", "value"].map((n) => [n, resetForm.elements[n].value]));
+    let body;
+    try {
+      body = resetBody(values, true);
+    } catch (e) {
+      status.textContent = e.message;
+      return;
+    }
+    if (JSON.stringify({ ...body, execute: false }) !== previewed) {
+      status.textContent = "The values changed since the dry run: show the plan again first.";
+      execute.disabled = true;
+      return;
+    }
+    execute.disabled = true;
+    status.className = "action-status";
+    status.textContent = "Working…";
+    try {
+      const answer = await post(`${path}/reset-offsets`, body);
+      plan.replaceChildren(planTable(answer));
+      status.textContent = `Offsets of ${answer.offsets.length} partition(s) reset.`;
+      status.classList.add("ok");
+      await refresh();
+    } catch (e) {
+      status.textContent = e.message;
+      status.classList.add("error");
+    }
+  });
+  resetForm.querySelector(".action-buttons").append(execute);
+  return h("section", { "aria-labelledby": "h-actions" },
+    h("h2", { id: "h-actions" }, "Actions"),
+    h("div", { class: "action-grid" },
+      g.type === "share"
+        ? h("p", { class: "notice" }, "A share group's start offsets are reset with floe group reset-offsets; the console does not do it yet.")
+        : resetForm,
+      actionForm({
+        id: "delete-group",
+        title: "Delete this group",
+        submit: "Delete group",
+        confirm: g.id,
+        fields: [],
+        run: async () => {
+          await post(`${path}/delete`, { confirm: g.id });
+          return `Group ${g.id} deleted.`;
+        },
+        done: () => { window.location.hash = "#/groups"; },
+      })));
+}
+
 async function render(ctx) {
   const [id] = ctx.params;
   ctx.heading(`Group ${id}`);
@@ -56,6 +163,7 @@ async function render(ctx) {
   const points = [];
   let shown = null; // the answer on screen, to redraw the tables only when it changed
   let first = true;
+  let actionsShown = null;
   ctx.poll(POLL_MS, async () => {
     const request = ctx.get(`groups/${enc(id)}`);
     const g = await (first ? ctx.load("Loading the group…", request) : request);
@@ -67,6 +175,14 @@ async function render(ctx) {
     if (text !== shown) {
       shown = text;
       holder.replaceChildren(details(g));
+    }
+    if (!actionsShown) {
+      actionsShown = actions(g, async () => {
+        const fresh = await ctx.get(`groups/${enc(id)}`);
+        shown = JSON.stringify(fresh);
+        holder.replaceChildren(details(fresh));
+      });
+      ctx.view.append(actionsShown);
     }
     const t0 = Math.min(now - 60000, points[0][0]);
     drawChart(figure, { series: [{ name: "total lag", points }], window: [t0, now],

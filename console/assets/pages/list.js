@@ -6,7 +6,8 @@ import { debounce, h, int, table } from "/ui/assets/dom.js";
 const PAGE = 50;
 
 // spec: {what: "topics", path, key: field of the answer holding the rows,
-//        caption, columns, row: item -> cells, searchLabel}
+//        caption, columns, row: item -> cells, searchLabel,
+//        expose: receives the list's reload function (after an action)}
 export function pagedList(ctx, spec) {
   let query = "";
   let offset = 0;
@@ -49,6 +50,7 @@ export function pagedList(ctx, spec) {
   }
 
   const reload = () => load().catch(ctx.fail);
+  if (spec.expose) spec.expose(reload);
   input.addEventListener("input", debounce(() => {
     query = input.value.trim();
     offset = 0;

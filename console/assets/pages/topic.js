@@ -1,6 +1,7 @@
 // One topic: its partitions' offsets and owners, its configs, its size.
 
-import { enc } from "/ui/assets/api.js";
+import { actionForm } from "/ui/assets/actions.js";
+import { enc, post } from "/ui/assets/api.js";
 import { bytes, facts, h, int, offset, table } from "/ui/assets/dom.js";
 
 // Configs set on the topic first (they are what someone chose), then by name.
@@ -8,12 +9,9 @@ function sortConfigs(configs) {
   return [...configs].sort((a, b) => (a.default === b.default ? a.name.localeCompare(b.name) : a.default ? 1 : -1));
 }
 
-async function render(ctx) {
-  const [name] = ctx.params;
-  ctx.heading(`Topic ${name}`);
-  const t = await ctx.load("Loading the topic…", ctx.get(`topics/${enc(name)}`));
-
-  ctx.view.append(
+// The topic's facts, partitions and settings.
+function details(name, t) {
+  return [
     h("p", {}, h("a", { href: `#/topics/${enc(name)}/records`, id: "records-link" }, `Read the records of ${name}`)),
     facts([["Topic id", h("code", {}, t.id ?? "—")], ["Partitions", int(t.partitions.length)],
       ["Stored bytes", h("span", { id: "stored-bytes" }, bytes(t.stored_bytes))]], "Topic"),
@@ -45,7 +43,91 @@ async function render(ctx) {
         ]),
         empty: "No configs.",
       })),
-  );
+  ];
+}
+
+// The topic's actions: grow it, change a setting, produce a record (to
+// test a consumer), delete it (its name typed again first).
+function actions(name, t, refresh) {
+  const path = `topics/${enc(name)}`;
+  return h("section", { "aria-labelledby": "h-actions" },
+    h("h2", { id: "h-actions" }, "Actions"),
+    h("div", { class: "action-grid" },
+      actionForm({
+        id: "add-partitions",
+        title: "Add partitions",
+        submit: "Add partitions",
+        fields: [{ name: "count", label: "Partitions after", type: "number", min: t.partitions.length + 1,
+          required: true, value: String(t.partitions.length + 1),
+          hint: `It has ${t.partitions.length}; a topic's partitions can only grow.` }],
+        run: async (v) => {
+          await post(`${path}/partitions`, { count: Number(v.count) });
+          return `${name} has ${v.count} partitions now.`;
+        },
+        done: refresh,
+      }),
+      actionForm({
+        id: "alter-config",
+        title: "Change a setting",
+        submit: "Apply",
+        fields: [
+          { name: "key", label: "Setting", required: true, placeholder: "retention.ms" },
+          { name: "value", label: "Value", hint: "Empty: back to its default." },
+        ],
+        run: async (v) => {
+          const key = v.key.trim();
+          const body = v.value === "" ? { delete: [key] } : { set: { [key]: v.value } };
+          await post(`${path}/configs`, body);
+          return v.value === "" ? `${key} is back to its default.` : `${key} is ${v.value} now.`;
+        },
+        done: refresh,
+      }),
+      actionForm({
+        id: "produce",
+        title: "Produce a record",
+        submit: "Produce",
+        fields: [
+          { name: "partition", label: "Partition", type: "number", min: 0, hint: "Empty: by the key's hash." },
+          { name: "key", label: "Key", hint: "Empty: no key." },
+          { name: "value", label: "Value", type: "textarea" },
+        ],
+        run: async (v) => {
+          const body = { key: v.key === "" ? null : v.key, value: v.value };
+          if (v.partition !== "") body.partition = Number(v.partition);
+          const r = await post(`${path}/produce`, body);
+          return `Written to partition ${r.partition} at offset ${r.offset}.`;
+        },
+        done: refresh,
+      }),
+      actionForm({
+        id: "delete-topic",
+        title: "Delete this topic",
+        submit: "Delete topic",
+        confirm: name,
+        fields: [],
+        run: async () => {
+          await post(`${path}/delete`, { confirm: name });
+          return `Topic ${name} deleted.`;
+        },
+        done: () => { window.location.hash = "#/topics"; },
+      })));
+}
+
+async function render(ctx) {
+  const [name] = ctx.params;
+  ctx.heading(`Topic ${name}`);
+  const holder = h("div", {});
+  ctx.view.append(holder);
+  let actionsShown = null;
+  const refresh = async () => {
+    const t = await ctx.get(`topics/${enc(name)}`);
+    holder.replaceChildren(...details(name, t));
+    if (!actionsShown) {
+      actionsShown = actions(name, t, () => refresh().catch(ctx.fail));
+      ctx.view.append(actionsShown);
+    }
+  };
+  await ctx.load("Loading the topic…", refresh());
 }
 
 export default { render };

@@ -1,5 +1,6 @@
 //! The console's JSON routes, one module per page.
 
+pub mod actions;
 pub mod groups;
 pub mod overview;
 pub mod records;

@@ -135,7 +135,7 @@ fn release_makes_a_record_available_again_with_a_higher_delivery_count() {
         sp.slot(1),
         Some(&Slot::Available {
             deliveries: 1,
-            not_before_ms: 10
+            not_before_ms: 0
         })
     );
     // Redeliveries come first, then new records.
@@ -273,9 +273,10 @@ fn an_expired_lock_makes_the_record_available_with_its_count() {
     assert_eq!(sp.expire(1_000), 2);
     assert_eq!(
         sp.slot(0),
+        // No backoff: available at once, whatever the clock (0).
         Some(&Slot::Available {
             deliveries: 1,
-            not_before_ms: 1_000
+            not_before_ms: 0
         })
     );
     // The late member's acknowledgement is refused; another gets them.
@@ -413,14 +414,10 @@ fn a_restored_snapshot_redelivers_acquired_records_and_never_accepted_ones() {
                 state: DurableState::Acknowledged,
                 deliveries: 0,
             },
+            // Released without a backoff: available at once, like the
+            // acquired record after it (restored as available).
             SnapshotRange {
                 first: Offset(3),
-                last: Offset(3),
-                state: DurableState::Available { not_before_ms: 10 },
-                deliveries: 1,
-            },
-            SnapshotRange {
-                first: Offset(4),
                 last: Offset(4),
                 state: DurableState::Available { not_before_ms: 0 },
                 deliveries: 1,
@@ -919,7 +916,11 @@ fn removing_the_dead_letter_topic_archives_what_waited_for_it() {
     sp.acknowledge(&a(), &AckBatch::all(0, 1, AckType::Reject), 10)
         .unwrap();
     sp.next_dead_letter();
-    sp.set_config(config());
+    assert!(
+        sp.set_config(config()),
+        "records archived: a state to write"
+    );
+    assert!(!sp.set_config(config()), "nothing left to archive");
     assert_eq!(sp.start_offset(), Offset(2));
     // The abandoned append's sequence is not reused under that epoch.
     assert_eq!(
@@ -1061,4 +1062,22 @@ fn a_restored_share_partition_keeps_its_buckets_and_refuses_impossible_ones() {
         };
         assert!(SharePartition::restore(config(), &snap).is_err());
     }
+}
+
+/// Issue 41 (clock family): without a backoff a released record is
+/// available again at once, whatever the wall clock did. Released while
+/// the owner's wall clock ran ahead (a jump forward, corrected since), it
+/// is now kept back until that clock's time comes round again (and is
+/// written so: a new owner keeps it back too).
+#[test]
+fn a_record_released_while_the_wall_clock_ran_ahead_is_available_once_it_is_back() {
+    let mut sp = SharePartition::new(config(), Offset(0));
+    // True time 10 s; the owner's wall clock 60 s ahead.
+    let ahead = 70_000;
+    assert_eq!(sp.acquire(&a(), 1, Offset(1), ahead), vec![range(0, 0, 1)]);
+    sp.acknowledge(&a(), &AckBatch::all(0, 0, AckType::Release), ahead)
+        .unwrap();
+    // The clock is right again: 10.5 s.
+    assert_eq!(sp.first_acquirable(10_500), Offset(0));
+    assert_eq!(sp.acquire(&b(), 1, Offset(1), 10_500), vec![range(0, 0, 2)]);
 }

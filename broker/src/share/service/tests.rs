@@ -1486,3 +1486,92 @@ async fn a_member_leaving_at_the_delivery_limit_leaves_dead_records_to_append() 
         Some("delivery-count-limit")
     );
 }
+
+/// Issue 41 (seed 4101, clock family): a record dead-lettered at the
+/// delivery limit whose copy landed, yet the share-partition's start
+/// offset as written (what DescribeShareGroupOffsets reads) stays on it
+/// for good. A call whose settings name no dead-letter topic (a proxy
+/// that cannot read the group's configs in 2 s answers with its flags',
+/// which have none: `proxy/src/share.rs`, `settings_for`) reaches the
+/// owner while the append's answer is lost and the task pauses: `ensure`
+/// sets that config, which archives the waiting record and moves the
+/// start, in memory only; the task's next step finds no topic and ends
+/// without writing (its last step failed, nothing "unwritten"); a fetch
+/// that acquires nothing writes nothing either. With no acknowledgement
+/// left on the partition (the drain accepted everything), nothing ever
+/// writes the start the owner holds.
+#[tokio::test]
+async fn a_record_archived_by_a_call_naming_no_dead_letter_topic_has_its_start_written() {
+    let log = FakeLog::new(1);
+    let svc = ShareService {
+        // The task pauses long enough after a failed append for the
+        // other call to land meanwhile.
+        dead_letter_retry: (
+            std::time::Duration::from_millis(200),
+            std::time::Duration::from_millis(400),
+        ),
+        ..service()
+    };
+    let dlq = FakeDlq::new();
+    let settings = ShareSettings {
+        delivery_count_limit: 2,
+        ..with_dlq()
+    };
+    // Offset 0 released at the limit: waiting for the dead-letter topic.
+    for _ in 0..2 {
+        let f = svc
+            .fetch(&log, &log, &settings, "g", &key(), &member(), 1, 1 << 20)
+            .await
+            .unwrap();
+        assert_eq!(f.acquired[0].first, Offset(0));
+        ack(&svc, &log, &settings, 0, 0, AckType::Release).await;
+    }
+    // Everything after it accepted (each acceptance written, start 0).
+    let f = svc
+        .fetch(&log, &log, &settings, "g", &key(), &member(), 10, 1 << 20)
+        .await
+        .unwrap();
+    assert_eq!(offsets(&f), vec![1, 2]);
+    ack(&svc, &log, &settings, 1, 2, AckType::Accept).await;
+    assert_eq!(log.saved.lock().unwrap()["g"].1.start, Offset(0));
+    // The append lands, its answer is lost: the task pauses.
+    *dlq.fail.lock().unwrap() = vec![true];
+    let epoch = svc.claim_dead_letters("g", &key()).unwrap();
+    let k = key();
+    // A proxy's flags' settings: no dead-letter topic (nor the group's
+    // limit or lock).
+    let flags = EARLIEST;
+    let task = svc.run_dead_letters(&log, &log, &dlq, "g", &k, epoch);
+    let meanwhile = async {
+        while dlq.records().is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        // A fetch through a proxy that fell back to its flags' settings.
+        svc.fetch(&log, &log, &flags, "g", &k, &member(), 10, 1 << 20)
+            .await
+            .unwrap();
+    };
+    tokio::join!(task, meanwhile);
+    // The drain goes on through proxies that read the configs again: it
+    // finds nothing to acquire, and nothing waits for the dead-letter
+    // topic.
+    let f = svc
+        .fetch(&log, &log, &settings, "g", &key(), &member(), 10, 1 << 20)
+        .await
+        .unwrap();
+    assert!(f.acquired.is_empty());
+    assert_eq!(svc.claim_dead_letters("g", &key()), None);
+    assert_eq!(dlq.records().len(), 1, "one copy landed");
+    // In memory everything is done...
+    let held = lock(&svc.partitions)
+        .get(&("g".to_owned(), key()))
+        .map(|h| h.sp.start_offset());
+    assert_eq!(held, Some(Offset(3)));
+    // ...and that is what the owner must have written.
+    let saved = log.saved.lock().unwrap()["g"].1.clone();
+    assert_eq!(
+        (saved.start, saved.dead_letter.in_flight),
+        (Offset(3), None),
+        "the written start offset stays on the dead-lettered record"
+    );
+}
