@@ -146,7 +146,7 @@ pub async fn run_broker(args: BrokerArgs) -> anyhow::Result<()> {
         .with("rpc", rpc_addr)
         .with("admin", admin_addr)
         .publish("broker", args.ports_file.as_deref())?;
-    eprintln!("floe broker {id} ready: RPC on {rpc_addr}");
+    crate::announce::say(&format!("floe broker {id} ready: RPC on {rpc_addr}"));
     crate::shutdown_signal().await;
     state.ready.store(false, Ordering::SeqCst);
     // A graceful stop: hand everything over first, so that clients see a
@@ -241,7 +241,10 @@ pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
             }
         })
     };
-    eprintln!("floe proxy listening: Kafka on {}", proxy.local_addr);
+    crate::announce::say(&format!(
+        "floe proxy listening: Kafka on {}",
+        proxy.local_addr
+    ));
     crate::shutdown_signal().await;
     becomes_ready.abort();
     state.ready.store(false, Ordering::SeqCst);

@@ -149,7 +149,9 @@ async fn run_role(args: IndexerRunArgs) -> anyhow::Result<()> {
     crate::ports_file::BoundPorts::new()
         .with("admin", admin_addr)
         .publish("indexer", args.ports_file.as_deref())?;
-    eprintln!("floe indexer ready: query API on http://{admin_addr}");
+    crate::announce::say(&format!(
+        "floe indexer ready: query API on http://{admin_addr}"
+    ));
     crate::shutdown_signal().await;
     state.ready.store(false, Ordering::SeqCst);
     task.abort();

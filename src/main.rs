@@ -7,6 +7,7 @@
 
 mod acl_cmd;
 mod admin_http;
+mod announce;
 mod certs_cmd;
 #[cfg(test)]
 mod cli_reference;
@@ -114,6 +115,24 @@ struct Cli {
         value_name = "FILE"
     )]
     admin_token_file: Option<std::path::PathBuf>,
+    /// How log lines are written to stderr: `text` for people, `json` (one
+    /// object a line: timestamp, level, target, message and the event's
+    /// fields, with the span it happened in) for a log pipeline.
+    #[arg(
+        long,
+        global = true,
+        env = "FLOE_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text
+    )]
+    log_format: LogFormat,
+}
+
+/// The log lines' format (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -206,14 +225,23 @@ fn main() -> std::process::ExitCode {
         }
     };
     let cli = Cli::parse_from(args);
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-                tracing_subscriber::EnvFilter::new(default_log_filter(&cli.command))
-            }),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_log_filter(&cli.command)));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    announce::use_json(cli.log_format == LogFormat::Json);
+    match cli.log_format {
+        LogFormat::Text => logs.init(),
+        // The event's fields at the top level beside `message`, and the
+        // span it happened in, so that a pipeline can index them.
+        LogFormat::Json => logs
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .init(),
+    }
     if let Some(path) = &cli.cluster_secret_file {
         let installed = floe_metadata::cluster_auth::ClusterSecret::read(path)
             .and_then(floe_metadata::cluster_auth::install);

@@ -151,12 +151,12 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     state.ready.store(true, Ordering::SeqCst);
-    eprintln!(
+    crate::announce::say(&format!(
         "floe standalone ready: Kafka on {}, admin on http://{}, data in {}",
         proxy.local_addr,
         admin_addr,
         data.display()
-    );
+    ));
 
     // Its metadata Raft stopped on a fatal error (its log could not be
     // written: a disk full, an fsync that failed): nothing can be committed
@@ -168,7 +168,7 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
     if let Some(e) = &fatal {
         tracing::error!(error = %e, "the metadata Raft stopped on a fatal error (its log could not be written: disk full, fsync failed?); exiting");
     }
-    eprintln!("floe standalone: stopping (flushing what was accepted)");
+    crate::announce::say("floe standalone: stopping (flushing what was accepted)");
     state.ready.store(false, Ordering::SeqCst);
     proxy.stop();
     indexer_task.abort();

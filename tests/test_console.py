@@ -3,7 +3,9 @@ driven by Selenium against a `floe standalone` holding topics, records and a
 consumer group made with confluent-kafka. Every page loads without browser
 console errors and without serious or critical axe-core violations; the
 numbers it shows are the ones Kafka answers; records show as text, JSON and
-hex; the keyboard reaches everything; the topics list filters and pages; with
+hex; the keyboard reaches everything; the topics list filters and pages; an
+open transaction and its producer are shown as the coordinator and the
+partitions answer; a topic's Parquet export shows the rows exported; with
 bearer tokens, the page asks for one and then shows only what the principal
 may describe. A screenshot of each page is left in target/console-screenshots/.
 
@@ -38,6 +40,14 @@ MANY_PREFIX = "console-many-"  # 60 empty topics, for the filter and the pages
 MANY = [f"{MANY_PREFIX}{i:02d}" for i in range(60)]
 GROUP = "console-group"
 BINARY_VALUE = b"\xff\xfe\x00\x01floe\x80"
+# Exported to Parquet by the standalone's indexer: a short roll, so that the
+# rows are in files within a second or so of being written.
+EXPORTED = "console-exported"  # 2 partitions, EXPORTED_N JSON records
+EXPORTED_N = 30
+EXPORT_CONFIG = {"export.enabled": "true", "export.roll.ms": "300"}
+# Its own topic, so that the transaction's records change none of ORDERS' numbers.
+TXN_TOPIC = "console-txn"      # 3 partitions, written by one transaction to 0 and 2
+TXN_ID = "console-txn-1"
 
 
 # ---------------------------------------------------------------- the browser
@@ -187,9 +197,11 @@ def order_value(i):
 
 
 def create_topics(admin, specs, timeout=30):
+    """specs: [(name, partitions)] or [(name, partitions, {config: value})]."""
     from confluent_kafka.admin import NewTopic
 
-    futures = admin.create_topics([NewTopic(name, num_partitions=n, replication_factor=1) for name, n in specs],
+    futures = admin.create_topics([NewTopic(spec[0], num_partitions=spec[1], replication_factor=1,
+                                            config=spec[2] if len(spec) > 2 else {}) for spec in specs],
                                   operation_timeout=timeout, request_timeout=timeout)
     for name, f in futures.items():
         f.result(timeout=timeout)
@@ -238,9 +250,10 @@ RUNNING = []
 
 @pytest.fixture(scope="module")
 def floe(floe_bin, tmp_path_factory):
-    # A new group's first rebalance waits 300 ms, not 3 s.
+    # A new group's first rebalance waits 300 ms, not 3 s; the indexer looks
+    # for data to export every 200 ms, not every second.
     s = Standalone(floe_bin, tmp_path_factory.mktemp("console"), name="console",
-                   group_initial_rebalance_delay_ms=300)
+                   group_initial_rebalance_delay_ms=300, indexer_poll_ms=200)
     RUNNING.append(s)
     s.start()
     yield s
@@ -251,16 +264,21 @@ def floe(floe_bin, tmp_path_factory):
 @pytest.fixture(scope="module")
 def data(floe):
     """The topics, records and group the pages show. The group's consumer stays in the
-    group (a member to show) and has committed each partition p at its end − (p + 1)."""
+    group (a member to show) and has committed each partition p at its end − (p + 1).
+    EXPORTED's records are written here, so that they are exported by the time its
+    pages are read."""
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient
 
     conf = {"bootstrap.servers": floe.bootstrap}
     admin = AdminClient({**conf, "log_level": 2})
-    create_topics(admin, [(ORDERS, 3), (BINARY, 1)] + [(name, 1) for name in MANY])
+    create_topics(admin, [(ORDERS, 3), (BINARY, 1), (EXPORTED, 2, EXPORT_CONFIG), (TXN_TOPIC, 3)]
+                  + [(name, 1) for name in MANY])
     produce(conf, [(ORDERS, i % 3, f"order-{i}".encode(), json.dumps(order_value(i)).encode(),
                     [("source", b"console-test"), ("seq", str(i).encode())]) for i in range(50)]
-            + [(BINARY, 0, b"bin-key", BINARY_VALUE, None)])
+            + [(BINARY, 0, b"bin-key", BINARY_VALUE, None)]
+            + [(EXPORTED, i % 2, f"e-{i}".encode(), json.dumps(order_value(i)).encode(), None)
+               for i in range(EXPORTED_N)])
 
     consumer = Consumer({**conf, "group.id": GROUP, "enable.auto.commit": False, "auto.offset.reset": "earliest",
                          "session.timeout.ms": 10000, "heartbeat.interval.ms": 500, "client.id": "console-test"})
@@ -294,10 +312,14 @@ PAGES = [
     # (screenshot name, route, title, element shown once loaded)
     ("overview", "#/", "Overview", "#chart-requests .legend"),
     ("topics", "#/topics", "Topics", "#topics-list"),
-    ("topic", f"#/topics/{ORDERS}", f"Topic {ORDERS}", "#partitions"),
+    ("topic", f"#/topics/{ORDERS}", f"Topic {ORDERS}", "#producers"),
     ("records", f"#/topics/{ORDERS}/records", f"Records of {ORDERS}", "#records"),
     ("groups", "#/groups", "Consumer groups", "#groups-list"),
     ("group", f"#/groups/{GROUP}", f"Group {GROUP}", "#offsets"),
+    ("transactions", "#/transactions", "Transactions", "#transactions-list"),
+    ("exports", "#/exports", "Exports", "#exports-list"),
+    ("export", f"#/topics/{EXPORTED}/export", f"Export of {EXPORTED}", "#export-partitions"),
+    ("export-off", f"#/topics/{ORDERS}/export", f"Export of {ORDERS}", "#export-off"),
 ]
 
 
@@ -479,6 +501,134 @@ def test_topics_filter_and_pages(browser, site, data):
     field.send_keys("no-topic-has-this-name")
     wait(browser, "the empty list", lambda d: summary(d) == "Showing 0 of 0")
     assert rows(browser, "topics-list") == []
+    assert not console_errors(browser)
+
+
+# ---------------------------------------------------------------- transactions and exports
+
+def iso_ms(ms):
+    """A timestamp in ms as the pages show it (ISO 8601, milliseconds, Z)."""
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc) \
+        .isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def cli_producers(floe_bin, bootstrap, topic):
+    """DescribeProducers as `floe producers TOPIC --json` answers it (confluent-kafka's
+    AdminClient has no describe_producers): the page's producers table's rows."""
+    from test_cli_kafka import floe as run_floe, ok
+
+    out = ok(run_floe(floe_bin, bootstrap, "producers", topic, "--json")).stdout
+    return sorted([str(d["partition"]), str(d["producer_id"]), str(d["producer_epoch"]), str(d["last_sequence"]),
+                   "—" if d["last_timestamp"] is None else iso_ms(d["last_timestamp"]),
+                   "—" if d["current_txn_start_offset"] is None else str(d["current_txn_start_offset"])]
+                  for d in map(json.loads, out.splitlines()))
+
+
+def shown_producers(driver, site, topic):
+    """The producers table of the topic's page, freshly loaded, sorted as cli_producers."""
+    open_page(driver, f"{site}#/topics/{topic}", f"Topic {topic}", "#producers")
+    return sorted(rows(driver, "producers"))
+
+
+def test_an_open_transaction_and_its_producer_are_shown_then_its_commit(browser, site, floe, floe_bin, data):
+    from confluent_kafka import Producer
+
+    # A timeout longer than the test: the transaction stays open until committed.
+    p = Producer({"bootstrap.servers": floe.bootstrap, "transactional.id": TXN_ID, "linger.ms": 5,
+                  "transaction.timeout.ms": 600000})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(6):
+        p.produce(TXN_TOPIC, key=f"t{i}".encode(), value=json.dumps({"n": i}).encode(), partition=(0, 2)[i % 2])
+    assert p.flush(30) == 0  # written and acknowledged, not committed
+
+    # Its producer as DescribeProducers answers: on partitions 0 and 2, its
+    # transaction open from offset 0 (the topic's first records are its).
+    shown = shown_producers(browser, site, TXN_TOPIC)
+    assert shown == cli_producers(floe_bin, floe.bootstrap, TXN_TOPIC), shown
+    producer_id = shown[0][1] if shown else None
+    assert [(r[0], r[1], r[5]) for r in shown] == [("0", producer_id, "0"), ("2", producer_id, "0")], shown
+
+    # The transaction as its coordinator answers, with the same producer id.
+    open_page(browser, f"{site}#/transactions", "Transactions", "#transactions-list")
+    browser.find_element("id", "transactions-filter").send_keys(TXN_ID)
+    [row] = wait(browser, "the open transaction", lambda d: (r := rows(d, "transactions-list")) and len(r) == 1
+                 and r[0][0] == TXN_ID and r)
+    _tx_id, state, pid, epoch, timeout, age, partitions = row
+    assert (state, pid, timeout, partitions) == ("Ongoing", producer_id, "10 min", f"{TXN_TOPIC}: 0, 2"), row
+    assert age != "—" and int(epoch) >= 0, row
+    check_page(browser, "transactions-open")
+
+    # Committed: the coordinator says CompleteCommit once the markers are
+    # written (PrepareCommit until then), asked again with Refresh until it does.
+    p.commit_transaction(30)
+
+    def committed_row(d):
+        r = rows(d, "transactions-list")
+        if r and r[0][1] == "CompleteCommit":
+            return r[0]
+        d.find_element("id", "transactions-refresh").click()
+        return None
+
+    row = wait(browser, "the commit", committed_row)
+    assert row[0] == TXN_ID and row[2] == producer_id and row[5] == "—", row
+
+    shown = shown_producers(browser, site, TXN_TOPIC)
+    assert shown == cli_producers(floe_bin, floe.bootstrap, TXN_TOPIC), shown
+    assert [(r[0], r[1], r[5]) for r in shown] == [("0", producer_id, "—"), ("2", producer_id, "—")], shown
+    assert not console_errors(browser)
+
+
+def wait_exported(admin_url, topic, rows_wanted):
+    """Polls the console's API until the topic's export has no lag and holds
+    `rows_wanted` rows; returns that answer."""
+    deadline = time.monotonic() + WAIT
+    while True:
+        status, body = http_get(f"{admin_url}/ui/api/topics/{topic}/export")
+        answer = json.loads(body) if status == 200 else None
+        if answer and answer["enabled"] and answer["partitions"] \
+                and sum(p["lag"] for p in answer["partitions"]) == 0 \
+                and sum(p["rows"] for p in answer["partitions"]) == rows_wanted:
+            return answer
+        assert time.monotonic() < deadline, f"{topic} not exported after {WAIT}s: {status} {body[:500]}"
+        time.sleep(0.2)
+
+
+def test_the_export_pages_show_every_record_exported(browser, site, floe, data):
+    answer = wait_exported(floe.admin_url, EXPORTED, EXPORTED_N)
+    marks = watermarks(floe.bootstrap, EXPORTED, 2)
+    assert sum(high - low for low, high in marks.values()) == EXPORTED_N
+
+    open_page(browser, f"{site}#/topics/{EXPORTED}/export", f"Export of {EXPORTED}", "#export-partitions")
+    assert number(browser.find_element("id", "export-rows").text) == EXPORTED_N
+    assert browser.find_element("id", "export-lag").text == "0 records"
+    files = number(browser.find_element("id", "export-files").text)
+    assert files == sum(p["files"] for p in answer["partitions"]) and files >= 2  # a file a partition at least
+    shown = {int(r[0]): r for r in rows(browser, "export-partitions")}
+    assert sorted(shown) == [0, 1]
+    for p, (_low, high) in marks.items():
+        part, upto, hw, lag, _files, prows, _bytes, pending, latest = shown[p]
+        assert (number(upto), number(hw), number(lag)) == (high, high, 0), shown[p]
+        assert number(prows) == high and pending == "no", shown[p]
+        # The latest file: its key under the topic's folder, ending at the last offset.
+        assert EXPORTED in latest and latest.endswith(f"–{high - 1})"), shown[p]
+    wait(browser, "the lag chart's caption", lambda d: "lag: 0" in d.find_element(
+        "css selector", "#chart-export-lag figcaption").text)
+
+    # The list: the same totals; a topic without export is not in it.
+    open_page(browser, f"{site}#/exports", "Exports", "#exports-list")
+    listed = {r[0]: r for r in rows(browser, "exports-list")}
+    assert ORDERS not in listed and EXPORTED in listed, listed
+    _topic, partitions, lfiles, lrows, _bytes, lag, latest = listed[EXPORTED]
+    assert (number(partitions), number(lfiles), number(lrows), number(lag)) == (2, files, EXPORTED_N, 0), listed
+    assert latest.endswith("Z"), latest
+
+    # Not exported: the page says how to turn it on, and nothing else.
+    open_page(browser, f"{site}#/topics/{ORDERS}/export", f"Export of {ORDERS}", "#export-off")
+    notice = browser.find_element("id", "export-off").text
+    assert f"{ORDERS} is not exported" in notice and "export.enabled=true" in notice, notice
+    assert not browser.find_elements("id", "export-partitions")
+    assert not browser.find_element("id", "chart-export-lag").is_displayed()
     assert not console_errors(browser)
 
 

@@ -10,6 +10,9 @@ import topic from "/ui/assets/pages/topic.js";
 import records from "/ui/assets/pages/records.js";
 import groups from "/ui/assets/pages/groups.js";
 import group from "/ui/assets/pages/group.js";
+import transactions from "/ui/assets/pages/transactions.js";
+import exports from "/ui/assets/pages/exports.js";
+import exportPage from "/ui/assets/pages/export.js";
 
 // [pattern on the path after "#", page, nav entry marked as current]
 const ROUTES = [
@@ -17,8 +20,11 @@ const ROUTES = [
   [/^\/topics$/, topics, "topics"],
   [/^\/topics\/([^/]+)$/, topic, "topics"],
   [/^\/topics\/([^/]+)\/records$/, records, "topics"],
+  [/^\/topics\/([^/]+)\/export$/, exportPage, "exports"],
   [/^\/groups$/, groups, "groups"],
   [/^\/groups\/([^/]+)$/, group, "groups"],
+  [/^\/transactions$/, transactions, "transactions"],
+  [/^\/exports$/, exports, "exports"],
 ];
 
 const view = document.getElementById("view");

@@ -691,3 +691,81 @@ pub async fn produce(
         None => Err((-1, Some("Produce answered no partition".to_string()))),
     }
 }
+
+/// Every transactional id the asker may describe (ListTransactions v0).
+pub async fn list_transactions(
+    ctx: &Context,
+    who: &ClientInfo,
+) -> ApiResult<ListTransactionsResponse> {
+    let r = ListTransactionsRequest::default();
+    let resp = ask(
+        ctx,
+        who,
+        "ListTransactions",
+        0,
+        RequestKind::ListTransactions(r),
+        |k| match k {
+            ResponseKind::ListTransactions(m) => Some(m),
+            _ => None,
+        },
+    )
+    .await?;
+    if resp.error_code != 0 {
+        return Err(ApiError::from_code(resp.error_code, "listing transactions"));
+    }
+    Ok(resp)
+}
+
+/// Transactional ids described (DescribeTransactions v0).
+pub async fn describe_transactions(
+    ctx: &Context,
+    who: &ClientInfo,
+    ids: &[String],
+) -> ApiResult<Vec<describe_transactions_response::TransactionState>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut r = DescribeTransactionsRequest::default();
+    r.transactional_ids = ids.iter().map(|id| TransactionalId(s(id))).collect();
+    let resp = ask(
+        ctx,
+        who,
+        "DescribeTransactions",
+        0,
+        RequestKind::DescribeTransactions(r),
+        |k| match k {
+            ResponseKind::DescribeTransactions(m) => Some(m),
+            _ => None,
+        },
+    )
+    .await?;
+    Ok(resp.transaction_states)
+}
+
+/// The producers each of a topic's partitions knows (DescribeProducers v0).
+pub async fn describe_producers(
+    ctx: &Context,
+    who: &ClientInfo,
+    topic: &str,
+    partitions: &[i32],
+) -> ApiResult<Vec<describe_producers_response::PartitionResponse>> {
+    use kafka_protocol::messages::describe_producers_request::TopicRequest;
+    let mut t = TopicRequest::default();
+    t.name = TopicName(s(topic));
+    t.partition_indexes = partitions.to_vec();
+    let mut r = DescribeProducersRequest::default();
+    r.topics = vec![t];
+    let resp = ask(
+        ctx,
+        who,
+        "DescribeProducers",
+        0,
+        RequestKind::DescribeProducers(r),
+        |k| match k {
+            ResponseKind::DescribeProducers(m) => Some(m),
+            _ => None,
+        },
+    )
+    .await?;
+    Ok(resp.topics.into_iter().flat_map(|t| t.partitions).collect())
+}

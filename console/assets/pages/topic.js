@@ -1,18 +1,22 @@
-// One topic: its partitions' offsets and owners, its configs, its size.
+// One topic: its partitions' offsets and owners, the producers that wrote to
+// it recently, its configs, its size.
 
 import { actionForm } from "/ui/assets/actions.js";
 import { enc, post } from "/ui/assets/api.js";
-import { bytes, facts, h, int, offset, table } from "/ui/assets/dom.js";
+import { bytes, facts, h, int, isoTime, offset, table } from "/ui/assets/dom.js";
 
 // Configs set on the topic first (they are what someone chose), then by name.
 function sortConfigs(configs) {
   return [...configs].sort((a, b) => (a.default === b.default ? a.name.localeCompare(b.name) : a.default ? 1 : -1));
 }
 
-// The topic's facts, partitions and settings.
-function details(name, t) {
+// The topic's facts, partitions and settings; `producers` is the section the
+// producers are shown in once loaded.
+function details(name, t, producers) {
   return [
-    h("p", {}, h("a", { href: `#/topics/${enc(name)}/records`, id: "records-link" }, `Read the records of ${name}`)),
+    h("p", { class: "links" },
+      h("a", { href: `#/topics/${enc(name)}/records`, id: "records-link" }, `Read the records of ${name}`),
+      h("a", { href: `#/topics/${enc(name)}/export`, id: "export-link" }, `Export of ${name}`)),
     facts([["Topic id", h("code", {}, t.id ?? "—")], ["Partitions", int(t.partitions.length)],
       ["Stored bytes", h("span", { id: "stored-bytes" }, bytes(t.stored_bytes))]], "Topic"),
     h("section", { "aria-labelledby": "h-partitions" },
@@ -28,6 +32,7 @@ function details(name, t) {
           p.handover_to === null || p.handover_to === undefined ? "—" : `broker ${p.handover_to}`]),
         empty: "No partitions.",
       })),
+    producers,
     h("section", { "aria-labelledby": "h-configs" },
       h("h2", { id: "h-configs" }, "Configs"),
       t.configs_error ? h("p", { class: "notice" }, `Configs not available: ${t.configs_error}`) : null,
@@ -44,6 +49,54 @@ function details(name, t) {
         empty: "No configs.",
       })),
   ];
+}
+
+// The producers each partition knows (idempotent and transactional ones that
+// wrote recently), one row per partition and producer.
+function producersTable(name, answer) {
+  const partitions = [...(answer.partitions || [])].sort((a, b) => a.partition - b.partition);
+  const rows = [];
+  for (const p of partitions) {
+    for (const pr of [...(p.producers || [])].sort((a, b) => a.producer_id - b.producer_id)) {
+      // Producer ids, epochs and sequences are names and positions: no separators.
+      rows.push([String(p.partition), String(pr.producer_id), String(pr.producer_epoch), offset(pr.last_sequence),
+        isoTime(pr.last_timestamp),
+        pr.current_txn_start_offset === null || pr.current_txn_start_offset < 0 ? "—"
+          : offset(pr.current_txn_start_offset)]);
+    }
+  }
+  const failed = partitions.filter((p) => p.error);
+  return [
+    failed.length
+      ? h("p", { class: "notice", id: "producers-partition-errors" }, "Producers not available for ",
+        failed.map((p) => `partition ${p.partition} (${p.error})`).join(", "), ".")
+      : null,
+    table({
+      caption: `Producers that wrote to ${name} recently`,
+      id: "producers",
+      rowHeader: false,
+      columns: [{ label: "Partition", numeric: true }, { label: "Producer id", numeric: true },
+        { label: "Epoch", numeric: true }, { label: "Last sequence", numeric: true }, { label: "Last write" },
+        { label: "Open transaction from", numeric: true }],
+      rows,
+      empty: "No producers have written recently.",
+    }),
+  ];
+}
+
+// Loads the producers into their section. A failure stays in the section (a
+// principal may read the topic and not its producers): the rest of the page
+// holds.
+async function loadProducers(ctx, name, section) {
+  const body = section.querySelector(".producers-body");
+  try {
+    const answer = await ctx.load("Loading the producers…", ctx.get(`topics/${enc(name)}/producers`));
+    body.replaceChildren(...producersTable(name, answer).filter(Boolean));
+  } catch (error) {
+    if (error && error.name === "AbortError") return; // the page was left
+    body.replaceChildren(h("p", { class: "notice", id: "producers-error" },
+      `Producers not available: ${error && error.message ? error.message : error}`));
+  }
 }
 
 // The topic's actions: grow it, change a setting, produce a record (to
@@ -121,11 +174,16 @@ async function render(ctx) {
   let actionsShown = null;
   const refresh = async () => {
     const t = await ctx.get(`topics/${enc(name)}`);
-    holder.replaceChildren(...details(name, t));
+    const producers = h("section", { "aria-labelledby": "h-producers", id: "producers-section" },
+      h("h2", { id: "h-producers" }, "Producers"),
+      h("div", { class: "producers-body" }, h("p", { class: "status" }, "Loading the producers…")));
+    holder.replaceChildren(...details(name, t, producers));
     if (!actionsShown) {
       actionsShown = actions(name, t, () => refresh().catch(ctx.fail));
       ctx.view.append(actionsShown);
     }
+    // After the topic: its page is useful before the producers are known.
+    await loadProducers(ctx, name, producers);
   };
   await ctx.load("Loading the topic…", refresh());
 }

@@ -1,10 +1,12 @@
 //! The console's JSON routes, one module per page.
 
 pub mod actions;
+pub mod exports;
 pub mod groups;
 pub mod overview;
 pub mod records;
 pub mod topics;
+pub mod txns;
 
 use std::sync::Arc;
 

@@ -91,18 +91,29 @@ pub async fn list(
     ))
 }
 
-pub async fn describe(
-    State(c): State<Arc<Console>>,
-    Asker(who): Asker,
-    Path(name): Path<String>,
-) -> ApiResult<Json<Value>> {
-    let md = kafka::metadata(&c.ctx, &who, Some(std::slice::from_ref(&name))).await?;
-    let Some(t) = md.topics.iter().find(|t| name_of(t) == name) else {
+/// One topic as Metadata answers the asker: not found, refused, or its
+/// partitions.
+pub async fn metadata_of(
+    c: &Console,
+    who: &floe_proxy::groups::ClientInfo,
+    name: &str,
+) -> ApiResult<MetadataResponseTopic> {
+    let md = kafka::metadata(&c.ctx, who, Some(&[name.to_string()])).await?;
+    let Some(t) = md.topics.into_iter().find(|t| name_of(t) == name) else {
         return Err(ApiError::from_code(3, &format!("topic {name}")));
     };
     if t.error_code != 0 {
         return Err(ApiError::from_code(t.error_code, &format!("topic {name}")));
     }
+    Ok(t)
+}
+
+pub async fn describe(
+    State(c): State<Arc<Console>>,
+    Asker(who): Asker,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let t = &metadata_of(&c, &who, &name).await?;
     let parts = partitions_of(&[t]);
     let first = kafka::list_offsets(&c.ctx, &who, &parts, Spec::Earliest).await?;
     let end = kafka::list_offsets(&c.ctx, &who, &parts, Spec::Latest).await?;

@@ -168,6 +168,8 @@ the bucket; the roles never do).
 {{- define "floe.commonEnv" -}}
 - name: RUST_LOG
   value: {{ .Values.logLevel | quote }}
+- name: FLOE_LOG_FORMAT
+  value: {{ .Values.logFormat | quote }}
 - name: POD_NAME
   valueFrom:
     fieldRef:

@@ -1,0 +1,89 @@
+// One topic's Parquet export: per partition, how far the indexer has
+// exported, what is left (the lag) and its latest file; a live chart of the
+// total lag (polled every 5 s while the page is open, as the group page).
+
+import { enc } from "/ui/assets/api.js";
+import { chartFigure, drawChart } from "/ui/assets/charts.js";
+import { bytes, facts, h, int, offset, table } from "/ui/assets/dom.js";
+
+const POLL_MS = 5000;
+const KEEP_MS = 5 * 60 * 1000;
+
+function sum(partitions, field) {
+  return partitions.reduce((total, p) => total + (p[field] ?? 0), 0);
+}
+
+// The latest file's key (where to find it) and the offsets it holds.
+function latestFile(latest) {
+  if (!latest) return h("span", { class: "null" }, "none yet");
+  return [h("code", { class: "file-key" }, latest.key), ` (offsets ${offset(latest.first_offset)}–${offset(latest.last_offset)})`];
+}
+
+// What to do to export the topic: the setting, and where to set it.
+function notExported(name) {
+  return h("div", { id: "export-off", class: "notice" },
+    h("p", {}, `${name} is not exported to Parquet.`),
+    h("p", {}, "Its export is turned on by the setting ", h("code", {}, "export.enabled=true"), ": under Change a setting on ",
+      h("a", { href: `#/topics/${enc(name)}`, id: "export-topic-link" }, `the page of ${name}`), ", or with ",
+      h("code", {}, `floe topic alter ${name} --config export.enabled=true`),
+      ". This page shows the export's progress once it is on."));
+}
+
+function details(name, e) {
+  const parts = [...e.partitions].sort((a, b) => a.partition - b.partition);
+  return h("div", { id: "export-details" },
+    h("p", {}, h("a", { href: `#/topics/${enc(name)}` }, `Topic ${name}`)),
+    facts([["Files", h("span", { id: "export-files" }, int(sum(parts, "files")))],
+      ["Rows", h("span", { id: "export-rows" }, int(sum(parts, "rows")))],
+      ["Bytes", h("span", { id: "export-bytes" }, bytes(sum(parts, "bytes")))],
+      ["Lag", h("span", { id: "export-lag" }, `${int(sum(parts, "lag"))} records`)]], "Export"),
+    table({
+      caption: `Export of ${name} by partition`,
+      id: "export-partitions",
+      columns: [{ label: "Partition", numeric: true }, { label: "Exported up to", numeric: true },
+        { label: "High watermark", numeric: true }, { label: "Lag", numeric: true }, { label: "Files", numeric: true },
+        { label: "Rows", numeric: true }, { label: "Bytes", numeric: true }, { label: "Pending" },
+        { label: "Latest file" }],
+      rows: parts.map((p) => [String(p.partition), offset(p.next_offset), offset(p.high_watermark), int(p.lag),
+        int(p.files), int(p.rows), bytes(p.bytes), p.pending ? "yes" : "no", latestFile(p.latest)]),
+      empty: "No partitions.",
+    }));
+}
+
+async function render(ctx) {
+  const [name] = ctx.params;
+  ctx.heading(`Export of ${name}`);
+  const holder = h("div", {});
+  const figure = chartFigure("chart-export-lag", "Export lag");
+  // Hidden while the topic is not exported: a chart of nothing says nothing.
+  const chart = h("section", { "aria-labelledby": "h-export-lag", hidden: true },
+    h("h2", { id: "h-export-lag" }, "Lag over time"),
+    h("p", { class: "hint" }, "Sampled every 5 seconds while this page is open."),
+    figure);
+  ctx.view.append(holder, chart);
+
+  const points = [];
+  let shown = null; // the answer on screen, to redraw only when it changed
+  let first = true;
+  // Polled even when not exported: the page turns on once export.enabled is set.
+  ctx.poll(POLL_MS, async () => {
+    const request = ctx.get(`topics/${enc(name)}/export`);
+    const e = await (first ? ctx.load("Loading the export…", request) : request);
+    first = false;
+    const text = JSON.stringify(e);
+    if (text !== shown) {
+      shown = text;
+      holder.replaceChildren(e.enabled ? details(name, e) : notExported(name));
+    }
+    chart.hidden = !e.enabled;
+    if (!e.enabled) return;
+    const now = Date.now();
+    points.push([now, sum(e.partitions, "lag")]);
+    while (points.length && points[0][0] < now - KEEP_MS) points.shift();
+    const t0 = Math.min(now - 60000, points[0][0]);
+    drawChart(figure, { series: [{ name: "lag", points }], window: [t0, now],
+      format: (v) => int(Math.round(v)), unit: "records" });
+  });
+}
+
+export default { render };
