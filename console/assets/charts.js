@@ -17,7 +17,9 @@ function svg(tag, attrs = {}, text = null) {
 
 // The smallest "round" number (1, 2 or 5 times a power of ten) >= v.
 function niceCeil(v) {
-  if (!(v > 0)) return 1;
+  // Nothing above 0 yet: 0, 1 and 2 on the axis (a top of 1 would show its
+  // half, 0.5, as "1" where the figures are whole numbers).
+  if (!(v > 0)) return 2;
   const power = 10 ** Math.floor(Math.log10(v));
   for (const step of [1, 2, 5, 10]) {
     if (step * power >= v) return step * power;

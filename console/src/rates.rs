@@ -47,7 +47,7 @@ impl Rates {
     }
 
     /// The totals now and the latency percentiles since a reading at
-    /// least [`MIN_SPAN`] old (null when none, or no request in between).
+    /// least 1.5 s old (null when none, or no request in between).
     pub fn now(&self) -> serde_json::Value {
         let sample = parse(&(self.render)());
         let at = Instant::now();
