@@ -99,6 +99,21 @@ def test_the_acl_bench_quick_mode_compares_with_no_authorizer(floe_bin):
         assert "MB/s" in line and "metadata" in line, line
 
 
+def test_the_console_bench_quick_mode_times_every_route(floe_bin, tmp_path):
+    """bench/console.py (issue 43's figures) in its quick mode, without the
+    browser (tests/test_console.py drives that): every route answered and
+    timed, so that it cannot rot."""
+    out = tmp_path / "console"
+    env = dict(os.environ, FLOE_BIN=str(floe_bin))
+    res = subprocess.run([sys.executable, ROOT / "bench" / "console.py", "--quick", "--out", out], env=env,
+                         capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, f"exit {res.returncode}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    results = json.loads((out / "results.json").read_text())
+    assert results["partitions"] == 200 and len(results["routes"]) == 12, results
+    assert all(r["median_ms"] > 0 and r["bytes"] > 0 for r in results["routes"].values()), results["routes"]
+    assert "| a topic (" in (out / "results.md").read_text()
+
+
 def test_the_scale_bench_quick_mode_runs_every_phase(floe_bin, tmp_path):
     """bench/scale.py (issue 40's figures) in its quick mode: 200 partitions on
     3 metadata nodes, 2 brokers and a proxy, every phase, so that it cannot rot."""
