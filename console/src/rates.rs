@@ -23,6 +23,8 @@ const LATENCY_API: &str = "Produce";
 const MIN_SPAN: Duration = Duration::from_millis(1500);
 /// Samples older than this are dropped.
 const KEEP: Duration = Duration::from_secs(60);
+/// An answer younger than this is answered again (the pages poll every 2 s).
+const FRESH: Duration = Duration::from_secs(1);
 
 /// One reading of the process's metrics.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -36,6 +38,8 @@ struct Sample {
 pub struct Rates {
     render: Arc<dyn Fn() -> String + Send + Sync>,
     recent: Mutex<VecDeque<(Instant, Sample)>>,
+    /// The last answer and when it was read.
+    answered: Mutex<Option<(Instant, serde_json::Value)>>,
 }
 
 impl Rates {
@@ -43,14 +47,34 @@ impl Rates {
         Rates {
             render,
             recent: Mutex::new(VecDeque::new()),
+            answered: Mutex::new(None),
         }
     }
 
     /// The totals now and the latency percentiles since a reading at
-    /// least 1.5 s old (null when none, or no request in between).
+    /// least 1.5 s old (null when none, or no request in between). A
+    /// reading less than a second old is answered again: rendering every
+    /// metric of a process that owns thousands of partitions costs more
+    /// than a chart's point is worth, however many pages poll.
     pub fn now(&self) -> serde_json::Value {
-        let sample = parse(&(self.render)());
         let at = Instant::now();
+        if let Some(v) = self
+            .answered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .filter(|(t, _)| at.duration_since(*t) < FRESH)
+            .map(|(_, v)| v.clone())
+        {
+            return v;
+        }
+        let v = self.read(at);
+        *self.answered.lock().unwrap_or_else(|p| p.into_inner()) = Some((at, v.clone()));
+        v
+    }
+
+    fn read(&self, at: Instant) -> serde_json::Value {
+        let sample = parse(&(self.render)());
         let latency = {
             let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
             while recent
@@ -221,6 +245,20 @@ mod tests {
         assert!(p99 > 0.09 && p99 <= 0.1, "{p99}");
         // Nothing new in between: no percentiles.
         assert_eq!(percentiles(&now, &now), None);
+    }
+
+    #[test]
+    fn readings_a_second_apart_at_most_are_rendered() {
+        let renders = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = renders.clone();
+        let r = Rates::new(Arc::new(move || {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            TEXT.to_string()
+        }));
+        for _ in 0..5 {
+            assert_eq!(r.now()["requests"], 42.0);
+        }
+        assert_eq!(renders.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[test]
