@@ -30,12 +30,13 @@ RECORDS = 30
 GROUP = "console-readers"
 
 
-def post(base, path, body, token=None, content_type="application/json"):
-    """(status, JSON body or text) of POST base+path with `body` as JSON."""
-    data = json.dumps(body).encode() if content_type == "application/json" else body
-    req = urllib.request.Request(base + path, data=data, method="POST", headers={"Content-Type": content_type})
+def call(base, path, token=None, data=None, content_type=None):
+    """(status, JSON body or text) of a GET, or a POST when `data` is given."""
+    headers = {"Content-Type": content_type} if content_type else {}
     if token:
-        req.add_header("Authorization", f"Bearer {token}")
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(base + path, data=data, method="POST" if data is not None else "GET",
+                                 headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
             raw, status, ctype = r.read(), r.status, r.headers.get("content-type", "")
@@ -44,17 +45,14 @@ def post(base, path, body, token=None, content_type="application/json"):
     return status, (json.loads(raw) if "json" in ctype else raw.decode(errors="replace"))
 
 
+def post(base, path, body, token=None, content_type="application/json"):
+    """POST base+path with `body` as JSON (or as given, with another type)."""
+    data = json.dumps(body).encode() if content_type == "application/json" else body
+    return call(base, path, token, data, content_type)
+
+
 def get(base, path, token=None):
-    """(status, JSON body or text) of GET base+path."""
-    req = urllib.request.Request(base + path)
-    if token:
-        req.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            body, status, ctype = r.read(), r.status, r.headers.get("content-type", "")
-    except urllib.error.HTTPError as e:
-        body, status, ctype = e.read(), e.code, e.headers.get("content-type", "")
-    return status, (json.loads(body) if "json" in ctype else body.decode(errors="replace"))
+    return call(base, path, token)
 
 
 def ok(base, path, token=None):

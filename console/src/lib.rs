@@ -25,7 +25,7 @@ use axum::Router;
 use axum::routing::{get, post};
 use floe_proxy::handlers::Context;
 
-pub use rates::Rates;
+use rates::Rates;
 
 /// What the console answers from.
 pub struct Console {

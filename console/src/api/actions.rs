@@ -272,12 +272,7 @@ pub async fn reset_offsets(
     let to = r.target()?;
     let ctx = &c.ctx;
     let what = format!("group {id}");
-    let listed = kafka::list_groups(ctx, &who).await?;
-    let kind = listed
-        .groups
-        .iter()
-        .find(|g| g.group_id.0.as_str() == id)
-        .map(|g| g.group_type.to_ascii_lowercase());
+    let kind = super::groups::group_type(ctx, &who, &id).await?;
     let (state, members) = match kind.as_deref() {
         Some("share") => {
             return Err(ApiError::new(

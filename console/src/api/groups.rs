@@ -84,19 +84,39 @@ fn by_topic(mut pairs: Vec<(String, i32)>) -> Vec<(String, Vec<i32>)> {
     out
 }
 
+/// An assignment (topic, its partitions), grouped by topic.
+fn pairs<'a>(
+    tps: impl Iterator<Item = (&'a kafka_protocol::messages::TopicName, &'a [i32])>,
+) -> Vec<(String, Vec<i32>)> {
+    by_topic(
+        tps.flat_map(|(t, ps)| ps.iter().map(move |p| (t.0.to_string(), *p)))
+            .collect(),
+    )
+}
+
+/// The group's type as ListGroups answers the asker (`classic`,
+/// `consumer`, `share`), or none when it does not list it: each type is
+/// described, and its offsets moved, by its own API.
+pub(crate) async fn group_type(
+    ctx: &floe_proxy::handlers::Context,
+    who: &floe_proxy::groups::ClientInfo,
+    id: &str,
+) -> ApiResult<Option<String>> {
+    let listed = kafka::list_groups(ctx, who).await?;
+    Ok(listed
+        .groups
+        .iter()
+        .find(|g| g.group_id.0.as_str() == id)
+        .map(|g| type_of(g.group_type.as_str())))
+}
+
 pub async fn describe(
     State(c): State<Arc<Console>>,
     Asker(who): Asker,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
     let ctx = &c.ctx;
-    // Its type first: each type is described by its own API.
-    let listed = kafka::list_groups(ctx, &who).await?;
-    let kind = listed
-        .groups
-        .iter()
-        .find(|g| g.group_id.0.as_str() == id)
-        .map(|g| type_of(g.group_type.as_str()));
+    let kind = group_type(ctx, &who, &id).await?;
     let what = format!("group {id}");
     let (kind, state, members) = match kind.as_deref() {
         Some("consumer") => {
@@ -108,17 +128,9 @@ pub async fn describe(
                 .members
                 .iter()
                 .map(|m| {
-                    let pairs = m
-                        .assignment
-                        .topic_partitions
-                        .iter()
-                        .flat_map(|t| {
-                            t.partitions
-                                .iter()
-                                .map(|p| (t.topic_name.0.to_string(), *p))
-                        })
-                        .collect();
-                    member(&m.member_id, &m.client_id, &m.client_host, by_topic(pairs))
+                    let tps = m.assignment.topic_partitions.iter();
+                    let pairs = pairs(tps.map(|t| (&t.topic_name, t.partitions.as_slice())));
+                    member(&m.member_id, &m.client_id, &m.client_host, pairs)
                 })
                 .collect::<Vec<_>>();
             ("consumer", g.group_state.to_string(), members)
@@ -132,17 +144,9 @@ pub async fn describe(
                 .members
                 .iter()
                 .map(|m| {
-                    let pairs = m
-                        .assignment
-                        .topic_partitions
-                        .iter()
-                        .flat_map(|t| {
-                            t.partitions
-                                .iter()
-                                .map(|p| (t.topic_name.0.to_string(), *p))
-                        })
-                        .collect();
-                    member(&m.member_id, &m.client_id, &m.client_host, by_topic(pairs))
+                    let tps = m.assignment.topic_partitions.iter();
+                    let pairs = pairs(tps.map(|t| (&t.topic_name, t.partitions.as_slice())));
+                    member(&m.member_id, &m.client_id, &m.client_host, pairs)
                 })
                 .collect::<Vec<_>>();
             ("share", g.group_state.to_string(), members)
@@ -163,9 +167,8 @@ pub async fn describe(
                 .map(|m| {
                     // A member's assignment is the client's own bytes: one
                     // that does not decode is shown empty, not an error.
-                    let pairs = floe_client::decode_assignment(&m.member_assignment)
-                        .map(|tps| tps.into_iter().map(|tp| (tp.0, tp.1)).collect())
-                        .unwrap_or_default();
+                    let pairs =
+                        floe_client::decode_assignment(&m.member_assignment).unwrap_or_default();
                     member(&m.member_id, &m.client_id, &m.client_host, by_topic(pairs))
                 })
                 .collect::<Vec<_>>();
