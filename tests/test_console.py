@@ -5,9 +5,11 @@ console errors and without serious or critical axe-core violations; the
 numbers it shows are the ones Kafka answers; records show as text, JSON and
 hex; the keyboard reaches everything; the topics list filters and pages; an
 open transaction and its producer are shown as the coordinator and the
-partitions answer; a topic's Parquet export shows the rows exported; with
-bearer tokens, the page asks for one and then shows only what the principal
-may describe. A screenshot of each page is left in target/console-screenshots/.
+partitions answer; a topic's Parquet export shows the rows exported; a share
+group's page shows its share-partitions as the route and Kafka answer, its
+acquired records and its dead letters, and redrives them only after a dry run
+and with its name typed; with bearer tokens, the page asks for one and then
+shows only what the principal may describe. A screenshot of each page is left in target/console-screenshots/.
 
 Needs Debian's chromium and chromium-driver, selenium (tests/requirements.txt)
 and axe-core (tests/js, `npm ci`). Without them the tests are skipped, unless
@@ -770,3 +772,193 @@ def test_tokens_sign_in_and_acls_limit_what_is_shown(browser, floe_bin, tmp_path
         console_errors(browser)
     finally:
         s.stop()
+
+
+# ---------------------------------------------------------------- a share group and its dead letters
+
+QUEUE = "console-queue"          # 1 partition, read by SHARE_GROUP
+QUEUE_DLQ = "console-queue.dlq"  # SHARE_GROUP's dead-letter topic
+SHARE_GROUP = "console-share"
+REJECTED = (2, 5, 7)             # of QUEUE's first 10 offsets
+
+
+def share_answer(admin_url, group):
+    """/ui/api/groups/{group}/share as the page reads it."""
+    status, body = http_get(f"{admin_url}/ui/api/groups/{group}/share")
+    assert status == 200, (status, body[:500])
+    return json.loads(body)
+
+
+def share_row(p):
+    """The share-partitions table's row the page shows for one partition of the answer."""
+    s = p["state"]
+    if s is None:
+        return [p["topic"], str(p["partition"]), str(p["start_offset"])] + ["—"] * 6 + ["no state", p["error"] or "—"]
+    return [p["topic"], str(p["partition"]), str(p["start_offset"]), str(s["end"]), f"{s['available']:,}",
+            f"{s['acquired']:,}", f"{s['backing_off']:,}", f"{s['parked'] + s['timer_pending']:,}",
+            f"{s['dead_lettering']:,}", "from memory" if s["in_memory"] else "as last written", p["error"] or "—"]
+
+
+def share_totals(t):
+    """The totals the page shows, by the ids of their values."""
+    n = lambda k: f"{t.get(k, 0):,}"  # noqa: E731
+    return {"in-flight": n("in_flight"), "available": n("available"), "acquired": n("acquired"),
+            "backing-off": n("backing_off"), "delayed": f"{t.get('parked', 0) + t.get('timer_pending', 0):,}",
+            "dead-lettering": n("dead_lettering"), "acknowledged": n("acknowledged"), "archived": n("archived")}
+
+
+def shown_totals(driver):
+    return {k: driver.find_element("id", f"share-total-{k}").text for k in share_totals({})}
+
+
+def redrive_status(driver):
+    return driver.find_element("id", "redrive-status").text.strip()
+
+
+def test_share_group_page_shows_its_state_and_redrives_its_dead_letters(browser, site, floe, floe_bin, data, kit):
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+
+    from test_cli_kafka import floe as run_floe, ok
+    from test_share_dlq import set_group_configs
+
+    kit.create_topic(floe.bootstrap, QUEUE)
+    kit.create_topic(floe.bootstrap, QUEUE_DLQ)
+    # A REJECT dead-letters a record at any delivery count (the limit's least is 2).
+    set_group_configs(floe.bootstrap, SHARE_GROUP, {"floe.dlq.topic": QUEUE_DLQ, "share.delivery.count.limit": "2",
+                                                    "share.auto.offset.reset": "earliest"})
+    conf = {"bootstrap.servers": floe.bootstrap}
+    produce(conf, [(QUEUE, 0, f"k{i}".encode(), f"v{i}".encode(), None) for i in range(10)])
+
+    def share_consumer():
+        c = ShareConsumer({**conf, "group.id": SHARE_GROUP, "share.acknowledgement.mode": "explicit"})
+        c.subscribe([QUEUE])
+        return c
+
+    # One consumer rejects 3 records and accepts the other 7, then leaves.
+    seen = set()
+    first = share_consumer()
+    try:
+        deadline = time.monotonic() + WAIT
+        while len(seen) < 10:
+            assert time.monotonic() < deadline, f"{SHARE_GROUP} read {sorted(seen)} of 0..9"
+            msgs = first.poll(0.3)
+            for m in msgs:
+                assert m.error() is None, m.error()
+                seen.add(m.offset())
+                first.acknowledge(m, AcknowledgeType.REJECT if m.offset() in REJECTED else AcknowledgeType.ACCEPT)
+            if len(msgs):
+                first.commit_sync()
+    finally:
+        first.close()
+    assert seen == set(range(10)), seen
+    deadline = time.monotonic() + WAIT
+    while watermarks(floe.bootstrap, QUEUE_DLQ, 1)[0][1] < len(REJECTED):
+        assert time.monotonic() < deadline, f"{QUEUE_DLQ} does not hold the {len(REJECTED)} rejected records"
+        time.sleep(0.2)
+
+    # Another holds two new records unacknowledged (its locks run 30 s, longer than this part).
+    produce(conf, [(QUEUE, 0, f"k{i}".encode(), f"v{i}".encode(), None) for i in (10, 11)])
+    holder = share_consumer()
+    try:
+        held = set()
+        deadline = time.monotonic() + WAIT
+        while not held:
+            assert time.monotonic() < deadline, "the second consumer acquired nothing"
+            for m in holder.poll(0.3):
+                assert m.error() is None, m.error()
+                held.add(m.offset())
+        assert held <= {10, 11}, held
+
+        # Once the rejected records are archived (their copies stored), the start is past
+        # them: the route's numbers are Kafka's then, the start where the CLI's
+        # DescribeShareGroupOffsets says, the records held the ones acquired.
+        deadline = time.monotonic() + WAIT
+        while True:
+            answer = share_answer(floe.admin_url, SHARE_GROUP)
+            s = answer["partitions"][0]["state"] if answer["partitions"] else None
+            if s and s["dead_lettering"] == 0 and s["start"] == 10 and s["acquired"] == len(held):
+                break
+            assert time.monotonic() < deadline, f"the share state is not settled: {answer}"
+            time.sleep(0.2)
+        described = json.loads(ok(run_floe(floe_bin, floe.bootstrap, "group", "describe", SHARE_GROUP,
+                                           "--json")).stdout)
+        [start] = [p["start_offset"] for p in described["partitions"] if p["topic"] == QUEUE]
+        assert start == 10, described
+        [part] = answer["partitions"]
+        assert (part["topic"], part["partition"], part["start_offset"], part["error"]) == (QUEUE, 0, start, None), part
+        s = part["state"]
+        assert s["in_memory"] and s["start"] == start and s["end"] == 12, s
+        assert s["acquired"] == len(held) and s["dead_lettering"] == 0, s
+        assert sorted(r["offset"] for r in s["acquired_records"]) == sorted(held), s
+        assert answer["totals"]["in_flight"] == s["end"] - s["start"], answer["totals"]
+        dead = answer["dead_letters"]
+        assert (dead["topic"], dead["mark_group"], dead["not_redriven"]) == \
+            (QUEUE_DLQ, f"floe-redrive.{SHARE_GROUP}", len(REJECTED)), dead
+        assert answer["configs"]["floe.dlq.topic"] == QUEUE_DLQ, answer["configs"]
+
+        # The page shows the same (compared with a fresh answer while it polls).
+        console_errors(browser)
+        open_page(browser, f"{site}#/groups/{SHARE_GROUP}", f"Group {SHARE_GROUP}", "#share-partitions")
+        wait(browser, "the share-partitions as the route answers", lambda d: rows(d, "share-partitions")
+             == [share_row(p) for p in share_answer(floe.admin_url, SHARE_GROUP)["partitions"]])
+        wait(browser, "the totals as the route answers", lambda d: shown_totals(d)
+             == share_totals(share_answer(floe.admin_url, SHARE_GROUP)["totals"]))
+        answer = share_answer(floe.admin_url, SHARE_GROUP)
+        assert rows(browser, "share-deliveries") == [[f"{d['deliveries']:,}", f"{d['records']:,}"]
+                                                     for d in answer["totals"]["deliveries"]]
+        acquired = rows(browser, "share-acquired")
+        assert [(r[0], r[1], int(r[2]), r[4]) for r in acquired] == [(QUEUE, "0", o, "1") for o in sorted(held)], acquired
+        assert len({r[3] for r in acquired}) == 1 and all(r[5].startswith("in ") for r in acquired), acquired
+        assert rows(browser, "share-due") == []  # nothing delayed nor backing off
+
+        # The dead letters: the topic's partition, and the 3 records with where they came from.
+        assert browser.find_element("id", "dead-letters-topic").text == QUEUE_DLQ
+        assert browser.find_element("id", "dead-letters-not-redriven").text == str(len(REJECTED))
+        assert rows(browser, "dead-letters") == [["0", "0", "3", "none", "3"]]
+        records = wait(browser, "the dead letters", lambda d: (r := rows(d, "dead-letter-records")) and len(r) == 3 and r)
+        assert [(r[1], r[2], int(r[3]), r[4], r[5], r[6], r[7], r[8]) for r in records] == \
+            [(QUEUE, "0", o, "rejected", "1", SHARE_GROUP, f"k{o}", f"v{o}") for o in REJECTED], records
+        check_page(browser, "group-share")
+    finally:
+        holder.close()  # its records go back to the group, before any is redriven
+
+    # The redrive: a dry run first, then the group's name typed.
+    end_before = watermarks(floe.bootstrap, QUEUE, 1)[0][1]
+    execute = browser.find_element("id", "redrive-execute")
+    assert not execute.is_enabled(), "a redrive offered before any dry run"
+    browser.find_element("id", "redrive-dry-run").click()
+    assert status_of(browser, "redrive") == "Dry run: 3 records to redrive; nothing produced."
+    assert rows(browser, "redrive-plan") == [["0", "0", "3", "3", "0", f"{QUEUE} partition 0: 3", "—"]]
+    wait(browser, "the redrive button enabled", lambda d: execute.is_enabled())
+    execute.click()  # the name not typed: refused by the server
+    refused = f"not redriven: type the group's name ({SHARE_GROUP}) to confirm"
+    wait(browser, "the refusal", lambda d: redrive_status(d) == refused)
+    assert "error" in browser.find_element("id", "redrive-status").get_attribute("class")
+    assert watermarks(floe.bootstrap, QUEUE, 1)[0][1] == end_before, "records produced by a refused redrive"
+    assert console_errors(browser, allowed=("status of 400",)) == []
+
+    browser.find_element("id", "redrive-confirm").send_keys(SHARE_GROUP)
+    wait(browser, "the redrive button enabled again", lambda d: execute.is_enabled())
+    execute.click()
+    wait(browser, "the redrive done", lambda d: redrive_status(d).startswith("Redriven"))
+    assert redrive_status(browser) == "Redriven 3 records."
+    assert not execute.is_enabled(), "a second redrive offered without a new dry run"
+
+    # Back at the end of the source topic, without the floe-dlq headers, with floe-redriven-from;
+    # the mark is the mark group's committed offset.
+    back = kit.consume(floe.bootstrap, QUEUE, start=end_before)
+    assert [(o, k, v) for _p, o, k, v, _h, _t in back] == \
+        [(end_before + i, f"k{o}".encode(), f"v{o}".encode()) for i, o in enumerate(REJECTED)], back
+    for *_, headers, _ts in back:
+        keys = [k for k, _v in headers or []]
+        assert "floe-redriven-from" in keys and not any(k.startswith("floe-dlq-") for k in keys), headers
+    assert committed(floe.bootstrap, f"floe-redrive.{SHARE_GROUP}") == {(QUEUE_DLQ, 0): 3}
+
+    # Nothing left: the list from the mark is empty, and a second dry run counts 0.
+    wait(browser, "nothing left to redrive", lambda d: d.find_element("id", "dead-letters-not-redriven").text == "0"
+         and rows(d, "dead-letter-records") == [])
+    assert rows(browser, "dead-letters") == [["0", "0", "3", "3", "0"]]
+    browser.find_element("id", "redrive-dry-run").click()
+    wait(browser, "the second dry run", lambda d: redrive_status(d) == "Dry run: 0 records to redrive; nothing produced.")
+    assert not execute.is_enabled()
+    assert console_errors(browser) == []

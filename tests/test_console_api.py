@@ -18,6 +18,7 @@ import urllib.request
 import pytest
 
 from test_acls import AclStandalone, binding, create_acls, create_topics
+from test_acls import admin as admin_client
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 import confluent_kafka.admin  # noqa: E402
@@ -381,3 +382,117 @@ def test_where_kafka_clients_authenticate_an_open_admin_port_serves_no_one(floe_
         assert get(s.admin_url, "/ui")[0] == 200
     finally:
         s.stop()
+
+
+def test_a_share_groups_internals_and_redrive_answer_only_what_their_acls_allow(secured):
+    """A redrive needs READ on the dead-letter topic, READ on its mark group
+    and WRITE where the records go back: each missing one refuses it before
+    anything is produced, and the mark does not move."""
+    from confluent_kafka import Consumer, Producer, ShareConsumer, TopicPartition
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    s, alice = secured, TOKENS["alice"]
+    base = s.admin_url
+    group, source, dlq = "acl-queue", "acl-source", "acl-source.dlq"
+    create_topics(s, source, partitions=2)
+    create_topics(s, dlq, partitions=1)
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("floe.dlq.topic", dlq, incremental_operation=AlterConfigOpType.SET)])
+    admin = admin_client(s)
+    for f in admin.incremental_alter_configs([resource]).values():
+        f.result(30)
+    # The group exists once a share consumer joined it.
+    c = ShareConsumer({**s.conf("admin"), "group.id": group})
+    c.subscribe([source])
+    deadline = time.monotonic() + 30
+    while not ok(base, "/ui/api/groups", TOKENS["admin"])["total"] or not any(
+            g["id"] == group for g in ok(base, "/ui/api/groups", TOKENS["admin"])["groups"]):
+        assert time.monotonic() < deadline, f"{group} never listed"
+        c.poll(0.2)
+    c.close()
+    # Two dead letters of the group and one of another, as the broker writes them.
+    p = Producer({**s.conf("admin"), "acks": "all"})
+    for i, g in enumerate([group, "another-group", group]):
+        p.produce(dlq, value=f"dead {i}".encode(), partition=0, headers=[
+            ("floe-dlq-topic", source.encode()), ("floe-dlq-partition", b"1"), ("floe-dlq-offset", str(40 + i).encode()),
+            ("floe-dlq-delivery-count", b"5"), ("floe-dlq-reason", b"rejected"), ("floe-dlq-group", g.encode()),
+            ("app", b"kept")])
+    assert p.flush(30) == 0
+
+    def source_end():
+        c = Consumer({**s.conf("admin"), "group.id": "acl-watermarks"})
+        try:
+            return c.get_watermark_offsets(TopicPartition(source, 1), timeout=30, cached=False)[1]
+        finally:
+            c.close()
+
+    redrive = {"execute": True, "confirm": group}
+    # No DESCRIBE on the group: alice does not even see it.
+    assert get(base, f"/ui/api/groups/{group}/share", alice)[0] in (403, 404)
+    create_acls(s, [binding("GROUP", group, "User:alice", "DESCRIBE"),
+                    binding("TOPIC", source, "User:alice", "DESCRIBE"),
+                    binding("TOPIC", dlq, "User:alice", "DESCRIBE")])
+    internals = ok(base, f"/ui/api/groups/{group}/share", alice)
+    # Which dead-letter topic the group names is a config: DESCRIBE_CONFIGS.
+    assert internals["dead_letters"] is None and internals["configs_error"], internals
+    assert get(base, f"/ui/api/groups/{group}/dead-letters", alice)[0] == 403
+    create_acls(s, [binding("GROUP", group, "User:alice", "DESCRIBE_CONFIGS")])
+    internals = ok(base, f"/ui/api/groups/{group}/share", alice)
+    assert internals["dead_letters"]["topic"] == dlq, internals
+    assert internals["dead_letters"]["not_redriven"] == 3, internals
+    # DESCRIBE is not READ: the dead letters' records are refused.
+    assert get(base, f"/ui/api/groups/{group}/dead-letters", alice)[0] == 403
+    create_acls(s, [binding("TOPIC", dlq, "User:alice", "READ")])
+    letters = ok(base, f"/ui/api/groups/{group}/dead-letters", alice)
+    assert [(r["offset"], r["of_this_group"], r["origin"]["offset"]) for r in letters["records"]] == \
+        [(0, True, 40), (1, False, 41), (2, True, 42)], letters
+    # Where the redrive got to is the mark group's offsets: reading them needs DESCRIBE.
+    status, body = post(base, f"/ui/api/groups/{group}/redrive", {}, alice)
+    assert status == 403 and "floe-redrive." + group in body["error"], body
+    create_acls(s, [binding("GROUP", "floe-redrive." + group, "User:alice", "DESCRIBE")])
+    dry = post(base, f"/ui/api/groups/{group}/redrive", {}, alice)
+    assert dry[0] == 200 and (dry[1]["redriven"], dry[1]["skipped"]) == (2, 1), dry
+    # Not confirmed: refused whoever asks.
+    status, body = post(base, f"/ui/api/groups/{group}/redrive", {"execute": True, "confirm": "x"}, TOKENS["admin"])
+    assert status == 400 and "type the group's name" in body["error"], body
+    end = source_end()
+    # Moving the mark needs READ on it: refused before anything is produced.
+    status, body = post(base, f"/ui/api/groups/{group}/redrive", redrive, alice)
+    assert status == 403 and "floe-redrive." + group in body["error"], body
+    assert source_end() == end
+    create_acls(s, [binding("GROUP", "floe-redrive." + group, "User:alice", "READ")])
+    # No WRITE on the source topic: refused, nothing produced, the mark where it was.
+    status, body = post(base, f"/ui/api/groups/{group}/redrive", redrive, alice)
+    assert status == 403 and "not redriven" in body["error"], body
+    assert source_end() == end
+    assert ok(base, f"/ui/api/groups/{group}/share", alice)["dead_letters"]["not_redriven"] == 3
+    create_acls(s, [binding("TOPIC", source, "User:alice", "WRITE")])
+    status, body = post(base, f"/ui/api/groups/{group}/redrive", redrive, alice)
+    assert status == 200 and (body["redriven"], body["skipped"], body["remaining"]) == (2, 1, 0), body
+    assert body["partitions"][0]["targets"] == [{"topic": source, "partition": 1, "records": 2}], body
+    assert source_end() == end + 2
+    c = Consumer({**s.conf("admin"), "group.id": "acl-reader", "enable.auto.commit": False})
+    c.assign([TopicPartition(source, 1, end)])
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < 2:
+        assert time.monotonic() < deadline, got
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append((m.value(), dict(m.headers())))
+    c.close()
+    assert got == [(b"dead 0", {"app": b"kept", "floe-redriven-from": f"{dlq}/0/0".encode()}),
+                   (b"dead 2", {"app": b"kept", "floe-redriven-from": f"{dlq}/0/2".encode()})], got
+    # The mark is past all three: nothing left, nothing redriven twice.
+    assert ok(base, f"/ui/api/groups/{group}/share", alice)["dead_letters"]["not_redriven"] == 0
+    again = post(base, f"/ui/api/groups/{group}/redrive", redrive, alice)
+    assert again[0] == 200 and again[1]["redriven"] == 0, again
+
+
+def test_a_group_that_is_not_a_share_group_has_no_share_state(data):
+    base = data["base"]
+    status, body = get(base, f"/ui/api/groups/{GROUP}/share")
+    assert status == 400 and "only a share group" in body["error"], body
+    assert get(base, "/ui/api/groups/no-such-group/share")[0] == 404
+    status, body = post(base, f"/ui/api/groups/{GROUP}/redrive", {"execute": True, "confirm": GROUP})
+    assert status == 400, body

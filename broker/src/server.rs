@@ -137,6 +137,9 @@ pub fn router(broker: Broker) -> Router {
         b.share().clone(),
         req
     ));
+    let r = serve!(r, sa::routes::ShareInspect, |b: Broker, req| {
+        sa::rpc_inspect(b.share().clone(), req)
+    });
     let r = serve!(r, sa::routes::ShareGroups, |b: Broker, req| sa::rpc_groups(
         b.share().clone(),
         req

@@ -30,6 +30,7 @@ mod groups;
 mod metadata;
 pub mod partitioner;
 mod produce;
+pub mod redrive;
 mod reset;
 pub mod security;
 mod share_groups;

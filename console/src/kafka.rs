@@ -138,25 +138,42 @@ pub async fn list_offsets(
         .collect())
 }
 
+/// A resource's config entries, or the error code DescribeConfigs
+/// answered for it.
+pub type Configs = Result<Vec<describe_configs_response::DescribeConfigsResourceResult>, i16>;
+
 /// Topic configs (DescribeConfigs v4): by topic, its entries, or the
 /// error code it answered.
 pub async fn topic_configs(
     ctx: &Context,
     who: &ClientInfo,
     topics: &[String],
-) -> ApiResult<
-    Vec<(
-        String,
-        Result<Vec<describe_configs_response::DescribeConfigsResourceResult>, i16>,
-    )>,
-> {
-    if topics.is_empty() {
+) -> ApiResult<Vec<(String, Configs)>> {
+    configs(ctx, who, floe_client::RESOURCE_TOPIC, topics).await
+}
+
+/// A group's configs (DescribeConfigs v4 of a GROUP resource).
+pub async fn group_configs(ctx: &Context, who: &ClientInfo, group: &str) -> ApiResult<Configs> {
+    let mut all = configs(ctx, who, floe_client::RESOURCE_GROUP, &[group.to_owned()]).await?;
+    all.pop()
+        .map(|(_, c)| c)
+        .ok_or_else(|| ApiError::new(Kind::Unavailable, "DescribeConfigs answered no group"))
+}
+
+/// Configs of resources of one type (DescribeConfigs v4).
+async fn configs(
+    ctx: &Context,
+    who: &ClientInfo,
+    resource_type: i8,
+    names: &[String],
+) -> ApiResult<Vec<(String, Configs)>> {
+    if names.is_empty() {
         return Ok(Vec::new());
     }
     let mut r = DescribeConfigsRequest::default();
-    for t in topics {
+    for t in names {
         let mut res = DescribeConfigsResource::default();
-        res.resource_type = 2;
+        res.resource_type = resource_type;
         res.resource_name = s(t);
         res.configuration_keys = None;
         r.resources.push(res);

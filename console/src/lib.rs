@@ -98,6 +98,15 @@ pub fn router(console: Arc<Console>) -> Router {
             "/ui/api/groups/{id}/delete",
             post(api::actions::delete_group),
         )
+        .route("/ui/api/groups/{id}/share", get(api::share::internals))
+        .route(
+            "/ui/api/groups/{id}/dead-letters",
+            get(api::share::dead_letters),
+        )
+        .route(
+            "/ui/api/groups/{id}/redrive",
+            post(api::share::redrive_dead_letters),
+        )
         .fallback(api::not_found)
         .with_state(console)
 }

@@ -10,6 +10,8 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
+/// A share-partition as [`Context::inspect_share_partition`] answers it.
+pub use floe_broker::share::ShareInspection;
 use floe_broker::share::{
     GroupKind, MemberId, ShareCall, ShareGroupAdmin, ShareGroupError, ShareGroupState,
     SharePartitionAdmin, ShareSettings,
@@ -166,6 +168,48 @@ impl Context {
             Ok(_) => 0,
             Err(e) => call_code(&e),
         }
+    }
+
+    /// The state of share group `group` on one partition as an operator
+    /// sees it (the console's share-group page), asked of the partition's
+    /// owner, with at most `limit` acquired records listed. `who` needs
+    /// DESCRIBE on the group and on the topic, as DescribeShareGroupOffsets
+    /// does. `Ok(None)`: the group has no state there. An error is Kafka's
+    /// code.
+    pub async fn inspect_share_partition(
+        &self,
+        who: &crate::groups::ClientInfo,
+        group: &str,
+        topic: &str,
+        partition: u32,
+        limit: u32,
+    ) -> Result<Option<ShareInspection>, i16> {
+        use floe_metadata::acl::Operation;
+        let snap = self.view.current();
+        let check = self.authz.check(&snap.acls, who);
+        if !check.group(Operation::Describe, group) {
+            return Err(ResponseError::GroupAuthorizationFailed.code());
+        }
+        if !check.topic(Operation::Describe, topic) {
+            return Err(ResponseError::TopicAuthorizationFailed.code());
+        }
+        let key = snap
+            .topics
+            .get(topic)
+            .and_then(|info| info.partition_key(partition))
+            .ok_or(ResponseError::UnknownTopicOrPartition.code())?;
+        let settings = self.share_settings(group).await?;
+        let owner = self.share_partition_admin(&snap, &key)?;
+        let call = ShareCall {
+            group: group.to_owned(),
+            key,
+            member: MemberId::new(""),
+            settings,
+        };
+        owner
+            .share_inspect(&call, limit)
+            .await
+            .map_err(|e| call_code(&e))
     }
 
     /// The partitions `group` has share state stored on, by topic name.

@@ -504,7 +504,7 @@ impl Iterator for RecordStream<'_> {
 }
 
 /// A record to encode with [`BatchBuilder`].
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecordSpec {
     pub key: Option<Vec<u8>>,
     pub value: Option<Vec<u8>>,

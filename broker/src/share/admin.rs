@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use super::group::{ShareGroupError, ShareGroupState};
+use super::inspect::{self, ShareInspection};
 use super::namespace::GroupKind;
 use super::node::ShareNode;
 use super::rpc::{ShareCall, call_from, call_msg, group_error_code, group_error_from};
@@ -60,6 +61,15 @@ pub trait SharePartitionAdmin: Send + Sync {
         call: &ShareCall,
         to: Option<i64>,
     ) -> Result<Option<i64>, CallError>;
+
+    /// The group's state on the call's partition as an operator sees it,
+    /// with at most `limit` acquired records listed; `None` when the group
+    /// has none there (see [`super::ShareService::inspect`]).
+    async fn share_inspect(
+        &self,
+        call: &ShareCall,
+        limit: u32,
+    ) -> Result<Option<ShareInspection>, CallError>;
 }
 
 pub mod proto {
@@ -244,6 +254,16 @@ impl SharePartitionAdmin for ShareNode {
             )
             .await
     }
+
+    async fn share_inspect(
+        &self,
+        call: &ShareCall,
+        limit: u32,
+    ) -> Result<Option<ShareInspection>, CallError> {
+        self.service
+            .inspect(self, &call.settings, &call.group, &call.key, limit as usize)
+            .await
+    }
 }
 
 // The server's handlers.
@@ -263,6 +283,25 @@ pub(crate) async fn rpc_reset(b: ShareNode, r: proto::ResetRequest) -> proto::Re
             has_offset: at.is_some(),
             offset: at.unwrap_or(-1),
         },
+        Err(CallError::Broker(e)) => failed(&e),
+        Err(e) => failed(&BrokerError::new(ErrorKind::OutcomeUnknown, e.to_string())),
+    }
+}
+
+pub(crate) async fn rpc_inspect(
+    b: ShareNode,
+    r: inspect::proto::InspectRequest,
+) -> inspect::proto::InspectResponse {
+    let failed = |e: &BrokerError| inspect::proto::InspectResponse {
+        error: Some(to_proto(e)),
+        ..Default::default()
+    };
+    let call = match call_from(r.call) {
+        Ok(c) => c,
+        Err(e) => return failed(&e),
+    };
+    match b.share_inspect(&call, r.limit).await {
+        Ok(found) => ShareInspection::to_proto(found.as_ref()),
         Err(CallError::Broker(e)) => failed(&e),
         Err(e) => failed(&BrokerError::new(ErrorKind::OutcomeUnknown, e.to_string())),
     }
@@ -421,10 +460,31 @@ impl SharePartitionAdmin for RemoteBroker {
             None => Ok(r.has_offset.then_some(r.offset)),
         }
     }
+
+    async fn share_inspect(
+        &self,
+        call: &ShareCall,
+        limit: u32,
+    ) -> Result<Option<ShareInspection>, CallError> {
+        let mut r = self
+            .call_timeout::<routes::ShareInspect>(
+                inspect::proto::InspectRequest {
+                    call: Some(call_msg(call)),
+                    limit,
+                },
+                ADMIN_CALL_TIMEOUT,
+            )
+            .await?;
+        match r.error.take() {
+            Some(e) => Err(from_proto(e).into()),
+            None => Ok(ShareInspection::from_proto(r)),
+        }
+    }
 }
 
 /// The RPC routes of the share groups' admin calls.
 pub mod routes {
+    use super::inspect::proto as share_inspect;
     use super::proto as share_admin;
     use crate::rpc::routes::{Route, routes};
 
@@ -432,6 +492,9 @@ pub mod routes {
         /// A share-partition's start offset moved or its state deleted, at the
         /// partition's owner, fenced by its epoch (Alter/DeleteShareGroupOffsets).
         ShareReset = "/rpc/share/reset": share_admin::ResetRequest => share_admin::ResetResponse;
+        /// A share-partition's state as an operator sees it, at the
+        /// partition's owner (the console's share-group page).
+        ShareInspect = "/rpc/share/inspect": share_inspect::InspectRequest => share_inspect::InspectResponse;
         /// The share groups in memory at a coordinator (ListGroups).
         ShareGroups = "/rpc/share/groups": share_admin::GroupsRequest => share_admin::GroupsResponse;
         /// A group's kind, once its members without a session are removed;

@@ -18,8 +18,10 @@
 //!   the coordinator's sweep of members that timed out.
 //! - [`namespace`]: one id namespace for classic, consumer and share groups.
 //! - [`admin`]: the admin side (listing and deleting share groups, moving
-//!   or deleting a share-partition's start offset), in-process or over the
-//!   RPC.
+//!   or deleting a share-partition's start offset, inspecting it), in-process
+//!   or over the RPC.
+//! - [`inspect`]: a share-partition as an operator looks at it (counts by
+//!   state and delivery count, delayed records by due minute, locks).
 
 //! - [`timers`]: a share-partition's timer index, delayed records past
 //!   its parked list in buckets in the object store.
@@ -33,6 +35,7 @@ pub mod dead_letter;
 pub mod durable;
 pub mod group;
 pub mod holds;
+pub mod inspect;
 pub mod isolation;
 pub mod namespace;
 pub mod node;
@@ -50,6 +53,7 @@ pub use group::{
     Assignment, DescribedShareMember, Heartbeat, HeartbeatAnswer, ShareGroup, ShareGroupConfig,
     ShareGroupDescription, ShareGroupError, ShareGroupState, TopicInfo,
 };
+pub use inspect::{AcquiredRecord, ShareInspection, TimerBucketSummary};
 pub use namespace::GroupKind;
 pub use node::ShareNode;
 pub use partition::{

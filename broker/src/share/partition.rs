@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use floe_types::Offset;
 
+use super::inspect::{AcquiredRecord, ShareInspection, Tally, due_minute};
 use super::timers::{BucketState, MergeSource, TimerEntry, TimerIndex, TimerRef};
 
 #[cfg(test)]
@@ -1106,6 +1107,85 @@ impl SharePartition {
     /// call.
     pub fn take_backoffs(&mut self) -> u64 {
         std::mem::take(&mut self.backoffs)
+    }
+
+    /// What an operator sees of this share-partition at `now_ms`, with at
+    /// most `limit` acquired records listed (see [`super::inspect`]).
+    pub fn inspect(&self, now_ms: u64, limit: usize) -> ShareInspection {
+        let mut out = ShareInspection {
+            start: self.start,
+            end: self.end(),
+            in_memory: true,
+            parked: self.parked.len() as u64,
+            timer_pending: self.timers.pending(),
+            timer_buckets: self.timers.summaries(),
+            ..ShareInspection::default()
+        };
+        let mut deliveries = Tally::default();
+        let mut due = Tally::default();
+        let window = self
+            .window
+            .iter()
+            .enumerate()
+            .map(|(i, slot)| (self.start + i as i64, slot));
+        for (offset, slot) in window {
+            match slot {
+                Slot::Available {
+                    deliveries: d,
+                    not_before_ms,
+                } => {
+                    deliveries.add(*d);
+                    if *not_before_ms > now_ms {
+                        out.backing_off += 1;
+                        due.add(due_minute(*not_before_ms, now_ms));
+                    } else {
+                        out.available += 1;
+                    }
+                }
+                Slot::Acquired {
+                    deliveries: d,
+                    member,
+                    until_ms,
+                } => {
+                    deliveries.add(*d);
+                    out.acquired += 1;
+                    if out.acquired_records.len() < limit {
+                        out.acquired_records.push(AcquiredRecord {
+                            offset,
+                            member: member.as_str().to_owned(),
+                            deliveries: *d,
+                            lock_until_ms: *until_ms,
+                        });
+                    }
+                }
+                Slot::Acknowledged => out.acknowledged += 1,
+                Slot::Archived => out.archived += 1,
+                Slot::Parked => {}
+                Slot::DeadLettering { deliveries: d, .. } => {
+                    deliveries.add(*d);
+                    out.dead_lettering += 1;
+                }
+            }
+        }
+        for slot in self.parked.values() {
+            match slot {
+                Slot::Available {
+                    deliveries: d,
+                    not_before_ms,
+                } => {
+                    deliveries.add(*d);
+                    due.add(due_minute(*not_before_ms, now_ms));
+                }
+                Slot::DeadLettering { deliveries: d, .. } => {
+                    deliveries.add(*d);
+                    out.dead_lettering += 1;
+                }
+                _ => {}
+            }
+        }
+        out.deliveries = deliveries.into_vec();
+        out.due = due.into_vec();
+        out
     }
 
     /// Records waiting to be appended to the dead-letter topic.

@@ -21,6 +21,7 @@ use super::group::{
     Heartbeat, HeartbeatAnswer, ShareGroup, ShareGroupConfig, ShareGroupDescription,
     ShareGroupError, TopicInfo,
 };
+use super::inspect::ShareInspection;
 use super::partition::{
     AckBatch, Acquired, Arrival, Backoff, MemberId, ShareConfig, ShareError, SharePartition,
     ShareSnapshot,
@@ -775,6 +776,43 @@ impl ShareService {
                 Ok(())
             }
         }
+    }
+
+    /// What an operator sees of `group_id`'s state on `key` (see
+    /// [`super::inspect`]), with at most `limit` acquired records listed:
+    /// from memory when this owner holds it at the partition's epoch, else
+    /// from the state last written (nothing is loaded or created by a
+    /// look). `None`: the group has no state on the partition.
+    pub async fn inspect(
+        &self,
+        store: &dyn ShareStore,
+        settings: &ShareSettings,
+        group_id: &str,
+        key: &PartitionKey,
+        limit: usize,
+    ) -> Result<Option<ShareInspection>, CallError> {
+        let epoch = store
+            .owned_epoch(key)
+            .ok_or_else(|| CallError::from(BrokerError::not_owner(*key)))?;
+        let now = now_ms();
+        if let Some(held) = lock(&self.partitions)
+            .get(&(group_id.to_owned(), *key))
+            .filter(|h| h.epoch == epoch)
+        {
+            return Ok(Some(held.sp.inspect(now, limit)));
+        }
+        let Some(snapshot) = store.load(group_id, key).await? else {
+            return Ok(None);
+        };
+        let sp = SharePartition::restore(self.config(settings), &snapshot).map_err(|e| {
+            CallError::from(BrokerError::new(
+                ErrorKind::Storage,
+                format!("share state of {group_id} on {key}: {e}"),
+            ))
+        })?;
+        let mut seen = sp.inspect(now, limit);
+        seen.in_memory = false;
+        Ok(Some(seen))
     }
 
     /// Moves the start offset of `group_id` on `key` to `to` (kept within

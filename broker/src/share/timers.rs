@@ -26,6 +26,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use super::inspect::TimerBucketSummary;
 use floe_storage::EndpointId;
 pub use floe_storage::timers::TimerEntry;
 
@@ -136,6 +137,21 @@ impl TimerIndex {
     /// Entries not taken back yet, over all buckets.
     pub fn pending(&self) -> u64 {
         self.buckets.iter().map(|b| u64::from(b.pending())).sum()
+    }
+
+    /// Each bucket's next due time and entries left, by due time.
+    pub fn summaries(&self) -> Vec<TimerBucketSummary> {
+        let mut out: Vec<TimerBucketSummary> = self
+            .buckets
+            .iter()
+            .filter(|b| b.pending() > 0)
+            .map(|b| TimerBucketSummary {
+                next_due_ms: b.state.next_due_ms,
+                pending: u64::from(b.pending()),
+            })
+            .collect();
+        out.sort_by_key(|b| b.next_due_ms);
+        out
     }
 
     /// Entries held in memory (the loaded chunks).

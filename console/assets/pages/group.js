@@ -1,11 +1,13 @@
 // One group: its members and their assignments, its committed offsets with
 // the lag behind each partition's end, and a live chart of the total lag
-// (polled every 5 s while the page is open).
+// (polled every 5 s while the page is open). A share group's internals and
+// dead letters follow (pages/share.js), refreshed with the same poll.
 
 import { actionForm } from "/ui/assets/actions.js";
 import { enc, post } from "/ui/assets/api.js";
 import { chartFigure, drawChart } from "/ui/assets/charts.js";
 import { facts, h, int, offset, stateBadge, table } from "/ui/assets/dom.js";
+import { shareView } from "/ui/assets/pages/share.js";
 
 const POLL_MS = 5000;
 const KEEP_MS = 5 * 60 * 1000;
@@ -155,15 +157,18 @@ async function render(ctx) {
   ctx.heading(`Group ${id}`);
   const holder = h("div", {});
   const figure = chartFigure("chart-lag", "Total lag");
+  const shareError = h("p", { class: "notice", id: "share-error", hidden: true });
+  const shareHolder = h("div", { id: "share" }, shareError);
   ctx.view.append(holder, h("section", { "aria-labelledby": "h-lag" },
     h("h2", { id: "h-lag" }, "Lag over time"),
     h("p", { class: "hint" }, "Sampled every 5 seconds while this page is open."),
-    figure));
+    figure), shareHolder);
 
   const points = [];
   let shown = null; // the answer on screen, to redraw the tables only when it changed
   let first = true;
   let actionsShown = null;
+  let share = null; // a share group's sections, once its first answer came
   ctx.poll(POLL_MS, async () => {
     const request = ctx.get(`groups/${enc(id)}`);
     const g = await (first ? ctx.load("Loading the group…", request) : request);
@@ -187,6 +192,20 @@ async function render(ctx) {
     const t0 = Math.min(now - 60000, points[0][0]);
     drawChart(figure, { series: [{ name: "total lag", points }], window: [t0, now],
       format: (v) => int(Math.round(v)), unit: "records" });
+    if (g.type === "share") {
+      // A failure stays in the share sections: the group's own figures hold.
+      try {
+        const request = ctx.get(`groups/${enc(id)}/share`);
+        const s = await (share ? request : ctx.load("Loading the share-partitions…", request));
+        if (!share) share = shareView(ctx, id, shareHolder);
+        share.update(s);
+        shareError.hidden = true;
+      } catch (error) {
+        if (error.name === "AbortError" || error.status === 401) throw error;
+        shareError.textContent = `Share-partitions not available: ${error.message}`;
+        shareError.hidden = false;
+      }
+    }
   });
 }
 

@@ -24,7 +24,7 @@ use crate::error::{ApiError, ApiResult, Kind};
 use crate::kafka::{self, Outcome, Spec};
 
 /// The body, or why it is refused (not JSON, or not of the action's shape).
-fn body<T>(b: Result<Json<T>, JsonRejection>) -> ApiResult<T> {
+pub(crate) fn body<T>(b: Result<Json<T>, JsonRejection>) -> ApiResult<T> {
     b.map(|Json(t)| t).map_err(|e| {
         ApiError::new(
             Kind::Invalid,

@@ -5,6 +5,7 @@ pub mod exports;
 pub mod groups;
 pub mod overview;
 pub mod records;
+pub mod share;
 pub mod topics;
 pub mod txns;
 

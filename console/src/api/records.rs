@@ -40,6 +40,20 @@ fn b64(b: &Option<bytes::Bytes>) -> Value {
     }
 }
 
+/// A record as the pages show it: key, value and header values in base64.
+pub(crate) fn record_json(r: &floe_client::Record) -> Value {
+    json!({
+        "offset": r.offset,
+        "timestamp": r.timestamp,
+        "key": b64(&r.key),
+        "value": b64(&r.value),
+        "headers": r.headers.iter().map(|h| json!({
+            "key": String::from_utf8_lossy(&h.key),
+            "value": b64(&h.value),
+        })).collect::<Vec<_>>(),
+    })
+}
+
 pub async fn records(
     State(c): State<Arc<Console>>,
     Asker(who): Asker,
@@ -87,12 +101,35 @@ pub async fn records(
                 )
             })?,
     };
+    let (out, position, end) = read(&c, &who, &name, partition, start, limit).await?;
+    let next_offset = out.last().map_or(position, |r| r.offset + 1);
+    let rows: Vec<Value> = out.iter().map(record_json).collect();
+    Ok(Json(json!({
+        "partition": partition,
+        "from": start,
+        "next_offset": next_offset,
+        "end_offset": end,
+        "records": rows,
+    })))
+}
+
+/// Up to `limit` committed records of `topic`'s `partition` from `start`
+/// (fewer at the partition's end), read as a read_committed consumer
+/// would: the records, the offset read up to, and the last stable offset.
+pub(crate) async fn read(
+    c: &Console,
+    who: &floe_proxy::groups::ClientInfo,
+    name: &str,
+    partition: i32,
+    start: i64,
+    limit: usize,
+) -> ApiResult<(Vec<floe_client::Record>, i64, Option<i64>)> {
     let mut position = start;
     let mut out = Vec::new();
     let mut end = None;
     for _ in 0..MAX_ROUNDS {
         let (data, pieces) =
-            kafka::fetch(&c.ctx, &who, &name, partition, position, FETCH_BYTES).await?;
+            kafka::fetch(&c.ctx, who, name, partition, position, FETCH_BYTES).await?;
         if data.error_code != 0 {
             return Err(ApiError::from_code(
                 data.error_code,
@@ -122,27 +159,5 @@ pub async fn records(
         }
     }
     out.truncate(limit);
-    let next_offset = out.last().map_or(position, |r| r.offset + 1);
-    let rows: Vec<Value> = out
-        .iter()
-        .map(|r| {
-            json!({
-                "offset": r.offset,
-                "timestamp": r.timestamp,
-                "key": b64(&r.key),
-                "value": b64(&r.value),
-                "headers": r.headers.iter().map(|h| json!({
-                    "key": String::from_utf8_lossy(&h.key),
-                    "value": b64(&h.value),
-                })).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    Ok(Json(json!({
-        "partition": partition,
-        "from": start,
-        "next_offset": next_offset,
-        "end_offset": end,
-        "records": rows,
-    })))
+    Ok((out, position, end))
 }

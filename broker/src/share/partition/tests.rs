@@ -1081,3 +1081,65 @@ fn a_record_released_while_the_wall_clock_ran_ahead_is_available_once_it_is_back
     assert_eq!(sp.first_acquirable(10_500), Offset(0));
     assert_eq!(sp.acquire(&b(), 1, Offset(1), 10_500), vec![range(0, 0, 2)]);
 }
+
+#[test]
+fn an_inspection_counts_each_record_once_by_its_state_and_delivery_count() {
+    let mut cfg = config();
+    cfg.backoff = Backoff {
+        base_ms: 60_000,
+        max_ms: 60_000,
+    };
+    let mut sp = SharePartition::new(cfg, Offset(0));
+    // 0..=5 to a; 1 parked until minute 3; then: 0 accepted, 2 released
+    // (backing off a minute), 3 rejected, 4 and 5 still locked by a, and
+    // 6 acquired by b.
+    let arrivals = [(1, Arrival::DueAt(3 * 60_000 + 5))];
+    let got = acquire_classified(&mut sp, &a(), 5, 7, 100, &arrivals);
+    assert_eq!(got, vec![range(0, 0, 1), range(2, 5, 1)]);
+    sp.acknowledge(&a(), &AckBatch::all(0, 0, AckType::Accept), 100)
+        .unwrap();
+    sp.acknowledge(&a(), &AckBatch::all(2, 2, AckType::Release), 100)
+        .unwrap();
+    sp.acknowledge(&a(), &AckBatch::all(3, 3, AckType::Reject), 100)
+        .unwrap();
+    assert_eq!(sp.acquire(&b(), 1, Offset(7), 100), vec![range(6, 6, 1)]);
+
+    let seen = sp.inspect(200, 2);
+    assert_eq!((seen.start, seen.end), (2, 7));
+    assert!(seen.in_memory);
+    // The window holds 2..=6: 2 backing off, 3 archived, 4..=6 acquired.
+    assert_eq!(
+        (
+            seen.available,
+            seen.backing_off,
+            seen.acquired,
+            seen.archived
+        ),
+        (0, 1, 3, 1)
+    );
+    assert_eq!((seen.parked, seen.dead_lettering), (1, 0));
+    // Not done: 2 (delivered once, released), 4, 5, 6, and parked 1 (never).
+    assert_eq!(seen.deliveries, vec![(0, 1), (1, 4)]);
+    // Due: 2 a minute after its release, 1 at minute 3.
+    assert_eq!(seen.due, vec![(60_000, 1), (3 * 60_000, 1)]);
+    // At most two acquired records listed, by offset, with their locks.
+    assert_eq!(
+        seen.acquired_records,
+        vec![
+            AcquiredRecord {
+                offset: 4,
+                member: "member-a".into(),
+                deliveries: 1,
+                lock_until_ms: 1_100,
+            },
+            AcquiredRecord {
+                offset: 5,
+                member: "member-a".into(),
+                deliveries: 1,
+                lock_until_ms: 1_100,
+            },
+        ]
+    );
+    // A look changes nothing.
+    assert_eq!(sp.inspect(200, 2), seen);
+}

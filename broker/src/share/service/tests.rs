@@ -1575,3 +1575,53 @@ async fn a_record_archived_by_a_call_naming_no_dead_letter_topic_has_its_start_w
         "the written start offset stays on the dead-lettered record"
     );
 }
+
+/// A look at a share-partition reads the owner's memory when it holds the
+/// partition at its epoch, else the state last written (where nothing is
+/// acquired); it loads and creates nothing, and only the owner answers.
+#[tokio::test]
+async fn an_inspection_reads_memory_else_the_written_state_and_creates_nothing() {
+    let log = FakeLog::new(3);
+    let svc = service();
+    assert_eq!(
+        svc.inspect(&log, &EARLIEST, "g", &key(), 10).await.unwrap(),
+        None,
+        "no state: nothing to show, and none made"
+    );
+    assert_eq!(
+        svc.inspect(&log, &EARLIEST, "g", &key(), 10).await.unwrap(),
+        None
+    );
+    svc.fetch(&log, &log, &EARLIEST, "g", &key(), &member(), 4, 1 << 20)
+        .await
+        .unwrap();
+    ack(&svc, &log, &EARLIEST, 0, 0, AckType::Accept).await;
+    let seen = svc
+        .inspect(&log, &EARLIEST, "g", &key(), 10)
+        .await
+        .unwrap()
+        .expect("state");
+    assert!(seen.in_memory);
+    assert_eq!((seen.start, seen.end, seen.acquired), (1, 4, 3));
+    assert_eq!(seen.acquired_records.len(), 3);
+    // Another epoch: this owner's memory is stale, the written state shows
+    // the three locked records as available.
+    *log.epoch.lock().unwrap() = Some(2);
+    let written = svc
+        .inspect(&log, &EARLIEST, "g", &key(), 10)
+        .await
+        .unwrap()
+        .expect("state");
+    assert!(!written.in_memory);
+    assert_eq!(
+        (
+            written.start,
+            written.end,
+            written.available,
+            written.acquired
+        ),
+        (1, 4, 3, 0)
+    );
+    *log.epoch.lock().unwrap() = None;
+    assert!(svc.inspect(&log, &EARLIEST, "g", &key(), 10).await.is_err());
+}
