@@ -33,6 +33,7 @@ mod share_group_cmd;
 mod standalone;
 mod storage_cmd;
 mod table;
+mod telemetry;
 mod time_arg;
 mod topic_cmd;
 mod txn_cmd;
@@ -126,6 +127,17 @@ struct Cli {
         default_value_t = LogFormat::Text
     )]
     log_format: LogFormat,
+    /// Export traces over OTLP/HTTP to this collector (its base address,
+    /// such as `http://otel-collector:4318`; spans go to `/v1/traces`): a
+    /// span for each Kafka request, with its id, through the brokers it
+    /// calls, their flushes and commits. Off without it.
+    #[arg(
+        long,
+        global = true,
+        env = "OTEL_EXPORTER_OTLP_ENDPOINT",
+        value_name = "URL"
+    )]
+    otlp_endpoint: Option<String>,
 }
 
 /// The log lines' format (`--log-format`).
@@ -213,6 +225,18 @@ fn default_log_filter(command: &Command) -> &'static str {
     if runs_a_role { "info" } else { "warn" }
 }
 
+/// The process's role, for the traces' service name (`floe-<role>`).
+fn role_name(command: &Command) -> &'static str {
+    match command {
+        Command::Standalone(_) => "standalone",
+        Command::Broker(_) => "broker",
+        Command::Proxy(_) => "proxy",
+        Command::Meta(_) => "meta",
+        Command::Indexer(_) => "indexer",
+        _ => "cli",
+    }
+}
+
 fn main() -> std::process::ExitCode {
     let args = role_env::with_role_env(std::env::args_os().collect(), |name| {
         std::env::var(name).ok()
@@ -227,21 +251,16 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse_from(args);
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_log_filter(&cli.command)));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    announce::use_json(cli.log_format == LogFormat::Json);
-    match cli.log_format {
-        LogFormat::Text => logs.init(),
-        // The event's fields at the top level beside `message`, and the
-        // span it happened in, so that a pipeline can index them.
-        LogFormat::Json => logs
-            .json()
-            .flatten_event(true)
-            .with_current_span(true)
-            .with_span_list(false)
-            .init(),
-    }
+    let json = cli.log_format == LogFormat::Json;
+    announce::use_json(json);
+    let service = format!("floe-{}", role_name(&cli.command));
+    let _traces = match telemetry::init(json, filter, cli.otlp_endpoint.as_deref(), &service) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("floe: {e:#}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     if let Some(path) = &cli.cluster_secret_file {
         let installed = floe_metadata::cluster_auth::ClusterSecret::read(path)
             .and_then(floe_metadata::cluster_auth::install);

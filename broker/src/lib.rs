@@ -32,6 +32,7 @@ pub mod partitions;
 pub mod rpc;
 pub mod server;
 pub mod share;
+pub mod trace;
 pub mod txn;
 
 pub use partitions::{delayed, log, producer};

@@ -7,10 +7,11 @@
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::post;
 use prost::Message;
+use tracing::Instrument as _;
 
 use crate::broker::Broker;
 use crate::rpc::routes::{self, Route};
@@ -35,29 +36,48 @@ impl Serve for Router<Broker> {
     {
         self.route(
             R::PATH,
-            post(move |State(b): State<Broker>, body: Bytes| async move {
-                let req = match R::Req::decode(body) {
-                    Ok(r) => r,
-                    Err(e) => return bad(e),
-                };
-                match handler(b, req).await {
-                    Answer::Now(reply) => {
-                        let mut resp = protobuf(reply);
-                        resp.headers_mut()
-                            .insert(ANSWERED_NOW, axum::http::HeaderValue::from_static("1"));
-                        resp
+            post(
+                move |State(b): State<Broker>, headers: HeaderMap, body: Bytes| async move {
+                    let req = match R::Req::decode(body) {
+                        Ok(r) => r,
+                        Err(e) => return bad(e),
+                    };
+                    // Served in the caller's request (its id, its trace).
+                    let (span, id) = crate::trace::rpc_span(R::PATH, &headers);
+                    let answer = with_request(id.clone(), handler(b, req))
+                        .instrument(span.clone())
+                        .await;
+                    match answer {
+                        Answer::Now(reply) => {
+                            let mut resp = protobuf(reply);
+                            resp.headers_mut()
+                                .insert(ANSWERED_NOW, axum::http::HeaderValue::from_static("1"));
+                            resp
+                        }
+                        Answer::Later(reply) => {
+                            let reply = with_request(id, reply).instrument(span);
+                            let body = futures::stream::once(async move {
+                                Ok::<_, std::convert::Infallible>(Bytes::from(
+                                    reply.await.encode_to_vec(),
+                                ))
+                            });
+                            (StatusCode::OK, Body::from_stream(body)).into_response()
+                        }
                     }
-                    Answer::Later(reply) => {
-                        let body = futures::stream::once(async move {
-                            Ok::<_, std::convert::Infallible>(Bytes::from(
-                                reply.await.encode_to_vec(),
-                            ))
-                        });
-                        (StatusCode::OK, Body::from_stream(body)).into_response()
-                    }
-                }
-            }),
+                },
+            ),
         )
+    }
+}
+
+/// `fut` run for the request `id` names (nothing when the call named none).
+async fn with_request<T>(
+    id: Option<crate::trace::RequestId>,
+    fut: impl std::future::Future<Output = T>,
+) -> T {
+    match id {
+        Some(id) => crate::trace::REQUEST_ID.scope(id, fut).await,
+        None => fut.await,
     }
 }
 

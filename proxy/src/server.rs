@@ -643,6 +643,17 @@ where
                 authz: authz_cache.clone(),
             };
             let listener = listener.clone();
+            // The request's id and span follow it to the brokers, their
+            // flushes and commits (floe_broker::trace).
+            let rid = floe_broker::trace::RequestId::next();
+            let span = tracing::info_span!(
+                "request",
+                request_id = %rid,
+                api = ?key,
+                version,
+                client_id = %client.client_id,
+                principal = %client.principal,
+            );
             match req.body {
                 RequestKind::Produce(mut p) => {
                     // Sequenced here, in order; the wait runs on its own.
@@ -652,8 +663,8 @@ where
                     // Recorded as it is read: the connection's next request
                     // waits for the mute, however many are pipelined.
                     let throttled = throttle(ctx, &mute, QuotaKind::Produce, version, &client, len as u64);
-                    let fut = crate::nodes::LISTENER.scope(listener.clone(), ctx.produce_start(version, p)).await;
-                    tokio::spawn(crate::nodes::LISTENER.scope(listener, async move {
+                    let fut = traced(rid.clone(), span.clone(), crate::nodes::LISTENER.scope(listener.clone(), ctx.produce_start(version, p))).await;
+                    tokio::spawn(traced(rid.clone(), span.clone(), crate::nodes::LISTENER.scope(listener, async move {
                         let mut resp = fut.await;
                         resp.responses.extend(denied);
                         drop(room);
@@ -665,12 +676,12 @@ where
                         }
                         let out = codec::encode_response(key, version, corr, &ResponseKind::Produce(resp));
                         let _ = otx.send(out.ok().map(codec::Frame::One));
-                    }));
+                    })));
                 }
                 RequestKind::Fetch(f) => {
                     // Record bytes go out as the owners returned them.
                     let (ctx, mute) = (ctx.clone(), mute.clone());
-                    tokio::spawn(crate::nodes::LISTENER.scope(listener, async move {
+                    tokio::spawn(traced(rid.clone(), span.clone(), crate::nodes::LISTENER.scope(listener, async move {
                         let mut answer = ctx.fetch_in_session(version, &f).await;
                         let check = ctx.authz.check(&ctx.view.current().acls, &client);
                         crate::authz::requests::fetch(&mut answer, &check);
@@ -686,7 +697,7 @@ where
                             }
                             Err(e) => tracing::warn!(?key, version, error = %e, "cannot encode a response"),
                         }
-                    }));
+                    })));
                 }
                 mut body => {
                     let ctx = ctx.clone();
@@ -700,7 +711,7 @@ where
                         return Ok(());
                     }
                     let mut turn = lanes.enter(crate::ordering::lanes_of(&body));
-                    tokio::spawn(crate::nodes::LISTENER.scope(listener, async move {
+                    tokio::spawn(traced(rid.clone(), span.clone(), crate::nodes::LISTENER.scope(listener, async move {
                         turn.wait().await;
                         let resp = match verdict {
                             crate::authz::requests::Verdict::Answer(r) => Some(*r),
@@ -727,7 +738,7 @@ where
                         if let Some(out) = out {
                             let _ = otx.send(Some(out));
                         }
-                    }));
+                    })));
                 }
             }
         }
@@ -736,6 +747,19 @@ where
     drop(tx);
     let _ = writer.await;
     result
+}
+
+/// `fut` as the work of request `id`: in its span, and with its id on the
+/// calls it makes to brokers.
+fn traced<F: std::future::Future>(
+    id: floe_broker::trace::RequestId,
+    span: tracing::Span,
+    fut: F,
+) -> impl std::future::Future<Output = F::Output> {
+    use tracing::Instrument as _;
+    floe_broker::trace::REQUEST_ID
+        .scope(id, fut)
+        .instrument(span)
 }
 
 /// Records `bytes` of `kind` against the client's quota and returns how

@@ -114,6 +114,10 @@ pub(crate) enum MarkerAppended {
 pub(crate) struct Pending {
     pub batches: Batches,
     pub waiter: Option<Waiter>,
+    /// The span it was sequenced in (its Kafka request's, or the RPC call's
+    /// serving it): the flush that writes it follows from it
+    /// ([`crate::trace`]).
+    pub span: tracing::Span,
     /// Its bytes in the broker's backlog, given back when this is dropped
     /// (kept only for that).
     #[allow(dead_code)]
@@ -546,6 +550,7 @@ impl PartitionLog {
         st.unflushed.push(Pending {
             batches: batches.clone(),
             waiter,
+            span: tracing::Span::current(),
             held,
         });
         Ok(Appended::New(batches, rx, queued))
@@ -612,6 +617,7 @@ impl PartitionLog {
         st.unflushed.push(Pending {
             batches,
             waiter: Some(tx),
+            span: tracing::Span::current(),
             held,
         });
         Ok(MarkerAppended::New(rx, queued))

@@ -652,6 +652,9 @@ impl RemoteBroker {
             R::PATH
         ))
         .header(hyper::header::CONTENT_TYPE, "application/x-protobuf");
+        if let Some(headers) = builder.headers_mut() {
+            crate::trace::inject(headers);
+        }
         if let Some(s) = floe_metadata::cluster_auth::current() {
             builder = builder.header(
                 floe_metadata::cluster_auth::HEADER,

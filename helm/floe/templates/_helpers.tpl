@@ -170,6 +170,10 @@ the bucket; the roles never do).
   value: {{ .Values.logLevel | quote }}
 - name: FLOE_LOG_FORMAT
   value: {{ .Values.logFormat | quote }}
+{{- with .Values.otlpEndpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ . | quote }}
+{{- end }}
 - name: POD_NAME
   valueFrom:
     fieldRef:

@@ -82,7 +82,36 @@ pub(crate) struct Prepared {
     parts: Vec<Part>,
 }
 
+/// The most produces a flush's span follows from (links in a trace).
+const MAX_LINKS: usize = 128;
+
 impl Prepared {
+    /// The span the flush runs in: a trace of its own, following from the
+    /// spans its batches were sequenced in (the first [`MAX_LINKS`]), so
+    /// that a request's trace leads to the flush that made it durable.
+    pub(crate) fn span(&self) -> tracing::Span {
+        let produces: usize = self.parts.iter().map(|p| p.pending.len()).sum();
+        let span = tracing::info_span!(
+            parent: None,
+            "flush",
+            // As i64: OpenTelemetry has no unsigned integers.
+            bytes = i64::try_from(self.obj.size).unwrap_or(i64::MAX),
+            partitions = self.parts.len() as i64,
+            produces = produces as i64,
+            object = tracing::field::Empty,
+        );
+        for p in self
+            .parts
+            .iter()
+            .flat_map(|p| &p.pending)
+            .filter(|p| p.span.id().is_some())
+            .take(MAX_LINKS)
+        {
+            span.follows_from(&p.span);
+        }
+        span
+    }
+
     /// The size of its WAL object.
     pub(crate) fn size(&self) -> usize {
         usize::try_from(self.obj.size).unwrap_or(usize::MAX)
@@ -246,7 +275,10 @@ impl Flush<'_> {
                 )
                 .await
             {
-                Ok(r) => return r,
+                Ok(r) => {
+                    tracing::Span::current().record("object", r.key.as_str());
+                    return r;
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "WAL write failed; retrying as a new object");
                     tokio::time::sleep(pause).await;
@@ -334,6 +366,23 @@ impl Flush<'_> {
 
     fn finish(&self, parts: Vec<Part>, stored: &ObjectRef, object_id: ObjectId) {
         let now = floe_metadata::clock::now_ms() as i64;
+        // Each produce says, in its own request's span, where it went.
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            for p in &parts {
+                for pending in &p.pending {
+                    pending.span.in_scope(|| {
+                        tracing::debug!(
+                            partition = %p.log.key,
+                            first_offset = pending.batches.first_offset,
+                            last_offset = pending.batches.last_offset,
+                            object = stored.key.as_str(),
+                            object_id = object_id.0,
+                            "produce committed"
+                        );
+                    });
+                }
+            }
+        }
         for p in parts {
             let range = StoredRange {
                 first_offset: p.entry.first_offset.0,

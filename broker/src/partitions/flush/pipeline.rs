@@ -20,6 +20,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use tokio::sync::oneshot;
+use tracing::Instrument as _;
 
 use super::{Flush, Flushed};
 use crate::partitions::log::PartitionLog;
@@ -107,27 +108,31 @@ impl<'a> Pipeline<'a> {
         let (turn_tx, turn_rx) = oneshot::channel();
         self.last = Some(turn_rx);
         let flush = self.flush;
-        self.running.push(Box::pin(async move {
-            let stored = flush.write(&prepared).await;
-            let written = Instant::now();
-            crate::metrics::flush_phase("write", written - started);
-            if let Some(before) = before {
-                // Sent once the flush before has committed; an error means
-                // it was dropped (the broker stopping): the metadata refuses
-                // a range that does not follow the committed end anyway.
-                let _ = before.await;
-                crate::metrics::flush_phase("wait", written.elapsed());
+        let span = prepared.span();
+        self.running.push(Box::pin(
+            async move {
+                let stored = flush.write(&prepared).await;
+                let written = Instant::now();
+                crate::metrics::flush_phase("write", written - started);
+                if let Some(before) = before {
+                    // Sent once the flush before has committed; an error means
+                    // it was dropped (the broker stopping): the metadata refuses
+                    // a range that does not follow the committed end anyway.
+                    let _ = before.await;
+                    crate::metrics::flush_phase("wait", written.elapsed());
+                }
+                let committing = Instant::now();
+                let flushed = flush.commit(prepared, stored).await;
+                crate::metrics::flush_phase("commit", committing.elapsed());
+                let _ = turn_tx.send(());
+                Done {
+                    flushed,
+                    elapsed: started.elapsed(),
+                    size,
+                }
             }
-            let committing = Instant::now();
-            let flushed = flush.commit(prepared, stored).await;
-            crate::metrics::flush_phase("commit", committing.elapsed());
-            let _ = turn_tx.send(());
-            Done {
-                flushed,
-                elapsed: started.elapsed(),
-                size,
-            }
-        }));
+            .instrument(span),
+        ));
         true
     }
 

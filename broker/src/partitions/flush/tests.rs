@@ -431,6 +431,7 @@ async fn batches_the_wal_refuses_fail_alone_and_the_partition_stays_flushable() 
                 committed_at: None,
             },
             waiter: Some(tx),
+            span: tracing::Span::none(),
             held: Held::untracked(),
         });
     }

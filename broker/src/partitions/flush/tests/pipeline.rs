@@ -404,6 +404,7 @@ async fn batches_the_wal_refuses_behind_a_range_in_flight_roll_back_to_its_end()
                 committed_at: None,
             },
             waiter: Some(tx),
+            span: tracing::Span::none(),
             held: Held::untracked(),
         });
     }
