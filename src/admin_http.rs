@@ -42,18 +42,25 @@ impl AdminState {
 /// process's metrics. Requests with no credentials are served (as
 /// `User:ANONYMOUS`) only when every Kafka listener is PLAINTEXT: where
 /// clients authenticate, the console must not let anyone past them.
+/// With `indexer` (an indexer in this process), the console searches
+/// records by key through it.
 pub fn console(
     ctx: Arc<floe_proxy::handlers::Context>,
     listeners: &[(
         tokio::net::TcpListener,
         floe_proxy::server::ListenerSecurity,
     )],
+    indexer: Option<&floe_indexer::Indexer>,
 ) -> Arc<floe_console::Console> {
     let anonymous = listeners
         .iter()
         .all(|(_, s)| s.protocol == floe_proxy::listeners::SecurityProtocol::Plaintext);
     let render = Arc::new(|| PROMETHEUS.get().map(|h| h.render()).unwrap_or_default());
-    Arc::new(floe_console::Console::new(ctx, render, anonymous))
+    let console = floe_console::Console::new(ctx, render, anonymous);
+    Arc::new(match indexer {
+        Some(ix) => console.with_search(Arc::new(crate::console_search::IndexerSearch(ix.clone()))),
+        None => console,
+    })
 }
 
 /// Largest request body on the admin port (the query API's backfill

@@ -208,7 +208,7 @@ pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
     let probes =
         floe_proxy::peers::spawn(ctx.me.clone(), view.clone(), floe_proxy::peers::PROBE_EVERY);
     let _tls_reload = bound.tls_reload;
-    let console = admin_http::console(ctx.clone(), &bound.listeners);
+    let console = admin_http::console(ctx.clone(), &bound.listeners, None);
     let proxy = Proxy::start_listeners(bound.listeners, args.tuning.proxy_config(kafka_addr), ctx)?;
     let state = Arc::new(AdminState {
         ready: AtomicBool::new(false),

@@ -14,6 +14,7 @@ mod cli_reference;
 mod client_cmd;
 mod cluster_cmd;
 mod config_file;
+mod console_search;
 mod group_cmd;
 mod indexer_cmd;
 mod kafka_args;

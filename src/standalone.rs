@@ -113,11 +113,10 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
         Some(broker.clone()),
     )?;
     let _tls_reload = bound.tls_reload;
-    let console = admin_http::console(ctx.clone(), &bound.listeners);
-    let proxy = Proxy::start_listeners(bound.listeners, args.proxy.proxy_config(kafka_addr), ctx)?;
-
     let (indexer, indexer_task) =
         crate::indexer_cmd::start(meta.clone(), pool.clone(), &args.indexer)?;
+    let console = admin_http::console(ctx.clone(), &bound.listeners, Some(&indexer));
+    let proxy = Proxy::start_listeners(bound.listeners, args.proxy.proxy_config(kafka_addr), ctx)?;
     let state = Arc::new(AdminState {
         ready: AtomicBool::new(false),
         indexer: Some(indexer),

@@ -962,3 +962,81 @@ def test_share_group_page_shows_its_state_and_redrives_its_dead_letters(browser,
     wait(browser, "the second dry run", lambda d: redrive_status(d) == "Dry run: 0 records to redrive; nothing produced.")
     assert not execute.is_enabled()
     assert console_errors(browser) == []
+
+
+# ---------------------------------------------------------------- search, objects, store endpoints
+
+SEARCHED = "console-searched"  # 2 partitions, exported; keys user-0 to user-3
+
+
+def test_the_search_form_finds_a_keys_records(browser, site, floe, data, kit):
+    from confluent_kafka.admin import AdminClient
+
+    conf = {"bootstrap.servers": floe.bootstrap}
+    create_topics(AdminClient({**conf, "log_level": 2}), [(SEARCHED, 2, EXPORT_CONFIG)])
+    produce(conf, [(SEARCHED, i % 2, f"user-{i % 4}".encode(), json.dumps(order_value(i)).encode(),
+                    [("n", str(i).encode())]) for i in range(24)])
+    wait_exported(floe.admin_url, SEARCHED, 24)
+    want = [r for r in kit.consume(floe.bootstrap, SEARCHED, partitions=(0, 1)) if r[2] == b"user-3"]
+    want.sort(key=lambda r: (r[5][1], r[0], r[1]))
+    assert len(want) == 6
+
+    open_page(browser, f"{site}#/topics/{SEARCHED}/records", f"Records of {SEARCHED}", "#search-form")
+    browser.find_element("id", "search-key").send_keys("user-3")
+    browser.find_element("css selector", "#search-form button[type='submit']").click()
+    shown = wait(browser, "the records found", lambda d: (r := rows(d, "search-results")) and r)
+    assert [(number(c[0]), number(c[1])) for c in shown] == [(r[0], r[1]) for r in want], shown
+    for cells, r in zip(shown, want):
+        assert cells[3] == "user-3" and cells[4] == r[3].decode() and "n: " in cells[5], cells
+    assert "6 records" in browser.find_element("id", "search-summary").text
+    # The record's views work in the results as on the page of a partition.
+    first = f"#search-results tr[data-partition='{want[0][0]}'][data-offset='{want[0][1]}']"
+    browser.find_element("css selector", f"{first} button[data-mode='hex']").click()
+    assert browser.find_element("css selector", f"{first} td.key").text == b"user-3".hex(" ")
+    # A key no record has: the table says so.
+    key = browser.find_element("id", "search-key")
+    key.clear()
+    key.send_keys("nobody")
+    browser.find_element("css selector", "#search-form button[type='submit']").click()
+    wait(browser, "no records", lambda d: "0 records" in d.find_element("id", "search-summary").text)
+    assert rows(browser, "search-results") == []
+    key.clear()
+    key.send_keys("user-3")
+    browser.find_element("css selector", "#search-form button[type='submit']").click()
+    wait(browser, "the records found again", lambda d: len(rows(d, "search-results") or []) == 6)
+    check_page(browser, "records-search")
+
+
+def test_the_topic_page_shows_each_partitions_store_objects(browser, site, floe, data):
+    marks = watermarks(floe.bootstrap, ORDERS, 3)
+    open_page(browser, f"{site}#/topics/{ORDERS}", f"Topic {ORDERS}", "#objects-0")
+    for p in range(3):
+        if p:
+            from selenium.webdriver.support.ui import Select
+
+            Select(browser.find_element("id", "objects-partition")).select_by_value(str(p))
+            wait(browser, f"partition {p}'s objects", lambda d, p=p: rows(d, f"objects-{p}"))
+        answer = json.loads(http_get(f"{floe.admin_url}/ui/api/topics/{ORDERS}/objects?partition={p}")[1])
+        shown = rows(browser, f"objects-{p}")
+        assert len(shown) == len(answer["objects"]) > 0, (shown, answer)
+        for cells, o in zip(shown, answer["objects"]):
+            assert cells[0] == ("WAL" if o["kind"] == "wal" else o["kind"]) and cells[1] == o["key"], cells
+            assert (number(cells[2]), number(cells[3])) == (o["first_offset"], o["last_offset"]), cells
+            assert cells[6] == o["endpoint"], cells
+        low, high = marks[p]
+        firsts = [number(c[2]) for c in shown]
+        lasts = [number(c[3]) for c in shown]
+        assert min(firsts) <= low and max(lasts) + 1 >= high, (p, marks[p], shown)
+        summary = browser.find_element("id", f"objects-summary-{p}").text
+        assert f"{answer['total']} object" in summary, summary
+    check_page(browser, "topic-objects")
+
+
+def test_the_overview_shows_this_processs_store_endpoints(browser, site, floe, data):
+    answer = json.loads(http_get(f"{floe.admin_url}/ui/api/stores")[1])
+    open_page(browser, site + "#/", "Overview", "#store-endpoints")
+    shown = rows(browser, "store-endpoints")
+    assert [c[0] for c in shown] == [e["endpoint"] for e in answer["endpoints"]] and shown, (shown, answer)
+    assert all(c[1] == "healthy" for c in shown), shown
+    assert sum(number(c[2]) for c in shown) > 0, shown
+    check_page(browser, "overview-stores")

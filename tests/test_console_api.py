@@ -496,3 +496,213 @@ def test_a_group_that_is_not_a_share_group_has_no_share_state(data):
     assert get(base, "/ui/api/groups/no-such-group/share")[0] == 404
     status, body = post(base, f"/ui/api/groups/{GROUP}/redrive", {"execute": True, "confirm": GROUP})
     assert status == 400, body
+
+
+# ---------------------------------------------------------------- search, objects, store endpoints
+
+SEARCHED = "console-searched"
+
+
+def consumed(bootstrap, topic, partitions):
+    """Every record of `topic` as a consumer reads it: [(partition, offset, timestamp, key, value, headers)]."""
+    marks = watermarks(bootstrap, topic, partitions)
+    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "console-search-reader",
+                                  "enable.auto.commit": False, "isolation.level": "read_committed"})
+    c.assign([confluent_kafka.TopicPartition(topic, p, low) for p, (low, _high) in enumerate(marks)])
+    want = sum(high - low for low, high in marks)
+    out = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(out) < want:
+            assert time.monotonic() < deadline, f"read {len(out)} of {want} records"
+            m = c.poll(0.5)
+            if m is None or m.error():
+                continue
+            out.append((m.partition(), m.offset(), m.timestamp()[1], m.key(), m.value(),
+                        [(k, v) for k, v in (m.headers() or [])]))
+    finally:
+        c.close()
+    return out
+
+
+def wait_exported(base, topic, rows_wanted):
+    """Polls the console until the topic's export holds `rows_wanted` rows with no lag."""
+    deadline = time.monotonic() + 60
+    while True:
+        status, body = get(base, f"/ui/api/topics/{topic}/export")
+        if status == 200 and body["enabled"] and body["partitions"] \
+                and sum(p["lag"] for p in body["partitions"]) == 0 \
+                and sum(p["rows"] for p in body["partitions"]) == rows_wanted:
+            return body
+        assert time.monotonic() < deadline, f"{topic} not exported after 60 s: {status} {body}"
+        time.sleep(0.2)
+
+
+def as_found(r):
+    """A search's record as the consumer's tuple."""
+    return (r["partition"], r["offset"], r["timestamp"], decode(r["key"]), decode(r["value"]),
+            [(h["key"], decode(h["value"])) for h in r["headers"]])
+
+
+def test_a_search_by_key_finds_what_a_consumer_reads_for_that_key(data):
+    base, bootstrap = data["base"], data["bootstrap"]
+    assert ok(base, "/ui/api/whoami")["search"] is True
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+    topic = confluent_kafka.admin.NewTopic(SEARCHED, 2, config={"export.enabled": "true", "export.roll.ms": "300"})
+    for f in admin.create_topics([topic], request_timeout=30).values():
+        f.result()
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    t0 = int(time.time() * 1000)
+    for i in range(40):
+        p.produce(SEARCHED, key=f"user-{i % 4}", value=f"event {i}".encode(), partition=i % 2,
+                  headers=[("n", str(i).encode())], timestamp=t0 + i)
+    assert p.flush(30) == 0
+    wait_exported(base, SEARCHED, 40)
+    # Some records after the export: the search reads the log not exported yet too.
+    for i in range(40, 46):
+        p.produce(SEARCHED, key=f"user-{i % 4}", value=f"event {i}".encode(), partition=i % 2,
+                  headers=[("n", str(i).encode())], timestamp=t0 + i)
+    assert p.flush(30) == 0
+    everything = consumed(bootstrap, SEARCHED, 2)
+    for key in ("user-1", "user-2"):
+        want = sorted((r for r in everything if r[3] == key.encode()), key=lambda r: (r[2], r[0], r[1]))
+        answer = ok(base, f"/ui/api/topics/{SEARCHED}/search?key={key}")
+        got = [as_found(r) for r in answer["records"]]
+        assert got == want, (key, got, want)
+        assert any(r[1] >= 20 for r in got), "the records produced after the export are found"
+    # A time range narrows it; a limit bounds it.
+    answer = ok(base, f"/ui/api/topics/{SEARCHED}/search?key=user-1&from={t0 + 10}&to={t0 + 20}")
+    assert [as_found(r)[4] for r in answer["records"]] == [b"event 13", b"event 17"], answer
+    assert len(ok(base, f"/ui/api/topics/{SEARCHED}/search?key=user-1&limit=2")["records"]) == 2
+    assert ok(base, f"/ui/api/topics/{SEARCHED}/search?key=nobody")["records"] == []
+    status, body = get(base, f"/ui/api/topics/{SEARCHED}/search")
+    assert status == 400 and body["kind"] == "invalid", body
+    status, body = get(base, f"/ui/api/topics/{SEARCHED}/search?key=a&limit=501")
+    assert status == 400 and body["kind"] == "invalid", body
+    status, body = get(base, "/ui/api/topics/no-such-topic/search?key=a")
+    assert status == 404 and body["kind"] == "not_found", body
+
+
+def covered(objects):
+    """The offsets [first, end) the objects hold without a gap, from the first."""
+    spans = sorted((o["first_offset"], o["last_offset"] + 1) for o in objects)
+    if not spans:
+        return None
+    start, end = spans[0]
+    for first, last in spans[1:]:
+        assert first <= end, f"a gap between {end} and {first}: {spans}"
+        end = max(end, last)
+    return start, end
+
+
+def test_a_partitions_objects_cover_its_offsets_as_list_offsets_answers(data):
+    base = data["base"]
+    marks = watermarks(data["bootstrap"], TOPIC, PARTITIONS)
+    for p, (low, high) in enumerate(marks):
+        answer = ok(base, f"/ui/api/topics/{TOPIC}/objects?partition={p}")
+        assert answer["partition"] == p and answer["high_watermark"] == high, answer
+        assert answer["total"] == len(answer["objects"]) > 0, answer
+        assert answer["total"] == answer["wal_objects"] + answer["segments"], answer
+        start, end = covered(answer["objects"])
+        assert start <= low and end >= high, (p, low, high, answer["objects"])
+        for o in answer["objects"]:
+            assert o["kind"] in ("wal", "segment"), o
+            assert o["endpoint"] and o["key"] and 0 < o["bytes"] <= o["object_bytes"], o
+    # Paged: the last object alone, or the first.
+    last = ok(base, f"/ui/api/topics/{TOPIC}/objects?partition=0&limit=1")
+    assert len(last["objects"]) == 1 and last["offset"] == last["total"] - 1, last
+    first = ok(base, f"/ui/api/topics/{TOPIC}/objects?partition=0&offset=0&limit=1")
+    assert first["offset"] == 0 and first["objects"][0]["first_offset"] <= marks[0][0], first
+    status, body = get(base, f"/ui/api/topics/{TOPIC}/objects?partition={PARTITIONS}")
+    assert status == 404, body
+    status, body = get(base, f"/ui/api/topics/{TOPIC}/objects?partition=0&limit=0")
+    assert status == 400, body
+
+
+def test_the_store_endpoints_count_this_processs_writes(data):
+    answer = ok(data["base"], "/ui/api/stores")
+    assert answer["scope"] == "this process" and answer["broker_here"] is True, answer
+    endpoints = answer["endpoints"]
+    assert endpoints and all(e["endpoint"] for e in endpoints), answer
+    assert sum(e["writes"] for e in endpoints) > 0, answer
+    assert not any(e["benched"] for e in endpoints), answer
+    assert all(e["errors"] == 0 for e in endpoints), answer
+
+
+def test_search_objects_and_stores_need_their_acls(secured):
+    base, alice, admin = secured.admin_url, TOKENS["alice"], TOKENS["admin"]
+    # DESCRIBE on seen is not READ: no search; the objects need DESCRIBE only.
+    status, body = get(base, "/ui/api/topics/seen/search?key=a", alice)
+    assert status == 403 and body["kind"] == "denied" and "READ" in body["error"], body
+    assert get(base, "/ui/api/topics/seen/search?key=a", admin)[0] == 200
+    assert ok(base, "/ui/api/topics/seen/objects?partition=0", alice)["partition"] == 0
+    status, body = get(base, "/ui/api/topics/hidden/objects?partition=0", alice)
+    assert status == 403 and body["kind"] == "denied", body
+    status, body = get(base, "/ui/api/topics/hidden/search?key=a", alice)
+    assert status == 403, body
+    # The store endpoints, like the brokers, need DESCRIBE on the cluster.
+    status, body = get(base, "/ui/api/stores", alice)
+    assert status == 403 and body["kind"] == "denied", body
+    assert ok(base, "/ui/api/stores", admin)["endpoints"]
+    assert get(base, "/ui/api/stores")[0] == 401
+
+
+def test_a_proxy_of_a_cluster_says_where_to_search_and_writes_to_no_store(floe_bin, tmp_path):
+    """A proxy runs no indexer and no broker: whoami says search is not here,
+    a search answers 503 naming `floe query`, the store endpoints say no broker
+    writes from this process; the objects come from the metadata service all the same."""
+    from floe_cluster import Cluster
+
+    cluster = Cluster(floe_bin, tmp_path, brokers=1, proxy_flags=("--default-partitions", "1"))
+    try:
+        base = f"http://{cluster.proxy.admin}"
+        bootstrap = cluster.proxy.addr("kafka")
+        assert ok(base, "/ui/api/whoami")["search"] is False
+        admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+        for f in admin.create_topics([confluent_kafka.admin.NewTopic("in-cluster", 1)], request_timeout=30).values():
+            f.result()
+        p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        for i in range(5):
+            p.produce("in-cluster", key=b"k", value=str(i).encode())
+        assert p.flush(30) == 0
+        status, body = get(base, "/ui/api/topics/in-cluster/search?key=k")
+        assert status == 503 and body["kind"] == "unavailable" and "floe query --indexer" in body["error"], body
+        stores = ok(base, "/ui/api/stores")
+        assert stores["broker_here"] is False and all(e["writes"] == 0 for e in stores["endpoints"]), stores
+        (low, high), = watermarks(bootstrap, "in-cluster", 1)
+        start, end = covered(ok(base, "/ui/api/topics/in-cluster/objects?partition=0")["objects"])
+        assert start <= low and end >= high == 5
+    finally:
+        cluster.stop()
+
+
+def test_objects_show_segments_once_wal_ranges_are_compacted(standalone_factory):
+    """With quick compaction (segment.ms=100) a partition's WAL ranges become
+    segments: the route lists segments, then the WAL objects written after,
+    and together they still hold every offset ListOffsets answers."""
+    s = standalone_factory(compaction_interval_ms=200, flush_interval_ms=5)
+    base = s.admin_url
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": s.bootstrap})
+    topic = confluent_kafka.admin.NewTopic("compacted-objects", 1, config={"segment.ms": "100"})
+    for f in admin.create_topics([topic], request_timeout=30).values():
+        f.result()
+    p = confluent_kafka.Producer({"bootstrap.servers": s.bootstrap, "acks": "all", "linger.ms": 0})
+    for i in range(20):
+        p.produce("compacted-objects", key=b"k", value=b"x" * 100)
+        assert p.flush(30) == 0
+    path = "/ui/api/topics/compacted-objects/objects?partition=0"
+    deadline = time.monotonic() + 60
+    while (answer := ok(base, path))["segments"] == 0:
+        assert time.monotonic() < deadline, f"no segment after 60 s: {answer}"
+        time.sleep(0.2)
+    for i in range(5):
+        p.produce("compacted-objects", key=b"k", value=b"y" * 100)
+        assert p.flush(30) == 0
+    answer = ok(base, path)
+    (low, high), = watermarks(s.bootstrap, "compacted-objects", 1)
+    assert high == 25 and answer["high_watermark"] == 25, answer
+    start, end = covered(answer["objects"])
+    assert start <= low and end >= high, (low, high, answer["objects"])
+    kinds = [o["kind"] for o in answer["objects"]]
+    assert "segment" in kinds, kinds
+    assert all(o["key"].startswith("segments/") for o in answer["objects"] if o["kind"] == "segment")

@@ -9,8 +9,10 @@
 //! on a cluster without security. What Kafka cannot say (owners, epochs,
 //! the metadata service's Raft state) is read from the proxy's cluster
 //! view and the metadata service, shown only where the principal may
-//! describe the topic or the cluster. `docs/console.md` describes the pages
-//! and every route.
+//! describe the topic or the cluster. A search by key goes to this
+//! process's indexer through the small [`search::Search`] trait, where the
+//! process runs one (`floe standalone`). `docs/console.md` describes the
+//! pages and every route.
 
 mod api;
 mod assets;
@@ -18,6 +20,8 @@ mod caller;
 mod error;
 mod kafka;
 mod rates;
+pub mod search;
+mod stores;
 
 use std::sync::Arc;
 
@@ -26,6 +30,7 @@ use axum::routing::{get, post};
 use floe_proxy::handlers::Context;
 
 use rates::Rates;
+use search::Search;
 
 /// What the console answers from.
 pub struct Console {
@@ -36,6 +41,8 @@ pub struct Console {
     /// Whether a request with no credentials is served, as `User:ANONYMOUS`
     /// (see [`caller::principal`]).
     pub(crate) anonymous: bool,
+    /// The lookup by key and time, where this process runs an indexer.
+    pub(crate) search: Option<Arc<dyn Search>>,
 }
 
 impl Console {
@@ -52,7 +59,15 @@ impl Console {
             ctx,
             rates: Rates::new(render_metrics),
             anonymous,
+            search: None,
         }
+    }
+
+    /// The console with a lookup by key and time (this process's indexer):
+    /// the records page offers a search by key only then.
+    pub fn with_search(mut self, search: Arc<dyn Search>) -> Self {
+        self.search = Some(search);
+        self
     }
 }
 
@@ -65,12 +80,15 @@ pub fn router(console: Arc<Console>) -> Router {
         .route("/ui/api/whoami", get(api::whoami))
         .route("/ui/api/overview", get(api::overview::overview))
         .route("/ui/api/metrics", get(api::metrics))
+        .route("/ui/api/stores", get(api::stores::endpoints))
         .route(
             "/ui/api/topics",
             get(api::topics::list).post(api::actions::create_topic),
         )
         .route("/ui/api/topics/{name}", get(api::topics::describe))
         .route("/ui/api/topics/{name}/records", get(api::records::records))
+        .route("/ui/api/topics/{name}/search", get(api::search::search))
+        .route("/ui/api/topics/{name}/objects", get(api::objects::objects))
         .route(
             "/ui/api/topics/{name}/delete",
             post(api::actions::delete_topic),

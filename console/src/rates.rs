@@ -73,6 +73,11 @@ impl Rates {
         v
     }
 
+    /// The process's Prometheus text now.
+    pub(crate) fn text(&self) -> String {
+        (self.render)()
+    }
+
     fn read(&self, at: Instant) -> serde_json::Value {
         let sample = parse(&(self.render)());
         let latency = {
@@ -161,7 +166,7 @@ fn parse(text: &str) -> Sample {
 }
 
 /// The value of label `key` in `a="x",b="y"`.
-fn label<'a>(labels: &'a str, key: &str) -> Option<&'a str> {
+pub(crate) fn label<'a>(labels: &'a str, key: &str) -> Option<&'a str> {
     labels.split(',').find_map(|kv| {
         let (k, v) = kv.split_once('=')?;
         (k.trim() == key).then(|| v.trim().trim_matches('"'))

@@ -1,5 +1,6 @@
-// The overview: the cluster's members and counts, and live charts of this
-// process's request counters (polled every 2 s, 5 minutes kept).
+// The overview: the cluster's members and counts, the object-store
+// endpoints this process writes to, and live charts of this process's
+// request counters (polled every 2 s, 5 minutes kept).
 
 import { chartFigure, drawChart } from "/ui/assets/charts.js";
 import { bytes, dec, facts, h, int, stateBadge, table } from "/ui/assets/dom.js";
@@ -77,6 +78,50 @@ function metadataSection(o) {
   return section;
 }
 
+// The store endpoints this process writes to, from its own metrics. A
+// refusal (no DESCRIBE on the cluster) stays in the section.
+async function storesSection(ctx) {
+  const section = h("section", { "aria-labelledby": "h-stores", id: "stores-section" },
+    h("h2", { id: "h-stores" }, "Store endpoints: this process"));
+  let s;
+  try {
+    s = await ctx.get("stores");
+  } catch (error) {
+    if (error && error.name === "AbortError") throw error;
+    section.append(h("p", { class: "notice", id: "stores-error" },
+      `Not available: ${error && error.message ? error.message : error}`));
+    return section;
+  }
+  const caption = "Store endpoints of this process";
+  const wrap = table({
+    caption,
+    id: "store-endpoints",
+    columns: [{ label: "Endpoint" }, { label: "State" }, { label: "Writes", numeric: true },
+      { label: "Abandoned", numeric: true }, { label: "Errors", numeric: true }, { label: "Hedged writes", numeric: true },
+      { label: "Hedged reads", numeric: true }, { label: "Failovers", numeric: true },
+      { label: "Deadline", numeric: true }],
+    rows: s.endpoints.map((e) => [h("code", {}, e.endpoint),
+      stateBadge(e.benched ? "benched" : "healthy"), int(e.writes), int(e.abandoned),
+      int(e.errors), int(e.hedged_writes), int(e.hedged_reads), int(e.failovers),
+      e.write_deadline_ms === null || e.write_deadline_ms === undefined ? "—" : `${dec(e.write_deadline_ms)} ms`]),
+    empty: "No store endpoints in this process.",
+  });
+  // On a narrow window it scrolls sideways: the keyboard reaches it too.
+  wrap.setAttribute("tabindex", "0");
+  wrap.setAttribute("role", "region");
+  wrap.setAttribute("aria-label", caption);
+  section.append(
+    h("p", { class: "hint" }, s.broker_here
+      ? "The object-store endpoints the broker of this process writes to, since it started. "
+        + "A benched endpoint gets no new writes until a probe passes: a failed write goes to a new object elsewhere at once."
+      : "This process runs no broker, so it writes to no store: each broker's figures are on its own /metrics "
+        + "(floe_store_* by endpoint)."),
+    h("p", { class: "hint" }, "Deadline: the adaptive deadline of a small write there now. "
+      + "Failovers: writes that landed there after an attempt elsewhere was abandoned."),
+    wrap);
+  return section;
+}
+
 function epochs(e) {
   if (!e) return "—";
   return e.min === e.max ? String(e.min) : `${e.min}–${e.max}`;
@@ -117,6 +162,8 @@ async function render(ctx) {
         empty: "No proxies known.",
       })),
   );
+
+  ctx.view.append(await storesSection(ctx));
 
   const figures = {
     requests: chartFigure("chart-requests", "Requests per second"),

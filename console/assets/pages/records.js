@@ -1,5 +1,6 @@
 // A partition's records: from an offset or a time, a page at a time, each
-// record shown as text, JSON or hex (chosen per record).
+// record shown as text, JSON or hex (chosen per record); and, where this
+// process runs an indexer, the topic's records searched by key.
 
 import { enc } from "/ui/assets/api.js";
 import { h, int, isoTime, offset as showOffset, table } from "/ui/assets/dom.js";
@@ -21,13 +22,20 @@ function recordCells(r, mode) {
   return [showValue(r.key, mode, "Key"), showValue(r.value, mode, "Value"), headers];
 }
 
-function recordRow(r) {
+// A record's row; with `withPartition`, its partition first (a search's
+// records come from every partition).
+function recordRow(r, withPartition = false) {
   let mode = "text";
   const row = h("tr", { "data-offset": String(r.offset) });
+  if (withPartition) {
+    row.dataset.partition = String(r.partition);
+    row.append(h("td", { class: "num" }, String(r.partition)));
+  }
   const buttons = MODES.map(([value, label]) => h("button", {
     type: "button", class: "mode", "data-mode": value, "aria-pressed": value === mode ? "true" : "false",
   }, label));
-  const group = h("div", { class: "modes", role: "group", "aria-label": `View of record ${r.offset}` }, buttons);
+  const what = withPartition ? `record ${r.partition}/${r.offset}` : `record ${r.offset}`;
+  const group = h("div", { class: "modes", role: "group", "aria-label": `View of ${what}` }, buttons);
   const cells = recordCells(r, mode).map((c, i) => h("td", { class: ["key", "value", "hdrs"][i] }, c));
   row.append(h("th", { scope: "row", class: "num" }, showOffset(r.offset)), h("td", { class: "ts" }, isoTime(r.timestamp)),
     ...cells, h("td", {}, group));
@@ -39,6 +47,69 @@ function recordRow(r) {
     });
   }
   return row;
+}
+
+// The search by key: a form, and the records found in a table. `who` is
+// whoami's answer: without an indexer here the section says where to ask.
+function searchSection(ctx, name, who) {
+  const section = h("section", { "aria-labelledby": "h-search", id: "search-section" },
+    h("h2", { id: "h-search" }, "Search by key"));
+  if (!who.search) {
+    section.append(h("p", { class: "notice", id: "search-unavailable" },
+      "This process runs no indexer, so the console cannot search by key here. Ask the indexer with ",
+      h("code", {}, `floe query --indexer URL ${name} --key KEY`), ", or use the console of floe standalone."));
+    return section;
+  }
+  const key = h("input", { type: "text", required: true, spellcheck: "false", autocomplete: "off" });
+  const from = h("input", { type: "datetime-local", step: 1 });
+  const to = h("input", { type: "datetime-local", step: 1 });
+  const limit = h("input", { type: "number", min: 1, max: 500, step: 1, value: "100", required: true });
+  const form = h("form", { class: "records-form", id: "search-form" },
+    field("search-key", "Key (text)", key),
+    field("search-from", "From (your local time, optional)", from),
+    field("search-to", "To (your local time, optional)", to),
+    field("search-limit", "Limit", limit),
+    h("button", { type: "submit" }, "Search"));
+  const summary = h("p", { id: "search-summary", "aria-live": "polite" });
+  const holder = h("div", { id: "search-table" });
+  section.append(h("p", { class: "hint" },
+    "Through this process's indexer: the topic's Parquet exports and the log not exported yet (export.enabled=true)."),
+  form, summary, holder);
+
+  const time = (input, label) => {
+    if (!input.value) return undefined;
+    const ms = new Date(input.value).getTime(); // datetime-local is read as local time
+    if (Number.isNaN(ms)) throw new Error(`${label}: not a time.`);
+    return ms;
+  };
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    let q;
+    try {
+      q = { key: key.value, limit: limit.value, from: time(from, "From"), to: time(to, "To") };
+    } catch (error) {
+      ctx.alert(error.message);
+      return;
+    }
+    ctx.load("Searching…", ctx.get(`topics/${enc(name)}/search`, q)).then((answer) => {
+      ctx.clearAlert();
+      const n = answer.records.length;
+      summary.textContent = `${int(n)} record${n === 1 ? "" : "s"} with key ${JSON.stringify(key.value)}`
+        + (n >= answer.limit ? ` (the first ${int(answer.limit)}; there may be more).` : ".");
+      const t = table({
+        caption: `Records of ${name} with key ${key.value}`,
+        id: "search-results",
+        rowHeader: false,
+        columns: [{ label: "Partition", numeric: true }, { label: "Offset", numeric: true }, { label: "Timestamp" },
+          { label: "Key" }, { label: "Value" }, { label: "Headers" }, { label: "View" }],
+        rows: [],
+        empty: "No records with this key.",
+      });
+      if (n) t.querySelector("tbody").replaceChildren(...answer.records.map((r) => recordRow(r, true)));
+      holder.replaceChildren(t);
+    }).catch(ctx.fail);
+  });
+  return section;
 }
 
 async function render(ctx) {
@@ -71,8 +142,9 @@ async function render(ctx) {
   const holder = h("div", { id: "records-table" });
   const nextButton = h("button", { type: "button", id: "records-next", disabled: true }, "Next page");
 
+  const who = await ctx.get("whoami");
   ctx.view.append(h("p", {}, h("a", { href: `#/topics/${enc(name)}` }, `Back to topic ${name}`)), form, summary, holder,
-    h("div", { class: "pager" }, nextButton));
+    h("div", { class: "pager" }, nextButton), searchSection(ctx, name, who));
 
   let next = null;
   async function load(query) {
@@ -92,7 +164,7 @@ async function render(ctx) {
       rows: [],
       empty: "No records.",
     });
-    if (answer.records.length) t.querySelector("tbody").replaceChildren(...answer.records.map(recordRow));
+    if (answer.records.length) t.querySelector("tbody").replaceChildren(...answer.records.map((r) => recordRow(r)));
     holder.replaceChildren(t);
   }
 

@@ -1,5 +1,6 @@
 // One topic: its partitions' offsets and owners, the producers that wrote to
-// it recently, its configs, its size.
+// it recently, the store objects that hold each partition's log, its
+// configs, its size.
 
 import { actionForm } from "/ui/assets/actions.js";
 import { enc, post } from "/ui/assets/api.js";
@@ -10,9 +11,9 @@ function sortConfigs(configs) {
   return [...configs].sort((a, b) => (a.default === b.default ? a.name.localeCompare(b.name) : a.default ? 1 : -1));
 }
 
-// The topic's facts, partitions and settings; `producers` is the section the
-// producers are shown in once loaded.
-function details(name, t, producers) {
+// The topic's facts, partitions and settings; `producers` and `objects` are
+// the sections the producers and the store objects are shown in once loaded.
+function details(name, t, producers, objects) {
   return [
     h("p", { class: "links" },
       h("a", { href: `#/topics/${enc(name)}/records`, id: "records-link" }, `Read the records of ${name}`),
@@ -33,6 +34,7 @@ function details(name, t, producers) {
         empty: "No partitions.",
       })),
     producers,
+    objects,
     h("section", { "aria-labelledby": "h-configs" },
       h("h2", { id: "h-configs" }, "Configs"),
       t.configs_error ? h("p", { class: "notice" }, `Configs not available: ${t.configs_error}`) : null,
@@ -97,6 +99,64 @@ async function loadProducers(ctx, name, section) {
     body.replaceChildren(h("p", { class: "notice", id: "producers-error" },
       `Producers not available: ${error && error.message ? error.message : error}`));
   }
+}
+
+// A partition's objects: WAL objects not compacted yet and segments, the
+// last 100 of them.
+function objectsTable(name, answer) {
+  const shown = answer.objects.length;
+  const caption = `Store objects of ${name}, partition ${answer.partition}`;
+  const wrap = table({
+    caption,
+    id: `objects-${answer.partition}`,
+    rowHeader: false,
+    columns: [{ label: "Kind" }, { label: "Object key" }, { label: "First offset", numeric: true },
+      { label: "Last offset", numeric: true }, { label: "Bytes of the partition", numeric: true },
+      { label: "Object bytes", numeric: true }, { label: "Endpoint" }],
+    rows: answer.objects.map((o) => [o.kind === "wal" ? "WAL" : o.kind, h("code", {}, o.key), offset(o.first_offset),
+      offset(o.last_offset), bytes(o.bytes), bytes(o.object_bytes), h("code", {}, o.endpoint)]),
+    empty: "No objects: nothing is stored for this partition yet.",
+  });
+  // Long keys may make it scroll sideways: the keyboard reaches it too.
+  wrap.setAttribute("tabindex", "0");
+  wrap.setAttribute("role", "region");
+  wrap.setAttribute("aria-label", caption);
+  return [
+    h("p", { class: "hint", id: `objects-summary-${answer.partition}` },
+      `Partition ${answer.partition}: ${int(answer.total)} object${answer.total === 1 ? "" : "s"} `
+        + `(${int(answer.segments)} segment${answer.segments === 1 ? "" : "s"}, `
+        + `${int(answer.wal_objects)} WAL object${answer.wal_objects === 1 ? "" : "s"}), `
+        + `log from ${answer.log_start_offset} to ${answer.high_watermark}`
+        + (shown < answer.total ? `; the last ${int(shown)} shown.` : ".")),
+    wrap,
+  ];
+}
+
+// Loads the chosen partition's objects into their section; a refusal (no
+// DESCRIBE) stays in the section.
+function objectsSection(ctx, name, t) {
+  const partition = h("select", { id: "objects-partition" },
+    t.partitions.map((p) => h("option", { value: String(p.partition) }, `Partition ${p.partition}`)));
+  const body = h("div", { class: "objects-body" }, h("p", { class: "status" }, "Loading the objects…"));
+  const load = async () => {
+    try {
+      const answer = await ctx.load("Loading the objects…",
+        ctx.get(`topics/${enc(name)}/objects`, { partition: partition.value }));
+      body.replaceChildren(...objectsTable(name, answer));
+    } catch (error) {
+      if (error && error.name === "AbortError") return; // the page was left
+      body.replaceChildren(h("p", { class: "notice", id: "objects-error" },
+        `Objects not available: ${error && error.message ? error.message : error}`));
+    }
+  };
+  partition.addEventListener("change", () => { load(); });
+  const section = h("section", { "aria-labelledby": "h-objects", id: "objects-section" },
+    h("h2", { id: "h-objects" }, "Store objects"),
+    h("p", { class: "hint" }, "The objects that hold a partition's log, as the metadata service's index records them: "
+      + "WAL objects not compacted into segments yet, and segments."),
+    h("div", { class: "field" }, h("label", { for: "objects-partition" }, "Partition"), partition),
+    body);
+  return { section, load };
 }
 
 // The topic's actions: grow it, change a setting, produce a record (to
@@ -177,13 +237,15 @@ async function render(ctx) {
     const producers = h("section", { "aria-labelledby": "h-producers", id: "producers-section" },
       h("h2", { id: "h-producers" }, "Producers"),
       h("div", { class: "producers-body" }, h("p", { class: "status" }, "Loading the producers…")));
-    holder.replaceChildren(...details(name, t, producers));
+    const objects = objectsSection(ctx, name, t);
+    holder.replaceChildren(...details(name, t, producers, objects.section));
     if (!actionsShown) {
       actionsShown = actions(name, t, () => refresh().catch(ctx.fail));
       ctx.view.append(actionsShown);
     }
-    // After the topic: its page is useful before the producers are known.
-    await loadProducers(ctx, name, producers);
+    // After the topic: its page is useful before the producers and objects
+    // are known.
+    await Promise.all([loadProducers(ctx, name, producers), objects.load()]);
   };
   await ctx.load("Loading the topic…", refresh());
 }

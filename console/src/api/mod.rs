@@ -3,9 +3,12 @@
 pub mod actions;
 pub mod exports;
 pub mod groups;
+pub mod objects;
 pub mod overview;
 pub mod records;
+pub mod search;
 pub mod share;
+pub mod stores;
 pub mod topics;
 pub mod txns;
 
@@ -60,6 +63,7 @@ pub async fn whoami(State(c): State<Arc<Console>>, Asker(who): Asker) -> Json<se
     Json(serde_json::json!({
         "principal": who.principal.to_string(),
         "authorizer": c.ctx.authz.enabled(),
+        "search": c.search.is_some(),
         "version": env!("CARGO_PKG_VERSION"),
     }))
 }
