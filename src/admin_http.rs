@@ -50,15 +50,15 @@ pub fn console(
         tokio::net::TcpListener,
         floe_proxy::server::ListenerSecurity,
     )],
-    indexer: Option<&floe_indexer::Indexer>,
+    search: Option<Arc<dyn floe_console::search::Search>>,
 ) -> Arc<floe_console::Console> {
     let anonymous = listeners
         .iter()
         .all(|(_, s)| s.protocol == floe_proxy::listeners::SecurityProtocol::Plaintext);
     let render = Arc::new(|| PROMETHEUS.get().map(|h| h.render()).unwrap_or_default());
     let console = floe_console::Console::new(ctx, render, anonymous);
-    Arc::new(match indexer {
-        Some(ix) => console.with_search(Arc::new(crate::console_search::IndexerSearch(ix.clone()))),
+    Arc::new(match search {
+        Some(s) => console.with_search(s),
         None => console,
     })
 }

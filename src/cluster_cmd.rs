@@ -96,6 +96,12 @@ pub struct ProxyArgs {
     /// read) before it exits.
     #[arg(long, env = "FLOE_DRAIN_TIMEOUT_MS", default_value_t = 10_000)]
     pub drain_timeout_ms: u64,
+    /// The cluster's indexer (`http://HOST:PORT`, its admin port): the
+    /// console's search by key asks it, as a cluster member, once the
+    /// console has checked that the person may READ the topic. Without it
+    /// the console's search says to use `floe query`.
+    #[arg(long, env = "FLOE_CONSOLE_INDEXER", value_name = "URL")]
+    pub console_indexer: Option<String>,
     #[command(flatten)]
     pub tuning: ProxyTuning,
     #[command(flatten)]
@@ -208,7 +214,12 @@ pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<()> {
     let probes =
         floe_proxy::peers::spawn(ctx.me.clone(), view.clone(), floe_proxy::peers::PROBE_EVERY);
     let _tls_reload = bound.tls_reload;
-    let console = admin_http::console(ctx.clone(), &bound.listeners, None);
+    let search = match &args.console_indexer {
+        Some(url) => Some(Arc::new(crate::console_search::RemoteSearch::new(url)?)
+            as Arc<dyn floe_console::search::Search>),
+        None => None,
+    };
+    let console = admin_http::console(ctx.clone(), &bound.listeners, search);
     let proxy = Proxy::start_listeners(bound.listeners, args.tuning.proxy_config(kafka_addr), ctx)?;
     let state = Arc::new(AdminState {
         ready: AtomicBool::new(false),

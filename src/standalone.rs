@@ -115,7 +115,13 @@ pub async fn run(args: StandaloneArgs) -> anyhow::Result<()> {
     let _tls_reload = bound.tls_reload;
     let (indexer, indexer_task) =
         crate::indexer_cmd::start(meta.clone(), pool.clone(), &args.indexer)?;
-    let console = admin_http::console(ctx.clone(), &bound.listeners, Some(&indexer));
+    let console = admin_http::console(
+        ctx.clone(),
+        &bound.listeners,
+        Some(Arc::new(crate::console_search::IndexerSearch(
+            indexer.clone(),
+        ))),
+    );
     let proxy = Proxy::start_listeners(bound.listeners, args.proxy.proxy_config(kafka_addr), ctx)?;
     let state = Arc::new(AdminState {
         ready: AtomicBool::new(false),

@@ -706,3 +706,36 @@ def test_objects_show_segments_once_wal_ranges_are_compacted(standalone_factory)
     kinds = [o["kind"] for o in answer["objects"]]
     assert "segment" in kinds, kinds
     assert all(o["key"].startswith("segments/") for o in answer["objects"] if o["kind"] == "segment")
+
+
+def test_a_proxy_with_console_indexer_searches_through_the_clusters_indexer(floe_bin, tmp_path):
+    """`--console-indexer` gives a cluster's proxy the search: the console
+    checks the person's READ, then asks the indexer's query API as a cluster
+    member; the records are the ones a consumer reads for the key."""
+    from floe_cluster import Cluster, Role
+
+    cluster = Cluster(floe_bin, tmp_path, brokers=1, indexer=True, proxy_flags=("--default-partitions", "2"))
+    try:
+        flags = ("--default-partitions", "2", "--console-indexer", f"http://{cluster.indexer.admin}")
+        proxy = Role("proxy-search", cluster._proxy_args("proxy-search", flags), cluster.tmp).start()
+        cluster.proxies.append(proxy)
+        cluster.wait_ready(proxy)
+        base = f"http://{proxy.admin}"
+        assert ok(base, "/ui/api/whoami")["search"] is True
+        bootstrap = proxy.addr("kafka")
+        admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+        topic = confluent_kafka.admin.NewTopic("searched", 2, config={"export.enabled": "true"})
+        for f in admin.create_topics([topic], request_timeout=30).values():
+            f.result()
+        p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        for i in range(12):
+            p.produce("searched", key=f"k{i % 3}".encode(), value=f"v{i}".encode())
+        assert p.flush(30) == 0
+        found = ok(base, "/ui/api/topics/searched/search?key=k1")
+        values = sorted(base64.b64decode(r["value"]).decode() for r in found["records"])
+        assert values == sorted(f"v{i}" for i in range(12) if i % 3 == 1), found
+        assert all(base64.b64decode(r["key"]) == b"k1" for r in found["records"]), found
+        status, body = get(base, "/ui/api/topics/no-such-topic/search?key=k1")
+        assert status in (403, 404), (status, body)
+    finally:
+        cluster.stop()

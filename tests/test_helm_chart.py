@@ -220,6 +220,16 @@ def test_pods_are_locked_down_and_probed():
     broker = by_name[("Deployment", f"{RELEASE}-floe-broker")]["spec"]["template"]["spec"]
     drain = next(e["value"] for e in broker["containers"][0]["env"] if e["name"] == "FLOE_DRAIN_TIMEOUT_MS")
     assert broker["terminationGracePeriodSeconds"] * 1000 > int(drain)
+    # The proxies' console searches through the indexer's Service, when there is one.
+    proxy = by_name[("Deployment", f"{RELEASE}-floe-proxy")]["spec"]["template"]["spec"]
+    proxy_env = {e["name"]: e.get("value") for e in proxy["containers"][0]["env"]}
+    assert proxy_env["FLOE_CONSOLE_INDEXER"] == f"http://{RELEASE}-floe-indexer:9644", proxy_env
+    assert ("Service", f"{RELEASE}-floe-indexer") in by_name
+    _, no_indexer = render({"indexer": {"enabled": False}})
+    for o in no_indexer:
+        if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-proxy"):
+            names = {e["name"] for e in o["spec"]["template"]["spec"]["containers"][0]["env"]}
+            assert "FLOE_CONSOLE_INDEXER" not in names
     assert not any("volumeClaimTemplates" in o["spec"] for o in objects if o["metadata"]["name"].endswith("-broker"))
     # One metadata node: no PDB could keep a majority, so none is made.
     _, one = render({"metadata": {"replicas": 1}})
