@@ -1039,4 +1039,8 @@ def test_the_overview_shows_this_processs_store_endpoints(browser, site, floe, d
     assert [c[0] for c in shown] == [e["endpoint"] for e in answer["endpoints"]] and shown, (shown, answer)
     assert all(c[1] == "healthy" for c in shown), shown
     assert sum(number(c[2]) for c in shown) > 0, shown
+    # Each broker's pool as it answers: the standalone's one broker, its endpoints.
+    by_broker = rows(browser, "broker-store-endpoints")
+    assert [(c[0], c[1]) for c in by_broker] == [(str(b["broker"]), e["endpoint"]) for b in answer["brokers"]
+                                               for e in b["endpoints"]] and by_broker, (by_broker, answer)
     check_page(browser, "overview-stores")

@@ -627,6 +627,10 @@ def test_the_store_endpoints_count_this_processs_writes(data):
     assert sum(e["writes"] for e in endpoints) > 0, answer
     assert not any(e["benched"] for e in endpoints), answer
     assert all(e["errors"] == 0 for e in endpoints), answer
+    # The standalone's broker answers for its pool: the same endpoints, writes counted.
+    [b] = answer["brokers"]
+    assert b["error"] is None and [e["endpoint"] for e in b["endpoints"]] == [e["endpoint"] for e in endpoints], b
+    assert sum(e["written"] for e in b["endpoints"]) > 0, b
 
 
 def test_search_objects_and_stores_need_their_acls(secured):
@@ -669,6 +673,12 @@ def test_a_proxy_of_a_cluster_says_where_to_search_and_writes_to_no_store(floe_b
         assert status == 503 and body["kind"] == "unavailable" and "floe query --indexer" in body["error"], body
         stores = ok(base, "/ui/api/stores")
         assert stores["broker_here"] is False and all(e["writes"] == 0 for e in stores["endpoints"]), stores
+        # Each broker answers for its own pool: the one broker wrote the records to its endpoint.
+        [b] = stores["brokers"]
+        assert b["broker"] == 1 and b["error"] is None, b
+        [e] = b["endpoints"]
+        assert e["endpoint"] == "local" and e["written"] > 0 and e["benched"] is False, e
+        assert e["write_deadline_ms"] and e["write_deadline_ms"] > 0, e
         (low, high), = watermarks(bootstrap, "in-cluster", 1)
         start, end = covered(ok(base, "/ui/api/topics/in-cluster/objects?partition=0")["objects"])
         assert start <= low and end >= high == 5

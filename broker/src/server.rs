@@ -112,6 +112,10 @@ pub fn router(broker: Broker) -> Router {
     let r = serve!(r, routes::DeleteRecords, |b: Broker, req| {
         p::rpc_delete_records(b.partitions().clone(), req)
     });
+    let r = serve!(r, routes::StoreStats, |b: Broker, req| p::rpc_store_stats(
+        b.partitions().clone(),
+        req
+    ));
     let r = serve!(r, g::routes::GroupJoin, g::rpc_join);
     let r = serve!(r, g::routes::GroupSync, g::rpc_sync);
     let r = serve!(r, g::routes::GroupMember, g::rpc_member);

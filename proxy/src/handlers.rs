@@ -619,6 +619,37 @@ impl Context {
     }
 
     /// The client of the broker at `addr` (one per address, reused).
+    /// Each registered broker's store endpoints, asked of it (this
+    /// process's broker directly), concurrently, each within `timeout`:
+    /// `(broker id, its RPC address, the stats or why not)`, by id.
+    pub async fn brokers_store_stats(
+        &self,
+        timeout: std::time::Duration,
+    ) -> Vec<(
+        u32,
+        String,
+        Result<floe_broker::rpc::proto::StoreStats, String>,
+    )> {
+        let snap = self.view.current();
+        let brokers: Vec<(u32, String)> =
+            snap.brokers().map(|n| (n.id.0, n.addr.clone())).collect();
+        drop(snap);
+        let asks = brokers.into_iter().map(|(id, addr)| async move {
+            let stats = match self.local.as_ref().filter(|b| b.broker_id().0 == id) {
+                Some(b) => Ok(floe_broker::rpc::store_stats(b.pool())),
+                None => self
+                    .remote(&addr)
+                    .store_stats(timeout)
+                    .await
+                    .map_err(|e| e.to_string()),
+            };
+            (id, addr, stats)
+        });
+        let mut out = futures::future::join_all(asks).await;
+        out.sort_by_key(|(id, _, _)| *id);
+        out
+    }
+
     pub(crate) fn remote(&self, addr: &str) -> Arc<RemoteBroker> {
         let mut remotes = self.remotes.lock().unwrap_or_else(|p| p.into_inner());
         remotes

@@ -265,6 +265,57 @@ pub mod proto {
 
     #[derive(Clone, PartialEq, prost::Message)]
     pub struct Empty {}
+
+    /// One store endpoint as a broker's pool sees it.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct StoreEndpoint {
+        #[prost(string, tag = "1")]
+        pub id: String,
+        #[prost(uint64, tag = "2")]
+        pub written: u64,
+        #[prost(uint64, tag = "3")]
+        pub abandoned: u64,
+        #[prost(uint64, tag = "4")]
+        pub hedged: u64,
+        #[prost(bool, tag = "5")]
+        pub benched: bool,
+        /// The adaptive deadline of a small write there now (0: unknown).
+        #[prost(uint64, tag = "6")]
+        pub write_deadline_ms: u64,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct StoreStats {
+        #[prost(message, repeated, tag = "1")]
+        pub endpoints: Vec<StoreEndpoint>,
+    }
+}
+
+/// The store endpoints of a broker's pool: its writes, abandoned and hedged
+/// attempts since it started, whether new writes skip each (benched), and
+/// the adaptive deadline of a small write there now (the console's
+/// overview).
+pub fn store_stats(pool: &floe_storage::StorePool) -> proto::StoreStats {
+    proto::StoreStats {
+        endpoints: pool
+            .stats()
+            .into_iter()
+            .map(|e| proto::StoreEndpoint {
+                write_deadline_ms: pool
+                    .write_deadline(&e.id, 0)
+                    .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+                id: e.id.as_str().to_string(),
+                written: e.written,
+                abandoned: e.abandoned,
+                hedged: e.hedged,
+                benched: e.benched,
+            })
+            .collect(),
+    }
+}
+
+pub(crate) async fn rpc_store_stats(b: Partitions, _: proto::Empty) -> proto::StoreStats {
+    store_stats(b.pool())
 }
 
 pub(crate) fn to_proto(e: &BrokerError) -> proto::Error {
@@ -568,6 +619,12 @@ impl RemoteBroker {
 
     pub fn addr(&self) -> &str {
         &self.addr
+    }
+
+    /// The broker's store endpoints ([`store_stats`]).
+    pub async fn store_stats(&self, timeout: Duration) -> Result<proto::StoreStats, CallError> {
+        self.call_timeout::<routes::StoreStats>(proto::Empty {}, timeout)
+            .await
     }
 
     /// Calls route `R`; the client's deadline is for the response headers.

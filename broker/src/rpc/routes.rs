@@ -47,6 +47,8 @@ routes! {
     Wait = "/rpc/wait": proto::WaitRequest => proto::Empty;
     ListOffset = "/rpc/list-offset": proto::ListOffsetRequest => proto::ListOffsetResponse;
     DeleteRecords = "/rpc/delete-records": proto::DeleteRecordsRequest => proto::DeleteRecordsResponse;
+    /// The broker's store endpoints and how its pool sees each.
+    StoreStats = "/rpc/store/stats": proto::Empty => proto::StoreStats;
     /// Answers once the marker is committed (as `acks=all`).
     TxnMarker = "/rpc/txn/marker": proto::MarkerRequest => proto::MarkerResponse;
     /// Before a commit is decided; answers once the producer's open

@@ -119,7 +119,41 @@ async function storesSection(ctx) {
     h("p", { class: "hint" }, "Deadline: the adaptive deadline of a small write there now. "
       + "Failovers: writes that landed there after an attempt elsewhere was abandoned."),
     wrap);
+  section.append(brokerStores(s.brokers || []));
   return section;
+}
+
+// Each broker's pool as the broker answered: its writes since it started,
+// whether new writes skip an endpoint (benched), the deadline now.
+function brokerStores(brokers) {
+  const caption = "Store endpoints of each broker";
+  const rows = [];
+  for (const b of brokers) {
+    if (b.error) {
+      rows.push([h("code", {}, String(b.broker)), "—", stateBadge("unreachable"), "—", "—", "—", b.error]);
+      continue;
+    }
+    for (const e of b.endpoints) {
+      rows.push([h("code", {}, String(b.broker)), h("code", {}, e.endpoint),
+        stateBadge(e.benched ? "benched" : "healthy"), int(e.written), int(e.abandoned), int(e.hedged),
+        e.write_deadline_ms === null || e.write_deadline_ms === undefined ? "—" : `${int(e.write_deadline_ms)} ms`]);
+    }
+  }
+  const wrap = table({
+    caption,
+    id: "broker-store-endpoints",
+    columns: [{ label: "Broker" }, { label: "Endpoint" }, { label: "State" }, { label: "Writes", numeric: true },
+      { label: "Abandoned", numeric: true }, { label: "Hedged", numeric: true }, { label: "Deadline" }],
+    rows,
+    empty: "No broker is registered.",
+  });
+  wrap.setAttribute("tabindex", "0");
+  wrap.setAttribute("role", "region");
+  wrap.setAttribute("aria-label", caption);
+  return h("div", {},
+    h("h3", { id: "h-broker-stores" }, "Store endpoints: every broker"),
+    h("p", { class: "hint" }, "Each broker's store pool, as the broker answers now."),
+    wrap);
 }
 
 function epochs(e) {
