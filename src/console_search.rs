@@ -8,7 +8,8 @@
 //! secret, or over internal mTLS), as a broker's calls are.
 
 use floe_console::search::{
-    Search, SearchAnswer, SearchError, SearchErrorKind, SearchFuture, SearchHit, SearchQuery,
+    BackfillFuture, Search, SearchAnswer, SearchError, SearchErrorKind, SearchFuture, SearchHit,
+    SearchQuery,
 };
 use floe_indexer::lookup::Query;
 use floe_indexer::{ErrorKind, Indexer};
@@ -31,6 +32,10 @@ fn error_of(e: floe_indexer::IndexerError) -> SearchError {
 }
 
 impl Search for IndexerSearch {
+    fn backfill<'a>(&'a self, topic: &'a str) -> BackfillFuture<'a> {
+        Box::pin(async move { self.0.backfill(topic).await.map_err(error_of) })
+    }
+
     fn search<'a>(&'a self, topic: &'a str, query: &'a SearchQuery) -> SearchFuture<'a> {
         Box::pin(async move {
             let q = Query {
@@ -152,6 +157,30 @@ fn remote_error(e: floe_metadata::http::HttpError) -> SearchError {
 }
 
 impl Search for RemoteSearch {
+    fn backfill<'a>(&'a self, topic: &'a str) -> BackfillFuture<'a> {
+        Box::pin(async move {
+            let path = format!("/v1/topics/{}/backfill", encode(topic));
+            let body = self
+                .http
+                .post(
+                    &self.addr,
+                    &path,
+                    "application/json",
+                    bytes::Bytes::new(),
+                    REMOTE_TIMEOUT,
+                )
+                .await
+                .map_err(remote_error)?;
+            serde_json::from_slice::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v["generation"].as_u64())
+                .ok_or_else(|| SearchError {
+                    kind: SearchErrorKind::Unavailable,
+                    message: "the indexer's answer to a backfill names no generation".into(),
+                })
+        })
+    }
+
     fn search<'a>(&'a self, topic: &'a str, query: &'a SearchQuery) -> SearchFuture<'a> {
         Box::pin(async move {
             let mut params = vec![format!("limit={}", query.limit)];

@@ -634,6 +634,42 @@ def test_the_export_pages_show_every_record_exported(browser, site, floe, data):
     assert not console_errors(browser)
 
 
+def test_an_export_is_backfilled_from_its_page_once_the_name_is_typed(browser, site, floe, data):
+    before = wait_exported(floe.admin_url, EXPORTED, EXPORTED_N)
+    generation = before["generation"]
+    open_page(browser, f"{site}#/topics/{EXPORTED}/export", f"Export of {EXPORTED}", "#export-partitions")
+    wait(browser, "the backfill form", lambda d: d.find_element("id", "backfill").is_displayed())
+    assert browser.find_element("id", "export-generation").text == str(generation)
+    button = browser.find_element("id", "backfill-submit")
+    assert not button.is_enabled(), "a backfill offered before the name is typed"
+    # The server refuses one without the name too, and nothing changes.
+    req = urllib.request.Request(f"{floe.admin_url}/ui/api/topics/{EXPORTED}/export/backfill",
+                                 data=json.dumps({"confirm": "x"}).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(req, timeout=30)
+    assert refused.value.code == 400 and "type the topic's name" in refused.value.read().decode()
+    assert json.loads(http_get(f"{floe.admin_url}/ui/api/topics/{EXPORTED}/export")[1])["generation"] == generation
+    browser.find_element("id", "backfill-confirm").send_keys(EXPORTED)
+    wait(browser, "the backfill button enabled", lambda d: button.is_enabled())
+    button.click()
+    started = status_of(browser, "backfill")
+    assert started == f"Backfill started: generation {generation + 1}.", started
+    check_page(browser, "export-backfill")
+    # The new generation holds every record again, and the page follows it.
+    deadline = time.monotonic() + WAIT
+    while True:
+        after = wait_exported(floe.admin_url, EXPORTED, EXPORTED_N)
+        if after["generation"] == generation + 1 and all(p["files"] for p in after["partitions"]):
+            break
+        assert time.monotonic() < deadline, after
+        time.sleep(0.2)
+    wait(browser, "the new generation shown", lambda d: d.find_element("id", "export-generation").text
+         == str(generation + 1))
+    wait(browser, "the rows shown", lambda d: number(d.find_element("id", "export-rows").text) == EXPORTED_N)
+    assert not console_errors(browser, allowed=("400",))
+
+
 # ---------------------------------------------------------------- with tokens and ACLs
 
 ALICE_TOKEN = "alice-console-token-0123456789"

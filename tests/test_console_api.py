@@ -644,6 +644,11 @@ def test_search_objects_and_stores_need_their_acls(secured):
     assert status == 403 and body["kind"] == "denied", body
     status, body = get(base, "/ui/api/topics/hidden/search?key=a", alice)
     assert status == 403, body
+    # A backfill needs READ too (as the indexer's API does), and an exported topic.
+    status, body = post(base, "/ui/api/topics/seen/export/backfill", {"confirm": "seen"}, alice)
+    assert status == 403 and "READ" in body["error"], body
+    status, body = post(base, "/ui/api/topics/seen/export/backfill", {"confirm": "seen"}, admin)
+    assert status == 400 and "export.enabled=true" in body["error"], body
     # The store endpoints, like the brokers, need DESCRIBE on the cluster.
     status, body = get(base, "/ui/api/stores", alice)
     assert status == 403 and body["kind"] == "denied", body

@@ -104,6 +104,10 @@ pub fn router(console: Arc<Console>) -> Router {
         .route("/ui/api/topics/{name}/produce", post(api::actions::produce))
         .route("/ui/api/topics/{name}/producers", get(api::txns::producers))
         .route("/ui/api/topics/{name}/export", get(api::exports::topic))
+        .route(
+            "/ui/api/topics/{name}/export/backfill",
+            post(api::exports::backfill),
+        )
         .route("/ui/api/transactions", get(api::txns::list))
         .route("/ui/api/exports", get(api::exports::list))
         .route("/ui/api/groups", get(api::groups::list))

@@ -1,5 +1,6 @@
-//! The seam between the console and a lookup by key and time (the
-//! indexer's, in a process that runs one). The console knows the lookup
+//! The seam between the console and the indexer: a lookup by key and
+//! time, and a backfill of a topic's export (in a process that runs one,
+//! or through the cluster's indexer). The console knows the lookup
 //! only by this small trait, so that it does not depend on the indexer
 //! and its Parquet stack; `floe` implements it over
 //! `floe_indexer::query::run` where the process has an indexer.
@@ -60,8 +61,16 @@ pub struct SearchError {
 pub type SearchFuture<'a> =
     Pin<Box<dyn Future<Output = Result<SearchAnswer, SearchError>> + Send + 'a>>;
 
-/// Looks records of a topic up by key and time. The caller has checked
-/// that the principal may read the topic.
+/// A backfill asked: the topic's new export generation.
+pub type BackfillFuture<'a> = Pin<Box<dyn Future<Output = Result<u64, SearchError>> + Send + 'a>>;
+
+/// The indexer as the console reaches it. The caller has checked that the
+/// principal may read the topic.
 pub trait Search: Send + Sync {
+    /// Looks records of a topic up by key and time.
     fn search<'a>(&'a self, topic: &'a str, query: &'a SearchQuery) -> SearchFuture<'a>;
+
+    /// Rebuilds the topic's Parquet export from its log (a new
+    /// generation; the old one's files go once the new one caught up).
+    fn backfill<'a>(&'a self, topic: &'a str) -> BackfillFuture<'a>;
 }

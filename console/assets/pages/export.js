@@ -2,7 +2,8 @@
 // exported, what is left (the lag) and its latest file; a live chart of the
 // total lag (polled every 5 s while the page is open, as the group page).
 
-import { enc } from "/ui/assets/api.js";
+import { actionForm } from "/ui/assets/actions.js";
+import { enc, post } from "/ui/assets/api.js";
 import { chartFigure, drawChart } from "/ui/assets/charts.js";
 import { bytes, facts, h, int, offset, table } from "/ui/assets/dom.js";
 
@@ -36,7 +37,9 @@ function details(name, e) {
     facts([["Files", h("span", { id: "export-files" }, int(sum(parts, "files")))],
       ["Rows", h("span", { id: "export-rows" }, int(sum(parts, "rows")))],
       ["Bytes", h("span", { id: "export-bytes" }, bytes(sum(parts, "bytes")))],
-      ["Lag", h("span", { id: "export-lag" }, `${int(sum(parts, "lag"))} records`)]], "Export"),
+      ["Lag", h("span", { id: "export-lag" }, `${int(sum(parts, "lag"))} records`)],
+      ["Generation", h("span", { id: "export-generation" }, e.generation === null || e.generation === undefined
+        ? "—" : String(e.generation))]], "Export"),
     table({
       caption: `Export of ${name} by partition`,
       id: "export-partitions",
@@ -60,7 +63,26 @@ async function render(ctx) {
     h("h2", { id: "h-export-lag" }, "Lag over time"),
     h("p", { class: "hint" }, "Sampled every 5 seconds while this page is open."),
     figure);
-  ctx.view.append(holder, chart);
+  // Built once (not redrawn by the poll, so that typing is kept): the
+  // backfill's progress is the lag above, going up to the whole log and
+  // back down as the new generation is written.
+  const backfill = h("section", { "aria-labelledby": "h-backfill", hidden: true, id: "backfill-section" },
+    h("h2", { id: "h-backfill" }, "Backfill"),
+    h("p", { class: "hint" }, "Rebuilds the export from the log: a new generation is written from the log's start, "
+      + "and the old generation's files are deleted once it caught up. Follow it by the lag above. "
+      + "Records the topic's retention removed are gone from the export after it."),
+    actionForm({
+      id: "backfill",
+      title: `Backfill the export of ${name}`,
+      submit: "Backfill",
+      confirm: name,
+      fields: [],
+      run: async () => {
+        const r = await post(`topics/${enc(name)}/export/backfill`, { confirm: name });
+        return `Backfill started: generation ${r.generation}.`;
+      },
+    }));
+  ctx.view.append(holder, chart, backfill);
 
   const points = [];
   let shown = null; // the answer on screen, to redraw only when it changed
@@ -76,6 +98,7 @@ async function render(ctx) {
       holder.replaceChildren(e.enabled ? details(name, e) : notExported(name));
     }
     chart.hidden = !e.enabled;
+    backfill.hidden = !(e.enabled && e.backfill);
     if (!e.enabled) return;
     const now = Date.now();
     points.push([now, sum(e.partitions, "lag")]);

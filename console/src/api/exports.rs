@@ -138,9 +138,73 @@ pub async fn topic(
     }
     let state = state_of(&c, &name).await?;
     let partitions: Vec<Value> = state.partitions.iter().map(partition_row).collect();
-    Ok(Json(
-        json!({ "topic": name, "enabled": true, "partitions": partitions }),
-    ))
+    let generation = state.partitions.iter().map(|p| p.generation).max();
+    Ok(Json(json!({
+        "topic": name,
+        "enabled": true,
+        "generation": generation,
+        "backfill": c.search.is_some(),
+        "partitions": partitions,
+    })))
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Backfill {
+    /// The topic's name typed again: every file of the export is rewritten.
+    pub confirm: String,
+}
+
+/// `POST /ui/api/topics/{name}/export/backfill`: the topic's export rebuilt
+/// from its log by the indexer (a new generation), as `floe indexer
+/// backfill` asks; READ on the topic (as the indexer's API needs) and the
+/// name typed again. The export's page follows it by its lag.
+pub async fn backfill(
+    State(c): State<Arc<Console>>,
+    Asker(who): Asker,
+    Path(name): Path<String>,
+    b: Result<Json<Backfill>, axum::extract::rejection::JsonRejection>,
+) -> ApiResult<Json<Value>> {
+    let body = super::actions::body(b)?;
+    if body.confirm != name {
+        return Err(ApiError::new(
+            Kind::Invalid,
+            format!("not backfilled: type the topic's name ({name}) to confirm"),
+        ));
+    }
+    let snap = c.ctx.view.current();
+    let allowed = c
+        .ctx
+        .authz
+        .check(&snap.acls, &who)
+        .topic(floe_metadata::acl::Operation::Read, &name);
+    drop(snap);
+    if !allowed {
+        return Err(ApiError::new(
+            Kind::Denied,
+            format!("topic {name}: not allowed (a backfill needs READ on it)"),
+        ));
+    }
+    if !export_enabled(&c, &name) {
+        return Err(ApiError::new(
+            Kind::Invalid,
+            format!("topic {name} is not exported: set export.enabled=true first"),
+        ));
+    }
+    let Some(indexer) = &c.search else {
+        return Err(ApiError::new(
+            Kind::Unavailable,
+            format!(
+                "no indexer is reachable from this console (a proxy needs --console-indexer): \
+                 floe indexer backfill --topic {name} --indexer URL does it"
+            ),
+        ));
+    };
+    let generation = indexer
+        .backfill(&name)
+        .await
+        .map_err(super::search::api_error)?;
+    Ok(Json(json!({ "topic": name, "generation": generation })))
 }
 
 #[cfg(test)]

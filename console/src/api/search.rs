@@ -107,6 +107,16 @@ fn hit_json(r: &SearchHit) -> Value {
     })
 }
 
+/// A failed call to the indexer as the console answers it.
+pub(crate) fn api_error(e: crate::search::SearchError) -> ApiError {
+    let kind = match e.kind {
+        SearchErrorKind::NotFound => Kind::NotFound,
+        SearchErrorKind::Invalid => Kind::Invalid,
+        SearchErrorKind::Unavailable => Kind::Unavailable,
+    };
+    ApiError::new(kind, e.message)
+}
+
 pub async fn search(
     State(c): State<Arc<Console>>,
     Asker(who): Asker,
@@ -130,14 +140,7 @@ pub async fn search(
     let Some(search) = &c.search else {
         return Err(ApiError::new(Kind::Unavailable, NO_INDEXER));
     };
-    let answer = search.search(&name, &query).await.map_err(|e| {
-        let kind = match e.kind {
-            SearchErrorKind::NotFound => Kind::NotFound,
-            SearchErrorKind::Invalid => Kind::Invalid,
-            SearchErrorKind::Unavailable => Kind::Unavailable,
-        };
-        ApiError::new(kind, e.message)
-    })?;
+    let answer = search.search(&name, &query).await.map_err(api_error)?;
     Ok(Json(json!({
         "topic": name,
         "limit": query.limit,
