@@ -56,8 +56,9 @@ function searchSection(ctx, name, who) {
     h("h2", { id: "h-search" }, "Search by key"));
   if (!who.search) {
     section.append(h("p", { class: "notice", id: "search-unavailable" },
-      "This process runs no indexer, so the console cannot search by key here. Ask the indexer with ",
-      h("code", {}, `floe query --indexer URL ${name} --key KEY`), ", or use the console of floe standalone."));
+      "This console reaches no indexer, so it cannot search by key here (a proxy of a cluster searches with ",
+      h("code", {}, "--console-indexer http://HOST:PORT"), "). Ask the indexer with ",
+      h("code", {}, `floe query --indexer URL ${name} --key KEY`), "."));
     return section;
   }
   const key = h("input", { type: "text", required: true, spellcheck: "false", autocomplete: "off" });
@@ -73,7 +74,7 @@ function searchSection(ctx, name, who) {
   const summary = h("p", { id: "search-summary", "aria-live": "polite" });
   const holder = h("div", { id: "search-table" });
   section.append(h("p", { class: "hint" },
-    "Through this process's indexer: the topic's Parquet exports and the log not exported yet (export.enabled=true)."),
+    "Through the indexer: the topic's Parquet exports and the log not exported yet (export.enabled=true)."),
   form, summary, holder);
 
   const time = (input, label) => {

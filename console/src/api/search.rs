@@ -25,9 +25,9 @@ pub const MAX_HITS: usize = 500;
 pub const DEFAULT_HITS: usize = 100;
 
 /// What a process without an indexer answers.
-pub const NO_INDEXER: &str = "this process runs no indexer, so the console cannot search by key \
-     here: ask the indexer with `floe query --indexer URL TOPIC --key KEY`, or open the console \
-     of `floe standalone`";
+pub const NO_INDEXER: &str = "this console reaches no indexer, so it cannot search by key here \
+     (a proxy of a cluster searches with --console-indexer http://HOST:PORT): ask the indexer \
+     with `floe query --indexer URL TOPIC --key KEY`";
 
 /// The search's parameters as the page sends them.
 #[derive(Debug, Default, Deserialize)]
