@@ -132,6 +132,10 @@ pub fn install_metrics_recorder() -> anyhow::Result<()> {
         .install_recorder()
         .context("cannot install the metrics recorder")?;
     let _ = PROMETHEUS.set(handle);
+    // A metadata node serves the same text on its own port.
+    floe_metadata::api::server::set_metrics_render(|| {
+        PROMETHEUS.get().map(|h| h.render()).unwrap_or_default()
+    });
     // Which version runs, for a dashboard over a rolling upgrade.
     metrics::gauge!("floe_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     Ok(())

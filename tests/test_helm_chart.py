@@ -269,10 +269,15 @@ def test_network_policies_and_the_service_monitor_select_real_pods_and_ports(tmp
                    and matches(monitor["spec"]["selector"], o["metadata"]["labels"]))
     scraped = [p for p in pods if all(p.labels.get(k) == v for k, v in service["spec"]["selector"].items())]
     roles = sorted(p.labels["app.kubernetes.io/component"] for p in scraped)
-    assert roles == ["broker", "broker", "indexer", "proxy", "proxy"], roles
+    assert roles == ["broker", "broker", "indexer", "meta", "meta", "meta", "proxy", "proxy"], roles
+    # Each pod is scraped on one of the Service's ports: its admin port, or a
+    # metadata node's own port (it has no admin port).
+    ports = {sp["name"]: sp["targetPort"] for sp in service["spec"]["ports"]}
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["admin", "meta"]
+    assert set(ports) == {"admin", "meta"}
     for p in scraped:
-        p.container_port(service["spec"]["ports"][0]["targetPort"])
-    assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
+        target = ports["meta"] if p.labels["app.kubernetes.io/component"] == "meta" else ports["admin"]
+        p.container_port(target)
 
 
 def dashboard_configmaps(objects):

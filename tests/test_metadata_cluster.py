@@ -259,3 +259,27 @@ def test_a_cold_backup_of_one_node_restores_every_node(cluster):
         cluster.start(i)
     cluster.wait_leader(timeout=60)
     assert len(read_index(cluster)) == 100
+
+
+def test_a_metadata_node_serves_its_metrics(floe_bin, tmp_path):
+    """`/metrics` on a metadata node's own port (it has no admin port): its
+    commands and Raft figures, open like the probes, for Prometheus."""
+    import urllib.request
+
+    from floe_cluster import Cluster
+
+    cluster = Cluster(floe_bin, tmp_path, metas=1, brokers=1)
+    try:
+        addr = cluster.metas[1].addr("meta")
+        deadline = time.monotonic() + 60
+        while True:
+            with urllib.request.urlopen(f"http://{addr}/metrics", timeout=10) as r:
+                text = r.read().decode()
+            if "floe_meta_commands_total" in text:
+                break
+            assert time.monotonic() < deadline, text[:2000]
+            time.sleep(0.2)
+        assert "floe_build_info" in text
+        assert "floe_meta_command_seconds_bucket" in text, text[:2000]
+    finally:
+        cluster.stop()

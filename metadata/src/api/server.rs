@@ -175,11 +175,30 @@ impl AppState {
     }
 }
 
+/// How the process renders its metrics (Prometheus text), set once by the
+/// binary that installed the recorder ([`set_metrics_render`]).
+type Render = Box<dyn Fn() -> String + Send + Sync>;
+static METRICS_RENDER: std::sync::OnceLock<Render> = std::sync::OnceLock::new();
+
+/// Makes `/metrics` of the metadata nodes of this process render the
+/// process's metrics with `render` (the first call wins).
+pub fn set_metrics_render(render: impl Fn() -> String + Send + Sync + 'static) {
+    let _ = METRICS_RENDER.set(Box::new(render));
+}
+
+/// `/metrics` of a metadata node: the process's metrics in Prometheus
+/// text (the node's Raft, commands and reads among them), open like the
+/// probes; empty where no recorder was installed.
+async fn metrics() -> String {
+    METRICS_RENDER.get().map(|r| r()).unwrap_or_default()
+}
+
 /// Routes of one metadata node; bodies above `max_body` bytes are answered 413.
 pub fn router(state: AppState, max_body: usize) -> Router {
     Router::new()
         .route("/livez", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .route("/raft/append", post(raft_append))
         .route("/raft/vote", post(raft_vote))
         .route("/raft/snapshot", post(raft_snapshot))
