@@ -758,6 +758,63 @@ def test_offsets_are_reset_from_the_group_page_after_a_dry_run(browser, site, fl
     assert committed(floe.bootstrap, group) == {(ORDERS, p): 0 for p in range(3)}
 
 
+def test_a_share_groups_start_offsets_are_reset_from_the_group_page_after_a_dry_run(
+        browser, site, floe, floe_bin, data, kit):
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+    from selenium.webdriver.support.ui import Select
+
+    from test_cli_kafka import floe as run_floe, ok
+    from test_share_dlq import set_group_configs
+
+    topic, group = "console-share-resettable", "console-ui-share-reset"
+    kit.create_topic(floe.bootstrap, topic)
+    set_group_configs(floe.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    conf = {"bootstrap.servers": floe.bootstrap}
+    produce(conf, [(topic, 0, f"k{i}".encode(), f"v{i}".encode(), None) for i in range(6)])
+    c = ShareConsumer({**conf, "group.id": group, "share.acknowledgement.mode": "explicit"})
+    c.subscribe([topic])
+    try:
+        seen = set()
+        deadline = time.monotonic() + WAIT
+        while len(seen) < 6:
+            assert time.monotonic() < deadline, f"{group} read {sorted(seen)} of 0..5"
+            msgs = c.poll(0.3)
+            for m in msgs:
+                assert m.error() is None, m.error()
+                seen.add(m.offset())
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+            if len(msgs):
+                c.commit_sync()
+    finally:
+        c.close()
+
+    def starts():
+        d = json.loads(ok(run_floe(floe_bin, floe.bootstrap, "group", "describe", group, "--json")).stdout)
+        return [(p["topic"], p["partition"], p["start_offset"]) for p in d["partitions"]]
+
+    assert starts() == [(topic, 0, 6)]
+    open_page(browser, f"{site}#/groups/{group}", f"Group {group}", "#reset-offsets")
+    wait(browser, "the share-partitions", lambda d: rows(d, "share-partitions"))
+    execute = browser.find_element("id", "reset-execute")
+    assert not execute.is_enabled(), "a reset offered before any dry run"
+    Select(browser.find_element("id", "reset-offsets-to")).select_by_value("earliest")
+    browser.find_element("id", "reset-offsets-submit").click()
+    assert status_of(browser, "reset-offsets") == "Dry run shown: nothing committed."
+    plan = rows(browser, "reset-plan")
+    assert [(r[0], int(r[1]), r[2], r[3]) for r in plan] == [(topic, 0, "6", "0")], plan
+    assert starts() == [(topic, 0, 6)]
+    check_page(browser, "group-share-reset")
+    wait(browser, "the reset button enabled", lambda d: execute.is_enabled())
+    execute.click()
+    wait(browser, "the reset done", lambda d: "reset" in d.find_element("id", "reset-offsets-status").text
+         and "ok" in d.find_element("id", "reset-offsets-status").get_attribute("class"))
+    assert starts() == [(topic, 0, 0)]
+    # The group's offsets and its share-partitions show the new start.
+    wait(browser, "the new start shown", lambda d: rows(d, "offsets")[0][2] == "0"
+         and rows(d, "share-partitions")[0][2] == "0")
+    check_page(browser, "group-share-reset-done")
+
+
 def test_tokens_sign_in_and_acls_limit_what_is_shown(browser, floe_bin, tmp_path, request):
     # The ACL authorizer on, User:admin (SASL PLAIN) a super user who makes the
     # topics and ACLs; on the admin port, a bearer token for User:alice.

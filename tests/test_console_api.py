@@ -313,6 +313,92 @@ def test_offsets_are_reset_after_a_dry_run_only_while_the_group_is_inactive(data
         live.close()
 
 
+def share_starts(floe_bin, bootstrap, group):
+    """A share group's start offsets as `floe group describe --json` answers them
+    (DescribeShareGroupOffsets)."""
+    from test_cli_kafka import floe as run_floe, ok as cli_ok
+
+    d = json.loads(cli_ok(run_floe(floe_bin, bootstrap, "group", "describe", group, "--json")).stdout)
+    return {(p["topic"], p["partition"]): p["start_offset"] for p in d["partitions"]}
+
+
+def share_accept(consumer, count, timeout=30):
+    """Accepts `count` records of a ShareConsumer: their (partition, offset, delivery count)."""
+    from confluent_kafka import AcknowledgeType
+
+    got = []
+    deadline = time.monotonic() + timeout
+    while len(got) < count:
+        assert time.monotonic() < deadline, f"{len(got)} of {count} records: {got}"
+        msgs = consumer.poll(0.5)
+        for m in msgs:
+            assert m.error() is None, m.error()
+            got.append((m.partition(), m.offset(), m.delivery_count()))
+            consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+        if len(msgs):
+            consumer.commit_sync()
+    return sorted(got)
+
+
+def test_a_share_groups_start_offsets_are_reset_after_a_dry_run_only_without_members(data, floe_bin, kit):
+    from confluent_kafka import Producer, ShareConsumer
+
+    from test_share_dlq import set_group_configs
+
+    base, bootstrap = data["base"], data["bootstrap"]
+    topic, group = "console-share-reset", "console-share-resetters"
+    kit.create_topic(bootstrap, topic, partitions=2)
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(10):
+        p.produce(topic, value=f"v{i}".encode(), partition=i % 2)
+    assert p.flush(30) == 0
+
+    def share_consumer():
+        c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                           "share.acknowledgement.mode": "explicit"})
+        c.subscribe([topic])
+        return c
+
+    sc = share_consumer()
+    try:
+        assert share_accept(sc, 10) == [(q, o, 1) for q in (0, 1) for o in range(5)]
+        # A member is live: the plan warns, the reset is refused (409).
+        status, plan = post(base, f"/ui/api/groups/{group}/reset-offsets", {"to": "earliest"})
+        assert status == 200 and "1 member(s)" in plan["warning"], plan
+        status, body = post(base, f"/ui/api/groups/{group}/reset-offsets", {"to": "earliest", "execute": True})
+        assert status == 409 and body["kind"] == "conflict", body
+    finally:
+        sc.close()
+    before = share_starts(floe_bin, bootstrap, group)
+    assert before == {(topic, 0): 5, (topic, 1): 5}, before
+
+    # The dry run: the plan from the start offsets, nothing moved.
+    status, plan = post(base, f"/ui/api/groups/{group}/reset-offsets", {"to": "earliest"})
+    assert status == 200 and not plan["executed"] and plan["warning"] is None, plan
+    assert [(o["topic"], o["partition"], o["current"], o["target"]) for o in plan["offsets"]] == \
+        [(topic, 0, 5, 0), (topic, 1, 5, 0)], plan
+    status, plan = post(base, f"/ui/api/groups/{group}/reset-offsets", {"topic": topic, "to": "shift", "value": -2})
+    assert [(o["partition"], o["target"]) for o in plan["offsets"]] == [(0, 3), (1, 3)], plan
+    assert share_starts(floe_bin, bootstrap, group) == before
+    # The group's page reads the same start offsets.
+    assert {(o["topic"], o["partition"]): o["committed"] for o in ok(base, f"/ui/api/groups/{group}")["offsets"]} \
+        == before
+
+    # Executed on partition 1: its start moves back to 0, partition 0 stays.
+    status, done = post(base, f"/ui/api/groups/{group}/reset-offsets",
+                        {"topic": topic, "partitions": [1], "to": "earliest", "execute": True})
+    assert status == 200 and done["executed"], done
+    assert [(o["partition"], o["current"], o["target"]) for o in done["offsets"]] == [(1, 5, 0)], done
+    assert share_starts(floe_bin, bootstrap, group) == {(topic, 0): 5, (topic, 1): 0}
+    # A new member receives partition 1's records again, as new deliveries.
+    sc = share_consumer()
+    try:
+        assert share_accept(sc, 5) == [(1, o, 1) for o in range(5)]
+    finally:
+        sc.close()
+
+
 def test_a_group_is_deleted_once_its_id_is_typed_again(data):
     base, bootstrap = data["base"], data["bootstrap"]
     group = "console-doomed"
@@ -487,6 +573,39 @@ def test_a_share_groups_internals_and_redrive_answer_only_what_their_acls_allow(
     assert ok(base, f"/ui/api/groups/{group}/share", alice)["dead_letters"]["not_redriven"] == 0
     again = post(base, f"/ui/api/groups/{group}/redrive", redrive, alice)
     assert again[0] == 200 and again[1]["redriven"] == 0, again
+
+
+def test_a_share_groups_reset_needs_read_on_the_group_and_its_topics(secured):
+    """AlterShareGroupOffsets needs READ on the group and on each topic, as on the
+    Kafka port; DESCRIBE shows the plan only."""
+    from confluent_kafka import ShareConsumer
+
+    s, alice = secured, TOKENS["alice"]
+    base = s.admin_url
+    group, topic = "acl-reset", "acl-reset-source"
+    create_topics(s, topic, partitions=1)
+    c = ShareConsumer({**s.conf("admin"), "group.id": group})
+    c.subscribe([topic])
+    deadline = time.monotonic() + 30
+    while not any(g["id"] == group for g in ok(base, "/ui/api/groups", TOKENS["admin"])["groups"]):
+        assert time.monotonic() < deadline, f"{group} never listed"
+        c.poll(0.2)
+    c.close()
+    body = {"topic": topic, "to": "earliest"}
+    create_acls(s, [binding("GROUP", group, "User:alice", "DESCRIBE"),
+                    binding("TOPIC", topic, "User:alice", "DESCRIBE")])
+    status, plan = post(base, f"/ui/api/groups/{group}/reset-offsets", body, alice)
+    assert status == 200 and [(o["partition"], o["target"]) for o in plan["offsets"]] == [(0, 0)], plan
+    status, refused = post(base, f"/ui/api/groups/{group}/reset-offsets", {**body, "execute": True}, alice)
+    assert status == 403 and refused["kind"] == "denied", refused
+    create_acls(s, [binding("GROUP", group, "User:alice", "READ")])
+    status, refused = post(base, f"/ui/api/groups/{group}/reset-offsets", {**body, "execute": True}, alice)
+    assert status == 403 and refused["kind"] == "denied", refused
+    create_acls(s, [binding("TOPIC", topic, "User:alice", "READ")])
+    status, done = post(base, f"/ui/api/groups/{group}/reset-offsets", {**body, "execute": True}, alice)
+    assert status == 200 and done["executed"], done
+    offsets = ok(base, f"/ui/api/groups/{group}", TOKENS["admin"])["offsets"]
+    assert [(o["topic"], o["partition"], o["committed"]) for o in offsets] == [(topic, 0, 0)], offsets
 
 
 def test_a_group_that_is_not_a_share_group_has_no_share_state(data):

@@ -676,6 +676,76 @@ pub async fn commit_as_admin(
         .collect())
 }
 
+/// A share group's answer to AlterShareGroupOffsets: the group's outcome,
+/// and each partition's `(topic, partition, code, message)`.
+pub type ShareReset = (Outcome, Vec<(String, i32, i16, Option<String>)>);
+
+/// AlterShareGroupOffsets v0 of `offsets` (`(topic, partition, start)`,
+/// sorted by topic), one entry a topic.
+fn alter_share_request(id: &str, offsets: &[(String, i32, i64)]) -> AlterShareGroupOffsetsRequest {
+    use kafka_protocol::messages::alter_share_group_offsets_request::{
+        AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
+    };
+    let mut r = AlterShareGroupOffsetsRequest::default();
+    r.group_id = GroupId(s(id));
+    for (topic, partition, start) in offsets {
+        let mut p = AlterShareGroupOffsetsRequestPartition::default();
+        p.partition_index = *partition;
+        p.start_offset = *start;
+        match r.topics.last_mut() {
+            Some(t) if t.topic_name.0.as_str() == topic => t.partitions.push(p),
+            _ => {
+                let mut t = AlterShareGroupOffsetsRequestTopic::default();
+                t.topic_name = TopicName(s(topic));
+                t.partitions.push(p);
+                r.topics.push(t);
+            }
+        }
+    }
+    r
+}
+
+/// Moves a share group's start offsets (AlterShareGroupOffsets v0), as
+/// `floe group reset-offsets --execute` does for a share group: the proxy
+/// refuses it while the group has members (NON_EMPTY_GROUP).
+pub async fn alter_share_group_offsets(
+    ctx: &Context,
+    who: &ClientInfo,
+    id: &str,
+    offsets: &[(String, i32, i64)],
+) -> ApiResult<ShareReset> {
+    let resp = ask(
+        ctx,
+        who,
+        "AlterShareGroupOffsets",
+        0,
+        RequestKind::AlterShareGroupOffsets(alter_share_request(id, offsets)),
+        |k| match k {
+            ResponseKind::AlterShareGroupOffsets(m) => Some(m),
+            _ => None,
+        },
+    )
+    .await?;
+    let partitions = resp
+        .responses
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                (
+                    t.topic_name.0.to_string(),
+                    p.partition_index,
+                    p.error_code,
+                    p.error_message.as_ref().map(|m| m.to_string()),
+                )
+            })
+        })
+        .collect();
+    Ok((
+        (resp.error_code, resp.error_message.map(|m| m.to_string())),
+        partitions,
+    ))
+}
+
 /// Produce v9 (acks=all) of one batch to one partition: its base offset,
 /// or the error code and message.
 pub async fn produce(
@@ -785,4 +855,37 @@ pub async fn describe_producers(
     )
     .await?;
     Ok(resp.topics.into_iter().flat_map(|t| t.partitions).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_share_reset_sends_one_entry_a_topic() {
+        let plan = [
+            ("a".to_owned(), 0, 5),
+            ("a".to_owned(), 2, 0),
+            ("b".to_owned(), 1, 7),
+        ];
+        let r = alter_share_request("g", &plan);
+        assert_eq!(r.group_id.0.as_str(), "g");
+        let topics: Vec<(&str, Vec<(i32, i64)>)> = r
+            .topics
+            .iter()
+            .map(|t| {
+                (
+                    t.topic_name.0.as_str(),
+                    t.partitions
+                        .iter()
+                        .map(|p| (p.partition_index, p.start_offset))
+                        .collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            topics,
+            vec![("a", vec![(0, 5), (2, 0)]), ("b", vec![(1, 7)])]
+        );
+    }
 }

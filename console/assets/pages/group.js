@@ -60,28 +60,32 @@ function resetBody(v, execute) {
   return body;
 }
 
-function planTable(answer) {
+function planTable(answer, share) {
+  const what = share ? "start offsets" : "offsets";
   return table({
-    caption: answer.executed ? "Offsets committed" : "Where the offsets would move (nothing committed yet)",
+    caption: answer.executed ? `${share ? "Start offsets" : "Offsets"} committed`
+      : `Where the ${what} would move (nothing committed yet)`,
     id: "reset-plan",
     rowHeader: false,
-    columns: [{ label: "Topic" }, { label: "Partition", numeric: true }, { label: "Current", numeric: true },
-      { label: "New", numeric: true }],
+    columns: [{ label: "Topic" }, { label: "Partition", numeric: true },
+      { label: share ? "Current start" : "Current", numeric: true }, { label: "New", numeric: true }],
     rows: answer.offsets.map((o) => [o.topic, String(o.partition), offset(o.current), offset(o.target)]),
   });
 }
 
-// Resetting offsets: a dry run first, always; the reset itself is enabled
-// once a dry run of the same values was shown. Deleting: the id typed again.
+// Resetting offsets (a share group's start offsets): a dry run first,
+// always; the reset itself is enabled once a dry run of the same values was
+// shown. Deleting: the id typed again.
 function actions(g, refresh) {
   const path = `groups/${enc(g.id)}`;
+  const share = g.type === "share";
   const plan = h("div", { id: "reset-plan-holder", "aria-live": "polite" });
   let previewed = null; // the values the plan on screen was made with
   const execute = h("button", { type: "button", id: "reset-execute", disabled: true, class: "danger" },
-    "Reset offsets as shown");
+    share ? "Reset start offsets as shown" : "Reset offsets as shown");
   const resetForm = actionForm({
     id: "reset-offsets",
-    title: "Reset offsets",
+    title: share ? "Reset start offsets" : "Reset offsets",
     wide: true,
     submit: "Show the plan (dry run)",
     fields: [
@@ -94,7 +98,7 @@ function actions(g, refresh) {
     run: async (v) => {
       const body = resetBody(v, false);
       const answer = await post(`${path}/reset-offsets`, body);
-      plan.replaceChildren(planTable(answer), answer.warning ? h("p", { class: "notice" }, answer.warning) : "");
+      plan.replaceChildren(planTable(answer, share), answer.warning ? h("p", { class: "notice" }, answer.warning) : "");
       previewed = JSON.stringify(body);
       execute.disabled = Boolean(answer.warning);
       return answer.warning ? "Dry run shown; the group must be inactive to reset." : "Dry run shown: nothing committed.";
@@ -122,8 +126,8 @@ function actions(g, refresh) {
     status.textContent = "Working…";
     try {
       const answer = await post(`${path}/reset-offsets`, body);
-      plan.replaceChildren(planTable(answer));
-      status.textContent = `Offsets of ${answer.offsets.length} partition(s) reset.`;
+      plan.replaceChildren(planTable(answer, share));
+      status.textContent = `${share ? "Start offsets" : "Offsets"} of ${answer.offsets.length} partition(s) reset.`;
       status.classList.add("ok");
       await refresh();
     } catch (e) {
@@ -135,9 +139,7 @@ function actions(g, refresh) {
   return h("section", { "aria-labelledby": "h-actions" },
     h("h2", { id: "h-actions" }, "Actions"),
     h("div", { class: "action-grid" },
-      g.type === "share"
-        ? h("p", { class: "notice" }, "A share group's start offsets are reset with floe group reset-offsets; the console does not do it yet.")
-        : resetForm,
+      resetForm,
       actionForm({
         id: "delete-group",
         title: "Delete this group",
@@ -169,6 +171,21 @@ async function render(ctx) {
   let first = true;
   let actionsShown = null;
   let share = null; // a share group's sections, once its first answer came
+  // The share sections from a fresh answer; a failure stays in them, and the
+  // group's own figures hold.
+  const showShare = async () => {
+    try {
+      const request = ctx.get(`groups/${enc(id)}/share`);
+      const s = await (share ? request : ctx.load("Loading the share-partitions…", request));
+      if (!share) share = shareView(ctx, id, shareHolder);
+      share.update(s);
+      shareError.hidden = true;
+    } catch (error) {
+      if (error.name === "AbortError" || error.status === 401) throw error;
+      shareError.textContent = `Share-partitions not available: ${error.message}`;
+      shareError.hidden = false;
+    }
+  };
   ctx.poll(POLL_MS, async () => {
     const request = ctx.get(`groups/${enc(id)}`);
     const g = await (first ? ctx.load("Loading the group…", request) : request);
@@ -186,26 +203,15 @@ async function render(ctx) {
         const fresh = await ctx.get(`groups/${enc(id)}`);
         shown = JSON.stringify(fresh);
         holder.replaceChildren(details(fresh));
+        // A reset moves a share group's start offsets: its sections too.
+        if (fresh.type === "share") await showShare();
       });
       ctx.view.append(actionsShown);
     }
     const t0 = Math.min(now - 60000, points[0][0]);
     drawChart(figure, { series: [{ name: "total lag", points }], window: [t0, now],
       format: (v) => int(Math.round(v)), unit: "records" });
-    if (g.type === "share") {
-      // A failure stays in the share sections: the group's own figures hold.
-      try {
-        const request = ctx.get(`groups/${enc(id)}/share`);
-        const s = await (share ? request : ctx.load("Loading the share-partitions…", request));
-        if (!share) share = shareView(ctx, id, shareHolder);
-        share.update(s);
-        shareError.hidden = true;
-      } catch (error) {
-        if (error.name === "AbortError" || error.status === 401) throw error;
-        shareError.textContent = `Share-partitions not available: ${error.message}`;
-        shareError.hidden = false;
-      }
-    }
+    if (g.type === "share") await showShare();
   });
 }
 

@@ -1,7 +1,8 @@
 //! The console's actions: topics created, altered, grown and deleted,
 //! records produced, group offsets reset and groups deleted. Each is the
 //! Kafka request a tool would send (CreateTopics, IncrementalAlterConfigs,
-//! CreatePartitions, DeleteTopics, Produce, OffsetCommit, DeleteGroups),
+//! CreatePartitions, DeleteTopics, Produce, OffsetCommit or, for a share
+//! group's start offsets, AlterShareGroupOffsets, DeleteGroups),
 //! answered by the proxy for the signed-in principal, so the ACLs decide
 //! as on the Kafka port. Bodies are JSON: a request of another type is
 //! refused before it is read, so that a page of another site (a form
@@ -273,12 +274,18 @@ pub async fn reset_offsets(
     let ctx = &c.ctx;
     let what = format!("group {id}");
     let kind = super::groups::group_type(ctx, &who, &id).await?;
+    let share = kind.as_deref() == Some("share");
     let (state, members) = match kind.as_deref() {
         Some("share") => {
-            return Err(ApiError::new(
-                Kind::Invalid,
-                "a share group's start offsets are reset with `floe group reset-offsets`; the console does not do it yet",
-            ));
+            let g = kafka::describe_share(ctx, &who, &id).await?;
+            if g.error_code != 0 {
+                return Err(ApiError::from_answer(
+                    g.error_code,
+                    g.error_message.as_deref(),
+                    &what,
+                ));
+            }
+            (g.group_state.to_string(), g.members.len())
         }
         Some("consumer") => {
             let g = kafka::describe_consumer(ctx, &who, &id).await?;
@@ -295,9 +302,16 @@ pub async fn reset_offsets(
             (g.group_state.to_string(), g.members.len())
         }
     };
-    let committed = kafka::committed_offsets(ctx, &who, &id)
-        .await?
-        .map_err(|code| ApiError::from_code(code, &format!("{what}'s offsets")))?;
+    // A share group's current offsets are its start offsets.
+    let committed = if share {
+        kafka::share_offsets(ctx, &who, &id)
+            .await?
+            .map_err(|code| ApiError::from_code(code, &format!("{what}'s start offsets")))?
+    } else {
+        kafka::committed_offsets(ctx, &who, &id)
+            .await?
+            .map_err(|code| ApiError::from_code(code, &format!("{what}'s offsets")))?
+    };
     let current: BTreeMap<(String, i32), i64> = committed
         .iter()
         .map(|(t, p, o)| ((t.clone(), *p), *o))
@@ -331,7 +345,14 @@ pub async fn reset_offsets(
     if partitions.is_empty() {
         return Err(ApiError::new(
             Kind::Invalid,
-            format!("nothing to reset: {what} has no committed offsets"),
+            format!(
+                "nothing to reset: {what} has no {}",
+                if share {
+                    "start offsets"
+                } else {
+                    "committed offsets"
+                }
+            ),
         ));
     }
     let keys: Vec<(String, i32)> = partitions.into_iter().collect();
@@ -355,21 +376,35 @@ pub async fn reset_offsets(
                 .map_err(|e| ApiError::new(Kind::Invalid, format!("{topic} partition {p}: {e}")))?;
         plan.push((topic.clone(), *p, target));
     }
-    let active = members > 0 || !matches!(state.as_str(), "Empty" | "Dead" | "");
-    let warning = active.then(|| {
-        format!(
-            "group {id} has {members} live member(s) (state {state}): offsets can only be reset while it is inactive (Empty); stop its consumers first"
-        )
-    });
+    let warning = busy(&id, share, &state, members);
+    let mut errors: BTreeMap<(String, i32), (i16, Option<String>)> = BTreeMap::new();
     if r.execute {
         if let Some(w) = warning {
             return Err(ApiError::new(Kind::Conflict, w));
         }
-        let answered = kafka::commit_as_admin(ctx, &who, &id, &plan).await?;
-        if let Some((t, p, code)) = answered.iter().find(|(_, _, code)| *code != 0) {
-            return Err(ApiError::from_code(
+        if share {
+            let (outcome, answered) =
+                kafka::alter_share_group_offsets(ctx, &who, &id, &plan).await?;
+            done(&format!("resetting {what}'s start offsets"), outcome)?;
+            errors.extend(
+                answered
+                    .into_iter()
+                    .map(|(t, p, code, message)| ((t, p), (code, message))),
+            );
+        } else {
+            let answered = kafka::commit_as_admin(ctx, &who, &id, &plan).await?;
+            errors.extend(
+                answered
+                    .into_iter()
+                    .map(|(t, p, code)| ((t, p), (code, None))),
+            );
+        }
+        if let Some(((t, p), (code, message))) = errors.iter().find(|(_, (code, _))| *code != 0) {
+            let moving = if share { "start offset" } else { "offset" };
+            return Err(ApiError::from_answer(
                 *code,
-                &format!("committing {what}'s offset in {t} partition {p}"),
+                message.as_deref(),
+                &format!("committing {what}'s {moving} in {t} partition {p}"),
             ));
         }
     }
@@ -390,6 +425,25 @@ pub async fn reset_offsets(
         "warning": warning,
         "offsets": rows,
     })))
+}
+
+/// Why a group's offsets cannot be reset now, if they cannot: a live
+/// member (a classic or consumer group not Empty or Dead either; a share
+/// group, like `floe group reset-offsets`, by its members alone).
+fn busy(id: &str, share: bool, state: &str, members: usize) -> Option<String> {
+    if share {
+        return (members > 0).then(|| {
+            format!(
+                "share group {id} has {members} member(s) (state {state}): its start offsets can only be reset while it has none; stop its consumers first"
+            )
+        });
+    }
+    let active = members > 0 || !matches!(state, "Empty" | "Dead" | "");
+    active.then(|| {
+        format!(
+            "group {id} has {members} live member(s) (state {state}): offsets can only be reset while it is inactive (Empty); stop its consumers first"
+        )
+    })
 }
 
 /// `POST /ui/api/groups/{id}/delete`: the group and its committed offsets
@@ -437,5 +491,18 @@ mod tests {
             reset("sideways", None).target().unwrap_err().kind,
             Kind::Invalid
         );
+    }
+
+    #[test]
+    fn offsets_are_reset_only_without_live_members() {
+        assert_eq!(busy("g", false, "Empty", 0), None);
+        assert_eq!(busy("g", false, "Dead", 0), None);
+        assert!(busy("g", false, "Stable", 0).is_some());
+        assert!(busy("g", false, "Empty", 1).is_some());
+        // A share group, like the CLI: its members alone.
+        assert_eq!(busy("g", true, "Empty", 0), None);
+        assert_eq!(busy("g", true, "Stable", 0), None);
+        let w = busy("g", true, "Stable", 2).unwrap();
+        assert!(w.contains("share group g has 2 member(s)"), "{w}");
     }
 }
