@@ -87,6 +87,10 @@ pub fn router(console: Arc<Console>) -> Router {
         )
         .route("/ui/api/topics/{name}", get(api::topics::describe))
         .route("/ui/api/topics/{name}/records", get(api::records::records))
+        .route(
+            "/ui/api/topics/{name}/records/all",
+            get(api::records::across),
+        )
         .route("/ui/api/topics/{name}/search", get(api::search::search))
         .route("/ui/api/topics/{name}/objects", get(api::objects::objects))
         .route(
