@@ -55,7 +55,7 @@ pub fn console(
     let anonymous = listeners
         .iter()
         .all(|(_, s)| s.protocol == floe_proxy::listeners::SecurityProtocol::Plaintext);
-    let render = Arc::new(|| PROMETHEUS.get().map(|h| h.render()).unwrap_or_default());
+    let render = Arc::new(render_metrics);
     let console = floe_console::Console::new(ctx, render, anonymous);
     Arc::new(match search {
         Some(s) => console.with_search(s),
@@ -108,7 +108,16 @@ async fn readyz(State(s): State<Arc<AdminState>>) -> (StatusCode, &'static str) 
 
 /// Renders every metric the process's roles recorded (Prometheus text).
 async fn metrics() -> String {
-    PROMETHEUS.get().map(|h| h.render()).unwrap_or_default()
+    render_metrics()
+}
+
+/// The recorder's series, then the groups' lag, which the brokers of this
+/// process keep themselves so that a group gone has no series
+/// (`floe_broker::render_group_lag`).
+fn render_metrics() -> String {
+    let mut text = PROMETHEUS.get().map(|h| h.render()).unwrap_or_default();
+    text.push_str(&floe_broker::render_group_lag());
+    text
 }
 
 /// The process's metrics recorder, installed by [`install_metrics_recorder`].

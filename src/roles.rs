@@ -251,6 +251,11 @@ pub struct BrokerTuning {
     /// longer than a write and its commit take.
     #[arg(long, env = "FLOE_ORPHAN_SCAN_AGE_MS", default_value_t = 3_600_000)]
     pub orphan_scan_age_ms: u64,
+    /// How often the broker computes the lag of the consumer groups it
+    /// coordinates (floe_broker_group_lag_sum and _max on /metrics); 0:
+    /// never.
+    #[arg(long, env = "FLOE_GROUP_LAG_INTERVAL_MS", default_value_t = 30_000)]
+    pub group_lag_interval_ms: u64,
     /// How long the first rebalance of a new group waits for more members
     /// (Kafka's group.initial.rebalance.delay.ms).
     #[arg(
@@ -392,6 +397,8 @@ impl BrokerTuning {
         c.orphan_scan_interval = (self.orphan_scan_interval_ms > 0)
             .then(|| Duration::from_millis(self.orphan_scan_interval_ms.max(10)));
         c.orphan_scan_age = Duration::from_millis(self.orphan_scan_age_ms);
+        c.group_lag_interval = (self.group_lag_interval_ms > 0)
+            .then(|| Duration::from_millis(self.group_lag_interval_ms.max(100)));
         c.cache_bytes = self.cache_bytes;
         c.max_unflushed_bytes = self.max_unflushed_bytes.max(1);
         c.max_wal_object_bytes = self.max_wal_object_bytes.max(1);

@@ -130,7 +130,11 @@ impl Broker {
         tokio::spawn(runtime.run());
         tokio::spawn(crate::txn::serve::timeouts(txn));
         tokio::spawn(crate::share::sweep_members(b.node.share.clone()));
-        tokio::spawn(group_service.forget_idle_groups());
+        tokio::spawn(group_service.clone().forget_idle_groups());
+        tokio::spawn(group_service.report_lag(Arc::new(OwnerEnds {
+            broker: Arc::downgrade(&b.partitions.inner),
+            peers: b.node.peers.clone(),
+        })));
         tokio::spawn(crate::orphans::task::run(
             b.partitions.clone(),
             b.node.shards.clone(),
@@ -275,6 +279,49 @@ impl Broker {
             // Wake the ownership loop at once rather than at its next round.
             let mut rx = self.partitions.view().subscribe();
             let _ = tokio::time::timeout(Duration::from_millis(50), rx.changed()).await;
+        }
+    }
+}
+
+/// The groups' lag's end offsets: each partition's high watermark from its
+/// owner in the cluster view, here or over the RPC
+/// ([`PartitionOwner::list_offset`](crate::PartitionOwner::list_offset)).
+/// Holds its broker weakly (the broker holds the task that holds this).
+struct OwnerEnds {
+    broker: std::sync::Weak<crate::partitions::Inner>,
+    peers: Arc<crate::rpc::Peers>,
+}
+
+#[async_trait::async_trait]
+impl crate::group::lag::EndOffsets for OwnerEnds {
+    async fn end_offset(&self, topic: &str, partition: u32) -> Option<i64> {
+        use crate::PartitionOwner;
+        let broker = Partitions {
+            inner: self.broker.upgrade()?,
+        };
+        let snap = broker.view().current();
+        let info = snap.topics.get(topic)?;
+        let key = info.partition_key(partition)?;
+        let owner = info
+            .partitions
+            .iter()
+            .find(|p| p.partition == partition)?
+            .owner?;
+        let answer = if owner == broker.broker_id() {
+            PartitionOwner::list_offset(&broker, &key, crate::OffsetSpec::Latest, None).await
+        } else {
+            let addr = snap.broker_addr(owner)?;
+            self.peers
+                .get(addr)
+                .list_offset(&key, crate::OffsetSpec::Latest, None)
+                .await
+        };
+        match answer {
+            Ok((end, _)) => Some(end.offset),
+            Err(e) => {
+                tracing::debug!(partition = %key, error = %e, "end offset not read for the groups' lag");
+                None
+            }
         }
     }
 }

@@ -49,6 +49,9 @@ pub const DEFAULT_LEASE_MS: u64 = 2_500;
 /// Default time between orphan scans (`--orphan-scan-interval-ms`).
 pub const DEFAULT_ORPHAN_SCAN_INTERVAL: Duration = Duration::from_secs(3_600);
 
+/// Default time between rounds of the groups' lag (`--group-lag-interval-ms`).
+pub const DEFAULT_GROUP_LAG_INTERVAL: Duration = Duration::from_secs(30);
+
 /// Default safe age of the orphan scan (`--orphan-scan-age-ms`): far longer
 /// than a write and its commit take, so an object being committed is never
 /// taken for an orphan.
@@ -175,6 +178,9 @@ pub struct BrokerConfig {
     /// An object the metadata does not know is deleted by the orphan scan
     /// only once it is this old (by the store's last-modified time).
     pub orphan_scan_age: Duration,
+    /// How often the lag of the groups this broker coordinates is computed
+    /// for `/metrics` (`None`: never; see [`crate::group::lag`]).
+    pub group_lag_interval: Option<Duration>,
     /// Consumer-group coordinator settings (session limits, initial rebalance delay).
     pub group: GroupConfig,
     /// `producer.id.expiration.ms`: idempotent producer state a partition
@@ -226,6 +232,7 @@ impl BrokerConfig {
             orphan_grace: Duration::from_secs(60),
             orphan_scan_interval: Some(DEFAULT_ORPHAN_SCAN_INTERVAL),
             orphan_scan_age: DEFAULT_ORPHAN_SCAN_AGE,
+            group_lag_interval: Some(DEFAULT_GROUP_LAG_INTERVAL),
             group: GroupConfig::default(),
             producer_expiration: Some(Duration::from_millis(
                 floe_metadata::state::DEFAULT_PRODUCER_EXPIRATION_MS,

@@ -44,5 +44,6 @@ pub use group::rpc as group_rpc;
 pub use broker::{Acks, Broker, FetchData, OffsetAnswer, OffsetSpec, PendingProduce, ProduceOk};
 pub use config::{BrokerConfig, LogConfig};
 pub use error::{BrokerError, CallError, ErrorKind, RecordError, RoutingError, RoutingErrorKind};
+pub use metrics::render_group_lag;
 pub use owner::{Coordinator, PartitionOwner, TxnCoordination};
 pub use rpc::RemoteBroker;

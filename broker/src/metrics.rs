@@ -2,6 +2,8 @@
 //! `floe` binary serves them on `/metrics`). One function per event, so the
 //! names live here and the call sites stay one line.
 
+use std::collections::BTreeMap;
+use std::sync::PoisonError;
 use std::time::Duration;
 
 use metrics::{
@@ -58,6 +60,8 @@ const ORPHAN_SCANS: &str = "floe_broker_orphan_scans_total";
 const ORPHANS_UNKNOWN: &str = "floe_broker_orphan_objects_unknown";
 const ORPHANS_DELETED: &str = "floe_broker_orphan_objects_deleted_total";
 const ORPHAN_BYTES_DELETED: &str = "floe_broker_orphan_bytes_deleted_total";
+const GROUP_LAG_SUM: &str = "floe_broker_group_lag_sum";
+const GROUP_LAG_MAX: &str = "floe_broker_group_lag_max";
 
 /// Describes the broker's metrics and registers the counters and gauges, so
 /// that a broker serves them at zero before its first flush.
@@ -554,6 +558,90 @@ pub(crate) fn orphan_scan_failed() {
     counter!(ORPHAN_SCANS, "outcome" => "failed").increment(1);
 }
 
+/// One group's lag series: its id, its type (`classic`, `consumer`), the
+/// sum and the max of its partitions' lag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GroupLag {
+    pub group: String,
+    pub group_type: &'static str,
+    pub sum: i64,
+    pub max: i64,
+}
+
+/// Each broker's last round of group lag (several brokers run in one
+/// process in tests), by broker id.
+static GROUP_LAG: std::sync::Mutex<BTreeMap<u32, Vec<GroupLag>>> =
+    std::sync::Mutex::new(BTreeMap::new());
+
+/// Replaces broker `broker`'s lag series with `lags` (empty: none).
+///
+/// The `metrics` crate cannot remove a series, and the exporter's idle
+/// timeout applies to every gauge of the process, so these two gauges are
+/// kept here and rendered by [`render_group_lag`] after the recorder's
+/// output: a group that is not in the last round (deleted, without
+/// offsets, its shard moved) has no series.
+pub(crate) fn set_group_lag(broker: u32, lags: Vec<GroupLag>) {
+    let mut all = GROUP_LAG.lock().unwrap_or_else(PoisonError::into_inner);
+    if lags.is_empty() {
+        all.remove(&broker);
+    } else {
+        all.insert(broker, lags);
+    }
+}
+
+/// The group lag series of this process's brokers, in Prometheus text
+/// (nothing when there are none): `floe_broker_group_lag_sum` and
+/// `floe_broker_group_lag_max`, labelled `group` and `type`. The `floe`
+/// binary appends this to the recorder's `/metrics`.
+pub fn render_group_lag() -> String {
+    use std::fmt::Write;
+    let all = GROUP_LAG.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut out = String::new();
+    if all.values().all(Vec::is_empty) {
+        return out;
+    }
+    for (name, help, pick) in [
+        (
+            GROUP_LAG_SUM,
+            "per group coordinated here: sum over its partitions of end offset minus committed offset (at least 0)",
+            (|l: &GroupLag| l.sum) as fn(&GroupLag) -> i64,
+        ),
+        (
+            GROUP_LAG_MAX,
+            "per group coordinated here: the largest lag of one of its partitions",
+            |l: &GroupLag| l.max,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        for lag in all.values().flatten() {
+            let _ = writeln!(
+                out,
+                "{name}{{group=\"{}\",type=\"{}\"}} {}",
+                escape_label(&lag.group),
+                lag.group_type,
+                pick(lag)
+            );
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// A label value in Prometheus text: `\`, `"` and newlines escaped.
+fn escape_label(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use metrics_util::debugging::{DebugValue, DebuggingRecorder};
@@ -654,5 +742,36 @@ mod tests {
             value(super::SHARE_DELAY_LATENESS),
             Some(&DebugValue::Histogram(vec![0.25.into()]))
         );
+    }
+
+    #[test]
+    fn group_lag_is_rendered_per_group_and_gone_once_replaced() {
+        let lag = |group: &str, sum, max| super::GroupLag {
+            group: group.to_string(),
+            group_type: "classic",
+            sum,
+            max,
+        };
+        // A broker id no other test uses: the table is the process's.
+        super::set_group_lag(4_000_001, vec![lag("a\"b", 11, 7), lag("c", 0, 0)]);
+        let text = super::render_group_lag();
+        assert!(
+            text.contains("# TYPE floe_broker_group_lag_sum gauge\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("floe_broker_group_lag_sum{group=\"a\\\"b\",type=\"classic\"} 11\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("floe_broker_group_lag_max{group=\"a\\\"b\",type=\"classic\"} 7\n"),
+            "{text}"
+        );
+        assert!(text.contains("floe_broker_group_lag_max{group=\"c\",type=\"classic\"} 0\n"));
+        super::set_group_lag(4_000_001, vec![lag("c", 1, 1)]);
+        let text = super::render_group_lag();
+        assert!(!text.contains("group=\"a"), "{text}");
+        super::set_group_lag(4_000_001, Vec::new());
+        assert!(!super::render_group_lag().contains("group=\"c\""));
     }
 }

@@ -27,6 +27,7 @@ pub(crate) mod commit;
 pub mod consumer;
 pub mod delete;
 mod handle;
+pub mod lag;
 mod member;
 mod record;
 pub mod rpc;
@@ -619,6 +620,27 @@ impl GroupCoordinator {
             .collect();
         listed.sort_by(|a, b| a.group_id.cmp(&b.group_id));
         listed
+    }
+
+    /// The groups whose lag is reported: classic groups with committed
+    /// offsets and consumer groups, with their type.
+    pub fn lag_candidates(&self) -> Vec<(String, GroupType)> {
+        let classic: Vec<(String, Arc<GroupHandle>)> = self
+            .groups()
+            .iter()
+            .map(|(id, h)| (id.clone(), h.clone()))
+            .collect();
+        let mut out: Vec<(String, GroupType)> = classic
+            .into_iter()
+            .filter(|(_, h)| h.lock().has_offsets)
+            .map(|(id, _)| (id, GroupType::Classic))
+            .collect();
+        out.extend(
+            self.consumer_groups()
+                .keys()
+                .map(|id| (id.clone(), GroupType::Consumer)),
+        );
+        out
     }
 
     /// Every consumer group, as ListGroups lists it.
