@@ -252,8 +252,8 @@ pub struct BrokerTuning {
     #[arg(long, env = "FLOE_ORPHAN_SCAN_AGE_MS", default_value_t = 3_600_000)]
     pub orphan_scan_age_ms: u64,
     /// How often the broker computes the lag of the consumer groups it
-    /// coordinates (floe_broker_group_lag_sum and _max on /metrics); 0:
-    /// never.
+    /// coordinates (floe_broker_group_lag and floe_broker_group_lag_max on
+    /// /metrics); 0: never.
     #[arg(long, env = "FLOE_GROUP_LAG_INTERVAL_MS", default_value_t = 30_000)]
     pub group_lag_interval_ms: u64,
     /// How long the first rebalance of a new group waits for more members

@@ -1,4 +1,4 @@
-"""Consumer lag on /metrics (floe_broker_group_lag_sum and _max) of a real
+"""Consumer lag on /metrics (floe_broker_group_lag and _max) of a real
 `floe standalone` with a short --group-lag-interval-ms: a classic group's
 offsets committed with confluent-kafka at known positions on a topic of two
 partitions give the expected sum and max; committing up to the end brings
@@ -18,7 +18,7 @@ from test_consumer_groups import wait_for_coordinators  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
-SERIES = re.compile(r'^(floe_broker_group_lag_(?:sum|max))\{group="([^"]*)",type="(\w+)"\} (\S+)$', re.M)
+SERIES = re.compile(r'^(floe_broker_group_lag(?:_max)?)\{group="([^"]*)",type="(\w+)"\} (\S+)$', re.M)
 
 
 def lag_series(floe):
@@ -37,7 +37,7 @@ def wait_for_lag(floe, group, want, timeout=30):
         if want is None:
             if not mine:
                 return series
-        elif mine == {("floe_broker_group_lag_sum", want["type"]): want["sum"],
+        elif mine == {("floe_broker_group_lag", want["type"]): want["sum"],
                       ("floe_broker_group_lag_max", want["type"]): want["max"]}:
             return series
         assert time.monotonic() < deadline, f"group {group}: want {want}, /metrics has {mine}"

@@ -60,7 +60,7 @@ const ORPHAN_SCANS: &str = "floe_broker_orphan_scans_total";
 const ORPHANS_UNKNOWN: &str = "floe_broker_orphan_objects_unknown";
 const ORPHANS_DELETED: &str = "floe_broker_orphan_objects_deleted_total";
 const ORPHAN_BYTES_DELETED: &str = "floe_broker_orphan_bytes_deleted_total";
-const GROUP_LAG_SUM: &str = "floe_broker_group_lag_sum";
+const GROUP_LAG_RECORDS: &str = "floe_broker_group_lag";
 const GROUP_LAG_MAX: &str = "floe_broker_group_lag_max";
 
 /// Describes the broker's metrics and registers the counters and gauges, so
@@ -590,7 +590,7 @@ pub(crate) fn set_group_lag(broker: u32, lags: Vec<GroupLag>) {
 }
 
 /// The group lag series of this process's brokers, in Prometheus text
-/// (nothing when there are none): `floe_broker_group_lag_sum` and
+/// (nothing when there are none): `floe_broker_group_lag` and
 /// `floe_broker_group_lag_max`, labelled `group` and `type`. The `floe`
 /// binary appends this to the recorder's `/metrics`.
 pub fn render_group_lag() -> String {
@@ -602,7 +602,7 @@ pub fn render_group_lag() -> String {
     }
     for (name, help, pick) in [
         (
-            GROUP_LAG_SUM,
+            GROUP_LAG_RECORDS,
             "per group coordinated here: sum over its partitions of end offset minus committed offset (at least 0)",
             (|l: &GroupLag| l.sum) as fn(&GroupLag) -> i64,
         ),
@@ -756,11 +756,11 @@ mod tests {
         super::set_group_lag(4_000_001, vec![lag("a\"b", 11, 7), lag("c", 0, 0)]);
         let text = super::render_group_lag();
         assert!(
-            text.contains("# TYPE floe_broker_group_lag_sum gauge\n"),
+            text.contains("# TYPE floe_broker_group_lag gauge\n"),
             "{text}"
         );
         assert!(
-            text.contains("floe_broker_group_lag_sum{group=\"a\\\"b\",type=\"classic\"} 11\n"),
+            text.contains("floe_broker_group_lag{group=\"a\\\"b\",type=\"classic\"} 11\n"),
             "{text}"
         );
         assert!(

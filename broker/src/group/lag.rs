@@ -1,5 +1,5 @@
 //! Consumer lag of the groups this broker coordinates, for Prometheus
-//! (`floe_broker_group_lag_sum` and `floe_broker_group_lag_max`): every
+//! (`floe_broker_group_lag` and `floe_broker_group_lag_max`): every
 //! `--group-lag-interval-ms`, for each classic and consumer group of the
 //! shards served that has committed offsets, the sum and the max over its
 //! partitions of the partition's end offset minus the committed offset (at
