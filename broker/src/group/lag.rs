@@ -33,6 +33,9 @@ const CONCURRENCY: usize = 16;
 /// A partition by topic name and index, as offsets are committed.
 pub type TopicPartition = (String, u32);
 
+/// A group, its type and its committed offsets.
+type Committed = (String, GroupType, Vec<(TopicPartition, i64)>);
+
 /// A group's lag: over its partitions with a committed offset and a known
 /// end offset, the sum and the max of (end − committed, at least 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,7 +126,7 @@ impl GroupService {
         groups.sort_by(|a, b| a.0.cmp(&b.0));
         groups.truncate(MAX_GROUPS);
         let meta = self.partitions.meta().clone();
-        let fetched: Vec<(String, GroupType, Vec<(TopicPartition, i64)>)> =
+        let fetched: Vec<Committed> =
             futures::stream::iter(groups)
                 .map(|(group, group_type)| {
                     let meta = meta.clone();

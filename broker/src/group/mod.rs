@@ -622,8 +622,10 @@ impl GroupCoordinator {
         listed
     }
 
-    /// The groups whose lag is reported: classic groups with committed
-    /// offsets and consumer groups, with their type.
+    /// The groups whose lag is reported, with their type: classic groups
+    /// with committed offsets or members (a coordinator that resumed a
+    /// group knows its offsets only from its next commit), and consumer
+    /// groups.
     pub fn lag_candidates(&self) -> Vec<(String, GroupType)> {
         let classic: Vec<(String, Arc<GroupHandle>)> = self
             .groups()
@@ -632,7 +634,10 @@ impl GroupCoordinator {
             .collect();
         let mut out: Vec<(String, GroupType)> = classic
             .into_iter()
-            .filter(|(_, h)| h.lock().has_offsets)
+            .filter(|(_, h)| {
+                let g = h.lock();
+                g.has_offsets || !matches!(g.state(), GroupState::Empty | GroupState::Dead)
+            })
             .map(|(id, _)| (id, GroupType::Classic))
             .collect();
         out.extend(
