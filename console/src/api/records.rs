@@ -57,7 +57,10 @@ fn parse_cursor(cursor: &str) -> ApiResult<std::collections::BTreeMap<i32, i64>>
         .filter(|s| !s.is_empty())
         .map(|pair| {
             let (p, o) = pair.split_once(':').ok_or_else(|| {
-                ApiError::new(Kind::Invalid, format!("cursor: {pair:?} is not PARTITION:OFFSET"))
+                ApiError::new(
+                    Kind::Invalid,
+                    format!("cursor: {pair:?} is not PARTITION:OFFSET"),
+                )
             })?;
             match (p.parse::<i32>(), o.parse::<i64>()) {
                 (Ok(p), Ok(o)) if p >= 0 && o >= 0 => Ok((p, o)),
@@ -77,7 +80,11 @@ fn merge(
     mut read: Vec<(i32, Vec<floe_client::Record>)>,
     mut at: std::collections::BTreeMap<i32, i64>,
     limit: usize,
-) -> (Vec<(i32, floe_client::Record)>, std::collections::BTreeMap<i32, i64>, bool) {
+) -> (
+    Vec<(i32, floe_client::Record)>,
+    std::collections::BTreeMap<i32, i64>,
+    bool,
+) {
     let mut all: Vec<(i32, floe_client::Record)> = read
         .drain(..)
         .flat_map(|(p, rs)| rs.into_iter().map(move |r| (p, r)))
@@ -107,7 +114,7 @@ pub async fn across(
             format!("limit={limit}: between 1 and {MAX_RECORDS}"),
         ));
     }
-    let md = kafka::metadata(&c.ctx, &who, Some(&[name.clone()])).await?;
+    let md = kafka::metadata(&c.ctx, &who, Some(std::slice::from_ref(&name))).await?;
     let Some(t) = md.topics.iter().find(|t| t.error_code == 0) else {
         let code = md.topics.first().map_or(3, |t| t.error_code);
         return Err(ApiError::from_code(code, &format!("topic {name}")));
@@ -156,8 +163,10 @@ pub async fn across(
     let more = left
         .iter()
         .any(|(p, o)| ends.get(p).copied().flatten().is_some_and(|e| e > *o));
-    let ends: serde_json::Map<String, Value> =
-        ends.into_iter().map(|(p, e)| (p.to_string(), json!(e))).collect();
+    let ends: serde_json::Map<String, Value> = ends
+        .into_iter()
+        .map(|(p, e)| (p.to_string(), json!(e)))
+        .collect();
     let cursor = left
         .iter()
         .map(|(p, o)| format!("{p}:{o}"))
