@@ -440,6 +440,29 @@ def test_records_page_shows_the_records_in_every_view(browser, site, floe, data,
     assert not console_errors(browser)
 
 
+def test_the_records_of_every_partition_are_shown_by_time(browser, site, floe, data):
+    answer = json.loads(http_get(f"{floe.admin_url}/ui/api/topics/{ORDERS}/records/all?limit=10")[1])
+    open_page(browser, f"{site}#/topics/{ORDERS}/records", f"Records of {ORDERS}", "#records")
+    browser.find_element("id", "rec-all").click()
+    limit = browser.find_element("id", "rec-limit")
+    limit.clear()
+    limit.send_keys("10")
+    browser.find_element("css selector", "#records-form button[type=submit]").click()
+    wait(browser, "every partition's records", lambda d: "All 3 partitions by time" in
+         d.find_element("id", "records-summary").text)
+    shown = [(int(r[0]), number(r[1])) for r in rows(browser, "records")]
+    assert shown == [(r["partition"], r["offset"]) for r in answer["records"]], (shown, answer)
+    times = [r["timestamp"] for r in answer["records"]]
+    assert times == sorted(times)
+    # The next page goes on from each partition's position.
+    browser.find_element("id", "records-next").click()
+    after = json.loads(http_get(f"{floe.admin_url}/ui/api/topics/{ORDERS}/records/all?limit=10"
+                                f"&cursor={answer['cursor']}")[1])
+    wait(browser, "the next page", lambda d: [(int(r[0]), number(r[1])) for r in rows(d, "records")]
+         == [(r["partition"], r["offset"]) for r in after["records"]])
+    check_page(browser, "records-all-partitions")
+
+
 def test_keyboard_reaches_the_nav_and_the_skip_link_works(browser, site, data):
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys

@@ -873,3 +873,29 @@ def test_a_proxy_with_console_indexer_searches_through_the_clusters_indexer(floe
         assert status in (403, 404), (status, body)
     finally:
         cluster.stop()
+
+
+def test_records_of_every_partition_come_merged_by_time_and_page_by_cursor(data):
+    """The records of the topic's 3 partitions, produced at t0+i to partition
+    i % 3, come back in the order they were produced, a page at a time, the
+    cursor carrying each partition's position; from a time, from there on."""
+    base, t0 = data["base"], data["t0"]
+    seen, cursor = [], None
+    for _ in range(10):
+        q = f"/ui/api/topics/{TOPIC}/records/all?limit=7" + (f"&cursor={cursor}" if cursor else "")
+        page = ok(base, q)
+        seen += [(r["partition"], r["offset"], r["timestamp"]) for r in page["records"]]
+        if not page["more"]:
+            break
+        cursor = page["cursor"]
+    expected = [(i % PARTITIONS, i // PARTITIONS, t0 + i) for i in range(RECORDS)]
+    expected.append((0, RECORDS // PARTITIONS, t0 + RECORDS))  # the binary record, last
+    assert seen == expected, seen
+    assert page["more"] is False and page["partitions"] == list(range(PARTITIONS)), page
+    later = ok(base, f"/ui/api/topics/{TOPIC}/records/all?limit=3&timestamp={t0 + 15}")
+    assert [(r["partition"], r["offset"]) for r in later["records"]] == \
+        [(i % PARTITIONS, i // PARTITIONS) for i in (15, 16, 17)], later
+    status, body = get(base, f"/ui/api/topics/{TOPIC}/records/all?cursor=0:x")
+    assert status == 400, body
+    status, body = get(base, f"/ui/api/topics/{TOPIC}/records/all?cursor=0:1&timestamp=5")
+    assert status == 400, body

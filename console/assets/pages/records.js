@@ -130,8 +130,11 @@ async function render(ctx) {
   const offsetInput = h("input", { type: "number", min: 0, step: 1, value: String(firstOf(0) ?? 0) });
   const timeInput = h("input", { type: "datetime-local", step: 1 });
   const limit = h("input", { type: "number", min: 1, max: 200, step: 1, value: "20", required: true });
+  // Every partition at once: merged by timestamp, from a time or the start.
+  const across = h("input", { type: "checkbox", id: "rec-all" });
   const form = h("form", { class: "records-form", id: "records-form" },
     field("rec-partition", "Partition", partition),
+    h("div", { class: "choice" }, across, h("label", { for: "rec-all" }, "All partitions, by time")),
     h("fieldset", {}, h("legend", {}, "Start"),
       h("div", { class: "choice" }, fromOffset, h("label", { for: "from-offset" }, "From offset")),
       field("rec-offset", "Offset", offsetInput),
@@ -148,7 +151,39 @@ async function render(ctx) {
     h("div", { class: "pager" }, nextButton), searchSection(ctx, name, who));
 
   let next = null;
+  let cursor = null;
+  across.addEventListener("change", () => {
+    partition.disabled = across.checked;
+    fromOffset.disabled = across.checked;
+    offsetInput.disabled = across.checked;
+    if (across.checked && fromOffset.checked) fromTime.checked = false;
+  });
+
+  // A page of every partition merged by time; the next one from its cursor.
+  async function loadAll(query) {
+    const answer = await ctx.load("Loading records…", ctx.get(`topics/${enc(name)}/records/all`, query));
+    ctx.clearAlert();
+    cursor = answer.more ? answer.cursor : null;
+    next = null;
+    nextButton.disabled = !answer.more;
+    summary.textContent = answer.records.length
+      ? `All ${answer.partitions.length} partitions by time: ${int(answer.records.length)} records`
+        + `${answer.more ? "; more follow." : "; the end of every partition."}`
+      : "All partitions: no records from there.";
+    const t = table({
+      caption: `Records of ${name}, every partition by time`,
+      id: "records",
+      columns: [{ label: "Partition", numeric: true }, { label: "Offset", numeric: true }, { label: "Timestamp" },
+        { label: "Key" }, { label: "Value" }, { label: "Headers" }, { label: "View" }],
+      rows: [],
+      empty: "No records.",
+    });
+    if (answer.records.length) t.querySelector("tbody").replaceChildren(...answer.records.map((r) => recordRow(r, true)));
+    holder.replaceChildren(t);
+  }
+
   async function load(query) {
+    cursor = null;
     const answer = await ctx.load("Loading records…", ctx.get(`topics/${enc(name)}/records`, query));
     ctx.clearAlert();
     next = answer.next_offset;
@@ -183,6 +218,19 @@ async function render(ctx) {
 
   form.addEventListener("submit", (event) => {
     event.preventDefault();
+    if (across.checked) {
+      const q = { limit: limit.value };
+      if (fromTime.checked && timeInput.value) {
+        const ms = new Date(timeInput.value).getTime();
+        if (Number.isNaN(ms)) {
+          ctx.alert("Choose a time to start from.");
+          return;
+        }
+        q.timestamp = ms;
+      }
+      loadAll(q).catch(ctx.fail);
+      return;
+    }
     let q;
     try {
       q = query();
@@ -193,6 +241,10 @@ async function render(ctx) {
     load(q).catch(ctx.fail);
   });
   nextButton.addEventListener("click", () => {
+    if (cursor) {
+      loadAll({ limit: limit.value, cursor }).catch(ctx.fail);
+      return;
+    }
     fromOffset.checked = true;
     offsetInput.value = String(next);
     load({ partition: partition.value, limit: limit.value, offset: next }).catch(ctx.fail);
