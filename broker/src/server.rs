@@ -208,6 +208,6 @@ mod tests {
             assert!(p.starts_with("/rpc/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(seen.len(), 32);
+        assert_eq!(seen.len(), 34);
     }
 }

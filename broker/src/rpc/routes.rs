@@ -69,6 +69,6 @@ mod tests {
             assert!(p.starts_with("/rpc/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 8);
+        assert_eq!(ALL_PATHS.len(), 9);
     }
 }
