@@ -10,7 +10,7 @@
 //!
 //! Each round replaces the whole of this broker's series, so a group
 //! deleted, left without offsets or whose shard moved away is gone from
-//! `/metrics` after the next round (see [`crate::metrics::set_group_lag`]).
+//! `/metrics` after the next round (see `crate::metrics::set_group_lag`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
