@@ -783,10 +783,11 @@ def test_offsets_are_reset_from_the_group_page_after_a_dry_run(browser, site, fl
 
 def test_a_share_groups_start_offsets_are_reset_from_the_group_page_after_a_dry_run(
         browser, site, floe, floe_bin, data, kit):
-    from confluent_kafka import AcknowledgeType, ShareConsumer
+    from confluent_kafka import ShareConsumer
     from selenium.webdriver.support.ui import Select
 
     from test_cli_kafka import floe as run_floe, ok
+    from test_share_admin import acknowledge
     from test_share_dlq import set_group_configs
 
     topic, group = "console-share-resettable", "console-ui-share-reset"
@@ -797,17 +798,7 @@ def test_a_share_groups_start_offsets_are_reset_from_the_group_page_after_a_dry_
     c = ShareConsumer({**conf, "group.id": group, "share.acknowledgement.mode": "explicit"})
     c.subscribe([topic])
     try:
-        seen = set()
-        deadline = time.monotonic() + WAIT
-        while len(seen) < 6:
-            assert time.monotonic() < deadline, f"{group} read {sorted(seen)} of 0..5"
-            msgs = c.poll(0.3)
-            for m in msgs:
-                assert m.error() is None, m.error()
-                seen.add(m.offset())
-                c.acknowledge(m, AcknowledgeType.ACCEPT)
-            if len(msgs):
-                c.commit_sync()
+        acknowledge(c, 6, timeout=WAIT)
     finally:
         c.close()
 
@@ -935,6 +926,7 @@ def test_share_group_page_shows_its_state_and_redrives_its_dead_letters(browser,
     from confluent_kafka import AcknowledgeType, ShareConsumer
 
     from test_cli_kafka import floe as run_floe, ok
+    from test_share_admin import acknowledge
     from test_share_dlq import set_group_configs
 
     kit.create_topic(floe.bootstrap, QUEUE)
@@ -951,21 +943,13 @@ def test_share_group_page_shows_its_state_and_redrives_its_dead_letters(browser,
         return c
 
     # One consumer rejects 3 records and accepts the other 7, then leaves.
-    seen = set()
     first = share_consumer()
     try:
-        deadline = time.monotonic() + WAIT
-        while len(seen) < 10:
-            assert time.monotonic() < deadline, f"{SHARE_GROUP} read {sorted(seen)} of 0..9"
-            msgs = first.poll(0.3)
-            for m in msgs:
-                assert m.error() is None, m.error()
-                seen.add(m.offset())
-                first.acknowledge(m, AcknowledgeType.REJECT if m.offset() in REJECTED else AcknowledgeType.ACCEPT)
-            if len(msgs):
-                first.commit_sync()
+        read = acknowledge(first, 10, timeout=WAIT, ack=lambda m: AcknowledgeType.REJECT
+                           if m.offset() in REJECTED else AcknowledgeType.ACCEPT)
     finally:
         first.close()
+    seen = {o for _, o, _ in read}
     assert seen == set(range(10)), seen
     deadline = time.monotonic() + WAIT
     while watermarks(floe.bootstrap, QUEUE_DLQ, 1)[0][1] < len(REJECTED):

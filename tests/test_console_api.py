@@ -324,20 +324,9 @@ def share_starts(floe_bin, bootstrap, group):
 
 def share_accept(consumer, count, timeout=30):
     """Accepts `count` records of a ShareConsumer: their (partition, offset, delivery count)."""
-    from confluent_kafka import AcknowledgeType
+    from test_share_admin import acknowledge
 
-    got = []
-    deadline = time.monotonic() + timeout
-    while len(got) < count:
-        assert time.monotonic() < deadline, f"{len(got)} of {count} records: {got}"
-        msgs = consumer.poll(0.5)
-        for m in msgs:
-            assert m.error() is None, m.error()
-            got.append((m.partition(), m.offset(), m.delivery_count()))
-            consumer.acknowledge(m, AcknowledgeType.ACCEPT)
-        if len(msgs):
-            consumer.commit_sync()
-    return sorted(got)
+    return sorted(acknowledge(consumer, count, timeout=timeout))
 
 
 def test_a_share_groups_start_offsets_are_reset_after_a_dry_run_only_without_members(data, floe_bin, kit):

@@ -60,20 +60,27 @@ def share_consumer(bootstrap, group, topic):
     return c
 
 
-def accept(consumer, count, timeout=30):
-    """Accepts `count` records; returns their (offset, delivery count)."""
+def acknowledge(consumer, count, ack=lambda m: AcknowledgeType.ACCEPT, timeout=30):
+    """Reads `count` records of a ShareConsumer (explicit acknowledgement),
+    acknowledging each as `ack(message)` says and committing each poll's;
+    returns their (partition, offset, delivery count) in the order read."""
     got = []
     deadline = time.monotonic() + timeout
     while len(got) < count:
-        assert time.monotonic() < deadline, f"{len(got)} of {count} records"
+        assert time.monotonic() < deadline, f"{len(got)} of {count} records: {got}"
         msgs = consumer.poll(0.5)
         for m in msgs:
             assert m.error() is None, m.error()
-            got.append((m.offset(), m.delivery_count()))
-            consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+            got.append((m.partition(), m.offset(), m.delivery_count()))
+            consumer.acknowledge(m, ack(m))
         if len(msgs):
             consumer.commit_sync()
     return got
+
+
+def accept(consumer, count, timeout=30):
+    """Accepts `count` records; returns their (offset, delivery count)."""
+    return [(o, d) for _, o, d in acknowledge(consumer, count, timeout=timeout)]
 
 
 def classic_error(bootstrap, group, topic, timeout=20):

@@ -63,6 +63,47 @@ impl Console {
         }
     }
 
+    /// Refuses (403, with `why`) unless `who` may do `op` on topic `name`,
+    /// by the same ACLs as the Kafka port; for the console's own routes,
+    /// which no Kafka request answers.
+    pub(crate) fn may_topic(
+        &self,
+        who: &floe_proxy::groups::ClientInfo,
+        op: floe_metadata::acl::Operation,
+        name: &str,
+        why: &str,
+    ) -> error::ApiResult<()> {
+        self.may(
+            who,
+            |c| c.topic(op, name),
+            || format!("topic {name}: not allowed ({why})"),
+        )
+    }
+
+    /// [`Console::may_topic`] for the cluster.
+    pub(crate) fn may_cluster(
+        &self,
+        who: &floe_proxy::groups::ClientInfo,
+        op: floe_metadata::acl::Operation,
+        why: &str,
+    ) -> error::ApiResult<()> {
+        self.may(who, |c| c.cluster(op), || format!("not allowed: {why}"))
+    }
+
+    fn may(
+        &self,
+        who: &floe_proxy::groups::ClientInfo,
+        allows: impl FnOnce(&floe_proxy::authz::Check) -> bool,
+        refusal: impl FnOnce() -> String,
+    ) -> error::ApiResult<()> {
+        let check = self.ctx.authz.check(&self.ctx.view.current().acls, who);
+        if allows(&check) {
+            Ok(())
+        } else {
+            Err(error::ApiError::new(error::Kind::Denied, refusal()))
+        }
+    }
+
     /// The console with a lookup by key and time (this process's indexer):
     /// the records page offers a search by key only then.
     pub fn with_search(mut self, search: Arc<dyn Search>) -> Self {

@@ -1123,23 +1123,28 @@ impl SharePartition {
         };
         let mut deliveries = Tally::default();
         let mut due = Tally::default();
+        // The window's slots, then the parked ones (delayed, out of it).
         let window = self
             .window
             .iter()
             .enumerate()
-            .map(|(i, slot)| (self.start + i as i64, slot));
-        for (offset, slot) in window {
+            .map(|(i, slot)| (self.start + i as i64, slot, false));
+        let parked = self.parked.iter().map(|(o, slot)| (*o, slot, true));
+        for (offset, slot, is_parked) in window.chain(parked) {
             match slot {
                 Slot::Available {
                     deliveries: d,
                     not_before_ms,
                 } => {
                     deliveries.add(*d);
-                    if *not_before_ms > now_ms {
-                        out.backing_off += 1;
+                    let later = *not_before_ms > now_ms;
+                    if is_parked || later {
                         due.add(due_minute(*not_before_ms, now_ms));
-                    } else {
-                        out.available += 1;
+                    }
+                    match (is_parked, later) {
+                        (true, _) => {}
+                        (false, true) => out.backing_off += 1,
+                        (false, false) => out.available += 1,
                     }
                 }
                 Slot::Acquired {
@@ -1165,22 +1170,6 @@ impl SharePartition {
                     deliveries.add(*d);
                     out.dead_lettering += 1;
                 }
-            }
-        }
-        for slot in self.parked.values() {
-            match slot {
-                Slot::Available {
-                    deliveries: d,
-                    not_before_ms,
-                } => {
-                    deliveries.add(*d);
-                    due.add(due_minute(*not_before_ms, now_ms));
-                }
-                Slot::DeadLettering { deliveries: d, .. } => {
-                    deliveries.add(*d);
-                    out.dead_lettering += 1;
-                }
-                _ => {}
             }
         }
         out.deliveries = deliveries.into_vec();

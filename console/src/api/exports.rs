@@ -172,19 +172,12 @@ pub async fn backfill(
             format!("not backfilled: type the topic's name ({name}) to confirm"),
         ));
     }
-    let snap = c.ctx.view.current();
-    let allowed = c
-        .ctx
-        .authz
-        .check(&snap.acls, &who)
-        .topic(floe_metadata::acl::Operation::Read, &name);
-    drop(snap);
-    if !allowed {
-        return Err(ApiError::new(
-            Kind::Denied,
-            format!("topic {name}: not allowed (a backfill needs READ on it)"),
-        ));
-    }
+    c.may_topic(
+        &who,
+        floe_metadata::acl::Operation::Read,
+        &name,
+        "a backfill needs READ on it",
+    )?;
     if !export_enabled(&c, &name) {
         return Err(ApiError::new(
             Kind::Invalid,

@@ -131,19 +131,12 @@ pub async fn objects(
     Path(name): Path<String>,
     Query(params): Query<Params>,
 ) -> ApiResult<Json<Value>> {
-    let snap = c.ctx.view.current();
-    let allowed = c
-        .ctx
-        .authz
-        .check(&snap.acls, &who)
-        .topic(Operation::Describe, &name);
-    drop(snap);
-    if !allowed {
-        return Err(ApiError::new(
-            Kind::Denied,
-            format!("topic {name}: not allowed (its objects need DESCRIBE on it)"),
-        ));
-    }
+    c.may_topic(
+        &who,
+        Operation::Describe,
+        &name,
+        "its objects need DESCRIBE on it",
+    )?;
     let partition = params.partition.unwrap_or(0);
     let topic = c.ctx.meta.describe_topic(&name).await.map_err(|e| {
         if matches!(e, floe_metadata::error::MetaError::UnknownTopic(_)) {

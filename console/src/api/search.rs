@@ -123,19 +123,12 @@ pub async fn search(
     Path(name): Path<String>,
     Query(params): Query<Params>,
 ) -> ApiResult<Json<Value>> {
-    let snap = c.ctx.view.current();
-    let allowed = c
-        .ctx
-        .authz
-        .check(&snap.acls, &who)
-        .topic(Operation::Read, &name);
-    drop(snap);
-    if !allowed {
-        return Err(ApiError::new(
-            Kind::Denied,
-            format!("topic {name}: not allowed (searching its records needs READ on it)"),
-        ));
-    }
+    c.may_topic(
+        &who,
+        Operation::Read,
+        &name,
+        "searching its records needs READ on it",
+    )?;
     let query = params.query()?;
     let Some(search) = &c.search else {
         return Err(ApiError::new(Kind::Unavailable, NO_INDEXER));

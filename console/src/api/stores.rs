@@ -13,26 +13,18 @@ use serde_json::{Value, json};
 
 use crate::Console;
 use crate::caller::Asker;
-use crate::error::{ApiError, ApiResult, Kind};
+use crate::error::ApiResult;
 use crate::stores;
 
 /// How long each broker may take to answer for its store endpoints.
 const BROKER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 pub async fn endpoints(State(c): State<Arc<Console>>, Asker(who): Asker) -> ApiResult<Json<Value>> {
-    let snap = c.ctx.view.current();
-    let allowed = c
-        .ctx
-        .authz
-        .check(&snap.acls, &who)
-        .cluster(Operation::Describe);
-    drop(snap);
-    if !allowed {
-        return Err(ApiError::new(
-            Kind::Denied,
-            "not allowed: the store endpoints need DESCRIBE on the cluster",
-        ));
-    }
+    c.may_cluster(
+        &who,
+        Operation::Describe,
+        "the store endpoints need DESCRIBE on the cluster",
+    )?;
     let endpoints = stores::endpoints(&c.rates.text());
     // Every broker's pool, asked of it: on a proxy of a cluster the
     // process's own figures hold none.
