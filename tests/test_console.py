@@ -755,9 +755,22 @@ def test_a_topic_is_created_from_the_form_and_deleted_once_its_name_is_typed(bro
         time.sleep(0.2)
 
 
+def dry_run_to_earliest(browser):
+    """On a group page: the reset refused before a dry run, then a dry run to
+    the earliest offsets; the execute button and the plan's rows."""
+    from selenium.webdriver.support.ui import Select
+
+    execute = browser.find_element("id", "reset-execute")
+    assert not execute.is_enabled(), "a reset offered before any dry run"
+    Select(browser.find_element("id", "reset-offsets-to")).select_by_value("earliest")
+    browser.find_element("id", "reset-offsets-submit").click()
+    assert status_of(browser, "reset-offsets") == "Dry run shown: nothing committed."
+    plan = rows(browser, "reset-plan")
+    return execute, plan
+
+
 def test_offsets_are_reset_from_the_group_page_after_a_dry_run(browser, site, floe, data):
     from confluent_kafka import Consumer, TopicPartition
-    from selenium.webdriver.support.ui import Select
 
     group = "console-ui-reset"
     c = Consumer({"bootstrap.servers": floe.bootstrap, "group.id": group, "enable.auto.commit": False})
@@ -765,12 +778,7 @@ def test_offsets_are_reset_from_the_group_page_after_a_dry_run(browser, site, fl
     c.close()
     before = committed(floe.bootstrap, group)
     open_page(browser, f"{site}#/groups/{group}", f"Group {group}", "#reset-offsets")
-    execute = browser.find_element("id", "reset-execute")
-    assert not execute.is_enabled(), "a reset offered before any dry run"
-    Select(browser.find_element("id", "reset-offsets-to")).select_by_value("earliest")
-    browser.find_element("id", "reset-offsets-submit").click()
-    assert status_of(browser, "reset-offsets") == "Dry run shown: nothing committed."
-    plan = rows(browser, "reset-plan")
+    execute, plan = dry_run_to_earliest(browser)
     assert [(r[0], int(r[1]), r[2], r[3]) for r in plan] == [(ORDERS, p, "5", "0") for p in range(3)], plan
     assert committed(floe.bootstrap, group) == before
     check_page(browser, "group-reset")
@@ -784,7 +792,6 @@ def test_offsets_are_reset_from_the_group_page_after_a_dry_run(browser, site, fl
 def test_a_share_groups_start_offsets_are_reset_from_the_group_page_after_a_dry_run(
         browser, site, floe, floe_bin, data, kit):
     from confluent_kafka import ShareConsumer
-    from selenium.webdriver.support.ui import Select
 
     from test_cli_kafka import floe as run_floe, ok
     from test_share_admin import acknowledge
@@ -809,12 +816,7 @@ def test_a_share_groups_start_offsets_are_reset_from_the_group_page_after_a_dry_
     assert starts() == [(topic, 0, 6)]
     open_page(browser, f"{site}#/groups/{group}", f"Group {group}", "#reset-offsets")
     wait(browser, "the share-partitions", lambda d: rows(d, "share-partitions"))
-    execute = browser.find_element("id", "reset-execute")
-    assert not execute.is_enabled(), "a reset offered before any dry run"
-    Select(browser.find_element("id", "reset-offsets-to")).select_by_value("earliest")
-    browser.find_element("id", "reset-offsets-submit").click()
-    assert status_of(browser, "reset-offsets") == "Dry run shown: nothing committed."
-    plan = rows(browser, "reset-plan")
+    execute, plan = dry_run_to_earliest(browser)
     assert [(r[0], int(r[1]), r[2], r[3]) for r in plan] == [(topic, 0, "6", "0")], plan
     assert starts() == [(topic, 0, 6)]
     check_page(browser, "group-share-reset")
