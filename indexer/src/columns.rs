@@ -139,6 +139,8 @@ pub enum ColumnsError {
     Arrow(#[from] ArrowError),
     #[error("encoding Parquet: {0}")]
     Parquet(#[from] ParquetError),
+    #[error("{ids} field ids for {columns} typed columns")]
+    FieldIds { columns: usize, ids: usize },
     #[error("encoding the index definition as JSON: {0}")]
     Definition(#[source] serde_json::Error),
 }
@@ -193,6 +195,61 @@ pub fn schema(def: &IndexDefinition) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
+/// Iceberg's field ids of the fixed columns, as the files of a topic's
+/// table carry them (`floe_metadata::table`): partition, offset, timestamp,
+/// key, value, headers, then the headers' element, key and value.
+pub const FIXED_FIELD_IDS: [i32; 9] = [1, 2, 3, 4, 5, 6, 7, 8, 9];
+
+fn with_id(field: Field, id: i32) -> Field {
+    field.with_metadata(std::collections::HashMap::from([(
+        parquet::arrow::PARQUET_FIELD_ID_META_KEY.to_string(),
+        id.to_string(),
+    )]))
+}
+
+/// [`schema`] with Iceberg field ids on every field, nested ones too:
+/// [`FIXED_FIELD_IDS`] for the fixed columns, `ids` (in definition order)
+/// for the typed ones.
+pub fn schema_with_ids(def: &IndexDefinition, ids: &[i32]) -> Result<SchemaRef, ColumnsError> {
+    if ids.len() != def.columns.len() {
+        return Err(ColumnsError::FieldIds {
+            columns: def.columns.len(),
+            ids: ids.len(),
+        });
+    }
+    let [p, o, t, k, v, h, he, hk, hv] = FIXED_FIELD_IDS;
+    let element = Field::new(
+        HEADERS_ELEMENT,
+        DataType::Struct(Fields::from(vec![
+            with_id(Field::new(HEADER_KEY, DataType::Utf8, false), hk),
+            with_id(Field::new(HEADER_VALUE, DataType::Binary, true), hv),
+        ])),
+        false,
+    );
+    let mut fields = vec![
+        with_id(Field::new(COL_PARTITION, DataType::Int32, false), p),
+        with_id(Field::new(COL_OFFSET, DataType::Int64, false), o),
+        with_id(Field::new(COL_TIMESTAMP, timestamp_type(), false), t),
+        with_id(Field::new(COL_KEY, DataType::Binary, true), k),
+        with_id(Field::new(COL_VALUE, DataType::Binary, true), v),
+        with_id(
+            Field::new(
+                COL_HEADERS,
+                DataType::List(Arc::new(with_id(element, he))),
+                false,
+            ),
+            h,
+        ),
+    ];
+    fields.extend(
+        def.columns
+            .iter()
+            .zip(ids)
+            .map(|(c, id)| with_id(Field::new(&c.name, column_type(c.kind), true), *id)),
+    );
+    Ok(Arc::new(Schema::new(fields)))
+}
+
 /// Writer settings: codec, row groups, statistics and page index (the
 /// defaults: page-level statistics, column and offset indexes), bloom filters
 /// on `key` and the indexed columns, and the definition in the metadata.
@@ -242,9 +299,30 @@ pub fn write_file(
     def: &IndexDefinition,
     opts: &FileOptions,
 ) -> Result<Vec<u8>, ColumnsError> {
+    write_with_schema(partition, records, def, opts, schema(def))
+}
+
+/// [`write_file`] for a topic's Iceberg table: the same file, with Iceberg
+/// field ids on its columns ([`schema_with_ids`]).
+pub fn write_table_file(
+    partition: u32,
+    records: &[Record],
+    def: &IndexDefinition,
+    opts: &FileOptions,
+    ids: &[i32],
+) -> Result<Vec<u8>, ColumnsError> {
+    write_with_schema(partition, records, def, opts, schema_with_ids(def, ids)?)
+}
+
+fn write_with_schema(
+    partition: u32,
+    records: &[Record],
+    def: &IndexDefinition,
+    opts: &FileOptions,
+    schema: SchemaRef,
+) -> Result<Vec<u8>, ColumnsError> {
     let partition_value =
         i32::try_from(partition).map_err(|_| ColumnsError::Partition(partition))?;
-    let schema = schema(def);
     let props = writer_properties(def, opts, records.len())?;
     let extractors: Vec<(ColumnType, Vec<PathStep>)> =
         def.columns.iter().map(|c| (c.kind, c.steps())).collect();
@@ -353,8 +431,17 @@ fn build_batch(
         }
     }
 
+    // The headers' fields as the schema has them (with field ids or not).
+    let element = match schema.field(5).data_type() {
+        DataType::List(element) => element.clone(),
+        _ => headers_element(),
+    };
+    let element_fields = match element.data_type() {
+        DataType::Struct(fields) => fields.clone(),
+        _ => header_fields(),
+    };
     let header_struct = StructArray::try_new(
-        header_fields(),
+        element_fields,
         vec![
             Arc::new(header_keys.finish()) as ArrayRef,
             Arc::new(header_values.finish()) as ArrayRef,
@@ -365,7 +452,7 @@ fn build_batch(
         .try_finish()
         .map_err(|e| ArrowError::InvalidArgumentError(format!("headers list: {e}")))?;
     let headers = ListArray::try_new(
-        headers_element(),
+        element,
         header_offsets,
         Arc::new(header_struct),
         None,

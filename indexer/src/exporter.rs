@@ -67,6 +67,9 @@ struct Inner {
     swept: Mutex<HashMap<String, Instant>>,
     /// One round at a time (the loop, and tests calling `run_once`).
     round: tokio::sync::Mutex<()>,
+    /// The Iceberg field ids of a table's typed columns, per topic id and
+    /// index definition (asked of the Raft state once each).
+    field_ids: Mutex<HashMap<(TopicId, String), Vec<i32>>>,
     /// The ACLs the query API checks bearer-token callers against, and
     /// when they were read.
     acls: tokio::sync::Mutex<Option<(Instant, Arc<floe_metadata::acl::AclIndex>)>>,
@@ -114,6 +117,7 @@ impl Indexer {
                 due: Mutex::new(HashMap::new()),
                 swept: Mutex::new(HashMap::new()),
                 round: tokio::sync::Mutex::new(()),
+                field_ids: Mutex::new(HashMap::new()),
                 acls: tokio::sync::Mutex::new(None),
             }),
         })
@@ -145,6 +149,40 @@ impl Indexer {
 
     pub fn pool(&self) -> &Arc<StorePool> {
         &self.inner.pool
+    }
+
+    /// The store endpoint exports (and tables) are written to.
+    pub fn endpoint(&self) -> &EndpointId {
+        &self.inner.endpoint
+    }
+
+    /// The Iceberg field ids of `def`'s typed columns in `topic`'s table
+    /// (`floe_metadata::table`): new (name, type) pairs get new ids.
+    pub async fn table_field_ids(
+        &self,
+        topic: &str,
+        topic_id: TopicId,
+        def: &floe_metadata::export_def::IndexDefinition,
+    ) -> Result<Vec<i32>> {
+        let pairs: Vec<(String, String)> = def
+            .columns
+            .iter()
+            .map(|c| (c.name.clone(), c.kind.name().to_string()))
+            .collect();
+        let cache_key = (topic_id, format!("{pairs:?}"));
+        if let Some(ids) = lock(&self.inner.field_ids).get(&cache_key) {
+            return Ok(ids.clone());
+        }
+        let ids = self.inner.meta.table_columns(topic, &pairs).await?;
+        if ids.len() != pairs.len() {
+            return Err(IndexerError::corrupt(format!(
+                "the metadata gave {} field ids for {} columns",
+                ids.len(),
+                pairs.len()
+            )));
+        }
+        lock(&self.inner.field_ids).insert(cache_key, ids.clone());
+        Ok(ids)
     }
 
     pub fn reader(&self) -> &LogReader {
@@ -186,7 +224,17 @@ impl Indexer {
             if !settings.enabled {
                 continue;
             }
-            match self.export_topic(&t.name, &settings).await {
+            let exported = self.export_topic(&t.name, &settings).await;
+            // A table takes what is exported, even when a partition failed.
+            let committed = if settings.table {
+                match self.commit_table(&t.name, &settings.definition).await {
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            } else {
+                Ok(())
+            };
+            match exported.and(committed) {
                 Ok(()) => {}
                 // A backfill reset the topic: the next round starts over.
                 Err(e) if e.kind == ErrorKind::Conflict => {}
@@ -303,7 +351,7 @@ impl Indexer {
                 )));
             }
             let planned = self
-                .plan(topic, p.partition, (start, last), records, settings)
+                .plan(topic, topic_id, p.partition, (start, last), records, settings)
                 .await?;
             self.write(topic_id, p.partition, p.generation, planned, true)
                 .await?;
@@ -340,6 +388,7 @@ impl Indexer {
         let mut planned = self
             .plan(
                 topic,
+                topic_id,
                 p.partition,
                 (pending.first_offset, pending.last_offset),
                 read.records,
@@ -361,6 +410,7 @@ impl Indexer {
     async fn plan(
         &self,
         topic: &str,
+        topic_id: TopicId,
         partition: u32,
         (first, last): (i64, i64),
         records: Vec<Record>,
@@ -372,8 +422,15 @@ impl Indexer {
         let rows = records.len() as u64;
         let def = settings.definition.clone();
         let opts = settings.file;
-        let bytes = tokio::task::spawn_blocking(move || {
-            columns::write_file(partition, &records, &def, &opts)
+        // A table's files carry Iceberg field ids.
+        let ids = if settings.table {
+            Some(self.table_field_ids(topic, topic_id, &def).await?)
+        } else {
+            None
+        };
+        let bytes = tokio::task::spawn_blocking(move || match ids {
+            Some(ids) => columns::write_table_file(partition, &records, &def, &opts, &ids),
+            None => columns::write_file(partition, &records, &def, &opts),
         })
         .await
         .map_err(|e| IndexerError::corrupt(format!("the Parquet writer stopped: {e}")))?

@@ -13,6 +13,8 @@
 //! - [`query`]: a lookup over a topic's files and its log not exported yet.
 //! - [`service`]: the HTTP API.
 //! - [`settings`]: a topic's `export.*` configs and file names.
+//! - [`table`]: topics as Iceberg tables, committed exactly once and served
+//!   over Iceberg's REST catalog API.
 //!
 //! The design is described in `docs/indexer.md`.
 
@@ -25,6 +27,7 @@ mod metrics;
 pub mod query;
 pub mod service;
 pub mod settings;
+pub mod table;
 
 pub use error::{ErrorKind, IndexerError};
 pub use exporter::{Indexer, IndexerConfig};

@@ -11,6 +11,9 @@ const PARQUET_BYTES_WRITTEN: &str = "floe_indexer_parquet_bytes_written_total";
 const FILES_DELETED: &str = "floe_indexer_files_deleted_total";
 const ERRORS: &str = "floe_indexer_errors_total";
 const BATCHES_SKIPPED: &str = "floe_indexer_batches_skipped_total";
+const TABLE_COMMITS: &str = "floe_indexer_table_commits_total";
+const TABLE_FILES: &str = "floe_indexer_table_files_added_total";
+const TABLE_RECORDS: &str = "floe_indexer_table_records_added_total";
 
 /// Describes the indexer's metrics and registers them at zero.
 pub(crate) fn register() {
@@ -42,6 +45,12 @@ pub(crate) fn register() {
         BATCHES_SKIPPED,
         "stored batches passed over because they cannot be decoded: reason=over_bounds (a decompression bomb, too many records) or malformed"
     );
+    describe_counter!(
+        TABLE_COMMITS,
+        "Iceberg table commits (new metadata files the table's pointer moved to)"
+    );
+    describe_counter!(TABLE_FILES, "data files added to Iceberg tables");
+    describe_counter!(TABLE_RECORDS, "records added to Iceberg tables");
     for reason in ["over_bounds", "malformed"] {
         counter!(BATCHES_SKIPPED, "reason" => reason).increment(0);
     }
@@ -52,6 +61,9 @@ pub(crate) fn register() {
         PARQUET_BYTES_WRITTEN,
         FILES_DELETED,
         ERRORS,
+        TABLE_COMMITS,
+        TABLE_FILES,
+        TABLE_RECORDS,
     ] {
         counter!(name).increment(0);
     }
@@ -118,4 +130,11 @@ mod tests {
         );
         assert_eq!(value(super::ERRORS), Some(&DebugValue::Counter(0)));
     }
+}
+
+/// A table commit added `files` data files of `records` records.
+pub(crate) fn table_commit(files: u64, records: u64) {
+    counter!(TABLE_COMMITS).increment(1);
+    counter!(TABLE_FILES).increment(files);
+    counter!(TABLE_RECORDS).increment(records);
 }

@@ -3,6 +3,8 @@
 //! - `GET /v1/topics/{topic}/records?key=&from=&to=&limit=`: lookups.
 //! - `GET /v1/topics/{topic}/exports`: export progress per partition.
 //! - `POST /v1/topics/{topic}/backfill`: rebuild a topic's exports.
+//! - `/iceberg/v1/…`: Iceberg's REST catalog over the topics that are
+//!   tables (`crate::table::catalog`).
 //!
 //! Cluster members may call all three; a person with a bearer token
 //! (`--admin-token-file`) needs a topic READ ACL for lookups and backfills,
@@ -36,10 +38,11 @@ pub fn router(ix: Indexer) -> Router {
         .route("/v1/topics/{topic}/records", get(records))
         .route("/v1/topics/{topic}/exports", get(exports))
         .route("/v1/topics/{topic}/backfill", post(backfill))
+        .nest("/iceberg", crate::table::catalog::router())
         .with_state(ix)
 }
 
-fn error_reply(e: &IndexerError) -> Response {
+pub(crate) fn error_reply(e: &IndexerError) -> Response {
     let status = match e.kind {
         ErrorKind::UnknownTopic => StatusCode::NOT_FOUND,
         ErrorKind::InvalidRequest => StatusCode::BAD_REQUEST,
@@ -144,7 +147,7 @@ pub fn record_json(r: &Found) -> Value {
 /// Whether the caller may do `op` on `topic`: a cluster member (or anyone,
 /// on a cluster without security) may; a person with a bearer token may
 /// when the ACLs allow its principal `op` on the topic (deny by default).
-async fn permit(
+pub(crate) async fn permit(
     ix: &Indexer,
     caller: Option<&Caller>,
     peer: Option<&PeerAddr>,

@@ -15,7 +15,10 @@ pub const HOUR_MS: i64 = 3_600_000;
 /// What a topic's configs say about its exports.
 #[derive(Debug, Clone)]
 pub struct ExportSettings {
+    /// Exported: `export.enabled`, or the topic is an Iceberg table.
     pub enabled: bool,
+    /// The topic is an Iceberg table (`table.format=iceberg`).
+    pub table: bool,
     pub definition: IndexDefinition,
     pub roll: Duration,
     pub file_bytes: u64,
@@ -28,7 +31,8 @@ impl ExportSettings {
     pub fn from_config(c: &TopicConfig) -> Self {
         let positive = |v: i64, floor: i64| v.max(floor) as u64;
         Self {
-            enabled: c.export_enabled(),
+            enabled: c.export_enabled() || c.iceberg_table(),
+            table: c.iceberg_table(),
             definition: c.export_index(),
             roll: Duration::from_millis(positive(c.export_roll_ms(), 100)),
             file_bytes: positive(c.export_file_bytes(), 1024),
@@ -108,8 +112,13 @@ mod tests {
         assert_eq!(s.roll, Duration::from_millis(1500));
         assert_eq!(s.file.compression, FileCompression::Snappy);
         assert_eq!(s.retention, Some(Duration::from_secs(60)));
+        assert!(!s.table);
         let d = ExportSettings::from_config(&TopicConfig::default());
         assert!(!d.enabled);
+        let mut t = std::collections::BTreeMap::new();
+        t.insert("table.format".to_string(), "iceberg".to_string());
+        let t = ExportSettings::from_config(&TopicConfig::from_settings(&t).unwrap());
+        assert!(t.enabled && t.table, "a table is exported");
         assert_eq!(d.retention, None);
         assert_eq!(d.file.compression, FileCompression::Zstd);
     }

@@ -261,6 +261,19 @@ pub enum Command {
     ExportReset {
         topic: String,
     },
+    /// The field ids of a table's typed columns, new ones given the next
+    /// free ids (see [`crate::table`]).
+    TableColumns {
+        topic: String,
+        /// (name, type) pairs.
+        columns: Vec<(String, String)>,
+    },
+    /// Moves a table's pointer from `expected` to `location`, or refuses.
+    TableCommit {
+        topic: String,
+        expected: Option<String>,
+        location: String,
+    },
     /// Forgets idempotent producers that have not written to a partition
     /// for more than `expiration_ms` before `now_ms` (Kafka's
     /// `producer.id.expiration.ms`); producers with no known time start
@@ -469,6 +482,14 @@ pub enum Response {
     },
     ExportGeneration {
         generation: u64,
+    },
+    /// The field ids of a [`Command::TableColumns`], in its order.
+    TableColumnIds {
+        ids: Vec<i32>,
+    },
+    /// The table's version after a [`Command::TableCommit`].
+    TableVersion {
+        version: u64,
     },
     /// Offsets stored, except those of these (topic, partition)s, which do
     /// not exist (nothing was stored for them).

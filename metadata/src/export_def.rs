@@ -36,6 +36,19 @@ pub enum ColumnType {
     Timestamp,
 }
 
+impl ColumnType {
+    /// The name `export.index` gives the type.
+    pub fn name(self) -> &'static str {
+        match self {
+            ColumnType::String => "string",
+            ColumnType::Int64 => "int64",
+            ColumnType::Float64 => "float64",
+            ColumnType::Bool => "bool",
+            ColumnType::Timestamp => "timestamp",
+        }
+    }
+}
+
 /// One step of a JSON path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PathStep {

@@ -38,6 +38,7 @@ pub mod record_filter;
 pub mod scram;
 mod serde_pairs;
 pub mod state;
+pub mod table;
 pub mod topic_config;
 pub mod txn;
 pub mod watch;

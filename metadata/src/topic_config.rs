@@ -167,6 +167,12 @@ const KEYS: &[Key] = &[
         check: |v| at_least(v, -1),
         doc: "delete exported files whose newest record is older than this (-1: keep forever)",
     },
+    Key {
+        name: TABLE_FORMAT,
+        default: "none",
+        check: |v| one_of(v, &["none", "iceberg"]),
+        doc: "iceberg: the indexer keeps the topic as an Iceberg v2 table (the export's Parquet files are its data files; turns the export on)",
+    },
     // Kafka's keys for a broker's local disk and its replicas. Floe has
     // neither (every acknowledged batch is already in the object store,
     // which keeps the copies): they are taken and shown, so that configs
@@ -249,6 +255,9 @@ const KEYS: &[Key] = &[
 /// (`docs/queues.md`, "Delayed topics for classic consumers").
 pub const DELAYED_DELIVERY: &str = "floe.delayed.delivery";
 
+/// The key that makes a topic an Iceberg table.
+pub const TABLE_FORMAT: &str = "table.format";
+
 /// A topic's explicit settings (keys not set take their defaults).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopicConfig {
@@ -309,6 +318,7 @@ impl TopicConfig {
             next.overrides.insert(k.clone(), v.clone());
         }
         next.check_together()?;
+        self.check_table_change(&next)?;
         *self = next;
         Ok(())
     }
@@ -317,6 +327,13 @@ impl TopicConfig {
     /// cleaner would keep a delayed entry's key only, and a re-append would
     /// hide newer records of its key).
     fn check_together(&self) -> Result<(), MetaError> {
+        if self.iceberg_table() && self.export_retention_ms() >= 0 {
+            return Err(MetaError::InvalidConfig(format!(
+                "export.retention.ms cannot go with {TABLE_FORMAT}=iceberg yet: a file leaves a \
+                 table through a new snapshot and the expiry of the old ones, which Floe does \
+                 not do yet (the table keeps every file)"
+            )));
+        }
         if self.delayed_delivery() && self.compacted() {
             return Err(MetaError::InvalidConfig(format!(
                 "{DELAYED_DELIVERY}=true cannot go with a cleanup.policy that names compact: \
@@ -325,6 +342,43 @@ impl TopicConfig {
             )));
         }
         Ok(())
+    }
+
+    /// What Iceberg allows a table's columns: a typed column of
+    /// `export.index` keeps its type while it is in the index (Iceberg only
+    /// widens int to long and float to double, which the index's types
+    /// never need). Removing the column and adding it back with another
+    /// type is allowed: that is a new column.
+    fn check_table_change(&self, next: &TopicConfig) -> Result<(), MetaError> {
+        if !self.iceberg_table() && !next.iceberg_table() {
+            return Ok(());
+        }
+        let before = self.export_index();
+        for c in &next.export_index().columns {
+            if let Some(old) = before
+                .columns
+                .iter()
+                .find(|o| o.name.eq_ignore_ascii_case(&c.name) && o.kind != c.kind)
+            {
+                return Err(MetaError::InvalidConfig(format!(
+                    "export.index: column {:?} is {} in the topic's Iceberg table, and Iceberg \
+                     cannot change a {} column to {}; remove the column from export.index first \
+                     (older snapshots keep its data) and add it back with the new type, or give \
+                     the new type a new name",
+                    c.name,
+                    old.kind.name(),
+                    old.kind.name(),
+                    c.kind.name()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the indexer keeps the topic as an Iceberg table
+    /// (`table.format=iceberg`).
+    pub fn iceberg_table(&self) -> bool {
+        self.get(TABLE_FORMAT) == Some("iceberg")
     }
 
     /// Whether the topic holds records not due yet (`floe.delayed.delivery`).
@@ -566,6 +620,46 @@ mod tests {
         .unwrap();
         assert_eq!(c.min_cleanable_dirty_ratio(), 0.01);
         assert_eq!(c.max_compaction_lag_ms(), 1000);
+    }
+
+    #[test]
+    fn an_iceberg_table_refuses_a_type_change_and_file_retention() {
+        let idx = |t: &str| format!(r#"[{{"name":"amount","path":"$.amount","type":"{t}"}}]"#);
+        let mut c = TopicConfig::from_settings(&m(&[
+            (TABLE_FORMAT, "iceberg"),
+            ("export.index", &idx("float64")),
+        ]))
+        .unwrap();
+        assert!(c.iceberg_table());
+        let err = c
+            .alter(&m(&[("export.index", &idx("string"))]), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("\"amount\" is float64") && err.contains("to string"),
+            "{err}"
+        );
+        // Removed, then added back with the new type: a new column.
+        c.alter(&m(&[("export.index", "[]")]), &[]).unwrap();
+        c.alter(&m(&[("export.index", &idx("string"))]), &[]).unwrap();
+        // Turning the table on with a changed type at the same time is refused too.
+        let mut plain = TopicConfig::from_settings(&m(&[("export.index", &idx("int64"))])).unwrap();
+        assert!(
+            plain
+                .alter(
+                    &m(&[(TABLE_FORMAT, "iceberg"), ("export.index", &idx("bool"))]),
+                    &[]
+                )
+                .is_err()
+        );
+        // Without a table, exports change types freely.
+        plain.alter(&m(&[("export.index", &idx("bool"))]), &[]).unwrap();
+        let err = c
+            .alter(&m(&[("export.retention.ms", "1000")]), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("export.retention.ms"), "{err}");
+        assert!(TopicConfig::from_settings(&m(&[(TABLE_FORMAT, "delta")])).is_err());
     }
 
     #[test]

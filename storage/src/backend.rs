@@ -187,6 +187,25 @@ impl BackendSpec {
         }
     }
 
+    /// The URI other programs (query engines, Iceberg readers) name this
+    /// endpoint's objects under, with a trailing slash: `file:///abs/dir/`,
+    /// `s3://bucket/prefix/`, `hdfs://…/`, `memory://`. A local folder's
+    /// path is made absolute (it exists once the endpoint is open).
+    pub fn base_uri(&self) -> String {
+        match self {
+            BackendSpec::Local { root } => {
+                let abs = std::fs::canonicalize(root).unwrap_or_else(|_| root.clone());
+                format!("file://{}/", abs.display().to_string().trim_end_matches('/'))
+            }
+            BackendSpec::Memory => "memory://".to_string(),
+            BackendSpec::S3(s) => match &s.prefix {
+                Some(p) => format!("s3://{}/{p}/", s.bucket),
+                None => format!("s3://{}/", s.bucket),
+            },
+            BackendSpec::Hdfs { url } => format!("{}/", url.trim_end_matches('/')),
+        }
+    }
+
     /// Builds the store. For S3 this creates the bucket if it is missing.
     pub async fn open(&self, opts: &PoolOptions) -> Result<Arc<dyn ObjectStore>> {
         match self {
@@ -561,6 +580,7 @@ impl StorePool {
                 _ => None,
             };
             pool.set_kind(&ep.id, ep.spec.kind(), root);
+            pool.set_base_uri(&ep.id, ep.spec.base_uri());
         }
         Ok(pool)
     }
@@ -569,6 +589,23 @@ impl StorePool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn base_uris_name_objects_for_other_programs() {
+        let dir = tempfile::tempdir().unwrap();
+        let local = BackendSpec::Local {
+            root: dir.path().to_path_buf(),
+        };
+        let abs = std::fs::canonicalize(dir.path()).unwrap();
+        assert_eq!(local.base_uri(), format!("file://{}/", abs.display()));
+        let s3 = BackendSpec::parse("s3://bkt/some/prefix?region=x&access_key_id=a&secret_access_key=b")
+            .unwrap();
+        assert_eq!(s3.base_uri(), "s3://bkt/some/prefix/");
+        assert_eq!(
+            BackendSpec::parse("s3://bkt?region=x").unwrap().base_uri(),
+            "s3://bkt/"
+        );
+    }
 
     #[test]
     fn parses_each_scheme() {

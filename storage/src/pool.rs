@@ -234,6 +234,9 @@ struct Endpoint {
     kind: StoreKind,
     /// The folder of a local endpoint (for [`StorePool::remove_partial_writes`]).
     local_root: Option<std::path::PathBuf>,
+    /// How other programs name this endpoint's objects (`file:///…/`,
+    /// `s3://bucket/prefix/`); `None` for a pool built by hand.
+    base_uri: Option<String>,
     health: Mutex<Health>,
     /// Recent writes (the adaptive write deadline).
     latency: LatencyWindow,
@@ -625,6 +628,7 @@ impl StorePool {
                 store,
                 kind: StoreKind::Memory,
                 local_root: None,
+                base_uri: None,
                 health: Mutex::new(Health::Healthy),
                 latency: LatencyWindow::default(),
                 read_latency: LatencyWindow::default(),
@@ -996,6 +1000,28 @@ impl StorePool {
             ep.kind = kind;
             ep.local_root = local_root;
         }
+    }
+
+    pub(crate) fn set_base_uri(&mut self, id: &EndpointId, uri: String) {
+        let Some(shared) = Arc::get_mut(&mut self.shared) else {
+            return;
+        };
+        if let Some(ep) = shared
+            .endpoints
+            .iter_mut()
+            .find(|e| &e.id == id)
+            .and_then(Arc::get_mut)
+        {
+            ep.base_uri = Some(uri);
+        }
+    }
+
+    /// The URI other programs read an object under (`file:///…/key`,
+    /// `s3://bucket/prefix/key`), or `None` when the endpoint is unknown or
+    /// was built by hand (tests).
+    pub fn uri(&self, endpoint: &EndpointId, key: &ObjectKey) -> Option<String> {
+        let ep = self.endpoints().iter().find(|e| &e.id == endpoint)?;
+        Some(format!("{}{}", ep.base_uri.as_deref()?, key.as_str()))
     }
 
     /// Deletes what writes cut short by a crash left in a local folder under

@@ -601,6 +601,73 @@ impl dyn MetaApi + '_ {
         Ok(())
     }
 
+    /// A topic's Iceberg table as the Raft state keeps it.
+    pub async fn table_state(&self, topic: &str) -> Result<crate::table::TableView, MetaError> {
+        let r = self
+            .call::<routes::TableState>(proto::TopicName {
+                name: topic.to_string(),
+            })
+            .await?;
+        Ok(crate::table::TableView {
+            topic_id: convert::topic_id(&r.topic_id)?,
+            state: crate::table::TableState {
+                metadata_location: (!r.metadata_location.is_empty()).then_some(r.metadata_location),
+                version: r.version,
+                columns: r
+                    .columns
+                    .into_iter()
+                    .map(|c| crate::table::TableColumn {
+                        name: c.name,
+                        kind: c.kind,
+                        id: c.id,
+                    })
+                    .collect(),
+            },
+        })
+    }
+
+    /// The field ids of a table's typed columns, (name, type) pairs; new
+    /// pairs get the next free ids.
+    pub async fn table_columns(
+        &self,
+        topic: &str,
+        columns: &[(String, String)],
+    ) -> Result<Vec<i32>, MetaError> {
+        let r = self
+            .call::<routes::TableColumns>(proto::TableColumnsRequest {
+                topic: topic.to_string(),
+                columns: columns
+                    .iter()
+                    .map(|(name, kind)| proto::TableColumn {
+                        name: name.clone(),
+                        kind: kind.clone(),
+                        id: 0,
+                    })
+                    .collect(),
+            })
+            .await?;
+        Ok(r.ids)
+    }
+
+    /// Moves a table's pointer from `expected` to `location` (an
+    /// `ExportConflict` when another commit moved it first); returns the
+    /// table's version.
+    pub async fn table_commit(
+        &self,
+        topic: &str,
+        expected: Option<&str>,
+        location: &str,
+    ) -> Result<u64, MetaError> {
+        let r = self
+            .call::<routes::TableCommit>(proto::TableCommitRequest {
+                topic: topic.to_string(),
+                expected: expected.unwrap_or_default().to_string(),
+                location: location.to_string(),
+            })
+            .await?;
+        Ok(r.version)
+    }
+
     /// Starts a topic's exports over; returns the new generation.
     pub async fn export_reset(&self, topic: &str) -> Result<u64, MetaError> {
         let r = self

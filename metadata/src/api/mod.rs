@@ -7,6 +7,7 @@ pub mod calls;
 pub mod client;
 pub mod convert;
 mod export_routes;
+mod table_routes;
 pub mod meta_api;
 pub mod node_routes;
 pub mod proto;

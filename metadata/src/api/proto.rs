@@ -1258,6 +1258,62 @@ pub struct ListNodesResponse {
     pub highest_id: u32,
 }
 
+/// A topic's Iceberg table in the Raft state (`crate::table`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TableStateResponse {
+    #[prost(string, tag = "1")]
+    pub topic_id: String,
+    /// The current metadata file; empty before the first commit.
+    #[prost(string, tag = "2")]
+    pub metadata_location: String,
+    #[prost(uint64, tag = "3")]
+    pub version: u64,
+    #[prost(message, repeated, tag = "4")]
+    pub columns: Vec<TableColumn>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TableColumn {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(string, tag = "2")]
+    pub kind: String,
+    #[prost(int32, tag = "3")]
+    pub id: i32,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TableColumnsRequest {
+    #[prost(string, tag = "1")]
+    pub topic: String,
+    /// Names and types (`id` unset).
+    #[prost(message, repeated, tag = "2")]
+    pub columns: Vec<TableColumn>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TableColumnsResponse {
+    #[prost(int32, repeated, tag = "1")]
+    pub ids: Vec<i32>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TableCommitRequest {
+    #[prost(string, tag = "1")]
+    pub topic: String,
+    /// The metadata file the commit is based on; empty for the first.
+    #[prost(string, tag = "2")]
+    pub expected: String,
+    #[prost(string, tag = "3")]
+    pub location: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TableCommitResponse {
+    #[prost(uint64, tag = "1")]
+    pub version: u64,
+}
+
 #[cfg(test)]
 mod format_samples {
     #![allow(clippy::unwrap_used)]

@@ -74,6 +74,12 @@ routes! {
     ExportCommit = "/v1/exports/commit": ExportCommitRequest => Empty;
     ExportForget = "/v1/exports/forget": ExportForgetRequest => Empty;
     ExportReset = "/v1/exports/reset": ExportResetRequest => ExportResetResponse;
+    /// A topic's Iceberg table: its pointer and column ids (`crate::table`).
+    TableState = "/v1/tables/state": TopicName => TableStateResponse;
+    /// The field ids of a table's typed columns, new ones given ids.
+    TableColumns = "/v1/tables/columns": TableColumnsRequest => TableColumnsResponse;
+    /// Moves a table's pointer by compare-and-set.
+    TableCommit = "/v1/tables/commit": TableCommitRequest => TableCommitResponse;
     /// A transaction coordinator's step (`crate::txn`), fenced by its shard.
     TxnStep = "/v1/txns/step": TxnRequest => TxnResponse;
     /// The state of the transactional ids a filter selects (by id, producer
@@ -125,6 +131,6 @@ mod tests {
             assert!(p.starts_with("/v1/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 49);
+        assert_eq!(ALL_PATHS.len(), 52);
     }
 }

@@ -452,6 +452,17 @@ mod tests {
         });
         // A group-committed entry holds commands of every kind.
         all.push(Command::Batch(all.clone()));
+        // Commands of 0.2.0, after 0.1.0's batch: each release's entries
+        // read pairwise against this list.
+        all.push(Command::TableColumns {
+            topic: "t".into(),
+            columns: vec![("amount".into(), "float64".into())],
+        });
+        all.push(Command::TableCommit {
+            topic: "t".into(),
+            expected: None,
+            location: "file:///m.json".into(),
+        });
         all
     }
 

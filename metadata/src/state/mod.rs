@@ -270,6 +270,20 @@ impl ClusterState {
             Command::ExportReset { topic } => reply(self.topics.reset_exports(topic), |g| {
                 Response::ExportGeneration { generation: g }
             }),
+            Command::TableColumns { topic, columns } => {
+                reply(self.topics.table_columns(topic, columns), |ids| {
+                    Response::TableColumnIds { ids }
+                })
+            }
+            Command::TableCommit {
+                topic,
+                expected,
+                location,
+            } => reply(
+                self.topics
+                    .table_commit(topic, expected.as_deref(), location),
+                |version| Response::TableVersion { version },
+            ),
 
             // Groups, fenced by the topics' shard and partition owners (read).
             Command::CommitOffsets {

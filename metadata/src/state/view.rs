@@ -173,7 +173,7 @@ pub fn change_of(
         | Command::DeleteAcls(_)
         | Command::AlterBrokerConfig { .. } => ViewChange::global(),
         // The log's index, its watermarks and producers; leases; groups,
-        // offsets, share state; transactions; exports: not in the view.
+        // offsets, share state; transactions; exports and tables: not in the view.
         Command::Heartbeat { .. }
         | Command::Commit { .. }
         | Command::CommitWithTxns { .. }
@@ -196,7 +196,9 @@ pub fn change_of(
         | Command::ExportBegin { .. }
         | Command::ExportCommit { .. }
         | Command::ExportForget { .. }
-        | Command::ExportReset { .. } => ViewChange::default(),
+        | Command::ExportReset { .. }
+        | Command::TableColumns { .. }
+        | Command::TableCommit { .. } => ViewChange::default(),
     }
 }
 

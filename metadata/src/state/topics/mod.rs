@@ -50,6 +50,9 @@ pub struct Topic {
     pub id: TopicId,
     pub partitions: u32,
     pub config: TopicConfig,
+    /// The topic's Iceberg table (`table.format=iceberg`).
+    #[serde(default)]
+    pub table: crate::table::TableState,
 }
 
 impl Topic {
@@ -207,6 +210,7 @@ impl TopicsState {
                 id,
                 partitions,
                 config,
+                table: crate::table::TableState::default(),
             },
         );
         Ok(())
@@ -336,6 +340,34 @@ impl TopicsState {
             }
         }
         Ok(generation)
+    }
+
+    /// The field ids of a table's typed columns (see
+    /// [`crate::table::TableState::ensure_columns`]).
+    pub(crate) fn table_columns(
+        &mut self,
+        name: &str,
+        columns: &[(String, String)],
+    ) -> Result<Vec<i32>, MetaError> {
+        self.topic_mut(name)?.table.ensure_columns(columns)
+    }
+
+    /// Moves a table's pointer (see [`crate::table::TableState::commit`]).
+    pub(crate) fn table_commit(
+        &mut self,
+        name: &str,
+        expected: Option<&str>,
+        location: &str,
+    ) -> Result<u64, MetaError> {
+        self.topic_mut(name)?
+            .table
+            .commit(expected, location.to_string())
+    }
+
+    fn topic_mut(&mut self, name: &str) -> Result<&mut Topic, MetaError> {
+        self.by_name
+            .get_mut(name)
+            .ok_or_else(|| MetaError::UnknownTopic(name.to_string()))
     }
 
     fn partition_mut(&mut self, partition: PartitionKey) -> Result<&mut PartitionState, MetaError> {

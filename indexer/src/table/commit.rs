@@ -1,0 +1,616 @@
+//! One commit of a topic's Iceberg table: the export files committed since
+//! the table's current snapshot become a new snapshot.
+//!
+//! The table itself says what it holds: each snapshot's summary carries,
+//! per partition, the first offset it does not cover (`floe.offsets`) and
+//! the export generation its files belong to. A commit
+//!
+//! 1. reads the table's pointer from the Raft state and its current
+//!    metadata file from the store;
+//! 2. takes the committed export files at or past those offsets;
+//! 3. writes a manifest listing them, a manifest list (the previous
+//!    snapshot's manifests and the new one) and a new metadata file, each
+//!    under a new name;
+//! 4. moves the pointer from the metadata file it read to the new one,
+//!    a compare-and-set in the Raft state.
+//!
+//! A crash before step 4 leaves files no snapshot refers to, and the next
+//! commit starts again from the same snapshot: the same export files, no
+//! row twice and none missing. After step 4 the new snapshot's offsets say
+//! where the next commit starts. Two committers cannot both win step 4.
+
+use std::collections::{BTreeMap, HashMap};
+
+use floe_metadata::export::{ExportFile, TopicExports};
+use floe_metadata::export_def::IndexDefinition;
+use floe_storage::{EndpointId, ObjectKey, ObjectRef};
+use iceberg::io::FileIO;
+use iceberg::spec::{
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion,
+    MAIN_BRANCH, ManifestFile, ManifestList, ManifestListWriter, ManifestWriterBuilder, Operation,
+    Snapshot, SortOrder, Struct, Summary, TableMetadata, TableMetadataBuilder,
+    UnboundPartitionSpec,
+};
+
+use super::schema::{name_mapping, table_schema};
+use crate::columns::FIXED_FIELD_IDS;
+use crate::error::{ErrorKind, IndexerError, Result};
+use crate::exporter::Indexer;
+
+/// The snapshot summary's key for the offsets a snapshot covers: a JSON
+/// object of partition → first offset not in the table.
+pub const OFFSETS: &str = "floe.offsets";
+/// The snapshot summary's key for the export generation of its files.
+pub const GENERATION: &str = "floe.export-generation";
+/// Snapshots a table keeps: older ones are dropped from its metadata as
+/// new ones come (an append-only table's current snapshot still holds
+/// every file).
+pub const MAX_SNAPSHOTS: usize = 500;
+/// The table property that names the topic.
+pub const TOPIC_PROPERTY: &str = "floe.topic";
+
+/// Where a commit stands, for the crash tests (`FLOE_TABLE_PAUSE_AT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// The manifest of the new files is written.
+    Manifest,
+    /// The manifest list is written.
+    ManifestList,
+    /// The new metadata file is written.
+    Metadata,
+    /// The pointer moved: the snapshot is the table's.
+    Pointer,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Manifest => "manifest",
+            Phase::ManifestList => "manifest-list",
+            Phase::Metadata => "metadata",
+            Phase::Pointer => "pointer",
+        }
+    }
+}
+
+/// Test hook: with `FLOE_TABLE_PAUSE_AT=<phase>` a commit logs that it
+/// reached the phase and waits there for good, so that a test can
+/// `kill -9` the process at exactly that point of a commit.
+async fn reached(phase: Phase) {
+    if std::env::var("FLOE_TABLE_PAUSE_AT").is_ok_and(|v| v == phase.name()) {
+        tracing::warn!(
+            phase = phase.name(),
+            "table commit paused (FLOE_TABLE_PAUSE_AT)"
+        );
+        std::future::pending::<()>().await;
+    }
+}
+
+/// What a commit did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    pub snapshot_id: Option<i64>,
+    pub files: usize,
+    pub records: u64,
+    pub metadata_location: String,
+}
+
+fn iceberg_err(what: &str) -> impl Fn(iceberg::Error) -> IndexerError + '_ {
+    move |e| IndexerError::corrupt(format!("{what}: {e}"))
+}
+
+/// What a snapshot's summary says it covers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Covered {
+    pub generation: Option<u64>,
+    /// Partition → first offset not in the table.
+    pub offsets: BTreeMap<u32, i64>,
+}
+
+impl Covered {
+    pub fn of(snapshot: Option<&Snapshot>) -> Result<Covered> {
+        let Some(s) = snapshot else {
+            return Ok(Covered::default());
+        };
+        let props = &s.summary().additional_properties;
+        let offsets = match props.get(OFFSETS) {
+            Some(v) => serde_json::from_str::<BTreeMap<u32, i64>>(v).map_err(|e| {
+                IndexerError::corrupt(format!("snapshot {}: {OFFSETS}: {e}", s.snapshot_id()))
+            })?,
+            None => BTreeMap::new(),
+        };
+        let generation = props.get(GENERATION).and_then(|g| g.parse().ok());
+        Ok(Covered {
+            generation,
+            offsets,
+        })
+    }
+}
+
+/// The export files a new snapshot adds: per partition, those at or past
+/// the offset the table covers. Fails when a file straddles it (the table
+/// and the exports disagree).
+pub fn files_to_add<'a>(
+    exports: &'a TopicExports,
+    covered: &Covered,
+) -> Result<Vec<(u32, &'a ExportFile)>> {
+    let mut out = Vec::new();
+    for p in &exports.partitions {
+        let from = covered.offsets.get(&p.partition).copied().unwrap_or(0);
+        for f in &p.files {
+            if f.first_offset >= from {
+                out.push((p.partition, f));
+            } else if f.last_offset >= from {
+                return Err(IndexerError::corrupt(format!(
+                    "partition {}: export file {} ({}..={}) straddles offset {from}, where the \
+                     table's snapshot ends",
+                    p.partition, f.key, f.first_offset, f.last_offset
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The offsets covered once `added` joins `covered` (a partition with no
+/// file keeps its offset).
+pub fn covered_after(covered: &Covered, added: &[(u32, &ExportFile)]) -> BTreeMap<u32, i64> {
+    let mut next = covered.offsets.clone();
+    for (p, f) in added {
+        let e = next.entry(*p).or_insert(0);
+        *e = (*e).max(f.last_offset + 1);
+    }
+    next
+}
+
+impl Indexer {
+    /// The URI of an object of the export endpoint.
+    fn uri_of(&self, endpoint: &str, key: &str) -> Result<String> {
+        self.pool()
+            .uri(&EndpointId::new(endpoint), &ObjectKey::new(key))
+            .ok_or_else(|| {
+                IndexerError::invalid(format!(
+                    "store endpoint {endpoint} has no URI that readers could open"
+                ))
+            })
+    }
+
+    /// The key under the export endpoint of one of its URIs.
+    pub(crate) fn key_of(&self, uri: &str) -> Result<ObjectKey> {
+        let base = self.uri_of(self.endpoint().as_str(), "")?;
+        uri.strip_prefix(&base)
+            .map(ObjectKey::new)
+            .ok_or_else(|| {
+                IndexerError::corrupt(format!("{uri} is not under the export endpoint ({base})"))
+            })
+    }
+
+    pub(crate) async fn read_uri(&self, uri: &str) -> Result<bytes::Bytes> {
+        let key = self.key_of(uri)?;
+        Ok(self
+            .pool()
+            .get(&ObjectRef {
+                endpoint: self.endpoint().clone(),
+                key,
+                size: 0,
+            })
+            .await?)
+    }
+
+    async fn write_uri(&self, uri: &str, bytes: bytes::Bytes) -> Result<()> {
+        let key = self.key_of(uri)?;
+        self.pool()
+            .put_at(self.endpoint(), key, bytes.into())
+            .await?;
+        Ok(())
+    }
+
+    /// A table's current metadata, read from the file the pointer names.
+    pub async fn table_metadata(&self, location: &str) -> Result<TableMetadata> {
+        let bytes = self.read_uri(location).await?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| IndexerError::corrupt(format!("table metadata {location}: {e}")))
+    }
+
+    /// Commits what the topic's exports hold past the table's current
+    /// snapshot; `None` when there is nothing to commit.
+    pub async fn commit_table(
+        &self,
+        topic: &str,
+        def: &IndexDefinition,
+    ) -> Result<Option<Committed>> {
+        let meta = self.meta();
+        let table = meta.table_state(topic).await?;
+        let exports = meta.export_state(topic).await?;
+        let ids = self.table_field_ids(topic, table.topic_id, def).await?;
+        let schema = table_schema(def, &ids)?;
+        let current = match &table.state.metadata_location {
+            Some(loc) => Some(self.table_metadata(loc).await?),
+            None => None,
+        };
+        let generation = exports
+            .partitions
+            .iter()
+            .map(|p| p.generation)
+            .max()
+            .unwrap_or(0);
+        let mut covered = Covered::of(current.as_ref().and_then(|m| m.current_snapshot()).map(|s| &**s))?;
+        // A backfill started the exports over: the new generation's files
+        // replace the table's.
+        let overwrite = covered.generation.is_some_and(|g| g != generation);
+        if overwrite {
+            covered = Covered::default();
+        }
+        let added = files_to_add(&exports, &covered)?;
+        let schema_changed = current
+            .as_ref()
+            .is_none_or(|m| m.current_schema().as_struct() != schema.as_struct());
+        if added.is_empty() && !schema_changed && !overwrite {
+            return Ok(None);
+        }
+
+        let location = self.uri_of(self.endpoint().as_str(), &format!("tables/{topic}"))?;
+        let mut properties = HashMap::from([
+            (TOPIC_PROPERTY.to_string(), topic.to_string()),
+            (
+                "schema.name-mapping.default".to_string(),
+                name_mapping(def, &ids),
+            ),
+        ]);
+        // The schema (and name mapping) of this commit.
+        let builder = match &current {
+            Some(m) => m
+                .clone()
+                .into_builder(table.state.metadata_location.clone()),
+            None => {
+                properties.insert("format-version".into(), "2".into());
+                TableMetadataBuilder::new(
+                    table_schema(&IndexDefinition::default(), &[])?,
+                    UnboundPartitionSpec::builder().build(),
+                    SortOrder::unsorted_order(),
+                    location.clone(),
+                    FormatVersion::V2,
+                    HashMap::new(),
+                )
+                .map_err(iceberg_err("a new table"))?
+            }
+        };
+        properties.remove("format-version");
+        let staged = builder
+            .add_current_schema(schema)
+            .and_then(|b| b.set_properties(properties))
+            .and_then(|b| b.build())
+            .map_err(iceberg_err("the table's schema"))?
+            .metadata;
+
+        let records: u64 = added.iter().map(|(_, f)| f.rows).sum();
+        let kept: Vec<&(u32, &ExportFile)> = added.iter().filter(|(_, f)| f.rows > 0).collect();
+        let mut snapshot_id = None;
+        let new = if added.is_empty() && !overwrite {
+            staged
+        } else {
+            let id = self.new_snapshot_id(&staged);
+            snapshot_id = Some(id);
+            let seq = staged.next_sequence_number();
+            let parent = staged.current_snapshot().map(|s| s.snapshot_id());
+            let schema = staged.current_schema().clone();
+            let spec = staged.default_partition_spec().as_ref().clone();
+            let io = FileIO::new_with_memory();
+            let nonce = uuid::Uuid::new_v4().simple().to_string();
+
+            let mut manifests: Vec<ManifestFile> = Vec::new();
+            if !overwrite && let Some(prev) = staged.current_snapshot() {
+                let bytes = self.read_uri(prev.manifest_list()).await?;
+                let list = ManifestList::parse_with_version(&bytes, staged.format_version())
+                    .map_err(iceberg_err("the previous manifest list"))?;
+                manifests.extend(list.consume_entries());
+            }
+            if !kept.is_empty() {
+                let manifest_uri = format!("{location}/metadata/{nonce}-m0.avro");
+                let out = io
+                    .new_output(&manifest_uri)
+                    .map_err(iceberg_err("a manifest"))?;
+                let mut w = ManifestWriterBuilder::new(out, Some(id), schema.clone(), spec)
+                    .build_v2_data();
+                for (p, f) in &kept {
+                    w.add_file(self.data_file(*p, f)?, seq)
+                        .map_err(iceberg_err("a manifest entry"))?;
+                }
+                let manifest = w
+                    .write_manifest_file()
+                    .await
+                    .map_err(iceberg_err("a manifest"))?;
+                let bytes = io
+                    .new_input(&manifest_uri)
+                    .map_err(iceberg_err("a manifest"))?
+                    .read()
+                    .await
+                    .map_err(iceberg_err("a manifest"))?;
+                self.write_uri(&manifest_uri, bytes).await?;
+                reached(Phase::Manifest).await;
+                manifests.push(manifest);
+            }
+
+            let list_uri = format!("{location}/metadata/snap-{id}-1-{nonce}.avro");
+            let out = io
+                .new_output(&list_uri)
+                .map_err(iceberg_err("a manifest list"))?;
+            let mut w = ManifestListWriter::v2(
+                out.writer().await.map_err(iceberg_err("a manifest list"))?,
+                id,
+                parent,
+                seq,
+            );
+            w.add_manifests(manifests.into_iter())
+                .map_err(iceberg_err("a manifest list"))?;
+            w.close().await.map_err(iceberg_err("a manifest list"))?;
+            let bytes = io
+                .new_input(&list_uri)
+                .map_err(iceberg_err("a manifest list"))?
+                .read()
+                .await
+                .map_err(iceberg_err("a manifest list"))?;
+            self.write_uri(&list_uri, bytes).await?;
+            reached(Phase::ManifestList).await;
+
+            let summary = self.summary(
+                staged.current_snapshot().map(|s| &**s),
+                &covered,
+                &added,
+                generation,
+                overwrite,
+            )?;
+            let snapshot = Snapshot::builder()
+                .with_snapshot_id(id)
+                .with_parent_snapshot_id(parent)
+                .with_sequence_number(seq)
+                .with_timestamp_ms(chrono::Utc::now().timestamp_millis().max(staged.last_updated_ms() + 1))
+                .with_manifest_list(list_uri)
+                .with_summary(summary)
+                .with_schema_id(staged.current_schema_id())
+                .build();
+            // Snapshots before a backfill name files that are gone; the
+            // oldest beyond MAX_SNAPSHOTS are dropped.
+            let mut old: Vec<(i64, i64)> = staged
+                .snapshots()
+                .map(|s| (s.timestamp_ms(), s.snapshot_id()))
+                .collect();
+            old.sort();
+            let drop: Vec<i64> = if overwrite {
+                old.iter().map(|(_, id)| *id).collect()
+            } else {
+                let excess = (old.len() + 1).saturating_sub(MAX_SNAPSHOTS);
+                old.iter().take(excess).map(|(_, id)| *id).collect()
+            };
+            staged
+                .into_builder(None)
+                .set_branch_snapshot(snapshot, MAIN_BRANCH)
+                .map(|b| b.remove_snapshots(&drop))
+                .and_then(|b| b.build())
+                .map_err(iceberg_err("the new snapshot"))?
+                .metadata
+        };
+
+        let version = table.state.version + 1;
+        let metadata_uri = format!(
+            "{location}/metadata/{version:05}-{}.metadata.json",
+            uuid::Uuid::new_v4()
+        );
+        let json = serde_json::to_vec(&new)
+            .map_err(|e| IndexerError::corrupt(format!("table metadata as JSON: {e}")))?;
+        self.write_uri(&metadata_uri, json.into()).await?;
+        reached(Phase::Metadata).await;
+        meta.table_commit(
+            topic,
+            table.state.metadata_location.as_deref(),
+            &metadata_uri,
+        )
+        .await?;
+        crate::metrics::table_commit(kept.len() as u64, records);
+        tracing::info!(
+            topic,
+            snapshot = ?snapshot_id,
+            files = kept.len(),
+            records,
+            metadata = %metadata_uri,
+            "table committed"
+        );
+        reached(Phase::Pointer).await;
+        Ok(Some(Committed {
+            snapshot_id,
+            files: kept.len(),
+            records,
+            metadata_location: metadata_uri,
+        }))
+    }
+
+    /// A snapshot id not in use (positive, random).
+    fn new_snapshot_id(&self, m: &TableMetadata) -> i64 {
+        loop {
+            let (hi, lo) = uuid::Uuid::new_v4().as_u64_pair();
+            let id = ((hi ^ lo) >> 1) as i64;
+            if id > 0 && m.snapshot_by_id(id).is_none() {
+                return id;
+            }
+        }
+    }
+
+    /// The manifest entry of one export file: its URI, size and rows, and
+    /// bounds of partition, offset and timestamp (what readers prune by).
+    fn data_file(&self, partition: u32, f: &ExportFile) -> Result<DataFile> {
+        let [p_id, o_id, t_id, ..] = FIXED_FIELD_IDS;
+        let p = i32::try_from(partition)
+            .map_err(|_| IndexerError::invalid(format!("partition {partition}")))?;
+        let micros = |ms: i64| ms.saturating_mul(1000);
+        DataFileBuilder::default()
+            .content(DataContentType::Data)
+            .file_path(self.uri_of(&f.endpoint, &f.key)?)
+            .file_format(DataFileFormat::Parquet)
+            .partition(Struct::empty())
+            .record_count(f.rows)
+            .file_size_in_bytes(f.size)
+            .value_counts(HashMap::from([
+                (p_id, f.rows),
+                (o_id, f.rows),
+                (t_id, f.rows),
+            ]))
+            .null_value_counts(HashMap::from([(p_id, 0), (o_id, 0), (t_id, 0)]))
+            .lower_bounds(HashMap::from([
+                (p_id, Datum::int(p)),
+                (o_id, Datum::long(f.first_offset)),
+                (t_id, Datum::timestamptz_micros(micros(f.min_timestamp))),
+            ]))
+            .upper_bounds(HashMap::from([
+                (p_id, Datum::int(p)),
+                (o_id, Datum::long(f.last_offset)),
+                (t_id, Datum::timestamptz_micros(micros(f.max_timestamp))),
+            ]))
+            .build()
+            .map_err(|e| IndexerError::corrupt(format!("a data file entry: {e}")))
+    }
+
+    /// The new snapshot's summary: Iceberg's counts, and what it covers.
+    fn summary(
+        &self,
+        parent: Option<&Snapshot>,
+        covered: &Covered,
+        added: &[(u32, &ExportFile)],
+        generation: u64,
+        overwrite: bool,
+    ) -> Result<Summary> {
+        let total = |key: &str| -> u64 {
+            if overwrite {
+                return 0;
+            }
+            parent
+                .and_then(|s| s.summary().additional_properties.get(key))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        let kept = added.iter().filter(|(_, f)| f.rows > 0);
+        let files = kept.clone().count() as u64;
+        let records: u64 = kept.clone().map(|(_, f)| f.rows).sum();
+        let size: u64 = kept.map(|(_, f)| f.size).sum();
+        let offsets = serde_json::to_string(&covered_after(covered, added))
+            .map_err(|e| IndexerError::corrupt(format!("{OFFSETS}: {e}")))?;
+        let mut props = HashMap::from([
+            ("added-data-files".to_string(), files.to_string()),
+            ("added-records".to_string(), records.to_string()),
+            ("added-files-size".to_string(), size.to_string()),
+            (
+                "total-data-files".to_string(),
+                (total("total-data-files") + files).to_string(),
+            ),
+            (
+                "total-records".to_string(),
+                (total("total-records") + records).to_string(),
+            ),
+            (
+                "total-files-size".to_string(),
+                (total("total-files-size") + size).to_string(),
+            ),
+            ("total-delete-files".to_string(), "0".to_string()),
+            ("total-position-deletes".to_string(), "0".to_string()),
+            ("total-equality-deletes".to_string(), "0".to_string()),
+            (OFFSETS.to_string(), offsets),
+            (GENERATION.to_string(), generation.to_string()),
+        ]);
+        if overwrite && let Some(p) = parent {
+            let before = |k: &str| {
+                p.summary()
+                    .additional_properties
+                    .get(k)
+                    .cloned()
+                    .unwrap_or_else(|| "0".into())
+            };
+            props.insert("deleted-data-files".into(), before("total-data-files"));
+            props.insert("deleted-records".into(), before("total-records"));
+        }
+        Ok(Summary {
+            operation: if overwrite {
+                Operation::Overwrite
+            } else {
+                Operation::Append
+            },
+            additional_properties: props,
+        })
+    }
+}
+
+/// Whether a commit failed because another moved the table first.
+pub fn lost_race(e: &IndexerError) -> bool {
+    e.kind == ErrorKind::Conflict
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use floe_metadata::export::PartitionExports;
+    use floe_metadata::ids::TopicId;
+
+    fn file(first: i64, last: i64, rows: u64) -> ExportFile {
+        ExportFile {
+            endpoint: "default".into(),
+            key: format!("exports/t/0-{first}-{last}.parquet"),
+            first_offset: first,
+            last_offset: last,
+            rows,
+            size: 100,
+            min_timestamp: 0,
+            max_timestamp: 0,
+        }
+    }
+
+    fn exports(parts: Vec<Vec<ExportFile>>) -> TopicExports {
+        TopicExports {
+            topic_id: TopicId(uuid::Uuid::nil()),
+            partitions: parts
+                .into_iter()
+                .enumerate()
+                .map(|(i, files)| PartitionExports {
+                    partition: i as u32,
+                    generation: 1,
+                    next_offset: files.last().map_or(0, |f| f.last_offset + 1),
+                    pending: None,
+                    files,
+                    log_start_offset: 0,
+                    high_watermark: 100,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_commit_takes_the_files_past_what_the_table_covers() {
+        let e = exports(vec![
+            vec![file(0, 9, 10), file(10, 19, 0), file(20, 29, 10)],
+            vec![file(0, 4, 5)],
+        ]);
+        let covered = Covered {
+            generation: Some(1),
+            offsets: BTreeMap::from([(0, 10)]),
+        };
+        let added = files_to_add(&e, &covered).unwrap();
+        let firsts: Vec<(u32, i64)> = added.iter().map(|(p, f)| (*p, f.first_offset)).collect();
+        assert_eq!(firsts, vec![(0, 10), (0, 20), (1, 0)]);
+        assert_eq!(
+            covered_after(&covered, &added),
+            BTreeMap::from([(0, 30), (1, 5)])
+        );
+        // Everything covered: nothing to add, the offsets stay.
+        let all = Covered {
+            generation: Some(1),
+            offsets: BTreeMap::from([(0, 30), (1, 5)]),
+        };
+        assert!(files_to_add(&e, &all).unwrap().is_empty());
+        // A file across the table's end means the two disagree.
+        let odd = Covered {
+            generation: Some(1),
+            offsets: BTreeMap::from([(0, 5)]),
+        };
+        assert_eq!(
+            files_to_add(&e, &odd).unwrap_err().kind,
+            ErrorKind::Corrupt
+        );
+    }
+}

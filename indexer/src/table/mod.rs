@@ -1,0 +1,14 @@
+//! Topics as Iceberg v2 tables (`table.format=iceberg`).
+//!
+//! The export's Parquet files (with Iceberg field ids) are the table's data
+//! files; [`commit`] adds those committed since the table's current
+//! snapshot as a new snapshot, exactly once, with the table's pointer in
+//! the Raft state; [`catalog`] serves the tables over Iceberg's REST
+//! catalog API; [`schema`] maps a topic's columns to an Iceberg schema.
+//! The design is described in `docs/tables.md`.
+
+pub mod catalog;
+pub mod commit;
+pub mod schema;
+
+pub use commit::{Committed, Covered};

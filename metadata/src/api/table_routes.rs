@@ -1,0 +1,74 @@
+//! A topic's Iceberg table over the API: read its pointer and column ids,
+//! give new columns ids, move the pointer (`crate::table`).
+
+use super::proto;
+use super::server::AppState;
+use crate::command::{Command, Response};
+use crate::error::MetaError;
+
+pub(super) async fn state(
+    s: AppState,
+    req: proto::TopicName,
+) -> Result<proto::TableStateResponse, MetaError> {
+    s.linearizable().await?;
+    s.shared
+        .read(|st| {
+            let t = st.topics.by_name.get(&req.name)?;
+            Some(proto::TableStateResponse {
+                topic_id: t.id.to_string(),
+                metadata_location: t.table.metadata_location.clone().unwrap_or_default(),
+                version: t.table.version,
+                columns: t
+                    .table
+                    .columns
+                    .iter()
+                    .map(|c| proto::TableColumn {
+                        name: c.name.clone(),
+                        kind: c.kind.clone(),
+                        id: c.id,
+                    })
+                    .collect(),
+            })
+        })
+        .ok_or(MetaError::UnknownTopic(req.name))
+}
+
+pub(super) async fn columns(
+    s: AppState,
+    req: proto::TableColumnsRequest,
+) -> Result<proto::TableColumnsResponse, MetaError> {
+    let columns = req.columns.into_iter().map(|c| (c.name, c.kind)).collect();
+    match s
+        .write(Command::TableColumns {
+            topic: req.topic,
+            columns,
+        })
+        .await?
+    {
+        (Response::TableColumnIds { ids }, _) => Ok(proto::TableColumnsResponse { ids }),
+        (other, _) => Err(MetaError::Storage(format!("unexpected response {other:?}"))),
+    }
+}
+
+pub(super) async fn commit(
+    s: AppState,
+    req: proto::TableCommitRequest,
+) -> Result<proto::TableCommitResponse, MetaError> {
+    if req.location.is_empty() {
+        return Err(MetaError::InvalidRequest(
+            "a table commit needs a metadata location".into(),
+        ));
+    }
+    let expected = (!req.expected.is_empty()).then_some(req.expected);
+    match s
+        .write(Command::TableCommit {
+            topic: req.topic,
+            expected,
+            location: req.location,
+        })
+        .await?
+    {
+        (Response::TableVersion { version }, _) => Ok(proto::TableCommitResponse { version }),
+        (other, _) => Err(MetaError::Storage(format!("unexpected response {other:?}"))),
+    }
+}
