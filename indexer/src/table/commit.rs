@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use floe_metadata::export::{ExportFile, TopicExports};
 use floe_metadata::export_def::IndexDefinition;
-use floe_storage::{EndpointId, ObjectKey, ObjectRef};
+use floe_storage::{EndpointId, ObjectKey};
 use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion,
@@ -187,14 +187,8 @@ impl Indexer {
 
     pub(crate) async fn read_uri(&self, uri: &str) -> Result<bytes::Bytes> {
         let key = self.key_of(uri)?;
-        Ok(self
-            .pool()
-            .get(&ObjectRef {
-                endpoint: self.endpoint().clone(),
-                key,
-                size: 0,
-            })
-            .await?)
+        let obj = self.pool().head(self.endpoint(), &key).await?;
+        Ok(self.pool().get(&obj).await?)
     }
 
     async fn write_uri(&self, uri: &str, bytes: bytes::Bytes) -> Result<()> {

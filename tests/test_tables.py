@@ -1,0 +1,323 @@
+"""Topics as Iceberg tables (`table.format=iceberg`), read by real engines.
+
+A module-wide `floe standalone` holds topic `sales`: JSON records (some not
+JSON, some with a field of the wrong type or missing, tombstones, keyless
+records, headers) produced with confluent-kafka over two partitions. The
+tests read its table through Floe's REST catalog with pyiceberg and with
+DuckDB's iceberg extension (the PyPI wheel, loaded from its file), and
+compare every row with what a Kafka consumer of the topic reads; they
+travel back to an older snapshot, evolve the schema across a restart, and
+`kill -9` the process in each phase of a commit (`FLOE_TABLE_PAUSE_AT`).
+"""
+
+import json
+import os
+import pathlib
+import re
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import Standalone
+
+pytestmark = [pytest.mark.timeout(300)]
+
+NS = "floe"
+INDEX = [
+    {"name": "amount", "path": "$.amount", "type": "float64"},
+    {"name": "customer", "path": "$.customer", "type": "string"},
+    {"name": "n", "path": "$.n", "type": "int64"},
+]
+CONFIG = {
+    "table.format": "iceberg",
+    "export.index": json.dumps(INDEX),
+    "export.roll.ms": "300",
+    "export.file.bytes": "16384",
+}
+PARTITIONS = 2
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def produce(bootstrap, topic, n, start=0):
+    """n records, acknowledged (acks=all), with a mix of values; returns {(p, o): value}."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    acked, errors = {}, []
+
+    def done(err, m):
+        if err is not None:
+            errors.append(err)
+        else:
+            acked[(m.partition(), m.offset())] = m.value()
+
+    for i in range(start, start + n):
+        if i % 50 == 7:
+            value = b"not json"
+        elif i % 50 == 11:
+            value = None  # a tombstone
+        elif i % 50 == 13:
+            value = json.dumps({"amount": "wrong type", "n": i}).encode()
+        else:
+            value = json.dumps({"amount": i / 4, "customer": f"c{i % 17}", "n": i}).encode()
+        key = None if i % 10 == 3 else f"k{i}".encode()
+        p.produce(topic, value=value, key=key, partition=i % PARTITIONS,
+                  headers=[("src", b"t")] if i % 5 == 0 else None, on_delivery=done)
+        if i % 500 == 0:
+            p.poll(0)
+    p.flush(60)
+    assert not errors, errors[:3]
+    assert len(acked) == n
+    return acked
+
+
+def catalog(s):
+    from pyiceberg.catalog.rest import RestCatalog
+
+    return RestCatalog("floe", uri=f"{s.admin_url}/iceberg")
+
+
+def covered(table):
+    """{partition: first offset not in the table} of the current snapshot."""
+    snap = table.current_snapshot()
+    if snap is None:
+        return {}
+    return {int(k): v for k, v in json.loads(snap.summary.additional_properties.get("floe.offsets", "{}")).items()}
+
+
+def wait_covered(s, kit, topic, timeout=90):
+    """Waits until the table's current snapshot covers every partition's high
+    watermark; returns the loaded table."""
+    ends = {p: kit.watermarks(s.bootstrap, topic, p)[1] for p in range(PARTITIONS)}
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            t = catalog(s).load_table((NS, topic))
+            last = covered(t)
+            if all(last.get(p, 0) >= end for p, end in ends.items()):
+                return t
+        except Exception as e:  # not a table yet
+            last = e
+        time.sleep(0.3)
+    raise AssertionError(f"{topic}: the table covers {last!r}, the log ends at {ends}; log:\n{s.log_tail()}")
+
+
+def rows_of(table, snapshot_id=None):
+    """{(partition, offset): row dict} of a table scan."""
+    scan = table.scan(snapshot_id=snapshot_id) if snapshot_id else table.scan()
+    rows = scan.to_arrow().to_pylist()
+    out = {}
+    for r in rows:
+        k = (r["partition"], r["offset"])
+        assert k not in out, f"row {k} twice"
+        out[k] = r
+    assert len(out) == len(rows)
+    return out
+
+
+def expected_amount(value):
+    try:
+        v = json.loads(value)
+    except (TypeError, ValueError):
+        return None
+    a = v.get("amount") if isinstance(v, dict) else None
+    return float(a) if isinstance(a, (int, float)) and not isinstance(a, bool) else None
+
+
+def iceberg_extension():
+    """The iceberg and avro extension files shipped by their DuckDB wheels."""
+    import duckdb_extension_avro
+    import duckdb_extension_iceberg
+
+    files = []
+    for mod, name in [(duckdb_extension_avro, "avro"), (duckdb_extension_iceberg, "iceberg")]:
+        found = sorted(pathlib.Path(mod.__file__).parent.glob(f"extensions/*/{name}.duckdb_extension"))
+        assert found, f"no {name}.duckdb_extension in {mod.__file__}"
+        files.append(found[-1])
+    return files
+
+
+def duck():
+    import duckdb
+
+    con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+    for f in iceberg_extension():
+        con.execute(f"LOAD '{f}'")
+    return con
+
+
+@pytest.fixture(scope="module")
+def sales(floe_bin, tmp_path_factory, kit):
+    s = Standalone(floe_bin, tmp_path_factory.mktemp("tables"), name="tables", indexer_poll_ms=200)
+    s.start()
+    kit.create_topic(s.bootstrap, "sales", partitions=PARTITIONS, config=CONFIG)
+    # Three rounds, each committed before the next: three snapshots at least.
+    acked = {}
+    for r in range(3):
+        acked.update(produce(s.bootstrap, "sales", 1000, start=r * 1000))
+        wait_covered(s, kit, "sales")
+    yield s, acked
+    s.stop()
+
+
+def test_pyiceberg_reads_what_a_kafka_consumer_reads(sales, kit):
+    s, acked = sales
+    cat = catalog(s)
+    assert (NS, "sales") in [tuple(i) for i in cat.list_tables(NS)]
+    table = cat.load_table((NS, "sales"))
+    consumed = kit.consume(s.bootstrap, "sales", partitions=range(PARTITIONS))
+    by_offset = {(p, o): (k, v, h) for p, o, k, v, h, _ in consumed}
+    assert set(by_offset) == set(acked)
+    rows = rows_of(table)
+    assert set(rows) == set(by_offset), "one row per record, none missing"
+    nulls = 0
+    for k, (key, value, headers) in by_offset.items():
+        r = rows[k]
+        assert r["key"] == key and r["value"] == value, k
+        assert [(h["key"], h["value"]) for h in r["headers"]] == list(headers or []), k
+        assert r["amount"] == expected_amount(value), (k, value)
+        nulls += r["amount"] is None
+    assert nulls > 0, "values that are not JSON or not a number give NULL"
+    schema = {f.name: f.field_id for f in table.schema().fields}
+    assert schema["partition"] == 1 and schema["offset"] == 2 and schema["amount"] >= 10
+    summary = table.current_snapshot().summary
+    assert int(summary.additional_properties["total-records"]) == len(acked)
+
+
+def test_duckdb_reads_the_same_rows(sales, kit):
+    s, acked = sales
+    table = catalog(s).load_table((NS, "sales"))
+    con = duck()
+    count, total, keys = con.execute(
+        f"SELECT count(*), sum(amount), count(DISTINCT key) FROM iceberg_scan('{table.metadata_location}')"
+    ).fetchone()
+    assert count == len(acked)
+    want = sum(a for a in (expected_amount(v) for v in acked.values()) if a is not None)
+    assert abs(total - want) < 1e-6 * max(1, want)
+    distinct_keys = {k for (p, o), k in ((po, r["key"]) for po, r in rows_of(table).items()) if k is not None}
+    assert keys == len(distinct_keys)
+    # Per offset, the same values as pyiceberg.
+    pairs = con.execute(
+        f"SELECT \"partition\", \"offset\", value FROM iceberg_scan('{table.metadata_location}')"
+    ).fetchall()
+    assert {(p, o): (bytes(v) if v is not None else None) for p, o, v in pairs} == acked
+
+
+def test_time_travel_returns_exactly_what_an_older_snapshot_committed(sales, kit):
+    s, _ = sales
+    table = catalog(s).load_table((NS, "sales"))
+    snaps = [sn for sn in table.snapshots() if int(sn.summary.additional_properties.get("total-records", 0)) > 0]
+    assert len(snaps) >= 2, "several commits happened while producing"
+    old = snaps[0]
+    ends = {int(k): v for k, v in json.loads(old.summary.additional_properties["floe.offsets"]).items()}
+    rows = rows_of(table, snapshot_id=old.snapshot_id)
+    assert len(rows) == int(old.summary.additional_properties["total-records"])
+    assert all(o < ends.get(p, 0) for p, o in rows)
+    now = rows_of(table)
+    want = {k for k in now if k[1] < ends.get(k[0], 0)}
+    assert set(rows) == want, "the old snapshot holds exactly the records below its offsets"
+
+
+def test_the_catalog_refuses_writes_and_unknown_tables(sales):
+    s, _ = sales
+    req = urllib.request.Request(f"{s.admin_url}/iceberg/v1/namespaces/{NS}/tables", method="POST",
+                                 data=b'{"name":"x","schema":{"type":"struct","fields":[]}}',
+                                 headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=10)
+    assert e.value.code == 406
+    body = json.loads(e.value.read())
+    assert body["error"]["type"] == "UnsupportedOperationException"
+    assert "table.format=iceberg" in body["error"]["message"]
+    from pyiceberg.exceptions import NoSuchTableError
+
+    with pytest.raises(NoSuchTableError):
+        catalog(s).load_table((NS, "no-such-topic"))
+
+
+def alter(bootstrap, topic, **configs):
+    """IncrementalAlterConfigs SET of `configs` (dots written as __); raises the broker's error."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    entries = [ConfigEntry(k.replace("__", "."), v, incremental_operation=AlterConfigOpType.SET)
+               for k, v in configs.items()]
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
+    for f in admin.incremental_alter_configs([res]).values():
+        f.result(timeout=30)
+
+
+def test_kill9_in_each_phase_of_a_commit_loses_and_doubles_nothing(standalone_factory, kit, monkeypatch):
+    """The process is killed (SIGKILL) while a commit is paused after each of its
+    phases, with acknowledged records waiting behind it; after each restart the
+    table ends up with every acknowledged record exactly once."""
+    phases = ["manifest", "manifest-list", "metadata", "pointer"]
+    monkeypatch.setenv("FLOE_TABLE_PAUSE_AT", phases[0])
+    s = standalone_factory(name="crash", indexer_poll_ms=100)
+    kit.create_topic(s.bootstrap, "crash", partitions=PARTITIONS, config=CONFIG)
+    acked, n = {}, 0
+    for i, phase in enumerate(phases):
+        if i:
+            monkeypatch.setenv("FLOE_TABLE_PAUSE_AT", phase)
+            s.start()
+        marker = s.log_path.read_text().count("---- start #")
+        acked.update(produce(s.bootstrap, "crash", 300, start=n))
+        n += 300
+        deadline = time.monotonic() + 60
+        pattern = re.compile(r"table commit paused.*phase\W+" + re.escape(phase))
+        while not any(pattern.search(line) for line in
+                      ANSI.sub("", s.log_path.read_text()).split("---- start #")[marker].splitlines()):
+            assert time.monotonic() < deadline, f"no pause at {phase}; log:\n{s.log_tail()}"
+            time.sleep(0.1)
+        # More acknowledged records behind the paused commit.
+        acked.update(produce(s.bootstrap, "crash", 100, start=n))
+        n += 100
+        s.kill9()
+    monkeypatch.delenv("FLOE_TABLE_PAUSE_AT")
+    s.start()
+    acked.update(produce(s.bootstrap, "crash", 100, start=n))
+    table = wait_covered(s, kit, "crash")
+    rows = rows_of(table)
+    assert set(rows) == set(acked), (
+        f"missing {sorted(set(acked) - set(rows))[:5]}, extra {sorted(set(rows) - set(acked))[:5]}")
+    assert all(rows[k]["value"] == v for k, v in acked.items())
+    assert int(table.current_snapshot().summary.additional_properties["total-records"]) == len(acked)
+
+
+def test_a_column_added_across_a_restart_is_a_new_field_and_a_type_change_is_refused(sales, kit):
+    from confluent_kafka import KafkaException
+
+    s, _ = sales
+    kit.create_topic(s.bootstrap, "evolve", partitions=PARTITIONS, config=CONFIG)
+    old = produce(s.bootstrap, "evolve", 200)
+    before = wait_covered(s, kit, "evolve")
+    old_ids = {f.name: f.field_id for f in before.schema().fields}
+    old_snapshot = before.current_snapshot().snapshot_id
+
+    changed = [dict(c, type="string") if c["name"] == "amount" else c for c in INDEX]
+    with pytest.raises(KafkaException) as e:
+        alter(s.bootstrap, "evolve", export__index=json.dumps(changed))
+    assert "Iceberg cannot change a float64 column to string" in str(e.value), e.value
+
+    alter(s.bootstrap, "evolve", export__index=json.dumps(INDEX + [{"name": "sku", "path": "$.sku", "type": "string"}]))
+    s.restart()
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": s.bootstrap, "acks": "all"})
+    for i in range(100):
+        p.produce("evolve", value=json.dumps({"amount": 1.5, "sku": f"s{i}", "n": i}).encode(), partition=i % PARTITIONS)
+    assert p.flush(60) == 0
+    table = wait_covered(s, kit, "evolve")
+    ids = {f.name: f.field_id for f in table.schema().fields}
+    assert {k: ids[k] for k in old_ids} == old_ids, "old columns keep their ids"
+    assert ids["sku"] > max(old_ids.values()), "a new column gets a new id"
+    rows = rows_of(table)
+    assert len(rows) == 300
+    assert all(rows[k]["sku"] is None for k in old), "files written before have NULL there"
+    new = [r for k, r in rows.items() if k not in old]
+    assert sorted(r["sku"] for r in new) == sorted(f"s{i}" for i in range(100))
+    # The older snapshot still reads with its own schema.
+    assert "sku" not in rows_of(table, snapshot_id=old_snapshot)[next(iter(old))]
