@@ -19,7 +19,7 @@ use crate::roles::ClusterAccess;
 
 /// Where `backfill` and `query` find the indexer's HTTP API by default (the
 /// standalone admin port).
-const DEFAULT_INDEXER: &str = "http://127.0.0.1:9644";
+pub(crate) const DEFAULT_INDEXER: &str = "http://127.0.0.1:9644";
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
@@ -183,7 +183,7 @@ fn http_error(url: &str, e: HttpError) -> anyhow::Error {
 }
 
 /// Percent-encodes a query parameter value.
-fn encode(v: &str) -> String {
+pub(crate) fn encode(v: &str) -> String {
     v.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
@@ -194,7 +194,7 @@ fn encode(v: &str) -> String {
         .collect()
 }
 
-async fn get_json(http: &HttpClient, base: &str, path: &str) -> anyhow::Result<Value> {
+pub(crate) async fn get_json(http: &HttpClient, base: &str, path: &str) -> anyhow::Result<Value> {
     let body = http
         .get(authority(base)?, path, Duration::from_secs(120))
         .await

@@ -2,7 +2,7 @@
 //!
 //! Roles: `meta`, `broker`, `proxy`, `indexer`, and `standalone` with all of
 //! them in one process; tools: `cluster`, `storage`, `topic`, `offsets`,
-//! `delete-records`, `configs`, `group`, `produce`, `consume`, `query`,
+//! `delete-records`, `configs`, `group`, `produce`, `consume`, `query`, `table`,
 //! `probe`, `transactions`, `producers`.
 
 mod acl_cmd;
@@ -17,6 +17,7 @@ mod config_file;
 mod console_search;
 mod group_cmd;
 mod indexer_cmd;
+mod table_cmd;
 mod kafka_args;
 mod kafka_tools;
 mod listener_args;
@@ -184,6 +185,9 @@ enum Command {
     Indexer(indexer_cmd::IndexerArgs),
     /// Find a topic's records by key and time through the indexer.
     Query(indexer_cmd::QueryArgs),
+    /// Topics that are Iceberg tables: list them, describe one.
+    #[command(subcommand)]
+    Table(table_cmd::TableCommand),
     /// Ask a Floe process on this machine for `/livez` (a container's health check).
     Probe(probe_cmd::ProbeArgs),
     /// List and describe transactions (ListTransactions, DescribeTransactions).
@@ -333,6 +337,7 @@ fn main() -> std::process::ExitCode {
             Command::Consume(args) => client_cmd::consume(args).await,
             Command::Indexer(args) => indexer_cmd::run(args).await,
             Command::Query(args) => indexer_cmd::query(args).await,
+            Command::Table(cmd) => table_cmd::run(cmd).await,
             Command::Probe(args) => probe_cmd::run(args).await,
             Command::Transactions(cmd) => txn_cmd::run(cmd).await,
             Command::Producers(args) => txn_cmd::producers(args).await,

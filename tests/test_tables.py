@@ -321,3 +321,24 @@ def test_a_column_added_across_a_restart_is_a_new_field_and_a_type_change_is_ref
     assert sorted(r["sku"] for r in new) == sorted(f"s{i}" for i in range(100))
     # The older snapshot still reads with its own schema.
     assert "sku" not in rows_of(table, snapshot_id=old_snapshot)[next(iter(old))]
+
+
+def test_floe_table_lists_and_describes(sales, floe_bin):
+    import subprocess
+
+    s, acked = sales
+    env = dict(os.environ, FLOE_INDEXER=s.admin_url)
+    listed = subprocess.run([str(floe_bin), "table", "list"], env=env, capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert "floe.sales" in listed.stdout.split()
+    out = subprocess.run([str(floe_bin), "table", "describe", "sales", "--snapshots", "2"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    table = catalog(s).load_table((NS, "sales"))
+    snap = table.current_snapshot()
+    assert f"current snapshot {snap.snapshot_id}: {len(acked)} records" in out.stdout, out.stdout
+    assert re.search(r"^\s+2  offset  long not null$", out.stdout, re.M), out.stdout
+    assert out.stdout.count("append") == 2, out.stdout
+    missing = subprocess.run([str(floe_bin), "table", "describe", "nope"], env=env, capture_output=True,
+                             text=True, timeout=60)
+    assert missing.returncode != 0 and "no table floe.nope" in missing.stderr, missing.stderr

@@ -1,0 +1,187 @@
+//! `floe table`: a topic's Iceberg table (`table.format=iceberg`) as the
+//! indexer's REST catalog serves it: list the tables, describe one (its
+//! schema, snapshots and what each covers of the log).
+
+use std::io::Write as _;
+
+use clap::{Args, Subcommand};
+use floe_metadata::http::HttpClient;
+use serde_json::Value;
+
+use crate::indexer_cmd::{DEFAULT_INDEXER, encode, get_json};
+
+/// The namespace of every table (`floe_indexer::table::catalog::NAMESPACE`).
+const NAMESPACE: &str = floe_indexer::table::catalog::NAMESPACE;
+
+#[derive(Debug, Subcommand)]
+pub enum TableCommand {
+    /// The topics that are Iceberg tables.
+    List(TableArgs),
+    /// A table's schema (field ids), snapshots and the log offsets each covers.
+    Describe(DescribeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TableArgs {
+    /// The indexer's HTTP API (its catalog is under /iceberg).
+    #[arg(long, env = "FLOE_INDEXER", default_value = DEFAULT_INDEXER)]
+    pub indexer: String,
+}
+
+#[derive(Debug, Args)]
+pub struct DescribeArgs {
+    /// The table's topic.
+    pub topic: String,
+    /// Snapshots to print, newest first.
+    #[arg(long, default_value_t = 10)]
+    pub snapshots: usize,
+    #[command(flatten)]
+    pub at: TableArgs,
+}
+
+pub async fn run(cmd: TableCommand) -> anyhow::Result<()> {
+    let http = HttpClient::default();
+    let mut out = std::io::stdout().lock();
+    match cmd {
+        TableCommand::List(a) => {
+            let answer = get_json(
+                &http,
+                &a.indexer,
+                &format!("/iceberg/v1/namespaces/{NAMESPACE}/tables"),
+            )
+            .await?;
+            for t in answer["identifiers"].as_array().into_iter().flatten() {
+                writeln!(out, "{NAMESPACE}.{}", t["name"].as_str().unwrap_or_default())?;
+            }
+        }
+        TableCommand::Describe(d) => {
+            let answer = get_json(
+                &http,
+                &d.at.indexer,
+                &format!(
+                    "/iceberg/v1/namespaces/{NAMESPACE}/tables/{}",
+                    encode(&d.topic)
+                ),
+            )
+            .await?;
+            out.write_all(describe(&answer, d.snapshots).as_bytes())?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn summary<'a>(s: &'a Value, key: &str) -> &'a str {
+    s["summary"][key].as_str().unwrap_or("-")
+}
+
+/// The text `floe table describe` prints for a LoadTable answer.
+fn describe(answer: &Value, snapshots: usize) -> String {
+    let m = &answer["metadata"];
+    let mut s = String::new();
+    let current_id = m["current-snapshot-id"].as_i64();
+    s += &format!(
+        "table     {}\nlocation  {}\nmetadata  {}\nformat    v{}\n",
+        m["properties"]["floe.topic"].as_str().unwrap_or("?"),
+        m["location"].as_str().unwrap_or("?"),
+        answer["metadata-location"].as_str().unwrap_or("?"),
+        m["format-version"]
+    );
+    let schema_id = m["current-schema-id"].as_i64();
+    let schema = m["schemas"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|x| x["schema-id"].as_i64() == schema_id);
+    s += &format!("\nschema {}:\n", schema_id.unwrap_or(-1));
+    for f in schema
+        .and_then(|x| x["fields"].as_array())
+        .into_iter()
+        .flatten()
+    {
+        let ty = match &f["type"] {
+            Value::String(t) => t.clone(),
+            other => other["type"].as_str().unwrap_or("?").to_string(),
+        };
+        let required = if f["required"].as_bool() == Some(true) {
+            " not null"
+        } else {
+            ""
+        };
+        s += &format!(
+            "  {:>4}  {}  {ty}{required}\n",
+            f["id"],
+            f["name"].as_str().unwrap_or("?")
+        );
+    }
+    let mut snaps: Vec<&Value> = m["snapshots"].as_array().into_iter().flatten().collect();
+    snaps.sort_by_key(|x| std::cmp::Reverse(x["timestamp-ms"].as_i64()));
+    if let Some(cur) = snaps.iter().find(|x| x["snapshot-id"].as_i64() == current_id) {
+        s += &format!(
+            "\ncurrent snapshot {}: {} records in {} data files, {} bytes\n",
+            cur["snapshot-id"],
+            summary(cur, "total-records"),
+            summary(cur, "total-data-files"),
+            summary(cur, "total-files-size")
+        );
+    } else {
+        s += "\nno snapshot yet\n";
+    }
+    s += &format!("\nsnapshots ({} kept, newest first):\n", snaps.len());
+    for x in snaps.iter().take(snapshots) {
+        let at = x["timestamp-ms"]
+            .as_i64()
+            .and_then(chrono::DateTime::from_timestamp_millis)
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+            .unwrap_or_default();
+        s += &format!(
+            "  {}  {at}  {:<9} +{} records, +{} files  offsets {}\n",
+            x["snapshot-id"],
+            summary(x, "operation"),
+            summary(x, "added-records"),
+            summary(x, "added-data-files"),
+            summary(x, "floe.offsets")
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_description_names_fields_snapshots_and_offsets() {
+        let answer = json!({
+            "metadata-location": "file:///d/tables/t/metadata/00002-x.metadata.json",
+            "metadata": {
+                "format-version": 2,
+                "location": "file:///d/tables/t",
+                "properties": {"floe.topic": "t"},
+                "current-schema-id": 1,
+                "schemas": [{"schema-id": 1, "fields": [
+                    {"id": 2, "name": "offset", "required": true, "type": "long"},
+                    {"id": 6, "name": "headers", "required": true, "type": {"type": "list"}},
+                    {"id": 10, "name": "amount", "required": false, "type": "double"}]}],
+                "current-snapshot-id": 7,
+                "snapshots": [
+                    {"snapshot-id": 5, "timestamp-ms": 1000, "summary": {"operation": "append",
+                        "added-records": "3", "added-data-files": "1", "floe.offsets": "{\"0\":3}"}},
+                    {"snapshot-id": 7, "timestamp-ms": 2000, "summary": {"operation": "append",
+                        "added-records": "2", "added-data-files": "1", "total-records": "5",
+                        "total-data-files": "2", "total-files-size": "900", "floe.offsets": "{\"0\":5}"}}]
+            }
+        });
+        let text = describe(&answer, 10);
+        assert!(text.contains("     2  offset  long not null"), "{text}");
+        assert!(text.contains("    10  amount  double\n"), "{text}");
+        assert!(text.contains("    6  headers  list not null") || text.contains("headers  list not null"), "{text}");
+        assert!(text.contains("current snapshot 7: 5 records in 2 data files, 900 bytes"), "{text}");
+        let newest = text.find("  7  ").unwrap();
+        let oldest = text.find("  5  ").unwrap();
+        assert!(newest < oldest, "newest first: {text}");
+        assert!(text.contains("offsets {\"0\":3}"), "{text}");
+        assert_eq!(describe(&answer, 1).matches("append").count(), 1);
+    }
+}
