@@ -51,7 +51,11 @@ pub async fn run(cmd: TableCommand) -> anyhow::Result<()> {
             )
             .await?;
             for t in answer["identifiers"].as_array().into_iter().flatten() {
-                writeln!(out, "{NAMESPACE}.{}", t["name"].as_str().unwrap_or_default())?;
+                writeln!(
+                    out,
+                    "{NAMESPACE}.{}",
+                    t["name"].as_str().unwrap_or_default()
+                )?;
             }
         }
         TableCommand::Describe(d) => {
@@ -116,7 +120,10 @@ fn describe(answer: &Value, snapshots: usize) -> String {
     }
     let mut snaps: Vec<&Value> = m["snapshots"].as_array().into_iter().flatten().collect();
     snaps.sort_by_key(|x| std::cmp::Reverse(x["timestamp-ms"].as_i64()));
-    if let Some(cur) = snaps.iter().find(|x| x["snapshot-id"].as_i64() == current_id) {
+    if let Some(cur) = snaps
+        .iter()
+        .find(|x| x["snapshot-id"].as_i64() == current_id)
+    {
         s += &format!(
             "\ncurrent snapshot {}: {} records in {} data files, {} bytes\n",
             cur["snapshot-id"],
@@ -176,8 +183,15 @@ mod tests {
         let text = describe(&answer, 10);
         assert!(text.contains("     2  offset  long not null"), "{text}");
         assert!(text.contains("    10  amount  double\n"), "{text}");
-        assert!(text.contains("    6  headers  list not null") || text.contains("headers  list not null"), "{text}");
-        assert!(text.contains("current snapshot 7: 5 records in 2 data files, 900 bytes"), "{text}");
+        assert!(
+            text.contains("    6  headers  list not null")
+                || text.contains("headers  list not null"),
+            "{text}"
+        );
+        assert!(
+            text.contains("current snapshot 7: 5 records in 2 data files, 900 bytes"),
+            "{text}"
+        );
         let newest = text.find("  7  ").unwrap();
         let oldest = text.find("  5  ").unwrap();
         assert!(newest < oldest, "newest first: {text}");

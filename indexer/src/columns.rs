@@ -451,12 +451,7 @@ fn build_batch(
     let header_offsets = header_lengths
         .try_finish()
         .map_err(|e| ArrowError::InvalidArgumentError(format!("headers list: {e}")))?;
-    let headers = ListArray::try_new(
-        element,
-        header_offsets,
-        Arc::new(header_struct),
-        None,
-    )?;
+    let headers = ListArray::try_new(element, header_offsets, Arc::new(header_struct), None)?;
 
     let mut columns: Vec<ArrayRef> = vec![
         Arc::new(partitions.finish()),

@@ -351,7 +351,14 @@ impl Indexer {
                 )));
             }
             let planned = self
-                .plan(topic, topic_id, p.partition, (start, last), records, settings)
+                .plan(
+                    topic,
+                    topic_id,
+                    p.partition,
+                    (start, last),
+                    records,
+                    settings,
+                )
                 .await?;
             self.write(topic_id, p.partition, p.generation, planned, true)
                 .await?;

@@ -261,19 +261,6 @@ pub enum Command {
     ExportReset {
         topic: String,
     },
-    /// The field ids of a table's typed columns, new ones given the next
-    /// free ids (see [`crate::table`]).
-    TableColumns {
-        topic: String,
-        /// (name, type) pairs.
-        columns: Vec<(String, String)>,
-    },
-    /// Moves a table's pointer from `expected` to `location`, or refuses.
-    TableCommit {
-        topic: String,
-        expected: Option<String>,
-        location: String,
-    },
     /// Forgets idempotent producers that have not written to a partition
     /// for more than `expiration_ms` before `now_ms` (Kafka's
     /// `producer.id.expiration.ms`); producers with no known time start
@@ -423,6 +410,19 @@ pub enum Command {
         now_ms: u64,
         retention_ms: Option<u64>,
     },
+    /// The field ids of a table's typed columns, new ones given the next
+    /// free ids (see [`crate::table`]).
+    TableColumns {
+        topic: String,
+        /// (name, type) pairs.
+        columns: Vec<(String, String)>,
+    },
+    /// Moves a table's pointer from `expected` to `location`, or refuses.
+    TableCommit {
+        topic: String,
+        expected: Option<String>,
+        location: String,
+    },
 }
 
 /// Decoding the commands of a [`Command::Batch`]: a batch inside a batch is
@@ -483,14 +483,6 @@ pub enum Response {
     ExportGeneration {
         generation: u64,
     },
-    /// The field ids of a [`Command::TableColumns`], in its order.
-    TableColumnIds {
-        ids: Vec<i32>,
-    },
-    /// The table's version after a [`Command::TableCommit`].
-    TableVersion {
-        version: u64,
-    },
     /// Offsets stored, except those of these (topic, partition)s, which do
     /// not exist (nothing was stored for them).
     OffsetsCommitted {
@@ -511,5 +503,13 @@ pub enum Response {
     /// The nodes a [`Command::SweepDeadNodes`] removed, in id order.
     NodesRemoved {
         nodes: Vec<BrokerId>,
+    },
+    /// The field ids of a [`Command::TableColumns`], in its order.
+    TableColumnIds {
+        ids: Vec<i32>,
+    },
+    /// The table's version after a [`Command::TableCommit`].
+    TableVersion {
+        version: u64,
     },
 }

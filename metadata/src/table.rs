@@ -161,7 +161,10 @@ mod tests {
         );
         assert_eq!(t.commit(None, "m1".into()).unwrap(), 1, "a retry is fine");
         assert_eq!(t.commit(Some("m1"), "m2".into()).unwrap(), 2);
-        assert!(t.commit(Some("m1"), "m3".into()).is_err(), "a stale base loses");
+        assert!(
+            t.commit(Some("m1"), "m3".into()).is_err(),
+            "a stale base loses"
+        );
         assert_eq!(t.metadata_location.as_deref(), Some("m2"));
     }
 }

@@ -641,7 +641,8 @@ mod tests {
         );
         // Removed, then added back with the new type: a new column.
         c.alter(&m(&[("export.index", "[]")]), &[]).unwrap();
-        c.alter(&m(&[("export.index", &idx("string"))]), &[]).unwrap();
+        c.alter(&m(&[("export.index", &idx("string"))]), &[])
+            .unwrap();
         // Turning the table on with a changed type at the same time is refused too.
         let mut plain = TopicConfig::from_settings(&m(&[("export.index", &idx("int64"))])).unwrap();
         assert!(
@@ -653,7 +654,9 @@ mod tests {
                 .is_err()
         );
         // Without a table, exports change types freely.
-        plain.alter(&m(&[("export.index", &idx("bool"))]), &[]).unwrap();
+        plain
+            .alter(&m(&[("export.index", &idx("bool"))]), &[])
+            .unwrap();
         let err = c
             .alter(&m(&[("export.retention.ms", "1000")]), &[])
             .unwrap_err()

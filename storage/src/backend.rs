@@ -195,7 +195,10 @@ impl BackendSpec {
         match self {
             BackendSpec::Local { root } => {
                 let abs = std::fs::canonicalize(root).unwrap_or_else(|_| root.clone());
-                format!("file://{}/", abs.display().to_string().trim_end_matches('/'))
+                format!(
+                    "file://{}/",
+                    abs.display().to_string().trim_end_matches('/')
+                )
             }
             BackendSpec::Memory => "memory://".to_string(),
             BackendSpec::S3(s) => match &s.prefix {
@@ -598,8 +601,9 @@ mod tests {
         };
         let abs = std::fs::canonicalize(dir.path()).unwrap();
         assert_eq!(local.base_uri(), format!("file://{}/", abs.display()));
-        let s3 = BackendSpec::parse("s3://bkt/some/prefix?region=x&access_key_id=a&secret_access_key=b")
-            .unwrap();
+        let s3 =
+            BackendSpec::parse("s3://bkt/some/prefix?region=x&access_key_id=a&secret_access_key=b")
+                .unwrap();
         assert_eq!(s3.base_uri(), "s3://bkt/some/prefix/");
         assert_eq!(
             BackendSpec::parse("s3://bkt?region=x").unwrap().base_uri(),

@@ -79,7 +79,10 @@ fn from_indexer(e: &IndexerError) -> Response {
         ErrorKind::InvalidRequest => (StatusCode::BAD_REQUEST, "BadRequestException"),
         ErrorKind::Conflict => (StatusCode::CONFLICT, "CommitFailedException"),
         ErrorKind::Corrupt => (StatusCode::INTERNAL_SERVER_ERROR, "ServerErrorException"),
-        ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailableException"),
+        ErrorKind::Unavailable => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailableException",
+        ),
     };
     error(status, kind, e.message.clone())
 }

@@ -26,10 +26,9 @@ use floe_metadata::export_def::IndexDefinition;
 use floe_storage::{EndpointId, ObjectKey};
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion,
-    MAIN_BRANCH, ManifestFile, ManifestList, ManifestListWriter, ManifestWriterBuilder, Operation,
-    Snapshot, SortOrder, Struct, Summary, TableMetadata, TableMetadataBuilder,
-    UnboundPartitionSpec,
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion, MAIN_BRANCH,
+    ManifestFile, ManifestList, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot,
+    SortOrder, Struct, Summary, TableMetadata, TableMetadataBuilder, UnboundPartitionSpec,
 };
 
 use super::schema::{name_mapping, table_schema};
@@ -178,11 +177,9 @@ impl Indexer {
     /// The key under the export endpoint of one of its URIs.
     pub(crate) fn key_of(&self, uri: &str) -> Result<ObjectKey> {
         let base = self.uri_of(self.endpoint().as_str(), "")?;
-        uri.strip_prefix(&base)
-            .map(ObjectKey::new)
-            .ok_or_else(|| {
-                IndexerError::corrupt(format!("{uri} is not under the export endpoint ({base})"))
-            })
+        uri.strip_prefix(&base).map(ObjectKey::new).ok_or_else(|| {
+            IndexerError::corrupt(format!("{uri} is not under the export endpoint ({base})"))
+        })
     }
 
     pub(crate) async fn read_uri(&self, uri: &str) -> Result<bytes::Bytes> {
@@ -228,7 +225,12 @@ impl Indexer {
             .map(|p| p.generation)
             .max()
             .unwrap_or(0);
-        let mut covered = Covered::of(current.as_ref().and_then(|m| m.current_snapshot()).map(|s| &**s))?;
+        let mut covered = Covered::of(
+            current
+                .as_ref()
+                .and_then(|m| m.current_snapshot())
+                .map(|s| &**s),
+        )?;
         // A backfill started the exports over: the new generation's files
         // replace the table's.
         let overwrite = covered.generation.is_some_and(|g| g != generation);
@@ -304,8 +306,8 @@ impl Indexer {
                 let out = io
                     .new_output(&manifest_uri)
                     .map_err(iceberg_err("a manifest"))?;
-                let mut w = ManifestWriterBuilder::new(out, Some(id), schema.clone(), spec)
-                    .build_v2_data();
+                let mut w =
+                    ManifestWriterBuilder::new(out, Some(id), schema.clone(), spec).build_v2_data();
                 for (p, f) in &kept {
                     w.add_file(self.data_file(*p, f)?, seq)
                         .map_err(iceberg_err("a manifest entry"))?;
@@ -358,7 +360,11 @@ impl Indexer {
                 .with_snapshot_id(id)
                 .with_parent_snapshot_id(parent)
                 .with_sequence_number(seq)
-                .with_timestamp_ms(chrono::Utc::now().timestamp_millis().max(staged.last_updated_ms() + 1))
+                .with_timestamp_ms(
+                    chrono::Utc::now()
+                        .timestamp_millis()
+                        .max(staged.last_updated_ms() + 1),
+                )
                 .with_manifest_list(list_uri)
                 .with_summary(summary)
                 .with_schema_id(staged.current_schema_id())
@@ -602,9 +608,6 @@ mod tests {
             generation: Some(1),
             offsets: BTreeMap::from([(0, 5)]),
         };
-        assert_eq!(
-            files_to_add(&e, &odd).unwrap_err().kind,
-            ErrorKind::Corrupt
-        );
+        assert_eq!(files_to_add(&e, &odd).unwrap_err().kind, ErrorKind::Corrupt);
     }
 }

@@ -55,15 +55,31 @@ pub fn table_schema(def: &IndexDefinition, ids: &[i32]) -> Result<Schema> {
         )),
     ]);
     let mut fields = vec![
-        Arc::new(NestedField::required(p, COL_PARTITION, prim(PrimitiveType::Int))),
-        Arc::new(NestedField::required(o, COL_OFFSET, prim(PrimitiveType::Long))),
+        Arc::new(NestedField::required(
+            p,
+            COL_PARTITION,
+            prim(PrimitiveType::Int),
+        )),
+        Arc::new(NestedField::required(
+            o,
+            COL_OFFSET,
+            prim(PrimitiveType::Long),
+        )),
         Arc::new(NestedField::required(
             t,
             COL_TIMESTAMP,
             prim(PrimitiveType::Timestamptz),
         )),
-        Arc::new(NestedField::optional(k, COL_KEY, prim(PrimitiveType::Binary))),
-        Arc::new(NestedField::optional(v, COL_VALUE, prim(PrimitiveType::Binary))),
+        Arc::new(NestedField::optional(
+            k,
+            COL_KEY,
+            prim(PrimitiveType::Binary),
+        )),
+        Arc::new(NestedField::optional(
+            v,
+            COL_VALUE,
+            prim(PrimitiveType::Binary),
+        )),
         Arc::new(NestedField::required(
             h,
             COL_HEADERS,
@@ -74,12 +90,13 @@ pub fn table_schema(def: &IndexDefinition, ids: &[i32]) -> Result<Schema> {
             )))),
         )),
     ];
-    fields.extend(
-        def.columns
-            .iter()
-            .zip(ids)
-            .map(|(c, id)| Arc::new(NestedField::optional(*id, &c.name, prim(iceberg_type(c.kind))))),
-    );
+    fields.extend(def.columns.iter().zip(ids).map(|(c, id)| {
+        Arc::new(NestedField::optional(
+            *id,
+            &c.name,
+            prim(iceberg_type(c.kind)),
+        ))
+    }));
     Schema::builder()
         .with_fields(fields)
         .build()
@@ -116,9 +133,7 @@ pub fn name_mapping(def: &IndexDefinition, ids: &[i32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use iceberg::spec::{
-        FormatVersion, SortOrder, TableMetadataBuilder, UnboundPartitionSpec,
-    };
+    use iceberg::spec::{FormatVersion, SortOrder, TableMetadataBuilder, UnboundPartitionSpec};
 
     fn def() -> IndexDefinition {
         IndexDefinition::parse(

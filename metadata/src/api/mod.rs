@@ -7,7 +7,6 @@ pub mod calls;
 pub mod client;
 pub mod convert;
 mod export_routes;
-mod table_routes;
 pub mod meta_api;
 pub mod node_routes;
 pub mod proto;
@@ -15,6 +14,7 @@ pub mod quota_routes;
 pub mod routes;
 pub mod scram_routes;
 pub mod server;
+mod table_routes;
 pub mod txn_routes;
 
 /// Content type of every API body.

@@ -14,12 +14,13 @@ pub(super) async fn state(
     s.shared
         .read(|st| {
             let t = st.topics.by_name.get(&req.name)?;
+            let empty = crate::table::TableState::default();
+            let table = st.topics.tables.get(&t.id).unwrap_or(&empty);
             Some(proto::TableStateResponse {
                 topic_id: t.id.to_string(),
-                metadata_location: t.table.metadata_location.clone().unwrap_or_default(),
-                version: t.table.version,
-                columns: t
-                    .table
+                metadata_location: table.metadata_location.clone().unwrap_or_default(),
+                version: table.version,
+                columns: table
                     .columns
                     .iter()
                     .map(|c| proto::TableColumn {

@@ -87,6 +87,13 @@ type AppliedBeforeBrokerConfigs = (Option<LogId>, StoredMembership, StateBeforeB
 /// `node_deaths`.
 type AppliedBeforeNodeRemoval = (Option<LogId>, StoredMembership, StateBeforeNodeRemoval);
 
+/// [`Applied`] as versions before Iceberg tables encoded it in binary: the
+/// model without its last field, `tables`.
+type AppliedBeforeTables = (Option<LogId>, StoredMembership, StateBeforeTables);
+
+/// [`ClusterState`]'s fields before `tables`.
+type StateBeforeTables = (StateBeforeNodeRemoval, BrokerId, BTreeMap<BrokerId, u64>);
+
 /// [`ClusterState`]'s fields before `highest_node_id`.
 type StateBeforeNodeRemoval = (
     StateBeforeBrokerConfigs,
@@ -142,6 +149,7 @@ fn state_before_txn(old: StateBeforeTxn) -> Flat {
         broker_configs: BTreeMap::new(),
         highest_node_id: BrokerId::default(),
         node_deaths: BTreeMap::new(),
+        tables: BTreeMap::new(),
     }
 }
 
@@ -188,6 +196,14 @@ fn state_before_node_removal((old, broker_configs): StateBeforeNodeRemoval) -> F
     }
 }
 
+fn state_before_tables((old, highest_node_id, node_deaths): StateBeforeTables) -> Flat {
+    Flat {
+        highest_node_id,
+        node_deaths,
+        ..state_before_node_removal(old)
+    }
+}
+
 /// Decodes a snapshot's [`Applied`]: in the current layout, else (a binary
 /// snapshot written before dead nodes were removed, before stored group
 /// membership, before client quotas, or before transactions, which lack
@@ -198,8 +214,12 @@ fn decode_applied(bytes: &[u8]) -> Result<Applied, codec::CodecError> {
         Ok(a) => return Ok(a),
         Err(e) => e,
     };
-    let older = codec::decode::<AppliedBeforeNodeRemoval>(bytes)
-        .map(|(l, m, old)| (l, m, state_before_node_removal(old)))
+    let older = codec::decode::<AppliedBeforeTables>(bytes)
+        .map(|(l, m, old)| (l, m, state_before_tables(old)))
+        .or_else(|_| {
+            codec::decode::<AppliedBeforeNodeRemoval>(bytes)
+                .map(|(l, m, old)| (l, m, state_before_node_removal(old)))
+        })
         .or_else(|_| {
             codec::decode::<AppliedBeforeBrokerConfigs>(bytes)
                 .map(|(l, m, old)| (l, m, state_before_broker_configs(old)))

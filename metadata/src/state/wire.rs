@@ -74,6 +74,9 @@ pub(crate) struct Flat {
     /// stamped by the next sweep.
     #[serde(default)]
     pub node_deaths: BTreeMap<BrokerId, u64>,
+    /// Topics' Iceberg tables. Absent from snapshots of older versions.
+    #[serde(default)]
+    pub tables: BTreeMap<crate::ids::TopicId, crate::table::TableState>,
 }
 
 /// The snapshot layout of [`ClusterState`], borrowed: what is written.
@@ -101,6 +104,7 @@ struct FlatRef<'a> {
     broker_configs: &'a BTreeMap<String, crate::broker_config::BrokerConfigs>,
     highest_node_id: &'a BrokerId,
     node_deaths: BTreeMap<BrokerId, u64>,
+    tables: &'a BTreeMap<crate::ids::TopicId, crate::table::TableState>,
 }
 
 /// [`crate::serde_pairs`] through the borrow.
@@ -137,6 +141,7 @@ impl<'a> From<&'a ClusterState> for FlatRef<'a> {
                 .values()
                 .filter_map(|n| n.dead_since_ms.map(|t| (n.id, t)))
                 .collect(),
+            tables: &s.topics.tables,
         }
     }
 }
@@ -153,6 +158,7 @@ impl From<Flat> for ClusterState {
                 objects: f.objects,
                 next_object_id: f.next_object_id,
                 shards: f.shards,
+                tables: f.tables,
             },
             groups: GroupsState {
                 offsets: f.groups,

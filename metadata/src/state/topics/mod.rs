@@ -50,9 +50,6 @@ pub struct Topic {
     pub id: TopicId,
     pub partitions: u32,
     pub config: TopicConfig,
-    /// The topic's Iceberg table (`table.format=iceberg`).
-    #[serde(default)]
-    pub table: crate::table::TableState,
 }
 
 impl Topic {
@@ -151,6 +148,9 @@ pub struct TopicsState {
     pub next_object_id: u64,
     /// The coordinator shards' owners.
     pub shards: BTreeMap<ShardId, Ownership>,
+    /// The Iceberg tables of topics (`table.format=iceberg`), by topic id:
+    /// a topic deleted and made again starts a new table.
+    pub tables: BTreeMap<TopicId, crate::table::TableState>,
     /// `objects` by endpoint and key: derived from it (built on load, kept
     /// in step by the index's rules), never in a snapshot.
     pub(crate) object_keys: object_keys::ObjectKeys,
@@ -163,6 +163,7 @@ impl Default for TopicsState {
             partitions: OrdMap::new(),
             objects: OrdMap::new(),
             object_keys: object_keys::ObjectKeys::default(),
+            tables: BTreeMap::new(),
             next_object_id: 1,
             shards: (0..DEFAULT_SHARDS)
                 .map(|i| (ShardId(i), Ownership::default()))
@@ -210,7 +211,6 @@ impl TopicsState {
                 id,
                 partitions,
                 config,
-                table: crate::table::TableState::default(),
             },
         );
         Ok(())
@@ -223,6 +223,7 @@ impl TopicsState {
         let Some(topic) = self.by_name.remove(name) else {
             return Err(MetaError::UnknownTopic(name.to_string()));
         };
+        self.tables.remove(&topic.id);
         for key in topic.partition_keys() {
             if let Some(state) = self.partitions.remove(&key) {
                 for e in state.index {
@@ -349,7 +350,8 @@ impl TopicsState {
         name: &str,
         columns: &[(String, String)],
     ) -> Result<Vec<i32>, MetaError> {
-        self.topic_mut(name)?.table.ensure_columns(columns)
+        let id = self.topic_id(name)?;
+        self.tables.entry(id).or_default().ensure_columns(columns)
     }
 
     /// Moves a table's pointer (see [`crate::table::TableState::commit`]).
@@ -359,14 +361,17 @@ impl TopicsState {
         expected: Option<&str>,
         location: &str,
     ) -> Result<u64, MetaError> {
-        self.topic_mut(name)?
-            .table
+        let id = self.topic_id(name)?;
+        self.tables
+            .entry(id)
+            .or_default()
             .commit(expected, location.to_string())
     }
 
-    fn topic_mut(&mut self, name: &str) -> Result<&mut Topic, MetaError> {
+    fn topic_id(&self, name: &str) -> Result<TopicId, MetaError> {
         self.by_name
-            .get_mut(name)
+            .get(name)
+            .map(|t| t.id)
             .ok_or_else(|| MetaError::UnknownTopic(name.to_string()))
     }
 

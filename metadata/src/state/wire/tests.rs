@@ -43,6 +43,8 @@ struct OldClusterState {
     pub highest_node_id: BrokerId,
     #[serde(default)]
     pub node_deaths: BTreeMap<BrokerId, u64>,
+    #[serde(default)]
+    pub tables: BTreeMap<crate::ids::TopicId, crate::table::TableState>,
 }
 
 /// The old struct holding the same model.
@@ -82,6 +84,7 @@ fn old_of(s: &ClusterState) -> OldClusterState {
             .values()
             .filter_map(|n| n.dead_since_ms.map(|t| (n.id, t)))
             .collect(),
+        tables: s.topics.tables.clone(),
     }
 }
 
@@ -130,6 +133,15 @@ fn full() -> ClusterState {
             delete: vec![],
         },
         Command::AllocateProducerIds { count: 10 },
+        Command::TableColumns {
+            topic: "t".into(),
+            columns: vec![("amount".into(), "float64".into())],
+        },
+        Command::TableCommit {
+            topic: "t".into(),
+            expected: None,
+            location: "file:///d/tables/t/metadata/00001-x.metadata.json".into(),
+        },
         Command::Txn(crate::txn::TxnCommand {
             fence: fence(&sm, ShardId(0)),
             id: TransactionalId::new("tx"),
@@ -226,7 +238,7 @@ fn full() -> ClusterState {
     assert!(!o.group_records.is_empty() && !o.scram.users.is_empty());
     assert!(!o.acls.bindings.is_empty() && !o.broker_configs.is_empty());
     assert!(o.partitions.values().any(|p| !p.producers.is_empty()));
-    assert!(!o.node_deaths.is_empty());
+    assert!(!o.node_deaths.is_empty() && !o.tables.is_empty());
     assert!(o.nodes.keys().all(|id| *id < o.highest_node_id));
     assert_eq!(o.revision, Revision(rev));
     s
@@ -277,6 +289,7 @@ fn snapshots_of_the_flat_struct_decode_into_the_model() {
         "broker_configs",
         "highest_node_id",
         "node_deaths",
+        "tables",
     ] {
         assert!(fields.remove(f).is_some(), "{f}");
     }
@@ -284,13 +297,15 @@ fn snapshots_of_the_flat_struct_decode_into_the_model() {
     // The nodes' records, with no death times, and the highest id on record.
     assert_eq!(back.nodes.by_id, old.nodes);
     assert_eq!(back.nodes.highest_id, *old.nodes.keys().last().unwrap());
-    assert_eq!(back.topics, s.topics);
+    assert_eq!(back.topics.by_name, s.topics.by_name);
+    assert_eq!(back.topics.partitions, s.topics.partitions);
     assert_eq!(back.groups.offsets, s.groups.offsets);
     assert!(back.groups.records.is_empty() && back.groups.configs.is_empty());
     assert_eq!(back.producers.next_id, s.producers.next_id);
     assert!(back.producers.txn.ids().is_empty());
     assert!(back.security.acls.bindings.is_empty());
     assert!(back.broker_configs.by_resource.is_empty());
+    assert!(back.topics.tables.is_empty());
 }
 
 #[test]

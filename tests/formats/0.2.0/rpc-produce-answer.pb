@@ -1,0 +1,4 @@
+
+$
+InvalidRecordkeyless
+no keyd ÿÿÿÿÿÿÿÿÿ
