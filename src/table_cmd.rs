@@ -114,7 +114,7 @@ fn describe(answer: &Value, snapshots: usize) -> String {
         };
         s += &format!(
             "  {:>4}  {}  {ty}{required}\n",
-            f["id"],
+            f["id"].as_i64().unwrap_or(-1),
             f["name"].as_str().unwrap_or("?")
         );
     }

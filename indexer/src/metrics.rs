@@ -103,6 +103,13 @@ pub fn query_denied() {
     counter!(QUERY_DENIED).increment(1);
 }
 
+/// A table commit added `files` data files of `records` records.
+pub(crate) fn table_commit(files: u64, records: u64) {
+    counter!(TABLE_COMMITS).increment(1);
+    counter!(TABLE_FILES).increment(files);
+    counter!(TABLE_RECORDS).increment(records);
+}
+
 #[cfg(test)]
 mod tests {
     use metrics_util::debugging::{DebugValue, DebuggingRecorder};
@@ -130,11 +137,4 @@ mod tests {
         );
         assert_eq!(value(super::ERRORS), Some(&DebugValue::Counter(0)));
     }
-}
-
-/// A table commit added `files` data files of `records` records.
-pub(crate) fn table_commit(files: u64, records: u64) {
-    counter!(TABLE_COMMITS).increment(1);
-    counter!(TABLE_FILES).increment(files);
-    counter!(TABLE_RECORDS).increment(records);
 }

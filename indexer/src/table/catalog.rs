@@ -103,18 +103,15 @@ async fn unsupported(method: Method) -> Response {
     )
 }
 
-/// The namespace of a path (`floe`, or its URL form `floe` in a
-/// multi-level encoding, `%1F`-separated), or a 404.
-fn check_namespace(ns: &str) -> Result<(), Response> {
-    if ns == NAMESPACE {
-        Ok(())
-    } else {
-        Err(error(
+/// The 404 for a namespace of a path other than [`NAMESPACE`].
+fn unknown_namespace(ns: &str) -> Option<Response> {
+    (ns != NAMESPACE).then(|| {
+        error(
             StatusCode::NOT_FOUND,
             "NoSuchNamespaceException",
             format!("no namespace {ns:?}: Floe's tables are in {NAMESPACE:?}"),
-        ))
-    }
+        )
+    })
 }
 
 async fn config() -> Response {
@@ -135,7 +132,7 @@ async fn namespaces(Query(q): Query<std::collections::HashMap<String, String>>) 
 }
 
 async fn namespace(Path(ns): Path<String>) -> Response {
-    if let Err(r) = check_namespace(&ns) {
+    if let Some(r) = unknown_namespace(&ns) {
         return r;
     }
     Json(json!({"namespace": [NAMESPACE], "properties": {}})).into_response()
@@ -166,7 +163,7 @@ async fn tables(
     peer: Option<Extension<PeerAddr>>,
     Path(ns): Path<String>,
 ) -> Response {
-    if let Err(r) = check_namespace(&ns) {
+    if let Some(r) = unknown_namespace(&ns) {
         return r;
     }
     let names = match table_topics(&ix).await {
@@ -200,7 +197,7 @@ async fn load_table(
     method: Method,
     Path((ns, table)): Path<(String, String)>,
 ) -> Response {
-    if let Err(r) = check_namespace(&ns) {
+    if let Some(r) = unknown_namespace(&ns) {
         return r;
     }
     if let Err(r) = permit(
