@@ -169,7 +169,7 @@ BREAKS = {
     "changelog section empty": ("CHANGELOG.md", "## [{v}]\n", "## [{v}]\n\n## [0.0.1]\n",
                                 "section '{v}' is empty"),
     "unreleased below a release": ("CHANGELOG.md", "## [Unreleased]\n", "## [Unreleased]\n", None),
-    "no changelog section": ("CHANGELOG.md", "## [{v}]", "## {v}", "no released section"),
+    "no changelog section": ("CHANGELOG.md", "## [{v}]", "## {v}", "released section"),  # none left, or an older one is the newest
 }
 
 

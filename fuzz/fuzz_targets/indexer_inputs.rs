@@ -1,7 +1,9 @@
 //! Fuzzes what the indexer reads from outside: the `export.index` definition
 //! (topic config), record values run through a definition into a Parquet
 //! file, Parquet files searched by key and time (a corrupt or hostile file in
-//! the store), and query parameters. The first byte picks which. Nothing may
+//! the store), query parameters, and an Iceberg table's metadata file and
+//! manifest list as a commit reads them from the store. The first byte
+//! picks which. Nothing may
 //! panic, with one exception: `search_file` catches a panic inside the
 //! parquet/arrow reader (which asserts on some malformed page data) and
 //! returns an error, so the harness lets such a panic unwind to it. A panic
@@ -63,7 +65,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&sel, body)) = data.split_first() else {
         return;
     };
-    match sel % 4 {
+    match sel % 5 {
         0 => {
             let text = String::from_utf8_lossy(body);
             let _ = parse_path(&text);
@@ -124,6 +126,15 @@ fuzz_target!(|data: &[u8]| {
                 };
                 let _ = search_file(store, path, size, &all, 40).await;
             });
+        }
+        4 => {
+            if let Ok(m) = floe_indexer::table::commit::parse_metadata(body, "fuzz") {
+                let _ = floe_indexer::table::Covered::of(m.current_snapshot().map(|s| &**s));
+            }
+            let _ = floe_indexer::table::commit::parse_manifest_list(
+                body,
+                iceberg::spec::FormatVersion::V2,
+            );
         }
         _ => {
             let text = String::from_utf8_lossy(body);

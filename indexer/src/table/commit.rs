@@ -126,6 +126,19 @@ impl Covered {
     }
 }
 
+/// A table's metadata file (what a store holds: it may be damaged).
+pub fn parse_metadata(bytes: &[u8], location: &str) -> Result<TableMetadata> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| IndexerError::corrupt(format!("table metadata {location}: {e}")))
+}
+
+/// The manifests a manifest list names.
+pub fn parse_manifest_list(bytes: &[u8], version: FormatVersion) -> Result<Vec<ManifestFile>> {
+    let list = ManifestList::parse_with_version(bytes, version)
+        .map_err(iceberg_err("the previous manifest list"))?;
+    Ok(list.consume_entries().into_iter().collect())
+}
+
 /// The export files a new snapshot adds: per partition, those at or past
 /// the offset the table covers. Fails when a file straddles it (the table
 /// and the exports disagree).
@@ -199,8 +212,7 @@ impl Indexer {
     /// A table's current metadata, read from the file the pointer names.
     pub async fn table_metadata(&self, location: &str) -> Result<TableMetadata> {
         let bytes = self.read_uri(location).await?;
-        serde_json::from_slice(&bytes)
-            .map_err(|e| IndexerError::corrupt(format!("table metadata {location}: {e}")))
+        parse_metadata(&bytes, location)
     }
 
     /// Commits what the topic's exports hold past the table's current
@@ -297,9 +309,7 @@ impl Indexer {
             let mut manifests: Vec<ManifestFile> = Vec::new();
             if !overwrite && let Some(prev) = staged.current_snapshot() {
                 let bytes = self.read_uri(prev.manifest_list()).await?;
-                let list = ManifestList::parse_with_version(&bytes, staged.format_version())
-                    .map_err(iceberg_err("the previous manifest list"))?;
-                manifests.extend(list.consume_entries());
+                manifests.extend(parse_manifest_list(&bytes, staged.format_version())?);
             }
             if !kept.is_empty() {
                 let manifest_uri = format!("{location}/metadata/{nonce}-m0.avro");
