@@ -342,3 +342,48 @@ def test_floe_table_lists_and_describes(sales, floe_bin):
     missing = subprocess.run([str(floe_bin), "table", "describe", "nope"], env=env, capture_output=True,
                              text=True, timeout=60)
     assert missing.returncode != 0 and "no table floe.nope" in missing.stderr, missing.stderr
+
+
+def test_a_table_by_hour_keeps_each_file_in_one_hour_and_readers_prune(sales, kit):
+    """Records timestamped over three hours, with late ones of an earlier hour
+    among them: every data file is in one hour's partition, every row in its
+    file's hour, and a scan of one hour plans only that hour's files."""
+    from confluent_kafka import Producer
+    from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
+
+    s, _ = sales
+    kit.create_topic(s.bootstrap, "hourly", partitions=PARTITIONS, config=dict(CONFIG, **{"table.partition": "hour"}))
+    hour = 3_600_000
+    base = (int(time.time() * 1000) // hour - 5) * hour
+    p = Producer({"bootstrap.servers": s.bootstrap, "acks": "all", "linger.ms": 5})
+    stamps = {}
+    for i in range(600):
+        ts = base + (i // 200) * hour + (i % 200) * 1000
+        if i % 97 == 5:
+            ts -= hour  # late: the hour before
+        stamps[i] = ts
+        p.produce("hourly", value=json.dumps({"amount": 1.0, "n": i}).encode(), partition=i % PARTITIONS,
+                  timestamp=ts)
+    assert p.flush(60) == 0
+    table = wait_covered(s, kit, "hourly")
+    assert [f.name for f in table.spec().fields] == ["timestamp_hour"]
+    files = table.inspect.files().to_pylist()
+    assert files and all(f["partition"]["timestamp_hour"] is not None for f in files)
+    rows = rows_of(table)
+    assert len(rows) == 600
+    by_file = {}
+    for task in table.scan().plan_files():
+        by_file[task.file.file_path] = task.file.partition[0]
+    # Every row lies in the hour of the file holding it.
+    import pyarrow.parquet as pq
+
+    for path, part in by_file.items():
+        t = pq.read_table(path.removeprefix("file://"), columns=["timestamp"]).column(0).to_pylist()
+        assert all(int(x.timestamp() * 1000) // hour == part for x in t), path
+    hours = sorted({ts // hour for ts in stamps.values()})
+    assert len(hours) == 4, "three hours and the late records' one"
+    one = hours[1] * hour
+    window = And(GreaterThanOrEqual("timestamp", one * 1000), LessThan("timestamp", (one + hour) * 1000))
+    planned = list(table.scan(row_filter=window).plan_files())
+    assert planned and len(planned) < len(by_file), (len(planned), len(by_file))
+    assert all(t.file.partition[0] == hours[1] for t in planned)

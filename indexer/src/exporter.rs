@@ -227,7 +227,10 @@ impl Indexer {
             let exported = self.export_topic(&t.name, &settings).await;
             // A table takes what is exported, even when a partition failed.
             let committed = if settings.table {
-                match self.commit_table(&t.name, &settings.definition).await {
+                match self
+                    .commit_table(&t.name, &settings.definition, settings.bucket)
+                    .await
+                {
                     Ok(_) => Ok(()),
                     Err(e) => Err(e),
                 }
@@ -343,7 +346,7 @@ impl Indexer {
                 // yet; its data waits for its marker (the LSO moving on).
                 return Ok(());
             }
-            let (records, last) = cut_at_hour(read.records, read.next_offset - 1);
+            let (records, last) = cut_at_hour(read.records, read.next_offset - 1, settings.bucket);
             if last < start {
                 return Err(IndexerError::corrupt(format!(
                     "{topic}/{}: no batch readable at offset {start}",
@@ -571,13 +574,21 @@ impl Indexer {
 }
 
 /// Keeps the records up to the first one of a later hour than the first
-/// record's; returns them with the last offset the file covers.
-fn cut_at_hour(mut records: Vec<Record>, read_last: i64) -> (Vec<Record>, i64) {
+/// record's, or (a table partitioned by time) of another bucket, earlier
+/// or later; returns them with the last offset the file covers.
+fn cut_at_hour(
+    mut records: Vec<Record>,
+    read_last: i64,
+    bucket: Option<crate::settings::TimeBucket>,
+) -> (Vec<Record>, i64) {
     let Some(first) = records.first() else {
         return (records, read_last);
     };
     let hour = hour_of(first.timestamp);
-    match records.iter().position(|r| hour_of(r.timestamp) > hour) {
+    let first_bucket = bucket.map(|b| b.of(first.timestamp));
+    match records.iter().position(|r| {
+        hour_of(r.timestamp) > hour || bucket.map(|b| b.of(r.timestamp)) != first_bucket
+    }) {
         Some(cut) => {
             let last = records[cut].offset - 1;
             records.truncate(cut);
@@ -613,6 +624,7 @@ mod tests {
                 rec(8, h),
             ],
             8,
+            None,
         );
         assert_eq!(
             kept.len(),
@@ -620,9 +632,28 @@ mod tests {
             "a late record stays, the next hour starts a file"
         );
         assert_eq!(last, 6);
-        let (kept, last) = cut_at_hour(vec![rec(5, h), rec(6, h + 1)], 9);
+        let (kept, last) = cut_at_hour(vec![rec(5, h), rec(6, h + 1)], 9, None);
         assert_eq!((kept.len(), last), (2, 9), "trailing control batches count");
-        let (kept, last) = cut_at_hour(vec![], 4);
+        let (kept, last) = cut_at_hour(vec![], 4, None);
         assert_eq!((kept.len(), last), (0, 4));
+        // A table by hour: a late record of an earlier hour starts a file too.
+        let (kept, last) = cut_at_hour(
+            vec![rec(5, h + 10), rec(6, h - 3), rec(7, h + 20)],
+            7,
+            Some(crate::settings::TimeBucket::Hour),
+        );
+        assert_eq!((kept.len(), last), (1, 5));
+        // By day: hours of the same day stay together, a later hour still cuts.
+        let day = 24 * HOUR_MS;
+        let (kept, last) = cut_at_hour(
+            vec![
+                rec(5, day + 2 * HOUR_MS),
+                rec(6, day + HOUR_MS),
+                rec(7, day - 1),
+            ],
+            7,
+            Some(crate::settings::TimeBucket::Day),
+        );
+        assert_eq!((kept.len(), last), (2, 6));
     }
 }

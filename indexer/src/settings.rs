@@ -19,6 +19,9 @@ pub struct ExportSettings {
     pub enabled: bool,
     /// The topic is an Iceberg table (`table.format=iceberg`).
     pub table: bool,
+    /// The table's partitions by record time (`table.partition`), `None`
+    /// when unpartitioned or not a table. A table's files never mix two.
+    pub bucket: Option<TimeBucket>,
     pub definition: IndexDefinition,
     pub roll: Duration,
     pub file_bytes: u64,
@@ -33,6 +36,11 @@ impl ExportSettings {
         Self {
             enabled: c.export_enabled() || c.iceberg_table(),
             table: c.iceberg_table(),
+            bucket: match (c.iceberg_table(), c.table_partition()) {
+                (true, "day") => Some(TimeBucket::Day),
+                (true, "hour") => Some(TimeBucket::Hour),
+                _ => None,
+            },
             definition: c.export_index(),
             roll: Duration::from_millis(positive(c.export_roll_ms(), 100)),
             file_bytes: positive(c.export_file_bytes(), 1024),
@@ -55,6 +63,24 @@ impl ExportSettings {
                 .filter(|e| !e.is_default)
                 .map(|e| (e.name.as_str(), e.value.as_str())),
         ))
+    }
+}
+
+/// A table's partitions by record time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeBucket {
+    Day,
+    Hour,
+}
+
+impl TimeBucket {
+    /// Which bucket `ts_ms` is in: days or hours since the epoch (UTC), as
+    /// Iceberg's `day` and `hour` transforms number them.
+    pub fn of(self, ts_ms: i64) -> i64 {
+        match self {
+            TimeBucket::Day => ts_ms.div_euclid(24 * HOUR_MS),
+            TimeBucket::Hour => ts_ms.div_euclid(HOUR_MS),
+        }
     }
 }
 
@@ -119,6 +145,9 @@ mod tests {
         t.insert("table.format".to_string(), "iceberg".to_string());
         let t = ExportSettings::from_config(&TopicConfig::from_settings(&t).unwrap());
         assert!(t.enabled && t.table, "a table is exported");
+        assert_eq!(t.bucket, Some(TimeBucket::Day), "by day unless told");
+        assert_eq!(TimeBucket::Day.of(-1), -1);
+        assert_eq!(TimeBucket::Hour.of(2 * HOUR_MS + 5), 2);
         assert_eq!(d.retention, None);
         assert_eq!(d.file.compression, FileCompression::Zstd);
     }

@@ -173,6 +173,12 @@ const KEYS: &[Key] = &[
         check: |v| one_of(v, &["none", "iceberg"]),
         doc: "iceberg: the indexer keeps the topic as an Iceberg v2 table (the export's Parquet files are its data files; turns the export on)",
     },
+    Key {
+        name: "table.partition",
+        default: "day",
+        check: |v| one_of(v, &["day", "hour", "none"]),
+        doc: "the Iceberg table's partition spec: day or hour of the record's timestamp, or none",
+    },
     // Kafka's keys for a broker's local disk and its replicas. Floe has
     // neither (every acknowledged batch is already in the object store,
     // which keeps the copies): they are taken and shown, so that configs
@@ -373,6 +379,11 @@ impl TopicConfig {
             }
         }
         Ok(())
+    }
+
+    /// The table's partitioning (`table.partition`): `day`, `hour` or `none`.
+    pub fn table_partition(&self) -> &str {
+        self.get("table.partition").unwrap_or("day")
     }
 
     /// Whether the indexer keeps the topic as an Iceberg table

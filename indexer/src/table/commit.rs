@@ -26,15 +26,51 @@ use floe_metadata::export_def::IndexDefinition;
 use floe_storage::{EndpointId, ObjectKey};
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion, MAIN_BRANCH,
-    ManifestFile, ManifestList, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot,
-    SortOrder, Struct, Summary, TableMetadata, TableMetadataBuilder, UnboundPartitionSpec,
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion, Literal,
+    MAIN_BRANCH, ManifestFile, ManifestList, ManifestListWriter, ManifestWriterBuilder, Operation,
+    Snapshot, SortOrder, Struct, Summary, TableMetadata, TableMetadataBuilder, Transform,
+    UnboundPartitionSpec,
 };
 
 use super::schema::{name_mapping, table_schema};
 use crate::columns::FIXED_FIELD_IDS;
 use crate::error::{ErrorKind, IndexerError, Result};
 use crate::exporter::Indexer;
+use crate::settings::TimeBucket;
+
+/// The partition spec of a table partitioned by `bucket` (of the
+/// `timestamp` column), or the unpartitioned one.
+pub fn partition_spec(bucket: Option<TimeBucket>) -> Result<UnboundPartitionSpec> {
+    let [_, _, t_id, ..] = FIXED_FIELD_IDS;
+    let b = UnboundPartitionSpec::builder();
+    let b = match bucket {
+        None => b,
+        Some(TimeBucket::Day) => b
+            .add_partition_field(t_id, "timestamp_day", Transform::Day)
+            .map_err(iceberg_err("a partition spec"))?,
+        Some(TimeBucket::Hour) => b
+            .add_partition_field(t_id, "timestamp_hour", Transform::Hour)
+            .map_err(iceberg_err("a partition spec"))?,
+    };
+    Ok(b.build())
+}
+
+/// The partition of a file whose records' times are `min..=max` under
+/// `bucket`: its value, or `None` when the file spans two (a file exported
+/// before the topic was a table, or before its partitioning changed),
+/// which then goes to the unpartitioned spec.
+pub fn partition_of(bucket: TimeBucket, min: i64, max: i64) -> Option<Struct> {
+    let (lo, hi) = (bucket.of(min), bucket.of(max));
+    if lo != hi {
+        return None;
+    }
+    let v = i32::try_from(lo).ok()?;
+    let literal = match bucket {
+        TimeBucket::Day => Literal::date(v),
+        TimeBucket::Hour => Literal::int(v),
+    };
+    Some(Struct::from_iter([Some(literal)]))
+}
 
 /// The snapshot summary's key for the offsets a snapshot covers: a JSON
 /// object of partition → first offset not in the table.
@@ -221,6 +257,7 @@ impl Indexer {
         &self,
         topic: &str,
         def: &IndexDefinition,
+        bucket: Option<TimeBucket>,
     ) -> Result<Option<Committed>> {
         let meta = self.meta();
         let table = meta.table_state(topic).await?;
@@ -250,12 +287,6 @@ impl Indexer {
             covered = Covered::default();
         }
         let added = files_to_add(&exports, &covered)?;
-        let schema_changed = current
-            .as_ref()
-            .is_none_or(|m| m.current_schema().as_struct() != schema.as_struct());
-        if added.is_empty() && !schema_changed && !overwrite {
-            return Ok(None);
-        }
 
         let location = self.uri_of(self.endpoint().as_str(), &format!("tables/{topic}"))?;
         let mut properties = HashMap::from([
@@ -284,12 +315,22 @@ impl Indexer {
             }
         };
         properties.remove("format-version");
+        let spec = partition_spec(bucket)?;
         let staged = builder
             .add_current_schema(schema)
+            .and_then(|b| b.add_default_partition_spec(spec))
             .and_then(|b| b.set_properties(properties))
             .and_then(|b| b.build())
             .map_err(iceberg_err("the table's schema"))?
             .metadata;
+        let changed = current.as_ref().is_none_or(|m| {
+            m.current_schema_id() != staged.current_schema_id()
+                || m.default_partition_spec_id() != staged.default_partition_spec_id()
+                || m.properties() != staged.properties()
+        });
+        if added.is_empty() && !changed && !overwrite {
+            return Ok(None);
+        }
 
         let records: u64 = added.iter().map(|(_, f)| f.rows).sum();
         let kept: Vec<&(u32, &ExportFile)> = added.iter().filter(|(_, f)| f.rows > 0).collect();
@@ -302,7 +343,6 @@ impl Indexer {
             let seq = staged.next_sequence_number();
             let parent = staged.current_snapshot().map(|s| s.snapshot_id());
             let schema = staged.current_schema().clone();
-            let spec = staged.default_partition_spec().as_ref().clone();
             let io = FileIO::new_with_memory();
             let nonce = uuid::Uuid::new_v4().simple().to_string();
 
@@ -311,15 +351,45 @@ impl Indexer {
                 let bytes = self.read_uri(prev.manifest_list()).await?;
                 manifests.extend(parse_manifest_list(&bytes, staged.format_version())?);
             }
-            if !kept.is_empty() {
-                let manifest_uri = format!("{location}/metadata/{nonce}-m0.avro");
+            // One manifest per partition spec: the default one, and the
+            // unpartitioned one for files that span two partitions.
+            let default_spec = staged.default_partition_spec().clone();
+            let unpartitioned = staged
+                .partition_specs_iter()
+                .find(|s| s.fields().is_empty())
+                .cloned()
+                .ok_or_else(|| IndexerError::corrupt("the table has no unpartitioned spec"))?;
+            let mut by_spec: BTreeMap<i32, Vec<DataFile>> = BTreeMap::new();
+            for (p, f) in &kept {
+                let part = match bucket {
+                    Some(b) if !default_spec.fields().is_empty() => {
+                        partition_of(b, f.min_timestamp, f.max_timestamp)
+                    }
+                    _ => None,
+                };
+                let (spec_id, value) = match part {
+                    Some(v) => (default_spec.spec_id(), v),
+                    None => (unpartitioned.spec_id(), Struct::empty()),
+                };
+                by_spec
+                    .entry(spec_id)
+                    .or_default()
+                    .push(self.data_file(*p, f, spec_id, value)?);
+            }
+            for (n, (spec_id, files)) in by_spec.into_iter().enumerate() {
+                let spec = staged
+                    .partition_spec_by_id(spec_id)
+                    .ok_or_else(|| IndexerError::corrupt(format!("no partition spec {spec_id}")))?
+                    .as_ref()
+                    .clone();
+                let manifest_uri = format!("{location}/metadata/{nonce}-m{n}.avro");
                 let out = io
                     .new_output(&manifest_uri)
                     .map_err(iceberg_err("a manifest"))?;
                 let mut w =
                     ManifestWriterBuilder::new(out, Some(id), schema.clone(), spec).build_v2_data();
-                for (p, f) in &kept {
-                    w.add_file(self.data_file(*p, f)?, seq)
+                for df in files {
+                    w.add_file(df, seq)
                         .map_err(iceberg_err("a manifest entry"))?;
                 }
                 let manifest = w
@@ -447,7 +517,13 @@ impl Indexer {
 
     /// The manifest entry of one export file: its URI, size and rows, and
     /// bounds of partition, offset and timestamp (what readers prune by).
-    fn data_file(&self, partition: u32, f: &ExportFile) -> Result<DataFile> {
+    fn data_file(
+        &self,
+        partition: u32,
+        f: &ExportFile,
+        spec_id: i32,
+        value: Struct,
+    ) -> Result<DataFile> {
         let [p_id, o_id, t_id, ..] = FIXED_FIELD_IDS;
         let p = i32::try_from(partition)
             .map_err(|_| IndexerError::invalid(format!("partition {partition}")))?;
@@ -456,7 +532,8 @@ impl Indexer {
             .content(DataContentType::Data)
             .file_path(self.uri_of(&f.endpoint, &f.key)?)
             .file_format(DataFileFormat::Parquet)
-            .partition(Struct::empty())
+            .partition(value)
+            .partition_spec_id(spec_id)
             .record_count(f.rows)
             .file_size_in_bytes(f.size)
             .value_counts(HashMap::from([
@@ -588,6 +665,30 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn a_file_in_one_time_bucket_has_its_partition_and_one_across_two_none() {
+        let hour = 3_600_000;
+        let day = 24 * hour;
+        assert_eq!(
+            partition_of(TimeBucket::Hour, 5 * hour + 1, 6 * hour - 1),
+            Some(Struct::from_iter([Some(Literal::int(5))]))
+        );
+        assert_eq!(partition_of(TimeBucket::Hour, 5 * hour, 6 * hour), None);
+        assert_eq!(
+            partition_of(TimeBucket::Day, 3 * day, 3 * day + 23 * hour),
+            Some(Struct::from_iter([Some(Literal::date(3))]))
+        );
+        assert_eq!(
+            partition_of(TimeBucket::Day, -1, -1),
+            Some(Struct::from_iter([Some(Literal::date(-1))])),
+            "before 1970: the day before"
+        );
+        assert!(partition_spec(None).unwrap().fields().is_empty());
+        let by_day = partition_spec(Some(TimeBucket::Day)).unwrap();
+        assert_eq!(by_day.fields()[0].source_id, FIXED_FIELD_IDS[2]);
+        assert_eq!(by_day.fields()[0].transform, Transform::Day);
     }
 
     #[test]
