@@ -73,10 +73,14 @@ def produce(bootstrap, topic, n, start=0):
     return acked
 
 
-def catalog(s):
+def catalog_at(uri, **props):
     from pyiceberg.catalog.rest import RestCatalog
 
-    return RestCatalog("floe", uri=f"{s.admin_url}/iceberg")
+    return RestCatalog("floe", uri=uri, **props)
+
+
+def catalog(s):
+    return catalog_at(f"{s.admin_url}/iceberg")
 
 
 def covered(table):
