@@ -407,6 +407,7 @@ fn build_batch(
         .map(|(kind, _)| TypedBuilder::new(*kind, rows))
         .collect();
 
+    let (mut not_json, mut mistyped) = (0u64, 0u64);
     for record in records {
         partitions.append_value(partition);
         offsets.append_value(record.offset);
@@ -426,8 +427,9 @@ fn build_batch(
             .value
             .as_deref()
             .and_then(|v| serde_json::from_slice(v).ok());
+        not_json += u64::from(json.is_none());
         for (builder, (_, steps)) in typed.iter_mut().zip(extractors) {
-            builder.append(json.as_ref().and_then(|j| walk(j, steps)));
+            mistyped += u64::from(builder.append(json.as_ref().and_then(|j| walk(j, steps))));
         }
     }
 
@@ -462,7 +464,9 @@ fn build_batch(
         Arc::new(headers),
     ];
     columns.extend(typed.iter_mut().map(TypedBuilder::finish));
-    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+    let batch = RecordBatch::try_new(schema.clone(), columns)?;
+    crate::metrics::typing(not_json, mistyped);
+    Ok(batch)
 }
 
 /// Follows a parsed path from the root of a JSON document.
@@ -512,17 +516,38 @@ impl TypedBuilder {
     }
 
     /// Appends the value at the column's path (None when the path is
-    /// missing or the value was not JSON); NULL unless it has the column's type.
-    fn append(&mut self, v: Option<&Value>) {
-        match self {
-            Self::String(b) => b.append_option(v.and_then(Value::as_str)),
-            Self::Int64(b) => b.append_option(v.and_then(json_i64)),
-            Self::Float64(b) => {
-                b.append_option(v.and_then(Value::as_number).and_then(|n| n.as_f64()))
+    /// missing or the value was not JSON); NULL unless it has the column's
+    /// type. Returns whether a value was there, not JSON `null`, and of
+    /// another type (a NULL the data asked for does not count).
+    fn append(&mut self, v: Option<&Value>) -> bool {
+        let typed = match self {
+            Self::String(b) => {
+                let x = v.and_then(Value::as_str);
+                b.append_option(x);
+                x.is_some()
             }
-            Self::Bool(b) => b.append_option(v.and_then(Value::as_bool)),
-            Self::Timestamp(b) => b.append_option(v.and_then(json_timestamp_ms)),
-        }
+            Self::Int64(b) => {
+                let x = v.and_then(json_i64);
+                b.append_option(x);
+                x.is_some()
+            }
+            Self::Float64(b) => {
+                let x = v.and_then(Value::as_number).and_then(|n| n.as_f64());
+                b.append_option(x);
+                x.is_some()
+            }
+            Self::Bool(b) => {
+                let x = v.and_then(Value::as_bool);
+                b.append_option(x);
+                x.is_some()
+            }
+            Self::Timestamp(b) => {
+                let x = v.and_then(json_timestamp_ms);
+                b.append_option(x);
+                x.is_some()
+            }
+        };
+        !typed && v.is_some_and(|v| !v.is_null())
     }
 
     fn finish(&mut self) -> ArrayRef {

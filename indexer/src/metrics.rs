@@ -11,6 +11,8 @@ const PARQUET_BYTES_WRITTEN: &str = "floe_indexer_parquet_bytes_written_total";
 const FILES_DELETED: &str = "floe_indexer_files_deleted_total";
 const ERRORS: &str = "floe_indexer_errors_total";
 const BATCHES_SKIPPED: &str = "floe_indexer_batches_skipped_total";
+const NOT_JSON: &str = "floe_indexer_values_not_json_total";
+const MISTYPED: &str = "floe_indexer_fields_mistyped_total";
 const TABLE_COMMITS: &str = "floe_indexer_table_commits_total";
 const TABLE_FILES: &str = "floe_indexer_table_files_added_total";
 const TABLE_RECORDS: &str = "floe_indexer_table_records_added_total";
@@ -46,6 +48,14 @@ pub(crate) fn register() {
         "stored batches passed over because they cannot be decoded: reason=over_bounds (a decompression bomb, too many records) or malformed"
     );
     describe_counter!(
+        NOT_JSON,
+        "rows written for a topic with typed columns whose value is not a JSON document (not JSON, not UTF-8, empty, a tombstone): their typed columns are NULL, the raw value is in the value column"
+    );
+    describe_counter!(
+        MISTYPED,
+        "typed fields written as NULL because the value there has another type than the column's"
+    );
+    describe_counter!(
         TABLE_COMMITS,
         "Iceberg table commits (new metadata files the table's pointer moved to)"
     );
@@ -64,6 +74,8 @@ pub(crate) fn register() {
         TABLE_COMMITS,
         TABLE_FILES,
         TABLE_RECORDS,
+        NOT_JSON,
+        MISTYPED,
     ] {
         counter!(name).increment(0);
     }
@@ -103,6 +115,17 @@ pub fn query_denied() {
     counter!(QUERY_DENIED).increment(1);
 }
 
+/// A batch of rows had `not_json` values that are not JSON documents and
+/// `mistyped` typed fields of another type than their column's.
+pub(crate) fn typing(not_json: u64, mistyped: u64) {
+    if not_json > 0 {
+        counter!(NOT_JSON).increment(not_json);
+    }
+    if mistyped > 0 {
+        counter!(MISTYPED).increment(mistyped);
+    }
+}
+
 /// A table commit added `files` data files of `records` records.
 pub(crate) fn table_commit(files: u64, records: u64) {
     counter!(TABLE_COMMITS).increment(1);
@@ -136,5 +159,43 @@ mod tests {
             Some(&DebugValue::Counter(2048))
         );
         assert_eq!(value(super::ERRORS), Some(&DebugValue::Counter(0)));
+    }
+
+    #[test]
+    fn values_that_are_not_json_and_fields_of_another_type_are_counted() {
+        let recorder = DebuggingRecorder::new();
+        let snap = recorder.snapshotter();
+        let def = floe_metadata::export_def::IndexDefinition::parse(
+            r#"[{"name":"a","path":"$.a","type":"int64"},{"name":"b","path":"$.b","type":"string"}]"#,
+        )
+        .unwrap();
+        let rec = |offset: i64, v: Option<&'static [u8]>| floe_storage::records::Record {
+            offset,
+            timestamp: 0,
+            key: None,
+            value: v.map(bytes::Bytes::from_static),
+            headers: vec![],
+        };
+        let records = vec![
+            rec(0, Some(br#"{"a":1,"b":"x"}"#)),
+            rec(1, Some(b"not json")),
+            rec(2, None),
+            rec(3, Some(br#"{"a":"1","b":null}"#)),
+            rec(4, Some(br#"{"a":1.5}"#)),
+        ];
+        metrics::with_local_recorder(&recorder, || {
+            super::register();
+            crate::columns::write_file(0, &records, &def, &Default::default()).unwrap();
+        });
+        let values: Vec<(String, DebugValue)> = snap
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .map(|(k, .., v)| (k.key().name().to_string(), v))
+            .collect();
+        let value = |name: &str| values.iter().find(|(n, _)| n == name).map(|(_, v)| v);
+        assert_eq!(value(super::NOT_JSON), Some(&DebugValue::Counter(2)));
+        // "1" for an int64 and 1.5 for an int64; a null or a missing field is no mismatch.
+        assert_eq!(value(super::MISTYPED), Some(&DebugValue::Counter(2)));
     }
 }
