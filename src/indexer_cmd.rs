@@ -68,6 +68,11 @@ pub struct IndexerTuning {
     /// Most log bytes per partition a query reads that are not exported yet.
     #[arg(long, env = "FLOE_QUERY_MAX_LOG_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub query_max_log_bytes: u64,
+    /// How old an Iceberg table's metadata object that nothing refers to
+    /// (left by a commit a crash cut short, or by a dropped snapshot) must
+    /// be before it is deleted.
+    #[arg(long, env = "FLOE_TABLE_ORPHAN_GRACE_MS", default_value_t = 600_000)]
+    pub table_orphan_grace_ms: u64,
 }
 
 impl IndexerTuning {
@@ -79,6 +84,7 @@ impl IndexerTuning {
             poll: Duration::from_millis(self.indexer_poll_ms),
             endpoint: self.export_endpoint.as_deref().map(EndpointId::new),
             max_query_log_bytes: self.query_max_log_bytes,
+            table_orphan_grace: Duration::from_millis(self.table_orphan_grace_ms),
             ..IndexerConfig::default()
         })
     }

@@ -260,7 +260,7 @@ def test_kill9_in_each_phase_of_a_commit_loses_and_doubles_nothing(standalone_fa
     table ends up with every acknowledged record exactly once."""
     phases = ["manifest", "manifest-list", "metadata", "pointer"]
     monkeypatch.setenv("FLOE_TABLE_PAUSE_AT", phases[0])
-    s = standalone_factory(name="crash", indexer_poll_ms=100)
+    s = standalone_factory(name="crash", indexer_poll_ms=100, table_orphan_grace_ms=0)
     kit.create_topic(s.bootstrap, "crash", partitions=PARTITIONS, config=CONFIG)
     acked, n = {}, 0
     for i, phase in enumerate(phases):
@@ -289,6 +289,22 @@ def test_kill9_in_each_phase_of_a_commit_loses_and_doubles_nothing(standalone_fa
         f"missing {sorted(set(acked) - set(rows))[:5]}, extra {sorted(set(rows) - set(acked))[:5]}")
     assert all(rows[k]["value"] == v for k, v in acked.items())
     assert int(table.current_snapshot().summary.additional_properties["total-records"]) == len(acked)
+    # What the killed commits left (a manifest, a list, a metadata file the
+    # pointer never reached) is swept; everything the table names stays.
+    folder = s.data_dir / "store" / "tables" / "crash" / "metadata"
+    deadline = time.monotonic() + 60
+    while True:
+        table = catalog(s).load_table((NS, "crash"))
+        named = {table.metadata_location} | {e.metadata_file for e in table.metadata.metadata_log}
+        named |= {sn.manifest_list for sn in table.snapshots()}
+        named |= {m.manifest_path for m in table.current_snapshot().manifests(table.io)}
+        on_disk = {f"file://{p}" for p in folder.iterdir() if "#" not in p.name}
+        assert named <= on_disk, f"named but gone: {sorted(named - on_disk)[:3]}"
+        if on_disk == named:
+            break
+        assert time.monotonic() < deadline, f"never swept: {sorted(on_disk - named)[:5]}"
+        time.sleep(0.5)
+    assert len(rows_of(table)) == len(acked)
 
 
 def test_a_column_added_across_a_restart_is_a_new_field_and_a_type_change_is_refused(sales, kit):

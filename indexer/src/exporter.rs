@@ -34,6 +34,9 @@ pub struct IndexerConfig {
     pub sweep_every: Duration,
     /// Most log bytes a query reads that are not exported yet, per partition.
     pub max_query_log_bytes: u64,
+    /// How old a table's metadata object nothing refers to must be before
+    /// the sweep deletes it (see `table::sweep`).
+    pub table_orphan_grace: Duration,
 }
 
 impl Default for IndexerConfig {
@@ -43,6 +46,7 @@ impl Default for IndexerConfig {
             endpoint: None,
             sweep_every: Duration::from_secs(60),
             max_query_log_bytes: 64 * 1024 * 1024,
+            table_orphan_grace: Duration::from_secs(600),
         }
     }
 }
@@ -287,6 +291,10 @@ impl Indexer {
             .is_none_or(|t| t.elapsed() >= self.inner.cfg.sweep_every);
         if sweep_due && first_err.is_none() {
             self.sweep(topic).await?;
+            if settings.table {
+                self.sweep_table(topic, self.inner.cfg.table_orphan_grace)
+                    .await?;
+            }
             lock(&self.inner.swept).insert(topic.to_string(), Instant::now());
         }
         first_err.map_or(Ok(()), Err)

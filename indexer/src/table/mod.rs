@@ -4,11 +4,13 @@
 //! files; [`commit`] adds those committed since the table's current
 //! snapshot as a new snapshot, exactly once, with the table's pointer in
 //! the Raft state; [`catalog`] serves the tables over Iceberg's REST
-//! catalog API; [`schema`] maps a topic's columns to an Iceberg schema.
+//! catalog API; [`schema`] maps a topic's columns to an Iceberg schema;
+//! `sweep` deletes the table's metadata objects nothing refers to.
 //! The design is described in `docs/tables.md`.
 
 pub mod catalog;
 pub mod commit;
 pub mod schema;
+mod sweep;
 
 pub use commit::{Committed, Covered};

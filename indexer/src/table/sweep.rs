@@ -1,0 +1,65 @@
+//! Deletes a table's metadata objects that nothing refers to: what a commit
+//! cut short by a crash left (a manifest, a manifest list, a metadata file
+//! the pointer never reached), the manifest lists of dropped snapshots and
+//! the metadata files older than the table's metadata log.
+//!
+//! Referred to, and kept: the current metadata file and those its metadata
+//! log names, every kept snapshot's manifest list, and the manifests of the
+//! current snapshot's list. A table only grows and an overwrite (backfill)
+//! drops every older snapshot, so an older kept snapshot's manifests are
+//! among the current one's. An object younger than the grace period is
+//! kept whatever it is: it may be a commit in flight (of another indexer,
+//! when two run by mistake).
+
+use std::collections::HashSet;
+use std::time::{Duration, SystemTime};
+
+use floe_storage::ObjectRef;
+use futures::StreamExt;
+
+use super::commit::parse_manifest_list;
+use crate::error::Result;
+use crate::exporter::Indexer;
+
+impl Indexer {
+    /// Deletes the unreferenced metadata objects of `topic`'s table older
+    /// than `grace`; returns how many.
+    pub async fn sweep_table(&self, topic: &str, grace: Duration) -> Result<usize> {
+        let table = self.meta().table_state(topic).await?;
+        let Some(location) = table.state.metadata_location else {
+            return Ok(0);
+        };
+        let m = self.table_metadata(&location).await?;
+        let mut keep: HashSet<String> = HashSet::new();
+        keep.insert(location.clone());
+        keep.extend(m.metadata_log().iter().map(|l| l.metadata_file.clone()));
+        keep.extend(m.snapshots().map(|s| s.manifest_list().to_string()));
+        if let Some(s) = m.current_snapshot() {
+            let bytes = self.read_uri(s.manifest_list()).await?;
+            let manifests = parse_manifest_list(&bytes, m.format_version())?;
+            keep.extend(manifests.into_iter().map(|f| f.manifest_path));
+        }
+        let prefix = format!("tables/{topic}/metadata/");
+        let now = SystemTime::now();
+        let mut deleted = 0;
+        let mut pages = self.pool().list_pages(self.endpoint(), &prefix, 1000)?;
+        let mut doomed: Vec<ObjectRef> = Vec::new();
+        while let Some(page) = pages.next().await {
+            for o in page? {
+                let uri = self
+                    .pool()
+                    .uri(&o.object.endpoint, &o.object.key)
+                    .unwrap_or_default();
+                if !keep.contains(&uri) && o.age(now) >= grace {
+                    doomed.push(o.object);
+                }
+            }
+        }
+        for o in doomed {
+            tracing::info!(topic, key = %o.key, "deleting a table metadata object nothing refers to");
+            self.pool().delete(&o).await?;
+            deleted += 1;
+        }
+        Ok(deleted)
+    }
+}
