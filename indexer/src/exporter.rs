@@ -74,6 +74,9 @@ struct Inner {
     /// The Iceberg field ids of a table's typed columns, per topic id and
     /// index definition (asked of the Raft state once each).
     field_ids: Mutex<HashMap<(TopicId, String), Vec<i32>>>,
+    /// The manifests each manifest list names, by the list's URI (a list
+    /// never changes once written), for the tables' sweep.
+    manifest_lists: Mutex<HashMap<String, Vec<String>>>,
     /// The ACLs the query API checks bearer-token callers against, and
     /// when they were read.
     acls: tokio::sync::Mutex<Option<(Instant, Arc<floe_metadata::acl::AclIndex>)>>,
@@ -122,6 +125,7 @@ impl Indexer {
                 swept: Mutex::new(HashMap::new()),
                 round: tokio::sync::Mutex::new(()),
                 field_ids: Mutex::new(HashMap::new()),
+                manifest_lists: Mutex::new(HashMap::new()),
                 acls: tokio::sync::Mutex::new(None),
             }),
         })
@@ -153,6 +157,29 @@ impl Indexer {
 
     pub fn pool(&self) -> &Arc<StorePool> {
         &self.inner.pool
+    }
+
+    /// The manifests the manifest list at `uri` names, read once.
+    pub(crate) async fn manifests_of(
+        &self,
+        uri: &str,
+        version: iceberg::spec::FormatVersion,
+    ) -> Result<Vec<String>> {
+        if let Some(m) = lock(&self.inner.manifest_lists).get(uri) {
+            return Ok(m.clone());
+        }
+        let bytes = self.read_uri(uri).await?;
+        let paths: Vec<String> = crate::table::commit::parse_manifest_list(&bytes, version)?
+            .into_iter()
+            .map(|f| f.manifest_path)
+            .collect();
+        lock(&self.inner.manifest_lists).insert(uri.to_string(), paths.clone());
+        Ok(paths)
+    }
+
+    /// Forgets the manifest lists not in `keep` (dropped snapshots').
+    pub(crate) fn forget_manifest_lists(&self, keep: &std::collections::HashSet<String>) {
+        lock(&self.inner.manifest_lists).retain(|uri, _| keep.contains(uri));
     }
 
     /// The store endpoint exports (and tables) are written to.

@@ -457,3 +457,129 @@ async fn the_exporter_passes_over_a_decompression_bomb_and_exports_the_rest() {
     assert_eq!(found.records.len(), 20);
     env.shutdown().await;
 }
+
+/// The manifests and data files a table's snapshot lists, read back with
+/// iceberg's own readers: (manifest count, live data-file paths, records).
+async fn table_contents(
+    env: &Env,
+    ix: &Indexer,
+    topic: &str,
+    snapshot: Option<i64>,
+) -> (usize, Vec<String>, u64) {
+    let state = env.meta.table_state(topic).await.unwrap();
+    let m = ix
+        .table_metadata(state.state.metadata_location.as_deref().unwrap())
+        .await
+        .unwrap();
+    let snap = match snapshot {
+        Some(id) => m.snapshot_by_id(id).unwrap().clone(),
+        None => m.current_snapshot().unwrap().clone(),
+    };
+    let read = |uri: &str| {
+        let key = uri.split_once("/store/").unwrap().1.to_string();
+        let pool = env.pool.clone();
+        async move {
+            let obj = pool
+                .head(&EndpointId::new("local"), &ObjectKey::new(&key))
+                .await
+                .unwrap();
+            pool.get(&obj).await.unwrap()
+        }
+    };
+    let list = floe_indexer::table::commit::parse_manifest_list(
+        &read(snap.manifest_list()).await,
+        m.format_version(),
+    )
+    .unwrap();
+    let (mut files, mut records) = (Vec::new(), 0);
+    for mf in &list {
+        let manifest = iceberg::spec::Manifest::parse_avro(&read(&mf.manifest_path).await).unwrap();
+        for e in manifest.entries().iter().filter(|e| e.is_alive()) {
+            files.push(e.data_file().file_path().to_string());
+            records += e.data_file().record_count();
+        }
+    }
+    (list.len(), files, records)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_of_many_commits_merges_its_manifests_and_the_sweep_keeps_what_snapshots_name() {
+    let env = Env::new().await;
+    let t = env
+        .topic(
+            "t",
+            1,
+            &[
+                ("table.format", "iceberg"),
+                ("export.roll.ms", "100"),
+                ("export.index", INDEX),
+            ],
+        )
+        .await;
+    let ix = env.indexer();
+    let (mut produced, mut snapshots) = (0usize, Vec::new());
+    for round in 0..20 {
+        env.produce(t, 0, produced, 10, now_ms()).await;
+        produced += 10;
+        env.export_all(&ix, "t").await;
+        // The round that exported also committed; one more commits what a
+        // later file of the same round left.
+        ix.run_once().await.unwrap();
+        let state = env.meta.table_state("t").await.unwrap();
+        let m = ix
+            .table_metadata(state.state.metadata_location.as_deref().unwrap())
+            .await
+            .unwrap();
+        let snap = m.current_snapshot().unwrap();
+        snapshots.push((snap.snapshot_id(), round));
+    }
+    let (manifests, files, records) = table_contents(&env, &ix, "t", None).await;
+    assert!(
+        manifests < floe_indexer::table::commit::MAX_MANIFESTS,
+        "{manifests} manifests after 20 commits"
+    );
+    assert_eq!(records as usize, produced, "every record once");
+    let unique: BTreeSet<&String> = files.iter().collect();
+    assert_eq!(unique.len(), files.len(), "no data file twice");
+    // Every metadata object nothing names is swept; every snapshot still reads.
+    ix.sweep_table("t", Duration::ZERO).await.unwrap();
+    for (id, round) in snapshots {
+        let (_, _, records) = table_contents(&env, &ix, "t", Some(id)).await;
+        assert_eq!(
+            records as usize,
+            (round + 1) * 10,
+            "snapshot of round {round}"
+        );
+    }
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_indexers_committing_at_once_never_add_a_file_twice() {
+    let env = Env::new().await;
+    let t = env
+        .topic(
+            "race",
+            2,
+            &[("table.format", "iceberg"), ("export.roll.ms", "100")],
+        )
+        .await;
+    let (a, b) = (env.indexer(), env.indexer());
+    for round in 0..5 {
+        for p in 0..2 {
+            env.produce(t, p, round * 10, 10, now_ms()).await;
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let (ra, rb) = tokio::join!(a.run_once(), b.run_once());
+        // A loser of the race learns it next round; neither fails for good.
+        let _ = (ra, rb);
+    }
+    env.export_all(&a, "race").await;
+    a.run_once().await.unwrap();
+    b.run_once().await.unwrap();
+    let (_, files, records) = table_contents(&env, &a, "race", None).await;
+    assert_eq!(records, 100);
+    let unique: BTreeSet<&String> = files.iter().collect();
+    assert_eq!(unique.len(), files.len(), "no data file twice");
+    env.shutdown().await;
+}

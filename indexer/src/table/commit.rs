@@ -27,9 +27,9 @@ use floe_storage::{EndpointId, ObjectKey};
 use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion, Literal,
-    MAIN_BRANCH, ManifestFile, ManifestList, ManifestListWriter, ManifestWriterBuilder, Operation,
-    Snapshot, SortOrder, Struct, Summary, TableMetadata, TableMetadataBuilder, Transform,
-    UnboundPartitionSpec,
+    MAIN_BRANCH, Manifest, ManifestFile, ManifestList, ManifestListWriter, ManifestWriterBuilder,
+    Operation, Snapshot, SortOrder, Struct, Summary, TableMetadata, TableMetadataBuilder,
+    Transform, UnboundPartitionSpec,
 };
 
 use super::schema::{name_mapping, table_schema};
@@ -81,6 +81,9 @@ pub const GENERATION: &str = "floe.export-generation";
 /// new ones come (an append-only table's current snapshot still holds
 /// every file).
 pub const MAX_SNAPSHOTS: usize = 500;
+/// Manifests a snapshot lists before a commit merges them (per partition
+/// spec) into one.
+pub const MAX_MANIFESTS: usize = 16;
 /// The table property that names the topic.
 pub const TOPIC_PROPERTY: &str = "floe.topic";
 
@@ -406,6 +409,15 @@ impl Indexer {
                 reached(Phase::Manifest).await;
                 manifests.push(manifest);
             }
+            let manifests = self
+                .merge_manifests(
+                    &staged,
+                    manifests,
+                    id,
+                    &io,
+                    &format!("{location}/metadata/{nonce}"),
+                )
+                .await?;
 
             let list_uri = format!("{location}/metadata/snap-{id}-1-{nonce}.avro");
             let out = io
@@ -502,6 +514,74 @@ impl Indexer {
             records,
             metadata_location: metadata_uri,
         }))
+    }
+
+    /// The manifests a new snapshot lists: as they are while fewer than
+    /// [`MAX_MANIFESTS`], else those of each partition spec merged into one
+    /// (their entries kept as `EXISTING`, with the snapshot ids and
+    /// sequence numbers they were added with), so that a table of many
+    /// commits still has few manifests to read.
+    async fn merge_manifests(
+        &self,
+        staged: &TableMetadata,
+        manifests: Vec<ManifestFile>,
+        id: i64,
+        io: &FileIO,
+        stem: &str,
+    ) -> Result<Vec<ManifestFile>> {
+        if manifests.len() < MAX_MANIFESTS {
+            return Ok(manifests);
+        }
+        let mut by_spec: BTreeMap<i32, Vec<ManifestFile>> = BTreeMap::new();
+        for m in manifests {
+            by_spec.entry(m.partition_spec_id).or_default().push(m);
+        }
+        let schema = staged.current_schema().clone();
+        let mut out = Vec::new();
+        for (spec_id, group) in by_spec {
+            if group.len() == 1 {
+                out.extend(group);
+                continue;
+            }
+            let spec = staged
+                .partition_spec_by_id(spec_id)
+                .ok_or_else(|| IndexerError::corrupt(format!("no partition spec {spec_id}")))?
+                .as_ref()
+                .clone();
+            let uri = format!("{stem}-merged-{spec_id}.avro");
+            let out_file = io
+                .new_output(&uri)
+                .map_err(iceberg_err("a merged manifest"))?;
+            let mut w = ManifestWriterBuilder::new(out_file, Some(id), schema.clone(), spec)
+                .build_v2_data();
+            for m in &group {
+                let bytes = self.read_uri(&m.manifest_path).await?;
+                let manifest = Manifest::parse_avro(&bytes).map_err(iceberg_err("a manifest"))?;
+                for e in manifest.entries().iter().filter(|e| e.is_alive()) {
+                    let seq = e.sequence_number().unwrap_or(m.sequence_number);
+                    w.add_existing_file(
+                        e.data_file().clone(),
+                        e.snapshot_id().unwrap_or(m.added_snapshot_id),
+                        seq,
+                        e.file_sequence_number.or(Some(m.sequence_number)),
+                    )
+                    .map_err(iceberg_err("a merged manifest entry"))?;
+                }
+            }
+            let merged = w
+                .write_manifest_file()
+                .await
+                .map_err(iceberg_err("a merged manifest"))?;
+            let bytes = io
+                .new_input(&uri)
+                .map_err(iceberg_err("a merged manifest"))?
+                .read()
+                .await
+                .map_err(iceberg_err("a merged manifest"))?;
+            self.write_uri(&uri, bytes).await?;
+            out.push(merged);
+        }
+        Ok(out)
     }
 
     /// A snapshot id not in use (positive, random).

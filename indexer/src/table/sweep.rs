@@ -4,10 +4,9 @@
 //! the metadata files older than the table's metadata log.
 //!
 //! Referred to, and kept: the current metadata file and those its metadata
-//! log names, every kept snapshot's manifest list, and the manifests of the
-//! current snapshot's list. A table only grows and an overwrite (backfill)
-//! drops every older snapshot, so an older kept snapshot's manifests are
-//! among the current one's. An object younger than the grace period is
+//! log names, every kept snapshot's manifest list, and the manifests those
+//! lists name (each list is read once and remembered: it never changes).
+//! An object younger than the grace period is
 //! kept whatever it is: it may be a commit in flight (of another indexer,
 //! when two run by mistake).
 
@@ -17,7 +16,6 @@ use std::time::{Duration, SystemTime};
 use floe_storage::ObjectRef;
 use futures::StreamExt;
 
-use super::commit::parse_manifest_list;
 use crate::error::Result;
 use crate::exporter::Indexer;
 
@@ -33,12 +31,15 @@ impl Indexer {
         let mut keep: HashSet<String> = HashSet::new();
         keep.insert(location.clone());
         keep.extend(m.metadata_log().iter().map(|l| l.metadata_file.clone()));
-        keep.extend(m.snapshots().map(|s| s.manifest_list().to_string()));
-        if let Some(s) = m.current_snapshot() {
-            let bytes = self.read_uri(s.manifest_list()).await?;
-            let manifests = parse_manifest_list(&bytes, m.format_version())?;
-            keep.extend(manifests.into_iter().map(|f| f.manifest_path));
+        let lists: HashSet<String> = m
+            .snapshots()
+            .map(|s| s.manifest_list().to_string())
+            .collect();
+        self.forget_manifest_lists(&lists);
+        for list in &lists {
+            keep.extend(self.manifests_of(list, m.format_version()).await?);
         }
+        keep.extend(lists);
         let prefix = format!("tables/{topic}/metadata/");
         let now = SystemTime::now();
         let mut deleted = 0;
