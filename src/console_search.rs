@@ -9,7 +9,7 @@
 
 use floe_console::search::{
     BackfillFuture, Search, SearchAnswer, SearchError, SearchErrorKind, SearchFuture, SearchHit,
-    SearchQuery,
+    SearchQuery, TableFuture,
 };
 use floe_indexer::lookup::Query;
 use floe_indexer::{ErrorKind, Indexer};
@@ -32,6 +32,10 @@ fn error_of(e: floe_indexer::IndexerError) -> SearchError {
 }
 
 impl Search for IndexerSearch {
+    fn table<'a>(&'a self, topic: &'a str) -> TableFuture<'a> {
+        Box::pin(async move { self.0.load_table(topic).await.map_err(error_of) })
+    }
+
     fn backfill<'a>(&'a self, topic: &'a str) -> BackfillFuture<'a> {
         Box::pin(async move { self.0.backfill(topic).await.map_err(error_of) })
     }
@@ -157,6 +161,28 @@ fn remote_error(e: floe_metadata::http::HttpError) -> SearchError {
 }
 
 impl Search for RemoteSearch {
+    fn table<'a>(&'a self, topic: &'a str) -> TableFuture<'a> {
+        Box::pin(async move {
+            let path = format!(
+                "/iceberg/v1/namespaces/{}/tables/{}",
+                floe_indexer::table::catalog::NAMESPACE,
+                encode(topic)
+            );
+            let body = match self.http.get(&self.addr, &path, REMOTE_TIMEOUT).await {
+                Ok(b) => b,
+                // No table, or none yet: the catalog's 404.
+                Err(floe_metadata::http::HttpError::Status { status: 404, .. }) => return Ok(None),
+                Err(e) => return Err(remote_error(e)),
+            };
+            serde_json::from_slice(&body)
+                .map(Some)
+                .map_err(|e| SearchError {
+                    kind: SearchErrorKind::Unavailable,
+                    message: format!("the indexer's catalog answer is not JSON: {e}"),
+                })
+        })
+    }
+
     fn backfill<'a>(&'a self, topic: &'a str) -> BackfillFuture<'a> {
         Box::pin(async move {
             let path = format!("/v1/topics/{}/backfill", encode(topic));

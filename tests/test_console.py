@@ -693,6 +693,41 @@ def test_an_export_is_backfilled_from_its_page_once_the_name_is_typed(browser, s
     assert not console_errors(browser, allowed=("400",))
 
 
+def test_a_topic_that_is_a_table_shows_its_table_on_its_export_page(browser, site, floe, data):
+    """table.format=iceberg: the export page shows the Iceberg table, its
+    schema with field ids, its partitioning and its snapshots (docs/tables.md)."""
+    from confluent_kafka.admin import AdminClient
+
+    topic = "console-table"
+    conf = {"bootstrap.servers": floe.bootstrap}
+    create_topics(AdminClient({**conf, "log_level": 2}), [(topic, 2, {
+        "table.format": "iceberg", "export.roll.ms": "300",
+        "export.index": json.dumps([{"name": "total", "path": "$.total", "type": "float64"}])})])
+    produce(conf, [(topic, i % 2, f"t-{i}".encode(), json.dumps({"total": i}).encode(), None) for i in range(40)])
+    deadline = time.monotonic() + WAIT
+    while True:
+        status, body = http_get(f"{floe.admin_url}/ui/api/topics/{topic}/table")
+        t = json.loads(body) if status == 200 else {}
+        if (t.get("current") or {}).get("records") == 40:
+            break
+        assert time.monotonic() < deadline, f"{topic}: no table of 40 records after {WAIT}s: {status} {body[:300]}"
+        time.sleep(0.3)
+    assert t["name"] == f"floe.{topic}" and t["partitioning"][0]["transform"] == "day", t
+    assert {f["name"]: f["id"] for f in t["schema"]}["offset"] == 2
+    open_page(browser, f"{site}#/topics/{topic}/export", f"Export of {topic}", "#table-section")
+    wait(browser, "the table's records", lambda d: number(d.find_element("id", "table-records").text) == 40)
+    schema = {r[1]: r for r in rows(browser, "table-schema")}
+    assert schema["offset"][0] == "2" and schema["offset"][2] == "long" and schema["total"][2] == "double", schema
+    snaps = rows(browser, "table-snapshots")
+    assert snaps and snaps[0][2] == "append", snaps
+    assert browser.find_element("id", "table-partitioning").text == "day(timestamp)"
+    check_page(browser, "export-table")
+    # A topic that is no table answers so, and its page has no table section.
+    assert json.loads(http_get(f"{floe.admin_url}/ui/api/topics/{EXPORTED}/table")[1])["table"] is False
+    open_page(browser, f"{site}#/topics/{EXPORTED}/export", f"Export of {EXPORTED}", "#export-partitions")
+    assert not browser.find_elements("id", "table-section")
+
+
 # ---------------------------------------------------------------- with tokens and ACLs
 
 ALICE_TOKEN = "alice-console-token-0123456789"

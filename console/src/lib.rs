@@ -155,6 +155,7 @@ pub fn router(console: Arc<Console>) -> Router {
         )
         .route("/ui/api/transactions", get(api::txns::list))
         .route("/ui/api/exports", get(api::exports::list))
+        .route("/ui/api/topics/{name}/table", get(api::exports::table))
         .route("/ui/api/groups", get(api::groups::list))
         .route("/ui/api/groups/{id}", get(api::groups::describe))
         .route(

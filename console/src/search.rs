@@ -64,9 +64,19 @@ pub type SearchFuture<'a> =
 /// A backfill asked: the topic's new export generation.
 pub type BackfillFuture<'a> = Pin<Box<dyn Future<Output = Result<u64, SearchError>> + Send + 'a>>;
 
+/// A table asked: the Iceberg catalog's answer for the topic's table (its
+/// `metadata-location` and `metadata`), `None` when the topic is not a table
+/// or has no metadata file yet.
+pub type TableFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Option<serde_json::Value>, SearchError>> + Send + 'a>>;
+
 /// The indexer as the console reaches it. The caller has checked that the
 /// principal may read the topic.
 pub trait Search: Send + Sync {
+    /// The topic's Iceberg table (`table.format=iceberg`) as its catalog
+    /// serves it.
+    fn table<'a>(&'a self, topic: &'a str) -> TableFuture<'a>;
+
     /// Looks records of a topic up by key and time.
     fn search<'a>(&'a self, topic: &'a str, query: &'a SearchQuery) -> SearchFuture<'a>;
 

@@ -1,11 +1,13 @@
 // One topic's Parquet export: per partition, how far the indexer has
 // exported, what is left (the lag) and its latest file; a live chart of the
 // total lag (polled every 5 s while the page is open, as the group page).
+// A topic that is an Iceberg table (table.format=iceberg) also shows its
+// table: schema with field ids, partitioning, snapshots and their offsets.
 
 import { actionForm } from "/ui/assets/actions.js";
 import { enc, post } from "/ui/assets/api.js";
 import { chartFigure, drawChart } from "/ui/assets/charts.js";
-import { bytes, facts, h, int, offset, table } from "/ui/assets/dom.js";
+import { bytes, facts, h, int, isoTime, offset, table } from "/ui/assets/dom.js";
 
 const POLL_MS = 5000;
 const KEEP_MS = 5 * 60 * 1000;
@@ -53,6 +55,50 @@ function details(name, e) {
     }));
 }
 
+// Per partition, the first offset a snapshot does not hold.
+function offsetsText(offsets) {
+  if (!offsets) return "—";
+  return Object.entries(offsets).sort((a, b) => a[0] - b[0]).map(([p, o]) => `${p}: ${int(o)}`).join(", ");
+}
+
+function tableDetails(t) {
+  if (!t.table) return h("span", {});
+  if (!t.current && !(t.snapshots || []).length) {
+    return h("section", { id: "table-section", "aria-labelledby": "h-table" },
+      h("h2", { id: "h-table" }, "Iceberg table"),
+      h("p", { id: "table-pending" }, "The table has no snapshot yet: its first commit comes with its first exported file."));
+  }
+  const cur = t.current || {};
+  return h("section", { id: "table-section", "aria-labelledby": "h-table" },
+    h("h2", { id: "h-table" }, `Iceberg table ${t.name}`),
+    h("p", { class: "hint" }, "Served by the indexer's REST catalog under /iceberg; attach pyiceberg, DuckDB, Spark or Trino "
+      + "to it (docs/tables.md)."),
+    facts([["Records", h("span", { id: "table-records" }, int(cur.records ?? 0))],
+      ["Data files", h("span", { id: "table-files" }, int(cur.files ?? 0))],
+      ["Bytes", h("span", { id: "table-bytes" }, bytes(cur.bytes ?? 0))],
+      ["Snapshots", h("span", { id: "table-snapshot-count" }, int(t.snapshot_count ?? 0))],
+      ["Partitioned by", h("span", { id: "table-partitioning" },
+        (t.partitioning || []).map((f) => `${f.transform}(timestamp)`).join(", ") || "nothing")],
+      ["Metadata", h("code", { class: "file-key", id: "table-metadata" }, t.metadata_location || "—")]], "Table"),
+    table({
+      caption: `Schema of ${t.name}`,
+      id: "table-schema",
+      columns: [{ label: "Field id", numeric: true }, { label: "Column" }, { label: "Type" }, { label: "Required" }],
+      rows: (t.schema || []).map((f) => [String(f.id), f.name, f.type, f.required ? "yes" : "no"]),
+      empty: "No columns.",
+    }),
+    table({
+      caption: `Latest snapshots of ${t.name}, newest first`,
+      id: "table-snapshots",
+      columns: [{ label: "Snapshot" }, { label: "Committed" }, { label: "Operation" },
+        { label: "Records added", numeric: true }, { label: "Files added", numeric: true },
+        { label: "Next offset by partition" }],
+      rows: (t.snapshots || []).map((s) => [String(s.snapshot_id), isoTime(s.timestamp_ms), s.operation ?? "—",
+        int(s.added_records ?? 0), int(s.added_files ?? 0), offsetsText(s.offsets)]),
+      empty: "No snapshot yet.",
+    }));
+}
+
 async function render(ctx) {
   const [name] = ctx.params;
   ctx.heading(`Export of ${name}`);
@@ -84,6 +130,10 @@ async function render(ctx) {
     }));
   ctx.view.append(holder, chart, backfill);
 
+  const tableHolder = h("div", { id: "table-holder" });
+  ctx.view.append(tableHolder);
+  let tableShown = null;
+
   const points = [];
   let shown = null; // the answer on screen, to redraw only when it changed
   let first = true;
@@ -99,6 +149,14 @@ async function render(ctx) {
     }
     chart.hidden = !e.enabled;
     backfill.hidden = !(e.enabled && e.backfill);
+    if (e.table) {
+      const t = await ctx.get(`topics/${enc(name)}/table`);
+      const tText = JSON.stringify(t);
+      if (tText !== tableShown) {
+        tableShown = tText;
+        tableHolder.replaceChildren(tableDetails(t));
+      }
+    }
     if (!e.enabled) return;
     const now = Date.now();
     points.push([now, sum(e.partitions, "lag")]);

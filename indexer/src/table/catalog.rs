@@ -237,22 +237,36 @@ async fn load_table(
     if method == Method::HEAD {
         return StatusCode::NO_CONTENT.into_response();
     }
-    let bytes = match ix.read_uri(&location).await {
-        Ok(b) => b,
-        Err(e) => return from_indexer(&e),
-    };
-    let metadata: Value = match serde_json::from_slice(&bytes) {
-        Ok(v) => v,
-        Err(e) => {
-            return from_indexer(&IndexerError::corrupt(format!(
-                "table metadata {location}: {e}"
-            )));
-        }
-    };
-    Json(json!({
+    match load_result(&ix, &location).await {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => from_indexer(&e),
+    }
+}
+
+/// The catalog's LoadTable answer for the metadata file at `location`.
+async fn load_result(ix: &Indexer, location: &str) -> Result<Value, IndexerError> {
+    let bytes = ix.read_uri(location).await?;
+    let metadata: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| IndexerError::corrupt(format!("table metadata {location}: {e}")))?;
+    Ok(json!({
         "metadata-location": location,
         "metadata": metadata,
         "config": {},
     }))
-    .into_response()
+}
+
+impl Indexer {
+    /// The catalog's answer for `topic`'s table, `None` when the topic is
+    /// not a table or has no metadata file yet (no ACL check: the caller's).
+    pub async fn load_table(&self, topic: &str) -> Result<Option<Value>, IndexerError> {
+        let info = self.meta().describe_topic(topic).await?;
+        if !ExportSettings::from_topic(&info).table {
+            return Ok(None);
+        }
+        let state = self.meta().table_state(topic).await?;
+        match state.state.metadata_location {
+            Some(location) => Ok(Some(load_result(self, &location).await?)),
+            None => Ok(None),
+        }
+    }
 }
