@@ -85,6 +85,8 @@ const TOPIC_CONFIG_TYPES: &[(&str, i8)] = &[
     ("export.row.group.rows", TYPE_INT),
     ("export.compression", TYPE_STRING),
     ("export.retention.ms", TYPE_LONG),
+    ("table.format", TYPE_STRING),
+    ("table.partition", TYPE_STRING),
     ("floe.delayed.delivery", TYPE_BOOLEAN),
     ("flush.messages", TYPE_LONG),
     ("flush.ms", TYPE_LONG),
