@@ -137,20 +137,24 @@ pub(crate) fn table_commit(files: u64, records: u64) {
 mod tests {
     use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
-    #[test]
-    fn a_written_file_counts_its_rows_and_bytes() {
+    /// The metrics `f` records (after registering them), by name.
+    fn recorded(f: impl FnOnce()) -> Vec<(String, DebugValue)> {
         let recorder = DebuggingRecorder::new();
         let snap = recorder.snapshotter();
         metrics::with_local_recorder(&recorder, || {
             super::register();
-            super::file_written(10, 2048);
+            f();
         });
-        let values: Vec<(String, DebugValue)> = snap
-            .snapshot()
+        snap.snapshot()
             .into_vec()
             .into_iter()
             .map(|(k, .., v)| (k.key().name().to_string(), v))
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn a_written_file_counts_its_rows_and_bytes() {
+        let values = recorded(|| super::file_written(10, 2048));
         let value = |name: &str| values.iter().find(|(n, _)| n == name).map(|(_, v)| v);
         assert_eq!(value(super::FILES_WRITTEN), Some(&DebugValue::Counter(1)));
         assert_eq!(value(super::ROWS_WRITTEN), Some(&DebugValue::Counter(10)));
@@ -163,8 +167,6 @@ mod tests {
 
     #[test]
     fn values_that_are_not_json_and_fields_of_another_type_are_counted() {
-        let recorder = DebuggingRecorder::new();
-        let snap = recorder.snapshotter();
         let def = floe_metadata::export_def::IndexDefinition::parse(
             r#"[{"name":"a","path":"$.a","type":"int64"},{"name":"b","path":"$.b","type":"string"}]"#,
         )
@@ -183,16 +185,9 @@ mod tests {
             rec(3, Some(br#"{"a":"1","b":null}"#)),
             rec(4, Some(br#"{"a":1.5}"#)),
         ];
-        metrics::with_local_recorder(&recorder, || {
-            super::register();
+        let values = recorded(|| {
             crate::columns::write_file(0, &records, &def, &Default::default()).unwrap();
         });
-        let values: Vec<(String, DebugValue)> = snap
-            .snapshot()
-            .into_vec()
-            .into_iter()
-            .map(|(k, .., v)| (k.key().name().to_string(), v))
-            .collect();
         let value = |name: &str| values.iter().find(|(n, _)| n == name).map(|(_, v)| v);
         assert_eq!(value(super::NOT_JSON), Some(&DebugValue::Counter(2)));
         // "1" for an int64 and 1.5 for an int64; a null or a missing field is no mismatch.

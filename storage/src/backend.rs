@@ -582,8 +582,7 @@ impl StorePool {
                 BackendSpec::Local { root } => Some(root.clone()),
                 _ => None,
             };
-            pool.set_kind(&ep.id, ep.spec.kind(), root);
-            pool.set_base_uri(&ep.id, ep.spec.base_uri());
+            pool.set_kind(&ep.id, ep.spec.kind(), root, ep.spec.base_uri());
         }
         Ok(pool)
     }

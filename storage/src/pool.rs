@@ -987,6 +987,7 @@ impl StorePool {
         id: &EndpointId,
         kind: StoreKind,
         local_root: Option<std::path::PathBuf>,
+        base_uri: String,
     ) {
         let Some(shared) = Arc::get_mut(&mut self.shared) else {
             return;
@@ -999,20 +1000,7 @@ impl StorePool {
         {
             ep.kind = kind;
             ep.local_root = local_root;
-        }
-    }
-
-    pub(crate) fn set_base_uri(&mut self, id: &EndpointId, uri: String) {
-        let Some(shared) = Arc::get_mut(&mut self.shared) else {
-            return;
-        };
-        if let Some(ep) = shared
-            .endpoints
-            .iter_mut()
-            .find(|e| &e.id == id)
-            .and_then(Arc::get_mut)
-        {
-            ep.base_uri = Some(uri);
+            ep.base_uri = Some(base_uri);
         }
     }
 

@@ -27,9 +27,9 @@ use floe_storage::{EndpointId, ObjectKey};
 use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion, Literal,
-    MAIN_BRANCH, Manifest, ManifestFile, ManifestList, ManifestListWriter, ManifestWriterBuilder,
-    Operation, Snapshot, SortOrder, Struct, Summary, TableMetadata, TableMetadataBuilder,
-    Transform, UnboundPartitionSpec,
+    MAIN_BRANCH, Manifest, ManifestFile, ManifestList, ManifestListWriter, ManifestWriter,
+    ManifestWriterBuilder, Operation, Snapshot, SortOrder, Struct, Summary, TableMetadata,
+    TableMetadataBuilder, Transform, UnboundPartitionSpec,
 };
 
 use super::schema::{name_mapping, table_schema};
@@ -163,6 +163,18 @@ impl Covered {
             offsets,
         })
     }
+}
+
+/// A data manifest of snapshot `id` written in memory at `uri`.
+fn manifest_writer(
+    io: &FileIO,
+    uri: &str,
+    id: i64,
+    schema: iceberg::spec::SchemaRef,
+    spec: iceberg::spec::PartitionSpec,
+) -> Result<ManifestWriter> {
+    let out = io.new_output(uri).map_err(iceberg_err("a manifest"))?;
+    Ok(ManifestWriterBuilder::new(out, Some(id), schema, spec).build_v2_data())
 }
 
 /// A table's metadata file (what a store holds: it may be damaged).
@@ -386,26 +398,12 @@ impl Indexer {
                     .as_ref()
                     .clone();
                 let manifest_uri = format!("{location}/metadata/{nonce}-m{n}.avro");
-                let out = io
-                    .new_output(&manifest_uri)
-                    .map_err(iceberg_err("a manifest"))?;
-                let mut w =
-                    ManifestWriterBuilder::new(out, Some(id), schema.clone(), spec).build_v2_data();
+                let mut w = manifest_writer(&io, &manifest_uri, id, schema.clone(), spec)?;
                 for df in files {
                     w.add_file(df, seq)
                         .map_err(iceberg_err("a manifest entry"))?;
                 }
-                let manifest = w
-                    .write_manifest_file()
-                    .await
-                    .map_err(iceberg_err("a manifest"))?;
-                let bytes = io
-                    .new_input(&manifest_uri)
-                    .map_err(iceberg_err("a manifest"))?
-                    .read()
-                    .await
-                    .map_err(iceberg_err("a manifest"))?;
-                self.write_uri(&manifest_uri, bytes).await?;
+                let manifest = self.store_manifest(&io, &manifest_uri, w).await?;
                 reached(Phase::Manifest).await;
                 manifests.push(manifest);
             }
@@ -432,13 +430,7 @@ impl Indexer {
             w.add_manifests(manifests.into_iter())
                 .map_err(iceberg_err("a manifest list"))?;
             w.close().await.map_err(iceberg_err("a manifest list"))?;
-            let bytes = io
-                .new_input(&list_uri)
-                .map_err(iceberg_err("a manifest list"))?
-                .read()
-                .await
-                .map_err(iceberg_err("a manifest list"))?;
-            self.write_uri(&list_uri, bytes).await?;
+            self.copy_out(&io, &list_uri).await?;
             reached(Phase::ManifestList).await;
 
             let summary = self.summary(
@@ -549,11 +541,7 @@ impl Indexer {
                 .as_ref()
                 .clone();
             let uri = format!("{stem}-merged-{spec_id}.avro");
-            let out_file = io
-                .new_output(&uri)
-                .map_err(iceberg_err("a merged manifest"))?;
-            let mut w = ManifestWriterBuilder::new(out_file, Some(id), schema.clone(), spec)
-                .build_v2_data();
+            let mut w = manifest_writer(io, &uri, id, schema.clone(), spec)?;
             for m in &group {
                 let bytes = self.read_uri(&m.manifest_path).await?;
                 let manifest = Manifest::parse_avro(&bytes).map_err(iceberg_err("a manifest"))?;
@@ -568,20 +556,36 @@ impl Indexer {
                     .map_err(iceberg_err("a merged manifest entry"))?;
                 }
             }
-            let merged = w
-                .write_manifest_file()
-                .await
-                .map_err(iceberg_err("a merged manifest"))?;
-            let bytes = io
-                .new_input(&uri)
-                .map_err(iceberg_err("a merged manifest"))?
-                .read()
-                .await
-                .map_err(iceberg_err("a merged manifest"))?;
-            self.write_uri(&uri, bytes).await?;
-            out.push(merged);
+            out.push(self.store_manifest(io, &uri, w).await?);
         }
         Ok(out)
+    }
+
+    /// Puts what `io` (in memory) holds at `uri` in the store, under the
+    /// same URI.
+    async fn copy_out(&self, io: &FileIO, uri: &str) -> Result<()> {
+        let bytes = io
+            .new_input(uri)
+            .map_err(iceberg_err("a table file"))?
+            .read()
+            .await
+            .map_err(iceberg_err("a table file"))?;
+        self.write_uri(uri, bytes).await
+    }
+
+    /// Finishes a manifest written in memory and puts it in the store.
+    async fn store_manifest(
+        &self,
+        io: &FileIO,
+        uri: &str,
+        w: ManifestWriter,
+    ) -> Result<ManifestFile> {
+        let manifest = w
+            .write_manifest_file()
+            .await
+            .map_err(iceberg_err("a manifest"))?;
+        self.copy_out(io, uri).await?;
+        Ok(manifest)
     }
 
     /// A snapshot id not in use (positive, random).
