@@ -888,3 +888,39 @@ def test_records_of_every_partition_come_merged_by_time_and_page_by_cursor(data)
     assert status == 400, body
     status, body = get(base, f"/ui/api/topics/{TOPIC}/records/all?cursor=0:1&timestamp=5")
     assert status == 400, body
+
+
+def test_the_iceberg_catalog_answers_by_the_query_apis_acls(secured):
+    """The catalog under /iceberg is the query API's: no token 401, a table
+    listed with DESCRIBE, loaded with READ (docs/tables.md#the-catalog)."""
+    from confluent_kafka.admin import NewTopic
+    from test_acls import admin
+
+    s, alice = secured, TOKENS["alice"]
+    a = admin(s)
+    for f in a.create_topics([NewTopic("tbl", 1, config={"table.format": "iceberg"})],
+                             request_timeout=30).values():
+        f.result()
+    # The query API judges by ACLs alone (a Kafka super user is not one there).
+    create_acls(s, [binding("TOPIC", "tbl", "User:admin", "READ")])
+    tables = "/iceberg/v1/namespaces/floe/tables"
+    deadline = time.monotonic() + 60
+    while not any(i["name"] == "tbl" for i in ok(s.admin_url, tables, TOKENS["admin"])["identifiers"]):
+        assert time.monotonic() < deadline, "the table's first metadata file never came"
+        time.sleep(0.3)
+    assert get(s.admin_url, tables)[0] == 401
+    assert ok(s.admin_url, tables, alice)["identifiers"] == []
+    assert get(s.admin_url, f"{tables}/tbl", alice)[0] == 403
+    create_acls(s, [binding("TOPIC", "tbl", "User:alice", "DESCRIBE")])
+    wait_for = time.monotonic() + 10
+    while ok(s.admin_url, tables, alice)["identifiers"] == []:  # ACLs are read again within 2 s
+        assert time.monotonic() < wait_for
+        time.sleep(0.3)
+    assert get(s.admin_url, f"{tables}/tbl", alice)[0] == 403, "DESCRIBE lists, READ loads"
+    create_acls(s, [binding("TOPIC", "tbl", "User:alice", "READ")])
+    wait_for = time.monotonic() + 10
+    while get(s.admin_url, f"{tables}/tbl", alice)[0] != 200:
+        assert time.monotonic() < wait_for
+        time.sleep(0.3)
+    body = ok(s.admin_url, f"{tables}/tbl", alice)
+    assert body["metadata"]["properties"]["floe.topic"] == "tbl", body
