@@ -618,10 +618,11 @@ class Cluster:
             m.wait_ports(timeout)
         self._start_rest(timeout)
 
-    def stop_all(self, grace=30):
-        """SIGTERM to every live role at once; SIGKILL after `grace` s. Returns the seconds it took."""
+    def stop_all(self, grace=30, roles=None):
+        """SIGTERM to every live role (of `roles`, default all) at once; SIGKILL
+        after `grace` s. Returns the seconds it took."""
         t0 = time.monotonic()
-        live = [r.proc for r in self.roles() if r.alive()]
+        live = [r.proc for r in (roles or self.roles()) if r.alive()]
         for p in live:
             with contextlib.suppress(OSError):
                 p.p.terminate()
@@ -831,6 +832,11 @@ class Bench:
             self.sampler.stop()
         if self.meta:
             self.meta.close()
+        # The proxy and the brokers before the metadata nodes: with the
+        # metadata gone they would wait out their deadline (15 s) to
+        # deregister, as the restart phase's stop of everything at once
+        # measures.
+        self.c.stop_all(grace=20, roles=[self.c.proxy, *self.c.brokers.values()])
         self.c.stop_all(grace=20)
         for r in self.c.roles():
             if r.proc:

@@ -16,7 +16,7 @@ import subprocess
 import time
 import urllib.request
 
-from conftest import _tail, read_ports
+from conftest import HARNESS_ENV, _tail, read_ports
 
 
 # Health probes of a cluster with internal TLS, as the kubelet makes them:
@@ -96,7 +96,7 @@ class Role:
         with open(self.log_path, "a") as log:
             log.write(f"\n---- start #{self.starts} at {time.time():.3f}: {' '.join(args)}\n")
             log.flush()
-            env = dict(os.environ)
+            env = {**HARNESS_ENV, **os.environ}
             env.setdefault("RUST_LOG", "info")
             env.update(self.env)
             self.p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

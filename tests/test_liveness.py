@@ -9,9 +9,14 @@
 - The object store (moto S3 behind a TCP relay in this file) made slow, then
   refusing connections: produces back off with retriable errors, the
   broker's memory stays bounded by its unflushed cap, and everything
-  acknowledged is there afterwards.
+  acknowledged is there afterwards. Its acks=all writer sends 8 KB records
+  at up to 250 a second in CI, 1,000 with FLOE_LONG=1 (the flood producer
+  that presses on the cap is the same in both); what the writer queued
+  while the store stalled is sent afterwards, so the rate sets how long
+  the test takes.
 """
 
+import os
 import signal
 import threading
 import time
@@ -26,6 +31,7 @@ from test_cluster_failover import owned
 confluent_kafka = pytest.importorskip("confluent_kafka")
 import confluent_kafka.admin  # noqa: E402
 
+LONG = os.environ.get("FLOE_LONG") == "1"
 
 
 def metric(admin, name):
@@ -319,7 +325,10 @@ def test_slow_then_failing_store_backs_produce_off_within_the_unflushed_cap(floe
         admin.create_topics([confluent_kafka.admin.NewTopic("flood", 2, 1)])["flood"].result(30)
         # request.timeout.ms is the produce's timeout_ms: how long the broker
         # may hold a produce for room before REQUEST_TIMED_OUT.
-        writer = Producing(kafka, "load", value_bytes=8000, **{"request.timeout.ms": 3000})
+        # 50 records every `pace` s: 1,000 a second (8 MB/s) in the long
+        # mode, 250 in CI.
+        writer = Producing(kafka, "load", value_bytes=8000, pace=0.05 if LONG else 0.2,
+                           **{"request.timeout.ms": 3000})
         wait_for("a healthy start", lambda: len(writer.acked) >= 1000, 60, procs)
         pid = broker.p.pid
         base = memory_kib(pid, "VmRSS")

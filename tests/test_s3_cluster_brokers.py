@@ -13,6 +13,14 @@ lost, nothing duplicated, offsets strictly increasing, two clients agree).
   moved, then resumed: what it still had in flight is fenced;
 - a broker paused for a second (a GC-like stall) keeps its partitions.
 
+CI runs scenario 1 and the one-second pause; scenarios 3 and 5 run in the
+long mode only (FLOE_LONG=1), since CI already covers what they check:
+tests/test_rolling_restart.py stops every broker with SIGTERM under load
+and checks more (no error of any kind, every hand-over drained, exit code
+0), and tests/test_liveness.py pauses a broker past its lease under
+acks=all writes and checks that, resumed, it serves nothing stale and every
+acknowledged write is read back once.
+
 The figures printed (the longest time a partition took no acknowledged
 write) are the ones docs/operations.md quotes: FLOE_LONG=1 runs each
 scenario 5 times and prints the median. Nothing here is a timed assertion
@@ -35,6 +43,7 @@ pytest.importorskip("confluent_kafka")
 
 PARTITIONS = 12
 RATE = 400
+LONG = os.environ.get("FLOE_LONG") == "1"
 
 
 def metric(admin, name):
@@ -121,6 +130,7 @@ def test_a_broker_killed_under_load_has_its_partitions_served_again_within_secon
           f"({', '.join(f'{w:.2f}' for w in windows)})")
 
 
+@pytest.mark.skipif(not LONG, reason="long mode only (FLOE_LONG=1)")
 @pytest.mark.timeout(240 * repeats())
 def test_a_broker_stopped_with_sigterm_hands_over_and_no_produce_fails(floe_bin, tmp_path):
     """Scenario 3 (scale in): SIGTERM one of three brokers under load. It
@@ -157,6 +167,7 @@ def test_a_broker_stopped_with_sigterm_hands_over_and_no_produce_fails(floe_bin,
           f"{median(stops):.2f} s over {len(pauses)} runs")
 
 
+@pytest.mark.skipif(not LONG, reason="long mode only (FLOE_LONG=1)")
 @pytest.mark.timeout(240 * repeats())
 def test_a_zombie_broker_resumed_after_its_partitions_moved_is_fenced(floe_bin, tmp_path):
     """Scenario 5: SIGSTOP a broker past its lease (its port still accepts

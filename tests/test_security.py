@@ -189,21 +189,29 @@ def confluent_round_trip(conf, topic, n=50):
 
 
 def confluent_fails(conf, timeout=15):
-    """The error a confluent-kafka admin client gets listing topics, as text ('' if it worked)."""
+    """The error a confluent-kafka admin client gets listing topics, as text ('' if it worked).
+    It asks again until `timeout`, or until the client reports an authentication or
+    TLS failure: librdkafka would only try the same credentials again until then."""
+    from confluent_kafka import KafkaError
     from confluent_kafka.admin import AdminClient
 
+    final = (KafkaError._AUTHENTICATION, KafkaError._SSL)
     errors = []
-    a = AdminClient({**conf, "error_cb": lambda e: errors.append(str(e))})
-    try:
-        a.list_topics(timeout=timeout)
-        return ""
-    except Exception as e:  # noqa: BLE001 - the client's own error types
-        # The cause (an authentication error) reaches error_cb on a poll.
-        for _ in range(10):
-            a.poll(0.2)
-            if errors:
-                break
-        return f"{e} {errors}"
+    a = AdminClient({**conf, "error_cb": errors.append})
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            a.list_topics(timeout=max(0.05, min(0.5, deadline - time.monotonic())))
+            return ""
+        except Exception as e:  # noqa: BLE001 - the client's own error types
+            # The cause (an authentication error) reaches error_cb on a poll.
+            a.poll(0.05)
+            if any(err.code() in final for err in errors) or time.monotonic() >= deadline:
+                for _ in range(10):
+                    if errors:
+                        break
+                    a.poll(0.2)
+                return f"{e} {[str(err) for err in errors]}"
 
 
 def kcat(*args, timeout=60, input=None):
