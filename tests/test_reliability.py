@@ -9,7 +9,7 @@ stored twice, offsets strictly increasing, each record at its acknowledged
 offset, both readers alike.
 
 Sized by the environment (docs/operations.md, "Testing for reliability"):
-  FLOE_SOAK_SECONDS     seconds of chaos (default 75; CI runs the default)
+  FLOE_SOAK_SECONDS     seconds of chaos (default 60; CI runs the default)
   FLOE_SOAK_SEED        seed of the chaos schedule (default: the time, logged)
   FLOE_SOAK_PRODUCERS   producers (default 4)
   FLOE_SOAK_RATE        records per second per producer, 0 for as fast as it goes (default 400)
@@ -34,7 +34,7 @@ from s3_cluster import Producer, read_confluent, read_kafka_python, wait_leaders
 confluent_kafka = pytest.importorskip("confluent_kafka")
 import confluent_kafka.admin  # noqa: E402
 
-SOAK_SECONDS = float(os.environ.get("FLOE_SOAK_SECONDS", "75"))
+SOAK_SECONDS = float(os.environ.get("FLOE_SOAK_SECONDS", "60"))
 SEED = int(os.environ.get("FLOE_SOAK_SEED") or time.time())
 PRODUCERS = int(os.environ.get("FLOE_SOAK_PRODUCERS", "4"))
 RATE = float(os.environ.get("FLOE_SOAK_RATE", "400"))
