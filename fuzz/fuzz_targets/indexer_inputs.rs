@@ -1,13 +1,14 @@
 //! Fuzzes what the indexer reads from outside: the `export.index` definition
 //! (topic config), record values run through a definition into a Parquet
 //! file, Parquet files searched by key and time (a corrupt or hostile file in
-//! the store), query parameters, and an Iceberg table's metadata file and
-//! manifest list as a commit reads them from the store. The first byte
-//! picks which. Nothing may
-//! panic, with one exception: `search_file` catches a panic inside the
-//! parquet/arrow reader (which asserts on some malformed page data) and
-//! returns an error, so the harness lets such a panic unwind to it. A panic
-//! anywhere else, or one that escapes `search_file`, is still a crash.
+//! the store), query parameters, and an Iceberg table's metadata file,
+//! manifest list and manifest as a commit reads them from the store. The
+//! first byte picks which. Nothing may panic, with two exceptions that are
+//! caught and turned into errors, so the harness lets them unwind:
+//! `search_file` catches a panic inside the parquet/arrow reader (which
+//! asserts on some malformed page data), and the table decoders one inside
+//! apache-avro (which unwraps on some malformed schemas). A panic anywhere
+//! else, or one that escapes those, is still a crash.
 
 #![no_main]
 
@@ -51,7 +52,10 @@ fn let_reader_panics_unwind() {
         std::panic::set_hook(Box::new(move |info| {
             let in_reader = info.location().is_some_and(|l| {
                 let file = l.file();
-                file.contains("/parquet-") || file.contains("/arrow-")
+                // The Avro reader under the table decoders, caught there too.
+                file.contains("/parquet-")
+                    || file.contains("/arrow-")
+                    || file.contains("/apache-avro-")
             });
             if !in_reader {
                 abort(info);
@@ -135,6 +139,7 @@ fuzz_target!(|data: &[u8]| {
                 body,
                 iceberg::spec::FormatVersion::V2,
             );
+            let _ = floe_indexer::table::commit::parse_manifest(body);
         }
         _ => {
             let text = String::from_utf8_lossy(body);

@@ -183,11 +183,29 @@ pub fn parse_metadata(bytes: &[u8], location: &str) -> Result<TableMetadata> {
         .map_err(|e| IndexerError::corrupt(format!("table metadata {location}: {e}")))
 }
 
+/// Runs an Avro decoder of stored bytes, whose reader (apache-avro)
+/// panics on some malformed headers (fuzzing found one): the panic is an
+/// error about the file, not the end of the export loop.
+fn avro_decode<T>(what: &str, decode: impl FnOnce() -> iceberg::Result<T>) -> Result<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(decode)) {
+        Ok(r) => r.map_err(iceberg_err(what)),
+        Err(_) => Err(IndexerError::corrupt(format!(
+            "{what}: not a readable Avro file (its reader gave up)"
+        ))),
+    }
+}
+
 /// The manifests a manifest list names.
 pub fn parse_manifest_list(bytes: &[u8], version: FormatVersion) -> Result<Vec<ManifestFile>> {
-    let list = ManifestList::parse_with_version(bytes, version)
-        .map_err(iceberg_err("the previous manifest list"))?;
+    let list = avro_decode("a manifest list", || {
+        ManifestList::parse_with_version(bytes, version)
+    })?;
     Ok(list.consume_entries().into_iter().collect())
+}
+
+/// A manifest's entries (as stored: it may be damaged).
+pub fn parse_manifest(bytes: &[u8]) -> Result<Manifest> {
+    avro_decode("a manifest", || Manifest::parse_avro(bytes))
 }
 
 /// The export files a new snapshot adds: per partition, those at or past
@@ -544,7 +562,7 @@ impl Indexer {
             let mut w = manifest_writer(io, &uri, id, schema.clone(), spec)?;
             for m in &group {
                 let bytes = self.read_uri(&m.manifest_path).await?;
-                let manifest = Manifest::parse_avro(&bytes).map_err(iceberg_err("a manifest"))?;
+                let manifest = parse_manifest(&bytes)?;
                 for e in manifest.entries().iter().filter(|e| e.is_alive()) {
                     let seq = e.sequence_number().unwrap_or(m.sequence_number);
                     w.add_existing_file(
