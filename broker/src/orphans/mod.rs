@@ -26,8 +26,8 @@
 //! than the safe age (`--orphan-scan-age-ms`, an hour), by the
 //! last-modified time the listing gives. The share groups' timer buckets
 //! (`share-timers/`) have their owner's own sweep, and the indexer's
-//! exports (`exports/`) are not known to the object table: neither is
-//! listed.
+//! exports (`exports/`) and Iceberg tables (`tables/`) are not known to the
+//! object table and have the indexer's sweeps: none of them is listed.
 //!
 //! **Races**, and why each is safe:
 //!
