@@ -75,79 +75,76 @@ pub async fn run(cmd: TableCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn summary<'a>(s: &'a Value, key: &str) -> &'a str {
-    s["summary"][key].as_str().unwrap_or("-")
-}
-
-/// The text `floe table describe` prints for a LoadTable answer.
+/// The text `floe table describe` prints for a LoadTable answer: the
+/// console's summary of it (`floe_console::table_summary`), as lines.
 fn describe(answer: &Value, snapshots: usize) -> String {
-    let m = &answer["metadata"];
-    let mut s = String::new();
-    let current_id = m["current-snapshot-id"].as_i64();
-    s += &format!(
-        "table     {}\nlocation  {}\nmetadata  {}\nformat    v{}\n",
-        m["properties"]["floe.topic"].as_str().unwrap_or("?"),
-        m["location"].as_str().unwrap_or("?"),
-        answer["metadata-location"].as_str().unwrap_or("?"),
-        m["format-version"]
+    let t = floe_console::table_summary(
+        answer["metadata"]["properties"]["floe.topic"]
+            .as_str()
+            .unwrap_or("?"),
+        answer,
+        snapshots,
     );
-    let schema_id = m["current-schema-id"].as_i64();
-    let schema = m["schemas"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|x| x["schema-id"].as_i64() == schema_id);
-    s += &format!("\nschema {}:\n", schema_id.unwrap_or(-1));
-    for f in schema
-        .and_then(|x| x["fields"].as_array())
-        .into_iter()
-        .flatten()
-    {
-        let ty = match &f["type"] {
-            Value::String(t) => t.clone(),
-            other => other["type"].as_str().unwrap_or("?").to_string(),
-        };
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".to_string(),
+        other => other.to_string(),
+    };
+    let mut s = format!(
+        "table     {}\nlocation  {}\nmetadata  {}\nformat    v{}\n",
+        text(&t["topic"]),
+        text(&t["location"]),
+        text(&t["metadata_location"]),
+        t["format_version"]
+    );
+    s += &format!(
+        "\nschema {}:\n",
+        answer["metadata"]["current-schema-id"]
+            .as_i64()
+            .unwrap_or(-1)
+    );
+    for f in t["schema"].as_array().into_iter().flatten() {
         let required = if f["required"].as_bool() == Some(true) {
             " not null"
         } else {
             ""
         };
         s += &format!(
-            "  {:>4}  {}  {ty}{required}\n",
+            "  {:>4}  {}  {}{required}\n",
             f["id"].as_i64().unwrap_or(-1),
-            f["name"].as_str().unwrap_or("?")
+            text(&f["name"]),
+            text(&f["type"])
         );
     }
-    let mut snaps: Vec<&Value> = m["snapshots"].as_array().into_iter().flatten().collect();
-    snaps.sort_by_key(|x| std::cmp::Reverse(x["timestamp-ms"].as_i64()));
-    if let Some(cur) = snaps
-        .iter()
-        .find(|x| x["snapshot-id"].as_i64() == current_id)
-    {
+    let cur = &t["current"];
+    if cur.is_null() {
+        s += "\nno snapshot yet\n";
+    } else {
         s += &format!(
             "\ncurrent snapshot {}: {} records in {} data files, {} bytes\n",
-            cur["snapshot-id"],
-            summary(cur, "total-records"),
-            summary(cur, "total-data-files"),
-            summary(cur, "total-files-size")
+            cur["snapshot_id"],
+            text(&cur["records"]),
+            text(&cur["files"]),
+            text(&cur["bytes"])
         );
-    } else {
-        s += "\nno snapshot yet\n";
     }
-    s += &format!("\nsnapshots ({} kept, newest first):\n", snaps.len());
-    for x in snaps.iter().take(snapshots) {
-        let at = x["timestamp-ms"]
+    s += &format!(
+        "\nsnapshots ({} kept, newest first):\n",
+        t["snapshot_count"]
+    );
+    for x in t["snapshots"].as_array().into_iter().flatten() {
+        let at = x["timestamp_ms"]
             .as_i64()
             .and_then(chrono::DateTime::from_timestamp_millis)
             .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
             .unwrap_or_default();
         s += &format!(
             "  {}  {at}  {:<9} +{} records, +{} files  offsets {}\n",
-            x["snapshot-id"],
-            summary(x, "operation"),
-            summary(x, "added-records"),
-            summary(x, "added-data-files"),
-            summary(x, "floe.offsets")
+            x["snapshot_id"],
+            text(&x["operation"]),
+            text(&x["added_records"]),
+            text(&x["added_files"]),
+            text(&x["offsets"])
         );
     }
     s

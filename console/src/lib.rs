@@ -21,6 +21,8 @@ mod error;
 mod kafka;
 mod rates;
 pub mod search;
+
+pub use api::exports::table_summary;
 mod stores;
 
 use std::sync::Arc;

@@ -23,6 +23,10 @@ use crate::error::{ErrorKind, IndexerError, Result};
 use crate::log_reader::LogReader;
 use crate::settings::{ExportSettings, file_key, hour_of, topic_prefix};
 
+/// Table metadata files the indexer keeps parsed (a table's current one is
+/// what a round reads; older ones go when the cache is full).
+const METADATA_CACHE: usize = 256;
+
 /// How the indexer runs.
 #[derive(Debug, Clone)]
 pub struct IndexerConfig {
@@ -77,6 +81,9 @@ struct Inner {
     /// The manifests each manifest list names, by the list's URI (a list
     /// never changes once written), for the tables' sweep.
     manifest_lists: Mutex<HashMap<String, Vec<String>>>,
+    /// The last table metadata file read, by its URI (it never changes),
+    /// at most [`METADATA_CACHE`] of them.
+    table_metadata: Mutex<HashMap<String, Arc<iceberg::spec::TableMetadata>>>,
     /// The ACLs the query API checks bearer-token callers against, and
     /// when they were read.
     acls: tokio::sync::Mutex<Option<(Instant, Arc<floe_metadata::acl::AclIndex>)>>,
@@ -126,6 +133,7 @@ impl Indexer {
                 round: tokio::sync::Mutex::new(()),
                 field_ids: Mutex::new(HashMap::new()),
                 manifest_lists: Mutex::new(HashMap::new()),
+                table_metadata: Mutex::new(HashMap::new()),
                 acls: tokio::sync::Mutex::new(None),
             }),
         })
@@ -175,6 +183,21 @@ impl Indexer {
             .collect();
         lock(&self.inner.manifest_lists).insert(uri.to_string(), paths.clone());
         Ok(paths)
+    }
+
+    pub(crate) fn cached_metadata(
+        &self,
+        location: &str,
+    ) -> Option<Arc<iceberg::spec::TableMetadata>> {
+        lock(&self.inner.table_metadata).get(location).cloned()
+    }
+
+    pub(crate) fn cache_metadata(&self, location: &str, m: Arc<iceberg::spec::TableMetadata>) {
+        let mut cache = lock(&self.inner.table_metadata);
+        if cache.len() >= METADATA_CACHE {
+            cache.clear();
+        }
+        cache.insert(location.to_string(), m);
     }
 
     /// Forgets the manifest lists not in `keep` (dropped snapshots').
@@ -258,13 +281,9 @@ impl Indexer {
             let exported = self.export_topic(&t.name, &settings).await;
             // A table takes what is exported, even when a partition failed.
             let committed = if settings.table {
-                match self
-                    .commit_table(&t.name, &settings.definition, settings.bucket)
+                self.commit_table(&t.name, &settings.definition, settings.bucket)
                     .await
-                {
-                    Ok(_) => Ok(()),
-                    Err(e) => Err(e),
-                }
+                    .map(|_| ())
             } else {
                 Ok(())
             };

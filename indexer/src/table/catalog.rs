@@ -221,18 +221,11 @@ async fn load_table(
             ),
         )
     };
-    let is_table = match ix.meta().describe_topic(&table).await {
-        Ok(t) => ExportSettings::from_topic(&t).table,
-        Err(e) if e.kind() == floe_metadata::ErrorKind::UnknownTopic => return no_table(),
-        Err(e) => return from_indexer(&e.into()),
-    };
-    let state = match ix.meta().table_state(&table).await {
-        Ok(s) => s,
-        Err(e) if e.kind() == floe_metadata::ErrorKind::UnknownTopic => return no_table(),
-        Err(e) => return from_indexer(&e.into()),
-    };
-    let Some(location) = state.state.metadata_location.filter(|_| is_table) else {
-        return no_table();
+    let location = match ix.table_location(&table).await {
+        Ok(Some(l)) => l,
+        Ok(None) => return no_table(),
+        Err(e) if e.kind == ErrorKind::UnknownTopic => return no_table(),
+        Err(e) => return from_indexer(&e),
     };
     if method == Method::HEAD {
         return StatusCode::NO_CONTENT.into_response();
@@ -259,14 +252,24 @@ impl Indexer {
     /// The catalog's answer for `topic`'s table, `None` when the topic is
     /// not a table or has no metadata file yet (no ACL check: the caller's).
     pub async fn load_table(&self, topic: &str) -> Result<Option<Value>, IndexerError> {
+        match self.table_location(topic).await? {
+            Some(location) => Ok(Some(load_result(self, &location).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The current metadata file of `topic`'s table, `None` when the topic
+    /// is not a table (`table.format`) or has no metadata file yet.
+    async fn table_location(&self, topic: &str) -> Result<Option<String>, IndexerError> {
         let info = self.meta().describe_topic(topic).await?;
         if !ExportSettings::from_topic(&info).table {
             return Ok(None);
         }
-        let state = self.meta().table_state(topic).await?;
-        match state.state.metadata_location {
-            Some(location) => Ok(Some(load_result(self, &location).await?)),
-            None => Ok(None),
-        }
+        Ok(self
+            .meta()
+            .table_state(topic)
+            .await?
+            .state
+            .metadata_location)
     }
 }

@@ -20,6 +20,7 @@
 //! where the next commit starts. Two committers cannot both win step 4.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use floe_metadata::export::{ExportFile, TopicExports};
 use floe_metadata::export_def::IndexDefinition;
@@ -34,7 +35,7 @@ use iceberg::spec::{
 
 use super::schema::{name_mapping, table_schema};
 use crate::columns::FIXED_FIELD_IDS;
-use crate::error::{ErrorKind, IndexerError, Result};
+use crate::error::{IndexerError, Result};
 use crate::exporter::Indexer;
 use crate::settings::TimeBucket;
 
@@ -86,6 +87,32 @@ pub const MAX_SNAPSHOTS: usize = 500;
 pub const MAX_MANIFESTS: usize = 16;
 /// The table property that names the topic.
 pub const TOPIC_PROPERTY: &str = "floe.topic";
+/// Iceberg's table property of the name mapping.
+const NAME_MAPPING: &str = "schema.name-mapping.default";
+
+/// Whether the table `m` already has this schema, partitioning and name
+/// mapping (a commit would change nothing of its shape).
+fn same_shape(
+    m: &TableMetadata,
+    schema: &iceberg::spec::Schema,
+    spec: &UnboundPartitionSpec,
+    mapping: &str,
+) -> bool {
+    let fields = |f: &iceberg::spec::PartitionField| (f.source_id, f.transform, f.name.clone());
+    let spec_fields: Vec<_> = spec
+        .fields()
+        .iter()
+        .map(|f| (f.source_id, f.transform, f.name.clone()))
+        .collect();
+    m.current_schema().as_struct() == schema.as_struct()
+        && m.default_partition_spec()
+            .fields()
+            .iter()
+            .map(fields)
+            .collect::<Vec<_>>()
+            == spec_fields
+        && m.properties().get(NAME_MAPPING).map(String::as_str) == Some(mapping)
+}
 
 /// Where a commit stands, for the crash tests (`FLOE_TABLE_PAUSE_AT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -278,10 +305,17 @@ impl Indexer {
         Ok(())
     }
 
-    /// A table's current metadata, read from the file the pointer names.
-    pub async fn table_metadata(&self, location: &str) -> Result<TableMetadata> {
+    /// A table's metadata, read from the file the pointer names. A
+    /// metadata file never changes once written, so the last one read of
+    /// each location is kept: an idle round reads nothing from the store.
+    pub async fn table_metadata(&self, location: &str) -> Result<Arc<TableMetadata>> {
+        if let Some(m) = self.cached_metadata(location) {
+            return Ok(m);
+        }
         let bytes = self.read_uri(location).await?;
-        parse_metadata(&bytes, location)
+        let m = Arc::new(parse_metadata(&bytes, location)?);
+        self.cache_metadata(location, m.clone());
+        Ok(m)
     }
 
     /// Commits what the topic's exports hold past the table's current
@@ -301,18 +335,14 @@ impl Indexer {
             Some(loc) => Some(self.table_metadata(loc).await?),
             None => None,
         };
+        let current = current.as_deref();
         let generation = exports
             .partitions
             .iter()
             .map(|p| p.generation)
             .max()
             .unwrap_or(0);
-        let mut covered = Covered::of(
-            current
-                .as_ref()
-                .and_then(|m| m.current_snapshot())
-                .map(|s| &**s),
-        )?;
+        let mut covered = Covered::of(current.and_then(|m| m.current_snapshot()).map(|s| &**s))?;
         // A backfill started the exports over: the new generation's files
         // replace the table's.
         let overwrite = covered.generation.is_some_and(|g| g != generation);
@@ -320,35 +350,37 @@ impl Indexer {
             covered = Covered::default();
         }
         let added = files_to_add(&exports, &covered)?;
+        let spec = partition_spec(bucket)?;
+        let mapping = name_mapping(&schema);
+        // An idle round (no file, same columns and partitioning) stops here,
+        // before any metadata is staged.
+        if added.is_empty()
+            && !overwrite
+            && current.is_some_and(|m| same_shape(m, &schema, &spec, &mapping))
+        {
+            return Ok(None);
+        }
 
         let location = self.uri_of(self.endpoint().as_str(), &format!("tables/{topic}"))?;
-        let mut properties = HashMap::from([
+        let properties = HashMap::from([
             (TOPIC_PROPERTY.to_string(), topic.to_string()),
-            (
-                "schema.name-mapping.default".to_string(),
-                name_mapping(def, &ids),
-            ),
+            (NAME_MAPPING.to_string(), mapping),
         ]);
         // The schema (and name mapping) of this commit.
-        let builder = match &current {
+        let builder = match current {
             Some(m) => m
                 .clone()
                 .into_builder(table.state.metadata_location.clone()),
-            None => {
-                properties.insert("format-version".into(), "2".into());
-                TableMetadataBuilder::new(
-                    table_schema(&IndexDefinition::default(), &[])?,
-                    UnboundPartitionSpec::builder().build(),
-                    SortOrder::unsorted_order(),
-                    location.clone(),
-                    FormatVersion::V2,
-                    HashMap::new(),
-                )
-                .map_err(iceberg_err("a new table"))?
-            }
+            None => TableMetadataBuilder::new(
+                table_schema(&IndexDefinition::default(), &[])?,
+                UnboundPartitionSpec::builder().build(),
+                SortOrder::unsorted_order(),
+                location.clone(),
+                FormatVersion::V2,
+                HashMap::new(),
+            )
+            .map_err(iceberg_err("a new table"))?,
         };
-        properties.remove("format-version");
-        let spec = partition_spec(bucket)?;
         let staged = builder
             .add_current_schema(schema)
             .and_then(|b| b.add_default_partition_spec(spec))
@@ -356,7 +388,7 @@ impl Indexer {
             .and_then(|b| b.build())
             .map_err(iceberg_err("the table's schema"))?
             .metadata;
-        let changed = current.as_ref().is_none_or(|m| {
+        let changed = current.is_none_or(|m| {
             m.current_schema_id() != staged.current_schema_id()
                 || m.default_partition_spec_id() != staged.default_partition_spec_id()
                 || m.properties() != staged.properties()
@@ -726,14 +758,10 @@ impl Indexer {
     }
 }
 
-/// Whether a commit failed because another moved the table first.
-pub fn lost_race(e: &IndexerError) -> bool {
-    e.kind == ErrorKind::Conflict
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorKind;
     use floe_metadata::export::PartitionExports;
     use floe_metadata::ids::TopicId;
 

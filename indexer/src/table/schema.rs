@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::columns::{
     COL_HEADERS, COL_KEY, COL_OFFSET, COL_PARTITION, COL_TIMESTAMP, COL_VALUE, FIXED_FIELD_IDS,
-    HEADER_KEY, HEADER_VALUE, HEADERS_ELEMENT,
+    HEADER_KEY, HEADER_VALUE,
 };
 use crate::error::{IndexerError, Result};
 
@@ -103,31 +103,32 @@ pub fn table_schema(def: &IndexDefinition, ids: &[i32]) -> Result<Schema> {
         .map_err(|e| IndexerError::invalid(format!("the table's schema: {e}")))
 }
 
-/// Iceberg's name mapping (`schema.name-mapping.default`) of `def`'s
-/// columns: how a reader finds the columns of a file written without field
-/// ids (exported before the topic became a table).
-pub fn name_mapping(def: &IndexDefinition, ids: &[i32]) -> String {
-    let [p, o, t, k, v, h, he, hk, hv] = FIXED_FIELD_IDS;
-    let mut fields = vec![
-        json!({"field-id": p, "names": [COL_PARTITION]}),
-        json!({"field-id": o, "names": [COL_OFFSET]}),
-        json!({"field-id": t, "names": [COL_TIMESTAMP]}),
-        json!({"field-id": k, "names": [COL_KEY]}),
-        json!({"field-id": v, "names": [COL_VALUE]}),
-        json!({"field-id": h, "names": [COL_HEADERS], "fields": [
-            {"field-id": he, "names": [HEADERS_ELEMENT], "fields": [
-                {"field-id": hk, "names": [HEADER_KEY]},
-                {"field-id": hv, "names": [HEADER_VALUE]},
-            ]},
-        ]}),
-    ];
-    fields.extend(
-        def.columns
+/// Iceberg's name mapping (`schema.name-mapping.default`) of a schema:
+/// how a reader finds the columns of a file written without field ids
+/// (exported before the topic became a table), every field by its name.
+pub fn name_mapping(schema: &Schema) -> String {
+    fn mapped(f: &NestedField) -> Value {
+        let children: Vec<Value> = match f.field_type.as_ref() {
+            Type::Struct(s) => s.fields().iter().map(|c| mapped(c)).collect(),
+            Type::List(l) => vec![mapped(&l.element_field)],
+            Type::Map(m) => vec![mapped(&m.key_field), mapped(&m.value_field)],
+            Type::Primitive(_) => vec![],
+        };
+        let mut v = json!({"field-id": f.id, "names": [f.name]});
+        if !children.is_empty() {
+            v["fields"] = Value::Array(children);
+        }
+        v
+    }
+    Value::Array(
+        schema
+            .as_struct()
+            .fields()
             .iter()
-            .zip(ids)
-            .map(|(c, id)| json!({"field-id": id, "names": [c.name]})),
-    );
-    Value::Array(fields).to_string()
+            .map(|f| mapped(f))
+            .collect(),
+    )
+    .to_string()
 }
 
 #[cfg(test)]
@@ -180,7 +181,8 @@ mod tests {
 
     #[test]
     fn the_name_mapping_names_every_field_id() {
-        let m: Value = serde_json::from_str(&name_mapping(&def(), &[10, 11])).unwrap();
+        let m: Value =
+            serde_json::from_str(&name_mapping(&table_schema(&def(), &[10, 11]).unwrap())).unwrap();
         let ids: Vec<i64> = m
             .as_array()
             .unwrap()
