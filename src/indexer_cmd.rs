@@ -208,6 +208,27 @@ pub(crate) async fn get_json(http: &HttpClient, base: &str, path: &str) -> anyho
     serde_json::from_slice(&body).context("the indexer's answer is not JSON")
 }
 
+/// POSTs an empty body to the indexer and reads its JSON answer (waiting up
+/// to `wait`: a compaction rewrites files).
+pub(crate) async fn post_json(
+    http: &HttpClient,
+    base: &str,
+    path: &str,
+    wait: Duration,
+) -> anyhow::Result<Value> {
+    let body = http
+        .post(
+            authority(base)?,
+            path,
+            "application/json",
+            bytes::Bytes::new(),
+            wait,
+        )
+        .await
+        .map_err(|e| http_error(base, e))?;
+    serde_json::from_slice(&body).context("the indexer's answer is not JSON")
+}
+
 /// Exported and target offsets summed over partitions.
 fn progress(state: &Value, targets: &[(u64, i64, i64)]) -> (u64, u64) {
     let mut done = 0u64;

@@ -1,6 +1,8 @@
 //! `floe table`: a topic's Iceberg table (`table.format=iceberg`) as the
 //! indexer's REST catalog serves it: list the tables, describe one (its
-//! schema, snapshots and what each covers of the log).
+//! schema, snapshots and what each covers of the log); and its upkeep,
+//! which the indexer also does by itself: compact its small files, expire
+//! its old snapshots.
 
 use std::io::Write as _;
 
@@ -8,7 +10,7 @@ use clap::{Args, Subcommand};
 use floe_metadata::http::HttpClient;
 use serde_json::Value;
 
-use crate::indexer_cmd::{DEFAULT_INDEXER, encode, get_json};
+use crate::indexer_cmd::{DEFAULT_INDEXER, encode, get_json, post_json};
 
 /// The namespace of every table (`floe_indexer::table::catalog::NAMESPACE`).
 const NAMESPACE: &str = floe_indexer::table::catalog::NAMESPACE;
@@ -19,6 +21,34 @@ pub enum TableCommand {
     List(TableArgs),
     /// A table's schema (field ids), snapshots and the log offsets each covers.
     Describe(DescribeArgs),
+    /// Rewrites the table's small files now, each partition's files of an
+    /// hour into files of up to table.target.file.bytes (the indexer does it
+    /// by itself once an hour ended), and commits a replace snapshot.
+    Compact(TopicArgs),
+    /// Expires the table's snapshots older than --older-than-ms (default:
+    /// its table.snapshot.max.age.ms) now, the current one kept, and
+    /// deletes the files only they named.
+    Expire(ExpireArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TopicArgs {
+    /// The table's topic.
+    pub topic: String,
+    #[command(flatten)]
+    pub at: TableArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ExpireArgs {
+    /// The table's topic.
+    pub topic: String,
+    /// Expire the snapshots older than this many milliseconds (0: all but
+    /// the current one).
+    #[arg(long)]
+    pub older_than_ms: Option<u64>,
+    #[command(flatten)]
+    pub at: TableArgs,
 }
 
 #[derive(Debug, Args)]
@@ -69,6 +99,42 @@ pub async fn run(cmd: TableCommand) -> anyhow::Result<()> {
             )
             .await?;
             out.write_all(describe(&answer, d.snapshots).as_bytes())?;
+        }
+        TableCommand::Compact(c) => {
+            let answer = post_json(
+                &http,
+                &c.at.indexer,
+                &format!("/v1/tables/{}/compact", encode(&c.topic)),
+                std::time::Duration::from_secs(3600),
+            )
+            .await?;
+            writeln!(
+                out,
+                "{}: {} files written in place of {}",
+                c.topic,
+                answer["files_written"].as_u64().unwrap_or(0),
+                answer["files_replaced"].as_u64().unwrap_or(0)
+            )?;
+        }
+        TableCommand::Expire(e) => {
+            let query = e
+                .older_than_ms
+                .map(|ms| format!("?older_than_ms={ms}"))
+                .unwrap_or_default();
+            let answer = post_json(
+                &http,
+                &e.at.indexer,
+                &format!("/v1/tables/{}/expire{query}", encode(&e.topic)),
+                std::time::Duration::from_secs(600),
+            )
+            .await?;
+            writeln!(
+                out,
+                "{}: {} snapshots expired, {} files deleted",
+                e.topic,
+                answer["snapshots_expired"].as_u64().unwrap_or(0),
+                answer["files_deleted"].as_u64().unwrap_or(0)
+            )?;
         }
     }
     out.flush()?;

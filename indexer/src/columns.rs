@@ -299,7 +299,7 @@ pub fn write_file(
     def: &IndexDefinition,
     opts: &FileOptions,
 ) -> Result<Vec<u8>, ColumnsError> {
-    write_with_schema(partition, records, def, opts, schema(def))
+    write_with_schema(partition, records, def, opts, schema(def), true)
 }
 
 /// [`write_file`] for a topic's Iceberg table: the same file, with Iceberg
@@ -311,7 +311,33 @@ pub fn write_table_file(
     opts: &FileOptions,
     ids: &[i32],
 ) -> Result<Vec<u8>, ColumnsError> {
-    write_with_schema(partition, records, def, opts, schema_with_ids(def, ids)?)
+    write_with_schema(
+        partition,
+        records,
+        def,
+        opts,
+        schema_with_ids(def, ids)?,
+        true,
+    )
+}
+
+/// [`write_table_file`] for rows that were written before (a compaction):
+/// the same file, without counting its values again in the typing metrics.
+pub fn rewrite_table_file(
+    partition: u32,
+    records: &[Record],
+    def: &IndexDefinition,
+    opts: &FileOptions,
+    ids: &[i32],
+) -> Result<Vec<u8>, ColumnsError> {
+    write_with_schema(
+        partition,
+        records,
+        def,
+        opts,
+        schema_with_ids(def, ids)?,
+        false,
+    )
 }
 
 fn write_with_schema(
@@ -320,6 +346,7 @@ fn write_with_schema(
     def: &IndexDefinition,
     opts: &FileOptions,
     schema: SchemaRef,
+    count: bool,
 ) -> Result<Vec<u8>, ColumnsError> {
     let partition_value =
         i32::try_from(partition).map_err(|_| ColumnsError::Partition(partition))?;
@@ -332,7 +359,11 @@ fn write_with_schema(
     let mut start = 0;
     while start < records.len() {
         let end = batch_end(records, start, batch_rows)?;
-        let batch = build_batch(&schema, partition_value, &records[start..end], &extractors)?;
+        let (batch, typing) =
+            build_batch(&schema, partition_value, &records[start..end], &extractors)?;
+        if count {
+            crate::metrics::typing(typing.0, typing.1);
+        }
         writer.write(&batch)?;
         start = end;
     }
@@ -382,7 +413,7 @@ fn build_batch(
     partition: i32,
     records: &[Record],
     extractors: &[(ColumnType, Vec<PathStep>)],
-) -> Result<RecordBatch, ColumnsError> {
+) -> Result<(RecordBatch, (u64, u64)), ColumnsError> {
     let rows = records.len();
     let key_bytes: usize = records
         .iter()
@@ -465,8 +496,7 @@ fn build_batch(
     ];
     columns.extend(typed.iter_mut().map(TypedBuilder::finish));
     let batch = RecordBatch::try_new(schema.clone(), columns)?;
-    crate::metrics::typing(not_json, mistyped);
-    Ok(batch)
+    Ok((batch, (not_json, mistyped)))
 }
 
 /// Follows a parsed path from the root of a JSON document.

@@ -84,6 +84,12 @@ struct Inner {
     /// The last table metadata file read, by its URI (it never changes),
     /// at most [`METADATA_CACHE`] of them.
     table_metadata: Mutex<HashMap<String, Arc<iceberg::spec::TableMetadata>>>,
+    /// The live data files each manifest names, by the manifest's URI (a
+    /// manifest never changes), for the export sweep of a table.
+    manifest_files: Mutex<HashMap<String, Arc<Vec<String>>>>,
+    /// The data files of a table's snapshot, by its manifest list's URI
+    /// (it never changes), at most [`METADATA_CACHE`] of them.
+    snapshot_files: Mutex<HashMap<String, Arc<HashSet<String>>>>,
     /// The ACLs the query API checks bearer-token callers against, and
     /// when they were read.
     acls: tokio::sync::Mutex<Option<(Instant, Arc<floe_metadata::acl::AclIndex>)>>,
@@ -134,6 +140,8 @@ impl Indexer {
                 field_ids: Mutex::new(HashMap::new()),
                 manifest_lists: Mutex::new(HashMap::new()),
                 table_metadata: Mutex::new(HashMap::new()),
+                snapshot_files: Mutex::new(HashMap::new()),
+                manifest_files: Mutex::new(HashMap::new()),
                 acls: tokio::sync::Mutex::new(None),
             }),
         })
@@ -200,9 +208,48 @@ impl Indexer {
         cache.insert(location.to_string(), m);
     }
 
+    pub(crate) fn cached_snapshot_files(&self, list: &str) -> Option<Arc<HashSet<String>>> {
+        lock(&self.inner.snapshot_files).get(list).cloned()
+    }
+
+    pub(crate) fn cache_snapshot_files(&self, list: &str, files: Arc<HashSet<String>>) {
+        let mut cache = lock(&self.inner.snapshot_files);
+        if cache.len() >= METADATA_CACHE {
+            cache.clear();
+        }
+        cache.insert(list.to_string(), files);
+    }
+
+    /// The live data files (URIs) of the manifest at `uri`, read once.
+    pub(crate) async fn manifest_files(&self, uri: &str) -> Result<Arc<Vec<String>>> {
+        if let Some(f) = lock(&self.inner.manifest_files).get(uri) {
+            return Ok(f.clone());
+        }
+        let manifest = crate::table::commit::parse_manifest(&self.read_uri(uri).await?)?;
+        let files: Arc<Vec<String>> = Arc::new(
+            manifest
+                .entries()
+                .iter()
+                .filter(|e| e.is_alive())
+                .map(|e| e.data_file().file_path().to_string())
+                .collect(),
+        );
+        lock(&self.inner.manifest_files).insert(uri.to_string(), files.clone());
+        Ok(files)
+    }
+
+    /// Forgets the manifests under `prefix` (one table's) not in `keep`
+    /// (those of expired snapshots).
+    pub(crate) fn forget_manifest_files(&self, prefix: &str, keep: &HashSet<String>) {
+        lock(&self.inner.manifest_files)
+            .retain(|uri, _| !uri.starts_with(prefix) || keep.contains(uri));
+    }
+
     /// Forgets the manifest lists not in `keep` (dropped snapshots').
-    pub(crate) fn forget_manifest_lists(&self, keep: &std::collections::HashSet<String>) {
-        lock(&self.inner.manifest_lists).retain(|uri, _| keep.contains(uri));
+    /// (Under `prefix`: one table's.)
+    pub(crate) fn forget_manifest_lists(&self, prefix: &str, keep: &HashSet<String>) {
+        lock(&self.inner.manifest_lists)
+            .retain(|uri, _| !uri.starts_with(prefix) || keep.contains(uri));
     }
 
     /// The store endpoint exports (and tables) are written to.
@@ -279,11 +326,11 @@ impl Indexer {
                 continue;
             }
             let exported = self.export_topic(&t.name, &settings).await;
-            // A table takes what is exported, even when a partition failed.
+            // A table takes what is exported, even when a partition failed;
+            // then its hours that ended are compacted, and the table
+            // follows.
             let committed = if settings.table {
-                self.commit_table(&t.name, &settings.definition, settings.bucket)
-                    .await
-                    .map(|_| ())
+                self.maintain_table(&t.name, &settings).await
             } else {
                 Ok(())
             };
@@ -299,6 +346,77 @@ impl Indexer {
             }
         }
         first_err.map_or(Ok(()), Err)
+    }
+
+    /// A table's round: commit what was exported, compact the hours that
+    /// ended, and commit the compaction.
+    async fn maintain_table(&self, topic: &str, settings: &ExportSettings) -> Result<()> {
+        self.commit_table(topic, settings).await?;
+        let compacted = self.compact_table(topic, settings, false).await?;
+        if compacted.written > 0 {
+            self.commit_table(topic, settings).await?;
+        }
+        Ok(())
+    }
+
+    /// The export settings of `topic` (an unknown topic is an error).
+    async fn settings_of(&self, topic: &str) -> Result<ExportSettings> {
+        let topics = self.inner.meta.list_topics().await?;
+        let t = topics.iter().find(|t| t.name == topic).ok_or_else(|| {
+            IndexerError::new(ErrorKind::UnknownTopic, format!("unknown topic {topic:?}"))
+        })?;
+        Ok(ExportSettings::from_topic(t))
+    }
+
+    /// `floe table compact`: compacts every run of the table's small files
+    /// now, the open hour's too, and commits the result.
+    pub async fn compact_now(&self, topic: &str) -> Result<crate::table::compact::Compacted> {
+        let _round = self.inner.round.lock().await;
+        let settings = self.settings_of(topic).await?;
+        if !settings.table {
+            return Err(IndexerError::invalid(format!(
+                "topic {topic:?} is not an Iceberg table (table.format=iceberg)"
+            )));
+        }
+        if settings.target_file_bytes == 0 {
+            return Err(IndexerError::invalid(format!(
+                "topic {topic:?} has table.target.file.bytes=0: no compaction"
+            )));
+        }
+        self.commit_table(topic, &settings).await?;
+        let done = self.compact_table(topic, &settings, true).await?;
+        if done.written > 0 {
+            self.commit_table(topic, &settings).await?;
+        }
+        Ok(done)
+    }
+
+    /// `floe table expire`: expires the table's snapshots older than
+    /// `older_than` (default: its `table.snapshot.max.age.ms`) now, and
+    /// deletes the files no kept snapshot names any more. Returns the
+    /// snapshots expired and the files deleted.
+    pub async fn expire_now(
+        &self,
+        topic: &str,
+        older_than: Option<Duration>,
+    ) -> Result<(usize, usize)> {
+        let _round = self.inner.round.lock().await;
+        let mut settings = self.settings_of(topic).await?;
+        if !settings.table {
+            return Err(IndexerError::invalid(format!(
+                "topic {topic:?} is not an Iceberg table (table.format=iceberg)"
+            )));
+        }
+        if let Some(age) = older_than {
+            settings.snapshot_max_age = age;
+        }
+        let expired = self
+            .commit_table(topic, &settings)
+            .await?
+            .map_or(0, |c| c.expired);
+        let deleted = self.sweep(topic, true).await?;
+        lock(&self.inner.swept).insert(topic.to_string(), Instant::now());
+        Ok((expired, deleted))
     }
 
     /// Starts a topic's exports over from the log; returns the new generation.
@@ -328,7 +446,9 @@ impl Indexer {
             .await;
         let mut first_err = results.into_iter().find_map(|r| r.err());
         if let Some(retention) = settings.retention
-            && let Err(e) = self.apply_retention(topic, topic_id, retention).await
+            && let Err(e) = self
+                .apply_retention(topic, topic_id, retention, settings.table)
+                .await
         {
             first_err.get_or_insert(e);
         }
@@ -336,7 +456,7 @@ impl Indexer {
             .get(topic)
             .is_none_or(|t| t.elapsed() >= self.inner.cfg.sweep_every);
         if sweep_due && first_err.is_none() {
-            self.sweep(topic).await?;
+            self.sweep(topic, settings.table).await?;
             if settings.table {
                 self.sweep_table(topic, self.inner.cfg.table_orphan_grace)
                     .await?;
@@ -545,12 +665,16 @@ impl Indexer {
         Ok(())
     }
 
-    /// Forgets, then deletes, files whose newest record is older than `retention`.
+    /// Forgets, then deletes, files whose newest record is older than
+    /// `retention`. A table's files are only forgotten: its next commit
+    /// removes them from the table, and the sweep deletes them once no
+    /// kept snapshot names them.
     async fn apply_retention(
         &self,
         topic: &str,
         topic_id: TopicId,
         retention: Duration,
+        table: bool,
     ) -> Result<()> {
         let now_ms = chrono::Utc::now().timestamp_millis();
         let horizon = now_ms.saturating_sub(retention.as_millis().min(i64::MAX as u128) as i64);
@@ -569,6 +693,9 @@ impl Indexer {
                 .meta
                 .export_forget(pref(topic_id, p.partition), p.generation, keys)
                 .await?;
+            if table {
+                continue;
+            }
             for f in old {
                 self.delete(&f.endpoint, &f.key).await?;
             }
@@ -579,15 +706,24 @@ impl Indexer {
     /// Deletes the topic's export objects that no partition refers to: those
     /// of an earlier generation (a backfill), of a deleted topic of the same
     /// name, or whose retention passed while a delete failed; and the staging
-    /// files of writes a crash cut short.
-    async fn sweep(&self, topic: &str) -> Result<()> {
+    /// files of writes a crash cut short. A table's files stay while a kept
+    /// snapshot names them, and a compaction's file while it is in flight.
+    async fn sweep(&self, topic: &str, table: bool) -> Result<usize> {
         let state = self.inner.meta.export_state(topic).await?;
-        let referenced: HashSet<&str> = state
+        let mut referenced: HashSet<&str> = state
             .partitions
             .iter()
             .flat_map(|p| p.files.iter().chain(p.pending.iter()))
             .map(|f| f.key.as_str())
             .collect();
+        let compacting = if table {
+            self.inner.meta.table_state(topic).await?.state.compacting
+        } else {
+            None
+        };
+        if let Some(c) = &compacting {
+            referenced.insert(c.file.key.as_str());
+        }
         let prefix = topic_prefix(topic);
         // Staging files of writes a crash cut short (local folders only); no
         // write of this topic is in flight while it sweeps.
@@ -604,13 +740,27 @@ impl Indexer {
             );
         }
         let listed = self.inner.pool.list(&self.inner.endpoint, &prefix).await?;
-        for o in listed {
-            if !referenced.contains(o.key.as_str()) {
-                tracing::info!(key = %o.key, "deleting an export file nothing refers to");
-                self.delete(o.endpoint.as_str(), o.key.as_str()).await?;
+        let unreferenced: Vec<_> = listed
+            .into_iter()
+            .filter(|o| !referenced.contains(o.key.as_str()))
+            .collect();
+        // The snapshots' files are read only when there is something to delete.
+        let in_table = if table && !unreferenced.is_empty() {
+            self.table_data_files(topic).await?
+        } else {
+            HashSet::new()
+        };
+        let mut deleted = 0;
+        for o in unreferenced {
+            let uri = self.inner.pool.uri(&o.endpoint, &o.key);
+            if uri.is_some_and(|u| in_table.contains(&u)) {
+                continue;
             }
+            tracing::info!(key = %o.key, "deleting an export file nothing refers to");
+            self.delete(o.endpoint.as_str(), o.key.as_str()).await?;
+            deleted += 1;
         }
-        Ok(())
+        Ok(deleted)
     }
 
     async fn delete(&self, endpoint: &str, key: &str) -> Result<()> {

@@ -16,6 +16,10 @@ const MISTYPED: &str = "floe_indexer_fields_mistyped_total";
 const TABLE_COMMITS: &str = "floe_indexer_table_commits_total";
 const TABLE_FILES: &str = "floe_indexer_table_files_added_total";
 const TABLE_RECORDS: &str = "floe_indexer_table_records_added_total";
+const TABLE_COMPACTIONS: &str = "floe_indexer_table_compactions_total";
+const TABLE_FILES_COMPACTED: &str = "floe_indexer_table_files_compacted_total";
+const TABLE_FILES_REMOVED: &str = "floe_indexer_table_files_removed_total";
+const TABLE_SNAPSHOTS_EXPIRED: &str = "floe_indexer_table_snapshots_expired_total";
 
 /// Describes the indexer's metrics and registers them at zero.
 pub(crate) fn register() {
@@ -61,6 +65,22 @@ pub(crate) fn register() {
     );
     describe_counter!(TABLE_FILES, "data files added to Iceberg tables");
     describe_counter!(TABLE_RECORDS, "records added to Iceberg tables");
+    describe_counter!(
+        TABLE_COMPACTIONS,
+        "compacted files written for Iceberg tables (each replaces adjacent small files of a partition)"
+    );
+    describe_counter!(
+        TABLE_FILES_COMPACTED,
+        "export files those compactions replaced"
+    );
+    describe_counter!(
+        TABLE_FILES_REMOVED,
+        "data files table commits removed from the current snapshot (compacted, or past export.retention.ms)"
+    );
+    describe_counter!(
+        TABLE_SNAPSHOTS_EXPIRED,
+        "Iceberg snapshots expired (older than table.snapshot.max.age.ms, or beyond the 500 kept)"
+    );
     for reason in ["over_bounds", "malformed"] {
         counter!(BATCHES_SKIPPED, "reason" => reason).increment(0);
     }
@@ -74,6 +94,10 @@ pub(crate) fn register() {
         TABLE_COMMITS,
         TABLE_FILES,
         TABLE_RECORDS,
+        TABLE_COMPACTIONS,
+        TABLE_FILES_COMPACTED,
+        TABLE_FILES_REMOVED,
+        TABLE_SNAPSHOTS_EXPIRED,
         NOT_JSON,
         MISTYPED,
     ] {
@@ -131,6 +155,18 @@ pub(crate) fn table_commit(files: u64, records: u64) {
     counter!(TABLE_COMMITS).increment(1);
     counter!(TABLE_FILES).increment(files);
     counter!(TABLE_RECORDS).increment(records);
+}
+
+/// A compaction wrote one file in place of `files`.
+pub(crate) fn table_compaction(files: u64) {
+    counter!(TABLE_COMPACTIONS).increment(1);
+    counter!(TABLE_FILES_COMPACTED).increment(files);
+}
+
+/// A table commit removed `files` data files and expired `snapshots`.
+pub(crate) fn table_removed(files: u64, snapshots: u64) {
+    counter!(TABLE_FILES_REMOVED).increment(files);
+    counter!(TABLE_SNAPSHOTS_EXPIRED).increment(snapshots);
 }
 
 #[cfg(test)]

@@ -3,12 +3,17 @@
 //! - `GET /v1/topics/{topic}/records?key=&from=&to=&limit=`: lookups.
 //! - `GET /v1/topics/{topic}/exports`: export progress per partition.
 //! - `POST /v1/topics/{topic}/backfill`: rebuild a topic's exports.
+//! - `POST /v1/tables/{topic}/compact`: compact a table's small files now.
+//! - `POST /v1/tables/{topic}/expire?older_than_ms=`: expire a table's
+//!   snapshots now (default: older than `table.snapshot.max.age.ms`) and
+//!   delete the files only they named.
 //! - `/iceberg/v1/…`: Iceberg's REST catalog over the topics that are
 //!   tables (`crate::table::catalog`).
 //!
-//! Cluster members may call all three; a person with a bearer token
+//! Cluster members may call them all; a person with a bearer token
 //! (`--admin-token-file`) needs a topic READ ACL for lookups and backfills,
-//! DESCRIBE (which READ implies) for export progress.
+//! DESCRIBE (which READ implies) for export progress, ALTER for a table's
+//! compaction and expiry.
 
 use std::collections::HashMap;
 
@@ -38,6 +43,8 @@ pub fn router(ix: Indexer) -> Router {
         .route("/v1/topics/{topic}/records", get(records))
         .route("/v1/topics/{topic}/exports", get(exports))
         .route("/v1/topics/{topic}/backfill", post(backfill))
+        .route("/v1/tables/{topic}/compact", post(compact))
+        .route("/v1/tables/{topic}/expire", post(expire))
         .nest("/iceberg", crate::table::catalog::router())
         .with_state(ix)
 }
@@ -294,6 +301,75 @@ async fn backfill(
             axum::Json(json!({ "generation": generation })),
         )
             .into_response(),
+        Err(e) => error_reply(&e),
+    }
+}
+
+async fn compact(
+    State(ix): State<Indexer>,
+    caller: Option<Extension<Caller>>,
+    peer: Option<Extension<PeerAddr>>,
+    Path(topic): Path<String>,
+) -> Response {
+    if let Err(r) = permit(
+        &ix,
+        caller.as_deref(),
+        peer.as_deref(),
+        &topic,
+        Operation::Alter,
+    )
+    .await
+    {
+        return r;
+    }
+    match ix.compact_now(&topic).await {
+        Ok(done) => axum::Json(json!({
+            "files_written": done.written,
+            "files_replaced": done.replaced,
+        }))
+        .into_response(),
+        Err(e) => error_reply(&e),
+    }
+}
+
+async fn expire(
+    State(ix): State<Indexer>,
+    caller: Option<Extension<Caller>>,
+    peer: Option<Extension<PeerAddr>>,
+    Path(topic): Path<String>,
+    QueryParams(params): QueryParams<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = permit(
+        &ix,
+        caller.as_deref(),
+        peer.as_deref(),
+        &topic,
+        Operation::Alter,
+    )
+    .await
+    {
+        return r;
+    }
+    let older_than = match params.get("older_than_ms").map(|v| v.parse::<u64>()) {
+        None => None,
+        Some(Ok(ms)) => Some(std::time::Duration::from_millis(ms)),
+        Some(Err(_)) => {
+            return error_reply(&IndexerError::invalid(
+                "older_than_ms must be a number of milliseconds",
+            ));
+        }
+    };
+    if let Some(k) = params.keys().find(|k| k.as_str() != "older_than_ms") {
+        return error_reply(&IndexerError::invalid(format!(
+            "unknown parameter {k:?} (older_than_ms is known)"
+        )));
+    }
+    match ix.expire_now(&topic, older_than).await {
+        Ok((expired, deleted)) => axum::Json(json!({
+            "snapshots_expired": expired,
+            "files_deleted": deleted,
+        }))
+        .into_response(),
         Err(e) => error_reply(&e),
     }
 }

@@ -28,6 +28,12 @@ pub struct ExportSettings {
     pub file: FileOptions,
     /// `None`: keep exports forever.
     pub retention: Option<Duration>,
+    /// The size a table's compaction writes files up to
+    /// (`table.target.file.bytes`); 0: none.
+    pub target_file_bytes: u64,
+    /// How old a table's snapshots grow before they are expired
+    /// (`table.snapshot.max.age.ms`).
+    pub snapshot_max_age: Duration,
 }
 
 impl ExportSettings {
@@ -51,6 +57,11 @@ impl ExportSettings {
             },
             retention: (c.export_retention_ms() >= 0)
                 .then(|| Duration::from_millis(c.export_retention_ms() as u64)),
+            target_file_bytes: positive(c.table_target_file_bytes(), 0),
+            snapshot_max_age: Duration::from_millis(positive(
+                c.table_snapshot_max_age_ms(),
+                60_000,
+            )),
         }
     }
 

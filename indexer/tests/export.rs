@@ -583,3 +583,185 @@ async fn two_indexers_committing_at_once_never_add_a_file_twice() {
     assert_eq!(unique.len(), files.len(), "no data file twice");
     env.shutdown().await;
 }
+
+/// Whether the store holds the object a data file URI names.
+async fn exists(env: &Env, uri: &str) -> bool {
+    let key = uri.split_once("/store/").unwrap().1.to_string();
+    env.pool
+        .head(&EndpointId::new("local"), &ObjectKey::new(&key))
+        .await
+        .is_ok()
+}
+
+/// The operation of the table's current snapshot.
+async fn operation(env: &Env, ix: &Indexer, topic: &str) -> iceberg::spec::Operation {
+    let state = env.meta.table_state(topic).await.unwrap();
+    let m = ix
+        .table_metadata(state.state.metadata_location.as_deref().unwrap())
+        .await
+        .unwrap();
+    m.current_snapshot().unwrap().summary().operation.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_replaces_small_files_and_expiry_deletes_only_what_no_snapshot_names() {
+    let env = Env::new().await;
+    let t = env
+        .topic(
+            "c",
+            2,
+            &[
+                ("table.format", "iceberg"),
+                ("export.roll.ms", "100"),
+                ("export.index", INDEX),
+            ],
+        )
+        .await;
+    let ix = env.indexer();
+    let mut sum = 0.0;
+    for round in 0..6 {
+        for p in 0..2 {
+            sum += env.produce(t, p, round * 10, 10, now_ms()).await;
+        }
+        env.export_all(&ix, "c").await;
+        ix.run_once().await.unwrap();
+    }
+    let before_state = env.meta.table_state("c").await.unwrap();
+    let before = ix
+        .table_metadata(before_state.state.metadata_location.as_deref().unwrap())
+        .await
+        .unwrap()
+        .current_snapshot_id()
+        .unwrap();
+    let (_, small, records) = table_contents(&env, &ix, "c", None).await;
+    assert_eq!(records, 120);
+    assert!(small.len() >= 12, "{} files", small.len());
+
+    let done = ix.compact_now("c").await.unwrap();
+    assert!(done.written >= 2 && done.replaced >= 12, "{done:?}");
+    let (_, files, records) = table_contents(&env, &ix, "c", None).await;
+    assert_eq!(records, 120, "the same rows");
+    // One file per partition and hour (a run that crossed an hour has two).
+    assert!(files.len() <= 4, "{files:?}");
+    assert_eq!(
+        operation(&env, &ix, "c").await,
+        iceberg::spec::Operation::Replace
+    );
+    // The exports name the compacted files, and hold every row once.
+    let exports = env.meta.export_state("c").await.unwrap();
+    let (rows, amount, _) = env.rows(&exports).await;
+    let distinct: BTreeSet<(i32, i64)> = rows.iter().copied().collect();
+    assert_eq!((rows.len(), distinct.len()), (120, 120));
+    assert!((amount - sum).abs() < 1e-6, "{amount} != {sum}");
+    let exported: BTreeSet<String> = exports
+        .partitions
+        .iter()
+        .flat_map(|p| p.files.iter().map(|f| f.key.clone()))
+        .collect();
+    let in_table: BTreeSet<String> = files
+        .iter()
+        .map(|u| u.split_once("/store/").unwrap().1.to_string())
+        .collect();
+    assert_eq!(exported, in_table, "the table names the exports' files");
+
+    // Time travel still reads the small files: the sweep keeps what a
+    // snapshot names, however young or old.
+    let (expired, deleted) = ix
+        .expire_now("c", Some(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    assert_eq!((expired, deleted), (0, 0));
+    let (_, old_files, old_records) = table_contents(&env, &ix, "c", Some(before)).await;
+    assert_eq!(old_records, 120);
+    for f in &old_files {
+        assert!(
+            exists(&env, f).await,
+            "{f} is gone while a snapshot names it"
+        );
+    }
+
+    // New records append after the compaction.
+    for p in 0..2 {
+        env.produce(t, p, 60, 10, now_ms()).await;
+    }
+    env.export_all(&ix, "c").await;
+    ix.run_once().await.unwrap();
+    let (_, _, records) = table_contents(&env, &ix, "c", None).await;
+    assert_eq!(records, 140);
+
+    // Expiring every older snapshot deletes exactly the files only they named.
+    let (expired, deleted) = ix.expire_now("c", Some(Duration::ZERO)).await.unwrap();
+    assert!(expired >= 7, "{expired} snapshots expired");
+    assert!(deleted >= 12, "{deleted} files deleted");
+    let state = env.meta.table_state("c").await.unwrap();
+    let m = ix
+        .table_metadata(state.state.metadata_location.as_deref().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(m.snapshots().count(), 1);
+    let (_, files, records) = table_contents(&env, &ix, "c", None).await;
+    assert_eq!(records, 140);
+    let listed: BTreeSet<String> = env
+        .pool
+        .list(&EndpointId::new("local"), "exports/c/")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.key.as_str().to_string())
+        .collect();
+    let named: BTreeSet<String> = files
+        .iter()
+        .map(|u| u.split_once("/store/").unwrap().1.to_string())
+        .collect();
+    assert_eq!(
+        listed, named,
+        "the store holds what the table names, no more"
+    );
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_past_the_export_retention_leave_the_table_by_a_delete_snapshot() {
+    let env = Env::new().await;
+    let t = env
+        .topic(
+            "r",
+            1,
+            &[("table.format", "iceberg"), ("export.roll.ms", "100")],
+        )
+        .await;
+    let ix = env.indexer();
+    let day = 24 * 3_600_000;
+    // Two days old, then now: in two files (another hour).
+    env.produce(t, 0, 0, 10, now_ms() - 2 * day).await;
+    env.produce(t, 0, 10, 10, now_ms()).await;
+    env.export_all(&ix, "r").await;
+    ix.run_once().await.unwrap();
+    let (_, files, records) = table_contents(&env, &ix, "r", None).await;
+    assert_eq!((files.len(), records), (2, 20));
+    env.meta
+        .alter_topic_config(
+            "r",
+            [("export.retention.ms".to_string(), day.to_string())],
+            vec![],
+        )
+        .await
+        .unwrap();
+    ix.run_once().await.unwrap();
+    let (_, now, records) = table_contents(&env, &ix, "r", None).await;
+    assert_eq!((now.len(), records), (1, 10), "the old file left the table");
+    assert_eq!(
+        operation(&env, &ix, "r").await,
+        iceberg::spec::Operation::Delete
+    );
+    let old: Vec<&String> = files.iter().filter(|f| !now.contains(f)).collect();
+    assert_eq!(old.len(), 1);
+    assert!(exists(&env, old[0]).await, "kept while a snapshot names it");
+    let (expired, deleted) = ix.expire_now("r", Some(Duration::ZERO)).await.unwrap();
+    assert_eq!((expired, deleted), (1, 1));
+    assert!(
+        !exists(&env, old[0]).await,
+        "deleted with the last snapshot naming it"
+    );
+    env.shutdown().await;
+}

@@ -423,6 +423,19 @@ pub enum Command {
         expected: Option<String>,
         location: String,
     },
+    /// Records a compaction of a table's export files before its file is
+    /// written (see [`crate::table::Compaction`]).
+    TableCompactBegin {
+        topic: String,
+        compaction: crate::table::Compaction,
+    },
+    /// Puts a written compacted file in place of the files it replaces.
+    TableCompactCommit {
+        topic: String,
+        partition: u32,
+        generation: u64,
+        file: crate::export::ExportFile,
+    },
 }
 
 /// Decoding the commands of a [`Command::Batch`]: a batch inside a batch is

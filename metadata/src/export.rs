@@ -149,6 +149,77 @@ impl ExportState {
         Ok(())
     }
 
+    /// Where the committed files named `keys` are: adjacent, in this order,
+    /// of generation `generation`. A compaction replaces such a run.
+    pub fn run_of(
+        &self,
+        generation: u64,
+        keys: &[String],
+    ) -> Result<std::ops::Range<usize>, MetaError> {
+        self.check_generation(generation)?;
+        let first = keys
+            .first()
+            .ok_or_else(|| MetaError::InvalidRequest("a compaction names no file".into()))?;
+        let start = self
+            .files
+            .iter()
+            .position(|f| &f.key == first)
+            .ok_or_else(|| conflict(format!("{first} is not a committed export file")))?;
+        let end = start + keys.len();
+        let same = self
+            .files
+            .get(start..end)
+            .is_some_and(|run| run.iter().zip(keys).all(|(f, k)| &f.key == k));
+        if !same {
+            return Err(conflict(format!(
+                "the {} files from {first} are not adjacent committed export files",
+                keys.len()
+            )));
+        }
+        Ok(start..end)
+    }
+
+    /// Checks that `file` can replace the run `run`: the same offsets and
+    /// rows, a name of its own.
+    pub fn check_replacement(
+        &self,
+        run: &std::ops::Range<usize>,
+        file: &ExportFile,
+    ) -> Result<(), MetaError> {
+        let files = &self.files[run.clone()];
+        let (Some(first), Some(last)) = (files.first(), files.last()) else {
+            return Err(MetaError::InvalidRequest(
+                "a compaction names no file".into(),
+            ));
+        };
+        let rows: u64 = files.iter().map(|f| f.rows).sum();
+        if file.first_offset != first.first_offset
+            || file.last_offset != last.last_offset
+            || file.rows != rows
+        {
+            return Err(MetaError::InvalidRequest(format!(
+                "a compacted file must hold offsets {}..={} in {rows} rows, not {}..={} in {}",
+                first.first_offset,
+                last.last_offset,
+                file.first_offset,
+                file.last_offset,
+                file.rows
+            )));
+        }
+        if self.files.iter().any(|f| f.key == file.key) {
+            return Err(MetaError::InvalidRequest(format!(
+                "{} is already an export file",
+                file.key
+            )));
+        }
+        Ok(())
+    }
+
+    /// Puts `file` in place of the run `run` (a compaction).
+    pub fn replace_run(&mut self, run: std::ops::Range<usize>, file: ExportFile) {
+        self.files.splice(run, [file]);
+    }
+
     /// Starts over at `generation` (a backfill).
     pub fn reset(&mut self, generation: u64) {
         *self = ExportState {

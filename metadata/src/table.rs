@@ -14,6 +14,12 @@
 //! type are seen ([`TableState::ensure_columns`]), and keeps it. A name
 //! seen again with another type is a new column (a new id): Iceberg's way
 //! to drop a column and add another of the same name.
+//!
+//! A compaction of a partition's small export files into one (see
+//! `floe_indexer::table::compact`) is recorded here before its file is
+//! written ([`Compaction`], one at a time per table), so that a sweep never
+//! takes the new file for an orphan, then swaps the files in the
+//! partition's exports in one step (`TopicsState::table_compact_commit`).
 
 use serde::{Deserialize, Serialize};
 
@@ -34,6 +40,22 @@ pub struct TableColumn {
     pub id: i32,
 }
 
+/// A compaction in flight: `file` is being written with the rows of the
+/// partition's export files `replaced` (adjacent, in offset order), and
+/// will take their place.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Compaction {
+    pub partition: u32,
+    /// The export generation of the files.
+    pub generation: u64,
+    pub file: crate::export::ExportFile,
+    /// The keys of the files it replaces.
+    pub replaced: Vec<String>,
+}
+
+/// Most files one compaction replaces.
+pub const MAX_COMPACTED_FILES: usize = 10_000;
+
 /// A topic's table as the API reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableView {
@@ -50,6 +72,8 @@ pub struct TableState {
     pub version: u64,
     /// Every typed column given an id, in the order they were.
     pub columns: Vec<TableColumn>,
+    /// The compaction in flight, if any.
+    pub compacting: Option<Compaction>,
 }
 
 impl TableState {

@@ -179,6 +179,18 @@ const KEYS: &[Key] = &[
         check: |v| one_of(v, &["day", "hour", "none"]),
         doc: "the Iceberg table's partition spec: day or hour of the record's timestamp, or none",
     },
+    Key {
+        name: "table.target.file.bytes",
+        default: "134217728",
+        check: |v| at_least(v, 0),
+        doc: "the table's compaction rewrites a partition's small files of one hour into files of up to this size (0: no compaction)",
+    },
+    Key {
+        name: "table.snapshot.max.age.ms",
+        default: "432000000",
+        check: |v| at_least(v, 60000),
+        doc: "the table's snapshots older than this are expired (the current one is kept), and the files only they name are deleted",
+    },
     // Kafka's keys for a broker's local disk and its replicas. Floe has
     // neither (every acknowledged batch is already in the object store,
     // which keeps the copies): they are taken and shown, so that configs
@@ -333,13 +345,6 @@ impl TopicConfig {
     /// cleaner would keep a delayed entry's key only, and a re-append would
     /// hide newer records of its key).
     fn check_together(&self) -> Result<(), MetaError> {
-        if self.iceberg_table() && self.export_retention_ms() >= 0 {
-            return Err(MetaError::InvalidConfig(format!(
-                "export.retention.ms cannot go with {TABLE_FORMAT}=iceberg yet: a file leaves a \
-                 table through a new snapshot and the expiry of the old ones, which Floe does \
-                 not do yet (the table keeps every file)"
-            )));
-        }
         if self.delayed_delivery() && self.compacted() {
             return Err(MetaError::InvalidConfig(format!(
                 "{DELAYED_DELIVERY}=true cannot go with a cleanup.policy that names compact: \
@@ -384,6 +389,18 @@ impl TopicConfig {
     /// The table's partitioning (`table.partition`): `day`, `hour` or `none`.
     pub fn table_partition(&self) -> &str {
         self.get("table.partition").unwrap_or("day")
+    }
+
+    /// The size the table's compaction writes files up to
+    /// (`table.target.file.bytes`); 0: no compaction.
+    pub fn table_target_file_bytes(&self) -> i64 {
+        self.get_i64("table.target.file.bytes")
+    }
+
+    /// How old the table's snapshots grow before they are expired
+    /// (`table.snapshot.max.age.ms`).
+    pub fn table_snapshot_max_age_ms(&self) -> i64 {
+        self.get_i64("table.snapshot.max.age.ms")
     }
 
     /// Whether the indexer keeps the topic as an Iceberg table
@@ -634,7 +651,7 @@ mod tests {
     }
 
     #[test]
-    fn an_iceberg_table_refuses_a_type_change_and_file_retention() {
+    fn an_iceberg_table_refuses_a_type_change_and_takes_retention_and_compaction_settings() {
         let idx = |t: &str| format!(r#"[{{"name":"amount","path":"$.amount","type":"{t}"}}]"#);
         let mut c = TopicConfig::from_settings(&m(&[
             (TABLE_FORMAT, "iceberg"),
@@ -668,11 +685,25 @@ mod tests {
         plain
             .alter(&m(&[("export.index", &idx("bool"))]), &[])
             .unwrap();
-        let err = c
-            .alter(&m(&[("export.retention.ms", "1000")]), &[])
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("export.retention.ms"), "{err}");
+        // Files leave a table by retention, through a snapshot and the expiry of the older ones.
+        c.alter(&m(&[("export.retention.ms", "1000")]), &[])
+            .unwrap();
+        assert_eq!(c.export_retention_ms(), 1000);
+        assert_eq!(c.table_target_file_bytes(), 134_217_728);
+        assert_eq!(c.table_snapshot_max_age_ms(), 432_000_000);
+        c.alter(
+            &m(&[
+                ("table.target.file.bytes", "0"),
+                ("table.snapshot.max.age.ms", "60000"),
+            ]),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.table_target_file_bytes(), 0);
+        assert!(
+            c.alter(&m(&[("table.snapshot.max.age.ms", "59999")]), &[])
+                .is_err()
+        );
         assert!(TopicConfig::from_settings(&m(&[(TABLE_FORMAT, "delta")])).is_err());
     }
 

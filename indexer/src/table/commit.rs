@@ -19,7 +19,7 @@
 //! row twice and none missing. After step 4 the new snapshot's offsets say
 //! where the next commit starts. Two committers cannot both win step 4.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use floe_metadata::export::{ExportFile, TopicExports};
@@ -28,16 +28,16 @@ use floe_storage::{EndpointId, ObjectKey};
 use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion, Literal,
-    MAIN_BRANCH, Manifest, ManifestFile, ManifestList, ManifestListWriter, ManifestWriter,
-    ManifestWriterBuilder, Operation, Snapshot, SortOrder, Struct, Summary, TableMetadata,
-    TableMetadataBuilder, Transform, UnboundPartitionSpec,
+    MAIN_BRANCH, Manifest, ManifestContentType, ManifestFile, ManifestList, ManifestListWriter,
+    ManifestWriter, ManifestWriterBuilder, Operation, Snapshot, SortOrder, Struct, Summary,
+    TableMetadata, TableMetadataBuilder, Transform, UnboundPartitionSpec,
 };
 
 use super::schema::{name_mapping, table_schema};
 use crate::columns::FIXED_FIELD_IDS;
 use crate::error::{IndexerError, Result};
 use crate::exporter::Indexer;
-use crate::settings::TimeBucket;
+use crate::settings::{ExportSettings, TimeBucket};
 
 /// The partition spec of a table partitioned by `bucket` (of the
 /// `timestamp` column), or the unpartitioned one.
@@ -125,6 +125,8 @@ pub enum Phase {
     Metadata,
     /// The pointer moved: the snapshot is the table's.
     Pointer,
+    /// A compacted file is written, not yet in the exports.
+    Compacted,
 }
 
 impl Phase {
@@ -134,6 +136,7 @@ impl Phase {
             Phase::ManifestList => "manifest-list",
             Phase::Metadata => "metadata",
             Phase::Pointer => "pointer",
+            Phase::Compacted => "compacted",
         }
     }
 }
@@ -141,7 +144,7 @@ impl Phase {
 /// Test hook: with `FLOE_TABLE_PAUSE_AT=<phase>` a commit logs that it
 /// reached the phase and waits there for good, so that a test can
 /// `kill -9` the process at exactly that point of a commit.
-async fn reached(phase: Phase) {
+pub(crate) async fn reached(phase: Phase) {
     if std::env::var("FLOE_TABLE_PAUSE_AT").is_ok_and(|v| v == phase.name()) {
         tracing::warn!(
             phase = phase.name(),
@@ -155,9 +158,60 @@ async fn reached(phase: Phase) {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Committed {
     pub snapshot_id: Option<i64>,
+    /// Data files added.
     pub files: usize,
     pub records: u64,
+    /// Data files removed from the current snapshot.
+    pub removed: usize,
+    /// Snapshots expired.
+    pub expired: usize,
+    /// A snapshot that made the table's files the exports' again (after a
+    /// compaction or retention), rather than one that appended.
+    pub reconciled: bool,
     pub metadata_location: String,
+}
+
+/// What a snapshot removes from the table.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Removed {
+    files: u64,
+    records: u64,
+    bytes: u64,
+}
+
+/// What kind of snapshot a commit makes.
+struct Change<'a> {
+    /// A backfill: the new generation's files replace all.
+    overwrite: bool,
+    /// The exports changed below what the table covers.
+    reconcile: bool,
+    removed: &'a Removed,
+}
+
+/// The snapshots of `m` to expire at `now_ms`: those older than `max_age`
+/// and, with `adding` a snapshot, the oldest beyond [`MAX_SNAPSHOTS`] -
+/// never the current one.
+pub fn expired_snapshots(
+    m: &TableMetadata,
+    now_ms: i64,
+    max_age: std::time::Duration,
+    adding: bool,
+) -> Vec<i64> {
+    let current = m.current_snapshot_id();
+    let horizon = now_ms.saturating_sub(i64::try_from(max_age.as_millis()).unwrap_or(i64::MAX));
+    let mut old: Vec<(i64, i64)> = m
+        .snapshots()
+        .filter(|s| Some(s.snapshot_id()) != current)
+        .map(|s| (s.timestamp_ms(), s.snapshot_id()))
+        .collect();
+    old.sort();
+    let total = m.snapshots().count() + usize::from(adding);
+    let excess = total.saturating_sub(MAX_SNAPSHOTS);
+    old.iter()
+        .enumerate()
+        .filter(|(i, (ts, _))| *i < excess || *ts < horizon)
+        .map(|(_, (_, id))| *id)
+        .collect()
 }
 
 fn iceberg_err(what: &str) -> impl Fn(iceberg::Error) -> IndexerError + '_ {
@@ -283,6 +337,11 @@ impl Indexer {
             })
     }
 
+    /// The URI under which `topic`'s table files are (with a trailing slash).
+    pub(crate) fn table_prefix_uri(&self, topic: &str) -> Result<String> {
+        self.uri_of(self.endpoint().as_str(), &format!("tables/{topic}/"))
+    }
+
     /// The key under the export endpoint of one of its URIs.
     pub(crate) fn key_of(&self, uri: &str) -> Result<ObjectKey> {
         let base = self.uri_of(self.endpoint().as_str(), "")?;
@@ -318,14 +377,34 @@ impl Indexer {
         Ok(m)
     }
 
-    /// Commits what the topic's exports hold past the table's current
-    /// snapshot; `None` when there is nothing to commit.
+    /// Commits the topic's exports to its table: first, when the exports
+    /// changed below what the table covers (a compaction, files past
+    /// `export.retention.ms`), a `replace` or `delete` snapshot that makes
+    /// the table's files the exports' again; then the files committed past
+    /// what it covers as an `append` snapshot (an `overwrite` after a
+    /// backfill). Snapshots older than `table.snapshot.max.age.ms` are
+    /// expired on the way. `None` when there was nothing to do.
     pub async fn commit_table(
         &self,
         topic: &str,
-        def: &IndexDefinition,
-        bucket: Option<TimeBucket>,
+        settings: &ExportSettings,
     ) -> Result<Option<Committed>> {
+        let first = self.commit_table_once(topic, settings).await?;
+        match &first {
+            Some(c) if c.reconciled => {
+                let then = self.commit_table_once(topic, settings).await?;
+                Ok(then.or(first))
+            }
+            _ => Ok(first),
+        }
+    }
+
+    async fn commit_table_once(
+        &self,
+        topic: &str,
+        settings: &ExportSettings,
+    ) -> Result<Option<Committed>> {
+        let (def, bucket) = (&settings.definition, settings.bucket);
         let meta = self.meta();
         let table = meta.table_state(topic).await?;
         let exports = meta.export_state(topic).await?;
@@ -342,20 +421,63 @@ impl Indexer {
             .map(|p| p.generation)
             .max()
             .unwrap_or(0);
-        let mut covered = Covered::of(current.and_then(|m| m.current_snapshot()).map(|s| &**s))?;
+        let current_snapshot = current.and_then(|m| m.current_snapshot()).map(|s| &**s);
+        let mut covered = Covered::of(current_snapshot)?;
         // A backfill started the exports over: the new generation's files
         // replace the table's.
         let overwrite = covered.generation.is_some_and(|g| g != generation);
         if overwrite {
             covered = Covered::default();
         }
-        let added = files_to_add(&exports, &covered)?;
+        // What the table holds against what the exports hold below the
+        // offsets it covers: they differ after a compaction or retention.
+        let (have, removed, below) = match (overwrite, current, current_snapshot) {
+            (false, Some(m), Some(s)) => {
+                let have = self
+                    .snapshot_files(s.manifest_list(), m.format_version())
+                    .await?;
+                let mut below: Vec<(u32, &ExportFile)> = Vec::new();
+                let mut want: HashSet<String> = HashSet::new();
+                for p in &exports.partitions {
+                    let to = covered.offsets.get(&p.partition).copied().unwrap_or(0);
+                    for f in p.files.iter().filter(|f| f.rows > 0 && f.last_offset < to) {
+                        let uri = self.uri_of(&f.endpoint, &f.key)?;
+                        if !have.contains(&uri) {
+                            below.push((p.partition, f));
+                        }
+                        want.insert(uri);
+                    }
+                }
+                let removed: HashSet<String> = have
+                    .iter()
+                    .filter(|u| !want.contains(*u))
+                    .cloned()
+                    .collect();
+                (Some(have), removed, below)
+            }
+            _ => (None, HashSet::new(), Vec::new()),
+        };
+        let reconcile = !removed.is_empty() || !below.is_empty();
+        let added = if reconcile {
+            below
+        } else {
+            files_to_add(&exports, &covered)?
+        };
+        // Snapshots past their age (the current one stays), or beyond the
+        // most a table keeps.
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let adding = !added.is_empty() || overwrite || reconcile;
+        let expired = current.map_or_else(Vec::new, |m| {
+            expired_snapshots(m, now_ms, settings.snapshot_max_age, adding)
+        });
         let spec = partition_spec(bucket)?;
         let mapping = name_mapping(&schema);
         // An idle round (no file, same columns and partitioning) stops here,
         // before any metadata is staged.
         if added.is_empty()
             && !overwrite
+            && !reconcile
+            && expired.is_empty()
             && current.is_some_and(|m| same_shape(m, &schema, &spec, &mapping))
         {
             return Ok(None);
@@ -393,15 +515,23 @@ impl Indexer {
                 || m.default_partition_spec_id() != staged.default_partition_spec_id()
                 || m.properties() != staged.properties()
         });
-        if added.is_empty() && !changed && !overwrite {
+        if added.is_empty() && !changed && !overwrite && !reconcile && expired.is_empty() {
             return Ok(None);
         }
 
         let records: u64 = added.iter().map(|(_, f)| f.rows).sum();
         let kept: Vec<&(u32, &ExportFile)> = added.iter().filter(|(_, f)| f.rows > 0).collect();
         let mut snapshot_id = None;
-        let new = if added.is_empty() && !overwrite {
+        let mut files_now: Option<(String, HashSet<String>)> = None;
+        let mut removed_count = 0u64;
+        let new = if added.is_empty() && !overwrite && !reconcile {
+            // The schema, or the snapshots kept, changed: no new snapshot.
             staged
+                .into_builder(None)
+                .remove_snapshots(&expired)
+                .build()
+                .map_err(iceberg_err("the table's snapshots"))?
+                .metadata
         } else {
             let id = self.new_snapshot_id(&staged);
             snapshot_id = Some(id);
@@ -412,9 +542,22 @@ impl Indexer {
             let nonce = uuid::Uuid::new_v4().simple().to_string();
 
             let mut manifests: Vec<ManifestFile> = Vec::new();
+            let mut gone = Removed::default();
             if !overwrite && let Some(prev) = staged.current_snapshot() {
                 let bytes = self.read_uri(prev.manifest_list()).await?;
-                manifests.extend(parse_manifest_list(&bytes, staged.format_version())?);
+                let listed = parse_manifest_list(&bytes, staged.format_version())?;
+                if removed.is_empty() {
+                    manifests.extend(listed);
+                } else {
+                    let stem = format!("{location}/metadata/{nonce}");
+                    for (n, m) in listed.into_iter().enumerate() {
+                        manifests.push(
+                            self.without_files(&staged, m, &removed, id, &io, &stem, n, &mut gone)
+                                .await?,
+                        );
+                    }
+                    removed_count = gone.files;
+                }
             }
             // One manifest per partition spec: the default one, and the
             // unpartitioned one for files that span two partitions.
@@ -457,15 +600,20 @@ impl Indexer {
                 reached(Phase::Manifest).await;
                 manifests.push(manifest);
             }
-            let manifests = self
-                .merge_manifests(
+            // A snapshot that removes files keeps its manifests as they are,
+            // so that they say what it removed; the next one merges.
+            let manifests = if removed.is_empty() {
+                self.merge_manifests(
                     &staged,
                     manifests,
                     id,
                     &io,
                     &format!("{location}/metadata/{nonce}"),
                 )
-                .await?;
+                .await?
+            } else {
+                manifests
+            };
 
             let list_uri = format!("{location}/metadata/snap-{id}-1-{nonce}.avro");
             let out = io
@@ -483,38 +631,43 @@ impl Indexer {
             self.copy_out(&io, &list_uri).await?;
             reached(Phase::ManifestList).await;
 
+            let mut now_files: HashSet<String> = if overwrite {
+                HashSet::new()
+            } else {
+                have.as_deref().cloned().unwrap_or_default()
+            };
+            now_files.retain(|u| !removed.contains(u));
+            for (_, f) in &kept {
+                now_files.insert(self.uri_of(&f.endpoint, &f.key)?);
+            }
+            files_now = Some((list_uri.clone(), now_files));
+
             let summary = self.summary(
                 staged.current_snapshot().map(|s| &**s),
                 &covered,
                 &added,
                 generation,
-                overwrite,
+                Change {
+                    overwrite,
+                    reconcile,
+                    removed: &gone,
+                },
             )?;
             let snapshot = Snapshot::builder()
                 .with_snapshot_id(id)
                 .with_parent_snapshot_id(parent)
                 .with_sequence_number(seq)
-                .with_timestamp_ms(
-                    chrono::Utc::now()
-                        .timestamp_millis()
-                        .max(staged.last_updated_ms() + 1),
-                )
+                .with_timestamp_ms(now_ms.max(staged.last_updated_ms() + 1))
                 .with_manifest_list(list_uri)
                 .with_summary(summary)
                 .with_schema_id(staged.current_schema_id())
                 .build();
-            // Snapshots before a backfill name files that are gone; the
-            // oldest beyond MAX_SNAPSHOTS are dropped.
-            let mut old: Vec<(i64, i64)> = staged
-                .snapshots()
-                .map(|s| (s.timestamp_ms(), s.snapshot_id()))
-                .collect();
-            old.sort();
+            // Snapshots before a backfill name files of the old generation,
+            // which its files may overwrite: they are all dropped.
             let drop: Vec<i64> = if overwrite {
-                old.iter().map(|(_, id)| *id).collect()
+                staged.snapshots().map(|s| s.snapshot_id()).collect()
             } else {
-                let excess = (old.len() + 1).saturating_sub(MAX_SNAPSHOTS);
-                old.iter().take(excess).map(|(_, id)| *id).collect()
+                expired.clone()
             };
             staged
                 .into_builder(None)
@@ -540,12 +693,18 @@ impl Indexer {
             &metadata_uri,
         )
         .await?;
+        if let Some((list, files)) = files_now {
+            self.cache_snapshot_files(&list, Arc::new(files));
+        }
         crate::metrics::table_commit(kept.len() as u64, records);
+        crate::metrics::table_removed(removed_count, expired.len() as u64);
         tracing::info!(
             topic,
             snapshot = ?snapshot_id,
             files = kept.len(),
             records,
+            removed = removed_count,
+            expired = expired.len(),
             metadata = %metadata_uri,
             "table committed"
         );
@@ -554,8 +713,93 @@ impl Indexer {
             snapshot_id,
             files: kept.len(),
             records,
+            removed: removed_count as usize,
+            expired: expired.len(),
+            reconciled: reconcile,
             metadata_location: metadata_uri,
         }))
+    }
+
+    /// The data files (URIs) of the snapshot whose manifest list is
+    /// `list`: read once (a snapshot never changes), then remembered.
+    pub(crate) async fn snapshot_files(
+        &self,
+        list: &str,
+        version: FormatVersion,
+    ) -> Result<Arc<HashSet<String>>> {
+        if let Some(files) = self.cached_snapshot_files(list) {
+            return Ok(files);
+        }
+        let mut files = HashSet::new();
+        let bytes = self.read_uri(list).await?;
+        for m in parse_manifest_list(&bytes, version)? {
+            if m.content != ManifestContentType::Data {
+                continue;
+            }
+            let manifest = parse_manifest(&self.read_uri(&m.manifest_path).await?)?;
+            for e in manifest.entries().iter().filter(|e| e.is_alive()) {
+                files.insert(e.data_file().file_path().to_string());
+            }
+        }
+        let files = Arc::new(files);
+        self.cache_snapshot_files(list, files.clone());
+        Ok(files)
+    }
+
+    /// `m` for a snapshot that removes the files `removed`: as it is when
+    /// it names none of them, else written again (as manifest `n` of the
+    /// snapshot `id`) with those files' entries `DELETED` and the others
+    /// `EXISTING`. What it removed is added to `gone`.
+    #[allow(clippy::too_many_arguments)]
+    async fn without_files(
+        &self,
+        staged: &TableMetadata,
+        m: ManifestFile,
+        removed: &HashSet<String>,
+        id: i64,
+        io: &FileIO,
+        stem: &str,
+        n: usize,
+        gone: &mut Removed,
+    ) -> Result<ManifestFile> {
+        let manifest = parse_manifest(&self.read_uri(&m.manifest_path).await?)?;
+        let alive: Vec<_> = manifest.entries().iter().filter(|e| e.is_alive()).collect();
+        if !alive
+            .iter()
+            .any(|e| removed.contains(e.data_file().file_path()))
+        {
+            return Ok(m);
+        }
+        let spec = staged
+            .partition_spec_by_id(m.partition_spec_id)
+            .ok_or_else(|| {
+                IndexerError::corrupt(format!("no partition spec {}", m.partition_spec_id))
+            })?
+            .as_ref()
+            .clone();
+        let uri = format!("{stem}-r{n}.avro");
+        let mut w = manifest_writer(io, &uri, id, staged.current_schema().clone(), spec)?;
+        for e in alive {
+            let seq = e.sequence_number().unwrap_or(m.sequence_number);
+            let file_seq = e.file_sequence_number.or(Some(m.sequence_number));
+            let df = e.data_file().clone();
+            if removed.contains(df.file_path()) {
+                gone.files += 1;
+                gone.records += df.record_count();
+                gone.bytes += df.file_size_in_bytes();
+                w.add_delete_file(df, seq, file_seq)
+                    .map_err(iceberg_err("a removed manifest entry"))?;
+            } else {
+                w.add_existing_file(
+                    df,
+                    e.snapshot_id().unwrap_or(m.added_snapshot_id),
+                    seq,
+                    file_seq,
+                )
+                .map_err(iceberg_err("a kept manifest entry"))?;
+            }
+        }
+        self.store_manifest(io, &uri, w).await
     }
 
     /// The manifests a new snapshot lists: as they are while fewer than
@@ -697,10 +941,10 @@ impl Indexer {
         covered: &Covered,
         added: &[(u32, &ExportFile)],
         generation: u64,
-        overwrite: bool,
+        change: Change<'_>,
     ) -> Result<Summary> {
         let total = |key: &str| -> u64 {
-            if overwrite {
+            if change.overwrite {
                 return 0;
             }
             parent
@@ -712,23 +956,27 @@ impl Indexer {
         let files = kept.clone().count() as u64;
         let records: u64 = kept.clone().map(|(_, f)| f.rows).sum();
         let size: u64 = kept.map(|(_, f)| f.size).sum();
+        let gone = change.removed;
         let offsets = serde_json::to_string(&covered_after(covered, added))
             .map_err(|e| IndexerError::corrupt(format!("{OFFSETS}: {e}")))?;
+        let after = |key: &str, plus: u64, minus: u64| {
+            (total(key) + plus).saturating_sub(minus).to_string()
+        };
         let mut props = HashMap::from([
             ("added-data-files".to_string(), files.to_string()),
             ("added-records".to_string(), records.to_string()),
             ("added-files-size".to_string(), size.to_string()),
             (
                 "total-data-files".to_string(),
-                (total("total-data-files") + files).to_string(),
+                after("total-data-files", files, gone.files),
             ),
             (
                 "total-records".to_string(),
-                (total("total-records") + records).to_string(),
+                after("total-records", records, gone.records),
             ),
             (
                 "total-files-size".to_string(),
-                (total("total-files-size") + size).to_string(),
+                after("total-files-size", size, gone.bytes),
             ),
             ("total-delete-files".to_string(), "0".to_string()),
             ("total-position-deletes".to_string(), "0".to_string()),
@@ -736,7 +984,14 @@ impl Indexer {
             (OFFSETS.to_string(), offsets),
             (GENERATION.to_string(), generation.to_string()),
         ]);
-        if overwrite && let Some(p) = parent {
+        if gone.files > 0 {
+            props.insert("deleted-data-files".into(), gone.files.to_string());
+            props.insert("deleted-records".into(), gone.records.to_string());
+            props.insert("removed-files-size".into(), gone.bytes.to_string());
+        }
+        if change.overwrite
+            && let Some(p) = parent
+        {
             let before = |k: &str| {
                 p.summary()
                     .additional_properties
@@ -747,12 +1002,20 @@ impl Indexer {
             props.insert("deleted-data-files".into(), before("total-data-files"));
             props.insert("deleted-records".into(), before("total-records"));
         }
+        let operation = if change.overwrite {
+            Operation::Overwrite
+        } else if !change.reconcile {
+            Operation::Append
+        } else if files == 0 {
+            Operation::Delete
+        } else if gone.records == records {
+            // A compaction: the same rows in other files.
+            Operation::Replace
+        } else {
+            Operation::Overwrite
+        };
         Ok(Summary {
-            operation: if overwrite {
-                Operation::Overwrite
-            } else {
-                Operation::Append
-            },
+            operation,
             additional_properties: props,
         })
     }

@@ -5,11 +5,14 @@
 //! snapshot as a new snapshot, exactly once, with the table's pointer in
 //! the Raft state; [`catalog`] serves the tables over Iceberg's REST
 //! catalog API; [`schema`] maps a topic's columns to an Iceberg schema;
-//! `sweep` deletes the table's metadata objects nothing refers to.
+//! [`compact`] rewrites a partition's small files of an hour into one;
+//! `sweep` deletes the table's metadata objects nothing refers to, and the
+//! data files no kept snapshot names.
 //! The design is described in `docs/tables.md`.
 
 pub mod catalog;
 pub mod commit;
+pub mod compact;
 pub mod schema;
 mod sweep;
 

@@ -20,6 +20,30 @@ use crate::error::Result;
 use crate::exporter::Indexer;
 
 impl Indexer {
+    /// The data files (URIs) some kept snapshot of `topic`'s table names:
+    /// the union of the live entries of every manifest its snapshots list
+    /// (each manifest read once: it never changes).
+    pub(crate) async fn table_data_files(&self, topic: &str) -> Result<HashSet<String>> {
+        let table = self.meta().table_state(topic).await?;
+        let Some(location) = table.state.metadata_location else {
+            return Ok(HashSet::new());
+        };
+        let m = self.table_metadata(&location).await?;
+        let mut manifests: HashSet<String> = HashSet::new();
+        for s in m.snapshots() {
+            manifests.extend(
+                self.manifests_of(s.manifest_list(), m.format_version())
+                    .await?,
+            );
+        }
+        self.forget_manifest_files(&self.table_prefix_uri(topic)?, &manifests);
+        let mut files = HashSet::new();
+        for uri in &manifests {
+            files.extend(self.manifest_files(uri).await?.iter().cloned());
+        }
+        Ok(files)
+    }
+
     /// Deletes the unreferenced metadata objects of `topic`'s table older
     /// than `grace`; returns how many.
     pub async fn sweep_table(&self, topic: &str, grace: Duration) -> Result<usize> {
@@ -35,7 +59,7 @@ impl Indexer {
             .snapshots()
             .map(|s| s.manifest_list().to_string())
             .collect();
-        self.forget_manifest_lists(&lists);
+        self.forget_manifest_lists(&self.table_prefix_uri(topic)?, &lists);
         for list in &lists {
             keep.extend(self.manifests_of(list, m.format_version()).await?);
         }

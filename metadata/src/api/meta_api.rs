@@ -622,8 +622,46 @@ impl dyn MetaApi + '_ {
                         id: c.id,
                     })
                     .collect(),
+                compacting: r
+                    .compacting
+                    .map(super::table_routes::compaction_from)
+                    .transpose()?,
             },
         })
+    }
+
+    /// Records a compaction of a table's export files, before its file is
+    /// written (see `crate::table::Compaction`).
+    pub async fn table_compact_begin(
+        &self,
+        topic: &str,
+        c: &crate::table::Compaction,
+    ) -> Result<(), MetaError> {
+        self.call::<routes::TableCompactBegin>(proto::TableCompactBeginRequest {
+            topic: topic.to_string(),
+            compaction: Some(super::table_routes::compaction_msg(c)),
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Puts the written compacted `file` in place of the files its
+    /// compaction replaces.
+    pub async fn table_compact_commit(
+        &self,
+        topic: &str,
+        partition: u32,
+        generation: u64,
+        file: &crate::export::ExportFile,
+    ) -> Result<(), MetaError> {
+        self.call::<routes::TableCompactCommit>(proto::TableCompactCommitRequest {
+            topic: topic.to_string(),
+            partition,
+            generation,
+            file: Some(super::export_routes::file_msg(file)),
+        })
+        .await?;
+        Ok(())
     }
 
     /// The field ids of a table's typed columns, (name, type) pairs; new

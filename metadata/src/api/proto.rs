@@ -1270,6 +1270,42 @@ pub struct TableStateResponse {
     pub version: u64,
     #[prost(message, repeated, tag = "4")]
     pub columns: Vec<TableColumn>,
+    /// The compaction in flight, if any.
+    #[prost(message, optional, tag = "5")]
+    pub compacting: Option<TableCompaction>,
+}
+
+/// A compaction of a table's export files (`crate::table::Compaction`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TableCompaction {
+    #[prost(uint32, tag = "1")]
+    pub partition: u32,
+    #[prost(uint64, tag = "2")]
+    pub generation: u64,
+    #[prost(message, optional, tag = "3")]
+    pub file: Option<ExportFile>,
+    #[prost(string, repeated, tag = "4")]
+    pub replaced: Vec<String>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TableCompactBeginRequest {
+    #[prost(string, tag = "1")]
+    pub topic: String,
+    #[prost(message, optional, tag = "2")]
+    pub compaction: Option<TableCompaction>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TableCompactCommitRequest {
+    #[prost(string, tag = "1")]
+    pub topic: String,
+    #[prost(uint32, tag = "2")]
+    pub partition: u32,
+    #[prost(uint64, tag = "3")]
+    pub generation: u64,
+    #[prost(message, optional, tag = "4")]
+    pub file: Option<ExportFile>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

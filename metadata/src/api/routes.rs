@@ -80,6 +80,10 @@ routes! {
     TableColumns = "/v1/tables/columns": TableColumnsRequest => TableColumnsResponse;
     /// Moves a table's pointer by compare-and-set.
     TableCommit = "/v1/tables/commit": TableCommitRequest => TableCommitResponse;
+    /// Records a compaction of a table's export files before its file is written.
+    TableCompactBegin = "/v1/tables/compact/begin": TableCompactBeginRequest => Empty;
+    /// Puts a written compacted file in place of the files it replaces.
+    TableCompactCommit = "/v1/tables/compact/commit": TableCompactCommitRequest => Empty;
     /// A transaction coordinator's step (`crate::txn`), fenced by its shard.
     TxnStep = "/v1/txns/step": TxnRequest => TxnResponse;
     /// The state of the transactional ids a filter selects (by id, producer
@@ -131,6 +135,6 @@ mod tests {
             assert!(p.starts_with("/v1/"), "{p}");
             assert!(seen.insert(*p), "{p} defined twice");
         }
-        assert_eq!(ALL_PATHS.len(), 52);
+        assert_eq!(ALL_PATHS.len(), 54);
     }
 }

@@ -388,6 +388,8 @@ serve! {
     TableState => super::table_routes::state,
     TableColumns => super::table_routes::columns,
     TableCommit => super::table_routes::commit,
+    TableCompactBegin => super::table_routes::compact_begin,
+    TableCompactCommit => super::table_routes::compact_commit,
     AlterQuotas => super::quota_routes::alter,
     AlterScram => super::scram_routes::alter,
     CreateAcls => super::acl_routes::create,

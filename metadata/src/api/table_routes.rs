@@ -29,9 +29,74 @@ pub(super) async fn state(
                         id: c.id,
                     })
                     .collect(),
+                compacting: table.compacting.as_ref().map(compaction_msg),
             })
         })
         .ok_or(MetaError::UnknownTopic(req.name))
+}
+
+pub(crate) fn compaction_msg(c: &crate::table::Compaction) -> proto::TableCompaction {
+    proto::TableCompaction {
+        partition: c.partition,
+        generation: c.generation,
+        file: Some(super::export_routes::file_msg(&c.file)),
+        replaced: c.replaced.clone(),
+    }
+}
+
+pub(crate) fn compaction_from(
+    c: proto::TableCompaction,
+) -> Result<crate::table::Compaction, MetaError> {
+    let file = c
+        .file
+        .ok_or_else(|| MetaError::InvalidRequest("a compaction needs its file".into()))?;
+    Ok(crate::table::Compaction {
+        partition: c.partition,
+        generation: c.generation,
+        file: super::export_routes::file_from(file),
+        replaced: c.replaced,
+    })
+}
+
+pub(super) async fn compact_begin(
+    s: AppState,
+    req: proto::TableCompactBeginRequest,
+) -> Result<proto::Empty, MetaError> {
+    let compaction = compaction_from(
+        req.compaction
+            .ok_or_else(|| MetaError::InvalidRequest("a compaction is needed".into()))?,
+    )?;
+    match s
+        .write(Command::TableCompactBegin {
+            topic: req.topic,
+            compaction,
+        })
+        .await?
+    {
+        (Response::Ok, _) => Ok(proto::Empty {}),
+        (other, _) => Err(MetaError::Storage(format!("unexpected response {other:?}"))),
+    }
+}
+
+pub(super) async fn compact_commit(
+    s: AppState,
+    req: proto::TableCompactCommitRequest,
+) -> Result<proto::Empty, MetaError> {
+    let file = req
+        .file
+        .ok_or_else(|| MetaError::InvalidRequest("a compacted file is needed".into()))?;
+    match s
+        .write(Command::TableCompactCommit {
+            topic: req.topic,
+            partition: req.partition,
+            generation: req.generation,
+            file: super::export_routes::file_from(file),
+        })
+        .await?
+    {
+        (Response::Ok, _) => Ok(proto::Empty {}),
+        (other, _) => Err(MetaError::Storage(format!("unexpected response {other:?}"))),
+    }
 }
 
 pub(super) async fn columns(

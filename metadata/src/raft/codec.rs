@@ -463,6 +463,34 @@ mod tests {
             expected: None,
             location: "file:///m.json".into(),
         });
+        let file = crate::export::ExportFile {
+            endpoint: "default".into(),
+            key: "exports/t/0-0-9.parquet".into(),
+            first_offset: 0,
+            last_offset: 9,
+            rows: 10,
+            size: 100,
+            min_timestamp: 1,
+            max_timestamp: 2,
+        };
+        all.push(Command::TableCompactBegin {
+            topic: "t".into(),
+            compaction: crate::table::Compaction {
+                partition: 0,
+                generation: 1,
+                file: file.clone(),
+                replaced: vec![
+                    "exports/t/0-0-4.parquet".into(),
+                    "exports/t/0-5-9.parquet".into(),
+                ],
+            },
+        });
+        all.push(Command::TableCompactCommit {
+            topic: "t".into(),
+            partition: 0,
+            generation: 1,
+            file,
+        });
         all
     }
 

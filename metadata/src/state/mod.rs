@@ -284,6 +284,18 @@ impl ClusterState {
                     .table_commit(topic, expected.as_deref(), location),
                 |version| Response::TableVersion { version },
             ),
+            Command::TableCompactBegin { topic, compaction } => {
+                done(self.topics.table_compact_begin(topic, compaction))
+            }
+            Command::TableCompactCommit {
+                topic,
+                partition,
+                generation,
+                file,
+            } => done(
+                self.topics
+                    .table_compact_commit(topic, *partition, *generation, file),
+            ),
 
             // Groups, fenced by the topics' shard and partition owners (read).
             Command::CommitOffsets {

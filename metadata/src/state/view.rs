@@ -198,7 +198,9 @@ pub fn change_of(
         | Command::ExportForget { .. }
         | Command::ExportReset { .. }
         | Command::TableColumns { .. }
-        | Command::TableCommit { .. } => ViewChange::default(),
+        | Command::TableCommit { .. }
+        | Command::TableCompactBegin { .. }
+        | Command::TableCompactCommit { .. } => ViewChange::default(),
     }
 }
 

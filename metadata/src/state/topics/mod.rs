@@ -340,7 +340,71 @@ impl TopicsState {
                 p.export.reset(generation);
             }
         }
+        let id = topic.id;
+        if let Some(t) = self.tables.get_mut(&id) {
+            t.compacting = None;
+        }
         Ok(generation)
+    }
+
+    /// Records a compaction of a table's export files (see
+    /// [`crate::table::Compaction`]): the files must be adjacent committed
+    /// files of the partition, and the new one hold exactly their offsets
+    /// and rows under a new name. Takes the place of a compaction left
+    /// unfinished.
+    pub(crate) fn table_compact_begin(
+        &mut self,
+        name: &str,
+        c: &crate::table::Compaction,
+    ) -> Result<(), MetaError> {
+        let id = self.topic_id(name)?;
+        if c.replaced.len() < 2 || c.replaced.len() > crate::table::MAX_COMPACTED_FILES {
+            return Err(MetaError::InvalidRequest(format!(
+                "a compaction replaces 2 to {} files, not {}",
+                crate::table::MAX_COMPACTED_FILES,
+                c.replaced.len()
+            )));
+        }
+        let export = &self
+            .partition_mut(PartitionKey::new(id, c.partition))?
+            .export;
+        let run = export.run_of(c.generation, &c.replaced)?;
+        export.check_replacement(&run, &c.file)?;
+        self.tables.entry(id).or_default().compacting = Some(c.clone());
+        Ok(())
+    }
+
+    /// Puts the compacted `file` (now written, as it is) in place of the
+    /// files its compaction replaces. A retried commit of a file already
+    /// in place is accepted.
+    pub(crate) fn table_compact_commit(
+        &mut self,
+        name: &str,
+        partition: u32,
+        generation: u64,
+        file: &crate::export::ExportFile,
+    ) -> Result<(), MetaError> {
+        let id = self.topic_id(name)?;
+        let intent = self.tables.get(&id).and_then(|t| t.compacting.clone());
+        let export = &mut self.partition_mut(PartitionKey::new(id, partition))?.export;
+        let Some(c) = intent.filter(|c| {
+            c.partition == partition && c.generation == generation && c.file.key == file.key
+        }) else {
+            if export.generation == generation && export.files.iter().any(|f| f.key == file.key) {
+                return Ok(());
+            }
+            return Err(MetaError::ExportConflict(format!(
+                "{} is not the table's compaction in flight",
+                file.key
+            )));
+        };
+        let run = export.run_of(generation, &c.replaced)?;
+        export.check_replacement(&run, file)?;
+        export.replace_run(run, file.clone());
+        if let Some(t) = self.tables.get_mut(&id) {
+            t.compacting = None;
+        }
+        Ok(())
     }
 
     /// The field ids of a table's typed columns (see

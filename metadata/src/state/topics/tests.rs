@@ -272,3 +272,125 @@ fn a_copy_keeps_its_contents_while_the_state_changes() {
         assert!(p.producers.contains_key(&7));
     }
 }
+
+fn export_file(first: i64, last: i64) -> crate::export::ExportFile {
+    crate::export::ExportFile {
+        endpoint: "default".into(),
+        key: format!("exports/t/0-{first}-{last}.parquet"),
+        first_offset: first,
+        last_offset: last,
+        rows: (last - first + 1) as u64,
+        size: 10,
+        min_timestamp: 1,
+        max_timestamp: 2,
+    }
+}
+
+#[test]
+fn a_table_compaction_swaps_adjacent_export_files_only_as_recorded() {
+    let mut sm = owned();
+    sm.ok(Command::Commit {
+        now_ms: 1,
+        broker: BrokerId(1),
+        object: obj(),
+        ranges: vec![range(tid(1), 0, 1, 0, 29)],
+    });
+    let p = PartitionKey::new(tid(1), 0);
+    for (first, last) in [(0, 9), (10, 19), (20, 29)] {
+        for c in [
+            Command::ExportBegin {
+                partition: p,
+                generation: 0,
+                file: export_file(first, last),
+            },
+            Command::ExportCommit {
+                partition: p,
+                generation: 0,
+                file: export_file(first, last),
+            },
+        ] {
+            sm.ok(c);
+        }
+    }
+    let keys = |files: &[(i64, i64)]| -> Vec<String> {
+        files.iter().map(|(a, b)| export_file(*a, *b).key).collect()
+    };
+    let mut merged = export_file(0, 19);
+    merged.key = "exports/t/0-0-19.c.parquet".into();
+    let compaction =
+        |replaced: Vec<String>, file: crate::export::ExportFile| Command::TableCompactBegin {
+            topic: "t".into(),
+            compaction: crate::table::Compaction {
+                partition: 0,
+                generation: 0,
+                file,
+                replaced,
+            },
+        };
+    // Not adjacent, one file, wrong rows, a name in use: refused.
+    sm.error(compaction(keys(&[(0, 9), (20, 29)]), merged.clone()));
+    sm.error(compaction(keys(&[(0, 9)]), export_file(0, 9)));
+    let mut short = merged.clone();
+    short.rows -= 1;
+    sm.error(compaction(keys(&[(0, 9), (10, 19)]), short));
+    let mut taken = merged.clone();
+    taken.key = export_file(20, 29).key;
+    sm.error(compaction(keys(&[(0, 9), (10, 19)]), taken));
+    // A commit with no compaction recorded is refused.
+    sm.error(Command::TableCompactCommit {
+        topic: "t".into(),
+        partition: 0,
+        generation: 0,
+        file: merged.clone(),
+    });
+
+    sm.ok(compaction(keys(&[(0, 9), (10, 19)]), merged.clone()));
+    let table = &sm.state.topics.tables[&tid(1)];
+    assert_eq!(
+        table.compacting.as_ref().map(|c| c.file.key.as_str()),
+        Some(merged.key.as_str())
+    );
+    let mut written = merged.clone();
+    written.size = 99; // as written
+    let commit = Command::TableCompactCommit {
+        topic: "t".into(),
+        partition: 0,
+        generation: 0,
+        file: written.clone(),
+    };
+    sm.ok(commit.clone());
+    let export = &sm.state.topics.partitions[&p].export;
+    let now: Vec<(&str, u64)> = export
+        .files
+        .iter()
+        .map(|f| (f.key.as_str(), f.size))
+        .collect();
+    assert_eq!(
+        now,
+        vec![
+            (merged.key.as_str(), 99),
+            (export_file(20, 29).key.as_str(), 10)
+        ]
+    );
+    assert_eq!(export.next_offset, 30, "the export goes on where it was");
+    assert!(sm.state.topics.tables[&tid(1)].compacting.is_none());
+    // Retried: accepted, nothing changes.
+    sm.ok(commit);
+    assert_eq!(sm.state.topics.partitions[&p].export.files.len(), 2);
+
+    // A backfill drops a compaction in flight; its commit is then refused.
+    let mut again = export_file(0, 29);
+    again.key = "exports/t/0-0-29.c.parquet".into();
+    sm.ok(compaction(
+        vec![merged.key.clone(), export_file(20, 29).key],
+        again.clone(),
+    ));
+    sm.ok(Command::ExportReset { topic: "t".into() });
+    assert!(sm.state.topics.tables[&tid(1)].compacting.is_none());
+    sm.error(Command::TableCompactCommit {
+        topic: "t".into(),
+        partition: 0,
+        generation: 0,
+        file: again,
+    });
+}

@@ -218,6 +218,29 @@ fn full() -> ClusterState {
     for c in cmds.into_iter().chain(nodes) {
         sm.ok(c);
     }
+    // A table compaction in flight.
+    sm.state
+        .topics
+        .tables
+        .get_mut(&tid(1))
+        .expect("table of t")
+        .compacting = Some(crate::table::Compaction {
+        partition: 0,
+        generation: 0,
+        file: crate::export::ExportFile {
+            endpoint: "default".into(),
+            key:
+                "exports/t/dt=2026-12-07/hr=09/0-00000000000000000000-00000000000000000009.parquet"
+                    .into(),
+            first_offset: 0,
+            last_offset: 9,
+            rows: 10,
+            size: 1234,
+            min_timestamp: 1,
+            max_timestamp: 2,
+        },
+        replaced: vec!["exports/t/a.parquet".into(), "exports/t/b.parquet".into()],
+    });
     // A hand-over in progress, as a snapshot may hold one.
     sm.state
         .topics
