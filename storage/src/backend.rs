@@ -460,9 +460,16 @@ async fn open_s3(spec: &S3Spec, _opts: &PoolOptions) -> Result<Arc<dyn ObjectSto
     )))
 }
 
+/// Attempts of each bucket request at start: a store answering 500 or 503
+/// for a moment (or a dropped connection) does not stop a process from
+/// starting; a refusal (403) or a bad endpoint fails at once.
+#[cfg(feature = "s3")]
+const BUCKET_ATTEMPTS: u32 = 8;
+
 /// Creates the bucket with the AWS SDK unless it exists.
 #[cfg(feature = "s3")]
 async fn ensure_bucket(spec: &S3Spec, timeout: Duration) -> Result<()> {
+    use aws_sdk_s3::config::retry::RetryConfig;
     use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, timeout::TimeoutConfig};
     use aws_sdk_s3::types::{BucketLocationConstraint, CreateBucketConfiguration};
 
@@ -476,7 +483,19 @@ async fn ensure_bucket(spec: &S3Spec, timeout: Duration) -> Result<()> {
         .region(Region::new(spec.region.clone()))
         .credentials_provider(creds)
         .force_path_style(spec.path_style)
-        .timeout_config(TimeoutConfig::builder().operation_timeout(timeout).build());
+        .retry_config(
+            RetryConfig::standard()
+                .with_max_attempts(BUCKET_ATTEMPTS)
+                .with_initial_backoff(Duration::from_millis(50))
+                .with_max_backoff(Duration::from_secs(2)),
+        )
+        .timeout_config(
+            // A hung endpoint still fails within two timeouts, retries and all.
+            TimeoutConfig::builder()
+                .operation_attempt_timeout(timeout)
+                .operation_timeout(timeout.saturating_mul(2))
+                .build(),
+        );
     if let Some(ep) = &spec.endpoint {
         conf = conf.endpoint_url(ep);
     }
@@ -591,6 +610,87 @@ impl StorePool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An S3 endpoint on 127.0.0.1 that answers each request with the
+    /// next status of `statuses` (then 200), and counts the requests.
+    #[cfg(feature = "s3")]
+    async fn flaky_s3(
+        statuses: Vec<u16>,
+    ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::Ordering;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let (statuses, count) = (statuses.clone(), count.clone());
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 16 * 1024];
+                    let mut have = 0;
+                    loop {
+                        let Ok(n) = conn.read(&mut buf[have..]).await else {
+                            return;
+                        };
+                        if n == 0 {
+                            return;
+                        }
+                        have += n;
+                        // Each request is a HEAD or a bodiless PUT: it ends with its headers.
+                        while let Some(end) = buf[..have].windows(4).position(|w| w == b"\r\n\r\n")
+                        {
+                            let i = count.fetch_add(1, Ordering::SeqCst);
+                            let status = statuses.get(i).copied().unwrap_or(200);
+                            let reply = format!(
+                                "HTTP/1.1 {status} X\r\ncontent-length: 0\r\nx-amz-request-id: {i}\r\n\r\n"
+                            );
+                            if conn.write_all(reply.as_bytes()).await.is_err() {
+                                return;
+                            }
+                            buf.copy_within(end + 4..have, 0);
+                            have -= end + 4;
+                        }
+                    }
+                });
+            }
+        });
+        (format!("http://{addr}"), seen)
+    }
+
+    #[cfg(feature = "s3")]
+    fn spec_at(endpoint: &str) -> S3Spec {
+        match BackendSpec::parse(&format!(
+            "s3://bkt?region=us-east-1&access_key_id=a&secret_access_key=b&path_style=true&endpoint={endpoint}"
+        ))
+        .unwrap()
+        {
+            BackendSpec::S3(s) => s,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[cfg(feature = "s3")]
+    #[tokio::test]
+    async fn a_store_failing_for_a_moment_at_start_is_retried_a_refusal_is_not() {
+        use std::sync::atomic::Ordering;
+        let (url, seen) = flaky_s3(vec![500, 503, 500]).await;
+        ensure_bucket(&spec_at(&url), Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(
+            seen.load(Ordering::SeqCst),
+            4,
+            "three failures, then the bucket"
+        );
+
+        let (url, seen) = flaky_s3(vec![403; 20]).await;
+        let e = ensure_bucket(&spec_at(&url), Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Unavailable);
+        assert_eq!(seen.load(Ordering::SeqCst), 1, "a refusal is final");
+    }
 
     #[test]
     fn base_uris_name_objects_for_other_programs() {
