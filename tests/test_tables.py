@@ -407,3 +407,135 @@ def test_a_table_by_hour_keeps_each_file_in_one_hour_and_readers_prune(sales, ki
     planned = list(table.scan(row_filter=window).plan_files())
     assert planned and len(planned) < len(by_file), (len(planned), len(by_file))
     assert all(t.file.partition[0] == hours[1] for t in planned)
+
+
+def data_files(table):
+    """The data files (URIs) of the table's current snapshot."""
+    return {t.file.file_path for t in table.scan().plan_files()}
+
+
+def floe_table(floe_bin, s, *args):
+    import subprocess
+
+    r = subprocess.run([floe_bin, "table", *args, "--indexer", s.admin_url],
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def expire_until_only_the_table_is_left(floe_bin, s, topic):
+    """`floe table expire --older-than-ms 0` until the store holds exactly the
+    current snapshot's files (a compaction of an hour that just ended may
+    commit in between); returns the table."""
+    folder = s.data_dir / "store" / "exports" / topic
+    deadline = time.monotonic() + 60
+    while True:
+        out = floe_table(floe_bin, s, "expire", topic, "--older-than-ms", "0")
+        assert re.search(r"\d+ snapshots expired, \d+ files deleted", out), out
+        table = catalog(s).load_table((NS, topic))
+        on_disk = {f"file://{p}" for p in folder.rglob("*.parquet")}
+        if len(list(table.snapshots())) == 1 and on_disk == data_files(table):
+            return table
+        assert time.monotonic() < deadline, (
+            f"after expiry the store has {sorted(on_disk - data_files(table))[:3]} more, "
+            f"{sorted(data_files(table) - on_disk)[:3]} less")
+        time.sleep(0.5)
+
+
+def test_compaction_under_load_and_expiry_keep_every_record_once(standalone_factory, kit, floe_bin, monkeypatch):
+    """Small files are compacted (`floe table compact`) while a producer
+    writes: a replace snapshot names fewer, larger files, every acknowledged
+    record is read once by pyiceberg and DuckDB, and an older snapshot still
+    reads its small files; `floe table expire` then deletes exactly the files
+    no snapshot names. A `kill -9` between a compacted file's write and its
+    commit loses and doubles nothing."""
+    import threading
+
+    s = standalone_factory(name="compact", indexer_poll_ms=100)
+    kit.create_topic(s.bootstrap, "lake", partitions=PARTITIONS, config=CONFIG)
+    acked = {}
+    for r in range(3):
+        acked.update(produce(s.bootstrap, "lake", 500, start=r * 500))
+        first = wait_covered(s, kit, "lake")
+    before = first.current_snapshot().snapshot_id
+    before_rows = rows_of(first)
+    small = data_files(first)
+    assert len(small) >= 6, small
+
+    stop, more, errors = threading.Event(), {}, []
+
+    def load():
+        n = 1500
+        try:
+            while not stop.is_set():
+                more.update(produce(s.bootstrap, "lake", 200, start=n))
+                n += 200
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    th = threading.Thread(target=load)
+    th.start()
+    try:
+        outs = []
+        for _ in range(3):
+            outs.append(floe_table(floe_bin, s, "compact", "lake"))
+            time.sleep(1)
+    finally:
+        stop.set()
+        th.join(120)
+    assert not errors, errors
+    acked.update(more)
+    done = [tuple(map(int, m)) for m in re.findall(r"(\d+) files written in place of (\d+)", "".join(outs))]
+    assert done and done[0][1] > done[0][0] >= 1, outs
+    table = wait_covered(s, kit, "lake")
+    rows = rows_of(table)
+    assert set(rows) == set(acked), (
+        f"missing {sorted(set(acked) - set(rows))[:5]}, extra {sorted(set(rows) - set(acked))[:5]}")
+    assert all(rows[k]["value"] == v for k, v in acked.items())
+    ops = [sn.summary.operation.value for sn in table.snapshots()]
+    assert "replace" in ops, ops
+    # The snapshot before the compaction still reads its small files.
+    assert rows_of(table, snapshot_id=before) == before_rows
+    con = duck()
+    (count,) = con.execute(f"SELECT count(*) FROM iceberg_scan('{table.metadata_location}')").fetchone()
+    assert count == len(acked)
+
+    table = expire_until_only_the_table_is_left(floe_bin, s, "lake")
+    assert len(data_files(table)) < len(small) + len(more) // 200
+    assert set(rows_of(table)) == set(acked)
+
+    # Killed between a compacted file's write and its commit.
+    monkeypatch.setenv("FLOE_TABLE_PAUSE_AT", "compacted")
+    s.kill9()
+    s.start()
+    marker = s.log_path.read_text().count("---- start #")
+    n = 1500 + len(more)
+    for _ in range(3):
+        acked.update(produce(s.bootstrap, "lake", 300, start=n))
+        n += 300
+        wait_covered(s, kit, "lake")
+    import subprocess
+
+    pending = subprocess.Popen([floe_bin, "table", "compact", "lake", "--indexer", s.admin_url],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        pattern = re.compile(r"table commit paused.*phase\W+compacted")
+        while not any(pattern.search(line) for line in
+                      ANSI.sub("", s.log_path.read_text()).split("---- start #")[marker].splitlines()):
+            assert time.monotonic() < deadline, f"no pause after a compacted file; log:\n{s.log_tail()}"
+            time.sleep(0.1)
+        s.kill9()
+    finally:
+        pending.kill()
+        pending.wait()
+    monkeypatch.delenv("FLOE_TABLE_PAUSE_AT")
+    s.start()
+    acked.update(produce(s.bootstrap, "lake", 100, start=n))
+    table = wait_covered(s, kit, "lake")
+    assert set(rows_of(table)) == set(acked)
+    floe_table(floe_bin, s, "compact", "lake")
+    table = expire_until_only_the_table_is_left(floe_bin, s, "lake")
+    rows = rows_of(table)
+    assert set(rows) == set(acked)
+    assert all(rows[k]["value"] == v for k, v in acked.items())
