@@ -15,14 +15,11 @@ use floe_storage::wal::WalBuilder;
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
-use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::alter_client_quotas_request::{
     EntityData as QuotaEntityData, EntryData as QuotaEntryData, OpData as QuotaOpData,
 };
-use kafka_protocol::messages::describe_client_quotas_request::ComponentData as QuotaComponent;
-use kafka_protocol::messages::txn_offset_commit_request::{
-    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
-};
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions as ConsumerGroupTopicPartitions;
 use kafka_protocol::messages::create_topics_request::{
     CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
 };
@@ -30,8 +27,14 @@ use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+use kafka_protocol::messages::describe_client_quotas_request::ComponentData as QuotaComponent;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions as ConsumerGroupTopicPartitions;
+use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+use kafka_protocol::messages::describe_producers_request::TopicRequest as ProducersTopic;
+use kafka_protocol::messages::describe_share_group_offsets_request;
+use kafka_protocol::messages::describe_topic_partitions_request::{
+    Cursor as PartitionsCursor, TopicRequest as PartitionsTopic,
+};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -50,30 +53,26 @@ use kafka_protocol::messages::share_fetch_request::{
     AcknowledgementBatch, FetchPartition as ShareFetchPartition, FetchTopic as ShareFetchTopic,
     ForgottenTopic,
 };
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, CreateTopicsRequest,
-    DeleteRecordsRequest, DeleteTopicsRequest, DescribeConfigsRequest, FetchRequest,
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiKey, ApiVersionsRequest,
+    ApiVersionsResponse, BrokerId, CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
+    DescribeConfigsRequest, DescribeTransactionsRequest, EndTxnRequest, FetchRequest,
     FindCoordinatorRequest, GroupId, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest,
-    ListOffsetsRequest, MetadataRequest, MetadataResponse, ProduceRequest, RequestHeader,
-    RequestKind, ResponseKind, TopicName, TransactionalId, AddPartitionsToTxnRequest,
-    AddOffsetsToTxnRequest, TxnOffsetCommitRequest, EndTxnRequest, DescribeTransactionsRequest,
-    ListTransactionsRequest, ProducerId,
+    ListOffsetsRequest, ListTransactionsRequest, MetadataRequest, MetadataResponse, ProduceRequest,
+    ProducerId, RequestHeader, RequestKind, ResponseKind, TopicName, TransactionalId,
+    TxnOffsetCommitRequest,
 };
-use kafka_protocol::messages::{
-    DescribeShareGroupOffsetsRequest, ShareAcknowledgeRequest, ShareFetchRequest,
-    ShareGroupDescribeRequest,
-    ShareGroupHeartbeatRequest,
-    ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, ListGroupsRequest,
-};
-use kafka_protocol::messages::describe_share_group_offsets_request;
 use kafka_protocol::messages::{
     AlterShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequest,
     alter_share_group_offsets_request, delete_share_group_offsets_request,
 };
-use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
-use kafka_protocol::messages::describe_producers_request::TopicRequest as ProducersTopic;
-use kafka_protocol::messages::describe_topic_partitions_request::{
-    Cursor as PartitionsCursor, TopicRequest as PartitionsTopic,
+use kafka_protocol::messages::{
+    ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, DescribeShareGroupOffsetsRequest,
+    ListGroupsRequest, ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupDescribeRequest,
+    ShareGroupHeartbeatRequest,
 };
 use kafka_protocol::messages::{
     DescribeLogDirsRequest, DescribeProducersRequest, DescribeTopicPartitionsRequest,
@@ -856,7 +855,8 @@ fn indexer_inputs(root: &Path) -> AnyResult<()> {
             br#"[{"name":"amount","path":"$.order.amount","type":"float64"},{"name":"sku","path":"$.items[0][\"sku id\"]","type":"string"}]"#,
         ),
     )?;
-    let value = br#"{"a":{"b":"x"},"items":[{"n":5}],"x y":1.5,"ok":true,"at":"2026-11-29T14:00:00Z"}"#;
+    let value =
+        br#"{"a":{"b":"x"},"items":[{"n":5}],"x y":1.5,"ok":true,"at":"2026-11-29T14:00:00Z"}"#;
     write(&d, "value", &with(1, value))?;
     let records: Vec<floe_storage::records::Record> = (0..40)
         .map(|i| floe_storage::records::Record {
@@ -879,7 +879,10 @@ fn indexer_inputs(root: &Path) -> AnyResult<()> {
     write(
         &d,
         "query",
-        &with(3, b"key=k1&from=2026-11-29T14:00:00Z&to=1795964400000&limit=5"),
+        &with(
+            3,
+            b"key=k1&from=2026-11-29T14:00:00Z&to=1795964400000&limit=5",
+        ),
     )?;
     Ok(())
 }

@@ -42,7 +42,10 @@ fn request(data: &[u8]) {
         Err(e) => {
             assert_ne!(e.kind(), CodecErrorKind::Io);
             assert_ne!(e.kind(), CodecErrorKind::Encode);
-            assert!(tight.is_err(), "a tight budget decoded what the default refused");
+            assert!(
+                tight.is_err(),
+                "a tight budget decoded what the default refused"
+            );
             return;
         }
     };

@@ -66,6 +66,20 @@ fuzz_target!(|data: &[u8]| {
                     .alter(&r.set.into_iter().collect(), &r.delete);
             }
             let _ = proto::ExportStateResponse::decode(body);
+            // The indexer's table steps (Iceberg pointer, field ids, compactions).
+            let _ = proto::TableColumnsRequest::decode(body);
+            let _ = proto::TableCommitRequest::decode(body);
+            if let Ok(r) = proto::TableStateResponse::decode(body) {
+                let _ = r
+                    .compacting
+                    .map(floe_metadata::api::table_routes::compaction_from);
+            }
+            if let Ok(r) = proto::TableCompactBeginRequest::decode(body) {
+                let _ = r
+                    .compaction
+                    .map(floe_metadata::api::table_routes::compaction_from);
+            }
+            let _ = proto::TableCompactCommitRequest::decode(body);
             // Classic groups' stored membership.
             let _ = proto::StoreGroupRequest::decode(body);
             // A share-partition's state deleted by its owner.

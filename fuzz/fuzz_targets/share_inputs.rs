@@ -18,8 +18,8 @@ use floe_broker::share::durable::decode_window;
 use floe_broker::share::{ShareConfig, SharePartition};
 use floe_metadata::record_filter::RecordFilter;
 use floe_storage::batch::BatchView;
-use floe_storage::timers;
 use floe_storage::records::DecodeLimits;
+use floe_storage::timers;
 use floe_types::Offset;
 use libfuzzer_sys::fuzz_target;
 

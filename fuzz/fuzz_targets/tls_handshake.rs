@@ -25,7 +25,8 @@ fn config() -> Arc<rustls::ServerConfig> {
             let ca_key = rcgen::KeyPair::generate().expect("key");
             let ca_cert = ca.self_signed(&ca_key).expect("ca");
             let issuer = rcgen::Issuer::new(ca, ca_key);
-            let leaf = rcgen::CertificateParams::new(vec!["localhost".to_string()]).expect("params");
+            let leaf =
+                rcgen::CertificateParams::new(vec!["localhost".to_string()]).expect("params");
             let key = rcgen::KeyPair::generate().expect("key");
             let cert = leaf.signed_by(&key, &issuer).expect("leaf");
             let write = |name: &str, pem: String| {
@@ -40,7 +41,11 @@ fn config() -> Arc<rustls::ServerConfig> {
                 client_auth: ClientAuth::Requested,
                 principal_rules: PrincipalRules::default(),
             };
-            Arc::new(settings.load().expect("the fuzz target's TLS settings load"))
+            Arc::new(
+                settings
+                    .load()
+                    .expect("the fuzz target's TLS settings load"),
+            )
         })
         .clone()
 }

@@ -14,7 +14,7 @@ pub mod quota_routes;
 pub mod routes;
 pub mod scram_routes;
 pub mod server;
-mod table_routes;
+pub mod table_routes;
 pub mod txn_routes;
 
 /// Content type of every API body.

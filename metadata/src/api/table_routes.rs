@@ -35,7 +35,7 @@ pub(super) async fn state(
         .ok_or(MetaError::UnknownTopic(req.name))
 }
 
-pub(crate) fn compaction_msg(c: &crate::table::Compaction) -> proto::TableCompaction {
+pub fn compaction_msg(c: &crate::table::Compaction) -> proto::TableCompaction {
     proto::TableCompaction {
         partition: c.partition,
         generation: c.generation,
@@ -44,9 +44,7 @@ pub(crate) fn compaction_msg(c: &crate::table::Compaction) -> proto::TableCompac
     }
 }
 
-pub(crate) fn compaction_from(
-    c: proto::TableCompaction,
-) -> Result<crate::table::Compaction, MetaError> {
+pub fn compaction_from(c: proto::TableCompaction) -> Result<crate::table::Compaction, MetaError> {
     let file = c
         .file
         .ok_or_else(|| MetaError::InvalidRequest("a compaction needs its file".into()))?;
