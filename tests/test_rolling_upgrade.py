@@ -23,7 +23,8 @@ distinct offsets, and every record is exported). Printed per step: how long
 it took and the longest time a partition took no acknowledged write.
 FLOE_LONG=1: 12 partitions at 400 records/s, and the cluster is upgraded,
 downgraded to the baseline in the same order and upgraded again (a patch
-release promises both ways, docs/upgrading.md).
+release promises both ways, docs/upgrading.md). CI runs the documented
+order only (`metadata-last` is long mode's: 30 s of CI's 60 minutes).
 """
 
 import os
@@ -132,7 +133,11 @@ def roll(cluster, order, new_bin, load, label):
 
 
 @pytest.mark.timeout(1200 if LONG else 420)
-@pytest.mark.parametrize("order", ["metadata-first", "metadata-last"])
+@pytest.mark.parametrize("order", [
+    "metadata-first",
+    pytest.param("metadata-last", marks=pytest.mark.skipif(
+        not LONG, reason="long mode only (FLOE_LONG=1): CI runs the order docs/upgrading.md asks for")),
+])
 def test_a_rolling_upgrade_from_the_previous_build_loses_nothing(order, baseline_bin, floe_bin, tmp_path):
     commit, version = upgrade_baseline.baseline()
     cluster = S3Cluster(baseline_bin, tmp_path, endpoints=1, indexer=True,

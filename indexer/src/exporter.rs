@@ -73,6 +73,9 @@ struct Inner {
     due: Mutex<HashMap<(String, u32), i64>>,
     /// When each topic's exports were last swept (absent: sweep now).
     swept: Mutex<HashMap<String, Instant>>,
+    /// When each table's hours that ended were last looked at for a
+    /// compaction (as often as the sweep: it is never urgent).
+    compacted: Mutex<HashMap<String, Instant>>,
     /// One round at a time (the loop, and tests calling `run_once`).
     round: tokio::sync::Mutex<()>,
     /// The Iceberg field ids of a table's typed columns, per topic id and
@@ -136,6 +139,7 @@ impl Indexer {
                 waiting: Mutex::new(HashMap::new()),
                 due: Mutex::new(HashMap::new()),
                 swept: Mutex::new(HashMap::new()),
+                compacted: Mutex::new(HashMap::new()),
                 round: tokio::sync::Mutex::new(()),
                 field_ids: Mutex::new(HashMap::new()),
                 manifest_lists: Mutex::new(HashMap::new()),
@@ -352,7 +356,14 @@ impl Indexer {
     /// ended, and commit the compaction.
     async fn maintain_table(&self, topic: &str, settings: &ExportSettings) -> Result<()> {
         self.commit_table(topic, settings).await?;
+        let due = lock(&self.inner.compacted)
+            .get(topic)
+            .is_none_or(|t| t.elapsed() >= self.inner.cfg.sweep_every);
+        if !due {
+            return Ok(());
+        }
         let compacted = self.compact_table(topic, settings, false).await?;
+        lock(&self.inner.compacted).insert(topic.to_string(), Instant::now());
         if compacted.written > 0 {
             self.commit_table(topic, settings).await?;
         }
