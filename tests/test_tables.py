@@ -485,6 +485,7 @@ def test_compaction_under_load_and_expiry_keep_every_record_once(standalone_fact
         th.join(120)
     assert not errors, errors
     acked.update(more)
+    print("".join(outs), end="", flush=True)
     done = [tuple(map(int, m)) for m in re.findall(r"(\d+) files written in place of (\d+)", "".join(outs))]
     assert done and done[0][1] > done[0][0] >= 1, outs
     table = wait_covered(s, kit, "lake")
@@ -501,6 +502,8 @@ def test_compaction_under_load_and_expiry_keep_every_record_once(standalone_fact
     assert count == len(acked)
 
     table = expire_until_only_the_table_is_left(floe_bin, s, "lake")
+    print(f"lake: {len(data_files(table))} data files after compaction and expiry "
+          f"(the table had {len(small)} before the load)", flush=True)
     assert len(data_files(table)) < len(small) + len(more) // 200
     assert set(rows_of(table)) == set(acked)
 
