@@ -73,6 +73,14 @@ pub struct IndexerTuning {
     /// be before it is deleted.
     #[arg(long, env = "FLOE_TABLE_ORPHAN_GRACE_MS", default_value_t = 600_000)]
     pub table_orphan_grace_ms: u64,
+    /// An external SQL catalog every Iceberg table is published to as
+    /// well, beside Floe's own REST catalog: sqlite:PATH (the tables
+    /// pyiceberg's SqlCatalog and Iceberg's JDBC catalog use).
+    #[arg(long, env = "FLOE_TABLE_CATALOG")]
+    pub table_catalog: Option<String>,
+    /// The catalog name Floe's rows carry in that catalog.
+    #[arg(long, env = "FLOE_TABLE_CATALOG_NAME", default_value = floe_indexer::exporter::DEFAULT_CATALOG_NAME)]
+    pub table_catalog_name: String,
 }
 
 impl IndexerTuning {
@@ -85,6 +93,8 @@ impl IndexerTuning {
             endpoint: self.export_endpoint.as_deref().map(EndpointId::new),
             max_query_log_bytes: self.query_max_log_bytes,
             table_orphan_grace: Duration::from_millis(self.table_orphan_grace_ms),
+            table_catalog: self.table_catalog.clone(),
+            table_catalog_name: self.table_catalog_name.clone(),
             ..IndexerConfig::default()
         })
     }

@@ -3,6 +3,7 @@
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import time
@@ -137,6 +138,14 @@ class Standalone:
                 value = "true" if value else "false"
             args += [f"--{flag}", str(value)]
         return args
+
+    def metric(self, name, labels=""):
+        """The value of one series of /metrics (`labels` as written there,
+        `{reason="x"}`), 0 when it is absent."""
+        with urllib.request.urlopen(self.admin_url + "/metrics", timeout=10) as res:
+            text = res.read().decode()
+        m = re.search(r"^%s%s (\d+(?:\.\d+)?)$" % (re.escape(name), re.escape(labels)), text, re.M)
+        return float(m.group(1)) if m else 0.0
 
     # lifecycle
     def start(self):

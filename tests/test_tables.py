@@ -254,6 +254,17 @@ def alter(bootstrap, topic, **configs):
         f.result(timeout=30)
 
 
+def wait_paused(s, phase, marker):
+    """Waits until the process started after `marker` earlier starts logs that a
+    table commit is paused (FLOE_TABLE_PAUSE_AT) at `phase`."""
+    deadline = time.monotonic() + 60
+    pattern = re.compile(r"table commit paused.*phase\W+" + re.escape(phase))
+    while not any(pattern.search(line) for line in
+                  ANSI.sub("", s.log_path.read_text()).split("---- start #")[marker].splitlines()):
+        assert time.monotonic() < deadline, f"no pause at {phase}; log:\n{s.log_tail()}"
+        time.sleep(0.1)
+
+
 def test_kill9_in_each_phase_of_a_commit_loses_and_doubles_nothing(standalone_factory, kit, monkeypatch):
     """The process is killed (SIGKILL) while a commit is paused after each of its
     phases, with acknowledged records waiting behind it; after each restart the
@@ -270,12 +281,7 @@ def test_kill9_in_each_phase_of_a_commit_loses_and_doubles_nothing(standalone_fa
         marker = s.log_path.read_text().count("---- start #")
         acked.update(produce(s.bootstrap, "crash", 300, start=n))
         n += 300
-        deadline = time.monotonic() + 60
-        pattern = re.compile(r"table commit paused.*phase\W+" + re.escape(phase))
-        while not any(pattern.search(line) for line in
-                      ANSI.sub("", s.log_path.read_text()).split("---- start #")[marker].splitlines()):
-            assert time.monotonic() < deadline, f"no pause at {phase}; log:\n{s.log_tail()}"
-            time.sleep(0.1)
+        wait_paused(s, phase, marker)
         # More acknowledged records behind the paused commit.
         acked.update(produce(s.bootstrap, "crash", 100, start=n))
         n += 100
@@ -522,12 +528,7 @@ def test_compaction_under_load_and_expiry_keep_every_record_once(standalone_fact
     pending = subprocess.Popen([floe_bin, "table", "compact", "lake", "--indexer", s.admin_url],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
-        pattern = re.compile(r"table commit paused.*phase\W+compacted")
-        while not any(pattern.search(line) for line in
-                      ANSI.sub("", s.log_path.read_text()).split("---- start #")[marker].splitlines()):
-            assert time.monotonic() < deadline, f"no pause after a compacted file; log:\n{s.log_tail()}"
-            time.sleep(0.1)
+        wait_paused(s, "compacted", marker)
         s.kill9()
     finally:
         pending.kill()
@@ -542,3 +543,100 @@ def test_compaction_under_load_and_expiry_keep_every_record_once(standalone_fact
     rows = rows_of(table)
     assert set(rows) == set(acked)
     assert all(rows[k]["value"] == v for k, v in acked.items())
+
+
+def sql_row(db, topic):
+    """(metadata_location, previous_metadata_location) of `topic`'s row in the
+    SQL catalog file `db`, or None."""
+    import sqlite3
+
+    con = sqlite3.connect(db, timeout=10)
+    try:
+        return con.execute(
+            "SELECT metadata_location, previous_metadata_location FROM iceberg_tables "
+            "WHERE catalog_name = 'floe' AND table_namespace = ? AND table_name = ?", (NS, topic)).fetchone()
+    finally:
+        con.close()
+
+
+def sql_exec(db, statement, *args):
+    import sqlite3
+
+    con = sqlite3.connect(db, timeout=10)
+    try:
+        with con:
+            con.execute(statement, args)
+    finally:
+        con.close()
+
+
+def wait_for(condition, what, seconds=60):
+    deadline = time.monotonic() + seconds
+    while not (last := condition()):
+        assert time.monotonic() < deadline, f"{what}: not after {seconds}s (last: {last!r})"
+        time.sleep(0.2)
+    return last
+
+
+def test_an_external_sql_catalog_follows_every_commit_and_leaves_foreign_ones_alone(
+        standalone_factory, kit, tmp_path, monkeypatch):
+    """With `--table-catalog sqlite:PATH` every commit is published to that SQL
+    catalog too, which pyiceberg's SqlCatalog reads with the same rows as
+    Floe's REST catalog. Killed after a commit and before its publication,
+    the row catches up after the restart; a row someone else moved is left
+    alone (and counted), one deleted is registered again, and the row of a
+    deleted topic goes."""
+    from confluent_kafka.admin import AdminClient
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    db = tmp_path / "catalog.db"
+    monkeypatch.setenv("FLOE_TABLE_PAUSE_AT", "pointer")
+    s = standalone_factory(name="published", indexer_poll_ms=100, table_catalog=f"sqlite:{db}")
+    kit.create_topic(s.bootstrap, "pub", partitions=PARTITIONS, config=CONFIG)
+    acked = produce(s.bootstrap, "pub", 300)
+    wait_paused(s, "pointer", s.log_path.read_text().count("---- start #"))
+    s.kill9()
+    # The table's first commit is in the Raft state; the catalog has no row yet.
+    assert sql_row(db, "pub") is None
+    monkeypatch.delenv("FLOE_TABLE_PAUSE_AT")
+    s.start()
+    acked.update(produce(s.bootstrap, "pub", 300, start=300))
+    table = wait_covered(s, kit, "pub")
+
+    def published():
+        row = sql_row(db, "pub")
+        return row if row and row[0] == catalog(s).load_table((NS, "pub")).metadata_location else None
+
+    location, previous = wait_for(published, "the SQL catalog names the table's metadata file")
+    assert previous in {e.metadata_file for e in catalog(s).load_table((NS, "pub")).metadata.metadata_log}
+    sql = SqlCatalog("floe", uri=f"sqlite:///{db}")
+    assert [t for t in sql.list_tables(NS)] == [(NS, "pub")]
+    theirs = sql.load_table((NS, "pub"))
+    assert theirs.metadata_location == location
+    rows = rows_of(theirs)
+    assert set(rows) == set(acked)
+    assert all(rows[k]["value"] == v for k, v in acked.items())
+    assert rows == rows_of(catalog(s).load_table((NS, "pub")))
+
+    # Someone else's commit: the row is left as it is, and counted.
+    foreign = "file:///elsewhere/tables/pub/metadata/00009-foreign.metadata.json"
+    sql_exec(db, "UPDATE iceberg_tables SET metadata_location = ? WHERE table_name = 'pub'", foreign)
+    conflicts = s.metric("floe_indexer_catalog_errors_total", '{reason="conflict"}')
+    acked.update(produce(s.bootstrap, "pub", 200, start=600))
+    wait_covered(s, kit, "pub")
+    wait_for(lambda: s.metric("floe_indexer_catalog_errors_total", '{reason="conflict"}') > conflicts,
+             "a conflict counted")
+    assert sql_row(db, "pub")[0] == foreign
+    # The row dropped from the catalog: the next commit registers the table again.
+    sql_exec(db, "DELETE FROM iceberg_tables WHERE table_name = 'pub'")
+    acked.update(produce(s.bootstrap, "pub", 200, start=800))
+    wait_covered(s, kit, "pub")
+    wait_for(published, "the table registered again")
+    assert set(rows_of(SqlCatalog("floe", uri=f"sqlite:///{db}").load_table((NS, "pub")))) == set(acked)
+    assert s.metric("floe_indexer_catalog_publishes_total") >= 3
+
+    # A deleted topic's row goes.
+    admin = AdminClient({"bootstrap.servers": s.bootstrap})
+    for f in admin.delete_topics(["pub"]).values():
+        f.result(timeout=30)
+    wait_for(lambda: sql_row(db, "pub") is None, "the deleted topic's row dropped")

@@ -27,6 +27,9 @@ use crate::settings::{ExportSettings, file_key, hour_of, topic_prefix};
 /// what a round reads; older ones go when the cache is full).
 const METADATA_CACHE: usize = 256;
 
+/// The catalog name of Floe's rows in an external SQL catalog, by default.
+pub const DEFAULT_CATALOG_NAME: &str = "floe";
+
 /// How the indexer runs.
 #[derive(Debug, Clone)]
 pub struct IndexerConfig {
@@ -41,6 +44,11 @@ pub struct IndexerConfig {
     /// How old a table's metadata object nothing refers to must be before
     /// the sweep deletes it (see `table::sweep`).
     pub table_orphan_grace: Duration,
+    /// An external SQL catalog every table is published to as well
+    /// (`sqlite:PATH`; see `table::external`).
+    pub table_catalog: Option<String>,
+    /// The catalog name of Floe's rows in that catalog.
+    pub table_catalog_name: String,
 }
 
 impl Default for IndexerConfig {
@@ -51,6 +59,8 @@ impl Default for IndexerConfig {
             sweep_every: Duration::from_secs(60),
             max_query_log_bytes: 64 * 1024 * 1024,
             table_orphan_grace: Duration::from_secs(600),
+            table_catalog: None,
+            table_catalog_name: DEFAULT_CATALOG_NAME.to_string(),
         }
     }
 }
@@ -96,6 +106,13 @@ struct Inner {
     /// The ACLs the query API checks bearer-token callers against, and
     /// when they were read.
     acls: tokio::sync::Mutex<Option<(Instant, Arc<floe_metadata::acl::AclIndex>)>>,
+    /// The external SQL catalog tables are published to, if any.
+    external: Option<crate::table::external::SqlCatalog>,
+    /// What was last published there, per table.
+    published: crate::table::external::Published,
+    /// When the external catalog was last cleared of tables that are gone,
+    /// and the tables there were in the round before.
+    unpublished: Mutex<(Option<Instant>, HashSet<String>)>,
 }
 
 /// How long the query API uses ACLs it read before reading them again.
@@ -128,6 +145,13 @@ impl Indexer {
                 .cloned()
                 .ok_or_else(|| IndexerError::invalid("the store pool has no endpoint"))?,
         };
+        let external = match &cfg.table_catalog {
+            Some(uri) => Some(crate::table::external::SqlCatalog::parse(
+                uri,
+                &cfg.table_catalog_name,
+            )?),
+            None => None,
+        };
         crate::metrics::register();
         Ok(Self {
             inner: Arc::new(Inner {
@@ -147,6 +171,9 @@ impl Indexer {
                 snapshot_files: Mutex::new(HashMap::new()),
                 manifest_files: Mutex::new(HashMap::new()),
                 acls: tokio::sync::Mutex::new(None),
+                external,
+                published: Default::default(),
+                unpublished: Mutex::new((None, HashSet::new())),
             }),
         })
     }
@@ -177,6 +204,15 @@ impl Indexer {
 
     pub fn pool(&self) -> &Arc<StorePool> {
         &self.inner.pool
+    }
+
+    /// The external SQL catalog tables are published to, if one is set.
+    pub(crate) fn external_catalog(&self) -> Option<&crate::table::external::SqlCatalog> {
+        self.inner.external.as_ref()
+    }
+
+    pub(crate) fn published(&self) -> &crate::table::external::Published {
+        &self.inner.published
     }
 
     /// The manifests the manifest list at `uri` names, read once.
@@ -324,8 +360,12 @@ impl Indexer {
             }
         };
         let mut first_err = None;
+        let mut tables: HashSet<String> = HashSet::new();
         for t in &topics {
             let settings = ExportSettings::from_topic(t);
+            if settings.enabled && settings.table {
+                tables.insert(t.name.clone());
+            }
             if !settings.enabled {
                 continue;
             }
@@ -349,7 +389,31 @@ impl Indexer {
                 }
             }
         }
+        self.unpublish_gone_now_and_then(&tables).await;
         first_err.map_or(Ok(()), Err)
+    }
+
+    /// The external catalog's rows of tables that are gone are dropped in
+    /// the round a table goes, and once a sweep period (for those gone
+    /// while no indexer ran); a failure is counted, and retried then.
+    async fn unpublish_gone_now_and_then(&self, tables: &HashSet<String>) {
+        if self.external_catalog().is_none() {
+            return;
+        }
+        {
+            let mut last = lock(&self.inner.unpublished);
+            let (at, before) = &mut *last;
+            let went = before.iter().any(|t| !tables.contains(t));
+            *before = tables.clone();
+            if !went && at.is_some_and(|t| t.elapsed() < self.inner.cfg.sweep_every) {
+                return;
+            }
+            *at = Some(Instant::now());
+        }
+        if let Err(e) = self.unpublish_gone(tables).await {
+            crate::metrics::catalog_error(e.kind);
+            tracing::warn!(error = %e, "cannot drop gone tables from the SQL catalog; retrying later");
+        }
     }
 
     /// A table's round: commit what was exported, compact the hours that
@@ -359,15 +423,25 @@ impl Indexer {
         let due = lock(&self.inner.compacted)
             .get(topic)
             .is_none_or(|t| t.elapsed() >= self.inner.cfg.sweep_every);
-        if !due {
-            return Ok(());
+        if due {
+            let compacted = self.compact_table(topic, settings, false).await?;
+            lock(&self.inner.compacted).insert(topic.to_string(), Instant::now());
+            if compacted.written > 0 {
+                self.commit_table(topic, settings).await?;
+            }
         }
-        let compacted = self.compact_table(topic, settings, false).await?;
-        lock(&self.inner.compacted).insert(topic.to_string(), Instant::now());
-        if compacted.written > 0 {
-            self.commit_table(topic, settings).await?;
-        }
+        self.publish_or_warn(topic).await;
         Ok(())
+    }
+
+    /// Publishes `topic`'s table to the external catalog, if one is set;
+    /// a failure is counted and logged, and the next round tries again
+    /// (the table itself is committed: readers of Floe's catalog see it).
+    pub(crate) async fn publish_or_warn(&self, topic: &str) {
+        if let Err(e) = self.publish_table(topic).await {
+            crate::metrics::catalog_error(e.kind);
+            tracing::warn!(topic, error = %e, "cannot publish the table to the SQL catalog");
+        }
     }
 
     /// The export settings of `topic` (an unknown topic is an error).
@@ -399,6 +473,7 @@ impl Indexer {
         if done.written > 0 {
             self.commit_table(topic, &settings).await?;
         }
+        self.publish_or_warn(topic).await;
         Ok(done)
     }
 
@@ -425,6 +500,7 @@ impl Indexer {
             .commit_table(topic, &settings)
             .await?
             .map_or(0, |c| c.expired);
+        self.publish_or_warn(topic).await;
         let deleted = self.sweep(topic, true).await?;
         lock(&self.inner.swept).insert(topic.to_string(), Instant::now());
         Ok((expired, deleted))

@@ -20,6 +20,8 @@ const TABLE_COMPACTIONS: &str = "floe_indexer_table_compactions_total";
 const TABLE_FILES_COMPACTED: &str = "floe_indexer_table_files_compacted_total";
 const TABLE_FILES_REMOVED: &str = "floe_indexer_table_files_removed_total";
 const TABLE_SNAPSHOTS_EXPIRED: &str = "floe_indexer_table_snapshots_expired_total";
+const CATALOG_PUBLISHES: &str = "floe_indexer_catalog_publishes_total";
+const CATALOG_ERRORS: &str = "floe_indexer_catalog_errors_total";
 
 /// Describes the indexer's metrics and registers them at zero.
 pub(crate) fn register() {
@@ -81,6 +83,17 @@ pub(crate) fn register() {
         TABLE_SNAPSHOTS_EXPIRED,
         "Iceberg snapshots expired (older than table.snapshot.max.age.ms, or beyond the 500 kept)"
     );
+    describe_counter!(
+        CATALOG_PUBLISHES,
+        "table rows moved in the external SQL catalog (--table-catalog) to a table's new metadata file"
+    );
+    describe_counter!(
+        CATALOG_ERRORS,
+        "failed publications to the external SQL catalog (retried next round): reason=conflict (the row names a commit that is not Floe's; left alone) or unavailable"
+    );
+    for reason in ["conflict", "unavailable"] {
+        counter!(CATALOG_ERRORS, "reason" => reason).increment(0);
+    }
     for reason in ["over_bounds", "malformed"] {
         counter!(BATCHES_SKIPPED, "reason" => reason).increment(0);
     }
@@ -98,6 +111,7 @@ pub(crate) fn register() {
         TABLE_FILES_COMPACTED,
         TABLE_FILES_REMOVED,
         TABLE_SNAPSHOTS_EXPIRED,
+        CATALOG_PUBLISHES,
         NOT_JSON,
         MISTYPED,
     ] {
@@ -167,6 +181,21 @@ pub(crate) fn table_compaction(files: u64) {
 pub(crate) fn table_removed(files: u64, snapshots: u64) {
     counter!(TABLE_FILES_REMOVED).increment(files);
     counter!(TABLE_SNAPSHOTS_EXPIRED).increment(snapshots);
+}
+
+/// A table's row in the external catalog moved to its new metadata file.
+pub(crate) fn catalog_published() {
+    counter!(CATALOG_PUBLISHES).increment(1);
+}
+
+/// A publication to the external catalog failed.
+pub(crate) fn catalog_error(kind: crate::error::ErrorKind) {
+    let reason = if kind == crate::error::ErrorKind::Conflict {
+        "conflict"
+    } else {
+        "unavailable"
+    };
+    counter!(CATALOG_ERRORS, "reason" => reason).increment(1);
 }
 
 #[cfg(test)]

@@ -765,3 +765,112 @@ async fn files_past_the_export_retention_leave_the_table_by_a_delete_snapshot() 
     );
     env.shutdown().await;
 }
+
+/// The row of table `t` in the SQL catalog file `db` (catalog `floe`).
+fn catalog_row(db: &std::path::Path, t: &str) -> Option<String> {
+    let c = rusqlite::Connection::open(db).unwrap();
+    c.query_row(
+        "SELECT metadata_location FROM iceberg_tables \
+         WHERE catalog_name = 'floe' AND table_namespace = 'floe' AND table_name = ?1",
+        [t],
+        |r| r.get(0),
+    )
+    .ok()
+}
+
+fn set_catalog_row(db: &std::path::Path, t: &str, location: &str) {
+    let c = rusqlite::Connection::open(db).unwrap();
+    c.execute(
+        "UPDATE iceberg_tables SET metadata_location = ?2 WHERE table_name = ?1",
+        [t, location],
+    )
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_external_sql_catalog_row_moves_only_from_a_metadata_file_of_floes() {
+    let env = Env::new().await;
+    let t = env
+        .topic(
+            "pub",
+            1,
+            &[("table.format", "iceberg"), ("export.roll.ms", "100")],
+        )
+        .await;
+    let db = env.cluster.dir().join("catalog.db");
+    let ix = Indexer::new(
+        env.meta.clone(),
+        env.pool.clone(),
+        IndexerConfig {
+            poll: Duration::from_millis(50),
+            table_catalog: Some(format!("sqlite:{}", db.display())),
+            ..IndexerConfig::default()
+        },
+    )
+    .unwrap();
+    let current = || async {
+        env.meta
+            .table_state("pub")
+            .await
+            .unwrap()
+            .state
+            .metadata_location
+            .unwrap()
+    };
+    let mut n = 0;
+    let mut commit = || {
+        n += 10;
+        let ix = ix.clone();
+        let env = &env;
+        async move {
+            env.produce(t, 0, n - 10, 10, now_ms()).await;
+            env.export_all(&ix, "pub").await;
+            ix.run_once().await.unwrap();
+        }
+    };
+    commit().await;
+    let first = current().await;
+    assert_eq!(catalog_row(&db, "pub").as_deref(), Some(first.as_str()));
+    commit().await;
+    let second = current().await;
+    assert_ne!(first, second);
+    assert_eq!(catalog_row(&db, "pub").as_deref(), Some(second.as_str()));
+
+    // Put back on an earlier version (in the metadata log): moved forward.
+    set_catalog_row(&db, "pub", &first);
+    commit().await;
+    let third = current().await;
+    assert_eq!(catalog_row(&db, "pub").as_deref(), Some(third.as_str()));
+
+    // Someone else's commit to the table, under its location, of the same
+    // table uuid: left alone, however often the table commits.
+    let theirs = third.replace(".metadata.json", "-theirs.metadata.json");
+    std::fs::copy(
+        third.strip_prefix("file://").unwrap(),
+        theirs.strip_prefix("file://").unwrap(),
+    )
+    .unwrap();
+    set_catalog_row(&db, "pub", &theirs);
+    commit().await;
+    commit().await;
+    assert_eq!(catalog_row(&db, "pub").as_deref(), Some(theirs.as_str()));
+    // And elsewhere: left alone too (looked at again on the next commit).
+    set_catalog_row(
+        &db,
+        "pub",
+        "s3://elsewhere/t/metadata/00001-x.metadata.json",
+    );
+    commit().await;
+    assert_eq!(
+        catalog_row(&db, "pub").as_deref(),
+        Some("s3://elsewhere/t/metadata/00001-x.metadata.json")
+    );
+
+    // A file of Floe's table location that is gone (a table of the same
+    // name that was deleted): moved.
+    let gone = first.replace(".metadata.json", "-gone.metadata.json");
+    set_catalog_row(&db, "pub", &gone);
+    commit().await;
+    let now = current().await;
+    assert_eq!(catalog_row(&db, "pub").as_deref(), Some(now.as_str()));
+}

@@ -6,6 +6,7 @@
 //! the Raft state; [`catalog`] serves the tables over Iceberg's REST
 //! catalog API; [`schema`] maps a topic's columns to an Iceberg schema;
 //! [`compact`] rewrites a partition's small files of an hour into one;
+//! [`external`] publishes each table to an external SQL catalog as well;
 //! `sweep` deletes the table's metadata objects nothing refers to, and the
 //! data files no kept snapshot names.
 //! The design is described in `docs/tables.md`.
@@ -13,6 +14,7 @@
 pub mod catalog;
 pub mod commit;
 pub mod compact;
+pub mod external;
 pub mod schema;
 mod sweep;
 
