@@ -26,15 +26,24 @@ trap 'rm -rf "$scratch"' EXIT
 mapfile -t targets < <(cargo fuzz list)
 
 # Every target in one build, first, so that the time limit is all fuzzing
-# and the targets link side by side (one build a target linked them one
-# after the other). Measured from nothing on a 2-core machine: 1,141 s with
-# cargo-fuzz's defaults (opt-level 3, one codegen unit); 1,689 s with
-# opt-level 1 and 16 codegen units, which do more work in all on 2 cores.
-if ! cargo fuzz build >"$scratch/build.log" 2>&1; then
+# and the targets link side by side. FUZZ_BUILD=dev (no optimisation, the
+# default) builds faster, which is most of a short run's time: 452 s from
+# nothing on 2 cores. FUZZ_BUILD=release (cargo-fuzz's default: opt-level
+# 3, one codegen unit; 1,141 s) runs about ten times as many inputs a
+# second, worth it when the runs are long. Both have AddressSanitizer and
+# debug assertions.
+case "${FUZZ_BUILD:=dev}" in
+    dev) BUILD=(--dev) ;;
+    release) BUILD=() ;;
+    *) echo "fuzz: FUZZ_BUILD is dev or release, not $FUZZ_BUILD" >&2; exit 2 ;;
+esac
+started=$SECONDS
+if ! cargo fuzz build "${BUILD[@]}" >"$scratch/build.log" 2>&1; then
     cat "$scratch/build.log" >&2
     echo "fuzz: build failed" >&2
     exit 1
 fi
+echo "fuzz: ${#targets[@]} targets built ($FUZZ_BUILD) in $((SECONDS - started)) s"
 
 failed=0
 for t in "${targets[@]}"; do
@@ -43,7 +52,7 @@ for t in "${targets[@]}"; do
         cp -R "corpus/$t/." "$scratch/corpus/$t/"
     fi
     log="$scratch/$t.log"
-    if cargo fuzz run "$t" "$scratch/corpus/$t" -- \
+    if cargo fuzz run "${BUILD[@]}" "$t" "$scratch/corpus/$t" -- \
         -max_total_time="$SECS" -malloc_limit_mb=512 -rss_limit_mb=2048 -max_len=65536 \
         >>"$log" 2>&1; then
         runs="$(sed -n 's/^Done \([0-9][0-9]*\) runs in \([0-9][0-9]*\) second.*/\1 runs in \2s/p' "$log" | tail -n 1)"

@@ -6,10 +6,8 @@ while every object the metadata knows stays and every record still reads."""
 
 import os
 import pathlib
-import re
 import subprocess
 import time
-import urllib.request
 import uuid
 
 import pytest
@@ -42,13 +40,6 @@ def wait_for(what, condition, seconds=60, every=0.2):
             return last
         time.sleep(every)
     raise AssertionError(f"{what}: not after {seconds}s (last: {last!r})")
-
-
-def metric(s, name, labels=""):
-    with urllib.request.urlopen(s.admin_url + "/metrics", timeout=10) as res:
-        text = res.read().decode()
-    m = re.search(r"^%s%s (\d+(?:\.\d+)?)$" % (re.escape(name), re.escape(labels)), text, re.M)
-    return float(m.group(1)) if m else 0.0
 
 
 def orphans_cmd(floe_bin, s, *extra):
@@ -110,11 +101,11 @@ def test_orphans_are_listed_by_the_tool_and_deleted_by_the_broker_once_old(stand
     assert log_files(store) == known | planted
 
     # The broker scans too, and leaves young objects alone.
-    scans = metric(s, "floe_broker_orphan_scans_total", '{outcome="completed"}')
+    scans = s.metric("floe_broker_orphan_scans_total", '{outcome="completed"}')
     wait_for("two more orphan scans",
-             lambda: metric(s, "floe_broker_orphan_scans_total", '{outcome="completed"}') >= scans + 2)
+             lambda: s.metric("floe_broker_orphan_scans_total", '{outcome="completed"}') >= scans + 2)
     assert log_files(store) == known | planted
-    assert metric(s, "floe_broker_orphan_objects_unknown") == len(planted)
+    assert s.metric("floe_broker_orphan_objects_unknown") == len(planted)
 
     # Two hours old: the next scan deletes them, and nothing else.
     old = time.time() - TWO_HOURS
@@ -122,8 +113,8 @@ def test_orphans_are_listed_by_the_tool_and_deleted_by_the_broker_once_old(stand
         os.utime(store / key, (old, old))
     wait_for("the planted objects deleted", lambda: not (log_files(store) & planted), seconds=60)
     assert log_files(store) == known
-    assert metric(s, "floe_broker_orphan_objects_deleted_total") == len(planted)
-    assert metric(s, "floe_broker_orphan_bytes_deleted_total") == 300 * len(planted)
+    assert s.metric("floe_broker_orphan_objects_deleted_total") == len(planted)
+    assert s.metric("floe_broker_orphan_bytes_deleted_total") == 300 * len(planted)
     listed, out = orphans_cmd(floe_bin, s, "--safe-age-ms", "0")
     assert listed == {}, out
 
