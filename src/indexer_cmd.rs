@@ -74,9 +74,11 @@ pub struct IndexerTuning {
     #[arg(long, env = "FLOE_TABLE_ORPHAN_GRACE_MS", default_value_t = 600_000)]
     pub table_orphan_grace_ms: u64,
     /// An external SQL catalog every Iceberg table is published to as
-    /// well, beside Floe's own REST catalog: sqlite:PATH (the tables
-    /// pyiceberg's SqlCatalog and Iceberg's JDBC catalog use).
-    #[arg(long, env = "FLOE_TABLE_CATALOG")]
+    /// well, beside Floe's own REST catalog (the tables pyiceberg's
+    /// SqlCatalog and Iceberg's JDBC catalog use): sqlite:PATH, or
+    /// postgresql://user:password@host:port/database (not encrypted).
+    // Its value may hold a password: `--help` does not show the variable's.
+    #[arg(long, env = "FLOE_TABLE_CATALOG", hide_env_values = true)]
     pub table_catalog: Option<String>,
     /// The catalog name Floe's rows carry in that catalog.
     #[arg(long, env = "FLOE_TABLE_CATALOG_NAME", default_value = floe_indexer::exporter::DEFAULT_CATALOG_NAME)]

@@ -38,6 +38,9 @@ command -v shellcheck >/dev/null || need+=(shellcheck)
 command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
 command -v java >/dev/null || need+=(openjdk-17-jre-headless)
+# PostgreSQL, the SQL catalog Iceberg tables are published to (tests/test_tables.py
+# starts a server of its own on a Unix socket).
+compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || need+=(postgresql)
 # Headless Chromium and its WebDriver for the web console's browser tests (tests/test_console.py).
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)

@@ -14,6 +14,7 @@ import json
 import os
 import pathlib
 import re
+import signal
 import time
 import urllib.error
 import urllib.request
@@ -545,29 +546,102 @@ def test_compaction_under_load_and_expiry_keep_every_record_once(standalone_fact
     assert all(rows[k]["value"] == v for k, v in acked.items())
 
 
-def sql_row(db, topic):
-    """(metadata_location, previous_metadata_location) of `topic`'s row in the
-    SQL catalog file `db`, or None."""
-    import sqlite3
+class SqlCatalogDb:
+    """A SQL catalog's database as Floe (`--table-catalog`) and SQLAlchemy
+    (pyiceberg's SqlCatalog, and the test's own reads and writes) name it."""
 
-    con = sqlite3.connect(db, timeout=10)
-    try:
-        return con.execute(
-            "SELECT metadata_location, previous_metadata_location FROM iceberg_tables "
-            "WHERE catalog_name = 'floe' AND table_namespace = ? AND table_name = ?", (NS, topic)).fetchone()
-    finally:
-        con.close()
+    def __init__(self, floe_uri, sqlalchemy_url):
+        import sqlalchemy
+
+        self.floe_uri = floe_uri
+        self.url = sqlalchemy_url
+        self.engine = sqlalchemy.create_engine(sqlalchemy_url)
+
+    def row(self, topic):
+        """(metadata_location, previous_metadata_location) of `topic`'s row, or
+        None (also before Floe created the catalog's tables)."""
+        import sqlalchemy
+
+        if not sqlalchemy.inspect(self.engine).has_table("iceberg_tables"):
+            return None
+        with self.engine.connect() as c:
+            r = c.execute(sqlalchemy.text(
+                "SELECT metadata_location, previous_metadata_location FROM iceberg_tables "
+                "WHERE catalog_name = 'floe' AND table_namespace = :ns AND table_name = :t"),
+                {"ns": NS, "t": topic}).fetchone()
+        return tuple(r) if r else None
+
+    def execute(self, statement, **args):
+        import sqlalchemy
+
+        with self.engine.begin() as c:
+            c.execute(sqlalchemy.text(statement), args)
+
+    def catalog(self):
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        return SqlCatalog("floe", uri=self.url)
 
 
-def sql_exec(db, statement, *args):
-    import sqlite3
+def postgres_server(folder, log):
+    """Starts Debian's PostgreSQL on a Unix socket in `folder` (no TCP port),
+    as the `postgres` user when the tests run as root; returns the process."""
+    import pwd
+    import subprocess
 
-    con = sqlite3.connect(db, timeout=10)
-    try:
-        with con:
-            con.execute(statement, args)
-    finally:
-        con.close()
+    found = sorted(pathlib.Path("/usr/lib/postgresql").glob("*/bin/postgres"))
+    if not found:
+        pytest.fail("PostgreSQL is not installed: tests/run.sh installs it (apt-get install postgresql)")
+    bindir = found[-1].parent
+    run_as = []
+    if os.geteuid() == 0:
+        user = pwd.getpwnam("postgres")
+        os.chown(folder, user.pw_uid, user.pw_gid)
+        run_as = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--init-groups"]
+    data = folder / "data"
+    subprocess.run(run_as + [str(bindir / "initdb"), "-D", str(data), "-U", "floe", "--auth=trust"],
+                   check=True, capture_output=True, timeout=120)
+    proc = subprocess.Popen(run_as + [str(bindir / "postgres"), "-D", str(data), "-k", str(folder),
+                                      "-c", "listen_addresses=", "-c", "fsync=off"],
+                            stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+    socket = folder / ".s.PGSQL.5432"
+    deadline = time.monotonic() + 60
+    while not socket.exists():
+        assert proc.poll() is None, f"postgres exited: {log.name}"
+        assert time.monotonic() < deadline, "postgres did not open its socket"
+        time.sleep(0.1)
+    return proc
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def sql_catalog_db(request, tmp_path):
+    if request.param == "sqlite":
+        db = tmp_path / "catalog.db"
+        yield SqlCatalogDb(f"sqlite:{db}", f"sqlite:///{db}")
+        return
+    import tempfile
+
+    # Its own folder under /tmp: the postgres user cannot reach into pytest's.
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="floe-pg-"))
+    with open(tmp_path / "postgres.log", "w") as log:
+        proc = postgres_server(folder, log)
+        try:
+            # The database `postgres` initdb made; the socket's folder as libpq's host.
+            db = SqlCatalogDb(f"postgresql://floe@/postgres?host={folder}",
+                              f"postgresql+pg8000://floe@/postgres?unix_sock={folder}/.s.PGSQL.5432")
+            yield db
+            db.engine.dispose()
+        finally:
+            # Fast shutdown: the clients still connected (Floe's) are cut off.
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(30)
+            except Exception:
+                proc.kill()
+                proc.wait()
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def wait_for(condition, what, seconds=60):
@@ -579,37 +653,36 @@ def wait_for(condition, what, seconds=60):
 
 
 def test_an_external_sql_catalog_follows_every_commit_and_leaves_foreign_ones_alone(
-        standalone_factory, kit, tmp_path, monkeypatch):
-    """With `--table-catalog sqlite:PATH` every commit is published to that SQL
-    catalog too, which pyiceberg's SqlCatalog reads with the same rows as
+        standalone_factory, kit, sql_catalog_db, monkeypatch):
+    """With `--table-catalog` (SQLite, and a real PostgreSQL server) every
+    commit is published to that SQL catalog too, which pyiceberg's SqlCatalog reads with the same rows as
     Floe's REST catalog. Killed after a commit and before its publication,
     the row catches up after the restart; a row someone else moved is left
     alone (and counted), one deleted is registered again, and the row of a
     deleted topic goes."""
     from confluent_kafka.admin import AdminClient
-    from pyiceberg.catalog.sql import SqlCatalog
 
-    db = tmp_path / "catalog.db"
+    db = sql_catalog_db
     monkeypatch.setenv("FLOE_TABLE_PAUSE_AT", "pointer")
-    s = standalone_factory(name="published", indexer_poll_ms=100, table_catalog=f"sqlite:{db}")
+    s = standalone_factory(name="published", indexer_poll_ms=100, table_catalog=db.floe_uri)
     kit.create_topic(s.bootstrap, "pub", partitions=PARTITIONS, config=CONFIG)
     acked = produce(s.bootstrap, "pub", 300)
     wait_paused(s, "pointer", s.log_path.read_text().count("---- start #"))
     s.kill9()
     # The table's first commit is in the Raft state; the catalog has no row yet.
-    assert sql_row(db, "pub") is None
+    assert db.row("pub") is None
     monkeypatch.delenv("FLOE_TABLE_PAUSE_AT")
     s.start()
     acked.update(produce(s.bootstrap, "pub", 300, start=300))
     table = wait_covered(s, kit, "pub")
 
     def published():
-        row = sql_row(db, "pub")
+        row = db.row("pub")
         return row if row and row[0] == catalog(s).load_table((NS, "pub")).metadata_location else None
 
     location, previous = wait_for(published, "the SQL catalog names the table's metadata file")
     assert previous in {e.metadata_file for e in catalog(s).load_table((NS, "pub")).metadata.metadata_log}
-    sql = SqlCatalog("floe", uri=f"sqlite:///{db}")
+    sql = db.catalog()
     assert [t for t in sql.list_tables(NS)] == [(NS, "pub")]
     theirs = sql.load_table((NS, "pub"))
     assert theirs.metadata_location == location
@@ -620,23 +693,23 @@ def test_an_external_sql_catalog_follows_every_commit_and_leaves_foreign_ones_al
 
     # Someone else's commit: the row is left as it is, and counted.
     foreign = "file:///elsewhere/tables/pub/metadata/00009-foreign.metadata.json"
-    sql_exec(db, "UPDATE iceberg_tables SET metadata_location = ? WHERE table_name = 'pub'", foreign)
+    db.execute("UPDATE iceberg_tables SET metadata_location = :f WHERE table_name = 'pub'", f=foreign)
     conflicts = s.metric("floe_indexer_catalog_errors_total", '{reason="conflict"}')
     acked.update(produce(s.bootstrap, "pub", 200, start=600))
     wait_covered(s, kit, "pub")
     wait_for(lambda: s.metric("floe_indexer_catalog_errors_total", '{reason="conflict"}') > conflicts,
              "a conflict counted")
-    assert sql_row(db, "pub")[0] == foreign
+    assert db.row("pub")[0] == foreign
     # The row dropped from the catalog: the next commit registers the table again.
-    sql_exec(db, "DELETE FROM iceberg_tables WHERE table_name = 'pub'")
+    db.execute("DELETE FROM iceberg_tables WHERE table_name = 'pub'")
     acked.update(produce(s.bootstrap, "pub", 200, start=800))
     wait_covered(s, kit, "pub")
     wait_for(published, "the table registered again")
-    assert set(rows_of(SqlCatalog("floe", uri=f"sqlite:///{db}").load_table((NS, "pub")))) == set(acked)
+    assert set(rows_of(db.catalog().load_table((NS, "pub")))) == set(acked)
     assert s.metric("floe_indexer_catalog_publishes_total") >= 3
 
     # A deleted topic's row goes.
     admin = AdminClient({"bootstrap.servers": s.bootstrap})
     for f in admin.delete_topics(["pub"]).values():
         f.result(timeout=30)
-    wait_for(lambda: sql_row(db, "pub") is None, "the deleted topic's row dropped")
+    wait_for(lambda: db.row("pub") is None, "the deleted topic's row dropped")

@@ -107,7 +107,7 @@ struct Inner {
     /// when they were read.
     acls: tokio::sync::Mutex<Option<(Instant, Arc<floe_metadata::acl::AclIndex>)>>,
     /// The external SQL catalog tables are published to, if any.
-    external: Option<crate::table::external::SqlCatalog>,
+    external: Option<crate::table::sql_catalog::SqlCatalog>,
     /// What was last published there, per table.
     published: crate::table::external::Published,
     /// When the external catalog was last cleared of tables that are gone,
@@ -146,7 +146,7 @@ impl Indexer {
                 .ok_or_else(|| IndexerError::invalid("the store pool has no endpoint"))?,
         };
         let external = match &cfg.table_catalog {
-            Some(uri) => Some(crate::table::external::SqlCatalog::parse(
+            Some(uri) => Some(crate::table::sql_catalog::SqlCatalog::parse(
                 uri,
                 &cfg.table_catalog_name,
             )?),
@@ -207,7 +207,7 @@ impl Indexer {
     }
 
     /// The external SQL catalog tables are published to, if one is set.
-    pub(crate) fn external_catalog(&self) -> Option<&crate::table::external::SqlCatalog> {
+    pub(crate) fn external_catalog(&self) -> Option<&crate::table::sql_catalog::SqlCatalog> {
         self.inner.external.as_ref()
     }
 

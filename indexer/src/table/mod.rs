@@ -6,7 +6,8 @@
 //! the Raft state; [`catalog`] serves the tables over Iceberg's REST
 //! catalog API; [`schema`] maps a topic's columns to an Iceberg schema;
 //! [`compact`] rewrites a partition's small files of an hour into one;
-//! [`external`] publishes each table to an external SQL catalog as well;
+//! [`external`] publishes each table to an external SQL catalog
+//! ([`sql_catalog`]: SQLite or PostgreSQL) as well;
 //! `sweep` deletes the table's metadata objects nothing refers to, and the
 //! data files no kept snapshot names.
 //! The design is described in `docs/tables.md`.
@@ -16,6 +17,7 @@ pub mod commit;
 pub mod compact;
 pub mod external;
 pub mod schema;
+pub mod sql_catalog;
 mod sweep;
 
 pub use commit::{Committed, Covered};
