@@ -95,6 +95,7 @@ MATRIX = {
     "grafana-dashboards": {
         "metrics": {"serviceMonitor": {"enabled": True},
                     "dashboards": {"enabled": True, "annotations": {"grafana_folder": "Floe"}}}},
+    "table-catalog-postgresql": {"indexer": {"tableCatalog": {"existingSecret": "lake-catalog", "name": "lake"}}},
 }
 
 
@@ -198,6 +199,22 @@ def test_schema_refuses_bad_values_naming_them(values, named):
     with pytest.raises(helm.HelmError) as e:
         render(values)
     assert named in str(e.value), str(e.value)
+
+
+def test_the_sql_catalog_uri_reaches_the_indexer_from_its_secret_alone():
+    """The SQL catalog's URI may hold a password: the indexer reads it from
+    the Secret named; no value of the chart holds it, and without a Secret
+    the indexer has no catalog."""
+    def env_of(values):
+        _, objects = render(values)
+        return {e["name"]: e for o, _, c in floe_containers(objects)
+                if o["metadata"]["name"].endswith("-indexer") for e in c.get("env", [])}
+
+    env = env_of(MATRIX["table-catalog-postgresql"])
+    assert env["FLOE_TABLE_CATALOG"] == {"name": "FLOE_TABLE_CATALOG", "valueFrom": {
+        "secretKeyRef": {"name": "lake-catalog", "key": "uri"}}}
+    assert env["FLOE_TABLE_CATALOG_NAME"]["value"] == "lake"
+    assert "FLOE_TABLE_CATALOG" not in env_of({})
 
 
 def test_pods_are_locked_down_and_probed():
