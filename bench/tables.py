@@ -9,21 +9,26 @@
   exported and committed from the start: records/s and MB/s of log (wall
   clock) until the whole log is in Parquet files, and until the whole log is
   in the table's current snapshot. Medians, and the ratio table / plain;
-- **steady load**: `--seconds` of records produced at `--rate` MB/s (as
-  close as one Python producer gets) to a third topic, a table with the
-  default roll (30 s) and file size: the lag of the table behind the log
-  (records and MB not in the current snapshot, sampled every second:
-  median and worst), commits per minute, and the objects the table and its
-  exports hold per GiB of data files.
+- **steady load**: `--seconds` of 4 KiB records produced at `--rate` MB/s
+  (split over `--producers` processes, as close as they get) to a third
+  topic, a table with the default roll (30 s) and file size: the lag of the
+  table behind the log (records and MB not in the current snapshot, sampled
+  every second: median and worst), commits per minute, and the objects the
+  table and its exports hold per GiB of data files;
+- **compaction**: then `floe table compact` on that table: the files it
+  wrote in place of how many, and how long it took.
 
 Usage: FLOE_BIN=target/release/floe .venv/bin/python bench/tables.py [--records 400000] [--bytes 200]
        .venv/bin/python bench/tables.py --quick     (CI-sized: 20,000 records, 1 round, 10 s)
 """
 import argparse
+import concurrent.futures
+import multiprocessing
 import json
 import os
 import pathlib
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -79,6 +84,43 @@ def values(n, size, start=0):
         body = f'{{"id": {i}, "amount": {i % 1000 / 4}, "customer": "c{i % 97}", "note": "'
         pad = "".join(r.choices(letters, k=max(0, size - len(body) - 2)))
         yield f"k{i % 1000}".encode(), f'{body}{pad}"}}'.encode()
+
+
+def steady_producer(bootstrap, topic, per_s, seconds, size, seed):
+    """One producer process of the steady load: `per_s` records of `size`
+    bytes a second (as close as it gets) for `seconds`; returns how many
+    were acknowledged. The values' padding comes from a pool made once:
+    drawing it per record held one process to about 10 MB/s."""
+    r = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    pads = ["".join(r.choices(letters, k=size)) for _ in range(256)]
+    p = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20,
+                     "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000})
+    acked = [0]
+
+    def done(err, _m):
+        if err is None:
+            acked[0] += 1
+
+    i = seed * 10**9
+    start = time.monotonic()
+    for sec in range(seconds):
+        for _ in range(per_s):
+            body = f'{{"id": {i}, "amount": {i % 1000 / 4}, "customer": "c{i % 97}", "note": "'
+            value = f'{body}{pads[i % 256][:max(0, size - len(body) - 2)]}"}}'.encode()
+            while True:
+                try:
+                    p.produce(topic, key=f"k{i % 1000}".encode(), value=value, on_delivery=done)
+                    break
+                except BufferError:
+                    p.poll(0.01)
+            i += 1
+            if time.monotonic() - start > sec + 1:
+                break
+        p.poll(0)
+        time.sleep(max(0.0, start + sec + 1 - time.monotonic()))
+    p.flush(300)
+    return acked[0]
 
 
 def produce(bootstrap, topics, n, size):
@@ -149,10 +191,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rate", type=float, default=50.0, help="MB/s of the steady load")
     ap.add_argument("--seconds", type=int, default=120)
+    ap.add_argument("--producers", type=int, default=4, help="processes sharing the steady load")
     ap.add_argument("--quick", action="store_true")
     a = ap.parse_args()
     if a.quick:
-        a.records, a.rounds, a.seconds, a.rate = 20_000, 1, 10, 5.0
+        a.records, a.rounds, a.seconds, a.rate, a.producers = 20_000, 1, 10, 5.0, 2
     binary = floe_bin()
     work = pathlib.Path(tempfile.mkdtemp(prefix="floe-bench-tables-"))
     s = Standalone(binary, work, name="bench", indexer_poll_ms=100)
@@ -205,44 +248,45 @@ def main():
         )["steady"].result(timeout=60)
         time.sleep(1)
         c0 = metric(admin, "floe_indexer_table_commits_total")
-        p = ck.Producer({"bootstrap.servers": kafka, "acks": "all", "linger.ms": 20,
-                         "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000})
         size = 4096
-        per_s = int(a.rate * 1e6 / size)
-        lag_records, lag_mb, sent = [], [], 0
+        per_s = max(1, int(a.rate * 1e6 / size / a.producers))
+        lag_records, lag_mb = [], []
         t_start = time.time()
-        gen = values(10**9, size)
-        for sec in range(a.seconds):
-            tick = time.time()
-            for _ in range(per_s):
-                key, value = next(gen)
-                while True:
-                    try:
-                        p.produce("steady", key=key, value=value)
-                        break
-                    except BufferError:
-                        p.poll(0.01)
-                sent += 1
-                if time.time() - tick > 1.0:
-                    break
-            p.poll(0)
-            e = ends(kafka, "steady")
-            covered, _ = table_covered(admin, "steady")
-            behind = sum(max(0, e[q] - covered.get(q, 0)) for q in e)
-            lag_records.append(behind)
-            lag_mb.append(behind * size / 1e6)
-            time.sleep(max(0.0, 1.0 - (time.time() - tick)))
-        p.flush(300)
+        spawn = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(a.producers, mp_context=spawn) as pool:
+            jobs = [pool.submit(steady_producer, kafka, "steady", per_s, a.seconds, size, k + 1)
+                    for k in range(a.producers)]
+            while not all(j.done() for j in jobs):
+                tick = time.time()
+                e = ends(kafka, "steady")
+                covered, _ = table_covered(admin, "steady")
+                behind = sum(max(0, e[q] - covered.get(q, 0)) for q in e)
+                lag_records.append(behind)
+                lag_mb.append(behind * size / 1e6)
+                time.sleep(max(0.0, 1.0 - (time.time() - tick)))
+            sent = sum(j.result() for j in jobs)
         elapsed = time.time() - t_start
         minutes = elapsed / 60
         commits = metric(admin, "floe_indexer_table_commits_total") - c0
         objects, data = store_objects(s.data_dir, ["tables/steady", "exports/steady"])
-        print(f"steady: {sent * size / 1e6 / elapsed:.1f} MB/s produced for {elapsed:.0f} s "
-              f"(asked {a.rate} MB/s); table lag behind the log: median {statistics.median(lag_records):,.0f} "
-              f"records ({statistics.median(lag_mb):.1f} MB), worst {max(lag_records):,} "
-              f"({max(lag_mb):.1f} MB); {commits / minutes:.1f} commits/min; "
+        print(f"steady: {sent * size / 1e6 / elapsed:.1f} MB/s produced for {elapsed:.0f} s by "
+              f"{a.producers} producers (asked {a.rate} MB/s); table lag behind the log: median "
+              f"{statistics.median(lag_records):,.0f} records ({statistics.median(lag_mb):.1f} MB), worst "
+              f"{max(lag_records):,} ({max(lag_mb):.1f} MB); {commits / minutes:.1f} commits/min; "
               + (f"{objects} objects for {data / 2**30:.3f} GiB of data files "
                  f"({objects / (data / 2**30):,.0f} per GiB)" if data else "no data file yet"))
+
+        # The table's small files of the load, compacted now (the indexer
+        # does it by itself once an hour has ended).
+        end = ends(kafka, "steady")
+        wait(lambda: all(table_covered(admin, "steady")[0].get(q, 0) >= v for q, v in end.items()), "steady")
+        t0 = time.time()
+        out = subprocess.run([binary, "table", "compact", "steady", "--indexer", admin],
+                             check=True, capture_output=True, text=True).stdout
+        dt = time.time() - t0
+        done = re.search(r"(\d+) files written in place of (\d+)", out)
+        print(f"compaction: {done.group(1) if done else 0} files written in place of "
+              f"{done.group(2) if done else 0} in {dt:.1f} s ({data / 1e6 / dt:.0f} MB/s of data files)")
     finally:
         s.stop()
 

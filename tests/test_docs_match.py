@@ -61,7 +61,8 @@ class Command:
         for entry in re.split(r"\n(?=\s+(?:-\w, )?--)", text):
             flag = re.match(r"\s+(?:-\w, )?(--[a-z0-9-]+)", entry)
             if flag:
-                env = re.search(r"\[env: (\w+)=", entry)
+                # `[env: NAME=value]`, or `[env: NAME]` where clap hides the value.
+                env = re.search(r"\[env: (\w+)[=\]]", entry)
                 self.flags[flag.group(1)] = env.group(1) if env else None
         usage = re.search(r"^Usage:.*?(?:\n\n|\Z)", text, re.S | re.M).group(0)
         usage = re.findall(r"^(?:Usage:)?\s+\S+(?: [a-z][a-z0-9-]*)* (.*)$", usage, re.M)
