@@ -389,31 +389,32 @@ impl Indexer {
                 }
             }
         }
-        self.unpublish_gone_now_and_then(&tables).await;
+        self.unpublish_gone_now_and_then(tables).await;
         first_err.map_or(Ok(()), Err)
     }
 
     /// The external catalog's rows of tables that are gone are dropped in
     /// the round a table goes, and once a sweep period (for those gone
     /// while no indexer ran); a failure is counted, and retried then.
-    async fn unpublish_gone_now_and_then(&self, tables: &HashSet<String>) {
+    async fn unpublish_gone_now_and_then(&self, tables: HashSet<String>) {
         if self.external_catalog().is_none() {
             return;
         }
-        {
+        let due = {
             let mut last = lock(&self.inner.unpublished);
             let (at, before) = &mut *last;
             let went = before.iter().any(|t| !tables.contains(t));
-            *before = tables.clone();
-            if !went && at.is_some_and(|t| t.elapsed() < self.inner.cfg.sweep_every) {
-                return;
+            let due = went || at.is_none_or(|t| t.elapsed() >= self.inner.cfg.sweep_every);
+            if due {
+                *at = Some(Instant::now());
             }
-            *at = Some(Instant::now());
-        }
-        if let Err(e) = self.unpublish_gone(tables).await {
+            due
+        };
+        if due && let Err(e) = self.unpublish_gone(&tables).await {
             crate::metrics::catalog_error(e.kind);
             tracing::warn!(error = %e, "cannot drop gone tables from the SQL catalog; retrying later");
         }
+        lock(&self.inner.unpublished).1 = tables;
     }
 
     /// A table's round: commit what was exported, compact the hours that

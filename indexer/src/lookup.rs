@@ -19,6 +19,7 @@ use arrow_array::{
 };
 use arrow_schema::{ArrowError, DataType, Schema, TimeUnit};
 use bytes::Bytes;
+use floe_storage::records::{Record, RecordHeader};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use object_store::path::Path;
@@ -106,6 +107,44 @@ pub struct Found {
     pub value: Option<Bytes>,
     /// Header keys (stored as UTF-8, invalid bytes replaced when written).
     pub headers: Vec<(String, Option<Bytes>)>,
+}
+
+impl Found {
+    /// `r`, a record of `partition`, as a lookup answers it (header keys
+    /// as UTF-8, invalid bytes replaced, as the exports store them).
+    pub fn of(partition: u32, r: Record) -> Self {
+        Self {
+            partition,
+            offset: r.offset,
+            timestamp: r.timestamp,
+            key: r.key,
+            value: r.value,
+            headers: r
+                .headers
+                .into_iter()
+                .map(|h| (String::from_utf8_lossy(&h.key).into_owned(), h.value))
+                .collect(),
+        }
+    }
+
+    /// The record again, as an export file holds it (a compaction
+    /// rewrites what it read).
+    pub fn into_record(self) -> Record {
+        Record {
+            offset: self.offset,
+            timestamp: self.timestamp,
+            key: self.key,
+            value: self.value,
+            headers: self
+                .headers
+                .into_iter()
+                .map(|(k, v)| RecordHeader {
+                    key: k.into_bytes().into(),
+                    value: v,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// What searching one file did.

@@ -129,18 +129,7 @@ pub async fn run(ix: &Indexer, topic: &str, q: &Query) -> Result<QueryAnswer> {
             }
             if q.matches(r.key.as_deref(), r.timestamp) {
                 n += 1;
-                answer.records.push(Found {
-                    partition: p.partition,
-                    offset: r.offset,
-                    timestamp: r.timestamp,
-                    key: r.key,
-                    value: r.value,
-                    headers: r
-                        .headers
-                        .into_iter()
-                        .map(|h| (String::from_utf8_lossy(&h.key).into_owned(), h.value))
-                        .collect(),
-                });
+                answer.records.push(Found::of(p.partition, r));
             }
         }
     }

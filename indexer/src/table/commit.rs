@@ -693,6 +693,7 @@ impl Indexer {
             &metadata_uri,
         )
         .await?;
+        self.published().forget(topic);
         if let Some((list, files)) = files_now {
             self.cache_snapshot_files(&list, Arc::new(files));
         }

@@ -26,14 +26,14 @@
 
 use floe_metadata::export::{ExportFile, TopicExports};
 use floe_metadata::table::{Compaction, MAX_COMPACTED_FILES};
-use floe_storage::records::{Record, RecordHeader};
+use floe_storage::records::Record;
 use floe_storage::{EndpointId, ObjectKey};
 
 use super::commit::Covered;
 use crate::error::{IndexerError, Result};
 use crate::exporter::Indexer;
 use crate::log_reader::MAX_DECODED_BYTES;
-use crate::lookup::{Query, search_file};
+use crate::lookup::{Found, Query, search_file};
 use crate::settings::{ExportSettings, HOUR_MS, hour_of};
 
 /// Adjacent export files of one partition to compact into one.
@@ -276,23 +276,7 @@ impl Indexer {
         )
         .await
         .map_err(|e| IndexerError::corrupt(format!("{}: {e}", f.key)))?;
-        let mut records: Vec<Record> = found
-            .into_iter()
-            .map(|r| Record {
-                offset: r.offset,
-                timestamp: r.timestamp,
-                key: r.key,
-                value: r.value,
-                headers: r
-                    .headers
-                    .into_iter()
-                    .map(|(k, v)| RecordHeader {
-                        key: k.into_bytes().into(),
-                        value: v,
-                    })
-                    .collect(),
-            })
-            .collect();
+        let mut records: Vec<Record> = found.into_iter().map(Found::into_record).collect();
         records.sort_by_key(|r| r.offset);
         if let Some(r) = records
             .iter()

@@ -28,32 +28,34 @@ use crate::table::sql_catalog::SqlCatalog;
 /// its row is looked at again (sooner when the table commits again).
 const CONFLICT_RECHECK: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// What the indexer last did with each table's metadata location: it is
-/// in the catalog (`None`), or it was refused there at that instant (a
-/// conflict). An idle round asks the catalog nothing.
+/// What the indexer last did with each table's current metadata location:
+/// it is in the catalog (`None`), or it was refused there at that instant
+/// (a conflict). A commit forgets the table's entry; until then, an idle
+/// round asks neither the Raft state nor the catalog anything.
 #[derive(Default)]
-pub(crate) struct Published(Mutex<HashMap<String, (String, Option<Instant>)>>);
+pub(crate) struct Published(Mutex<HashMap<String, Option<Instant>>>);
 
 impl Published {
-    /// Whether `location` needs no look at the catalog now.
-    fn settled(&self, topic: &str, location: &str) -> bool {
+    /// Whether the table's current location needs no look at the catalog
+    /// now.
+    fn settled(&self, topic: &str) -> bool {
         self.0
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(topic)
-            .is_some_and(|(l, refused)| {
-                l == location && refused.is_none_or(|at| at.elapsed() < CONFLICT_RECHECK)
-            })
+            .is_some_and(|refused| refused.is_none_or(|at| at.elapsed() < CONFLICT_RECHECK))
     }
 
-    fn set(&self, topic: &str, location: &str, refused: bool) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(
-            topic.to_string(),
-            (location.to_string(), refused.then(Instant::now)),
-        );
+    fn set(&self, topic: &str, refused: bool) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(topic.to_string(), refused.then(Instant::now));
     }
 
-    fn forget(&self, topic: &str) {
+    /// The table's pointer moved (or the table went): the next round
+    /// looks at the catalog again.
+    pub(crate) fn forget(&self, topic: &str) {
         self.0
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -68,19 +70,19 @@ impl Indexer {
         let Some(cat) = self.external_catalog() else {
             return Ok(false);
         };
+        if self.published().settled(topic) {
+            return Ok(false);
+        }
         let table = self.meta().table_state(topic).await?;
         let Some(ours) = table.state.metadata_location else {
             return Ok(false);
         };
-        if self.published().settled(topic, &ours) {
-            return Ok(false);
-        }
         let theirs = cat.location(topic).await?;
         let moved = match theirs.as_deref() {
             Some(t) if t == ours => false,
             Some(t) => {
                 if !self.is_floes_earlier(topic, &ours, t).await? {
-                    self.published().set(topic, &ours, true);
+                    self.published().set(topic, true);
                     return Err(IndexerError::new(
                         ErrorKind::Conflict,
                         format!(
@@ -98,7 +100,7 @@ impl Indexer {
             crate::metrics::catalog_published();
             tracing::info!(topic, metadata = %ours, "table published to the SQL catalog");
         }
-        self.published().set(topic, &ours, false);
+        self.published().set(topic, false);
         Ok(moved)
     }
 
