@@ -103,6 +103,8 @@ struct Inner {
     /// The data files of a table's snapshot, by its manifest list's URI
     /// (it never changes), at most [`METADATA_CACHE`] of them.
     snapshot_files: Mutex<HashMap<String, Arc<HashSet<String>>>>,
+    /// Per upsert table, where each key's live row is (`table::upsert`).
+    key_maps: Mutex<HashMap<String, crate::table::upsert::KeyMap>>,
     /// The ACLs the query API checks bearer-token callers against, and
     /// when they were read.
     acls: tokio::sync::Mutex<Option<(Instant, Arc<floe_metadata::acl::AclIndex>)>>,
@@ -169,6 +171,7 @@ impl Indexer {
                 manifest_lists: Mutex::new(HashMap::new()),
                 table_metadata: Mutex::new(HashMap::new()),
                 snapshot_files: Mutex::new(HashMap::new()),
+                key_maps: Mutex::new(HashMap::new()),
                 manifest_files: Mutex::new(HashMap::new()),
                 acls: tokio::sync::Mutex::new(None),
                 external,
@@ -258,6 +261,16 @@ impl Indexer {
             cache.clear();
         }
         cache.insert(list.to_string(), files);
+    }
+
+    /// Takes `topic`'s key map out (a commit puts the new one back once the
+    /// table's pointer moved: a failed commit leaves none, rebuilt next).
+    pub(crate) fn take_key_map(&self, topic: &str) -> Option<crate::table::upsert::KeyMap> {
+        lock(&self.inner.key_maps).remove(topic)
+    }
+
+    pub(crate) fn put_key_map(&self, topic: &str, keys: crate::table::upsert::KeyMap) {
+        lock(&self.inner.key_maps).insert(topic.to_string(), keys);
     }
 
     /// The live data files (URIs) of the manifest at `uri`, read once.

@@ -22,6 +22,8 @@ pub struct ExportSettings {
     /// The table's partitions by record time (`table.partition`), `None`
     /// when unpartitioned or not a table. A table's files never mix two.
     pub bucket: Option<TimeBucket>,
+    /// The table keeps one row per key (`table.mode=upsert`).
+    pub upsert: bool,
     pub definition: IndexDefinition,
     pub roll: Duration,
     pub file_bytes: u64,
@@ -47,6 +49,7 @@ impl ExportSettings {
                 (true, "hour") => Some(TimeBucket::Hour),
                 _ => None,
             },
+            upsert: c.iceberg_table() && c.table_upsert(),
             definition: c.export_index(),
             roll: Duration::from_millis(positive(c.export_roll_ms(), 100)),
             file_bytes: positive(c.export_file_bytes(), 1024),
@@ -157,6 +160,16 @@ mod tests {
         let t = ExportSettings::from_config(&TopicConfig::from_settings(&t).unwrap());
         assert!(t.enabled && t.table, "a table is exported");
         assert_eq!(t.bucket, Some(TimeBucket::Day), "by day unless told");
+        assert!(!t.upsert, "every record a row unless told");
+        let mut u = std::collections::BTreeMap::new();
+        u.insert("table.format".to_string(), "iceberg".to_string());
+        u.insert("table.mode".to_string(), "upsert".to_string());
+        assert!(ExportSettings::from_config(&TopicConfig::from_settings(&u).unwrap()).upsert);
+        u.insert("table.mode".to_string(), "merge".to_string());
+        assert!(
+            TopicConfig::from_settings(&u).is_err(),
+            "an unknown mode is refused"
+        );
         assert_eq!(TimeBucket::Day.of(-1), -1);
         assert_eq!(TimeBucket::Hour.of(2 * HOUR_MS + 5), 2);
         assert_eq!(d.retention, None);

@@ -6,11 +6,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow_array::{Array, Float64Array, Int32Array, Int64Array};
+use arrow_array::{Array, BinaryArray, Float64Array, Int32Array, Int64Array};
 use bytes::Bytes;
 use floe_broker::{Acks, Broker};
 use floe_indexer::lookup::Query;
@@ -873,4 +873,167 @@ async fn an_external_sql_catalog_row_moves_only_from_a_metadata_file_of_floes() 
     commit().await;
     let now = current().await;
     assert_eq!(catalog_row(&db, "pub").as_deref(), Some(now.as_str()));
+}
+
+/// What a reader of the table's current snapshot sees: per (partition,
+/// key) the values of its rows (data files less their position deletes),
+/// and how many delete manifests the snapshot lists.
+async fn visible_rows(
+    env: &Env,
+    ix: &Indexer,
+    topic: &str,
+) -> (BTreeMap<(i32, Vec<u8>), Vec<Vec<u8>>>, usize) {
+    use iceberg::spec::ManifestContentType;
+    let state = env.meta.table_state(topic).await.unwrap();
+    let m = ix
+        .table_metadata(state.state.metadata_location.as_deref().unwrap())
+        .await
+        .unwrap();
+    let snap = m.current_snapshot().unwrap().clone();
+    let read = |uri: String| {
+        let key = uri.split_once("/store/").unwrap().1.to_string();
+        let pool = env.pool.clone();
+        async move {
+            let obj = pool
+                .head(&EndpointId::new("local"), &ObjectKey::new(&key))
+                .await
+                .unwrap();
+            pool.get(&obj).await.unwrap()
+        }
+    };
+    let list = floe_indexer::table::commit::parse_manifest_list(
+        &read(snap.manifest_list().to_string()).await,
+        m.format_version(),
+    )
+    .unwrap();
+    let (mut data, mut deleted) = (Vec::new(), BTreeSet::new());
+    let mut delete_manifests = 0;
+    for mf in &list {
+        let manifest =
+            iceberg::spec::Manifest::parse_avro(&read(mf.manifest_path.clone()).await).unwrap();
+        let live = manifest.entries().iter().filter(|e| e.is_alive());
+        if mf.content == ManifestContentType::Deletes {
+            delete_manifests += 1;
+            for e in live {
+                let bytes = read(e.data_file().file_path().to_string()).await;
+                for (path, pos) in
+                    floe_indexer::table::upsert::positions_of_parquet(bytes, "d").unwrap()
+                {
+                    deleted.insert((path, pos));
+                }
+            }
+        } else {
+            data.extend(live.map(|e| e.data_file().file_path().to_string()));
+        }
+    }
+    let mut rows: BTreeMap<(i32, Vec<u8>), Vec<Vec<u8>>> = BTreeMap::new();
+    for uri in data {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(read(uri.clone()).await)
+            .unwrap()
+            .build()
+            .unwrap();
+        let mut pos = 0u64;
+        for batch in reader {
+            let batch = batch.unwrap();
+            let col = |n: &str| batch.column_by_name(n).unwrap().clone();
+            let (part, key, value) = (col("partition"), col("key"), col("value"));
+            let part = part.as_any().downcast_ref::<Int32Array>().unwrap();
+            let key = key.as_any().downcast_ref::<BinaryArray>().unwrap();
+            let value = value.as_any().downcast_ref::<BinaryArray>().unwrap();
+            for i in 0..batch.num_rows() {
+                if !deleted.contains(&(uri.clone(), pos)) {
+                    assert!(value.is_valid(i), "a tombstone is never a row");
+                    rows.entry((part.value(i), key.value(i).to_vec()))
+                        .or_default()
+                        .push(value.value(i).to_vec());
+                }
+                pos += 1;
+            }
+        }
+    }
+    (rows, delete_manifests)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upsert_table_keeps_the_latest_row_per_key_across_commits_a_restart_and_a_compaction() {
+    use floe_indexer::table::upsert::MAX_DELETE_MANIFESTS;
+    let env = Env::new().await;
+    let t = env
+        .topic(
+            "u",
+            2,
+            &[
+                ("table.format", "iceberg"),
+                ("table.mode", "upsert"),
+                ("export.roll.ms", "100"),
+            ],
+        )
+        .await;
+    // What a compacted topic keeps: the last value per key, none after a
+    // tombstone.
+    let mut latest: BTreeMap<(i32, Vec<u8>), Vec<u8>> = BTreeMap::new();
+    let mut n = 0usize;
+    let mut round = |env_latest: &mut BTreeMap<(i32, Vec<u8>), Vec<u8>>| {
+        let mut batches = Vec::new();
+        for p in 0..2u32 {
+            let mut builder = BatchBuilder::new(0, now_ms());
+            for i in 0..10 {
+                n += 1;
+                let key = format!("k{}", (n * 7 + i) % 13).into_bytes();
+                let value = (n % 9 != 0).then(|| format!("v{n}").into_bytes());
+                match &value {
+                    Some(v) => env_latest.insert((p as i32, key.clone()), v.clone()),
+                    None => env_latest.remove(&(p as i32, key.clone())),
+                };
+                builder.push(RecordSpec::new(Some(key), value, i as i64));
+            }
+            batches.push((p, builder.build(Compression::Zstd).unwrap()));
+        }
+        batches
+    };
+    let expect = |latest: &BTreeMap<(i32, Vec<u8>), Vec<u8>>| {
+        latest
+            .iter()
+            .map(|(k, v)| (k.clone(), vec![v.clone()]))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let ix = env.indexer();
+    let mut most_delete_manifests = 0;
+    for _ in 0..(MAX_DELETE_MANIFESTS + 4) {
+        for (p, batch) in round(&mut latest) {
+            env.broker
+                .produce(&PartitionKey::new(t, p), &batch, Acks::All)
+                .await
+                .unwrap();
+        }
+        env.export_all(&ix, "u").await;
+        ix.run_once().await.unwrap();
+        let (rows, deletes) = visible_rows(&env, &ix, "u").await;
+        assert_eq!(rows, expect(&latest), "one row per key, the latest");
+        most_delete_manifests = most_delete_manifests.max(deletes);
+    }
+    assert!(
+        most_delete_manifests <= MAX_DELETE_MANIFESTS,
+        "the deletes were written again as one set: {most_delete_manifests} manifests"
+    );
+
+    // A new indexer knows no key: it finds them in the table's files.
+    let ix = env.indexer();
+    for (p, batch) in round(&mut latest) {
+        env.broker
+            .produce(&PartitionKey::new(t, p), &batch, Acks::All)
+            .await
+            .unwrap();
+    }
+    env.export_all(&ix, "u").await;
+    ix.run_once().await.unwrap();
+    assert_eq!(visible_rows(&env, &ix, "u").await.0, expect(&latest));
+
+    // A compaction moves the rows to other files: the deletes follow.
+    let done = ix.compact_now("u").await.unwrap();
+    assert!(done.replaced >= 2, "{done:?}");
+    let (rows, deletes) = visible_rows(&env, &ix, "u").await;
+    assert_eq!(rows, expect(&latest), "the same rows after the compaction");
+    assert!(deletes <= 2, "one set of deletes per spec: {deletes}");
+    env.shutdown().await;
 }

@@ -180,6 +180,12 @@ const KEYS: &[Key] = &[
         doc: "the Iceberg table's partition spec: day or hour of the record's timestamp, or none",
     },
     Key {
+        name: "table.mode",
+        default: "append",
+        check: |v| one_of(v, &["append", "upsert"]),
+        doc: "append: every record is a row of the table; upsert: one row per key and partition, the latest (a tombstone deletes the key), by Iceberg position deletes",
+    },
+    Key {
         name: "table.target.file.bytes",
         default: "134217728",
         check: |v| at_least(v, 0),
@@ -389,6 +395,11 @@ impl TopicConfig {
     /// The table's partitioning (`table.partition`): `day`, `hour` or `none`.
     pub fn table_partition(&self) -> &str {
         self.get("table.partition").unwrap_or("day")
+    }
+
+    /// Whether the table keeps one row per key (`table.mode=upsert`).
+    pub fn table_upsert(&self) -> bool {
+        self.get("table.mode") == Some("upsert")
     }
 
     /// The size the table's compaction writes files up to

@@ -34,6 +34,7 @@ use iceberg::spec::{
 };
 
 use super::schema::{name_mapping, table_schema};
+use super::upsert;
 use crate::columns::FIXED_FIELD_IDS;
 use crate::error::{IndexerError, Result};
 use crate::exporter::Indexer;
@@ -185,7 +186,13 @@ struct Change<'a> {
     overwrite: bool,
     /// The exports changed below what the table covers.
     reconcile: bool,
+    /// The table's mode (`table.mode`) changed.
+    remode: bool,
+    /// The table is in upsert mode.
+    upsert: bool,
     removed: &'a Removed,
+    /// The position deletes it writes.
+    deletes: &'a upsert::DeleteStats,
 }
 
 /// The snapshots of `m` to expire at `now_ms`: those older than `max_age`
@@ -214,7 +221,7 @@ pub fn expired_snapshots(
         .collect()
 }
 
-fn iceberg_err(what: &str) -> impl Fn(iceberg::Error) -> IndexerError + '_ {
+pub(crate) fn iceberg_err(what: &str) -> impl Fn(iceberg::Error) -> IndexerError + '_ {
     move |e| IndexerError::corrupt(format!("{what}: {e}"))
 }
 
@@ -356,7 +363,7 @@ impl Indexer {
         Ok(self.pool().get(&obj).await?)
     }
 
-    async fn write_uri(&self, uri: &str, bytes: bytes::Bytes) -> Result<()> {
+    pub(crate) async fn write_uri(&self, uri: &str, bytes: bytes::Bytes) -> Result<()> {
         let key = self.key_of(uri)?;
         self.pool()
             .put_at(self.endpoint(), key, bytes.into())
@@ -458,6 +465,15 @@ impl Indexer {
             _ => (None, HashSet::new(), Vec::new()),
         };
         let reconcile = !removed.is_empty() || !below.is_empty();
+        // A table in upsert mode, or one that was: its deletes follow.
+        let was_upsert = current_snapshot.is_some_and(|s| {
+            s.summary()
+                .additional_properties
+                .get(upsert::MODE)
+                .map(String::as_str)
+                == Some("upsert")
+        });
+        let remode = current_snapshot.is_some() && was_upsert != settings.upsert;
         let added = if reconcile {
             below
         } else {
@@ -466,7 +482,7 @@ impl Indexer {
         // Snapshots past their age (the current one stays), or beyond the
         // most a table keeps.
         let now_ms = chrono::Utc::now().timestamp_millis();
-        let adding = !added.is_empty() || overwrite || reconcile;
+        let adding = !added.is_empty() || overwrite || reconcile || remode;
         let expired = current.map_or_else(Vec::new, |m| {
             expired_snapshots(m, now_ms, settings.snapshot_max_age, adding)
         });
@@ -477,6 +493,7 @@ impl Indexer {
         if added.is_empty()
             && !overwrite
             && !reconcile
+            && !remode
             && expired.is_empty()
             && current.is_some_and(|m| same_shape(m, &schema, &spec, &mapping))
         {
@@ -515,7 +532,8 @@ impl Indexer {
                 || m.default_partition_spec_id() != staged.default_partition_spec_id()
                 || m.properties() != staged.properties()
         });
-        if added.is_empty() && !changed && !overwrite && !reconcile && expired.is_empty() {
+        if added.is_empty() && !changed && !overwrite && !reconcile && !remode && expired.is_empty()
+        {
             return Ok(None);
         }
 
@@ -524,7 +542,8 @@ impl Indexer {
         let mut snapshot_id = None;
         let mut files_now: Option<(String, HashSet<String>)> = None;
         let mut removed_count = 0u64;
-        let new = if added.is_empty() && !overwrite && !reconcile {
+        let mut keys = None;
+        let new = if added.is_empty() && !overwrite && !reconcile && !remode {
             // The schema, or the snapshots kept, changed: no new snapshot.
             staged
                 .into_builder(None)
@@ -568,6 +587,7 @@ impl Indexer {
                 .cloned()
                 .ok_or_else(|| IndexerError::corrupt("the table has no unpartitioned spec"))?;
             let mut by_spec: BTreeMap<i32, Vec<DataFile>> = BTreeMap::new();
+            let mut added_files: Vec<(i32, DataFile)> = Vec::new();
             for (p, f) in &kept {
                 let part = match bucket {
                     Some(b) if !default_spec.fields().is_empty() => {
@@ -579,10 +599,11 @@ impl Indexer {
                     Some(v) => (default_spec.spec_id(), v),
                     None => (unpartitioned.spec_id(), Struct::empty()),
                 };
-                by_spec
-                    .entry(spec_id)
-                    .or_default()
-                    .push(self.data_file(*p, f, spec_id, value)?);
+                let df = self.data_file(*p, f, spec_id, value)?;
+                if settings.upsert {
+                    added_files.push((spec_id, df.clone()));
+                }
+                by_spec.entry(spec_id).or_default().push(df);
             }
             for (n, (spec_id, files)) in by_spec.into_iter().enumerate() {
                 let spec = staged
@@ -599,6 +620,30 @@ impl Indexer {
                 let manifest = self.store_manifest(&io, &manifest_uri, w).await?;
                 reached(Phase::Manifest).await;
                 manifests.push(manifest);
+            }
+            // An upsert table's deletes of the rows that later ones (or
+            // tombstones) supersede; a table that left upsert mode drops
+            // its deletes.
+            let mut deletes = upsert::DeleteStats::default();
+            if settings.upsert || was_upsert {
+                let done = self
+                    .upsert_deletes(upsert::UpsertCommit {
+                        topic,
+                        staged: &staged,
+                        upsert: settings.upsert,
+                        rewrite: overwrite || reconcile || remode,
+                        manifests,
+                        added: added_files,
+                        id,
+                        seq,
+                        io: &io,
+                        location: &location,
+                        nonce: &nonce,
+                    })
+                    .await?;
+                manifests = done.manifests;
+                deletes = done.stats;
+                keys = done.keys;
             }
             // A snapshot that removes files keeps its manifests as they are,
             // so that they say what it removed; the next one merges.
@@ -650,7 +695,10 @@ impl Indexer {
                 Change {
                     overwrite,
                     reconcile,
+                    remode,
+                    upsert: settings.upsert,
                     removed: &gone,
+                    deletes: &deletes,
                 },
             )?;
             let snapshot = Snapshot::builder()
@@ -694,6 +742,9 @@ impl Indexer {
         )
         .await?;
         self.published().forget(topic);
+        if let Some(keys) = keys {
+            self.put_key_map(topic, keys);
+        }
         if let Some((list, files)) = files_now {
             self.cache_snapshot_files(&list, Arc::new(files));
         }
@@ -816,15 +867,20 @@ impl Indexer {
         io: &FileIO,
         stem: &str,
     ) -> Result<Vec<ManifestFile>> {
-        if manifests.len() < MAX_MANIFESTS {
-            return Ok(manifests);
+        // Delete manifests stay as they are (an upsert table writes its
+        // deletes again as one set before they grow many: `upsert`).
+        let (data, deletes): (Vec<ManifestFile>, Vec<ManifestFile>) = manifests
+            .into_iter()
+            .partition(|m| m.content == ManifestContentType::Data);
+        if data.len() < MAX_MANIFESTS {
+            return Ok(data.into_iter().chain(deletes).collect());
         }
         let mut by_spec: BTreeMap<i32, Vec<ManifestFile>> = BTreeMap::new();
-        for m in manifests {
+        for m in data {
             by_spec.entry(m.partition_spec_id).or_default().push(m);
         }
         let schema = staged.current_schema().clone();
-        let mut out = Vec::new();
+        let mut out = deletes;
         for (spec_id, group) in by_spec {
             if group.len() == 1 {
                 out.extend(group);
@@ -869,7 +925,7 @@ impl Indexer {
     }
 
     /// Finishes a manifest written in memory and puts it in the store.
-    async fn store_manifest(
+    pub(crate) async fn store_manifest(
         &self,
         io: &FileIO,
         uri: &str,
@@ -963,6 +1019,15 @@ impl Indexer {
         let after = |key: &str, plus: u64, minus: u64| {
             (total(key) + plus).saturating_sub(minus).to_string()
         };
+        let d = change.deletes;
+        // Deletes written again replace the old ones.
+        let deletes_total = |key: &str, plus: u64| {
+            if d.rewritten {
+                plus.to_string()
+            } else {
+                (total(key) + plus).to_string()
+            }
+        };
         let mut props = HashMap::from([
             ("added-data-files".to_string(), files.to_string()),
             ("added-records".to_string(), records.to_string()),
@@ -979,12 +1044,28 @@ impl Indexer {
                 "total-files-size".to_string(),
                 after("total-files-size", size, gone.bytes),
             ),
-            ("total-delete-files".to_string(), "0".to_string()),
-            ("total-position-deletes".to_string(), "0".to_string()),
+            (
+                "total-delete-files".to_string(),
+                deletes_total("total-delete-files", d.added_files),
+            ),
+            (
+                "total-position-deletes".to_string(),
+                deletes_total("total-position-deletes", d.added_positions),
+            ),
             ("total-equality-deletes".to_string(), "0".to_string()),
             (OFFSETS.to_string(), offsets),
             (GENERATION.to_string(), generation.to_string()),
         ]);
+        if d.added_files > 0 {
+            props.insert("added-delete-files".into(), d.added_files.to_string());
+            props.insert(
+                "added-position-deletes".into(),
+                d.added_positions.to_string(),
+            );
+        }
+        if change.upsert {
+            props.insert(upsert::MODE.into(), "upsert".into());
+        }
         if gone.files > 0 {
             props.insert("deleted-data-files".into(), gone.files.to_string());
             props.insert("deleted-records".into(), gone.records.to_string());
@@ -1003,7 +1084,10 @@ impl Indexer {
             props.insert("deleted-data-files".into(), before("total-data-files"));
             props.insert("deleted-records".into(), before("total-records"));
         }
-        let operation = if change.overwrite {
+        let operation = if change.overwrite || change.remode {
+            Operation::Overwrite
+        } else if !change.reconcile && d.added_positions > 0 {
+            // Rows added, and rows they supersede deleted.
             Operation::Overwrite
         } else if !change.reconcile {
             Operation::Append

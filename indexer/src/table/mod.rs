@@ -19,5 +19,6 @@ pub mod external;
 pub mod schema;
 pub mod sql_catalog;
 mod sweep;
+pub mod upsert;
 
 pub use commit::{Committed, Covered};

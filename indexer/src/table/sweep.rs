@@ -1,7 +1,8 @@
 //! Deletes a table's metadata objects that nothing refers to: what a commit
 //! cut short by a crash left (a manifest, a manifest list, a metadata file
 //! the pointer never reached), the manifest lists of dropped snapshots and
-//! the metadata files older than the table's metadata log.
+//! the metadata files older than the table's metadata log; and an upsert
+//! table's position delete files no kept snapshot names.
 //!
 //! Referred to, and kept: the current metadata file and those its metadata
 //! log names, every kept snapshot's manifest list, and the manifests those
@@ -64,10 +65,41 @@ impl Indexer {
             keep.extend(self.manifests_of(list, m.format_version()).await?);
         }
         keep.extend(lists);
-        let prefix = format!("tables/{topic}/metadata/");
-        let now = SystemTime::now();
+        let mut doomed = self
+            .unreferenced(&format!("tables/{topic}/metadata/"), &keep, grace)
+            .await?;
+        // An upsert table's position delete files: kept while a kept
+        // snapshot's delete manifest names them.
+        let deletes = format!("tables/{topic}/deletes/");
+        if self
+            .pool()
+            .list_pages(self.endpoint(), &deletes, 1)?
+            .next()
+            .await
+            .transpose()?
+            .is_some_and(|p| !p.is_empty())
+        {
+            let named = self.table_data_files(topic).await?;
+            doomed.extend(self.unreferenced(&deletes, &named, grace).await?);
+        }
         let mut deleted = 0;
-        let mut pages = self.pool().list_pages(self.endpoint(), &prefix, 1000)?;
+        for o in doomed {
+            tracing::info!(topic, key = %o.key, "deleting a table metadata object nothing refers to");
+            self.pool().delete(&o).await?;
+            deleted += 1;
+        }
+        Ok(deleted)
+    }
+
+    /// The objects under `prefix` not in `keep` and older than `grace`.
+    async fn unreferenced(
+        &self,
+        prefix: &str,
+        keep: &HashSet<String>,
+        grace: Duration,
+    ) -> Result<Vec<ObjectRef>> {
+        let now = SystemTime::now();
+        let mut pages = self.pool().list_pages(self.endpoint(), prefix, 1000)?;
         let mut doomed: Vec<ObjectRef> = Vec::new();
         while let Some(page) = pages.next().await {
             for o in page? {
@@ -80,11 +112,6 @@ impl Indexer {
                 }
             }
         }
-        for o in doomed {
-            tracing::info!(topic, key = %o.key, "deleting a table metadata object nothing refers to");
-            self.pool().delete(&o).await?;
-            deleted += 1;
-        }
-        Ok(deleted)
+        Ok(doomed)
     }
 }

@@ -87,6 +87,7 @@ const TOPIC_CONFIG_TYPES: &[(&str, i8)] = &[
     ("export.retention.ms", TYPE_LONG),
     ("table.format", TYPE_STRING),
     ("table.partition", TYPE_STRING),
+    ("table.mode", TYPE_STRING),
     ("table.target.file.bytes", TYPE_LONG),
     ("table.snapshot.max.age.ms", TYPE_LONG),
     ("floe.delayed.delivery", TYPE_BOOLEAN),
