@@ -713,3 +713,128 @@ def test_an_external_sql_catalog_follows_every_commit_and_leaves_foreign_ones_al
     for f in admin.delete_topics(["pub"]).values():
         f.result(timeout=30)
     wait_for(lambda: db.row("pub") is None, "the deleted topic's row dropped")
+
+
+UPSERT = {
+    "table.format": "iceberg",
+    "table.mode": "upsert",
+    "cleanup.policy": "compact",
+    "export.index": json.dumps([{"name": "amount", "path": "$.amount", "type": "float64"}]),
+    "export.roll.ms": "300",
+}
+
+
+def produce_keyed(bootstrap, topic, n, start=0):
+    """n records over 40 keys, every 7th a tombstone; returns {(p, o): (key, value)}."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    acked, errors = {}, []
+
+    def done(err, m):
+        if err is not None:
+            errors.append(err)
+        else:
+            acked[(m.partition(), m.offset())] = (m.key(), m.value())
+
+    for i in range(start, start + n):
+        value = None if i % 7 == 3 else json.dumps({"amount": i, "n": i}).encode()
+        p.produce(topic, key=f"acct-{i % 40}".encode(), value=value, on_delivery=done)
+    p.flush(60)
+    assert not errors, errors[:3]
+    assert len(acked) == n
+    return acked
+
+
+def latest_of(records):
+    """What a compacted topic keeps of {(p, o): (key, value)}: per (partition,
+    key) the last (offset, value), none after a tombstone."""
+    out = {}
+    for (p, o), (k, v) in sorted(records.items()):
+        if v is None:
+            out.pop((p, k), None)
+        else:
+            out[(p, k)] = (o, v)
+    return out
+
+
+def keyed_view(rows):
+    """{(partition, key): (offset, value)} of rows (p, key, offset, value); a key twice fails."""
+    view = {}
+    for p, k, o, v in rows:
+        k = bytes(k)
+        assert (p, k) not in view, f"key {(p, k)} twice: offsets {view[(p, k)][0]} and {o}"
+        view[(p, k)] = (o, bytes(v) if v is not None else None)
+    return view
+
+
+def table_view(table, snapshot_id=None):
+    return keyed_view((r["partition"], r["key"], r["offset"], r["value"])
+                      for r in rows_of(table, snapshot_id).values())
+
+
+def test_an_upsert_table_holds_the_latest_value_per_key_like_a_compacted_topic(
+        standalone_factory, kit, floe_bin, monkeypatch):
+    """`table.mode=upsert` on a compacted topic: pyiceberg and DuckDB read one row
+    per key, the latest (a tombstone's key is gone), as a Kafka consumer ends up
+    with; time travel returns the latest as of an older snapshot; a `kill -9`
+    in a commit (after its delete files are written), a compaction and a switch
+    to `append` and back keep that true."""
+    s = standalone_factory(name="upsert", indexer_poll_ms=100)
+    kit.create_topic(s.bootstrap, "accounts", partitions=PARTITIONS, config=UPSERT)
+    acked = {}
+    for r in range(3):
+        acked.update(produce_keyed(s.bootstrap, "accounts", 300, start=r * 300))
+        table = wait_covered(s, kit, "accounts")
+        if r == 0:
+            first = (table.current_snapshot().snapshot_id, latest_of(acked))
+    want = latest_of(acked)
+    assert len(want) < len(acked) - 200, "most records were superseded"
+    assert table_view(table) == want
+    consumed = kit.consume(s.bootstrap, "accounts", partitions=range(PARTITIONS))
+    assert latest_of({(p, o): (k, v) for p, o, k, v, _, _ in consumed}) == want, "what a consumer ends up with"
+    summary = table.current_snapshot().summary
+    props = summary.additional_properties
+    assert props["floe.table-mode"] == "upsert" and int(props["total-position-deletes"]) > 0
+    assert int(props["total-records"]) - int(props["total-position-deletes"]) == len(want)
+    assert summary.operation.value == "overwrite"
+
+    con = duck()
+    rows = con.execute(
+        f"SELECT \"partition\", key, \"offset\", value FROM iceberg_scan('{table.metadata_location}')"
+    ).fetchall()
+    assert keyed_view(rows) == want, "DuckDB applies the position deletes too"
+    amount = con.execute(f"SELECT sum(amount) FROM iceberg_scan('{table.metadata_location}')").fetchone()[0]
+    assert amount == sum(json.loads(v)["amount"] for _, v in want.values())
+    assert table_view(table, first[0]) == first[1], "time travel: the latest as of then"
+
+    # Killed after a commit wrote its delete files, before the pointer moved:
+    # the restarted indexer finds the keys in the table's files again.
+    s.kill9()
+    monkeypatch.setenv("FLOE_TABLE_PAUSE_AT", "manifest-list")
+    s.start()
+    marker = s.log_path.read_text().count("---- start #")
+    acked.update(produce_keyed(s.bootstrap, "accounts", 200, start=900))
+    wait_paused(s, "manifest-list", marker)
+    s.kill9()
+    monkeypatch.delenv("FLOE_TABLE_PAUSE_AT")
+    s.start()
+    acked.update(produce_keyed(s.bootstrap, "accounts", 100, start=1100))
+    assert table_view(wait_covered(s, kit, "accounts")) == latest_of(acked)
+
+    # Every record a row again in append mode; one per key back in upsert.
+    def mode_is(mode):
+        t = catalog(s).load_table((NS, "accounts"))
+        return t if t.current_snapshot().summary.additional_properties.get("floe.table-mode") == mode else None
+
+    alter(s.bootstrap, "accounts", table__mode="append")
+    assert len(rows_of(wait_for(lambda: mode_is(None), "append mode"))) == len(acked)
+    alter(s.bootstrap, "accounts", table__mode="upsert")
+    assert table_view(wait_for(lambda: mode_is("upsert"), "upsert mode")) == latest_of(acked)
+
+    # A compaction moves rows to other files; the deletes move with them.
+    before = len(data_files(catalog(s).load_table((NS, "accounts"))))
+    out = floe_table(floe_bin, s, "compact", "accounts")
+    table = catalog(s).load_table((NS, "accounts"))
+    assert len(data_files(table)) < before, out
+    assert table_view(table) == latest_of(acked)

@@ -980,7 +980,7 @@ async fn an_upsert_table_keeps_the_latest_row_per_key_across_commits_a_restart_a
             for i in 0..10 {
                 n += 1;
                 let key = format!("k{}", (n * 7 + i) % 13).into_bytes();
-                let value = (n % 9 != 0).then(|| format!("v{n}").into_bytes());
+                let value = (!n.is_multiple_of(9)).then(|| format!("v{n}").into_bytes());
                 match &value {
                     Some(v) => env_latest.insert((p as i32, key.clone()), v.clone()),
                     None => env_latest.remove(&(p as i32, key.clone())),
@@ -1035,5 +1035,25 @@ async fn an_upsert_table_keeps_the_latest_row_per_key_across_commits_a_restart_a
     let (rows, deletes) = visible_rows(&env, &ix, "u").await;
     assert_eq!(rows, expect(&latest), "the same rows after the compaction");
     assert!(deletes <= 2, "one set of deletes per spec: {deletes}");
+
+    // A delete file no snapshot names (a commit killed after writing it) is
+    // swept; those the snapshots name stay.
+    let orphan = "tables/u/deletes/orphan.parquet";
+    env.pool
+        .put_at(
+            &EndpointId::new("local"),
+            ObjectKey::new(orphan),
+            Bytes::from_static(b"PAR1").into(),
+        )
+        .await
+        .unwrap();
+    ix.sweep_table("u", Duration::ZERO).await.unwrap();
+    let gone = env
+        .pool
+        .head(&EndpointId::new("local"), &ObjectKey::new(orphan))
+        .await
+        .is_err();
+    assert!(gone, "the orphan delete file is swept");
+    assert_eq!(visible_rows(&env, &ix, "u").await.0, expect(&latest));
     env.shutdown().await;
 }

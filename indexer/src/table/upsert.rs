@@ -65,6 +65,8 @@ pub struct FileRef {
 type RowKey = (i32, Bytes);
 /// A row: its data file and position there.
 pub type Position = (Arc<FileRef>, u64);
+/// A row of a position delete file.
+type PathPos = (Arc<str>, u64);
 
 /// A row of a data file as upserts see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -410,7 +412,7 @@ impl Indexer {
             ..DeleteStats::default()
         };
         // Per spec, per partition value: the rows, sorted and distinct.
-        let mut groups: BTreeMap<i32, Vec<(Struct, Vec<(Arc<str>, u64)>)>> = BTreeMap::new();
+        let mut groups: BTreeMap<i32, Vec<(Struct, Vec<PathPos>)>> = BTreeMap::new();
         for (file, pos) in deleted {
             let by_spec = groups.entry(file.spec_id).or_default();
             match by_spec.iter_mut().find(|(p, _)| *p == file.partition) {
