@@ -193,6 +193,13 @@ fn describe(answer: &Value, snapshots: usize) -> String {
             text(&cur["files"]),
             text(&cur["bytes"])
         );
+        if cur["mode"] == "upsert" {
+            s += &format!(
+                "upsert: {} rows, one per key ({} records superseded, named by position deletes)\n",
+                text(&cur["rows"]),
+                text(&cur["position_deletes"])
+            );
+        }
     }
     s += &format!(
         "\nsnapshots ({} kept, newest first):\n",

@@ -838,3 +838,5 @@ def test_an_upsert_table_holds_the_latest_value_per_key_like_a_compacted_topic(
     table = catalog(s).load_table((NS, "accounts"))
     assert len(data_files(table)) < before, out
     assert table_view(table) == latest_of(acked)
+    described = floe_table(floe_bin, s, "describe", "accounts")
+    assert f"upsert: {len(latest_of(acked))} rows, one per key" in described, described

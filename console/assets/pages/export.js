@@ -74,6 +74,9 @@ function tableDetails(t) {
     h("p", { class: "hint" }, "Served by the indexer's REST catalog under /iceberg; attach pyiceberg, DuckDB, Spark or Trino "
       + "to it (docs/tables.md)."),
     facts([["Records", h("span", { id: "table-records" }, int(cur.records ?? 0))],
+      ["Mode", h("span", { id: "table-mode" }, cur.mode === "upsert"
+        ? `upsert: ${int(cur.rows ?? 0)} rows, one per key (${int(cur.position_deletes ?? 0)} records superseded)`
+        : "append: every record a row")],
       ["Data files", h("span", { id: "table-files" }, int(cur.files ?? 0))],
       ["Bytes", h("span", { id: "table-bytes" }, bytes(cur.bytes ?? 0))],
       ["Snapshots", h("span", { id: "table-snapshot-count" }, int(t.snapshot_count ?? 0))],

@@ -202,11 +202,16 @@ pub fn table_summary(topic: &str, load: &Value, keep: usize) -> Value {
         .iter()
         .find(|s| s["snapshot-id"].as_i64() == current_id)
         .map(|s| {
+            // An upsert table's position deletes each hide one record.
+            let deletes = summary(s, "total-position-deletes").unwrap_or(0);
             json!({
                 "snapshot_id": s["snapshot-id"],
                 "records": summary(s, "total-records"),
                 "files": summary(s, "total-data-files"),
                 "bytes": summary(s, "total-files-size"),
+                "mode": s["summary"]["floe.table-mode"].as_str().unwrap_or("append"),
+                "position_deletes": deletes,
+                "rows": summary(s, "total-records").map(|r| r.saturating_sub(deletes)),
             })
         });
     let snapshots: Vec<Value> = snaps
@@ -369,7 +374,8 @@ mod tests {
         assert_eq!(s["partitioning"][0]["transform"], "day");
         assert_eq!(
             s["current"],
-            json!({"snapshot_id": 8, "records": 5, "files": 2, "bytes": 900})
+            json!({"snapshot_id": 8, "records": 5, "files": 2, "bytes": 900,
+                "mode": "append", "position_deletes": 0, "rows": 5})
         );
         assert_eq!(s["snapshot_count"], 2);
         assert_eq!(
