@@ -3,12 +3,15 @@
 `floe standalone` (the binary of `FLOE_BIN`, else the release build) and:
 
 - **catch-up throughput**: `--records` JSON records of about `--bytes` bytes
-  are produced to two topics with nothing exported; then, `--rounds` times
+  are produced to three topics with nothing exported; then, `--rounds` times
   each, alternating, the topic `plain` (`export.enabled`) is exported from
   the start (a backfill) and the topic `table` (`table.format=iceberg`) is
   exported and committed from the start: records/s and MB/s of log (wall
   clock) until the whole log is in Parquet files, and until the whole log is
   in the table's current snapshot. Medians, and the ratio table / plain;
+  likewise a third topic `upsert`, a table with `table.mode=upsert` (1,000
+  keys: one row per key, the rest superseded by position deletes), against
+  `table`;
 - **steady load**: `--seconds` of 4 KiB records produced at `--rate` MB/s
   (split over `--producers` processes, as close as they get) to a third
   topic, a table with the default roll (30 s) and file size: the lag of the
@@ -205,23 +208,27 @@ def main():
         common = {"export.index": INDEX, "export.roll.ms": "100"}
         topics_admin = cka.AdminClient({"bootstrap.servers": kafka})
         fs = topics_admin.create_topics(
-            [cka.NewTopic(t, PARTITIONS, config=common) for t in ("plain", "table")])
+            [cka.NewTopic(t, PARTITIONS, config=common) for t in ("plain", "table", "upsert")])
         for f in fs.values():
             f.result(timeout=60)
         t0 = time.time()
-        produce(kafka, ["plain", "table"], a.records, a.bytes)
+        produce(kafka, ["plain", "table", "upsert"], a.records, a.bytes)
         log_mb = a.records * (a.bytes + 4) / 1e6
         print(f"produced {a.records:,} records of ~{a.bytes} B to each topic in {time.time() - t0:.1f} s "
               f"({log_mb:.1f} MB of records each)")
         end_plain, end_table = ends(kafka, "plain"), ends(kafka, "table")
-        rates = {"plain": [], "table": []}
+        end_of = {"table": end_table, "upsert": ends(kafka, "upsert")}
+        rates = {"plain": [], "table": [], "upsert": []}
         alter(kafka, "plain", export__enabled="true")
         alter(kafka, "table", table__format="iceberg")
+        alter(kafka, "upsert", table__format="iceberg", table__mode="upsert")
         # The first export of each (both at once) is not counted; then backfills, one at a time.
         wait(lambda: all(exported(admin, "plain")[0].get(p, 0) >= e for p, e in end_plain.items()), "plain")
         wait(lambda: all(table_covered(admin, "table")[0].get(p, 0) >= e for p, e in end_table.items()), "table")
+        wait(lambda: all(table_covered(admin, "upsert")[0].get(p, 0) >= e for p, e in end_of["upsert"].items()),
+             "upsert")
         for r in range(a.rounds):
-            for topic in ("plain", "table"):
+            for topic in ("plain", "table", "upsert"):
                 t0 = time.time()
                 subprocess.run([binary, "indexer", "backfill", "--topic", topic, "--indexer", admin],
                                check=True, stderr=subprocess.DEVNULL)
@@ -231,9 +238,9 @@ def main():
                          "plain")
                 else:
                     def in_table():
-                        offsets, g = table_covered(admin, "table")
-                        return g == gen and all(offsets.get(p, 0) >= e for p, e in end_table.items())
-                    wait(in_table, "table")
+                        offsets, g = table_covered(admin, topic)
+                        return g == gen and all(offsets.get(p, 0) >= e for p, e in end_of[topic].items())
+                    wait(in_table, topic)
                 dt = time.time() - t0
                 rates[topic].append(dt)
                 print(f"round {r + 1}: {topic:5} {a.records / dt:,.0f} records/s, {log_mb / dt:.1f} MB/s ({dt:.2f} s)")
@@ -241,6 +248,8 @@ def main():
         print(f"catch-up (median of {a.rounds}): Parquet export {a.records / med['plain']:,.0f} records/s "
               f"({log_mb / med['plain']:.1f} MB/s); Iceberg table {a.records / med['table']:,.0f} records/s "
               f"({log_mb / med['table']:.1f} MB/s); table / export = {med['plain'] / med['table']:.2f}")
+        print(f"catch-up (median of {a.rounds}): upsert table {a.records / med['upsert']:,.0f} records/s "
+              f"({log_mb / med['upsert']:.1f} MB/s); upsert / append table = {med['table'] / med['upsert']:.2f}")
 
         # Steady load on a table with the default roll and file size.
         topics_admin.create_topics(
