@@ -550,14 +550,14 @@ class SqlCatalogDb:
     """A SQL catalog's database as Floe (`--table-catalog`) and SQLAlchemy
     (pyiceberg's SqlCatalog, and the test's own reads and writes) name it."""
 
-    def __init__(self, floe_uri, sqlalchemy_url):
+    def __init__(self, floe_uri, sqlalchemy_url, **connect_args):
         import sqlalchemy
 
         self.floe_uri = floe_uri
         self.url = sqlalchemy_url
-        self.engine = sqlalchemy.create_engine(sqlalchemy_url)
+        self.engine = sqlalchemy.create_engine(sqlalchemy_url, connect_args=connect_args)
 
-    def row(self, topic):
+    def row(self, topic, catalog_name="floe"):
         """(metadata_location, previous_metadata_location) of `topic`'s row, or
         None (also before Floe created the catalog's tables)."""
         import sqlalchemy
@@ -567,8 +567,8 @@ class SqlCatalogDb:
         with self.engine.connect() as c:
             r = c.execute(sqlalchemy.text(
                 "SELECT metadata_location, previous_metadata_location FROM iceberg_tables "
-                "WHERE catalog_name = 'floe' AND table_namespace = :ns AND table_name = :t"),
-                {"ns": NS, "t": topic}).fetchone()
+                "WHERE catalog_name = :c AND table_namespace = :ns AND table_name = :t"),
+                {"c": catalog_name, "ns": NS, "t": topic}).fetchone()
         return tuple(r) if r else None
 
     def execute(self, statement, **args):
@@ -583,10 +583,14 @@ class SqlCatalogDb:
         return SqlCatalog("floe", uri=self.url)
 
 
-def postgres_server(folder, log):
+def postgres_server(folder, log, tls=None):
     """Starts Debian's PostgreSQL on a Unix socket in `folder` (no TCP port),
-    as the `postgres` user when the tests run as root; returns the process."""
+    as the `postgres` user when the tests run as root; returns the process.
+    With `tls` (certificate and key files), it also listens on a TCP port of
+    127.0.0.1 (`proc.port`) that takes TLS connections only."""
     import pwd
+    import shutil
+    import socket as sockets
     import subprocess
 
     found = sorted(pathlib.Path("/usr/lib/postgresql").glob("*/bin/postgres"))
@@ -601,16 +605,43 @@ def postgres_server(folder, log):
     data = folder / "data"
     subprocess.run(run_as + [str(bindir / "initdb"), "-D", str(data), "-U", "floe", "--auth=trust"],
                    check=True, capture_output=True, timeout=120)
-    proc = subprocess.Popen(run_as + [str(bindir / "postgres"), "-D", str(data), "-k", str(folder),
-                                      "-c", "listen_addresses=", "-c", "fsync=off"],
-                            stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-    socket = folder / ".s.PGSQL.5432"
-    deadline = time.monotonic() + 60
-    while not socket.exists():
-        assert proc.poll() is None, f"postgres exited: {log.name}"
-        assert time.monotonic() < deadline, "postgres did not open its socket"
-        time.sleep(0.1)
-    return proc
+    options = ["-c", "listen_addresses=", "-c", "fsync=off"]
+    if tls:
+        # The server takes its key only from a file of its own, mode 0600.
+        for src, name in ((tls[0], "server.crt"), (tls[1], "server.key")):
+            shutil.copy(src, folder / name)
+            os.chmod(folder / name, 0o600)
+        (data / "pg_hba.conf").write_text("local all all trust\n"
+                                          "hostssl all all 127.0.0.1/32 trust\n"
+                                          "hostnossl all all 127.0.0.1/32 reject\n")
+        if run_as:
+            for f in (folder / "server.crt", folder / "server.key", data / "pg_hba.conf"):
+                os.chown(f, user.pw_uid, user.pw_gid)
+        options = ["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "ssl=on",
+                   "-c", f"ssl_cert_file={folder / 'server.crt'}", "-c", f"ssl_key_file={folder / 'server.key'}"]
+    # PostgreSQL cannot be given port 0: a TCP port is one that was free a
+    # moment ago, and taken again when another process got it first.
+    for _ in range(5):
+        port = 5432
+        if tls:
+            with sockets.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+        proc = subprocess.Popen(run_as + [str(bindir / "postgres"), "-D", str(data), "-k", str(folder),
+                                          "-p", str(port)] + options,
+                                stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        socket = folder / f".s.PGSQL.{port}"
+        deadline = time.monotonic() + 60
+        while not socket.exists() and proc.poll() is None:
+            assert time.monotonic() < deadline, "postgres did not open its socket"
+            time.sleep(0.1)
+        if proc.poll() is None:
+            proc.port = port
+            return proc
+        log.flush()
+        if "could not bind" not in pathlib.Path(log.name).read_text():
+            pytest.fail(f"postgres exited: {log.name}")
+    pytest.fail(f"postgres found no free port: {log.name}")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -840,3 +871,65 @@ def test_an_upsert_table_holds_the_latest_value_per_key_like_a_compacted_topic(
     assert table_view(table) == latest_of(acked)
     described = floe_table(floe_bin, s, "describe", "accounts")
     assert f"upsert: {len(latest_of(acked))} rows, one per key" in described, described
+
+
+def test_the_sql_catalog_on_postgresql_over_tls_checks_the_server_certificate(
+        standalone_factory, kit, floe_bin, tmp_path):
+    """`--table-catalog postgresql://…?sslmode=…&sslrootcert=…` against a real
+    PostgreSQL that takes TLS connections only: `verify-full` with the right CA
+    publishes; `verify-ca` publishes to a server whose certificate names
+    another host, which `verify-full` refuses; a certificate of another CA is
+    refused; `require` publishes without a CA; `disable` is turned away by
+    the server. Refusals are counted as the catalog being unavailable."""
+    import shutil
+    import ssl
+    import subprocess
+    import tempfile
+
+    ca, other = tmp_path / "ca", tmp_path / "other"
+    for out in (ca, other):
+        subprocess.run([floe_bin, "certs", "ca", "--out", str(out)], check=True, capture_output=True)
+    # A cluster identity's certificate serves TLS (the name matters not).
+    subprocess.run([floe_bin, "certs", "issue", "proxy", "--ca-dir", str(ca), "--out", str(ca),
+                    "--host", "127.0.0.1"], check=True, capture_output=True)
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="floe-pg-tls-"))
+    with open(tmp_path / "postgres.log", "w") as log:
+        proc = postgres_server(folder, log, tls=(ca / "proxy.pem", ca / "proxy.key"))
+        try:
+            at = f"127.0.0.1:{proc.port}"
+            # The test's own reads go over TLS too (the server takes nothing else).
+            db = SqlCatalogDb(None, f"postgresql+pg8000://floe@{at}/postgres",
+                              ssl_context=ssl.create_default_context(cafile=str(ca / "ca.pem")))
+            elsewhere = f"postgresql://floe@db.invalid:{proc.port}/postgres?hostaddr=127.0.0.1"
+            cases = [
+                ("verify_full", f"postgresql://floe@{at}/postgres?sslmode=verify-full&sslrootcert={ca}/ca.pem", True),
+                ("verify_ca", f"{elsewhere}&sslmode=verify-ca&sslrootcert={ca}/ca.pem", True),
+                ("wrong_name", f"{elsewhere}&sslmode=verify-full&sslrootcert={ca}/ca.pem", False),
+                ("other_ca", f"postgresql://floe@{at}/postgres?sslmode=verify-full&sslrootcert={other}/ca.pem",
+                 False),
+                ("require", f"postgresql://floe@{at}/postgres?sslmode=require", True),
+                ("disable", f"postgresql://floe@{at}/postgres?sslmode=disable", False),
+            ]
+            for name, uri, published in cases:
+                s = standalone_factory(name=f"tls-{name}", indexer_poll_ms=100, table_catalog=uri,
+                                       table_catalog_name=name)
+                kit.create_topic(s.bootstrap, "t", partitions=PARTITIONS, config=CONFIG)
+                produce(s.bootstrap, "t", 20)
+                wait_covered(s, kit, "t")
+                if published:
+                    wait_for(lambda: db.row("t", catalog_name=name), f"{name}: the row published")
+                else:
+                    wait_for(lambda: s.metric("floe_indexer_catalog_errors_total", '{reason="unavailable"}') > 0,
+                             f"{name}: the catalog refused")
+                    assert db.row("t", catalog_name=name) is None, name
+                    assert s.metric("floe_indexer_catalog_publishes_total") == 0, name
+                s.stop()
+            db.engine.dispose()
+        finally:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(30)
+            except Exception:
+                proc.kill()
+                proc.wait()
+            shutil.rmtree(folder, ignore_errors=True)

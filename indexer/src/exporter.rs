@@ -374,10 +374,14 @@ impl Indexer {
         };
         let mut first_err = None;
         let mut tables: HashSet<String> = HashSet::new();
+        let mut upserts: HashSet<&str> = HashSet::new();
         for t in &topics {
             let settings = ExportSettings::from_topic(t);
             if settings.enabled && settings.table {
                 tables.insert(t.name.clone());
+            }
+            if settings.table && settings.upsert {
+                upserts.insert(&t.name);
             }
             if !settings.enabled {
                 continue;
@@ -402,6 +406,8 @@ impl Indexer {
                 }
             }
         }
+        // The key maps of tables that are gone, or no longer upsert tables.
+        lock(&self.inner.key_maps).retain(|topic, _| upserts.contains(topic.as_str()));
         self.unpublish_gone_now_and_then(tables).await;
         first_err.map_or(Ok(()), Err)
     }

@@ -7,7 +7,8 @@
 //! catalog API; [`schema`] maps a topic's columns to an Iceberg schema;
 //! [`compact`] rewrites a partition's small files of an hour into one;
 //! [`external`] publishes each table to an external SQL catalog
-//! ([`sql_catalog`]: SQLite or PostgreSQL) as well;
+//! ([`sql_catalog`]: SQLite or PostgreSQL, over TLS as [`pg_tls`] sets
+//! it up) as well; [`upsert`] keeps one row per key by position deletes;
 //! `sweep` deletes the table's metadata objects nothing refers to, and the
 //! data files no kept snapshot names.
 //! The design is described in `docs/tables.md`.
@@ -16,6 +17,7 @@ pub mod catalog;
 pub mod commit;
 pub mod compact;
 pub mod external;
+pub mod pg_tls;
 pub mod schema;
 pub mod sql_catalog;
 mod sweep;

@@ -16,6 +16,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{ErrorKind, IndexerError, Result};
 use crate::table::catalog::NAMESPACE;
+use crate::table::pg_tls;
 
 /// How long a SQLite statement waits for another process's lock on the
 /// database (a reader's, or a second indexer's) before it fails.
@@ -86,6 +87,9 @@ enum Backend {
     /// Connected on first use, and again after an error.
     Postgres {
         config: Box<tokio_postgres::Config>,
+        /// TLS, as the URI's `sslmode` asks (`super::pg_tls`).
+        tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
+        mode: pg_tls::Mode,
         client: tokio::sync::Mutex<Option<tokio_postgres::Client>>,
     },
 }
@@ -96,11 +100,12 @@ impl std::fmt::Debug for SqlCatalog {
         let mut d = f.debug_struct("SqlCatalog");
         match &self.backend {
             Backend::Sqlite { path, .. } => d.field("sqlite", path),
-            Backend::Postgres { config, .. } => d
+            Backend::Postgres { config, mode, .. } => d
                 .field("hosts", &config.get_hosts())
                 .field("ports", &config.get_ports())
                 .field("user", &config.get_user())
-                .field("dbname", &config.get_dbname()),
+                .field("dbname", &config.get_dbname())
+                .field("sslmode", mode),
         };
         d.field("name", &self.name).finish()
     }
@@ -115,8 +120,8 @@ impl SqlCatalog {
     /// `sqlite:PATH` (`sqlite:///abs/catalog.db`, `sqlite:/abs/catalog.db`
     /// or `sqlite:relative.db`), or `postgresql://user:password@host:port/db`
     /// (libpq's URI; a Unix socket's folder as `host=/run/postgresql` in
-    /// its query). Connections to PostgreSQL are not encrypted: a URI
-    /// asking for TLS (`sslmode=require`) is refused.
+    /// its query), with libpq's `sslmode` (`disable`, `prefer`, `require`,
+    /// `verify-ca`, `verify-full`) and `sslrootcert` ([`pg_tls`]).
     pub fn parse(uri: &str, name: &str) -> Result<Self> {
         if name.is_empty() {
             return Err(IndexerError::invalid("the table catalog's name is empty"));
@@ -137,15 +142,20 @@ impl SqlCatalog {
             Some(("postgresql" | "postgres", _)) => {
                 // The error may quote the URI: it is not repeated here,
                 // since it may hold a password.
-                let mut config: tokio_postgres::Config = uri.parse().map_err(|e| {
+                let (plain, wanted) = pg_tls::split(uri)?;
+                let mut config: tokio_postgres::Config = plain.parse().map_err(|e| {
                     IndexerError::invalid(format!("table catalog: not a PostgreSQL URI: {e}"))
                 })?;
-                if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
-                    return Err(IndexerError::invalid(
-                        "table catalog: TLS to PostgreSQL is not built yet (sslmode=require); \
-                         reach it on a private network with sslmode=disable, or use a SQLite catalog",
-                    ));
-                }
+                let tls = match wanted.connector()? {
+                    Some((mode, connector)) => {
+                        config.ssl_mode(mode);
+                        Some(connector)
+                    }
+                    None => {
+                        config.ssl_mode(tokio_postgres::config::SslMode::Disable);
+                        None
+                    }
+                };
                 if config.get_dbname().is_none() {
                     return Err(IndexerError::invalid(
                         "table catalog: the PostgreSQL URI names no database",
@@ -157,6 +167,8 @@ impl SqlCatalog {
                 config.application_name("floe-indexer");
                 Backend::Postgres {
                     config: Box::new(config),
+                    tls,
+                    mode: wanted.mode,
                     client: tokio::sync::Mutex::new(None),
                 }
             }
@@ -328,12 +340,18 @@ impl SqlCatalog {
         args: &[&(dyn tokio_postgres::types::ToSql + Sync)],
         want: Query,
     ) -> Result<Answer> {
-        let Backend::Postgres { config, client } = &self.backend else {
+        let Backend::Postgres {
+            config,
+            tls,
+            client,
+            ..
+        } = &self.backend
+        else {
             return Err(unavailable("not a PostgreSQL catalog"));
         };
         let mut guard = client.lock().await;
         if guard.as_ref().is_none_or(|c| c.is_closed()) {
-            *guard = Some(connect_postgres(config, &self.name).await?);
+            *guard = Some(connect_postgres(config, tls.as_ref(), &self.name).await?);
         }
         let Some(c) = guard.as_ref() else {
             return Err(unavailable("no connection"));
@@ -394,17 +412,27 @@ fn open_sqlite(path: &std::path::Path, name: &str) -> rusqlite::Result<Connectio
 /// creates the catalog's tables and Floe's namespace, where missing.
 async fn connect_postgres(
     config: &tokio_postgres::Config,
+    tls: Option<&tokio_postgres_rustls::MakeRustlsConnect>,
     name: &str,
 ) -> Result<tokio_postgres::Client> {
-    let (client, connection) = config
-        .connect(tokio_postgres::NoTls)
-        .await
-        .map_err(unavailable)?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!(error = %e, "SQL catalog connection ended");
+    let ended = |e: tokio_postgres::Error| {
+        tracing::debug!(error = %e, "SQL catalog connection ended");
+    };
+    let client = match tls {
+        Some(tls) => {
+            let (client, connection) = config.connect(tls.clone()).await.map_err(unavailable)?;
+            tokio::spawn(async move { connection.await.map_err(ended) });
+            client
         }
-    });
+        None => {
+            let (client, connection) = config
+                .connect(tokio_postgres::NoTls)
+                .await
+                .map_err(unavailable)?;
+            tokio::spawn(async move { connection.await.map_err(ended) });
+            client
+        }
+    };
     client.batch_execute(SCHEMA).await.map_err(unavailable)?;
     client
         .execute(SQL.namespace, &[&name, &NAMESPACE])
@@ -445,9 +473,10 @@ mod tests {
             ("mysql://h/db", "\"mysql\" scheme is not supported"),
             ("/tmp/c.db", "not a URI"),
             ("sqlite:", "names no file"),
+            ("postgresql://u@h/db?sslmode=allow", "not one of"),
             (
-                "postgresql://u@h/db?sslmode=require",
-                "TLS to PostgreSQL is not built yet",
+                "postgresql://u@h/db?sslmode=verify-full&sslrootcert=/nonexistent.pem",
+                "sslrootcert /nonexistent.pem",
             ),
             ("postgresql://u@h", "names no database"),
             ("postgresql://u@h/db?nonsense=1", "not a PostgreSQL URI"),

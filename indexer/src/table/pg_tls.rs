@@ -1,0 +1,357 @@
+//! TLS to the SQL catalog's PostgreSQL, as libpq's `sslmode` and
+//! `sslrootcert` ask for it in the catalog's URI.
+//!
+//! | `sslmode` | TLS | the server's certificate |
+//! |---|---|---|
+//! | `disable` (or none given) | no | — |
+//! | `prefer` | when the server offers it | as `require` |
+//! | `require` | yes | not checked; with `sslrootcert`, as `verify-ca` (libpq does the same) |
+//! | `verify-ca` | yes | signed by `sslrootcert`'s CAs (or the system's) |
+//! | `verify-full` | yes | that, and made out to the host connected to |
+//!
+//! `sslrootcert` is a PEM file of CA certificates, or `system` for the
+//! system's trust store (also what `verify-*` use without it). tokio-postgres
+//! knows only the first three modes and no `sslrootcert`: both are taken out
+//! of the URI here, and the connector (rustls, with the aws-lc provider the
+//! rest of Floe uses) is built from them. The handshake's signatures are
+//! checked in every mode.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use tokio_postgres::config::SslMode;
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+use crate::error::{IndexerError, Result};
+
+/// libpq's `sslmode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Disable,
+    Prefer,
+    Require,
+    VerifyCa,
+    VerifyFull,
+}
+
+/// Where the CA certificates come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Roots {
+    /// The system's trust store.
+    System,
+    /// A PEM file.
+    File(PathBuf),
+}
+
+/// What a catalog URI asks of TLS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wanted {
+    pub mode: Mode,
+    pub roots: Option<Roots>,
+}
+
+/// `uri` without its `sslmode` and `sslrootcert` parameters (what
+/// tokio-postgres parses), and what they asked for.
+pub fn split(uri: &str) -> Result<(String, Wanted)> {
+    let mut wanted = Wanted {
+        mode: Mode::Disable,
+        roots: None,
+    };
+    let Some((base, query)) = uri.split_once('?') else {
+        return Ok((uri.to_string(), wanted));
+    };
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let Some((key, value)) = url::form_urlencoded::parse(pair.as_bytes()).next() else {
+            continue;
+        };
+        match &*key {
+            "sslmode" => {
+                wanted.mode = match &*value {
+                    "disable" => Mode::Disable,
+                    "prefer" => Mode::Prefer,
+                    "require" => Mode::Require,
+                    "verify-ca" => Mode::VerifyCa,
+                    "verify-full" => Mode::VerifyFull,
+                    other => {
+                        return Err(IndexerError::invalid(format!(
+                            "table catalog: sslmode {other:?} is not one of disable, prefer, \
+                             require, verify-ca, verify-full"
+                        )));
+                    }
+                }
+            }
+            "sslrootcert" => {
+                wanted.roots = Some(if value == "system" {
+                    Roots::System
+                } else {
+                    Roots::File(PathBuf::from(&*value))
+                })
+            }
+            "sslcert" | "sslkey" | "sslpassword" => {
+                return Err(IndexerError::invalid(format!(
+                    "table catalog: client certificates to PostgreSQL ({key}) are not supported; \
+                     authenticate with a password in the URI"
+                )));
+            }
+            _ => kept.push(pair),
+        }
+    }
+    let uri = if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    Ok((uri, wanted))
+}
+
+impl Wanted {
+    /// tokio-postgres's mode and the connector, or `None` without TLS.
+    /// Reads `sslrootcert` (so that a missing or empty file is an error at
+    /// start, not at the first commit).
+    pub fn connector(&self) -> Result<Option<(SslMode, MakeRustlsConnect)>> {
+        let mode = match self.mode {
+            Mode::Disable => return Ok(None),
+            Mode::Prefer => SslMode::Prefer,
+            _ => SslMode::Require,
+        };
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let check = match (self.mode, &self.roots) {
+            (Mode::Prefer | Mode::Require, None) => Check::Nothing,
+            (Mode::VerifyFull, roots) => Check::Full(self.roots(roots.as_ref())?),
+            (_, roots) => Check::Ca(self.roots(roots.as_ref())?),
+        };
+        let verifier: Arc<dyn ServerCertVerifier> = match check {
+            Check::Nothing => Arc::new(Unverified(provider.clone())),
+            Check::Ca(roots) | Check::Full(roots) => {
+                let webpki =
+                    WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                        .build()
+                        .map_err(|e| IndexerError::invalid(format!("table catalog TLS: {e}")))?;
+                if self.mode == Mode::VerifyFull {
+                    webpki
+                } else {
+                    Arc::new(AnyName(webpki))
+                }
+            }
+        };
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| IndexerError::invalid(format!("table catalog TLS: {e}")))?
+            .dangerous()
+            .with_custom_certificate_verifier(verifier)
+            .with_no_client_auth();
+        Ok(Some((mode, MakeRustlsConnect::new(config))))
+    }
+
+    fn roots(&self, roots: Option<&Roots>) -> Result<RootCertStore> {
+        let mut store = RootCertStore::empty();
+        match roots.unwrap_or(&Roots::System) {
+            Roots::System => {
+                let found = rustls_native_certs::load_native_certs();
+                store.add_parsable_certificates(found.certs);
+            }
+            Roots::File(path) => {
+                let pem = std::fs::read(path).map_err(|e| {
+                    IndexerError::invalid(format!(
+                        "table catalog: sslrootcert {}: {e}",
+                        path.display()
+                    ))
+                })?;
+                for cert in CertificateDer::pem_slice_iter(&pem) {
+                    let cert = cert.map_err(|e| {
+                        IndexerError::invalid(format!(
+                            "table catalog: sslrootcert {}: {e}",
+                            path.display()
+                        ))
+                    })?;
+                    store.add(cert).map_err(|e| {
+                        IndexerError::invalid(format!(
+                            "table catalog: sslrootcert {}: {e}",
+                            path.display()
+                        ))
+                    })?;
+                }
+            }
+        }
+        if store.is_empty() {
+            return Err(IndexerError::invalid(format!(
+                "table catalog: sslmode={} found no CA certificate in {}",
+                match self.mode {
+                    Mode::VerifyFull => "verify-full",
+                    Mode::VerifyCa => "verify-ca",
+                    _ => "require",
+                },
+                match roots {
+                    Some(Roots::File(p)) => p.display().to_string(),
+                    _ => "the system's trust store (give sslrootcert=FILE)".to_string(),
+                }
+            )));
+        }
+        Ok(store)
+    }
+}
+
+enum Check {
+    Nothing,
+    Ca(RootCertStore),
+    Full(RootCertStore),
+}
+
+/// `require` without CA certificates: the server's certificate is not
+/// checked (as libpq does); the handshake's signatures are.
+#[derive(Debug)]
+struct Unverified(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for Unverified {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// `verify-ca`: the chain is checked, the name the certificate is made
+/// out to is not.
+#[derive(Debug)]
+struct AnyName(Arc<WebPkiServerVerifier>);
+
+impl ServerCertVerifier for AnyName {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+        {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn libpq_tls_parameters_leave_the_uri_and_say_what_is_wanted() {
+        let (uri, w) = split(
+            "postgresql://u:p@db:5432/lake?sslmode=verify-full&application_name=x&sslrootcert=%2Fetc%2Fca.pem",
+        )
+        .unwrap();
+        assert_eq!(uri, "postgresql://u:p@db:5432/lake?application_name=x");
+        assert_eq!(w.mode, Mode::VerifyFull);
+        assert_eq!(w.roots, Some(Roots::File("/etc/ca.pem".into())));
+        let (uri, w) = split("postgresql://db/lake?sslmode=require").unwrap();
+        assert_eq!(
+            (uri.as_str(), w.mode),
+            ("postgresql://db/lake", Mode::Require)
+        );
+        let (_, w) = split("postgresql://db/lake?host=/run/pg&sslrootcert=system").unwrap();
+        assert_eq!(
+            (w.mode, w.roots.clone()),
+            (Mode::Disable, Some(Roots::System))
+        );
+        assert!(
+            split("postgresql://db/lake?sslmode=allow")
+                .unwrap_err()
+                .message
+                .contains("not one of")
+        );
+        assert!(
+            split("postgresql://db/lake?sslcert=/c.pem")
+                .unwrap_err()
+                .message
+                .contains("client certificates")
+        );
+        // Without TLS, no connector; with it, a connector in each mode.
+        assert!(w.connector().unwrap().is_none());
+        let require = Wanted {
+            mode: Mode::Require,
+            roots: None,
+        };
+        assert!(matches!(
+            require.connector().unwrap(),
+            Some((SslMode::Require, _))
+        ));
+        let missing = Wanted {
+            mode: Mode::VerifyFull,
+            roots: Some(Roots::File("/nonexistent/ca.pem".into())),
+        };
+        let e = missing.connector().err().unwrap();
+        assert!(e.message.contains("/nonexistent/ca.pem"), "{}", e.message);
+    }
+}
