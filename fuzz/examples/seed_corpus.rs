@@ -876,6 +876,21 @@ fn indexer_inputs(root: &Path) -> AnyResult<()> {
     };
     let file = floe_indexer::columns::write_file(0, &records, &def, &opts)?;
     write(&d, "parquet", &with(2, &file))?;
+    write(&d, "upsert-data", &with(5, &file))?;
+    let deletes = floe_indexer::table::upsert::position_delete_parquet(&[
+        ("file:///d/exports/t/0-a.parquet", 0),
+        ("file:///d/exports/t/0-a.parquet", 7),
+        ("file:///d/exports/t/0-b.parquet", 2),
+    ])?;
+    write(&d, "position-deletes", &with(5, &deletes))?;
+    write(
+        &d,
+        "catalog-uri",
+        &with(
+            5,
+            b"postgresql://floe:pw@db:5432/lake?sslmode=verify-ca&sslrootcert=%2Fetc%2Fca.pem&hostaddr=127.0.0.1",
+        ),
+    )?;
     write(
         &d,
         "query",

@@ -2,8 +2,9 @@
 //! (topic config), record values run through a definition into a Parquet
 //! file, Parquet files searched by key and time (a corrupt or hostile file in
 //! the store), query parameters, and an Iceberg table's metadata file,
-//! manifest list and manifest as a commit reads them from the store. The
-//! first byte picks which. Nothing may panic, with two exceptions that are
+//! manifest list and manifest as a commit reads them from the store; an
+//! upsert table's reads of a data file's keys and of a position delete file,
+//! and a SQL catalog URI's TLS parameters. The first byte picks which. Nothing may panic, with two exceptions that are
 //! caught and turned into errors, so the harness lets them unwind:
 //! `search_file` catches a panic inside the parquet/arrow reader (which
 //! asserts on some malformed page data), and the table decoders one inside
@@ -69,7 +70,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&sel, body)) = data.split_first() else {
         return;
     };
-    match sel % 5 {
+    match sel % 6 {
         0 => {
             let text = String::from_utf8_lossy(body);
             let _ = parse_path(&text);
@@ -140,6 +141,16 @@ fuzz_target!(|data: &[u8]| {
                 iceberg::spec::FormatVersion::V2,
             );
             let _ = floe_indexer::table::commit::parse_manifest(body);
+        }
+        5 => {
+            use floe_indexer::table::{pg_tls, upsert};
+            let bytes = Bytes::copy_from_slice(body);
+            // The seed files hold 40 rows and 3 deletes; the manifest entry
+            // says how many a file must have.
+            let _ = upsert::rows_of_parquet(bytes.clone(), "fuzz", 40);
+            let _ = upsert::positions_of_parquet(bytes, "fuzz", 3);
+            // Only the split: the connector reads the files the URI names.
+            let _ = pg_tls::split(&String::from_utf8_lossy(body));
         }
         _ => {
             let text = String::from_utf8_lossy(body);

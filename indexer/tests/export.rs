@@ -916,8 +916,9 @@ async fn visible_rows(
             delete_manifests += 1;
             for e in live {
                 let bytes = read(e.data_file().file_path().to_string()).await;
+                let rows = e.data_file().record_count();
                 for (path, pos) in
-                    floe_indexer::table::upsert::positions_of_parquet(bytes, "d").unwrap()
+                    floe_indexer::table::upsert::positions_of_parquet(bytes, "d", rows).unwrap()
                 {
                     deleted.insert((path, pos));
                 }

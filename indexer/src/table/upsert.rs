@@ -164,10 +164,43 @@ fn entry(spec_id: i32, df: &DataFile) -> Result<Entry> {
     Ok((file, order, df.record_count()))
 }
 
-/// The rows of a data file's `key` and `value` columns.
-pub fn rows_of_parquet(bytes: Bytes, what: &str) -> Result<Vec<Row>> {
+/// Runs a reader of a stored Parquet file, which may be damaged: the
+/// parquet/arrow reader panics on some malformed pages (fuzzing found
+/// such), and that is an error about the file.
+fn guarded<T>(what: &str, read: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|_| {
+        Err(IndexerError::corrupt(format!(
+            "{what}: not a readable Parquet file (its reader gave up)"
+        )))
+    })
+}
+
+/// A reader of `bytes` whose footer says it holds `rows` rows (what its
+/// manifest entry says), or an error: a footer claiming more is not read.
+fn reader_of(
+    bytes: Bytes,
+    what: &str,
+    rows: u64,
+) -> Result<ParquetRecordBatchReaderBuilder<Bytes>> {
+    let b = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .map_err(|e| IndexerError::corrupt(format!("{what}: {e}")))?;
+    let claimed = b.metadata().file_metadata().num_rows();
+    if u64::try_from(claimed).ok() != Some(rows) {
+        return Err(IndexerError::corrupt(format!(
+            "{what} holds {claimed} rows, its manifest entry says {rows}"
+        )));
+    }
+    Ok(b)
+}
+
+/// The rows of a data file's `key` and `value` columns (`rows` of them).
+pub fn rows_of_parquet(bytes: Bytes, what: &str, rows: u64) -> Result<Vec<Row>> {
+    guarded(what, || read_rows(bytes, what, rows))
+}
+
+fn read_rows(bytes: Bytes, what: &str, count: u64) -> Result<Vec<Row>> {
     let bad = |e: &dyn std::fmt::Display| IndexerError::corrupt(format!("{what}: {e}"));
-    let b = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| bad(&e))?;
+    let b = reader_of(bytes, what, count)?;
     let mask = ProjectionMask::columns(b.parquet_schema(), [COL_KEY, COL_VALUE]);
     let mut rows = Vec::new();
     for batch in b.with_projection(mask).build().map_err(|e| bad(&e))? {
@@ -191,10 +224,15 @@ pub fn rows_of_parquet(bytes: Bytes, what: &str) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
-/// The (`file_path`, `pos`) rows of a position delete file.
-pub fn positions_of_parquet(bytes: Bytes, what: &str) -> Result<Vec<(String, u64)>> {
+/// The (`file_path`, `pos`) rows of a position delete file (`rows` of
+/// them).
+pub fn positions_of_parquet(bytes: Bytes, what: &str, rows: u64) -> Result<Vec<(String, u64)>> {
+    guarded(what, || read_positions(bytes, what, rows))
+}
+
+fn read_positions(bytes: Bytes, what: &str, rows: u64) -> Result<Vec<(String, u64)>> {
     let bad = |e: &dyn std::fmt::Display| IndexerError::corrupt(format!("{what}: {e}"));
-    let b = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| bad(&e))?;
+    let b = reader_of(bytes, what, rows)?;
     let mut out = Vec::new();
     for batch in b.build().map_err(|e| bad(&e))? {
         let batch = batch.map_err(|e| bad(&e))?;
@@ -274,8 +312,8 @@ pub(crate) struct UpsertDone {
 
 impl Indexer {
     /// The rows of the data file at `uri`.
-    async fn data_rows(&self, uri: &str) -> Result<Vec<Row>> {
-        rows_of_parquet(self.read_uri(uri).await?, uri)
+    async fn data_rows(&self, uri: &str, rows: u64) -> Result<Vec<Row>> {
+        rows_of_parquet(self.read_uri(uri).await?, uri, rows)
     }
 
     /// The live entries of the data manifests among `manifests`, each with
@@ -304,7 +342,7 @@ impl Indexer {
         mut deleted: Option<&mut Vec<Position>>,
     ) -> Result<()> {
         for (file, (partition, _), count) in files {
-            let rows = self.data_rows(&file.uri).await?;
+            let rows = self.data_rows(&file.uri, *count).await?;
             if rows.len() as u64 != *count {
                 return Err(IndexerError::corrupt(format!(
                     "data file {} has {} rows, its manifest entry says {count}",
@@ -371,6 +409,7 @@ impl Indexer {
                         let rows = positions_of_parquet(
                             self.read_uri(df.file_path()).await?,
                             df.file_path(),
+                            df.record_count(),
                         )?;
                         for (path, pos) in rows {
                             let file = Arc::new(FileRef {
@@ -543,7 +582,9 @@ mod tests {
     fn position_delete_files_round_trip_with_the_reserved_field_ids() {
         let bytes =
             position_delete_parquet(&[("s3://b/a.parquet", 3), ("s3://b/b.parquet", 0)]).unwrap();
-        let rows = positions_of_parquet(Bytes::from(bytes.clone()), "d").unwrap();
+        let rows = positions_of_parquet(Bytes::from(bytes.clone()), "d", 2).unwrap();
+        let wrong = positions_of_parquet(Bytes::from(bytes.clone()), "d", 3).unwrap_err();
+        assert!(wrong.message.contains("holds 2 rows"), "{}", wrong.message);
         assert_eq!(
             rows,
             vec![
@@ -563,7 +604,7 @@ mod tests {
             vec![Some(FILE_PATH_ID.to_string()), Some(POS_ID.to_string())]
         );
         assert_eq!(
-            rows_of_parquet(Bytes::from_static(b"not parquet"), "x")
+            rows_of_parquet(Bytes::from_static(b"not parquet"), "x", 0)
                 .unwrap_err()
                 .kind,
             crate::error::ErrorKind::Corrupt
