@@ -95,7 +95,8 @@ MATRIX = {
     "grafana-dashboards": {
         "metrics": {"serviceMonitor": {"enabled": True},
                     "dashboards": {"enabled": True, "annotations": {"grafana_folder": "Floe"}}}},
-    "table-catalog-postgresql": {"indexer": {"tableCatalog": {"existingSecret": "lake-catalog", "name": "lake"}}},
+    "table-catalog-postgresql": {"indexer": {"tableCatalog": {"existingSecret": "lake-catalog", "name": "lake",
+                                                              "caSecret": "lake-db-ca"}}},
 }
 
 
@@ -215,6 +216,21 @@ def test_the_sql_catalog_uri_reaches_the_indexer_from_its_secret_alone():
         "secretKeyRef": {"name": "lake-catalog", "key": "uri"}}}
     assert env["FLOE_TABLE_CATALOG_NAME"]["value"] == "lake"
     assert "FLOE_TABLE_CATALOG" not in env_of({})
+    # The database's CA, for sslrootcert=/etc/floe/table-catalog-ca/ca.crt.
+    for values, secured in ((MATRIX["table-catalog-postgresql"], False), (MATRIX["internal-tls-cert-manager-sasl-ssl"], True)):
+        values = {**values, "indexer": {"tableCatalog": {"existingSecret": "c", "caSecret": "lake-db-ca"}}}
+        _, objects = render(values)
+        [(o, pod, c)] = [t for t in floe_containers(objects) if t[0]["metadata"]["name"].endswith("-indexer")]
+        mounts = {m["name"]: m for m in c["volumeMounts"]}
+        assert mounts["table-catalog-ca"] == {"name": "table-catalog-ca", "mountPath": "/etc/floe/table-catalog-ca",
+                                              "readOnly": True}
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert volumes["table-catalog-ca"]["secret"] == {
+            "secretName": "lake-db-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]}
+        assert (len(mounts) > 1) == secured, "the cluster's own mounts stay"
+    _, plain = render({})
+    [(_, pod, c)] = [t for t in floe_containers(plain) if t[0]["metadata"]["name"].endswith("-indexer")]
+    assert "volumeMounts" not in c and "volumes" not in pod
 
 
 def test_pods_are_locked_down_and_probed():
