@@ -77,7 +77,8 @@ pub struct IndexerTuning {
     /// well, beside Floe's own REST catalog (the tables pyiceberg's
     /// SqlCatalog and Iceberg's JDBC catalog use): sqlite:PATH, or
     /// postgresql://user:password@host:port/database (TLS with libpq's
-    /// ?sslmode=require|verify-ca|verify-full and sslrootcert=FILE).
+    /// ?sslmode=require|verify-ca|verify-full, sslrootcert=FILE,
+    /// sslcert=FILE and sslkey=FILE).
     // Its value may hold a password: `--help` does not show the variable's.
     #[arg(long, env = "FLOE_TABLE_CATALOG", hide_env_values = true)]
     pub table_catalog: Option<String>,

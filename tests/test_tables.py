@@ -586,8 +586,9 @@ class SqlCatalogDb:
 def postgres_server(folder, log, tls=None):
     """Starts Debian's PostgreSQL on a Unix socket in `folder` (no TCP port),
     as the `postgres` user when the tests run as root; returns the process.
-    With `tls` (certificate and key files), it also listens on a TCP port of
-    127.0.0.1 (`proc.port`) that takes TLS connections only."""
+    With `tls` (certificate, key and CA files), it also listens on a TCP port
+    of 127.0.0.1 (`proc.port`) that takes TLS connections only, the user
+    `certuser` by a client certificate of that CA."""
     import pwd
     import shutil
     import socket as sockets
@@ -608,17 +609,19 @@ def postgres_server(folder, log, tls=None):
     options = ["-c", "listen_addresses=", "-c", "fsync=off"]
     if tls:
         # The server takes its key only from a file of its own, mode 0600.
-        for src, name in ((tls[0], "server.crt"), (tls[1], "server.key")):
+        for src, name in ((tls[0], "server.crt"), (tls[1], "server.key"), (tls[2], "root.crt")):
             shutil.copy(src, folder / name)
             os.chmod(folder / name, 0o600)
         (data / "pg_hba.conf").write_text("local all all trust\n"
+                                          "hostssl all certuser 127.0.0.1/32 cert\n"
                                           "hostssl all all 127.0.0.1/32 trust\n"
                                           "hostnossl all all 127.0.0.1/32 reject\n")
         if run_as:
-            for f in (folder / "server.crt", folder / "server.key", data / "pg_hba.conf"):
+            for f in (folder / "server.crt", folder / "server.key", folder / "root.crt", data / "pg_hba.conf"):
                 os.chown(f, user.pw_uid, user.pw_gid)
         options = ["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "ssl=on",
-                   "-c", f"ssl_cert_file={folder / 'server.crt'}", "-c", f"ssl_key_file={folder / 'server.key'}"]
+                   "-c", f"ssl_cert_file={folder / 'server.crt'}", "-c", f"ssl_key_file={folder / 'server.key'}",
+                   "-c", f"ssl_ca_file={folder / 'root.crt'}"]
     # PostgreSQL cannot be given port 0: a TCP port is one that was free a
     # moment ago, and taken again when another process got it first.
     for _ in range(5):
@@ -880,7 +883,9 @@ def test_the_sql_catalog_on_postgresql_over_tls_checks_the_server_certificate(
     publishes; `verify-ca` publishes to a server whose certificate names
     another host, which `verify-full` refuses; a certificate of another CA is
     refused; `require` publishes without a CA; `disable` is turned away by
-    the server. Refusals are counted as the catalog being unavailable."""
+    the server; a user the server knows by its client certificate publishes
+    with `sslcert`/`sslkey` and is turned away without. Refusals are counted
+    as the catalog being unavailable."""
     import shutil
     import ssl
     import subprocess
@@ -892,16 +897,24 @@ def test_the_sql_catalog_on_postgresql_over_tls_checks_the_server_certificate(
     # A cluster identity's certificate serves TLS (the name matters not).
     subprocess.run([floe_bin, "certs", "issue", "proxy", "--ca-dir", str(ca), "--out", str(ca),
                     "--host", "127.0.0.1"], check=True, capture_output=True)
+    subprocess.run([floe_bin, "certs", "issue", "certuser", "--user", "--ca-dir", str(ca), "--out", str(ca)],
+                   check=True, capture_output=True)
     folder = pathlib.Path(tempfile.mkdtemp(prefix="floe-pg-tls-"))
     with open(tmp_path / "postgres.log", "w") as log:
-        proc = postgres_server(folder, log, tls=(ca / "proxy.pem", ca / "proxy.key"))
+        proc = postgres_server(folder, log, tls=(ca / "proxy.pem", ca / "proxy.key", ca / "ca.pem"))
         try:
             at = f"127.0.0.1:{proc.port}"
             # The test's own reads go over TLS too (the server takes nothing else).
             db = SqlCatalogDb(None, f"postgresql+pg8000://floe@{at}/postgres",
                               ssl_context=ssl.create_default_context(cafile=str(ca / "ca.pem")))
             elsewhere = f"postgresql://floe@db.invalid:{proc.port}/postgres?hostaddr=127.0.0.1"
+            db.execute("CREATE ROLE certuser LOGIN")
+            db.execute("GRANT ALL ON SCHEMA public TO certuser")
+            as_certuser = f"postgresql://certuser@{at}/postgres?sslmode=verify-full&sslrootcert={ca}/ca.pem"
             cases = [
+                # First: certuser creates the catalog's tables (floe, a superuser, may use them).
+                ("client_cert", f"{as_certuser}&sslcert={ca}/certuser.pem&sslkey={ca}/certuser.key", True),
+                ("no_client_cert", as_certuser, False),
                 ("verify_full", f"postgresql://floe@{at}/postgres?sslmode=verify-full&sslrootcert={ca}/ca.pem", True),
                 ("verify_ca", f"{elsewhere}&sslmode=verify-ca&sslrootcert={ca}/ca.pem", True),
                 ("wrong_name", f"{elsewhere}&sslmode=verify-full&sslrootcert={ca}/ca.pem", False),

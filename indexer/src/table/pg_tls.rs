@@ -10,19 +10,20 @@
 //! | `verify-full` | yes | that, and made out to the host connected to |
 //!
 //! `sslrootcert` is a PEM file of CA certificates, or `system` for the
-//! system's trust store (also what `verify-*` use without it). tokio-postgres
-//! knows only the first three modes and no `sslrootcert`: both are taken out
-//! of the URI here, and the connector (rustls, with the aws-lc provider the
-//! rest of Floe uses) is built from them. The handshake's signatures are
-//! checked in every mode.
+//! system's trust store (also what `verify-*` use without it); `sslcert`
+//! and `sslkey` a client certificate (PEM) and its key, for a server that
+//! authenticates by certificate. tokio-postgres knows only the first three
+//! modes and none of those files: they are taken out of the URI here, and
+//! the connector (rustls, with the aws-lc provider the rest of Floe uses) is
+//! built from them. The handshake's signatures are checked in every mode.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use floe_metadata::pem_files;
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use tokio_postgres::config::SslMode;
@@ -54,6 +55,8 @@ pub enum Roots {
 pub struct Wanted {
     pub mode: Mode,
     pub roots: Option<Roots>,
+    /// A client certificate and its key.
+    pub client: Option<(PathBuf, PathBuf)>,
 }
 
 /// `uri` without its `sslmode` and `sslrootcert` parameters (what
@@ -62,7 +65,9 @@ pub fn split(uri: &str) -> Result<(String, Wanted)> {
     let mut wanted = Wanted {
         mode: Mode::Disable,
         roots: None,
+        client: None,
     };
+    let (mut cert, mut cert_key) = (None, None);
     let Some((base, query)) = uri.split_once('?') else {
         return Ok((uri.to_string(), wanted));
     };
@@ -94,15 +99,26 @@ pub fn split(uri: &str) -> Result<(String, Wanted)> {
                     Roots::File(PathBuf::from(&*value))
                 })
             }
-            "sslcert" | "sslkey" | "sslpassword" => {
-                return Err(IndexerError::invalid(format!(
-                    "table catalog: client certificates to PostgreSQL ({key}) are not supported; \
-                     authenticate with a password in the URI"
-                )));
+            "sslcert" => cert = Some(PathBuf::from(&*value)),
+            "sslkey" => cert_key = Some(PathBuf::from(&*value)),
+            "sslpassword" => {
+                return Err(IndexerError::invalid(
+                    "table catalog: encrypted client keys (sslpassword) are not supported; \
+                     give sslkey a key file that is not encrypted",
+                ));
             }
             _ => kept.push(pair),
         }
     }
+    wanted.client = match (cert, cert_key) {
+        (None, None) => None,
+        (Some(c), Some(k)) => Some((c, k)),
+        _ => {
+            return Err(IndexerError::invalid(
+                "table catalog: sslcert and sslkey go together (a client certificate and its key)",
+            ));
+        }
+    };
     let uri = if kept.is_empty() {
         base.to_string()
     } else {
@@ -121,7 +137,7 @@ impl Wanted {
             Mode::Prefer => SslMode::Prefer,
             _ => SslMode::Require,
         };
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let provider = pem_files::provider();
         let check = match (self.mode, &self.roots) {
             (Mode::Prefer | Mode::Require, None) => Check::Nothing,
             (Mode::VerifyFull, roots) => Check::Full(self.roots(roots.as_ref())?),
@@ -141,12 +157,22 @@ impl Wanted {
                 }
             }
         };
-        let config = rustls::ClientConfig::builder_with_provider(provider)
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| IndexerError::invalid(format!("table catalog TLS: {e}")))?
             .dangerous()
-            .with_custom_certificate_verifier(verifier)
-            .with_no_client_auth();
+            .with_custom_certificate_verifier(verifier);
+        let config = match &self.client {
+            None => builder.with_no_client_auth(),
+            Some((cert, key)) => builder
+                .with_client_auth_cert(
+                    pem_files::certs(cert).map_err(file)?,
+                    pem_files::key(key).map_err(file)?,
+                )
+                .map_err(|e| {
+                    IndexerError::invalid(format!("table catalog: sslcert/sslkey: {e}"))
+                })?,
+        };
         Ok(Some((mode, MakeRustlsConnect::new(config))))
     }
 
@@ -157,28 +183,7 @@ impl Wanted {
                 let found = rustls_native_certs::load_native_certs();
                 store.add_parsable_certificates(found.certs);
             }
-            Roots::File(path) => {
-                let pem = std::fs::read(path).map_err(|e| {
-                    IndexerError::invalid(format!(
-                        "table catalog: sslrootcert {}: {e}",
-                        path.display()
-                    ))
-                })?;
-                for cert in CertificateDer::pem_slice_iter(&pem) {
-                    let cert = cert.map_err(|e| {
-                        IndexerError::invalid(format!(
-                            "table catalog: sslrootcert {}: {e}",
-                            path.display()
-                        ))
-                    })?;
-                    store.add(cert).map_err(|e| {
-                        IndexerError::invalid(format!(
-                            "table catalog: sslrootcert {}: {e}",
-                            path.display()
-                        ))
-                    })?;
-                }
-            }
+            Roots::File(path) => store = pem_files::roots(path).map_err(file)?,
         }
         if store.is_empty() {
             return Err(IndexerError::invalid(format!(
@@ -196,6 +201,11 @@ impl Wanted {
         }
         Ok(store)
     }
+}
+
+/// A PEM file the URI names that cannot be used, said with its path.
+fn file(e: pem_files::TlsError) -> IndexerError {
+    IndexerError::invalid(format!("table catalog: {e}"))
 }
 
 enum Check {
@@ -335,13 +345,25 @@ mod tests {
             split("postgresql://db/lake?sslcert=/c.pem")
                 .unwrap_err()
                 .message
-                .contains("client certificates")
+                .contains("go together")
+        );
+        let (_, with_cert) =
+            split("postgresql://db/lake?sslmode=require&sslcert=/c.pem&sslkey=/c.key").unwrap();
+        assert_eq!(with_cert.client, Some(("/c.pem".into(), "/c.key".into())));
+        assert!(
+            with_cert
+                .connector()
+                .err()
+                .unwrap()
+                .message
+                .contains("/c.pem")
         );
         // Without TLS, no connector; with it, a connector in each mode.
         assert!(w.connector().unwrap().is_none());
         let require = Wanted {
             mode: Mode::Require,
             roots: None,
+            client: None,
         };
         assert!(matches!(
             require.connector().unwrap(),
@@ -350,6 +372,7 @@ mod tests {
         let missing = Wanted {
             mode: Mode::VerifyFull,
             roots: Some(Roots::File("/nonexistent/ca.pem".into())),
+            client: None,
         };
         let e = missing.connector().err().unwrap();
         assert!(e.message.contains("/nonexistent/ca.pem"), "{}", e.message);

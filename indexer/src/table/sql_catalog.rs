@@ -476,7 +476,7 @@ mod tests {
             ("postgresql://u@h/db?sslmode=allow", "not one of"),
             (
                 "postgresql://u@h/db?sslmode=verify-full&sslrootcert=/nonexistent.pem",
-                "sslrootcert /nonexistent.pem",
+                "cannot read /nonexistent.pem",
             ),
             ("postgresql://u@h", "names no database"),
             ("postgresql://u@h/db?nonsense=1", "not a PostgreSQL URI"),
