@@ -745,6 +745,7 @@ def test_a_topic_that_is_a_table_shows_its_table_on_its_export_page(browser, sit
     open_page(browser, f"{site}#/topics/{topic}/export", f"Export of {topic}", "#table-section")
     wait(browser, "the upsert mode shown", lambda d: d.find_element("id", "table-mode").text
          == "upsert: 40 rows, one per key (10 records superseded)")
+    check_page(browser, "export-table-upsert")
     # A topic that is no table answers so, and its page has no table section.
     assert json.loads(http_get(f"{floe.admin_url}/ui/api/topics/{EXPORTED}/table")[1])["table"] is False
     open_page(browser, f"{site}#/topics/{EXPORTED}/export", f"Export of {EXPORTED}", "#export-partitions")
