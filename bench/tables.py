@@ -31,6 +31,7 @@ import json
 import os
 import pathlib
 import random
+import shutil
 import re
 import statistics
 import subprocess
@@ -196,6 +197,7 @@ def main():
     ap.add_argument("--seconds", type=int, default=120)
     ap.add_argument("--producers", type=int, default=4, help="processes sharing the steady load")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep the data folder (tens of GB after a full run)")
     a = ap.parse_args()
     if a.quick:
         a.records, a.rounds, a.seconds, a.rate, a.producers = 20_000, 1, 10, 5.0, 2
@@ -298,6 +300,10 @@ def main():
               f"{done.group(2) if done else 0} in {dt:.1f} s ({data / 1e6 / dt:.0f} MB/s of data files)")
     finally:
         s.stop()
+        if a.keep:
+            print(f"data kept in {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
