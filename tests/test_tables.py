@@ -41,8 +41,9 @@ PARTITIONS = 2
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def produce(bootstrap, topic, n, start=0):
-    """n records, acknowledged (acks=all), with a mix of values; returns {(p, o): value}."""
+def send(bootstrap, topic, records):
+    """Produces `records` (dicts of Producer.produce's arguments) with acks=all;
+    returns the acknowledged messages by (partition, offset)."""
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
@@ -52,26 +53,36 @@ def produce(bootstrap, topic, n, start=0):
         if err is not None:
             errors.append(err)
         else:
-            acked[(m.partition(), m.offset())] = m.value()
+            acked[(m.partition(), m.offset())] = m
 
-    for i in range(start, start + n):
-        if i % 50 == 7:
-            value = b"not json"
-        elif i % 50 == 11:
-            value = None  # a tombstone
-        elif i % 50 == 13:
-            value = json.dumps({"amount": "wrong type", "n": i}).encode()
-        else:
-            value = json.dumps({"amount": i / 4, "customer": f"c{i % 17}", "n": i}).encode()
-        key = None if i % 10 == 3 else f"k{i}".encode()
-        p.produce(topic, value=value, key=key, partition=i % PARTITIONS,
-                  headers=[("src", b"t")] if i % 5 == 0 else None, on_delivery=done)
-        if i % 500 == 0:
+    n = 0
+    for n, r in enumerate(records, 1):
+        p.produce(topic, on_delivery=done, **r)
+        if n % 500 == 0:
             p.poll(0)
     p.flush(60)
     assert not errors, errors[:3]
     assert len(acked) == n
     return acked
+
+
+def produce(bootstrap, topic, n, start=0):
+    """n records, acknowledged (acks=all), with a mix of values; returns {(p, o): value}."""
+    def records():
+        for i in range(start, start + n):
+            if i % 50 == 7:
+                value = b"not json"
+            elif i % 50 == 11:
+                value = None  # a tombstone
+            elif i % 50 == 13:
+                value = json.dumps({"amount": "wrong type", "n": i}).encode()
+            else:
+                value = json.dumps({"amount": i / 4, "customer": f"c{i % 17}", "n": i}).encode()
+            key = None if i % 10 == 3 else f"k{i}".encode()
+            yield {"value": value, "key": key, "partition": i % PARTITIONS,
+                   "headers": [("src", b"t")] if i % 5 == 0 else None}
+
+    return {k: m.value() for k, m in send(bootstrap, topic, records()).items()}
 
 
 def catalog_at(uri, **props):
@@ -760,24 +771,10 @@ UPSERT = {
 
 def produce_keyed(bootstrap, topic, n, start=0):
     """n records over 40 keys, every 7th a tombstone; returns {(p, o): (key, value)}."""
-    from confluent_kafka import Producer
-
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
-    acked, errors = {}, []
-
-    def done(err, m):
-        if err is not None:
-            errors.append(err)
-        else:
-            acked[(m.partition(), m.offset())] = (m.key(), m.value())
-
-    for i in range(start, start + n):
-        value = None if i % 7 == 3 else json.dumps({"amount": i, "n": i}).encode()
-        p.produce(topic, key=f"acct-{i % 40}".encode(), value=value, on_delivery=done)
-    p.flush(60)
-    assert not errors, errors[:3]
-    assert len(acked) == n
-    return acked
+    records = ({"key": f"acct-{i % 40}".encode(),
+                "value": None if i % 7 == 3 else json.dumps({"amount": i, "n": i}).encode()}
+               for i in range(start, start + n))
+    return {k: (m.key(), m.value()) for k, m in send(bootstrap, topic, records).items()}
 
 
 def latest_of(records):

@@ -460,6 +460,18 @@ async fn the_exporter_passes_over_a_decompression_bomb_and_exports_the_rest() {
 
 /// The manifests and data files a table's snapshot lists, read back with
 /// iceberg's own readers: (manifest count, live data-file paths, records).
+/// The object of the local store at `uri` (a table's URIs are under
+/// `…/store/`).
+async fn read_store(env: &Env, uri: String) -> Bytes {
+    let key = uri.split_once("/store/").unwrap().1;
+    let obj = env
+        .pool
+        .head(&EndpointId::new("local"), &ObjectKey::new(key))
+        .await
+        .unwrap();
+    env.pool.get(&obj).await.unwrap()
+}
+
 async fn table_contents(
     env: &Env,
     ix: &Indexer,
@@ -475,17 +487,7 @@ async fn table_contents(
         Some(id) => m.snapshot_by_id(id).unwrap().clone(),
         None => m.current_snapshot().unwrap().clone(),
     };
-    let read = |uri: &str| {
-        let key = uri.split_once("/store/").unwrap().1.to_string();
-        let pool = env.pool.clone();
-        async move {
-            let obj = pool
-                .head(&EndpointId::new("local"), &ObjectKey::new(&key))
-                .await
-                .unwrap();
-            pool.get(&obj).await.unwrap()
-        }
-    };
+    let read = |uri: &str| read_store(env, uri.to_string());
     let list = floe_indexer::table::commit::parse_manifest_list(
         &read(snap.manifest_list()).await,
         m.format_version(),
@@ -890,17 +892,7 @@ async fn visible_rows(
         .await
         .unwrap();
     let snap = m.current_snapshot().unwrap().clone();
-    let read = |uri: String| {
-        let key = uri.split_once("/store/").unwrap().1.to_string();
-        let pool = env.pool.clone();
-        async move {
-            let obj = pool
-                .head(&EndpointId::new("local"), &ObjectKey::new(&key))
-                .await
-                .unwrap();
-            pool.get(&obj).await.unwrap()
-        }
-    };
+    let read = |uri: String| read_store(env, uri);
     let list = floe_indexer::table::commit::parse_manifest_list(
         &read(snap.manifest_list().to_string()).await,
         m.format_version(),

@@ -31,7 +31,7 @@ use rustls::{CertificateError, DigitallySignedStruct, DistinguishedName, Signatu
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 
 pub use crate::pem_files::TlsError;
-use crate::pem_files::{content, provider};
+use crate::pem_files::{content, provider, verify_tls12, verify_tls13};
 
 /// What a cluster process is, by its certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -389,34 +389,6 @@ impl ClientCertVerifier for Dynamic {
             .signature_verification_algorithms
             .supported_schemes()
     }
-}
-
-/// A handshake signature, checked as the WebPKI verifiers check it (the
-/// same for both sides, and for every set of files).
-fn verify_tls12(
-    message: &[u8],
-    cert: &CertificateDer<'_>,
-    dss: &DigitallySignedStruct,
-) -> Result<HandshakeSignatureValid, rustls::Error> {
-    rustls::crypto::verify_tls12_signature(
-        message,
-        cert,
-        dss,
-        &provider().signature_verification_algorithms,
-    )
-}
-
-fn verify_tls13(
-    message: &[u8],
-    cert: &CertificateDer<'_>,
-    dss: &DigitallySignedStruct,
-) -> Result<HandshakeSignatureValid, rustls::Error> {
-    rustls::crypto::verify_tls13_signature(
-        message,
-        cert,
-        dss,
-        &provider().signature_verification_algorithms,
-    )
 }
 
 impl ServerCertVerifier for Dynamic {

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, SystemTime};
 
+use rustls::DigitallySignedStruct;
+use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::CryptoProvider;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
@@ -48,6 +50,35 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// A TLS 1.2 handshake signature, checked as the WebPKI verifiers check it
+/// (with [`provider`]'s algorithms), for verifiers of Floe's own.
+pub fn verify_tls12(
+    message: &[u8],
+    cert: &CertificateDer<'_>,
+    dss: &DigitallySignedStruct,
+) -> Result<HandshakeSignatureValid, rustls::Error> {
+    rustls::crypto::verify_tls12_signature(
+        message,
+        cert,
+        dss,
+        &provider().signature_verification_algorithms,
+    )
+}
+
+/// A TLS 1.3 handshake signature, as [`verify_tls12`].
+pub fn verify_tls13(
+    message: &[u8],
+    cert: &CertificateDer<'_>,
+    dss: &DigitallySignedStruct,
+) -> Result<HandshakeSignatureValid, rustls::Error> {
+    rustls::crypto::verify_tls13_signature(
+        message,
+        cert,
+        dss,
+        &provider().signature_verification_algorithms,
+    )
 }
 
 /// The certificates of a PEM file (at least one).

@@ -479,8 +479,8 @@ impl Indexer {
         } else {
             files_to_add(&exports, &covered)?
         };
-        // Snapshots past their age (the current one stays), or beyond the
-        // most a table keeps.
+        // Whether this commit makes a snapshot; snapshots past their age
+        // (the current one stays), or beyond the most a table keeps.
         let now_ms = chrono::Utc::now().timestamp_millis();
         let adding = !added.is_empty() || overwrite || reconcile || remode;
         let expired = current.map_or_else(Vec::new, |m| {
@@ -490,10 +490,7 @@ impl Indexer {
         let mapping = name_mapping(&schema);
         // An idle round (no file, same columns and partitioning) stops here,
         // before any metadata is staged.
-        if added.is_empty()
-            && !overwrite
-            && !reconcile
-            && !remode
+        if !adding
             && expired.is_empty()
             && current.is_some_and(|m| same_shape(m, &schema, &spec, &mapping))
         {
@@ -532,8 +529,7 @@ impl Indexer {
                 || m.default_partition_spec_id() != staged.default_partition_spec_id()
                 || m.properties() != staged.properties()
         });
-        if added.is_empty() && !changed && !overwrite && !reconcile && !remode && expired.is_empty()
-        {
+        if !adding && !changed && expired.is_empty() {
             return Ok(None);
         }
 
@@ -543,7 +539,7 @@ impl Indexer {
         let mut files_now: Option<(String, HashSet<String>)> = None;
         let mut removed_count = 0u64;
         let mut keys = None;
-        let new = if added.is_empty() && !overwrite && !reconcile && !remode {
+        let new = if !adding {
             // The schema, or the snapshots kept, changed: no new snapshot.
             staged
                 .into_builder(None)

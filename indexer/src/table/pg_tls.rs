@@ -23,7 +23,6 @@ use std::sync::Arc;
 use floe_metadata::pem_files;
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use tokio_postgres::config::SslMode;
@@ -138,24 +137,21 @@ impl Wanted {
             _ => SslMode::Require,
         };
         let provider = pem_files::provider();
-        let check = match (self.mode, &self.roots) {
-            (Mode::Prefer | Mode::Require, None) => Check::Nothing,
-            (Mode::VerifyFull, roots) => Check::Full(self.roots(roots.as_ref())?),
-            (_, roots) => Check::Ca(self.roots(roots.as_ref())?),
+        // The CAs a certificate must lead to (`require` without any: none).
+        let chain = match (self.mode, &self.roots) {
+            (Mode::Prefer | Mode::Require, None) => None,
+            (_, roots) => Some(
+                WebPkiServerVerifier::builder_with_provider(
+                    Arc::new(self.roots(roots.as_ref())?),
+                    provider.clone(),
+                )
+                .build()
+                .map_err(|e| IndexerError::invalid(format!("table catalog TLS: {e}")))?,
+            ),
         };
-        let verifier: Arc<dyn ServerCertVerifier> = match check {
-            Check::Nothing => Arc::new(Unverified(provider.clone())),
-            Check::Ca(roots) | Check::Full(roots) => {
-                let webpki =
-                    WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-                        .build()
-                        .map_err(|e| IndexerError::invalid(format!("table catalog TLS: {e}")))?;
-                if self.mode == Mode::VerifyFull {
-                    webpki
-                } else {
-                    Arc::new(AnyName(webpki))
-                }
-            }
+        let verifier: Arc<dyn ServerCertVerifier> = match chain {
+            Some(webpki) if self.mode == Mode::VerifyFull => webpki,
+            chain => Arc::new(Relaxed(chain)),
         };
         let builder = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -208,68 +204,13 @@ fn file(e: pem_files::TlsError) -> IndexerError {
     IndexerError::invalid(format!("table catalog: {e}"))
 }
 
-enum Check {
-    Nothing,
-    Ca(RootCertStore),
-    Full(RootCertStore),
-}
-
-/// `require` without CA certificates: the server's certificate is not
-/// checked (as libpq does); the handshake's signatures are.
+/// The checks below `verify-full`: the chain only (`verify-ca`, and
+/// `require` with `sslrootcert`), or none (`require` without, as libpq
+/// does); the handshake's signatures are checked either way.
 #[derive(Debug)]
-struct Unverified(Arc<CryptoProvider>);
+struct Relaxed(Option<Arc<WebPkiServerVerifier>>);
 
-impl ServerCertVerifier for Unverified {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// `verify-ca`: the chain is checked, the name the certificate is made
-/// out to is not.
-#[derive(Debug)]
-struct AnyName(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for AnyName {
+impl ServerCertVerifier for Relaxed {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -278,10 +219,10 @@ impl ServerCertVerifier for AnyName {
         ocsp: &[u8],
         now: UnixTime,
     ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
-        {
+        let Some(chain) = &self.0 else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),
@@ -295,7 +236,7 @@ impl ServerCertVerifier for AnyName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
+        pem_files::verify_tls12(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -304,11 +245,13 @@ impl ServerCertVerifier for AnyName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
+        pem_files::verify_tls13(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
+        pem_files::provider()
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 

@@ -66,24 +66,22 @@ impl Indexer {
         }
         keep.extend(lists);
         let mut doomed = self
-            .unreferenced(&format!("tables/{topic}/metadata/"), &keep, grace)
+            .past_grace(&format!("tables/{topic}/metadata/"), grace)
             .await?;
+        doomed.retain(|(uri, _)| !keep.contains(uri));
         // An upsert table's position delete files: kept while a kept
-        // snapshot's delete manifest names them.
-        let deletes = format!("tables/{topic}/deletes/");
-        if self
-            .pool()
-            .list_pages(self.endpoint(), &deletes, 1)?
-            .next()
-            .await
-            .transpose()?
-            .is_some_and(|p| !p.is_empty())
-        {
+        // snapshot's delete manifest names them (asked only when there are
+        // any).
+        let mut deletes = self
+            .past_grace(&format!("tables/{topic}/deletes/"), grace)
+            .await?;
+        if !deletes.is_empty() {
             let named = self.table_data_files(topic).await?;
-            doomed.extend(self.unreferenced(&deletes, &named, grace).await?);
+            deletes.retain(|(uri, _)| !named.contains(uri));
+            doomed.extend(deletes);
         }
         let mut deleted = 0;
-        for o in doomed {
+        for (_, o) in doomed {
             tracing::info!(topic, key = %o.key, "deleting a table metadata object nothing refers to");
             self.pool().delete(&o).await?;
             deleted += 1;
@@ -91,27 +89,22 @@ impl Indexer {
         Ok(deleted)
     }
 
-    /// The objects under `prefix` not in `keep` and older than `grace`.
-    async fn unreferenced(
-        &self,
-        prefix: &str,
-        keep: &HashSet<String>,
-        grace: Duration,
-    ) -> Result<Vec<ObjectRef>> {
+    /// The objects under `prefix` older than `grace`, with their URIs.
+    async fn past_grace(&self, prefix: &str, grace: Duration) -> Result<Vec<(String, ObjectRef)>> {
         let now = SystemTime::now();
         let mut pages = self.pool().list_pages(self.endpoint(), prefix, 1000)?;
-        let mut doomed: Vec<ObjectRef> = Vec::new();
+        let mut old = Vec::new();
         while let Some(page) = pages.next().await {
             for o in page? {
-                let uri = self
-                    .pool()
-                    .uri(&o.object.endpoint, &o.object.key)
-                    .unwrap_or_default();
-                if !keep.contains(&uri) && o.age(now) >= grace {
-                    doomed.push(o.object);
+                if o.age(now) >= grace {
+                    let uri = self
+                        .pool()
+                        .uri(&o.object.endpoint, &o.object.key)
+                        .unwrap_or_default();
+                    old.push((uri, o.object));
                 }
             }
         }
-        Ok(doomed)
+        Ok(old)
     }
 }

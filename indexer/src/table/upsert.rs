@@ -23,7 +23,7 @@
 //!
 //! Records without a key are rows of their own, never replaced.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow_array::{Array, BinaryArray, Int64Array, RecordBatch, StringArray};
@@ -374,6 +374,8 @@ impl Indexer {
             });
         }
         let previous = c.staged.current_snapshot().map(|s| s.snapshot_id());
+        // The map of the previous snapshot, unless the deletes are written
+        // again from nothing.
         let mut keys = self
             .take_key_map(c.topic)
             .filter(|k| k.snapshot.is_some() && k.snapshot == previous && !c.rewrite)
@@ -389,14 +391,14 @@ impl Indexer {
         let rewrite = c.rewrite || consolidate;
         if c.rewrite {
             // Every data file of the new snapshot, from nothing.
-            keys = KeyMap::default();
             let all = self.live_data_files(&manifests).await?;
             self.replay(&mut keys, &all, Some(&mut deleted)).await?;
         } else {
             if keys.snapshot.is_none() {
                 // After a restart: where the keys are, from the old files.
+                let added: HashSet<&str> = new.iter().map(|(f, _, _)| &*f.uri).collect();
                 let mut old = self.live_data_files(&manifests).await?;
-                old.retain(|(f, _, _)| !new.iter().any(|(n, _, _)| n.uri == f.uri));
+                old.retain(|(f, _, _)| !added.contains(&*f.uri));
                 self.replay(&mut keys, &old, None).await?;
             }
             self.replay(&mut keys, &new, Some(&mut deleted)).await?;
